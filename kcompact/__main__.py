@@ -1,0 +1,5 @@
+"""``python -m kcompact`` runs the command-line interface."""
+
+from kcompact.cli.main import main
+
+main()

@@ -1,0 +1,128 @@
+"""Every exception kcompact raises on purpose, in one place.
+
+The CLI maps any :class:`KcompactError` to exit code 2 and prints ``str(err)`` as one line; anything
+else escaping a command is a bug (exit 1 with a traceback). So every message here must stand alone:
+it names the file, the byte position when there is one, and what was expected versus found.
+
+Hierarchy::
+
+    KcompactError
+      CorruptDataError(path, position, offset)
+        CorruptBatchError        framing or header of a batch / legacy entry is wrong
+        CorruptRecordError       a record inside a batch does not parse
+        CorruptIndexError        .index / .timeindex / .txnindex fails Kafka's checks
+        CorruptCheckpointError   an offset checkpoint file does not parse
+        TruncatedDataError       the data ends before a declared length
+      UnsupportedFormatError     unknown magic, codec, attribute bits, or a missing codec library
+      CleanerStateError          leftover .swap files, a checkpoint past the log end, ...
+      RefusedError               the operation is not allowed here (live broker, other kcompact, ...)
+      ConfigError                a bad --config key or value, an unreadable properties file
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class KcompactError(Exception):
+    """Base of every error kcompact raises deliberately (exit code 2 in the CLI)."""
+
+
+class CorruptDataError(KcompactError):
+    """Bytes on disk that do not follow Kafka's format.
+
+    Args:
+        message: what is wrong, ideally "…; expected X, found Y".
+        path: the file the bytes came from, when known.
+        position: byte position inside that file, when known.
+        offset: the Kafka offset concerned, when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        position: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        self.message = message
+        self.path = os.fspath(path) if path is not None else None
+        self.position = position
+        self.offset = offset
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = self.path if self.path is not None else "<buffer>"
+        if self.position is not None:
+            where = f"{where} at position {self.position}"
+        return f"{where}: {self.message}"
+
+    def located(
+        self, path: str | os.PathLike[str] | None, base_position: int = 0
+    ) -> CorruptDataError:
+        """Return a copy of this error with the file and absolute position filled in.
+
+        Lower layers work on buffers and only know positions relative to the buffer they were given;
+        the layer that opened the file calls this to make the message name the file.
+        """
+        position = None if self.position is None else self.position + base_position
+        clone = type(self)(
+            self.message,
+            path=path if path is not None else self.path,
+            position=position,
+            offset=self.offset,
+        )
+        return clone
+
+    def __reduce__(self) -> tuple[object, ...]:  # picklable for Spark executors
+        return (
+            _rebuild_corrupt,
+            (type(self), self.message, self.path, self.position, self.offset),
+        )
+
+
+def _rebuild_corrupt(
+    cls: type[CorruptDataError],
+    message: str,
+    path: str | None,
+    position: int | None,
+    offset: int | None,
+) -> CorruptDataError:
+    return cls(message, path=path, position=position, offset=offset)
+
+
+class CorruptBatchError(CorruptDataError):
+    """A batch (or legacy entry) whose framing, header or CRC is wrong."""
+
+
+class CorruptRecordError(CorruptDataError):
+    """A record inside a batch that does not parse (bad varint, sizes, counts)."""
+
+
+class CorruptIndexError(CorruptDataError):
+    """An offset, time or transaction index that fails Kafka's sanity checks."""
+
+
+class CorruptCheckpointError(CorruptDataError):
+    """An offset checkpoint file (cleaner-offset-checkpoint, …) that does not parse."""
+
+
+class TruncatedDataError(CorruptDataError):
+    """Data that ends before a length it declared."""
+
+
+class UnsupportedFormatError(KcompactError):
+    """Valid-looking data kcompact will not guess about: unknown magic, codec or attribute bits."""
+
+
+class CleanerStateError(KcompactError):
+    """Partition state a clean cannot start from as is (leftover swap files, bad checkpoint…)."""
+
+
+class RefusedError(KcompactError):
+    """The operation is refused: a live broker holds the log dir, another kcompact works on it…"""
+
+
+class ConfigError(KcompactError):
+    """An unknown configuration key, a value of the wrong type or range, an unreadable file."""

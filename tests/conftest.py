@@ -1,0 +1,51 @@
+"""Shared test fixtures: where the broker-written log dirs live, and temp copies of them.
+
+The real fixtures in ../shared/fixtures/real are read in place and never modified; a test that
+changes a partition copies it into ``tmp_path`` first. Where ../shared is absent (a clone outside
+this setup) those tests skip with a reason that says so.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+REAL_FIXTURES = Path(
+    os.environ.get("KCOMPACT_REAL_FIXTURES", REPO_ROOT.parent / "shared" / "fixtures" / "real")
+)
+PROJECT_FIXTURES = REPO_ROOT / "fixtures"
+
+settings.register_profile("default", max_examples=100, deadline=None)
+settings.register_profile("slow", max_examples=2000, deadline=None)
+settings.load_profile("slow" if os.environ.get("KCOMPACT_SLOW") else "default")
+
+
+def real_fixture(*parts: str) -> Path:
+    """Path of a broker-written fixture, or skip the test when ../shared is not there."""
+    path = REAL_FIXTURES.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"broker-written fixtures not available at {REAL_FIXTURES} (../shared absent)")
+    return path
+
+
+def copy_tree_writable(src: Path, dst: Path) -> Path:
+    """Copy a (read-only) fixture tree and make the copy writable, keeping mtimes."""
+    shutil.copytree(src, dst, copy_function=shutil.copy2)
+    for root, dirs, files in os.walk(dst):
+        for name in dirs + files:
+            p = Path(root) / name
+            p.chmod(p.stat().st_mode | stat.S_IWUSR)
+    Path(dst).chmod(Path(dst).stat().st_mode | stat.S_IWUSR)
+    return dst
+
+
+@pytest.fixture
+def real_fixtures() -> Path:
+    """The directory of broker-written log dirs (skips when absent)."""
+    return real_fixture()
