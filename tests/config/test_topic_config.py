@@ -71,8 +71,8 @@ def test_as_kafka_dict_round_trips() -> None:
 
 @given(
     ratio=st.floats(min_value=0.0, max_value=1.0),
-    lag=st.integers(min_value=0, max_value=2**62),
-    extra=st.integers(min_value=0, max_value=2**62),
+    lag=st.integers(min_value=0, max_value=2**61),
+    extra=st.integers(min_value=0, max_value=2**61),
     policy=st.sampled_from(["compact", "delete", "compact,delete", "delete,compact"]),
 )
 def test_kafka_dict_round_trip_property(ratio: float, lag: int, extra: int, policy: str) -> None:
