@@ -79,13 +79,19 @@ def records_bytes(batch: RecordBatch) -> bytes | memoryview:
         A view of the payload for an uncompressed batch, otherwise new bytes.
 
     Raises:
-        CorruptRecordError, UnsupportedFormatError: from the codec (see ``compression.py``).
+        CorruptRecordError: a malformed compressed stream; position 61 (the payload, relative to
+            the batch start), offset the batch's base offset.
+        UnsupportedFormatError: the codec's library is missing (from ``compression.py``).
     """
     if batch.compression == Compression.NONE:
         return batch.payload
     from kcompact.records.compression import decompress
 
-    return decompress(batch.compression, bytes(batch.payload), magic=batch.magic)
+    try:
+        return decompress(batch.compression, batch.payload, magic=batch.magic)
+    except CorruptRecordError as err:
+        raise CorruptRecordError(
+            err.message, position=RECORD_BATCH_OVERHEAD, offset=batch.base_offset) from err
 
 
 def _wrap_int64(value: int) -> int:
