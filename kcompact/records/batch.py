@@ -324,8 +324,6 @@ def iter_batches(
             A trailing run of fewer than 17 zero bytes ends the walk without error.
         UnsupportedFormatError: see :func:`decode_batch`.
     """
-    from kcompact.records.legacy import decode_legacy_entry
-
     end = len(buf) if end is None else end
     view = memoryview(buf)[:end]
     position = start
@@ -340,7 +338,9 @@ def iter_batches(
         _check_framing(offset, size, view[position + MAGIC_OFFSET], position, end)
         if view[position + MAGIC_OFFSET] == MAGIC_VALUE_V2:
             yield decode_batch(view, position)
-        else:
+        else:  # imported here: legacy.py builds on this module
+            from kcompact.records.legacy import decode_legacy_entry
+
             yield decode_legacy_entry(view, position)
         position += size + LOG_OVERHEAD
 
