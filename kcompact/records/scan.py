@@ -51,12 +51,17 @@ from array import array
 from dataclasses import dataclass
 
 from kcompact.errors import CorruptRecordError
-from kcompact.records.varint import Buffer, decode_varint, decode_varlong
+from kcompact.records.varint import INT64_MAX, Buffer, decode_varint, decode_varlong
 
 MIN_RECORD_BODY_SIZE_IN_BYTES = 6
 """attributes + timestampDelta + offsetDelta + keyLength + valueLength + headersCount, 1 byte each."""
 MIN_RECORD_SIZE_IN_BYTES = 1 + MIN_RECORD_BODY_SIZE_IN_BYTES
 """The length varint plus the smallest body; bounds how many records ``data`` can hold."""
+
+
+def _wrap_int64(value: int) -> int:
+    """Java's long addition: keep the low 64 bits, as Kafka does for base + delta timestamps."""
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
 def _zigzag(raw: int) -> int:
@@ -68,6 +73,9 @@ def _zigzag(raw: int) -> int:
 _ZIGZAG: tuple[int, ...] = tuple(_zigzag(i) for i in range(0x80)) + tuple(
     _zigzag(i) for i in range(0x4000)
 )
+# Largest magnitude a 1- or 2-byte varint delta can have, plus one: base_timestamp values this far
+# inside the int64 range cannot overflow on the fast paths.
+_FAST_DELTA_LIMIT = 0x2000
 
 
 @dataclass(slots=True)
@@ -149,8 +157,8 @@ def _boundary(err: Exception, i: int, count: int, size: int, position: int) -> C
     """Turn an IndexError / OverflowError from a scan loop into the error a user should see."""
     if isinstance(err, OverflowError):
         message = (
-            f"record {i} offset or timestamp out of range; expected a signed 64-bit value, "
-            f"found one that overflows"
+            f"record {i} offset out of range; expected base_offset + offsetDelta to fit in "
+            f"a signed 64-bit integer, found an overflow"
         )
     elif position >= size:
         message = f"records end early; expected {count} records, found {i}"
@@ -208,11 +216,15 @@ def scan_records(
         record_ends=array("q", zeros),
         data=buf,
     )
-    if log_append_time is None:
-        _scan_columns(columns, base_offset, base_timestamp)
-    else:
+    if log_append_time is not None:
         _scan_columns(columns, base_offset, 0)
         columns.timestamps = array("q", [log_append_time]) * count
+    elif _FAST_DELTA_LIMIT - INT64_MAX <= base_timestamp <= INT64_MAX - _FAST_DELTA_LIMIT:
+        _scan_columns(columns, base_offset, base_timestamp)
+    else:  # a sum could pass the int64 range; Java wraps it, so collect deltas and wrap here
+        _scan_columns(columns, base_offset, 0)
+        stamps = [_wrap_int64(base_timestamp + delta) for delta in columns.timestamps]
+        columns.timestamps = array("q", stamps)
     return columns
 
 
@@ -252,7 +264,7 @@ def _scan_columns(columns: RecordColumns, base_offset: int, base_timestamp: int)
                 q += 3
             else:
                 delta, q = decode_varlong(d, q + 1)
-                tss[i] = base_timestamp + delta
+                tss[i] = _wrap_int64(base_timestamp + delta)
             b = d[q]
             if b < 0x80:
                 offs[i] = base_offset + zz[b]
