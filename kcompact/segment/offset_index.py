@@ -1,0 +1,281 @@
+"""The offset index ``<base>.index``: sparse map from offsets to batch positions (spec §5.1).
+
+A read of offset *O* binary-searches this file for the largest entry whose offset is ≤ *O* and scans the
+``.log`` forward from that entry's position, so every entry must name a batch start and that batch's *last*
+offset (Kafka indexes ``batch.lastOffset``). A subset of correct entries is still a valid index; a wrong
+entry breaks reads. Kafka trusts an existing file without checking it at load (spec §7.1 step 4), reads
+every 8-byte slot of it as an entry — so a preallocated file that was never trimmed yields zero-filled
+"entries" — and only sanity-checks the last offset. :func:`check_offset_index` reports all of that.
+
+Layout: no header, no checksum; ``entries × 8`` bytes, big-endian::
+
+    0  int32 relative_offset   offset - base_offset, 0..2^31-1
+    4  int32 position          byte position of the batch in <base>.log
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kcompact.errors import CorruptIndexError
+
+OFFSET_INDEX_ENTRY = struct.Struct(
+    ">"
+    "i"  # relative_offset: offset - base_offset
+    "i"  # position: byte position of the batch in the .log
+)
+OFFSET_INDEX_ENTRY_SIZE = OFFSET_INDEX_ENTRY.size  # 8
+MAX_RELATIVE_OFFSET = 2**31 - 1
+"""Largest ``offset - base_offset`` a segment's indexes can hold (Kafka's ``Integer.MAX_VALUE``)."""
+MAX_POSITION = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetIndexEntry:
+    """One offset index entry: the batch at ``position`` in the ``.log`` ends at ``offset`` (absolute)."""
+
+    offset: int
+    position: int
+
+
+@dataclass(slots=True)
+class Finding:
+    """How often one rule of an index check failed, and the first failure in words."""
+
+    rule: str
+    count: int = 0
+    first: str = ""
+
+    def add(self, example: str) -> None:
+        """Record one more failure; only the first example is kept."""
+        if self.count == 0:
+            self.first = example
+        self.count += 1
+
+    def report(self, problems: list[str]) -> None:
+        """Append one sentence for this rule to ``problems`` if it failed at all."""
+        if self.count == 1:
+            problems.append(f"{self.rule}: {self.first}")
+        elif self.count > 1:
+            problems.append(f"{self.rule} ({self.count} entries), first: {self.first}")
+
+
+def fits_relative_offset(offset: int, base_offset: int) -> bool:
+    """Whether ``offset`` can be stored in the indexes of a segment based at ``base_offset``.
+
+    Kafka's ``canAppendOffset``: a batch whose last offset fails this makes the segment overflow
+    (``LogSegmentOffsetOverflowException``) and must go to a new segment.
+
+    Args:
+        offset: an absolute offset.
+        base_offset: the segment's base offset.
+
+    Returns:
+        ``0 <= offset - base_offset <= 2^31 - 1``.
+    """
+    return 0 <= offset - base_offset <= MAX_RELATIVE_OFFSET
+
+
+def decode_offset_index(data: bytes | memoryview, base_offset: int) -> list[OffsetIndexEntry]:
+    """Decode the bytes of an offset index, every slot as Kafka would read it.
+
+    Args:
+        data: the whole file.
+        base_offset: the segment's base offset (the number in the file name).
+
+    Returns:
+        The entries with absolute offsets, in file order, including any zero-filled slots.
+
+    Raises:
+        CorruptIndexError: the length is not a multiple of 8 (``position`` = the partial slot).
+    """
+    size_in_bytes = len(data)
+    if size_in_bytes % OFFSET_INDEX_ENTRY_SIZE:
+        raise CorruptIndexError(
+            f"offset index size is not a whole number of entries; expected a multiple of "
+            f"{OFFSET_INDEX_ENTRY_SIZE} bytes, found {size_in_bytes} bytes",
+            position=size_in_bytes - size_in_bytes % OFFSET_INDEX_ENTRY_SIZE,
+        )
+    return [
+        OffsetIndexEntry(offset=base_offset + relative, position=position)
+        for relative, position in OFFSET_INDEX_ENTRY.iter_unpack(data)
+    ]
+
+
+def encode_offset_index(entries: Iterable[OffsetIndexEntry], base_offset: int) -> bytes:
+    """Encode entries as a trimmed offset index file (no preallocated slots).
+
+    Args:
+        entries: entries with absolute offsets, in file order.
+        base_offset: the segment's base offset.
+
+    Returns:
+        ``8 × len(entries)`` bytes.
+
+    Raises:
+        CorruptIndexError: an offset outside ``base_offset .. base_offset + 2^31 - 1`` or a position
+            outside ``0 .. 2^31 - 1`` (``offset``/``position`` name the entry).
+    """
+    out = bytearray()
+    for number, entry in enumerate(entries):
+        if not fits_relative_offset(entry.offset, base_offset):
+            raise CorruptIndexError(
+                f"offset index entry {number} does not fit the segment; expected offset "
+                f"{base_offset}..{base_offset + MAX_RELATIVE_OFFSET}, found {entry.offset}",
+                offset=entry.offset,
+            )
+        if not 0 <= entry.position <= MAX_POSITION:
+            raise CorruptIndexError(
+                f"offset index entry {number} has an impossible position; expected "
+                f"0..{MAX_POSITION}, found {entry.position}",
+                offset=entry.offset,
+            )
+        out += OFFSET_INDEX_ENTRY.pack(entry.offset - base_offset, entry.position)
+    return bytes(out)
+
+
+def read_offset_index(path: str | os.PathLike[str], base_offset: int) -> list[OffsetIndexEntry]:
+    """Read an offset index file (see :func:`decode_offset_index`).
+
+    Args:
+        path: the ``.index`` file (``.index.cleaned`` / ``.swap`` work too).
+        base_offset: the segment's base offset.
+
+    Returns:
+        Every slot of the file as an entry.
+
+    Raises:
+        FileNotFoundError: the file does not exist (callers decide what a missing index means).
+        CorruptIndexError: the file's length is not a multiple of 8; the error names the file.
+    """
+    data = Path(path).read_bytes()
+    try:
+        return decode_offset_index(data, base_offset)
+    except CorruptIndexError as err:
+        raise err.located(path) from err
+
+
+def write_offset_index(
+    path: str | os.PathLike[str], entries: Iterable[OffsetIndexEntry], base_offset: int
+) -> None:
+    """Write a trimmed offset index file and fsync it.
+
+    Args:
+        path: the file to create or replace (normally a ``.index.cleaned`` name).
+        entries: entries with absolute offsets.
+        base_offset: the segment's base offset.
+
+    Raises:
+        CorruptIndexError: an entry :func:`encode_offset_index` rejects; nothing is written then.
+    """
+    _write_synced(path, encode_offset_index(entries, base_offset))
+
+
+def _write_synced(path: str | os.PathLike[str], data: bytes) -> None:
+    with open(path, "wb") as file:
+        file.write(data)
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def lookup(entries: Sequence[OffsetIndexEntry], target_offset: int) -> int:
+    """Where to start scanning the ``.log`` for ``target_offset`` (Kafka's ``OffsetIndex.lookup``).
+
+    Args:
+        entries: a segment's offset index entries, ascending.
+        target_offset: the absolute offset sought.
+
+    Returns:
+        The position of the largest entry whose offset is ≤ ``target_offset``, or 0 when there is none.
+    """
+    slot = bisect.bisect_right(entries, target_offset, key=lambda entry: entry.offset)
+    return entries[slot - 1].position if slot else 0
+
+
+def check_offset_index(
+    entries: Sequence[OffsetIndexEntry],
+    base_offset: int,
+    *,
+    log_batches: Sequence[tuple[int, int]] | None = None,
+) -> list[str]:
+    """Everything wrong with an offset index, in words (empty list: nothing found).
+
+    Checks Kafka's own sanity rule (a non-empty index must end at an offset ≥ the base offset), trailing
+    zero-filled slots of a preallocated file that was never trimmed, offsets below the base, negative
+    positions, strictly increasing offsets and positions, and — given the ``.log``'s batches — that every
+    entry names a batch start whose last offset is the entry's offset.
+
+    Args:
+        entries: every slot of the file (as :func:`decode_offset_index` returns them).
+        base_offset: the segment's base offset.
+        log_batches: ``(position, last_offset)`` of each batch of the segment's ``.log``, if known.
+
+    Returns:
+        One sentence per failed rule, naming how many entries fail it and the first one.
+    """
+    problems: list[str] = []
+    if entries and entries[-1].offset < base_offset:
+        problems.append(
+            f"last offset {entries[-1].offset} is below the base offset {base_offset} "
+            "(Kafka's sanity check fails: CorruptIndexException)"
+        )
+    real = len(entries)
+    while real and entries[real - 1] == OffsetIndexEntry(base_offset, 0):
+        real -= 1
+    if real < len(entries):
+        problems.append(
+            f"{len(entries) - real} trailing zero-filled slots (a preallocated index that was never "
+            f"trimmed; Kafka would read them as entries), from entry {real}"
+        )
+    _check_order(entries[:real], base_offset, problems)
+    if log_batches is not None:
+        _check_against_log(entries[:real], log_batches, problems)
+    return problems
+
+
+def _check_order(
+    entries: Sequence[OffsetIndexEntry], base_offset: int, problems: list[str]
+) -> None:
+    below = Finding("offset below the segment's base offset")
+    negative = Finding("negative position")
+    offsets = Finding("offsets not strictly increasing")
+    positions = Finding("positions not strictly increasing")
+    previous: OffsetIndexEntry | None = None
+    for number, entry in enumerate(entries):
+        if entry.offset < base_offset:
+            below.add(f"entry {number} has offset {entry.offset} < {base_offset}")
+        if entry.position < 0:
+            negative.add(f"entry {number} has position {entry.position}")
+        if previous is not None and entry.offset <= previous.offset:
+            offsets.add(f"entry {number} has offset {entry.offset} after {previous.offset}")
+        if previous is not None and entry.position <= previous.position:
+            positions.add(f"entry {number} has position {entry.position} after {previous.position}")
+        previous = entry
+    for finding in (below, negative, offsets, positions):
+        finding.report(problems)
+
+
+def _check_against_log(
+    entries: Sequence[OffsetIndexEntry],
+    log_batches: Sequence[tuple[int, int]],
+    problems: list[str],
+) -> None:
+    last_offset_at = dict(log_batches)
+    no_batch = Finding("entry does not point at a batch start")
+    wrong_offset = Finding("entry's offset is not the last offset of its batch")
+    for number, entry in enumerate(entries):
+        found = last_offset_at.get(entry.position)
+        if found is None:
+            no_batch.add(f"entry {number} points at position {entry.position}")
+        elif found != entry.offset:
+            wrong_offset.add(
+                f"entry {number} at position {entry.position}: expected offset {found}, "
+                f"found {entry.offset}"
+            )
+    no_batch.report(problems)
+    wrong_offset.report(problems)

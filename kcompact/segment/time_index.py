@@ -1,0 +1,245 @@
+"""The time index ``<base>.timeindex``: running maximum timestamps of a segment (spec §5.2).
+
+An entry ``(T, O)`` says: the largest batch ``maxTimestamp`` seen up to the batch whose last offset is
+*O* is *T*, and *O* is the last offset of the first batch (in file order) that reached *T*. Kafka appends
+an entry only when *T* is strictly larger than the last one, so timestamps −1 (v0 data) never make an
+entry. The **last** entry is what the broker takes as the segment's largest timestamp for ``retention.ms``,
+``min.compaction.lag.ms`` and ``ListOffsets(MAX_TIMESTAMP)``; an empty time index makes it fall back to the
+``.log`` file's mtime. Like the offset index, an existing file is trusted at load and read slot by slot.
+
+Layout: no header, no checksum; ``entries × 12`` bytes, big-endian::
+
+    0  int64 timestamp         the running maximum batch maxTimestamp, in ms
+    8  int32 relative_offset   O - base_offset, 0..2^31-1
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kcompact.errors import CorruptIndexError
+from kcompact.segment.offset_index import MAX_RELATIVE_OFFSET, Finding, fits_relative_offset
+
+TIME_INDEX_ENTRY = struct.Struct(
+    ">"
+    "q"  # timestamp: running maximum batch maxTimestamp (ms)
+    "i"  # relative_offset: offset - base_offset
+)
+TIME_INDEX_ENTRY_SIZE = TIME_INDEX_ENTRY.size  # 12
+_MIN_INT64, _MAX_INT64 = -(2**63), 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class TimeIndexEntry:
+    """One time index entry: ``timestamp`` was first reached by the batch ending at ``offset``."""
+
+    timestamp: int
+    offset: int
+
+
+def decode_time_index(data: bytes | memoryview, base_offset: int) -> list[TimeIndexEntry]:
+    """Decode the bytes of a time index, every slot as Kafka would read it.
+
+    Args:
+        data: the whole file.
+        base_offset: the segment's base offset.
+
+    Returns:
+        The entries with absolute offsets, in file order, including any zero-filled slots.
+
+    Raises:
+        CorruptIndexError: the length is not a multiple of 12 (``position`` = the partial slot).
+    """
+    size_in_bytes = len(data)
+    if size_in_bytes % TIME_INDEX_ENTRY_SIZE:
+        raise CorruptIndexError(
+            f"time index size is not a whole number of entries; expected a multiple of "
+            f"{TIME_INDEX_ENTRY_SIZE} bytes, found {size_in_bytes} bytes",
+            position=size_in_bytes - size_in_bytes % TIME_INDEX_ENTRY_SIZE,
+        )
+    return [
+        TimeIndexEntry(timestamp=timestamp, offset=base_offset + relative)
+        for timestamp, relative in TIME_INDEX_ENTRY.iter_unpack(data)
+    ]
+
+
+def encode_time_index(entries: Iterable[TimeIndexEntry], base_offset: int) -> bytes:
+    """Encode entries as a trimmed time index file.
+
+    Args:
+        entries: entries with absolute offsets, in file order.
+        base_offset: the segment's base offset.
+
+    Returns:
+        ``12 × len(entries)`` bytes.
+
+    Raises:
+        CorruptIndexError: an offset outside ``base_offset .. base_offset + 2^31 - 1`` or a timestamp
+            outside int64.
+    """
+    out = bytearray()
+    for number, entry in enumerate(entries):
+        if not fits_relative_offset(entry.offset, base_offset):
+            raise CorruptIndexError(
+                f"time index entry {number} does not fit the segment; expected offset "
+                f"{base_offset}..{base_offset + MAX_RELATIVE_OFFSET}, found {entry.offset}",
+                offset=entry.offset,
+            )
+        if not _MIN_INT64 <= entry.timestamp <= _MAX_INT64:
+            raise CorruptIndexError(
+                f"time index entry {number} has a timestamp outside int64; expected "
+                f"{_MIN_INT64}..{_MAX_INT64}, found {entry.timestamp}",
+                offset=entry.offset,
+            )
+        out += TIME_INDEX_ENTRY.pack(entry.timestamp, entry.offset - base_offset)
+    return bytes(out)
+
+
+def read_time_index(path: str | os.PathLike[str], base_offset: int) -> list[TimeIndexEntry]:
+    """Read a time index file (see :func:`decode_time_index`).
+
+    Args:
+        path: the ``.timeindex`` file.
+        base_offset: the segment's base offset.
+
+    Returns:
+        Every slot of the file as an entry.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        CorruptIndexError: the file's length is not a multiple of 12; the error names the file.
+    """
+    data = Path(path).read_bytes()
+    try:
+        return decode_time_index(data, base_offset)
+    except CorruptIndexError as err:
+        raise err.located(path) from err
+
+
+def write_time_index(
+    path: str | os.PathLike[str], entries: Iterable[TimeIndexEntry], base_offset: int
+) -> None:
+    """Write a trimmed time index file and fsync it.
+
+    Args:
+        path: the file to create or replace (normally a ``.timeindex.cleaned`` name).
+        entries: entries with absolute offsets.
+        base_offset: the segment's base offset.
+
+    Raises:
+        CorruptIndexError: an entry :func:`encode_time_index` rejects; nothing is written then.
+    """
+    data = encode_time_index(entries, base_offset)
+    with open(path, "wb") as file:
+        file.write(data)
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def check_time_index(
+    entries: Sequence[TimeIndexEntry],
+    base_offset: int,
+    *,
+    log_batches: Sequence[tuple[int, int]] | None = None,
+) -> list[str]:
+    """Everything wrong with a time index, in words (empty list: nothing found).
+
+    Checks Kafka's sanity rules (a non-empty index must end at an offset ≥ the base offset and at a
+    timestamp ≥ its first one), trailing zero-filled slots, offsets below the base, non-decreasing
+    timestamps and offsets, and — given the ``.log``'s batches — that every entry is the running maximum
+    timestamp at a batch's last offset, at the batch that first reached it.
+
+    Args:
+        entries: every slot of the file (as :func:`decode_time_index` returns them).
+        base_offset: the segment's base offset.
+        log_batches: ``(last_offset, max_timestamp)`` of each batch of the ``.log``, in file order.
+
+    Returns:
+        One sentence per failed rule, naming how many entries fail it and the first one.
+    """
+    problems: list[str] = []
+    if entries and entries[-1].offset < base_offset:
+        problems.append(
+            f"last offset {entries[-1].offset} is below the base offset {base_offset} "
+            "(Kafka's sanity check fails: CorruptIndexException)"
+        )
+    if entries and entries[-1].timestamp < entries[0].timestamp:
+        problems.append(
+            f"last timestamp {entries[-1].timestamp} is below the first {entries[0].timestamp} "
+            "(Kafka's sanity check fails: CorruptIndexException)"
+        )
+    real = _without_zero_slots(entries, base_offset)
+    if real < len(entries):
+        problems.append(
+            f"{len(entries) - real} trailing zero-filled slots (a preallocated index that was never "
+            f"trimmed; Kafka would read them as entries), from entry {real}"
+        )
+    _check_order(entries[:real], base_offset, problems)
+    if log_batches is not None:
+        _check_against_log(entries[:real], log_batches, problems)
+    return problems
+
+
+def _without_zero_slots(entries: Sequence[TimeIndexEntry], base_offset: int) -> int:
+    """Length of ``entries`` without its trailing run of all-zero slots.
+
+    A lone ``(0, base_offset)`` entry can be real (a first batch stamped at the epoch), so it only counts
+    as a zero slot when another entry precedes it or the run is longer than one.
+    """
+    zero = TimeIndexEntry(0, base_offset)
+    real = len(entries)
+    while real and entries[real - 1] == zero:
+        real -= 1
+    return real if real or len(entries) > 1 else len(entries)
+
+
+def _check_order(entries: Sequence[TimeIndexEntry], base_offset: int, problems: list[str]) -> None:
+    below = Finding("offset below the segment's base offset")
+    timestamps = Finding("timestamps decrease")
+    offsets = Finding("offsets decrease")
+    previous: TimeIndexEntry | None = None
+    for number, entry in enumerate(entries):
+        if entry.offset < base_offset:
+            below.add(f"entry {number} has offset {entry.offset} < {base_offset}")
+        if previous is not None and entry.timestamp < previous.timestamp:
+            timestamps.add(f"entry {number} has timestamp {entry.timestamp} after {previous.timestamp}")
+        if previous is not None and entry.offset < previous.offset:
+            offsets.add(f"entry {number} has offset {entry.offset} after {previous.offset}")
+        previous = entry
+    for finding in (below, timestamps, offsets):
+        finding.report(problems)
+
+
+def _check_against_log(
+    entries: Sequence[TimeIndexEntry], log_batches: Sequence[tuple[int, int]], problems: list[str]
+) -> None:
+    # (running max, offset of the batch that first reached it) after each batch, as Kafka tracks it.
+    state: dict[int, tuple[int, int]] = {}
+    max_timestamp, offset_of_max = -1, -1
+    for last_offset, batch_max_timestamp in log_batches:
+        if batch_max_timestamp > max_timestamp:
+            max_timestamp, offset_of_max = batch_max_timestamp, last_offset
+        state[last_offset] = (max_timestamp, offset_of_max)
+    no_batch = Finding("entry's offset is not the last offset of a batch")
+    wrong_timestamp = Finding("entry's timestamp is not the running maximum at its batch")
+    wrong_offset = Finding("entry's offset is not where its timestamp was first reached")
+    for number, entry in enumerate(entries):
+        found = state.get(entry.offset)
+        if found is None:
+            no_batch.add(f"entry {number} has offset {entry.offset}")
+        elif found[0] != entry.timestamp:
+            wrong_timestamp.add(
+                f"entry {number} at offset {entry.offset}: expected timestamp {found[0]}, "
+                f"found {entry.timestamp}"
+            )
+        elif found[1] != entry.offset:
+            wrong_offset.add(
+                f"entry {number}: timestamp {entry.timestamp} was first reached at offset "
+                f"{found[1]}; found offset {entry.offset}"
+            )
+    for finding in (no_batch, wrong_timestamp, wrong_offset):
+        finding.report(problems)

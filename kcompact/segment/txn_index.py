@@ -1,0 +1,223 @@
+"""The transaction index ``<base>.txnindex``: the aborted transactions of a segment (spec §5.3).
+
+One entry per aborted transaction that had data, stored in the segment holding its ABORT marker, in
+strictly increasing ``last_offset``. READ_COMMITTED fetches use it to hide aborted data, and the cleaner
+uses it to know which transactional batches were aborted — a missing or incomplete index makes the
+cleaner keep aborted data as if committed. The file only exists once it has had an entry. At load Kafka
+checks every entry's ``last_offset`` against the base offset (``TransactionIndex.sanityCheck``) and
+recovers the segment when one is below.
+
+Layout: no header; ``entries × 34`` bytes, big-endian::
+
+    0   int16 version              0 (Kafka's reader looks only at the first byte; we require 0)
+    2   int64 producer_id
+    10  int64 first_offset         first offset of the aborted transaction
+    18  int64 last_offset          offset of the ABORT marker
+    26  int64 last_stable_offset   the LSO right after the abort was applied
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kcompact.errors import CorruptIndexError
+from kcompact.segment.offset_index import Finding
+
+TXN_INDEX_ENTRY = struct.Struct(
+    ">"
+    "h"  # version: 0
+    "q"  # producer_id
+    "q"  # first_offset: first offset of the aborted transaction
+    "q"  # last_offset: offset of the ABORT marker
+    "q"  # last_stable_offset: LSO right after the abort
+)
+TXN_INDEX_ENTRY_SIZE = TXN_INDEX_ENTRY.size  # 34
+TXN_INDEX_VERSION = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """One aborted transaction: ``producer_id``'s data in ``first_offset .. last_offset`` was aborted."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+    version: int = TXN_INDEX_VERSION
+
+
+def decode_txn_index(data: bytes | memoryview) -> list[AbortedTxn]:
+    """Decode the bytes of a transaction index.
+
+    Args:
+        data: the whole file.
+
+    Returns:
+        The entries in file order.
+
+    Raises:
+        CorruptIndexError: the length is not a multiple of 34, or an entry's version is not 0
+            (``position`` = the entry's position in ``data``).
+    """
+    size_in_bytes = len(data)
+    if size_in_bytes % TXN_INDEX_ENTRY_SIZE:
+        raise CorruptIndexError(
+            f"transaction index size is not a whole number of entries; expected a multiple of "
+            f"{TXN_INDEX_ENTRY_SIZE} bytes, found {size_in_bytes} bytes",
+            position=size_in_bytes - size_in_bytes % TXN_INDEX_ENTRY_SIZE,
+        )
+    entries = []
+    for number, fields in enumerate(TXN_INDEX_ENTRY.iter_unpack(data)):
+        entry = AbortedTxn(fields[1], fields[2], fields[3], fields[4], version=fields[0])
+        if entry.version != TXN_INDEX_VERSION:
+            raise CorruptIndexError(
+                f"unknown aborted transaction version; expected {TXN_INDEX_VERSION}, "
+                f"found {entry.version}",
+                position=number * TXN_INDEX_ENTRY_SIZE,
+                offset=entry.last_offset,
+            )
+        entries.append(entry)
+    return entries
+
+
+def encode_txn_index(entries: Iterable[AbortedTxn]) -> bytes:
+    """Encode entries as a transaction index file.
+
+    Args:
+        entries: the aborted transactions, in file order.
+
+    Returns:
+        ``34 × len(entries)`` bytes.
+
+    Raises:
+        CorruptIndexError: a field does not fit its width (version int16, the rest int64).
+    """
+    out = bytearray()
+    for number, entry in enumerate(entries):
+        try:
+            out += TXN_INDEX_ENTRY.pack(
+                entry.version,
+                entry.producer_id,
+                entry.first_offset,
+                entry.last_offset,
+                entry.last_stable_offset,
+            )
+        except struct.error as err:
+            raise CorruptIndexError(
+                f"aborted transaction {number} does not fit the index; expected an int16 version "
+                f"and int64 offsets, found {entry}",
+                offset=entry.last_offset,
+            ) from err
+    return bytes(out)
+
+
+def read_txn_index(path: str | os.PathLike[str]) -> list[AbortedTxn]:
+    """Read a transaction index file (see :func:`decode_txn_index`).
+
+    Args:
+        path: the ``.txnindex`` file.
+
+    Returns:
+        The entries in file order.
+
+    Raises:
+        FileNotFoundError: the file does not exist (Kafka's meaning: no aborted transactions).
+        CorruptIndexError: the file does not decode; the error names the file.
+    """
+    data = Path(path).read_bytes()
+    try:
+        return decode_txn_index(data)
+    except CorruptIndexError as err:
+        raise err.located(path) from err
+
+
+def write_txn_index(path: str | os.PathLike[str], entries: Iterable[AbortedTxn]) -> None:
+    """Write a transaction index file and fsync it.
+
+    Kafka creates the file only once it has an entry; callers with no entries should write nothing.
+
+    Args:
+        path: the file to create or replace (normally a ``.txnindex.cleaned`` name).
+        entries: the aborted transactions.
+
+    Raises:
+        CorruptIndexError: an entry :func:`encode_txn_index` rejects; nothing is written then.
+    """
+    data = encode_txn_index(entries)
+    with open(path, "wb") as file:
+        file.write(data)
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def check_txn_index(entries: Sequence[AbortedTxn], base_offset: int) -> list[str]:
+    """Everything wrong with a transaction index, in words (empty list: nothing found).
+
+    Args:
+        entries: the decoded entries.
+        base_offset: the segment's base offset.
+
+    Returns:
+        One sentence per failed rule: a ``last_offset`` below the base offset (Kafka's
+        ``CorruptIndexException`` at load, which makes it recover the segment) and ``last_offset``
+        not strictly increasing.
+    """
+    problems: list[str] = []
+    below = Finding("last offset below the segment's base offset (Kafka recovers the segment)")
+    order = Finding("last offsets not strictly increasing")
+    previous: AbortedTxn | None = None
+    for number, entry in enumerate(entries):
+        if entry.last_offset < base_offset:
+            below.add(f"entry {number} has last offset {entry.last_offset} < {base_offset}")
+        if previous is not None and entry.last_offset <= previous.last_offset:
+            order.add(
+                f"entry {number} has last offset {entry.last_offset} after {previous.last_offset}"
+            )
+        previous = entry
+    below.report(problems)
+    order.report(problems)
+    return problems
+
+
+def collect_aborted(
+    indexes: Sequence[tuple[int, list[AbortedTxn]]],
+    start: int,
+    end: int,
+    *,
+    log_start_offset: int | None = None,
+) -> list[AbortedTxn]:
+    """The aborted transactions overlapping ``[start, end)``, by Kafka's range rules.
+
+    Walks the segments from the one containing ``start`` (none when ``start`` is below the first base
+    offset), keeps entries with ``last_offset ≥ start`` and ``first_offset < end``, and stops after the
+    first entry whose ``last_stable_offset ≥ end`` — no later transaction can then overlap the range.
+
+    Args:
+        indexes: ``(base_offset, entries)`` for every segment of the partition, ascending base offsets.
+        start: first offset of the range.
+        end: end of the range (exclusive).
+        log_start_offset: when given, the lower bound for ``last_offset`` instead of ``start`` — what
+            Kafka's cleaner gets from ``UnifiedLog.collectAbortedTransactions`` (the fetch path uses
+            ``start``).
+
+    Returns:
+        The matching entries in segment and file order.
+    """
+    bases = [base for base, _entries in indexes]
+    first = bisect.bisect_right(bases, start) - 1
+    if first < 0:
+        return []
+    lower = start if log_start_offset is None else log_start_offset
+    found: list[AbortedTxn] = []
+    for _base, entries in indexes[first:]:
+        for entry in entries:
+            if entry.last_offset >= lower and entry.first_offset < end:
+                found.append(entry)
+            if entry.last_stable_offset >= end:
+                return found
+    return found

@@ -1,0 +1,111 @@
+"""Transaction index: round trips, checks, corruption, and Kafka's aborted-range lookup."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kcompact.errors import CorruptIndexError
+from kcompact.segment.txn_index import (
+    TXN_INDEX_ENTRY_SIZE,
+    AbortedTxn,
+    check_txn_index,
+    collect_aborted,
+    decode_txn_index,
+    encode_txn_index,
+    read_txn_index,
+    write_txn_index,
+)
+
+_int64 = st.integers(-(2**63), 2**63 - 1)
+_entries = st.lists(st.builds(AbortedTxn, _int64, _int64, _int64, _int64), max_size=30)
+
+
+@given(entries=_entries)
+def test_encode_decode_round_trip(entries: list[AbortedTxn]) -> None:
+    data = encode_txn_index(entries)
+    assert len(data) == TXN_INDEX_ENTRY_SIZE * len(entries)
+    assert decode_txn_index(data) == entries
+
+
+def test_layout_matches_kafkas_aborted_txn() -> None:
+    data = encode_txn_index([AbortedTxn(producer_id=7, first_offset=10, last_offset=20, last_stable_offset=21)])
+    assert data == bytes.fromhex(
+        "0000" "0000000000000007" "000000000000000a" "0000000000000014" "0000000000000015"
+    )
+
+
+def test_write_then_read(tmp_path: Path) -> None:
+    entries = [AbortedTxn(1, 0, 5, 6), AbortedTxn(2, 3, 9, 10)]
+    path = tmp_path / "00000000000000000000.txnindex"
+    write_txn_index(path, entries)
+    assert read_txn_index(path) == entries
+
+
+def test_length_not_a_multiple_of_34_is_corrupt(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.txnindex"
+    path.write_bytes(encode_txn_index([AbortedTxn(1, 0, 5, 6)]) + b"\x00" * 5)
+    with pytest.raises(CorruptIndexError, match="expected a multiple of 34 bytes, found 39 bytes") as info:
+        read_txn_index(path)
+    assert info.value.path == str(path) and info.value.position == 34
+
+
+def test_unknown_version_is_corrupt() -> None:
+    data = encode_txn_index([AbortedTxn(1, 0, 5, 6), AbortedTxn(1, 7, 9, 10, version=1)])
+    with pytest.raises(CorruptIndexError, match="version; expected 0, found 1") as info:
+        decode_txn_index(data)
+    assert info.value.position == 34 and info.value.offset == 9
+
+
+def test_encode_rejects_fields_too_wide() -> None:
+    with pytest.raises(CorruptIndexError, match="does not fit the index"):
+        encode_txn_index([AbortedTxn(2**63, 0, 5, 6)])
+
+
+def test_check_reports_kafkas_sanity_failure_and_order() -> None:
+    entries = [AbortedTxn(1, 90, 99, 100), AbortedTxn(1, 100, 120, 121), AbortedTxn(2, 101, 120, 121)]
+    assert check_txn_index(entries, 100) == [
+        ("last offset below the segment's base offset (Kafka recovers the segment): "
+        "entry 0 has last offset 99 < 100"),
+        "last offsets not strictly increasing: entry 2 has last offset 120 after 120",
+    ]
+    assert check_txn_index(entries[1:2], 100) == []
+
+
+# Two segments (bases 0 and 100): aborted transactions of producers 1..4.
+T1 = AbortedTxn(1, first_offset=5, last_offset=20, last_stable_offset=21)
+T2 = AbortedTxn(2, first_offset=30, last_offset=60, last_stable_offset=40)  # LSO held by producer 3
+T3 = AbortedTxn(3, first_offset=40, last_offset=110, last_stable_offset=111)
+T4 = AbortedTxn(4, first_offset=150, last_offset=160, last_stable_offset=161)
+INDEXES = [(0, [T1, T2]), (100, [T3, T4])]
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "expected"),
+    [
+        (0, 200, [T1, T2, T3, T4]),
+        (21, 35, [T2]),  # T2's LSO 40 ≥ 35 ends the search in the first segment
+        (21, 45, [T2, T3]),  # T3 starts below 45; its LSO 111 stops the walk before T4
+        (61, 140, [T3]),  # T1, T2 end before 61
+        (100, 150, [T3]),  # T4 starts at 150, not below the end
+        (120, 170, [T4]),
+    ],
+)
+def test_collect_aborted_follows_kafkas_range_rules(
+    start: int, end: int, expected: list[AbortedTxn]
+) -> None:
+    assert collect_aborted(INDEXES, start, end) == expected
+
+
+def test_collect_aborted_starts_at_the_segment_containing_start() -> None:
+    assert collect_aborted([(50, [T2]), (100, [T3])], 10, 200) == []  # no segment holds offset 10
+    assert collect_aborted(INDEXES, 100, 200) == [T3, T4]  # T2 (in segment 0) ends at 60 anyway
+
+
+def test_collect_aborted_with_log_start_offset_is_the_cleaners_variant() -> None:
+    # The cleaner asks from a segment's base offset but bounds last_offset by the log start offset.
+    assert collect_aborted(INDEXES, 0, 200, log_start_offset=25) == [T2, T3, T4]
+    assert collect_aborted(INDEXES, 100, 200, log_start_offset=0) == [T3, T4]
