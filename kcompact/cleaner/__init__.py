@@ -1,1 +1,50 @@
-"""kcompact.cleaner."""
+"""Kafka's log cleaner, offline: one cleaning round of one partition, exactly as Kafka 4.1 does it.
+
+The algorithm
+=============
+
+A compacted partition's log is split by ``cleaner-offset-checkpoint`` into the *clean section*
+``[log_start, first_dirty)`` — already compacted once, its keys unique among themselves — and the *dirty
+section* ``[first_dirty, log_end)``. Only the part of the dirty section below the *first uncleanable
+offset* is cleaned: the active segment, data at or above the high watermark or inside a still-open
+transaction, and segments younger than ``min.compaction.lag.ms`` are never touched (``ranges.py``). One round:
+
+1. **Facts** (``log_state.py``). One pass over batch *headers* of every segment gives each segment's next
+   offset and timestamps, replays producer state (who is still an active producer, which transactions are
+   open below the high watermark: the last stable offset), and collects aborted transactions from the
+   ``.txnindex`` files (plus those the data shows where an index is missing). No record payload is read.
+2. **Range** (``ranges.py``). First dirty offset from the checkpoint (reset to the log start when it lies
+   below it or past the log end), first uncleanable offset rounded down to a segment base, the dirty ratio.
+3. **Offset map** (``offset_map.py``). Scan the dirty range once: for every record with a key in a data
+   batch that is not aborted transactional data, map a 128-bit digest of the key to its offset (later wins;
+   tombstones included; control batches and keyless records skipped). With ``--dedupe-buffer-size`` the map
+   is bounded exactly like Kafka's SkimpyOffsetMap and the round ends where it fills up;
+   ``end_offset = map.latest_offset + 1``.
+4. **Groups** (``grouping.py``). Every segment below ``end_offset`` — from the start of the log, so the clean
+   section is filtered again with the new map — is grouped greedily into runs that fit one output segment
+   (``segment.bytes``, ``segment.index.bytes``, the 32-bit relative-offset window).
+5. **Filter** (``filter.py`` driving ``policy.py`` and ``transactions.py``). Each group is streamed batch by
+   batch into ``<base>.log.cleaned``. Per batch: the transaction bookkeeping, then Kafka's batch decision
+   (keep an empty shell for an active producer's last batch or for the round's last batch; drop aborted data
+   and expired markers), then per record: keep it when it is the latest for its key (or beyond the map),
+   drop keyless records, keep tombstones until the batch's delete horizon. A batch whose records all
+   survive and needs no new horizon is copied byte for byte; otherwise it is rebuilt with Kafka's rules
+   (original base offset and last offset delta, same codec at its default level, horizon stamped as
+   ``now + delete.retention.ms`` when a tombstone or an empty-transaction marker survives). Legacy
+   (magic 0/1) batches are always rewritten as v2 (Kafka ≥ 4.0, KAFKA-13093).
+6. **Indexes** (``segment/index_builder.py``). ``.index`` and ``.timeindex`` are built per batch exactly as
+   Kafka 4.1 appends them (KAFKA-806: identical to what log recovery rebuilds); ``.txnindex`` gets the
+   original entries of the ABORT markers kept in this round.
+7. **Swap** (``swap.py``), per group, Kafka's ``replaceSegments`` protocol: write and fsync the ``.cleaned``
+   files; rename them ``.swap``; rename the replaced segments' files (and the producer snapshots of bases that
+   disappear) ``.deleted``; rename ``.swap`` to the final names; fsync the directory; delete the ``.deleted``
+   files. A crash anywhere leaves a directory that Kafka's loader — and ``swap.recover`` — completes or rolls
+   back so that every segment group is wholly old or wholly new.
+8. **Checkpoint**. Only after every group is swapped, ``cleaner-offset-checkpoint`` is advanced to
+   ``end_offset`` (atomic rewrite under kcompact's checkpoint lock, other lines untouched), so it never runs
+   ahead of what was swapped.
+
+Where kcompact deliberately differs from a broker, the report says so: without a
+``replication-offset-checkpoint`` entry the high watermark is taken as the log end (a broker would clean
+nothing), and aborted transactions missing from a lost ``.txnindex`` are recovered from the data.
+"""

@@ -1,0 +1,124 @@
+"""Rendering of ``kcompact clean``: a readable report like Kafka's cleaner log line, or JSON."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from kcompact.cleaner.cleaner import CleanResult
+from kcompact.cleaner.run import CleanRun
+from kcompact.cli import render
+
+
+@contextlib.contextmanager
+def progress_bar(*, enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
+    """A rich progress bar on stderr, shown only for long runs (rich hides it when not a terminal)."""
+    if not enabled:
+        yield None
+        return
+    console = render.err_console()
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+        console=console, transient=True, disable=not console.is_terminal,
+    ) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(name: str, done: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = bar.add_task(f"cleaning {name}", total=total)
+            bar.update(tasks[name], completed=done)
+
+        yield update
+
+
+def result_dict(result: CleanResult) -> dict[str, Any]:
+    """The JSON form of one partition's result."""
+    rng = result.range
+    return {
+        "partition_dir": result.partition_dir,
+        "topic": result.topic,
+        "partition": result.partition,
+        "dry_run": result.dry_run,
+        "now_ms": result.now_ms,
+        "first_dirty_offset": None if rng is None else rng.first_dirty_offset,
+        "first_uncleanable_offset": None if rng is None else rng.first_uncleanable_offset,
+        "end_offset": result.end_offset,
+        "checkpoint_before": result.checkpoint_before,
+        "checkpoint_written": result.checkpoint_written,
+        "dirty_ratio": None if rng is None else rng.dirty_ratio,
+        "blocking_rule": None if rng is None else rng.blocking_rule,
+        "skipped_reason": result.skipped_reason,
+        "recovery_actions": result.recovery_actions,
+        "warnings": result.warnings,
+        "stats": result.stats.as_dict(),
+    }
+
+
+def render_clean(run: CleanRun, *, as_json: bool) -> None:
+    """Print the run's report."""
+    if as_json:
+        render.emit_json({
+            "results": [result_dict(r) for r in run.results],
+            "failures": [{"partition_dir": f.partition_dir, "error": f.error} for f in run.failures],
+            "notes": run.notes,
+        })
+        return
+    for note in run.notes:
+        render.warning_line(note)
+    for result in run.results:
+        _render_one(result)
+    for failure in run.failures:
+        render.error_line(failure.error)
+    if len(run.results) + len(run.failures) > 1:
+        _render_summary(run)
+
+
+def _render_one(result: CleanResult) -> None:
+    console = render.console()
+    verb = "would clean" if result.dry_run else "cleaned"
+    name = f"{result.topic}-{result.partition}"
+    for action in result.recovery_actions:
+        console.print(f"{name}: recovered interrupted clean: {action}")
+    for warning in result.warnings:
+        render.warning_line(f"{name}: {warning}")
+    if result.skipped_reason is not None:
+        console.print(f"{name}: nothing to clean — {result.skipped_reason}")
+        return
+    s, rng = result.stats, result.range
+    assert rng is not None  # set whenever a clean ran
+    mb = 1024 * 1024
+    rate = s.bytes_read / mb / s.elapsed_s if s.elapsed_s else 0.0
+    console.print(
+        f"{name}: {verb} dirty section [{rng.first_dirty_offset}, {result.end_offset})"
+        f" (dirty ratio {rng.dirty_ratio:.3f})"
+    )
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_row("read", f"{s.bytes_read / mb:.1f} MB, {s.records_read} records in {s.elapsed_s:.2f} s ({rate:.1f} MB/s)")
+    table.add_row("written", f"{s.bytes_written / mb:.1f} MB, {s.records_written} records")
+    table.add_row("size reduction", f"{100 * s.size_reduction:.1f}%")
+    table.add_row("removed", (
+        f"{s.superseded_removed} superseded, {s.tombstones_removed} tombstones, "
+        f"{s.aborted_records_removed} aborted, {s.markers_removed} markers, {s.invalid_records} keyless"
+    ))
+    table.add_row("batches", (
+        f"{s.batches_copied} copied, {s.batches_rebuilt} rebuilt, "
+        f"{s.empty_batches_retained} kept empty, {s.batches_dropped} dropped"
+    ))
+    table.add_row("offset map", f"{s.map_entries} keys, {s.map_memory_bytes / mb:.1f} MiB")
+    checkpoint = "not written (dry run)" if result.dry_run else (
+        f"{result.checkpoint_before} -> {result.end_offset}" if result.checkpoint_written else "unchanged")
+    table.add_row("checkpoint", checkpoint)
+    console.print(table)
+
+
+def _render_summary(run: CleanRun) -> None:
+    total_read = sum(r.stats.bytes_read for r in run.results)
+    total_written = sum(r.stats.bytes_written for r in run.results)
+    render.console().print(
+        f"{len(run.results)} partitions cleaned, {len(run.failures)} failed; "
+        f"{total_read} bytes read, {total_written} bytes written"
+    )

@@ -1,0 +1,146 @@
+"""The ``kcompact`` command line: click commands that parse, call one library function, and render.
+
+Exit codes (documented in ``kcompact --help`` and README.md):
+
+* 0 — success (for ``inspect dump``: every batch was valid);
+* 2 — bad input or a refusal: corrupt or truncated data, a bad option value, a live broker holding the
+  log dir, another kcompact on the same partition. One line on stderr names the file and byte position.
+* 1 — a bug in kcompact: a traceback is printed; please report it.
+
+Imports of the library happen inside the commands so that ``kcompact --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from kcompact import __version__
+from kcompact.cli import render
+
+EXIT_OK = 0
+EXIT_BUG = 1
+EXIT_BAD_INPUT = 2
+
+EPILOG = (
+    "Exit codes: 0 success; 2 bad input or refused (one line on stderr names the file and byte "
+    "position); 1 a bug in kcompact (with a traceback)."
+)
+
+
+class KcompactGroup(click.Group):
+    """A click group that turns kcompact's deliberate errors into one line and exit code 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from kcompact.errors import KcompactError
+
+        try:
+            return super().invoke(ctx)
+        except KcompactError as err:
+            render.error_line(str(err))
+            ctx.exit(EXIT_BAD_INPUT)
+        except BrokenPipeError:  # `kcompact inspect dump … | head`
+            sys.stderr.close()
+            ctx.exit(EXIT_OK)
+
+
+@click.group(cls=KcompactGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kcompact")
+def cli() -> None:
+    """Offline compactor, inspector and repair tool for Apache Kafka partition logs.
+
+    Works on the files of a stopped broker (or a copy of them): reads and writes Kafka 4.1's on-disk
+    format exactly, and refuses to write to a log dir a running broker holds.
+    """
+
+
+@cli.group(cls=KcompactGroup, epilog=EPILOG)
+def inspect() -> None:
+    """Read-only reports: dump segments and indexes, dirty ratio, keys, last clean."""
+
+
+@inspect.command("dump", epilog=EPILOG)
+@click.argument("path", type=click.Path(exists=True, path_type=str))
+@click.option("--records", is_flag=True, help="Also print every record of every batch.")
+@click.option(
+    "--verify-index", is_flag=True, help="Check .index/.timeindex/.txnindex files against the log."
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line (see README).")
+def dump_command(path: str, records: bool, verify_index: bool, as_json: bool) -> None:
+    """Print the batches of a .log file (or every segment of a partition directory), or the entries
+    of a .index, .timeindex or .txnindex file — what kafka-dump-log shows.
+
+    Exits 2 after printing everything it could when a batch fails its CRC, a record does not parse,
+    an index disagrees with the log, or the file's framing breaks off.
+    """
+    from kcompact.cli.dump_view import render_dump
+    from kcompact.inspect.dump import dump_path
+
+    items = dump_path(path, records=records, verify_index=verify_index)
+    problems = render_dump(items, as_json=as_json)
+    if problems:
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)
+
+
+@cli.command("clean", epilog=EPILOG)
+@click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=str))
+@click.option("--config", "config_pairs", multiple=True, metavar="KEY=VALUE",
+              help="A topic configuration, by Kafka's name (cleanup.policy, segment.bytes, "
+                   "delete.retention.ms, min.compaction.lag.ms, …). Repeatable.")
+@click.option("--now-ms", type=int, default=None,
+              help="The clock the time rules use (default: now), in ms since the epoch.")
+@click.option("--roll", is_flag=True,
+              help="First roll a new empty active segment at the log end, so data in the current "
+                   "active segment becomes cleanable (as a broker does on segment.ms).")
+@click.option("--from-start", is_flag=True,
+              help="Re-clean from the log start (drops expired tombstones and markers everywhere).")
+@click.option("--dry-run", is_flag=True, help="Compute everything, write nothing; report what would go.")
+@click.option("--dedupe-buffer-size", type=click.IntRange(min=1), default=None, metavar="BYTES",
+              help="Behave like a broker with this log.cleaner.dedupe.buffer.size (the round stops "
+                   "where the map is full). Default: no bound, one round cleans everything.")
+@click.option("--only-eligible", is_flag=True,
+              help="For a log dir: clean only partitions the broker's cleaner would pick now.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def clean_command(
+    path: str,
+    config_pairs: tuple[str, ...],
+    now_ms: int | None,
+    roll: bool,
+    from_start: bool,
+    dry_run: bool,
+    dedupe_buffer_size: int | None,
+    only_eligible: bool,
+    as_json: bool,
+) -> None:
+    """Compact PATH (a partition directory, or every compacted partition of a log dir) exactly as one
+    round of Kafka 4.1's log cleaner would, while the broker is stopped.
+
+    Refuses to write while a broker holds the log dir's .lock. Crash-safe: an interrupted clean is
+    finished or rolled back by the next run (and by a broker), and the cleaner checkpoint is advanced
+    only after every segment is swapped in. The dirty ratio is reported, it does not gate a manual clean.
+    """
+    from kcompact.cleaner.cleaner import CleanOptions
+    from kcompact.cleaner.run import clean_path
+    from kcompact.cli.clean_view import progress_bar, render_clean
+    from kcompact.config.topic_config import parse_config_pairs
+
+    overrides = parse_config_pairs(config_pairs)
+    options = CleanOptions(now_ms=now_ms, from_start=from_start, dedupe_buffer_size=dedupe_buffer_size,
+                           dry_run=dry_run, roll=roll)
+    with progress_bar(enabled=not as_json) as progress:
+        run = clean_path(path, cli_overrides=overrides, options=options, only_eligible=only_eligible,
+                         progress=progress)
+    render_clean(run, as_json=as_json)
+    if run.failures:
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="kcompact")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,59 @@
+"""The one place that writes to the terminal: a rich Console for people, plain lines for scripts.
+
+Commands hand their results here. ``--json`` output bypasses rich entirely (no markup, no wrapping, one
+JSON document or one JSON object per line), so scripts can parse it whatever the terminal width.
+Errors go to stderr as a single line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+from rich.console import Console
+
+_console: Console | None = None
+_err_console: Console | None = None
+
+
+def console() -> Console:
+    """The stdout console (created on first use, so tests can redirect stdout)."""
+    global _console
+    if _console is None or _console.file is not sys.stdout:
+        _console = Console(file=sys.stdout, highlight=False, soft_wrap=False)
+    return _console
+
+
+def err_console() -> Console:
+    """The stderr console, for warnings and progress."""
+    global _err_console
+    if _err_console is None or _err_console.file is not sys.stderr:
+        _err_console = Console(file=sys.stderr, highlight=False)
+    return _err_console
+
+
+def emit_json_line(obj: Any) -> None:
+    """One compact JSON object on its own line (the ``--json`` form of streaming commands)."""
+    click.echo(json.dumps(obj, separators=(",", ":"), sort_keys=False))
+
+
+def emit_json(obj: Any) -> None:
+    """One JSON document (the ``--json`` form of report commands), indented for readability."""
+    click.echo(json.dumps(obj, indent=2, sort_keys=False))
+
+
+def plain(line: str) -> None:
+    """A line of text with no rich markup interpretation."""
+    click.echo(line)
+
+
+def error_line(message: str) -> None:
+    """The one-line error a failing command prints on stderr."""
+    click.echo(f"kcompact: error: {message}", err=True)
+
+
+def warning_line(message: str) -> None:
+    """A one-line warning on stderr (not part of ``--json`` output)."""
+    click.echo(f"kcompact: warning: {message}", err=True)

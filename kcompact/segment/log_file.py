@@ -1,0 +1,121 @@
+"""One ``<base>.log`` file, read through a read-only memory map.
+
+A segment file is a plain concatenation of batches (v2) or legacy entries (magic 0/1), with no header or
+trailer (spec §1.1). This module opens it, walks its entries with :func:`kcompact.records.batch.iter_batches`
+and turns the buffer-relative errors of the records layer into errors that name this file and the absolute
+byte position. It never writes.
+
+The map is what makes large segments cheap: batches are ``memoryview`` slices of it, so walking headers of a
+1 GiB segment touches only the pages holding the headers, and the cleaner can copy a retained batch without
+an intermediate copy.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from kcompact.errors import CorruptDataError
+from kcompact.records.batch import iter_batches
+
+if TYPE_CHECKING:
+    from kcompact.records.batch import RecordBatch
+    from kcompact.records.legacy import LegacyEntry
+
+    AnyBatch = RecordBatch | LegacyEntry
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSummary:
+    """What index building, range rules and reports need of one batch, without its bytes."""
+
+    position: int
+    size_in_bytes: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    magic: int
+
+
+class LogFile:
+    """A read-only view of one segment ``.log`` file.
+
+    Use as a context manager; batches yielded by :meth:`iter_batches` are views into the map and must not
+    be used after the file is closed (copy ``bytes(batch.buffer)`` to keep one).
+
+    Args:
+        path: the ``.log`` file (a ``.log.cleaned`` / ``.log.swap`` works too).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._file = open(self.path, "rb")  # noqa: SIM115 - closed in close()
+        self.size_in_bytes = os.fstat(self._file.fileno()).st_size
+        self._map: mmap.mmap | None = None
+        if self.size_in_bytes > 0:
+            self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        self.buffer: memoryview = memoryview(self._map) if self._map is not None else memoryview(b"")
+
+    def __enter__(self) -> LogFile:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the map and the file. Outstanding batch views make the map linger until dropped."""
+        self.buffer.release()
+        if self._map is not None:
+            try:
+                self._map.close()
+            except BufferError:
+                # A caller still holds a view; the map is freed when the last view goes.
+                pass
+            self._map = None
+        self._file.close()
+
+    def iter_batches(self, start: int = 0, end: int | None = None) -> Iterator[AnyBatch]:
+        """Yield every batch from byte ``start`` (a batch boundary) to ``end``.
+
+        Raises:
+            CorruptDataError: (a subclass) naming this file and the absolute position of the bad entry.
+        """
+        stop = self.size_in_bytes if end is None else end
+        try:
+            yield from iter_batches(self.buffer, start, stop)
+        except CorruptDataError as err:
+            raise err.located(self.path) from err
+
+    def summaries(self, start: int = 0) -> Iterator[BatchSummary]:
+        """Yield the header facts of every batch from ``start``; cheap (no record is decoded)."""
+        for batch in self.iter_batches(start):
+            yield BatchSummary(
+                position=batch.position,
+                size_in_bytes=batch.size_in_bytes,
+                base_offset=batch.base_offset,
+                last_offset=batch.last_offset,
+                max_timestamp=batch.max_timestamp,
+                magic=batch.magic,
+            )
+
+    def last_summary(self, start: int = 0) -> BatchSummary | None:
+        """The last batch of the file, walking from ``start`` (0 or an offset-index position)."""
+        last: BatchSummary | None = None
+        for summary in self.summaries(start):
+            last = summary
+        return last
+
+
+def read_log_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The whole file as bytes (small files and tests; large segments should use :class:`LogFile`)."""
+    return Path(path).read_bytes()

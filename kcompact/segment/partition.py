@@ -1,0 +1,250 @@
+"""The model of one partition directory and the log dir around it (spec §4, §7.1).
+
+``open_partition(path)`` lists the directory once and sorts every file into what Kafka's loader would see:
+live segments (``<base>.log`` with their indexes), leftovers of an interrupted clean or split
+(``.cleaned``, ``.swap``, ``.deleted``), orphaned indexes, producer snapshots, the partition's metadata
+files, and strays Kafka would not load. It reads nothing but names and sizes; offsets that need the log's
+contents (the log end offset) are computed on request from batch headers only.
+
+A partition directory lives in a *log dir* (one entry of ``log.dirs``), whose top-level checkpoint files
+(``cleaner-offset-checkpoint``, ``replication-offset-checkpoint``, ``recovery-point-offset-checkpoint``,
+``log-start-offset-checkpoint``) hold one line per partition; :class:`LogDirFiles` names them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kcompact.errors import KcompactError
+from kcompact.segment.checkpoint import read_offset_checkpoint
+from kcompact.segment.log_file import LogFile
+from kcompact.segment.names import (
+    PartitionDirName,
+    parse_partition_dir_name,
+    parse_segment_file_name,
+)
+
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+METADATA_TOPIC = "__cluster_metadata"
+
+# Files of a partition directory that are neither segments nor leftovers, and that Kafka expects.
+KNOWN_PARTITION_FILES = frozenset({"leader-epoch-checkpoint", "partition.metadata", "quorum-state"})
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirFiles:
+    """The top-level files of one log dir that concern the partitions in it."""
+
+    path: Path
+
+    @property
+    def cleaner_checkpoint(self) -> Path:
+        return self.path / CLEANER_CHECKPOINT
+
+    @property
+    def replication_checkpoint(self) -> Path:
+        return self.path / REPLICATION_CHECKPOINT
+
+    @property
+    def recovery_point_checkpoint(self) -> Path:
+        return self.path / RECOVERY_POINT_CHECKPOINT
+
+    @property
+    def log_start_checkpoint(self) -> Path:
+        return self.path / LOG_START_CHECKPOINT
+
+    @property
+    def had_clean_shutdown(self) -> bool:
+        return (self.path / CLEAN_SHUTDOWN_FILE).exists()
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentFiles:
+    """One live segment: ``<base>.log`` and whichever of its index files exist."""
+
+    base_offset: int
+    log_path: Path
+    size_in_bytes: int
+    mtime_ns: int
+    index_path: Path | None
+    time_index_path: Path | None
+    txn_index_path: Path | None
+
+    @property
+    def mtime_ms(self) -> int:
+        return self.mtime_ns // 1_000_000
+
+    def open(self) -> LogFile:
+        """Open the ``.log`` read-only (use as a context manager)."""
+        return LogFile(self.log_path)
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    """What is on disk for one partition, sorted the way Kafka's loader sorts it."""
+
+    path: Path
+    name: PartitionDirName
+    segments: tuple[SegmentFiles, ...]
+    leftovers: tuple[Path, ...]  # *.cleaned, *.swap, *.deleted
+    orphan_indexes: tuple[Path, ...]  # index files whose .log is missing
+    snapshots: tuple[Path, ...]  # <offset>.snapshot producer-state snapshots
+    strays: tuple[Path, ...]  # files Kafka would not expect here
+    other_files: tuple[Path, ...] = field(default=())  # leader-epoch-checkpoint, partition.metadata, …
+
+    @property
+    def topic(self) -> str:
+        return self.name.topic
+
+    @property
+    def partition(self) -> int:
+        return self.name.partition
+
+    @property
+    def topic_partition(self) -> tuple[str, int]:
+        return (self.name.topic, self.name.partition)
+
+    @property
+    def log_dir(self) -> LogDirFiles:
+        return LogDirFiles(self.path.parent)
+
+    @property
+    def active_segment(self) -> SegmentFiles | None:
+        return self.segments[-1] if self.segments else None
+
+    @property
+    def is_metadata_log(self) -> bool:
+        return self.name.topic == METADATA_TOPIC
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size_in_bytes for s in self.segments)
+
+    def checkpointed(self, checkpoint: Path) -> int | None:
+        """This partition's entry in one of the log dir's offset checkpoint files, if any."""
+        return read_offset_checkpoint(checkpoint).get(self.topic_partition)
+
+    def log_start_offset(self) -> int:
+        """Kafka's logStartOffset: max(log-start-offset-checkpoint entry, first segment's base)."""
+        first_base = self.segments[0].base_offset if self.segments else 0
+        entry = self.checkpointed(self.log_dir.log_start_checkpoint)
+        return max(first_base, entry) if entry is not None else first_base
+
+    def log_end_offset(self) -> int:
+        """Offset after the last batch of the last segment (its base when it is empty)."""
+        last = self.active_segment
+        if last is None:
+            return self.log_start_offset()
+        end = segment_next_offset(last)
+        return last.base_offset if end is None else end
+
+
+def segment_next_offset(segment: SegmentFiles) -> int | None:
+    """Offset after the last batch of ``segment``, or None when it holds no batch."""
+    if segment.size_in_bytes == 0:
+        return None
+    with segment.open() as log:
+        last = log.last_summary()
+    return None if last is None else last.last_offset + 1
+
+
+def open_partition(path: str | os.PathLike[str]) -> Partition:
+    """List a partition directory and classify its files.
+
+    Args:
+        path: the partition directory (``<topic>-<partition>``, possibly ``…-delete``/``-future``/``-stray``).
+
+    Returns:
+        The :class:`Partition`; nothing is read but names and sizes.
+
+    Raises:
+        KcompactError: the path is not a directory or its name is not a partition name.
+    """
+    directory = Path(path)
+    if not directory.is_dir():
+        raise KcompactError(f"{directory}: not a partition directory (no such directory)")
+    name = parse_partition_dir_name(directory.name)
+    if name is None:
+        raise KcompactError(
+            f"{directory}: not a partition directory; expected a name like <topic>-<partition>"
+        )
+    logs: dict[int, Path] = {}
+    indexes: dict[tuple[int, str], Path] = {}
+    leftovers: list[Path] = []
+    snapshots: list[Path] = []
+    strays: list[Path] = []
+    others: list[Path] = []
+    for entry in sorted(directory.iterdir()):
+        _classify(entry, logs, indexes, leftovers, snapshots, strays, others)
+    segments = tuple(_segment(base, logs[base], indexes) for base in sorted(logs))
+    orphans = tuple(
+        sorted(p for (base, _kind), p in indexes.items() if base not in logs)
+    )
+    return Partition(
+        path=directory,
+        name=name,
+        segments=segments,
+        leftovers=tuple(leftovers),
+        orphan_indexes=orphans,
+        snapshots=tuple(snapshots),
+        strays=tuple(strays),
+        other_files=tuple(others),
+    )
+
+
+def _classify(
+    entry: Path,
+    logs: dict[int, Path],
+    indexes: dict[tuple[int, str], Path],
+    leftovers: list[Path],
+    snapshots: list[Path],
+    strays: list[Path],
+    others: list[Path],
+) -> None:
+    parsed = parse_segment_file_name(entry.name)
+    if parsed is None or not entry.is_file():
+        (others if entry.name in KNOWN_PARTITION_FILES else strays).append(entry)
+    elif parsed.temp_suffix is not None:
+        leftovers.append(entry)
+    elif parsed.kind == "log":
+        logs[parsed.base_offset] = entry
+    elif parsed.kind in ("index", "timeindex", "txnindex"):
+        indexes[(parsed.base_offset, parsed.kind)] = entry
+    elif parsed.kind == "snapshot":
+        snapshots.append(entry)
+    else:  # KRaft snapshot checkpoints and other recognised kinds
+        others.append(entry)
+
+
+def _segment(base: int, log_path: Path, indexes: dict[tuple[int, str], Path]) -> SegmentFiles:
+    st = log_path.stat()
+    return SegmentFiles(
+        base_offset=base,
+        log_path=log_path,
+        size_in_bytes=st.st_size,
+        mtime_ns=st.st_mtime_ns,
+        index_path=indexes.get((base, "index")),
+        time_index_path=indexes.get((base, "timeindex")),
+        txn_index_path=indexes.get((base, "txnindex")),
+    )
+
+
+def iter_partition_dirs(log_dir: str | os.PathLike[str]) -> Iterator[Path]:
+    """Every partition directory of a log dir, sorted by name (other entries are skipped)."""
+    root = Path(log_dir)
+    for entry in sorted(root.iterdir()):
+        if entry.is_dir() and parse_partition_dir_name(entry.name) is not None:
+            yield entry
+
+
+def is_partition_dir(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` is a directory named like a partition."""
+    p = Path(path)
+    return p.is_dir() and parse_partition_dir_name(p.name) is not None
