@@ -1,0 +1,440 @@
+"""The four codecs of Kafka's log formats, framed as the broker writes and reads them (spec §3).
+
+Why a module of its own: a compressed v2 batch keeps its records after the 61-byte header as one
+compressed stream, and a v0/v1 wrapper keeps its inner messages as its compressed value. Every such
+batch the cleaner or a verify touches passes through :func:`decompress`, and every rewritten one
+through :func:`compress`; the framing below is Kafka's, not the codec library's default.
+
+Codec ids are the low three attribute bits: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd (v2 only).
+
+gzip (RFC 1952): ``1f 8b 08 00 | mtime 00000000 | xfl 00 | os ff`` + raw deflate at level 6 + CRC-32
+and size (both little-endian). JDK 17 writes OS = 0xff; CPython's ``gzip`` writes 0x03. Reading
+accepts any header and concatenated members; bytes after a member that do not start another are
+ignored, as ``GZIPInputStream`` does.
+
+snappy, xerial framing (snappy-java's ``SnappyOutputStream``)::
+
+    82 53 4e 41 50 50 59 00   magic "\\x82SNAPPY\\0"
+    int32 BE                  version (1)
+    int32 BE                  minimum compatible version (1)
+    then per <= 32 KiB of input: int32 BE length + one raw snappy block
+
+Input that does not start with the magic, or is shorter than 16 bytes, is one raw snappy block. A
+second header may appear where a length is expected (concatenated streams); 1-3 stray bytes where a
+length is expected end the stream, as in snappy-java.
+
+lz4, Kafka's subset of LZ4 frame v1.5.1 (``Lz4BlockOutputStream``; little-endian)::
+
+    04 22 4d 18    magic 0x184D2204
+    60             FLG: version 01, independent blocks, no checksums, no content size
+    40             BD: maximum block size code 4 (64 KiB)
+    HC             (xxh32(FLG BD [content size], seed 0) >> 8) & 0xff
+                   -- magic 0 (KAFKA-3160): xxh32 over magic+FLG+BD, never verified on read
+    per block:     uint32 size (bit 31 set: stored uncompressed) + data [+ uint32 xxh32 if flagged]
+    00 00 00 00    end mark [+ uint32 content checksum if flagged: read, not verified]
+
+zstd: one standard frame per stream as zstd-jni's streaming writer makes it (level 3, content size
+not in the header, no checksum); reading accepts any sequence of frames.
+
+Hostile input cannot exhaust memory: every decoder stops once the output would pass ``max_output``.
+The codec libraries are imported on first use, so a missing one only matters when its codec is met.
+"""
+
+from __future__ import annotations
+
+import importlib
+import struct
+import zlib
+from types import ModuleType
+from typing import Any
+
+from kcompact.errors import CorruptRecordError, UnsupportedFormatError
+
+NONE = 0
+GZIP = 1
+SNAPPY = 2
+LZ4 = 3
+ZSTD = 4
+CODEC_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
+
+GZIP_LEVEL = 6
+GZIP_HEADER = bytes.fromhex("1f8b0800" "00000000" "00" "ff")  # magic, CM, FLG, MTIME, XFL, OS
+GZIP_TRAILER_STRUCT = struct.Struct(
+    "<I"  # CRC-32 of the uncompressed data
+    "I"  # ISIZE: uncompressed size mod 2**32
+)
+_GZIP_MEMBER_START = b"\x1f\x8b\x08"  # what makes trailing bytes another member (as the JDK)
+
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_VERSION = 1
+XERIAL_HEADER_STRUCT = struct.Struct(
+    ">8s"  # magic
+    "i"  # version
+    "i"  # minimum compatible version
+)
+XERIAL_LENGTH_STRUCT = struct.Struct(">i")  # compressed length of the raw snappy block that follows
+XERIAL_BLOCK_SIZE = 32 * 1024
+XERIAL_MAX_CHUNK = 512 * 1024 * 1024
+_SNAPPY_MAX_RATIO = 32  # a 3-byte copy makes at most 64 bytes: no block inflates more than ~21x
+_XERIAL_MAGIC_HEAD = XERIAL_LENGTH_STRUCT.unpack(XERIAL_MAGIC[:4])[0]
+
+LZ4_MAGIC = 0x184D2204
+LZ4_FRAME_STRUCT = struct.Struct(
+    "<I"  # magic
+    "B"  # FLG
+    "B"  # BD
+)
+LZ4_U32_STRUCT = struct.Struct("<I")  # block size word, end mark, block and content checksums
+LZ4_FLG = 0x60  # version 01, block independence
+LZ4_BD = 0x40  # block maximum size code 4
+LZ4_BLOCK_SIZE = 64 * 1024
+LZ4_STORED = 0x80000000  # block size bit: the data is stored, not compressed
+_FLG_VERSION_SHIFT = 6
+_FLG_INDEPENDENT = 0x20
+_FLG_BLOCK_CHECKSUM = 0x10
+_FLG_CONTENT_SIZE = 0x08
+_FLG_CONTENT_CHECKSUM = 0x04
+_FLG_RESERVED = 0x03
+_BD_RESERVED = 0x8F
+
+ZSTD_LEVEL = 3
+_ZSTD_FEED = 64 * 1024  # compressed bytes handed to zstd per step
+_ZSTD_MAX_RATIO = 32 * 1024  # a 4-byte RLE block can stand for 128 KiB
+
+_XXH_P1, _XXH_P2, _XXH_P3 = 2654435761, 2246822519, 3266489917
+_XXH_P4, _XXH_P5 = 668265263, 374761393
+_M32 = 0xFFFFFFFF
+
+_LIBRARIES = {SNAPPY: ("cramjam", "cramjam"), LZ4: ("lz4.block", "lz4"), ZSTD: ("zstandard",) * 2}
+_loaded: dict[int, ModuleType] = {}
+
+
+def compress(codec: int, data: bytes | memoryview, *, magic: int = 2) -> bytes:
+    """Compress ``data`` the way Kafka's producer and cleaner frame it for ``codec``.
+
+    Args:
+        codec: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.
+        data: the uncompressed bytes (v2 records, or v0/v1 inner entries).
+        magic: the format the stream goes into; lz4 uses the broken header checksum for magic 0.
+
+    Returns:
+        The compressed stream (snappy: empty for empty input, like snappy-java).
+
+    Raises:
+        UnsupportedFormatError: an unknown codec, zstd with magic < 2, or a missing codec library.
+    """
+    _check_codec(codec, magic)
+    view = memoryview(data).cast("B")
+    if codec == NONE:
+        return bytes(view)
+    if codec == GZIP:
+        deflater = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+        body = deflater.compress(view) + deflater.flush()
+        return GZIP_HEADER + body + GZIP_TRAILER_STRUCT.pack(zlib.crc32(view), len(view) & _M32)
+    if codec == SNAPPY:
+        return _snappy_compress(view)
+    if codec == LZ4:
+        return _lz4_compress(view, magic)
+    zstd: Any = _library(ZSTD)
+    writer = zstd.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=False).compressobj()
+    return bytes(writer.compress(view) + writer.flush())
+
+
+def decompress(
+    codec: int, data: bytes | memoryview, *, magic: int = 2, max_output: int = 2**31
+) -> bytes:
+    """Decompress a stream the way Kafka's readers accept it.
+
+    Args:
+        codec: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.
+        data: the compressed stream.
+        magic: the format it came from; lz4 header checksums are only verified for magic >= 1.
+        max_output: the most bytes the result may hold; more means the stream is refused.
+
+    Returns:
+        The uncompressed bytes.
+
+    Raises:
+        CorruptRecordError: the stream is malformed, truncated, or inflates past ``max_output``
+            (no path or position: the caller adds them).
+        UnsupportedFormatError: an unknown codec, zstd with magic < 2, or a missing codec library.
+    """
+    _check_codec(codec, magic)
+    view = memoryview(data).cast("B")
+    if codec == NONE:
+        _check_size(codec, len(view), max_output)
+        return bytes(view)
+    if codec == GZIP:
+        return _gzip_decompress(view, max_output)
+    if codec == SNAPPY:
+        return _snappy_decompress(view, max_output)
+    if codec == LZ4:
+        return _lz4_decompress(view, magic, max_output)
+    return _zstd_decompress(view, max_output)
+
+
+def xxh32(data: bytes | memoryview, seed: int = 0) -> int:
+    """XXH32 of ``data`` (LZ4 header and block checksums); pure Python, for short or rare inputs.
+
+    Args:
+        data: the bytes to hash.
+        seed: the hash seed (LZ4 uses 0).
+
+    Returns:
+        The 32-bit hash; ``xxh32(b"") == 0x02CC5D05``.
+    """
+    view = memoryview(data).cast("B")
+    size = len(view)
+    stripes = size // 16
+    if stripes:
+        acc = [seed + _XXH_P1 + _XXH_P2, seed + _XXH_P2, seed, seed - _XXH_P1]
+        acc = [value & _M32 for value in acc]
+        for index, lane in enumerate(struct.unpack_from(f"<{stripes * 4}I", view)):
+            value = (acc[index & 3] + lane * _XXH_P2) & _M32
+            acc[index & 3] = (((value << 13) | (value >> 19)) & _M32) * _XXH_P1 & _M32
+        h = sum(((v << r) | (v >> (32 - r))) & _M32 for v, r in zip(acc, (1, 7, 12, 18)))
+    else:
+        h = seed + _XXH_P5
+    h = (h + size) & _M32
+    position, tail = stripes * 16, stripes * 16 + (size - stripes * 16) // 4 * 4
+    for (lane,) in struct.iter_unpack("<I", view[position:tail]):
+        h = (h + lane * _XXH_P3) & _M32
+        h = (((h << 17) | (h >> 15)) & _M32) * _XXH_P4 & _M32
+    for byte in view[tail:]:
+        h = (h + byte * _XXH_P5) & _M32
+        h = (((h << 11) | (h >> 21)) & _M32) * _XXH_P1 & _M32
+    h = ((h ^ (h >> 15)) * _XXH_P2) & _M32
+    h = ((h ^ (h >> 13)) * _XXH_P3) & _M32
+    return h ^ (h >> 16)
+
+
+def _check_codec(codec: int, magic: int) -> None:
+    if not NONE <= codec <= ZSTD:
+        raise UnsupportedFormatError(f"unknown compression codec; expected 0..4, found {codec}")
+    if codec == ZSTD and magic < 2:
+        raise UnsupportedFormatError(
+            f"zstd compression in a magic {magic} message; expected magic 2, found {magic}"
+        )
+
+
+def _library(codec: int) -> ModuleType:
+    module = _loaded.get(codec)
+    if module is None:
+        name, package = _LIBRARIES[codec]
+        try:
+            module = importlib.import_module(name)
+        except ImportError as err:
+            raise UnsupportedFormatError(
+                f"{CODEC_NAMES[codec]} data needs the Python package {package!r}; "
+                f"install it with: pip install {package}"
+            ) from err
+        _loaded[codec] = module
+    return module
+
+
+def _corrupt(codec: int, reason: str) -> CorruptRecordError:
+    return CorruptRecordError(f"{CODEC_NAMES[codec]} payload does not decompress: {reason}")
+
+
+def _check_size(codec: int, size: int, max_output: int) -> None:
+    if size > max_output:
+        raise _corrupt(codec, f"output size; expected at most {max_output} bytes, found {size}")
+
+
+def _gzip_decompress(view: memoryview, max_output: int) -> bytes:
+    pieces: list[bytes] = []
+    produced = 0
+    rest: bytes | memoryview = view
+    while True:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            piece = inflater.decompress(rest, max_output - produced + 1)
+        except zlib.error as err:
+            raise _corrupt(GZIP, str(err)) from err
+        produced += len(piece)
+        _check_size(GZIP, produced, max_output)
+        if not inflater.eof:
+            raise _corrupt(GZIP, f"stream truncated after {len(view)} bytes")
+        pieces.append(piece)
+        rest = inflater.unused_data
+        if len(rest) < len(GZIP_HEADER) or not rest.startswith(_GZIP_MEMBER_START):
+            return b"".join(pieces)
+
+
+def _snappy_compress(view: memoryview) -> bytes:
+    cramjam: Any = _library(SNAPPY)
+    if not view:
+        return b""
+    parts = [XERIAL_HEADER_STRUCT.pack(XERIAL_MAGIC, XERIAL_VERSION, XERIAL_VERSION)]
+    for start in range(0, len(view), XERIAL_BLOCK_SIZE):
+        block = bytes(cramjam.snappy.compress_raw(view[start : start + XERIAL_BLOCK_SIZE]))
+        parts.append(XERIAL_LENGTH_STRUCT.pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def _snappy_decompress(view: memoryview, max_output: int) -> bytes:
+    cramjam: Any = _library(SNAPPY)
+    if not view:
+        raise _corrupt(SNAPPY, "empty input; expected a xerial stream or a raw block, found 0 bytes")
+    if len(view) < XERIAL_HEADER_STRUCT.size or view[:8] != XERIAL_MAGIC:
+        blocks = [view]
+    else:
+        blocks = _xerial_blocks(view)
+    try:
+        sizes = [int(cramjam.snappy.decompress_raw_len(block)) for block in blocks]
+        _check_size(SNAPPY, sum(sizes), max_output)
+        for block, size in zip(blocks, sizes, strict=True):
+            if size > _SNAPPY_MAX_RATIO * len(block):  # refuse before allocating, not after
+                raise _corrupt(SNAPPY, f"block length; expected at most {_SNAPPY_MAX_RATIO} x "
+                               f"{len(block)} compressed bytes, found {size}")
+        out = bytearray(sum(sizes))
+        position = 0
+        for block, size in zip(blocks, sizes, strict=True):
+            target = memoryview(out)[position : position + size]
+            written = int(cramjam.snappy.decompress_raw_into(block, target))
+            if written != size:
+                raise _corrupt(SNAPPY, f"block length; expected {size} bytes, found {written}")
+            position += size
+    except cramjam.DecompressionError as err:
+        raise _corrupt(SNAPPY, str(err)) from err
+    return bytes(out)
+
+
+def _xerial_blocks(view: memoryview) -> list[memoryview]:
+    blocks: list[memoryview] = []
+    position = XERIAL_HEADER_STRUCT.size
+    _check_xerial_header(view, 0)
+    while len(view) - position >= XERIAL_LENGTH_STRUCT.size:
+        (length,) = XERIAL_LENGTH_STRUCT.unpack_from(view, position)
+        if length == _XERIAL_MAGIC_HEAD:  # a concatenated stream starts here
+            if len(view) - position < XERIAL_HEADER_STRUCT.size:
+                raise _corrupt(SNAPPY, f"concatenated stream header at {position} truncated")
+            if view[position : position + 8] != XERIAL_MAGIC:
+                break
+            _check_xerial_header(view, position)
+            position += XERIAL_HEADER_STRUCT.size
+            continue
+        if not 0 <= length <= XERIAL_MAX_CHUNK:
+            raise _corrupt(SNAPPY, f"chunk length; expected 0..{XERIAL_MAX_CHUNK}, found {length}")
+        position += XERIAL_LENGTH_STRUCT.size
+        if position + length > len(view):
+            raise _corrupt(SNAPPY, f"chunk at {position} truncated; expected {length} "
+                           f"bytes, found {len(view) - position}")
+        blocks.append(view[position : position + length])
+        position += length
+    return blocks
+
+
+def _check_xerial_header(view: memoryview, position: int) -> None:
+    _, version, _ = XERIAL_HEADER_STRUCT.unpack_from(view, position)
+    if version < XERIAL_VERSION:
+        raise _corrupt(SNAPPY, f"xerial version; expected >= {XERIAL_VERSION}, found {version}")
+
+
+def _lz4_compress(view: memoryview, magic: int) -> bytes:
+    block_codec: Any = _library(LZ4)
+    header = LZ4_FRAME_STRUCT.pack(LZ4_MAGIC, LZ4_FLG, LZ4_BD)
+    checksum = xxh32(header if magic == 0 else header[4:]) >> 8 & 0xFF
+    parts = [header, bytes((checksum,))]
+    for start in range(0, len(view), LZ4_BLOCK_SIZE):
+        raw = view[start : start + LZ4_BLOCK_SIZE]
+        packed = block_codec.compress(raw, mode="default", store_size=False)
+        if len(packed) >= len(raw):
+            parts += (LZ4_U32_STRUCT.pack(len(raw) | LZ4_STORED), raw.tobytes())
+        else:
+            parts += (LZ4_U32_STRUCT.pack(len(packed)), bytes(packed))
+    parts.append(LZ4_U32_STRUCT.pack(0))
+    return b"".join(parts)
+
+
+def _lz4_read_header(view: memoryview, magic: int) -> tuple[int, int, int]:
+    """Check the frame descriptor; return (FLG, maximum block size, position of the first block)."""
+    if len(view) < LZ4_FRAME_STRUCT.size:
+        raise _corrupt(LZ4, f"frame header; expected 7 bytes, found {len(view)}")
+    frame_magic, flg, bd = LZ4_FRAME_STRUCT.unpack_from(view)
+    if frame_magic != LZ4_MAGIC:
+        raise _corrupt(LZ4, f"frame magic; expected 0x{LZ4_MAGIC:08x}, found 0x{frame_magic:08x}")
+    if flg >> _FLG_VERSION_SHIFT != 1:
+        raise _corrupt(LZ4, f"frame version; expected 1, found {flg >> _FLG_VERSION_SHIFT}")
+    if flg & _FLG_RESERVED:
+        raise _corrupt(LZ4, f"FLG reserved bits (dictionary id); expected 0, found 0x{flg:02x}")
+    if not flg & _FLG_INDEPENDENT:
+        raise _corrupt(LZ4, "dependent block stream is unsupported; expected independent blocks")
+    if bd & _BD_RESERVED or not 4 <= bd >> 4 <= 7:
+        raise _corrupt(LZ4, f"BD byte; expected size code 4..7, reserved bits 0, found 0x{bd:02x}")
+    descriptor_end = LZ4_FRAME_STRUCT.size + (8 if flg & _FLG_CONTENT_SIZE else 0)
+    if len(view) <= descriptor_end:
+        raise _corrupt(LZ4, f"frame header; expected {descriptor_end + 1} bytes, found {len(view)}")
+    if magic >= 1:
+        expected = xxh32(view[4:descriptor_end]) >> 8 & 0xFF
+        if view[descriptor_end] != expected:
+            raise _corrupt(LZ4, f"frame descriptor corrupted: header checksum; expected "
+                           f"0x{expected:02x}, found 0x{view[descriptor_end]:02x}")
+    return flg, 1 << (2 * (bd >> 4) + 8), descriptor_end + 1
+
+
+def _lz4_decompress(view: memoryview, magic: int, max_output: int) -> bytes:
+    block_codec: Any = _library(LZ4)
+    flg, max_block, position = _lz4_read_header(view, magic)
+    pieces: list[bytes] = []
+    produced = 0
+    while True:
+        size = _lz4_u32(view, position, "block size")
+        stored, size = size & LZ4_STORED, size & ~LZ4_STORED
+        position += 4
+        if size == 0:
+            if flg & _FLG_CONTENT_CHECKSUM:
+                _lz4_u32(view, position, "content checksum")
+            return b"".join(pieces)
+        if size > max_block:
+            raise _corrupt(LZ4, f"block size; expected at most {max_block}, found {size}")
+        block = view[position : position + size]
+        if len(block) < size:
+            raise _corrupt(LZ4, f"block at {position} truncated; expected {size} bytes, "
+                           f"found {len(block)}")
+        position += size
+        if flg & _FLG_BLOCK_CHECKSUM and _lz4_u32(view, position, "block checksum") != xxh32(block):
+            raise _corrupt(LZ4, f"block checksum mismatch at {position}")
+        position += 4 if flg & _FLG_BLOCK_CHECKSUM else 0
+        try:
+            piece = (block.tobytes() if stored
+                     else block_codec.decompress(block, uncompressed_size=max_block))
+        except block_codec.LZ4BlockError as err:
+            raise _corrupt(LZ4, str(err)) from err
+        produced += len(piece)
+        _check_size(LZ4, produced, max_output)
+        pieces.append(piece)
+
+
+def _lz4_u32(view: memoryview, position: int, what: str) -> int:
+    if len(view) - position < 4:
+        raise _corrupt(LZ4, f"stream ended prematurely: {what} at {position}; expected 4 bytes, "
+                       f"found {max(len(view) - position, 0)}")
+    value: int = LZ4_U32_STRUCT.unpack_from(view, position)[0]
+    return value
+
+
+def _zstd_decompress(view: memoryview, max_output: int) -> bytes:
+    zstd: Any = _library(ZSTD)
+    factory = zstd.ZstdDecompressor()
+    pieces: list[bytes] = []
+    produced, position = 0, 0
+    reader = factory.decompressobj()
+    try:
+        while position < len(view):
+            # Feed little enough that one step cannot inflate far past what is still allowed.
+            step = max(64, min(_ZSTD_FEED, (max_output - produced) // _ZSTD_MAX_RATIO + 1))
+            piece = reader.decompress(view[position : position + step])
+            position = min(position + step, len(view))
+            produced += len(piece)
+            _check_size(ZSTD, produced, max_output)
+            pieces.append(piece)
+            if reader.eof and (reader.unused_data or position < len(view)):
+                position -= len(reader.unused_data)  # the next frame starts there
+                reader = factory.decompressobj()
+    except zstd.ZstdError as err:
+        raise _corrupt(ZSTD, str(err)) from err
+    if not reader.eof:
+        raise _corrupt(ZSTD, f"stream truncated after {len(view)} bytes")
+    return b"".join(pieces)

@@ -1,0 +1,387 @@
+"""Codecs framed as Kafka frames them: round trips, hand-made Kafka-shaped streams, rejections, bounds."""
+
+from __future__ import annotations
+
+import gzip
+import importlib
+import io
+import random
+import struct
+import zlib
+
+import cramjam
+import lz4.block
+import lz4.frame
+import pytest
+import zstandard
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kcompact.errors import CorruptRecordError, UnsupportedFormatError
+from kcompact.records import compression
+from kcompact.records.compression import (
+    GZIP,
+    LZ4,
+    NONE,
+    SNAPPY,
+    ZSTD,
+    compress,
+    decompress,
+    xxh32,
+)
+from tests.conftest import real_fixture
+
+CODECS = (NONE, GZIP, SNAPPY, LZ4, ZSTD)
+EDGE_SIZES = (0, 1, 15, 16, 32767, 32768, 32769, 65535, 65536, 65537, 131072, 300_000)
+
+
+def make_data(size: int, seed: int) -> bytes:
+    """Alternating random and repetitive runs: some blocks compress, some are stored raw."""
+    rng = random.Random(seed)
+    out = bytearray()
+    while len(out) < size:
+        run = rng.randint(1, 40_000)
+        out += rng.randbytes(run) if rng.random() < 0.5 else bytes([rng.randrange(4)]) * run
+    return bytes(out[:size])
+
+
+def lz4_frame(blocks: list[bytes], *, flg: int = 0x60, bd: int = 0x40, content_size: bytes = b"",
+              magic: int = 2, end: bytes = b"\0\0\0\0") -> bytes:
+    descriptor = bytes((flg, bd)) + content_size
+    hashed = b"\x04\x22\x4d\x18" + descriptor if magic == 0 else descriptor
+    return b"\x04\x22\x4d\x18" + descriptor + bytes((xxh32(hashed) >> 8 & 0xFF,)) + b"".join(
+        blocks) + end
+
+
+def xerial(*blocks: bytes) -> bytes:
+    header = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+    return header + b"".join(struct.pack(">i", len(b)) + b for b in blocks)
+
+
+# -- round trips ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("size", EDGE_SIZES)
+@pytest.mark.parametrize("codec", CODECS)
+def test_round_trip_at_block_edges(codec: int, size: int) -> None:
+    data = make_data(size, size)
+    packed = compress(codec, data)
+    if codec == SNAPPY and size == 0:
+        assert packed == b""  # snappy-java writes nothing, not even the header, for no input
+        return
+    assert decompress(codec, packed) == data
+
+
+@given(size=st.integers(0, 300_000), seed=st.integers(0, 2**32), codec=st.sampled_from(CODECS),
+       magic=st.sampled_from((0, 1, 2)))
+def test_round_trip_any_size(size: int, seed: int, codec: int, magic: int) -> None:
+    if codec == ZSTD and magic < 2:
+        magic = 2
+    data = make_data(size, seed)
+    packed = compress(codec, memoryview(data), magic=magic)
+    if codec == SNAPPY and size == 0:
+        assert packed == b""
+    else:
+        assert decompress(codec, packed, magic=magic) == data
+
+
+def test_xxh32_matches_reference() -> None:
+    xxhash = pytest.importorskip("xxhash")
+    assert xxh32(b"") == 0x02CC5D05
+    for size in (*range(40), 100, 1000, 4097):
+        data = make_data(size, 7)
+        assert xxh32(data) == xxhash.xxh32(data).intdigest()
+        assert xxh32(data, 12345) == xxhash.xxh32(data, seed=12345).intdigest()
+
+
+# -- gzip ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("size", (0, 10, 70_000, 2_000_000))
+def test_gzip_header_is_the_jdk17_one(size: int) -> None:
+    data = make_data(size, 3)
+    packed = compress(GZIP, data)
+    assert packed[:10] == bytes.fromhex("1f8b08000000000000ff")
+    assert packed[9] == 0xFF and packed[4:8] == b"\0\0\0\0"  # OS as JDK 17, MTIME zero
+    python = gzip.compress(data, 6, mtime=0)
+    assert packed[:9] + packed[10:] == python[:9] + python[10:]
+
+
+def test_gzip_reads_concatenated_members_optional_fields_and_ignores_trailing_garbage() -> None:
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="records.bin", mode="wb", fileobj=buf, mtime=99) as writer:
+        writer.write(b"second")
+    stream = gzip.compress(b"first", 9) + buf.getvalue() + b"junk after the last member"
+    assert buf.getvalue()[3] & 0x08  # FNAME really set
+    assert decompress(GZIP, stream) == b"firstsecond"
+
+
+# -- snappy --------------------------------------------------------------------------------------
+
+def test_snappy_writes_xerial_framing_in_32k_blocks() -> None:
+    data = make_data(70_000, 1)
+    packed = compress(SNAPPY, data)
+    assert packed[:16] == b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01"
+    position, blocks = 16, []
+    while position < len(packed):
+        (length,) = struct.unpack_from(">i", packed, position)
+        blocks.append(bytes(cramjam.snappy.decompress_raw(packed[position + 4 : position + 4 + length])))
+        position += 4 + length
+    assert [len(b) for b in blocks] == [32768, 32768, 70_000 - 65536]
+    assert b"".join(blocks) == data
+
+
+def test_snappy_raw_block_without_xerial_header() -> None:
+    for data in (b"tiny", make_data(50_000, 2)):
+        assert decompress(SNAPPY, bytes(cramjam.snappy.compress_raw(data))) == data
+
+
+def test_snappy_concatenated_xerial_streams() -> None:
+    a, b = make_data(40_000, 4), make_data(1000, 5)
+    assert decompress(SNAPPY, compress(SNAPPY, a) + compress(SNAPPY, b)) == a + b
+
+
+@pytest.mark.parametrize(
+    ("stream", "fragment"),
+    [
+        (b"", "empty input"),
+        (xerial(bytes(cramjam.snappy.compress_raw(b"x" * 100)))[:-3], "truncated"),
+        (xerial() + struct.pack(">i", -5), "chunk length; expected 0..536870912, found -5"),
+        (xerial() + struct.pack(">i", 512 * 1024 * 1024 + 1), "chunk length"),
+        (b"\x82SNAPPY\x00" + struct.pack(">ii", 0, 1) + b"\0\0\0\0", "xerial version"),
+        (b"\xff\xff\xff\xff\x7f garbage", "does not decompress"),
+        (xerial(b"\x05\x00garbage"), "does not decompress"),
+    ],
+)
+def test_snappy_rejects(stream: bytes, fragment: str) -> None:
+    with pytest.raises(CorruptRecordError, match="snappy payload does not decompress") as info:
+        decompress(SNAPPY, stream)
+    assert fragment in str(info.value)
+
+
+# -- lz4 -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("magic", (0, 1, 2))
+def test_lz4_writes_kafkas_frame(magic: int) -> None:
+    data = make_data(200_000, 9)
+    packed = compress(LZ4, data, magic=magic)
+    hashed = packed[:6] if magic == 0 else packed[4:6]
+    assert packed[:6] == bytes.fromhex("04224d186040")
+    assert packed[6] == xxh32(hashed) >> 8 & 0xFF
+    assert packed[-4:] == b"\0\0\0\0"
+    position, sizes = 7, []
+    while (word := struct.unpack_from("<I", packed, position)[0]) != 0:
+        length = word & 0x7FFFFFFF
+        block = packed[position + 4 : position + 4 + length]
+        raw = block if word & 0x80000000 else lz4.block.decompress(block, uncompressed_size=65536)
+        sizes.append((len(raw), bool(word & 0x80000000)))
+        position += 4 + length
+    assert [s for s, _ in sizes] == [65536, 65536, 65536, 200_000 - 3 * 65536]
+    random_block = compress(LZ4, random.Random(1).randbytes(1000))
+    assert struct.unpack_from("<I", random_block, 7)[0] == 1000 | 0x80000000  # stored, bit 31
+
+
+def test_lz4_magic0_header_checksum_quirk() -> None:
+    broken = compress(LZ4, b"payload" * 50, magic=0)
+    correct = compress(LZ4, b"payload" * 50, magic=1)
+    assert broken[6] != correct[6] and broken[:6] == correct[:6]
+    assert decompress(LZ4, broken, magic=0) == b"payload" * 50
+    with pytest.raises(CorruptRecordError, match="header checksum; expected"):
+        decompress(LZ4, broken, magic=1)
+    assert decompress(LZ4, correct, magic=0) == b"payload" * 50  # magic 0 never checks HC
+
+
+def test_lz4_reads_stored_blocks_content_size_and_checksums() -> None:
+    data = make_data(150_000, 11)
+    stored = lz4_frame([struct.pack("<I", 5 | 0x80000000) + b"hello"])
+    assert decompress(LZ4, stored) == b"hello"
+    sized = lz4_frame([struct.pack("<I", 5 | 0x80000000) + b"hello"], flg=0x68,
+                      content_size=struct.pack("<Q", 5))
+    assert decompress(LZ4, sized) == b"hello"
+    python = lz4.frame.compress(data, block_linked=False, block_checksum=True,
+                                content_checksum=True, store_size=True)
+    assert python[4] == 0x7C  # independent blocks, block + content checksum, content size
+    assert decompress(LZ4, python) == data
+    assert decompress(LZ4, python + b"trailing bytes are ignored") == data
+
+
+def test_lz4_verifies_block_checksums() -> None:
+    python = bytearray(lz4.frame.compress(b"abc" * 1000, block_linked=False, block_checksum=True))
+    python[-8] ^= 0xFF  # last byte of the only block's checksum
+    with pytest.raises(CorruptRecordError, match="block checksum mismatch"):
+        decompress(LZ4, bytes(python))
+
+
+@pytest.mark.parametrize(
+    ("stream", "fragment"),
+    [
+        (lz4.frame.compress(b"abc" * 30_000), "dependent block stream is unsupported"),
+        (lz4_frame([], flg=0xA0), "frame version; expected 1, found 2"),
+        (lz4_frame([], flg=0x61), "reserved bits (dictionary id)"),
+        (lz4_frame([], bd=0x30), "BD byte"),
+        (lz4_frame([], bd=0x41), "BD byte"),
+        (lz4_frame([struct.pack("<I", 65537 | 0x80000000) + b"x" * 65537]), "block size; expected"),
+        (lz4_frame([struct.pack("<I", 10) + b"\xff" * 10]), "does not decompress"),
+        (lz4_frame([struct.pack("<I", 10) + b"x" * 4], end=b""), "block at 11 truncated"),
+        (lz4_frame([], end=b"\0\0"), "stream ended prematurely"),
+        (lz4_frame([], flg=0x64), "content checksum"),
+        (b"\x04\x22\x4d\x18\x60", "frame header; expected 7 bytes, found 5"),
+        (b"garbage!garbage!", "frame magic; expected 0x184d2204"),
+    ],
+)
+def test_lz4_rejects(stream: bytes, fragment: str) -> None:
+    with pytest.raises(CorruptRecordError, match="lz4 payload does not decompress") as info:
+        decompress(LZ4, stream)
+    assert fragment in str(info.value)
+
+
+def test_lz4_bad_header_checksum_rejected_for_magic_1_and_2_only() -> None:
+    frame = bytearray(compress(LZ4, b"data" * 10))
+    frame[6] ^= 0x55
+    for magic in (1, 2):
+        with pytest.raises(CorruptRecordError, match="frame descriptor corrupted"):
+            decompress(LZ4, bytes(frame), magic=magic)
+    assert decompress(LZ4, bytes(frame), magic=0) == b"data" * 10
+
+
+# -- zstd ----------------------------------------------------------------------------------------
+
+def test_zstd_writes_streaming_frame_without_content_size() -> None:
+    data = make_data(100_000, 13)
+    packed = compress(ZSTD, data)
+    assert packed[:4] == b"\x28\xb5\x2f\xfd"
+    assert packed[4] & 0xE4 == 0  # FHD: no content size, not single-segment, no checksum
+    with pytest.raises(zstandard.ZstdError):
+        zstandard.ZstdDecompressor().decompress(packed)  # why decompress() streams
+    assert decompress(ZSTD, packed) == data
+
+
+def test_zstd_reads_concatenated_frames_with_and_without_content_size() -> None:
+    one = zstandard.ZstdCompressor(level=1).compress(b"first-" * 1000)  # content size set
+    two = compress(ZSTD, b"second" * 5000)
+    assert decompress(ZSTD, one + two + one) == b"first-" * 1000 + b"second" * 5000 + b"first-" * 1000
+
+
+@pytest.mark.parametrize(
+    ("stream", "fragment"),
+    [
+        (b"", "truncated"),
+        (b"not a zstd frame at all", "does not decompress"),
+        (compress(ZSTD, make_data(50_000, 3))[:-10], "truncated"),
+        (compress(ZSTD, b"ok") + b"junk", "does not decompress"),
+    ],
+)
+def test_zstd_rejects(stream: bytes, fragment: str) -> None:
+    with pytest.raises(CorruptRecordError, match="zstd payload does not decompress") as info:
+        decompress(ZSTD, stream)
+    assert fragment in str(info.value)
+
+
+# -- every codec: truncation, garbage, bounds, unsupported ---------------------------------------
+
+@pytest.mark.parametrize("codec", (GZIP, SNAPPY, LZ4, ZSTD))
+def test_truncated_stream_is_corrupt(codec: int) -> None:
+    packed = compress(codec, make_data(100_000, 17))
+    for cut in (len(packed) // 2, len(packed) - 1):
+        with pytest.raises(CorruptRecordError, match="payload does not decompress"):
+            decompress(codec, packed[:cut])
+
+
+@pytest.mark.parametrize("codec", (GZIP, SNAPPY, LZ4, ZSTD))
+def test_garbage_is_corrupt_not_a_raw_exception(codec: int) -> None:
+    rng = random.Random(codec)
+    for _ in range(200):
+        garbage = rng.randbytes(rng.randint(1, 64))
+        try:
+            decompress(codec, garbage)
+        except CorruptRecordError as err:
+            assert err.path is None and err.position is None
+            assert str(err).startswith(f"<buffer>: {compression.CODEC_NAMES[codec]} payload")
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_max_output_bounds_the_result(codec: int) -> None:
+    data = bytes(3_000_000)  # a small stream that inflates a lot
+    packed = compress(codec, data)
+    assert decompress(codec, packed, max_output=len(data)) == data
+    with pytest.raises(CorruptRecordError, match="expected at most 1000 bytes"):
+        decompress(codec, packed, max_output=1000)
+
+
+def test_zstd_bomb_stops_early() -> None:
+    packed = compress(ZSTD, bytes(200 * 1024 * 1024))
+    assert len(packed) < 10_000
+    with pytest.raises(CorruptRecordError, match="expected at most 1048576 bytes"):
+        decompress(ZSTD, packed, max_output=1024 * 1024)
+
+
+def test_snappy_declared_length_checked_before_allocating() -> None:
+    bomb = b"\xff\xff\xff\xff\x07" + b"\x00" * 20  # raw block claiming 2 GiB
+    with pytest.raises(CorruptRecordError, match="expected at most 1000 bytes, found 2147483647"):
+        decompress(SNAPPY, bomb, max_output=1000)
+
+
+@pytest.mark.parametrize("codec", (5, 6, 7, -1, 8))
+def test_unknown_codec_is_unsupported(codec: int) -> None:
+    with pytest.raises(UnsupportedFormatError, match="unknown compression codec; expected 0..4"):
+        decompress(codec, b"x")
+    with pytest.raises(UnsupportedFormatError, match="unknown compression codec"):
+        compress(codec, b"x")
+
+
+@pytest.mark.parametrize("magic", (0, 1))
+def test_zstd_in_legacy_magic_is_unsupported(magic: int) -> None:
+    with pytest.raises(UnsupportedFormatError, match=f"zstd compression in a magic {magic}"):
+        decompress(ZSTD, compress(ZSTD, b"x"), magic=magic)
+    with pytest.raises(UnsupportedFormatError, match="expected magic 2"):
+        compress(ZSTD, b"x", magic=magic)
+
+
+def test_missing_library_named_only_when_its_codec_is_met(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_import = importlib.import_module
+
+    def no_zstd(name: str, package: str | None = None) -> object:
+        if name == "zstandard":
+            raise ImportError("No module named 'zstandard'")
+        return real_import(name, package)
+
+    monkeypatch.setattr(compression, "_loaded", {})
+    monkeypatch.setattr(importlib, "import_module", no_zstd)
+    assert decompress(GZIP, compress(GZIP, b"fine")) == b"fine"
+    assert decompress(LZ4, compress(LZ4, b"fine")) == b"fine"
+    with pytest.raises(UnsupportedFormatError, match="pip install zstandard"):
+        decompress(ZSTD, b"\x28\xb5\x2f\xfd")
+
+
+# -- broker-written lz4 batches ------------------------------------------------------------------
+
+def test_broker_lz4_batches_decompress_and_parse() -> None:
+    from kcompact.records.batch import iter_batches
+    from kcompact.records.record import decode_record
+
+    root = real_fixture("confluent512-lz4-logdir")
+    batches = 0
+    for path in sorted(root.rglob("*.log")):
+        for batch in iter_batches(path.read_bytes()):
+            if batch.magic != 2 or batch.compression != LZ4:
+                continue
+            data = memoryview(decompress(LZ4, batch.payload, magic=2))
+            position = 0
+            for _ in range(batch.records_count):
+                record, position = decode_record(data, position, base_offset=batch.base_offset,
+                                                 base_timestamp=batch.base_timestamp)
+                assert batch.base_offset <= record.offset <= batch.last_offset
+            assert position == len(data)
+            assert decompress(LZ4, compress(LZ4, data)) == data
+            batches += 1
+    assert batches == 69
+
+
+def test_gzip_raw_deflate_is_zlib_level_6() -> None:
+    data = make_data(100_000, 21)
+    packed = compress(GZIP, data)
+    assert packed[10:-8] == zlib.compress(data, 6)[2:-4]  # same deflate body as zlib level 6
+
+
+def test_snappy_impossible_declared_length_refused() -> None:
+    liar = b"\x80\x80\x80\x01" + b"\x00" * 10  # raw block claiming 2 MiB from 14 bytes
+    with pytest.raises(CorruptRecordError, match="block length; expected at most 32 x 14"):
+        decompress(SNAPPY, liar)
