@@ -1,0 +1,331 @@
+"""Rebuild the parts of a KRaft cluster's metadata that decide a topic's configuration.
+
+Why: a KRaft broker keeps topic ids, topic config overrides and dynamic broker configs only in the
+metadata partition ``__cluster_metadata-0``. kcompact replays it offline, as the broker's
+``MetadataDelta`` does, to learn which overrides apply to a partition directory it is asked to clean.
+
+Where the state comes from, in order:
+
+1. the newest KRaft snapshot ``<20-digit end offset>-<10-digit epoch>.checkpoint`` of the directory:
+   v2 batches like a segment, framed by a SNAPSHOT_HEADER and a SNAPSHOT_FOOTER control batch, holding
+   the whole state as of ``end offset`` (exclusive);
+2. then every record of the ``.log`` segments at or after that offset, in offset order.
+
+Control batches are skipped. Records between a BeginTransactionRecord and its EndTransactionRecord
+are applied at the end; those before an AbortTransactionRecord (or an unterminated transaction at the
+tail) are dropped, as KIP-868 says. Replay rules: a TopicRecord adds a topic; a RemoveTopicRecord
+retires the id and its name's config overrides (a name re-created later gets a new id); a
+ConfigRecord sets a key for resource TOPIC (2, by topic name) or BROKER (4, by node id; the empty
+name is the cluster-wide default), a null value removing it; a later record wins.
+
+If no snapshot covers the start and the log does not start at offset 0 - retention deleted segments
+that a snapshot had replaced, and the snapshot is gone (``kraft37-cleaned-logdir``) - the history is
+incomplete: the state is still returned, with ``complete`` False and ``unresolved_reason`` saying why.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kcompact.config import kraft_records as kr
+from kcompact.errors import ConfigError, CorruptBatchError, CorruptDataError, CorruptRecordError
+from kcompact.records.batch import RecordBatch
+from kcompact.records.control import ControlRecordKey, ControlRecordType
+from kcompact.records.record import decode_records
+from kcompact.segment.log_file import LogFile
+from kcompact.segment.names import parse_partition_dir_name, parse_segment_file_name
+
+BEGIN_TRANSACTION_API_KEY = 23
+END_TRANSACTION_API_KEY = 24
+ABORT_TRANSACTION_API_KEY = 25
+PARTITION_METADATA_FILE = "partition.metadata"
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataState:
+    """Topics and dynamic configs as of the end of a metadata partition.
+
+    Attributes:
+        topics_by_id: live topic id (Kafka's base64 form) -> topic name.
+        topics_by_name: live topic name -> id.
+        topic_configs: topic name -> its config overrides (Kafka key -> value).
+        broker_configs: BROKER resource name (a node id, or "" for the cluster default) -> configs.
+        partition_counts: live topic id -> number of partitions seen (PartitionRecords).
+        feature_levels: finalized features, e.g. ``{"metadata.version": 19}``.
+        snapshot: the snapshot file the replay started from, if any.
+        end_offset: the offset after the last record read.
+        complete: False when the history does not reach back to the start of the cluster.
+        unresolved_reason: why it is incomplete (None when complete).
+        unknown_record_counts: api-key name -> how many records were kept generic.
+    """
+
+    topics_by_id: Mapping[str, str]
+    topics_by_name: Mapping[str, str]
+    topic_configs: Mapping[str, Mapping[str, str]]
+    broker_configs: Mapping[str, Mapping[str, str]]
+    partition_counts: Mapping[str, int]
+    feature_levels: Mapping[str, int]
+    snapshot: Path | None
+    end_offset: int
+    complete: bool
+    unresolved_reason: str | None
+    unknown_record_counts: Mapping[str, int] = field(default_factory=dict)
+
+    def topic_config_overrides(self, topic: str) -> dict[str, str]:
+        """The dynamic config of a topic (empty when it has none)."""
+        return dict(self.topic_configs.get(topic, {}))
+
+    def broker_config(self, node_id: int | None) -> dict[str, str]:
+        """The dynamic config of one broker (``node_id``), empty for None or an unknown id."""
+        return {} if node_id is None else dict(self.broker_configs.get(str(node_id), {}))
+
+    def cluster_default_config(self) -> dict[str, str]:
+        """The cluster-wide dynamic broker default (BROKER resource with the empty name)."""
+        return dict(self.broker_configs.get("", {}))
+
+    def topic_for_partition_dir(self, partition_dir: str | os.PathLike[str]) -> dict[str, str]:
+        """The config overrides of the topic a partition directory belongs to.
+
+        The topic is found by the id in the directory's ``partition.metadata`` (as Kafka does), else
+        by the directory's name.
+
+        Args:
+            partition_dir: a ``<topic>-<partition>`` directory.
+
+        Returns:
+            The topic's config overrides.
+
+        Raises:
+            ConfigError: the directory's topic id is not a live topic here (a deleted or foreign
+                topic), or its name does not parse and it has no ``partition.metadata``.
+        """
+        path = Path(partition_dir)
+        topic_id = read_partition_metadata_topic_id(path)
+        if topic_id is not None:
+            name = self.topics_by_id.get(topic_id)
+            if name is None:
+                raise ConfigError(
+                    f"{path}: topic id {topic_id} from partition.metadata is not a live topic in "
+                    f"the metadata log; expected one of {len(self.topics_by_id)} known ids")
+            return self.topic_config_overrides(name)
+        parsed = parse_partition_dir_name(path.name)
+        if parsed is None:
+            raise ConfigError(f"{path}: not a partition directory; expected <topic>-<partition>")
+        return self.topic_config_overrides(parsed.topic)
+
+
+def read_partition_metadata_topic_id(partition_dir: str | os.PathLike[str]) -> str | None:
+    """The ``topic_id`` of a partition directory's ``partition.metadata``, None when absent.
+
+    Args:
+        partition_dir: a partition directory.
+
+    Returns:
+        The id as Kafka prints it (URL-safe base64, no padding), or None without the file.
+
+    Raises:
+        ConfigError: the file exists but has no valid ``topic_id: <uuid>`` line.
+    """
+    path = Path(partition_dir) / PARTITION_METADATA_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: cannot read partition metadata: {err}") from err
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() == "topic_id":
+            try:
+                kr.parse_uuid(value.strip())
+            except ValueError:
+                break
+            return value.strip()
+    raise ConfigError(f"{path}: no topic id; expected a line 'topic_id: <22-char base64 uuid>'")
+
+
+class _Replayer:
+    """Mutable state while records are applied; frozen into a :class:`MetadataState` at the end."""
+
+    def __init__(self) -> None:
+        self.topics_by_id: dict[str, str] = {}
+        self.topics_by_name: dict[str, str] = {}
+        self.configs: dict[tuple[int, str], dict[str, str]] = {}
+        self.partition_counts: dict[str, int] = {}
+        self.feature_levels: dict[str, int] = {}
+        self.unknown: dict[str, int] = {}
+        self.pending: list[kr.MetadataRecord] | None = None
+        self.problems: list[str] = []
+
+    def offer(self, record: kr.MetadataRecord) -> None:
+        """Apply a record now, or hold it while a metadata transaction is open."""
+        if isinstance(record, kr.UnknownMetadataRecord):
+            if record.api_key == BEGIN_TRANSACTION_API_KEY:
+                self.pending = []
+                return
+            if record.api_key in (END_TRANSACTION_API_KEY, ABORT_TRANSACTION_API_KEY):
+                held, self.pending = self.pending or [], None
+                if record.api_key == END_TRANSACTION_API_KEY:
+                    for item in held:
+                        self.apply(item)
+                return
+        if self.pending is not None:
+            self.pending.append(record)
+        else:
+            self.apply(record)
+
+    def apply(self, record: kr.MetadataRecord) -> None:
+        if isinstance(record, kr.TopicRecord):
+            self.topics_by_id[record.topic_id] = record.name
+            self.topics_by_name[record.name] = record.topic_id
+        elif isinstance(record, kr.RemoveTopicRecord):
+            name = self.topics_by_id.pop(record.topic_id, None)
+            self.partition_counts.pop(record.topic_id, None)
+            if name is not None and self.topics_by_name.get(name) == record.topic_id:
+                del self.topics_by_name[name]
+                self.configs.pop((kr.RESOURCE_TYPE_TOPIC, name), None)
+        elif isinstance(record, kr.ConfigRecord):
+            configs = self.configs.setdefault((record.resource_type, record.resource_name), {})
+            if record.value is None:
+                configs.pop(record.name, None)
+            else:
+                configs[record.name] = record.value
+        elif isinstance(record, kr.PartitionRecord):
+            count = self.partition_counts.get(record.topic_id, 0)
+            self.partition_counts[record.topic_id] = max(count, record.partition_id + 1)
+        elif isinstance(record, kr.FeatureLevelRecord):
+            self.feature_levels[record.name] = record.feature_level
+        elif isinstance(record, kr.UnknownMetadataRecord):
+            self._unknown(record)
+
+    def _unknown(self, record: kr.UnknownMetadataRecord) -> None:
+        name = record.name or f"api key {record.api_key}"
+        self.unknown[name] = self.unknown.get(name, 0) + 1
+        if record.api_key in (2, 4, 9):  # a newer version of a record that shapes configs
+            self.problems.append(f"{name} version {record.version} is newer than kcompact reads")
+
+    def freeze(self, snapshot: Path | None, end_offset: int, gap: str | None) -> MetadataState:
+        reasons = ([gap] if gap else []) + self.problems
+        if self.pending is not None:
+            self.pending = None  # an unterminated transaction at the tail is not applied
+        return MetadataState(
+            topics_by_id=dict(self.topics_by_id), topics_by_name=dict(self.topics_by_name),
+            topic_configs={n: dict(c) for (t, n), c in self.configs.items()
+                           if t == kr.RESOURCE_TYPE_TOPIC and c},
+            broker_configs={n: dict(c) for (t, n), c in self.configs.items()
+                            if t == kr.RESOURCE_TYPE_BROKER and c},
+            partition_counts=dict(self.partition_counts), feature_levels=dict(self.feature_levels),
+            snapshot=snapshot, end_offset=end_offset, complete=not reasons,
+            unresolved_reason="; ".join(reasons) or None, unknown_record_counts=dict(self.unknown),
+        )  # fmt: skip
+
+
+def _iter_file_batches(path: Path) -> Iterator[RecordBatch]:
+    with LogFile(path) as log:
+        for batch in log.iter_batches():
+            if not isinstance(batch, RecordBatch):
+                raise CorruptBatchError(
+                    f"metadata log entry has magic {batch.magic}; expected 2, found {batch.magic}",
+                    path=path, position=batch.position)
+            yield batch
+
+
+def _decode_batch(path: Path, batch: RecordBatch) -> Iterator[tuple[int, kr.MetadataRecord]]:
+    try:
+        records = decode_records(batch)
+    except CorruptDataError as err:
+        raise err.located(path, batch.position) from err
+    for record in records:
+        try:
+            yield record.offset, kr.decode_metadata_record(record.value)
+        except CorruptRecordError as err:
+            raise CorruptRecordError(
+                f"record value at position {err.position}: {err.message}",
+                path=path, position=batch.position, offset=record.offset) from err
+
+
+def _files(directory: Path, kind: str) -> list[tuple[int, Path]]:
+    """Live files of one kind, in offset order (``.deleted``/``.cleaned``/``.swap`` left out)."""
+    found = []
+    for entry in directory.iterdir():
+        parsed = parse_segment_file_name(entry.name)
+        if parsed is not None and parsed.kind == kind and parsed.temp_suffix is None:
+            found.append((parsed.base_offset, entry.name, entry))
+    return [(offset, path) for offset, _, path in sorted(found)]
+
+
+def _read_snapshot(path: Path, replayer: _Replayer) -> bool:
+    """Replay a snapshot file; True when it ends with its SNAPSHOT_FOOTER control record."""
+    footer = False
+    for batch in _iter_file_batches(path):
+        if batch.is_control:
+            try:
+                keys = [ControlRecordKey.parse(r.key).type for r in decode_records(batch)]
+            except CorruptDataError as err:
+                raise err.located(path, batch.position) from err
+            footer = ControlRecordType.SNAPSHOT_FOOTER in keys
+            continue
+        footer = False
+        for _, record in _decode_batch(path, batch):
+            replayer.offer(record)
+    return footer
+
+
+def _replay_log(
+    segments: list[tuple[int, Path]], start: int, replayer: _Replayer
+) -> tuple[int, str | None]:
+    """Replay segment records at or after ``start``; returns the end offset and any gap found."""
+    next_offset, gap = start, None
+    for _, path in segments:
+        for batch in _iter_file_batches(path):
+            if batch.last_offset < start:
+                continue  # already in the snapshot
+            if batch.base_offset > next_offset and gap is None:
+                gap = (f"the metadata log jumps from offset {next_offset} to {batch.base_offset} "
+                       f"in {path.name}; records in between are unknown")  # fmt: skip
+            next_offset = max(next_offset, batch.next_offset)
+            if batch.is_control:
+                continue
+            for offset, record in _decode_batch(path, batch):
+                if offset >= start:
+                    replayer.offer(record)
+    return next_offset, gap
+
+
+def load_metadata_state(metadata_partition_dir: str | os.PathLike[str]) -> MetadataState:
+    """Replay a ``__cluster_metadata-0`` directory: newest snapshot, then the log after it.
+
+    Args:
+        metadata_partition_dir: the metadata partition directory (under ``metadata.log.dir``).
+
+    Returns:
+        The state; ``complete`` is False (with ``unresolved_reason``) when the history is cut:
+        no snapshot and a log that does not start at offset 0, a gap, a snapshot without its
+        footer, or a config-shaping record of a version kcompact does not read.
+
+    Raises:
+        ConfigError: the directory does not exist.
+        CorruptDataError: (a subclass) a batch or record that does not parse, naming the file.
+    """
+    directory = Path(metadata_partition_dir)
+    if not directory.is_dir():
+        raise ConfigError(f"{directory}: not a directory; expected the __cluster_metadata-0 dir")
+    replayer = _Replayer()
+    snapshots = _files(directory, "checkpoint")
+    start, snapshot, problem = 0, None, None
+    if snapshots:
+        start, snapshot = snapshots[-1]
+        if not _read_snapshot(snapshot, replayer):
+            problem = f"snapshot {snapshot.name} does not end with a SNAPSHOT_FOOTER"
+    segments = _files(directory, "log")
+    end_offset, gap = _replay_log(segments, start, replayer)
+    if not snapshots and not segments:
+        gap = "no snapshot and no log segment; nothing to replay"
+    elif not snapshots and gap and segments[0][0] > 0:
+        gap = (f"no snapshot and the metadata log starts at offset {segments[0][0]}, not 0; "
+               f"topics and configs set before it are unknown")  # fmt: skip
+    reason = "; ".join(p for p in (problem, gap) if p) or None
+    return replayer.freeze(snapshot, end_offset, reason)

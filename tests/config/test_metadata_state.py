@@ -1,0 +1,194 @@
+"""Replaying __cluster_metadata-0: broker-written logs, hand-built logs and snapshots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kcompact.config.kraft_records import format_uuid
+from kcompact.config.metadata_state import load_metadata_state, read_partition_metadata_topic_id
+from kcompact.config.topic_config import resolve_config
+from kcompact.errors import ConfigError, CorruptRecordError
+from kcompact.records import ControlRecordKey, ControlRecordType, Record, encode_batch
+from tests.config.test_kraft_records import (
+    encode_config,
+    encode_feature_level,
+    encode_partition,
+    encode_remove_topic,
+    encode_topic,
+    frame,
+    uuid_bytes,
+)
+from tests.conftest import real_fixture
+
+TOPIC, BROKER = 2, 4
+BEGIN_TXN = frame(23, 0, b"\x00")
+END_TXN = frame(24, 0, b"\x00")
+ABORT_TXN = frame(25, 0, b"\x00")
+OFFSETS_CONFIG = {"compression.type": "producer", "cleanup.policy": "compact",
+                  "segment.bytes": "104857600"}  # fmt: skip
+
+
+def batch(base_offset: int, values: list[bytes]) -> bytes:
+    records = [Record(base_offset + i, 1000, None, v) for i, v in enumerate(values)]
+    return encode_batch(records, base_offset=base_offset)
+
+
+def control(base_offset: int, kind: ControlRecordType) -> bytes:
+    key = ControlRecordKey(0, kind).encode()
+    return encode_batch([Record(base_offset, 1000, key, b"\x00\x00")], base_offset=base_offset,
+                        is_control=True)  # fmt: skip
+
+
+def write_log(directory: Path, base_offset: int, groups: list[list[bytes]]) -> Path:
+    directory.mkdir(exist_ok=True)
+    data, offset = b"", base_offset
+    for values in groups:
+        data += batch(offset, values)
+        offset += len(values)
+    path = directory / f"{base_offset:020d}.log"
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("folder", ["kraft37-consumer-offsets", "bitnami2024-rolled-logdir"])
+def test_complete_broker_logs_give_consumer_offsets_overrides(folder: str) -> None:
+    state = load_metadata_state(real_fixture(folder, "__cluster_metadata-0"))
+    assert state.complete and state.unresolved_reason is None
+    assert state.topic_config_overrides("__consumer_offsets") == OFFSETS_CONFIG
+    assert state.partition_counts[state.topics_by_name["__consumer_offsets"]] == 50
+    assert state.feature_levels["metadata.version"] in (19, 20)
+    assert state.unknown_record_counts["NoOpRecord"] > 1000
+    partition = real_fixture(folder, "__consumer_offsets-6" if "kraft" in folder else
+                             "__consumer_offsets-0")  # fmt: skip
+    assert state.topic_for_partition_dir(partition) == OFFSETS_CONFIG
+    config, _ = resolve_config(cli={}, topic_overrides=state.topic_for_partition_dir(partition),
+                               broker_dynamic={}, cluster_dynamic={}, server_properties={})
+    assert config.is_compacted and config.segment_bytes == 104857600
+
+
+def test_metadata_log_without_its_start_is_incomplete() -> None:
+    state = load_metadata_state(real_fixture("kraft37-cleaned-logdir", "__cluster_metadata-0"))
+    assert not state.complete
+    assert state.unresolved_reason is not None
+    assert "no snapshot and the metadata log starts at offset 1725413, not 0" in (
+        state.unresolved_reason)
+    assert state.end_offset == 1737569 and state.topics_by_name == {}
+
+
+def test_overrides_removal_and_recreation(tmp_path: Path) -> None:
+    old, new = uuid_bytes(1), uuid_bytes(2)
+    directory = tmp_path / "__cluster_metadata-0"
+    write_log(directory, 0, [
+        [encode_feature_level("metadata.version", 19), encode_topic("orders", old),
+         encode_partition(old, 0), encode_partition(old, 1)],
+        [encode_config(TOPIC, "orders", "cleanup.policy", "compact"),
+         encode_config(TOPIC, "orders", "min.cleanable.dirty.ratio", "0.1"),
+         encode_config(TOPIC, "orders", "min.cleanable.dirty.ratio", "0.2"),
+         encode_config(TOPIC, "orders", "segment.ms", "100"),
+         encode_config(TOPIC, "orders", "segment.ms", None)],
+        [encode_config(BROKER, "1", "log.cleaner.threads", "2"),
+         encode_config(BROKER, "", "log.roll.hours", "1"),
+         encode_config(BROKER, "2", "log.cleaner.threads", "4")],
+        [encode_remove_topic(old), encode_topic("orders", new), encode_partition(new, 0),
+         encode_config(TOPIC, "orders", "delete.retention.ms", "5")],
+    ])  # fmt: skip
+    (tmp_path / "orders-0").mkdir()
+    (tmp_path / "orders-0" / "partition.metadata").write_text(
+        f"version: 0\ntopic_id: {format_uuid(new)}\n")
+    state = load_metadata_state(directory)
+    assert state.complete and state.end_offset == 16
+    assert state.topics_by_name == {"orders": format_uuid(new)}
+    assert state.topics_by_id == {format_uuid(new): "orders"}
+    assert state.partition_counts == {format_uuid(new): 1}
+    # the old incarnation's overrides went with it
+    assert state.topic_config_overrides("orders") == {"delete.retention.ms": "5"}
+    assert state.broker_config(1) == {"log.cleaner.threads": "2"}
+    assert state.broker_config(3) == {} and state.broker_config(None) == {}
+    assert state.cluster_default_config() == {"log.roll.hours": "1"}
+    assert state.topic_for_partition_dir(tmp_path / "orders-0") == {"delete.retention.ms": "5"}
+    (tmp_path / "orders-0" / "partition.metadata").write_text(
+        f"version: 0\ntopic_id: {format_uuid(old)}\n")
+    with pytest.raises(ConfigError, match="is not a live topic in the metadata log"):
+        state.topic_for_partition_dir(tmp_path / "orders-0")
+
+
+def test_updates_before_removal_are_kept_while_topic_lives(tmp_path: Path) -> None:
+    tid = uuid_bytes(5)
+    directory = tmp_path / "__cluster_metadata-0"
+    write_log(directory, 0, [[encode_topic("a", tid), encode_config(TOPIC, "a", "segment.ms", "7")]])
+    state = load_metadata_state(directory)
+    assert state.topic_config_overrides("a") == {"segment.ms": "7"}
+    (tmp_path / "a-0").mkdir()
+    assert state.topic_for_partition_dir(tmp_path / "a-0") == {"segment.ms": "7"}  # by name
+
+
+def test_metadata_transactions_commit_and_abort(tmp_path: Path) -> None:
+    directory = tmp_path / "__cluster_metadata-0"
+    write_log(directory, 0, [
+        [BEGIN_TXN, encode_topic("kept", uuid_bytes(1)), END_TXN],
+        [BEGIN_TXN, encode_topic("dropped", uuid_bytes(2))], [ABORT_TXN],
+        [BEGIN_TXN, encode_topic("unfinished", uuid_bytes(3))],
+    ])  # fmt: skip
+    state = load_metadata_state(directory)
+    assert set(state.topics_by_name) == {"kept"}
+
+
+def test_snapshot_then_log_after_it(tmp_path: Path) -> None:
+    directory = tmp_path / "__cluster_metadata-0"
+    directory.mkdir()
+    snapshot = (control(0, ControlRecordType.SNAPSHOT_HEADER)
+                + batch(1, [encode_topic("from-snapshot", uuid_bytes(1)),
+                            encode_config(TOPIC, "from-snapshot", "segment.ms", "1")])
+                + control(3, ControlRecordType.SNAPSHOT_FOOTER))  # fmt: skip
+    (directory / f"{10:020d}-{3:010d}.checkpoint").write_bytes(snapshot)
+    (directory / f"{5:020d}-{2:010d}.checkpoint").write_bytes(b"older, never read")
+    # the log still holds offsets before the snapshot; they must not be replayed twice
+    write_log(directory, 8, [[encode_topic("before", uuid_bytes(9)),
+                              encode_config(TOPIC, "from-snapshot", "segment.ms", "99")],
+                             [encode_config(TOPIC, "from-snapshot", "segment.ms", "2")]])
+    state = load_metadata_state(directory)
+    assert state.complete and state.snapshot == directory / f"{10:020d}-{3:010d}.checkpoint"
+    assert set(state.topics_by_name) == {"from-snapshot"}
+    assert state.topic_config_overrides("from-snapshot") == {"segment.ms": "2"}
+    assert state.end_offset == 11
+
+
+def test_snapshot_without_footer_or_with_gap_is_incomplete(tmp_path: Path) -> None:
+    directory = tmp_path / "__cluster_metadata-0"
+    directory.mkdir()
+    snap = control(0, ControlRecordType.SNAPSHOT_HEADER) + batch(1, [encode_topic("t", uuid_bytes(1))])
+    (directory / f"{2:020d}-{1:010d}.checkpoint").write_bytes(snap)
+    write_log(directory, 5, [[encode_topic("u", uuid_bytes(2))]])
+    state = load_metadata_state(directory)
+    assert not state.complete and state.unresolved_reason is not None
+    assert "does not end with a SNAPSHOT_FOOTER" in state.unresolved_reason
+    assert "jumps from offset 2 to 5" in state.unresolved_reason
+    assert set(state.topics_by_name) == {"t", "u"}
+
+
+def test_empty_directory_is_incomplete_and_missing_one_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "m").mkdir()
+    state = load_metadata_state(tmp_path / "m")
+    assert not state.complete and "nothing to replay" in (state.unresolved_reason or "")
+    with pytest.raises(ConfigError, match="not a directory"):
+        load_metadata_state(tmp_path / "absent")
+
+
+def test_corrupt_metadata_record_names_file_and_offset(tmp_path: Path) -> None:
+    directory = tmp_path / "__cluster_metadata-0"
+    path = write_log(directory, 0, [[encode_topic("t", uuid_bytes(1)), b"\x01\x02\x00\x05ab"]])
+    with pytest.raises(CorruptRecordError) as info:
+        load_metadata_state(directory)
+    assert info.value.path == str(path) and info.value.offset == 1 and info.value.position == 0
+    assert "TopicRecord.name runs past the end of the record" in str(info.value)
+
+
+def test_partition_metadata_file(tmp_path: Path) -> None:
+    assert read_partition_metadata_topic_id(tmp_path) is None
+    (tmp_path / "partition.metadata").write_text("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n")
+    assert read_partition_metadata_topic_id(tmp_path) == "AAAAAAAAAAAAAAAAAAAAAQ"
+    (tmp_path / "partition.metadata").write_text("version: 0\ntopic_id: nope\n")
+    with pytest.raises(ConfigError, match="no topic id; expected a line 'topic_id:"):
+        read_partition_metadata_topic_id(tmp_path)
