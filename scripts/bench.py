@@ -1,0 +1,266 @@
+"""kcompact benchmarks, one section per hot path.
+
+    python scripts/bench.py                 # every section
+    python scripts/bench.py scan            # one section
+    python scripts/bench.py scan --json     # machine-readable
+    python scripts/bench.py scan --workdir /tmp/kc-bench   # keep (and reuse) the generated data
+
+Sections:
+    scan   records.scan over a generated segment: scan_keys and scan_records over every batch,
+           against the cost of copying the same bytes (shutil.copyfile, an in-memory copy).
+
+Adding a section: write ``def bench_<name>(args, workdir) -> list[Row]`` and register it in
+``SECTIONS``. A row is (metric, value, unit); ``--json`` prints ``{section: {metric: value}}``.
+
+Data is generated deterministically (``--seed``) with kcompact's own writer (``encode_batch``), so
+two runs on one machine measure the same bytes. Timings are wall-clock (``time.perf_counter``),
+the fastest of ``--repeat`` passes, with the file in the page cache (it was just written; the
+file copy includes unlinking the copy). Peak RSS is the process's ``ru_maxrss``, which includes the whole segment
+read into memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kcompact.records.batch import RecordBatch, encode_batch, iter_batches
+from kcompact.records.record import Record, decode_records, records_bytes
+from kcompact.records.scan import scan_keys, scan_records
+
+Row = tuple[str, float, str]
+
+SCAN_KEY_SPACE = 500_000  # keys key-%012d drawn uniformly from this many
+SCAN_VALUE_SIZE = 100  # half random printable, half a fixed template
+SCAN_RECORDS_PER_BATCH = 200
+SCAN_FIRST_TIMESTAMP_MS = 1_700_000_000_000  # records are 1 ms apart from here
+SCAN_DECODE_SAMPLE = 50_000  # records the full decoder is timed on, for comparison
+_PRINTABLE = bytes(range(0x20, 0x7F))
+_TO_PRINTABLE = bytes(_PRINTABLE[i % len(_PRINTABLE)] for i in range(256))  # bytes.translate table
+
+
+@dataclass(frozen=True, slots=True)
+class ScanData:
+    """The generated segment: where it is and what it holds."""
+
+    path: Path
+    records: int
+    batches: int
+    size_in_bytes: int
+
+
+def _scan_batches(rng: random.Random, records: int) -> Iterator[bytes]:
+    """The segment's batches, in order: 200 records each, offsets from 0, timestamps 1 ms apart."""
+    half = SCAN_VALUE_SIZE // 2
+    template = (b"kcompact-bench-template-" * 4)[: SCAN_VALUE_SIZE - half]
+    for base_offset in range(0, records, SCAN_RECORDS_PER_BATCH):
+        n = min(SCAN_RECORDS_PER_BATCH, records - base_offset)
+        noise = rng.randbytes(half * n).translate(_TO_PRINTABLE)
+        batch = [
+            Record(
+                offset=base_offset + i,
+                timestamp=SCAN_FIRST_TIMESTAMP_MS + base_offset + i,
+                key=b"key-%012d" % rng.randrange(SCAN_KEY_SPACE),
+                value=noise[i * half : (i + 1) * half] + template,
+            )
+            for i in range(n)
+        ]
+        yield encode_batch(batch, base_offset=base_offset)
+
+
+def generate_scan_segment(workdir: Path, records: int, seed: int) -> ScanData:
+    """Write (or reuse, when one with the same parameters exists) the scan section's segment."""
+    directory = workdir / f"scan-{records}-{seed}-0"
+    path = directory / "00000000000000000000.log"
+    if not path.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".log.tmp")
+        with partial.open("wb") as out:
+            for batch in _scan_batches(random.Random(seed), records):
+                out.write(batch)
+        partial.rename(path)
+    batches = -(-records // SCAN_RECORDS_PER_BATCH)
+    return ScanData(path, records, batches, path.stat().st_size)
+
+
+def _timed(fn: Callable[[], int], repeat: int = 1) -> tuple[float, int]:
+    """Best wall-clock seconds of ``repeat`` runs (the least disturbed by other processes)."""
+    best = float("inf")
+    result = 0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def _v2_batches(data: bytes) -> Iterator[RecordBatch]:
+    """The segment's batches (the generated segment holds only v2 batches)."""
+    for batch in iter_batches(data):
+        if isinstance(batch, RecordBatch):
+            yield batch
+
+
+def _walk(data: bytes) -> int:
+    return sum(1 for _batch in _v2_batches(data))
+
+
+def _keys_pass(data: bytes) -> int:
+    seen = 0
+    for batch in _v2_batches(data):
+        offsets, _keys = scan_keys(
+            records_bytes(batch), base_offset=batch.base_offset, count=batch.records_count
+        )
+        seen += len(offsets)
+    return seen
+
+
+def _records_pass(data: bytes) -> int:
+    seen = 0
+    for batch in _v2_batches(data):
+        columns = scan_records(
+            records_bytes(batch), base_offset=batch.base_offset,
+            base_timestamp=batch.base_timestamp, count=batch.records_count,
+        )
+        seen += columns.count
+    return seen
+
+
+def _decode_pass(data: bytes, limit: int) -> int:
+    seen = 0
+    for batch in _v2_batches(data):
+        seen += len(decode_records(batch))
+        if seen >= limit:
+            break
+    return seen
+
+
+def _copy_file(source: Path) -> int:
+    target = source.with_name("copy.log")
+    shutil.copyfile(source, target)
+    target.unlink()
+    return 0
+
+
+def _copy_times(scan: ScanData, data: bytes, repeat: int) -> tuple[float, float]:
+    """Seconds to copy the segment file, and to copy its bytes in memory."""
+    file_seconds, _ = _timed(lambda: _copy_file(scan.path), repeat)
+    # bytes(data) or data[:] would return the same object; a memoryview forces the copy
+    memory_seconds, _ = _timed(lambda: len(bytes(memoryview(data))), repeat)
+    return file_seconds, memory_seconds
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def _rate_rows(name: str, seconds: float, records: int, size_in_bytes: int) -> list[Row]:
+    return [
+        (f"{name} seconds", seconds, "s"),
+        (f"{name} records/s", records / seconds, "rec/s"),
+        (f"{name} MB/s", size_in_bytes / seconds / 1e6, "MB/s"),
+    ]
+
+
+def bench_scan(args: argparse.Namespace, workdir: Path) -> list[Row]:
+    """records.scan over a generated segment, next to the cost of copying it."""
+    started = time.perf_counter()
+    scan = generate_scan_segment(workdir, args.records, args.seed)
+    generate_seconds = time.perf_counter() - started
+    data = scan.path.read_bytes()
+    walk_seconds, batches = _timed(lambda: _walk(data), args.repeat)
+    keys_seconds, keys_seen = _timed(lambda: _keys_pass(data), args.repeat)
+    records_seconds, records_seen = _timed(lambda: _records_pass(data), args.repeat)
+    decode_seconds, decoded = _timed(lambda: _decode_pass(data, SCAN_DECODE_SAMPLE), args.repeat)
+    scan_rss = _peak_rss_mib()
+    if not keys_seen == records_seen == scan.records or batches != scan.batches:
+        raise SystemExit(f"scan saw {keys_seen}/{records_seen} records in {batches} batches; "
+                         f"expected {scan.records} in {scan.batches}")
+    file_copy, memory_copy = _copy_times(scan, data, args.repeat)
+    size = scan.size_in_bytes
+    return [
+        ("records", scan.records, "rec"),
+        ("batches", scan.batches, "batch"),
+        ("segment size", size / 1e6, "MB"),
+        ("generate (encode_batch) seconds, ~0 if reused", generate_seconds, "s"),
+        ("batch walk only (iter_batches) seconds", walk_seconds, "s"),
+        *_rate_rows("scan_keys", keys_seconds, scan.records, size),
+        *_rate_rows("scan_records", records_seconds, scan.records, size),
+        ("decode_records sample", decoded, "rec"),
+        ("decode_records records/s", decoded / decode_seconds, "rec/s"),
+        ("shutil.copyfile seconds", file_copy, "s"),
+        ("in-memory bytes copy seconds", memory_copy, "s"),
+        ("scan_keys / copyfile time ratio", keys_seconds / file_copy, "x"),
+        ("scan_records / copyfile time ratio", records_seconds / file_copy, "x"),
+        ("scan_keys / memory copy time ratio", keys_seconds / memory_copy, "x"),
+        ("peak RSS after the scans (segment in memory)", scan_rss, "MiB"),
+        ("peak RSS after the copies (+ a second copy)", _peak_rss_mib(), "MiB"),
+    ]
+
+
+SECTIONS: dict[str, Callable[[argparse.Namespace, Path], list[Row]]] = {
+    "scan": bench_scan,
+}
+
+
+def _format(value: float, unit: str) -> str:
+    if unit in ("rec", "batch"):
+        return f"{value:,.0f}"
+    if unit == "rec/s":
+        return f"{value / 1e6:,.2f} M"
+    return f"{value:,.3f}" if value < 100 else f"{value:,.1f}"
+
+
+def _print_table(section: str, rows: list[Row]) -> None:
+    width = max(len(name) for name, _, _ in rows)
+    print(f"== {section} ==")
+    for name, value, unit in rows:
+        print(f"  {name:<{width}}  {_format(value, unit):>12} {unit}")
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("sections", nargs="*", metavar="SECTION",
+                        help=f"sections to run (default: all of {', '.join(SECTIONS)})")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--workdir", type=Path,
+                        help="where generated data goes and is reused (default: a temp dir)")
+    parser.add_argument("--records", type=int, default=2_000_000,
+                        help="records in the scan segment (default: 2,000,000)")
+    parser.add_argument("--seed", type=int, default=20250101, help="data generator seed")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="passes per measurement; the fastest counts (default: 3)")
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.sections if name not in SECTIONS]
+    if unknown:
+        parser.error(f"unknown section {', '.join(unknown)}; expected one of {', '.join(SECTIONS)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the chosen sections and print their results."""
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    results: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="kcompact-bench-") as temp:
+        workdir = args.workdir or Path(temp)
+        for section in args.sections or list(SECTIONS):
+            rows = SECTIONS[section](args, workdir)
+            results[section] = {name: value for name, value, _ in rows}
+            if not args.json:
+                _print_table(section, rows)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
