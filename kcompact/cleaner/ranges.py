@@ -367,16 +367,20 @@ def _active_detail(inp: RangeInputs, active: SegmentStats) -> str:
     )
     first_ts = active.first_batch_timestamp_ms
     if first_ts < 0:
-        return f"{head}; its first batch has no timestamp, so only size rolls it: {by_size}"
-    # LogConfig.maxSegmentMs: a compacted log also rolls on max.compaction.lag.ms.
+        return (
+            f"{head}; its first batch has no timestamp, so time rolls it only once the broker has "
+            f"held it open for segment.ms; or {by_size}"
+        )
+    # LogConfig.maxSegmentMs: a compacted log also rolls on max.compaction.lag.ms. The clock is the
+    # new batch's timestamp against the first batch's (LogSegment.timeWaitedForRoll).
     roll_ms, roll_key = inp.segment_ms, "segment.ms"
     if "compact" in inp.policy and 0 < inp.max_compaction_lag_ms < inp.segment_ms:
         roll_ms, roll_key = inp.max_compaction_lag_ms, "max.compaction.lag.ms"
     due_ms = first_ts + roll_ms
     by_time = (
-        f"it is past {roll_key} {_duration(roll_ms)}, so the next append rolls it"
+        f"a batch stamped now is past {roll_key} {_duration(roll_ms)}, so the next append rolls it"
         if inp.now_ms > due_ms
-        else f"an append after {_utc(due_ms)} (in {_duration(due_ms - inp.now_ms)}; "
+        else f"a batch stamped after {_utc(due_ms)} (in {_duration(due_ms - inp.now_ms)}; "
         f"{roll_key} {_duration(roll_ms)}) rolls it"
     )
     return f"{head}; its first batch is {_age(inp.now_ms - first_ts)}; {by_time}; or {by_size}"

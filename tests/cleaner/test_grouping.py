@@ -42,7 +42,9 @@ def test_segment_grouping_by_huge_limits_gives_one_group() -> None:
 
 
 @pytest.mark.parametrize(("max_size", "max_index_size"), [(1, HUGE), (HUGE, 1)])
-def test_segment_grouping_by_tiny_limits_gives_singletons(max_size: int, max_index_size: int) -> None:
+def test_segment_grouping_by_tiny_limits_gives_singletons(
+    max_size: int, max_index_size: int
+) -> None:
     segments = ten_segments()
     groups = group_segments_by_size(
         segments, max_size=max_size, max_index_size=max_index_size, first_uncleanable_offset=28
@@ -138,14 +140,14 @@ def test_segment_grouping_with_sparse_offsets_and_empty_segments() -> None:
 
 def test_first_segment_of_a_group_is_taken_whatever_its_size() -> None:
     big = GroupingSegment(0, 10_000, 10_000, 10_000)
-    groups = group_segments_by_size(
-        [big], max_size=1, max_index_size=1, first_uncleanable_offset=1
-    )
+    groups = group_segments_by_size([big], max_size=1, max_index_size=1, first_uncleanable_offset=1)
     assert groups == [[big]]
 
 
 def test_no_segments_give_no_groups() -> None:
-    assert group_segments_by_size([], max_size=1, max_index_size=1, first_uncleanable_offset=0) == []
+    assert (
+        group_segments_by_size([], max_size=1, max_index_size=1, first_uncleanable_offset=0) == []
+    )
 
 
 def test_sums_beyond_int32_do_not_wrap() -> None:
@@ -169,7 +171,9 @@ def layouts(draw: st.DrawFn) -> tuple[list[GroupingSegment], int]:
     base, segments = draw(st.integers(0, 2**33)), []
     for gap in gaps:
         size = draw(st.sampled_from([0, 1, 50, 400, 2**31]))
-        segments.append(GroupingSegment(base, size, draw(st.integers(0, 80)), draw(st.integers(0, 120))))
+        segments.append(
+            GroupingSegment(base, size, draw(st.integers(0, 80)), draw(st.integers(0, 120)))
+        )
         base += gap
     return segments, base
 

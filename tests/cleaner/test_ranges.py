@@ -55,11 +55,21 @@ def filthy(batches: int) -> list[SegmentStats]:
 def inputs(segments: list[SegmentStats], **changes: object) -> RangeInputs:
     log_end = segments[-1].next_offset if segments else 0
     base = RangeInputs(
-        segments=segments, log_start_offset=0, log_end_offset=log_end, checkpoint_offset=None,
-        high_watermark=log_end, high_watermark_source="replication-offset-checkpoint",
-        first_unstable_offset=None, open_txn=None, now_ms=NOW, min_cleanable_dirty_ratio=0.05,
-        min_compaction_lag_ms=0, max_compaction_lag_ms=LONG_MAX, segment_ms=7 * 24 * HOUR,
-        segment_bytes=1024, policy=("compact",),
+        segments=segments,
+        log_start_offset=0,
+        log_end_offset=log_end,
+        checkpoint_offset=None,
+        high_watermark=log_end,
+        high_watermark_source="replication-offset-checkpoint",
+        first_unstable_offset=None,
+        open_txn=None,
+        now_ms=NOW,
+        min_cleanable_dirty_ratio=0.05,
+        min_compaction_lag_ms=0,
+        max_compaction_lag_ms=LONG_MAX,
+        segment_ms=7 * 24 * HOUR,
+        segment_bytes=1024,
+        policy=("compact",),
     )
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
@@ -68,7 +78,7 @@ def sizes(segments: list[SegmentStats]) -> int:
     return sum(s.size_in_bytes for s in segments)
 
 
-# -- LogCleanerManagerTest -------------------------------------------------------------------------
+# -- LogCleanerManagerTest --
 
 
 def test_dirty_offset_reset_if_larger_than_end_offset() -> None:
@@ -184,16 +194,24 @@ def test_undecided_transactional_data_not_cleanable() -> None:
     lag, t0 = HOUR, NOW - HOUR - 1
     txn = OpenTxn(producer_id=15, producer_epoch=0, first_offset=0, first_timestamp_ms=t0)
     undecided = inputs(
-        [seg(0, 3, ts=t0), seg(3, 3)], high_watermark=3, first_unstable_offset=0, open_txn=txn,
-        min_compaction_lag_ms=lag, checkpoint_offset=0,
+        [seg(0, 3, ts=t0), seg(3, 3)],
+        high_watermark=3,
+        first_unstable_offset=0,
+        open_txn=txn,
+        min_compaction_lag_ms=lag,
+        checkpoint_offset=0,
     )
     rng = compute_cleanable_range(undecided)
     assert (rng.first_dirty_offset, rng.first_uncleanable_dirty_offset) == (0, 0)
     assert (rng.last_stable_offset, rng.blocking_rule) == (0, "open-transaction")
     # The abort marker lands at 3 and is rolled: the first segment is cleanable at once...
     decided = dataclasses.replace(
-        undecided, segments=[seg(0, 3, ts=t0), seg(3, 4), seg(4, 4)], log_end_offset=4,
-        high_watermark=4, first_unstable_offset=None, open_txn=None,
+        undecided,
+        segments=[seg(0, 3, ts=t0), seg(3, 4), seg(4, 4)],
+        log_end_offset=4,
+        high_watermark=4,
+        first_unstable_offset=None,
+        open_txn=None,
     )
     assert compute_cleanable_range(decided).first_uncleanable_dirty_offset == 3
     # ... and the marker's segment once the lag has passed.
@@ -206,10 +224,14 @@ def test_grab_filthiest_compacted_log_returns_log_with_dirtiest_ratio() -> None:
         (f"wishing-well-{n}", compute_cleanable_range(inputs(filthy(b), checkpoint_offset=20)))
         for n, b in enumerate((20, 25, 30))
     ]
-    assert cleaner_order(ranges) == [("wishing-well-2", 1), ("wishing-well-1", 2), ("wishing-well-0", None)]
+    assert cleaner_order(ranges) == [
+        ("wishing-well-2", 1),
+        ("wishing-well-1", 2),
+        ("wishing-well-0", None),
+    ]
 
 
-# -- max.compaction.lag.ms (KIP-354; LogCleanerIntegrationTest.testMaxLogCompactionLag) -----------
+# -- max.compaction.lag.ms (KIP-354; LogCleanerIntegrationTest.testMaxLogCompactionLag) --
 
 
 def lagging(first_ts: int, **changes: object) -> CleanableRange:
@@ -237,7 +259,9 @@ def test_max_compaction_lag_ignores_non_positive_timestamps(stamp: int) -> None:
 def test_max_compaction_lag_looks_only_at_dirty_non_active_segments() -> None:
     old = NOW - 10 * HOUR
     segments = [seg(0, 10, ts=old), seg(10, 20), seg(20, 25, ts=old)]  # old clean and active
-    rng = compute_cleanable_range(inputs(segments, max_compaction_lag_ms=1000, checkpoint_offset=10))
+    rng = compute_cleanable_range(
+        inputs(segments, max_compaction_lag_ms=1000, checkpoint_offset=10)
+    )
     assert rng.max_compaction_delay_ms == 0
     with_clean = compute_cleanable_range(
         inputs(segments, max_compaction_lag_ms=1000, checkpoint_offset=5)  # holds segment 0
@@ -248,7 +272,10 @@ def test_max_compaction_lag_looks_only_at_dirty_non_active_segments() -> None:
 def test_max_compaction_lag_needs_dirty_bytes() -> None:
     rng = lagging(NOW - 5000, high_watermark=0)
     assert (rng.need_compaction_now, rng.dirty_bytes, rng.must_clean, rng.eligible) == (
-        True, 0, False, False,
+        True,
+        0,
+        False,
+        False,
     )
 
 
@@ -266,7 +293,7 @@ def test_equal_ratios_keep_the_given_order() -> None:
     assert cleaner_order([("b", rng), ("a", rng)]) == [("b", 1), ("a", 2)]
 
 
-# -- LogCleanerTest: LogToClean ---------------------------------------------------------------------
+# -- LogCleanerTest: LogToClean --
 
 
 def six_single_record_segments() -> list[SegmentStats]:
@@ -305,7 +332,7 @@ def test_offset_gaps_follow_the_segment_holding_the_offset() -> None:
     assert rng.first_uncleanable_offset == 30
 
 
-# -- one test per blocking rule, detail sentence included -----------------------------------------
+# -- one test per blocking rule, detail sentence included --
 
 
 def test_rule_active_segment() -> None:
@@ -314,21 +341,33 @@ def test_rule_active_segment() -> None:
     assert rng.blocking_rule == "active-segment" and rng.eligible
     assert rng.blocking_detail == (
         "the active segment (base offset 10, 150 bytes) is never cleaned; its first batch is "
-        "2h old; an append after 2014-05-20T14:53:20Z (in 6d 22h; segment.ms 7d) rolls it; or an "
-        "append that would take it past segment.bytes 1024 (874 bytes left) rolls it"
+        "2h old; a batch stamped after 2014-05-20T14:53:20Z (in 6d 22h; segment.ms 7d) rolls it; "
+        "or an append that would take it past segment.bytes 1024 (874 bytes left) rolls it"
     )
 
 
 def test_rule_active_segment_compacted_roll_on_max_compaction_lag() -> None:
     segs = [seg(0, 10), SegmentStats(10, 150, NOW, NOW - 2 * HOUR, 12)]
     rng = compute_cleanable_range(inputs(segs, checkpoint_offset=10, max_compaction_lag_ms=HOUR))
-    assert "it is past max.compaction.lag.ms 1h, so the next append rolls it" in (
+    assert "a batch stamped now is past max.compaction.lag.ms 1h, so the next append rolls it" in (
         rng.blocking_detail
     )
 
 
+def test_rule_active_segment_without_timestamps() -> None:
+    segs = [seg(0, 10), SegmentStats(10, 150, NOW, -1, 12)]
+    rng = compute_cleanable_range(inputs(segs, checkpoint_offset=10))
+    assert rng.blocking_detail == (
+        "the active segment (base offset 10, 150 bytes) is never cleaned; its first batch has no "
+        "timestamp, so time rolls it only once the broker has held it open for segment.ms; or an "
+        "append that would take it past segment.bytes 1024 (874 bytes left) rolls it"
+    )
+
+
 def test_rule_active_segment_empty_log() -> None:
-    rng = compute_cleanable_range(inputs([], log_start_offset=7, log_end_offset=7, high_watermark=7))
+    rng = compute_cleanable_range(
+        inputs([], log_start_offset=7, log_end_offset=7, high_watermark=7)
+    )
     assert (rng.total_bytes, rng.dirty_ratio, rng.eligible) == (0, 0.0, False)
     assert (rng.first_dirty_offset, rng.first_uncleanable_offset) == (7, 7)
     assert rng.blocking_detail == (
@@ -360,12 +399,16 @@ def test_high_watermark_is_clamped_into_the_log() -> None:
 
 
 def test_rule_open_transaction() -> None:
-    txn = OpenTxn(producer_id=4001, producer_epoch=3, first_offset=42, first_timestamp_ms=NOW - 90_000)
+    txn = OpenTxn(
+        producer_id=4001, producer_epoch=3, first_offset=42, first_timestamp_ms=NOW - 90_000
+    )
     rng = compute_cleanable_range(
         inputs(eight_segments(), first_unstable_offset=42, open_txn=txn, checkpoint_offset=0)
     )
     assert (rng.blocking_rule, rng.last_stable_offset, rng.first_uncleanable_offset) == (
-        "open-transaction", 42, 40,
+        "open-transaction",
+        42,
+        40,
     )
     assert rng.blocking_detail == (
         "an open transaction of producer id 4001 (epoch 3) beginning at offset 42, 1m 30s old, "
@@ -403,7 +446,9 @@ def test_caps_at_the_same_offset_go_in_rule_order() -> None:
 def test_rule_below_dirty_ratio() -> None:
     segs = eight_segments()
     rng = compute_cleanable_range(
-        inputs(segs, checkpoint_offset=60, min_cleanable_dirty_ratio=0.5, max_compaction_lag_ms=HOUR)
+        inputs(
+            segs, checkpoint_offset=60, min_cleanable_dirty_ratio=0.5, max_compaction_lag_ms=HOUR
+        )
     )
     assert (rng.blocking_rule, rng.eligible) == ("below-dirty-ratio", False)
     assert rng.blocking_detail == (
@@ -458,7 +503,7 @@ def test_unordered_segments_are_refused() -> None:
         compute_cleanable_range(inputs([seg(0, 10), seg(10, 12), seg(5, 6)]))
 
 
-# -- the broker's own cleaner-offset-checkpoint ------------------------------------------------------
+# -- the broker's own cleaner-offset-checkpoint --
 
 
 @pytest.mark.parametrize(("partition", "checkpoint"), [("31", 3), ("44", 9)])
@@ -479,7 +524,7 @@ def test_broker_checkpoint_is_where_our_range_ends(partition: str, checkpoint: i
     assert after.total_bytes == logs[0].stat().st_size
 
 
-# -- properties ------------------------------------------------------------------------------------
+# -- properties --
 
 
 @st.composite
@@ -495,8 +540,11 @@ def partitions(draw: st.DrawFn) -> RangeInputs:
     log_start = draw(st.integers(segments[0].base_offset, log_end))
     maybe = st.none() | st.integers(0, log_end + 5)
     return inputs(
-        segments, log_start_offset=log_start, checkpoint_offset=draw(maybe),
-        high_watermark=draw(st.integers(0, log_end + 5)), first_unstable_offset=draw(maybe),
+        segments,
+        log_start_offset=log_start,
+        checkpoint_offset=draw(maybe),
+        high_watermark=draw(st.integers(0, log_end + 5)),
+        first_unstable_offset=draw(maybe),
         min_compaction_lag_ms=draw(st.sampled_from([0, HOUR])),
         max_compaction_lag_ms=draw(st.sampled_from([LONG_MAX, HOUR])),
         min_cleanable_dirty_ratio=draw(st.sampled_from([0.0, 0.5, 1.0])),
