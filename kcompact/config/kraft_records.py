@@ -74,13 +74,18 @@ def parse_uuid(text: str) -> bytes:
     return raw
 
 
-class _Reader:
-    """Reads the flexible-version encoding from ``buf`` starting at ``position``."""
+class MessageReader:
+    """Reads Kafka's generated message encoding from ``buf[position:end]``.
 
-    def __init__(self, buf: Buffer, position: int, end: int) -> None:
+    ``flexible`` picks compact lengths (uvarint ``n + 1``) over the classic ones (int16 for
+    strings, int32 for bytes and arrays, -1 = null); ``offsets_records`` uses the classic form.
+    """
+
+    def __init__(self, buf: Buffer, position: int, end: int, *, flexible: bool = True) -> None:
         self.buf = buf
         self.position = position
         self.end = end
+        self.flexible = flexible
 
     def _take(self, size: int, what: str) -> memoryview:
         if size < 0 or self.position + size > self.end:
@@ -109,8 +114,18 @@ class _Reader:
         value, self.position = decode_unsigned_varint(self.buf, self.position)
         return value
 
+    def _length(self, classic: struct.Struct, what: str) -> int:
+        """A length or count: compact uvarint ``n + 1`` or classic ``classic``; -1 = null."""
+        if self.flexible:
+            return self.uvarint() - 1
+        return max(self.fixed(classic, f"{what} length"), -1)
+
+    def nullable_bytes(self, what: str) -> bytes | None:
+        length = self._length(INT32, what)
+        return None if length < 0 else bytes(self._take(length, what))
+
     def nullable_string(self, what: str) -> str | None:
-        length = self.uvarint() - 1
+        length = self._length(INT16, what)
         if length < 0:
             return None
         try:
@@ -128,9 +143,9 @@ class _Reader:
                 f"{what} is null; expected a non-nullable string, found length 0", position=start)
         return value
 
-    def nullable_array(self, read: Callable[[_Reader], T], what: str) -> tuple[T, ...] | None:
+    def nullable_array(self, read: Callable[[MessageReader], T], what: str) -> tuple[T, ...] | None:
         start = self.position
-        count = self.uvarint() - 1
+        count = self._length(INT32, what)
         if count < 0:
             return None
         if count > self.end - self.position:  # every element takes at least one byte
@@ -139,7 +154,7 @@ class _Reader:
                 f"{self.end - self.position}, found {count}", position=start)
         return tuple(read(self) for _ in range(count))
 
-    def array(self, read: Callable[[_Reader], T], what: str) -> tuple[T, ...]:
+    def array(self, read: Callable[[MessageReader], T], what: str) -> tuple[T, ...]:
         start = self.position
         value = self.nullable_array(read, what)
         if value is None:
@@ -147,9 +162,9 @@ class _Reader:
                 f"{what} is null; expected a non-nullable array, found length 0", position=start)
         return value
 
-    def tagged_fields(self) -> dict[int, _Reader]:
+    def tagged_fields(self) -> dict[int, MessageReader]:
         """Read the tagged-fields section; one sub-reader per tag, bounded to its size."""
-        tags: dict[int, _Reader] = {}
+        tags: dict[int, MessageReader] = {}
         for _ in range(self.uvarint()):
             tag, size = self.uvarint(), self.uvarint()
             start = self.position
@@ -158,19 +173,19 @@ class _Reader:
                 raise CorruptRecordError(
                     f"tagged field out of order; expected a tag above {max(tags)}, found {tag}",
                     position=start)
-            tags[tag] = _Reader(self.buf, start, start + size)
+            tags[tag] = MessageReader(self.buf, start, start + size)
         return tags
 
 
-def _int32(r: _Reader) -> int:
+def _int32(r: MessageReader) -> int:
     return r.fixed(INT32, "int32 array element")
 
 
-def _uuid(r: _Reader) -> str:
+def _uuid(r: MessageReader) -> str:
     return r.uuid("uuid array element")
 
 
-def _tag(tags: dict[int, _Reader], tag: int, read: Callable[[_Reader], T], default: T) -> T:
+def _tag(tags: dict[int, MessageReader], tag: int, read: Callable[[MessageReader], T], default: T) -> T:
     """Decode one tagged field, which must fill exactly the size it declared."""
     reader = tags.get(tag)
     if reader is None:
@@ -363,32 +378,32 @@ MetadataRecord = (
 )
 
 
-def _done(r: _Reader, record: T) -> T:
+def _done(r: MessageReader, record: T) -> T:
     """Read the tagged-fields section of a record whose tags are all unknown to us."""
     r.tagged_fields()
     return record
 
 
-def _topic(r: _Reader, v: int) -> TopicRecord:
+def _topic(r: MessageReader, v: int) -> TopicRecord:
     return _done(r, TopicRecord(v, r.string("TopicRecord.name"), r.uuid("TopicRecord.topic_id")))
 
 
-def _config(r: _Reader, v: int) -> ConfigRecord:
+def _config(r: MessageReader, v: int) -> ConfigRecord:
     return _done(r, ConfigRecord(
         v, r.fixed(INT8, "ConfigRecord.resource_type"), r.string("ConfigRecord.resource_name"),
         r.string("ConfigRecord.name"), r.nullable_string("ConfigRecord.value")))
 
 
-def _remove_topic(r: _Reader, v: int) -> RemoveTopicRecord:
+def _remove_topic(r: MessageReader, v: int) -> RemoveTopicRecord:
     return _done(r, RemoveTopicRecord(v, r.uuid("RemoveTopicRecord.topic_id")))
 
 
-def _feature_level(r: _Reader, v: int) -> FeatureLevelRecord:
+def _feature_level(r: MessageReader, v: int) -> FeatureLevelRecord:
     return _done(r, FeatureLevelRecord(
         v, r.string("FeatureLevelRecord.name"), r.fixed(INT16, "FeatureLevelRecord.feature_level")))
 
 
-def _partition(r: _Reader, v: int) -> PartitionRecord:
+def _partition(r: MessageReader, v: int) -> PartitionRecord:
     what = "PartitionRecord"
     head = (r.fixed(INT32, f"{what}.partition_id"), r.uuid(f"{what}.topic_id"),
             r.array(_int32, f"{what}.replicas"), r.array(_int32, f"{what}.isr"),
@@ -405,7 +420,7 @@ def _partition(r: _Reader, v: int) -> PartitionRecord:
     return PartitionRecord(v, *head, recovery, *epochs, directories, elr, last)
 
 
-def _partition_change(r: _Reader, v: int) -> PartitionChangeRecord:
+def _partition_change(r: MessageReader, v: int) -> PartitionChangeRecord:
     partition_id = r.fixed(INT32, "PartitionChangeRecord.partition_id")
     topic_id = r.uuid("PartitionChangeRecord.topic_id")
     tags = r.tagged_fields()
@@ -424,19 +439,19 @@ def _partition_change(r: _Reader, v: int) -> PartitionChangeRecord:
     )
 
 
-def _endpoint(r: _Reader) -> BrokerEndpoint:
+def _endpoint(r: MessageReader) -> BrokerEndpoint:
     return _done(r, BrokerEndpoint(r.string("BrokerEndpoint.name"), r.string("BrokerEndpoint.host"),
                                    r.fixed(UINT16, "BrokerEndpoint.port"),
                                    r.fixed(INT16, "BrokerEndpoint.security_protocol")))
 
 
-def _feature(r: _Reader) -> BrokerFeature:
+def _feature(r: MessageReader) -> BrokerFeature:
     return _done(r, BrokerFeature(r.string("BrokerFeature.name"),
                                   r.fixed(INT16, "min_supported_version"),
                                   r.fixed(INT16, "max_supported_version")))
 
 
-def _register_broker(r: _Reader, v: int) -> RegisterBrokerRecord:
+def _register_broker(r: MessageReader, v: int) -> RegisterBrokerRecord:
     what = "RegisterBrokerRecord"
     broker_id = r.fixed(INT32, f"{what}.broker_id")
     migrating = r.boolean(f"{what}.is_migrating_zk_broker") if v >= 2 else False
@@ -453,7 +468,7 @@ def _register_broker(r: _Reader, v: int) -> RegisterBrokerRecord:
 
 
 # api key -> (highest version decoded, decoder of the body)
-_DECODERS: dict[int, tuple[int, Callable[[_Reader, int], MetadataRecord]]] = {
+_DECODERS: dict[int, tuple[int, Callable[[MessageReader, int], MetadataRecord]]] = {
     0: (3, _register_broker), 2: (0, _topic), 3: (2, _partition), 4: (0, _config),
     5: (2, _partition_change), 9: (0, _remove_topic), 12: (0, _feature_level),
 }  # fmt: skip
@@ -476,7 +491,7 @@ def decode_metadata_record(value: Buffer | None) -> MetadataRecord:
     if value is None:
         raise CorruptRecordError("metadata record has a null value; expected a framed record, "
                                  "found null")  # fmt: skip
-    reader = _Reader(value, 0, len(value))
+    reader = MessageReader(value, 0, len(value))
     frame = reader.uvarint()
     if frame != METADATA_FRAME_VERSION:
         raise CorruptRecordError(
@@ -489,7 +504,7 @@ def decode_metadata_record(value: Buffer | None) -> MetadataRecord:
         return UnknownMetadataRecord(api_key, version, API_KEY_NAMES.get(api_key), body)
     try:
         record = decoder[1](reader, version)
-    except (struct.error, IndexError) as err:  # defensive: _Reader checks bounds itself
+    except (struct.error, IndexError) as err:  # defensive: MessageReader checks bounds itself
         raise CorruptRecordError(f"{API_KEY_NAMES[api_key]} does not parse; expected Kafka's "
                                  f"encoding, found {err}", position=reader.position) from err
     if reader.position != reader.end:
