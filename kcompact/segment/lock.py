@@ -1,0 +1,220 @@
+"""Locks that keep kcompact away from a live broker and from other kcompact processes.
+
+**The broker's lock.** A running broker holds an exclusive POSIX record lock over the whole of
+``<log-dir>/.lock`` (Kafka's ``FileLock.tryLock``: the JVM's ``FileChannel.tryLock`` = ``fcntl(F_SETLK)``).
+The file stays after shutdown, so its existence says nothing; only the lock does. We probe and take it
+the same way, with :func:`fcntl.lockf` — never :func:`fcntl.flock`, which Linux keeps apart from record
+locks so a broker would not see it. :func:`log_dir_write_guard` holds a *shared* lock on ``.lock`` while
+kcompact writes: other kcompact processes may hold it too, but a broker starting meanwhile fails its
+``tryLock`` and refuses the log dir instead of loading half-written files. Like the broker, the guard
+creates ``.lock`` when it is missing (as the log dir's owner when run as root, so the broker can still
+open it for writing).
+
+**kcompact's own locks** live in regular files at the top of the log dir, never in a new directory (Kafka
+ignores regular files there but fails on a directory whose name it cannot parse) and never inside a
+partition directory (Kafka's loader would meet them). They are left in place after use: deleting a lock
+file races with a process that has just opened it.
+
+* ``.kcompact-<partition-dir>.lock`` — exclusive, non-blocking: one kcompact process per partition;
+* ``.kcompact-checkpoints.lock`` — exclusive, blocking: serialises read-modify-write of the log dir's
+  checkpoint files.
+
+POSIX record locks belong to a *process*, and closing any descriptor of a file drops all of the process's
+locks on it; so within one process each lock file is opened through one registry and threads are kept
+apart by ordinary mutexes.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from kcompact.errors import RefusedError
+
+BROKER_LOCK_FILE = ".lock"
+CHECKPOINT_LOCK_FILE = ".kcompact-checkpoints.lock"
+PARTITION_LOCK_PREFIX = ".kcompact-"
+PARTITION_LOCK_SUFFIX = ".lock"
+
+_BUSY = (errno.EACCES, errno.EAGAIN)
+
+
+@dataclass(slots=True)
+class _SharedHold:
+    """This process's shared lock on one ``.lock`` file and how many guards use it."""
+
+    fd: int
+    holders: int = 0
+
+
+_registry_lock = threading.Lock()
+_shared_holds: dict[str, _SharedHold] = {}
+_mutexes: dict[str, threading.Lock] = {}
+
+
+def _key(path: Path) -> str:
+    return str(path.parent.resolve() / path.name)
+
+
+def _mutex(key: str) -> threading.Lock:
+    with _registry_lock:
+        return _mutexes.setdefault(key, threading.Lock())
+
+
+def _open_lock_file(path: Path, *, writable: bool = True) -> int:
+    """Open (creating when missing) a lock file; read-only when we may not write someone else's."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    except FileExistsError:
+        try:
+            return os.open(path, (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
+        except PermissionError:
+            return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    if os.geteuid() == 0:  # hand a file we created to the log dir's owner (the broker's user)
+        owner = os.stat(path.parent)
+        os.fchown(fd, owner.st_uid, owner.st_gid)
+    return fd
+
+
+def _try_lock(fd: int, operation: int) -> bool:
+    try:
+        fcntl.lockf(fd, operation | fcntl.LOCK_NB)
+    except OSError as err:
+        if err.errno in _BUSY:
+            return False
+        raise
+    return True
+
+
+def broker_holds_lock(log_dir: str | os.PathLike[str]) -> bool:
+    """Whether a running broker (any process) holds ``<log_dir>/.lock`` exclusively.
+
+    Args:
+        log_dir: one of the broker's ``log.dirs``.
+
+    Returns:
+        True when the exclusive lock is held; False when ``.lock`` is missing or unlocked (a stopped
+        broker leaves the file behind), or when this process itself guards the log dir.
+    """
+    path = Path(log_dir) / BROKER_LOCK_FILE
+    key = _key(path)
+    with _registry_lock:
+        if key in _shared_holds:
+            return False  # our own shared lock excludes a broker; closing a probe fd would drop it
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            return not _try_lock(fd, fcntl.LOCK_SH)
+        finally:
+            os.close(fd)  # also releases the probe's lock
+
+
+@contextmanager
+def log_dir_write_guard(log_dir: str | os.PathLike[str]) -> Iterator[None]:
+    """Refuse to run next to a live broker, and keep one from starting while kcompact writes.
+
+    Args:
+        log_dir: the log dir kcompact is about to modify.
+
+    Yields:
+        Nothing; the shared lock on ``<log_dir>/.lock`` is held until the block exits. Guards nest and
+        may be held by several threads and processes at once.
+
+    Raises:
+        RefusedError: a broker holds ``.lock``.
+    """
+    path = Path(log_dir) / BROKER_LOCK_FILE
+    key = _key(path)
+    with _registry_lock:
+        hold = _shared_holds.get(key)
+        if hold is None:
+            fd = _open_lock_file(path, writable=False)
+            if not _try_lock(fd, fcntl.LOCK_SH):
+                os.close(fd)
+                raise RefusedError(
+                    f"{path} is held by a running Kafka broker; stop it or work on a copy"
+                )
+            hold = _shared_holds[key] = _SharedHold(fd)
+        hold.holders += 1
+    try:
+        yield
+    finally:
+        with _registry_lock:
+            hold.holders -= 1
+            if hold.holders == 0:
+                del _shared_holds[key]
+                os.close(hold.fd)
+
+
+def partition_lock_path(log_dir: str | os.PathLike[str], partition_dir_name: str) -> Path:
+    """Where :func:`partition_lock` keeps its lock: ``<log_dir>/.kcompact-<partition_dir_name>.lock``.
+
+    Raises:
+        ValueError: ``partition_dir_name`` is not a plain directory name.
+    """
+    if not partition_dir_name or os.sep in partition_dir_name or partition_dir_name in (".", ".."):
+        raise ValueError(f"expected a partition directory name; found {partition_dir_name!r}")
+    return Path(log_dir) / f"{PARTITION_LOCK_PREFIX}{partition_dir_name}{PARTITION_LOCK_SUFFIX}"
+
+
+@contextmanager
+def partition_lock(log_dir: str | os.PathLike[str], partition_dir_name: str) -> Iterator[None]:
+    """Make sure no other kcompact process (or thread) works on this partition; never waits.
+
+    Args:
+        log_dir: the log dir holding the partition.
+        partition_dir_name: the partition directory's name, e.g. ``orders-3``.
+
+    Yields:
+        Nothing; the lock is held until the block exits.
+
+    Raises:
+        RefusedError: another kcompact process or thread holds it.
+        ValueError: ``partition_dir_name`` is not a plain directory name.
+    """
+    path = partition_lock_path(log_dir, partition_dir_name)
+    refused = RefusedError(
+        f"another kcompact process is working on {partition_dir_name} in {log_dir} "
+        f"(it holds {path.name})"
+    )
+    mutex = _mutex(_key(path))
+    if not mutex.acquire(blocking=False):
+        raise refused
+    try:
+        fd = _open_lock_file(path)
+        try:
+            if not _try_lock(fd, fcntl.LOCK_EX):
+                raise refused
+            yield
+        finally:
+            os.close(fd)
+    finally:
+        mutex.release()
+
+
+@contextmanager
+def checkpoint_lock(log_dir: str | os.PathLike[str]) -> Iterator[None]:
+    """Serialise kcompact's read-modify-write of the log dir's checkpoint files; waits its turn.
+
+    Args:
+        log_dir: the log dir whose checkpoint files are about to be rewritten.
+
+    Yields:
+        Nothing; the exclusive lock on ``<log_dir>/.kcompact-checkpoints.lock`` is held until exit.
+    """
+    path = Path(log_dir) / CHECKPOINT_LOCK_FILE
+    with _mutex(_key(path)):
+        fd = _open_lock_file(path)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
