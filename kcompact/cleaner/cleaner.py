@@ -21,7 +21,15 @@ from kcompact.cleaner.offset_map import OffsetMap, key_digests
 from kcompact.cleaner.policy import check_batch_retention
 from kcompact.cleaner.ranges import CleanableRange, compute_cleanable_range
 from kcompact.cleaner.stats import CleanStats
-from kcompact.cleaner.swap import CleanedSegmentWriter, CrashHook, recover_interrupted_swaps, replace_segments
+from kcompact.cleaner.swap import (
+    CleanedSegment,
+    CleanedSegmentWriter,
+    CrashHook,
+    recover_interrupted_swaps,
+    remove_cleaned,
+    replace_segments,
+)
+from kcompact.cleaner.verify_output import check_cleaned_segment
 from kcompact.cleaner.transactions import CleanedTransactionMetadata
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError, RefusedError
@@ -295,8 +303,22 @@ def _clean_segments(
         stats=result.stats,
     )
     result.stats.groups = len(groups)
-    for group in groups:
-        _clean_group(state, group, rnd, config, options, progress)
+    written: list[tuple[CleanedSegment, list[SegmentState]]] = []
+    try:
+        for group in groups:
+            written.append((_clean_group(state, group, rnd, config, options, progress), group))
+        if not options.dry_run:
+            for cleaned, group in written:
+                check_cleaned_segment(cleaned, group, rng.first_uncleanable_offset)
+    except BaseException:
+        for cleaned, _group in written:
+            remove_cleaned(cleaned.directory, cleaned.base_offset)
+        raise
+    if options.dry_run:
+        return
+    # Every output is complete and verified: only now does the partition change, one group at a time.
+    for cleaned, group in written:
+        replace_segments(cleaned, [s.files for s in group], hook=options.crash_hook)
 
 
 def _legacy_delete_horizon(state: LogState, rng: CleanableRange, config: TopicConfig) -> int:
@@ -311,7 +333,7 @@ def _clean_group(
     config: TopicConfig,
     options: CleanOptions,
     progress: Progress | None,
-) -> None:
+) -> CleanedSegment:
     directory = state.partition.path
     writer = CleanedSegmentWriter(directory, group[0].base_offset, config.index_interval_bytes, dry_run=options.dry_run)
     try:
@@ -335,8 +357,7 @@ def _clean_group(
         writer.abort()
         raise
     rnd.stats.bytes_written += cleaned.size_in_bytes
-    if not options.dry_run:
-        replace_segments(cleaned, [s.files for s in group], hook=options.crash_hook)
+    return cleaned
 
 
 def _segment_upper(state: LogState, seg: SegmentState) -> int:
