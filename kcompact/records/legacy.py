@@ -260,8 +260,8 @@ def _inner_records(wrapper: LegacyEntry) -> list[Record]:
     base = 0
     if wrapper.magic == 1 and wrapper.offset != 0:
         if wrapper.offset < inner[-1].offset:
-            raise corrupt(f"wrapper offset is less than the last inner message offset and not zero; "
-                          f"expected >= {inner[-1].offset}, found {wrapper.offset}")
+            raise corrupt(f"wrapper offset is less than the last inner message offset and not "
+                          f"zero; expected >= {inner[-1].offset}, found {wrapper.offset}")
         base = wrapper.offset - inner[-1].offset
     append_time = wrapper.magic == 1 and wrapper.timestamp_type == 1
     return [

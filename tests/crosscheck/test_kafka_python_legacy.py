@@ -1,7 +1,7 @@
-"""kafka-python as an independent implementation: its legacy messages and codec framing against ours.
+"""kafka-python, an independent implementation: its legacy messages and codec framing vs ours.
 
-kafka-python writes v0/v1 entries with ``LegacyRecordBatchBuilder`` (compressed wrappers get offset 0
-and timestamp 0, as a producer sends them) and reads them with ``LegacyRecordBatch``; its
+kafka-python writes v0/v1 entries with ``LegacyRecordBatchBuilder`` (compressed wrappers get
+offset 0 and timestamp 0, as a producer sends them) and reads them with ``LegacyRecordBatch``; its
 ``kafka.codec`` helpers implement Kafka's xerial snappy, lz4 (both header-checksum flavours), gzip
 and zstd framing. Snappy needs python-snappy and magic-0 lz4 needs xxhash on its side.
 """

@@ -1,4 +1,4 @@
-"""Codecs framed as Kafka frames them: round trips, hand-made Kafka-shaped streams, rejections, bounds."""
+"""Codecs framed as Kafka frames them: round trips, hand-made Kafka-shaped streams, rejections."""
 
 from __future__ import annotations
 
@@ -123,7 +123,8 @@ def test_snappy_writes_xerial_framing_in_32k_blocks() -> None:
     position, blocks = 16, []
     while position < len(packed):
         (length,) = struct.unpack_from(">i", packed, position)
-        blocks.append(bytes(cramjam.snappy.decompress_raw(packed[position + 4 : position + 4 + length])))
+        block = packed[position + 4 : position + 4 + length]
+        blocks.append(bytes(cramjam.snappy.decompress_raw(block)))
         position += 4 + length
     assert [len(b) for b in blocks] == [32768, 32768, 70_000 - 65536]
     assert b"".join(blocks) == data
@@ -257,7 +258,8 @@ def test_zstd_writes_streaming_frame_without_content_size() -> None:
 def test_zstd_reads_concatenated_frames_with_and_without_content_size() -> None:
     one = zstandard.ZstdCompressor(level=1).compress(b"first-" * 1000)  # content size set
     two = compress(ZSTD, b"second" * 5000)
-    assert decompress(ZSTD, one + two + one) == b"first-" * 1000 + b"second" * 5000 + b"first-" * 1000
+    expected = b"first-" * 1000 + b"second" * 5000 + b"first-" * 1000
+    assert decompress(ZSTD, one + two + one) == expected
 
 
 @pytest.mark.parametrize(
@@ -385,3 +387,11 @@ def test_snappy_impossible_declared_length_refused() -> None:
     liar = b"\x80\x80\x80\x01" + b"\x00" * 10  # raw block claiming 2 MiB from 14 bytes
     with pytest.raises(CorruptRecordError, match="block length; expected at most 32 x 14"):
         decompress(SNAPPY, liar)
+
+
+def test_zstd_context_reused_cleanly_after_an_error() -> None:
+    good = compress(ZSTD, b"hello" * 1000)
+    for bad in (good[:-7], good + b"junk", b"\x28\xb5\x2f\xfd" + b"garbage" * 3):
+        with pytest.raises(CorruptRecordError):
+            decompress(ZSTD, bad)
+        assert decompress(ZSTD, good) == b"hello" * 1000

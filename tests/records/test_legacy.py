@@ -1,4 +1,4 @@
-"""Legacy v0/v1 messages: Kafka's checksum vectors, wrapper offset rules, corruption, round trips."""
+"""Legacy v0/v1 messages: Kafka's checksum vectors, wrapper offsets, corruption, round trips."""
 
 from __future__ import annotations
 
@@ -45,7 +45,9 @@ def wrap(inner: bytes, *, magic: int, offset: int, codec: int = 1, timestamp: in
 
 @pytest.mark.parametrize(("magic", "expected_crc", "expected_hex"),
                          [(0, 1978725405, V0_KEY1), (1, 109425508, V1_KEY1)])
-def test_kafka_checksum_vectors_uncompressed(magic: int, expected_crc: int, expected_hex: str) -> None:
+def test_kafka_checksum_vectors_uncompressed(
+    magic: int, expected_crc: int, expected_hex: str
+) -> None:
     data = encode_legacy_message(offset=0, magic=magic, key=b"key1", value=b"value1",
                                  timestamp=283843)
     assert data == hexbytes(expected_hex)
@@ -66,7 +68,8 @@ def test_lz4_wrapper_like_kafkas_checksum_test(magic: int) -> None:
     frame = bytes(entry.value or b"")
     assert frame[:6] == bytes.fromhex("04224d186040")
     assert frame[6] == xxh32(frame[:6] if magic == 0 else frame[4:6]) >> 8 & 0xFF
-    expected = [Record(r.offset, r.timestamp if magic else -1, r.key, r.value) for r in KAFKA_RECORDS]
+    expected = [Record(r.offset, r.timestamp if magic else -1, r.key, r.value)
+                for r in KAFKA_RECORDS]
     assert legacy_records(entry) == expected
 
 
