@@ -107,9 +107,11 @@ class MetadataState:
         if topic_id is not None:
             name = self.topics_by_id.get(topic_id)
             if name is None:
+                why = ("" if self.complete else f" (the metadata history is incomplete: "
+                       f"{self.unresolved_reason}; give the topic's configs with --config)")
                 raise ConfigError(
                     f"{path}: topic id {topic_id} from partition.metadata is not a live topic in "
-                    f"the metadata log; expected one of {len(self.topics_by_id)} known ids")
+                    f"the metadata log; expected one of {len(self.topics_by_id)} known ids{why}")
             return self.topic_config_overrides(name)
         parsed = parse_partition_dir_name(path.name)
         if parsed is None:

@@ -75,6 +75,9 @@ def test_metadata_log_without_its_start_is_incomplete() -> None:
     assert "no snapshot and the metadata log starts at offset 1725413, not 0" in (
         state.unresolved_reason)
     assert state.end_offset == 1737569 and state.topics_by_name == {}
+    partition = real_fixture("kraft37-cleaned-logdir", "__consumer_offsets-31")
+    with pytest.raises(ConfigError, match="the metadata history is incomplete: no snapshot"):
+        state.topic_for_partition_dir(partition)
 
 
 def test_overrides_removal_and_recreation(tmp_path: Path) -> None:
