@@ -3,7 +3,8 @@
 Why: these few rules decide every byte of the cleaned log, and a broker started on kcompact's output must
 find exactly what its own cleaner would have left. They are pure functions of values (the batch header,
 the offset map's answer for a key, the clock), so the driver stays free of policy and every rule can be
-tested alone. The record bytes themselves are rewritten by ``kcompact.records.filter``.
+tested alone. The record bytes themselves are rewritten by ``kcompact.records.filter``, whose
+``BatchRetention`` enum is the one used (and re-exported) here, so a decision feeds it directly.
 
 Per batch, in log order (spec §6.10): :func:`check_batch_retention` first advances the round's
 :class:`~kcompact.cleaner.transactions.CleanedTransactionMetadata` (so it must see every batch, once, in

@@ -118,6 +118,9 @@ class _OngoingAborted(Generic[TxnT]):
 class CleanedTransactionMetadata(Generic[TxnT]):
     """Which data is aborted and which markers may go, carried across all groups of one round.
 
+    Parametrise it with the index entry type, ``CleanedTransactionMetadata[AbortedTxn]``: the entries
+    handed back by :meth:`take_retained_aborted` are the very objects given to :meth:`add_aborted`.
+
     Args:
         collect_index_entries: keep the ``AbortedTxn`` entries of retained ABORT markers for
             :meth:`take_retained_aborted` (pass False for the offset-map pass, which writes no index).
