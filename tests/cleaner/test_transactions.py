@@ -268,3 +268,14 @@ def test_two_passes_over_random_transactions(steps: list[tuple[int, str]]) -> No
         else:
             assert discardable == (batch.base_offset not in commits_with_data)
     assert second.take_retained_aborted() == []
+
+
+def test_real_aborted_txn_entries_come_back_unchanged() -> None:
+    from kcompact.segment.txn_index import AbortedTxn
+
+    meta: CleanedTransactionMetadata[AbortedTxn] = CleanedTransactionMetadata()
+    entry = AbortedTxn(producer_id=4, first_offset=10, last_offset=12, last_stable_offset=13)
+    meta.add_aborted([entry])
+    assert meta.on_batch_read(data(10, 11, pid=4, txn=True)) is True
+    assert meta.on_control_batch_read(marker(12, 4, ABORT), ABORT) is False
+    assert meta.take_retained_aborted()[0] is entry
