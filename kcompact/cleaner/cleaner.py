@@ -18,7 +18,7 @@ import numpy as np
 from kcompact.cleaner.grouping import group_segments_by_size
 from kcompact.cleaner.log_state import LogState, SegmentState, load_log_state, read_control
 from kcompact.cleaner.offset_map import OffsetMap, key_digests
-from kcompact.cleaner.policy import check_batch_retention
+from kcompact.cleaner.policy import check_batch_retention, output_delete_horizon
 from kcompact.cleaner.ranges import CleanableRange, compute_cleanable_range
 from kcompact.cleaner.stats import CleanStats
 from kcompact.cleaner.swap import (
@@ -45,6 +45,7 @@ from kcompact.records.scan import RecordColumns, scan_keys, scan_records
 from kcompact.segment.checkpoint import update_offset_checkpoint
 from kcompact.segment.lock import log_dir_write_guard, partition_lock
 from kcompact.segment.partition import Partition, open_partition
+from kcompact.segment.txn_index import AbortedTxn
 
 Progress = Callable[[int], None]  # called with bytes processed since the last call
 
@@ -187,7 +188,7 @@ def _build_offset_map(
         offset_map = OffsetMap.for_dedupe_buffer(options.dedupe_buffer_size, config.dedupe_load_factor)
     else:
         offset_map = OffsetMap()
-    txn: CleanedTransactionMetadata[object] = CleanedTransactionMetadata(collect_index_entries=False)
+    txn: CleanedTransactionMetadata[AbortedTxn] = CleanedTransactionMetadata(collect_index_entries=False)
     txn.add_aborted(state.aborted_in(start, end))
     dirty = [s for i, s in enumerate(state.segments) if _overlaps(state.segments, i, start, end)]
     for i, seg in enumerate(dirty):
@@ -212,7 +213,7 @@ def _overlaps(segments: tuple[SegmentState, ...], i: int, start: int, end: int) 
 def _map_segment(
     seg: SegmentState,
     offset_map: OffsetMap,
-    txn: CleanedTransactionMetadata[object],
+    txn: CleanedTransactionMetadata[AbortedTxn],
     start: int,
     stats: CleanStats,
 ) -> bool:
@@ -268,7 +269,7 @@ class _Round:
     delete_retention_ms: int
     legacy_horizon_ms: int
     last_records: dict
-    txn: CleanedTransactionMetadata[object]
+    txn: CleanedTransactionMetadata[AbortedTxn]
     stats: CleanStats
 
 
@@ -409,11 +410,13 @@ def _filter_v2(batch, decision, rnd: _Round, control_type, count: int) -> Filter
     else:
         cols = _scan(batch)
         keep = _keep_indices(batch, cols, rnd)
-    horizon = batch.delete_horizon_ms
-    if not batch.has_delete_horizon and keep and (decision.contains_marker_for_empty_txn or (
-        cols is not None and any(cols.value_null[i] for i in keep)
-    )):
-        horizon = rnd.now_ms + rnd.delete_retention_ms
+    horizon = output_delete_horizon(
+        batch,
+        decision=decision,
+        any_retained_tombstone=cols is not None and any(cols.value_null[i] for i in keep),
+        now_ms=rnd.now_ms,
+        delete_retention_ms=rnd.delete_retention_ms,
+    )
     if cols is None and keep and horizon != batch.delete_horizon_ms:
         cols = _scan(batch)
     out = filter_v2_batch(batch, cols, keep, retention=decision.retention, delete_horizon_ms=horizon)
@@ -502,9 +505,13 @@ def _filter_legacy(entry, decision, rnd: _Round, retain_legacy: bool) -> Filtere
                 stats.tombstones_removed += 1
             else:
                 stats.superseded_removed += 1
-    horizon = None
-    if any(recs[i].value is None for i in keep):
-        horizon = rnd.now_ms + rnd.delete_retention_ms
+    horizon = output_delete_horizon(
+        entry,
+        decision=decision,
+        any_retained_tombstone=any(recs[i].value is None for i in keep),
+        now_ms=rnd.now_ms,
+        delete_retention_ms=rnd.delete_retention_ms,
+    )
     try:
         out = filter_legacy_entry(entry, recs, keep, retention=decision.retention, delete_horizon_ms=horizon)
     except ValueError as err:

@@ -84,6 +84,31 @@ def dump_command(path: str, records: bool, verify_index: bool, as_json: bool) ->
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
 
 
+@inspect.command("dirty-ratio", epilog=EPILOG)
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=str))
+@click.option("--config", "config_pairs", multiple=True, metavar="KEY=VALUE",
+              help="A topic configuration by Kafka's name (min.cleanable.dirty.ratio, …). Repeatable.")
+@click.option("--now-ms", type=int, default=None, help="The clock (default: now), in ms since the epoch.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of rows (also for one partition).")
+def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], now_ms: int | None,
+                        as_json: bool) -> None:
+    """What the broker's log cleaner sees, per partition of the given log dirs or partition dirs:
+    clean and dirty bytes, the dirty ratio against min.cleanable.dirty.ratio, whether it is eligible,
+    the rule that stops cleaning, and the order in which the cleaner would pick partitions.
+
+    Reads only sizes, checkpoints, index tails and batch headers. Exits 2 when a partition's files do
+    not parse (its row says why).
+    """
+    from kcompact.cli.dirty_ratio_view import render_dirty_ratio
+    from kcompact.config.topic_config import parse_config_pairs
+    from kcompact.inspect.dirty_ratio import dirty_ratio_report
+
+    rows = dirty_ratio_report(paths, cli_overrides=parse_config_pairs(config_pairs), now_ms=now_ms)
+    render_dirty_ratio(rows, as_json=as_json)
+    if any(row.error for row in rows):
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)
+
+
 @cli.command("clean", epilog=EPILOG)
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=str))
 @click.option("--config", "config_pairs", multiple=True, metavar="KEY=VALUE",
@@ -135,6 +160,27 @@ def clean_command(
     render_clean(run, as_json=as_json)
     if run.failures:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
+
+
+def _register_optional_commands() -> None:
+    """Commands that live in their own modules (each imports only click at import time)."""
+    import importlib
+
+    for module, group, name in (
+        ("kcompact.cli.keys_cmds", "inspect", "keys_command"),
+        ("kcompact.cli.keys_cmds", "inspect", "last_clean_command"),
+        ("kcompact.cli.repair_cmd", "cli", "repair_command"),
+        ("kcompact.cli.config_cmd", "cli", "config_group"),
+        ("kcompact.cli.spark_cmds", "cli", "spark_group"),
+    ):
+        try:
+            command = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue  # not built yet
+        (inspect if group == "inspect" else cli).add_command(command)
+
+
+_register_optional_commands()
 
 
 def main() -> None:

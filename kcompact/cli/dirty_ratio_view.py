@@ -1,0 +1,68 @@
+"""Rendering of ``inspect dirty-ratio``: a table with the ratio drawn against its threshold, and advice."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.table import Table
+
+from kcompact.cli import render
+from kcompact.inspect.dirty_ratio import ADVICE, DirtyRatioRow
+
+BAR_WIDTH = 12
+
+
+def render_dirty_ratio(rows: Sequence[DirtyRatioRow], *, as_json: bool) -> None:
+    """Print the rows: a JSON list, or a rich table plus one advice line per blocking rule."""
+    if as_json:
+        render.emit_json([row.as_dict() for row in rows])
+        return
+    table = Table(title="dirty ratio (what the broker's cleaner sees)", title_justify="left")
+    for column, justify in (("rank", "right"), ("partition", "left"), ("dirty", "right"),
+                            ("clean", "right"), ("ratio", "left"), ("status", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        table.add_row(
+            "-" if row.cleaner_rank is None else str(row.cleaner_rank),
+            f"{row.topic}-{row.partition}",
+            _size(row.dirty_bytes),
+            _size(row.clean_bytes),
+            _bar(row),
+            _status(row),
+        )
+    console = render.console()
+    console.print(table)
+    for row in rows:
+        if row.error:
+            render.error_line(row.error)
+        elif row.blocking_detail:
+            console.print(f"{row.topic}-{row.partition}: {row.blocking_detail}", highlight=False)
+    for rule in sorted({r.blocking_rule for r in rows if r.blocking_rule and not r.error}):
+        console.print(f"[bold]{rule}[/bold]: {ADVICE.get(rule, '')}")
+    for warning in sorted({w for r in rows for w in r.warnings}):
+        render.warning_line(warning)
+
+
+def _status(row: DirtyRatioRow) -> str:
+    if row.error:
+        return "error"
+    if row.eligible:
+        return "eligible" + (f" (up to {row.blocking_rule})" if row.blocking_rule else "")
+    return row.blocking_rule or "-"
+
+
+def _bar(row: DirtyRatioRow) -> str:
+    filled = round(row.dirty_ratio * BAR_WIDTH)
+    mark = round(row.min_cleanable_dirty_ratio * BAR_WIDTH)
+    cells = ["#" if i < filled else "." for i in range(BAR_WIDTH)]
+    if 0 <= mark < BAR_WIDTH:
+        cells[mark] = "|"
+    return f"{''.join(cells)} {row.dirty_ratio:.2f}"
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
