@@ -1,0 +1,134 @@
+"""partition.metadata, meta.properties and the clean-shutdown marker."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from kcompact.errors import ConfigError, CorruptDataError
+from kcompact.segment.metadata_files import (
+    has_clean_shutdown,
+    read_java_properties,
+    read_partition_metadata,
+)
+from kcompact.segment.names import parse_partition_dir_name
+from tests.conftest import real_fixture
+
+
+def test_every_real_partition_metadata_decodes_and_is_shared_by_a_topics_partitions() -> None:
+    files = sorted(real_fixture().glob("*/*/partition.metadata"))
+    assert len(files) == 109
+    ids: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for path in files:
+        name = parse_partition_dir_name(path.parent.name)
+        assert name is not None
+        ids[(path.parent.parent.name, name.topic)].add(read_partition_metadata(path))
+    assert all(len(topic_ids) == 1 for topic_ids in ids.values())
+    assert ids[("bitnami2024-rolled-logdir", "__cluster_metadata")] == {"AAAAAAAAAAAAAAAAAAAAAQ"}
+    cleaned = real_fixture("kraft37-cleaned-logdir", "__consumer_offsets-31", "partition.metadata")
+    assert read_partition_metadata(cleaned) == "dqK7-AskTSux4so_l6jJXg"
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (
+            b"version: 1\ntopic_id: dqK7-AskTSux4so_l6jJXg",
+            "unknown partition metadata version; expected 0, found '1'",
+        ),
+        (
+            b"version:0\ntopic_id: dqK7-AskTSux4so_l6jJXg",
+            "line 1: malformed; expected \"<key>: <value>\", found 'version:0'",
+        ),
+        (b"version: 0\n", "line 2: malformed"),
+        (b"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA", "invalid topic id"),  # the zero id
+        (b"version: 0\ntopic_id: dqK7-AskTSux4so_l6jJ", "invalid topic id"),  # 15 bytes
+        (b"version: 0\ntopic_id: dqK7+AskTSux4so/l6jJXg", "invalid topic id"),  # not URL-safe
+        (b"version: 0\ntopic_id: \xff", "not UTF-8 text"),
+    ],
+)
+def test_bad_partition_metadata(tmp_path: Path, text: bytes, fragment: str) -> None:
+    path = tmp_path / "partition.metadata"
+    path.write_bytes(text)
+    with pytest.raises(CorruptDataError, match=fragment) as info:
+        read_partition_metadata(path)
+    assert str(info.value).startswith(str(path))
+
+
+def test_partition_metadata_as_kafka_writes_it_with_a_padded_or_crlf_variant(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "partition.metadata"
+    path.write_bytes(b"version: 0\r\ntopic_id: dqK7-AskTSux4so_l6jJXg==\r\n")
+    assert read_partition_metadata(path) == "dqK7-AskTSux4so_l6jJXg=="
+
+
+def test_real_meta_properties() -> None:
+    kraft = read_java_properties(real_fixture("kraft37-cleaned-logdir", "meta.properties"))
+    assert kraft == {
+        "cluster.id": "0wHLXdrKStejkyBzi8qBEw",
+        "directory.id": "yYuMrFRVQVSX0VVQPcMSrA",
+        "node.id": "1",
+        "version": "1",
+    }
+    zookeeper = read_java_properties(real_fixture("confluent512-lz4-logdir", "meta.properties"))
+    assert zookeeper == {"version": "0", "broker.id": "1001"}
+
+
+def test_java_properties_grammar(tmp_path: Path) -> None:
+    path = tmp_path / "x.properties"
+    path.write_bytes(
+        b"# comment\n"
+        b"! also a comment\n"
+        b"   \n"
+        b"a=1\n"
+        b"b : 2\n"
+        b"c 3\n"
+        b"  d\t=\t4  \n"  # leading blanks dropped, trailing kept
+        b"e==5\n"
+        b"key\\ with\\:colon = v\n"
+        b"long = one, \\\n"
+        b"       two\n"
+        b"esc = tab\\tnl\\nu\\u00e9x\\q\n"
+        b"empty\n"
+        b"latin1 = caf\xe9\n"
+        b"a = again\r\n"
+        b"last = trailing backslash \\"
+    )
+    assert read_java_properties(path) == {
+        "a": "again",
+        "b": "2",
+        "c": "3",
+        "d": "4  ",
+        "e": "=5",
+        "key with:colon": "v",
+        "long": "one, two",
+        "esc": "tab\tnl\nu\u00e9xq",
+        "empty": "",
+        "latin1": "caf\u00e9",
+        "last": "trailing backslash ",
+    }
+
+
+def test_comment_continuation_and_escaped_backslash(tmp_path: Path) -> None:
+    path = tmp_path / "x.properties"
+    path.write_bytes(b"# comment \\\nnot.a.comment = yes\npath = C:\\\\dir\\\\\n")
+    assert read_java_properties(path) == {"not.a.comment": "yes", "path": "C:\\dir\\"}
+
+
+def test_malformed_unicode_escape_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "meta.properties"
+    path.write_bytes(b"a = \\u12g4\n")
+    with pytest.raises(
+        ConfigError, match=r"meta.properties: malformed \\uxxxx escape; expected 4 hex"
+    ):
+        read_java_properties(path)
+
+
+def test_clean_shutdown_marker(tmp_path: Path) -> None:
+    assert has_clean_shutdown(tmp_path) is False
+    (tmp_path / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":12}')
+    assert has_clean_shutdown(tmp_path) is True
+    assert has_clean_shutdown(real_fixture("kraft37-cleaned-logdir")) is False
