@@ -1,15 +1,15 @@
-"""Kafka's text checkpoint files: the log dir's offset checkpoints and ``leader-epoch-checkpoint`` (§4.4).
+"""Kafka's text checkpoint files: offset checkpoints and ``leader-epoch-checkpoint`` (spec §4.4).
 
-``cleaner-offset-checkpoint``, ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
-``replication-offset-checkpoint`` sit at the top of a log dir and hold one line per partition; the
-cleaner's says where each partition's dirty section starts. ``leader-epoch-checkpoint`` (per partition)
-uses the same framing with two fields. Kafka's ``CheckpointFile`` reads them strictly — a wrong version,
-a malformed line or a wrong count is an ``IOException`` that takes the log dir offline — so we read
-them just as strictly and write them exactly as Kafka does: to ``<name>.tmp``, fsync, atomic rename,
-fsync of the directory.
+``cleaner-offset-checkpoint``, ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``
+and ``replication-offset-checkpoint`` sit at the top of a log dir and hold one line per partition;
+the cleaner's says where each partition's dirty section starts. ``leader-epoch-checkpoint`` (per
+partition) uses the same framing with two fields. Kafka's ``CheckpointFile`` reads them strictly — a
+wrong version, a malformed line or a wrong count is an ``IOException`` that takes the log dir
+offline — so we read them just as strictly and write them exactly as Kafka does: to ``<name>.tmp``,
+fsync, atomic rename, fsync of the directory.
 
-Layout (UTF-8 lines, ``\\n``-terminated as Kafka writes on Linux; ``\\r`` and ``\\r\\n`` also end a line on
-read, as with Java's ``readLine``; fields split on runs of whitespace)::
+Layout (UTF-8 lines, ``\\n``-terminated as Kafka writes on Linux; ``\\r`` and ``\\r\\n`` also end a
+line on read, as with Java's ``readLine``; fields split on runs of whitespace)::
 
     0                          version, exactly 0
     2                          number of entry lines
@@ -79,7 +79,8 @@ def _fields(line: Line, count: int, shape: str) -> list[str]:
         parts.pop()
     if len(parts) != count:
         raise CorruptCheckpointError(
-            f"line {line[0]}: malformed entry; expected {shape}, found {line[2]!r}", position=line[1]
+            f"line {line[0]}: malformed entry; expected {shape}, found {line[2]!r}",
+            position=line[1],
         )
     return parts
 
@@ -115,12 +116,12 @@ def decode_offset_checkpoint(data: bytes) -> dict[tuple[str, int], int]:
         data: the whole file.
 
     Returns:
-        ``{(topic, partition): offset}`` in file order (a repeated partition keeps its first place and
-        its last value, as Kafka's map does).
+        ``{(topic, partition): offset}`` in file order (a repeated partition keeps its first
+        place and its last value, as Kafka's map does).
 
     Raises:
-        CorruptCheckpointError: wrong version, malformed line, non-integer field or wrong entry count;
-            the message names the line, ``position`` is where that line starts.
+        CorruptCheckpointError: wrong version, malformed line, non-integer field or wrong entry
+            count; the message names the line, ``position`` is where that line starts.
     """
     entries: dict[tuple[str, int], int] = {}
     for line in _entry_lines(data):
@@ -177,7 +178,7 @@ def read_offset_checkpoint(path: str | os.PathLike[str]) -> dict[tuple[str, int]
 def write_offset_checkpoint(
     path: str | os.PathLike[str], entries: Mapping[tuple[str, int], int]
 ) -> None:
-    """Replace an offset checkpoint file atomically (``<name>.tmp``, fsync, rename, fsync directory).
+    """Replace an offset checkpoint file atomically (``.tmp``, fsync, rename, fsync directory).
 
     For a read-modify-write that other kcompact processes cannot interleave with, use
     :func:`update_offset_checkpoint`.
@@ -211,7 +212,8 @@ def update_offset_checkpoint(
 
     Runs under :func:`~kcompact.segment.lock.checkpoint_lock` of the file's log dir, so concurrent
     kcompact processes never drop each other's entries. Kafka's broker must not be running (hold
-    :func:`~kcompact.segment.lock.log_dir_write_guard`): it rewrites these files on its own schedule.
+    :func:`~kcompact.segment.lock.log_dir_write_guard`): it rewrites these files on its own
+    schedule.
 
     Args:
         path: the checkpoint file (created when missing).

@@ -1,20 +1,20 @@
-"""Build a segment's offset and time indexes from its batches, exactly as Kafka 4.1 does (spec §5.5 A).
+"""Build a segment's offset and time indexes from its batches as Kafka 4.1 does (spec §5.5 A).
 
-Since KAFKA-806 (Kafka 4.1, back-ported to 4.0.x) ``LogSegment.append`` decides per batch whether to index
-it, which is also what ``LogSegment.recover`` always did; so one algorithm gives what a broker writes on
-append, what the 4.1 cleaner writes into a cleaned segment, and what recovery rebuilds:
+Since KAFKA-806 (Kafka 4.1, back-ported to 4.0.x) ``LogSegment.append`` decides per batch whether to
+index it, which is also what ``LogSegment.recover`` always did; so one algorithm gives what a broker
+writes on append, what the 4.1 cleaner writes into a cleaned segment, and what recovery rebuilds:
 
-* keep the running maximum batch ``maxTimestamp`` and the last offset of the first batch that reached it
-  (strictly larger only; it starts at −1, so batches stamped −1 or below never count);
-* before a batch is counted, if **more than** ``index_interval_bytes`` bytes were written since the last
-  entry (strict ``>``), add the offset-index entry ``(batch last offset, batch position)`` and offer the
-  running maximum to the time index; then add the batch's size to the byte count. The first batch of a
-  segment (position 0, nothing written yet) therefore never gets an entry;
-* the time index takes an offered entry only if its timestamp is strictly larger than its last entry's
-  (an empty time index counts as timestamp −1);
-* when the segment stops being active (``onBecomeInactiveSegment``, ``close``, end of ``recover``) the
-  running maximum is offered once more — the final entry that the broker reads as the segment's largest
-  timestamp.
+* keep the running maximum batch ``maxTimestamp`` and the last offset of the first batch that
+  reached it (strictly larger only; it starts at −1, so batches stamped −1 or below never count);
+* before a batch is counted, if **more than** ``index_interval_bytes`` bytes were written since the
+  last entry (strict ``>``), add the offset-index entry ``(batch last offset, batch position)`` and
+  offer the running maximum to the time index; then add the batch's size to the byte count. The
+  first batch of a segment (position 0, nothing written yet) therefore never gets an entry;
+* the time index takes an offered entry only if its timestamp is strictly larger than its last
+  entry's (an empty time index counts as timestamp −1);
+* when the segment stops being active (``onBecomeInactiveSegment``, ``close``, end of ``recover``)
+  the running maximum is offered once more — the final entry that the broker reads as the segment's
+  largest timestamp.
 
 Kafka's own failures are kept: a batch whose last offset does not fit the segment's 32-bit relative
 offsets (``LogSegmentOffsetOverflowException``) and an index entry that would not increase
@@ -63,7 +63,9 @@ class IndexBuilder:
         self._time_entries: list[TimeIndexEntry] = []
         self._finished = False
 
-    def append(self, position: int, size_in_bytes: int, last_offset: int, max_timestamp: int) -> None:
+    def append(
+        self, position: int, size_in_bytes: int, last_offset: int, max_timestamp: int
+    ) -> None:
         """Account for the next batch of the segment.
 
         Args:
@@ -73,8 +75,8 @@ class IndexBuilder:
             max_timestamp: the batch's ``maxTimestamp`` (−1 for v0 data).
 
         Raises:
-            CorruptIndexError: ``last_offset`` outside ``base_offset .. base_offset + 2^31 - 1``, or an
-                index entry that would not increase (batches out of offset order).
+            CorruptIndexError: ``last_offset`` outside ``base_offset .. base_offset + 2^31 - 1``, or
+                an index entry that would not increase (batches out of offset order).
             ValueError: after :meth:`finish`, a gap or overlap in positions, or a size ≤ 0.
         """
         if self._finished:
@@ -87,7 +89,8 @@ class IndexBuilder:
         if not fits_relative_offset(last_offset, self.base_offset):
             raise CorruptIndexError(
                 f"batch does not fit the segment's relative offsets; expected last offset "
-                f"{self.base_offset}..{self.base_offset + MAX_RELATIVE_OFFSET}, found {last_offset}",
+                f"{self.base_offset}..{self.base_offset + MAX_RELATIVE_OFFSET}, "
+                f"found {last_offset}",
                 position=position,
                 offset=last_offset,
             )
@@ -103,9 +106,9 @@ class IndexBuilder:
     def restart(self) -> None:
         """Model a broker restart while this segment is active.
 
-        ``close()`` offers the running maximum to the time index, and the reloaded segment counts bytes
-        since the last index entry from zero again. Active segments of long-lived brokers carry one such
-        extra time-index entry per restart (seen in the broker-written fixtures).
+        ``close()`` offers the running maximum to the time index, and the reloaded segment counts
+        bytes since the last index entry from zero again. Active segments of long-lived brokers
+        carry one such extra time-index entry per restart (seen in the broker-written fixtures).
         """
         self._offer_time_entry()
         self._bytes_since_last_entry = 0
@@ -158,7 +161,8 @@ def build_indexes(
     """Build a finished segment's indexes in one go (see :class:`IndexBuilder`).
 
     Args:
-        batches: ``(position, size_in_bytes, last_offset, max_timestamp)`` of every batch, in file order.
+        batches: ``(position, size_in_bytes, last_offset, max_timestamp)`` of every batch, in file
+            order.
         base_offset: the segment's base offset.
         index_interval_bytes: the topic's ``index.interval.bytes``.
 

@@ -1,27 +1,27 @@
 """Locks that keep kcompact away from a live broker and from other kcompact processes.
 
 **The broker's lock.** A running broker holds an exclusive POSIX record lock over the whole of
-``<log-dir>/.lock`` (Kafka's ``FileLock.tryLock``: the JVM's ``FileChannel.tryLock`` = ``fcntl(F_SETLK)``).
-The file stays after shutdown, so its existence says nothing; only the lock does. We probe and take it
-the same way, with :func:`fcntl.lockf` — never :func:`fcntl.flock`, which Linux keeps apart from record
-locks so a broker would not see it. :func:`log_dir_write_guard` holds a *shared* lock on ``.lock`` while
-kcompact writes: other kcompact processes may hold it too, but a broker starting meanwhile fails its
-``tryLock`` and refuses the log dir instead of loading half-written files. Like the broker, the guard
-creates ``.lock`` when it is missing (as the log dir's owner when run as root, so the broker can still
-open it for writing).
+``<log-dir>/.lock`` (Kafka's ``FileLock.tryLock``: the JVM's ``FileChannel.tryLock`` =
+``fcntl(F_SETLK)``). The file stays after shutdown, so its existence says nothing; only the lock
+does. We probe and take it the same way, with :func:`fcntl.lockf` — never :func:`fcntl.flock`, which
+Linux keeps apart from record locks so a broker would not see it. :func:`log_dir_write_guard` holds
+a *shared* lock on ``.lock`` while kcompact writes: other kcompact processes may hold it too, but a
+broker starting meanwhile fails its ``tryLock`` and refuses the log dir instead of loading
+half-written files. Like the broker, the guard creates ``.lock`` when it is missing (as the log
+dir's owner when run as root, so the broker can still open it for writing).
 
-**kcompact's own locks** live in regular files at the top of the log dir, never in a new directory (Kafka
-ignores regular files there but fails on a directory whose name it cannot parse) and never inside a
-partition directory (Kafka's loader would meet them). They are left in place after use: deleting a lock
-file races with a process that has just opened it.
+**kcompact's own locks** live in regular files at the top of the log dir, never in a new directory
+(Kafka ignores regular files there but fails on a directory whose name it cannot parse) and never
+inside a partition directory (Kafka's loader would meet them). They are left in place after use:
+deleting a lock file races with a process that has just opened it.
 
 * ``.kcompact-<partition-dir>.lock`` — exclusive, non-blocking: one kcompact process per partition;
-* ``.kcompact-checkpoints.lock`` — exclusive, blocking: serialises read-modify-write of the log dir's
-  checkpoint files.
+* ``.kcompact-checkpoints.lock`` — exclusive, blocking: serialises read-modify-write of the log
+  dir's checkpoint files.
 
-POSIX record locks belong to a *process*, and closing any descriptor of a file drops all of the process's
-locks on it; so within one process each lock file is opened through one registry and threads are kept
-apart by ordinary mutexes.
+POSIX record locks belong to a *process*, and closing any descriptor of a file drops all of the
+process's locks on it; so within one process each lock file is opened through one registry and
+threads are kept apart by ordinary mutexes.
 """
 
 from __future__ import annotations
@@ -125,8 +125,8 @@ def log_dir_write_guard(log_dir: str | os.PathLike[str]) -> Iterator[None]:
         log_dir: the log dir kcompact is about to modify.
 
     Yields:
-        Nothing; the shared lock on ``<log_dir>/.lock`` is held until the block exits. Guards nest and
-        may be held by several threads and processes at once.
+        Nothing; the shared lock on ``<log_dir>/.lock`` is held until the block exits. Guards
+        nest and may be held by several threads and processes at once.
 
     Raises:
         RefusedError: a broker holds ``.lock``.
@@ -155,7 +155,14 @@ def log_dir_write_guard(log_dir: str | os.PathLike[str]) -> Iterator[None]:
 
 
 def partition_lock_path(log_dir: str | os.PathLike[str], partition_dir_name: str) -> Path:
-    """Where :func:`partition_lock` keeps its lock: ``<log_dir>/.kcompact-<partition_dir_name>.lock``.
+    """Where :func:`partition_lock` keeps its lock (``.kcompact-<partition_dir_name>.lock``).
+
+    Args:
+        log_dir: the log dir holding the partition.
+        partition_dir_name: the partition directory's name.
+
+    Returns:
+        ``<log_dir>/.kcompact-<partition_dir_name>.lock``.
 
     Raises:
         ValueError: ``partition_dir_name`` is not a plain directory name.

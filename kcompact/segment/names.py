@@ -1,18 +1,19 @@
 """Names of the files and directories Kafka keeps in a log dir (spec §4.2, §4.3).
 
-Kafka derives everything it knows about a segment file from its name: the digits before the first ``.``
-are the segment's base offset (``LogFileUtils.offsetFromFileName``), the extension says what the file
-holds, and a temporary suffix appended *after* the extension (``.log.cleaned``, ``.index.swap``,
-``.snapshot.deleted``) says which step of a clean, split or deletion left it there. A partition directory
-is named ``<topic>-<partition>`` and split at the last ``-``; directories being deleted, moved between log
-dirs or left over as KRaft strays carry ``.<unique id>-delete|-future|-stray``. Getting these right
-decides which files Kafka's loader keeps, finishes, or deletes at startup (spec §7.1), so both directions
-(formatting and parsing) live here and nowhere else.
+Kafka derives everything it knows about a segment file from its name: the digits before the first
+``.`` are the segment's base offset (``LogFileUtils.offsetFromFileName``), the extension says what
+the file holds, and a temporary suffix appended *after* the extension (``.log.cleaned``,
+``.index.swap``, ``.snapshot.deleted``) says which step of a clean, split or deletion left it there.
+A partition directory is named ``<topic>-<partition>`` and split at the last ``-``; directories
+being deleted, moved between log dirs or left over as KRaft strays carry
+``.<unique id>-delete|-future|-stray``. Getting these right decides which files Kafka's loader
+keeps, finishes, or deletes at startup (spec §7.1), so both directions (formatting and parsing)
+live here and nowhere else.
 
 Layouts::
 
     <20-digit base offset>.<kind>[.<temp suffix>]      kind: log index timeindex txnindex snapshot
-    <20-digit end offset>-<10-digit epoch>.checkpoint[.deleted]      KRaft snapshot of __cluster_metadata
+    <20-digit end offset>-<10-digit epoch>.checkpoint[.deleted]   KRaft snapshot (metadata log)
     <topic>-<partition>[.<uuid, 32 hex digits>-delete|-future|-stray]
 """
 
@@ -22,16 +23,16 @@ import re
 from dataclasses import dataclass
 
 OFFSET_DIGITS = 20
-"""Kafka zero-pads offsets in file names to 20 digits (``LogFileUtils.filenamePrefixFromOffset``)."""
+"""Offsets in file names have 20 digits, zero-padded (``LogFileUtils.filenamePrefixFromOffset``)."""
 
 SEGMENT_KINDS = ("log", "index", "timeindex", "txnindex", "snapshot")
-"""File kinds named ``<base offset>.<kind>``; KRaft's ``.checkpoint`` files are parsed but not formatted."""
+"""File kinds named ``<base offset>.<kind>``; KRaft ``.checkpoint`` files are only parsed."""
 
 TEMP_SUFFIXES = ("cleaned", "swap", "deleted")
-"""Temporary suffixes, appended after the kind: clean/split output, swap in progress, pending deletion."""
+"""Temporary suffixes, after the kind: clean/split output, swap in progress, pending deletion."""
 
 DIR_KINDS = {"delete": "delete", "future": "future", "stray": "stray"}
-"""Directory suffix (after the unique id) → :attr:`PartitionDirName.kind`; a plain name is ``"live"``."""
+"""Directory suffix (after the unique id) → :attr:`PartitionDirName.kind`; plain: ``"live"``."""
 
 _MAX_INT64 = 2**63 - 1
 _MAX_INT32 = 2**31 - 1
@@ -53,8 +54,8 @@ class SegmentFileName:
     """A parsed segment-related file name.
 
     Attributes:
-        base_offset: the offset in the name (a segment's base offset; for ``snapshot`` the offset the
-            producer state was taken at; for ``checkpoint`` the KRaft snapshot's end offset).
+        base_offset: the offset in the name (a segment's base offset; for ``snapshot`` the offset
+            the producer state was taken at; for ``checkpoint`` the KRaft snapshot's end offset).
         kind: ``"log" | "index" | "timeindex" | "txnindex" | "snapshot" | "checkpoint"``.
         temp_suffix: ``None | "cleaned" | "swap" | "deleted"``.
         name: the file name exactly as found.
@@ -74,7 +75,8 @@ class PartitionDirName:
         topic: the topic (may itself contain ``-`` and ``.``).
         partition: the partition number.
         kind: ``"live" | "delete" | "future" | "stray"``.
-        unique_id: the id between the topic-partition and the suffix (``None`` for live directories).
+        unique_id: the id between the topic-partition and the suffix (``None`` for live
+            directories).
     """
 
     topic: str
@@ -127,9 +129,9 @@ def segment_file_name(base_offset: int, kind: str, temp_suffix: str | None = Non
 def parse_segment_file_name(name: str) -> SegmentFileName | None:
     """Recognise a segment, index, producer-snapshot or KRaft snapshot file name.
 
-    Like Kafka, the offset is whatever digits precede the first ``.``; a name with fewer than 20 digits
-    still parses (Kafka would load it), so compare ``name`` with :func:`segment_file_name` to spot
-    non-canonical names.
+    Like Kafka, the offset is whatever digits precede the first ``.``; a name with fewer than 20
+    digits still parses (Kafka would load it), so compare ``name`` with :func:`segment_file_name` to
+    spot non-canonical names.
 
     Args:
         name: a file name (no directory part).

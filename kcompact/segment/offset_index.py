@@ -1,11 +1,12 @@
 """The offset index ``<base>.index``: sparse map from offsets to batch positions (spec §5.1).
 
-A read of offset *O* binary-searches this file for the largest entry whose offset is ≤ *O* and scans the
-``.log`` forward from that entry's position, so every entry must name a batch start and that batch's *last*
-offset (Kafka indexes ``batch.lastOffset``). A subset of correct entries is still a valid index; a wrong
-entry breaks reads. Kafka trusts an existing file without checking it at load (spec §7.1 step 4), reads
-every 8-byte slot of it as an entry — so a preallocated file that was never trimmed yields zero-filled
-"entries" — and only sanity-checks the last offset. :func:`check_offset_index` reports all of that.
+A read of offset *O* binary-searches this file for the largest entry whose offset is ≤ *O* and scans
+the ``.log`` forward from that entry's position, so every entry must name a batch start and that
+batch's *last* offset (Kafka indexes ``batch.lastOffset``). A subset of correct entries is still a
+valid index; a wrong entry breaks reads. Kafka trusts an existing file without checking it at load
+(spec §7.1 step 4), reads every 8-byte slot of it as an entry — so a preallocated file that was
+never trimmed yields zero-filled "entries" — and only sanity-checks the last offset.
+:func:`check_offset_index` reports all of that.
 
 Layout: no header, no checksum; ``entries × 8`` bytes, big-endian::
 
@@ -37,7 +38,7 @@ MAX_POSITION = 2**31 - 1
 
 @dataclass(frozen=True, slots=True)
 class OffsetIndexEntry:
-    """One offset index entry: the batch at ``position`` in the ``.log`` ends at ``offset`` (absolute)."""
+    """One offset index entry: the batch at ``position`` in the ``.log`` ends at ``offset``."""
 
     offset: int
     position: int
@@ -191,7 +192,8 @@ def lookup(entries: Sequence[OffsetIndexEntry], target_offset: int) -> int:
         target_offset: the absolute offset sought.
 
     Returns:
-        The position of the largest entry whose offset is ≤ ``target_offset``, or 0 when there is none.
+        The position of the largest entry whose offset is ≤ ``target_offset``, or 0 when there
+        is none.
     """
     slot = bisect.bisect_right(entries, target_offset, key=lambda entry: entry.offset)
     return entries[slot - 1].position if slot else 0
@@ -205,10 +207,10 @@ def check_offset_index(
 ) -> list[str]:
     """Everything wrong with an offset index, in words (empty list: nothing found).
 
-    Checks Kafka's own sanity rule (a non-empty index must end at an offset ≥ the base offset), trailing
-    zero-filled slots of a preallocated file that was never trimmed, offsets below the base, negative
-    positions, strictly increasing offsets and positions, and — given the ``.log``'s batches — that every
-    entry names a batch start whose last offset is the entry's offset.
+    Checks Kafka's own sanity rule (a non-empty index must end at an offset ≥ the base offset),
+    trailing zero-filled slots of a preallocated file that was never trimmed, offsets below the
+    base, negative positions, strictly increasing offsets and positions, and — given the ``.log``'s
+    batches — that every entry names a batch start whose last offset is the entry's offset.
 
     Args:
         entries: every slot of the file (as :func:`decode_offset_index` returns them).
@@ -229,8 +231,8 @@ def check_offset_index(
         real -= 1
     if real < len(entries):
         problems.append(
-            f"{len(entries) - real} trailing zero-filled slots (a preallocated index that was never "
-            f"trimmed; Kafka would read them as entries), from entry {real}"
+            f"{len(entries) - real} trailing zero-filled slots (a preallocated index that was "
+            f"never trimmed; Kafka would read them as entries), from entry {real}"
         )
     _check_order(entries[:real], base_offset, problems)
     if log_batches is not None:

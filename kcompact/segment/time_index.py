@@ -1,11 +1,12 @@
 """The time index ``<base>.timeindex``: running maximum timestamps of a segment (spec §5.2).
 
-An entry ``(T, O)`` says: the largest batch ``maxTimestamp`` seen up to the batch whose last offset is
-*O* is *T*, and *O* is the last offset of the first batch (in file order) that reached *T*. Kafka appends
-an entry only when *T* is strictly larger than the last one, so timestamps −1 (v0 data) never make an
-entry. The **last** entry is what the broker takes as the segment's largest timestamp for ``retention.ms``,
-``min.compaction.lag.ms`` and ``ListOffsets(MAX_TIMESTAMP)``; an empty time index makes it fall back to the
-``.log`` file's mtime. Like the offset index, an existing file is trusted at load and read slot by slot.
+An entry ``(T, O)`` says: the largest batch ``maxTimestamp`` seen up to the batch whose last offset
+is *O* is *T*, and *O* is the last offset of the first batch (in file order) that reached *T*. Kafka
+appends an entry only when *T* is strictly larger than the last one, so timestamps −1 (v0 data)
+never make an entry. The **last** entry is what the broker takes as the segment's largest timestamp
+for ``retention.ms``, ``min.compaction.lag.ms`` and ``ListOffsets(MAX_TIMESTAMP)``; an empty time
+index makes it fall back to the ``.log`` file's mtime. Like the offset index, an existing file is
+trusted at load and read slot by slot.
 
 Layout: no header, no checksum; ``entries × 12`` bytes, big-endian::
 
@@ -78,8 +79,8 @@ def encode_time_index(entries: Iterable[TimeIndexEntry], base_offset: int) -> by
         ``12 × len(entries)`` bytes.
 
     Raises:
-        CorruptIndexError: an offset outside ``base_offset .. base_offset + 2^31 - 1`` or a timestamp
-            outside int64.
+        CorruptIndexError: an offset outside ``base_offset .. base_offset + 2^31 - 1`` or a
+            timestamp outside int64.
     """
     out = bytearray()
     for number, entry in enumerate(entries):
@@ -150,8 +151,8 @@ def check_time_index(
 
     Checks Kafka's sanity rules (a non-empty index must end at an offset ≥ the base offset and at a
     timestamp ≥ its first one), trailing zero-filled slots, offsets below the base, non-decreasing
-    timestamps and offsets, and — given the ``.log``'s batches — that every entry is the running maximum
-    timestamp at a batch's last offset, at the batch that first reached it.
+    timestamps and offsets, and — given the ``.log``'s batches — that every entry is the running
+    maximum timestamp at a batch's last offset, at the batch that first reached it.
 
     Args:
         entries: every slot of the file (as :func:`decode_time_index` returns them).
@@ -175,8 +176,8 @@ def check_time_index(
     real = _without_zero_slots(entries, base_offset)
     if real < len(entries):
         problems.append(
-            f"{len(entries) - real} trailing zero-filled slots (a preallocated index that was never "
-            f"trimmed; Kafka would read them as entries), from entry {real}"
+            f"{len(entries) - real} trailing zero-filled slots (a preallocated index that was "
+            f"never trimmed; Kafka would read them as entries), from entry {real}"
         )
     _check_order(entries[:real], base_offset, problems)
     if log_batches is not None:
@@ -187,8 +188,8 @@ def check_time_index(
 def _without_zero_slots(entries: Sequence[TimeIndexEntry], base_offset: int) -> int:
     """Length of ``entries`` without its trailing run of all-zero slots.
 
-    A lone ``(0, base_offset)`` entry can be real (a first batch stamped at the epoch), so it only counts
-    as a zero slot when another entry precedes it or the run is longer than one.
+    A lone ``(0, base_offset)`` entry can be real (a first batch stamped at the epoch), so it only
+    counts as a zero slot when another entry precedes it or the run is longer than one.
     """
     zero = TimeIndexEntry(0, base_offset)
     real = len(entries)
@@ -206,7 +207,9 @@ def _check_order(entries: Sequence[TimeIndexEntry], base_offset: int, problems: 
         if entry.offset < base_offset:
             below.add(f"entry {number} has offset {entry.offset} < {base_offset}")
         if previous is not None and entry.timestamp < previous.timestamp:
-            timestamps.add(f"entry {number} has timestamp {entry.timestamp} after {previous.timestamp}")
+            timestamps.add(
+                f"entry {number} has timestamp {entry.timestamp} after {previous.timestamp}"
+            )
         if previous is not None and entry.offset < previous.offset:
             offsets.add(f"entry {number} has offset {entry.offset} after {previous.offset}")
         previous = entry

@@ -1,11 +1,11 @@
 """The transaction index ``<base>.txnindex``: the aborted transactions of a segment (spec §5.3).
 
 One entry per aborted transaction that had data, stored in the segment holding its ABORT marker, in
-strictly increasing ``last_offset``. READ_COMMITTED fetches use it to hide aborted data, and the cleaner
-uses it to know which transactional batches were aborted — a missing or incomplete index makes the
-cleaner keep aborted data as if committed. The file only exists once it has had an entry. At load Kafka
-checks every entry's ``last_offset`` against the base offset (``TransactionIndex.sanityCheck``) and
-recovers the segment when one is below.
+strictly increasing ``last_offset``. READ_COMMITTED fetches use it to hide aborted data, and the
+cleaner uses it to know which transactional batches were aborted — a missing or incomplete index
+makes the cleaner keep aborted data as if committed. The file only exists once it has had an entry.
+At load Kafka checks every entry's ``last_offset`` against the base offset
+(``TransactionIndex.sanityCheck``) and recovers the segment when one is below.
 
 Layout: no header; ``entries × 34`` bytes, big-endian::
 
@@ -42,7 +42,7 @@ TXN_INDEX_VERSION = 0
 
 @dataclass(frozen=True, slots=True)
 class AbortedTxn:
-    """One aborted transaction: ``producer_id``'s data in ``first_offset .. last_offset`` was aborted."""
+    """One aborted transaction: ``producer_id``'s data from ``first_offset`` to ``last_offset``."""
 
     producer_id: int
     first_offset: int
@@ -193,17 +193,19 @@ def collect_aborted(
 ) -> list[AbortedTxn]:
     """The aborted transactions overlapping ``[start, end)``, by Kafka's range rules.
 
-    Walks the segments from the one containing ``start`` (none when ``start`` is below the first base
-    offset), keeps entries with ``last_offset ≥ start`` and ``first_offset < end``, and stops after the
-    first entry whose ``last_stable_offset ≥ end`` — no later transaction can then overlap the range.
+    Walks the segments from the one containing ``start`` (none when ``start`` is below the first
+    base offset), keeps entries with ``last_offset ≥ start`` and ``first_offset < end``, and stops
+    after the first entry whose ``last_stable_offset ≥ end`` — no later transaction can then overlap
+    the range.
 
     Args:
-        indexes: ``(base_offset, entries)`` for every segment of the partition, ascending base offsets.
+        indexes: ``(base_offset, entries)`` for every segment of the partition, ascending base
+            offsets.
         start: first offset of the range.
         end: end of the range (exclusive).
-        log_start_offset: when given, the lower bound for ``last_offset`` instead of ``start`` — what
-            Kafka's cleaner gets from ``UnifiedLog.collectAbortedTransactions`` (the fetch path uses
-            ``start``).
+        log_start_offset: when given, the lower bound for ``last_offset`` instead of ``start`` —
+            what Kafka's cleaner gets from ``UnifiedLog.collectAbortedTransactions`` (the fetch path
+            uses ``start``).
 
     Returns:
         The matching entries in segment and file order.

@@ -1,4 +1,4 @@
-"""Offset and leader-epoch checkpoint files: Kafka's framing, corruption, atomic and concurrent updates."""
+"""Offset and leader-epoch checkpoints: Kafka's framing, corruption, atomic, concurrent updates."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ from kcompact.segment.checkpoint import (
 )
 from tests.conftest import REPO_ROOT, real_fixture
 
-_topics = st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", min_size=1, max_size=40)
+_topics = st.text(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-", min_size=1, max_size=40
+)
 _checkpoints = st.dictionaries(
     st.tuples(_topics, st.integers(0, 2**31 - 1)), st.integers(-(2**63), 2**63 - 1), max_size=40
 )
@@ -70,16 +72,37 @@ def test_repeated_partition_keeps_its_first_place_and_last_value() -> None:
         (b"\n0\n", "line 1: the version is not a number; expected an integer in", 0),
         (b"0\nlots\n", "line 2: the entry count is not a number", 2),
         (b"0\n-1\n", "line 2: the entry count is not a number; expected an integer in 0..", 2),
-        (b"0\n2\na 0 1\nfoo 1\n", "line 4: malformed entry; expected \"<topic> <partition> <offset>\", found 'foo 1'", 10),
-        (b"0\n1\n a 0 1\n", "line 3: malformed entry", 4),  # a leading blank makes an empty first field
-        (b"0\n1\na x 1\n", "line 3: the partition is not a number; expected an integer in -2147483648..2147483647, found 'x'", 4),
+        (
+            b"0\n2\na 0 1\nfoo 1\n",
+            "line 4: malformed entry; expected \"<topic> <partition> <offset>\", found 'foo 1'",
+            10,
+        ),
+        (
+            b"0\n1\n a 0 1\n",
+            "line 3: malformed entry",
+            4,
+        ),  # a leading blank makes an empty first field
+        (
+            b"0\n1\na x 1\n",
+            (
+                "line 3: the partition is not a number; "
+                "expected an integer in -2147483648..2147483647, found 'x'"
+            ),
+            4,
+        ),
         (b"0\n1\na 0 1_000\n", "line 3: the offset is not a number", 4),
         (b"0\n1\na 0 9223372036854775808\n", "line 3: the offset is not a number", 4),
-        (b"0\n3\na 0 1\nb 0 2\n", "entry count does not match; expected 3 entries (line 2), found 2", 2),
+        (
+            b"0\n3\na 0 1\nb 0 2\n",
+            "entry count does not match; expected 3 entries (line 2), found 2",
+            2,
+        ),
         (b"0\n1\n\xff 0 1\n", "line 3 is not UTF-8", 4),
     ],
 )
-def test_garbage_is_corrupt_with_line_and_position(data: bytes, fragment: str, position: int) -> None:
+def test_garbage_is_corrupt_with_line_and_position(
+    data: bytes, fragment: str, position: int
+) -> None:
     with pytest.raises(CorruptCheckpointError) as info:
         decode_offset_checkpoint(data)
     assert fragment in info.value.message
@@ -167,8 +190,14 @@ def test_concurrent_updates_from_several_processes_lose_no_entry(tmp_path: Path)
 
 def test_real_cleaner_checkpoint_has_the_brokers_entries() -> None:
     path = real_fixture("kraft37-cleaned-logdir", "cleaner-offset-checkpoint")
-    assert read_offset_checkpoint(path) == {("__consumer_offsets", 31): 3, ("__consumer_offsets", 44): 9}
-    assert read_offset_checkpoint(real_fixture("confluent512-lz4-logdir", "cleaner-offset-checkpoint")) == {}
+    assert read_offset_checkpoint(path) == {
+        ("__consumer_offsets", 31): 3,
+        ("__consumer_offsets", 44): 9,
+    }
+    assert (
+        read_offset_checkpoint(real_fixture("confluent512-lz4-logdir", "cleaner-offset-checkpoint"))
+        == {}
+    )
 
 
 def test_every_real_offset_checkpoint_decodes_and_re_encodes_byte_for_byte() -> None:
@@ -177,7 +206,9 @@ def test_every_real_offset_checkpoint_decodes_and_re_encodes_byte_for_byte() -> 
     for path in files:
         entries = read_offset_checkpoint(path)
         assert encode_offset_checkpoint(entries) == path.read_bytes(), path
-    recovery = read_offset_checkpoint(real_fixture("bitnami2024-rolled-logdir", "recovery-point-offset-checkpoint"))
+    recovery = read_offset_checkpoint(
+        real_fixture("bitnami2024-rolled-logdir", "recovery-point-offset-checkpoint")
+    )
     assert len(recovery) == 54 and recovery[("__consumer_offsets", 22)] == 0
     assert ("__cluster_metadata", 0) not in recovery  # KRaft keeps the metadata log out of it
 
@@ -196,5 +227,7 @@ def test_every_real_leader_epoch_checkpoint_decodes() -> None:
 
 def test_leader_epoch_checkpoint_framing() -> None:
     assert decode_leader_epoch_checkpoint(b"0\n2\n0 0\n3 117\n") == [(0, 0), (3, 117)]
-    with pytest.raises(CorruptCheckpointError, match="line 3: malformed entry; expected \"<epoch> <start_offset>\""):
+    with pytest.raises(
+        CorruptCheckpointError, match='line 3: malformed entry; expected "<epoch> <start_offset>"'
+    ):
         decode_leader_epoch_checkpoint(b"0\n1\n0 0 0\n")

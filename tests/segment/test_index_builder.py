@@ -1,10 +1,10 @@
 """Index building (spec §5.5 A): Kafka's rules one by one, and the indexes real brokers wrote.
 
-The broker-written fixtures settle the algorithm: every ``.index``/``.timeindex`` that sits next to its
-``.log`` in ../shared/fixtures/real is reproduced byte for byte. Files of segments that stayed active
-across broker restarts (bitnami2024) carry one extra time-index entry per restart and restart the byte
-count there; they are reproduced with :meth:`IndexBuilder.restart` at the restart points their time
-indexes reveal.
+The broker-written fixtures settle the algorithm: every ``.index``/``.timeindex`` that sits next to
+its ``.log`` in ../shared/fixtures/real is reproduced byte for byte. Files of segments that stayed
+active across broker restarts (bitnami2024) carry one extra time-index entry per restart and restart
+the byte count there; they are reproduced with :meth:`IndexBuilder.restart` at the restart points
+their time indexes reveal.
 """
 
 from __future__ import annotations
@@ -34,13 +34,13 @@ from tests.conftest import real_fixture
 
 Batch = tuple[int, int, int, int]  # position, size_in_bytes, last_offset, max_timestamp
 
-# Just enough of the v2 batch header to index a segment: offset(8) length(4) epoch(4) magic(1) crc(4)
-# attributes(2) last_offset_delta(4) base_timestamp(8) max_timestamp(8).
+# Just enough of the v2 batch header to index a segment: offset(8) length(4) epoch(4) magic(1)
+# crc(4) attributes(2) last_offset_delta(4) base_timestamp(8) max_timestamp(8).
 _HEADER = struct.Struct(">qiibIhiqq")
 
 
 def walk_v2_batches(data: bytes) -> list[Batch]:
-    """(position, size, last offset, max timestamp) of every batch of a v2 segment (test-local walker)."""
+    """(position, size, last offset, max timestamp) of each batch of a v2 segment (local walker)."""
     batches = []
     position = 0
     while position + _HEADER.size <= len(data):
@@ -61,7 +61,7 @@ def segment_batches(log: Path) -> list[Batch]:
 def reference_indexes(
     batches: list[Batch], base: int, interval: int
 ) -> tuple[list[OffsetIndexEntry], list[TimeIndexEntry]]:
-    """LogSegment.recover's formulation (valid bytes minus position of the last entry), written apart."""
+    """LogSegment.recover's formulation (valid bytes minus the last entry's position), apart."""
     offsets: list[OffsetIndexEntry] = []
     times: list[TimeIndexEntry] = []
     last_entry_position = 0
@@ -128,7 +128,11 @@ def test_final_entry_is_added_only_when_larger_than_the_last() -> None:
 def test_timestamps_minus_one_never_index() -> None:
     batches = contiguous([(5000, 1, -1)] * 4)
     offsets, times = build_indexes(batches, base_offset=0)
-    assert offsets == [OffsetIndexEntry(1, 5000), OffsetIndexEntry(2, 10000), OffsetIndexEntry(3, 15000)]
+    assert offsets == [
+        OffsetIndexEntry(1, 5000),
+        OffsetIndexEntry(2, 10000),
+        OffsetIndexEntry(3, 15000),
+    ]
     assert times == []
 
 
@@ -144,7 +148,9 @@ def test_empty_segment_has_empty_indexes() -> None:
 @pytest.mark.parametrize("last_offset", [99, 100 + 2**31])
 def test_batch_outside_the_relative_offset_range_is_kafkas_overflow(last_offset: int) -> None:
     builder = IndexBuilder(base_offset=100)
-    with pytest.raises(CorruptIndexError, match="does not fit the segment's relative offsets") as info:
+    with pytest.raises(
+        CorruptIndexError, match="does not fit the segment's relative offsets"
+    ) as info:
         builder.append(0, 80, last_offset, 1)
     assert info.value.offset == last_offset
     assert info.value.position == 0
@@ -156,9 +162,7 @@ def test_index_entry_that_does_not_increase_is_rejected() -> None:
         build_indexes(batches, base_offset=0, index_interval_bytes=0)
 
 
-@pytest.mark.parametrize(
-    ("position", "size"), [(1, 100), (0, 0)], ids=["gap", "empty batch"]
-)
+@pytest.mark.parametrize(("position", "size"), [(1, 100), (0, 0)], ids=["gap", "empty batch"])
 def test_batches_must_be_contiguous(position: int, size: int) -> None:
     with pytest.raises(ValueError, match="contiguous"):
         IndexBuilder(0).append(position, size, 0, 0)
@@ -198,7 +202,8 @@ def test_builder_matches_recoverys_formulation_and_passes_the_checks(
     assert check_time_index(times, base, log_batches=[(b[2], b[3]) for b in batches]) == []
 
 
-# Segments whose .index/.timeindex Kafka finished (non-active, or active and cleanly shut down once).
+# Segments whose .index/.timeindex Kafka finished (non-active, or active and cleanly shut down
+# once).
 EXACT = [
     ("kraft37-cleaned-logdir", "__cluster_metadata-0", 1725413, True),
     ("kraft37-cleaned-logdir", "__consumer_offsets-31", 0, False),
@@ -217,15 +222,14 @@ def test_builder_reproduces_broker_written_indexes(
 ) -> None:
     directory = real_fixture(log_dir, partition)
     stem = f"{base:020d}"
-    offsets, times = build_indexes(
-        segment_batches(directory / f"{stem}.log"), base_offset=base
-    )
+    offsets, times = build_indexes(segment_batches(directory / f"{stem}.log"), base_offset=base)
     assert encode_time_index(times, base) == (directory / f"{stem}.timeindex").read_bytes()
     if has_index:  # the others' .index files were left out of the source repositories
         assert encode_offset_index(offsets, base) == (directory / f"{stem}.index").read_bytes()
 
 
-# Active segments of a broker restarted several times: (partition, last offsets before each restart).
+# Active segments of a broker restarted several times: (partition, last offsets before each
+# restart).
 RESTARTED = [
     ("__cluster_metadata-0", [6436]),
     ("__consumer_offsets-0", [2, 8, 33]),

@@ -1,7 +1,8 @@
 """The live-broker guard and kcompact's own locks, tested across real processes.
 
 POSIX record locks are per process, so the "broker" (and the competing kcompact) is always a child
-process: a tiny Python snippet that takes ``fcntl.lockf`` the way the JVM's ``FileChannel.tryLock`` does.
+process: a tiny Python snippet that takes ``fcntl.lockf`` the way the JVM's ``FileChannel.tryLock``
+does.
 """
 
 from __future__ import annotations
@@ -158,8 +159,9 @@ def test_partition_lock_refuses_when_another_process_holds_it(tmp_path: Path) ->
 
 def test_partition_lock_excludes_a_second_holder_in_this_process(tmp_path: Path) -> None:
     with partition_lock(tmp_path, "orders-3"):
-        with pytest.raises(RefusedError, match="working on orders-3"), partition_lock(
-            tmp_path, "orders-3"
+        with (
+            pytest.raises(RefusedError, match="working on orders-3"),
+            partition_lock(tmp_path, "orders-3"),
         ):
             pass
         # The refused attempt must not have released the first holder's lock.
@@ -167,7 +169,11 @@ def test_partition_lock_excludes_a_second_holder_in_this_process(tmp_path: Path)
 
 
 def test_locks_are_regular_files_at_the_top_of_the_log_dir(tmp_path: Path) -> None:
-    with log_dir_write_guard(tmp_path), partition_lock(tmp_path, "orders-3"), checkpoint_lock(tmp_path):
+    with (
+        log_dir_write_guard(tmp_path),
+        partition_lock(tmp_path, "orders-3"),
+        checkpoint_lock(tmp_path),
+    ):
         pass
     entries = sorted(p.name for p in tmp_path.iterdir())
     assert entries == [".kcompact-checkpoints.lock", ".kcompact-orders-3.lock", ".lock"]

@@ -1,4 +1,4 @@
-"""File and directory names of a log dir: formatting, parsing, and every name in the real fixtures."""
+"""File and directory names of a log dir: formatting, parsing, every name in the real fixtures."""
 
 from __future__ import annotations
 
@@ -102,7 +102,10 @@ def test_other_files_do_not_parse(name: str) -> None:
         ("my.topic-with-dashes-12", PartitionDirName("my.topic-with-dashes", 12, "live", None)),
         (f"orders-3.{UUID_HEX}-delete", PartitionDirName("orders", 3, "delete", UUID_HEX)),
         (f"a.b-c-0.{UUID_HEX}-future", PartitionDirName("a.b-c", 0, "future", UUID_HEX)),
-        (f"orders-2147483647.{UUID_HEX}-stray", PartitionDirName("orders", 2**31 - 1, "stray", UUID_HEX)),
+        (
+            f"orders-2147483647.{UUID_HEX}-stray",
+            PartitionDirName("orders", 2**31 - 1, "stray", UUID_HEX),
+        ),
     ],
 )
 def test_parse_partition_dir_name(name: str, expected: PartitionDirName) -> None:

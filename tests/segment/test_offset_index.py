@@ -50,7 +50,9 @@ def test_write_then_read(tmp_path: Path) -> None:
 
 
 def test_odd_length_is_corrupt_and_names_the_file(tmp_path: Path) -> None:
-    with pytest.raises(CorruptIndexError, match="expected a multiple of 8 bytes, found 13 bytes") as info:
+    with pytest.raises(
+        CorruptIndexError, match="expected a multiple of 8 bytes, found 13 bytes"
+    ) as info:
         decode_offset_index(bytes(13), BASE)
     assert info.value.position == 8 and info.value.path is None
     path = tmp_path / "00000000000000001000.index"
@@ -104,8 +106,10 @@ def test_check_reports_an_untrimmed_preallocated_file() -> None:
     data = encode_offset_index([OffsetIndexEntry(1010, 4200)], BASE) + bytes(8 * 1000)
     problems = check_offset_index(decode_offset_index(data, BASE), BASE)
     assert problems == [
-        ("1000 trailing zero-filled slots (a preallocated index that was never trimmed; "
-        "Kafka would read them as entries), from entry 1")
+        (
+            "1000 trailing zero-filled slots (a preallocated index that was never trimmed; "
+            "Kafka would read them as entries), from entry 1"
+        )
     ]
 
 
@@ -119,7 +123,10 @@ def test_check_reports_order_and_sign_problems_once_per_rule() -> None:
     assert check_offset_index(entries, BASE) == [
         "negative position: entry 2 has position -3",
         "offsets not strictly increasing (2 entries), first: entry 1 has offset 1010 after 1010",
-        "positions not strictly increasing (2 entries), first: entry 1 has position 4100 after 4200",
+        (
+            "positions not strictly increasing (2 entries), "
+            "first: entry 1 has position 4100 after 4200"
+        ),
     ]
 
 
@@ -128,8 +135,10 @@ def test_check_against_the_log() -> None:
     entries = [OffsetIndexEntry(1009, 4200), OffsetIndexEntry(1020, 8401)]
     assert check_offset_index(entries, BASE, log_batches=log) == [
         "entry does not point at a batch start: entry 1 points at position 8401",
-        ("entry's offset is not the last offset of its batch: entry 0 at position 4200: "
-        "expected offset 1010, found 1009"),
+        (
+            "entry's offset is not the last offset of its batch: entry 0 at position 4200: "
+            "expected offset 1010, found 1009"
+        ),
     ]
 
 

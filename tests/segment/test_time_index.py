@@ -51,7 +51,9 @@ def test_write_then_read(tmp_path: Path) -> None:
 def test_length_not_a_multiple_of_12_is_corrupt(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000500.timeindex"
     path.write_bytes(bytes(30))
-    with pytest.raises(CorruptIndexError, match="expected a multiple of 12 bytes, found 30") as info:
+    with pytest.raises(
+        CorruptIndexError, match="expected a multiple of 12 bytes, found 30"
+    ) as info:
         read_time_index(path, BASE)
     assert info.value.path == str(path) and info.value.position == 24
 
@@ -70,9 +72,10 @@ def test_encode_rejects_what_does_not_fit(entry: TimeIndexEntry, fragment: str) 
 
 def test_check_reports_kafkas_sanity_failures() -> None:
     problems = check_time_index([TimeIndexEntry(90, 510), TimeIndexEntry(80, 499)], BASE)
+    sanity = "(Kafka's sanity check fails: CorruptIndexException)"
     assert problems[:2] == [
-        "last offset 499 is below the base offset 500 (Kafka's sanity check fails: CorruptIndexException)",
-        "last timestamp 80 is below the first 90 (Kafka's sanity check fails: CorruptIndexException)",
+        f"last offset 499 is below the base offset 500 {sanity}",
+        f"last timestamp 80 is below the first 90 {sanity}",
     ]
     assert "timestamps decrease: entry 1 has timestamp 80 after 90" in problems
     assert "offsets decrease: entry 1 has offset 499 after 510" in problems
@@ -81,7 +84,9 @@ def test_check_reports_kafkas_sanity_failures() -> None:
 def test_check_reports_an_untrimmed_preallocated_file_but_not_a_lone_epoch_entry() -> None:
     data = encode_time_index([TimeIndexEntry(70, 510)], BASE) + bytes(12 * 3)
     problems = check_time_index(decode_time_index(data, BASE), BASE)
-    assert "3 trailing zero-filled slots (a preallocated index that was never trimmed" in problems[-1]
+    assert (
+        "3 trailing zero-filled slots (a preallocated index that was never trimmed" in problems[-1]
+    )
     assert check_time_index(decode_time_index(bytes(24), BASE), BASE)[0].startswith("2 trailing")
     assert check_time_index([TimeIndexEntry(0, BASE)], BASE) == []
 
@@ -93,10 +98,14 @@ def test_check_against_the_log() -> None:
     bad = [TimeIndexEntry(40, 503), TimeIndexEntry(65, 505), TimeIndexEntry(70, 509)]
     assert check_time_index(bad, BASE, log_batches=log) == [
         "entry's offset is not the last offset of a batch: entry 0 has offset 503",
-        ("entry's timestamp is not the running maximum at its batch: entry 1 at offset 505: "
-        "expected timestamp 70, found 65"),
-        ("entry's offset is not where its timestamp was first reached: entry 2: timestamp 70 was "
-        "first reached at offset 505; found offset 509"),
+        (
+            "entry's timestamp is not the running maximum at its batch: entry 1 at offset 505: "
+            "expected timestamp 70, found 65"
+        ),
+        (
+            "entry's offset is not where its timestamp was first reached: entry 2: "
+            "timestamp 70 was first reached at offset 505; found offset 509"
+        ),
     ]
 
 

@@ -32,9 +32,11 @@ def test_encode_decode_round_trip(entries: list[AbortedTxn]) -> None:
 
 
 def test_layout_matches_kafkas_aborted_txn() -> None:
-    data = encode_txn_index([AbortedTxn(producer_id=7, first_offset=10, last_offset=20, last_stable_offset=21)])
+    data = encode_txn_index(
+        [AbortedTxn(producer_id=7, first_offset=10, last_offset=20, last_stable_offset=21)]
+    )
     assert data == bytes.fromhex(
-        "0000" "0000000000000007" "000000000000000a" "0000000000000014" "0000000000000015"
+        "00000000000000000007000000000000000a00000000000000140000000000000015"
     )
 
 
@@ -48,7 +50,9 @@ def test_write_then_read(tmp_path: Path) -> None:
 def test_length_not_a_multiple_of_34_is_corrupt(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000000.txnindex"
     path.write_bytes(encode_txn_index([AbortedTxn(1, 0, 5, 6)]) + b"\x00" * 5)
-    with pytest.raises(CorruptIndexError, match="expected a multiple of 34 bytes, found 39 bytes") as info:
+    with pytest.raises(
+        CorruptIndexError, match="expected a multiple of 34 bytes, found 39 bytes"
+    ) as info:
         read_txn_index(path)
     assert info.value.path == str(path) and info.value.position == 34
 
@@ -66,10 +70,16 @@ def test_encode_rejects_fields_too_wide() -> None:
 
 
 def test_check_reports_kafkas_sanity_failure_and_order() -> None:
-    entries = [AbortedTxn(1, 90, 99, 100), AbortedTxn(1, 100, 120, 121), AbortedTxn(2, 101, 120, 121)]
+    entries = [
+        AbortedTxn(1, 90, 99, 100),
+        AbortedTxn(1, 100, 120, 121),
+        AbortedTxn(2, 101, 120, 121),
+    ]
     assert check_txn_index(entries, 100) == [
-        ("last offset below the segment's base offset (Kafka recovers the segment): "
-        "entry 0 has last offset 99 < 100"),
+        (
+            "last offset below the segment's base offset (Kafka recovers the segment): "
+            "entry 0 has last offset 99 < 100"
+        ),
         "last offsets not strictly increasing: entry 2 has last offset 120 after 120",
     ]
     assert check_txn_index(entries[1:2], 100) == []
