@@ -68,18 +68,25 @@ def _mutex(key: str) -> threading.Lock:
 
 
 def _open_lock_file(path: Path, *, writable: bool = True) -> int:
-    """Open (creating when missing) a lock file; read-only when we may not write someone else's."""
+    """Open (creating when missing) a lock file; read-only when we may not write someone else's.
+
+    Raises:
+        RefusedError: the file cannot be opened (a missing log dir, no permission …).
+    """
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-    except FileExistsError:
         try:
-            return os.open(path, (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
-        except PermissionError:
-            return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    if os.geteuid() == 0:  # hand a file we created to the log dir's owner (the broker's user)
-        owner = os.stat(path.parent)
-        os.fchown(fd, owner.st_uid, owner.st_gid)
-    return fd
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        except FileExistsError:
+            try:
+                return os.open(path, (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
+            except PermissionError:
+                return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        if os.geteuid() == 0:  # hand a file we created to the log dir's owner (the broker's user)
+            owner = os.stat(path.parent)
+            os.fchown(fd, owner.st_uid, owner.st_gid)
+        return fd
+    except OSError as err:
+        raise RefusedError(f"cannot open lock file {path}: {err.strerror}") from err
 
 
 def _try_lock(fd: int, operation: int) -> bool:
@@ -101,6 +108,9 @@ def broker_holds_lock(log_dir: str | os.PathLike[str]) -> bool:
     Returns:
         True when the exclusive lock is held; False when ``.lock`` is missing or unlocked (a stopped
         broker leaves the file behind), or when this process itself guards the log dir.
+
+    Raises:
+        RefusedError: ``.lock`` exists but cannot be opened, so a broker cannot be ruled out.
     """
     path = Path(log_dir) / BROKER_LOCK_FILE
     key = _key(path)
@@ -111,6 +121,8 @@ def broker_holds_lock(log_dir: str | os.PathLike[str]) -> bool:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             return False
+        except OSError as err:
+            raise RefusedError(f"cannot check {path} for a running broker: {err.strerror}") from err
         try:
             return not _try_lock(fd, fcntl.LOCK_SH)
         finally:
@@ -129,7 +141,7 @@ def log_dir_write_guard(log_dir: str | os.PathLike[str]) -> Iterator[None]:
         nest and may be held by several threads and processes at once.
 
     Raises:
-        RefusedError: a broker holds ``.lock``.
+        RefusedError: a broker holds ``.lock``, or ``.lock`` cannot be opened or created.
     """
     path = Path(log_dir) / BROKER_LOCK_FILE
     key = _key(path)
@@ -184,7 +196,8 @@ def partition_lock(log_dir: str | os.PathLike[str], partition_dir_name: str) -> 
         Nothing; the lock is held until the block exits.
 
     Raises:
-        RefusedError: another kcompact process or thread holds it.
+        RefusedError: another kcompact process or thread holds it, or the lock file cannot be
+            opened.
         ValueError: ``partition_dir_name`` is not a plain directory name.
     """
     path = partition_lock_path(log_dir, partition_dir_name)
@@ -216,6 +229,9 @@ def checkpoint_lock(log_dir: str | os.PathLike[str]) -> Iterator[None]:
 
     Yields:
         Nothing; the exclusive lock on ``<log_dir>/.kcompact-checkpoints.lock`` is held until exit.
+
+    Raises:
+        RefusedError: the lock file cannot be opened or created.
     """
     path = Path(log_dir) / CHECKPOINT_LOCK_FILE
     with _mutex(_key(path)):

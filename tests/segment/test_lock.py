@@ -213,3 +213,14 @@ def test_checkpoint_lock_serialises_threads(tmp_path: Path) -> None:
     for thread in threads:
         thread.join()
     assert overlaps == [1] * 80
+
+
+def test_a_lock_file_that_cannot_be_opened_is_a_refusal(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-log-dir"
+    refused = "cannot open lock file .*No such file"
+    with pytest.raises(RefusedError, match=refused), log_dir_write_guard(missing):
+        pass
+    with pytest.raises(RefusedError, match=refused), partition_lock(missing, "orders-3"):
+        pass
+    with pytest.raises(RefusedError, match="cannot open lock file"), checkpoint_lock(missing):
+        pass
