@@ -6,6 +6,7 @@
     python scripts/bench.py scan --workdir /tmp/kc-bench   # keep (and reuse) the generated data
 
 Sections:
+    clean  kcompact clean on the issue's two shapes (scripts/bench_clean.py), against a plain copy.
     scan   records.scan over a generated segment: scan_keys and scan_records over every batch,
            against the cost of copying the same bytes (shutil.copyfile, an in-memory copy).
 
@@ -207,8 +208,16 @@ def bench_scan(args: argparse.Namespace, workdir: Path) -> list[Row]:
     ]
 
 
+def _bench_clean(args: argparse.Namespace, workdir: Path) -> list[Row]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_clean import bench_clean
+
+    return bench_clean(args, workdir)
+
+
 SECTIONS: dict[str, Callable[[argparse.Namespace, Path], list[Row]]] = {
     "scan": bench_scan,
+    "clean": _bench_clean,
 }
 
 
@@ -236,6 +245,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                         help="where generated data goes and is reused (default: a temp dir)")
     parser.add_argument("--records", type=int, default=2_000_000,
                         help="records in the scan segment (default: 2,000,000)")
+    parser.add_argument("--clean-scale", type=float, default=1.0,
+                        help="fraction of the clean shapes' record counts (default: 1.0 = the issue's)")
     parser.add_argument("--seed", type=int, default=20250101, help="data generator seed")
     parser.add_argument("--repeat", type=int, default=3,
                         help="passes per measurement; the fastest counts (default: 3)")

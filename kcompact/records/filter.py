@@ -124,6 +124,19 @@ def _max_timestamp(batch: RecordBatch, columns: RecordColumns, keep: Sequence[in
     return max(NO_TIMESTAMP, max(timestamps[i] for i in keep))
 
 
+_TABLE_LIMIT = 1 << 14
+# Zig-zag encodings of -2^14..2^14-1: identical for varint and varlong, and they cover the deltas and
+# record lengths of almost every record, so the rebuild loop is a few list lookups per record.
+_SMALL = [encode_varlong(v) for v in range(-_TABLE_LIMIT, _TABLE_LIMIT)]
+
+
+def _zigzag_bytes(value: int) -> bytes:
+    index = value + _TABLE_LIMIT
+    if 0 <= index < 2 * _TABLE_LIMIT:
+        return _SMALL[index]
+    return encode_varlong(value)
+
+
 def _rebuild(
     batch: RecordBatch, columns: RecordColumns, keep: Sequence[int], horizon: int | None
 ) -> bytes:
@@ -131,18 +144,19 @@ def _rebuild(
     body_starts, record_ends, data = columns.body_starts, columns.record_ends, columns.data
     base_offset = batch.base_offset
     base_timestamp = timestamps[keep[0]] if horizon is None else horizon
+    small, limit = _SMALL, _TABLE_LIMIT
     parts: list[bytes] = []
     append = parts.append
     for i in keep:
-        prefix = (
-            b"\x00"
-            + encode_varlong(timestamps[i] - base_timestamp)
-            + encode_varint(offsets[i] - base_offset)
-        )
+        ts_index = timestamps[i] - base_timestamp + limit
+        off_index = offsets[i] - base_offset + limit
+        prefix = b"\x00" + (
+            small[ts_index] if 0 <= ts_index < 2 * limit else encode_varlong(ts_index - limit)
+        ) + (small[off_index] if 0 <= off_index < 2 * limit else encode_varint(off_index - limit))
         body = data[body_starts[i] : record_ends[i]]
-        append(encode_varint(len(prefix) + len(body)))
+        append(_zigzag_bytes(len(prefix) + len(body)))
         append(prefix)
-        append(bytes(body))
+        append(body)
     return encode_records_batch(
         b"".join(parts),
         count=len(keep),
