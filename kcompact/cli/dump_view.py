@@ -1,4 +1,13 @@
-"""Rendering of ``inspect dump`` items: kafka-dump-log's lines for people, JSON lines for scripts."""
+"""Rendering of ``inspect dump`` items: kafka-dump-log's lines for people, JSON lines for scripts.
+
+Text mode prints what ``kafka-dump-log --deep-iteration --print-data-log`` prints (``Dumping <file>``,
+``Log starting offset``, one ``baseOffset: … isvalid: …`` line per batch, ``| offset: …`` per record, the
+index entry lines), so an operator can compare the two side by side. Keys and values that are not printable
+UTF-8 are shown as ``base64:…`` instead of being written raw to the terminal.
+
+``--json`` prints every item as one JSON object per line on stdout, nothing else. In both modes warnings, and
+one line per problem or CRC-invalid batch, go to stderr.
+"""
 
 from __future__ import annotations
 
@@ -7,102 +16,162 @@ from collections.abc import Iterable
 from typing import Any
 
 from kcompact.cli import render
+from kcompact.records.batch import NO_SEQUENCE, increment_sequence
 
-_BATCH_FIELDS = (
-    ("baseOffset", "base_offset"),
-    ("lastOffset", "last_offset"),
-    ("count", "count"),
-    ("baseSequence", "base_sequence"),
-    ("producerId", "producer_id"),
-    ("producerEpoch", "producer_epoch"),
-    ("partitionLeaderEpoch", "partition_leader_epoch"),
-    ("isTransactional", "is_transactional"),
-    ("isControl", "is_control"),
-    ("deleteHorizonMs", "delete_horizon_ms"),
-    ("position", "position"),
-)
+Item = dict[str, Any]
 
 
-def render_dump(items: Iterable[dict[str, Any]], *, as_json: bool) -> bool:
-    """Print every item; return True when any problem or invalid batch was seen (exit code 2)."""
+def render_dump(items: Iterable[Item], *, as_json: bool) -> bool:
+    """Print every item; return True when any problem or CRC-invalid batch was seen (exit code 2).
+
+    Args:
+        items: what :func:`kcompact.inspect.dump.dump_path` yields.
+        as_json: one JSON object per line instead of kafka-dump-log's text.
+
+    Returns:
+        Whether the input had a problem.
+    """
     problems = False
-    current_file: str | None = None
+    batch: Item | None = None  # the batch the next record lines belong to
     for item in items:
         kind = item["type"]
+        if kind == "warning":
+            render.warning_line(f"{item['file']}: {item['message']}")
+            continue
         if kind == "problem" or (kind == "batch" and not item["crc_valid"]):
             problems = True
+            render.error_line(_problem_text(item))
         if as_json:
             render.emit_json_line(item)
             continue
-        if kind == "problem":
-            where = "" if item["position"] is None else f" at position {item['position']}"
-            render.error_line(f"{item['file']}{where}: {item['message']}")
-            continue
-        file = item.get("file")
-        if file is not None and file != current_file:
-            current_file = file
-            render.plain(f"Dumping {file}")
-        render.plain(_line(item))
+        if kind == "batch":
+            batch = item
+        for line in _lines(item, batch):
+            render.plain(line)
     return problems
 
 
-def _line(item: dict[str, Any]) -> str:
+def _problem_text(item: Item) -> str:
+    where = item["file"] if item["position"] is None else f"{item['file']} at position {item['position']}"
+    if item["type"] == "problem":
+        return f"{where}: {item['message']}"
+    return (f"{where}: batch {item['base_offset']}..{item['last_offset']} fails its CRC check; "
+            f"expected a checksum matching its bytes, found crc {item['crc']}")
+
+
+def _lines(item: Item, batch: Item | None) -> list[str]:
     kind = item["type"]
+    if kind == "file":
+        return _file_lines(item)
     if kind == "batch":
-        return _batch_line(item)
-    if kind == "record":
-        return _record_line(item)
+        return [_batch_line(item)]
+    if kind == "record" and batch is not None:
+        return [_record_line(item, batch)]
     if kind == "offset_index_entry":
-        return f"offset: {item['offset']} position: {item['position']}"
+        return [f"offset: {item['offset']} position: {item['position']}"]
     if kind == "time_index_entry":
-        return f"timestamp: {item['timestamp']} offset: {item['offset']}"
+        return [f"timestamp: {item['timestamp']} offset: {item['offset']}"]
     if kind == "aborted_txn":
-        return (
-            f"producerId: {item['producer_id']} firstOffset: {item['first_offset']} "
-            f"lastOffset: {item['last_offset']} lastStableOffset: {item['last_stable_offset']}"
+        return [_aborted_txn_line(item)]
+    if kind == "index_check":
+        return [_index_check_line(item)]
+    return []  # problems were printed on stderr
+
+
+def _aborted_txn_line(item: Item) -> str:
+    return (f"version: {item['version']} producerId: {item['producer_id']} "
+            f"firstOffset: {item['first_offset']} lastOffset: {item['last_offset']} "
+            f"lastStableOffset: {item['last_stable_offset']}")
+
+
+def _file_lines(item: Item) -> list[str]:
+    lines = [f"Dumping {item['file']}"]
+    if item["kind"] == "log":
+        lines.append(f"Log starting offset: {item['base_offset']}")
+    elif item["size_in_bytes"] == 0:
+        lines.append(f"{item['file']} is empty.")
+    return lines
+
+
+def _index_check_line(item: Item) -> str:
+    against = "its own rules only (no .log)" if item["log_file"] is None else item["log_file"]
+    count = item["problems"]
+    verdict = "ok" if count == 0 else f"{count} problem{'s' if count > 1 else ''}"
+    return f"Verified {item['file']} against {against}: {verdict}"
+
+
+def _batch_line(item: Item) -> str:
+    if item["magic"] >= 2:
+        last_sequence = _sequence(item["base_sequence"], item["last_offset"] - item["base_offset"])
+        head = (
+            f"baseOffset: {item['base_offset']} lastOffset: {item['last_offset']} "
+            f"count: {item['count']} baseSequence: {item['base_sequence']} "
+            f"lastSequence: {last_sequence} producerId: {item['producer_id']} "
+            f"producerEpoch: {item['producer_epoch']} "
+            f"partitionLeaderEpoch: {item['partition_leader_epoch']} "
+            f"isTransactional: {_bool(item['is_transactional'])} "
+            f"isControl: {_bool(item['is_control'])} "
+            f"deleteHorizonMs: {_optional_long(item['delete_horizon_ms'])}"
         )
-    return " ".join(f"{k}: {v}" for k, v in item.items() if k != "type")
+    else:
+        head = f"offset: {item['last_offset']}"
+    return (
+        f"{head} position: {item['position']} {item['timestamp_type']}: {item['max_timestamp']} "
+        f"size: {item['size_in_bytes']} magic: {item['magic']} "
+        f"compresscodec: {item['compression']} crc: {item['crc']} isvalid: {_bool(item['crc_valid'])}"
+    )
 
 
-def _batch_line(item: dict[str, Any]) -> str:
-    parts = [f"{label}: {_fmt(item[key])}" for label, key in _BATCH_FIELDS]
-    parts.append(f"{item['timestamp_type']}: {item['max_timestamp']}")
-    parts.append(f"size: {item['size_in_bytes']}")
-    parts.append(f"magic: {item['magic']}")
-    parts.append(f"compresscodec: {item['compression']}")
-    parts.append(f"crc: {item['crc']}")
-    parts.append(f"isvalid: {_fmt(item['crc_valid'])}")
-    return " ".join(parts)
-
-
-def _record_line(item: dict[str, Any]) -> str:
-    parts = [f"| offset: {item['offset']}", f"timestamp: {item['timestamp']}"]
-    if item["control"] is not None:
-        parts.append(f"endTxnMarker: {item['control']}")
+def _record_line(item: Item, batch: Item) -> str:
+    parts = [
+        f"| offset: {item['offset']} {batch['timestamp_type']}: {item['timestamp']}",
+        f"keySize: {_size(item['key'])} valueSize: {_size(item['value'])}",
+    ]
+    if batch["magic"] >= 2:
+        sequence = _sequence(batch["base_sequence"], item["offset"] - batch["base_offset"])
+        keys = ",".join(_printable(header["key"]) for header in item["headers"])
+        parts.append(f"sequence: {sequence} headerKeys: [{keys}]")
+    if batch["is_control"]:
         if item["coordinator_epoch"] is not None:
-            parts.append(f"coordinatorEpoch: {item['coordinator_epoch']}")
+            parts.append(f"endTxnMarker: {item['control']} "
+                         f"coordinatorEpoch: {item['coordinator_epoch']}")
+        elif item["control"] is not None:
+            parts.append(f"controlType: {item['control']}")
         return " ".join(parts)
-    key, value = _text(item["key"]), _text(item["value"])
-    parts.append(f"keySize: {_size(item['key'])} valueSize: {_size(item['value'])}")
-    parts.append(f"headerKeys: [{','.join(h['key'] for h in item['headers'])}]")
-    parts.append(f"key: {key} payload: {value}")
+    if item["key"] is not None:
+        parts.append(f"key: {_text(item['key'])}")
+    if item["value"] is not None:
+        parts.append(f"payload: {_text(item['value'])}")
     return " ".join(parts)
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "none" if value is None else str(value)
+def _sequence(base_sequence: int, offset_delta: int) -> int:
+    """Kafka's per-record sequence: the base sequence plus the offset delta, wrapping at 2^31."""
+    if base_sequence == NO_SEQUENCE:
+        return NO_SEQUENCE
+    return increment_sequence(base_sequence, offset_delta)
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _optional_long(value: int | None) -> str:
+    """How Java prints the OptionalLong kafka-dump-log shows for deleteHorizonMs."""
+    return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
 
 
 def _size(b64: str | None) -> int:
     return -1 if b64 is None else len(base64.b64decode(b64))
 
 
-def _text(b64: str | None) -> str:
-    """Printable UTF-8 as is (like kafka-dump-log --print-data-log), anything else as base64:…"""
-    if b64 is None:
-        return "null"
+def _printable(text: str) -> str:
+    """Text as is when printable, else with escapes: data must not drive the terminal."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
+def _text(b64: str) -> str:
+    """Printable UTF-8 as is (like kafka-dump-log's string decoder), anything else as base64:…"""
     raw = base64.b64decode(b64)
     try:
         text = raw.decode("utf-8")

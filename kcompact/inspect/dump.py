@@ -1,18 +1,31 @@
-"""``inspect dump``: the contents of segments and indexes as a stream of JSON-ready objects.
+"""``inspect dump``: the contents of segments and indexes as a stream of JSON-ready items.
 
-What ``kafka-dump-log`` prints, as data. Every item is a ``dict`` with a ``"type"``; the field names are part
-of kcompact's interface (README.md documents them and tests/inspect/test_dump.py fixes them):
+What ``kafka-dump-log`` prints, as data, for a ``.log``/``.index``/``.timeindex``/``.txnindex`` file or for
+every segment of a partition directory. Every item is a ``dict`` with a ``"type"``; names and key order are
+part of kcompact's interface (``--json`` prints them as they are; tests/inspect/test_dump.py fixes them):
 
+* ``file`` — ``file, kind, base_offset, size_in_bytes``: starts the items of one file (kind ``log``,
+  ``index``, ``timeindex`` or ``txnindex``), so an empty file still shows up;
 * ``batch`` — ``file, position, base_offset, last_offset, count, magic, compression, timestamp_type,
   is_control, is_transactional, producer_id, producer_epoch, base_sequence, partition_leader_epoch,
-  max_timestamp, delete_horizon_ms, size_in_bytes, crc, crc_valid``;
-* ``record`` (after its batch, with ``records=True``) — ``offset, timestamp, key, value, headers, control,
-  coordinator_epoch``; key, value and header values are base64 strings or null, header keys are text;
+  max_timestamp, delete_horizon_ms, size_in_bytes, crc, crc_valid`` (a v0/v1 entry too: ``count`` is its
+  message count, the producer fields -1, ``delete_horizon_ms`` null);
+* ``record`` (after its batch, with ``records=True``) — ``offset, timestamp, key, value, headers
+  [{key, value}], control, coordinator_epoch``; key, value and header values are base64 or null, header keys
+  text; ``control`` is COMMIT/ABORT for transaction markers, the control type's name (LEADER_CHANGE,
+  SNAPSHOT_HEADER, …, UNKNOWN) for other control records and null for data;
 * ``offset_index_entry`` — ``file, offset, position``; ``time_index_entry`` — ``file, timestamp, offset``;
-  ``aborted_txn`` — ``file, producer_id, first_offset, last_offset, last_stable_offset``;
-* ``problem`` — ``file, position, message``: a CRC failure is reported on the batch itself
-  (``crc_valid: false``); a record that does not parse, a broken frame, an index that disagrees with the
-  log is a problem. After a framing problem the rest of that file cannot be walked.
+  ``aborted_txn`` — ``file, version, producer_id, first_offset, last_offset, last_stable_offset``;
+* ``index_check`` (``verify_index=True``) — ``file, log_file, problems``: one index was compared with its
+  segment's ``.log`` (``log_file`` null when the ``.log`` is missing) and ``problems`` items were found;
+* ``problem`` — ``file, position, message``: bad input. A CRC failure is reported on the batch itself
+  (``crc_valid: false``), not as a problem;
+* ``warning`` — ``file, message``: worth knowing, not bad input (a live broker, a missing index).
+
+What is checked: the framing, header and CRC of every batch; with ``records=True`` also every record, the
+record count and control records. The walk goes on past a bad entry whenever its frame (offset, size,
+magic) is sound — that is all Kafka itself uses to step to the next batch — and stops where the frame breaks
+(a size below 14, an unknown magic, an entry running past the end of the file).
 
 The generator never raises for bad content inside a file: it yields ``problem`` items and goes on where the
 framing allows. It raises :class:`~kcompact.errors.KcompactError` only for a path it cannot dump at all.
@@ -22,24 +35,40 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kcompact.errors import CorruptDataError, KcompactError
-from kcompact.records.batch import TimestampType
+from kcompact.records.batch import (
+    ENTRY_PREFIX_STRUCT,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_VALUE_V2,
+    RECORD_OVERHEAD_V0,
+    RecordBatch,
+    TimestampType,
+)
 from kcompact.records.control import ControlRecordKey, ControlRecordType, EndTransactionMarker
 from kcompact.segment import offset_index, time_index, txn_index
+from kcompact.segment.lock import BROKER_LOCK_FILE, broker_holds_lock
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import parse_segment_file_name
-from kcompact.segment.partition import is_partition_dir, open_partition
+from kcompact.segment.partition import SegmentFiles, is_partition_dir, open_partition
+from kcompact.segment.verify_index import verify_index_file
 
 if TYPE_CHECKING:
-    from kcompact.records.batch import RecordBatch
     from kcompact.records.legacy import LegacyEntry
+    from kcompact.records.record import Record
+
+    AnyBatch = RecordBatch | LegacyEntry
 
 Item = dict[str, Any]
 
+DUMPABLE_KINDS = ("log", "index", "timeindex", "txnindex")
+COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
+LEGACY_MAX_CODEC = 3  # gzip, snappy, lz4: zstd needs magic 2
 TIMESTAMP_TYPE_NAMES = {
     TimestampType.NO_TIMESTAMP_TYPE: "NoTimestampType",
     TimestampType.CREATE_TIME: "CreateTime",
@@ -55,7 +84,8 @@ def dump_path(
     Args:
         path: the file or partition directory.
         records: also yield every record after its batch.
-        verify_index: check index files against the log and yield ``problem`` items for disagreements.
+        verify_index: check index files against the log: ``problem`` items for disagreements and one
+            ``index_check`` item per index file.
 
     Yields:
         JSON-ready items as described in the module docstring.
@@ -66,54 +96,164 @@ def dump_path(
     target = Path(path)
     if target.is_dir():
         if not is_partition_dir(target):
-            raise KcompactError(f"{target}: not a partition directory or segment file")
-        partition = open_partition(target)
-        for segment in partition.segments:
-            yield from _dump_log(segment.log_path, segment.base_offset, records)
-            if verify_index:
-                for index in (segment.index_path, segment.time_index_path, segment.txn_index_path):
-                    if index is not None:
-                        yield from _verify(index, segment.base_offset, segment.log_path)
+            raise KcompactError(
+                f"{target}: not a partition directory; expected a <topic>-<partition> directory "
+                f"or a .log, .index, .timeindex or .txnindex file")
+        yield from _dump_partition(target, records, verify_index)
         return
     parsed = parse_segment_file_name(target.name)
-    if parsed is None or parsed.kind not in ("log", "index", "timeindex", "txnindex"):
+    if parsed is None or parsed.kind not in DUMPABLE_KINDS:
         raise KcompactError(
-            f"{target}: not a segment file; expected <20-digit offset>.log, .index, .timeindex or .txnindex"
-        )
+            f"{target}: not a segment file; expected <offset>.log, .index, .timeindex or .txnindex")
+    live = yield from _live_check(target.parent.parent)
     if parsed.kind == "log":
         yield from _dump_log(target, parsed.base_offset, records)
         return
     yield from _dump_index(target, parsed.kind, parsed.base_offset)
     if verify_index:
-        sibling = target.with_name(target.name.replace(f".{parsed.kind}", ".log", 1))
-        yield from _verify(target, parsed.base_offset, sibling)
+        log_path = target.with_name(target.name.split(".", 1)[0] + ".log")
+        yield from _verify(target, parsed.base_offset, log_path, allow_preallocated=live)
+
+
+def _dump_partition(directory: Path, records: bool, verify_index: bool) -> Iterator[Item]:
+    partition = open_partition(directory)
+    live = yield from _live_check(directory.parent)
+    for number, segment in enumerate(partition.segments):
+        yield from _dump_log(segment.log_path, segment.base_offset, records)
+        if verify_index:
+            active = number == len(partition.segments) - 1
+            yield from _verify_segment(segment, allow_preallocated=live and active)
+    if verify_index:
+        for orphan in partition.orphan_indexes:
+            yield warning_item(orphan, "index file without its .log (an orphan a broker deletes at "
+                                       "startup); not checked")
+
+
+def _live_check(log_dir: Path) -> Generator[Item, None, bool]:
+    """Warn when a running broker holds ``log_dir``; return whether it does (via ``yield from``)."""
+    lock = log_dir / BROKER_LOCK_FILE
+    try:
+        live = broker_holds_lock(log_dir)
+    except (KcompactError, OSError) as err:  # reading is allowed anyway; say what is unknown
+        yield warning_item(lock, f"cannot tell whether a broker holds this lock ({err}); if one "
+                                 f"runs, the active segment may change while it is read")
+        return False
+    if live:
+        yield warning_item(lock, "held by a running Kafka broker: the active segment may change while "
+                                 "it is read (a partial last batch, preallocated indexes)")
+    return live
+
+
+def _verify_segment(segment: SegmentFiles, *, allow_preallocated: bool) -> Iterator[Item]:
+    if segment.index_path is None:
+        yield warning_item(segment.log_path, "no .index: a broker recovers this segment at startup "
+                                             "and rebuilds its indexes")
+    elif segment.time_index_path is None:
+        yield warning_item(segment.log_path, "no .timeindex: a broker creates an empty one and does "
+                                             "not rebuild it (time rules then use the .log's mtime)")
+    for index in (segment.index_path, segment.time_index_path, segment.txn_index_path):
+        if index is not None:
+            yield from _verify(index, segment.base_offset, segment.log_path,
+                               allow_preallocated=allow_preallocated)
+
+
+def _verify(index_path: Path, base_offset: int, log_path: Path, *,
+            allow_preallocated: bool) -> Iterator[Item]:
+    found = verify_index_file(index_path, base_offset, log_path,
+                              allow_preallocated=allow_preallocated)
+    for message in found:
+        yield problem_item(index_path, None, message)
+    yield {"type": "index_check", "file": str(index_path),
+           "log_file": str(log_path) if log_path.exists() else None, "problems": len(found)}
+
+
+def _file_item(path: Path, kind: str, base_offset: int, size_in_bytes: int) -> Item:
+    return {"type": "file", "file": str(path), "kind": kind, "base_offset": base_offset,
+            "size_in_bytes": size_in_bytes}
 
 
 def _dump_log(path: Path, base_offset: int, records: bool) -> Iterator[Item]:
-    with LogFile(path) as log:
-        try:
-            for batch in log.iter_batches():
-                yield batch_item(batch, path)
-                if records:
-                    yield from _record_items(batch, path)
-        except CorruptDataError as err:
-            yield problem_item(path, err.position, err.message)
+    try:
+        log = LogFile(path)
+    except OSError as err:
+        yield problem_item(path, None, f"cannot read the file: {err.strerror or err}")
+        return
+    with log:
+        yield _file_item(path, "log", base_offset, log.size_in_bytes)
+        position: int | None = 0
+        while position is not None:
+            position = yield from _walk(log, position, records)
 
 
-def batch_item(batch: RecordBatch | LegacyEntry, path: Path) -> Item:
-    """The ``batch`` item of one v2 batch or legacy entry."""
+def _walk(log: LogFile, start: int, records: bool) -> Generator[Item, None, int | None]:
+    """Yield the items of the entries from ``start``; return where to resume after a bad one, or None."""
+    position = start
+    try:
+        for batch in log.iter_batches(start):
+            yield from _batch_items(batch, log.path, records)
+            position = batch.position + batch.size_in_bytes
+    except CorruptDataError as err:
+        yield problem_item(log.path, err.position, err.message)
+        return _next_frame(log.buffer, position)
+    except KcompactError as err:  # UnsupportedFormatError has no position: the walk knows it
+        yield problem_item(log.path, position, _without_buffer_prefix(str(err), position))
+        return _next_frame(log.buffer, position)
+    return None
+
+
+def _next_frame(buffer: memoryview, position: int) -> int | None:
+    """Where the entry after the one at ``position`` starts, when that entry's frame is sound."""
+    if len(buffer) - position < HEADER_SIZE_UP_TO_MAGIC:
+        return None
+    _offset, size = ENTRY_PREFIX_STRUCT.unpack_from(buffer, position)
+    if size < RECORD_OVERHEAD_V0 or buffer[position + MAGIC_OFFSET] > MAGIC_VALUE_V2:
+        return None
+    end = position + LOG_OVERHEAD + size
+    return end if end <= len(buffer) else None
+
+
+def _without_buffer_prefix(message: str, position: int) -> str:
+    # records.batch names the buffer position in UnsupportedFormatError messages; the problem item
+    # already carries the (same) file position.
+    return message.removeprefix(f"v2 batch at buffer position {position}: ")
+
+
+def _batch_items(batch: AnyBatch, path: Path, records: bool) -> Iterator[Item]:
+    if isinstance(batch, RecordBatch):
+        yield batch_item(batch, path)
+        if records:
+            yield from _record_items(batch, _decode_v2(batch), path)
+        return
+    if batch.compression > LEGACY_MAX_CODEC:
+        yield problem_item(path, batch.position,
+                           f"unknown compression codec for a magic {batch.magic} message; expected "
+                           f"0..{LEGACY_MAX_CODEC}, found {batch.compression}")
+        return
+    decoded = _decode_legacy(batch)
+    item = batch_item(batch, path)
+    if isinstance(decoded, KcompactError):
+        item.update(base_offset=None, count=None)
+    else:
+        item.update(base_offset=decoded[0].offset, count=len(decoded))
+    yield item
+    if isinstance(decoded, KcompactError) or records:
+        yield from _record_items(batch, decoded, path)
+
+
+def batch_item(batch: AnyBatch, path: Path) -> Item:
+    """The ``batch`` item of one v2 batch or legacy entry (for a legacy wrapper, ``base_offset`` and
+    ``count`` need its records: :func:`dump_path` fills them in)."""
+    legacy = batch.magic < MAGIC_VALUE_V2
     return {
         "type": "batch",
         "file": str(path),
         "position": batch.position,
-        "base_offset": batch.base_offset if batch.magic >= 2 else _legacy_base(batch),
+        "base_offset": batch.last_offset if legacy else batch.base_offset,
         "last_offset": batch.last_offset,
-        "count": batch.records_count if batch.magic >= 2 else _legacy_count(batch),
+        "count": 1 if legacy else batch.records_count,
         "magic": batch.magic,
-        "compression": _compression_label(batch.compression),
-        "timestamp_type": TIMESTAMP_TYPE_NAMES.get(
-            TimestampType(batch.timestamp_type), str(batch.timestamp_type)
-        ),
+        "compression": COMPRESSION_NAMES[batch.compression],
+        "timestamp_type": TIMESTAMP_TYPE_NAMES[TimestampType(batch.timestamp_type)],
         "is_control": batch.is_control,
         "is_transactional": batch.is_transactional,
         "producer_id": batch.producer_id,
@@ -128,42 +268,44 @@ def batch_item(batch: RecordBatch | LegacyEntry, path: Path) -> Item:
     }
 
 
-def _legacy_base(batch: RecordBatch | LegacyEntry) -> int | None:
+def _decode_v2(batch: RecordBatch) -> list[Record] | KcompactError:
+    from kcompact.records.record import decode_records
+
     try:
-        return batch.base_offset
-    except CorruptDataError:
-        return None
-
-
-def _legacy_count(batch: RecordBatch | LegacyEntry) -> int | None:
-    try:
-        return batch.records_count
-    except CorruptDataError:
-        return None
-
-
-def _compression_label(codec: int) -> str:
-    labels = ("none", "gzip", "snappy", "lz4", "zstd")
-    return labels[codec] if 0 <= codec < len(labels) else str(codec)
-
-
-def _record_items(batch: RecordBatch | LegacyEntry, path: Path) -> Iterator[Item]:
-    try:
-        decoded = _decode(batch)
+        return decode_records(batch)
     except CorruptDataError as err:
-        yield problem_item(path, batch.position, err.message)
+        position = batch.position + (err.position or 0)
+        return CorruptDataError(err.message, position=position, offset=err.offset)
+    except KcompactError as err:
+        return err
+
+
+def _decode_legacy(entry: LegacyEntry) -> list[Record] | KcompactError:
+    from kcompact.records.legacy import legacy_records
+
+    try:
+        return legacy_records(entry)  # errors name the entry's position in the file already
+    except KcompactError as err:
+        return err
+
+
+def _record_items(
+    batch: AnyBatch, decoded: list[Record] | KcompactError, path: Path
+) -> Iterator[Item]:
+    if isinstance(decoded, KcompactError):
+        position = decoded.position if isinstance(decoded, CorruptDataError) else None
+        message = decoded.message if isinstance(decoded, CorruptDataError) else str(decoded)
+        yield problem_item(path, batch.position if position is None else position, message)
         return
     for record in decoded:
         control: str | None = None
         coordinator_epoch: int | None = None
-        if batch.is_control and record.key is not None:
+        if batch.is_control:
             try:
-                key = ControlRecordKey.parse(record.key)
-                control = _control_name(key.type)
-                if key.type in (ControlRecordType.ABORT, ControlRecordType.COMMIT) and record.value:
-                    coordinator_epoch = EndTransactionMarker.parse(record.value).coordinator_epoch
+                control, coordinator_epoch = _control_fields(record)
             except CorruptDataError as err:
-                yield problem_item(path, batch.position, f"control record at offset {record.offset}: {err.message}")
+                yield problem_item(path, batch.position,
+                                   f"control record at offset {record.offset}: {err.message}")
         yield {
             "type": "record",
             "offset": record.offset,
@@ -171,28 +313,20 @@ def _record_items(batch: RecordBatch | LegacyEntry, path: Path) -> Iterator[Item
             "key": _b64(record.key),
             "value": _b64(record.value),
             "headers": [
-                {"key": h.key.decode("utf-8", "replace"), "value": _b64(h.value)} for h in record.headers
+                {"key": h.key.decode("utf-8", "replace"), "value": _b64(h.value)}
+                for h in record.headers
             ],
             "control": control,
             "coordinator_epoch": coordinator_epoch,
         }
 
 
-def _decode(batch: RecordBatch | LegacyEntry) -> list[Any]:
-    if batch.magic >= 2:
-        from kcompact.records.record import decode_records
-
-        return decode_records(batch)  # type: ignore[arg-type]
-    from kcompact.records.legacy import legacy_records
-
-    return legacy_records(batch)  # type: ignore[arg-type]
-
-
-def _control_name(control_type: int) -> str:
-    try:
-        return ControlRecordType(control_type).name
-    except ValueError:
-        return "UNKNOWN"
+def _control_fields(record: Record) -> tuple[str, int | None]:
+    """The control type's name and, for COMMIT/ABORT, the marker's coordinator epoch."""
+    key = ControlRecordKey.parse(record.key)
+    if key.type in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+        return key.type.name, EndTransactionMarker.parse(record.value).coordinator_epoch
+    return key.type.name, None
 
 
 def _b64(data: bytes | memoryview | None) -> str | None:
@@ -204,8 +338,18 @@ def problem_item(path: Path, position: int | None, message: str) -> Item:
     return {"type": "problem", "file": str(path), "position": position, "message": message}
 
 
+def warning_item(path: Path, message: str) -> Item:
+    """A ``warning`` item about ``path``: worth knowing, not bad input."""
+    return {"type": "warning", "file": str(path), "message": message}
+
+
 def _dump_index(path: Path, kind: str, base_offset: int) -> Iterator[Item]:
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        yield problem_item(path, None, f"cannot read the file: {err.strerror or err}")
+        return
+    yield _file_item(path, kind, base_offset, len(data))
     try:
         if kind == "index":
             for entry in offset_index.decode_offset_index(data, base_offset):
@@ -217,15 +361,8 @@ def _dump_index(path: Path, kind: str, base_offset: int) -> Iterator[Item]:
                        "offset": tentry.offset}
         else:
             for txn in txn_index.decode_txn_index(data):
-                yield {"type": "aborted_txn", "file": str(path), "producer_id": txn.producer_id,
-                       "first_offset": txn.first_offset, "last_offset": txn.last_offset,
-                       "last_stable_offset": txn.last_stable_offset}
+                yield {"type": "aborted_txn", "file": str(path), "version": txn.version,
+                       "producer_id": txn.producer_id, "first_offset": txn.first_offset,
+                       "last_offset": txn.last_offset, "last_stable_offset": txn.last_stable_offset}
     except CorruptDataError as err:
         yield problem_item(path, err.position, err.message)
-
-
-def _verify(index_path: Path, base_offset: int, log_path: Path) -> Iterator[Item]:
-    from kcompact.segment.verify_index import verify_index_file
-
-    for message in verify_index_file(index_path, base_offset, log_path):
-        yield problem_item(index_path, None, message)

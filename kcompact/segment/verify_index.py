@@ -1,57 +1,176 @@
 """Checking one index file against its segment's ``.log``: what ``inspect dump --verify-index`` reports.
 
-Kafka's own checks (spec §5) plus agreement with the log: every offset-index entry must point at a batch start
-whose last offset is the entry's offset, the time index must follow the running maximum timestamp, and txn-index
-entries must not lie below the segment's base. Also flags a file that differs from what Kafka 4.1 would build
-from the log (a sparser or denser index is valid for a broker, so this is a note, not a failure).
+Kafka's own sanity rules (spec §5) plus agreement with the log, which Kafka trusts without checking at load:
+
+* ``.index`` — every entry names a batch start, and the entry's offset is that batch's *last* offset;
+* ``.timeindex`` — every entry is the running maximum ``max_timestamp`` at a batch's last offset, at the
+  batch that first reached it;
+* ``.txnindex`` — no entry below the segment's base, ``last_offset`` strictly increasing, ``first_offset``
+  not after ``last_offset``, and every ``last_offset`` is the offset of an ABORT marker of the entry's
+  producer in this segment (a broker stores the entry with its marker, spec §5.3).
+
+A sparser or denser index than Kafka 4.1 would build is still valid for a broker and is not reported. A
+preallocated index (zero-filled slots after the entries) is a problem in a closed segment — Kafka reads
+every slot as an entry — but normal in the active segment of a running broker, which callers say with
+``allow_preallocated``. Only batch headers are read from the ``.log``, plus the key and value of each
+control record.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
-from kcompact.errors import CorruptDataError
+from kcompact.errors import KcompactError
+from kcompact.records.batch import RecordBatch
+from kcompact.records.control import ControlRecordKey
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import parse_segment_file_name
-from kcompact.segment.offset_index import check_offset_index, decode_offset_index
-from kcompact.segment.time_index import check_time_index, decode_time_index
-from kcompact.segment.txn_index import check_txn_index, decode_txn_index
+from kcompact.segment.offset_index import (
+    Finding,
+    OffsetIndexEntry,
+    check_offset_index,
+    decode_offset_index,
+)
+from kcompact.segment.time_index import TimeIndexEntry, check_time_index, decode_time_index
+from kcompact.segment.txn_index import AbortedTxn, check_txn_index, decode_txn_index
+
+if TYPE_CHECKING:
+    from kcompact.records.legacy import LegacyEntry
+
+_Entry = TypeVar("_Entry", OffsetIndexEntry, TimeIndexEntry)
+
+MARKER_NONE = "no records"  # a control batch emptied to a shell by the cleaner
+MARKER_UNREADABLE = "unreadable"
 
 
-def verify_index_file(index_path: Path, base_offset: int, log_path: Path) -> list[str]:
+@dataclass(slots=True)
+class LogFacts:
+    """What the index checks need of a segment's ``.log``, from one walk of its batch headers."""
+
+    starts: list[tuple[int, int]] = field(default_factory=list)  # (position, last_offset)
+    times: list[tuple[int, int]] = field(default_factory=list)  # (last_offset, max_timestamp)
+    markers: dict[int, tuple[int, str]] = field(default_factory=dict)  # offset -> (producer, type)
+
+
+def verify_index_file(
+    index_path: Path, base_offset: int, log_path: Path, *, allow_preallocated: bool = False
+) -> list[str]:
     """Problems of one ``.index``/``.timeindex``/``.txnindex`` file, in words (empty: none found).
 
     Args:
         index_path: the index file.
         base_offset: its segment's base offset.
-        log_path: the segment's ``.log`` (may be missing: then only the file's own rules are checked).
+        log_path: the segment's ``.log``; when it is missing only the file's own rules are checked.
+        allow_preallocated: ignore trailing zero-filled slots (the active segment of a live broker).
 
     Returns:
-        One sentence per problem.
+        One sentence per problem. A ``.log`` that cannot be walked adds one sentence saying the
+        comparison was skipped; the index's own rules are still checked.
     """
     parsed = parse_segment_file_name(index_path.name)
     kind = parsed.kind if parsed is not None else ""
-    data = index_path.read_bytes()
+    if kind not in ("index", "timeindex", "txnindex"):
+        return ["not an index file; expected a .index, .timeindex or .txnindex name, found "
+                + index_path.name]
     try:
-        batches = _log_batches(log_path) if log_path.exists() else None
-    except CorruptDataError as err:
-        return [f"cannot compare with {log_path.name}: {err}"]
+        data = index_path.read_bytes()
+    except OSError as err:
+        return [f"cannot read the file: {err.strerror or err}"]
+    problems: list[str] = []
+    facts: LogFacts | None = None
+    if log_path.exists():
+        try:
+            facts = read_log_facts(log_path)
+        except (KcompactError, OSError) as err:
+            problems.append(f"not compared with {log_path.name}, which cannot be walked: {err}")
     try:
-        if kind == "index":
-            entries = decode_offset_index(data, base_offset)
-            pairs = None if batches is None else [(p, last) for p, last, _ts in batches]
-            return check_offset_index(entries, base_offset, log_batches=pairs)
-        if kind == "timeindex":
-            tentries = decode_time_index(data, base_offset)
-            tpairs = None if batches is None else [(last, ts) for _p, last, ts in batches]
-            return check_time_index(tentries, base_offset, log_batches=tpairs)
-        if kind == "txnindex":
-            return check_txn_index(decode_txn_index(data), base_offset)
-    except CorruptDataError as err:
-        return [err.message]
-    return [f"not an index file: {index_path.name}"]
+        problems += _check(kind, data, base_offset, facts, allow_preallocated)
+    except KcompactError as err:
+        problems.append(getattr(err, "message", str(err)))
+    return problems
 
 
-def _log_batches(log_path: Path) -> list[tuple[int, int, int]]:
+def _check(kind: str, data: bytes, base_offset: int, facts: LogFacts | None,
+           allow_preallocated: bool) -> list[str]:
+    if kind == "index":
+        entries = decode_offset_index(data, base_offset)
+        if allow_preallocated:
+            entries = _trim(entries, OffsetIndexEntry(base_offset, 0), keep_one=False)
+        return check_offset_index(entries, base_offset,
+                                  log_batches=None if facts is None else facts.starts)
+    if kind == "timeindex":
+        tentries = decode_time_index(data, base_offset)
+        if allow_preallocated:
+            tentries = _trim(tentries, TimeIndexEntry(0, base_offset), keep_one=True)
+        return check_time_index(tentries, base_offset,
+                                log_batches=None if facts is None else facts.times)
+    txns = decode_txn_index(data)
+    problems = check_txn_index(txns, base_offset)
+    _check_txns(txns, facts, problems)
+    return problems
+
+
+def _trim(entries: list[_Entry], zero: _Entry, *, keep_one: bool) -> list[_Entry]:
+    """``entries`` without their trailing zero-filled slots (a lone first one may be real)."""
+    real = len(entries)
+    while real > (1 if keep_one else 0) and entries[real - 1] == zero:
+        real -= 1
+    return entries[:real]
+
+
+def _check_txns(txns: Sequence[AbortedTxn], facts: LogFacts | None, problems: list[str]) -> None:
+    reversed_range = Finding("first offset after last offset")
+    no_marker = Finding("last offset is not an ABORT marker of the entry's producer in this segment")
+    for number, txn in enumerate(txns):
+        if txn.first_offset > txn.last_offset:
+            reversed_range.add(
+                f"entry {number} has first offset {txn.first_offset} > last offset {txn.last_offset}")
+        if facts is None:
+            continue
+        found = facts.markers.get(txn.last_offset)
+        if found is None:
+            no_marker.add(f"entry {number}: no control batch at offset {txn.last_offset}")
+        elif found != (txn.producer_id, "ABORT"):
+            no_marker.add(
+                f"entry {number} at offset {txn.last_offset}: expected an ABORT marker of producer "
+                f"{txn.producer_id}, found {found[1]} of producer {found[0]}")
+    reversed_range.report(problems)
+    no_marker.report(problems)
+
+
+def read_log_facts(log_path: Path) -> LogFacts:
+    """Walk a ``.log``'s batch headers (and its control records) for the index checks.
+
+    Args:
+        log_path: the segment's ``.log``.
+
+    Returns:
+        Batch starts, running-maximum inputs and control markers.
+
+    Raises:
+        KcompactError: the log's framing breaks, or a batch header is refused.
+        OSError: the file cannot be opened.
+    """
+    facts = LogFacts()
     with LogFile(log_path) as log:
-        return [(s.position, s.last_offset, s.max_timestamp) for s in log.summaries()]
+        for batch in log.iter_batches():
+            facts.starts.append((batch.position, batch.last_offset))
+            facts.times.append((batch.last_offset, batch.max_timestamp))
+            if batch.is_control:
+                facts.markers[batch.last_offset] = (batch.producer_id, _marker_type(batch))
+    return facts
+
+
+def _marker_type(batch: RecordBatch | LegacyEntry) -> str:
+    from kcompact.records.record import decode_records
+
+    if not isinstance(batch, RecordBatch) or batch.records_count == 0:
+        return MARKER_NONE
+    try:
+        first = decode_records(batch)[0]
+        return ControlRecordKey.parse(first.key).type.name
+    except (KcompactError, IndexError):
+        return MARKER_UNREADABLE
