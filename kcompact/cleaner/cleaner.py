@@ -19,6 +19,7 @@ from kcompact.cleaner.grouping import group_segments_by_size
 from kcompact.cleaner.log_state import LogState, SegmentState, load_log_state, read_control
 from kcompact.cleaner.offset_map import OffsetMap, key_digests
 from kcompact.cleaner.policy import check_batch_retention, output_delete_horizon
+from kcompact.cleaner.producer_state import LastRecord
 from kcompact.cleaner.ranges import CleanableRange, compute_cleanable_range
 from kcompact.cleaner.stats import CleanStats
 from kcompact.cleaner.swap import (
@@ -29,8 +30,8 @@ from kcompact.cleaner.swap import (
     remove_cleaned,
     replace_segments,
 )
-from kcompact.cleaner.verify_output import check_cleaned_segment
 from kcompact.cleaner.transactions import CleanedTransactionMetadata
+from kcompact.cleaner.verify_output import check_cleaned_segment
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError, RefusedError
 from kcompact.records.filter import (
@@ -268,7 +269,7 @@ class _Round:
     now_ms: int
     delete_retention_ms: int
     legacy_horizon_ms: int
-    last_records: dict
+    last_records: dict[int, LastRecord]
     txn: CleanedTransactionMetadata[AbortedTxn]
     stats: CleanStats
 

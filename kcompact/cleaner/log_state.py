@@ -256,9 +256,10 @@ class _TxnTracker:
             return
         if control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
             return
-        span = self._open.pop(pid, None)
-        if span is None:
+        closing = self._open.pop(pid, None)
+        if closing is None:
             return  # a marker for a transaction with no data: no range, no index entry
+        span = closing
         span.marker_offset = batch.base_offset  # type: ignore[attr-defined]
         span.aborted = control_type == ControlRecordType.ABORT
         if span.aborted:

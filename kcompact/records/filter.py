@@ -153,7 +153,7 @@ def _rebuild(
         prefix = b"\x00" + (
             small[ts_index] if 0 <= ts_index < 2 * limit else encode_varlong(ts_index - limit)
         ) + (small[off_index] if 0 <= off_index < 2 * limit else encode_varint(off_index - limit))
-        body = data[body_starts[i] : record_ends[i]]
+        body = bytes(data[body_starts[i] : record_ends[i]])
         append(_zigzag_bytes(len(prefix) + len(body)))
         append(prefix)
         append(body)

@@ -39,7 +39,7 @@ class PartitionBuilder:
         self.segments = [_Segment(0)]
         self._open_txns: dict[int, int] = {}
         self._sequences: dict[int, int] = {}
-        self.all_records: list[tuple[int, bytes | None, bytes | None, dict]] = []
+        self.all_records: list[tuple[int, bytes | None, bytes | None, dict[str, object]]] = []
 
     def batch(
         self,

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from kcompact.errors import CorruptDataError
 from kcompact.records.batch import iter_batches
@@ -61,7 +61,7 @@ class LogFile:
             self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
         self.buffer: memoryview = memoryview(self._map) if self._map is not None else memoryview(b"")
 
-    def __enter__(self) -> LogFile:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
