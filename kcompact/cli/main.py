@@ -175,8 +175,10 @@ def _register_optional_commands() -> None:
     ):
         try:
             command = getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError):
-            continue  # not built yet
+        except ModuleNotFoundError as err:
+            if err.name != module:
+                raise  # a real import bug inside the command module
+            continue  # that command is not part of this build
         (inspect if group == "inspect" else cli).add_command(command)
 
 
