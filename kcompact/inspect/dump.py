@@ -46,6 +46,7 @@ from kcompact.records.batch import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAGIC_VALUE_V2,
+    MIN_BATCH_LENGTH,
     RECORD_OVERHEAD_V0,
     RecordBatch,
     TimestampType,
@@ -69,6 +70,8 @@ Item = dict[str, Any]
 DUMPABLE_KINDS = ("log", "index", "timeindex", "txnindex")
 COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
 LEGACY_MAX_CODEC = 3  # gzip, snappy, lz4: zstd needs magic 2
+RECORD_OVERHEAD_V1 = RECORD_OVERHEAD_V0 + 8  # v1 adds the timestamp
+MIN_SIZE_BY_MAGIC = (RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1, MIN_BATCH_LENGTH)  # smallest size field
 TIMESTAMP_TYPE_NAMES = {
     TimestampType.NO_TIMESTAMP_TYPE: "NoTimestampType",
     TimestampType.CREATE_TIME: "CreateTime",
@@ -202,11 +205,15 @@ def _walk(log: LogFile, start: int, records: bool) -> Generator[Item, None, int 
 
 
 def _next_frame(buffer: memoryview, position: int) -> int | None:
-    """Where the entry after the one at ``position`` starts, when that entry's frame is sound."""
+    """Where the entry after the one at ``position`` starts, when that entry's frame is sound.
+
+    Sound: a known magic, a size at least that magic's smallest entry, and the entry inside the file.
+    """
     if len(buffer) - position < HEADER_SIZE_UP_TO_MAGIC:
         return None
     _offset, size = ENTRY_PREFIX_STRUCT.unpack_from(buffer, position)
-    if size < RECORD_OVERHEAD_V0 or buffer[position + MAGIC_OFFSET] > MAGIC_VALUE_V2:
+    magic = buffer[position + MAGIC_OFFSET]
+    if magic >= len(MIN_SIZE_BY_MAGIC) or size < MIN_SIZE_BY_MAGIC[magic]:
         return None
     end = position + LOG_OVERHEAD + size
     return end if end <= len(buffer) else None
