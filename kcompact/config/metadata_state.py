@@ -21,10 +21,14 @@ name is the cluster-wide default), a null value removing it; a later record wins
 If no snapshot covers the start and the log does not start at offset 0 - retention deleted segments
 that a snapshot had replaced, and the snapshot is gone (``kraft37-cleaned-logdir``) - the history is
 incomplete: the state is still returned, with ``complete`` False and ``unresolved_reason`` saying why.
+
+:func:`cached_metadata_state` replays a directory once per listing (names, sizes, mtimes), so the
+configs of thousands of partitions come from one replay.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +46,7 @@ BEGIN_TRANSACTION_API_KEY = 23
 END_TRANSACTION_API_KEY = 24
 ABORT_TRANSACTION_API_KEY = 25
 PARTITION_METADATA_FILE = "partition.metadata"
+STATE_CACHE_SIZE = 8  # metadata directories kept replayed (one per cluster in practice)
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,3 +336,32 @@ def load_metadata_state(metadata_partition_dir: str | os.PathLike[str]) -> Metad
                f"topics and configs set before it are unknown")  # fmt: skip
     reason = "; ".join(p for p in (problem, gap) if p) or None
     return replayer.freeze(snapshot, end_offset, reason)
+
+
+@functools.lru_cache(maxsize=STATE_CACHE_SIZE)
+def _replay_once(directory: Path, _listing: tuple[tuple[str, int, int], ...]) -> MetadataState:
+    return load_metadata_state(directory)
+
+
+def cached_metadata_state(metadata_partition_dir: str | os.PathLike[str]) -> MetadataState:
+    """:func:`load_metadata_state`, replayed again only when a file of the directory changed.
+
+    Args:
+        metadata_partition_dir: a ``__cluster_metadata-0`` directory.
+
+    Returns:
+        The state, shared between callers (its mappings must not be changed).
+
+    Raises:
+        ConfigError: the directory does not exist or cannot be listed.
+        CorruptDataError: (a subclass) a batch or record that does not parse, naming the file.
+    """
+    directory = Path(metadata_partition_dir).absolute()
+    try:
+        listing = tuple(sorted(
+            (entry.name, stat.st_size, stat.st_mtime_ns)
+            for entry in os.scandir(directory) for stat in (entry.stat(),)))  # fmt: skip
+    except OSError as err:
+        raise ConfigError(f"{directory}: not a directory; expected the __cluster_metadata-0 dir "
+                          f"({err.strerror})") from err  # fmt: skip
+    return _replay_once(directory, listing)

@@ -12,12 +12,17 @@ the file with ``Properties.load(InputStream)``, so this module follows that gram
   then blanks separate it from the value;
 * in keys and values ``\\t \\n \\r \\f`` and ``\\uXXXX`` are escapes, any other ``\\c`` is ``c``;
 * a later duplicate key replaces an earlier one.
+
+:func:`read_server_properties_cached` reads a file once per (path, size, mtime): resolving the config
+of every partition of a log dir must not re-read the same ``server.properties`` and ``meta.properties``.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 from kcompact.errors import ConfigError
 
@@ -25,6 +30,7 @@ BLANKS = " \t\f"
 SEPARATORS = "=:"
 SIMPLE_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 DEFAULT_LOG_DIR = "/tmp/kafka-logs"  # Kafka's log.dir default, used when log.dirs is unset
+PROPERTIES_CACHE_SIZE = 64  # distinct files kept: a server.properties plus a meta.properties per log dir
 
 
 def _natural_lines(text: str) -> Iterator[str]:
@@ -137,6 +143,31 @@ def read_server_properties(path: str | os.PathLike[str]) -> dict[str, str]:
         return decode_properties(text)
     except ConfigError as err:
         raise ConfigError(f"{os.fspath(path)}: {err}") from None
+
+
+@functools.lru_cache(maxsize=PROPERTIES_CACHE_SIZE)
+def _read_once(path: Path, _size_in_bytes: int, _mtime_ns: int) -> Mapping[str, str]:
+    return read_server_properties(path)
+
+
+def read_server_properties_cached(path: str | os.PathLike[str]) -> dict[str, str]:
+    """:func:`read_server_properties`, read again only when the file's size or mtime changed.
+
+    Args:
+        path: the file.
+
+    Returns:
+        Key to value (a fresh dict the caller may change).
+
+    Raises:
+        ConfigError: the file cannot be read, or has a malformed escape (the message names it).
+    """
+    absolute = Path(path).absolute()
+    try:
+        stat = absolute.stat()
+    except OSError as err:
+        raise ConfigError(f"{os.fspath(path)}: cannot read properties file: {err.strerror}") from err
+    return dict(_read_once(absolute, stat.st_size, stat.st_mtime_ns))
 
 
 def _split_list(value: str) -> list[str]:

@@ -195,3 +195,16 @@ def test_partition_metadata_file(tmp_path: Path) -> None:
     (tmp_path / "partition.metadata").write_text("version: 0\ntopic_id: nope\n")
     with pytest.raises(ConfigError, match="no topic id; expected a line 'topic_id:"):
         read_partition_metadata_topic_id(tmp_path)
+
+
+def test_cached_state_is_replayed_again_only_after_a_change(tmp_path: Path) -> None:
+    from kcompact.config.metadata_state import cached_metadata_state
+
+    directory = tmp_path / "__cluster_metadata-0"
+    write_log(directory, 0, [[encode_topic("a", uuid_bytes(1))]])
+    first = cached_metadata_state(directory)
+    assert cached_metadata_state(directory) is first
+    write_log(directory, 1, [[encode_topic("b", uuid_bytes(2))]])
+    assert set(cached_metadata_state(directory).topics_by_name) == {"a", "b"}
+    with pytest.raises(ConfigError, match="not a directory; expected the __cluster_metadata-0"):
+        cached_metadata_state(tmp_path / "absent")

@@ -122,3 +122,17 @@ def test_node_id() -> None:
     assert node_id({}) is None
     with pytest.raises(ConfigError, match="node.id=x: not a valid int"):
         node_id({"node.id": "x"})
+
+
+def test_cached_read_sees_a_changed_file(tmp_path: Path) -> None:
+    from kcompact.config.server_properties import read_server_properties_cached
+
+    path = tmp_path / "server.properties"
+    path.write_text("node.id=1\n")
+    first = read_server_properties_cached(path)
+    first["node.id"] = "changed by the caller"
+    assert read_server_properties_cached(path) == {"node.id": "1"}
+    path.write_text("node.id=22\n")
+    assert read_server_properties_cached(path) == {"node.id": "22"}
+    with pytest.raises(ConfigError, match="absent.properties: cannot read properties file"):
+        read_server_properties_cached(tmp_path / "absent.properties")

@@ -1,0 +1,405 @@
+"""The configuration one partition directory really has, found offline from the broker's own files.
+
+Why: the cleaner's choices (what is dirty, which tombstones expire, how segments are grouped) depend
+on the topic's effective configuration, and a stopped broker keeps every layer of it on disk. This
+module finds those files for a partition directory and resolves them in Kafka's order (see
+:func:`kcompact.config.topic_config.resolve_config`), highest first:
+
+1. ``--config`` (kcompact only);
+2. the topic's dynamic overrides: ConfigRecords of resource TOPIC in ``__cluster_metadata-0``;
+3. this broker's dynamic config: resource BROKER named by the ``node.id`` of the log dir's
+   ``meta.properties`` (``broker.id`` in older log dirs; else ``server.properties``);
+4. the cluster-wide dynamic default: resource BROKER with the empty name;
+5. ``server.properties``: the ``server_properties`` argument, else ``$KCOMPACT_SERVER_PROPERTIES``;
+6. Kafka's default.
+
+The metadata log is ``--metadata-dir`` (a ``metadata.log.dir`` or the ``__cluster_metadata-0``
+directory itself), else ``metadata.log.dir`` (or the first ``log.dirs``) of ``server.properties``
+when that directory is on disk, else ``<log-dir>/__cluster_metadata-0`` beside the partition.
+
+Never guessed, always said: when the history is incomplete, the topic id is unknown or there is no
+metadata log, a note says so and the lower sources decide. Two product rules add values no Kafka
+source gave, with source ``"assumed"`` and a note:
+
+* ``__consumer_offsets`` and ``__transaction_state`` are created by the broker with the topic config
+  ``cleanup.policy=compact``; when their topic overrides cannot be read, that override is assumed.
+* When no explicit source sets ``cleanup.policy`` (Kafka's default is ``delete``), kcompact assumes
+  ``compact``: retention deletes data, so it only runs when a delete policy was set explicitly.
+
+Files are cached by (path, size, mtime) and the metadata state by its directory's listing
+(:func:`~kcompact.config.metadata_state.cached_metadata_state`): a log dir of thousands of partitions
+replays its metadata log once, and a changed file is read again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kcompact.config.metadata_state import (
+    MetadataState,
+    cached_metadata_state,
+    read_partition_metadata_topic_id,
+)
+from kcompact.config.server_properties import (
+    metadata_log_dir,
+    node_id,
+    read_server_properties_cached,
+)
+from kcompact.config.topic_config import (
+    CLEANUP_POLICY_COMPACT,
+    ConfigValue,
+    TopicConfig,
+    format_value,
+    resolve_config,
+)
+from kcompact.errors import ConfigError
+from kcompact.segment.names import parse_partition_dir_name
+
+SERVER_PROPERTIES_ENV = "KCOMPACT_SERVER_PROPERTIES"
+METADATA_PARTITION = "__cluster_metadata-0"
+METADATA_TOPIC = "__cluster_metadata"
+META_PROPERTIES = "meta.properties"
+INTERNAL_COMPACTED_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+SOURCE_ASSUMED = "assumed"
+ASSUMED_COMPACT = (
+    "cleanup.policy: no explicit source sets it (--config, topic override, dynamic config, "
+    "server.properties log.cleanup.policy); assuming 'compact' where Kafka's default is 'delete' "
+    "(retention deletes data, so it only runs from an explicit source)"
+)
+SOURCE_LABELS = {
+    "cli": "--config",
+    "topic": "topic override",
+    "cluster-default": "dynamic cluster default",
+    "server.properties": "server.properties",
+    "default": "Kafka's default",
+    SOURCE_ASSUMED: "assumed by kcompact",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class EffectiveConfig:
+    """A partition's effective configuration, where each value came from, and what was assumed.
+
+    Attributes:
+        config: the configuration to act on.
+        values: one :class:`ConfigValue` per modelled key (key, typed value, source label).
+        notes: what is unknown or assumed, one sentence each; empty when every source was read.
+        partition_dir: the partition directory.
+        topic: the topic of the directory's name.
+        topic_id: the id in ``partition.metadata`` (else the live id of the topic's name), if any.
+        node_id: the broker whose dynamic config applies, if known.
+        server_properties: the ``server.properties`` file read, if any.
+        metadata_dir: the ``__cluster_metadata-0`` directory replayed, if any.
+        metadata_complete: whether that replay reached back to the cluster's start.
+    """
+
+    config: TopicConfig
+    values: list[ConfigValue]
+    notes: list[str]
+    partition_dir: Path = Path()
+    topic: str = ""
+    topic_id: str | None = None
+    node_id: int | None = None
+    server_properties: Path | None = None
+    metadata_dir: Path | None = None
+    metadata_complete: bool | None = None
+
+    def value(self, key: str) -> ConfigValue:
+        """The :class:`ConfigValue` of one Kafka key (KeyError for a key kcompact does not model)."""
+        for item in self.values:
+            if item.key == key:
+                return item
+        raise KeyError(key)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: the files read, every value as Kafka prints it with its source, notes."""
+        return {
+            "partition_dir": str(self.partition_dir), "topic": self.topic,
+            "topic_id": self.topic_id, "node_id": self.node_id,
+            "server_properties": _str_or_none(self.server_properties),
+            "metadata_dir": _str_or_none(self.metadata_dir),
+            "metadata_complete": self.metadata_complete,
+            "values": [{"key": v.key, "value": None if v.value is None else format_value(v.value),
+                        "source": v.source, "synonym": v.synonym} for v in self.values],
+            "notes": list(self.notes),
+        }  # fmt: skip
+
+
+def _str_or_none(path: Path | None) -> str | None:
+    return None if path is None else str(path)
+
+
+def describe_source(value: ConfigValue) -> str:
+    """A source label for people: ``topic override``, ``dynamic config of broker 1`` ...
+
+    Args:
+        value: a resolved value.
+
+    Returns:
+        The label, with the broker key actually set when it differs (``server.properties:
+        log.retention.hours``).
+    """
+    if value.source.startswith("broker:"):
+        label = f"dynamic config of broker {value.source.removeprefix('broker:')}"
+    else:
+        label = SOURCE_LABELS.get(value.source, value.source)
+    return label if value.synonym is None else f"{label}: {value.synonym}"
+
+
+def describe_sources(values: Iterable[ConfigValue], *, include_defaults: bool = False) -> list[str]:
+    """Lines for reports, e.g. ``"segment.bytes=104857600 (topic override)"``.
+
+    Args:
+        values: resolved values (``EffectiveConfig.values``).
+        include_defaults: also list the values that are Kafka's defaults.
+
+    Returns:
+        One line per value set by some source (or every value), in the given order; unset
+        optional keys (``internal.segment.bytes``) are left out.
+    """
+    return [
+        f"{v.key}={format_value(v.value)} ({describe_source(v)})"
+        for v in values
+        if v.value is not None and (include_defaults or v.source != "default")
+    ]
+
+
+# --- finding the sources --------------------------------------------------------------------------
+
+
+def _server_properties_path(argument: str | os.PathLike[str] | None) -> Path | None:
+    if argument is not None:
+        return Path(argument)
+    from_env = os.environ.get(SERVER_PROPERTIES_ENV, "").strip()
+    return Path(from_env) if from_env else None
+
+
+def _node_id(log_dir: Path, props: Mapping[str, str], props_path: Path | None,
+             notes: list[str]) -> int | None:
+    """``node.id`` (or ``broker.id``) of the log dir's meta.properties, else of server.properties."""
+    try:
+        configured = node_id(props)
+    except ConfigError as err:
+        raise ConfigError(f"{props_path}: {err}") from None
+    meta_path = log_dir / META_PROPERTIES
+    if not meta_path.is_file():
+        return configured
+    try:
+        found = node_id(read_server_properties_cached(meta_path))
+    except ConfigError as err:
+        raise ConfigError(f"{meta_path}: {err}") from None
+    if found is None:
+        return configured
+    if configured is not None and configured != found:
+        notes.append(f"{meta_path} says node {found} but {props_path} says {configured}; a broker "
+                     f"refuses to start so, kcompact uses the log dir's node {found}")  # fmt: skip
+    return found
+
+
+def _configured_metadata_dir(props: Mapping[str, str]) -> Path | None:
+    """``metadata.log.dir`` (else the first ``log.dirs``) when server.properties sets either."""
+    if not any(key in props for key in ("metadata.log.dir", "log.dirs", "log.dir")):
+        return None  # Kafka's /tmp/kafka-logs default would point at whatever is on this machine
+    return Path(metadata_log_dir(props)) / METADATA_PARTITION
+
+
+def _find_metadata_dir(log_dir: Path, props: Mapping[str, str],
+                       argument: str | os.PathLike[str] | None, notes: list[str]) -> Path | None:
+    """The ``__cluster_metadata-0`` directory to replay, None when there is none (noted)."""
+    if argument is not None:
+        given = Path(argument)
+        chosen = given if given.name == METADATA_PARTITION else given / METADATA_PARTITION
+        if not chosen.is_dir():
+            raise ConfigError(f"{given}: no metadata log; expected metadata.log.dir (holding "
+                              f"{METADATA_PARTITION}) or that directory itself")  # fmt: skip
+        return chosen
+    beside = log_dir / METADATA_PARTITION
+    configured = _configured_metadata_dir(props)
+    if configured is not None:
+        if configured.is_dir():
+            if beside.is_dir() and not os.path.samefile(beside, configured):
+                notes.append(f"read the metadata log {configured} named by server.properties; "
+                             f"the one beside the partition ({beside}) was not read")  # fmt: skip
+            return configured
+        notes.append(f"server.properties places the metadata log at {configured}, which does not "
+                     f"exist here; looking beside the partition")  # fmt: skip
+    if beside.is_dir():
+        return beside
+    notes.append(f"no KRaft metadata log ({beside} does not exist; give --metadata-dir): topic "
+                 "overrides and dynamic broker configs are unknown (a ZooKeeper cluster keeps them "
+                 "in ZooKeeper); give them with --config")  # fmt: skip
+    return None
+
+
+def _check_same_cluster(log_dir: Path, metadata_dir: Path) -> None:
+    """Refuse a metadata log of another cluster (both log dirs' meta.properties name a cluster.id)."""
+    ours, theirs = log_dir / META_PROPERTIES, metadata_dir.parent / META_PROPERTIES
+    if not (ours.is_file() and theirs.is_file()):
+        return
+    mine = read_server_properties_cached(ours).get("cluster.id")
+    other = read_server_properties_cached(theirs).get("cluster.id")
+    if mine and other and mine != other:
+        raise ConfigError(f"{metadata_dir}: metadata log of another cluster; expected cluster.id "
+                          f"{mine} (from {ours}), found {other} (from {theirs})")  # fmt: skip
+
+
+def _topic_overrides(partition_dir: Path, topic: str, state: MetadataState,
+                     notes: list[str]) -> tuple[dict[str, str] | None, str | None]:
+    """The topic's overrides (None when unknown, noted) and its id, matched as Kafka matches them.
+
+    Kafka looks the directory's topic name up in the metadata image and compares the live id with
+    the one in ``partition.metadata``; a different id makes the log a stray of another incarnation.
+    """
+    dir_id = read_partition_metadata_topic_id(partition_dir)
+    live_id = state.topics_by_name.get(topic)
+    if live_id is not None and dir_id in (None, live_id):
+        return state.topic_config_overrides(topic), live_id
+    if live_id is None and dir_id is None:
+        what = f"topic {topic} is not in the metadata log"
+    elif live_id is None:
+        what = f"topic id {dir_id} (partition.metadata) is not a live topic in the metadata log"
+    else:
+        what = (f"partition.metadata names topic id {dir_id} but the live topic {topic} has id "
+                f"{live_id} (a deleted incarnation, or another cluster's files)")  # fmt: skip
+    why = "" if state.complete else " (its history is incomplete)"
+    notes.append(f"{what}{why}: its topic overrides are unknown and the broker-level sources "
+                 "decide; give the topic's configs with --config")  # fmt: skip
+    return None, dir_id
+
+
+def _broker_levels(state: MetadataState, node: int | None,
+                   notes: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """This broker's dynamic config and the cluster default, with notes on what is unknown."""
+    if not state.complete:
+        notes.append(f"the metadata log's history is incomplete: {state.unresolved_reason}")
+    others = sorted(name for name in state.broker_configs if name != "")
+    if node is None and others:
+        notes.append(f"dynamic configs exist for broker(s) {', '.join(others)} but this log dir's "
+                     "node id is unknown (no meta.properties, no node.id); they are not applied")
+    return state.broker_config(node), state.cluster_default_config()
+
+
+# --- resolving --------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Sources:
+    """What was found for one partition, before resolution."""
+
+    server_properties: Path | None = None
+    props: dict[str, str] = field(default_factory=dict)
+    node: int | None = None
+    metadata_dir: Path | None = None
+    state: MetadataState | None = None
+    topic_overrides: dict[str, str] | None = None
+    topic_id: str | None = None
+    broker: dict[str, str] = field(default_factory=dict)
+    cluster: dict[str, str] = field(default_factory=dict)
+
+
+def _gather(part: Path, topic: str, server_properties: str | os.PathLike[str] | None,
+            metadata_dir: str | os.PathLike[str] | None, notes: list[str]) -> _Sources:
+    found = _Sources(server_properties=_server_properties_path(server_properties))
+    if found.server_properties is not None:
+        found.props = read_server_properties_cached(found.server_properties)
+    found.node = _node_id(part.parent, found.props, found.server_properties, notes)
+    found.metadata_dir = _find_metadata_dir(part.parent, found.props, metadata_dir, notes)
+    if found.metadata_dir is None:
+        found.topic_id = read_partition_metadata_topic_id(part)
+        return found
+    _check_same_cluster(part.parent, found.metadata_dir)
+    found.state = cached_metadata_state(found.metadata_dir)
+    found.broker, found.cluster = _broker_levels(found.state, found.node, notes)
+    if topic == METADATA_TOPIC:
+        found.topic_overrides = {}  # KRaft's own log has no topic record and no overrides
+    else:
+        found.topic_overrides, found.topic_id = _topic_overrides(part, topic, found.state, notes)
+    return found
+
+
+def _internal_topic_overrides(topic: str, overrides: dict[str, str] | None,
+                              notes: list[str]) -> tuple[dict[str, str], bool]:
+    """The overrides to resolve with; True when ``cleanup.policy=compact`` was assumed for them."""
+    if overrides is not None:
+        return overrides, False
+    if topic not in INTERNAL_COMPACTED_TOPICS:
+        return {}, False
+    notes.append(f"{topic} is an internal topic the broker creates with the topic config "
+                 "cleanup.policy=compact; its topic configuration is unknown here, so kcompact "
+                 "assumes compact")  # fmt: skip
+    return {"cleanup.policy": CLEANUP_POLICY_COMPACT}, True
+
+
+def _replace(values: list[ConfigValue], new: ConfigValue) -> list[ConfigValue]:
+    return [new if item.key == new.key else item for item in values]
+
+
+def _product_rules(topic: str, config: TopicConfig, values: list[ConfigValue],
+                   notes: list[str]) -> tuple[TopicConfig, list[ConfigValue]]:
+    """Assume ``compact`` when no explicit source set ``cleanup.policy``; explain the segment size."""
+    policy = next(v for v in values if v.key == "cleanup.policy")
+    if topic == METADATA_TOPIC:
+        notes.append("__cluster_metadata is KRaft's own log (metadata.log.* broker configs govern "
+                     "it); no cleaner touches it")  # fmt: skip
+    elif policy.source == "default":
+        notes.append(ASSUMED_COMPACT)
+        assumed = (CLEANUP_POLICY_COMPACT,)
+        config = config.with_overrides({"cleanup.policy": assumed})
+        values = _replace(values, ConfigValue("cleanup.policy", assumed, SOURCE_ASSUMED))
+    internal = next(v for v in values if v.key == "internal.segment.bytes")
+    if internal.value is not None:
+        notes.append(f"internal.segment.bytes={internal.value} ({describe_source(internal)}) sets "
+                     "the segment size; segment.bytes is not used (Kafka's LogConfig.segmentSize)")
+    return config, values
+
+
+def partition_config(
+    partition_dir: str | os.PathLike[str],
+    *,
+    cli_overrides: Mapping[str, str],
+    server_properties: str | os.PathLike[str] | None = None,
+    metadata_dir: str | os.PathLike[str] | None = None,
+) -> EffectiveConfig:
+    """The effective configuration of one partition, from the files a stopped broker left.
+
+    Args:
+        partition_dir: a ``<topic>-<partition>`` directory inside a log dir.
+        cli_overrides: ``--config`` pairs (Kafka key -> value); they beat every other source.
+        server_properties: the broker's ``server.properties``; None reads
+            ``$KCOMPACT_SERVER_PROPERTIES`` when set, else none is used.
+        metadata_dir: ``metadata.log.dir`` or the ``__cluster_metadata-0`` directory; None looks
+            where ``server.properties`` puts it, then beside the partition.
+
+    Returns:
+        The :class:`EffectiveConfig`; its notes say what was unknown or assumed.
+
+    Raises:
+        ConfigError: the name is not a partition directory's, a given file or directory is
+            missing or unreadable, a source holds a bad value (the message names the source), a
+            ``partition.metadata`` is malformed, or the metadata log is another cluster's.
+        CorruptDataError: (a subclass) the metadata log does not parse (the message names the file).
+    """
+    part = Path(partition_dir)
+    name = parse_partition_dir_name(part.name)
+    if name is None:
+        raise ConfigError(
+            f"{part}: not a partition directory; expected a name like <topic>-<partition>")
+    notes: list[str] = []
+    found = _gather(part, name.topic, server_properties, metadata_dir, notes)
+    overrides, assumed = _internal_topic_overrides(name.topic, found.topic_overrides, notes)
+    config, values = resolve_config(
+        cli=cli_overrides, topic_overrides=overrides, broker_dynamic=found.broker,
+        cluster_dynamic=found.cluster, server_properties=found.props, broker_id=found.node)
+    policy = next(v for v in values if v.key == "cleanup.policy")
+    if assumed and policy.source == "topic":
+        values = _replace(values, ConfigValue(policy.key, policy.value, SOURCE_ASSUMED))
+    config, values = _product_rules(name.topic, config, values, notes)
+    return EffectiveConfig(
+        config=config, values=values, notes=notes, partition_dir=part, topic=name.topic,
+        topic_id=found.topic_id, node_id=found.node, server_properties=found.server_properties,
+        metadata_dir=found.metadata_dir,
+        metadata_complete=None if found.state is None else found.state.complete)
