@@ -1,0 +1,289 @@
+"""The cleaner's offset map against a dict model, Kafka's capacity rule, and forced collisions."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+import xxhash
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kcompact.cleaner import offset_map as om
+from kcompact.cleaner.offset_map import OffsetMap, key_digests
+from kcompact.errors import ConfigError
+
+KeyDigest = Callable[[int], tuple[int, int]]
+
+
+def _real_digest(key_id: int) -> tuple[int, int]:
+    hi, lo = key_digests([b"key-%d" % key_id])
+    return int(hi[0]), int(lo[0])
+
+
+def _colliding_digest(key_id: int) -> tuple[int, int]:
+    """Groups of four keys share their first 64 bits; only ``lo`` tells them apart."""
+    return (key_id // 4) * 0x9E3779B97F4A7C15 % 2**64, key_id
+
+
+DIGESTS = {"real": _real_digest, "colliding": _colliding_digest}
+
+
+@contextmanager
+def _tiny_thresholds() -> Iterator[None]:
+    """Flush, merge and build directories after a handful of keys, so small tests reach them."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(om, "_FLUSH_MIN_PUTS", 5)
+        mp.setattr(om, "_DIRECTORY_MIN_KEYS", 3)
+        yield
+
+
+def _columns(digest: KeyDigest, key_ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    pairs = [digest(k) for k in key_ids]
+    return (
+        np.array([h for h, _ in pairs], dtype=np.uint64),
+        np.array([lo for _, lo in pairs], dtype=np.uint64),
+    )
+
+
+batches_st = st.lists(
+    st.lists(st.tuples(st.integers(0, 40), st.integers(1, 3)), max_size=30), max_size=12
+)
+gap_st = st.sampled_from([0, 0, 0, 5, 2**32, 2**33 + 7])
+
+
+@pytest.mark.parametrize("digest_name", sorted(DIGESTS))
+@given(batches=batches_st, start=st.integers(0, 2**40), gaps=st.lists(gap_st, min_size=12))
+def test_unbounded_map_matches_a_dict(
+    digest_name: str, batches: list[list[tuple[int, int]]], start: int, gaps: list[int]
+) -> None:
+    digest = DIGESTS[digest_name]
+    with _tiny_thresholds():
+        offset_map, model, offset = OffsetMap(), {}, start
+        for batch, gap in zip(batches, gaps):
+            offset += gap
+            key_ids = [k for k, _ in batch]
+            offsets = offset + np.cumsum([step for _, step in batch], dtype=np.int64)
+            offset = int(offsets[-1]) if batch else offset
+            hi, lo = _columns(digest, key_ids)
+            assert offset_map.put_batch(hi, lo, offsets) == len(batch)
+            model.update(zip(key_ids, offsets.tolist()))
+            if batch:
+                assert offset_map.latest_offset == offset
+        _check_against_model(offset_map, model, digest)
+        offset_map.freeze()
+        _check_against_model(offset_map, model, digest)
+
+
+def _check_against_model(offset_map: OffsetMap, model: dict[int, int], digest: KeyDigest) -> None:
+    queries = list(range(50))  # keys 41..49 are never put
+    hi, lo = _columns(digest, queries)
+    got = offset_map.get_batch(hi, lo)
+    assert got.dtype == np.int64
+    assert got.tolist() == [model.get(k, -1) for k in queries]
+    assert offset_map.size == len(model)
+    assert offset_map.latest_offsets_sorted().tolist() == sorted(model.values())
+    assert not offset_map.full
+
+
+def _kafka_model(
+    batches: list[list[int]], offsets: list[list[int]], max_entries: int
+) -> tuple[list[int], dict[int, int], int]:
+    """SkimpyOffsetMap as the cleaner drives it: check ``size < max`` before each put."""
+    accepted_counts, model, latest = [], {}, -1
+    for keys, offs in zip(batches, offsets):
+        accepted = 0
+        for key, offset in zip(keys, offs):
+            if len(model) >= max_entries:
+                break
+            model[key] = latest = offset
+            accepted += 1
+        accepted_counts.append(accepted)
+    return accepted_counts, model, latest
+
+
+@pytest.mark.parametrize("digest_name", sorted(DIGESTS))
+@given(
+    batches=st.lists(st.lists(st.integers(0, 25), max_size=20), max_size=10),
+    max_entries=st.integers(1, 22),
+)
+def test_bounded_map_stops_exactly_where_kafka_does(
+    digest_name: str, batches: list[list[int]], max_entries: int
+) -> None:
+    digest = DIGESTS[digest_name]
+    offsets, next_offset = [], 100
+    for keys in batches:
+        offsets.append(list(range(next_offset, next_offset + len(keys))))
+        next_offset += len(keys) + 3
+    expected_counts, model, latest = _kafka_model(batches, offsets, max_entries)
+    with _tiny_thresholds():
+        offset_map = OffsetMap(max_entries=max_entries)
+        counts = []
+        for keys, offs in zip(batches, offsets):
+            hi, lo = _columns(digest, keys)
+            counts.append(offset_map.put_batch(hi, lo, np.array(offs, dtype=np.int64)))
+        assert counts == expected_counts
+        assert offset_map.latest_offset == latest
+        assert offset_map.full == (len(model) == max_entries)
+        offset_map.freeze()
+        hi, lo = _columns(digest, list(range(30)))
+        assert offset_map.get_batch(hi, lo).tolist() == [model.get(k, -1) for k in range(30)]
+        assert offset_map.size == len(model)
+
+
+def _put_keys(offset_map: OffsetMap, keys: list[bytes], offsets: list[int]) -> int:
+    hi, lo = key_digests(keys)
+    return offset_map.put_batch(hi, lo, np.array(offsets, dtype=np.int64))
+
+
+def _get_keys(offset_map: OffsetMap, keys: list[bytes]) -> list[int]:
+    return offset_map.get_batch(*key_digests(keys)).tolist()
+
+
+def test_log_cleaner_stats_numbers() -> None:
+    """LogCleanerTest.testLogCleanerStats: 4 slots x 0.75 = 3 entries; keys 0,1,0 at 2..4 fit."""
+    offset_map = OffsetMap.for_dedupe_buffer(4 * 24, load_factor=0.75)
+    assert (offset_map.slots, offset_map.max_entries) == (4, 3)
+    assert _put_keys(offset_map, [b"0", b"1", b"0"], [2, 3, 4]) == 3
+    assert offset_map.latest_offset + 1 == 5  # endOffset
+    assert offset_map.size == 2
+    assert not offset_map.full
+
+
+def test_build_partial_offset_map_numbers() -> None:
+    """LogCleanerTest.testBuildPartialOffsetMap: 3 slots x 0.75 = 2 entries, keys 2,3,4 from 2."""
+    offset_map = OffsetMap.for_dedupe_buffer(3 * 24, load_factor=0.75)
+    assert _put_keys(offset_map, [b"2", b"3", b"4"], [2, 3, 4]) == 2
+    assert offset_map.latest_offset == 3
+    assert offset_map.full
+    assert _get_keys(offset_map, [b"0", b"2", b"3", b"4"]) == [-1, 2, 3, -1]
+
+
+def test_full_map_refuses_even_a_key_it_already_holds() -> None:
+    offset_map = OffsetMap(max_entries=2)
+    assert _put_keys(offset_map, [b"a", b"b"], [0, 1]) == 2
+    assert offset_map.full
+    assert _put_keys(offset_map, [b"a"], [2]) == 0
+    assert offset_map.latest_offset == 1
+    assert _get_keys(offset_map, [b"a", b"b"]) == [0, 1]
+
+
+def test_updates_below_the_bound_keep_being_accepted() -> None:
+    offset_map = OffsetMap(max_entries=2)
+    assert _put_keys(offset_map, [b"a", b"a", b"a"], [0, 1, 2]) == 3
+    assert _put_keys(offset_map, [b"a", b"b", b"a", b"c"], [3, 4, 5, 6]) == 2  # b fills it
+    assert offset_map.latest_offset == 4
+    assert _get_keys(offset_map, [b"a", b"b", b"c"]) == [3, 4, -1]
+
+
+def test_default_dedupe_buffer_sizing_matches_kafka() -> None:
+    offset_map = OffsetMap.for_dedupe_buffer(128 * 1024 * 1024)
+    assert (offset_map.slots, offset_map.max_entries) == (5_592_405, 5_033_164)
+
+
+def test_dedupe_buffer_is_capped_at_2gib_like_kafka() -> None:
+    offset_map = OffsetMap.for_dedupe_buffer(2**40, load_factor=1.0)
+    assert offset_map.slots == (2**31 - 1) // 24
+
+
+@pytest.mark.parametrize(
+    ("buffer_bytes", "load_factor", "fragment"),
+    [
+        (24, 0.9, "expected slots * load factor > 1, found 1 slots"),
+        (48, 0.5, "expected slots * load factor > 1, found 2 slots"),
+        (0, 0.9, "found 0 slots"),
+        (2400, 0.0, "expected a value in (0, 1], found 0.0"),
+        (2400, 1.5, "expected a value in (0, 1], found 1.5"),
+    ],
+)
+def test_unusable_dedupe_buffer_is_refused(
+    buffer_bytes: int, load_factor: float, fragment: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        OffsetMap.for_dedupe_buffer(buffer_bytes, load_factor)
+
+
+def test_capacity_below_one_is_refused() -> None:
+    with pytest.raises(ConfigError, match="expected at least 1 entry, found 0"):
+        OffsetMap(max_entries=0)
+
+
+def test_digests_are_deterministic_and_are_xxh3_128() -> None:
+    keys = [b"", b"a", b"key-1", bytes(range(256))]
+    hi, lo = key_digests(keys)
+    again_hi, again_lo = key_digests([bytes(k) for k in keys])
+    assert hi.dtype == lo.dtype == np.uint64
+    assert np.array_equal(hi, again_hi) and np.array_equal(lo, again_lo)
+    as_ints = [(int(h) << 64) | int(lo_) for h, lo_ in zip(hi, lo)]
+    assert as_ints == [xxhash.xxh3_128_intdigest(k) for k in keys]
+    assert len(set(as_ints)) == len(keys)
+    mv_hi, _ = key_digests([memoryview(b"xx-key-1")[3:]])
+    assert int(mv_hi[0]) == int(hi[2])
+
+
+def test_no_keys_no_digests() -> None:
+    hi, lo = key_digests([])
+    assert hi.shape == lo.shape == (0,)
+    assert OffsetMap().get_batch(hi, lo).shape == (0,)
+    assert OffsetMap().put_batch(hi, lo, np.empty(0, dtype=np.int64)) == 0
+
+
+def test_keys_sharing_the_first_64_digest_bits_stay_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    def prefix_collision(key: bytes) -> bytes:  # every key gets the same first 8 bytes
+        return b"\x5a" * 8 + hashlib.md5(key).digest()[:8]
+
+    monkeypatch.setattr(om, "_hash128", prefix_collision)
+    keys = [b"user-%d" % i for i in range(300)]
+    hi, _ = key_digests(keys)
+    assert len(set(hi.tolist())) == 1
+    with _tiny_thresholds():
+        offset_map = OffsetMap()
+        for at in range(0, 300, 37):
+            _put_keys(offset_map, keys[at : at + 37], list(range(at, at + len(keys[at : at + 37]))))
+        _put_keys(offset_map, keys[::2], list(range(1000, 1150)))
+        expected = [1000 + i // 2 if i % 2 == 0 else i for i in range(300)]
+        assert _get_keys(offset_map, keys) == expected
+        assert _get_keys(offset_map, [b"user-300", b"other"]) == [-1, -1]
+        offset_map.freeze()
+        assert _get_keys(offset_map, keys) == expected
+        assert offset_map.size == 300
+
+
+def test_memory_per_key_after_freeze() -> None:
+    rng = np.random.default_rng(7)
+    n = 200_000
+    hi, lo = (rng.integers(0, 2**64, n, dtype=np.uint64, endpoint=False) for _ in range(2))
+    offset_map = OffsetMap()
+    for at in range(0, n, 10_000):
+        offsets = np.arange(at, at + 10_000, dtype=np.int64) * 3
+        offset_map.put_batch(hi[at : at + 10_000], lo[at : at + 10_000], offsets)
+    offset_map.freeze()
+    assert offset_map.get_batch(hi[:5], lo[:5]).tolist() == [0, 3, 6, 9, 12]  # builds directory
+    assert offset_map.memory_bytes() / n <= 21.0
+    wide = OffsetMap()
+    wide.put_batch(hi, lo, np.arange(n, dtype=np.int64) * 2**20)  # spans > 2**32 offsets
+    wide.freeze()
+    assert wide.memory_bytes() / n == 24.0
+
+
+def test_mismatched_columns_are_a_caller_bug() -> None:
+    hi, lo = key_digests([b"a", b"b"])
+    with pytest.raises(ValueError, match="one offset per digest expected"):
+        OffsetMap().put_batch(hi, lo, np.array([1], dtype=np.int64))
+    with pytest.raises(ValueError, match="digest columns must be 1-D of one length"):
+        OffsetMap().get_batch(hi, lo[:1])
+
+
+def test_latest_offset_is_settable_and_starts_at_minus_one() -> None:
+    offset_map = OffsetMap()
+    assert offset_map.latest_offset == -1
+    assert offset_map.latest_offsets_sorted().tolist() == []
+    _put_keys(offset_map, [b"a"], [7])
+    assert offset_map.latest_offset == 7
+    offset_map.latest_offset = 41  # the cleaner's updateLatestOffset after a whole batch
+    assert offset_map.latest_offset == 41
+    assert _get_keys(offset_map, [b"a"]) == [7]
