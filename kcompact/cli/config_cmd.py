@@ -1,0 +1,93 @@
+"""``kcompact config show``: the configuration kcompact resolves for a partition, and where each value
+came from (``--config``, topic override, dynamic broker config, server.properties, Kafka's default).
+
+Only click (and :mod:`kcompact.cli.render`) are imported at module level so that ``kcompact --help``
+stays fast; the library and rich are imported inside the command.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from kcompact.cli import render
+
+if TYPE_CHECKING:
+    from kcompact.config.effective import EffectiveConfig
+
+EPILOG = (
+    "Exit codes: 0 success; 2 bad input (a bad --config, an unreadable file, a metadata log that "
+    "does not parse); 1 a bug in kcompact (with a traceback)."
+)
+
+
+@click.group("config", epilog=EPILOG)
+def config_group() -> None:
+    """Topic configuration as kcompact resolves it, offline, from the broker's own files."""
+
+
+@config_group.command("show", epilog=EPILOG)
+@click.argument("partition_dir", type=click.Path(exists=True, file_okay=False, path_type=str))
+@click.option("--server-properties", type=click.Path(exists=True, dir_okay=False, path_type=str),
+              default=None, metavar="FILE",
+              help="The broker's server.properties (default: $KCOMPACT_SERVER_PROPERTIES).")
+@click.option("--metadata-dir", type=click.Path(exists=True, file_okay=False, path_type=str),
+              default=None, metavar="DIR",
+              help="metadata.log.dir, or its __cluster_metadata-0 directory (default: the one "
+                   "server.properties names, else the one beside the partition's log dir).")
+@click.option("--config", "config_pairs", multiple=True, metavar="KEY=VALUE",
+              help="A topic configuration by Kafka's name; beats every other source. Repeatable.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def show_command(partition_dir: str, server_properties: str | None, metadata_dir: str | None,
+                 config_pairs: tuple[str, ...], as_json: bool) -> None:
+    """Print the effective configuration of PARTITION_DIR and the source of every value, in
+    Kafka's order: --config > topic override > dynamic config of this broker > dynamic cluster
+    default > server.properties > Kafka's default.
+
+    Topic overrides and dynamic configs come from the KRaft metadata log (__cluster_metadata-0),
+    the broker's node id from the log dir's meta.properties. Notes say what is unknown (an
+    incomplete metadata history, an unknown topic id) and what kcompact assumes.
+    """
+    from kcompact.config.effective import partition_config
+    from kcompact.config.topic_config import parse_config_pairs
+
+    effective = partition_config(partition_dir, cli_overrides=parse_config_pairs(config_pairs),
+                                 server_properties=server_properties, metadata_dir=metadata_dir)
+    if as_json:
+        render.emit_json(effective.as_dict())
+    else:
+        _render_table(effective)
+
+
+def _render_table(effective: EffectiveConfig) -> None:
+    from rich.table import Table
+
+    from kcompact.config.effective import describe_source
+    from kcompact.config.topic_config import format_value
+
+    for label, shown in (
+        ("topic id", effective.topic_id),
+        ("node id", effective.node_id),
+        ("server.properties", effective.server_properties),
+        ("metadata log", _metadata_label(effective)),
+    ):
+        render.plain(f"{label}: {'-' if shown is None else shown}")
+    table = Table(title=f"configuration of {effective.partition_dir.name}", title_justify="left",
+                  show_edge=False)
+    table.add_column("key", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    table.add_column("source", overflow="fold")
+    for item in effective.values:
+        if item.value is not None:
+            table.add_row(item.key, format_value(item.value), describe_source(item))
+    render.console().print(table)
+    for note in effective.notes:
+        render.plain(f"note: {note}")
+
+
+def _metadata_label(effective: EffectiveConfig) -> str | None:
+    if effective.metadata_dir is None:
+        return None
+    state = "complete" if effective.metadata_complete else "incomplete history"
+    return f"{effective.metadata_dir} ({state})"
