@@ -55,8 +55,8 @@ from kcompact.records.control import ControlRecordKey, ControlRecordType, EndTra
 from kcompact.segment import offset_index, time_index, txn_index
 from kcompact.segment.lock import BROKER_LOCK_FILE, broker_holds_lock
 from kcompact.segment.log_file import LogFile
-from kcompact.segment.names import parse_segment_file_name
-from kcompact.segment.partition import SegmentFiles, is_partition_dir, open_partition
+from kcompact.segment.names import SegmentFileName, parse_segment_file_name
+from kcompact.segment.partition import is_partition_dir, open_partition
 from kcompact.segment.verify_index import verify_index_file
 
 if TYPE_CHECKING:
@@ -109,13 +109,24 @@ def dump_path(
         raise KcompactError(
             f"{target}: not a segment file; expected <offset>.log, .index, .timeindex or .txnindex")
     live = yield from _live_check(target.parent.parent)
+    sibling = {kind: _sibling(target, parsed, kind) for kind in DUMPABLE_KINDS}
     if parsed.kind == "log":
         yield from _dump_log(target, parsed.base_offset, records)
+        if verify_index:
+            indexes = (sibling["index"], sibling["timeindex"], sibling["txnindex"])
+            yield from _verify_segment(target, parsed.base_offset,
+                                       tuple(p if p.exists() else None for p in indexes),
+                                       allow_preallocated=live)
         return
     yield from _dump_index(target, parsed.kind, parsed.base_offset)
     if verify_index:
-        log_path = target.with_name(target.name.split(".", 1)[0] + ".log")
-        yield from _verify(target, parsed.base_offset, log_path, allow_preallocated=live)
+        yield from _verify(target, parsed.base_offset, sibling["log"], allow_preallocated=live)
+
+
+def _sibling(path: Path, parsed: SegmentFileName, kind: str) -> Path:
+    """The file of the same segment (and the same temporary suffix) holding ``kind``."""
+    suffix = "" if parsed.temp_suffix is None else f".{parsed.temp_suffix}"
+    return path.with_name(f"{parsed.name.split('.', 1)[0]}.{kind}{suffix}")
 
 
 def _dump_partition(directory: Path, records: bool, verify_index: bool) -> Iterator[Item]:
@@ -125,7 +136,9 @@ def _dump_partition(directory: Path, records: bool, verify_index: bool) -> Itera
         yield from _dump_log(segment.log_path, segment.base_offset, records)
         if verify_index:
             active = number == len(partition.segments) - 1
-            yield from _verify_segment(segment, allow_preallocated=live and active)
+            indexes = (segment.index_path, segment.time_index_path, segment.txn_index_path)
+            yield from _verify_segment(segment.log_path, segment.base_offset, indexes,
+                                       allow_preallocated=live and active)
     if verify_index:
         for orphan in partition.orphan_indexes:
             yield warning_item(orphan, "index file without its .log (an orphan a broker deletes at "
@@ -147,17 +160,19 @@ def _live_check(log_dir: Path) -> Generator[Item, None, bool]:
     return live
 
 
-def _verify_segment(segment: SegmentFiles, *, allow_preallocated: bool) -> Iterator[Item]:
-    if segment.index_path is None:
-        yield warning_item(segment.log_path, "no .index: a broker recovers this segment at startup "
-                                             "and rebuilds its indexes")
-    elif segment.time_index_path is None:
-        yield warning_item(segment.log_path, "no .timeindex: a broker creates an empty one and does "
-                                             "not rebuild it (time rules then use the .log's mtime)")
-    for index in (segment.index_path, segment.time_index_path, segment.txn_index_path):
-        if index is not None:
-            yield from _verify(index, segment.base_offset, segment.log_path,
-                               allow_preallocated=allow_preallocated)
+def _verify_segment(log_path: Path, base_offset: int, indexes: tuple[Path | None, ...], *,
+                    allow_preallocated: bool) -> Iterator[Item]:
+    """Check the existing ``(.index, .timeindex, .txnindex)`` of one segment; warn about missing ones."""
+    index, time_index_path, _txn = indexes
+    if index is None:
+        yield warning_item(log_path, "no .index: a broker recovers this segment at startup and "
+                                     "rebuilds its indexes")
+    elif time_index_path is None:
+        yield warning_item(log_path, "no .timeindex: a broker creates an empty one and does not "
+                                     "rebuild it (time rules then use the .log's mtime)")
+    for path in indexes:
+        if path is not None:
+            yield from _verify(path, base_offset, log_path, allow_preallocated=allow_preallocated)
 
 
 def _verify(index_path: Path, base_offset: int, log_path: Path, *,

@@ -611,3 +611,19 @@ def test_control_batch_encoder_matches_what_the_dump_reads(tmp_path: Path) -> No
     found = items(segment(tmp_path, [marker]), records=True)
     assert [(r["control"], r["coordinator_epoch"]) for r in of_type(found, "record")] == [
         ("ABORT", 42)]
+
+
+def test_verify_from_a_log_file_checks_its_own_indexes(tmp_path: Path) -> None:
+    part = (PartitionBuilder("t", 0).batch([(b"a", b"1")]).batch([(b"b", b"2")])
+            .write(tmp_path, index_interval_bytes=1))
+    found = items(part / LOG, verify_index=True)
+    assert [(Path(c["file"]).name, c["problems"]) for c in of_type(found, "index_check")] == [
+        ("00000000000000000000.index", 0), ("00000000000000000000.timeindex", 0)]
+    for path in part.iterdir():
+        path.rename(path.with_name(path.name + ".cleaned"))
+    (part / "00000000000000000000.index.cleaned").write_bytes(struct.pack(">ii", 0, 5))
+    found = items(part / (LOG + ".cleaned"), verify_index=True)
+    assert [(Path(c["file"]).name, Path(c["log_file"]).name, c["problems"])
+            for c in of_type(found, "index_check")] == [
+        ("00000000000000000000.index.cleaned", "00000000000000000000.log.cleaned", 1),
+        ("00000000000000000000.timeindex.cleaned", "00000000000000000000.log.cleaned", 0)]
