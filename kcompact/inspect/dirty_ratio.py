@@ -2,28 +2,39 @@
 
 Reads sizes, checkpoints, index tails and batch headers only (through ``cleaner.log_state``), then applies the
 one implementation of Kafka's range rules (``cleaner.ranges``), so ``clean`` and this report can never
-disagree. Field names of :class:`DirtyRatioRow` are part of the ``--json`` interface.
+disagree. Field names of :class:`DirtyRatioRow` are part of the ``--json`` interface
+(tests/inspect/test_dirty_ratio.py fixes them).
+
+A log dir's checkpoint files hold one line per partition, so reading them once per partition makes a report
+over a log dir quadratic (10 000 partitions: 30 000 parses of 10 000-line files, about 15 minutes). Each
+checkpoint file and the broker lock are therefore read once per log dir and report
+(:class:`_LogDirPartition`); ``python scripts/bench_inspect.py`` measures the whole report.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from kcompact.cleaner.log_state import load_log_state
 from kcompact.cleaner.ranges import CleanableRange, cleaner_order, compute_cleanable_range
 from kcompact.cleaner.run import resolve_config
+from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import KcompactError
+from kcompact.segment.checkpoint import read_offset_checkpoint
 from kcompact.segment.lock import broker_holds_lock
 from kcompact.segment.partition import (
     METADATA_TOPIC,
+    Partition,
     is_partition_dir,
     iter_partition_dirs,
     open_partition,
 )
+
+LIVE_BROKER_WARNING = "a running broker holds this log dir: the active segment may be moving"
 
 ADVICE = {
     "active-segment": (
@@ -98,8 +109,12 @@ def dirty_ratio_report(
     config, notes = resolve_config(cli_overrides)
     rows: list[DirtyRatioRow] = []
     ranges: list[tuple[str, CleanableRange]] = []
+    log_dirs: dict[Path, _LogDirFacts] = {}
     for part_dir in _partition_dirs(paths):
-        row, rng = _row(part_dir, config, now, notes)
+        facts = log_dirs.get(part_dir.parent)
+        if facts is None:
+            facts = log_dirs[part_dir.parent] = _LogDirFacts.read(part_dir.parent)
+        row, rng = _row(part_dir, config, now, notes, facts)
         rows.append(row)
         if rng is not None:
             ranges.append((row.partition_dir, rng))
@@ -123,8 +138,43 @@ def _partition_dirs(paths: Iterable[str | Path]) -> list[Path]:
     return found
 
 
-def _row(part_dir: Path, config: Any, now: int, notes: list[str]) -> tuple[DirtyRatioRow, CleanableRange | None]:
-    partition = open_partition(part_dir)
+@dataclass(frozen=True, slots=True)
+class _LogDirFacts:
+    """What one log dir says about all its partitions, read once per report."""
+
+    checkpoints: dict[Path, dict[tuple[str, int], int]]  # filled on first use of each file
+    broker_running: bool
+
+    @classmethod
+    def read(cls, log_dir: Path) -> _LogDirFacts:
+        return cls({}, broker_holds_lock(log_dir))
+
+
+@dataclass(frozen=True, slots=True)
+class _LogDirPartition(Partition):
+    """A :class:`Partition` whose checkpoint entries come from its log dir's cached files."""
+
+    facts: _LogDirFacts | None = field(default=None, compare=False)
+
+    @classmethod
+    def of(cls, partition: Partition, facts: _LogDirFacts) -> _LogDirPartition:
+        values = {f.name: getattr(partition, f.name) for f in fields(Partition)}
+        return cls(**values, facts=facts)
+
+    def checkpointed(self, checkpoint: Path) -> int | None:
+        """This partition's entry in a log dir checkpoint file (each file is parsed once)."""
+        if self.facts is None:
+            return Partition.checkpointed(self, checkpoint)
+        entries = self.facts.checkpoints.get(checkpoint)
+        if entries is None:  # a file that does not parse raises here, for each partition
+            entries = self.facts.checkpoints[checkpoint] = read_offset_checkpoint(checkpoint)
+        return entries.get(self.topic_partition)
+
+
+def _row(
+    part_dir: Path, config: TopicConfig, now: int, notes: list[str], facts: _LogDirFacts
+) -> tuple[DirtyRatioRow, CleanableRange | None]:
+    partition = _LogDirPartition.of(open_partition(part_dir), facts)
     row = DirtyRatioRow(
         topic=partition.topic,
         partition=partition.partition,
@@ -133,19 +183,19 @@ def _row(part_dir: Path, config: Any, now: int, notes: list[str]) -> tuple[Dirty
         min_cleanable_dirty_ratio=config.min_cleanable_dirty_ratio,
     )
     row.warnings.extend(notes)
-    if broker_holds_lock(part_dir.parent):
-        row.warnings.append("a running broker holds this log dir: the active segment may be moving")
+    if facts.broker_running:
+        row.warnings.append(LIVE_BROKER_WARNING)
     if partition.topic == METADATA_TOPIC:
         row.blocking_rule = "cleanup-policy"
         row.blocking_detail = "__cluster_metadata is KRaft's own log; no cleaner touches it"
         return row, None
     try:
         state = load_log_state(partition, config)
+        rng = compute_cleanable_range(state.range_inputs(config, now))
     except KcompactError as err:
         row.error = str(err)
         return row, None
     row.warnings.extend(state.warnings)
-    rng = compute_cleanable_range(state.range_inputs(config, now))
     _fill(row, rng)
     return row, rng
 
