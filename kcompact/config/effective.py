@@ -195,8 +195,8 @@ def _node_id(log_dir: Path, props: Mapping[str, str], props_path: Path | None,
     if found is None:
         return configured
     if configured is not None and configured != found:
-        notes.append(f"{meta_path} says node {found} but {props_path} says {configured}; a broker "
-                     f"refuses to start so, kcompact uses the log dir's node {found}")  # fmt: skip
+        notes.append(f"{meta_path} says node {found} but {props_path} says {configured} (a broker "
+                     f"would refuse to start); kcompact uses the log dir's node {found}")  # fmt: skip
     return found
 
 
@@ -383,7 +383,7 @@ def partition_config(
             ``partition.metadata`` is malformed, or the metadata log is another cluster's.
         CorruptDataError: (a subclass) the metadata log does not parse (the message names the file).
     """
-    part = Path(partition_dir)
+    part = Path(os.path.abspath(partition_dir))  # "." names its directory too
     name = parse_partition_dir_name(part.name)
     if name is None:
         raise ConfigError(
@@ -391,9 +391,12 @@ def partition_config(
     notes: list[str] = []
     found = _gather(part, name.topic, server_properties, metadata_dir, notes)
     overrides, assumed = _internal_topic_overrides(name.topic, found.topic_overrides, notes)
-    config, values = resolve_config(
-        cli=cli_overrides, topic_overrides=overrides, broker_dynamic=found.broker,
-        cluster_dynamic=found.cluster, server_properties=found.props, broker_id=found.node)
+    try:
+        config, values = resolve_config(
+            cli=cli_overrides, topic_overrides=overrides, broker_dynamic=found.broker,
+            cluster_dynamic=found.cluster, server_properties=found.props, broker_id=found.node)
+    except ConfigError as err:
+        raise ConfigError(f"{part}: {err}") from None
     policy = next(v for v in values if v.key == "cleanup.policy")
     if assumed and policy.source == "topic":
         values = _replace(values, ConfigValue(policy.key, policy.value, SOURCE_ASSUMED))

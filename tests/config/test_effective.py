@@ -285,13 +285,17 @@ def test_node_id_sources(tmp_path: Path) -> None:
         partition_config(log_dir / "orders-0", cli_overrides={})
 
 
-def test_bad_values_and_names_are_config_errors(tmp_path: Path) -> None:
+def test_bad_values_and_names_are_config_errors(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     log_dir = make_log_dir(tmp_path, metadata=[[
         encode_topic("orders", ORDERS_ID),
         encode_config(TOPIC, "orders", "min.cleanable.dirty.ratio", "1.5")]])
     with pytest.raises(ConfigError, match="topic override: min.cleanable.dirty.ratio=1.5: must be "
                                           "between 0.0 and 1.0"):
         partition_config(log_dir / "orders-0", cli_overrides={})
+    monkeypatch.chdir(log_dir / "orders-0")
+    with pytest.raises(ConfigError, match=f"{log_dir / 'orders-0'}: topic override"):
+        partition_config(".", cli_overrides={})  # found by its absolute name
     (log_dir / "not-a-partition").mkdir()
     with pytest.raises(ConfigError, match="not a partition directory"):
         partition_config(log_dir / "not-a-partition", cli_overrides={})
