@@ -39,7 +39,7 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kcompact.errors import CorruptDataError, KcompactError
+from kcompact.errors import CorruptDataError, KcompactError, TruncatedDataError
 from kcompact.records.batch import (
     ENTRY_PREFIX_STRUCT,
     HEADER_SIZE_UP_TO_MAGIC,
@@ -108,19 +108,35 @@ def dump_path(
     if parsed is None or parsed.kind not in DUMPABLE_KINDS:
         raise KcompactError(
             f"{target}: not a segment file; expected <offset>.log, .index, .timeindex or .txnindex")
+    yield from _dump_file(target, parsed, records, verify_index)
+
+
+def _dump_file(target: Path, parsed: SegmentFileName, records: bool,
+               verify_index: bool) -> Iterator[Item]:
     live = yield from _live_check(target.parent.parent)
+    live_active = live and _is_active(target, parsed)
     sibling = {kind: _sibling(target, parsed, kind) for kind in DUMPABLE_KINDS}
     if parsed.kind == "log":
-        yield from _dump_log(target, parsed.base_offset, records)
+        yield from _dump_log(target, parsed.base_offset, records, live_active=live_active)
         if verify_index:
             indexes = (sibling["index"], sibling["timeindex"], sibling["txnindex"])
             yield from _verify_segment(target, parsed.base_offset,
                                        tuple(p if p.exists() else None for p in indexes),
-                                       allow_preallocated=live)
+                                       live_active=live_active)
         return
     yield from _dump_index(target, parsed.kind, parsed.base_offset)
     if verify_index:
-        yield from _verify(target, parsed.base_offset, sibling["log"], allow_preallocated=live)
+        yield from _verify(target, parsed.base_offset, sibling["log"], live_active=live_active)
+
+
+def _is_active(target: Path, parsed: SegmentFileName) -> bool:
+    """Whether no ``.log`` with a higher base offset sits next to ``target`` (its segment is last)."""
+    try:
+        names = [parse_segment_file_name(p.name) for p in target.parent.iterdir()]
+    except OSError:
+        return True  # unknown: the lenient reading
+    return not any(n is not None and n.kind == "log" and n.temp_suffix is None
+                   and n.base_offset > parsed.base_offset for n in names)
 
 
 def _sibling(path: Path, parsed: SegmentFileName, kind: str) -> Path:
@@ -133,12 +149,13 @@ def _dump_partition(directory: Path, records: bool, verify_index: bool) -> Itera
     partition = open_partition(directory)
     live = yield from _live_check(directory.parent)
     for number, segment in enumerate(partition.segments):
-        yield from _dump_log(segment.log_path, segment.base_offset, records)
+        live_active = live and number == len(partition.segments) - 1
+        yield from _dump_log(segment.log_path, segment.base_offset, records,
+                             live_active=live_active)
         if verify_index:
-            active = number == len(partition.segments) - 1
             indexes = (segment.index_path, segment.time_index_path, segment.txn_index_path)
             yield from _verify_segment(segment.log_path, segment.base_offset, indexes,
-                                       allow_preallocated=live and active)
+                                       live_active=live_active)
     if verify_index:
         for orphan in partition.orphan_indexes:
             yield warning_item(orphan, "index file without its .log (an orphan a broker deletes at "
@@ -161,7 +178,7 @@ def _live_check(log_dir: Path) -> Generator[Item, None, bool]:
 
 
 def _verify_segment(log_path: Path, base_offset: int, indexes: tuple[Path | None, ...], *,
-                    allow_preallocated: bool) -> Iterator[Item]:
+                    live_active: bool) -> Iterator[Item]:
     """Check the existing ``(.index, .timeindex, .txnindex)`` of one segment; warn about missing ones."""
     index, time_index_path, _txn = indexes
     if index is None:
@@ -172,13 +189,12 @@ def _verify_segment(log_path: Path, base_offset: int, indexes: tuple[Path | None
                                      "rebuild it (time rules then use the .log's mtime)")
     for path in indexes:
         if path is not None:
-            yield from _verify(path, base_offset, log_path, allow_preallocated=allow_preallocated)
+            yield from _verify(path, base_offset, log_path, live_active=live_active)
 
 
 def _verify(index_path: Path, base_offset: int, log_path: Path, *,
-            allow_preallocated: bool) -> Iterator[Item]:
-    found = verify_index_file(index_path, base_offset, log_path,
-                              allow_preallocated=allow_preallocated)
+            live_active: bool) -> Iterator[Item]:
+    found = verify_index_file(index_path, base_offset, log_path, live_active=live_active)
     for message in found:
         yield problem_item(index_path, None, message)
     yield {"type": "index_check", "file": str(index_path),
@@ -190,7 +206,7 @@ def _file_item(path: Path, kind: str, base_offset: int, size_in_bytes: int) -> I
             "size_in_bytes": size_in_bytes}
 
 
-def _dump_log(path: Path, base_offset: int, records: bool) -> Iterator[Item]:
+def _dump_log(path: Path, base_offset: int, records: bool, *, live_active: bool) -> Iterator[Item]:
     try:
         log = LogFile(path)
     except OSError as err:
@@ -200,10 +216,11 @@ def _dump_log(path: Path, base_offset: int, records: bool) -> Iterator[Item]:
         yield _file_item(path, "log", base_offset, log.size_in_bytes)
         position: int | None = 0
         while position is not None:
-            position = yield from _walk(log, position, records)
+            position = yield from _walk(log, position, records, live_active)
 
 
-def _walk(log: LogFile, start: int, records: bool) -> Generator[Item, None, int | None]:
+def _walk(log: LogFile, start: int, records: bool,
+          live_active: bool) -> Generator[Item, None, int | None]:
     """Yield the items of the entries from ``start``; return where to resume after a bad one, or None."""
     position = start
     try:
@@ -211,6 +228,10 @@ def _walk(log: LogFile, start: int, records: bool) -> Generator[Item, None, int 
             yield from _batch_items(batch, log.path, records)
             position = batch.position + batch.size_in_bytes
     except CorruptDataError as err:
+        if live_active and isinstance(err, TruncatedDataError):
+            yield warning_item(log.path, f"ends in a partial entry at position {position}, which "
+                                         f"the running broker may be writing; stopped there")
+            return None
         yield problem_item(log.path, err.position, err.message)
         return _next_frame(log.buffer, position)
     except KcompactError as err:  # UnsupportedFormatError has no position: the walk knows it

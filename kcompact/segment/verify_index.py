@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from kcompact.errors import KcompactError
+from kcompact.errors import KcompactError, TruncatedDataError
 from kcompact.records.batch import RecordBatch
 from kcompact.records.control import ControlRecordKey
 from kcompact.segment.log_file import LogFile
@@ -56,15 +56,19 @@ class LogFacts:
 
 
 def verify_index_file(
-    index_path: Path, base_offset: int, log_path: Path, *, allow_preallocated: bool = False
+    index_path: Path, base_offset: int, log_path: Path, *, live_active: bool = False
 ) -> list[str]:
     """Problems of one ``.index``/``.timeindex``/``.txnindex`` file, in words (empty: none found).
+
+    The index is read before the log: a broker appends a batch to the log before indexing it, so
+    every entry read then names a batch the log walk will find, even while the segment grows.
 
     Args:
         index_path: the index file.
         base_offset: its segment's base offset.
         log_path: the segment's ``.log``; when it is missing only the file's own rules are checked.
-        allow_preallocated: ignore trailing zero-filled slots (the active segment of a live broker).
+        live_active: the active segment of a running broker: trailing zero-filled slots and a
+            partial last batch are expected, not problems.
 
     Returns:
         One sentence per problem. A ``.log`` that cannot be walked adds one sentence saying the
@@ -83,11 +87,11 @@ def verify_index_file(
     facts: LogFacts | None = None
     if log_path.exists():
         try:
-            facts = read_log_facts(log_path)
+            facts = read_log_facts(log_path, partial_tail_ok=live_active)
         except (KcompactError, OSError) as err:
             problems.append(f"not compared with {log_path.name}, which cannot be walked: {err}")
     try:
-        problems += _check(kind, data, base_offset, facts, allow_preallocated)
+        problems += _check(kind, data, base_offset, facts, live_active)
     except KcompactError as err:
         problems.append(getattr(err, "message", str(err)))
     return problems
@@ -95,6 +99,7 @@ def verify_index_file(
 
 def _check(kind: str, data: bytes, base_offset: int, facts: LogFacts | None,
            allow_preallocated: bool) -> list[str]:
+    """Decode ``data`` as an index of ``kind`` and apply its rules (and the log's, given ``facts``)."""
     if kind == "index":
         entries = decode_offset_index(data, base_offset)
         if allow_preallocated:
@@ -141,11 +146,12 @@ def _check_txns(txns: Sequence[AbortedTxn], facts: LogFacts | None, problems: li
     no_marker.report(problems)
 
 
-def read_log_facts(log_path: Path) -> LogFacts:
+def read_log_facts(log_path: Path, *, partial_tail_ok: bool = False) -> LogFacts:
     """Walk a ``.log``'s batch headers (and its control records) for the index checks.
 
     Args:
         log_path: the segment's ``.log``.
+        partial_tail_ok: stop quietly at an entry that runs past the end (a live active segment).
 
     Returns:
         Batch starts, running-maximum inputs and control markers.
@@ -156,11 +162,15 @@ def read_log_facts(log_path: Path) -> LogFacts:
     """
     facts = LogFacts()
     with LogFile(log_path) as log:
-        for batch in log.iter_batches():
-            facts.starts.append((batch.position, batch.last_offset))
-            facts.times.append((batch.last_offset, batch.max_timestamp))
-            if batch.is_control:
-                facts.markers[batch.last_offset] = (batch.producer_id, _marker_type(batch))
+        try:
+            for batch in log.iter_batches():
+                facts.starts.append((batch.position, batch.last_offset))
+                facts.times.append((batch.last_offset, batch.max_timestamp))
+                if batch.is_control:
+                    facts.markers[batch.last_offset] = (batch.producer_id, _marker_type(batch))
+        except TruncatedDataError:
+            if not partial_tail_ok:
+                raise
     return facts
 
 

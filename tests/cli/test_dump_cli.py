@@ -272,3 +272,19 @@ def test_live_broker_gets_a_warning_on_stderr_only(tmp_path: Path) -> None:
     assert (as_json.exit_code, as_json.stdout, as_json.stderr) == (0, quiet, warning)
     assert (as_text.exit_code, as_text.stderr) == (0, warning)
     assert run(part).stderr == ""
+
+
+def test_live_broker_appending_to_the_active_segment_is_not_bad_input(tmp_path: Path) -> None:
+    part = small_partition(tmp_path)
+    log = part / LOG
+    size = log.stat().st_size
+    log.write_bytes(log.read_bytes() + encode_batch([Record(4, BASE_TS, b"k", b"v")],
+                                                    base_offset=4)[:30])
+    assert run(part, "--verify-index").exit_code == 2
+    with broker_running(tmp_path):
+        result = run(part, "--verify-index")
+    assert result.exit_code == 0
+    assert result.stderr.splitlines()[1] == (
+        f"kcompact: warning: {log}: ends in a partial entry at position {size}, which the running "
+        "broker may be writing; stopped there")
+    assert result.stdout.count(": ok\n") == 3

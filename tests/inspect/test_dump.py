@@ -547,6 +547,34 @@ def test_preallocated_active_index_is_fine_while_a_broker_runs(
             "(a partial last batch, preallocated indexes)")}]
 
 
+def test_partial_tail_of_a_live_active_segment_is_a_warning(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    builder = PartitionBuilder("t", 0).batch([(b"a", b"1")] * 2).batch([(b"b", b"2")])
+    part = builder.roll().batch([(b"c", b"3")]).batch([(b"d", b"4")] * 5).write(
+        tmp_path, index_interval_bytes=1)
+    old, active = sorted(part.glob("*.log"))
+    old.write_bytes(old.read_bytes()[:-20])  # a torn closed segment is always a problem
+    appending = encode_batch(records(9, 4), base_offset=9)[:40]  # what a broker is writing
+    active.write_bytes(active.read_bytes() + appending)
+    end = active.stat().st_size - 40
+    torn_closed = [(old.name, 79), ("00000000000000000000.index", None),
+                   ("00000000000000000000.timeindex", None)]
+    torn_active = [(active.name, end), ("00000000000000000003.index", None),
+                   ("00000000000000000003.timeindex", None)]
+    found = items(part, verify_index=True)
+    assert [(Path(p["file"]).name, p["position"]) for p in of_type(found, "problem")] == (
+        torn_closed + torn_active)
+    monkeypatch.setattr(dump_module, "broker_holds_lock", lambda log_dir: True)
+    for target, problems in ((part, torn_closed), (active, []), (old, torn_closed[:1])):
+        found = items(target, verify_index=target != old)
+        assert [(Path(p["file"]).name, p["position"])
+                for p in of_type(found, "problem")] == problems
+    assert of_type(items(active), "warning")[-1] == {
+        "type": "warning", "file": str(active), "message": (
+            f"ends in a partial entry at position {end}, which the running broker may be "
+            "writing; stopped there")}
+
+
 def test_unreadable_lock_is_a_warning_not_a_refusal(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(log_dir: Path) -> bool:
