@@ -1,45 +1,41 @@
 """The cleaner's dedupe map: key digest -> latest offset over the dirty range (spec §6.6, §9).
 
-Kafka's ``SkimpyOffsetMap`` is an open-addressing table of 24-byte slots (16-byte MD5 || int64
-offset) that stops accepting puts at ``floor(slots * load_factor)`` entries. This map keeps the same
-semantics (later put wins; ``latest_offset`` set by every put; Kafka's capacity rule on request) but
-is built for Python: callers hand it whole batches of digests, and all per-key work runs in numpy.
+Same semantics as Kafka's ``SkimpyOffsetMap`` (a later put of a key wins, every put sets
+``latest_offset``, Kafka's capacity rule on request), but fed whole batches: all per-key work is
+numpy, with no Python object per key.
 
-Digest. ``key_digests`` hashes each key with XXH3-128 (seed 0) and splits the canonical big-endian
-16-byte digest (``DIGEST_LAYOUT``) into ``hi`` (bytes 0-7) and ``lo`` (bytes 8-15), both uint64.
-All 128 bits are stored and compared, so a collision needs a full 128-bit match, as with Kafka's
-MD5 (the digests differ from Kafka's, so engineered MD5 collisions are not reproduced). Per key,
-from Python (1M keys, 2-core Xeon, CPython 3.11)::
+Digest: XXH3-128 (seed 0) of the key, canonical big-endian, split per ``DIGEST_LAYOUT`` into ``hi``
+and ``lo`` (uint64). All 128 bits are stored and compared, so keys collide only on a full 128-bit
+match, as with Kafka's MD5 (whose engineered collisions are therefore not reproduced). Per key from
+Python (1M keys; 100-byte keys in brackets): ``md5(k).digest()`` 340 ns (383), ``blake2b`` with
+``digest_size=16`` 359 (375), ``xxh3_128_intdigest`` 100 (102; Python ints), ``xxh3_128_digest``
+mapped and joined 114 (127), 119 (130) with the split into arrays: that is ``key_digests``.
 
-    hashlib.md5(k).digest() in a list comprehension        340 ns    (100-byte keys: 383 ns)
-    hashlib.blake2b(k, digest_size=16), map + join          359 ns    (375 ns)
-    xxhash.xxh3_128_intdigest, map                          100 ns    (102 ns; ints, not bytes)
-    xxhash.xxh3_128_digest, map + b"".join                  114 ns    (127 ns)   <- used
-      ... + split into two uint64 arrays                    119 ns    (130 ns)
+Layout: a few *runs*, each three arrays sorted by ``hi`` (keys sharing ``hi`` stay adjacent and are
+told apart by ``lo``), no key in two runs. ``off`` is ``offset - base`` as uint32 (``base``: first
+offset put) while that fits, else int64: 20 bytes per key (24 if offsets span 2**32; 16 would need
+32 digest bits implied by position, a 2**32-entry directory). Puts append to a *pending* list. A
+flush (at max(2**18, size / 4) puts) argsorts it, keeps each key's last put, overwrites in place the
+offsets of keys a run holds, and makes a run of the new keys; runs merge (the smaller woven into
+the larger at its ``searchsorted`` positions) while the newer is at least half the older. Lookups
+find ``hi`` via a per-run *directory* (start of each top-k-bit bucket of ~8-16 keys, <= 1 byte per
+key, built on first use) plus fixed vectorised bisection steps over 8192-query chunks: 56 ns per
+query (10M keys, batches of 1000) where ``np.searchsorted`` takes 500.
 
-Layout. The map is a short list of *runs*: arrays ``hi``, ``lo`` sorted by ``hi`` (ties, i.e. 64-bit
-prefix collisions, are kept adjacent and resolved on ``lo``) and ``off``, with no key in two runs.
-``off`` holds ``offset - base`` as uint32 (``base`` = first offset put) while it fits, else int64,
-so a key costs 8 + 8 + 4 = 20 bytes (24 when the dirty range spans 2**32 offsets). 16 bytes would
-need 32 digest bits implied by position (a 2**32-entry directory) and is not reached. Puts go to
-an unsorted *pending* list; a flush sorts it (``argsort`` on ``hi``), keeps each key's last put,
-updates the offsets of keys already in a run in place and makes a run of the new keys; runs merge
-(searchsorted weave, no re-sort) while the newer is at least half the older, so there are about
-log2(N / flush) runs. Lookups find ``hi`` with a per-run *directory* (start index of each
-top-k-bit bucket, ~8-16 keys per bucket, <= 1 byte per key, built when first needed) and a fixed
-number of vectorised bisection steps in 8192-query chunks; that is 5-10x faster than
-``np.searchsorted`` on random queries over a large array.
+Capacity: Kafka checks ``entries < floor(slots * load_factor)`` before every put, even of a key it
+holds. ``put_batch`` takes a batch blind while ``size + pending + len(batch) <= max_entries``, else
+it flushes, counts the new keys before each position and accepts the prefix Kafka would.
 
-Capacity (Kafka emulation, ``for_dedupe_buffer``). Before every put, even of a key already present,
-Kafka checks ``entries < floor(slots * load_factor)``. ``put_batch`` accepts whole batches without
-looking while ``size + pending + len(batch) <= max_entries`` (an upper bound); otherwise it flushes
-and counts, per position, the distinct new keys before it, and accepts the prefix Kafka would.
+``scripts/bench_offset_map.py N`` (random digests, batches of 1000; after ``freeze`` every key and
+as many absent ones are looked up; hashing, 7.6-9.6M keys/s, excluded; shared 2-core VM)::
 
-Measured with ``scripts/bench_offset_map.py`` (random digests, put batches of 1000, get batches of
-1000 present + 1000 absent keys after ``freeze``; keys/s exclude hashing)::
+    keys   bytes/key (frozen)   put keys/s   freeze    get keys/s   peak RSS
+    1M     20.5                 8.8M         0.04 s    8.6M         108 MiB
+    10M    20.8                 3.4M         0.3 s     5.4M         582 MiB
+    100M   20.7                 1.4M         17 s      3.2M         4.4 GiB
 
-    keys     bytes/key (frozen)   put keys/s   get keys/s   peak RSS
-    1M       see module tail      ...
+Bounded maps cost the same; updates to a map 500 keys short of full (each batch counted exactly)
+run at 2M keys/s.
 """
 
 from __future__ import annotations
@@ -58,12 +54,10 @@ I64 = npt.NDArray[np.int64]
 Index = npt.NDArray[np.intp]
 Mask = npt.NDArray[np.bool_]
 
-DIGEST_LAYOUT = np.dtype(
-    [
-        ("hi", ">u8"),  # digest bytes 0-7, big-endian: sorts and buckets the map
-        ("lo", ">u8"),  # digest bytes 8-15, big-endian: tells apart keys sharing ``hi``
-    ]
-)
+DIGEST_LAYOUT = np.dtype([
+    ("hi", ">u8"),  # digest bytes 0-7, big-endian: sorts and buckets the map
+    ("lo", ">u8"),  # digest bytes 8-15, big-endian: tells apart keys sharing ``hi``
+])  # fmt: skip
 """One XXH3-128 digest in its canonical byte order, split into the two stored words."""
 
 KAFKA_BYTES_PER_ENTRY = 24
@@ -214,27 +208,18 @@ def _merge_runs(a: _Run, b: _Run) -> _Run:
 
 
 def _key_groups(hi: U64, lo: U64) -> tuple[Index, Index]:
-    """An order that sorts the keys, and where each group of equal keys starts in it.
-
-    Inside a group the order is arbitrary; callers choose by put position (the order's values).
-    """
+    """An order sorting the keys, and where each group of equal keys starts in it (the order
+    inside a group is arbitrary: callers pick by put position, i.e. the order's values)."""
     order = np.argsort(hi)
     h, lo_sorted = hi[order], lo[order]
     same_hi = h[1:] == h[:-1]
     same = same_hi & (lo_sorted[1:] == lo_sorted[:-1])
-    if not np.array_equal(same, same_hi):  # distinct keys share hi: sort on (hi, lo) too
+    if not np.array_equal(same, same_hi):  # distinct keys share hi: sort on (hi, lo)
         order = np.lexsort((lo, hi))
         h, lo_sorted = hi[order], lo[order]
         same = (h[1:] == h[:-1]) & (lo_sorted[1:] == lo_sorted[:-1])
     starts = np.concatenate(([0], np.flatnonzero(~same) + 1))
     return order, starts
-
-
-def _first_occurrences(hi: U64, lo: U64) -> Mask:
-    order, starts = _key_groups(hi, lo)
-    first = np.zeros(len(hi), dtype=bool)
-    first[np.minimum.reduceat(order, starts)] = True
-    return first
 
 
 def _digest_columns(hi: object, lo: object) -> tuple[U64, U64]:
@@ -286,17 +271,18 @@ class OffsetMap:
             ``floor(slots * load_factor)`` entries.
 
         Raises:
-            ConfigError: a load factor outside (0, 1], or ``slots * load_factor <= 1``, which Kafka
-                rejects ("offset map is too small to fit in even a single message").
+            ConfigError: a load factor outside (0, 1] (above 1 Kafka's map throws once all slots
+                are used), or a buffer that holds no key at all (Kafka's cleaner would never
+                advance; its ``slots * load_factor > 1`` check is a Java ``assert``, off by default).
         """
         if not 0.0 < load_factor <= 1.0:
             raise ConfigError(
                 f"log.cleaner.io.buffer.load.factor; expected a value in (0, 1], found {load_factor}"
             )
         slots = max(0, min(buffer_bytes, KAFKA_MAX_MAP_MEMORY)) // KAFKA_BYTES_PER_ENTRY
-        if not slots * load_factor > 1:
+        if int(slots * load_factor) < 1:
             raise ConfigError(
-                f"dedupe buffer too small to fit a single key; expected slots * load factor > 1, "
+                f"dedupe buffer too small to hold one key; expected floor(slots * load factor) >= 1, "
                 f"found {slots} slots ({buffer_bytes} bytes) * {load_factor}"
             )
         offset_map = cls(max_entries=int(slots * load_factor))
@@ -340,8 +326,6 @@ class OffsetMap:
         accepted = len(off) if limit is None else self._accept_count(h, lo_, limit)
         if accepted == 0:
             return 0
-        if self._base is None:
-            self._base = int(off[0])
         self._pending.append((h[:accepted].copy(), lo_[:accepted].copy(), off[:accepted].copy()))
         self._pending_puts += accepted
         self.latest_offset = int(off[accepted - 1])
@@ -377,9 +361,7 @@ class OffsetMap:
     def freeze(self) -> None:
         """End of build: merge everything into one run so lookups search once."""
         self._flush()
-        while len(self._runs) > 1:
-            newer = self._runs.pop()
-            self._runs[-1] = _merge_runs(self._runs[-1], newer)
+        self._merge_tail(everything=True)
 
     def memory_bytes(self) -> int:
         """Bytes of array data the map holds now (runs, directories, pending puts)."""
@@ -391,15 +373,13 @@ class OffsetMap:
         if self._size + self._pending_puts + len(hi) <= limit:
             return len(hi)  # even if every put were a new key, none would be refused
         self._flush()
-        new = _first_occurrences(hi, lo) & ~self._contains(hi, lo)
+        order, starts = _key_groups(hi, lo)
+        new = np.zeros(len(hi), dtype=bool)
+        new[np.minimum.reduceat(order, starts)] = True  # first put of each key in the batch
+        for run in self._runs:
+            new &= ~run.find(hi, lo)[1]
         new_before: I64 = np.cumsum(new) - new  # distinct new keys put before each position
         return int(np.searchsorted(new_before, limit - self._size, side="left"))
-
-    def _contains(self, hi: U64, lo: U64) -> Mask:
-        present = np.zeros(len(hi), dtype=bool)
-        for run in self._runs:
-            present |= run.find(hi, lo)[1]
-        return present
 
     def _flush(self) -> None:
         """Fold pending puts into the runs (last put of each key wins)."""
@@ -407,6 +387,7 @@ class OffsetMap:
             return
         hi, lo, off = (np.concatenate(cols) for cols in zip(*self._pending))
         self._pending, self._pending_puts = [], 0
+        self._base = int(off[0]) if self._base is None else self._base
         order, starts = _key_groups(hi, lo)
         last = np.maximum.reduceat(order, starts)  # the latest put of each key, sorted by key
         hi, lo, off = hi[last], lo[last], off[last]
@@ -417,9 +398,12 @@ class OffsetMap:
                 keep = ~found
                 hi, lo, off = hi[keep], lo[keep], off[keep]
         if len(hi):
-            base = int(off[0]) if self._base is None else self._base
-            self._runs.append(_Run.encode(hi, lo, off, base))
+            self._runs.append(_Run.encode(hi, lo, off, self._base))
             self._size += len(hi)
-        while len(self._runs) > 1 and 2 * len(self._runs[-1]) >= len(self._runs[-2]):
-            newer = self._runs.pop()
-            self._runs[-1] = _merge_runs(self._runs[-1], newer)
+        self._merge_tail(everything=False)
+
+    def _merge_tail(self, *, everything: bool) -> None:
+        runs = self._runs  # merge the newest run into the previous one while >= half its size
+        while len(runs) > 1 and (everything or 2 * len(runs[-1]) >= len(runs[-2])):
+            newer = runs.pop()
+            runs[-1] = _merge_runs(runs[-1], newer)

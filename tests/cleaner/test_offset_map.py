@@ -193,8 +193,8 @@ def test_dedupe_buffer_is_capped_at_2gib_like_kafka() -> None:
 @pytest.mark.parametrize(
     ("buffer_bytes", "load_factor", "fragment"),
     [
-        (24, 0.9, "expected slots * load factor > 1, found 1 slots"),
-        (48, 0.5, "expected slots * load factor > 1, found 2 slots"),
+        (24, 0.9, "expected floor(slots * load factor) >= 1, found 1 slots (24 bytes) * 0.9"),
+        (47, 0.5, "found 1 slots (47 bytes) * 0.5"),
         (0, 0.9, "found 0 slots"),
         (2400, 0.0, "expected a value in (0, 1], found 0.0"),
         (2400, 1.5, "expected a value in (0, 1], found 1.5"),
@@ -205,6 +205,13 @@ def test_unusable_dedupe_buffer_is_refused(
 ) -> None:
     with pytest.raises(ConfigError, match=re.escape(fragment)):
         OffsetMap.for_dedupe_buffer(buffer_bytes, load_factor)
+
+
+def test_a_buffer_for_exactly_one_key_is_usable() -> None:
+    """Kafka 4.1 only asserts slots * load_factor > 1 (Java assert, disabled in brokers)."""
+    offset_map = OffsetMap.for_dedupe_buffer(48, load_factor=0.5)  # 2 slots * 0.5 == 1
+    assert (offset_map.slots, offset_map.max_entries) == (2, 1)
+    assert _put_keys(offset_map, [b"a", b"a"], [0, 1]) == 1  # full after one key, even for "a"
 
 
 def test_capacity_below_one_is_refused() -> None:
