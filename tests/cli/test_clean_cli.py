@@ -1,0 +1,361 @@
+"""``kcompact clean``: the report (text and --json), --dry-run, --config errors, log dirs, refusals,
+exit codes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from kcompact.cli.main import cli
+from kcompact.records.batch import CRC_OFFSET, MAGIC_OFFSET
+from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from tests.builders import BASE_TS, PartitionBuilder, read_all_records
+
+NOW = BASE_TS + 1_000
+ASSUMED = (
+    "kcompact: warning: cleanup.policy: no topic configuration found and none given with --config; "
+    "assuming 'compact' (retention never runs without an explicit delete policy)\n"
+)
+RESULT_FIELDS = {
+    "partition_dir",
+    "topic",
+    "partition",
+    "dry_run",
+    "now_ms",
+    "first_dirty_offset",
+    "first_uncleanable_offset",
+    "end_offset",
+    "checkpoint_before",
+    "checkpoint_written",
+    "dirty_ratio",
+    "blocking_rule",
+    "skipped_reason",
+    "recovery_actions",
+    "warnings",
+    "stats",
+}
+STATS_FIELDS = {
+    "bytes_read",
+    "bytes_written",
+    "records_read",
+    "records_written",
+    "records_scanned",
+    "batches_read",
+    "batches_copied",
+    "batches_rebuilt",
+    "empty_batches_retained",
+    "batches_dropped",
+    "superseded_removed",
+    "tombstones_removed",
+    "invalid_records",
+    "aborted_records_removed",
+    "markers_removed",
+    "map_entries",
+    "map_memory_bytes",
+    "groups",
+    "elapsed_s",
+    "size_reduction",
+}
+
+
+def run(*args: str | Path) -> Result:
+    runner = CliRunner(catch_exceptions=False, env={"COLUMNS": "80"})
+    return runner.invoke(cli, ["clean", *map(str, args)])
+
+
+def orders(log_dir: Path, *, topic: str = "orders", rounds: int = 3) -> Path:
+    """30 records over 4 keys in one segment (26 superseded), then an active segment; checkpoint at
+    0."""
+    b = PartitionBuilder(topic)
+    for i in range(rounds):
+        b.batch([(f"k{j % 4}".encode(), f"v{i}{j}".encode()) for j in range(10)])
+    b.roll().batch([(b"x", b"1")])
+    return b.write(log_dir, cleaner_checkpoint=0)
+
+
+def digest(directory: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+def normalized(text: str) -> str:
+    """The report without its clock-dependent part (elapsed time, rate) and rich's cell padding."""
+    text = re.sub(r" in \d+\.\d\d s \(\d+\.\d MB/s\)", " in <t> s (<r> MB/s)", text)
+    return "".join(line.rstrip() + "\n" for line in text.splitlines())
+
+
+def test_text_report_shows_the_dirty_section_and_size_reduction(tmp_path: Path) -> None:
+    part = orders(tmp_path / "logdir")
+    result = run(part, "--now-ms", NOW)
+    assert (result.exit_code, result.stderr) == (0, ASSUMED)
+    assert normalized(result.stdout) == (
+        "orders-0: cleaned dirty section [0, 30) (dirty ratio 1.000)\n"
+        "  read              0.0 MB, 30 records in <t> s (<r> MB/s)\n"
+        "  written           0.0 MB, 4 records\n"
+        "  size reduction    79.9%\n"
+        "  removed           26 superseded, 0 tombstones, 0 aborted, 0 markers, 0\n"
+        "                    keyless\n"
+        "  batches           0 copied, 1 rebuilt, 0 kept empty, 2 dropped\n"
+        "  offset map        4 keys, 0.0 MiB\n"
+        "  checkpoint        0 -> 30\n"
+    )
+    assert [o for o, _k, _v in read_all_records(part)] == [26, 27, 28, 29, 30]
+
+
+def test_nothing_to_clean_says_why(tmp_path: Path) -> None:
+    part = orders(tmp_path / "logdir")
+    run(part, "--now-ms", NOW)
+    result = run(part, "--now-ms", NOW, "--config", "cleanup.policy=compact")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout.startswith(
+        "orders-0: nothing to clean — the active segment (base offset 30, 70 bytes) is \n"
+        "never cleaned"
+    )
+
+
+def test_json_report_has_a_fixed_field_set(tmp_path: Path) -> None:
+    part = orders(tmp_path / "logdir")
+    result = run(part, "--now-ms", NOW, "--json", "--config", "cleanup.policy=compact")
+    assert (result.exit_code, result.stderr) == (0, "")
+    report = json.loads(result.stdout)
+    assert report.keys() == {"results", "failures", "notes"}
+    assert (report["failures"], report["notes"]) == ([], [])
+    (only,) = report["results"]
+    assert only.keys() == RESULT_FIELDS
+    assert only["stats"].keys() == STATS_FIELDS
+    assert {k: only[k] for k in RESULT_FIELDS - {"stats", "partition_dir"}} == {
+        "topic": "orders",
+        "partition": 0,
+        "dry_run": False,
+        "now_ms": NOW,
+        "first_dirty_offset": 0,
+        "first_uncleanable_offset": 30,
+        "end_offset": 30,
+        "checkpoint_before": 0,
+        "checkpoint_written": True,
+        "dirty_ratio": 1.0,
+        "blocking_rule": "active-segment",
+        "skipped_reason": None,
+        "recovery_actions": [],
+        "warnings": [],
+    }
+    assert Path(only["partition_dir"]) == part
+    stats = only["stats"]
+    assert (stats["records_read"], stats["records_written"], stats["superseded_removed"]) == (
+        30,
+        4,
+        26,
+    )
+    assert stats["size_reduction"] == round(1 - stats["bytes_written"] / stats["bytes_read"], 6)
+
+
+def test_dry_run_changes_nothing_and_reports_what_would_go(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logdir"
+    part = orders(log_dir)
+    before = digest(log_dir)
+    result = run(part, "--now-ms", NOW, "--dry-run", "--json")
+    assert result.exit_code == 0
+    (only,) = json.loads(result.stdout)["results"]
+    assert (only["dry_run"], only["checkpoint_written"], only["end_offset"]) == (True, False, 30)
+    assert only["stats"]["superseded_removed"] == 26
+    assert digest(log_dir) == before  # not a byte, not even a lock file
+
+    text = run(part, "--now-ms", NOW, "--dry-run")
+    assert "would clean dirty section [0, 30)" in text.stdout
+    assert "checkpoint        not written (dry run)" in text.stdout
+    assert digest(log_dir) == before
+
+
+def test_bad_config_value_is_one_line_naming_the_key(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logdir"
+    part = orders(log_dir)
+    before = digest(log_dir)
+    result = run(part, "--config", "segment.bytes=abc")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == "kcompact: error: segment.bytes=abc: not a valid int\n"
+    assert digest(log_dir) == before
+
+
+def test_unknown_config_key_is_refused(tmp_path: Path) -> None:
+    part = orders(tmp_path / "logdir")
+    result = run(part, "--config", "bogus.key=1")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.startswith(
+        "kcompact: error: bogus.key: unknown config key; expected one of "
+    )
+    assert result.stderr.count("\n") == 1
+
+
+def two_partitions_and_metadata(log_dir: Path) -> tuple[Path, Path, Path]:
+    """``a-0`` half clean (dirty ratio about 0.5), ``b-0`` all dirty (1.0), and a
+    ``__cluster_metadata-0``."""
+    half_clean = PartitionBuilder("a")
+    for _segment in range(2):
+        half_clean.batch([(f"k{j % 4}".encode(), b"v") for j in range(10)]).roll()
+    half_clean.batch([(b"x", b"1")])
+    half = half_clean.write(log_dir)
+    dirty = orders(log_dir, topic="b")
+    metadata = (
+        PartitionBuilder("__cluster_metadata").batch([(b"k", b"v")]).roll().batch([(b"k", b"w")])
+    )
+    metadata_dir = metadata.write(log_dir, high_watermark=None)
+    write_offset_checkpoint(log_dir / "replication-offset-checkpoint", {("a", 0): 21, ("b", 0): 31})
+    write_offset_checkpoint(log_dir / "cleaner-offset-checkpoint", {("a", 0): 10, ("b", 0): 0})
+    return half, dirty, metadata_dir
+
+
+def test_log_dir_clean_goes_dirtiest_first_and_skips_the_metadata_log(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logdir"
+    half, dirty, metadata_dir = two_partitions_and_metadata(log_dir)
+    metadata_before = digest(metadata_dir)
+
+    result = run(log_dir, "--now-ms", NOW, "--json", "--config", "cleanup.policy=compact")
+
+    assert (result.exit_code, result.stderr) == (0, "")
+    report = json.loads(result.stdout)
+    got = [
+        (r["topic"], r["first_dirty_offset"], r["end_offset"], r["dirty_ratio"])
+        for r in report["results"]
+    ]
+    assert [g[:3] for g in got] == [("b", 0, 30), ("a", 10, 20)]
+    assert got[0][3] == 1.0 > got[1][3]
+    assert report["failures"] == []
+    assert read_offset_checkpoint(log_dir / "cleaner-offset-checkpoint") == {
+        ("a", 0): 20,
+        ("b", 0): 30,
+    }
+    assert digest(metadata_dir) == metadata_before
+    assert [o for o, _k, _v in read_all_records(dirty)] == [26, 27, 28, 29, 30]
+    assert [o for o, _k, _v in read_all_records(half)] == [16, 17, 18, 19, 20]
+
+
+def test_log_dir_text_report_ends_with_a_summary(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logdir"
+    two_partitions_and_metadata(log_dir)
+    result = run(log_dir, "--now-ms", NOW, "--config", "cleanup.policy=compact")
+    assert (result.exit_code, result.stderr) == (0, "")
+    report = (
+        "{name}: cleaned dirty section [{first}, {end}) (dirty ratio {ratio})\n"
+        "  read              0.0 MB, {read} records in <t> s (<r> MB/s)\n"
+        "  written           0.0 MB, 4 records\n"
+        "  size reduction    {reduction}\n"
+        "  removed           {superseded} superseded, 0 tombstones, 0 aborted, 0 markers, 0\n"
+        "                    keyless\n"
+        "  batches           0 copied, 1 rebuilt, 0 kept empty, {dropped} dropped\n"
+        "  offset map        4 keys, 0.0 MiB\n"
+        "  checkpoint        {first} -> {end}\n"
+    )
+    assert normalized(result.stdout) == (
+        report.format(
+            name="b-0",
+            first=0,
+            end=30,
+            ratio="1.000",
+            read=30,
+            reduction="79.9%",
+            superseded=26,
+            dropped=2,
+        )
+        + report.format(
+            name="a-0",
+            first=10,
+            end=20,
+            ratio="0.500",
+            read=20,
+            reduction="68.6%",
+            superseded=16,
+            dropped=1,
+        )
+        + "2 partitions cleaned, 0 failed; 865 bytes read, 210 bytes written\n"
+    )
+
+
+def corrupt_magic(part: Path) -> Path:
+    """Kafka's testMessageLargerThanMaxMessageSizeWithCorruptHeader: magic byte of the first batch
+    -> 0xff."""
+    log = part / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    data[MAGIC_OFFSET] = 0xFF
+    log.write_bytes(bytes(data))
+    return log
+
+
+def without_locks(directory: Path) -> dict[str, str]:
+    """The digest minus the lock files a (refused) write leaves at the top of the log dir
+    (segment/lock.py)."""
+    return {k: v for k, v in digest(directory).items() if not k.endswith(".lock")}
+
+
+def test_corrupt_partition_exits_2_with_one_line(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logdir"
+    log = corrupt_magic(orders(log_dir))
+    before = digest(log_dir)
+    result = run(log.parent, "--now-ms", NOW, "--config", "cleanup.policy=compact")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.startswith(f"kcompact: error: {log} at position 0: ")
+    assert "magic" in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert without_locks(log_dir) == before
+
+
+def test_bad_crc_in_a_batch_kept_as_is_fails_the_self_check(tmp_path: Path) -> None:
+    """A batch that would be copied byte for byte but fails its CRC: the self-check refuses the
+    output."""
+    log_dir = tmp_path / "logdir"
+    b = (
+        PartitionBuilder("orders")
+        .batch([(b"a", b"1")])
+        .batch([(b"b", b"1")])
+        .roll()
+        .batch([(b"c", b"1")])
+    )
+    part = b.write(log_dir)
+    log = part / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    data[CRC_OFFSET] ^= 0xFF
+    log.write_bytes(bytes(data))
+    before = digest(log_dir)
+    result = run(part, "--now-ms", NOW, "--config", "cleanup.policy=compact")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.startswith("kcompact: error: ")
+    assert "fails its CRC" in result.stderr and "nothing was changed" in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert without_locks(log_dir) == before
+
+
+def test_log_dir_with_a_corrupt_partition_cleans_the_others_and_exits_2(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logdir"
+    bad = orders(log_dir, topic="bad")
+    good = orders(log_dir, topic="good")
+    write_offset_checkpoint(
+        log_dir / "replication-offset-checkpoint", {("bad", 0): 31, ("good", 0): 31}
+    )
+    log = corrupt_magic(bad)
+    result = run(log_dir, "--now-ms", NOW, "--config", "cleanup.policy=compact")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"kcompact: error: {log} at position 0: ")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "good-0: cleaned dirty section [0, 30)" in result.stdout
+    assert result.stdout.splitlines()[-1].startswith("1 partitions cleaned, 1 failed; ")
+    assert [o for o, _k, _v in read_all_records(good)] == [26, 27, 28, 29, 30]
+
+
+def test_cluster_metadata_is_refused(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logdir"
+    part = PartitionBuilder("__cluster_metadata").batch([(b"k", b"v")]).roll().batch([(b"k", b"w")])
+    metadata_dir = part.write(log_dir)
+    before = digest(log_dir)
+    result = run(metadata_dir, "--now-ms", NOW)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"kcompact: error: {metadata_dir}: __cluster_metadata is KRaft's own log; "
+        "no cleaner touches it\n"
+    )
+    assert digest(log_dir) == before
