@@ -12,24 +12,41 @@ The only code that changes a partition's segments (``repair`` writes through it 
 4. Each ``.swap`` is renamed to its final name; the directory is fsynced.
 5. The ``.deleted`` files are removed (a broker does it 60 s later; offline there is no reason to wait).
 
-Recovery (:func:`recover_interrupted_swaps`) applies Kafka's loader rules (spec §7.1 passes 1–3, §7.2): a
-``.cleaned`` file means the swap never started — delete it, and any ``.swap`` at or above the lowest
-``.cleaned`` base; a ``.swap`` without ``.cleaned`` means the new segment was complete — delete the old files
-its range covers, then rename the ``.swap`` files into place; ``.deleted`` files are removed. Every segment
-group ends wholly old or wholly new, and a broker started on any intermediate state does the same.
+Recovery (:func:`recover_interrupted_swaps`) applies Kafka's loader rules in Kafka's order (spec §7.1
+passes 1–3, §7.2; ``LogLoader.removeTempFilesAndCollectSwapFiles`` and ``load``): ``.deleted`` files are
+removed; a ``.cleaned`` file means its swap never finished renaming — every ``.swap`` at or above the lowest
+``.cleaned`` base is deleted, *then* the ``.cleaned`` files (so a recovery interrupted in between is finished
+the same way by the next one); a remaining ``.log.swap`` is a complete new segment — every other file whose
+name's offset lies in ``[lowest swap base, highest swap next offset)`` is deleted, then each ``.swap`` is
+renamed into place. Every segment group ends wholly old or wholly new, and a broker started on any
+intermediate state does the same.
+
+Failures. An I/O error while writing a ``.cleaned`` file becomes a :class:`~kcompact.errors.KcompactError`
+(the cleaner then removes every ``.cleaned`` file, so nothing changed). An I/O error during the swap itself
+is met at once with the recovery above — before the last ``.cleaned`` → ``.swap`` rename that rolls the
+group back and leaves the partition as it was; from there on it completes the group, as a broker would —
+and is then raised as a ``KcompactError`` saying which of the two happened.
 """
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
-from kcompact.errors import CleanerStateError
+from kcompact.errors import CleanerStateError, KcompactError, TruncatedDataError
 from kcompact.segment.index_builder import IndexBuilder
 from kcompact.segment.log_file import LogFile
-from kcompact.segment.names import format_offset, parse_segment_file_name, segment_file_name
+from kcompact.segment.names import (
+    SegmentFileName,
+    format_offset,
+    parse_segment_file_name,
+    segment_file_name,
+)
 from kcompact.segment.offset_index import encode_offset_index
 from kcompact.segment.partition import SegmentFiles
 from kcompact.segment.time_index import encode_time_index
@@ -47,6 +64,9 @@ CRASH_POINTS = (
 )
 CrashHook = Callable[[str], None]
 _CRASH_ENV = "KCOMPACT_CRASH_AT"
+_DELETED_SUFFIX = ".deleted"
+_KRAFT_DELETED_SUFFIX = ".checkpoint.deleted"  # KRaft snapshots: KafkaMetadataLog's business
+_WRITE_BUFFER_SIZE = 1 << 20
 
 
 def crash_point(name: str, hook: CrashHook | None) -> None:
@@ -76,6 +96,19 @@ class CleanedSegment:
     files: dict[str, Path] = field(default_factory=dict)  # kind -> path with the .cleaned suffix
 
 
+@contextmanager
+def _write_errors(path: Path) -> Iterator[None]:
+    """Turn an I/O error while writing ``.cleaned`` files into a one-line KcompactError."""
+    try:
+        yield
+    except OSError as err:
+        where = err.filename if err.filename is not None else path
+        raise KcompactError(
+            f"{where}: cannot write the cleaned segment ({err.strerror or err}); "
+            "the partition was left as it was"
+        ) from err
+
+
 class CleanedSegmentWriter:
     """Appends output batches to ``<base>.log.cleaned`` and builds its indexes as Kafka 4.1 does.
 
@@ -84,6 +117,9 @@ class CleanedSegmentWriter:
         base_offset: the output segment's base offset (its group's first segment's base).
         index_interval_bytes: the topic's ``index.interval.bytes``.
         dry_run: count only, write nothing.
+
+    Raises:
+        KcompactError: the ``.cleaned`` file cannot be created (permissions, full disk, ...).
     """
 
     def __init__(
@@ -96,58 +132,75 @@ class CleanedSegmentWriter:
         self.aborted: list[AbortedTxn] = []
         self._builder = IndexBuilder(base_offset, index_interval_bytes)
         self._log_path = directory / segment_file_name(base_offset, "log", "cleaned")
-        self._file = None if dry_run else _create(self._log_path)
+        self._file: BinaryIO | None = None
+        if not dry_run:
+            with _write_errors(self._log_path):
+                self._file = _create(self._log_path)
 
     def append(self, data: bytes | memoryview, last_offset: int, max_timestamp: int) -> None:
-        """Append one output batch."""
+        """Append one output batch.
+
+        Raises:
+            CleanerStateError: the batch's last offset does not fit the segment's 32-bit relative range.
+            KcompactError: the write fails.
+        """
         if last_offset - self.base_offset > 0x7FFFFFFF:
             raise CleanerStateError(
                 f"offset {last_offset} does not fit a segment based at {self.base_offset} "
                 "(32-bit relative offsets); Kafka would split this segment first"
             )
         if self._file is not None:
-            self._file.write(data)
+            with _write_errors(self._log_path):
+                self._file.write(data)
         self._builder.append(self.position, len(data), last_offset, max_timestamp)
         self.position += len(data)
 
     def finish(self, mtime_ns: int, template: SegmentFiles | None) -> CleanedSegment:
-        """Write the indexes, fsync everything, set mtimes and ownership; return the segment."""
+        """Write the indexes, fsync everything, set mtimes and ownership; return the segment.
+
+        Raises:
+            KcompactError: a write, fsync or metadata change fails (call :meth:`abort` then).
+        """
         offsets, times = self._builder.finish()
         result = CleanedSegment(self.directory, self.base_offset, self.position)
         if self._file is None:
             return result
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
-        result.files["log"] = self._log_path
         blobs = {
             "index": encode_offset_index(offsets, self.base_offset),
             "timeindex": encode_time_index(times, self.base_offset),
         }
         if self.aborted:
             blobs["txnindex"] = encode_txn_index(self.aborted)
-        for kind, blob in blobs.items():
-            path = self.directory / segment_file_name(self.base_offset, kind, "cleaned")
-            _write_synced(path, blob)
-            result.files[kind] = path
-        for kind, path in result.files.items():
-            if kind != "txnindex":  # Kafka leaves the txn index's mtime alone
-                os.utime(path, ns=(mtime_ns, mtime_ns))
-            if template is not None:
-                _copy_ownership(template.log_path, path)
+        with _write_errors(self._log_path):
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            result.files["log"] = self._log_path
+            for kind, blob in blobs.items():
+                path = self.directory / segment_file_name(self.base_offset, kind, "cleaned")
+                result.files[kind] = path
+                _write_synced(path, blob)
+            for kind, path in result.files.items():
+                if kind != "txnindex":  # Kafka leaves the txn index's mtime alone
+                    os.utime(path, ns=(mtime_ns, mtime_ns))
+                if template is not None:
+                    _copy_ownership(template.log_path, path)
         return result
 
     def abort(self) -> None:
-        """Remove whatever ``.cleaned`` files this writer created."""
+        """Remove whatever ``.cleaned`` files this writer created (also after a failed write)."""
         if self._file is not None and not self._file.closed:
-            self._file.close()
+            try:
+                self._file.close()  # flushes the buffer; after ENOSPC that fails again, and still closes
+            except OSError:
+                pass
         remove_cleaned(self.directory, self.base_offset)
 
 
-def _create(path: Path):  # type: ignore[no-untyped-def]
+def _create(path: Path) -> BinaryIO:
     if path.exists():
         path.unlink()
-    return open(path, "xb", buffering=1 << 20)  # noqa: SIM115 - closed in finish()/abort()
+    return open(path, "xb", buffering=_WRITE_BUFFER_SIZE)
 
 
 def _write_synced(path: Path, data: bytes) -> None:
@@ -176,7 +229,26 @@ def remove_cleaned(directory: Path, base_offset: int) -> None:
 def replace_segments(
     new: CleanedSegment, old: Sequence[SegmentFiles], *, hook: CrashHook | None = None
 ) -> None:
-    """Swap one cleaned segment in for the segments of its group (steps 2–5 of the module docstring)."""
+    """Swap one cleaned segment in for the segments of its group (steps 2–5 of the module docstring).
+
+    Args:
+        new: the group's complete, fsynced ``.cleaned`` segment.
+        old: the segments it replaces.
+        hook: called with the name of each crash point as it is reached (tests).
+
+    Raises:
+        KcompactError: an I/O error interrupted the swap; the directory was recovered at once (rolled back
+            when a ``.cleaned`` file was still there, else completed) and the message says which.
+    """
+    try:
+        _replace_segments(new, old, hook)
+    except OSError as err:
+        raise _swap_failure(new, err) from err
+
+
+def _replace_segments(
+    new: CleanedSegment, old: Sequence[SegmentFiles], hook: CrashHook | None
+) -> None:
     directory = new.directory
     crash_point("cleaned-written", hook)
     for i, kind in enumerate(k for k in INDEX_KINDS if k in new.files):
@@ -187,13 +259,15 @@ def replace_segments(
     crash_point("swap-complete", hook)
     deleted: list[Path] = []
     for i, seg in enumerate(sorted(old, key=lambda s: s.base_offset)):
-        deleted += _mark_deleted(directory, seg.base_offset, keep_snapshot=seg.base_offset == new.base_offset)
+        keep_snapshot = seg.base_offset == new.base_offset
+        deleted += _mark_deleted(directory, seg.base_offset, keep_snapshot=keep_snapshot)
         if i == 0:
             crash_point("deleted-partial", hook)
     fsync_dir(directory)
     crash_point("deleted-complete", hook)
     for i, kind in enumerate(k for k in INDEX_KINDS if k in new.files):
-        _rename(_with_suffix(directory, new.base_offset, kind, "swap"), directory / segment_file_name(new.base_offset, kind))
+        final = directory / segment_file_name(new.base_offset, kind)
+        _rename(_with_suffix(directory, new.base_offset, kind, "swap"), final)
         if i == 0:
             crash_point("final-partial", hook)
     fsync_dir(directory)
@@ -202,11 +276,32 @@ def replace_segments(
         path.unlink(missing_ok=True)
 
 
+def _swap_failure(new: CleanedSegment, err: OSError) -> KcompactError:
+    """Recover from an I/O error in the middle of a swap as a restart would, and say what became of it."""
+    name = segment_file_name(new.base_offset, "log")
+    rolled_back = any(path.exists() for path in new.files.values())
+    try:
+        recover_interrupted_swaps(new.directory)
+    except (OSError, KcompactError) as again:
+        return KcompactError(
+            f"{new.directory}: swapping in the cleaned {name} failed ({err.strerror or err}) and so did "
+            f"finishing it ({again}); the next `kcompact clean` (or a broker) finishes or rolls it back"
+        )
+    outcome = (
+        "it was rolled back and the partition left as it was" if rolled_back
+        else "the swap was completed as a broker would; the cleaner checkpoint was not advanced"
+    )
+    return KcompactError(
+        f"{new.directory}: swapping in the cleaned {name} failed ({err.strerror or err}); {outcome}"
+    )
+
+
 def _with_suffix(directory: Path, base: int, kind: str, suffix: str) -> Path:
     return directory / segment_file_name(base, kind, suffix)
 
 
 def _rename(src: Path, dst: Path) -> None:
+    """Every rename of the protocol goes through here (crash tests count them)."""
     os.replace(src, dst)
 
 
@@ -234,42 +329,87 @@ class RecoveryReport:
 
 
 def recover_interrupted_swaps(directory: Path, *, dry_run: bool = False) -> RecoveryReport:
-    """Finish or roll back an interrupted clean exactly as Kafka's log loader does (spec §7.1, §7.2)."""
+    """Finish or roll back an interrupted clean exactly as Kafka's log loader does (spec §7.1, §7.2).
+
+    The rules and their order are in the module docstring; they are also what a broker does on startup, so
+    running this first or letting the broker do it ends in the same files.
+
+    Args:
+        directory: the partition directory (hold its kcompact lock).
+        dry_run: only report what would be done.
+
+    Returns:
+        The actions, in the order they were (or would be) taken.
+
+    Raises:
+        CorruptDataError: a ``.log.swap`` to be completed does not parse.
+    """
     report = RecoveryReport()
     files = [(p, parse_segment_file_name(p.name)) for p in sorted(directory.iterdir()) if p.is_file()]
-    cleaned = [(p, n) for p, n in files if n is not None and n.temp_suffix == "cleaned"]
-    swaps = [(p, n) for p, n in files if n is not None and n.temp_suffix == "swap"]
-    min_cleaned = min((n.base_offset for _p, n in cleaned), default=None)
-    for p, n in files:
-        if n is not None and n.temp_suffix == "deleted" and n.kind != "checkpoint":
-            _act(report, dry_run, f"delete leftover {p.name}", p.unlink)
-    for p, _n in cleaned:
-        _act(report, dry_run, f"delete unfinished {p.name}", p.unlink)
-    valid = []
-    for p, n in swaps:
-        if min_cleaned is not None and n.base_offset >= min_cleaned:
-            _act(report, dry_run, f"delete {p.name} (its swap never completed)", p.unlink)
-        else:
-            valid.append((p, n))
+    valid = _remove_temp_files(files, report, dry_run)
     log_swaps = [(p, n) for p, n in valid if n.kind == "log"]
     if log_swaps:
         low = min(n.base_offset for _p, n in log_swaps)
         high = max(_next_offset(p, n.base_offset) for p, n in log_swaps)
-        for p, n in files:
-            if n is not None and n.temp_suffix is None and low <= n.base_offset < high and n.kind != "checkpoint":
+        for p, name in files:
+            if _replaced(name, low, high):
                 _act(report, dry_run, f"delete {p.name} (replaced by the interrupted swap)", p.unlink)
-    for p, n in valid:
-        final = directory / segment_file_name(n.base_offset, n.kind)
-        _act(report, dry_run, f"rename {p.name} to {final.name}", lambda p=p, final=final: os.replace(p, final))
+    # Logs first: a recovery killed between two renames then leaves no .log.swap whose range would take
+    # the indexes already renamed into place (Kafka renames in directory order and could lose one).
+    for p, swap in sorted(valid, key=lambda item: (item[1].kind != "log", item[0].name)):
+        final = directory / segment_file_name(swap.base_offset, swap.kind)
+        rename = functools.partial(os.replace, p, final)
+        _act(report, dry_run, f"rename {p.name} to {final.name}", rename)
     if report.changed and not dry_run:
         fsync_dir(directory)
     return report
 
 
+_NamedFiles = list[tuple[Path, SegmentFileName]]
+
+
+def _remove_temp_files(
+    files: list[tuple[Path, SegmentFileName | None]], report: RecoveryReport, dry_run: bool
+) -> _NamedFiles:
+    """Kafka's pass 1 (``removeTempFilesAndCollectSwapFiles``): return the valid ``.swap`` files."""
+    for p, _n in files:
+        if p.name.endswith(_DELETED_SUFFIX) and not p.name.endswith(_KRAFT_DELETED_SUFFIX):
+            _act(report, dry_run, f"delete leftover {p.name}", p.unlink)
+    cleaned = [(p, n) for p, n in files if n is not None and n.temp_suffix == "cleaned"]
+    swaps = [(p, n) for p, n in files if n is not None and n.temp_suffix == "swap"]
+    min_cleaned = min((n.base_offset for _p, n in cleaned), default=None)
+    valid: _NamedFiles = []
+    for p, n in swaps:  # before the .cleaned files go, so that a rerun still sees these swaps as invalid
+        if min_cleaned is not None and n.base_offset >= min_cleaned:
+            _act(report, dry_run, f"delete {p.name} (its swap never completed)", p.unlink)
+        else:
+            valid.append((p, n))
+    for p, _n in cleaned:
+        _act(report, dry_run, f"delete unfinished {p.name}", p.unlink)
+    return valid
+
+
+def _replaced(name: SegmentFileName | None, low: int, high: int) -> bool:
+    """Kafka's pass 2: a non-temporary file named with an offset in ``[low, high)``.
+
+    KRaft's ``<offset>-<epoch>.checkpoint`` names fail Kafka's offset parse, so they are never included.
+    """
+    return (
+        name is not None and name.temp_suffix is None and name.kind != "checkpoint"
+        and low <= name.base_offset < high
+    )
+
+
 def _next_offset(path: Path, base: int) -> int:
+    """Kafka's ``LogSegment.readNextOffset``: after the last whole batch (a partial tail is ignored)."""
+    last = base - 1
     with LogFile(path) as log:
-        last = log.last_summary()
-    return base if last is None else last.last_offset + 1
+        try:
+            for summary in log.summaries():
+                last = summary.last_offset
+        except TruncatedDataError:
+            pass  # FileLogInputStream stops at an entry that runs past the end of the file
+    return last + 1
 
 
 def _act(report: RecoveryReport, dry_run: bool, what: str, action: Callable[[], object]) -> None:
@@ -289,9 +429,11 @@ def leftover_files(directory: Path) -> list[Path]:
 
 
 def describe_base(base: int) -> str:
+    """A base offset as Kafka names files (20 digits)."""
     return format_offset(base)
 
 
 def unlink_all(paths: Iterable[Path]) -> None:
+    """Delete ``paths``, ignoring those already gone."""
     for p in paths:
         p.unlink(missing_ok=True)
