@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
-from kcompact.errors import CorruptDataError
+from kcompact.errors import CorruptDataError, UnsupportedFormatError
 from kcompact.records.batch import iter_batches
 
 if TYPE_CHECKING:
@@ -95,6 +95,9 @@ class LogFile:
             yield from iter_batches(self.buffer, start, stop)
         except CorruptDataError as err:
             raise err.located(self.path) from err
+        except UnsupportedFormatError as err:
+            # the buffer is the whole file, so its positions are file positions
+            raise UnsupportedFormatError(f"{self.path}: {err}") from err
 
     def summaries(self, start: int = 0) -> Iterator[BatchSummary]:
         """Yield the header facts of every batch from ``start``; cheap (no record is decoded)."""
