@@ -235,7 +235,8 @@ def _walk(log: LogFile, start: int, records: bool,
         yield problem_item(log.path, err.position, err.message)
         return _next_frame(log.buffer, position)
     except KcompactError as err:  # UnsupportedFormatError has no position: the walk knows it
-        yield problem_item(log.path, position, _without_buffer_prefix(str(err), position))
+        message = str(err).removeprefix(f"{log.path}: ")
+        yield problem_item(log.path, position, _without_buffer_prefix(message, position))
         return _next_frame(log.buffer, position)
     return None
 
