@@ -646,6 +646,50 @@ def test_truncated_batch_fails_the_clean_and_changes_nothing(tmp_path: Path) -> 
     assert segment_files(part) == before
 
 
+def test_existing_delete_horizon_is_carried_over_without_a_tombstone(tmp_path: Path) -> None:
+    """MemoryRecords.filterTo (spec §6.12): a rebuilt batch keeps the horizon it already has, even when
+    no tombstone is left in it."""
+    log = LogSim(tmp_path)
+    log.append([(b"a", None), (b"b", b"1")])
+    log.roll()
+    config = topic_config()
+    clean(log.part, config)
+    assert log_batches(log.part)[0].batch.first_timestamp == NOW + DAY
+    log.append([(b"a", b"2")])  # the tombstone is superseded: the batch loses it, keeps the horizon
+    log.roll()
+    clean(log.part, config, now=NOW + 5)
+
+    first = log_batches(log.part)[0]
+    assert [(r.offset, r.key, r.value) for r in first.records] == [(1, b"b", b"1")]
+    assert first.batch.attributes & 0x40 and first.batch.first_timestamp == NOW + DAY
+
+
+def test_legacy_tombstones_follow_the_segment_mtime_rule(tmp_path: Path) -> None:
+    """Spec §6.5/§6.11: a v0/v1 tombstone survives while its segment's mtime is newer than the last clean
+    segment's mtime - delete.retention.ms; no stored horizon applies to it."""
+    log_dir = tmp_path / "logdir"
+    part = log_dir / "test-0"
+    clean_mtime = NOW - 3 * DAY
+    write_segment(
+        part,
+        0,
+        [encode_legacy_message(offset=0, magic=1, key=b"c", value=b"1", timestamp=T0)],
+        mtime_ms=clean_mtime,
+    )
+    old = encode_legacy_message(offset=1, magic=1, key=b"old", value=None, timestamp=T0)
+    recent = encode_legacy_message(offset=2, magic=1, key=b"recent", value=None, timestamp=T0)
+    write_segment(part, 1, [old], mtime_ms=clean_mtime - DAY - 1)  # older than the legacy horizon
+    write_segment(part, 2, [recent], mtime_ms=clean_mtime - DAY + 1)
+    write_segment(part, 3, [encode_batch([Record(3, T0, b"z", b"1")], base_offset=3)])
+    write_offset_checkpoint(log_dir / "replication-offset-checkpoint", {("test", 0): 4})
+    write_offset_checkpoint(log_dir / "cleaner-offset-checkpoint", {("test", 0): 1})
+
+    clean(part, topic_config())
+
+    records = [(r.offset, r.key, r.value) for x in log_batches(part) for r in x.records]
+    assert records == [(0, b"c", b"1"), (2, b"recent", None), (3, b"z", b"1")]
+
+
 # --- §10.3 idempotent producers -------------------------------------------------------------------
 
 
@@ -878,6 +922,11 @@ def test_commit_marker_removal(tmp_path: Path) -> None:
     assert offsets_in_log(log.part) == [3, 4, 5, 6, 7, 8]
 
     clean(log.part, config, from_start=True)
+    assert offsets_in_log(log.part) == [3, 4, 5, 6, 7, 8]
+    (marker,) = [x.batch for x in log_batches(log.part) if x.batch.base_offset == 3]
+    assert marker.attributes & 0x40 and marker.first_timestamp == NOW + DAY  # stamped, not removed
+
+    clean(log.part, config, now=NOW + DAY - 1, from_start=True)
     assert offsets_in_log(log.part) == [3, 4, 5, 6, 7, 8]
 
     clean(log.part, config, now=NOW + DAY, from_start=True)
