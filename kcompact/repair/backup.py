@@ -1,0 +1,238 @@
+"""The backup a repair leaves behind, its quarantine, and ``kcompact repair --undo``.
+
+Before repair changes or removes a file, the file is copied here byte for byte and listed in the manifest
+with its sha256, size, mode, owner and mtime; the manifest is rewritten (atomically) after every addition,
+so a repair that dies half-way still leaves a usable backup. Damaged byte ranges cut out of a segment go to
+the quarantine with the file and position they came from. :func:`undo_repair` puts the partition back:
+it removes what the repair (and a ``--clean`` after it) created, restores every saved file with its
+mode and mtime, and checks each restored file's sha256.
+
+The backup never lives inside the log dir: Kafka refuses to start when the log dir holds a directory it
+cannot parse as a partition name (spec §4.2). The default is a sibling of the log dir::
+
+    <log dir>.kcompact-backup/<partition dir>.<UTC time>/
+        manifest.json
+        files/<partition dir>/<file>       originals of the partition's files
+        files/cleaner-offset-checkpoint    the log dir's checkpoint, when it changed
+        quarantine/<segment>.<position>.<kind>
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kcompact.errors import KcompactError, RefusedError
+from kcompact.repair.salvage import DamagedRegion
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_VERSION = 1
+FILES_DIR = "files"
+QUARANTINE_DIR = "quarantine"
+BACKUP_SUFFIX = ".kcompact-backup"
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class SavedFile:
+    """One original file kept in the backup; ``path`` is relative to the log dir."""
+
+    path: str
+    sha256: str
+    size_in_bytes: int
+    mode: int
+    uid: int
+    gid: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantinedRegion:
+    """Damaged bytes moved out of a segment: ``file`` in the backup, ``source`` in the log dir."""
+
+    file: str
+    source: str
+    position: int
+    size_in_bytes: int
+    kind: str
+    reason: str
+    sha256: str
+
+
+@dataclass(slots=True)
+class Manifest:
+    """What ``manifest.json`` holds."""
+
+    log_dir: str
+    partition_dir: str  # its name inside the log dir
+    listing_before: list[str]  # regular files of the partition dir before the repair
+    created_ms: int
+    files: list[SavedFile] = field(default_factory=list)
+    quarantine: list[QuarantinedRegion] = field(default_factory=list)
+    state_after: dict[str, list[int]] | None = None  # name -> [size, mtime_ns] when the repair ended
+    checkpoint_sha256_after: str | None = None
+    undo_started: bool = False
+    version: int = MANIFEST_VERSION
+
+
+def default_backup_dir(partition_dir: Path) -> Path:
+    """``<log dir>.kcompact-backup/<partition dir>.<UTC time>``, a fresh name next to the log dir."""
+    log_dir = partition_dir.resolve().parent
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    root = log_dir.parent / f"{log_dir.name}{BACKUP_SUFFIX}"
+    candidate = root / f"{partition_dir.name}.{stamp}"
+    number = 1
+    while candidate.exists():
+        number += 1
+        candidate = root / f"{partition_dir.name}.{stamp}-{number}"
+    return candidate
+
+
+def check_backup_location(backup_dir: Path, log_dir: Path) -> None:
+    """Refuse a backup directory inside the log dir (or a file where the directory should go).
+
+    Raises:
+        RefusedError: it is inside the log dir, or exists and is not an empty directory.
+    """
+    target, root = backup_dir.resolve(), log_dir.resolve()
+    if target == root or root in target.parents:
+        raise RefusedError(
+            f"{backup_dir}: the backup must not be inside the log dir {log_dir}; expected a "
+            f"directory outside it (Kafka refuses to start with directories it cannot parse there)")
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise RefusedError(f"{backup_dir}: expected a new or empty backup directory, found one in use")
+
+
+class Backup:
+    """A backup being written (see the module docstring).
+
+    Args:
+        directory: the backup directory (created; see :func:`check_backup_location`).
+        partition_dir: the partition directory about to be repaired.
+    """
+
+    def __init__(self, directory: Path, partition_dir: Path) -> None:
+        self.directory = directory
+        self.log_dir = partition_dir.resolve().parent
+        self.partition_dir = partition_dir.resolve()
+        check_backup_location(directory, self.log_dir)
+        (directory / FILES_DIR / self.partition_dir.name).mkdir(parents=True, exist_ok=True)
+        (directory / QUARANTINE_DIR).mkdir(exist_ok=True)
+        self.manifest = Manifest(
+            log_dir=str(self.log_dir), partition_dir=self.partition_dir.name,
+            listing_before=_listing(self.partition_dir), created_ms=int(time.time() * 1000))
+        self._saved: set[str] = set()
+        self._write_manifest()
+
+    def save(self, path: Path) -> None:
+        """Copy ``path`` (in the partition dir or the log dir) into the backup, once."""
+        relative = str(path.resolve().relative_to(self.log_dir))
+        if relative in self._saved or not path.is_file():
+            return
+        st = path.stat()
+        target = self.directory / FILES_DIR / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        digest = copy_hashed(path, target)
+        self.manifest.files.append(SavedFile(relative, digest, st.st_size, st.st_mode & 0o7777,
+                                             st.st_uid, st.st_gid, st.st_mtime_ns))
+        self._saved.add(relative)
+        self._write_manifest()
+
+    def quarantine(self, source: Path, region: DamagedRegion, data: bytes) -> QuarantinedRegion:
+        """Store the damaged bytes of ``region`` (cut from ``source``) in the quarantine."""
+        name = f"{source.name}.{region.position:020d}.{region.kind}"
+        path = self.directory / QUARANTINE_DIR / name
+        _write_synced(path, data)
+        entry = QuarantinedRegion(
+            file=f"{QUARANTINE_DIR}/{name}", source=str(source.resolve().relative_to(self.log_dir)),
+            position=region.position, size_in_bytes=region.size_in_bytes, kind=region.kind,
+            reason=region.reason, sha256=hashlib.sha256(data).hexdigest())
+        self.manifest.quarantine.append(entry)
+        self._write_manifest()
+        return entry
+
+    def finish(self, checkpoint: Path) -> None:
+        """Record the partition as the repair leaves it (what ``--undo`` expects to find)."""
+        self.manifest.state_after = partition_state(self.partition_dir)
+        self.manifest.checkpoint_sha256_after = sha256_of(checkpoint) if checkpoint.is_file() else None
+        self._write_manifest()
+
+    def _write_manifest(self) -> None:
+        write_manifest(self.directory, self.manifest)
+
+
+def write_manifest(directory: Path, manifest: Manifest) -> None:
+    """Replace ``manifest.json`` atomically."""
+    data = json.dumps(asdict(manifest), indent=2).encode("utf-8")
+    temporary = directory / f"{MANIFEST_NAME}.tmp"
+    _write_synced(temporary, data)
+    os.replace(temporary, directory / MANIFEST_NAME)
+
+
+def read_manifest(directory: Path) -> Manifest:
+    """Read a backup's manifest.
+
+    Raises:
+        KcompactError: no manifest, or one that is not a kcompact repair manifest of this version.
+    """
+    path = directory / MANIFEST_NAME
+    try:
+        raw: dict[str, Any] = json.loads(path.read_bytes())
+        if raw.get("version") != MANIFEST_VERSION:
+            raise KcompactError(f"{path}: unknown manifest version; expected {MANIFEST_VERSION}, "
+                                f"found {raw.get('version')!r}")
+        raw["files"] = [SavedFile(**f) for f in raw["files"]]
+        raw["quarantine"] = [QuarantinedRegion(**q) for q in raw["quarantine"]]
+        return Manifest(**raw)
+    except FileNotFoundError as err:
+        raise KcompactError(f"{path}: not a kcompact repair backup (no manifest)") from err
+    except (ValueError, TypeError, KeyError) as err:
+        raise KcompactError(f"{path}: unreadable manifest; expected kcompact's JSON, found "
+                            f"{type(err).__name__}: {err}") from err
+
+
+def copy_hashed(source: Path, target: Path) -> str:
+    """Copy a file, fsync the copy, and return the sha256 of the bytes copied."""
+    digest = hashlib.sha256()
+    with open(source, "rb") as fin, open(target, "wb") as fout:
+        while chunk := fin.read(_CHUNK):
+            digest.update(chunk)
+            fout.write(chunk)
+        fout.flush()
+        os.fsync(fout.fileno())
+    return digest.hexdigest()
+
+
+def sha256_of(path: Path) -> str:
+    """The sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fin:
+        while chunk := fin.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    with open(path, "wb") as fout:
+        fout.write(data)
+        fout.flush()
+        os.fsync(fout.fileno())
+
+
+def _listing(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.is_file())
+
+
+def partition_state(directory: Path) -> dict[str, list[int]]:
+    """Name -> [size, mtime_ns] of the regular files of a partition directory."""
+    out: dict[str, list[int]] = {}
+    for p in sorted(directory.iterdir()):
+        if p.is_file():
+            st = p.stat()
+            out[p.name] = [st.st_size, st.st_mtime_ns]
+    return out

@@ -1,0 +1,154 @@
+"""What ``kcompact repair`` reports: one :class:`Finding` per problem, with what Kafka makes of it.
+
+Each finding names the file and byte position, says what is wrong ("…; expected X, found Y"), whether it
+would make the broker's log cleaner mark the partition uncleanable and why (spec §6.15, §7.4), what a
+broker does with it when it loads or recovers the partition (spec §7), and what repair does about it
+(None: reported only). The texts live here so ``verify`` stays about detection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from kcompact.repair.salvage import (
+    FIX_LENGTH,
+    REGION_CORRUPT,
+    REGION_OFFSET_ORDER,
+    REGION_RECORDS,
+    REGION_TORN_TAIL,
+    REGION_ZERO_PADDING,
+    DamagedRegion,
+    KeptBatch,
+)
+
+KIND_INDEX_CORRUPT = "index-corrupt"  # an index fails Kafka's checks or disagrees with the log
+KIND_INDEX_MISSING = "index-missing"
+KIND_INDEX_DIFFERS = "index-differs"  # valid, but not what Kafka 4.1 builds from this log
+KIND_TXN_INDEX = "txn-index"  # aborted transactions missing from (or wrong in) the .txnindex
+KIND_ORPHAN_INDEX = "orphan-index"
+KIND_LEFTOVER = "leftover"  # .cleaned / .swap / .deleted of an interrupted clean
+KIND_CHECKPOINT = "checkpoint"
+KIND_LOG_START = "log-start"
+KIND_STRAY = "stray"
+KIND_UNCHECKED = "records-unchecked"
+
+UNCLEANABLE = "so the broker adds the partition to its uncleanable set until it restarts (spec §6.15)"
+_CLEANER_FAILS = {
+    REGION_CORRUPT: "the cleaner cannot step over a broken frame or header "
+                    "(CorruptRecordException / InvalidRecordException)",
+    REGION_RECORDS: "the cleaner parses every record and fails on these "
+                    "(CorruptRecordException / InvalidRecordException)",
+    REGION_OFFSET_ORDER: "offsets that do not increase make the cleaner's offset index append "
+                         "fail (InvalidOffsetException)",
+    REGION_TORN_TAIL: "the cleaner reads each segment to its end and cannot make a batch of a partial "
+                      "entry (IllegalStateException / CorruptRecordException)",
+    REGION_ZERO_PADDING: "the cleaner reads each segment to its end: zero bytes are an entry of size 0 "
+                         "(CorruptRecordException) or too short to size (IllegalStateException)",
+}
+LAUNDERED = ("the cleaner does not check CRCs (spec §1.4): it would copy or rebuild this batch and "
+             "make the damage look valid")
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One problem found in a partition (see the module docstring)."""
+
+    kind: str
+    path: str
+    position: int | None
+    message: str
+    offset: int | None = None
+    size_in_bytes: int | None = None
+    blocks_cleaning: bool = False
+    cleaner_effect: str = ""
+    broker_effect: str = ""
+    action: str | None = None
+
+    def where(self) -> str:
+        """``<file>`` or ``<file> at position <p>``."""
+        return self.path if self.position is None else f"{self.path} at position {self.position}"
+
+    def located(self) -> str:
+        """``<file> at position <p>: <message>``, the house's error shape."""
+        return f"{self.where()}: {self.message}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form (``kcompact repair --json``)."""
+        return asdict(self)
+
+
+def region_finding(
+    path: Path, region: DamagedRegion, *, active: bool, later_segments: int
+) -> Finding:
+    """The finding for one damaged region of a segment.
+
+    Args:
+        path: the segment's ``.log``.
+        region: the region :func:`~kcompact.repair.salvage.scan_segment` isolated.
+        active: whether the segment is the partition's last (active) one.
+        later_segments: how many segments follow it.
+
+    Returns:
+        The finding, with the quarantine as its action.
+    """
+    blocks, why = cleaner_verdict(region.kind, readable=region.cleaner_reads_it, active=active)
+    end = region.position + region.size_in_bytes
+    tail = region.kind in (REGION_TORN_TAIL, REGION_ZERO_PADDING)
+    return Finding(
+        kind=region.kind,
+        path=str(path),
+        position=region.position,
+        message=f"{region.reason} ({region.size_in_bytes} bytes, to position {end})",
+        offset=region.offset,
+        size_in_bytes=region.size_in_bytes,
+        blocks_cleaning=blocks,
+        cleaner_effect=why,
+        broker_effect=recovery_effect(region.kind, region.position, later_segments),
+        action=(f"move the {region.size_in_bytes} bytes at position {region.position} to the "
+                "quarantine" + ("" if tail else " and keep the batches after them")),
+    )
+
+
+def fix_finding(path: Path, kept: KeptBatch, *, active: bool, later_segments: int) -> Finding:
+    """The finding for a batch whose length or base offset field is restored."""
+    kind = REGION_CORRUPT if kept.fix == FIX_LENGTH else REGION_OFFSET_ORDER
+    blocks, why = cleaner_verdict(kind, readable=False, active=active)
+    return Finding(
+        kind=kind,
+        path=str(path),
+        position=kept.position,
+        message=f"wrong {kept.fix_detail} (a field outside the CRC; the batch is otherwise intact)",
+        offset=kept.base_offset,
+        size_in_bytes=kept.size_in_bytes,
+        blocks_cleaning=blocks,
+        cleaner_effect=why,
+        broker_effect=recovery_effect(kind, kept.position, later_segments),
+        action=f"restore the field: the batch passes its CRC and fits the offsets around it with "
+               f"offsets {kept.base_offset}..{kept.last_offset}",
+    )
+
+
+def cleaner_verdict(kind: str, *, readable: bool, active: bool) -> tuple[bool, str]:
+    """Whether damage of ``kind`` makes the broker's cleaner give up on the partition, and why."""
+    if readable:
+        return False, LAUNDERED
+    why = _CLEANER_FAILS.get(kind, _CLEANER_FAILS[REGION_CORRUPT])
+    if active:
+        return False, f"not yet: the cleaner never reads the active segment; once it rolls, {why}"
+    return True, f"{why}, {UNCLEANABLE}"
+
+
+def recovery_effect(kind: str, position: int, later_segments: int) -> str:
+    """What Kafka's log recovery (after an unclean shutdown) does at damage at ``position``."""
+    if kind == REGION_RECORDS:
+        return ("log recovery keeps it (it checks CRCs, not the records of data batches); "
+                "consumers fail on it (spec §7.3)")
+    if kind == REGION_OFFSET_ORDER:
+        return ("log recovery does not check offset order: an index append may fail "
+                "(InvalidOffsetException, the segment is truncated to empty) and fetches of these "
+                "offsets find the wrong batch (spec §5.1, §7.1)")
+    later = f" and deletes the {later_segments} later segment(s)" if later_segments else ""
+    return (f"log recovery stops at the first bad entry: it truncates this segment at or before "
+            f"position {position}{later} (spec §7.1, §7.3)")

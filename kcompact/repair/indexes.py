@@ -1,0 +1,192 @@
+"""A segment's three indexes against what its (repaired) log needs.
+
+The offset and time indexes are compared with what Kafka 4.1 builds from the kept batches
+(``segment.index_builder``, which is also what log recovery rebuilds), after Kafka's own sanity rules and
+an agreement check with the log. Kafka trusts both files at load (spec §7.1 step 4), so a wrong entry is
+only noticed by the fetches it breaks; a missing ``.index`` makes the broker recover the segment, a
+missing ``.timeindex`` is created empty and the segment's largest timestamp falls back to the log's mtime.
+
+The ``.txnindex`` is compared with the aborted transactions the data shows: an entry the data needs but
+the file lacks makes the cleaner keep aborted data as committed (spec §5.3); a file that fails Kafka's
+sanity check makes the broker recover the segment, which re-derives the entries from the data — what a
+rewritten index then holds. A sane file keeps its entries (the cleaner's and recovery's may differ
+legitimately, spec §7.3) plus the ones it lacks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kcompact.errors import CorruptIndexError
+from kcompact.repair.findings import (
+    KIND_INDEX_CORRUPT,
+    KIND_INDEX_DIFFERS,
+    KIND_INDEX_MISSING,
+    KIND_TXN_INDEX,
+    Finding,
+)
+from kcompact.repair.salvage import SegmentScan
+from kcompact.segment.index_builder import build_indexes
+from kcompact.segment.names import segment_file_name
+from kcompact.segment.offset_index import OffsetIndexEntry, check_offset_index, decode_offset_index
+from kcompact.segment.time_index import TimeIndexEntry, check_time_index, decode_time_index
+from kcompact.segment.txn_index import AbortedTxn, check_txn_index, decode_txn_index
+
+if TYPE_CHECKING:
+    from kcompact.repair.verify import SegmentCheck
+    from kcompact.segment.partition import SegmentFiles
+
+REBUILD = "rebuild it as Kafka 4.1 builds it from the log"
+_OFFSET_EFFECT = "none: the cleaner reads the log, not the offset index"
+_TIME_EFFECT = ("the cleaner takes the segment's largest timestamp from the time index's last entry "
+                "(min.compaction.lag.ms, retention), not from the log")
+_TRUSTED = ("Kafka trusts the file at load (spec §7.1 step 4): a fetch that meets a wrong entry reads "
+            "the wrong batch or fails")
+
+
+def expected_indexes(
+    scan: SegmentScan, base_offset: int, index_interval_bytes: int
+) -> tuple[list[OffsetIndexEntry], list[TimeIndexEntry]]:
+    """The offset and time index entries Kafka 4.1 builds for the kept batches, laid end to end."""
+    rows, position = [], 0
+    for kept in scan.kept:
+        rows.append((position, kept.size_in_bytes, kept.last_offset, kept.max_timestamp))
+        position += kept.size_in_bytes
+    return build_indexes(rows, base_offset=base_offset, index_interval_bytes=index_interval_bytes)
+
+
+def check_segment_indexes(
+    seg: SegmentCheck, derived: list[AbortedTxn], upper: int | None, index_interval_bytes: int
+) -> list[Finding]:
+    """Findings for one segment's indexes; sets ``seg.rebuild_indexes`` and ``seg.txn_entries``.
+
+    Args:
+        seg: the segment and its scan.
+        derived: the aborted transactions whose markers its kept batches hold.
+        upper: the next segment's base offset (None for the last segment).
+        index_interval_bytes: the topic's ``index.interval.bytes``.
+
+    Returns:
+        One finding per index file that is missing, fails a check, or differs from the rebuilt one
+        (none for the offset and time indexes of a segment whose log is rewritten anyway).
+    """
+    files, base = seg.files, seg.files.base_offset
+    offsets, times = expected_indexes(seg.scan, base, index_interval_bytes)
+    findings: list[Finding] = []
+    if not seg.scan.log_changed:
+        log_pairs = [(k.position, k.last_offset) for k in seg.scan.kept]
+        findings += _offset_index(files.index_path, files.log_path, base, offsets, log_pairs)
+        time_pairs = [(k.last_offset, k.max_timestamp) for k in seg.scan.kept]
+        findings += _time_index(files.time_index_path, files.log_path, base, times, time_pairs)
+    txn_findings, seg.txn_entries = _txn_index(files, derived, upper)
+    findings += txn_findings
+    seg.rebuild_indexes = bool(findings)
+    return findings
+
+
+def _missing(log_path: Path, base: int, kind: str, effect: str, cleaner: str) -> Finding:
+    path = log_path.with_name(segment_file_name(base, kind))
+    return Finding(kind=KIND_INDEX_MISSING, path=str(path), position=None,
+                   message=f"missing; expected the {kind} of segment {log_path.name}",
+                   cleaner_effect=cleaner, broker_effect=effect, action=REBUILD)
+
+
+def _offset_index(
+    path: Path | None, log_path: Path, base: int, expected: list[OffsetIndexEntry],
+    log_pairs: list[tuple[int, int]],
+) -> list[Finding]:
+    if path is None:
+        return [_missing(log_path, base, "index", "Kafka recovers the whole segment at load "
+                         "(NoSuchFileException, spec §7.1 step 4)", _OFFSET_EFFECT)]
+    try:
+        entries = decode_offset_index(path.read_bytes(), base)
+    except CorruptIndexError as err:
+        return [_bad(path, err, _OFFSET_EFFECT)]
+    problems = check_offset_index(entries, base, log_batches=log_pairs)
+    return _compare(path, problems, entries, expected, _OFFSET_EFFECT)
+
+
+def _time_index(
+    path: Path | None, log_path: Path, base: int, expected: list[TimeIndexEntry],
+    log_pairs: list[tuple[int, int]],
+) -> list[Finding]:
+    if path is None:
+        return [_missing(log_path, base, "timeindex", "Kafka creates it empty at load and does not "
+                         "rebuild it: the segment's largest timestamp becomes the .log mtime "
+                         "(spec §5.2)", _TIME_EFFECT)]
+    try:
+        entries = decode_time_index(path.read_bytes(), base)
+    except CorruptIndexError as err:
+        return [_bad(path, err, _TIME_EFFECT)]
+    problems = check_time_index(entries, base, log_batches=log_pairs)
+    return _compare(path, problems, entries, expected, _TIME_EFFECT)
+
+
+def _bad(path: Path, err: CorruptIndexError, cleaner: str) -> Finding:
+    return Finding(kind=KIND_INDEX_CORRUPT, path=str(path), position=err.position,
+                   message=err.message, cleaner_effect=cleaner, broker_effect=_TRUSTED,
+                   action=REBUILD)
+
+
+def _compare(
+    path: Path, problems: list[str], entries: Sequence[object], expected: Sequence[object],
+    cleaner: str,
+) -> list[Finding]:
+    if problems:
+        return [Finding(kind=KIND_INDEX_CORRUPT, path=str(path), position=None,
+                        message="; ".join(problems), cleaner_effect=cleaner,
+                        broker_effect=_TRUSTED, action=REBUILD)]
+    if entries != expected:
+        return [Finding(kind=KIND_INDEX_DIFFERS, path=str(path), position=None,
+                        message=f"valid, but not what Kafka 4.1 builds from this log; expected "
+                                f"{len(expected)} entries, found {len(entries)}",
+                        cleaner_effect=cleaner,
+                        broker_effect="none: any subset of correct entries is a valid index; log "
+                                      "recovery would rebuild it",
+                        action=REBUILD)]
+    return []
+
+
+def _txn_index(
+    files: SegmentFiles, derived: list[AbortedTxn], upper: int | None
+) -> tuple[list[Finding], tuple[AbortedTxn, ...]]:
+    """Findings for the ``.txnindex`` and the entries it holds after the repair."""
+    path, base = files.txn_index_path, files.base_offset
+    if path is None:
+        entries: list[AbortedTxn] | None = []
+        problems: list[str] = []
+        position = None
+    else:
+        try:
+            entries, problems, position = decode_txn_index(path.read_bytes()), [], None
+        except CorruptIndexError as err:
+            entries, problems, position = None, [err.message], err.position
+    if entries is not None:
+        problems += check_txn_index(entries, base)
+    if entries is None or problems:  # Kafka recovers the segment: the entries come from the data
+        result = tuple(derived)
+    else:
+        known = {(e.producer_id, e.last_offset) for e in entries}
+        inside = [e for e in entries if upper is None or e.last_offset < upper]
+        if len(inside) < len(entries):
+            problems.append(f"{len(entries) - len(inside)} entries lie past the segment; expected "
+                            f"last offsets < {upper}")
+        lacking = [d for d in derived if (d.producer_id, d.last_offset) not in known]
+        if lacking:
+            problems.append(f"lacks {len(lacking)} aborted transaction(s) the data shows; first: "
+                            f"producer {lacking[0].producer_id} aborted at offset "
+                            f"{lacking[0].last_offset}")
+        result = tuple(sorted(inside + lacking, key=lambda e: e.last_offset))
+    if not problems:
+        return [], result
+    name = path or files.log_path.with_name(segment_file_name(base, "txnindex"))
+    action = f"write it with {len(result)} entries" if result else "remove it"
+    return [Finding(
+        kind=KIND_TXN_INDEX, path=str(name), position=position, message="; ".join(problems),
+        cleaner_effect="the cleaner learns which transactional data was aborted from this index: a "
+                       "missing entry makes it keep aborted data as committed (spec §5.3)",
+        broker_effect="a failed sanity check makes Kafka recover the segment at load; READ_COMMITTED "
+                      "consumers see aborted data for a missing entry (spec §5.3, §7.1)",
+        action=action)], result

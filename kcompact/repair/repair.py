@@ -1,0 +1,287 @@
+"""``kcompact repair PARTITION_DIR``: make a damaged partition loadable and cleanable, losing nothing.
+
+:func:`repair_partition` verifies the partition (``verify.py``), then — unless it is a dry run — under the
+live-broker guard and the partition lock, in this order:
+
+1. creates the backup (``backup.py``; with ``clean`` every segment file and the cleaner checkpoint are saved
+   up front, since the clean may rewrite any of them);
+2. finishes or rolls back an interrupted clean exactly as Kafka's loader does
+   (``swap.recover_interrupted_swaps``), and verifies again;
+3. removes orphaned indexes;
+4. rewrites each segment that needs it through the cleaner's writer and crash-safe swap
+   (``swap.CleanedSegmentWriter`` + ``swap.replace_segments``): the kept batches byte for byte (or with
+   their restored length/base offset), indexes built as Kafka 4.1 builds them, the ``.txnindex`` entries
+   the segment needs; the damaged bytes go to the quarantine first, and the output passes the cleaner's
+   own self-check before it is swapped in;
+5. resets a cleaner checkpoint entry Kafka would reset, or rewrites a checkpoint file that does not parse
+   with the entries that do;
+6. with ``clean``, compacts the repaired partition (``cleaner.run.clean_path``);
+7. records the final state in the manifest and verifies once more (``RepairResult.remaining``).
+
+Each step leaves a partition Kafka loads; a repair that dies half-way is finished by running it again, or
+undone from its backup (``undo.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kcompact.cleaner.cleaner import CleanOptions
+from kcompact.cleaner.run import CleanRun, clean_path
+from kcompact.cleaner.swap import (
+    CleanedSegmentWriter,
+    recover_interrupted_swaps,
+    remove_cleaned,
+    replace_segments,
+)
+from kcompact.cleaner.verify_output import check_cleaned_segment
+from kcompact.config.topic_config import TopicConfig
+from kcompact.errors import KcompactError, RefusedError
+from kcompact.repair.backup import Backup, QuarantinedRegion, default_backup_dir
+from kcompact.repair.findings import Finding
+from kcompact.repair.verify import PartitionCheck, SegmentCheck, verify_partition
+from kcompact.segment.checkpoint import update_offset_checkpoint, write_offset_checkpoint
+from kcompact.segment.lock import (
+    broker_holds_lock,
+    checkpoint_lock,
+    log_dir_write_guard,
+    partition_lock,
+)
+from kcompact.segment.names import parse_segment_file_name
+from kcompact.segment.partition import open_partition
+
+NO_UPPER_BOUND = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class RepairOptions:
+    """How to repair (the ``kcompact repair`` options)."""
+
+    dry_run: bool = False
+    backup_dir: Path | None = None  # default: next to the log dir (backup.default_backup_dir)
+    clean: bool = False  # compact the partition once repaired
+    config_overrides: tuple[tuple[str, str], ...] = ()  # --config pairs (index.interval.bytes, …)
+    now_ms: int | None = None  # the clock of the clean
+
+
+@dataclass(slots=True)
+class RepairResult:
+    """What a repair found and did (or, with ``dry_run``, would do)."""
+
+    partition_dir: str
+    dry_run: bool
+    findings: list[Finding]
+    plan: list[str]
+    actions: list[str] = field(default_factory=list)
+    remaining: list[Finding] = field(default_factory=list)  # after the repair (empty for a dry run)
+    backup_dir: str | None = None
+    quarantined: list[QuarantinedRegion] = field(default_factory=list)
+    clean: CleanRun | None = None
+    clean_error: str | None = None
+
+    @property
+    def uncleanable(self) -> bool:
+        """Whether the broker's cleaner would have marked the partition uncleanable (before)."""
+        return any(f.blocks_cleaning for f in self.findings)
+
+    @property
+    def ok(self) -> bool:
+        """Dry run: nothing to repair. Repair: nothing left that blocks cleaning, clean succeeded."""
+        if self.dry_run:
+            return not self.plan
+        return not any(f.blocks_cleaning for f in self.remaining) and self.clean_error is None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form (``kcompact repair --json``)."""
+        return {
+            "partition_dir": self.partition_dir,
+            "dry_run": self.dry_run,
+            "uncleanable": self.uncleanable,
+            "findings": [f.as_dict() for f in self.findings],
+            "plan": self.plan,
+            "actions": self.actions,
+            "remaining": [f.as_dict() for f in self.remaining],
+            "backup_dir": self.backup_dir,
+            "quarantined": [_quarantine_dict(q) for q in self.quarantined],
+            "clean": None if self.clean is None else _clean_dict(self.clean),
+            "clean_error": self.clean_error,
+        }
+
+
+def repair_partition(path: str | Path, options: RepairOptions = RepairOptions()) -> RepairResult:
+    """Verify and repair one partition directory (see the module docstring).
+
+    Args:
+        path: the partition directory.
+        options: dry run, backup directory, clean afterwards, configuration.
+
+    Returns:
+        The :class:`RepairResult`.
+
+    Raises:
+        RefusedError: a broker holds the log dir, another kcompact works on the partition, the backup
+            directory is inside the log dir, or the partition is KRaft's ``__cluster_metadata``.
+        KcompactError: the path is not a partition directory, or a step cannot be done (nothing is
+            left half-written: every rewrite goes through the swap protocol).
+    """
+    try:
+        return _repair(path, options)
+    except OSError as err:  # unreadable or unwritable files: bad input, not a kcompact bug
+        raise KcompactError(f"{err.filename or path}: {err.strerror or err}") from err
+
+
+def _repair(path: str | Path, options: RepairOptions) -> RepairResult:
+    partition = open_partition(path)
+    part, log_dir = partition.path, partition.path.parent
+    interval = _config(options).index_interval_bytes
+    if options.dry_run:
+        if broker_holds_lock(log_dir):
+            raise RefusedError(f"{log_dir}: held by a running Kafka broker; stop it or work on a copy")
+        check = verify_partition(part, index_interval_bytes=interval)
+        return RepairResult(str(part), True, check.findings, plan_of(check))
+    if partition.is_metadata_log:
+        raise RefusedError(f"{part}: __cluster_metadata is KRaft's own log; kcompact repair only "
+                           "reports on it (use --dry-run)")
+    with log_dir_write_guard(log_dir):
+        with partition_lock(log_dir, part.name):
+            result, backup = _repair_locked(part, options, interval)
+        if options.clean:
+            _clean(part, options, result)
+        if backup is not None:
+            backup.finish(partition.log_dir.cleaner_checkpoint)
+        if backup is not None or options.clean:
+            result.remaining = verify_partition(part, index_interval_bytes=interval).findings
+    return result
+
+
+def plan_of(check: PartitionCheck) -> list[str]:
+    """What a repair does about ``check``'s findings, in order, one line each."""
+    plan = list(check.recovery_plan)
+    plan += [f"{f.where()}: {f.action}" for f in check.findings
+             if f.action and f.kind != "leftover"]
+    return plan
+
+
+def _config(options: RepairOptions) -> TopicConfig:
+    return TopicConfig.defaults().with_overrides(dict(options.config_overrides))
+
+
+def _repair_locked(
+    part: Path, options: RepairOptions, interval: int
+) -> tuple[RepairResult, Backup | None]:
+    check = verify_partition(part, index_interval_bytes=interval)
+    result = RepairResult(str(part), False, list(check.findings), plan_of(check))
+    if not check.needs_repair and not options.clean:
+        return result, None
+    backup = Backup(options.backup_dir or default_backup_dir(part), part)
+    result.backup_dir = str(backup.directory)
+    if options.clean:
+        for path in sorted(part.iterdir()):
+            _save_if_segment_file(backup, path)
+        backup.save(check.partition.log_dir.cleaner_checkpoint)
+    if check.recovery_plan:
+        check = _recover_swaps(check, backup, result, interval)
+    for path in check.partition.orphan_indexes:
+        backup.save(path)
+        path.unlink()
+        result.actions.append(f"removed orphaned index {path.name}")
+    for seg in check.segments:
+        if seg.rewrite:
+            _rewrite_segment(seg, backup, result, interval)
+    _fix_checkpoint(check, backup, result)
+    return result, backup
+
+
+def _save_if_segment_file(backup: Backup, path: Path) -> None:
+    if parse_segment_file_name(path.name) is not None:
+        backup.save(path)
+
+
+def _recover_swaps(
+    check: PartitionCheck, backup: Backup, result: RepairResult, interval: int
+) -> PartitionCheck:
+    """Settle an interrupted clean as Kafka's loader would; return the partition checked again."""
+    part = check.partition.path
+    names = [parse_segment_file_name(p.name) for p in sorted(part.iterdir())]
+    lowest = min(n.base_offset for n in names if n is not None and n.temp_suffix is not None)
+    for parsed in names:  # every file the recovery may delete or replace
+        if parsed is not None and (parsed.temp_suffix is not None or parsed.base_offset >= lowest):
+            backup.save(part / parsed.name)
+    result.actions += recover_interrupted_swaps(part).actions
+    again = verify_partition(part, index_interval_bytes=interval)
+    result.findings += [f for f in again.findings if f not in result.findings]
+    return again
+
+
+def _rewrite_segment(seg: SegmentCheck, backup: Backup, result: RepairResult, interval: int) -> None:
+    """Write the segment anew from its kept batches and swap it in (the module docstring, step 4)."""
+    files, scan = seg.files, seg.scan
+    for path in (files.index_path, files.time_index_path, files.txn_index_path):
+        if path is not None:
+            backup.save(path)
+    if scan.log_changed:  # an unchanged .log is rewritten byte for byte, with its mtime and mode
+        backup.save(files.log_path)
+    writer = CleanedSegmentWriter(files.log_path.parent, files.base_offset, interval)
+    try:
+        with files.open() as log:
+            for region in scan.damaged:
+                data = bytes(log.buffer[region.position : region.position + region.size_in_bytes])
+                result.quarantined.append(backup.quarantine(files.log_path, region, data))
+            for kept in scan.kept:
+                chunk = log.buffer[kept.position : kept.position + kept.size_in_bytes]
+                writer.append(kept.patched if kept.patched is not None else chunk,
+                              kept.last_offset, kept.max_timestamp)
+                chunk.release()
+        writer.aborted = list(seg.txn_entries)
+        cleaned = writer.finish(files.mtime_ns, template=files)
+        check_cleaned_segment(cleaned, [seg], NO_UPPER_BOUND)
+    except BaseException:
+        writer.abort()
+        remove_cleaned(files.log_path.parent, files.base_offset)
+        raise
+    replace_segments(cleaned, [files])
+    what = (f"kept {len(scan.kept)} batches, quarantined {len(scan.damaged)} damaged region(s)"
+            if scan.log_changed else "log unchanged")
+    result.actions.append(f"rewrote segment {files.log_path.name} ({what}; indexes rebuilt)")
+
+
+def _fix_checkpoint(check: PartitionCheck, backup: Backup, result: RepairResult) -> None:
+    path = check.partition.log_dir.cleaner_checkpoint
+    if check.checkpoint_reset is not None:
+        backup.save(path)
+        update_offset_checkpoint(path, {check.partition.topic_partition: check.checkpoint_reset})
+        result.actions.append(f"reset the cleaner checkpoint of {check.partition.path.name} to "
+                              f"{check.checkpoint_reset}")
+    elif check.checkpoint_rewrite is not None:
+        backup.save(path)
+        with checkpoint_lock(path.parent):
+            write_offset_checkpoint(path, check.checkpoint_rewrite)
+        result.actions.append(f"rewrote {path.name} with the {len(check.checkpoint_rewrite)} "
+                              "entries that parse")
+
+
+def _clean(part: Path, options: RepairOptions, result: RepairResult) -> None:
+    try:
+        result.clean = clean_path(part, cli_overrides=dict(options.config_overrides),
+                                  options=CleanOptions(now_ms=options.now_ms))
+    except KcompactError as err:
+        result.clean_error = str(err)
+
+
+def _quarantine_dict(entry: QuarantinedRegion) -> dict[str, Any]:
+    return {"file": entry.file, "source": entry.source, "position": entry.position,
+            "size_in_bytes": entry.size_in_bytes, "kind": entry.kind, "reason": entry.reason,
+            "sha256": entry.sha256}
+
+
+def _clean_dict(run: CleanRun) -> dict[str, Any]:
+    return {
+        "results": [{"partition_dir": r.partition_dir, "end_offset": r.end_offset,
+                     "checkpoint_written": r.checkpoint_written,
+                     "skipped_reason": r.skipped_reason, "stats": r.stats.as_dict()}
+                    for r in run.results],
+        "failures": [{"partition_dir": f.partition_dir, "error": f.error} for f in run.failures],
+        "notes": run.notes,
+    }

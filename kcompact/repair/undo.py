@@ -1,0 +1,178 @@
+"""``kcompact repair --undo BACKUP_DIR``: put a repaired partition back byte for byte.
+
+The manifest of the backup (``backup.py``) lists the partition's files before the repair and every original
+that changed or went. Undo checks each copy against its sha256, refuses when the partition changed since
+the repair ended (a broker or another kcompact wrote to it: restoring would lose that), removes the files
+the repair created, and restores each saved file with its mode, owner and mtime. The log dir's
+``cleaner-offset-checkpoint`` is restored byte for byte when nobody wrote it since; otherwise only this
+partition's entry is put back, so other partitions' entries are kept.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kcompact.errors import CorruptCheckpointError, KcompactError, RefusedError
+from kcompact.repair.backup import (
+    FILES_DIR,
+    Manifest,
+    SavedFile,
+    copy_hashed,
+    partition_state,
+    read_manifest,
+    sha256_of,
+    write_manifest,
+)
+from kcompact.segment.checkpoint import (
+    read_offset_checkpoint,
+    write_offset_checkpoint,
+)
+from kcompact.segment.lock import (
+    broker_holds_lock,
+    checkpoint_lock,
+    log_dir_write_guard,
+    partition_lock,
+)
+from kcompact.segment.names import parse_partition_dir_name
+
+
+@dataclass(slots=True)
+class UndoResult:
+    """What :func:`undo_repair` did (or, with ``dry_run``, would do)."""
+
+    backup_dir: str
+    partition_dir: str
+    dry_run: bool
+    removed: list[str] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def undo_repair(backup_dir: str | Path, *, dry_run: bool = False) -> UndoResult:
+    """Restore the partition a repair changed from its backup.
+
+    Args:
+        backup_dir: the backup directory the repair reported.
+        dry_run: check the backup and list what would change; write nothing.
+
+    Returns:
+        The files removed and restored.
+
+    Raises:
+        KcompactError: not a backup, a copy whose sha256 does not match, or the partition is gone.
+        RefusedError: a broker holds the log dir, another kcompact works on the partition, or the
+            partition changed since the repair.
+    """
+    directory = Path(backup_dir)
+    manifest = read_manifest(directory)
+    log_dir = Path(manifest.log_dir)
+    part = log_dir / manifest.partition_dir
+    if not part.is_dir():
+        raise KcompactError(f"{part}: the repaired partition directory is gone; nothing to restore to")
+    _check_copies(directory, manifest)
+    result = UndoResult(str(directory), str(part), dry_run)
+    if dry_run:
+        if broker_holds_lock(log_dir):
+            raise RefusedError(f"{log_dir}: held by a running Kafka broker; stop it first")
+        _check_unchanged(part, manifest)
+        result.removed = _created(part, manifest)
+        result.restored = [s.path for s in manifest.files]
+        return result
+    with log_dir_write_guard(log_dir), partition_lock(log_dir, part.name):
+        _check_unchanged(part, manifest)
+        manifest.undo_started = True  # a rerun after a crash must not refuse its own half-undo
+        write_manifest(directory, manifest)
+        for name in _created(part, manifest):
+            (part / name).unlink()
+            result.removed.append(name)
+        for saved in manifest.files:
+            copy = directory / FILES_DIR / saved.path
+            target = log_dir / saved.path
+            if target.parent == part:
+                _restore(copy, saved, target)
+                result.restored.append(saved.path)
+            else:
+                result.notes.append(_restore_checkpoint(copy, saved, target, manifest))
+        _fsync_dir(part)
+        _check_restored(log_dir, manifest, part)
+    return result
+
+
+def _check_copies(directory: Path, manifest: Manifest) -> None:
+    for saved in manifest.files:
+        copy = directory / FILES_DIR / saved.path
+        found = sha256_of(copy) if copy.is_file() else "no file"
+        if found != saved.sha256:
+            raise KcompactError(f"{copy}: backup copy damaged; expected sha256 {saved.sha256}, "
+                                f"found {found}")
+
+
+def _check_unchanged(part: Path, manifest: Manifest) -> None:
+    if manifest.undo_started or manifest.state_after is None:
+        return  # a repair that did not finish, or an undo resumed: restore whatever is there
+    now = partition_state(part)
+    if now != manifest.state_after:
+        changed = _differences(now, manifest.state_after)
+        raise RefusedError(
+            f"{part}: changed since the repair; expected the files it left, found differences in "
+            f"{', '.join(changed[:5])}{' …' if len(changed) > 5 else ''} (restoring would lose that)")
+
+
+def _differences(now: dict[str, list[int]], then: dict[str, list[int]]) -> list[str]:
+    return [name for name in sorted(set(now) | set(then)) if now.get(name) != then.get(name)]
+
+
+def _created(part: Path, manifest: Manifest) -> list[str]:
+    before = set(manifest.listing_before)
+    return sorted(p.name for p in part.iterdir() if p.is_file() and p.name not in before)
+
+
+def _restore(copy: Path, saved: SavedFile, target: Path) -> None:
+    temporary = target.with_name(f".{target.name}.kcompact-undo")
+    copy_hashed(copy, temporary)
+    os.chmod(temporary, saved.mode)
+    if os.geteuid() == 0:
+        os.chown(temporary, saved.uid, saved.gid)
+    os.utime(temporary, ns=(saved.mtime_ns, saved.mtime_ns))
+    os.replace(temporary, target)
+
+
+def _restore_checkpoint(copy: Path, saved: SavedFile, target: Path, manifest: Manifest) -> str:
+    current = sha256_of(target) if target.is_file() else None
+    if current in (None, manifest.checkpoint_sha256_after, saved.sha256):
+        _restore(copy, saved, target)
+        return f"{saved.path}: restored byte for byte"
+    tp = parse_partition_dir_name(manifest.partition_dir)
+    try:
+        original = read_offset_checkpoint(copy)
+    except CorruptCheckpointError as err:
+        raise RefusedError(f"{target}: changed since the repair and its original does not parse "
+                           f"({err}); restore it by hand from {copy}") from err
+    key = None if tp is None else (tp.topic, tp.partition)
+    with checkpoint_lock(target.parent):
+        entries = read_offset_checkpoint(target)
+        if key in original and key is not None:
+            entries[key] = original[key]
+        elif key is not None:
+            entries.pop(key, None)
+        write_offset_checkpoint(target, entries)
+    return (f"{saved.path}: changed by others since the repair; only the entry of "
+            f"{manifest.partition_dir} was restored")
+
+
+def _check_restored(log_dir: Path, manifest: Manifest, part: Path) -> None:
+    for saved in manifest.files:
+        target = log_dir / saved.path
+        if target.parent == part and sha256_of(target) != saved.sha256:
+            raise KcompactError(f"{target}: restored file differs from the backup; expected sha256 "
+                                f"{saved.sha256}, found {sha256_of(target)}")
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,296 @@
+"""Checking a whole partition the way a broker's full recovery and its cleaner would (read-only).
+
+:func:`verify_partition` looks at everything Kafka looks at when it loads a partition after an unclean
+shutdown, and at what its cleaner needs (spec §5, §6.15, §7):
+
+* every segment, batch by batch, through :func:`~kcompact.repair.salvage.scan_segment`: framing, header,
+  CRC, offsets that increase across batches and segments, records that parse, a torn tail or zero
+  padding after the last batch;
+* each segment's ``.index`` and ``.timeindex`` against what Kafka 4.1 builds from the (repaired) log
+  (``segment.index_builder``), with Kafka's own sanity rules; the ``.txnindex`` against the aborted
+  transactions the data shows (a missing entry makes the cleaner keep aborted data as committed);
+* leftovers of an interrupted clean or split, orphaned indexes, stray files and directories;
+* the partition's ``cleaner-offset-checkpoint`` entry (Kafka resets one below the log start or past the
+  log end; a file that does not parse takes the log dir offline) and its log start offset.
+
+The result is a list of :class:`~kcompact.repair.findings.Finding` plus the plan repair executes: per
+segment, which batches stay and whether the segment must be rewritten.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kcompact.cleaner.swap import recover_interrupted_swaps
+from kcompact.errors import CorruptCheckpointError, CorruptDataError, KcompactError
+from kcompact.records.control import ControlRecordType
+from kcompact.repair.findings import (
+    KIND_CHECKPOINT,
+    KIND_LEFTOVER,
+    KIND_LOG_START,
+    KIND_ORPHAN_INDEX,
+    KIND_STRAY,
+    KIND_UNCHECKED,
+    Finding,
+    fix_finding,
+    region_finding,
+)
+from kcompact.repair.indexes import check_segment_indexes
+from kcompact.repair.salvage import SegmentScan, scan_segment
+from kcompact.segment.checkpoint import decode_offset_checkpoint, read_offset_checkpoint
+from kcompact.segment.index_builder import DEFAULT_INDEX_INTERVAL_BYTES
+from kcompact.segment.names import parse_partition_dir_name
+from kcompact.segment.partition import Partition, SegmentFiles, open_partition
+from kcompact.segment.txn_index import AbortedTxn
+
+# Log dir entries Kafka's loader skips although they are not partition names.
+KAFKA_SKIPPED_DIRS = frozenset({"remote-log-index-cache"})
+_CHECKPOINT_HEADER = b"0\n1\n"  # a one-entry checkpoint, to decode a single line strictly
+
+
+@dataclass(slots=True)
+class SegmentCheck:
+    """One live segment: what stays in it, and whether it must be rewritten."""
+
+    files: SegmentFiles
+    scan: SegmentScan
+    rebuild_indexes: bool = False
+    txn_entries: tuple[AbortedTxn, ...] = ()  # what its .txnindex holds after the repair
+
+    @property
+    def rewrite(self) -> bool:
+        """Whether repair writes this segment anew (through the swap protocol)."""
+        return self.scan.log_changed or self.rebuild_indexes
+
+    @property
+    def next_offset(self) -> int | None:
+        """Offset after its last kept batch (None when nothing is kept)."""
+        return self.scan.kept[-1].last_offset + 1 if self.scan.kept else None
+
+
+@dataclass(slots=True)
+class PartitionCheck:
+    """Everything :func:`verify_partition` found, and the repair plan."""
+
+    partition: Partition
+    findings: list[Finding] = field(default_factory=list)
+    segments: list[SegmentCheck] = field(default_factory=list)
+    recovery_plan: list[str] = field(default_factory=list)  # recover_interrupted_swaps, dry run
+    checkpoint_reset: int | None = None  # new cleaner-offset-checkpoint entry for this partition
+    checkpoint_rewrite: dict[tuple[str, int], int] | None = None  # whole file, when it did not parse
+    log_start_offset: int = 0
+    log_end_offset: int = 0  # after the repair
+
+    @property
+    def needs_repair(self) -> bool:
+        """Whether any finding has an action."""
+        return any(f.action for f in self.findings)
+
+    @property
+    def blocks_cleaning(self) -> bool:
+        """Whether the broker's cleaner would mark the partition uncleanable."""
+        return any(f.blocks_cleaning for f in self.findings)
+
+
+def verify_partition(
+    path: str | Path, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
+) -> PartitionCheck:
+    """Check one partition directory (see the module docstring); reads, never writes.
+
+    Args:
+        path: the partition directory.
+        index_interval_bytes: the topic's ``index.interval.bytes`` (for the expected indexes).
+
+    Returns:
+        The findings and the repair plan.
+
+    Raises:
+        KcompactError: the path is not a partition directory.
+    """
+    partition = open_partition(path)
+    check = PartitionCheck(partition)
+    check.recovery_plan = _check_leftovers(partition, check.findings)
+    _check_files(partition, check.findings)
+    check.segments = _scan_segments(partition, check.findings)
+    aborted = derive_aborted([s.scan for s in check.segments])
+    for i, seg in enumerate(check.segments):
+        upper = check.segments[i + 1].files.base_offset if i + 1 < len(check.segments) else None
+        check.findings += check_segment_indexes(seg, aborted[i], upper, index_interval_bytes)
+    check.log_start_offset = _log_start(partition, check.findings)
+    last = check.segments[-1] if check.segments else None
+    check.log_end_offset = check.log_start_offset if last is None else (
+        last.next_offset if last.next_offset is not None else last.files.base_offset)
+    _check_checkpoints(check)
+    return check
+
+
+def _check_leftovers(partition: Partition, findings: list[Finding]) -> list[str]:
+    if not partition.leftovers:
+        return []
+    try:
+        plan = recover_interrupted_swaps(partition.path, dry_run=True).actions
+        action: str | None = "finish or roll back the interrupted swap as Kafka's loader does"
+        problem = ""
+    except KcompactError as err:
+        plan, action, problem = [], None, f"; the swap cannot be finished: {err}"
+    for path in partition.leftovers:
+        findings.append(Finding(
+            kind=KIND_LEFTOVER, path=str(path), position=None,
+            message=f"leftover of an interrupted clean or split ({path.suffix}){problem}",
+            cleaner_effect="none once loaded: the loader settles it first",
+            broker_effect="Kafka's loader finishes or rolls back the interrupted swap at startup "
+                          "(spec §7.1, §7.2)",
+            action=action))
+    return plan
+
+
+def _check_files(partition: Partition, findings: list[Finding]) -> None:
+    for path in partition.orphan_indexes:
+        findings.append(Finding(
+            kind=KIND_ORPHAN_INDEX, path=str(path), position=None,
+            message="index file without its .log; expected a segment of that base offset",
+            broker_effect="Kafka's loader deletes it (spec §7.1 step 4)",
+            action="remove it (kept in the backup)"))
+    for path in partition.strays:
+        findings.append(Finding(
+            kind=KIND_STRAY, path=str(path), position=None,
+            message="not a file Kafka keeps in a partition directory",
+            broker_effect="Kafka's loader ignores it", action=None))
+    for entry in sorted(partition.path.parent.iterdir()):
+        if (entry.is_dir() and entry.name not in KAFKA_SKIPPED_DIRS
+                and parse_partition_dir_name(entry.name) is None):
+            findings.append(Finding(
+                kind=KIND_STRAY, path=str(entry), position=None,
+                message="directory in the log dir that is not named <topic>-<partition>",
+                broker_effect="Kafka refuses to load the log dir (KafkaException at startup, "
+                              "spec §4.2); move it out of the log dir",
+                action=None))
+
+
+def _scan_segments(partition: Partition, findings: list[Finding]) -> list[SegmentCheck]:
+    segments = partition.segments
+    out: list[SegmentCheck] = []
+    lower = segments[0].base_offset if segments else 0
+    for i, files in enumerate(segments):
+        upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        with files.open() as log:
+            scan = scan_segment(log.buffer, base_offset=files.base_offset,
+                                first_offset=max(lower, files.base_offset), end_offset=upper)
+        seg = SegmentCheck(files, scan)
+        out.append(seg)
+        if seg.next_offset is not None:
+            lower = seg.next_offset
+        active, later = i == len(segments) - 1, len(segments) - i - 1
+        found = [region_finding(files.log_path, r, active=active, later_segments=later)
+                 for r in scan.damaged]
+        found += [fix_finding(files.log_path, k, active=active, later_segments=later)
+                  for k in scan.kept if k.fix is not None]
+        findings += sorted(found, key=lambda f: f.position or 0)
+        findings += [Finding(kind=KIND_UNCHECKED, path=str(files.log_path), position=k.position,
+                             message=k.note or "", offset=k.base_offset)
+                     for k in scan.kept if k.note is not None]
+    return out
+
+
+def derive_aborted(scans: list[SegmentScan]) -> list[list[AbortedTxn]]:
+    """Per segment, the aborted transactions its kept batches show, as Kafka's recovery indexes them.
+
+    A transaction starts at a producer's first transactional data batch and ends at its COMMIT or
+    ABORT marker; an aborted one is indexed in the segment holding the marker, with the last stable
+    offset right after the abort (the first offset of another still-open transaction, else the
+    marker's offset + 1). A marker closing a transaction without data makes no entry.
+    """
+    out: list[list[AbortedTxn]] = []
+    open_txns: dict[int, int] = {}  # producer id -> first offset of its open transaction
+    for scan in scans:
+        entries: list[AbortedTxn] = []
+        for batch in scan.kept:
+            if batch.magic < 2 or batch.producer_id < 0 or not batch.is_transactional:
+                continue
+            if not batch.is_control:
+                open_txns.setdefault(batch.producer_id, batch.base_offset)
+                continue
+            if batch.control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+                continue
+            first = open_txns.pop(batch.producer_id, None)
+            if first is not None and batch.control_type == ControlRecordType.ABORT:
+                lso = min(open_txns.values(), default=batch.base_offset + 1)
+                entries.append(AbortedTxn(batch.producer_id, first, batch.base_offset, lso))
+        out.append(entries)
+    return out
+
+
+def _log_start(partition: Partition, findings: list[Finding]) -> int:
+    first_base = partition.segments[0].base_offset if partition.segments else 0
+    try:
+        return partition.log_start_offset()
+    except CorruptCheckpointError as err:
+        findings.append(Finding(
+            kind=KIND_CHECKPOINT, path=err.path or "", position=err.position, message=err.message,
+            blocks_cleaning=True,
+            cleaner_effect="the broker cannot read the log dir's checkpoints (IOException): the "
+                           "whole log dir goes offline (spec §4.4)",
+            broker_effect="the log dir is marked offline", action=None))
+        return first_base
+
+
+def _check_checkpoints(check: PartitionCheck) -> None:
+    partition = check.partition
+    path = partition.log_dir.cleaner_checkpoint
+    key = partition.topic_partition
+    start, end = check.log_start_offset, check.log_end_offset
+    try:
+        entries = read_offset_checkpoint(path)
+    except CorruptCheckpointError as err:
+        salvaged = salvage_checkpoint(path.read_bytes())
+        if key in salvaged and not start <= salvaged[key] <= end:
+            salvaged[key] = start
+        check.checkpoint_rewrite = salvaged
+        check.findings.append(Finding(
+            kind=KIND_CHECKPOINT, path=str(path), position=err.position, message=err.message,
+            blocks_cleaning=True,
+            cleaner_effect="the broker cannot read it (IOException): the whole log dir goes offline "
+                           "and nothing in it is cleaned (spec §4.4)",
+            broker_effect="the log dir is marked offline at startup",
+            action=f"rewrite it with the {len(salvaged)} entries that parse (original in the backup)"))
+    else:
+        entry = entries.get(key)
+        if entry is not None and not start <= entry <= end:
+            check.checkpoint_reset = start
+            check.findings.append(Finding(
+                kind=KIND_CHECKPOINT, path=str(path), position=None, offset=entry,
+                message=f"cleaner checkpoint of {partition.path.name} lies outside the log; "
+                        f"expected {start}..{end}, found {entry}",
+                cleaner_effect="Kafka resets it to the log start and re-cleans the whole log "
+                               "(spec §4.5, §6.2)",
+                broker_effect="rewritten by the cleaner on its next pass",
+                action=f"reset it to the log start offset {start}"))
+    _check_log_start(check)
+
+
+def _check_log_start(check: PartitionCheck) -> None:
+    entry = None
+    try:
+        entry = check.partition.checkpointed(check.partition.log_dir.log_start_checkpoint)
+    except CorruptDataError:
+        pass  # reported by _log_start
+    if entry is not None and entry > check.log_end_offset:
+        check.findings.append(Finding(
+            kind=KIND_LOG_START, path=str(check.partition.log_dir.log_start_checkpoint),
+            position=None, offset=entry,
+            message=f"log start offset of {check.partition.path.name} lies past the log end; "
+                    f"expected <= {check.log_end_offset}, found {entry}",
+            broker_effect="Kafka deletes every segment of the partition at load (spec §7.1 step 5)",
+            action=None))
+
+
+def salvage_checkpoint(data: bytes) -> dict[tuple[str, int], int]:
+    """The entries of a damaged offset checkpoint file that parse, line by line, in file order."""
+    entries: dict[tuple[str, int], int] = {}
+    for line in data.splitlines()[2:]:
+        try:
+            entries.update(decode_offset_checkpoint(_CHECKPOINT_HEADER + line))
+        except CorruptCheckpointError:
+            continue
+    return entries
