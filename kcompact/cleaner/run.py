@@ -1,11 +1,13 @@
 """``kcompact clean PATH``: one partition, or every compacted partition of a log dir in the cleaner's order.
 
-Resolves each partition's configuration (``--config`` over Kafka's defaults; with no source for
-``cleanup.policy``, ``compact`` is assumed and the report says so — retention deletes data, so it only runs
-when a policy with ``delete`` comes from an explicit source), then calls :func:`clean_partition`. For a log
-dir the partitions are cleaned in the order the broker's cleaner would pick them (highest dirty ratio first);
-``only_eligible`` keeps just those the broker would clean now. One partition's failure is reported and does
-not stop the others.
+Resolves each partition's own configuration with :func:`kcompact.config.effective.partition_config`
+(``--config`` > topic override > dynamic broker config > cluster default > server.properties > Kafka's
+default; with no explicit source for ``cleanup.policy``, ``compact`` is assumed and the report says so),
+then calls :func:`clean_partition`. A partition whose policy has no ``compact`` is refused (a partition
+dir) or skipped with a note (a log dir): the broker's cleaner never compacts it. For a log dir the
+partitions are cleaned in the order the broker's cleaner would pick them (highest dirty ratio first);
+``only_eligible`` keeps just those the broker would clean now. One partition's failure is reported and
+does not stop the others.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from pathlib import Path
 from kcompact.cleaner.cleaner import CleanOptions, CleanResult, clean_partition
 from kcompact.cleaner.log_state import load_log_state
 from kcompact.cleaner.ranges import compute_cleanable_range
-from kcompact.config.topic_config import TopicConfig
-from kcompact.errors import KcompactError
+from kcompact.config.effective import EffectiveConfig, describe_source, partition_config
+from kcompact.config.topic_config import TopicConfig, format_value
+from kcompact.errors import KcompactError, RefusedError
 from kcompact.segment.partition import (
     METADATA_TOPIC,
     is_partition_dir,
@@ -50,13 +53,45 @@ class CleanRun:
 
 
 def resolve_config(cli_overrides: Mapping[str, str]) -> tuple[TopicConfig, list[str]]:
-    """Kafka's defaults with the command line's overrides; the notes say what was assumed."""
+    """Kafka's defaults with the command line's overrides only (no partition's files are read)."""
     notes: list[str] = []
     overrides = dict(cli_overrides)
     if "cleanup.policy" not in overrides:
         overrides["cleanup.policy"] = "compact"
         notes.append(ASSUMED_COMPACT)
     return TopicConfig.defaults().with_overrides(overrides), notes
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSources:
+    """Where each partition's configuration comes from (see ``partition_config``)."""
+
+    cli_overrides: Mapping[str, str]
+    server_properties: str | Path | None = None
+    metadata_dir: str | Path | None = None
+
+    def for_partition(self, part_dir: Path) -> EffectiveConfig:
+        return partition_config(part_dir, cli_overrides=self.cli_overrides,
+                                server_properties=self.server_properties, metadata_dir=self.metadata_dir)
+
+
+def not_compacted(effective: EffectiveConfig) -> str | None:
+    """Why the broker's cleaner never compacts this partition (None when its policy has compact)."""
+    if effective.config.is_compacted:
+        return None
+    policy = effective.value("cleanup.policy")
+    return (f"cleanup.policy={format_value(policy.value)} ({describe_source(policy)}); the broker's cleaner "
+            f"never compacts it (give --config cleanup.policy=compact to clean it anyway)")
+
+
+def merge_notes(per_partition: Mapping[str, list[str]]) -> list[str]:
+    """Each distinct note once, prefixed by the partitions it concerns unless it concerns them all."""
+    owners: dict[str, list[str]] = {}
+    for name, notes in per_partition.items():
+        for note in notes:
+            owners.setdefault(note, []).append(name)
+    return [note if len(names) == len(per_partition) else f"{', '.join(names)}: {note}"
+            for note, names in owners.items()]
 
 
 def clean_path(
@@ -66,6 +101,8 @@ def clean_path(
     options: CleanOptions,
     only_eligible: bool = False,
     progress: Callable[[str, int, int], None] | None = None,
+    server_properties: str | Path | None = None,
+    metadata_dir: str | Path | None = None,
 ) -> CleanRun:
     """Clean a partition directory, or every compacted partition of a log dir.
 
@@ -75,23 +112,34 @@ def clean_path(
         options: the clean options shared by every partition.
         only_eligible: for a log dir, clean only partitions the broker would clean now.
         progress: called as ``(partition name, bytes done, bytes total)``.
+        server_properties: the broker's server.properties (default: ``$KCOMPACT_SERVER_PROPERTIES``).
+        metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0`` (default: as
+            ``partition_config`` finds it).
 
     Returns:
-        The :class:`CleanRun`.
+        The :class:`CleanRun`; its notes say which configs were unknown or assumed.
 
     Raises:
-        KcompactError: a single partition failed (for a log dir, failures are collected instead).
+        KcompactError: a single partition failed or is not compacted (for a log dir, failures are
+            collected and non-compacted partitions skipped with a note instead).
     """
-    config, notes = resolve_config(cli_overrides)
-    run = CleanRun(notes=notes)
+    sources = ConfigSources(cli_overrides, server_properties, metadata_dir)
+    run = CleanRun()
     target = Path(path)
     if is_partition_dir(target):
-        run.results.append(clean_partition(target, config, options, _progress_for(target, progress)))
+        if open_partition(target).is_metadata_log:
+            raise RefusedError(f"{target}: __cluster_metadata is KRaft's own log; no cleaner touches it")
+        effective = sources.for_partition(target)
+        run.notes.extend(effective.notes)
+        why = not_compacted(effective)
+        if why is not None:
+            raise RefusedError(f"{target}: {why}")
+        run.results.append(clean_partition(target, effective.config, options, _progress_for(target, progress)))
         return run
     if not target.is_dir():
         raise KcompactError(f"{target}: no such partition directory or log dir")
-    ordered = _cleaner_order(target, config, options, only_eligible, run)
-    for part_dir in ordered:
+    ordered = _cleaner_order(target, sources, options, only_eligible, run)
+    for part_dir, config in ordered:
         try:
             run.results.append(
                 clean_partition(part_dir, config, options, _progress_for(part_dir, progress))
@@ -102,18 +150,25 @@ def clean_path(
 
 
 def _cleaner_order(
-    log_dir: Path, config: TopicConfig, options: CleanOptions, only_eligible: bool, run: CleanRun
-) -> list[Path]:
+    log_dir: Path, sources: ConfigSources, options: CleanOptions, only_eligible: bool, run: CleanRun
+) -> list[tuple[Path, TopicConfig]]:
     """Partitions of a log dir, highest dirty ratio first, as the broker's cleaner picks them."""
     import time
 
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
-    ranked: list[tuple[float, str, Path]] = []
+    ranked: list[tuple[float, str, Path, TopicConfig]] = []
+    notes: dict[str, list[str]] = {}
     for part_dir in iter_partition_dirs(log_dir):
         partition = open_partition(part_dir)
         if partition.topic == METADATA_TOPIC or partition.name.kind != "live":
             continue
         try:
+            effective = sources.for_partition(part_dir)
+            why = not_compacted(effective)
+            notes[part_dir.name] = effective.notes + ([] if why is None else [f"skipped: {why}"])
+            if why is not None:
+                continue
+            config = effective.config
             state = load_log_state(partition, config)
             rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)
         except KcompactError as err:
@@ -121,9 +176,10 @@ def _cleaner_order(
             continue
         if only_eligible and not rng.eligible:
             continue
-        ranked.append((-rng.dirty_ratio, part_dir.name, part_dir))
-    ranked.sort()
-    return [p for _r, _n, p in ranked]
+        ranked.append((-rng.dirty_ratio, part_dir.name, part_dir, config))
+    run.notes.extend(merge_notes(notes))
+    ranked.sort(key=lambda item: item[:2])
+    return [(p, c) for _r, _n, p, c in ranked]
 
 
 def _progress_for(

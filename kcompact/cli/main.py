@@ -89,9 +89,16 @@ def dump_command(path: str, records: bool, verify_index: bool, as_json: bool) ->
 @click.option("--config", "config_pairs", multiple=True, metavar="KEY=VALUE",
               help="A topic configuration by Kafka's name (min.cleanable.dirty.ratio, …). Repeatable.")
 @click.option("--now-ms", type=int, default=None, help="The clock (default: now), in ms since the epoch.")
+@click.option("--server-properties", type=click.Path(exists=True, dir_okay=False, path_type=str),
+              default=None, metavar="FILE",
+              help="The broker's server.properties (default: $KCOMPACT_SERVER_PROPERTIES).")
+@click.option("--metadata-dir", type=click.Path(exists=True, file_okay=False, path_type=str),
+              default=None, metavar="DIR",
+              help="metadata.log.dir or its __cluster_metadata-0 (default: the one server.properties "
+                   "names, else the one beside each partition's log dir).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of rows (also for one partition).")
 def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], now_ms: int | None,
-                        as_json: bool) -> None:
+                        server_properties: str | None, metadata_dir: str | None, as_json: bool) -> None:
     """What the broker's log cleaner sees, per partition of the given log dirs or partition dirs:
     clean and dirty bytes, the dirty ratio against min.cleanable.dirty.ratio, whether it is eligible,
     the rule that stops cleaning, and the order in which the cleaner would pick partitions.
@@ -103,7 +110,8 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.inspect.dirty_ratio import dirty_ratio_report
 
-    rows = dirty_ratio_report(paths, cli_overrides=parse_config_pairs(config_pairs), now_ms=now_ms)
+    rows = dirty_ratio_report(paths, cli_overrides=parse_config_pairs(config_pairs), now_ms=now_ms,
+                              server_properties=server_properties, metadata_dir=metadata_dir)
     render_dirty_ratio(rows, as_json=as_json)
     if any(row.error for row in rows):
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
@@ -127,6 +135,13 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
                    "where the map is full). Default: no bound, one round cleans everything.")
 @click.option("--only-eligible", is_flag=True,
               help="For a log dir: clean only partitions the broker's cleaner would pick now.")
+@click.option("--server-properties", type=click.Path(exists=True, dir_okay=False, path_type=str),
+              default=None, metavar="FILE",
+              help="The broker's server.properties (default: $KCOMPACT_SERVER_PROPERTIES).")
+@click.option("--metadata-dir", type=click.Path(exists=True, file_okay=False, path_type=str),
+              default=None, metavar="DIR",
+              help="metadata.log.dir or its __cluster_metadata-0 (default: the one server.properties "
+                   "names, else the one beside each partition's log dir).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def clean_command(
     path: str,
@@ -137,6 +152,8 @@ def clean_command(
     dry_run: bool,
     dedupe_buffer_size: int | None,
     only_eligible: bool,
+    server_properties: str | None,
+    metadata_dir: str | None,
     as_json: bool,
 ) -> None:
     """Compact PATH (a partition directory, or every compacted partition of a log dir) exactly as one
@@ -156,7 +173,8 @@ def clean_command(
                            dry_run=dry_run, roll=roll)
     with progress_bar(enabled=not as_json) as progress:
         run = clean_path(path, cli_overrides=overrides, options=options, only_eligible=only_eligible,
-                         progress=progress)
+                         progress=progress, server_properties=server_properties,
+                         metadata_dir=metadata_dir)
     render_clean(run, as_json=as_json)
     if run.failures:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)

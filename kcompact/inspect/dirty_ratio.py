@@ -21,7 +21,7 @@ from typing import Any
 
 from kcompact.cleaner.log_state import load_log_state
 from kcompact.cleaner.ranges import CleanableRange, cleaner_order, compute_cleanable_range
-from kcompact.cleaner.run import resolve_config
+from kcompact.cleaner.run import ConfigSources
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import KcompactError
 from kcompact.segment.checkpoint import read_offset_checkpoint
@@ -89,7 +89,12 @@ class DirtyRatioRow:
 
 
 def dirty_ratio_report(
-    paths: Iterable[str | Path], *, cli_overrides: Mapping[str, str], now_ms: int | None = None
+    paths: Iterable[str | Path],
+    *,
+    cli_overrides: Mapping[str, str],
+    now_ms: int | None = None,
+    server_properties: str | Path | None = None,
+    metadata_dir: str | Path | None = None,
 ) -> list[DirtyRatioRow]:
     """Rows for every partition under ``paths`` (log dirs or partition dirs), in the cleaner's pick order.
 
@@ -97,16 +102,19 @@ def dirty_ratio_report(
         paths: log dirs and/or partition directories.
         cli_overrides: ``--config`` pairs.
         now_ms: the clock (default: now).
+        server_properties: the broker's server.properties (default: ``$KCOMPACT_SERVER_PROPERTIES``).
+        metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0`` (default: as
+            ``kcompact.config.effective.partition_config`` finds it).
 
     Returns:
         One row per partition: ranked eligible ones first (rank 1 = the broker's next pick), then the
-        others by name. A partition whose files do not parse gets a row with ``error`` set.
+        others by name. A partition whose files or configuration do not parse gets a row with ``error`` set.
 
     Raises:
         KcompactError: a path is neither a log dir nor a partition directory.
     """
     now = now_ms if now_ms is not None else int(time.time() * 1000)
-    config, notes = resolve_config(cli_overrides)
+    sources = ConfigSources(cli_overrides, server_properties, metadata_dir)
     rows: list[DirtyRatioRow] = []
     ranges: list[tuple[str, CleanableRange]] = []
     log_dirs: dict[Path, _LogDirFacts] = {}
@@ -114,7 +122,12 @@ def dirty_ratio_report(
         facts = log_dirs.get(part_dir.parent)
         if facts is None:
             facts = log_dirs[part_dir.parent] = _LogDirFacts.read(part_dir.parent)
-        row, rng = _row(part_dir, config, now, notes, facts)
+        try:
+            effective = sources.for_partition(part_dir)
+        except KcompactError as err:
+            rows.append(_config_error_row(part_dir, err))
+            continue
+        row, rng = _row(part_dir, effective.config, now, effective.notes, facts)
         rows.append(row)
         if rng is not None:
             ranges.append((row.partition_dir, rng))
@@ -123,6 +136,12 @@ def dirty_ratio_report(
         row.cleaner_rank = ranks.get(row.partition_dir)
     rows.sort(key=lambda r: (r.cleaner_rank is None, r.cleaner_rank or 0, r.topic, r.partition))
     return rows
+
+
+def _config_error_row(part_dir: Path, err: KcompactError) -> DirtyRatioRow:
+    name = open_partition(part_dir).name
+    return DirtyRatioRow(topic=name.topic, partition=name.partition, partition_dir=str(part_dir),
+                         cleanup_policy="", error=str(err))
 
 
 def _partition_dirs(paths: Iterable[str | Path]) -> list[Path]:
