@@ -12,20 +12,17 @@ The only code that changes a partition's segments (``repair`` writes through it 
 4. Each ``.swap`` is renamed to its final name; the directory is fsynced.
 5. The ``.deleted`` files are removed (a broker does it 60 s later; offline there is no reason to wait).
 
-Recovery (:func:`recover_interrupted_swaps`) applies Kafka's loader rules in Kafka's order (spec §7.1
-passes 1–3, §7.2; ``LogLoader.removeTempFilesAndCollectSwapFiles`` and ``load``): ``.deleted`` files are
-removed; a ``.cleaned`` file means its swap never finished renaming — every ``.swap`` at or above the lowest
-``.cleaned`` base is deleted, *then* the ``.cleaned`` files (so a recovery interrupted in between is finished
-the same way by the next one); a remaining ``.log.swap`` is a complete new segment — every other file whose
-name's offset lies in ``[lowest swap base, highest swap next offset)`` is deleted, then each ``.swap`` is
-renamed into place. Every segment group ends wholly old or wholly new, and a broker started on any
-intermediate state does the same.
+Recovery (:func:`recover_interrupted_swaps`) is Kafka's loader, passes 1–3 in its order (spec §7.1, §7.2):
+delete ``.deleted`` files; delete every ``.swap`` at or above the lowest ``.cleaned`` base (a swap that never
+finished renaming), *then* the ``.cleaned`` files; delete every other file named with an offset in
+``[lowest .log.swap base, highest .log.swap next offset)``; rename the ``.swap`` files into place (logs first,
+so a recovery killed midway is finished the same way by the next). Each group ends wholly old or wholly new,
+as a broker would leave it. The cleaner writes every group's ``.cleaned`` files before the first swap; those
+lie above the swapping group's base, so they never stop it completing.
 
-Failures. An I/O error while writing a ``.cleaned`` file becomes a :class:`~kcompact.errors.KcompactError`
-(the cleaner then removes every ``.cleaned`` file, so nothing changed). An I/O error during the swap itself
-is met at once with the recovery above — before the last ``.cleaned`` → ``.swap`` rename that rolls the
-group back and leaves the partition as it was; from there on it completes the group, as a broker would —
-and is then raised as a ``KcompactError`` saying which of the two happened.
+An I/O error while writing ``.cleaned`` files is a one-line :class:`~kcompact.errors.KcompactError` (the
+cleaner then removes them: nothing changed). One during the swap is recovered from at once, as a restart
+would — rolled back while a ``.cleaned`` file of the group remains, else completed — and raised saying which.
 """
 
 from __future__ import annotations
@@ -287,12 +284,10 @@ def _swap_failure(new: CleanedSegment, err: OSError) -> KcompactError:
             f"{new.directory}: swapping in the cleaned {name} failed ({err.strerror or err}) and so did "
             f"finishing it ({again}); the next `kcompact clean` (or a broker) finishes or rolls it back"
         )
-    outcome = (
-        "it was rolled back and the partition left as it was" if rolled_back
-        else "the swap was completed as a broker would; the cleaner checkpoint was not advanced"
-    )
+    outcome = "rolled back" if rolled_back else "completed, as a broker would"
     return KcompactError(
-        f"{new.directory}: swapping in the cleaned {name} failed ({err.strerror or err}); {outcome}"
+        f"{new.directory}: swapping in the cleaned {name} failed ({err.strerror or err}); its swap was "
+        f"{outcome}, earlier segments stay swapped and the cleaner checkpoint was not advanced"
     )
 
 

@@ -268,6 +268,17 @@ def test_swap_range_ends_at_the_new_segment_next_offset(part: Path, tmp_path: Pa
     assert (ours / segment_file_name(5, "snapshot")).exists()
 
 
+def test_empty_new_segment_replaces_only_the_files_of_its_own_base(part: Path, tmp_path: Path) -> None:
+    # Every record of the group was superseded: the new .log is empty, its next offset is its base, the
+    # range [0, 0) is empty, so Kafka only renames the swap files over segment 0's and segment 5 survives.
+    new_segment(part, 0, [], SWAP)
+
+    ours = recover_both_ways(part, tmp_path)
+
+    assert (ours / segment_file_name(0, "log")).stat().st_size == 0
+    assert offsets(ours) == list(range(5, 12))
+
+
 def test_truncated_tail_of_a_swap_log_is_ignored_when_reading_its_next_offset(
     part: Path, tmp_path: Path
 ) -> None:
