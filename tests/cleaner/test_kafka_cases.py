@@ -374,6 +374,42 @@ def test_partial_segment_clean_makes_progress_one_key_at_a_time(tmp_path: Path) 
         assert (keys_in_log(part), offsets_in_log(part)) == (keys, offsets)
 
 
+def test_full_map_ends_the_round_inside_a_batch(tmp_path: Path) -> None:
+    """Spec §6.6: the map check runs before every put, so a round can end in the middle of a batch;
+    records past the map's latest offset are kept, and the next round starts right there."""
+    b = PartitionBuilder("test")
+    b.batch([(b"k0", b"a"), (b"k1", b"a"), (b"k2", b"a"), (b"k0", b"b")]).roll()
+    b.batch([(b"z", b"1")])
+    part = b.write(tmp_path / "logdir")
+    config = topic_config()
+
+    first = clean(part, config, dedupe_buffer_size=3 * 24)  # 2 keys
+    assert first.end_offset == 2
+    assert offsets_in_log(part) == [0, 1, 2, 3, 4]
+
+    second = clean(part, config, dedupe_buffer_size=3 * 24)
+    assert second.end_offset == 4
+    assert offsets_in_log(part) == [1, 2, 3, 4]
+    assert (log_batches(part)[0].batch.base_offset, log_batches(part)[0].batch.last_offset) == (
+        0,
+        3,
+    )
+
+
+def test_cleaned_segment_is_trimmed_even_with_preallocate(tmp_path: Path) -> None:
+    """testSizeTrimmedForPreallocatedAndCompactedTopic: the cleaned .log holds its batches and nothing
+    more, whatever preallocate says."""
+    b = PartitionBuilder("test")
+    for k in (0, 1, 0, 1, 0):
+        b.batch([(s(k), s(k))])
+    b.roll()
+    part = b.write(tmp_path / "logdir", cleaner_checkpoint=2)
+    config = topic_config({"internal.segment.bytes": "1024", "preallocate": "true"})
+    clean(part, config, dedupe_buffer_size=2 * 24)
+    seg0 = open_partition(part).segments[0].log_path.read_bytes()
+    assert len(seg0) == sum(x.size_in_bytes for x in iter_batches(seg0)) < 1024
+
+
 def test_build_partial_offset_map_from_offset_two(tmp_path: Path) -> None:
     """testBuildPartialOffsetMap: 3 slots hold 2 keys; mapped from offset 2, the round ends at 4."""
     b = PartitionBuilder("test")
@@ -1024,6 +1060,27 @@ def test_log_cleaner_retains_last_sequence_even_if_transaction_aborted(tmp_path:
     assert last_offsets_per_batch(log.part) == [3, 5, 6]
     assert last_sequences(log.part) == {1: 4}
     assert (keys_in_log(log.part), offsets_in_log(log.part)) == ([1, 5], [3, 4, 5, 6])
+
+
+def test_deleted_batches_with_no_messages_read(tmp_path: Path) -> None:
+    """testDeletedBatchesWithNoMessagesRead: whole batches dropped without reading their records
+    (aborted data) still move the cleaner on; the ABORT marker goes after a two-pass clean."""
+    log = LogSim(tmp_path)
+    producer = log.producer(1, transactional=True)
+    producer([1])
+    log.marker(1, commit=False)
+    producer([2])
+    producer([2])
+    log.marker(1, commit=True)
+    log.roll()
+    config = topic_config({"max.message.bytes": "100", **NEVER_EXPIRE})
+
+    clean(log.part, config)
+    assert (keys_in_log(log.part), offsets_in_log(log.part)) == ([2], [1, 3, 4])
+
+    clean(log.part, config, from_start=True)
+    clean(log.part, config, now=NOW + DAY + 1, from_start=True)
+    assert (keys_in_log(log.part), offsets_in_log(log.part)) == ([2], [3, 4])
 
 
 def test_commit_marker_retention_with_empty_batch(tmp_path: Path) -> None:
