@@ -397,8 +397,8 @@ def test_full_map_ends_the_round_inside_a_batch(tmp_path: Path) -> None:
 
 
 def test_cleaned_segment_is_trimmed_even_with_preallocate(tmp_path: Path) -> None:
-    """testSizeTrimmedForPreallocatedAndCompactedTopic: the cleaned .log holds its batches and nothing
-    more, whatever preallocate says."""
+    """testSizeTrimmedForPreallocatedAndCompactedTopic: the cleaned .log holds its batches and
+    nothing more, whatever preallocate says."""
     b = PartitionBuilder("test")
     for k in (0, 1, 0, 1, 0):
         b.batch([(s(k), s(k))])
@@ -683,8 +683,8 @@ def test_truncated_batch_fails_the_clean_and_changes_nothing(tmp_path: Path) -> 
 
 
 def test_existing_delete_horizon_is_carried_over_without_a_tombstone(tmp_path: Path) -> None:
-    """MemoryRecords.filterTo (spec §6.12): a rebuilt batch keeps the horizon it already has, even when
-    no tombstone is left in it."""
+    """MemoryRecords.filterTo (spec §6.12): a rebuilt batch keeps the horizon it already has, even
+    when no tombstone is left in it."""
     log = LogSim(tmp_path)
     log.append([(b"a", None), (b"b", b"1")])
     log.roll()
@@ -701,8 +701,8 @@ def test_existing_delete_horizon_is_carried_over_without_a_tombstone(tmp_path: P
 
 
 def test_legacy_tombstones_follow_the_segment_mtime_rule(tmp_path: Path) -> None:
-    """Spec §6.5/§6.11: a v0/v1 tombstone survives while its segment's mtime is newer than the last clean
-    segment's mtime - delete.retention.ms; no stored horizon applies to it."""
+    """Spec §6.5/§6.11: a v0/v1 tombstone survives while its segment's mtime is newer than the last
+    clean segment's mtime - delete.retention.ms; no stored horizon applies to it."""
     log_dir = tmp_path / "logdir"
     part = log_dir / "test-0"
     clean_mtime = NOW - 3 * DAY

@@ -85,7 +85,8 @@ def digest(directory: Path) -> dict[str, str]:
 
 
 def only_warnings(stderr: str) -> bool:
-    """stderr holds warnings only (which notes the configuration lookup adds is not this file's business)."""
+    """stderr holds warnings only (which notes the configuration lookup adds is not this file's
+    business)."""
     return all(line.startswith("kcompact: warning: ") for line in stderr.splitlines())
 
 
