@@ -20,7 +20,7 @@ writing a ``.cleaned`` log.
 
 from __future__ import annotations
 
-import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -95,10 +95,6 @@ def build_partition(log_dir: Path) -> Path:
 
 def file_bytes(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
-
-
-def digest(directory: Path) -> dict[str, str]:
-    return {name: hashlib.sha256(data).hexdigest() for name, data in file_bytes(directory).items()}
 
 
 def segment_files(files: dict[str, bytes], bases: set[int]) -> dict[str, bytes]:
@@ -265,9 +261,12 @@ def test_kill_at_crash_point_then_recover_and_clean_again(tmp_path: Path, layout
     assert_recovered(part, layout, {0} if completed else set())
     assert recover_interrupted_swaps(part).actions == []  # nothing left to do
     assert_second_clean_finishes(part, layout)
-    # the next `kcompact clean` recovers by itself, and reports that it did
+    # the next `kcompact clean` recovers by itself, and reports what it did
+    planned = recover_interrupted_swaps(crashed / part.name, dry_run=True).actions
+    assert planned == report.actions
     proc = kcompact_clean(crashed / part.name)
     assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["results"][0]["recovery_actions"] == planned
     assert read_all_records(crashed / part.name) == layout.reference_records
     assert leftover_files(crashed / part.name) == []
 
