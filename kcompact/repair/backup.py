@@ -74,6 +74,7 @@ class Manifest:
     created_ms: int
     files: list[SavedFile] = field(default_factory=list)
     quarantine: list[QuarantinedRegion] = field(default_factory=list)
+    absent_before: list[str] = field(default_factory=list)  # log dir files the repair may create
     state_after: dict[str, list[int]] | None = None  # name -> [size, mtime_ns] when the repair ended
     checkpoint_sha256_after: str | None = None
     undo_started: bool = False
@@ -132,7 +133,12 @@ class Backup:
     def save(self, path: Path) -> None:
         """Copy ``path`` (in the partition dir or the log dir) into the backup, once."""
         relative = str(path.resolve().relative_to(self.log_dir))
-        if relative in self._saved or not path.is_file():
+        if relative in self._saved:
+            return
+        self._saved.add(relative)
+        if not path.is_file():  # undo removes it again if the repair (or the clean) creates it
+            self.manifest.absent_before.append(relative)
+            self._write_manifest()
             return
         st = path.stat()
         target = self.directory / FILES_DIR / relative
@@ -140,7 +146,6 @@ class Backup:
         digest = copy_hashed(path, target)
         self.manifest.files.append(SavedFile(relative, digest, st.st_size, st.st_mode & 0o7777,
                                              st.st_uid, st.st_gid, st.st_mtime_ns))
-        self._saved.add(relative)
         self._write_manifest()
 
     def quarantine(self, source: Path, region: DamagedRegion, data: bytes) -> QuarantinedRegion:

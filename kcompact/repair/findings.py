@@ -113,7 +113,7 @@ def region_finding(
 
 def fix_finding(path: Path, kept: KeptBatch, *, active: bool, later_segments: int) -> Finding:
     """The finding for a batch whose length or base offset field is restored."""
-    kind = REGION_CORRUPT if kept.fix == FIX_LENGTH else REGION_OFFSET_ORDER
+    kind = REGION_CORRUPT if FIX_LENGTH in (kept.fix or "") else REGION_OFFSET_ORDER
     blocks, why = cleaner_verdict(kind, readable=False, active=active)
     return Finding(
         kind=kind,

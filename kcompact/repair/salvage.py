@@ -300,22 +300,9 @@ class _Scanner:
 
     def _restore_base_offset(self, pos: int, entry: _Entry, lower: int) -> KeptBatch | None:
         batch = entry.batch
-        if not isinstance(batch, RecordBatch) or batch.last_offset_delta < 0:
+        if not isinstance(batch, RecordBatch):
             return None
-        following = pos + entry_size(entry)
-        if following < self.end:
-            nxt = self.examine(following, lower)
-            if nxt.status != _OK or nxt.batch is None:
-                return None
-            limit = first_offset_of(nxt.batch)
-        else:
-            limit = self.end_offset
-        if limit is None or limit - lower != batch.last_offset_delta + 1:
-            return None
-        patched = bytearray(batch.buffer)
-        BASE_OFFSET_STRUCT.pack_into(patched, 0, lower)
-        detail = f"base offset; expected {lower}, found {batch.base_offset}"
-        return self._kept_if_valid(bytes(patched), pos, lower, FIX_BASE_OFFSET, detail)
+        return self._restored(bytearray(batch.buffer), pos, lower, [])
 
     def _restore_length(self, pos: int, region_end: int, lower: int) -> KeptBatch | None:
         size = region_end - pos
@@ -329,22 +316,42 @@ class _Scanner:
         (found,) = BATCH_LENGTH_STRUCT.unpack_from(patched, BATCH_LENGTH_POSITION)
         BATCH_LENGTH_STRUCT.pack_into(patched, BATCH_LENGTH_POSITION, size - LOG_OVERHEAD)
         detail = f"batch length; expected {size - LOG_OVERHEAD}, found {found}"
-        return self._kept_if_valid(bytes(patched), pos, lower, FIX_LENGTH, detail)
+        return self._restored(patched, pos, lower, [(FIX_LENGTH, detail)])
 
-    def _kept_if_valid(
-        self, data: bytes, pos: int, lower: int, fix: str, detail: str
+    def _restored(
+        self, data: bytearray, pos: int, lower: int, fixes: list[tuple[str, str]]
     ) -> KeptBatch | None:
-        try:
-            batch = decode_batch(data)
-        except (CorruptDataError, UnsupportedFormatError):
+        """Keep a CRC-valid v2 batch with restored fields, restoring its base offset if provable.
+
+        The base offset is restored when the batch does not fit between ``lower`` and the first offset
+        of the batch after it (or the next segment), and that gap holds exactly its offsets.
+        """
+        batch = _decode_copy(data)
+        if batch is None or not batch.crc_valid() or batch.last_offset_delta < 0:
             return None
-        if not batch.crc_valid() or self._offset_problem(batch, lower) is not None:
-            return None
+        limit = self._limit(pos + len(data), lower)
+        if self._offset_problem(batch, lower) is not None or (
+                limit is not None and batch.last_offset >= limit):
+            if limit is None or limit - lower != batch.last_offset_delta + 1:
+                return None
+            fixes.append((FIX_BASE_OFFSET,
+                          f"base offset; expected {lower}, found {batch.base_offset}"))
+            BASE_OFFSET_STRUCT.pack_into(data, 0, lower)
+            batch = _decode_copy(data)
+            if batch is None or self._offset_problem(batch, lower) is not None:
+                return None
         problem, control_type, note = records_problem(batch)
         if problem is not None:
             return None
-        kept = _kept(pos, batch, control_type, note)
-        return replace(kept, patched=data, fix=fix, fix_detail=detail)
+        return replace(_kept(pos, batch, control_type, note), patched=bytes(data),
+                       fix="+".join(f for f, _d in fixes), fix_detail="; ".join(d for _f, d in fixes))
+
+    def _limit(self, following: int, lower: int) -> int | None:
+        """First offset of the intact batch at ``following`` (the next segment's base at the end)."""
+        if following >= self.end:
+            return self.end_offset
+        nxt = self.examine(following, lower)
+        return first_offset_of(nxt.batch) if nxt.status == _OK and nxt.batch is not None else None
 
     def _resync(self, pos: int, entry: _Entry, lower: int) -> int | None:
         """The next position holding a whole, CRC-valid batch that continues the sequence."""
@@ -390,6 +397,13 @@ def entry_size(entry: _Entry) -> int:
     if entry.size_in_bytes is None:
         raise ValueError("entry has no frame size")
     return entry.size_in_bytes
+
+
+def _decode_copy(data: bytearray) -> RecordBatch | None:
+    try:
+        return decode_batch(bytes(data))
+    except (CorruptDataError, UnsupportedFormatError):
+        return None
 
 
 def _decode(view: memoryview, pos: int, magic: int) -> AnyBatch:

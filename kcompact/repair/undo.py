@@ -95,6 +95,10 @@ def undo_repair(backup_dir: str | Path, *, dry_run: bool = False) -> UndoResult:
                 result.restored.append(saved.path)
             else:
                 result.notes.append(_restore_checkpoint(copy, saved, target, manifest))
+        for relative in manifest.absent_before:
+            note = _remove_created(log_dir / relative, manifest)
+            if note:
+                result.notes.append(note)
         _fsync_dir(part)
         _check_restored(log_dir, manifest, part)
     return result
@@ -160,6 +164,28 @@ def _restore_checkpoint(copy: Path, saved: SavedFile, target: Path, manifest: Ma
         write_offset_checkpoint(target, entries)
     return (f"{saved.path}: changed by others since the repair; only the entry of "
             f"{manifest.partition_dir} was restored")
+
+
+def _remove_created(target: Path, manifest: Manifest) -> str | None:
+    """Remove a log dir file the repair created, or only this partition's entry if others wrote to it."""
+    if target.parent == log_dir_of(manifest) / manifest.partition_dir or not target.is_file():
+        return None
+    if sha256_of(target) == manifest.checkpoint_sha256_after:
+        target.unlink()
+        return f"{target.name}: created by the repair, removed"
+    tp = parse_partition_dir_name(manifest.partition_dir)
+    if tp is None:
+        return None
+    with checkpoint_lock(target.parent):
+        entries = read_offset_checkpoint(target)
+        entries.pop((tp.topic, tp.partition), None)
+        write_offset_checkpoint(target, entries)
+    return f"{target.name}: written by others since the repair; only {manifest.partition_dir}'s entry removed"
+
+
+def log_dir_of(manifest: Manifest) -> Path:
+    """The log dir a manifest's paths are relative to."""
+    return Path(manifest.log_dir)
 
 
 def _check_restored(log_dir: Path, manifest: Manifest, part: Path) -> None:
