@@ -38,7 +38,7 @@ transaction, and segments younger than ``min.compaction.lag.ms`` are never touch
 7. **Swap** (``swap.py``), per group, Kafka's ``replaceSegments`` protocol: write and fsync the ``.cleaned``
    files; rename them ``.swap``; rename the replaced segments' files (and the producer snapshots of bases that
    disappear) ``.deleted``; rename ``.swap`` to the final names; fsync the directory; delete the ``.deleted``
-   files. A crash anywhere leaves a directory that Kafka's loader — and ``swap.recover`` — completes or rolls
+   files. A crash anywhere leaves a directory that Kafka's loader — and ``swap.recover_interrupted_swaps`` — completes or rolls
    back so that every segment group is wholly old or wholly new.
 8. **Checkpoint**. Only after every group is swapped, ``cleaner-offset-checkpoint`` is advanced to
    ``end_offset`` (atomic rewrite under kcompact's checkpoint lock, other lines untouched), so it never runs

@@ -33,7 +33,7 @@ from kcompact.cleaner.swap import (
 from kcompact.cleaner.transactions import CleanedTransactionMetadata
 from kcompact.cleaner.verify_output import check_cleaned_segment
 from kcompact.config.topic_config import TopicConfig
-from kcompact.errors import CorruptDataError, RefusedError
+from kcompact.errors import CorruptDataError, KcompactError, RefusedError
 from kcompact.records.filter import (
     BatchRetention,
     FilteredBatch,
@@ -168,9 +168,15 @@ def _clean_locked(
 
 
 def _write_checkpoint(partition: Partition, offset: int) -> None:
-    update_offset_checkpoint(
-        partition.log_dir.cleaner_checkpoint, {partition.topic_partition: offset}
-    )
+    path = partition.log_dir.cleaner_checkpoint
+    try:
+        update_offset_checkpoint(path, {partition.topic_partition: offset})
+    except OSError as err:
+        raise KcompactError(
+            f"{path}: cannot advance the cleaner checkpoint to {offset} ({err.strerror or err}); the "
+            "cleaned segments are in place and consistent, the checkpoint stays behind them, so the "
+            "next clean repeats this round"
+        ) from err
 
 
 # --- pass 1: the offset map -------------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from kcompact.cleaner.producer_state import OpenTxn, ProducerStateReplay
 from kcompact.cleaner.ranges import RangeInputs, SegmentStats
@@ -24,6 +25,8 @@ from kcompact.errors import CorruptDataError
 from kcompact.records.control import ControlRecordKey, ControlRecordType
 from kcompact.records.record import decode_records
 from kcompact.segment.index_builder import IndexBuilder
+from kcompact.segment.names import parse_segment_file_name
+from kcompact.segment.snapshot import ProducerSnapshotEntry, read_producer_snapshot
 from kcompact.segment.partition import Partition, SegmentFiles
 from kcompact.segment.time_index import TIME_INDEX_ENTRY_SIZE, read_time_index
 from kcompact.segment.txn_index import AbortedTxn, read_txn_index
@@ -143,13 +146,15 @@ def load_log_state(partition: Partition, config: TopicConfig) -> LogState:
     """
     hw_entry = partition.checkpointed(partition.log_dir.replication_checkpoint)
     replay = ProducerStateReplay(high_watermark=hw_entry)
+    warnings: list[str] = []
+    replay_from = _seed_from_snapshot(partition, replay, warnings)
     tracker = _TxnTracker()
     segments = tuple(
-        _load_segment(seg, replay, tracker, config.index_interval_bytes) for seg in partition.segments
+        _load_segment(seg, replay, tracker, config.index_interval_bytes, replay_from)
+        for seg in partition.segments
     )
     log_end = segments[-1].next_offset if segments else partition.log_start_offset()
     log_start = partition.log_start_offset()
-    warnings: list[str] = []
     if hw_entry is None:
         hw, hw_source = log_end, HW_FROM_LOG_END
         warnings.append(
@@ -173,8 +178,57 @@ def load_log_state(partition: Partition, config: TopicConfig) -> LogState:
     )
 
 
+def _register_emptied_marker(replay: ProducerStateReplay, batch: Any) -> None:
+    """Keep the producer of an emptied marker known, with the marker's epoch.
+
+    A cleaner empties a marker but keeps its shell while it carries a live producer's latest epoch. The
+    broker still holds that producer in memory (and in its snapshots); replaying the log alone would forget
+    it and let the next clean drop the shell. When in doubt a producer stays active (spec §11.1): an extra
+    61-byte shell is harmless, a dropped one breaks fencing.
+    """
+    if batch.producer_id < 0 or batch.producer_id in replay.producers():
+        return
+    replay.seed([ProducerSnapshotEntry(
+        producer_id=batch.producer_id, producer_epoch=batch.producer_epoch, last_sequence=-1,
+        last_offset=-1, offset_delta=0, timestamp=batch.max_timestamp, coordinator_epoch=-1,
+        current_txn_first_offset=-1,
+    )])
+
+
+def _seed_from_snapshot(partition: Partition, replay: ProducerStateReplay, warnings: list[str]) -> int:
+    """Seed producer state from the newest usable ``.snapshot``, as a broker's loader does.
+
+    Returns the offset from which batches must still be replayed (0 when no snapshot is used). A snapshot
+    past the log end is stale (Kafka deletes it); one that does not parse is ignored with a warning and the
+    whole log is replayed instead.
+    """
+    candidates = []
+    for path in partition.snapshots:
+        parsed = parse_segment_file_name(path.name)
+        if parsed is not None:
+            candidates.append((parsed.base_offset, path))
+    if not candidates:
+        return 0
+    log_end = partition.log_end_offset()
+    usable = [(offset, path) for offset, path in candidates if offset <= log_end]
+    if not usable:
+        return 0
+    offset, path = max(usable)
+    try:
+        entries = read_producer_snapshot(path)
+    except CorruptDataError as err:
+        warnings.append(f"producer snapshot ignored, the whole log is replayed instead: {err}")
+        return 0
+    replay.seed(entries)
+    return offset
+
+
 def _load_segment(
-    seg: SegmentFiles, replay: ProducerStateReplay, tracker: _TxnTracker, interval: int
+    seg: SegmentFiles,
+    replay: ProducerStateReplay,
+    tracker: _TxnTracker,
+    interval: int,
+    replay_from: int = 0,
 ) -> SegmentState:
     builder = IndexBuilder(seg.base_offset, interval)
     first_ts, count, next_offset = -1, 0, seg.base_offset
@@ -183,7 +237,10 @@ def _load_segment(
             control_type, marker_ts = None, None
             if batch.is_control:
                 control_type, marker_ts = read_control(batch, log.path)
-            replay.apply(batch, control_type=control_type, marker_timestamp=marker_ts)
+            if batch.base_offset >= replay_from:
+                if batch.is_control and control_type is None:
+                    _register_emptied_marker(replay, batch)
+                replay.apply(batch, control_type=control_type, marker_timestamp=marker_ts)
             tracker.apply(batch, control_type)
             builder.append(batch.position, batch.size_in_bytes, batch.last_offset, batch.max_timestamp)
             if count == 0:

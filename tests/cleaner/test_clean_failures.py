@@ -348,9 +348,6 @@ def test_invalid_checkpoint_is_reset_even_when_nothing_is_cleaned(
     assert read_all_records(part) == records
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cleaner.py/_write_checkpoint (segment/checkpoint.py) lets an OSError of the final checkpoint write "
-    "escape raw: exit 1 with a traceback instead of exit 2 with one line"))
 def test_full_disk_at_the_checkpoint_write_is_one_line_and_leaves_the_checkpoint_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

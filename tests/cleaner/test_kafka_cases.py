@@ -1142,17 +1142,6 @@ def test_marker_without_data_is_emptied_but_kept_for_the_epoch(tmp_path: Path) -
     assert empty.is_control_batch and empty.records_count == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "an emptied control batch does not register its producer in kcompact's producer-state "
-        "replay (log_state/producer_state replay the log only, never the .snapshot files), so the "
-        "next clean no longer sees producer 1 as active and drops the batch; Kafka's producer "
-        "state (in memory, or the snapshot a broker reloads) still holds producer 1 with epoch 0, "
-        "and checkBatchRetention keeps the empty control batch (spec §6.10 row 1, §11.1 'when in "
-        "doubt, treat a producer as active')"
-    ),
-)
 def test_clean_empty_control_batch_again(tmp_path: Path) -> None:
     """testCleanEmptyControlBatch, second part: cleaning the empty control batch again is no error
     and keeps it while it is the producer's last entry."""
