@@ -110,7 +110,8 @@ def _render_one(result: CleanResult) -> None:
     ))
     table.add_row("offset map", f"{s.map_entries} keys, {s.map_memory_bytes / mb:.1f} MiB")
     checkpoint = "not written (dry run)" if result.dry_run else (
-        f"{result.checkpoint_before} -> {result.end_offset}" if result.checkpoint_written else "unchanged")
+        f"{'none' if result.checkpoint_before is None else result.checkpoint_before} -> {result.end_offset}"
+        if result.checkpoint_written else "unchanged")
     table.add_row("checkpoint", checkpoint)
     console.print(table)
 
@@ -118,7 +119,9 @@ def _render_one(result: CleanResult) -> None:
 def _render_summary(run: CleanRun) -> None:
     total_read = sum(r.stats.bytes_read for r in run.results)
     total_written = sum(r.stats.bytes_written for r in run.results)
+    cleaned = sum(1 for r in run.results if r.skipped_reason is None)
     render.console().print(
-        f"{len(run.results)} partitions cleaned, {len(run.failures)} failed; "
+        f"{cleaned} partitions cleaned, {len(run.results) - cleaned} had nothing to clean, "
+        f"{len(run.failures)} failed; "
         f"{total_read} bytes read, {total_written} bytes written"
     )
