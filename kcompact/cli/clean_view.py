@@ -120,7 +120,7 @@ def _render_summary(run: CleanRun) -> None:
     total_read = sum(r.stats.bytes_read for r in run.results)
     total_written = sum(r.stats.bytes_written for r in run.results)
     cleaned = sum(1 for r in run.results if r.skipped_reason is None)
-    render.console().print(
+    render.plain(
         f"{cleaned} partitions cleaned, {len(run.results) - cleaned} had nothing to clean, "
         f"{len(run.failures)} failed; "
         f"{total_read} bytes read, {total_written} bytes written"
