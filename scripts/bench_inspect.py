@@ -1,20 +1,22 @@
 """Benchmark the inspect reports on generated data (no test asserts on it; it prints the figures).
 
-    python scripts/bench_inspect.py                       # both measurements
-    python scripts/bench_inspect.py --partitions 10000    # dirty-ratio over a log dir of N partitions
-    python scripts/bench_inspect.py --records 1000000     # inspect keys over one partition of N records
+    python scripts/bench_inspect.py                     # both measurements
+    python scripts/bench_inspect.py --partitions 10000  # dirty-ratio over a log dir of N partitions
+    python scripts/bench_inspect.py --records 1000000   # inspect keys over N records
     python scripts/bench_inspect.py --json
 
-dirty-ratio: a log dir of ``--partitions`` small partitions (topic ``bench``, three closed segments of
-four 5-record batches each plus an active segment; a third have no cleaner checkpoint, a third are clean
-up to the second segment, a third up to the active one), with replication and cleaner checkpoints holding
-one line per partition as a broker's do. Every partition directory is a byte copy of one template (offsets
-start at 0 in each), so generation is quick. ``dirty_ratio_report`` is timed over the whole log dir, best of
-``--repeat``; the target is under 10 s for 10 000 partitions.
+dirty-ratio: a log dir of ``--partitions`` small partitions (topic ``bench``, three closed segments
+of four 5-record batches each plus an active segment; a third have no cleaner checkpoint, a third
+are clean up to the second segment, a third up to the active one), with replication and cleaner
+checkpoints holding one line per partition as a broker's do. Every partition directory is a byte
+copy of one template (offsets start at 0 in each), so generation is quick. ``dirty_ratio_report`` is
+timed over the whole log dir, best of ``--repeat``; the target is under 10 s for 10 000 partitions.
 
-keys: one partition of ``--records`` records (keys ``key-%08d`` over ``--records // 4`` distinct keys,
-100-byte values, a tombstone every 50 records, batches of 200, segments of 100 000 records), timed through
-``keys_report`` (two scans of the log plus the cleaner's dry run).
+keys: one partition of ``--records`` records (keys ``key-%08d`` over ``--records // 4`` distinct
+keys, 100-byte values, a tombstone every 50 records, batches of 200, segments of 100 000 records),
+timed through ``keys_report`` with ``partitions=12`` (two scans of the log, murmur2 of every keyed
+record, the cleaner's dry run). Peak RSS is the process's high-water mark, before and after the keys
+report.
 """
 
 from __future__ import annotations
@@ -26,11 +28,15 @@ import resource
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from kcompact.inspect.dirty_ratio import dirty_ratio_report
+from kcompact.records.batch import encode_batch
+from kcompact.records.record import Record
 from kcompact.segment.builder import BASE_TS, PartitionBuilder
 from kcompact.segment.checkpoint import write_offset_checkpoint
+from kcompact.segment.writer import write_segment
 
 TOPIC = "bench"
 NOW_MS = BASE_TS + 3_600_000
@@ -71,29 +77,39 @@ def make_log_dir(root: Path, partitions: int) -> Path:
 
 
 def make_keys_partition(root: Path, records: int, seed: int) -> Path:
-    """One partition of ``records`` records for the keys report."""
+    """One partition of ``records`` records for the keys report, written segment by segment."""
     rng = random.Random(seed)
-    builder = PartitionBuilder(TOPIC, 0)
+    part = root / "keys-logdir" / f"{TOPIC}-0"
     space = max(records // 4, 1)
-    for start in range(0, records, KEYS_BATCH):
-        kvs: list[tuple[bytes | None, bytes | None]] = []
-        for offset in range(start, min(start + KEYS_BATCH, records)):
-            key = b"key-%08d" % rng.randrange(space)
-            kvs.append((key, None if offset % 50 == 49 else rng.randbytes(50).hex().encode()))
-        builder.batch(kvs)
-        if builder.next_offset % KEYS_SEGMENT == 0:
-            builder.roll()
-    builder.roll().batch([(b"active", b"1")])
-    return builder.write(root / "keys-logdir")
+    for base in range(0, records, KEYS_SEGMENT):
+        batches = []
+        for start in range(base, min(base + KEYS_SEGMENT, records), KEYS_BATCH):
+            batch = [
+                Record(offset, BASE_TS + offset, b"key-%08d" % rng.randrange(space),
+                       None if offset % 50 == 49 else rng.randbytes(50).hex().encode())
+                for offset in range(start, min(start + KEYS_BATCH, records))
+            ]
+            batches.append(encode_batch(batch, base_offset=start))
+        write_segment(part, base, batches)
+    active = Record(records, BASE_TS + records, b"active", b"1")
+    write_segment(part, records, [encode_batch([active], base_offset=records)])
+    checkpoint = part.parent / "replication-offset-checkpoint"
+    write_offset_checkpoint(checkpoint, {(TOPIC, 0): records + 1})
+    return part
 
 
-def best_of(repeat: int, run: object) -> tuple[float, object]:
+def best_of(repeat: int, run: Callable[[], object]) -> tuple[float, object]:
+    """The fastest of ``repeat`` runs (seconds) and the last result."""
     best, result = float("inf"), None
     for _ in range(repeat):
         started = time.perf_counter()
-        result = run()  # type: ignore[operator]
+        result = run()
         best = min(best, time.perf_counter() - started)
     return best, result
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def main() -> None:
@@ -124,13 +140,14 @@ def main() -> None:
             from kcompact.inspect.keys import keys_report
 
             part = make_keys_partition(root, args.records, args.seed)
+            figures["rss_before_keys_mib"] = _peak_rss_mib()
             seconds, _report = best_of(
                 1, lambda: keys_report(part, cli_overrides={}, now_ms=NOW_MS, partitions=12)
             )
             figures["keys_records"] = args.records
             figures["keys_s"] = seconds
             figures["keys_records_per_s"] = args.records / seconds
-    figures["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    figures["peak_rss_mib"] = _peak_rss_mib()
     if args.json:
         print(json.dumps(figures, indent=2))
         return

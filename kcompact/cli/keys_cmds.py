@@ -1,9 +1,11 @@
-"""``kcompact inspect keys`` and ``kcompact inspect last-clean``: parse, call one library function, render.
+"""``kcompact inspect keys`` and ``kcompact inspect last-clean``: parse, call one library function,
+render.
 
-Registered into the ``inspect`` group by ``kcompact.cli.main``. Only click and ``kcompact.cli.render`` are
-imported here at import time (``kcompact --help`` stays fast); the library and rich are imported inside
-the commands. ``--json`` prints the report object as it is (field names: kcompact.inspect.keys and
-kcompact.inspect.last_clean); the text form is for people and may change.
+Registered into the ``inspect`` group by ``kcompact.cli.main``. Only click and
+``kcompact.cli.render`` are imported here at import time (``kcompact --help`` stays fast); the
+library and rich are imported inside the commands. ``--json`` prints the report object as it is
+(field names: kcompact.inspect.keys and kcompact.inspect.last_clean); the text form is for people
+and may change.
 """
 
 from __future__ import annotations
@@ -31,15 +33,18 @@ METADATA_DIR_HELP = (
 
 
 def _config_options(command: Any) -> Any:
-    """--config, --now-ms, --server-properties, --metadata-dir, as clean and dirty-ratio take them."""
+    """--config, --now-ms, --server-properties and --metadata-dir, as clean and dirty-ratio."""
     for decorator in reversed((
-        click.option("--config", "config_pairs", multiple=True, metavar="KEY=VALUE", help=CONFIG_HELP),
+        click.option("--config", "config_pairs", multiple=True, metavar="KEY=VALUE",
+                     help=CONFIG_HELP),
         click.option("--now-ms", type=int, default=None,
                      help="The clock (default: now), in ms since the epoch."),
-        click.option("--server-properties", type=click.Path(exists=True, dir_okay=False, path_type=str),
-                     default=None, metavar="FILE", help=SERVER_PROPERTIES_HELP),
-        click.option("--metadata-dir", type=click.Path(exists=True, file_okay=False, path_type=str),
-                     default=None, metavar="DIR", help=METADATA_DIR_HELP),
+        click.option("--server-properties", default=None, metavar="FILE",
+                     type=click.Path(exists=True, dir_okay=False, path_type=str),
+                     help=SERVER_PROPERTIES_HELP),
+        click.option("--metadata-dir", default=None, metavar="DIR",
+                     type=click.Path(exists=True, file_okay=False, path_type=str),
+                     help=METADATA_DIR_HELP),
     )):
         command = decorator(command)
     return command
@@ -57,20 +62,20 @@ def _config_options(command: Any) -> Any:
 def keys_command(partition_dir: str, config_pairs: tuple[str, ...], now_ms: int | None,
                  server_properties: str | None, metadata_dir: str | None, partitions: int | None,
                  top: int, as_json: bool) -> None:
-    """Read every record of PARTITION_DIR and report on its keys: distinct keys (whole log, dirty
-    section, cleanable range), duplicates and their bytes, tombstones and when they become removable,
-    transaction markers, aborted data and open transactions, exact record counts, what a clean now
-    would leave (the cleaner's own dry run), the passes the broker's dedupe buffer needs, and the
-    most duplicated keys.
+    """Read every record of PARTITION_DIR and report on its keys: distinct keys (whole log,
+    dirty section, cleanable range), duplicates and their bytes, tombstones and when they become
+    removable, transaction markers, aborted data and open transactions, exact record counts, what
+    a clean now would leave (the cleaner's own dry run), the passes the broker's dedupe buffer
+    needs, and the most duplicated keys.
 
     Reads the whole log twice, plus the cleaner's dry run; writes nothing.
     """
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.inspect.keys import keys_report
 
-    report = keys_report(partition_dir, cli_overrides=parse_config_pairs(config_pairs), now_ms=now_ms,
-                         partitions=partitions, top=top, server_properties=server_properties,
-                         metadata_dir=metadata_dir)
+    report = keys_report(partition_dir, cli_overrides=parse_config_pairs(config_pairs),
+                         now_ms=now_ms, partitions=partitions, top=top,
+                         server_properties=server_properties, metadata_dir=metadata_dir)
     if as_json:
         render.emit_json(report.as_dict())
         return
@@ -117,77 +122,115 @@ def _plural(n: int, word: str, plural: str | None = None) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {plural or word + 's'}"
 
 
-def _field(label: str, *parts: str) -> None:
-    """One labelled entry, wrapped at 80 columns under a 14-column label."""
-    indent = " " * LABEL_WIDTH
-    for i, part in enumerate(parts):
-        render.plain(textwrap.fill(part, width=TEXT_WIDTH, break_on_hyphens=False,
-                                   initial_indent=(label if i == 0 else "").ljust(LABEL_WIDTH),
-                                   subsequent_indent=indent))
+Entry = tuple[str, list[str]]  # a label and its lines (before wrapping)
+
+
+def _print_entries(entries: list[Entry]) -> None:
+    """Labelled entries, wrapped at 80 columns under a 14-column label (paths are not broken)."""
+    for label, parts in entries:
+        for i, part in enumerate(parts):
+            first = (label if i == 0 else "").ljust(LABEL_WIDTH)
+            render.plain(textwrap.fill(part, width=TEXT_WIDTH, initial_indent=first,
+                                       subsequent_indent=" " * LABEL_WIDTH,
+                                       break_on_hyphens=False, break_long_words=False))
 
 
 def _print_keys(r: Any) -> None:
-    rec, keys, tomb, txn, plan = r.records, r.keys, r.tombstones, r.transactions, r.dedupe
+    rec = r.records
     render.plain(f"{r.topic}-{r.partition}: {_plural(rec.records, 'record')} in "
                  f"{_plural(rec.batches, 'batch', 'batches')}, {r.size_in_bytes} bytes")
-    _field("offsets", f"{r.log_start_offset}..{r.log_end_offset}, first dirty {r.first_dirty_offset}, "
-           f"first uncleanable {r.first_uncleanable_offset}")
-    _field("records", f"{rec.data_records} data, {rec.control_records} control, "
-           f"{rec.keyless_records} keyless")
-    _field("consumers", f"{rec.read_uncommitted} read_uncommitted (to the high watermark "
-           f"{r.high_watermark})", f"{rec.read_committed} read_committed (to the last stable offset "
-           f"{r.last_stable_offset})")
-    _field("keys", f"{keys.distinct_keys} distinct; {keys.dirty_distinct_keys} in the dirty section, "
-           f"{keys.cleanable_distinct_keys} in the cleanable range")
-    _field("duplicates", f"{keys.duplicate_records} of {keys.keyed_records} keyed records "
-           f"({keys.duplicate_bytes} bytes) have a later record of their key")
-    oldest = "" if tomb.oldest_offset is None else (
-        f"; the oldest at offset {tomb.oldest_offset} ({_utc(tomb.oldest_timestamp_ms)})")
-    _field("tombstones", f"{tomb.tombstones}, {tomb.with_delete_horizon} with a delete horizon{oldest}",
-           *(_tombstone_line(g) for g in tomb.groups))
-    _field("transactions", f"{txn.commit_markers} COMMIT and {txn.abort_markers} ABORT markers, "
-           f"{_plural(txn.aborted_transactions, 'aborted transaction')} "
-           f"({_plural(txn.aborted_records, 'record')}), {len(txn.open_transactions)} open",
-           *(f"open: producer id {t.producer_id} (epoch {t.producer_epoch}) from offset "
-             f"{t.first_offset}, last write {_utc(t.last_timestamp_ms)}"
-             for t in txn.open_transactions))
-    _field("a clean now", *_projection_lines(r.projection))
-    passes = "no cleaner thread" if plan.passes is None else _plural(plan.passes, "pass", "passes")
-    one = plan.one_pass_dedupe_buffer_size
-    _field("dedupe", f"{plan.keys_to_map} keys to map, {plan.keys_per_pass} a pass "
-           f"({plan.dedupe_buffer_size} bytes / {_plural(plan.cleaner_threads, 'thread')})",
-           f"{passes}; one pass needs "
-           f"{'more than 2 GiB a thread' if one is None else f'a {one}-byte buffer'}")
-    if r.partitioner is not None:
-        p = r.partitioner
-        _field("partitioner", f"{p.misplaced_keys} keys ({p.misplaced_records} records, "
-               f"{p.misplaced_bytes} bytes) belong to another of {p.partitions} partitions")
+    _print_entries(_log_entries(r) + _clean_entries(r))
     if r.top_duplicated_keys:
         _print_top_keys(r.top_duplicated_keys)
     for warning in r.warnings:
         render.warning_line(warning)
 
 
-def _tombstone_line(g: Any) -> str:
-    if g.kind == "superseded":
-        return f"superseded: {g.tombstones}, removed by the next clean that covers them"
-    if g.kind == "no-horizon":
-        return f"no horizon yet: {g.tombstones}, removable from {_utc(g.removable_at_ms)} at the earliest"
-    when = "now" if g.removable_now else f"from {_utc(g.removable_at_ms)}"
-    return f"horizon {_utc(g.delete_horizon_ms)}: {g.tombstones}, removable {when}"
+def _log_entries(r: Any) -> list[Entry]:
+    rec, keys = r.records, r.keys
+    offsets = (f"{r.log_start_offset}..{r.log_end_offset}, first dirty {r.first_dirty_offset}, "
+               f"first uncleanable {r.first_uncleanable_offset}")
+    records = (f"{rec.data_records} data, {rec.control_records} control, "
+               f"{rec.keyless_records} keyless")
+    uncommitted = (f"{rec.read_uncommitted} read_uncommitted (to the high watermark "
+                   f"{r.high_watermark})")
+    committed = (f"{rec.read_committed} read_committed (to the last stable offset "
+                 f"{r.last_stable_offset})")
+    distinct = (f"{keys.distinct_keys} distinct; {keys.dirty_distinct_keys} in the dirty section, "
+                f"{keys.cleanable_distinct_keys} in the cleanable range")
+    duplicates = (f"{keys.duplicate_records} of {keys.keyed_records} keyed records "
+                  f"({keys.duplicate_bytes} bytes) have a later record of their key")
+    return [
+        ("offsets", [offsets]),
+        ("records", [records]),
+        ("consumers", [uncommitted, committed]),
+        ("keys", [distinct]),
+        ("duplicates", [duplicates]),
+        ("tombstones", _tombstone_lines(r.tombstones)),
+        ("transactions", _transaction_lines(r.transactions)),
+    ]
 
 
-def _projection_lines(p: Any) -> tuple[str, ...]:
+def _tombstone_lines(tomb: Any) -> list[str]:
+    head = f"{tomb.tombstones}, {tomb.with_delete_horizon} with a delete horizon"
+    if tomb.oldest_offset is not None:
+        head += f"; the oldest at offset {tomb.oldest_offset} ({_utc(tomb.oldest_timestamp_ms)})"
+    lines = [head]
+    for g in tomb.groups:
+        if g.kind == "superseded":
+            lines.append(f"superseded: {g.tombstones}, removed by the next clean that covers them")
+        elif g.kind == "no-horizon":
+            lines.append(f"no horizon yet: {g.tombstones}, removable from "
+                         f"{_utc(g.removable_at_ms)} at the earliest")
+        else:
+            when = "now" if g.removable_now else f"from {_utc(g.removable_at_ms)}"
+            lines.append(f"horizon {_utc(g.delete_horizon_ms)}: {g.tombstones}, removable {when}")
+    return lines
+
+
+def _transaction_lines(txn: Any) -> list[str]:
+    head = (f"{txn.commit_markers} COMMIT and {txn.abort_markers} ABORT markers, "
+            f"{_plural(txn.aborted_transactions, 'aborted transaction')} "
+            f"({_plural(txn.aborted_records, 'record')}), {len(txn.open_transactions)} open")
+    if txn.other_control_records:
+        head += f", {txn.other_control_records} other control records"
+    lines = [head]
+    for t in txn.open_transactions:
+        lines.append(f"open: producer id {t.producer_id} (epoch {t.producer_epoch}) from offset "
+                     f"{t.first_offset}, last write {_utc(t.last_timestamp_ms)}")
+    return lines
+
+
+def _clean_entries(r: Any) -> list[Entry]:
+    plan, p = r.dedupe, r.partitioner
+    passes = "no cleaner thread" if plan.passes is None else _plural(plan.passes, "pass", "passes")
+    one = plan.one_pass_dedupe_buffer_size
+    need = "more than 2 GiB a thread" if one is None else f"a {one}-byte buffer"
+    threads = _plural(plan.cleaner_threads, "thread")
+    capacity = (f"{plan.keys_to_map} keys to map, {plan.keys_per_pass} a pass "
+                f"({plan.dedupe_buffer_size} bytes / {threads})")
+    entries = [
+        ("a clean now", _projection_lines(r.projection)),
+        ("dedupe", [capacity, f"{passes}; one pass needs {need}"]),
+    ]
+    if p is not None:
+        misplaced = (f"{p.misplaced_keys} keys ({p.misplaced_records} records, "
+                     f"{p.misplaced_bytes} bytes) belong to another of {p.partitions} partitions")
+        entries.append(("partitioner", [misplaced]))
+    return entries
+
+
+def _projection_lines(p: Any) -> list[str]:
     if not p.cleanable:
-        return (f"changes nothing: {p.skipped_reason}",)
+        return [f"changes nothing: {p.skipped_reason}"]
     saved = p.size_in_bytes_before - p.size_in_bytes_after
     share = saved / p.size_in_bytes_before if p.size_in_bytes_before else 0.0
-    size = (f"{p.records_before} -> {p.records_after} records, {p.size_in_bytes_before} -> "
-            f"{p.size_in_bytes_after} bytes (-{share:.1%}), checkpoint -> {p.end_offset}")
+    sizes = (f"{p.records_before} -> {p.records_after} records, {p.size_in_bytes_before} -> "
+             f"{p.size_in_bytes_after} bytes (-{share:.1%}), checkpoint -> {p.end_offset}")
     removed = (f"removes {p.superseded_removed} superseded, "
                f"{_plural(p.tombstones_removed, 'tombstone')}, {p.keyless_removed} keyless, "
                f"{p.aborted_records_removed} aborted, {_plural(p.markers_removed, 'marker')}")
-    return size, removed
+    return [sizes, removed]
 
 
 def _print_top_keys(top: Any) -> None:
@@ -204,29 +247,33 @@ def _print_top_keys(top: Any) -> None:
 
 def _print_last_clean(r: Any) -> None:
     name = f"{r.topic}-{r.partition}"
-    if not r.compacted:
-        render.plain(f"{name}: no sign of compaction")
-    else:
+    if r.compacted:
         render.plain(f"{name}: compaction provably ran after {_utc(r.last_clean_after_ms)}")
+    else:
+        render.plain(f"{name}: no sign of compaction")
     gap = r.newest_gap
-    if gap is not None:
+    if gap is None:
+        contiguous = f"{r.log_start_offset}..{r.log_end_offset}: contiguous, no gap"
+        first: Entry = ("offsets", [contiguous])
+    else:
         after = "the log start" if gap.after_offset is None else f"offset {gap.after_offset}"
         where = "before" if gap.before_first_dirty else "inside"
-        _field("newest gap", f"{_plural(gap.missing_offsets, 'offset')} missing after {after}, up to "
-               f"offset {gap.next_offset} ({_utc(gap.next_timestamp_ms)}), {where} the dirty section",
-               f"{_plural(r.gaps, 'gap')} with {_plural(r.missing_offsets, 'missing offset')} in all")
-    else:
-        _field("offsets", f"{r.log_start_offset}..{r.log_end_offset}: contiguous, no gap")
-    _field("since", f"offset {r.contiguous_since_offset}: {_plural(r.records_since, 'record')} in one "
-           "contiguous run, possibly never cleaned",
-           f"{r.dirty_records} at or after the first dirty offset {r.first_dirty_offset} "
-           f"(checkpoint {'none' if r.checkpoint_offset is None else r.checkpoint_offset})")
+        newest = (f"{_plural(gap.missing_offsets, 'offset')} missing after {after}, up to offset "
+                  f"{gap.next_offset} ({_utc(gap.next_timestamp_ms)}), {where} the dirty section")
+        missing = _plural(r.missing_offsets, "missing offset")
+        total = f"{_plural(r.gaps, 'gap')} with {missing} in all"
+        first = ("newest gap", [newest, total])
+    checkpoint = "none" if r.checkpoint_offset is None else r.checkpoint_offset
+    run = (f"offset {r.contiguous_since_offset}: {_plural(r.records_since, 'record')} in one "
+           "contiguous run, possibly never cleaned")
+    dirty = (f"{r.dirty_records} at or after the first dirty offset {r.first_dirty_offset} "
+             f"(checkpoint {checkpoint})")
+    horizons = "no batch carries a delete horizon"
     if r.newest_delete_horizon_ms is not None:
-        _field("horizons", f"{r.delete_horizon_batches} batches with a delete horizon, the newest "
-               f"{_utc(r.newest_delete_horizon_ms)}: stamped by a clean at "
-               f"{_utc(r.horizon_stamped_at_ms)}")
-    else:
-        _field("horizons", "no batch carries a delete horizon")
-    _field("empty batches", f"{r.empty_batches} (left only by a clean)")
+        horizons = (f"{r.delete_horizon_batches} batches with a delete horizon, the newest "
+                    f"{_utc(r.newest_delete_horizon_ms)}: stamped by a clean at "
+                    f"{_utc(r.horizon_stamped_at_ms)}")
+    _print_entries([first, ("since", [run, dirty]), ("horizons", [horizons]),
+                    ("empty batches", [f"{r.empty_batches} (left only by a clean)"])])
     for warning in r.warnings:
         render.warning_line(warning)

@@ -1,30 +1,36 @@
-"""``inspect keys``: a partition's keys, duplicates, tombstones and transactions, and what a clean would do.
+"""``inspect keys``: a partition's keys, duplicates, tombstones and transactions, and what a clean
+would do.
 
-Why: before cleaning (or sizing a broker's dedupe buffer) an operator wants to know how many keys there are,
-how much of the log is superseded, when tombstones can go and how many passes the cleaner needs; after a
-surprise, which keys dominate and whether producers used the default partitioner.
+Why: before cleaning (or sizing a broker's dedupe buffer) an operator wants to know how many keys
+there are, how much of the log is superseded, when tombstones can go and how many passes the cleaner
+needs; after a surprise, which keys dominate and whether producers used the default partitioner.
 
-How. Records are read with the cleaner's own columnar scan (``records.scan``) and aborted transactions are
-told apart with its ``CleanedTransactionMetadata``, in two passes over every segment:
+How. Records are read with the cleaner's own columnar scan (``records.scan``) and aborted
+transactions are told apart with its ``CleanedTransactionMetadata``, in two passes over every
+segment:
 
-1. key digest -> latest offset over the whole log (the cleaner's :class:`OffsetMap`, 20 bytes a key; no
-   Python object per key), and, when the keys to map exceed one map, the broker's passes emulated with
-   maps sized exactly like its SkimpyOffsetMap (``log.cleaner.dedupe.buffer.size / log.cleaner.threads``,
-   24 bytes an entry, ``floor(slots * load factor)`` keys, room checked before every put);
+1. key digest -> latest offset over the whole log (the cleaner's :class:`OffsetMap`, 20 bytes a key;
+   no Python object per key), and, when the keys to map exceed one map, the broker's passes emulated
+   with maps sized exactly like its SkimpyOffsetMap (``log.cleaner.dedupe.buffer.size /
+   log.cleaner.threads``, 24 bytes an entry, ``floor(slots * load factor)`` keys, room checked
+   before every put);
 2. every record again, in chunks of :data:`CHUNK_RECORDS` handled with numpy: a keyed record is a
-   duplicate when its offset is below its key's latest; counts, bytes (a record's uncompressed size in its
-   batch), tombstones by delete horizon, consumer-visible counts, misplaced keys, and exact duplicate
-   counts per digest (24 bytes a duplicated key) for the top keys, whose bytes are then read back from the
-   few batches holding their latest offsets.
+   duplicate when its offset is below its key's latest; counts, bytes (a record's uncompressed size
+   in its batch), tombstones by delete horizon, consumer-visible counts, misplaced keys, and exact
+   duplicate counts per digest (24 bytes a duplicated key) for the top keys, whose bytes are then
+   read back from the few batches holding their latest offsets.
 
 The *projection* is not estimated: it is :func:`kcompact.cleaner.cleaner.clean_partition` run with
-``dry_run=True`` (every decision of a real clean, nothing written), so it equals what ``clean`` then does.
+``dry_run=True`` (every decision of a real clean, nothing written), so it equals what ``clean`` then
+does.
 
-Populations: *live* records are data records outside aborted transactions (open ones included); key counts
-are over live keyed records. ``keys_to_map`` counts the keys of the cleanable range
-``[first dirty, first uncleanable)``; ``dirty_distinct_keys`` those whose latest record lies at or after the
-first dirty offset. The default partitioner is Kafka's ``toPositive(murmur2(key)) % partitions``.
-Field names of :class:`KeysReport` are the ``--json`` interface (tests/inspect/test_keys.py fixes them).
+Populations: *live* records are data records outside aborted transactions (open ones included); key
+counts are over live keyed records. ``keys_to_map`` counts the keys of the cleanable range
+``[first dirty, first uncleanable)``; ``dirty_distinct_keys`` those whose latest record lies at or
+after the first dirty offset. The default partitioner is Kafka's
+``toPositive(murmur2(key)) % partitions``.
+Field names of :class:`KeysReport` are the ``--json`` interface (tests/inspect/test_keys.py fixes
+them).
 """
 
 from __future__ import annotations
@@ -112,7 +118,7 @@ def murmur2(data: bytes) -> int:
 
 
 def default_partition(key: bytes, partitions: int) -> int:
-    """The partition Kafka's default partitioner picks for a keyed record: ``(murmur2 & 0x7fffffff) % n``."""
+    """The partition Kafka's default partitioner picks for a key: ``(murmur2 & 0x7fffffff) % n``."""
     return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
@@ -126,7 +132,7 @@ def printable(key: bytes) -> str:
         Text safe to print in a terminal (``key_hex`` keeps the exact bytes).
     """
     text = key.decode("utf-8", "backslashreplace")
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +144,8 @@ class RecordCounts:
     data_records: int
     control_records: int
     keyless_records: int  # live data records without a key (a clean drops them)
-    read_uncommitted: int  # data records a read_uncommitted consumer from the start sees: [log start, HW)
-    read_committed: int  # ... a read_committed one: [log start, LSO), aborted data skipped
+    read_uncommitted: int  # data records a read_uncommitted consumer sees: [log start, HW)
+    read_committed: int  # ... a read_committed one: [log start, LSO) without aborted data
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,9 +165,9 @@ class TombstoneGroup:
     """Tombstones that become removable together.
 
     ``kind``: ``superseded`` (a later record has the key: the next clean covering them drops them),
-    ``horizon`` (the latest for their key, batch delete horizon ``delete_horizon_ms``), ``no-horizon``
-    (the latest, never cleaned yet: the clean that first covers them stamps now + delete.retention.ms, so
-    ``removable_at_ms`` is the earliest, for a clean now).
+    ``horizon`` (the latest for their key, batch delete horizon ``delete_horizon_ms``),
+    ``no-horizon`` (the latest, never cleaned yet: the clean that first covers them stamps
+    now + delete.retention.ms, so ``removable_at_ms`` is the earliest, for a clean now).
     """
 
     kind: str
@@ -200,7 +206,7 @@ class TransactionReport:
 
 @dataclass(frozen=True, slots=True)
 class Projection:
-    """What one clean now would leave (from the cleaner's dry run; the whole log, not only the range)."""
+    """What one clean now would leave (the cleaner's dry run; the whole log, not just the range)."""
 
     cleanable: bool
     skipped_reason: str | None
@@ -240,7 +246,7 @@ class KeyCount:
 
 @dataclass(frozen=True, slots=True)
 class PartitionerCheck:
-    """Live keyed records the default partitioner would send to another of ``partitions`` partitions."""
+    """Live keyed records the default partitioner would send to another of the partitions."""
 
     partitions: int
     partition: int
@@ -296,7 +302,8 @@ def keys_report(
         now_ms: the clock of the time rules (default: now).
         partitions: the topic's partition count, to check keys against the default partitioner.
         top: how many of the most duplicated keys to list.
-        server_properties: the broker's server.properties (default: ``$KCOMPACT_SERVER_PROPERTIES``).
+        server_properties: the broker's server.properties (default:
+            ``$KCOMPACT_SERVER_PROPERTIES``).
         metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0`` (default: as
             ``kcompact.config.effective.partition_config`` finds it).
 
@@ -347,7 +354,7 @@ def keys_report(
 
 
 class _Passes:
-    """The broker's cleaning passes over the cleanable range: a bounded map, renewed when it fills."""
+    """The broker's cleaning passes over the cleanable range: a bounded map, renewed when full."""
 
     def __init__(self, buffer_per_thread: int, load_factor: float) -> None:
         self.passes = 0
@@ -367,7 +374,7 @@ class _Passes:
 
 
 def _plan(config: TopicConfig, keys: int, warnings: list[str]) -> tuple[DedupePlan, _Passes | None]:
-    """The plan; a :class:`_Passes` to feed when the keys may not fit one map (else passes is known)."""
+    """The plan, and a :class:`_Passes` to feed when the keys may not fit one map."""
     threads, load_factor = config.cleaner_threads, config.dedupe_load_factor
     per_thread = min(config.dedupe_buffer_size // threads, KAFKA_MAX_MAP_MEMORY) if threads else 0
     capacity = int(per_thread // KAFKA_BYTES_PER_ENTRY * load_factor)
@@ -396,11 +403,13 @@ def _one_pass_buffer(entries: int, threads: int, load_factor: float) -> int | No
 def _dry_run(state: LogState, effective: EffectiveConfig, now: int) -> CleanResult:
     """The cleaner's dry run, or an empty result saying why no clean would run."""
     reason = not_compacted(effective)
+    if state.partition.is_metadata_log:
+        reason = "__cluster_metadata is KRaft's own log; no cleaner touches it"
     if reason is None:
         try:
             options = CleanOptions(now_ms=now, dry_run=True)
             return clean_partition(state.partition.path, effective.config, options)
-        except RefusedError as err:  # __cluster_metadata, tiered storage
+        except RefusedError as err:  # tiered storage
             reason = str(err)
     result = CleanResult(str(state.partition.path), state.partition.topic,
                          state.partition.partition, now, True)
@@ -424,7 +433,7 @@ def _projection(dry: CleanResult, records: int, size: int) -> Projection:
 
 @dataclass(slots=True)
 class _Records:
-    """One batch's records as columns (``sizes``, ``tombstones``, ``timestamps`` only when asked)."""
+    """One batch's records as columns (``sizes``, ``tombstones``, ``timestamps`` when asked)."""
 
     offsets: array[int]
     keys: list[bytes | None]
@@ -451,16 +460,18 @@ def _iter_batches(state: LogState) -> Iterator[tuple[Any, Path, str, int | None]
 
 
 def _batch_records(batch: Any, path: Path, *, full: bool) -> _Records:
-    """The records of a data batch (v2 through ``records.scan``, legacy through its deep iterator)."""
+    """The records of a data batch (v2 by ``records.scan``, legacy by its deep iterator)."""
     try:
         if batch.magic < 2:
             return _legacy_records(batch)
         data = records_bytes(batch)
         if not full:
-            return _Records(*scan_keys(data, base_offset=batch.base_offset, count=batch.records_count))
+            offsets, keys = scan_keys(data, base_offset=batch.base_offset,
+                                      count=batch.records_count)
+            return _Records(offsets, keys)
         append_time = batch.max_timestamp if batch.timestamp_type == 1 else None
-        cols = scan_records(data, base_offset=batch.base_offset, base_timestamp=batch.base_timestamp,
-                            count=batch.records_count, log_append_time=append_time)
+        cols = scan_records(data, base_offset=batch.base_offset, count=batch.records_count,
+                            base_timestamp=batch.base_timestamp, log_append_time=append_time)
     except CorruptDataError as err:
         raise (err.located(path, batch.position) if err.path is None else err) from err
     sizes = array("q", (end - start for start, end in zip(cols.record_starts, cols.record_ends)))
@@ -513,7 +524,9 @@ def _put_keys(log_map: OffsetMap, passes: _Passes | None, rng: CleanableRange,
         passes.put(hi[mask], lo[mask], offs[mask])
 
 
-def _top_keys(state: LogState, log_map: OffsetMap, top: list[tuple[int, int, int]]) -> list[KeyCount]:
+def _top_keys(
+    state: LogState, log_map: OffsetMap, top: list[tuple[int, int, int]]
+) -> list[KeyCount]:
     """The top keys' bytes, read back from the few batches holding their latest offsets."""
     if not top:
         return []
@@ -543,8 +556,8 @@ def _top_keys(state: LogState, log_map: OffsetMap, top: list[tuple[int, int, int
 
 
 class _DigestCounter:
-    """Exact occurrences per key digest: sorted ``hi``, ``lo``, ``counts`` (24 bytes a key), merged in
-    batches of at least a million digests so the sorting stays O(n log n) overall."""
+    """Exact occurrences per key digest: sorted ``hi``, ``lo``, ``counts`` (24 bytes a key),
+    merged in batches of at least a million digests so the sorting stays O(n log n) overall."""
 
     def __init__(self) -> None:
         self._hi, self._lo = np.empty(0, np.uint64), np.empty(0, np.uint64)
@@ -581,7 +594,7 @@ class _DigestCounter:
 
 
 class _Census:
-    """Pass 2: every count of the report, with numpy over chunks of :data:`CHUNK_RECORDS` records."""
+    """Pass 2: every count of the report, with numpy over chunks of :data:`CHUNK_RECORDS`."""
 
     def __init__(self, state: LogState, rng: CleanableRange, log_map: OffsetMap,
                  partitions: int | None) -> None:
@@ -589,7 +602,7 @@ class _Census:
         self.target = state.partition.partition
         self.n: dict[str, int] = defaultdict(int)
         self.oldest: tuple[int, int] | None = None  # first tombstone: offset, timestamp
-        self.by_horizon: dict[int, int] = defaultdict(int)  # latest tombstones per horizon (-1: none)
+        self.by_horizon: dict[int, int] = defaultdict(int)  # latest tombstones by horizon, -1 none
         self.counter = _DigestCounter()
         self._buf, self._horizons = _Records(array("q"), []), array("q")
 
@@ -605,8 +618,8 @@ class _Census:
             n["records"] += count
             n["control_records"] += count
             kinds = {CONTROL_TYPE_COMMIT: "commit_markers", CONTROL_TYPE_ABORT: "abort_markers"}
-            if control_type is not None:
-                n[kinds.get(control_type, "other_control_records")] += 1
+            if control_type is not None:  # None: a marker a clean already emptied
+                n[kinds.get(control_type, "other_control_records")] += count
             return
         recs = _batch_records(batch, path, full=True)
         n["records"] += len(recs.offsets)
@@ -655,7 +668,8 @@ class _Census:
         tomb = np.frombuffer(recs.tombstones, dtype=np.uint8)[keyed].astype(bool)
         if tomb.any():
             stamps = np.frombuffer(recs.timestamps, dtype=np.int64)[keyed]
-            self._tombstones(tomb, dup, offs, stamps, np.frombuffer(horizons, dtype=np.int64)[keyed])
+            marks = np.frombuffer(horizons, dtype=np.int64)[keyed]
+            self._tombstones(tomb, dup, offs, stamps, marks)
         if self.partitions is not None:
             away = np.fromiter((default_partition(k, self.partitions) != self.target for k in keys),
                                dtype=bool, count=len(keys))
@@ -688,11 +702,12 @@ class _Census:
     def tombstone_report(self, now_ms: int, delete_retention_ms: int) -> TombstoneReport:
         groups = []
         if self.n["superseded_tombstones"]:
-            groups.append(TombstoneGroup("superseded", self.n["superseded_tombstones"], None, None, True))
+            superseded = self.n["superseded_tombstones"]
+            groups.append(TombstoneGroup("superseded", superseded, None, None, True))
         for horizon, count in sorted(self.by_horizon.items()):
             if horizon < 0:
-                groups.append(TombstoneGroup("no-horizon", count, None, now_ms + delete_retention_ms,
-                                             False))
+                earliest = now_ms + delete_retention_ms
+                groups.append(TombstoneGroup("no-horizon", count, None, earliest, False))
             else:
                 groups.append(TombstoneGroup("horizon", count, horizon, horizon, now_ms >= horizon))
         oldest_offset, oldest_ms = self.oldest if self.oldest else (None, None)
@@ -700,12 +715,16 @@ class _Census:
                                self.n["with_delete_horizon"], groups)
 
     def transaction_report(self, state: LogState) -> TransactionReport:
-        aborted = {(t.producer_id, t.first_offset) for _b, es in state.aborted_by_segment for t in es}
-        open_txns = [OpenTransaction(t.producer_id, t.producer_epoch, t.first_offset, t.last_timestamp)
-                     for t in state.producers.open_transactions()]
+        aborted = {(t.producer_id, t.first_offset)
+                   for _base, entries in state.aborted_by_segment for t in entries}
+        open_txns = [
+            OpenTransaction(t.producer_id, t.producer_epoch, t.first_offset, t.last_timestamp)
+            for t in state.producers.open_transactions()
+        ]
         n = self.n
-        return TransactionReport(n["commit_markers"], n["abort_markers"], n["other_control_records"],
-                                 len(aborted), n["aborted_records"], open_txns)
+        return TransactionReport(n["commit_markers"], n["abort_markers"],
+                                 n["other_control_records"], len(aborted), n["aborted_records"],
+                                 open_txns)
 
     def partitioner(self) -> PartitionerCheck | None:
         if self.partitions is None:

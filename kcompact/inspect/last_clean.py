@@ -1,23 +1,25 @@
-"""``inspect last-clean``: when did compaction provably last run on a partition, and what came since?
+"""``inspect last-clean``: when did compaction provably last run on a partition, and what since?
 
-Why: ``cleaner-offset-checkpoint`` says where the cleaner stopped, not when, and a copied log dir often
-lacks it. The data itself carries evidence that only Kafka's log cleaner leaves behind:
+Why: ``cleaner-offset-checkpoint`` says where the cleaner stopped, not when, and a copied log dir
+often lacks it. The data itself carries evidence that only Kafka's log cleaner leaves behind:
 
-* **offset gaps.** A leader hands out consecutive offsets and retention only ever removes whole segments
-  below the log start offset, so offsets missing between two records (or between the log start offset and
-  the first record, or after the last record up to the log end) were removed by a clean. That clean ran
-  after the record right after the gap was written: a removed record goes only once a later record of its
-  key exists, or once its segment was closed, and either way the log already held that next record. So
-  its timestamp is a time after which compaction provably ran (``cleaned_after_ms``), and every record
-  since the newest gap lies in one contiguous run that no clean provably touched (``records_since``);
+* **offset gaps.** A leader hands out consecutive offsets and retention only ever removes whole
+  segments below the log start offset, so offsets missing between two records (or between the log
+  start offset and the first record, or after the last record up to the log end) were removed by a
+  clean. That clean ran after the record right after the gap was written: a removed record goes only
+  once a later record of its key exists, or once its segment was closed, and either way the log
+  already held that next record. So its timestamp is a time after which compaction provably ran
+  (``cleaned_after_ms``), and every record since the newest gap lies in one contiguous run that no
+  clean provably touched (``records_since``);
 * **delete horizons.** A batch carries a delete horizon only after a clean rewrote it, stamped
-  ``clean time + delete.retention.ms``; so the newest horizon minus the topic's ``delete.retention.ms``
-  (``--config``, default one day) is the moment of a clean, if that setting has not changed since;
+  ``clean time + delete.retention.ms``; so the newest horizon minus the topic's
+  ``delete.retention.ms`` (``--config``, default one day) is the moment of a clean, if that setting
+  has not changed since;
 * **empty batches**: 61-byte shells without records are left only by the cleaner.
 
 Reads batch headers only; records are decoded just for batches that hold fewer records than their
-offset span (a clean rebuilt them), for legacy wrappers, and for the batch right after a gap (for its
-first record's timestamp). Field names of :class:`LastCleanReport` are the ``--json`` interface
+offset span (a clean rebuilt them), for legacy wrappers, and for the batch right after a gap (for
+its first record's timestamp). Field names of :class:`LastCleanReport` are the ``--json`` interface
 (tests/inspect/test_last_clean.py fixes them).
 """
 
@@ -45,7 +47,7 @@ TIMESTAMP_TYPE_LOG_APPEND = 1
 class OffsetGap:
     """Offsets a clean removed: none of ``after_offset + 1 .. next_offset - 1`` holds a record.
 
-    ``after_offset`` is the last record before the gap (None: the gap starts at the log start offset);
+    ``after_offset`` is the last record before the gap (None: the gap starts at the log start);
     ``next_offset`` the first record after it, or the log end offset for a gap at the end (then
     ``next_timestamp_ms`` is None).
     """
@@ -54,7 +56,7 @@ class OffsetGap:
     next_offset: int
     missing_offsets: int
     next_timestamp_ms: int | None
-    before_first_dirty: bool  # the gap starts below the first dirty offset, as the checkpoint implies
+    before_first_dirty: bool  # it starts below the first dirty offset, as the checkpoint implies
 
 
 @dataclass(slots=True)
@@ -101,7 +103,8 @@ def last_clean_report(
         path: the partition directory.
         cli_overrides: ``--config`` pairs (``delete.retention.ms`` is the one that matters).
         now_ms: the clock for the range rules that validate the checkpoint (default: now).
-        server_properties: the broker's server.properties (default: ``$KCOMPACT_SERVER_PROPERTIES``).
+        server_properties: the broker's server.properties (default:
+            ``$KCOMPACT_SERVER_PROPERTIES``).
         metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0`` (default: as
             ``kcompact.config.effective.partition_config`` finds it).
 
@@ -136,9 +139,10 @@ def last_clean_report(
         walk.since, walk.dirty_records, walk.horizon_batches, walk.newest_horizon, stamped,
         max(evidence) if evidence else None, walk.empty_batches, list(state.warnings),
     )
-    if walk.newest is not None and not walk.newest.before_first_dirty:
+    gap = walk.newest
+    if gap is not None and not gap.before_first_dirty:
         report.warnings.append(
-            f"offsets from {walk.newest.next_offset - walk.newest.missing_offsets} on were removed by a clean, "
+            f"offsets from {gap.next_offset - gap.missing_offsets} on were removed by a clean, "
             f"inside the dirty section the checkpoint implies (first dirty offset "
             f"{rng.first_dirty_offset}): cleaner-offset-checkpoint is missing or behind"
         )
@@ -189,7 +193,8 @@ def _walk_segments(state: LogState, walk: _Walk) -> None:
                 try:
                     _walk_batch(batch, walk)
                 except CorruptDataError as err:
-                    raise (err.located(log.path, batch.position) if err.path is None else err) from err
+                    located = err.located(log.path, batch.position) if err.path is None else err
+                    raise located from err
 
 
 def _walk_batch(batch: Any, walk: _Walk) -> None:
