@@ -67,6 +67,7 @@ from kcompact.cleaner.transactions import (
 from kcompact.config.effective import EffectiveConfig
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError, CorruptDataError, RefusedError
+from kcompact.records.batch import TimestampType
 from kcompact.records.legacy import (
     LOG_OVERHEAD,
     RECORD_OVERHEAD_V0,
@@ -232,7 +233,10 @@ class DedupePlan:
     keys_per_pass: int  # floor(floor(buffer / threads / 24) * load factor); 0 without threads
     keys_to_map: int
     passes: int | None  # None: no cleaner thread
-    one_pass_dedupe_buffer_size: int | None  # None: beyond Kafka's 2 GiB per thread
+    # room for keys_to_map + 1 entries a thread (Kafka checks for room before every put, even of
+    # a key it holds: one entry more than needed only when the range's last put is a new key);
+    # None: beyond Kafka's 2 GiB per thread
+    one_pass_dedupe_buffer_size: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -469,7 +473,8 @@ def _batch_records(batch: Any, path: Path, *, full: bool) -> _Records:
             offsets, keys = scan_keys(data, base_offset=batch.base_offset,
                                       count=batch.records_count)
             return _Records(offsets, keys)
-        append_time = batch.max_timestamp if batch.timestamp_type == 1 else None
+        log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+        append_time = batch.max_timestamp if log_append else None
         cols = scan_records(data, base_offset=batch.base_offset, count=batch.records_count,
                             base_timestamp=batch.base_timestamp, log_append_time=append_time)
     except CorruptDataError as err:

@@ -35,12 +35,11 @@ from kcompact.cleaner.log_state import LogState, load_log_state
 from kcompact.cleaner.ranges import compute_cleanable_range
 from kcompact.cleaner.run import ConfigSources
 from kcompact.errors import CorruptDataError
+from kcompact.records.batch import TimestampType
 from kcompact.records.legacy import legacy_records
 from kcompact.records.record import records_bytes
 from kcompact.records.scan import scan_records
 from kcompact.segment.partition import open_partition
-
-TIMESTAMP_TYPE_LOG_APPEND = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +225,8 @@ def _constant(value: int) -> Callable[[], int]:
 
 def _timestamps(batch: Any) -> tuple[list[int], list[int]]:
     """Offsets and timestamps of a v2 batch's records."""
-    append_time = batch.max_timestamp if batch.timestamp_type == TIMESTAMP_TYPE_LOG_APPEND else None
+    log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+    append_time = batch.max_timestamp if log_append else None
     cols = scan_records(records_bytes(batch), base_offset=batch.base_offset,
                         base_timestamp=batch.base_timestamp, count=batch.records_count,
                         log_append_time=append_time)

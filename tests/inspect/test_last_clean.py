@@ -138,3 +138,21 @@ def test_broker_cleaned_consumer_offsets(
         records_since, gap.next_timestamp_ms, True)
     assert got.checkpoint_offset == got.first_dirty_offset == {31: 3, 44: 9}[partition]
     assert got.warnings == []
+
+
+def test_log_append_time_batch_gives_the_broker_time(tmp_path: Path) -> None:
+    from kcompact.records.batch import encode_batch
+    from kcompact.records.record import Record
+
+    b = PartitionBuilder()
+    b.batch([(b"a", b"1")])
+    appended = BASE_TS + 5_000  # the broker's clock, not the producer's record timestamps
+    records = [Record(1, BASE_TS + 1, b"a", b"2"), Record(2, BASE_TS + 2, b"b", b"1")]
+    b.segments[-1].batches.append(
+        encode_batch(records, base_offset=1, timestamp_type=1, max_timestamp=appended))
+    b.next_offset = 3
+    b.roll().batch([(b"c", b"1")])
+    part = b.write(tmp_path / "logdir")
+    clean(part)
+    got = report(part)
+    assert got.newest_gap == OffsetGap(None, 1, 1, appended, True)
