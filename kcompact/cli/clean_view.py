@@ -67,24 +67,26 @@ def render_clean(run: CleanRun, *, as_json: bool) -> None:
             "notes": run.notes,
         })
         return
-    for note in run.notes:
+    shown = set(run.notes)
+    for note in dict.fromkeys(run.notes):
         render.warning_line(note)
     for result in run.results:
-        _render_one(result)
+        _render_one(result, shown)
     for failure in run.failures:
         render.error_line(failure.error)
     if len(run.results) + len(run.failures) > 1:
         _render_summary(run)
 
 
-def _render_one(result: CleanResult) -> None:
+def _render_one(result: CleanResult, shown: set[str]) -> None:
     console = render.console()
     verb = "would clean" if result.dry_run else "cleaned"
     name = f"{result.topic}-{result.partition}"
     for action in result.recovery_actions:
         console.print(f"{name}: recovered interrupted clean: {action}")
     for warning in result.warnings:
-        render.warning_line(f"{name}: {warning}")
+        if warning not in shown:
+            render.warning_line(f"{name}: {warning}")
     if result.skipped_reason is not None:
         console.print(f"{name}: nothing to clean — {result.skipped_reason}")
         return
