@@ -232,7 +232,7 @@ class DedupePlan:
     load_factor: float
     keys_per_pass: int  # floor(floor(buffer / threads / 24) * load factor); 0 without threads
     keys_to_map: int
-    passes: int | None  # None: no cleaner thread
+    passes: int | None  # None: no cleaner thread, or a buffer that holds no key
     # room for keys_to_map + 1 entries a thread (Kafka checks for room before every put, even of
     # a key it holds: one entry more than needed only when the range's last put is a new key);
     # None: beyond Kafka's 2 GiB per thread
@@ -389,7 +389,10 @@ def _plan(config: TopicConfig, keys: int, warnings: list[str]) -> tuple[DedupePl
         return plan, None
     if keys < capacity:  # every put finds room: at most `keys` entries before any put
         return dataclasses.replace(plan, passes=1 if keys else 0), None
-    OffsetMap.for_dedupe_buffer(per_thread, load_factor)  # Kafka's own refusal of a tiny buffer
+    if capacity < 1:
+        warnings.append(f"a cleaner thread's dedupe buffer ({per_thread} bytes) holds no key: "
+                        "the broker's cleaner would never get past the first dirty offset")
+        return plan, None
     return plan, _Passes(per_thread, load_factor)
 
 
@@ -398,7 +401,7 @@ def _one_pass_buffer(entries: int, threads: int, load_factor: float) -> int | No
     if threads < 1 or not 0 < load_factor <= 1:
         return None
     slots = max(math.ceil(entries / load_factor) - 1, 1)
-    while int(slots * load_factor) < entries or not slots * load_factor > 1:
+    while int(slots * load_factor) < entries:
         slots += 1
     per_thread = slots * KAFKA_BYTES_PER_ENTRY
     return per_thread * threads if per_thread <= KAFKA_MAX_MAP_MEMORY else None

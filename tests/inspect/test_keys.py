@@ -360,6 +360,13 @@ def test_no_cleaner_thread_means_no_passes(tmp_path: Path) -> None:
     assert any("log.cleaner.threads is 0" in w for w in got.warnings)
 
 
+def test_a_buffer_without_room_for_a_key_means_no_passes(tmp_path: Path) -> None:
+    config = {"log.cleaner.dedupe.buffer.size": "47"}  # one 24-byte slot * 0.9: no key
+    got = report(many_keys().write(tmp_path / "logdir"), config=config)
+    assert (got.dedupe.passes, got.dedupe.keys_per_pass, got.dedupe.keys_to_map) == (None, 0, 30)
+    assert any("(47 bytes) holds no key" in w for w in got.warnings)
+
+
 # -- the broker's own log, refusals --
 
 
