@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kcompact.errors import CorruptIndexError
+from kcompact.records.control import ControlRecordType
 from kcompact.repair.findings import (
     KIND_INDEX_CORRUPT,
     KIND_INDEX_DIFFERS,
@@ -58,14 +59,13 @@ def expected_indexes(
 
 
 def check_segment_indexes(
-    seg: SegmentCheck, derived: list[AbortedTxn], upper: int | None, index_interval_bytes: int
+    seg: SegmentCheck, derived: list[AbortedTxn], index_interval_bytes: int
 ) -> list[Finding]:
     """Findings for one segment's indexes; sets ``seg.rebuild_indexes`` and ``seg.txn_entries``.
 
     Args:
         seg: the segment and its scan.
         derived: the aborted transactions whose markers its kept batches hold.
-        upper: the next segment's base offset (None for the last segment).
         index_interval_bytes: the topic's ``index.interval.bytes``.
 
     Returns:
@@ -80,7 +80,8 @@ def check_segment_indexes(
         findings += _offset_index(files.index_path, files.log_path, base, offsets, log_pairs)
         time_pairs = [(k.last_offset, k.max_timestamp) for k in seg.scan.kept]
         findings += _time_index(files.time_index_path, files.log_path, base, times, time_pairs)
-    txn_findings, seg.txn_entries = _txn_index(files, derived, upper)
+    markers = {k.last_offset: (k.producer_id, k.control_type) for k in seg.scan.kept if k.is_control}
+    txn_findings, seg.txn_entries = _txn_index(files, derived, markers)
     findings += txn_findings
     seg.rebuild_indexes = bool(findings)
     return findings
@@ -150,7 +151,7 @@ def _compare(
 
 
 def _txn_index(
-    files: SegmentFiles, derived: list[AbortedTxn], upper: int | None
+    files: SegmentFiles, derived: list[AbortedTxn], markers: dict[int, tuple[int, int | None]]
 ) -> tuple[list[Finding], tuple[AbortedTxn, ...]]:
     """Findings for the ``.txnindex`` and the entries it holds after the repair."""
     path, base = files.txn_index_path, files.base_offset
@@ -169,10 +170,11 @@ def _txn_index(
         result = tuple(derived)
     else:
         known = {(e.producer_id, e.last_offset) for e in entries}
-        inside = [e for e in entries if upper is None or e.last_offset < upper]
+        inside = [e for e in entries if e.first_offset <= e.last_offset
+                  and markers.get(e.last_offset) == (e.producer_id, ControlRecordType.ABORT)]
         if len(inside) < len(entries):
-            problems.append(f"{len(entries) - len(inside)} entries lie past the segment; expected "
-                            f"last offsets < {upper}")
+            problems.append(f"{len(entries) - len(inside)} entries do not end at an ABORT marker of "
+                            f"their producer in this segment; expected one at each last offset")
         lacking = [d for d in derived if (d.producer_id, d.last_offset) not in known]
         if lacking:
             problems.append(f"lacks {len(lacking)} aborted transaction(s) the data shows; first: "

@@ -114,9 +114,8 @@ def verify_partition(
     _check_files(partition, check.findings)
     check.segments = _scan_segments(partition, check.findings)
     aborted = derive_aborted([s.scan for s in check.segments])
-    for i, seg in enumerate(check.segments):
-        upper = check.segments[i + 1].files.base_offset if i + 1 < len(check.segments) else None
-        check.findings += check_segment_indexes(seg, aborted[i], upper, index_interval_bytes)
+    for seg, derived in zip(check.segments, aborted, strict=True):
+        check.findings += check_segment_indexes(seg, derived, index_interval_bytes)
     check.log_start_offset = _log_start(partition, check.findings)
     last = check.segments[-1] if check.segments else None
     check.log_end_offset = check.log_start_offset if last is None else (

@@ -310,9 +310,9 @@ def test_refuses_while_another_kcompact_holds_the_partition(tmp_path: Path) -> N
 
     part = build_partition(tmp_path / "logdir")
     flip_mid_segment(part)
-    with held_by_child(part.parent / ".kcompact-orders-0.lock"):
-        with pytest.raises(RefusedError, match="another kcompact"):
-            repair_partition(part)
+    with held_by_child(part.parent / ".kcompact-orders-0.lock"), \
+            pytest.raises(RefusedError, match="another kcompact"):
+        repair_partition(part)
 
 
 def test_metadata_log_is_reported_not_repaired(tmp_path: Path) -> None:
@@ -340,7 +340,7 @@ def test_undo_refuses_when_the_partition_changed_since(tmp_path: Path) -> None:
     flip_mid_segment(part)
     result = repair_partition(part)
     active = open_partition(part).segments[-1].log_path
-    active.write_bytes(active.read_bytes() + list(iter_batches(active.read_bytes()))[0].buffer)
+    active.write_bytes(active.read_bytes() + next(iter(iter_batches(active.read_bytes()))).buffer)
     with pytest.raises(RefusedError, match="changed since the repair"):
         undo_repair(result.backup_dir or "")
 

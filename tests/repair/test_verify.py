@@ -79,7 +79,7 @@ def test_torn_tail_blocks_cleaning_only_outside_the_active_segment(part: Path) -
     findings = verify_partition(part).findings
     torn = [(Path(f.path).name, f.blocks_cleaning) for f in findings if f.kind == "torn-tail"]
     assert torn == [(LOG0, True), (active.name, False)]
-    assert "active segment" in [f for f in findings if Path(f.path) == active][0].cleaner_effect
+    assert "active segment" in next(f for f in findings if Path(f.path) == active).cleaner_effect
 
 
 def test_zero_padding_after_the_last_batch(part: Path) -> None:

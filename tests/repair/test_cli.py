@@ -1,0 +1,95 @@
+"""``kcompact repair`` on the command line: report, exit codes, JSON, undo, usage errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from kcompact.cli.main import cli
+from tests.repair.support import batch_positions, build_partition, partition_digest, patch
+
+LOG0 = "00000000000000000000.log"
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner(env={"COLUMNS": "80"}).invoke(cli, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def damaged(tmp_path: Path) -> tuple[Path, int]:
+    part = build_partition(tmp_path / "logdir", segments=1, batches=5)
+    position, _size = batch_positions(part / LOG0)[2]
+    patch(part / LOG0, position + 8, ">i", 5)  # a size field Kafka refuses: below 14
+    return part, position
+
+
+def test_help_names_every_option() -> None:
+    code, out, _err = run("repair", "--help")
+    assert code == 0
+    for option in ("--dry-run", "--json", "--backup-dir", "--clean", "--undo", "--config"):
+        assert option in out
+
+
+def test_dry_run_report_whole_output(tmp_path: Path) -> None:
+    part, position = damaged(tmp_path)
+    code, out, _err = run("repair", "--dry-run", str(part))
+    assert code == 2
+    log = part / LOG0
+    assert out.replace(str(part), "PART").splitlines() == [
+        "PART: 1 problem(s) found; the broker's cleaner would mark it uncleanable",
+        (f"  [corrupt-batch] PART/{LOG0} at position {position}: wrong batch length; expected "
+        f"181, found 5 (a field outside the CRC; the batch is otherwise intact)"),
+        ("      uncleanable: the cleaner cannot step over a broken frame or header "
+        "(CorruptRecordException / InvalidRecordException), so the broker adds the partition to "
+        "its uncleanable set until it restarts (spec §6.15)"),
+        (f"      broker: log recovery stops at the first bad entry: it truncates this segment at or "
+        f"before position {position} and deletes the 1 later segment(s) (spec §7.1, §7.3)"),
+        ("      repair: restore the field: the batch passes its CRC and fits the offsets around it "
+        "with offsets 8..11"),
+        "plan (dry run, nothing written):",
+        (f"  - PART/{LOG0} at position {position}: restore the field: the batch passes its CRC and "
+        "fits the offsets around it with offsets 8..11"),
+    ]
+    assert log.exists()
+
+
+def test_repair_json_then_undo(tmp_path: Path) -> None:
+    part, position = damaged(tmp_path)
+    before = partition_digest(part)
+    code, out, _err = run("repair", "--json", str(part))
+    assert code == 0
+    report = json.loads(out)
+    assert report["uncleanable"] is True and report["remaining"] == []
+    assert [(f["kind"], f["position"]) for f in report["findings"]] == [("corrupt-batch", position)]
+    assert report["actions"] == [(f"rewrote segment {LOG0} (kept 5 batches, quarantined 0 damaged "
+                                 "region(s); indexes rebuilt)")]
+    code, out, _err = run("repair", "--undo", report["backup_dir"])
+    assert code == 0 and "restore 3 files" in out
+    assert partition_digest(part) == before
+
+
+def test_sound_partition_exits_0_and_writes_nothing(tmp_path: Path) -> None:
+    part = build_partition(tmp_path / "logdir", segments=1, batches=5)
+    before = partition_digest(part)
+    code, out, _err = run("repair", str(part))
+    assert code == 0 and "nothing left to repair" in out
+    assert partition_digest(part) == before
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    part, _position = damaged(tmp_path)
+    assert run("repair")[0] == 2
+    code, _out, err = run("repair", str(part), "--undo", str(tmp_path))
+    assert code == 2 and "--undo takes a BACKUP_DIR only" in err
+    code, _out, err = run("repair", "--undo", str(tmp_path))
+    assert code == 2 and "not a kcompact repair backup" in err
+
+
+def test_backup_inside_the_log_dir_is_refused_with_one_line(tmp_path: Path) -> None:
+    part, _position = damaged(tmp_path)
+    code, _out, err = run("repair", str(part), "--backup-dir", str(part.parent / "bk"))
+    assert code == 2
+    assert err.startswith("kcompact: error: ") and "must not be inside the log dir" in err
+    assert len(err.strip().splitlines()) == 1
