@@ -129,7 +129,7 @@ class Partition:
 
     def checkpointed(self, checkpoint: Path) -> int | None:
         """This partition's entry in one of the log dir's offset checkpoint files, if any."""
-        return read_offset_checkpoint(checkpoint).get(self.topic_partition)
+        return read_checkpoint_cached(checkpoint).get(self.topic_partition)
 
     def log_start_offset(self) -> int:
         """Kafka's logStartOffset: max(log-start-offset-checkpoint entry, first segment's base)."""
@@ -144,6 +144,29 @@ class Partition:
             return self.log_start_offset()
         end = segment_next_offset(last)
         return last.base_offset if end is None else end
+
+
+_CHECKPOINT_CACHE: dict[Path, tuple[tuple[int, int, int], dict[tuple[str, int], int]]] = {}
+
+
+def read_checkpoint_cached(path: Path) -> dict[tuple[str, int], int]:
+    """An offset checkpoint file's entries, parsed once per version of the file.
+
+    A log dir of thousands of partitions would otherwise re-parse the same file for each of them. The
+    cache key is the file's inode, size and mtime in ns, so a rewrite (tmp + rename) is always seen.
+    """
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        _CHECKPOINT_CACHE.pop(path, None)
+        return {}
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    cached = _CHECKPOINT_CACHE.get(path)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    entries = read_offset_checkpoint(path)
+    _CHECKPOINT_CACHE[path] = (key, entries)
+    return entries
 
 
 def segment_next_offset(segment: SegmentFiles) -> int | None:
