@@ -38,7 +38,7 @@ from kcompact.cleaner.swap import (
 )
 from kcompact.cleaner.verify_output import check_cleaned_segment
 from kcompact.config.topic_config import TopicConfig
-from kcompact.errors import KcompactError, RefusedError
+from kcompact.errors import CleanerStateError, KcompactError, RefusedError
 from kcompact.repair.backup import Backup, QuarantinedRegion, default_backup_dir
 from kcompact.repair.findings import Finding
 from kcompact.repair.verify import PartitionCheck, SegmentCheck, verify_partition
@@ -88,10 +88,12 @@ class RepairResult:
 
     @property
     def ok(self) -> bool:
-        """Dry run: nothing to repair. Repair: nothing left that blocks cleaning, clean succeeded."""
+        """Dry run: nothing to repair. Repair: nothing left to repair or blocking the cleaner, and the
+        clean (if asked for) succeeded."""
         if self.dry_run:
             return not self.plan
-        return not any(f.blocks_cleaning for f in self.remaining) and self.clean_error is None
+        left = any(f.blocks_cleaning or f.action for f in self.remaining)
+        return not left and self.clean_error is None
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form (``kcompact repair --json``)."""
@@ -172,6 +174,10 @@ def _repair_locked(
     part: Path, options: RepairOptions, interval: int
 ) -> tuple[RepairResult, Backup | None]:
     check = verify_partition(part, index_interval_bytes=interval)
+    if check.recovery_error is not None:
+        raise CleanerStateError(
+            f"{part}: an interrupted clean or split cannot be settled ({check.recovery_error}); "
+            "a broker could not load this partition either. Nothing was changed")
     result = RepairResult(str(part), False, list(check.findings), plan_of(check))
     if not check.needs_repair and not options.clean:
         return result, None

@@ -49,14 +49,18 @@ from kcompact.records.batch import (
     RECORD_BATCH_OVERHEAD,
     RECORD_OVERHEAD_V0,
     RecordBatch,
-    decode_batch,
 )
-from kcompact.records.control import ControlRecordKey, EndTransactionMarker
 from kcompact.records.crc import crc32c
-from kcompact.records.legacy import LegacyEntry, decode_legacy_entry, legacy_records
-from kcompact.records.record import decode_records
+from kcompact.repair.batches import (
+    decode_copy,
+    decode_entry,
+    error_message,
+    first_offset_of,
+    records_problem,
+)
 
 if TYPE_CHECKING:
+    from kcompact.records.legacy import LegacyEntry
     from kcompact.records.varint import Buffer
 
     AnyBatch = RecordBatch | LegacyEntry
@@ -225,9 +229,9 @@ class _Scanner:
             return _Entry(_FRAME, f"entry declares {size + LOG_OVERHEAD} bytes; expected at most "
                           f"the {remaining} left in the segment", None, None)
         try:
-            batch = _decode(view, pos, magic)
+            batch = decode_entry(view, pos, magic)
         except (CorruptDataError, UnsupportedFormatError) as err:
-            return _Entry(_HEADER, _message(err), size + LOG_OVERHEAD, None)
+            return _Entry(_HEADER, error_message(err), size + LOG_OVERHEAD, None)
         if not batch.crc_valid():
             return _Entry(_CRC, f"fails its CRC; expected {batch.compute_crc():#010x}, found "
                           f"{batch.crc:#010x}", size + LOG_OVERHEAD, batch)
@@ -326,7 +330,7 @@ class _Scanner:
         The base offset is restored when the batch does not fit between ``lower`` and the first offset
         of the batch after it (or the next segment), and that gap holds exactly its offsets.
         """
-        batch = _decode_copy(data)
+        batch = decode_copy(data)
         if batch is None or not batch.crc_valid() or batch.last_offset_delta < 0:
             return None
         limit = self._limit(pos + len(data), lower)
@@ -337,7 +341,7 @@ class _Scanner:
             fixes.append((FIX_BASE_OFFSET,
                           f"base offset; expected {lower}, found {batch.base_offset}"))
             BASE_OFFSET_STRUCT.pack_into(data, 0, lower)
-            batch = _decode_copy(data)
+            batch = decode_copy(data)
             if batch is None or self._offset_problem(batch, lower) is not None:
                 return None
         problem, control_type, note = records_problem(batch)
@@ -397,63 +401,6 @@ def entry_size(entry: _Entry) -> int:
     if entry.size_in_bytes is None:
         raise ValueError("entry has no frame size")
     return entry.size_in_bytes
-
-
-def _decode_copy(data: bytearray) -> RecordBatch | None:
-    try:
-        return decode_batch(bytes(data))
-    except (CorruptDataError, UnsupportedFormatError):
-        return None
-
-
-def _decode(view: memoryview, pos: int, magic: int) -> AnyBatch:
-    if magic == MAGIC_VALUE_V2:
-        return decode_batch(view, pos)
-    return decode_legacy_entry(view, pos)
-
-
-def _message(err: CorruptDataError | UnsupportedFormatError) -> str:
-    return err.message if isinstance(err, CorruptDataError) else str(err)
-
-
-def first_offset_of(batch: AnyBatch) -> int | None:
-    """The batch's first offset; a legacy wrapper's needs its messages (None when they do not parse)."""
-    if isinstance(batch, RecordBatch):
-        return batch.base_offset
-    if batch.compression == 0:
-        return batch.offset
-    try:
-        return batch.base_offset
-    except (CorruptDataError, UnsupportedFormatError):
-        return None
-
-
-def records_problem(batch: AnyBatch) -> tuple[str | None, int | None, str | None]:
-    """Decode every record as Kafka's cleaner and producer-state replay would.
-
-    Args:
-        batch: a decoded batch or legacy entry.
-
-    Returns:
-        ``(problem, control_type, note)``: the first parse failure (None when every record parses), the
-        first control record's type for a control batch, and a note when the records could not be
-        checked (a codec library is missing; the batch is then kept).
-    """
-    try:
-        if isinstance(batch, LegacyEntry):
-            legacy_records(batch)
-            return None, None, None
-        records = decode_records(batch)
-        if not batch.is_control or not records:
-            return None, None, None
-        key = ControlRecordKey.parse(records[0].key)
-        if key.type.is_transaction_marker:
-            EndTransactionMarker.parse(records[0].value)
-        return None, int(key.type), None
-    except CorruptDataError as err:
-        return err.message, None, None
-    except UnsupportedFormatError as err:
-        return None, None, f"records not checked: {err}"
 
 
 def _kept(pos: int, batch: AnyBatch, control_type: int | None, note: str | None) -> KeptBatch:

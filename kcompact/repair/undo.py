@@ -81,27 +81,32 @@ def undo_repair(backup_dir: str | Path, *, dry_run: bool = False) -> UndoResult:
         result.restored = [s.path for s in manifest.files]
         return result
     with log_dir_write_guard(log_dir), partition_lock(log_dir, part.name):
-        _check_unchanged(part, manifest)
-        manifest.undo_started = True  # a rerun after a crash must not refuse its own half-undo
-        write_manifest(directory, manifest)
-        for name in _created(part, manifest):
-            (part / name).unlink()
-            result.removed.append(name)
-        for saved in manifest.files:
-            copy = directory / FILES_DIR / saved.path
-            target = log_dir / saved.path
-            if target.parent == part:
-                _restore(copy, saved, target)
-                result.restored.append(saved.path)
-            else:
-                result.notes.append(_restore_checkpoint(copy, saved, target, manifest))
-        for relative in manifest.absent_before:
-            note = _remove_created(log_dir / relative, manifest)
-            if note:
-                result.notes.append(note)
-        _fsync_dir(part)
-        _check_restored(log_dir, manifest, part)
+        _undo_locked(directory, manifest, part, result)
     return result
+
+
+def _undo_locked(directory: Path, manifest: Manifest, part: Path, result: UndoResult) -> None:
+    log_dir = part.parent
+    _check_unchanged(part, manifest)
+    manifest.undo_started = True  # a rerun after a crash must not refuse its own half-undo
+    write_manifest(directory, manifest)
+    for name in _created(part, manifest):
+        (part / name).unlink()
+        result.removed.append(name)
+    for saved in manifest.files:
+        copy = directory / FILES_DIR / saved.path
+        target = log_dir / saved.path
+        if target.parent == part:
+            _restore(copy, saved, target)
+            result.restored.append(saved.path)
+        else:
+            result.notes.append(_restore_checkpoint(copy, saved, target, manifest))
+    for relative in manifest.absent_before:
+        note = _remove_created(log_dir / relative, manifest)
+        if note:
+            result.notes.append(note)
+    _fsync_dir(part)
+    _check_restored(log_dir, manifest, part)
 
 
 def _check_copies(directory: Path, manifest: Manifest) -> None:

@@ -77,6 +77,7 @@ class PartitionCheck:
     findings: list[Finding] = field(default_factory=list)
     segments: list[SegmentCheck] = field(default_factory=list)
     recovery_plan: list[str] = field(default_factory=list)  # recover_interrupted_swaps, dry run
+    recovery_error: str | None = None  # why the interrupted swap cannot be settled
     checkpoint_reset: int | None = None  # new cleaner-offset-checkpoint entry for this partition
     checkpoint_rewrite: dict[tuple[str, int], int] | None = None  # whole file, when it did not parse
     log_start_offset: int = 0
@@ -110,7 +111,7 @@ def verify_partition(
     """
     partition = open_partition(path)
     check = PartitionCheck(partition)
-    check.recovery_plan = _check_leftovers(partition, check.findings)
+    check.recovery_plan, check.recovery_error = _check_leftovers(partition, check.findings)
     _check_files(partition, check.findings)
     check.segments = _scan_segments(partition, check.findings)
     aborted = derive_aborted([s.scan for s in check.segments])
@@ -124,16 +125,21 @@ def verify_partition(
     return check
 
 
-def _check_leftovers(partition: Partition, findings: list[Finding]) -> list[str]:
-    if not partition.leftovers:
-        return []
+def _check_leftovers(
+    partition: Partition, findings: list[Finding]
+) -> tuple[list[str], str | None]:
+    # KRaft's *.checkpoint.deleted snapshots are the raft layer's to delete, not the log loader's.
+    leftovers = [p for p in partition.leftovers if ".checkpoint." not in p.name]
+    if not leftovers:
+        return [], None
     try:
         plan = recover_interrupted_swaps(partition.path, dry_run=True).actions
         action: str | None = "finish or roll back the interrupted swap as Kafka's loader does"
-        problem = ""
+        error = None
     except KcompactError as err:
-        plan, action, problem = [], None, f"; the swap cannot be finished: {err}"
-    for path in partition.leftovers:
+        plan, action, error = [], None, str(err)
+    problem = "" if error is None else f"; the swap cannot be settled: {error}"
+    for path in leftovers:
         findings.append(Finding(
             kind=KIND_LEFTOVER, path=str(path), position=None,
             message=f"leftover of an interrupted clean or split ({path.suffix}){problem}",
@@ -141,7 +147,7 @@ def _check_leftovers(partition: Partition, findings: list[Finding]) -> list[str]
             broker_effect="Kafka's loader finishes or rolls back the interrupted swap at startup "
                           "(spec §7.1, §7.2)",
             action=action))
-    return plan
+    return plan, error
 
 
 def _check_files(partition: Partition, findings: list[Finding]) -> None:

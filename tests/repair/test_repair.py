@@ -357,3 +357,22 @@ def test_undo_refuses_a_damaged_backup(tmp_path: Path) -> None:
     with pytest.raises(KcompactError, match="backup copy damaged"):
         undo_repair(result.backup_dir or "")
     assert tree_digest(part) == before
+
+
+def test_a_swap_that_cannot_be_settled_is_refused_before_any_change(tmp_path: Path) -> None:
+    from kcompact.errors import CleanerStateError
+
+    part = build_partition(tmp_path / "logdir")
+    flip_mid_segment(part)
+    (part / segment_file_name(0, "log", "swap")).write_bytes(b"\x00" * 8 + b"\x00\x00\x00\x05" + b"x" * 20)
+    before = tree_digest(tmp_path)
+    (leftover,) = [f for f in repair_partition(part, RepairOptions(dry_run=True)).findings
+                   if f.kind == "leftover"]
+    assert "the swap cannot be settled" in leftover.message and leftover.action is None
+    with pytest.raises(CleanerStateError, match="cannot be settled.*Nothing was changed"):
+        repair_partition(part)
+    assert tree_digest(part) == tree_digest_of(before, "logdir/orders-0/")
+
+
+def tree_digest_of(digest: dict[str, str], prefix: str) -> dict[str, str]:
+    return {k[len(prefix):]: v for k, v in digest.items() if k.startswith(prefix)}
