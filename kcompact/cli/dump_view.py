@@ -3,7 +3,11 @@
 Text mode prints what ``kafka-dump-log --deep-iteration --print-data-log`` prints (``Dumping <file>``,
 ``Log starting offset``, one ``baseOffset: … isvalid: …`` line per batch, ``| offset: …`` per record, the
 index entry lines), so an operator can compare the two side by side. Keys and values that are not printable
-UTF-8 are shown as ``base64:…`` instead of being written raw to the terminal.
+UTF-8 are shown as ``base64:…`` instead of being written raw to the terminal. A record with a ``decoded``
+object (``__cluster_metadata``, ``__consumer_offsets``) shows it as compact JSON in place of the raw key and
+payload, like kafka-dump-log's ``--cluster-metadata-decoder`` / ``--offsets-decoder``: ``payload: {...}``
+for a metadata record, ``key: {...} payload: {...}`` (``payload: <DELETE>`` for a tombstone) for an offsets
+record; when it did not decode, the raw forms.
 
 ``--json`` prints every item as one JSON object per line on stdout, nothing else. In both modes warnings, and
 one line per problem or CRC-invalid batch, go to stderr.
@@ -12,6 +16,7 @@ one line per problem or CRC-invalid batch, go to stderr.
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -151,11 +156,28 @@ def _record_line(item: Item, batch: Item) -> str:
         elif item["control"] is not None:
             parts.append(f"controlType: {item['control']}")
         return " ".join(parts)
+    if item.get("decoded") is not None:
+        return " ".join([*parts, _decoded_text(item["decoded"])])
     if key is not None:
         parts.append(f"key: {_text(key, item['key'])}")
     if value is not None:
         parts.append(f"payload: {_text(value, item['value'])}")
     return " ".join(parts)
+
+
+def _decoded_text(decoded: Item) -> str:
+    """``key: {...} payload: {...}`` of an offsets record, ``payload: {...}`` of a metadata record."""
+    if decoded.keys() == {"key", "value"}:
+        value = decoded["value"]
+        payload = "<DELETE>" if value is None else _compact(value)
+        return f"key: {_compact(decoded['key'])} payload: {payload}"
+    return f"payload: {_compact(decoded)}"
+
+
+def _compact(obj: object) -> str:
+    # ensure_ascii: the JSON escapes every control or non-ASCII character, so data cannot drive the
+    # terminal
+    return json.dumps(obj, separators=(",", ":"))
 
 
 def _sequence(base_sequence: int, offset_delta: int) -> int:

@@ -13,7 +13,12 @@ part of kcompact's interface (``--json`` prints them as they are; tests/inspect/
 * ``record`` (after its batch, with ``records=True``) — ``offset, timestamp, key, value, headers
   [{key, value}], control, coordinator_epoch``; key, value and header values are base64 or null, header keys
   text; ``control`` is COMMIT/ABORT for transaction markers, the control type's name (LEADER_CHANGE,
-  SNAPSHOT_HEADER, …, UNKNOWN) for other control records and null for data;
+  SNAPSHOT_HEADER, …, UNKNOWN) for other control records and null for data. Data records of
+  ``__cluster_metadata`` (a segment or a KRaft ``.checkpoint`` snapshot) and of ``__consumer_offsets`` get
+  one more field, ``decoded`` (what kafka-dump-log's ``--cluster-metadata-decoder`` and
+  ``--offsets-decoder`` show): the metadata record's ``{type, version, data}``, or ``{key, value}`` of
+  an offsets record (``value`` null for a tombstone); null, with a ``problem`` item, when it does not
+  decode. Records of other topics have no ``decoded`` field;
 * ``offset_index_entry`` — ``file, offset, position``; ``time_index_entry`` — ``file, timestamp, offset``;
   ``aborted_txn`` — ``file, version, producer_id, first_offset, last_offset, last_stable_offset``;
 * ``index_check`` (``verify_index=True``) — ``file, log_file, problems``: one index was compared with its
@@ -35,10 +40,11 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kcompact.config import kraft_records, offsets_records
 from kcompact.errors import CorruptDataError, KcompactError, TruncatedDataError
 from kcompact.records.batch import (
     ENTRY_PREFIX_STRUCT,
@@ -55,7 +61,11 @@ from kcompact.records.control import ControlRecordKey, ControlRecordType, EndTra
 from kcompact.segment import offset_index, time_index, txn_index
 from kcompact.segment.lock import BROKER_LOCK_FILE, broker_holds_lock
 from kcompact.segment.log_file import LogFile
-from kcompact.segment.names import SegmentFileName, parse_segment_file_name
+from kcompact.segment.names import (
+    SegmentFileName,
+    parse_partition_dir_name,
+    parse_segment_file_name,
+)
 from kcompact.segment.partition import is_partition_dir, open_partition
 from kcompact.segment.verify_index import verify_index_file
 
@@ -66,8 +76,12 @@ if TYPE_CHECKING:
     AnyBatch = RecordBatch | LegacyEntry
 
 Item = dict[str, Any]
+RecordDecoder = Callable[["Record"], Item]  # a data record -> its ``decoded`` object
 
-DUMPABLE_KINDS = ("log", "index", "timeindex", "txnindex")
+DUMPABLE_KINDS = ("log", "index", "timeindex", "txnindex", "checkpoint")
+INDEX_KINDS = ("index", "timeindex", "txnindex")
+METADATA_TOPIC = "__cluster_metadata"
+OFFSETS_TOPIC = "__consumer_offsets"
 COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
 LEGACY_MAX_CODEC = 3  # gzip, snappy, lz4: zstd needs magic 2
 RECORD_OVERHEAD_V1 = RECORD_OVERHEAD_V0 + 8  # v1 adds the timestamp
@@ -85,7 +99,7 @@ def dump_path(
     """Dump a ``.log``/``.index``/``.timeindex``/``.txnindex`` file or a whole partition directory.
 
     Args:
-        path: the file or partition directory.
+        path: the file (a KRaft ``.checkpoint`` snapshot too) or partition directory.
         records: also yield every record after its batch.
         verify_index: check index files against the log: ``problem`` items for disagreements and one
             ``index_check`` item per index file.
@@ -115,9 +129,13 @@ def _dump_file(target: Path, parsed: SegmentFileName, records: bool,
                verify_index: bool) -> Iterator[Item]:
     live = yield from _live_check(target.parent.parent)
     live_active = live and _is_active(target, parsed)
-    sibling = {kind: _sibling(target, parsed, kind) for kind in DUMPABLE_KINDS}
+    decoder = record_decoder(target.parent.name)
+    if parsed.kind == "checkpoint":  # a KRaft snapshot: batches like a segment's, no indexes
+        yield from _dump_log(target, parsed.base_offset, records, decoder, live_active=False)
+        return
+    sibling = {kind: _sibling(target, parsed, kind) for kind in ("log", *INDEX_KINDS)}
     if parsed.kind == "log":
-        yield from _dump_log(target, parsed.base_offset, records, live_active=live_active)
+        yield from _dump_log(target, parsed.base_offset, records, decoder, live_active=live_active)
         if verify_index:
             indexes = (sibling["index"], sibling["timeindex"], sibling["txnindex"])
             yield from _verify_segment(target, parsed.base_offset,
@@ -148,9 +166,10 @@ def _sibling(path: Path, parsed: SegmentFileName, kind: str) -> Path:
 def _dump_partition(directory: Path, records: bool, verify_index: bool) -> Iterator[Item]:
     partition = open_partition(directory)
     live = yield from _live_check(directory.parent)
+    decoder = record_decoder(directory.name)
     for number, segment in enumerate(partition.segments):
         live_active = live and number == len(partition.segments) - 1
-        yield from _dump_log(segment.log_path, segment.base_offset, records,
+        yield from _dump_log(segment.log_path, segment.base_offset, records, decoder,
                              live_active=live_active)
         if verify_index:
             indexes = (segment.index_path, segment.time_index_path, segment.txn_index_path)
@@ -206,7 +225,8 @@ def _file_item(path: Path, kind: str, base_offset: int, size_in_bytes: int) -> I
             "size_in_bytes": size_in_bytes}
 
 
-def _dump_log(path: Path, base_offset: int, records: bool, *, live_active: bool) -> Iterator[Item]:
+def _dump_log(path: Path, base_offset: int, records: bool, decoder: RecordDecoder | None, *,
+              live_active: bool) -> Iterator[Item]:
     try:
         log = LogFile(path)
     except OSError as err:
@@ -216,16 +236,16 @@ def _dump_log(path: Path, base_offset: int, records: bool, *, live_active: bool)
         yield _file_item(path, "log", base_offset, log.size_in_bytes)
         position: int | None = 0
         while position is not None:
-            position = yield from _walk(log, position, records, live_active)
+            position = yield from _walk(log, position, records, decoder, live_active)
 
 
-def _walk(log: LogFile, start: int, records: bool,
+def _walk(log: LogFile, start: int, records: bool, decoder: RecordDecoder | None,
           live_active: bool) -> Generator[Item, None, int | None]:
     """Yield the items of the entries from ``start``; return where to resume after a bad one, or None."""
     position = start
     try:
         for batch in log.iter_batches(start):
-            yield from _batch_items(batch, log.path, records)
+            yield from _batch_items(batch, log.path, records, decoder)
             position = batch.position + batch.size_in_bytes
     except CorruptDataError as err:
         if live_active and isinstance(err, TruncatedDataError):
@@ -262,11 +282,12 @@ def _without_buffer_prefix(message: str, position: int) -> str:
     return message.removeprefix(f"v2 batch at buffer position {position}: ")
 
 
-def _batch_items(batch: AnyBatch, path: Path, records: bool) -> Iterator[Item]:
+def _batch_items(batch: AnyBatch, path: Path, records: bool,
+                 decoder: RecordDecoder | None) -> Iterator[Item]:
     if isinstance(batch, RecordBatch):
         yield batch_item(batch, path)
         if records:
-            yield from _record_items(batch, _decode_v2(batch), path)
+            yield from _record_items(batch, _decode_v2(batch), path, decoder)
         return
     if batch.compression > LEGACY_MAX_CODEC:
         yield problem_item(path, batch.position,
@@ -281,7 +302,7 @@ def _batch_items(batch: AnyBatch, path: Path, records: bool) -> Iterator[Item]:
         item.update(base_offset=decoded[0].offset, count=len(decoded))
     yield item
     if isinstance(decoded, KcompactError) or records:
-        yield from _record_items(batch, decoded, path)
+        yield from _record_items(batch, decoded, path, decoder)
 
 
 def batch_item(batch: AnyBatch, path: Path) -> Item:
@@ -334,7 +355,8 @@ def _decode_legacy(entry: LegacyEntry) -> list[Record] | KcompactError:
 
 
 def _record_items(
-    batch: AnyBatch, decoded: list[Record] | KcompactError, path: Path
+    batch: AnyBatch, decoded: list[Record] | KcompactError, path: Path,
+    decoder: RecordDecoder | None = None,
 ) -> Iterator[Item]:
     if isinstance(decoded, KcompactError):
         position = decoded.position if isinstance(decoded, CorruptDataError) else None
@@ -350,7 +372,7 @@ def _record_items(
             except CorruptDataError as err:
                 yield problem_item(path, batch.position,
                                    f"control record at offset {record.offset}: {err.message}")
-        yield {
+        item = {
             "type": "record",
             "offset": record.offset,
             "timestamp": record.timestamp,
@@ -363,6 +385,49 @@ def _record_items(
             "control": control,
             "coordinator_epoch": coordinator_epoch,
         }
+        if decoder is not None and not batch.is_control:
+            item["decoded"] = yield from _decoded(decoder, record, batch.position, path)
+        yield item
+
+
+def record_decoder(partition_dir_name: str) -> RecordDecoder | None:
+    """The decoder of the data records of a partition directory's topic, if it has one.
+
+    Args:
+        partition_dir_name: the directory's name, ``<topic>-<partition>``.
+
+    Returns:
+        The ``__cluster_metadata`` or ``__consumer_offsets`` decoder, else None.
+    """
+    parsed = parse_partition_dir_name(partition_dir_name)
+    topic = None if parsed is None else parsed.topic
+    if topic == METADATA_TOPIC:
+        return _decode_metadata
+    if topic == OFFSETS_TOPIC:
+        return _decode_offsets
+    return None
+
+
+def _decode_metadata(record: Record) -> Item:
+    return kraft_records.decode_metadata_record(record.value).as_json_dict()
+
+
+def _decode_offsets(record: Record) -> Item:
+    key = offsets_records.decode_offsets_key(record.key)
+    value = offsets_records.decode_offsets_value(key, record.value)
+    return {"key": offsets_records.as_json_dict(key), "value": offsets_records.as_json_dict(value)}
+
+
+def _decoded(decoder: RecordDecoder, record: Record, position: int,
+             path: Path) -> Generator[Item, None, Item | None]:
+    """The ``decoded`` field of one record; a ``problem`` item (and None) when it does not decode."""
+    try:
+        return decoder(record)
+    except KcompactError as err:
+        message = err.message if isinstance(err, CorruptDataError) else str(err)
+        yield problem_item(path, position, f"record at offset {record.offset} does not decode: "
+                                           f"{message}")
+        return None
 
 
 def _control_fields(record: Record) -> tuple[str, int | None]:
