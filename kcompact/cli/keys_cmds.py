@@ -57,7 +57,8 @@ def _config_options(command: Any) -> Any:
               help="The topic's partition count: count the keys Kafka's default partitioner "
                    "(murmur2) would send to another partition.")
 @click.option("--top", type=click.IntRange(min=0), default=10, show_default=True, metavar="N",
-              help="How many of the most duplicated keys to list.")
+              help="How many of the most duplicated keys (and, for __consumer_offsets, of the "
+                   "consumer groups with the most bytes) to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 def keys_command(partition_dir: str, config_pairs: tuple[str, ...], now_ms: int | None,
                  server_properties: str | None, metadata_dir: str | None, partitions: int | None,
@@ -66,7 +67,8 @@ def keys_command(partition_dir: str, config_pairs: tuple[str, ...], now_ms: int 
     dirty section, cleanable range), duplicates and their bytes, tombstones and when they become
     removable, transaction markers, aborted data and open transactions, exact record counts, what
     a clean now would leave (the cleaner's own dry run), the passes the broker's dedupe buffer
-    needs, and the most duplicated keys.
+    needs, and the most duplicated keys. For a __consumer_offsets partition, also the consumer
+    groups with the most bytes (records, duplicates, committed offsets held).
 
     Reads the whole log twice, plus the cleaner's dry run; writes nothing.
     """
@@ -142,6 +144,8 @@ def _print_keys(r: Any) -> None:
     _print_entries(_log_entries(r) + _clean_entries(r))
     if r.top_duplicated_keys:
         _print_top_keys(r.top_duplicated_keys)
+    if r.consumer_groups is not None:
+        _print_groups(r.consumer_groups)
     for warning in r.warnings:
         render.warning_line(warning)
 
@@ -243,6 +247,29 @@ def _print_top_keys(top: Any) -> None:
     for k in top:
         table.add_row(str(k.records), str(k.latest_offset), k.key)
     render.console().print(table)
+
+
+def _print_groups(groups: Any) -> None:
+    from rich.table import Table
+
+    other = ""
+    if groups.other_records:
+        other = (f"; {_plural(groups.other_records, 'record')} ({groups.other_bytes} bytes) of "
+                 "other keys")
+    title = f"consumer groups by bytes ({groups.groups} in all{other})"
+    table = Table(title=title, title_justify="left")
+    for name in ("bytes", "records", "dup bytes", "dup records", "offsets"):
+        table.add_column(name, justify="right")
+    table.add_column("group", overflow="fold")
+    for g in groups.top:
+        table.add_row(str(g.size_in_bytes), str(g.records), str(g.duplicate_bytes),
+                      str(g.duplicate_records), str(g.offset_commit_keys), _printable(g.group))
+    render.console().print(table)
+
+
+def _printable(text: str) -> str:
+    """Text as is when printable, else with escapes: data must not drive the terminal."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
 def _print_last_clean(r: Any) -> None:

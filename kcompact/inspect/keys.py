@@ -29,6 +29,12 @@ counts are over live keyed records. ``keys_to_map`` counts the keys of the clean
 ``[first dirty, first uncleanable)``; ``dirty_distinct_keys`` those whose latest record lies at or
 after the first dirty offset. The default partitioner is Kafka's
 ``toPositive(murmur2(key)) % partitions``.
+
+For a ``__consumer_offsets`` partition, pass 2 also names each keyed record's consumer group (its key
+decoded by :mod:`kcompact.config.offsets_records`) and totals records and bytes per group, all and
+duplicate, with the group's live offset-commit keys (committed offsets whose latest record is not a
+tombstone): ``consumer_groups`` says which groups dominate a bloated offsets partition. That section
+is absent from :meth:`KeysReport.as_dict` for every other topic.
 Field names of :class:`KeysReport` are the ``--json`` interface (tests/inspect/test_keys.py fixes
 them).
 """
@@ -65,6 +71,7 @@ from kcompact.cleaner.transactions import (
     CleanedTransactionMetadata,
 )
 from kcompact.config.effective import EffectiveConfig
+from kcompact.config.offsets_records import GroupMetadataKey, OffsetCommitKey, decode_offsets_key
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError, CorruptDataError, RefusedError
 from kcompact.records.batch import TimestampType
@@ -88,6 +95,8 @@ MURMUR2_M = 0x5BD1E995
 MURMUR2_R = 24
 _MASK32 = 0xFFFFFFFF
 _DATA, _ABORTED, _CONTROL = "data", "aborted", "control"
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+GROUP_KEY_CACHE = 1 << 16  # decoded offsets keys remembered (a group commits the same keys again)
 
 
 def murmur2(data: bytes) -> int:
@@ -259,6 +268,30 @@ class PartitionerCheck:
     misplaced_bytes: int
 
 
+@dataclass(frozen=True, slots=True)
+class GroupCount:
+    """One consumer group's records in a ``__consumer_offsets`` partition (live keyed records)."""
+
+    group: str
+    offset_commit_keys: int  # committed offsets it holds: latest of their key and not a tombstone
+    records: int  # offset commits and group metadata
+    size_in_bytes: int
+    duplicate_records: int
+    duplicate_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroups:
+    """The groups of a ``__consumer_offsets`` partition, the top ones by bytes."""
+
+    groups: int
+    # keyed records whose key is neither an offset commit nor a group's metadata (the newer
+    # coordinator's records, kept undecoded) or does not decode
+    other_records: int
+    other_bytes: int
+    top: list[GroupCount]
+
+
 @dataclass(slots=True)
 class KeysReport:
     """The ``inspect keys`` report (the ``--json`` object)."""
@@ -282,10 +315,16 @@ class KeysReport:
     dedupe: DedupePlan
     top_duplicated_keys: list[KeyCount]
     partitioner: PartitionerCheck | None
+    consumer_groups: ConsumerGroups | None = None  # for __consumer_offsets only
     warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The ``--json`` object (without ``consumer_groups`` for other topics than
+        ``__consumer_offsets``)."""
+        out = asdict(self)
+        if out["consumer_groups"] is None:
+            del out["consumer_groups"]
+        return out
 
 
 def keys_report(
@@ -305,7 +344,8 @@ def keys_report(
         cli_overrides: ``--config`` pairs (Kafka names, topic and cleaner settings).
         now_ms: the clock of the time rules (default: now).
         partitions: the topic's partition count, to check keys against the default partitioner.
-        top: how many of the most duplicated keys to list.
+        top: how many of the most duplicated keys (and, for ``__consumer_offsets``, of the
+            groups with the most bytes) to list.
         server_properties: the broker's server.properties (default:
             ``$KCOMPACT_SERVER_PROPERTIES``).
         metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0`` (default: as
@@ -350,6 +390,7 @@ def keys_report(
         plan,
         _top_keys(state, log_map, census.top(top)),
         census.partitioner(),
+        None if census.groups is None else census.groups.report(top),
         warnings,
     )
 
@@ -612,6 +653,8 @@ class _Census:
         self.oldest: tuple[int, int] | None = None  # first tombstone: offset, timestamp
         self.by_horizon: dict[int, int] = defaultdict(int)  # latest tombstones by horizon, -1 none
         self.counter = _DigestCounter()
+        offsets_topic = state.partition.topic == CONSUMER_OFFSETS_TOPIC
+        self.groups = _GroupTally() if offsets_topic else None
         self._buf, self._horizons = _Records(array("q"), []), array("q")
 
     @property
@@ -674,6 +717,8 @@ class _Census:
         n["dirty_distinct_keys"] += int(np.count_nonzero(~dup & (offs >= rng.first_dirty_offset)))
         self.counter.add(hi[dup], lo[dup])
         tomb = np.frombuffer(recs.tombstones, dtype=np.uint8)[keyed].astype(bool)
+        if self.groups is not None:
+            self.groups.add(keys, sizes, dup, tomb)
         if tomb.any():
             stamps = np.frombuffer(recs.timestamps, dtype=np.int64)[keyed]
             marks = np.frombuffer(horizons, dtype=np.int64)[keyed]
@@ -743,3 +788,50 @@ class _Census:
 
     def top(self, count: int) -> list[tuple[int, int, int]]:
         return self.counter.top(count) if count else []
+
+
+class _GroupTally:
+    """Per consumer group of a ``__consumer_offsets`` partition: records and bytes, all and
+    duplicate, and live offset-commit keys."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, list[int]] = {}  # group -> [commit keys, records, bytes, dup, dup bytes]
+        self.other = [0, 0]  # records, bytes
+        self._cache: dict[bytes, tuple[str, bool] | None] = {}
+
+    def add(self, keys: list[bytes], sizes: Any, dup: Any, tomb: Any) -> None:
+        for key, size, is_dup, is_tomb in zip(keys, sizes.tolist(), dup.tolist(), tomb.tolist()):
+            found = self._group(key)
+            if found is None:
+                self.other[0] += 1
+                self.other[1] += size
+                continue
+            c = self.counts.setdefault(found[0], [0, 0, 0, 0, 0])
+            c[1] += 1
+            c[2] += size
+            if is_dup:
+                c[3] += 1
+                c[4] += size
+            elif found[1] and not is_tomb:
+                c[0] += 1
+
+    def _group(self, key: bytes) -> tuple[str, bool] | None:
+        """The key's group and whether it is an offset commit; None for other or bad keys."""
+        if key in self._cache:
+            return self._cache[key]
+        try:
+            decoded = decode_offsets_key(key)
+        except CorruptDataError:
+            decoded = None
+        found = None
+        if isinstance(decoded, OffsetCommitKey | GroupMetadataKey):
+            found = (decoded.group, isinstance(decoded, OffsetCommitKey))
+        if len(self._cache) >= GROUP_KEY_CACHE:
+            self._cache.clear()
+        self._cache[key] = found
+        return found
+
+    def report(self, top: int) -> ConsumerGroups:
+        ranked = sorted(self.counts.items(), key=lambda item: (-item[1][2], item[0]))[:top]
+        return ConsumerGroups(len(self.counts), self.other[0], self.other[1],
+                              [GroupCount(group, *c) for group, c in ranked])
