@@ -5,7 +5,8 @@ every segment of a partition directory. Every item is a ``dict`` with a ``"type"
 part of kcompact's interface (``--json`` prints them as they are; tests/inspect/test_dump.py fixes them):
 
 * ``file`` — ``file, kind, base_offset, size_in_bytes``: starts the items of one file (kind ``log``,
-  ``index``, ``timeindex`` or ``txnindex``), so an empty file still shows up;
+  ``index``, ``timeindex``, ``txnindex``, or ``checkpoint`` for a KRaft snapshot, whose ``base_offset``
+  is the end offset in its name), so an empty file still shows up;
 * ``batch`` — ``file, position, base_offset, last_offset, count, magic, compression, timestamp_type,
   is_control, is_transactional, producer_id, producer_epoch, base_sequence, partition_leader_epoch,
   max_timestamp, delete_horizon_ms, size_in_bytes, crc, crc_valid`` (a v0/v1 entry too: ``count`` is its
@@ -131,7 +132,8 @@ def _dump_file(target: Path, parsed: SegmentFileName, records: bool,
     live_active = live and _is_active(target, parsed)
     decoder = record_decoder(target.parent.name)
     if parsed.kind == "checkpoint":  # a KRaft snapshot: batches like a segment's, no indexes
-        yield from _dump_log(target, parsed.base_offset, records, decoder, live_active=False)
+        yield from _dump_log(target, parsed.base_offset, records, decoder, live_active=False,
+                             kind="checkpoint")
         return
     sibling = {kind: _sibling(target, parsed, kind) for kind in ("log", *INDEX_KINDS)}
     if parsed.kind == "log":
@@ -226,14 +228,14 @@ def _file_item(path: Path, kind: str, base_offset: int, size_in_bytes: int) -> I
 
 
 def _dump_log(path: Path, base_offset: int, records: bool, decoder: RecordDecoder | None, *,
-              live_active: bool) -> Iterator[Item]:
+              live_active: bool, kind: str = "log") -> Iterator[Item]:
     try:
         log = LogFile(path)
     except OSError as err:
         yield problem_item(path, None, f"cannot read the file: {err.strerror or err}")
         return
     with log:
-        yield _file_item(path, "log", base_offset, log.size_in_bytes)
+        yield _file_item(path, kind, base_offset, log.size_in_bytes)
         position: int | None = 0
         while position is not None:
             position = yield from _walk(log, position, records, decoder, live_active)
