@@ -21,6 +21,7 @@ from kcompact.cleaner.offset_map import OffsetMap, key_digests
 from kcompact.cleaner.policy import check_batch_retention, output_delete_horizon
 from kcompact.cleaner.producer_state import LastRecord
 from kcompact.cleaner.ranges import CleanableRange, compute_cleanable_range
+from kcompact.cleaner.retention import RetentionResult, apply_retention, plan_retention
 from kcompact.cleaner.stats import CleanStats
 from kcompact.cleaner.swap import (
     CleanedSegment,
@@ -60,6 +61,7 @@ class CleanOptions:
     dedupe_buffer_size: int | None = None  # emulate a broker's bounded map; None = unbounded
     dry_run: bool = False
     roll: bool = False
+    apply_retention: bool = False  # retention.ms/retention.bytes (only from an explicit delete policy)
     crash_hook: CrashHook | None = None  # tests: called at each step of the swap protocol
 
 
@@ -80,6 +82,7 @@ class CleanResult:
     recovery_actions: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     skipped_reason: str | None = None
+    retention: RetentionResult | None = None
 
 
 def clean_partition(
@@ -146,6 +149,31 @@ def _clean_locked(
             partition = open_partition(partition.path)
     state = load_log_state(partition, config)
     result.warnings.extend(state.warnings)
+    # Segments wholly below the log start go first: a broker deletes them long before its cleaner runs.
+    if _retention(partition, state, config, options, now_ms, result, log_start_only=True):
+        partition = open_partition(partition.path)
+        state = load_log_state(partition, config)
+    if config.is_compacted:
+        _compact(partition, state, config, options, now_ms, result, progress)
+    else:
+        result.skipped_reason = f"cleanup.policy={','.join(config.cleanup_policy)} has no 'compact': retention only"
+    if result.end_offset is not None and not options.dry_run:
+        partition = open_partition(partition.path)  # the segments the round left
+        state = load_log_state(partition, config)
+    _retention(partition, state, config, options, now_ms, result)
+    result.stats.elapsed_s = time.monotonic() - started
+    return result
+
+
+def _compact(
+    partition: Partition,
+    state: LogState,
+    config: TopicConfig,
+    options: CleanOptions,
+    now_ms: int,
+    result: CleanResult,
+    progress: Progress | None,
+) -> None:
     rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)
     result.range = rng
     result.checkpoint_before = state.checkpoint_offset
@@ -154,8 +182,7 @@ def _clean_locked(
         if rng.force_update_checkpoint and not options.dry_run:
             _write_checkpoint(partition, rng.first_dirty_offset)
             result.checkpoint_written = True
-        result.stats.elapsed_s = time.monotonic() - started
-        return result
+        return
     offset_map = _build_offset_map(state, rng, config, options, result.stats, progress)
     end_offset = offset_map.latest_offset + 1
     result.end_offset = end_offset
@@ -163,8 +190,40 @@ def _clean_locked(
     if not options.dry_run:
         _write_checkpoint(partition, end_offset)
         result.checkpoint_written = True
-    result.stats.elapsed_s = time.monotonic() - started
-    return result
+
+
+def _retention(
+    partition: Partition,
+    state: LogState,
+    config: TopicConfig,
+    options: CleanOptions,
+    now_ms: int,
+    result: CleanResult,
+    *,
+    log_start_only: bool = False,
+) -> bool:
+    """Kafka's deleteOldSegments, as the broker's cleaner thread runs it after a round: segments below the
+    log start always go; with an explicit ``delete`` policy, ``retention.bytes`` and ``retention.ms`` too.
+    Returns whether segments were deleted."""
+    effective = config if options.apply_retention else config.with_overrides({"cleanup.policy": "compact"})
+    plan = plan_retention(state, effective, now_ms, log_start_only=log_start_only)
+    if result.retention is None:
+        result.retention = plan
+    else:
+        _merge(result.retention, plan)
+    if plan.deleted_segments and not options.dry_run:
+        apply_retention(state, config, plan)
+        return True
+    return False
+
+
+def _merge(into: RetentionResult, later: RetentionResult) -> None:
+    into.deleted_segments += later.deleted_segments
+    into.reasons.update(later.reasons)
+    into.bytes_deleted += later.bytes_deleted
+    into.rolled = into.rolled or later.rolled
+    if later.deleted_segments:
+        into.log_start_after = later.log_start_after
 
 
 def _write_checkpoint(partition: Partition, offset: int) -> None:

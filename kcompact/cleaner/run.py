@@ -13,7 +13,7 @@ does not stop the others.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kcompact.cleaner.cleaner import CleanOptions, CleanResult, clean_partition
@@ -75,9 +75,15 @@ class ConfigSources:
                                 server_properties=self.server_properties, metadata_dir=self.metadata_dir)
 
 
+def retention_allowed(effective: EffectiveConfig) -> bool:
+    """Retention deletes data: it runs only when a policy with ``delete`` comes from an explicit source."""
+    policy = effective.value("cleanup.policy")
+    return effective.config.has_delete and policy.source not in ("default", "assumed")
+
+
 def not_compacted(effective: EffectiveConfig) -> str | None:
-    """Why the broker's cleaner never compacts this partition (None when its policy has compact)."""
-    if effective.config.is_compacted:
+    """Why neither compaction nor retention would touch this partition (None when one would)."""
+    if effective.config.is_compacted or retention_allowed(effective):
         return None
     policy = effective.value("cleanup.policy")
     return (f"cleanup.policy={format_value(policy.value)} ({describe_source(policy)}); the broker's cleaner "
@@ -134,15 +140,17 @@ def clean_path(
         why = not_compacted(effective)
         if why is not None:
             raise RefusedError(f"{target}: {why}")
-        run.results.append(clean_partition(target, effective.config, options, _progress_for(target, progress)))
+        own = replace(options, apply_retention=retention_allowed(effective))
+        run.results.append(clean_partition(target, effective.config, own, _progress_for(target, progress)))
         return run
     if not target.is_dir():
         raise KcompactError(f"{target}: no such partition directory or log dir")
     ordered = _cleaner_order(target, sources, options, only_eligible, run)
-    for part_dir, config in ordered:
+    for part_dir, config, with_retention in ordered:
         try:
+            own = replace(options, apply_retention=with_retention)
             run.results.append(
-                clean_partition(part_dir, config, options, _progress_for(part_dir, progress))
+                clean_partition(part_dir, config, own, _progress_for(part_dir, progress))
             )
         except KcompactError as err:
             run.failures.append(PartitionFailure(str(part_dir), str(err)))
@@ -151,12 +159,12 @@ def clean_path(
 
 def _cleaner_order(
     log_dir: Path, sources: ConfigSources, options: CleanOptions, only_eligible: bool, run: CleanRun
-) -> list[tuple[Path, TopicConfig]]:
+) -> list[tuple[Path, TopicConfig, bool]]:
     """Partitions of a log dir, highest dirty ratio first, as the broker's cleaner picks them."""
     import time
 
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
-    ranked: list[tuple[float, str, Path, TopicConfig]] = []
+    ranked: list[tuple[float, str, Path, TopicConfig, bool]] = []
     notes: dict[str, list[str]] = {}
     for part_dir in iter_partition_dirs(log_dir):
         partition = open_partition(part_dir)
@@ -176,10 +184,10 @@ def _cleaner_order(
             continue
         if only_eligible and not rng.eligible:
             continue
-        ranked.append((-rng.dirty_ratio, part_dir.name, part_dir, config))
+        ranked.append((-rng.dirty_ratio, part_dir.name, part_dir, config, retention_allowed(effective)))
     run.notes.extend(merge_notes(notes))
     ranked.sort(key=lambda item: item[:2])
-    return [(p, c) for _r, _n, p, c in ranked]
+    return [(p, c, r) for _r, _n, p, c, r in ranked]
 
 
 def _progress_for(

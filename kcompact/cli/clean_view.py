@@ -55,6 +55,14 @@ def result_dict(result: CleanResult) -> dict[str, Any]:
         "recovery_actions": result.recovery_actions,
         "warnings": result.warnings,
         "stats": result.stats.as_dict(),
+        "retention": None if result.retention is None else {
+            "deleted_segments": result.retention.deleted_segments,
+            "reasons": {str(k): v for k, v in result.retention.reasons.items()},
+            "bytes_deleted": result.retention.bytes_deleted,
+            "log_start_before": result.retention.log_start_before,
+            "log_start_after": result.retention.log_start_after,
+            "rolled": result.retention.rolled,
+        },
     }
 
 
@@ -87,6 +95,7 @@ def _render_one(result: CleanResult, shown: set[str]) -> None:
     for warning in result.warnings:
         if warning not in shown:
             render.warning_line(f"{name}: {warning}")
+    _render_retention(name, result)
     if result.skipped_reason is not None:
         console.print(f"{name}: nothing to clean — {result.skipped_reason}")
         return
@@ -116,6 +125,19 @@ def _render_one(result: CleanResult, shown: set[str]) -> None:
         if result.checkpoint_written else "unchanged")
     table.add_row("checkpoint", checkpoint)
     console.print(table)
+
+
+def _render_retention(name: str, result: CleanResult) -> None:
+    plan = result.retention
+    if plan is None or not plan.deleted_segments:
+        return
+    verb = "would delete" if result.dry_run else "deleted"
+    reasons = ", ".join(sorted(set(plan.reasons.values())))
+    render.plain(
+        f"{name}: retention {verb} {len(plan.deleted_segments)} segments ({plan.bytes_deleted} bytes, "
+        f"{reasons}); log start {plan.log_start_before} -> {plan.log_start_after}"
+        + (" after rolling a new active segment" if plan.rolled else "")
+    )
 
 
 def _render_summary(run: CleanRun) -> None:

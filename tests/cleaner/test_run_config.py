@@ -10,7 +10,6 @@ import pytest
 from kcompact.cleaner.cleaner import CleanOptions
 from kcompact.cleaner.run import clean_path
 from kcompact.config.effective import ASSUMED_COMPACT, SERVER_PROPERTIES_ENV
-from kcompact.errors import RefusedError
 from kcompact.inspect.dirty_ratio import dirty_ratio_report
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.config.test_kraft_records import encode_config, encode_topic, uuid_bytes
@@ -51,25 +50,29 @@ def test_dirty_ratio_uses_each_topics_config(tmp_path: Path) -> None:
     assert ASSUMED_COMPACT in rows["plain"].warnings and rows["plain"].cleanup_policy == "compact"
 
 
-def test_clean_log_dir_skips_non_compacted_topics_with_a_note(tmp_path: Path) -> None:
+def test_clean_log_dir_applies_retention_only_to_an_explicit_delete_topic(tmp_path: Path) -> None:
     log_dir = log_dir_with_overrides(tmp_path)
     run = clean_path(log_dir, cli_overrides={}, options=CleanOptions(now_ms=NOW, dry_run=True))
-    assert sorted(r.topic for r in run.results) == ["orders", "plain"] and not run.failures
-    assert run.notes == [
-        ("events-0: skipped: cleanup.policy=delete (topic override); the broker's cleaner never "
-        "compacts it (give --config cleanup.policy=compact to clean it anyway)"),
-        f"plain-0: {ASSUMED_COMPACT}",
-    ]
+    by_topic = {r.topic: r for r in run.results}
+    assert sorted(by_topic) == ["events", "orders", "plain"] and not run.failures
+    events = by_topic["events"]
+    assert events.range is None and events.end_offset is None  # never compacted
+    assert events.skipped_reason == "cleanup.policy=delete has no 'compact': retention only"
+    assert events.retention is not None
+    assert run.notes == [f"plain-0: {ASSUMED_COMPACT}"]
 
 
-def test_clean_partition_refuses_a_delete_policy_from_server_properties(tmp_path: Path) -> None:
+def test_clean_partition_with_a_delete_policy_from_server_properties_runs_retention_only(
+    tmp_path: Path,
+) -> None:
     log_dir = log_dir_with_overrides(tmp_path)
     props = tmp_path / "server.properties"
     props.write_text("log.cleanup.policy=delete\n")
-    with pytest.raises(RefusedError, match=r"cleanup.policy=delete \(server.properties: "
-                                           r"log.cleanup.policy\); the broker's cleaner never"):
-        clean_path(log_dir / "plain-0", cli_overrides={}, server_properties=props,
-                   options=CleanOptions(now_ms=NOW, dry_run=True))
+    run = clean_path(log_dir / "plain-0", cli_overrides={}, server_properties=props,
+                     options=CleanOptions(now_ms=NOW, dry_run=True))
+    [result] = run.results
+    assert result.range is None and result.stats.records_read == 0
+    assert result.skipped_reason == "cleanup.policy=delete has no 'compact': retention only"
     run = clean_path(log_dir / "orders-0", cli_overrides={}, server_properties=props,
                      options=CleanOptions(now_ms=NOW, dry_run=True))
     assert run.notes == [] and len(run.results) == 1

@@ -34,6 +34,7 @@ RESULT_FIELDS = {
     "recovery_actions",
     "warnings",
     "stats",
+    "retention",
 }
 STATS_FIELDS = {
     "bytes_read",
@@ -140,7 +141,9 @@ def test_json_report_has_a_fixed_field_set(tmp_path: Path) -> None:
     (only,) = report["results"]
     assert only.keys() == RESULT_FIELDS
     assert only["stats"].keys() == STATS_FIELDS
-    assert {k: only[k] for k in RESULT_FIELDS - {"stats", "partition_dir"}} == {
+    assert only["retention"] == {"deleted_segments": [], "reasons": {}, "bytes_deleted": 0,
+                                 "log_start_before": 0, "log_start_after": 0, "rolled": False}
+    assert {k: only[k] for k in RESULT_FIELDS - {"stats", "partition_dir", "retention"}} == {
         "topic": "orders",
         "partition": 0,
         "dry_run": False,
