@@ -155,7 +155,9 @@ def broker_would_change(part: Path, *, index_interval_bytes: int = 4096) -> list
     problems = [f"leftover {p.name}" for p in partition.leftovers]
     problems += [f"orphaned index {p.name}" for p in partition.orphan_indexes]
     previous_last = -1
+    log_end = partition.log_start_offset()
     for i, seg in enumerate(partition.segments):
+        log_end = seg.base_offset  # an empty last segment: the log ends at its base (Kafka's LEO)
         upper = partition.segments[i + 1].base_offset if i + 1 < len(partition.segments) else None
         data = seg.log_path.read_bytes()
         try:
@@ -175,6 +177,7 @@ def broker_would_change(part: Path, *, index_interval_bytes: int = 4096) -> list
                     b.last_offset - seg.base_offset > MAX_RELATIVE:
                 problems.append(f"{seg.log_path.name}@{b.position}: offsets leave the segment")
             previous_last = b.last_offset
+            log_end = b.last_offset + 1
         rows = [(b.position, b.size_in_bytes, b.last_offset, b.max_timestamp) for b in batches]
         offsets, times = build_indexes(rows, base_offset=seg.base_offset,
                                        index_interval_bytes=index_interval_bytes)
@@ -188,7 +191,6 @@ def broker_would_change(part: Path, *, index_interval_bytes: int = 4096) -> list
             problems += check_txn_index(read_txn_index(seg.txn_index_path), seg.base_offset)
     checkpoint = read_offset_checkpoint(partition.log_dir.cleaner_checkpoint)
     entry = checkpoint.get(partition.topic_partition)
-    log_end = previous_last + 1 if previous_last >= 0 else partition.log_start_offset()
     if entry is not None and not partition.log_start_offset() <= entry <= log_end:
         problems.append(f"cleaner checkpoint {entry} outside the log")
     return problems
