@@ -95,3 +95,25 @@ def test_repair_killed_mid_swap_is_finished_by_the_next_repair(tmp_path: Path, p
     undo_repair(backups / "first")  # … and from its (unfinished) backup to the original
     assert partition_digest(part) == original
     shutil.rmtree(backups)
+
+
+@pytest.mark.parametrize("point", ["swap-partial", "deleted-partial", "final-complete"])
+def test_broker_written_partition_clean_killed_then_repaired(tmp_path: Path, point: str) -> None:
+    from tests.repair.support import real_partition
+
+    part = real_partition(tmp_path / "crashed", "confluent512-lz4-logdir", "__consumer_offsets-37")
+    twin = real_partition(tmp_path / "reference", "confluent512-lz4-logdir", "__consumer_offsets-37")
+    original = all_records(part)
+    args = ["--now-ms", str(NOW), "--roll", "--config", "cleanup.policy=compact"]
+    assert kcompact("clean", str(twin), *args, crash_at="none").returncode == 0
+    assert len(all_records(twin)) < len(original)  # the clean removes records: the outcomes differ
+    proc = kcompact("clean", str(part), *args, crash_at=point)
+    assert proc.returncode == 137, proc.stderr
+    crashed = partition_digest(part)
+
+    result = repair_partition(part)
+
+    assert broker_would_change(part) == []
+    assert all_records(part) == (all_records(twin) if point in COMPLETING else original)
+    undo_repair(result.backup_dir or "")
+    assert partition_digest(part) == crashed
