@@ -29,6 +29,8 @@ How
 3. **Undo** (``undo.py``).
 """
 
+from __future__ import annotations
+
 from kcompact.repair.findings import Finding
 from kcompact.repair.repair import RepairOptions, RepairResult, repair_partition
 from kcompact.repair.undo import UndoResult, undo_repair

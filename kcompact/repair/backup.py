@@ -97,6 +97,10 @@ def default_backup_dir(partition_dir: Path) -> Path:
 def check_backup_location(backup_dir: Path, log_dir: Path) -> None:
     """Refuse a backup directory inside the log dir (or a file where the directory should go).
 
+    Args:
+        backup_dir: the intended backup directory.
+        log_dir: the log dir of the partition being repaired.
+
     Raises:
         RefusedError: it is inside the log dir, or exists and is not an empty directory.
     """
@@ -181,6 +185,12 @@ def write_manifest(directory: Path, manifest: Manifest) -> None:
 
 def read_manifest(directory: Path) -> Manifest:
     """Read a backup's manifest.
+
+    Args:
+        directory: the backup directory.
+
+    Returns:
+        The manifest.
 
     Raises:
         KcompactError: no manifest, or one that is not a kcompact repair manifest of this version.

@@ -192,7 +192,7 @@ class _Scanner:
             outcome = self._accept(pos, entry, lower)
             if isinstance(outcome, KeptBatch):
                 kept.append(outcome)
-                lower, pos = outcome.last_offset + 1, pos + entry_size(entry)
+                lower, pos = outcome.last_offset + 1, pos + _entry_size(entry)
                 continue
             if outcome is not None:  # a whole, framed batch refused on its records or offsets
                 damaged.append(outcome)
@@ -259,7 +259,7 @@ class _Scanner:
     def _check_next(self, pos: int, entry: _Entry, lower: int) -> _Entry:
         """Demote a batch whose offsets overlap the next batch when the next one fits the sequence."""
         batch = entry.batch
-        following = pos + entry_size(entry)
+        following = pos + _entry_size(entry)
         if batch is None or following >= self.end:
             return entry
         nxt = self.examine(following, lower)
@@ -284,13 +284,13 @@ class _Scanner:
             restored = self._restore_base_offset(pos, entry, lower)
             if restored is not None:
                 return restored
-            return DamagedRegion(pos, entry_size(entry), REGION_OFFSET_ORDER,
+            return DamagedRegion(pos, _entry_size(entry), REGION_OFFSET_ORDER,
                                  entry.reason + self._duplicate_note(batch), batch.base_offset, False)
         if entry.status != _OK or batch is None:
             return None
         problem, control_type, note = records_problem(batch)
         if problem is not None:
-            return DamagedRegion(pos, entry_size(entry), REGION_RECORDS,
+            return DamagedRegion(pos, _entry_size(entry), REGION_RECORDS,
                                  f"CRC-valid, but its records do not parse: {problem}",
                                  first_offset_of(batch), False)
         self._seen.setdefault((first_offset_of(batch) or 0, batch.last_offset, batch.crc), pos)
@@ -396,7 +396,7 @@ class _Scanner:
         return DamagedRegion(pos, end - pos, kind, reason, offset, readable)
 
 
-def entry_size(entry: _Entry) -> int:
+def _entry_size(entry: _Entry) -> int:
     """The frame size of an examined entry that framed."""
     if entry.size_in_bytes is None:
         raise ValueError("entry has no frame size")

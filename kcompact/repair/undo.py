@@ -173,7 +173,7 @@ def _restore_checkpoint(copy: Path, saved: SavedFile, target: Path, manifest: Ma
 
 def _remove_created(target: Path, manifest: Manifest) -> str | None:
     """Remove a log dir file the repair created, or only this partition's entry if others wrote to it."""
-    if target.parent == log_dir_of(manifest) / manifest.partition_dir or not target.is_file():
+    if target.parent == Path(manifest.log_dir) / manifest.partition_dir or not target.is_file():
         return None
     if sha256_of(target) == manifest.checkpoint_sha256_after:
         target.unlink()
@@ -186,11 +186,6 @@ def _remove_created(target: Path, manifest: Manifest) -> str | None:
         entries.pop((tp.topic, tp.partition), None)
         write_offset_checkpoint(target, entries)
     return f"{target.name}: written by others since the repair; only {manifest.partition_dir}'s entry removed"
-
-
-def log_dir_of(manifest: Manifest) -> Path:
-    """The log dir a manifest's paths are relative to."""
-    return Path(manifest.log_dir)
 
 
 def _check_restored(log_dir: Path, manifest: Manifest, part: Path) -> None:

@@ -205,6 +205,12 @@ def derive_aborted(scans: list[SegmentScan]) -> list[list[AbortedTxn]]:
     ABORT marker; an aborted one is indexed in the segment holding the marker, with the last stable
     offset right after the abort (the first offset of another still-open transaction, else the
     marker's offset + 1). A marker closing a transaction without data makes no entry.
+
+    Args:
+        scans: every segment's scan, in offset order.
+
+    Returns:
+        One list of entries per segment, in marker order.
     """
     out: list[list[AbortedTxn]] = []
     open_txns: dict[int, int] = {}  # producer id -> first offset of its open transaction
@@ -291,7 +297,14 @@ def _check_log_start(check: PartitionCheck) -> None:
 
 
 def salvage_checkpoint(data: bytes) -> dict[tuple[str, int], int]:
-    """The entries of a damaged offset checkpoint file that parse, line by line, in file order."""
+    """The entries of a damaged offset checkpoint file that parse, line by line.
+
+    Args:
+        data: the whole file; its first two lines (version, count) are skipped.
+
+    Returns:
+        ``{(topic, partition): offset}`` of every entry line that parses strictly, in file order.
+    """
     entries: dict[tuple[str, int], int] = {}
     for line in data.splitlines()[2:]:
         try:
