@@ -243,7 +243,7 @@ class _Scanner:
     def _offset_problem(self, batch: AnyBatch, lower: int) -> str | None:
         first, last = first_offset_of(batch), batch.last_offset
         if first is None:
-            return "its compressed legacy messages do not decompress"
+            return None  # a legacy wrapper that does not decompress: the records check refuses it
         if last < first:
             return f"impossible offsets; expected last offset >= {first}, found {last}"
         if first < lower:
@@ -285,7 +285,8 @@ class _Scanner:
             if restored is not None:
                 return restored
             return DamagedRegion(pos, _entry_size(entry), REGION_OFFSET_ORDER,
-                                 entry.reason + self._duplicate_note(batch), batch.base_offset, False)
+                                 entry.reason + self._duplicate_note(batch), first_offset_of(batch),
+                                 False)
         if entry.status != _OK or batch is None:
             return None
         problem, control_type, note = records_problem(batch)

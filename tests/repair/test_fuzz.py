@@ -43,6 +43,30 @@ def generated_template(log_dir: Path) -> Path:
     return b.write(log_dir, cleaner_checkpoint=12, index_interval_bytes=200)
 
 
+def legacy_template(log_dir: Path) -> Path:
+    """v1 messages and gzip/lz4 wrappers, then v0 messages, then a v2 active segment."""
+    from kcompact.records.batch import encode_batch
+    from kcompact.records.legacy import encode_legacy_message, encode_legacy_wrapper
+    from kcompact.records.record import Record
+    from kcompact.segment.writer import write_segment
+
+    part = log_dir / "legacy-0"
+    first: list[bytes] = []
+    for i in range(0, 30, 3):
+        records = [Record(i + j, NOW + i + j, b"k%d" % ((i + j) % 7), b"v" * (i + 3)) for j in range(3)]
+        if i % 2:
+            first.append(encode_legacy_wrapper(records, magic=1, compression=(1, 3)[i % 2]))
+        else:
+            first += [encode_legacy_message(offset=r.offset, magic=1, key=r.key, value=r.value,
+                                            timestamp=r.timestamp) for r in records]
+    second = [encode_legacy_message(offset=o, magic=0, key=b"k%d" % (o % 5), value=b"x" * o)
+              for o in range(30, 45)]
+    write_segment(part, 0, first)
+    write_segment(part, 30, second)
+    write_segment(part, 45, [encode_batch([Record(45, NOW, b"k", b"v")], base_offset=45)])
+    return part
+
+
 def _files(part: Path, suffix: str) -> list[Path]:
     return sorted(p for p in part.iterdir() if p.name.endswith(suffix))
 
@@ -155,7 +179,7 @@ def run_case(seed: int, template: Path, work: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def templates(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     root = tmp_path_factory.mktemp("templates")
-    out = [generated_template(root / "generated")]
+    out = [generated_template(root / "generated"), legacy_template(root / "legacy")]
     for name, (log_dir, partition) in enumerate((
             ("confluent512-lz4-logdir", "__consumer_offsets-37"),  # lz4, no indexes
             ("kraft37-cleaned-logdir", "__consumer_offsets-44"))):  # cleaned by a broker, checkpoint

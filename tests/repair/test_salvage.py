@@ -183,6 +183,18 @@ def test_legacy_entries_are_kept_and_resynchronised() -> None:
     assert result.damaged[0].position == len(entries[0]) * 4
 
 
+def test_crc_valid_legacy_wrapper_that_does_not_decompress_goes_to_quarantine() -> None:
+    entries = [encode_legacy_message(offset=i, magic=1, key=b"k", value=b"v", timestamp=BASE_TS)
+               for i in range(3)]
+    wrapper = encode_legacy_message(offset=3, magic=1, key=None, value=b"not gzip at all",
+                                    timestamp=BASE_TS, compression=1)
+    result = scan(b"".join(entries) + wrapper + encode_legacy_message(
+        offset=4, magic=1, key=b"k", value=b"v", timestamp=BASE_TS))
+    assert [k.base_offset for k in result.kept] == [0, 1, 2, 4]
+    (region,) = result.damaged
+    assert region.kind == REGION_RECORDS and region.offset is None
+
+
 def test_all_garbage_and_all_zero_segments_are_one_region() -> None:
     garbage = os.urandom(50_000)
     assert [r.size_in_bytes for r in scan(garbage).damaged] == [50_000]
