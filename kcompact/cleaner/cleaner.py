@@ -8,9 +8,12 @@ cleaner checkpoint. With ``dry_run`` it does everything but write.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +30,7 @@ from kcompact.cleaner.swap import (
     CleanedSegment,
     CleanedSegmentWriter,
     CrashHook,
+    leftover_files,
     recover_interrupted_swaps,
     remove_cleaned,
     replace_segments,
@@ -46,7 +50,13 @@ from kcompact.records.record import records_bytes
 from kcompact.records.scan import RecordColumns, scan_keys, scan_records
 from kcompact.segment.checkpoint import update_offset_checkpoint
 from kcompact.segment.lock import log_dir_write_guard, partition_lock
-from kcompact.segment.partition import Partition, open_partition
+from kcompact.segment.partition import (
+    CLEANER_CHECKPOINT,
+    LOG_START_CHECKPOINT,
+    REPLICATION_CHECKPOINT,
+    Partition,
+    open_partition,
+)
 from kcompact.segment.txn_index import AbortedTxn
 
 Progress = Callable[[int], None]  # called with bytes processed since the last call
@@ -115,11 +125,55 @@ def clean_partition(
         return _clean_locked(partition, config, options, now_ms, result, progress)
     log_dir = partition.path.parent
     with log_dir_write_guard(log_dir), partition_lock(log_dir, partition.path.name):
+        if leftover_files(partition.path):
+            _rehearse(partition, config, options, now_ms)
         recovery = recover_interrupted_swaps(partition.path)
         result.recovery_actions = recovery.actions
         if recovery.changed:
             partition = open_partition(partition.path)
         return _clean_locked(partition, config, options, now_ms, result, progress)
+
+
+def _rehearse(partition: Partition, config: TopicConfig, options: CleanOptions, now_ms: int) -> None:
+    """Settle an interrupted swap and dry-run the clean on a hard-linked copy first.
+
+    Settling leftovers changes the directory; if the clean would then fail (corrupt data), the partition
+    must still be exactly as it was. The rehearsal links every file into a staging directory beside the
+    log dir (never inside it: a broker refuses unknown directories there), settles and dry-runs there, and
+    raises the clean's error before anything real is touched. Renames and unlinks in the staging copy do
+    not affect the originals; nothing writes file contents.
+    """
+    log_dir = partition.path.parent
+    staging = Path(tempfile.mkdtemp(prefix=".kcompact-rehearsal-", dir=log_dir.parent))
+    try:
+        stage_part = staging / log_dir.name / partition.path.name
+        stage_part.mkdir(parents=True)
+        for source in partition.path.iterdir():
+            if source.is_file():
+                _link_or_copy(source, stage_part / source.name)
+        for name in (CLEANER_CHECKPOINT, REPLICATION_CHECKPOINT, LOG_START_CHECKPOINT):
+            if (log_dir / name).exists():
+                shutil.copy2(log_dir / name, stage_part.parent / name)
+        recover_interrupted_swaps(stage_part)
+        rehearsal = CleanResult(str(stage_part), partition.topic, partition.partition, now_ms, True)
+        _clean_locked(open_partition(stage_part), config, replace(options, dry_run=True, roll=False),
+                      now_ms, rehearsal, None)
+    except CorruptDataError as err:
+        raise type(err)(
+            f"{err.message} (found while rehearsing the clean on a staged copy; the interrupted "
+            "clean's leftovers were not settled, nothing was changed)",
+            path=partition.path / Path(err.path).name if err.path else None,
+            position=err.position, offset=err.offset,
+        ) from err
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another file system, or links not allowed: a real copy
+        shutil.copy2(source, target)
 
 
 def _refuse_unsupported(partition: Partition, config: TopicConfig) -> None:

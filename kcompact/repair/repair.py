@@ -137,7 +137,7 @@ def repair_partition(path: str | Path, options: RepairOptions = RepairOptions())
 def _repair(path: str | Path, options: RepairOptions) -> RepairResult:
     partition = open_partition(path)
     part, log_dir = partition.path, partition.path.parent
-    interval = _config(options).index_interval_bytes
+    interval = _config(part, options).index_interval_bytes
     if options.dry_run:
         if broker_holds_lock(log_dir):
             raise RefusedError(f"{log_dir}: held by a running Kafka broker; stop it or work on a copy")
@@ -166,8 +166,16 @@ def plan_of(check: PartitionCheck) -> list[str]:
     return plan
 
 
-def _config(options: RepairOptions) -> TopicConfig:
-    return TopicConfig.defaults().with_overrides(dict(options.config_overrides))
+def _config(part: Path, options: RepairOptions) -> TopicConfig:
+    """The partition's real configuration (KRaft metadata, server.properties via
+    KCOMPACT_SERVER_PROPERTIES, --config); Kafka's defaults when those cannot be read — a repair must not
+    be blocked by a damaged metadata log."""
+    from kcompact.config.effective import partition_config
+
+    try:
+        return partition_config(part, cli_overrides=dict(options.config_overrides)).config
+    except KcompactError:
+        return TopicConfig.defaults().with_overrides(dict(options.config_overrides))
 
 
 def _repair_locked(

@@ -202,10 +202,6 @@ def test_fuzzed_partitions_never_crash_the_cli(tmp_path: Path, templates: list[P
     assert failures == [], "\n".join(failures[:5])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cleaner.clean_partition settles leftovers (recover_interrupted_swaps) before it loads the log, "
-    "so a clean refused for corrupt data has already deleted a stale .cleaned file (or completed a "
-    ".swap); reported to the cleaner's owner"))
 def test_refused_clean_with_leftovers_changes_nothing(tmp_path: Path) -> None:
     import struct
 
