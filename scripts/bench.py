@@ -6,6 +6,7 @@
     python scripts/bench.py scan --workdir /tmp/kc-bench   # keep (and reuse) the generated data
 
 Sections:
+    inspect  inspect dirty-ratio over 10 000 partitions (scripts/bench_inspect.py has the keys report too).
     clean  kcompact clean on the issue's two shapes (scripts/bench_clean.py), against a plain copy.
     scan   records.scan over a generated segment: scan_keys and scan_records over every batch,
            against the cost of copying the same bytes (shutil.copyfile, an in-memory copy).
@@ -215,9 +216,27 @@ def _bench_clean(args: argparse.Namespace, workdir: Path) -> list[Row]:
     return bench_clean(args, workdir)
 
 
+def _bench_inspect(args: argparse.Namespace, workdir: Path) -> list[Row]:
+    """inspect dirty-ratio over a log dir of 10 000 small partitions (target: under 10 s)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_inspect import NOW_MS, best_of, make_log_dir
+
+    from kcompact.inspect.dirty_ratio import dirty_ratio_report
+
+    log_dir = make_log_dir(workdir / "inspect", 10_000)
+    seconds, rows = best_of(args.repeat, lambda: dirty_ratio_report([log_dir], cli_overrides={}, now_ms=NOW_MS))
+    count = len(rows) if isinstance(rows, list) else 0
+    return [
+        ("dirty-ratio partitions", count, "rec"),
+        ("dirty-ratio seconds (target < 10)", seconds, "s"),
+        ("dirty-ratio partitions/s", count / seconds, "rec/s"),
+    ]
+
+
 SECTIONS: dict[str, Callable[[argparse.Namespace, Path], list[Row]]] = {
     "scan": bench_scan,
     "clean": _bench_clean,
+    "inspect": _bench_inspect,
 }
 
 
