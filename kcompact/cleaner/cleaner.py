@@ -204,7 +204,7 @@ def _clean_locked(
     state = load_log_state(partition, config)
     result.warnings.extend(state.warnings)
     # Segments wholly below the log start go first: a broker deletes them long before its cleaner runs.
-    if _retention(partition, state, config, options, now_ms, result, log_start_only=True):
+    if _retention(state, config, options, now_ms, result, log_start_only=True):
         partition = open_partition(partition.path)
         state = load_log_state(partition, config)
     if config.is_compacted:
@@ -214,7 +214,7 @@ def _clean_locked(
     if result.end_offset is not None and not options.dry_run:
         partition = open_partition(partition.path)  # the segments the round left
         state = load_log_state(partition, config)
-    _retention(partition, state, config, options, now_ms, result)
+    _retention(state, config, options, now_ms, result)
     result.stats.elapsed_s = time.monotonic() - started
     return result
 
@@ -247,7 +247,6 @@ def _compact(
 
 
 def _retention(
-    partition: Partition,
     state: LogState,
     config: TopicConfig,
     options: CleanOptions,

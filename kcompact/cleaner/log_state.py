@@ -26,8 +26,8 @@ from kcompact.records.control import ControlRecordKey, ControlRecordType
 from kcompact.records.record import decode_records
 from kcompact.segment.index_builder import IndexBuilder
 from kcompact.segment.names import parse_segment_file_name
-from kcompact.segment.snapshot import ProducerSnapshotEntry, read_producer_snapshot
 from kcompact.segment.partition import Partition, SegmentFiles
+from kcompact.segment.snapshot import ProducerSnapshotEntry, read_producer_snapshot
 from kcompact.segment.time_index import TIME_INDEX_ENTRY_SIZE, read_time_index
 from kcompact.segment.txn_index import AbortedTxn, read_txn_index
 

@@ -25,8 +25,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kcompact.cleaner.log_state import LogState, SegmentState
-from kcompact.cleaner.swap import INDEX_KINDS, fsync_dir
+from kcompact.cleaner.swap import INDEX_KINDS
 from kcompact.config.topic_config import TopicConfig
+from kcompact.segment.files import fsync_dir
 from kcompact.segment.names import segment_file_name
 
 

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from kcompact.config.topic_config import TopicConfig
+from kcompact.segment.files import fsync_dir, write_synced
 from kcompact.segment.index_builder import build_indexes
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import segment_file_name
@@ -43,19 +44,12 @@ def roll_active_segment(partition: Partition, config: TopicConfig) -> bool:
         with open(path, "xb") as fh:
             os.fsync(fh.fileno())
         os.chmod(path, active.log_path.stat().st_mode & 0o7777)
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(directory)
     return True
 
 
 def _replace(path: Path, data: bytes, mtime_ns: int) -> None:
     tmp = path.with_name(path.name + ".kcompact-tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
+    write_synced(tmp, data)
     os.utime(tmp, ns=(mtime_ns, mtime_ns))
     os.replace(tmp, path)

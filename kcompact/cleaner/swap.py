@@ -29,18 +29,18 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from kcompact.errors import CleanerStateError, KcompactError, TruncatedDataError
+from kcompact.segment.files import fsync_dir, write_synced
 from kcompact.segment.index_builder import IndexBuilder
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import (
     SegmentFileName,
-    format_offset,
     parse_segment_file_name,
     segment_file_name,
 )
@@ -72,15 +72,6 @@ def crash_point(name: str, hook: CrashHook | None) -> None:
         hook(name)
     if os.environ.get(_CRASH_ENV) == name:
         os._exit(137)  # no cleanup, no flush: what a kill -9 leaves
-
-
-def fsync_dir(directory: Path) -> None:
-    """Make renames in ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass(slots=True)
@@ -176,7 +167,7 @@ class CleanedSegmentWriter:
             for kind, blob in blobs.items():
                 path = self.directory / segment_file_name(self.base_offset, kind, "cleaned")
                 result.files[kind] = path
-                _write_synced(path, blob)
+                write_synced(path, blob)
             for kind, path in result.files.items():
                 if kind != "txnindex":  # Kafka leaves the txn index's mtime alone
                     os.utime(path, ns=(mtime_ns, mtime_ns))
@@ -198,13 +189,6 @@ def _create(path: Path) -> BinaryIO:
     if path.exists():
         path.unlink()
     return open(path, "xb", buffering=_WRITE_BUFFER_SIZE)
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 def _copy_ownership(template: Path, path: Path) -> None:
@@ -421,14 +405,3 @@ def leftover_files(directory: Path) -> list[Path]:
         if n is not None and n.temp_suffix is not None and n.kind != "checkpoint":
             out.append(p)
     return out
-
-
-def describe_base(base: int) -> str:
-    """A base offset as Kafka names files (20 digits)."""
-    return format_offset(base)
-
-
-def unlink_all(paths: Iterable[Path]) -> None:
-    """Delete ``paths``, ignoring those already gone."""
-    for p in paths:
-        p.unlink(missing_ok=True)

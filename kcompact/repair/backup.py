@@ -29,6 +29,7 @@ from typing import Any
 
 from kcompact.errors import KcompactError, RefusedError
 from kcompact.repair.salvage import DamagedRegion
+from kcompact.segment.files import write_synced
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
@@ -156,7 +157,7 @@ class Backup:
         """Store the damaged bytes of ``region`` (cut from ``source``) in the quarantine."""
         name = f"{source.name}.{region.position:020d}.{region.kind}"
         path = self.directory / QUARANTINE_DIR / name
-        _write_synced(path, data)
+        write_synced(path, data)
         entry = QuarantinedRegion(
             file=f"{QUARANTINE_DIR}/{name}", source=str(source.resolve().relative_to(self.log_dir)),
             position=region.position, size_in_bytes=region.size_in_bytes, kind=region.kind,
@@ -179,7 +180,7 @@ def write_manifest(directory: Path, manifest: Manifest) -> None:
     """Replace ``manifest.json`` atomically."""
     data = json.dumps(asdict(manifest), indent=2).encode("utf-8")
     temporary = directory / f"{MANIFEST_NAME}.tmp"
-    _write_synced(temporary, data)
+    write_synced(temporary, data)
     os.replace(temporary, directory / MANIFEST_NAME)
 
 
@@ -230,13 +231,6 @@ def sha256_of(path: Path) -> str:
         while chunk := fin.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    with open(path, "wb") as fout:
-        fout.write(data)
-        fout.flush()
-        os.fsync(fout.fileno())
 
 
 def _listing(directory: Path) -> list[str]:

@@ -29,6 +29,7 @@ from kcompact.segment.checkpoint import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
+from kcompact.segment.files import fsync_dir
 from kcompact.segment.lock import (
     broker_holds_lock,
     checkpoint_lock,
@@ -105,7 +106,7 @@ def _undo_locked(directory: Path, manifest: Manifest, part: Path, result: UndoRe
         note = _remove_created(log_dir / relative, manifest)
         if note:
             result.notes.append(note)
-    _fsync_dir(part)
+    fsync_dir(part)
     _check_restored(log_dir, manifest, part)
 
 
@@ -194,11 +195,3 @@ def _check_restored(log_dir: Path, manifest: Manifest, part: Path) -> None:
         if target.parent == part and sha256_of(target) != saved.sha256:
             raise KcompactError(f"{target}: restored file differs from the backup; expected sha256 "
                                 f"{saved.sha256}, found {sha256_of(target)}")
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kcompact.errors import CorruptIndexError
+from kcompact.segment.files import write_synced
 
 OFFSET_INDEX_ENTRY = struct.Struct(
     ">"
@@ -174,14 +175,7 @@ def write_offset_index(
     Raises:
         CorruptIndexError: an entry :func:`encode_offset_index` rejects; nothing is written then.
     """
-    _write_synced(path, encode_offset_index(entries, base_offset))
-
-
-def _write_synced(path: str | os.PathLike[str], data: bytes) -> None:
-    with open(path, "wb") as file:
-        file.write(data)
-        file.flush()
-        os.fsync(file.fileno())
+    write_synced(path, encode_offset_index(entries, base_offset))
 
 
 def lookup(entries: Sequence[OffsetIndexEntry], target_offset: int) -> int:

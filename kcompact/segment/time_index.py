@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kcompact.errors import CorruptIndexError
+from kcompact.segment.files import write_synced
 from kcompact.segment.offset_index import MAX_RELATIVE_OFFSET, Finding, fits_relative_offset
 
 TIME_INDEX_ENTRY = struct.Struct(
@@ -134,11 +135,7 @@ def write_time_index(
     Raises:
         CorruptIndexError: an entry :func:`encode_time_index` rejects; nothing is written then.
     """
-    data = encode_time_index(entries, base_offset)
-    with open(path, "wb") as file:
-        file.write(data)
-        file.flush()
-        os.fsync(file.fileno())
+    write_synced(path, encode_time_index(entries, base_offset))
 
 
 def check_time_index(

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kcompact.errors import CorruptIndexError
+from kcompact.segment.files import write_synced
 from kcompact.segment.offset_index import Finding
 
 TXN_INDEX_ENTRY = struct.Struct(
@@ -148,11 +149,7 @@ def write_txn_index(path: str | os.PathLike[str], entries: Iterable[AbortedTxn])
     Raises:
         CorruptIndexError: an entry :func:`encode_txn_index` rejects; nothing is written then.
     """
-    data = encode_txn_index(entries)
-    with open(path, "wb") as file:
-        file.write(data)
-        file.flush()
-        os.fsync(file.fileno())
+    write_synced(path, encode_txn_index(entries))
 
 
 def check_txn_index(entries: Sequence[AbortedTxn], base_offset: int) -> list[str]:
