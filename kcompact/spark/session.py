@@ -1,0 +1,123 @@
+"""The one place kcompact starts a SparkSession.
+
+Every Spark command and job (fan-out clean, inspect, export, S5's distributed offset map) gets its
+session from :func:`spark_session`, so they all share the same choices:
+
+* master ``local[*]`` unless told otherwise (``--master``; under ``spark-submit`` the submitted
+  master wins, because ``getOrCreate`` returns the session ``spark-submit`` already configured);
+* the web UI off (nothing listens on a port of a user's machine);
+* Spark's console progress bar on, its logs at ERROR (INFO with ``verbose``) so a run
+  prints only the bar and kcompact's own summary;
+* in local mode the workers run this very interpreter (``sys.executable``), so they import the same
+  kcompact and codec libraries as the driver without any packaging.
+
+pyspark is imported inside the function: importing this module costs nothing and needs no JVM.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kcompact.errors import UnsupportedFormatError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+QUIET_LOG_LEVEL = "ERROR"  # Spark's WARNs (native-hadoop, hostname loopback) mean nothing to a user
+VERBOSE_LOG_LEVEL = "INFO"
+QUIET_LOG4J2 = f"""\
+rootLogger.level = {QUIET_LOG_LEVEL.lower()}
+rootLogger.appenderRef.stderr.ref = console
+logger.spark.name = org.apache.spark
+logger.spark.level = {QUIET_LOG_LEVEL.lower()}
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
+MISSING_PYSPARK = (
+    "the Spark commands need pyspark and pyarrow; expected them installed "
+    "(pip install 'kcompact[spark]'), found {found}"
+)
+
+
+def spark_session(
+    master: str | None = None, *, verbose: bool = False, app_name: str = "kcompact"
+) -> SparkSession:
+    """Start (or join) the SparkSession kcompact's Spark commands run on.
+
+    Args:
+        master: a Spark master URL (``local[2]``, ``spark://host:7077``, ``yarn``); None means
+            ``local[*]``, or whatever ``spark-submit`` already set.
+        verbose: keep Spark's own INFO logs; otherwise only errors and the progress bar show.
+        app_name: the application name shown by the cluster manager.
+
+    Returns:
+        The active SparkSession (an existing one is reused, its log level set as asked).
+
+    Raises:
+        UnsupportedFormatError: pyspark is not installed.
+    """
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as err:
+        raise UnsupportedFormatError(MISSING_PYSPARK.format(found=f"ImportError: {err}")) from err
+    builder = SparkSession.builder.appName(app_name)
+    chosen = master if master is not None else _submitted_master() or DEFAULT_MASTER
+    builder = builder.master(chosen)
+    for key, value in _session_conf(chosen, verbose).items():
+        builder = builder.config(key, value)
+    _local_workers_python(chosen)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel(VERBOSE_LOG_LEVEL if verbose else QUIET_LOG_LEVEL)
+    return session
+
+
+def _submitted_master() -> str | None:
+    """The master ``spark-submit`` passed down (it exports its arguments to the Python driver)."""
+    return os.environ.get("MASTER") or _conf_from_submit_args("spark.master")
+
+
+def _conf_from_submit_args(key: str) -> str | None:
+    args = os.environ.get("PYSPARK_SUBMIT_ARGS", "").split()
+    for i, arg in enumerate(args[:-1]):
+        if arg == "--master" and key == "spark.master":
+            return args[i + 1]
+    return None
+
+
+def _session_conf(master: str, verbose: bool) -> dict[str, str]:
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "true",
+        # One partition directory is one task; a failed task is a failed partition, reported, not retried
+        # into the same error four times.
+        "spark.task.maxFailures": "1",
+    }
+    if not verbose:
+        # The driver JVM logs before setLogLevel can run: give it a configuration at the quiet level.
+        conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={_quiet_log4j2_file()}"
+    return conf
+
+
+def _quiet_log4j2_file() -> Path:
+    """A log4j2 configuration sending only ERRORs to stderr (written once per user, reused)."""
+    path = Path(tempfile.gettempdir()) / f"kcompact-log4j2-{os.getuid()}.properties"
+    if not path.exists() or path.read_text() != QUIET_LOG4J2:
+        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        temporary.write_text(QUIET_LOG4J2)
+        os.replace(temporary, path)
+    return path
+
+
+def _local_workers_python(master: str) -> None:
+    """Local workers run this interpreter: pyspark's default (``python3`` on the PATH) may be another
+    Python without kcompact. A cluster's executors keep their own setting (``PYSPARK_PYTHON``)."""
+    if master.startswith("local"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -1,0 +1,53 @@
+"""The Spark tests' one SparkSession: ``local[2]``, started once per test run.
+
+Every test here is marked ``spark`` (select with ``-m spark``, deselect with ``-m "not spark"``).
+The session skips its tests, with the reason, when pyspark/pyarrow are not installed or no Java
+runtime is found, so a core install (without ``kcompact[spark]``) still runs the suite green.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SPARK_MASTER = "local[2]"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test under tests/spark with ``spark``."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.spark)
+
+
+def _why_no_spark() -> str | None:
+    for module in ("pyspark", "pyarrow"):
+        if importlib.util.find_spec(module) is None:
+            return f"{module} is not installed (pip install '.[spark]')"
+    java_home = os.environ.get("JAVA_HOME")
+    if shutil.which("java") is None and not (java_home and (Path(java_home) / "bin" / "java").exists()):
+        return "no Java runtime (java not on PATH and JAVA_HOME unset): Spark cannot start"
+    return None
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """A local[2] SparkSession shared by the whole test run (skips when Spark cannot run here)."""
+    reason = _why_no_spark()
+    if reason is not None:
+        pytest.skip(reason)
+    from kcompact.spark.session import spark_session
+
+    session = spark_session(SPARK_MASTER)
+    yield session
+    session.stop()
