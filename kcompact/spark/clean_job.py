@@ -1,0 +1,230 @@
+"""``spark clean``: every partition a Spark task running the serial cleaner, results as a DataFrame.
+
+The driver plans (``kcompact.spark.plan``: configuration, cleaner order, refusals), fixes the one
+clock every task uses, and hands the partitions to Spark as an RDD with one element and one Spark
+partition per Kafka partition. Each task calls :func:`kcompact.cleaner.cleaner.clean_partition`, the
+very function ``kcompact clean`` calls, so the bytes written are the serial run's. A task catches its
+partition's errors and returns them as that partition's row: a failing partition fails alone (the
+cleaner leaves it untouched), the others finish, and the Spark job itself never fails for bad data.
+The rows are collected (the job runs exactly once) and become a DataFrame on the driver
+(schema: ``kcompact.spark.rows.CLEAN_COLUMNS``).
+
+**Checkpoint.** Each task advances its log dir's ``cleaner-offset-checkpoint`` through
+``update_offset_checkpoint``: a read-modify-write under the log dir's checkpoint lock (a POSIX record
+lock on ``.kcompact-checkpoints.lock``, which Python workers in other processes, or on other hosts of
+an NFS v4 mount, respect), so concurrent tasks never drop each other's entries. Existing lines keep
+their place, new ones are appended in the order tasks finish; the driver then rewrites the new ones
+into cleaning order under the same lock (values untouched), which is the order a serial run appends
+them in. A driver that dies before that leaves a valid file with the same entries in another order.
+
+**Distributed map.** With ``map_budget_bytes``, a partition whose distinct keys would not fit that
+budget is not shipped to a task: the driver cleans it with
+``kcompact.spark.distributed_map.clean_partition_distributed``, after the fan-out job.
+"""
+
+from __future__ import annotations
+
+import importlib
+import socket
+import time
+import traceback
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kcompact.cleaner.cleaner import CleanOptions, clean_partition
+from kcompact.errors import KcompactError, UnsupportedFormatError
+from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from kcompact.segment.lock import checkpoint_lock, log_dir_write_guard
+from kcompact.segment.partition import LogDirFiles
+from kcompact.spark.plan import CleanTask, plan_clean
+from kcompact.spark.rows import CLEAN_COLUMNS, as_dicts, clean_row, ddl
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+DISTRIBUTED_MAP_MODULE = "kcompact.spark.distributed_map"
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class SparkCleanRun:
+    """What ``spark clean`` did: one row per partition (cleaning order, then the refused ones)."""
+
+    rows: list[tuple[Any, ...]]
+    frame: DataFrame
+    notes: list[str] = field(default_factory=list)
+    now_ms: int = 0
+
+    def as_dicts(self) -> list[dict[str, Any]]:
+        """The rows as ``{column: value}`` dicts (``--json``)."""
+        return as_dicts(CLEAN_COLUMNS, self.rows)
+
+
+def spark_clean(
+    spark: SparkSession,
+    paths: Iterable[str | Path],
+    *,
+    cli_overrides: Mapping[str, str],
+    options: CleanOptions,
+    only_eligible: bool = False,
+    server_properties: str | Path | None = None,
+    metadata_dir: str | Path | None = None,
+    map_budget_bytes: int | None = None,
+) -> SparkCleanRun:
+    """Clean partitions as Spark tasks, byte-identical to ``kcompact clean`` on each in turn.
+
+    Args:
+        spark: the session (see :func:`kcompact.spark.session.spark_session`).
+        paths: partition directories and/or log dirs; executors must see them at the same paths.
+        cli_overrides: ``--config`` pairs (already validated).
+        options: the clean options; ``now_ms`` None means the driver's clock now, for every task.
+        only_eligible: for a log dir, clean only partitions the broker would clean now.
+        server_properties: the broker's server.properties.
+        metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0``.
+        map_budget_bytes: clean partitions whose offset map would exceed this with the distributed
+            offset map instead of in one task; None = never.
+
+    Returns:
+        The :class:`SparkCleanRun`; failed partitions are rows with ``status`` "failed" (or "bug").
+
+    Raises:
+        KcompactError: a path is not a partition directory or log dir; the distributed map is
+            asked for but not available.
+    """
+    now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    options = replace(options, now_ms=now_ms)
+    plan = plan_clean(paths, cli_overrides=cli_overrides, options=options, only_eligible=only_eligible,
+                      server_properties=server_properties, metadata_dir=metadata_dir)
+    on_driver = _needs_distributed_map(plan.tasks, map_budget_bytes)
+    before = {} if options.dry_run else _checkpoint_keys(plan.tasks)
+    fanned = [task for i, task in enumerate(plan.tasks) if i not in on_driver]
+    by_dir = dict(zip((t.partition_dir for t in fanned), _fan_out(spark, fanned), strict=True))
+    for i in sorted(on_driver):
+        by_dir[plan.tasks[i].partition_dir] = _clean_on_driver(spark, plan.tasks[i])
+    rows = [by_dir[task.partition_dir] for task in plan.tasks]
+    rows += [clean_row(f.partition_dir, None, error=f.error) for f in plan.failures]
+    for log_dir, keys in before.items():
+        settle_checkpoint_order(log_dir, keys, [(t.topic, t.partition) for t in plan.tasks])
+    frame = spark.createDataFrame(rows, ddl(CLEAN_COLUMNS))
+    return SparkCleanRun(rows, frame, plan.notes, now_ms)
+
+
+def run_clean_task(task: CleanTask) -> tuple[Any, ...]:
+    """The body of one Spark task: clean one partition, return its row (never raises).
+
+    Args:
+        task: the partition, its configuration and the run's options.
+
+    Returns:
+        The partition's row (:data:`~kcompact.spark.rows.CLEAN_COLUMNS`).
+    """
+    host = socket.gethostname()
+    try:
+        result = clean_partition(task.partition_dir, task.config, task.options)
+    except KcompactError as err:
+        return _failure_row(task, str(err), bug=False, executor=host)
+    except Exception:  # noqa: BLE001 - a bug: reported with its traceback, the other partitions finish
+        return _failure_row(task, traceback.format_exc(), bug=True, executor=host)
+    return clean_row(task.partition_dir, result, executor=host)
+
+
+def _failure_row(task: CleanTask, error: str, *, bug: bool, executor: str | None,
+                 distributed_map: bool = False) -> tuple[Any, ...]:
+    row = list(clean_row(task.partition_dir, None, error=error, bug=bug, executor=executor,
+                         distributed_map=distributed_map))
+    names = [name for name, _ in CLEAN_COLUMNS]
+    row[names.index("topic")], row[names.index("partition")] = task.topic, task.partition
+    row[names.index("now_ms")], row[names.index("dry_run")] = task.options.now_ms, task.options.dry_run
+    return tuple(row)
+
+
+def _fan_out(spark: SparkSession, tasks: Sequence[CleanTask]) -> list[tuple[Any, ...]]:
+    """One Spark task per partition; rows come back in the tasks' order."""
+    if not tasks:
+        return []
+    context = spark.sparkContext
+    context.setJobDescription(f"kcompact spark clean: {len(tasks)} partitions")
+    try:
+        return context.parallelize(list(tasks), len(tasks)).map(run_clean_task).collect()
+    finally:
+        context.setJobDescription(None)  # type: ignore[arg-type]
+
+
+def _distributed_map_module() -> Any:
+    try:
+        return importlib.import_module(DISTRIBUTED_MAP_MODULE)
+    except ModuleNotFoundError as err:
+        if err.name != DISTRIBUTED_MAP_MODULE:
+            raise
+        raise UnsupportedFormatError(
+            "--map-budget: the distributed offset map is not available in this build; expected "
+            f"{DISTRIBUTED_MAP_MODULE}, found no such module"
+        ) from err
+
+
+def _needs_distributed_map(tasks: Sequence[CleanTask], map_budget_bytes: int | None) -> set[int]:
+    """Indexes of the tasks whose offset map would not fit ``map_budget_bytes`` (driver side)."""
+    if map_budget_bytes is None:
+        return set()
+    module = _distributed_map_module()
+    return {i for i, task in enumerate(tasks)
+            if module.needs_distributed_map(task.partition_dir, task.config, task.options, map_budget_bytes)}
+
+
+def _clean_on_driver(spark: SparkSession, task: CleanTask) -> tuple[Any, ...]:
+    """A partition too big for one task's map: the distributed offset map, driven from here."""
+    module = _distributed_map_module()
+    host = socket.gethostname()
+    try:
+        result = module.clean_partition_distributed(spark, task.partition_dir, task.config, task.options)
+    except KcompactError as err:
+        return _failure_row(task, str(err), bug=False, executor=host, distributed_map=True)
+    return clean_row(task.partition_dir, result, executor=host, distributed_map=True)
+
+
+def _checkpoint_keys(tasks: Sequence[CleanTask]) -> dict[Path, list[TopicPartition]]:
+    """Each concerned log dir's cleaner-checkpoint entries before the run, in file order."""
+    keys: dict[Path, list[TopicPartition]] = {}
+    for task in tasks:
+        log_dir = Path(task.partition_dir).parent
+        if log_dir not in keys:
+            try:
+                keys[log_dir] = list(read_offset_checkpoint(LogDirFiles(log_dir).cleaner_checkpoint))
+            except KcompactError:
+                continue  # an unreadable checkpoint fails its partitions' cleans; nothing to settle
+    return keys
+
+
+def settle_checkpoint_order(
+    log_dir: Path, before: Sequence[TopicPartition], cleaning_order: Sequence[TopicPartition]
+) -> bool:
+    """Put a log dir's new cleaner-checkpoint lines in cleaning order, as a serial run appends them.
+
+    Args:
+        log_dir: the log dir.
+        before: the file's entries before the run, in file order (they keep their place).
+        cleaning_order: the run's partitions in cleaning order.
+
+    Returns:
+        Whether the file was rewritten (same entries and offsets, other line order).
+
+    Raises:
+        RefusedError: a broker holds the log dir.
+    """
+    path = LogDirFiles(log_dir).cleaner_checkpoint
+    known = set(before)
+    with log_dir_write_guard(log_dir), checkpoint_lock(log_dir):
+        try:
+            entries = read_offset_checkpoint(path)
+        except KcompactError:
+            return False
+        order = [key for key in before if key in entries]
+        order += [key for key in cleaning_order if key in entries and key not in known]
+        placed = set(order)
+        order += [key for key in entries if key not in placed]  # written by someone else meanwhile
+        if order == list(entries):
+            return False
+        write_offset_checkpoint(path, {key: entries[key] for key in order})
+    return True

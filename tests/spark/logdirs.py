@@ -1,0 +1,77 @@
+"""Log dirs for the Spark tests: several compacted partitions written with kcompact's own builder.
+
+Each partition mixes what the cleaner and the export must get right: overwritten keys over several
+segments, a codec per partition (none, gzip, snappy, lz4, zstd), a committed and an aborted
+transaction, a transaction still open at the log end (on request), tombstones, a keyless record,
+record headers, and an empty active segment so that everything else is cleanable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from kcompact.records.batch import iter_batches
+from kcompact.records.record import Header
+from kcompact.segment.checkpoint import update_offset_checkpoint
+from tests.builders import BASE_TS, PartitionBuilder
+
+NOW = BASE_TS + 10_000_000  # every record is older than any lag and horizon rule with defaults
+CRC_POSITION = 17  # baseOffset(8) batchLength(4) partitionLeaderEpoch(4) magic(1), then crc(4)
+CODECS = (0, 1, 2, 3, 4)
+
+
+def build_partition(
+    log_dir: Path, topic: str, partition: int, *, codec: int = 0, open_txn: bool = False
+) -> Path:
+    """One partition of four closed segments and an empty active one (see the module docstring)."""
+    b = PartitionBuilder(topic, partition)
+    pid = 1000 + partition
+    for s in range(4):
+        b.batch([(f"k{(s + j) % 5}".encode(), f"{topic}-{partition}-v{s}-{j}".encode() * 3)
+                 for j in range(4)], compression=codec)
+        if s == 0:
+            b.batch([(b"doomed", b"soon"), (None, b"keyless")], compression=codec,
+                    headers=(Header(b"trace", b"\x01\x02"), Header(b"empty", None)))
+        if s == 1:
+            b.batch([(b"k0", b"aborted")], producer_id=pid, transactional=True,
+                    compression=codec).marker(pid, commit=False)
+        if s == 2:
+            b.batch([(b"tx", b"committed")], producer_id=pid, transactional=True,
+                    compression=codec).marker(pid, commit=True)
+            b.batch([(b"doomed", None)], compression=codec)
+        b.roll()
+    if open_txn:
+        b.batch([(b"k1", b"pending")], producer_id=pid + 500, transactional=True)
+    part = b.write(log_dir, high_watermark=None, index_interval_bytes=200)
+    update_offset_checkpoint(log_dir / "replication-offset-checkpoint", {(topic, partition): b.next_offset})
+    return part
+
+
+def build_log_dir(log_dir: Path, count: int = 4, topics: tuple[str, ...] = ("orders", "users")) -> Path:
+    """``count`` partitions spread over ``topics``, a codec each; returns the log dir."""
+    for i in range(count):
+        build_partition(log_dir, topics[i % len(topics)], i // len(topics), codec=CODECS[i % len(CODECS)])
+    return log_dir
+
+
+def flip_crc_of_a_kept_batch(part: Path) -> None:
+    """Break the CRC of the second segment's last batch (a key that survives: copied verbatim), which
+    only the cleaner's self-check notices; the clean of this partition then fails, untouched."""
+    segment = sorted(part.glob("*.log"))[1]
+    data = bytearray(segment.read_bytes())
+    last = list(iter_batches(bytes(data)))[-1]
+    data[last.position + CRC_POSITION] ^= 0xFF
+    segment.write_bytes(bytes(data))
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """sha256 of every file under ``root`` but kcompact's own (empty) lock files."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if not path.is_file():
+            continue
+        if path.name == ".lock" or (path.name.startswith(".kcompact-") and path.name.endswith(".lock")):
+            continue
+        out[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
