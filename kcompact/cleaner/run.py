@@ -8,26 +8,51 @@ dir) or skipped with a note (a log dir): the broker's cleaner never compacts it.
 partitions are cleaned in the order the broker's cleaner would pick them (highest dirty ratio first);
 ``only_eligible`` keeps just those the broker would clean now. One partition's failure is reported and
 does not stop the others.
+
+**Worker processes.** Several partitions of a log dir are cleaned at once in forked worker processes
+(processes, not threads: the codecs and the record loops hold the GIL). :func:`partition_workers` picks
+how many: ``jobs`` when given, else one per usable core (at most one per partition) once the log dir
+holds at least :data:`POOL_MIN_BYTES` of segments, and one below that (a pool costs a fork per worker
+and a pickled result per partition). The parent still picks the order, and collects results, failures
+and progress in that order, so the run is the same as a serial one except for timings. Each partition
+takes its own partition lock and advances the log dir's cleaner checkpoint with
+``update_offset_checkpoint``, which holds the log dir's checkpoint lock across its read-modify-write:
+concurrent partitions never drop each other's entries. A partition cleaned inside a pool is given
+``jobs=1`` (no pool inside a pool); a partition cleaned alone gets the caller's ``jobs``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from kcompact.cleaner.cleaner import CleanOptions, CleanResult, clean_partition
 from kcompact.cleaner.log_state import load_log_state
 from kcompact.cleaner.ranges import compute_cleanable_range
 from kcompact.config.effective import EffectiveConfig, describe_source, partition_config
 from kcompact.config.topic_config import TopicConfig, format_value
-from kcompact.errors import KcompactError, RefusedError
+from kcompact.errors import ConfigError, KcompactError, RefusedError
 from kcompact.segment.partition import (
     METADATA_TOPIC,
     is_partition_dir,
     iter_partition_dirs,
     open_partition,
 )
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+POOL_MIN_BYTES = 1024 * 1024
+"""Below this many bytes of segments in the partitions to clean, auto ``jobs`` stays in one process.
+
+Measured on a 2-core machine (``clean_path`` with imports warm, best of 9): starting two forked workers
+costs about 8 ms, and the pool breaks even at about 0.8 MB in all (2 x 0.4 MB: 25.4 ms either way;
+4 x 0.2 MB: 35.7 -> 33.9 ms; 2 x 1 MB: 45 -> 37 ms; 8 x 1 MB: 181 -> 115 ms)."""
+
+ProgressCallback = Callable[[str, int, int], None]
 
 ASSUMED_COMPACT = (
     "cleanup.policy: no topic configuration found and none given with --config; "
@@ -100,15 +125,26 @@ def merge_notes(per_partition: Mapping[str, list[str]]) -> list[str]:
             for note, names in owners.items()]
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionTask:
+    """One partition of a log dir to clean, with what the cleaner order resolved for it."""
+
+    part_dir: Path
+    config: TopicConfig
+    apply_retention: bool
+    size_in_bytes: int  # of its segments: the work a clean may have to read
+
+
 def clean_path(
     path: str | Path,
     *,
     cli_overrides: Mapping[str, str],
     options: CleanOptions,
     only_eligible: bool = False,
-    progress: Callable[[str, int, int], None] | None = None,
+    progress: ProgressCallback | None = None,
     server_properties: str | Path | None = None,
     metadata_dir: str | Path | None = None,
+    jobs: int | None = None,
 ) -> CleanRun:
     """Clean a partition directory, or every compacted partition of a log dir.
 
@@ -117,18 +153,24 @@ def clean_path(
         cli_overrides: ``--config`` pairs (already validated).
         options: the clean options shared by every partition.
         only_eligible: for a log dir, clean only partitions the broker would clean now.
-        progress: called as ``(partition name, bytes done, bytes total)``.
+        progress: called as ``(partition name, bytes done, bytes total)``, always in this process.
         server_properties: the broker's server.properties (default: ``$KCOMPACT_SERVER_PROPERTIES``).
         metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0`` (default: as
             ``partition_config`` finds it).
+        jobs: worker processes (see :func:`partition_workers`); None = auto. A partition cleaned
+            alone is given this value as its own ``CleanOptions.jobs``.
 
     Returns:
-        The :class:`CleanRun`; its notes say which configs were unknown or assumed.
+        The :class:`CleanRun`; its notes say which configs were unknown or assumed. Results and
+        failures are in the cleaner's order whatever ``jobs`` is.
 
     Raises:
+        ConfigError: ``jobs`` is below 1.
         KcompactError: a single partition failed or is not compacted (for a log dir, failures are
             collected and non-compacted partitions skipped with a note instead).
     """
+    if jobs is not None and jobs < 1:
+        raise ConfigError(f"jobs: a number of worker processes; expected 1 or more, found {jobs}")
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir)
     run = CleanRun()
     target = Path(path)
@@ -140,31 +182,146 @@ def clean_path(
         why = not_compacted(effective)
         if why is not None:
             raise RefusedError(f"{target}: {why}")
-        own = replace(options, apply_retention=retention_allowed(effective))
+        own = with_jobs(replace(options, apply_retention=retention_allowed(effective)), jobs)
         run.results.append(clean_partition(target, effective.config, own, _progress_for(target, progress)))
         return run
     if not target.is_dir():
         raise KcompactError(f"{target}: no such partition directory or log dir")
-    ordered = _cleaner_order(target, sources, options, only_eligible, run)
-    for part_dir, config, with_retention in ordered:
-        try:
-            own = replace(options, apply_retention=with_retention)
-            run.results.append(
-                clean_partition(part_dir, config, own, _progress_for(part_dir, progress))
-            )
-        except KcompactError as err:
-            run.failures.append(PartitionFailure(str(part_dir), str(err)))
+    tasks = _cleaner_order(target, sources, options, only_eligible, run)
+    workers = partition_workers(jobs, [task.size_in_bytes for task in tasks])
+    if workers > 1:
+        outcomes = _clean_in_pool(tasks, with_jobs(options, 1), workers, progress)
+    else:
+        outcomes = [_clean_task(task, with_jobs(options, jobs), progress) for task in tasks]
+    for outcome in outcomes:
+        if isinstance(outcome, PartitionFailure):
+            run.failures.append(outcome)
+        else:
+            run.results.append(outcome)
     return run
+
+
+def partition_workers(jobs: int | None, sizes_in_bytes: Sequence[int]) -> int:
+    """How many worker processes clean these partitions of a log dir (1: in this process).
+
+    Args:
+        jobs: the caller's choice (None = auto).
+        sizes_in_bytes: each partition's segment bytes, one per partition to clean.
+
+    Returns:
+        ``min(jobs, partitions)``; for auto, ``min(usable cores, partitions)`` once the partitions
+        hold :data:`POOL_MIN_BYTES` together, else 1.
+    """
+    if len(sizes_in_bytes) < 2:
+        return 1
+    if jobs is not None:
+        return max(1, min(jobs, len(sizes_in_bytes)))
+    if sum(sizes_in_bytes) < POOL_MIN_BYTES:
+        return 1
+    return max(1, min(usable_cpus(), len(sizes_in_bytes)))
+
+
+def usable_cpus() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def with_jobs(options: CleanOptions, jobs: int | None) -> CleanOptions:
+    """``options`` with ``jobs`` (parallelism inside one partition), when CleanOptions has that field."""
+    if not any(f.name == "jobs" for f in fields(CleanOptions)):
+        return options
+    changes: dict[str, Any] = {"jobs": jobs}
+    return replace(options, **changes)
+
+
+def _clean_task(
+    task: PartitionTask, options: CleanOptions, progress: ProgressCallback | None
+) -> CleanResult | PartitionFailure:
+    """Clean one partition of a log dir; its deliberate errors become its failure."""
+    try:
+        own = replace(options, apply_retention=task.apply_retention)
+        return clean_partition(task.part_dir, task.config, own, _progress_for(task.part_dir, progress))
+    except KcompactError as err:
+        return PartitionFailure(str(task.part_dir), str(err))
+
+
+# What each forked worker inherits from the parent: (tasks, options, progress queue or None).
+_worker_state: tuple[Sequence[PartitionTask], CleanOptions, Any] | None = None
+
+
+def _init_worker(tasks: Sequence[PartitionTask], options: CleanOptions, queue: Any) -> None:
+    global _worker_state
+    _worker_state = (tasks, options, queue)
+    if queue is not None:
+        queue.cancel_join_thread()  # progress is best effort: never hang a worker's exit on it
+
+
+def _clean_in_worker(index: int) -> CleanResult | PartitionFailure:
+    if _worker_state is None:  # pragma: no cover - only reachable if the initializer did not run
+        raise RuntimeError("kcompact worker used without its initializer")
+    tasks, options, queue = _worker_state
+    report: ProgressCallback | None = None
+    if queue is not None:
+        def report(name: str, done: int, total: int) -> None:
+            queue.put((name, done, total))
+    return _clean_task(tasks[index], options, report)
+
+
+def _clean_in_pool(
+    tasks: Sequence[PartitionTask], options: CleanOptions, workers: int, progress: ProgressCallback | None
+) -> list[CleanResult | PartitionFailure]:
+    """Clean the tasks in ``workers`` forked processes; outcomes come back in the tasks' order.
+
+    Tasks and options reach the workers through fork (nothing but an index is pickled on the way
+    in); a bug in one partition stops the pool (queued partitions are not started) and is raised here.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("fork")
+    queue = None if progress is None else context.Queue()
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
+                               initargs=(tasks, options, queue))
+    try:
+        futures = [pool.submit(_clean_in_worker, index) for index in range(len(tasks))]
+        _relay_progress(futures, queue, progress)
+        return [future.result() for future in futures]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        if queue is not None:
+            queue.close()
+
+
+def _relay_progress(
+    futures: Sequence[Future[CleanResult | PartitionFailure]], queue: Any, progress: ProgressCallback | None
+) -> None:
+    """Hand the workers' progress to ``progress`` in this process until every partition is done."""
+    from concurrent.futures import wait
+    from queue import Empty
+
+    if queue is None or progress is None:
+        wait(futures)
+        return
+    while True:
+        try:
+            name, done, total = queue.get(timeout=0.05)
+        except Empty:
+            if all(future.done() for future in futures):
+                return
+            continue
+        progress(name, done, total)
 
 
 def _cleaner_order(
     log_dir: Path, sources: ConfigSources, options: CleanOptions, only_eligible: bool, run: CleanRun
-) -> list[tuple[Path, TopicConfig, bool]]:
+) -> list[PartitionTask]:
     """Partitions of a log dir, highest dirty ratio first, as the broker's cleaner picks them."""
     import time
 
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
-    ranked: list[tuple[float, str, Path, TopicConfig, bool]] = []
+    ranked: list[tuple[float, str, PartitionTask]] = []
     notes: dict[str, list[str]] = {}
     for part_dir in iter_partition_dirs(log_dir):
         partition = open_partition(part_dir)
@@ -184,14 +341,15 @@ def _cleaner_order(
             continue
         if only_eligible and not rng.eligible:
             continue
-        ranked.append((-rng.dirty_ratio, part_dir.name, part_dir, config, retention_allowed(effective)))
+        task = PartitionTask(part_dir, config, retention_allowed(effective), partition.size_in_bytes)
+        ranked.append((-rng.dirty_ratio, part_dir.name, task))
     run.notes.extend(merge_notes(notes))
     ranked.sort(key=lambda item: item[:2])
-    return [(p, c, r) for _r, _n, p, c, r in ranked]
+    return [task for _r, _n, task in ranked]
 
 
 def _progress_for(
-    part_dir: Path, progress: Callable[[str, int, int], None] | None
+    part_dir: Path, progress: ProgressCallback | None
 ) -> Callable[[int], None] | None:
     if progress is None:
         return None

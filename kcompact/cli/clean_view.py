@@ -1,13 +1,14 @@
-"""Rendering of ``kcompact clean``: a readable report like Kafka's cleaner log line, or JSON."""
+"""Rendering of ``kcompact clean``: a readable report like Kafka's cleaner log line, or JSON.
+
+rich is imported only where it draws (the progress bar on a terminal, the text report's tables), so
+``kcompact clean --json`` and a clean whose stderr is not a terminal never pay for importing it.
+"""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
-
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
 from kcompact.cleaner.cleaner import CleanResult
 from kcompact.cleaner.run import CleanRun
@@ -16,23 +17,34 @@ from kcompact.cli import render
 
 @contextlib.contextmanager
 def progress_bar(*, enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
-    """A rich progress bar on stderr, shown only for long runs (rich hides it when not a terminal)."""
-    if not enabled:
+    """A rich progress bar on stderr, shown only when stderr is a terminal (else no callback at all).
+
+    The bar (and its refresh thread) starts on the first update, not before: ``clean_path`` forks its
+    worker processes before any progress arrives, and a fork must not copy a thread mid-write.
+    """
+    console = render.err_console() if enabled else None
+    if console is None or not console.is_terminal:
         yield None
         return
-    console = render.err_console()
-    with Progress(
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(
         TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-        console=console, transient=True, disable=not console.is_terminal,
-    ) as bar:
-        tasks: dict[str, Any] = {}
+        console=console, transient=True,
+    )
+    tasks: dict[str, Any] = {}
 
-        def update(name: str, done: int, total: int) -> None:
-            if name not in tasks:
-                tasks[name] = bar.add_task(f"cleaning {name}", total=total)
-            bar.update(tasks[name], completed=done)
+    def update(name: str, done: int, total: int) -> None:
+        if not tasks:
+            bar.start()
+        if name not in tasks:
+            tasks[name] = bar.add_task(f"cleaning {name}", total=total)
+        bar.update(tasks[name], completed=done)
 
+    try:
         yield update
+    finally:
+        bar.stop()
 
 
 def result_dict(result: CleanResult) -> dict[str, Any]:
@@ -107,6 +119,8 @@ def _render_one(result: CleanResult, shown: set[str]) -> None:
         f"{name}: {verb} dirty section [{rng.first_dirty_offset}, {result.end_offset})"
         f" (dirty ratio {rng.dirty_ratio:.3f})"
     )
+    from rich.table import Table
+
     table = Table(show_header=False, box=None, padding=(0, 2))
     table.add_row("read", f"{s.bytes_read / mb:.1f} MB, {s.records_read} records in {s.elapsed_s:.2f} s ({rate:.1f} MB/s)")
     table.add_row("written", f"{s.bytes_written / mb:.1f} MB, {s.records_written} records")

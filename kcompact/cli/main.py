@@ -46,6 +46,21 @@ class KcompactGroup(click.Group):
             ctx.exit(EXIT_OK)
 
 
+def parse_jobs(_ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """``--jobs``: a number of worker processes (1 or more); ``auto`` or absent gives None (auto)."""
+    if value is None or value.strip().lower() == "auto":
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise click.BadParameter(
+            f"a number of worker processes; expected 1 or more, or 'auto', found {value!r}", param=param
+        )
+    return number
+
+
 @click.group(cls=KcompactGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kcompact")
 def cli() -> None:
@@ -142,6 +157,10 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
               default=None, metavar="DIR",
               help="metadata.log.dir or its __cluster_metadata-0 (default: the one server.properties "
                    "names, else the one beside each partition's log dir).")
+@click.option("--jobs", default=None, callback=parse_jobs, metavar="N|auto",
+              help="Worker processes for a log dir's partitions (for one partition: its own "
+                   "parallelism). Default auto: one per core once the partitions hold 1 MiB, "
+                   "else 1.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def clean_command(
     path: str,
@@ -154,6 +173,7 @@ def clean_command(
     only_eligible: bool,
     server_properties: str | None,
     metadata_dir: str | None,
+    jobs: int | None,
     as_json: bool,
 ) -> None:
     """Compact PATH (a partition directory, or every compacted partition of a log dir) exactly as one
@@ -174,7 +194,7 @@ def clean_command(
     with progress_bar(enabled=not as_json) as progress:
         run = clean_path(path, cli_overrides=overrides, options=options, only_eligible=only_eligible,
                          progress=progress, server_properties=server_properties,
-                         metadata_dir=metadata_dir)
+                         metadata_dir=metadata_dir, jobs=jobs)
     render_clean(run, as_json=as_json)
     if run.failures:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)

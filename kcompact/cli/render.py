@@ -2,17 +2,20 @@
 
 Commands hand their results here. ``--json`` output bypasses rich entirely (no markup, no wrapping, one
 JSON document or one JSON object per line), so scripts can parse it whatever the terminal width.
-Errors go to stderr as a single line.
+Errors go to stderr as a single line. rich is imported on the first use of a Console, not with this
+module: ``kcompact --help`` and ``--json`` output never need it (about 15 ms of start-up).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _console: Console | None = None
 _err_console: Console | None = None
@@ -22,6 +25,8 @@ def console() -> Console:
     """The stdout console (created on first use, so tests can redirect stdout)."""
     global _console
     if _console is None or _console.file is not sys.stdout:
+        from rich.console import Console
+
         _console = Console(file=sys.stdout, highlight=False, soft_wrap=False)
     return _console
 
@@ -30,6 +35,8 @@ def err_console() -> Console:
     """The stderr console, for warnings and progress."""
     global _err_console
     if _err_console is None or _err_console.file is not sys.stderr:
+        from rich.console import Console
+
         _err_console = Console(file=sys.stderr, highlight=False)
     return _err_console
 
