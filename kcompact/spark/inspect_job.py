@@ -1,0 +1,160 @@
+"""``spark inspect dirty-ratio``: the serial report's rows, computed by Spark tasks.
+
+Each task runs :func:`kcompact.inspect.dirty_ratio.dirty_ratio_report` itself, on a slice of one log
+dir's partitions: the rows are the serial command's own, same fields, same values. Slices rather
+than single partitions because the report reads each log dir checkpoint file once per call (a
+partition per task would parse the checkpoint files once per partition, quadratic in a big log dir).
+Every task gets the driver's clock.
+
+The only thing the driver redoes is the ranking across slices (``cleaner_rank``): a slice ranks its
+own eligible partitions, and the run's ranks are those rows, stably re-sorted by dirty ratio — which is
+Kafka's rule as ``kcompact.cleaner.ranges.cleaner_order`` applies it (highest ratio first, ties in
+the order the partitions were listed: slices keep that order, and a slice's ranks keep it inside).
+Rows are then sorted as the serial report sorts them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kcompact.errors import KcompactError
+from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report
+from kcompact.segment.partition import is_partition_dir, iter_partition_dirs
+from kcompact.spark.rows import dataclass_columns, ddl
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+DIRTY_RATIO_COLUMNS = dataclass_columns(DirtyRatioRow)
+SLICES_PER_CORE = 2  # a little more than one slice per core, so a slow log dir does not hold the run
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSlice:
+    """Some partition directories of one log dir, and how the report must read them."""
+
+    partition_dirs: tuple[str, ...]
+    cli_overrides: Mapping[str, str]
+    now_ms: int
+    server_properties: str | None
+    metadata_dir: str | None
+
+
+@dataclass(slots=True)
+class SparkDirtyRatio:
+    """The report's rows (as the serial command orders them) and the same rows as a DataFrame."""
+
+    rows: list[DirtyRatioRow]
+    frame: DataFrame
+
+
+def spark_dirty_ratio(
+    spark: SparkSession,
+    paths: Iterable[str | Path],
+    *,
+    cli_overrides: Mapping[str, str],
+    now_ms: int | None = None,
+    server_properties: str | Path | None = None,
+    metadata_dir: str | Path | None = None,
+) -> SparkDirtyRatio:
+    """The dirty-ratio report of every partition under ``paths``, computed on Spark.
+
+    Args:
+        spark: the session.
+        paths: log dirs and/or partition directories (executors must see them at these paths).
+        cli_overrides: ``--config`` pairs.
+        now_ms: the clock (default: the driver's now), the same for every task.
+        server_properties: the broker's server.properties.
+        metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0``.
+
+    Returns:
+        The rows, equal to :func:`~kcompact.inspect.dirty_ratio.dirty_ratio_report`'s for the same
+        paths and clock, and their DataFrame (schema :data:`DIRTY_RATIO_COLUMNS`).
+
+    Raises:
+        KcompactError: a path is neither a log dir nor a partition directory.
+    """
+    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    slices = _slices(_partition_dirs(paths), spark.sparkContext.defaultParallelism * SLICES_PER_CORE,
+                     lambda dirs: ReportSlice(dirs, dict(cli_overrides), now, _text(server_properties),
+                                              _text(metadata_dir)))
+    rows: list[DirtyRatioRow] = []
+    if slices:
+        spark.sparkContext.setJobDescription(f"kcompact spark inspect dirty-ratio: {len(slices)} slices")
+        try:
+            rdd = spark.sparkContext.parallelize(slices, len(slices))
+            rows = [row for part in rdd.map(run_report_slice).collect() for row in part]
+        finally:
+            spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
+    rows = rank_rows(rows)
+    values = [tuple(getattr(row, name) for name, _ in DIRTY_RATIO_COLUMNS) for row in rows]
+    return SparkDirtyRatio(rows, spark.createDataFrame(values, ddl(DIRTY_RATIO_COLUMNS)))
+
+
+def run_report_slice(part: ReportSlice) -> list[DirtyRatioRow]:
+    """The body of one Spark task: the serial report over one slice.
+
+    Args:
+        part: the slice.
+
+    Returns:
+        Its rows, in the report's order (a row with ``error`` set for a partition that does not parse).
+    """
+    return dirty_ratio_report(part.partition_dirs, cli_overrides=part.cli_overrides, now_ms=part.now_ms,
+                              server_properties=part.server_properties, metadata_dir=part.metadata_dir)
+
+
+def rank_rows(slices_rows: Sequence[DirtyRatioRow]) -> list[DirtyRatioRow]:
+    """Rank rows that come from several slices (given in listing order) as one report would.
+
+    Args:
+        slices_rows: each slice's rows as its report returned them, slice after slice.
+
+    Returns:
+        New rows with the run's ``cleaner_rank``, sorted as the serial report sorts them.
+    """
+    ranked = sorted((row for row in slices_rows if row.cleaner_rank is not None),
+                    key=lambda row: -row.dirty_ratio)
+    ranks = {id(row): rank for rank, row in enumerate(ranked, 1)}
+    out = [dataclasses.replace(row, cleaner_rank=ranks.get(id(row))) for row in slices_rows]
+    out.sort(key=lambda r: (r.cleaner_rank is None, r.cleaner_rank or 0, r.topic, r.partition))
+    return out
+
+
+def _partition_dirs(paths: Iterable[str | Path]) -> list[Path]:
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if is_partition_dir(path):
+            found.append(path)
+        elif path.is_dir():
+            found.extend(iter_partition_dirs(path))
+        else:
+            raise KcompactError(f"{path}: not a log dir or partition directory")
+    return found
+
+
+def _slices(
+    dirs: Sequence[Path], wanted: int, make: Callable[[tuple[str, ...]], ReportSlice]
+) -> list[ReportSlice]:
+    """Consecutive runs of one log dir's partitions, about ``wanted`` slices in all."""
+    size = max(1, -(-len(dirs) // max(1, wanted)))
+    slices: list[ReportSlice] = []
+    run: list[str] = []
+    for part_dir in dirs:
+        if run and (len(run) == size or Path(run[-1]).parent != part_dir.parent):
+            slices.append(make(tuple(run)))
+            run = []
+        run.append(str(part_dir))
+    if run:
+        slices.append(make(tuple(run)))
+    return slices
+
+
+def _text(path: str | Path | None) -> str | None:
+    return None if path is None else str(path)
