@@ -281,7 +281,7 @@ def latest_view(frame: DataFrame) -> DataFrame:
         The compacted view, same columns.
     """
     from pyspark.sql import Window
-    from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
+    from pyspark.sql import functions as F
 
     newest_first = Window.partitionBy("topic", "partition", "key").orderBy(F.col("offset").desc())
     return (frame.where(F.col("key").isNotNull())
