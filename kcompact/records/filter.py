@@ -17,7 +17,10 @@ exactly as Kafka does (spec §6.12):
   leader epoch −1; v0 becomes CreateTime with timestamps −1.
 
 Rebuilding copies each kept record's key, value and header bytes as they are and re-encodes only the
-record prefix (length, attributes, timestamp delta, offset delta), so it costs one small join per record.
+record prefix (length, attributes, timestamp delta, offset delta), so it costs one small join per record
+in Python. Where the compiled kernels are built (:mod:`kcompact.records.accel`) the whole record section
+is written by one C call instead; ``_rebuild`` stays the reference it is tested against byte for byte,
+and runs whenever the C code declines (indices or deltas the reference would fail on).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from kcompact.records import accel
 from kcompact.records.batch import (
     NO_TIMESTAMP,
     RecordBatch,
@@ -108,6 +112,10 @@ def filter_v2_batch(
         )
     if columns is None:
         raise ValueError("rebuilding a batch needs its scanned records")
+    if accel.enabled:
+        rebuilt = _rebuild_accel(batch, columns, keep, delete_horizon_ms)
+        if rebuilt is not None:
+            return rebuilt
     return FilteredBatch(
         Outcome.REBUILT,
         _rebuild(batch, columns, keep, delete_horizon_ms),
@@ -157,13 +165,38 @@ def _rebuild(
         append(_zigzag_bytes(len(prefix) + len(body)))
         append(prefix)
         append(body)
+    max_timestamp = _max_timestamp(batch, columns, keep)
+    return _encode_rebuilt(batch, b"".join(parts), len(keep), base_timestamp, max_timestamp, horizon)
+
+
+def _rebuild_accel(
+    batch: RecordBatch, columns: RecordColumns, keep: Sequence[int], horizon: int | None
+) -> FilteredBatch | None:
+    """The C rebuild of the record section; None where the reference must run (see accel.py)."""
+    arrays = (columns.body_starts, columns.record_ends, columns.offsets, columns.timestamps)
+    rebuilt = accel.rebuild_records(columns.data, arrays, keep, batch.base_offset, horizon)
+    if rebuilt is None:
+        return None
+    raw, base_timestamp, max_kept = rebuilt
+    max_timestamp = (
+        batch.max_timestamp if batch.timestamp_type == TimestampType.LOG_APPEND_TIME else max_kept
+    )
+    data = _encode_rebuilt(batch, raw, len(keep), base_timestamp, max_timestamp, horizon)
+    return FilteredBatch(Outcome.REBUILT, data, batch.last_offset, max_timestamp, len(keep))
+
+
+def _encode_rebuilt(
+    batch: RecordBatch, raw: bytes, count: int, base_timestamp: int, max_timestamp: int,
+    horizon: int | None,
+) -> bytes:
+    """Frame rebuilt records with the original batch's header fields (module docstring)."""
     return encode_records_batch(
-        b"".join(parts),
-        count=len(keep),
-        base_offset=base_offset,
+        raw,
+        count=count,
+        base_offset=batch.base_offset,
         last_offset_delta=batch.last_offset_delta,
         base_timestamp=base_timestamp,
-        max_timestamp=_max_timestamp(batch, columns, keep),
+        max_timestamp=max_timestamp,
         compression=int(batch.compression),
         timestamp_type=int(batch.timestamp_type),
         producer_id=batch.producer_id,

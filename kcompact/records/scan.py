@@ -28,27 +28,19 @@ length and not parsed: the full validator is :func:`kcompact.records.record.deco
 any input that validator accepts, both functions give exactly what it gives (offsets past the
 int64 range aside: it returns them, these refuse them).
 
-Speed. Measured on the 2-core development machine (CPython 3.11.7), uncompressed batches of 200
-records, keys ``key-%012d``, 100-byte values. Variants of scan_keys, one batch in a loop (best of 5):
+Speed (2-core development machine, CPython 3.11.7, 200-record uncompressed batches, keys
+``key-%012d``, 100-byte values). Two implementations, identical on every input:
 
-    variant                                                        records/s
-    one decode_varint-style call per field                           0.67 M
-    1- and 2-byte varint fast paths inlined, list/array appends      2.29 M
-      same, indexing a memoryview instead of bytes                   2.07 M
-      keys sliced afterwards in a comprehension from spans           2.30 M
-      preallocated arrays, index assignment                          2.45 M
-    + zig-zag by table lookup (one tuple for 1- and 2-byte forms)    2.68 M
-    + record start kept in one variable, fewer stores   (kept)       2.82 M
-    a compiled regex matching each record head (no checks at all)    1.72 M
-
-Whole 2,000,000-record segment (``python scripts/bench.py scan``, batch walk and per-batch copy to
-``bytes`` included, best of 3; the machine was shared, runs varied by up to 30%): scan_keys
-2.3-2.6 M records/s (about 290-330 MB/s), scan_records 1.6-1.7 M records/s, the full
-``decode_records`` 0.3 M records/s. So the 1.5 M records/s target for key extraction is met in pure
-Python. Values and headers are jumped over through the record length, so their size does not
-matter to the walk. A memoryview input is copied to ``bytes`` once per batch
-(bytes indexing is ~10% faster and the keys must be ``bytes`` anyway). The loops below are long on
-purpose: a helper call per field is what made the first variant 4x slower.
+* ``_accel.c`` (see :mod:`kcompact.records.accel`), used when the extension is built and
+  ``KCOMPACT_NO_ACCEL`` is unset: ~13 ns a record with the batch in cache; over a whole
+  2,000,000-record segment (``python scripts/bench.py scan``) about 20 M records/s for both
+  functions, i.e. the speed of reading the bytes from memory.
+* The pure-Python loops below: the reference the C code is tested against, and the code that
+  runs where no compiler was found or the C code declines an input (errors among them: the
+  reference raises the exact error). scan_keys 2.3-2.6 M records/s, scan_records 1.6-1.7 M
+  (the full ``decode_records``: 0.3 M). They are long on purpose: a helper call per field was 4x
+  slower; 1- and 2-byte varints are read inline and zig-zagged by one table lookup. A
+  memoryview input is copied to ``bytes`` once per batch (bytes indexing is ~10% faster).
 """
 
 from __future__ import annotations
@@ -57,6 +49,7 @@ from array import array
 from dataclasses import dataclass
 
 from kcompact.errors import CorruptRecordError
+from kcompact.records import accel
 from kcompact.records.varint import INT64_MAX, Buffer, decode_varint, decode_varlong
 
 MIN_RECORD_BODY_SIZE_IN_BYTES = 6
@@ -208,6 +201,17 @@ def scan_records(
     Raises:
         CorruptRecordError: the records do not frame as described in the module docstring.
     """
+    if accel.enabled:
+        scanned = accel.scan_records(data, base_offset, base_timestamp, count, log_append_time)
+        if scanned is not None:
+            return RecordColumns(count, *scanned)
+    return _scan_records_python(data, base_offset, base_timestamp, count, log_append_time)
+
+
+def _scan_records_python(
+    data: Buffer, base_offset: int, base_timestamp: int, count: int, log_append_time: int | None
+) -> RecordColumns:
+    """The reference :func:`scan_records`: what runs without the C kernels, and when they decline."""
     buf = _prepare(data, count)
     zeros = bytes(8 * count)
     columns = RecordColumns(
@@ -339,6 +343,17 @@ def scan_keys(
     Raises:
         CorruptRecordError: the records do not frame as described in the module docstring.
     """
+    if accel.enabled:
+        scanned = accel.scan_keys(data, base_offset, count)
+        if scanned is not None:
+            return scanned
+    return _scan_keys_python(data, base_offset, count)
+
+
+def _scan_keys_python(
+    data: Buffer, base_offset: int, count: int
+) -> tuple[array[int], list[bytes | None]]:
+    """The reference :func:`scan_keys`: what runs without the C kernels, and when they decline."""
     d = _prepare(data, count)
     n = len(d)
     zz = _ZIGZAG
