@@ -1,0 +1,97 @@
+"""``kcompact clean LOG_DIR --jobs``: worker processes change neither the report nor the bytes, a
+corrupt partition fails alone, and a bad ``--jobs`` is refused before anything is touched."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from kcompact.cli.main import cli
+from tests.cleaner.test_run_jobs import CORRUPT, NOW, digest, make_log_dir
+
+
+def run(*args: str | Path) -> Result:
+    runner = CliRunner(catch_exceptions=False, env={"COLUMNS": "80", "KCOMPACT_SERVER_PROPERTIES": None})
+    return runner.invoke(cli, ["clean", *map(str, args)])
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_log_dir(tmp_path_factory.mktemp("template") / "logdir")
+
+
+def copy_of(template: Path, where: Path) -> Path:
+    where.mkdir()
+    return Path(shutil.copytree(template, where / "logdir"))
+
+
+def without_timings(stdout: str, root: Path) -> Any:
+    report = json.loads(stdout.replace(str(root), "<root>"))
+    for result in report["results"]:
+        result["stats"].pop("elapsed_s")
+    return report
+
+
+def test_json_report_and_bytes_are_the_same_with_two_jobs(template: Path, tmp_path: Path) -> None:
+    one, two = copy_of(template, tmp_path / "one"), copy_of(template, tmp_path / "two")
+    serial = run(one, "--now-ms", NOW, "--json", "--jobs", "1")
+    pooled = run(two, "--now-ms", NOW, "--json", "--jobs", "2")
+    assert (serial.exit_code, pooled.exit_code) == (2, 2)  # the corrupt partition failed
+    assert without_timings(pooled.stdout, two.parent) == without_timings(serial.stdout, one.parent)
+    assert digest(two) == digest(one)
+    report = without_timings(pooled.stdout, two.parent)
+    assert [f["partition_dir"] for f in report["failures"]] == [f"<root>/logdir/{CORRUPT}"]
+    assert [r["partition_dir"] for r in report["results"]] == [
+        "<root>/logdir/events-0", "<root>/logdir/events-1", "<root>/logdir/orders-0", "<root>/logdir/orders-2"]
+    assert digest(two / CORRUPT) == digest(template / CORRUPT)
+
+
+def normalized(text: str, root: Path) -> str:
+    text = re.sub(r" in \d+\.\d\d s \(\d+\.\d MB/s\)", " in <t> s (<r> MB/s)", text.replace(str(root), "<root>"))
+    return "".join(line.rstrip() + "\n" for line in text.splitlines())
+
+
+def test_text_report_is_the_same_with_two_jobs(template: Path, tmp_path: Path) -> None:
+    one, auto = copy_of(template, tmp_path / "one"), copy_of(template, tmp_path / "two")
+    serial = run(one, "--now-ms", NOW, "--jobs", "1")
+    pooled = run(auto, "--now-ms", NOW, "--jobs", "2")
+    assert normalized(pooled.stdout, auto.parent) == normalized(serial.stdout, one.parent)
+    assert normalized(pooled.stderr, auto.parent) == normalized(serial.stderr, one.parent)
+    assert normalized(pooled.stdout, auto.parent).endswith(
+        "4 partitions cleaned, 0 had nothing to clean, 1 failed; 11962 bytes read, 832 bytes "
+        "written\n")
+    assert f"kcompact: error: <root>/logdir/{CORRUPT}/00000000000000000000.log at position 0: record 0 " \
+           "length out of range" in normalized(pooled.stderr, auto.parent)
+
+
+def test_auto_jobs_is_the_default(template: Path, tmp_path: Path) -> None:
+    default, auto = copy_of(template, tmp_path / "default"), copy_of(template, tmp_path / "auto")
+    plain = run(default, "--now-ms", NOW, "--json")
+    spelled = run(auto, "--now-ms", NOW, "--json", "--jobs", "AUTO")
+    assert without_timings(spelled.stdout, auto.parent) == without_timings(plain.stdout, default.parent)
+    assert digest(auto) == digest(default)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two", ""])
+def test_bad_jobs_is_refused_before_anything_is_touched(template: Path, tmp_path: Path, value: str) -> None:
+    log_dir = copy_of(template, tmp_path / "bad")
+    before = digest(log_dir)
+    result = run(log_dir, "--jobs", value)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.splitlines()[-1] == (
+        "Error: Invalid value for '--jobs': a number of worker processes; expected 1 or more, or "
+        f"'auto', found {value!r}")
+    assert digest(log_dir) == before
+
+
+def test_help_describes_jobs() -> None:
+    result = CliRunner(env={"COLUMNS": "100"}).invoke(cli, ["clean", "--help"])
+    assert result.exit_code == 0
+    assert "--jobs N|auto" in result.stdout
+    assert "one per core once the partitions hold 1 MiB" in " ".join(result.stdout.split())
