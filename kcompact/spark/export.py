@@ -112,7 +112,7 @@ def list_segments(paths: Iterable[str | Path]) -> list[SegmentRef]:
     """
     refs: list[SegmentRef] = []
     for raw in paths:
-        path = Path(raw)
+        path = Path(raw).absolute()  # executors run elsewhere: no path relative to the driver's cwd
         if is_partition_dir(path):
             parts = [open_partition(path)]
         elif path.is_dir():
@@ -237,6 +237,7 @@ def spark_export(
         KcompactError: ``output`` exists, a path is not a partition or log dir, or a segment does
             not parse (the task's error, re-raised here as one line).
     """
+    paths = list(paths)
     target = Path(output)
     if target.exists():
         raise KcompactError(f"{target}: the export's output directory; expected a new path, found it exists")
@@ -267,7 +268,8 @@ def read_records(spark: SparkSession, paths: Iterable[str | Path], *,
     from kcompact.spark.datasource import KcompactDataSource
 
     spark.dataSource.register(KcompactDataSource)
-    return (spark.read.format(FORMAT_NAME).option("paths", json.dumps([str(p) for p in paths]))
+    listed = [str(Path(p).absolute()) for p in paths]
+    return (spark.read.format(FORMAT_NAME).option("paths", json.dumps(listed))
             .option("isolation", isolation).load())
 
 

@@ -129,7 +129,7 @@ def rank_rows(slices_rows: Sequence[DirtyRatioRow]) -> list[DirtyRatioRow]:
 def _partition_dirs(paths: Iterable[str | Path]) -> list[Path]:
     found: list[Path] = []
     for raw in paths:
-        path = Path(raw)
+        path = Path(raw).absolute()  # executors run elsewhere: no path relative to the driver's cwd
         if is_partition_dir(path):
             found.append(path)
         elif path.is_dir():

@@ -97,7 +97,7 @@ def plan_clean(
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir)
     plan = CleanPlan()
     for raw in paths:
-        target = Path(raw)
+        target = Path(raw).absolute()  # executors run elsewhere: no path relative to the driver's cwd
         if is_partition_dir(target):
             _plan_partition(target, sources, options, plan)
         elif target.is_dir():

@@ -19,6 +19,9 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -121,3 +124,34 @@ def _local_workers_python(master: str) -> None:
     Python without kcompact. A cluster's executors keep their own setting (``PYSPARK_PYTHON``)."""
     if master.startswith("local"):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+@contextmanager
+def command_session(
+    master: str | None = None, *, verbose: bool = False, app_name: str = "kcompact"
+) -> Iterator[tuple[SparkSession, float]]:
+    """A session for one command: started here (and stopped at the end) unless one is already active.
+
+    Args:
+        master: as :func:`spark_session`.
+        verbose: as :func:`spark_session`.
+        app_name: as :func:`spark_session`.
+
+    Yields:
+        The session and the seconds its start-up took (about 0 when it was already running).
+
+    Raises:
+        UnsupportedFormatError: pyspark is not installed.
+    """
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as err:
+        raise UnsupportedFormatError(MISSING_PYSPARK.format(found=f"ImportError: {err}")) from err
+    already = SparkSession.getActiveSession()
+    started = time.perf_counter()
+    session = spark_session(master, verbose=verbose, app_name=app_name)
+    try:
+        yield session, time.perf_counter() - started
+    finally:
+        if already is None:
+            session.stop()

@@ -1,0 +1,181 @@
+"""``kcompact spark …``: the serial commands' work distributed over a Spark cluster (or local cores).
+
+``spark clean``, ``spark inspect dirty-ratio`` and ``spark export`` each parse their options, start
+(or join) a session with :func:`kcompact.spark.session.command_session`, call one job function of
+``kcompact.spark``, and hand the result to ``spark_view``. Only click is imported at module level:
+pyspark is loaded when a command runs, so ``kcompact --help`` works without the ``spark`` extra
+(a command then exits 2 saying ``pip install 'kcompact[spark]'``).
+"""
+
+from __future__ import annotations
+
+import click
+
+EXIT_BAD_INPUT = 2  # as kcompact.cli.main (not imported: main imports this module while it loads)
+EXIT_BUG = 1
+EPILOG = (
+    "Exit codes: 0 success; 2 bad input or refused (one line on stderr names the file and byte "
+    "position); 1 a bug in kcompact (with a traceback)."
+)
+STARTUP_NOTE = (
+    "Starting Spark costs seconds (a JVM and Python workers): for one partition, or a few small "
+    "ones, the serial command is faster."
+)
+SPARK_EPILOG = f"{STARTUP_NOTE}\n\n{EPILOG}"
+
+_master = click.option("--master", default=None, metavar="URL",
+                       help="Spark master (local[4], spark://host:7077, yarn…). Default: what "
+                            "spark-submit set, else local[*].")
+_verbose = click.option("--verbose", is_flag=True, help="Show Spark's own logs (INFO); default: errors only.")
+_config = click.option("--config", "config_pairs", multiple=True, metavar="KEY=VALUE",
+                       help="A topic configuration by Kafka's name. Repeatable.")
+_now_ms = click.option("--now-ms", type=int, default=None,
+                       help="The clock every task uses (default: the driver's now), in ms since the epoch.")
+_server_properties = click.option(
+    "--server-properties", type=click.Path(exists=True, dir_okay=False, path_type=str), default=None,
+    metavar="FILE", help="The broker's server.properties (default: $KCOMPACT_SERVER_PROPERTIES).")
+_metadata_dir = click.option(
+    "--metadata-dir", type=click.Path(exists=True, file_okay=False, path_type=str), default=None,
+    metavar="DIR", help="metadata.log.dir or its __cluster_metadata-0.")
+_paths = click.argument("paths", nargs=-1, required=True,
+                        type=click.Path(exists=True, file_okay=False, path_type=str))
+
+
+@click.group("spark", epilog=SPARK_EPILOG)
+def spark_group() -> None:
+    """Run clean, inspect dirty-ratio and export as Spark jobs: one task per partition (or segment),
+    the same library code as the serial commands, results as DataFrames (--output writes Parquet).
+
+    Needs the spark extra (pip install 'kcompact[spark]') and Java. Every executor must see the log
+    dirs at the same paths (a shared file system), or run one job per broker host.
+    """
+
+
+@spark_group.command("clean", epilog=SPARK_EPILOG)
+@_paths
+@_master
+@_verbose
+@_config
+@_now_ms
+@click.option("--roll", is_flag=True, help="First roll a new empty active segment (as kcompact clean --roll).")
+@click.option("--from-start", is_flag=True, help="Re-clean from the log start.")
+@click.option("--dry-run", is_flag=True, help="Compute everything, write nothing.")
+@click.option("--dedupe-buffer-size", type=click.IntRange(min=1), default=None, metavar="BYTES",
+              help="Behave like a broker with this log.cleaner.dedupe.buffer.size.")
+@click.option("--only-eligible", is_flag=True,
+              help="For a log dir: clean only partitions the broker's cleaner would pick now.")
+@click.option("--map-budget", type=click.IntRange(min=1), default=None, metavar="BYTES",
+              help="A partition whose offset map would exceed BYTES is cleaned with a distributed "
+                   "offset map, driven from the driver, instead of in one task.")
+@_server_properties
+@_metadata_dir
+@click.option("--output", type=click.Path(path_type=str), default=None, metavar="STATS.parquet",
+              help="Also write the per-partition rows as Parquet (a new directory).")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+def spark_clean_command(
+    paths: tuple[str, ...], master: str | None, verbose: bool, config_pairs: tuple[str, ...],
+    now_ms: int | None, roll: bool, from_start: bool, dry_run: bool, dedupe_buffer_size: int | None,
+    only_eligible: bool, map_budget: int | None, server_properties: str | None,
+    metadata_dir: str | None, output: str | None, as_json: bool,
+) -> None:
+    """Clean partition directories and log dirs as Spark tasks: each partition runs the same
+    clean_partition as `kcompact clean`, with one clock fixed by the driver, and ends byte-identical
+    to a serial clean of each partition in turn (cleaner checkpoint included). A failing partition
+    is reported and left untouched; the others finish. Exits 2 when a partition failed, 1 on a bug.
+    """
+    from kcompact.cleaner.cleaner import CleanOptions
+    from kcompact.cli.spark_view import check_new_output, render_spark_clean
+    from kcompact.config.topic_config import parse_config_pairs
+    from kcompact.spark.clean_job import spark_clean
+    from kcompact.spark.rows import STATUS_BUG, STATUS_FAILED
+    from kcompact.spark.session import command_session
+
+    overrides = parse_config_pairs(config_pairs)
+    check_new_output(output)
+    options = CleanOptions(now_ms=now_ms, from_start=from_start, dedupe_buffer_size=dedupe_buffer_size,
+                           dry_run=dry_run, roll=roll)
+    with command_session(master, verbose=verbose) as (spark, startup_s):
+        run = spark_clean(spark, paths, cli_overrides=overrides, options=options,
+                          only_eligible=only_eligible, server_properties=server_properties,
+                          metadata_dir=metadata_dir, map_budget_bytes=map_budget)
+        if output is not None:
+            run.frame.coalesce(1).write.parquet(output)
+    render_spark_clean(run, startup_s, as_json=as_json)
+    statuses = {row["status"] for row in run.as_dicts()}
+    if STATUS_BUG in statuses:
+        raise click.exceptions.Exit(EXIT_BUG)
+    if STATUS_FAILED in statuses:
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)
+
+
+@spark_group.group("inspect", epilog=SPARK_EPILOG)
+def spark_inspect() -> None:
+    """Read-only reports computed by Spark tasks."""
+
+
+@spark_inspect.command("dirty-ratio", epilog=SPARK_EPILOG)
+@_paths
+@_master
+@_verbose
+@_config
+@_now_ms
+@_server_properties
+@_metadata_dir
+@click.option("--output", type=click.Path(path_type=str), default=None, metavar="REPORT.parquet",
+              help="Also write the rows as Parquet (a new directory), same fields as --json.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of rows (as kcompact inspect dirty-ratio).")
+def spark_dirty_ratio_command(
+    paths: tuple[str, ...], master: str | None, verbose: bool, config_pairs: tuple[str, ...],
+    now_ms: int | None, server_properties: str | None, metadata_dir: str | None, output: str | None,
+    as_json: bool,
+) -> None:
+    """The rows of `kcompact inspect dirty-ratio` (same fields, same values, same order), computed
+    by Spark tasks over slices of the log dirs. Exits 2 when a partition's files do not parse.
+    """
+    from kcompact.cli.dirty_ratio_view import render_dirty_ratio
+    from kcompact.cli.spark_view import check_new_output, startup_line
+    from kcompact.config.topic_config import parse_config_pairs
+    from kcompact.spark.inspect_job import spark_dirty_ratio
+    from kcompact.spark.session import command_session
+
+    overrides = parse_config_pairs(config_pairs)
+    check_new_output(output)
+    with command_session(master, verbose=verbose) as (spark, startup_s):
+        report = spark_dirty_ratio(spark, paths, cli_overrides=overrides, now_ms=now_ms,
+                                   server_properties=server_properties, metadata_dir=metadata_dir)
+        if output is not None:
+            report.frame.coalesce(1).write.parquet(output)
+    render_dirty_ratio(report.rows, as_json=as_json)
+    if not as_json:
+        startup_line(startup_s)
+    if any(row.error for row in report.rows):
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)
+
+
+@spark_group.command("export", epilog=SPARK_EPILOG)
+@_paths
+@click.option("--output", type=click.Path(path_type=str), required=True, metavar="DIR",
+              help="A new directory for the Parquet files.")
+@click.option("--latest", is_flag=True,
+              help="Write the compacted view: per (topic, partition, key) the latest value, as a "
+                   "read_committed consumer reading from the log start ends up with it (no "
+                   "tombstones, control records, keyless records, aborted or still-open "
+                   "transactions).")
+@_master
+@_verbose
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, master: str | None,
+                         verbose: bool, as_json: bool) -> None:
+    """Write the records of partition directories or log dirs as Parquet: topic, partition, offset,
+    timestamp, key, value, headers (key string, value binary), is_tombstone, is_control,
+    is_transactional, producer_id. Without --latest every stored record is written (read_uncommitted:
+    control records and aborted transactions included, flagged). One Spark task per segment.
+    """
+    from kcompact.cli.spark_view import check_new_output, render_export
+    from kcompact.spark.export import spark_export
+    from kcompact.spark.session import command_session
+
+    check_new_output(output)
+    with command_session(master, verbose=verbose) as (spark, startup_s):
+        summary = spark_export(spark, paths, output, latest=latest)
+    render_export(summary, startup_s, as_json=as_json)

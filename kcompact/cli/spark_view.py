@@ -1,0 +1,103 @@
+"""Rendering of the ``kcompact spark`` commands: a rich summary after Spark's own progress bar, or JSON.
+
+``spark clean`` prints one table row per partition (the DataFrame's rows), the failures as error
+lines, and a summary line with Spark's start-up time apart from the job's; ``--json`` prints the
+rows with the DataFrame's column names. ``spark inspect dirty-ratio`` reuses the serial command's
+renderer. Spark's progress bar and logs go to stderr, never into ``--json`` output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.table import Table
+
+from kcompact.cli import render
+from kcompact.errors import KcompactError
+
+if TYPE_CHECKING:
+    from kcompact.spark.clean_job import SparkCleanRun
+    from kcompact.spark.export import ExportSummary
+
+MB = 1024 * 1024
+
+
+def check_new_output(output: str | None) -> None:
+    """Refuse an ``--output`` that exists before any Spark work starts.
+
+    Raises:
+        KcompactError: the path exists.
+    """
+    if output is not None and Path(output).exists():
+        raise KcompactError(f"{output}: the --output directory; expected a new path, found it exists")
+
+
+def startup_line(startup_s: float) -> None:
+    """Spark's start-up time, apart from the work (stderr, so it never mixes with results)."""
+    render.err_console().print(f"Spark session start-up: {startup_s:.1f} s", highlight=False)
+
+
+def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool) -> None:
+    """Print a ``spark clean`` run: JSON rows, or notes, a table, error lines and a summary."""
+    rows = run.as_dicts()
+    if as_json:
+        render.emit_json({"now_ms": run.now_ms, "partitions": rows, "notes": run.notes,
+                          "startup_s": round(startup_s, 3)})
+        return
+    for note in run.notes:
+        render.warning_line(note)
+    if rows:
+        render.console().print(_clean_table(rows))
+    for row in rows:
+        if row["error"] is not None:
+            render.error_line(row["error"].rstrip())
+    for row in rows:
+        for warning in row["warnings"]:
+            render.warning_line(f"{row['topic']}-{row['partition']}: {warning}")
+    render.plain(_clean_summary(rows))
+    startup_line(startup_s)
+
+
+def _clean_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(title="spark clean", title_justify="left")
+    for column, justify in (("partition", "left"), ("status", "left"), ("dirty range", "right"),
+                            ("read MB", "right"), ("written MB", "right"), ("reduction", "right"),
+                            ("s", "right")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        done = row["bytes_read"] is not None
+        span = ("-" if row["first_dirty_offset"] is None or row["end_offset"] is None
+                else f"[{row['first_dirty_offset']}, {row['end_offset']})")
+        table.add_row(
+            f"{row['topic']}-{row['partition']}" if row["topic"] else row["partition_dir"],
+            row["status"] + (" (distributed map)" if row["distributed_map"] else ""),
+            span,
+            f"{row['bytes_read'] / MB:.1f}" if done else "-",
+            f"{row['bytes_written'] / MB:.1f}" if done else "-",
+            f"{100 * row['size_reduction']:.1f}%" if done else "-",
+            f"{row['elapsed_s']:.2f}" if done else "-",
+        )
+    return table
+
+
+def _clean_summary(rows: list[dict[str, Any]]) -> str:
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    read = sum(row["bytes_read"] or 0 for row in rows)
+    written = sum(row["bytes_written"] or 0 for row in rows)
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no partitions"
+    return f"{len(rows)} partitions: {parts}; {read} bytes read, {written} bytes written"
+
+
+def render_export(summary: ExportSummary, startup_s: float, *, as_json: bool) -> None:
+    """Print what ``spark export`` wrote."""
+    if as_json:
+        render.emit_json({**dataclasses.asdict(summary), "startup_s": round(startup_s, 3)})
+        return
+    what = "latest live records (one per key)" if summary.latest else "records"
+    render.plain(f"{summary.records} {what} of {summary.partitions} partitions "
+                 f"({summary.segments} segments) written to {summary.output}")
+    startup_line(startup_s)
