@@ -95,3 +95,34 @@ def test_help_describes_jobs() -> None:
     assert result.exit_code == 0
     assert "--jobs N|auto" in result.stdout
     assert "one per core once the partitions hold 1 MiB" in " ".join(result.stdout.split())
+
+
+def test_progress_bar_starts_its_thread_only_at_the_first_update(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Worker processes are forked before any progress arrives: no rich refresh thread may exist then."""
+    import io
+    import threading
+
+    from rich.console import Console
+
+    from kcompact.cli import render
+    from kcompact.cli.clean_view import progress_bar
+
+    terminal = Console(file=io.StringIO(), force_terminal=True, width=80)
+    monkeypatch.setattr(render, "err_console", lambda: terminal)
+    threads = threading.active_count()
+    with progress_bar(enabled=True) as update:
+        assert update is not None and threading.active_count() == threads
+        update("orders-0", 10, 100)
+        assert threading.active_count() == threads + 1
+    for thread in threading.enumerate():  # the bar's refresh thread was told to stop; let it end
+        if thread is not threading.current_thread():
+            thread.join(timeout=5)
+    assert threading.active_count() == threads
+    assert "cleaning orders-0" in terminal.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_no_progress_callback_when_stderr_is_not_a_terminal() -> None:
+    from kcompact.cli.clean_view import progress_bar
+
+    with progress_bar(enabled=True) as update:  # pytest captures stderr: not a terminal
+        assert update is None
