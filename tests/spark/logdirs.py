@@ -11,9 +11,11 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from kcompact.records.batch import iter_batches
-from kcompact.records.record import Header
+from kcompact.records.batch import encode_batch, iter_batches
+from kcompact.records.legacy import encode_legacy_message, encode_legacy_wrapper
+from kcompact.records.record import Header, Record
 from kcompact.segment.checkpoint import update_offset_checkpoint
+from kcompact.segment.writer import write_segment
 from tests.builders import BASE_TS, PartitionBuilder
 
 NOW = BASE_TS + 10_000_000  # every record is older than any lag and horizon rule with defaults
@@ -53,6 +55,26 @@ def build_log_dir(log_dir: Path, count: int = 4, topics: tuple[str, ...] = ("ord
     for i in range(count):
         build_partition(log_dir, topics[i % len(topics)], i // len(topics), codec=CODECS[i % len(CODECS)])
     return log_dir
+
+
+def build_legacy_partition(log_dir: Path, topic: str = "legacy", partition: int = 0) -> Path:
+    """A log written before and after a message-format upgrade: v0 and v1 messages, v0/v1 wrappers
+    (gzip, snappy, lz4) with a tombstone and a keyless message, then a v2 segment, then an empty one."""
+    part = log_dir / f"{topic}-{partition}"
+    legacy = [
+        encode_legacy_message(offset=0, magic=0, key=b"a", value=b"v0-plain"),
+        encode_legacy_message(offset=1, magic=1, key=b"b", value=b"v1-plain", timestamp=BASE_TS + 1),
+        encode_legacy_wrapper([Record(2, BASE_TS + 2, b"a", b"v1-gzip"), Record(3, BASE_TS + 3, b"c", None)],
+                              magic=1, compression=1),
+        encode_legacy_wrapper([Record(4, -1, b"b", b"v0-snappy"), Record(5, -1, None, b"keyless")],
+                              magic=0, compression=2),
+        encode_legacy_wrapper([Record(6, BASE_TS + 6, b"d", b"v1-lz4")], magic=1, compression=3),
+    ]
+    write_segment(part, 0, legacy)
+    write_segment(part, 7, [encode_batch([Record(7, BASE_TS + 7, b"a", b"v2")], base_offset=7)])
+    write_segment(part, 8, [])
+    update_offset_checkpoint(log_dir / "replication-offset-checkpoint", {(topic, partition): 8})
+    return part
 
 
 def flip_crc_of_a_kept_batch(part: Path) -> None:

@@ -1,0 +1,173 @@
+"""``spark clean`` against the serial ``kcompact clean``: the same bytes, failures alone, one clock.
+
+The serial reference is :func:`kcompact.cleaner.run.clean_path` run on each path in turn over one
+copy of the source; ``spark_clean`` runs over another copy; every file of both trees must be equal
+(kcompact's own empty lock files aside), cleaner-offset-checkpoint included.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from kcompact.cleaner.cleaner import CleanOptions
+from kcompact.cleaner.run import clean_path
+from kcompact.errors import UnsupportedFormatError
+from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from kcompact.spark import clean_job
+from kcompact.spark.clean_job import run_clean_task, settle_checkpoint_order, spark_clean
+from kcompact.spark.plan import plan_clean
+from kcompact.spark.rows import STATUS_BUG, STATUS_CLEANED, STATUS_FAILED, STATUS_WOULD_CLEAN
+from tests.spark.logdirs import (
+    NOW,
+    build_log_dir,
+    build_partition,
+    flip_crc_of_a_kept_batch,
+    tree_digest,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def make_source(root: Path) -> tuple[Path, Path]:
+    """Log dir A: five partitions (orders-1 corrupt), a checkpoint with a line for orders-2 and a
+    foreign one; log dir B: two partitions, of which only users-0 is named on the command line."""
+    log_a = build_log_dir(root / "a", 5)
+    flip_crc_of_a_kept_batch(log_a / "orders-1")
+    write_offset_checkpoint(log_a / "cleaner-offset-checkpoint", {("gone", 9): 77, ("orders", 2): 0})
+    log_b = build_log_dir(root / "b", 2, topics=("users",))
+    return log_a, log_b / "users-0"
+
+
+def copy_source(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_spark_clean_is_byte_identical_to_serial_clean_and_a_corrupt_partition_fails_alone(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    make_source(tmp_path / "src")
+    serial, distributed = copy_source(tmp_path / "src", tmp_path / "serial"), copy_source(
+        tmp_path / "src", tmp_path / "spark")
+    options = CleanOptions(now_ms=NOW)
+    failures = []
+    for path in (serial / "a", serial / "b" / "users-0"):
+        failures += clean_path(path, cli_overrides={}, options=options).failures
+
+    run = spark_clean(spark, [distributed / "a", distributed / "b" / "users-0"], cli_overrides={},
+                      options=options)
+
+    assert tree_digest(serial) == tree_digest(distributed)
+    rows = {str(Path(r["partition_dir"]).relative_to(distributed)): r for r in run.as_dicts()}
+    assert [(name, r["status"]) for name, r in rows.items()] == [  # cleaning order, path after path
+        ("a/orders-0", STATUS_CLEANED), ("a/orders-1", STATUS_FAILED), ("a/orders-2", STATUS_CLEANED),
+        ("a/users-0", STATUS_CLEANED), ("a/users-1", STATUS_CLEANED), ("b/users-0", STATUS_CLEANED)]
+    assert [f.error.replace(str(serial), "") for f in failures] == [
+        rows["a/orders-1"]["error"].replace(str(distributed), "")]
+    assert "fails its CRC" in rows["a/orders-1"]["error"]
+    untouched = tree_digest(tmp_path / "src" / "a" / "orders-1")
+    assert tree_digest(distributed / "a" / "orders-1") == untouched
+    assert {r["now_ms"] for r in rows.values()} == {NOW}
+    assert run.frame.count() == 6 and run.frame.columns[:4] == ["partition_dir", "topic", "partition", "status"]
+
+
+def test_new_checkpoint_lines_are_appended_in_cleaning_order(spark: SparkSession, tmp_path: Path) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 6, topics=("t",))
+    run = spark_clean(spark, [log_dir], cli_overrides={}, options=CleanOptions(now_ms=NOW))
+
+    entries = read_offset_checkpoint(log_dir / "cleaner-offset-checkpoint")
+    assert list(entries) == [("t", p) for p in range(6)]  # equal dirty ratios: by name
+    assert all(r["status"] == STATUS_CLEANED for r in run.as_dicts())
+
+
+def test_settle_checkpoint_order_moves_only_new_lines(tmp_path: Path) -> None:
+    path = tmp_path / "cleaner-offset-checkpoint"
+    write_offset_checkpoint(path, {("c", 0): 3, ("old", 1): 5, ("a", 0): 1, ("other", 0): 8, ("b", 0): 2})
+
+    changed = settle_checkpoint_order(tmp_path, [("old", 1)], [("a", 0), ("b", 0), ("c", 0)])
+
+    assert changed
+    assert path.read_text() == "0\n5\nold 1 5\na 0 1\nb 0 2\nc 0 3\nother 0 8\n"
+    assert not settle_checkpoint_order(tmp_path, [("old", 1)], [("a", 0), ("b", 0), ("c", 0)])
+
+
+def test_concurrent_tasks_on_one_log_dir_lose_no_checkpoint_entry(spark: SparkSession, tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    target = str(log_dir / "cleaner-offset-checkpoint")
+
+    def hammer(task: int) -> int:
+        from kcompact.segment.checkpoint import update_offset_checkpoint
+
+        for i in range(40):
+            update_offset_checkpoint(target, {(f"t{task}", i): task * 1000 + i})
+        return task
+
+    done = spark.sparkContext.parallelize(range(6), 6).map(hammer).collect()
+
+    entries = read_offset_checkpoint(target)
+    assert done == list(range(6))
+    assert entries == {(f"t{t}", i): t * 1000 + i for t in range(6) for i in range(40)}
+
+
+def test_dry_run_writes_nothing_and_every_task_uses_the_drivers_clock(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 3)
+    before = tree_digest(log_dir)
+
+    run = spark_clean(spark, [log_dir], cli_overrides={}, options=CleanOptions(dry_run=True))
+
+    assert tree_digest(log_dir) == before
+    rows = run.as_dicts()
+    assert [r["status"] for r in rows] == [STATUS_WOULD_CLEAN] * 3
+    assert len({r["now_ms"] for r in rows}) == 1 and rows[0]["now_ms"] == run.now_ms
+
+
+def test_a_refused_partition_dir_is_a_failure_of_the_plan_not_of_the_run(tmp_path: Path) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 2)
+    metadata = tmp_path / "logs" / "__cluster_metadata-0"
+    metadata.mkdir()
+
+    plan = plan_clean([metadata, log_dir / "orders-0"], cli_overrides={}, options=CleanOptions(now_ms=NOW))
+
+    assert [Path(t.partition_dir).name for t in plan.tasks] == ["orders-0"]
+    assert [Path(f.partition_dir).name for f in plan.failures] == ["__cluster_metadata-0"]
+    assert "KRaft's own log" in plan.failures[0].error
+
+
+def test_a_partition_named_twice_is_cleaned_once(tmp_path: Path) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 2)
+    plan = plan_clean([log_dir / "orders-0", log_dir], cli_overrides={}, options=CleanOptions(now_ms=NOW))
+    assert [Path(t.partition_dir).name for t in plan.tasks] == ["orders-0", "users-0"]
+
+
+def test_an_unexpected_exception_in_a_task_is_a_bug_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    part = build_partition(tmp_path / "logs", "orders", 0)
+    task = plan_clean([part], cli_overrides={}, options=CleanOptions(now_ms=NOW)).tasks[0]
+
+    def broken(*args: object, **kwargs: object) -> object:
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(clean_job, "clean_partition", broken)
+    row = dict(zip([name for name, _ in clean_job.CLEAN_COLUMNS], run_clean_task(task), strict=True))
+
+    assert row["status"] == STATUS_BUG and row["topic"] == "orders"
+    assert "Traceback" in row["error"] and "ValueError: a bug" in row["error"]
+
+
+def test_map_budget_without_the_distributed_map_says_it_is_not_available(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(clean_job.DISTRIBUTED_MAP_MODULE) is not None:
+        pytest.skip("the distributed offset map is present (tests/spark/test_distributed_map.py covers it)")
+    log_dir = build_log_dir(tmp_path / "logs", 1)
+    with pytest.raises(UnsupportedFormatError, match="distributed offset map is not available"):
+        spark_clean(spark, [log_dir], cli_overrides={}, options=CleanOptions(now_ms=NOW), map_budget_bytes=1)
