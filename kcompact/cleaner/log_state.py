@@ -7,6 +7,11 @@ same facts from the files: sizes, checkpoints, index tails and every batch *head
 marker record is read too, it says COMMIT or ABORT). No data record payload is decompressed here, so
 ``inspect dirty-ratio`` stays fast on large log dirs and ``clean`` pays for it once.
 
+The same walk records, per segment, the headers the cleaner's transaction bookkeeping reacts to
+(``SegmentState.txn_events``: transactional data batches and COMMIT/ABORT markers, none for a topic
+without transactions), so that a cleaning round can be started at any segment without reading the
+segments before it again (``kcompact.cleaner.plan``).
+
 Where the files disagree with what a broker would have (a segment without ``.index`` is recovered by Kafka on
 load, which also rebuilds its time and transaction indexes), the facts follow what Kafka would see *after*
 loading.
@@ -20,6 +25,7 @@ from typing import Any
 
 from kcompact.cleaner.producer_state import OpenTxn, ProducerStateReplay
 from kcompact.cleaner.ranges import RangeInputs, SegmentStats
+from kcompact.cleaner.transactions import TXN_DATA
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError
 from kcompact.records.control import ControlRecordKey, ControlRecordType
@@ -31,6 +37,7 @@ from kcompact.segment.snapshot import ProducerSnapshotEntry, read_producer_snaps
 from kcompact.segment.time_index import TIME_INDEX_ENTRY_SIZE, read_time_index
 from kcompact.segment.txn_index import AbortedTxn, read_txn_index
 
+_MARKER_TYPES = (ControlRecordType.ABORT, ControlRecordType.COMMIT)
 HW_FROM_CHECKPOINT = "replication-offset-checkpoint"
 HW_FROM_LOG_END = "log-end (no replication-offset-checkpoint entry)"
 
@@ -47,6 +54,9 @@ class SegmentState:
     offset_index_bytes: int  # the .index size Kafka would have (entries × 8)
     time_index_bytes: int
     needs_recovery: bool  # no .index: Kafka recovers the segment on load
+    # (last_offset, producer_id, kind) of its transactional data batches (kind TXN_DATA) and
+    # COMMIT/ABORT markers (kind = the control type), in log order
+    txn_events: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def base_offset(self) -> int:
@@ -232,11 +242,16 @@ def _load_segment(
 ) -> SegmentState:
     builder = IndexBuilder(seg.base_offset, interval)
     first_ts, count, next_offset = -1, 0, seg.base_offset
+    events: list[tuple[int, int, int]] = []
     with seg.open() as log:
         for batch in log.iter_batches():
             control_type, marker_ts = None, None
             if batch.is_control:
                 control_type, marker_ts = read_control(batch, log.path)
+                if control_type is not None and control_type in _MARKER_TYPES:
+                    events.append((batch.last_offset, batch.producer_id, control_type))
+            elif batch.is_transactional:
+                events.append((batch.last_offset, batch.producer_id, TXN_DATA))
             if batch.base_offset >= replay_from:
                 if batch.is_control and control_type is None:
                     _register_emptied_marker(replay, batch)
@@ -264,6 +279,7 @@ def _load_segment(
         offset_index_bytes=index_bytes,
         time_index_bytes=time_bytes,
         needs_recovery=needs_recovery,
+        txn_events=tuple(events),
     )
 
 

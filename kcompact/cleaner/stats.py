@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from kcompact.records.filter import FilteredBatch, Outcome
+
+_SET_ONCE = frozenset({"map_entries", "map_memory_bytes", "groups", "elapsed_s"})
 
 
 @dataclass(slots=True)
@@ -56,6 +58,20 @@ class CleanStats:
             self.empty_batches_retained += 1
         else:
             self.batches_dropped += 1
+
+    def add(self, other: CleanStats) -> None:
+        """Add another part's counters to these (a group's, a chunk's, the offset map's).
+
+        Every counter is a sum; the offset map's size and memory, ``groups`` and ``elapsed_s`` are
+        set once by whoever owns them, so they are taken only where these are still zero.
+        """
+        for f in fields(self):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if f.name in _SET_ONCE:
+                if not mine:
+                    setattr(self, f.name, theirs)
+            else:
+                setattr(self, f.name, mine + theirs)
 
     @property
     def size_reduction(self) -> float:

@@ -26,6 +26,16 @@ What it tracks, exactly as Kafka 4.1's ``CleanedTransactionMetadata`` does:
 One instance serves a whole cleaning round (all segment groups); a separate instance serves the offset map
 pass, which only needs :meth:`CleanedTransactionMetadata.on_batch_read` to skip aborted data.
 
+Seeds. A worker that starts a round in the middle of the log (another process filtering one segment, a
+Spark executor writing one group) needs the state the serial walk would have there. That state depends
+only on batch *headers*: which transactional data batches and COMMIT/ABORT markers came before, and how far
+the heap was consumed. :meth:`CleanedTransactionMetadata.seed` captures it as a picklable
+:class:`TxnSeed`, :meth:`CleanedTransactionMetadata.from_seed` restores it, and
+:meth:`CleanedTransactionMetadata.apply_event` replays one recorded header (``TXN_DATA`` or a marker
+type) without the batch itself. Between two such events the only change is consumption of the heap, and
+the heap only grows at a feed (:meth:`add_aborted`); so replaying the events of a segment and then
+:meth:`advance_to` its last offset before the next feed gives exactly the serial state.
+
 Nothing here touches files: the caller feeds aborted transactions per source segment (Kafka collects, for a
 segment, the index entries overlapping ``[segment.base_offset, next segment's base or its next offset)``)
 and drains :meth:`CleanedTransactionMetadata.take_retained_aborted` into each output segment's index.
@@ -43,15 +53,20 @@ __all__ = [
     "CONTROL_TYPE_ABORT",
     "CONTROL_TYPE_COMMIT",
     "NO_PRODUCER_ID",
+    "TXN_DATA",
     "AbortedTxnLike",
     "BatchLike",
     "CleanedTransactionMetadata",
+    "TxnSeed",
 ]
 
 # ControlRecordType values of the two transaction markers (kcompact.records.control.ControlRecordType
 # is an IntEnum with the same numbers, so either can be passed where an int control type is expected).
 CONTROL_TYPE_ABORT = 0
 CONTROL_TYPE_COMMIT = 1
+
+# The kind of a replayed header event that is a transactional data batch (markers use their control type).
+TXN_DATA = -1
 
 # RecordBatch.NO_PRODUCER_ID: batches of non-idempotent producers (and all legacy data)
 NO_PRODUCER_ID = -1
@@ -107,6 +122,24 @@ class AbortedTxnLike(Protocol):
 TxnT = TypeVar("TxnT", bound=AbortedTxnLike)
 
 
+@dataclass(frozen=True, slots=True)
+class TxnSeed(Generic[TxnT]):
+    """The transaction state at one point of a round, as plain values (see the module docstring).
+
+    Attributes:
+        consumed_through: every queued entry with ``first_offset`` at or below it has been taken
+            from the heap (-1: none yet).
+        pending: entries still queued, in heap order (first offset, then feed order).
+        ongoing_aborted: ``(producer_id, entry, last_observed_batch_offset)`` per producer.
+        ongoing_committed: producers with an ongoing committed transaction, ascending.
+    """
+
+    consumed_through: int = -1
+    pending: tuple[TxnT, ...] = ()
+    ongoing_aborted: tuple[tuple[int, TxnT, int | None], ...] = ()
+    ongoing_committed: tuple[int, ...] = ()
+
+
 @dataclass(slots=True)
 class _OngoingAborted(Generic[TxnT]):
     """An aborted transaction whose first offset has been reached and whose ABORT marker has not."""
@@ -133,6 +166,73 @@ class CleanedTransactionMetadata(Generic[TxnT]):
         self._ongoing_aborted: dict[int, _OngoingAborted[TxnT]] = {}
         self._ongoing_committed: set[int] = set()
         self._retained: list[TxnT] = []
+        self._consumed_through = -1
+
+    @classmethod
+    def from_seed(
+        cls,
+        seed: TxnSeed[TxnT],
+        *,
+        feed: Iterable[TxnT] = (),
+        collect_index_entries: bool = True,
+    ) -> CleanedTransactionMetadata[TxnT]:
+        """The state a :class:`TxnSeed` describes, ready to go on walking the log.
+
+        Args:
+            seed: from :meth:`seed`.
+            feed: entries added *before* the point the seed was taken but left out of its ``pending``
+                (the offset-map pass feeds every aborted transaction of the range up front, which
+                would make each seed as long as the range); those the seed already consumed are skipped.
+            collect_index_entries: as for the constructor.
+
+        Returns:
+            A new instance; nothing is retained yet.
+        """
+        txn: CleanedTransactionMetadata[TxnT] = cls(collect_index_entries=collect_index_entries)
+        txn.add_aborted(seed.pending)
+        txn.add_aborted(t for t in feed if t.first_offset > seed.consumed_through)
+        txn._consumed_through = seed.consumed_through
+        for producer_id, entry, observed in seed.ongoing_aborted:
+            txn._ongoing_aborted[producer_id] = _OngoingAborted(entry, observed)
+        txn._ongoing_committed.update(seed.ongoing_committed)
+        return txn
+
+    def seed(self, *, with_pending: bool = True) -> TxnSeed[TxnT]:
+        """The current state as a :class:`TxnSeed` (retained index entries are not part of it).
+
+        Args:
+            with_pending: include the queued entries; pass False when the restoring side re-feeds
+                them (``from_seed(feed=...)``).
+        """
+        pending = tuple(entry[2] for entry in sorted(self._heap)) if with_pending else ()
+        return TxnSeed(
+            consumed_through=self._consumed_through,
+            pending=pending,
+            ongoing_aborted=tuple(
+                (pid, ongoing.txn, ongoing.last_observed_batch_offset)
+                for pid, ongoing in sorted(self._ongoing_aborted.items())
+            ),
+            ongoing_committed=tuple(sorted(self._ongoing_committed)),
+        )
+
+    def apply_event(self, last_offset: int, producer_id: int, kind: int) -> None:
+        """Replay one recorded header: a transactional data batch (``TXN_DATA``) or a COMMIT/ABORT marker.
+
+        Args:
+            last_offset: the batch's last offset.
+            producer_id: its producer.
+            kind: ``TXN_DATA``, ``CONTROL_TYPE_ABORT`` or ``CONTROL_TYPE_COMMIT``.
+        """
+        self._consume_aborted_up_to(last_offset)
+        if kind == TXN_DATA:
+            self._on_transactional_data(producer_id, last_offset)
+        else:
+            self._on_marker(producer_id, kind)
+
+    def advance_to(self, offset: int) -> None:
+        """Take from the heap every entry starting at or below ``offset`` (what reading a batch that
+        ends there does first); replays a segment's untracked batches in one step."""
+        self._consume_aborted_up_to(offset)
 
     def add_aborted(self, aborted: Iterable[TxnT]) -> None:
         """Add aborted transactions read from the transaction indexes (duplicates are harmless).
@@ -157,7 +257,9 @@ class CleanedTransactionMetadata(Generic[TxnT]):
         self._consume_aborted_up_to(batch.last_offset)
         if control_type is None:
             return True  # an emptied marker: its transaction is gone already
-        producer_id = batch.producer_id
+        return self._on_marker(batch.producer_id, control_type)
+
+    def _on_marker(self, producer_id: int, control_type: int) -> bool:
         if control_type == CONTROL_TYPE_ABORT:
             ongoing = self._ongoing_aborted.pop(producer_id, None)
             if ongoing is not None and ongoing.last_observed_batch_offset is not None:
@@ -185,11 +287,14 @@ class CleanedTransactionMetadata(Generic[TxnT]):
         self._consume_aborted_up_to(batch.last_offset)
         if not batch.is_transactional:
             return False
-        ongoing = self._ongoing_aborted.get(batch.producer_id)
+        return self._on_transactional_data(batch.producer_id, batch.last_offset)
+
+    def _on_transactional_data(self, producer_id: int, last_offset: int) -> bool:
+        ongoing = self._ongoing_aborted.get(producer_id)
         if ongoing is not None:
-            ongoing.last_observed_batch_offset = batch.last_offset
+            ongoing.last_observed_batch_offset = last_offset
             return True
-        self._ongoing_committed.add(batch.producer_id)
+        self._ongoing_committed.add(producer_id)
         return False
 
     def take_retained_aborted(self) -> list[TxnT]:
@@ -203,6 +308,7 @@ class CleanedTransactionMetadata(Generic[TxnT]):
         return retained
 
     def _consume_aborted_up_to(self, offset: int) -> None:
+        self._consumed_through = max(self._consumed_through, offset)
         heap = self._heap
         while heap and heap[0][0] <= offset:
             txn = heapq.heappop(heap)[2]

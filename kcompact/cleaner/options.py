@@ -1,0 +1,58 @@
+"""How to clean one partition and what the clean did: the values around :func:`clean_partition`.
+
+They live apart from the driver (``cleaner.py``) so that the stages (``stages.py``), the process pool
+(``parallel.py``) and the driver can all use them without importing each other in a circle;
+``kcompact.cleaner.cleaner`` re-exports both, which is where callers import them from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kcompact.cleaner.ranges import CleanableRange
+from kcompact.cleaner.retention import RetentionResult
+from kcompact.cleaner.stats import CleanStats
+from kcompact.cleaner.swap import CrashHook
+
+Progress = Callable[[int], None]  # called with bytes processed since the last call
+
+
+@dataclass(frozen=True, slots=True)
+class CleanOptions:
+    """How to clean (the ``kcompact clean`` options)."""
+
+    now_ms: int | None = None  # the clock of the time rules; None = now
+    from_start: bool = False  # first dirty offset = log start
+    dedupe_buffer_size: int | None = None  # emulate a broker's bounded map; None = unbounded
+    dry_run: bool = False
+    roll: bool = False
+    apply_retention: bool = False  # retention.ms/retention.bytes (only from an explicit delete policy)
+    crash_hook: CrashHook | None = None  # tests: called at each step of the swap protocol
+    # worker processes for both passes: None = 1 for a small round, else min(2, usable CPUs)
+    # (kcompact.cleaner.parallel.resolve_jobs); the output is the same bytes whatever the number
+    jobs: int | None = None
+
+
+@dataclass(slots=True)
+class CleanResult:
+    """What a clean did (or, with ``dry_run``, would do)."""
+
+    partition_dir: str
+    topic: str
+    partition: int
+    now_ms: int
+    dry_run: bool
+    range: CleanableRange | None = None
+    end_offset: int | None = None  # the new cleaner checkpoint
+    checkpoint_before: int | None = None
+    checkpoint_written: bool = False
+    stats: CleanStats = field(default_factory=CleanStats)
+    recovery_actions: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    skipped_reason: str | None = None
+    retention: RetentionResult | None = None
+
+
+DEFAULT_OPTIONS = CleanOptions()
+"""The options of a plain ``kcompact clean`` (the default argument of the entry points)."""

@@ -1,0 +1,308 @@
+"""Both passes of a round on several cores: worker processes, one byte range of one segment per task.
+
+Processes, not threads: measured here, threads slow lz4 down, and the record walk holds the GIL. The pool
+is forked (``multiprocessing`` "fork" context) after the plan, and for pass 2 after the map, so workers
+inherit both without copying; where fork is unavailable everything runs in this process.
+
+Work is cut into *chunks*: byte ranges of one source segment, about a quarter of an even share each (at
+least :data:`CHUNK_MIN_BYTES`), so that two cores stay busy even when a partition has one large segment or
+segments of unequal size. A chunk owns the batches that *start* in it; a worker walks the headers before
+its start for the transaction state only (``filtering.py``, ``mapping.py``), so any cut is valid.
+
+* Pass 1: a worker returns the chunk's map entries (``mapping.SegmentKeys``); this process inserts them
+  in segment order, so a bounded map fills at exactly the serial point (``mapping.fill_offset_map``).
+* Pass 2: a worker filters its chunk and returns the output batches (bytes, and per batch its size, last
+  offset and max timestamp), the counters and the ABORT markers' index entries it retained; this process
+  appends them, in order, to the group's one ``CleanedSegmentWriter``, which builds the indexes. The
+  output is therefore the same bytes whatever the number of workers.
+
+``jobs=None`` picks 1 for a round that reads at most :data:`AUTO_PARALLEL_BYTES` (forking and shipping
+results cost more than they save on a small partition), else ``min(2, usable CPUs)``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from array import array
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing.pool import Pool
+from pathlib import Path
+
+import numpy as np
+
+from kcompact.cleaner.filtering import FilterContext, filter_segment
+from kcompact.cleaner.mapping import (
+    SegmentKeys,
+    fill_offset_map,
+    iter_dirty_keys,
+    new_offset_map,
+)
+from kcompact.cleaner.offset_map import OffsetMap
+from kcompact.cleaner.options import Progress
+from kcompact.cleaner.oracle import RetentionOracle
+from kcompact.cleaner.plan import CleanPlan, SegmentPlan
+from kcompact.cleaner.stages import GroupOutput, finish_group, remove_outputs, write_group
+from kcompact.cleaner.stats import CleanStats
+from kcompact.cleaner.swap import CleanedSegmentWriter
+from kcompact.errors import ConfigError
+from kcompact.segment.txn_index import AbortedTxn
+
+AUTO_PARALLEL_BYTES = 64 * 1024 * 1024
+"""Above this many bytes read by pass 2, ``jobs=None`` uses two workers (measured: see the report)."""
+CHUNK_MIN_BYTES = 16 * 1024 * 1024
+AUTO_MAX_JOBS = 2
+
+Chunk = tuple[int, int, int | None]  # (index into plan.segments, start position, end position or None)
+
+_worker_state: tuple[CleanPlan, RetentionOracle | None] | None = None  # inherited through fork
+
+
+def fork_available() -> bool:
+    """Whether worker processes can be forked here (not on Windows; macOS has it but not by default)."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def resolve_jobs(jobs: int | None, plan: CleanPlan) -> int:
+    """The number of processes a round uses (see the module docstring).
+
+    Args:
+        jobs: ``CleanOptions.jobs``: None for automatic, else at least 1.
+        plan: the round.
+
+    Returns:
+        1 (in this process) or more (worker processes).
+
+    Raises:
+        ConfigError: ``jobs`` below 1.
+    """
+    if jobs is not None and jobs < 1:
+        raise ConfigError(f"jobs; expected at least 1, found {jobs}")
+    if not fork_available():
+        return 1
+    if jobs is not None:
+        return jobs
+    read = sum(s.size_in_bytes for s in plan.segments if s.base_offset < plan.end_offset)
+    if read <= AUTO_PARALLEL_BYTES:
+        return 1
+    return max(1, min(AUTO_MAX_JOBS, _usable_cpus()))
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        return os.cpu_count() or 1
+
+
+def chunks_of(plan: CleanPlan, segments: list[SegmentPlan], jobs: int) -> list[Chunk]:
+    """Cut ``segments`` into byte ranges for ``jobs`` workers (see the module docstring)."""
+    total = sum(s.size_in_bytes for s in segments)
+    target = max(CHUNK_MIN_BYTES, -(-total // (4 * jobs)))
+    index = {s.base_offset: i for i, s in enumerate(plan.segments)}
+    chunks: list[Chunk] = []
+    for seg in segments:
+        parts = max(1, -(-seg.size_in_bytes // target))
+        cuts = [seg.size_in_bytes * k // parts for k in range(parts)]
+        ends: list[int | None] = [*cuts[1:], None]
+        chunks += [(index[seg.base_offset], start, end) for start, end in zip(cuts, ends)]
+    return chunks
+
+
+@contextmanager
+def _pool(jobs: int, plan: CleanPlan, oracle: RetentionOracle | None) -> Iterator[Pool]:
+    global _worker_state
+    _worker_state = (plan, oracle)
+    try:
+        with multiprocessing.get_context("fork").Pool(processes=jobs) as pool:
+            yield pool
+    finally:
+        _worker_state = None
+
+
+def _state() -> tuple[CleanPlan, RetentionOracle | None]:
+    if _worker_state is None:  # a task outside a pool started by this module
+        raise RuntimeError("kcompact.cleaner.parallel: worker state missing (not forked from _pool)")
+    return _worker_state
+
+
+# --- pass 1 -------------------------------------------------------------------------------------
+
+
+def build_offset_map(
+    plan: CleanPlan,
+    dedupe_buffer_size: int | None,
+    stats: CleanStats,
+    progress: Progress | None = None,
+    *,
+    jobs: int = 1,
+) -> OffsetMap:
+    """Pass 1: the frozen offset map of the round, serial or with ``jobs`` workers (same map).
+
+    Args:
+        plan: the round.
+        dedupe_buffer_size: emulate a broker's bounded map; None for an unbounded one.
+        stats: ``records_scanned``, ``map_entries`` and ``map_memory_bytes`` are set.
+        progress: called with each dirty segment's size once it is in the map.
+        jobs: from :func:`resolve_jobs`.
+
+    Returns:
+        The map; its ``latest_offset`` is where the round ends (minus one).
+    """
+    offset_map = new_offset_map(plan, dedupe_buffer_size)
+    dirty = [plan.segment(base) for base in plan.dirty_segments]
+    if jobs <= 1:
+        serial = ((seg, iter_dirty_keys(plan, seg)) for seg in dirty)
+        stats.records_scanned += fill_offset_map(plan, offset_map, serial, progress)
+    else:
+        chunks = chunks_of(plan, dirty, jobs)
+        with _pool(jobs, plan, None) as pool:
+            results = pool.imap(_map_chunk, chunks)
+            sources = _per_segment(plan, dirty, chunks, results)
+            stats.records_scanned += fill_offset_map(plan, offset_map, sources, progress)
+    stats.map_entries = offset_map.size
+    stats.map_memory_bytes = offset_map.memory_bytes()
+    return offset_map
+
+
+def _map_chunk(chunk: Chunk) -> SegmentKeys:
+    plan, _oracle = _state()
+    index, start, end = chunk
+    slices = list(iter_dirty_keys(plan, plan.segments[index], start, end))
+    if len(slices) == 1:
+        return slices[0]
+    put_ends, offset = [], 0
+    for s in slices:
+        put_ends.append(s.batch_put_ends + offset)
+        offset += len(s.offsets)
+    return SegmentKeys(
+        np.concatenate([s.hi for s in slices]), np.concatenate([s.lo for s in slices]),
+        np.concatenate([s.offsets for s in slices]), np.concatenate(put_ends),
+        np.concatenate([s.batch_last_offsets for s in slices]),
+        np.concatenate([s.batch_scanned for s in slices]),
+    )
+
+
+def _per_segment(
+    plan: CleanPlan, segments: list[SegmentPlan], chunks: list[Chunk], results: Iterable[SegmentKeys]
+) -> Iterator[tuple[SegmentPlan, Iterator[SegmentKeys]]]:
+    """Regroup the chunk results (in chunk order) per segment, lazily."""
+    it = iter(results)
+    for seg in segments:
+        index = plan.segments.index(seg)
+        count = sum(1 for c in chunks if c[0] == index)
+        yield seg, (next(it) for _ in range(count))
+
+
+# --- pass 2 -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkOutput:
+    """What a worker sends back for one chunk of pass 2."""
+
+    data: bytes | bytearray  # the output batches, back to back
+    sizes: array[int]  # per output batch: its size, last offset and max timestamp
+    last_offsets: array[int]
+    max_timestamps: array[int]
+    bytes_in: int  # source bytes the chunk covers (progress)
+    stats: CleanStats
+    retained: tuple[AbortedTxn, ...]  # index entries of the ABORT markers kept, in order
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.sizes, self.last_offsets, self.max_timestamps = array("q"), array("q"), array("q")
+
+    def append(self, data: bytes | memoryview, last_offset: int, max_timestamp: int) -> None:
+        self.data += data
+        self.sizes.append(len(data))
+        self.last_offsets.append(last_offset)
+        self.max_timestamps.append(max_timestamp)
+
+
+def write_groups(
+    plan: CleanPlan,
+    oracle: RetentionOracle,
+    *,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    jobs: int = 1,
+) -> list[GroupOutput]:
+    """Pass 2: every group of the plan into its ``.cleaned`` segment, serial or with workers.
+
+    Returns:
+        One output per group, in order.
+
+    Raises:
+        CorruptDataError, KcompactError: as ``stages.write_group``; every ``.cleaned`` file written
+            so far is removed first.
+    """
+    outputs: list[GroupOutput] = []
+    try:
+        if jobs <= 1:
+            for index in range(len(plan.groups)):
+                outputs.append(write_group(plan, index, oracle, dry_run=dry_run, progress=progress))
+            return outputs
+        segments = [plan.segment(base) for group in plan.groups for base in group]
+        chunks = chunks_of(plan, segments, jobs)
+        with _pool(jobs, plan, oracle) as pool:
+            results = iter(pool.imap(_filter_chunk, chunks))
+            for index, group in enumerate(plan.groups):
+                first, last = plan.segments.index(plan.segment(group[0])), plan.segments.index(
+                    plan.segment(group[-1]))
+                count = sum(1 for c in chunks if first <= c[0] <= last)
+                parts = (next(results) for _ in range(count))
+                outputs.append(_assemble(plan, index, parts, dry_run, progress))
+        return outputs
+    except BaseException:
+        remove_outputs(plan, outputs)
+        raise
+
+
+def _filter_chunk(chunk: Chunk) -> ChunkOutput:
+    plan, oracle = _state()
+    if oracle is None:
+        raise RuntimeError("kcompact.cleaner.parallel: pass 2 without an oracle")
+    index, start, end = chunk
+    seg = plan.segments[index]
+    stats = CleanStats()
+    ctx = FilterContext.at(plan, seg, oracle, stats)
+    out = _Collector()
+    filter_segment(plan, seg, ctx, out.append, start, end)
+    stop = seg.size_in_bytes if end is None else min(end, seg.size_in_bytes)
+    return ChunkOutput(out.data, out.sizes, out.last_offsets, out.max_timestamps,
+                       max(0, stop - start), stats, tuple(ctx.txn.take_retained_aborted()))
+
+
+def _assemble(
+    plan: CleanPlan,
+    index: int,
+    parts: Iterable[ChunkOutput],
+    dry_run: bool,
+    progress: Progress | None,
+) -> GroupOutput:
+    """Append a group's chunk outputs, in order, to its writer and finish it."""
+    writer = CleanedSegmentWriter(Path(plan.partition_dir), plan.groups[index][0],
+                                  plan.config.index_interval_bytes, dry_run=dry_run)
+    stats = CleanStats()
+    retained: list[AbortedTxn] = []
+    try:
+        for part in parts:
+            view, position = memoryview(part.data), 0
+            for size, last_offset, max_timestamp in zip(part.sizes, part.last_offsets,
+                                                        part.max_timestamps):
+                writer.append(view[position:position + size], last_offset, max_timestamp)
+                position += size
+            stats.add(part.stats)
+            retained += part.retained
+            if progress is not None:
+                progress(part.bytes_in)
+        writer.aborted = retained
+        return finish_group(plan, index, writer, stats)
+    except BaseException:
+        writer.abort()
+        raise
