@@ -8,8 +8,9 @@
 Sections:
     inspect  inspect dirty-ratio over 10 000 partitions (scripts/bench_inspect.py has the keys report too).
     clean  kcompact clean on the issue's two shapes (scripts/bench_clean.py), against a plain copy.
-    scan   records.scan over a generated segment: scan_keys and scan_records over every batch,
-           against the cost of copying the same bytes (shutil.copyfile, an in-memory copy).
+    scan   records.scan over a generated segment: scan_keys, scan_records and the rebuild of
+           filter_v2_batch over every batch, with the C kernels and with the pure-Python
+           reference, against the cost of copying the same bytes (shutil.copyfile, in memory).
 
 Adding a section: write ``def bench_<name>(args, workdir) -> list[Row]`` and register it in
 ``SECTIONS``. A row is (metric, value, unit); ``--json`` prints ``{section: {metric: value}}``.
@@ -37,7 +38,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kcompact.records import accel
 from kcompact.records.batch import RecordBatch, encode_batch, iter_batches
+from kcompact.records.filter import BatchRetention, filter_v2_batch
 from kcompact.records.record import Record, decode_records, records_bytes
 from kcompact.records.scan import scan_keys, scan_records
 
@@ -139,6 +142,42 @@ def _records_pass(data: bytes) -> int:
     return seen
 
 
+def _rebuild_pass(data: bytes) -> float:
+    """Seconds inside filter_v2_batch rebuilding every batch with every other record kept."""
+    spent = 0.0
+    for batch in _v2_batches(data):
+        columns = scan_records(
+            records_bytes(batch), base_offset=batch.base_offset,
+            base_timestamp=batch.base_timestamp, count=batch.records_count,
+        )
+        keep = list(range(0, columns.count, 2))
+        start = time.perf_counter()
+        filter_v2_batch(batch, columns, keep, retention=BatchRetention.DELETE_EMPTY,
+                        delete_horizon_ms=None)
+        spent += time.perf_counter() - start
+    return spent
+
+
+def _kernel_rows(data: bytes, scan: ScanData, repeat: int, compiled: bool) -> list[Row]:
+    """scan_keys, scan_records and the rebuild, with the C kernels or the pure-Python reference."""
+    saved = accel.enabled
+    accel.enabled = compiled
+    try:
+        keys_seconds, keys_seen = _timed(lambda: _keys_pass(data), repeat)
+        records_seconds, records_seen = _timed(lambda: _records_pass(data), repeat)
+        rebuild_seconds = min(_rebuild_pass(data) for _ in range(repeat))
+    finally:
+        accel.enabled = saved
+    if not keys_seen == records_seen == scan.records:
+        raise SystemExit(f"scan saw {keys_seen}/{records_seen} records; expected {scan.records}")
+    tag, size = ("C" if compiled else "Python"), scan.size_in_bytes
+    return [
+        *_rate_rows(f"scan_keys [{tag}]", keys_seconds, scan.records, size),
+        *_rate_rows(f"scan_records [{tag}]", records_seconds, scan.records, size),
+        *_rate_rows(f"rebuild, half kept [{tag}]", rebuild_seconds, scan.records, size),
+    ]  # bench_scan finds the seconds rows by the name before " ["
+
+
 def _decode_pass(data: bytes, limit: int) -> int:
     seen = 0
     for batch in _v2_batches(data):
@@ -176,36 +215,38 @@ def _rate_rows(name: str, seconds: float, records: int, size_in_bytes: int) -> l
 
 
 def bench_scan(args: argparse.Namespace, workdir: Path) -> list[Row]:
-    """records.scan over a generated segment, next to the cost of copying it."""
+    """records.scan and the rebuild over a generated segment, C and Python, next to a copy."""
     started = time.perf_counter()
     scan = generate_scan_segment(workdir, args.records, args.seed)
     generate_seconds = time.perf_counter() - started
     data = scan.path.read_bytes()
     walk_seconds, batches = _timed(lambda: _walk(data), args.repeat)
-    keys_seconds, keys_seen = _timed(lambda: _keys_pass(data), args.repeat)
-    records_seconds, records_seen = _timed(lambda: _records_pass(data), args.repeat)
+    if batches != scan.batches:
+        raise SystemExit(f"the walk saw {batches} batches; expected {scan.batches}")
+    compiled = _kernel_rows(data, scan, args.repeat, True) if accel.kernels is not None else []
+    reference = _kernel_rows(data, scan, args.repeat, False)
     decode_seconds, decoded = _timed(lambda: _decode_pass(data, SCAN_DECODE_SAMPLE), args.repeat)
     scan_rss = _peak_rss_mib()
-    if not keys_seen == records_seen == scan.records or batches != scan.batches:
-        raise SystemExit(f"scan saw {keys_seen}/{records_seen} records in {batches} batches; "
-                         f"expected {scan.records} in {scan.batches}")
     file_copy, memory_copy = _copy_times(scan, data, args.repeat)
-    size = scan.size_in_bytes
+    seconds = {name.split(" [")[0]: value
+               for name, value, _ in compiled or reference if name.endswith(" seconds")}
+    keys_seconds, records_seconds = seconds["scan_keys"], seconds["scan_records"]
     return [
         ("records", scan.records, "rec"),
         ("batches", scan.batches, "batch"),
-        ("segment size", size / 1e6, "MB"),
+        ("segment size", scan.size_in_bytes / 1e6, "MB"),
         ("generate (encode_batch) seconds, ~0 if reused", generate_seconds, "s"),
+        ("C kernels built (kcompact.records._accel): 1 yes, 0 no", float(bool(compiled)), "flag"),
         ("batch walk only (iter_batches) seconds", walk_seconds, "s"),
-        *_rate_rows("scan_keys", keys_seconds, scan.records, size),
-        *_rate_rows("scan_records", records_seconds, scan.records, size),
+        *compiled,
+        *reference,
         ("decode_records sample", decoded, "rec"),
         ("decode_records records/s", decoded / decode_seconds, "rec/s"),
         ("shutil.copyfile seconds", file_copy, "s"),
         ("in-memory bytes copy seconds", memory_copy, "s"),
-        ("scan_keys / copyfile time ratio", keys_seconds / file_copy, "x"),
-        ("scan_records / copyfile time ratio", records_seconds / file_copy, "x"),
-        ("scan_keys / memory copy time ratio", keys_seconds / memory_copy, "x"),
+        ("scan_keys / copyfile time ratio (C when built)", keys_seconds / file_copy, "x"),
+        ("scan_records / copyfile time ratio (C when built)", records_seconds / file_copy, "x"),
+        ("scan_keys / memory copy time ratio (C when built)", keys_seconds / memory_copy, "x"),
         ("peak RSS after the scans (segment in memory)", scan_rss, "MiB"),
         ("peak RSS after the copies (+ a second copy)", _peak_rss_mib(), "MiB"),
     ]
