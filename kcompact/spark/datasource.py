@@ -7,11 +7,11 @@
          .option("isolation", "read_committed").load()
 
 Options: ``paths`` (a JSON list of partition directories and/or log dirs; or ``path``, one of them,
-also given as ``load(path)``) and ``isolation`` (``read_uncommitted``, the default, or
-``read_committed``; see ``kcompact.spark.export``). The schema is fixed
-(``kcompact.spark.export.EXPORT_COLUMNS``). The driver lists the segments; each segment is one input
-partition, read on an executor by ``kcompact.spark.export.iter_segment_columns`` and handed to Spark
-as Arrow record batches.
+also given as ``load(path)``), ``isolation`` (``read_uncommitted``, the default, or
+``read_committed``; see ``kcompact.spark.export``) and ``split_bytes`` (segment bytes per input
+partition, default ``SPLIT_BYTES``). The schema is fixed (``kcompact.spark.export.EXPORT_COLUMNS``).
+The driver lists the segments and packs them into input partitions; each is read on an executor
+by ``kcompact.spark.export.iter_split_columns`` and handed to Spark as Arrow record batches.
 
 This module imports pyspark and pyarrow at the top: import it only where Spark runs (the export job
 imports it inside a function).
@@ -33,9 +33,11 @@ from kcompact.spark.export import (
     FORMAT_NAME,
     ISOLATION_LEVELS,
     READ_UNCOMMITTED,
+    SPLIT_BYTES,
     SegmentRef,
-    iter_segment_columns,
+    iter_split_columns,
     list_segments,
+    split_segments,
 )
 
 ARROW_SCHEMA = pa.schema([  # EXPORT_COLUMNS, as Arrow types
@@ -53,12 +55,12 @@ ARROW_SCHEMA = pa.schema([  # EXPORT_COLUMNS, as Arrow types
 ])
 
 
-class SegmentPartition(InputPartition):
-    """One segment of one partition directory (picklable: plain strings and ints)."""
+class SegmentSplit(InputPartition):
+    """Consecutive segments read by one task (picklable: plain strings and ints)."""
 
-    def __init__(self, ref: SegmentRef) -> None:
-        super().__init__(ref)
-        self.ref = ref
+    def __init__(self, refs: tuple[SegmentRef, ...]) -> None:
+        super().__init__(refs)
+        self.refs = refs
 
 
 class KcompactDataSource(DataSource):
@@ -72,23 +74,24 @@ class KcompactDataSource(DataSource):
         return EXPORT_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KcompactReader(_paths(self.options), _isolation(self.options))
+        return KcompactReader(_paths(self.options), _isolation(self.options), _split_bytes(self.options))
 
 
 class KcompactReader(DataSourceReader):
-    """Lists segments on the driver; reads one segment per task."""
+    """Lists and packs segments on the driver; reads one split per task."""
 
-    def __init__(self, paths: list[str], isolation: str) -> None:
+    def __init__(self, paths: list[str], isolation: str, split_bytes: int = SPLIT_BYTES) -> None:
         self.paths = paths
         self.isolation = isolation
+        self.split_bytes = split_bytes
 
     def partitions(self) -> Sequence[InputPartition]:
-        return [SegmentPartition(ref) for ref in list_segments(self.paths)]
+        return [SegmentSplit(refs) for refs in split_segments(list_segments(self.paths), self.split_bytes)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        if not isinstance(partition, SegmentPartition):  # Spark hands back what partitions() made
-            raise TypeError(f"expected a SegmentPartition, found {type(partition).__name__}")
-        for columns in iter_segment_columns(partition.ref, self.isolation):
+        if not isinstance(partition, SegmentSplit):  # Spark hands back what partitions() made
+            raise TypeError(f"expected a SegmentSplit, found {type(partition).__name__}")
+        for columns in iter_split_columns(partition.refs, self.isolation):
             yield pa.RecordBatch.from_pydict(columns, schema=ARROW_SCHEMA)
 
 
@@ -116,3 +119,11 @@ def _isolation(options: Any) -> str:
         raise ConfigError(f"kcompact data source: option 'isolation'; expected one of "
                           f"{', '.join(ISOLATION_LEVELS)}, found {isolation!r}")
     return isolation
+
+
+def _split_bytes(options: Any) -> int:
+    raw = str(options.get("split_bytes", SPLIT_BYTES))
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"kcompact data source: option 'split_bytes'; expected a positive number of "
+                          f"bytes, found {raw!r}")
+    return int(raw)

@@ -1,8 +1,10 @@
 """``spark export``: a partition's (or log dir's) records as Parquet, or the compacted table they stand for.
 
 The records come from kcompact's format layer only (``LogFile.iter_batches``, ``decode_records`` for
-v2, ``legacy_records`` for magic 0/1, every codec), one Spark input partition per non-empty segment,
-through the ``kcompact`` Python data source (``kcompact.spark.datasource``). One row per record::
+v2, ``legacy_records`` for magic 0/1, every codec), segment by segment,
+through the ``kcompact`` Python data source (``kcompact.spark.datasource``), which packs consecutive
+segments into input partitions of about :data:`SPLIT_BYTES` (a big segment alone, many small ones or
+small partitions together: a task costs more than reading a small segment). One row per record::
 
     topic string, partition int, offset bigint, timestamp bigint,    (timestamp -1 for magic 0)
     key binary, value binary,                                        (null key / null value kept)
@@ -30,7 +32,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,6 +60,7 @@ READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
 ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
 CHUNK_ROWS = 8192  # records per Arrow batch handed to Spark
+SPLIT_BYTES = 64 * 1024 * 1024  # segment bytes per Spark input partition (a bigger segment is one alone)
 
 EXPORT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("topic", "string"),
@@ -78,10 +81,11 @@ _TASK_ERROR = re.compile(r"kcompact\.errors\.(\w+): (.+)")
 
 @dataclass(frozen=True, slots=True)
 class SegmentRef:
-    """One segment to read: a Spark input partition of the data source."""
+    """One segment to read (a Spark input partition reads one or more)."""
 
     partition_dir: str
     base_offset: int
+    size_in_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,19 +124,65 @@ def list_segments(paths: Iterable[str | Path]) -> list[SegmentRef]:
                      if p.name.kind == "live" and p.topic != METADATA_TOPIC]
         else:
             raise KcompactError(f"{path}: not a log dir or partition directory")
-        refs += [SegmentRef(str(p.path), s.base_offset) for p in parts for s in p.segments
-                 if s.size_in_bytes > 0]
+        refs += [SegmentRef(str(p.path), s.base_offset, s.size_in_bytes) for p in parts
+                 for s in p.segments if s.size_in_bytes > 0]
     return refs
 
 
-def iter_segment_columns(ref: SegmentRef, isolation: str = READ_UNCOMMITTED,
-                         chunk_rows: int = CHUNK_ROWS) -> Iterator[dict[str, list[Any]]]:
+def split_segments(refs: Sequence[SegmentRef], split_bytes: int = SPLIT_BYTES) -> list[tuple[SegmentRef, ...]]:
+    """Consecutive segments packed into splits of at most ``split_bytes`` (a bigger one alone).
+
+    Args:
+        refs: segments in reading order.
+        split_bytes: the most bytes of segments per split.
+
+    Returns:
+        The splits, in order; together they hold every reference once.
+    """
+    splits: list[tuple[SegmentRef, ...]] = []
+    current: list[SegmentRef] = []
+    size = 0
+    for ref in refs:
+        if current and size + ref.size_in_bytes > split_bytes:
+            splits.append(tuple(current))
+            current, size = [], 0
+        current.append(ref)
+        size += ref.size_in_bytes
+    if current:
+        splits.append(tuple(current))
+    return splits
+
+
+def iter_split_columns(refs: Sequence[SegmentRef], isolation: str = READ_UNCOMMITTED,
+                       chunk_rows: int = CHUNK_ROWS) -> Iterator[dict[str, list[Any]]]:
+    """:func:`iter_segment_columns` over a split's segments, each partition's transactions found once.
+
+    Args:
+        refs: the split's segments.
+        isolation: :data:`READ_UNCOMMITTED` or :data:`READ_COMMITTED`.
+        chunk_rows: the most records per yielded chunk.
+
+    Yields:
+        Column chunks, segment after segment.
+    """
+    committed: dict[str, _CommittedFilter] = {}
+    for ref in refs:
+        yield from iter_segment_columns(ref, isolation, chunk_rows, committed)
+
+
+def iter_segment_columns(
+    ref: SegmentRef,
+    isolation: str = READ_UNCOMMITTED,
+    chunk_rows: int = CHUNK_ROWS,
+    committed_cache: dict[str, _CommittedFilter] | None = None,
+) -> Iterator[dict[str, list[Any]]]:
     """The records of one segment as column lists (:data:`EXPORT_COLUMNS`), ``chunk_rows`` at a time.
 
     Args:
         ref: the segment.
         isolation: :data:`READ_UNCOMMITTED` or :data:`READ_COMMITTED` (see the module docstring).
         chunk_rows: the most records per yielded chunk.
+        committed_cache: read_committed filters by partition directory, reused across segments.
 
     Yields:
         ``{column: [values…]}`` chunks, in offset order.
@@ -141,7 +191,11 @@ def iter_segment_columns(ref: SegmentRef, isolation: str = READ_UNCOMMITTED,
         CorruptDataError: a batch or record does not parse (names the file and position).
     """
     partition = open_partition(ref.partition_dir)
-    committed = _CommittedFilter.of(partition) if isolation == READ_COMMITTED else None
+    committed = None
+    if isolation == READ_COMMITTED:
+        cache = {} if committed_cache is None else committed_cache
+        committed = cache.get(ref.partition_dir) or cache.setdefault(
+            ref.partition_dir, _CommittedFilter.of(partition))
     segment = next(s for s in partition.segments if s.base_offset == ref.base_offset)
     columns = _empty_columns()
     with segment.open() as log:
@@ -220,7 +274,12 @@ class _CommittedFilter:
 
 
 def spark_export(
-    spark: SparkSession, paths: Iterable[str | Path], output: str | Path, *, latest: bool = False
+    spark: SparkSession,
+    paths: Iterable[str | Path],
+    output: str | Path,
+    *,
+    latest: bool = False,
+    split_bytes: int = SPLIT_BYTES,
 ) -> ExportSummary:
     """Write the records under ``paths`` (or, with ``latest``, their compacted view) as Parquet.
 
@@ -229,6 +288,7 @@ def spark_export(
         paths: partition directories and/or log dirs (executors must see them at these paths).
         output: a new directory for the Parquet files.
         latest: the latest live value per key (read_committed), instead of every record.
+        split_bytes: segment bytes per Spark task (see :func:`split_segments`).
 
     Returns:
         The :class:`ExportSummary`.
@@ -242,7 +302,8 @@ def spark_export(
     if target.exists():
         raise KcompactError(f"{target}: the export's output directory; expected a new path, found it exists")
     refs = list_segments(paths)
-    frame = read_records(spark, paths, isolation=READ_COMMITTED if latest else READ_UNCOMMITTED)
+    frame = read_records(spark, paths, isolation=READ_COMMITTED if latest else READ_UNCOMMITTED,
+                         split_bytes=split_bytes)
     if latest:
         frame = latest_view(frame)
     try:
@@ -254,13 +315,14 @@ def spark_export(
 
 
 def read_records(spark: SparkSession, paths: Iterable[str | Path], *,
-                 isolation: str = READ_UNCOMMITTED) -> DataFrame:
+                 isolation: str = READ_UNCOMMITTED, split_bytes: int = SPLIT_BYTES) -> DataFrame:
     """The records under ``paths`` as a DataFrame (:data:`EXPORT_COLUMNS`), lazily.
 
     Args:
         spark: the session; the ``kcompact`` data source is registered on it.
         paths: partition directories and/or log dirs.
         isolation: :data:`READ_UNCOMMITTED` or :data:`READ_COMMITTED`.
+        split_bytes: segment bytes per Spark task.
 
     Returns:
         ``spark.read.format("kcompact")`` over those paths.
@@ -270,7 +332,7 @@ def read_records(spark: SparkSession, paths: Iterable[str | Path], *,
     spark.dataSource.register(KcompactDataSource)
     listed = [str(Path(p).absolute()) for p in paths]
     return (spark.read.format(FORMAT_NAME).option("paths", json.dumps(listed))
-            .option("isolation", isolation).load())
+            .option("isolation", isolation).option("split_bytes", str(split_bytes)).load())
 
 
 def latest_view(frame: DataFrame) -> DataFrame:
