@@ -80,8 +80,8 @@ def resolve_jobs(jobs: int | None, plan: CleanPlan) -> int:
     """
     if jobs is not None and jobs < 1:
         raise ConfigError(f"jobs; expected at least 1, found {jobs}")
-    if not fork_available():
-        return 1
+    if not fork_available() or multiprocessing.current_process().daemon:
+        return 1  # a daemonic process (a pool's worker) may not start processes of its own
     if jobs is not None:
         return jobs
     read = sum(s.size_in_bytes for s in plan.segments if s.base_offset < plan.end_offset)

@@ -285,7 +285,8 @@ def commit_clean(
     try:
         sources = _check_outputs(plan, partition, outputs)
     except BaseException:
-        remove_outputs(plan, outputs)
+        for base in {group[0] for group in plan.groups} | {out.base_offset for out in outputs}:
+            remove_cleaned(Path(plan.partition_dir), base)
         raise
     # Every output is complete and verified: only now does the partition change, one group at a time.
     for out, files in zip(outputs, sources):

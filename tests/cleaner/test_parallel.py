@@ -1,0 +1,235 @@
+"""Cleaning with worker processes gives the same bytes as cleaning in one process.
+
+Every scenario is built twice, cleaned once with ``jobs=1`` and once with ``jobs=2``, and every file of
+the two log dirs (segments, indexes, ``.txnindex``, checkpoints) is compared byte for byte, together with
+the reports' counters. Chunks are forced small (``CHUNK_MIN_BYTES``) so that workers start inside
+segments — in the middle of open transactions, after retained ABORT markers — and a bounded map fills
+in a chunk other than the first.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kcompact.cleaner import parallel
+from kcompact.cleaner.cleaner import CleanOptions, CleanResult, clean_partition
+from kcompact.cleaner.run import resolve_config
+from kcompact.config.topic_config import TopicConfig
+from kcompact.errors import ConfigError, CorruptDataError
+from kcompact.records.batch import encode_batch
+from kcompact.records.legacy import encode_legacy_message, encode_legacy_wrapper
+from kcompact.records.record import Record
+from kcompact.segment.checkpoint import write_offset_checkpoint
+from kcompact.segment.partition import iter_partition_dirs
+from kcompact.segment.writer import write_segment
+from tests.builders import BASE_TS, PartitionBuilder
+from tests.conftest import copy_tree_writable, real_fixture
+
+NOW = BASE_TS + 10_000_000
+DAY = 86_400_000
+NEVER_EXPIRE = {"producer.id.expiration.ms": str(2**31 - 1)}
+
+
+def config(overrides: dict[str, str] | None = None) -> TopicConfig:
+    cfg, _notes = resolve_config({"cleanup.policy": "compact", **NEVER_EXPIRE, **(overrides or {})})
+    return cfg
+
+
+def key(i: int) -> bytes:
+    return b"key-%04d" % i
+
+
+def transactions(log_dir: Path) -> Path:
+    """Transactions spanning segments (committed and aborted), idempotent producers, tombstones,
+    keyless records, a compressed batch and an active segment with data."""
+    return transactions_builder().write(log_dir)
+
+
+def transactions_builder() -> PartitionBuilder:
+    """The appends of :func:`transactions` (aborted: producers 2 and 3)."""
+    b = PartitionBuilder("txn")
+    b.batch([(key(i), b"v0") for i in range(20)])
+    b.batch([(key(i), b"t1") for i in range(5)], producer_id=1, transactional=True)
+    b.batch([(key(i), b"idem") for i in range(5, 10)], producer_id=7)
+    b.roll()
+    b.batch([(key(i), b"t1b") for i in range(3)], producer_id=1, transactional=True)
+    b.batch([(key(i), b"t2") for i in range(10, 15)], producer_id=2, transactional=True)
+    b.marker(2, commit=False)
+    b.batch([(key(i), None) for i in range(15, 18)])
+    b.roll()
+    b.marker(1, commit=True)
+    b.batch([(key(i), b"t3") for i in range(4)], producer_id=3, transactional=True)
+    b.batch([(key(i), b"v1") for i in range(18, 20)])
+    b.roll()
+    b.batch([(key(i), b"t3b") for i in range(4, 8)], producer_id=3, transactional=True)
+    b.marker(3, commit=False)
+    b.batch([(None, b"keyless"), (key(3), b"after")])
+    b.batch([(key(i), b"late") for i in range(0, 20, 2)], compression=1)
+    b.batch([(key(i), b"t4") for i in range(2)], producer_id=4, transactional=True)
+    b.marker(4, commit=True)
+    b.roll()
+    b.batch([(key(1), b"active")])
+    return b
+
+
+def many_keys(log_dir: Path) -> Path:
+    """Four segments of random keys, several codecs: what a bounded map fills up on."""
+    rng = random.Random(7)
+    b = PartitionBuilder("keys")
+    for segment in range(4):
+        for n in range(12):
+            kvs = [(key(rng.randrange(300)), None if rng.random() < 0.05 else b"v%d" % n)
+                   for _ in range(15)]
+            b.batch(kvs, compression=(segment + n) % 5)
+        b.roll()
+    return b.write(log_dir)
+
+
+def legacy_then_v2(log_dir: Path) -> Path:
+    """A legacy (v0/v1, plain and compressed) segment followed by v2 segments."""
+    part = log_dir / "legacy-0"
+    entries = [
+        encode_legacy_message(offset=0, magic=0, key=b"k0", value=b"a"),
+        encode_legacy_message(offset=1, magic=1, key=b"k1", value=None, timestamp=BASE_TS + 1),
+        encode_legacy_wrapper([Record(2, BASE_TS + 2, b"k2", b"b"), Record(3, BASE_TS + 3, b"k0", b"c")],
+                              magic=1, compression=1),
+        encode_legacy_message(offset=4, magic=1, key=None, value=b"nokey", timestamp=BASE_TS + 4),
+    ]
+    write_segment(part, 0, entries)
+    write_segment(part, 5, [encode_batch([Record(5 + i, BASE_TS + 5 + i, b"k%d" % (i % 3), b"x")
+                                          for i in range(6)], base_offset=5)])
+    write_segment(part, 11, [encode_batch([Record(11, BASE_TS + 11, b"k9", b"y")], base_offset=11)])
+    write_segment(part, 12, [])
+    write_offset_checkpoint(log_dir / "replication-offset-checkpoint", {("legacy", 0): 12})
+    return part
+
+
+def tree(log_dir: Path) -> dict[str, bytes]:
+    """Every file under ``log_dir`` (but lock files), by relative path."""
+    return {str(p.relative_to(log_dir)): p.read_bytes() for p in sorted(log_dir.rglob("*"))
+            if p.is_file() and not p.name.endswith(".lock")}
+
+
+def counters(result: CleanResult) -> dict[str, object]:
+    stats = result.stats.as_dict()
+    stats.pop("elapsed_s")
+    return {**stats, "end_offset": result.end_offset, "skipped": result.skipped_reason}
+
+
+def both_ways(
+    tmp_path: Path,
+    build: Callable[[Path], Path],
+    rounds: list[tuple[TopicConfig, CleanOptions]],
+) -> None:
+    """Build, clean round after round with 1 and with 2 processes; assert identical trees each round."""
+    parts = {jobs: build(tmp_path / f"jobs{jobs}" / "logdir") for jobs in (1, 2)}
+    for cfg, options in rounds:
+        results = {jobs: clean_partition(part, cfg, replace(options, jobs=jobs))
+                   for jobs, part in parts.items()}
+        assert counters(results[1]) == counters(results[2])
+        serial, forked = tree(parts[1].parent), tree(parts[2].parent)
+        assert serial.keys() == forked.keys()
+        assert [name for name in serial if serial[name] != forked[name]] == []
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cut segments into many chunks, so workers start mid-segment."""
+    monkeypatch.setattr(parallel, "CHUNK_MIN_BYTES", 200)
+
+
+def test_transactions_spanning_segments_are_cleaned_identically(tmp_path: Path) -> None:
+    both_ways(tmp_path, transactions, [
+        (config(), CleanOptions(now_ms=NOW)),
+        # two days later: horizons have passed, tombstones and markers go
+        (config(), CleanOptions(now_ms=NOW + 2 * DAY, from_start=True)),
+    ])
+
+
+def test_several_groups_are_cleaned_identically(tmp_path: Path) -> None:
+    small = replace(config(), segment_bytes=2000)  # below Kafka's minimum: tests only
+    both_ways(tmp_path, transactions, [(small, CleanOptions(now_ms=NOW))])
+    both_ways(tmp_path / "keys", many_keys, [(small, CleanOptions(now_ms=NOW))])
+
+
+def test_a_bounded_map_fills_at_the_same_record(tmp_path: Path) -> None:
+    bounded = CleanOptions(now_ms=NOW, dedupe_buffer_size=24 * 100)  # 90 keys of 300
+    both_ways(tmp_path, many_keys, [(config(), bounded)] * 4)
+
+
+def test_legacy_entries_are_cleaned_identically(tmp_path: Path) -> None:
+    both_ways(tmp_path, legacy_then_v2, [(config(), CleanOptions(now_ms=NOW))])
+
+
+def test_a_dry_run_reports_the_same(tmp_path: Path) -> None:
+    both_ways(tmp_path, transactions, [(config(), CleanOptions(now_ms=NOW, dry_run=True))])
+
+
+@pytest.mark.parametrize("name", [
+    "bitnami2024-rolled-logdir", "confluent512-lz4-logdir", "kraft37-cleaned-logdir",
+    "kraft37-consumer-offsets",
+])
+def test_broker_written_partitions_are_cleaned_identically(tmp_path: Path, name: str) -> None:
+    source = real_fixture(name)
+    dirs = {jobs: copy_tree_writable(source, tmp_path / f"jobs{jobs}" / name) for jobs in (1, 2)}
+    cfg = config()
+    for jobs, log_dir in dirs.items():
+        for part in iter_partition_dirs(log_dir):
+            if part.name.startswith("__cluster_metadata"):
+                continue
+            clean_partition(part, cfg, CleanOptions(now_ms=NOW, roll=True, jobs=jobs))
+    serial, forked = tree(dirs[1]), tree(dirs[2])
+    assert serial.keys() == forked.keys()
+    assert [n for n in serial if serial[n] != forked[n]] == []
+
+
+def test_a_corrupt_batch_fails_in_a_worker_as_in_one_process(tmp_path: Path) -> None:
+    errors = {}
+    for jobs in (1, 2):
+        part = transactions(tmp_path / f"jobs{jobs}" / "logdir")
+        log = sorted(part.glob("*.log"))[2]
+        data = bytearray(log.read_bytes())
+        data[70] ^= 0xFF  # inside the first batch's records: its CRC no longer matches
+        log.write_bytes(bytes(data))
+        before = tree(part.parent)
+        with pytest.raises(CorruptDataError) as caught:
+            clean_partition(part, config(), CleanOptions(now_ms=NOW, jobs=jobs))
+        errors[jobs] = (type(caught.value), caught.value.path and Path(caught.value.path).name,
+                        caught.value.position)
+        assert tree(part.parent) == before  # nothing changed, no .cleaned left
+    assert errors[1] == errors[2]
+
+
+def test_jobs_default_to_one_for_a_small_round(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kcompact.cleaner.stages import plan_clean
+
+    plan = plan_clean(transactions(tmp_path / "logdir"), config(), CleanOptions(now_ms=NOW))
+    assert plan is not None
+    assert parallel.resolve_jobs(None, plan) == 1
+    assert parallel.resolve_jobs(3, plan) == 3
+    monkeypatch.setattr(parallel, "AUTO_PARALLEL_BYTES", 100)
+    assert parallel.resolve_jobs(None, plan) == min(2, parallel._usable_cpus())
+    monkeypatch.setattr(parallel, "fork_available", lambda: False)
+    assert parallel.resolve_jobs(2, plan) == 1
+    with pytest.raises(ConfigError, match="jobs; expected at least 1, found 0"):
+        parallel.resolve_jobs(0, plan)
+
+
+def test_chunks_cover_every_byte_once(tmp_path: Path) -> None:
+    from kcompact.cleaner.stages import plan_clean
+
+    plan = plan_clean(many_keys(tmp_path / "logdir"), config(), CleanOptions(now_ms=NOW))
+    assert plan is not None
+    segments = list(plan.segments)
+    chunks = parallel.chunks_of(plan, segments, 2)
+    assert len(chunks) > len(segments)
+    for index, seg in enumerate(segments):
+        own = [(start, end) for i, start, end in chunks if i == index]
+        assert own[0][0] == 0 and own[-1][1] is None
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(own))
