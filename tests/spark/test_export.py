@@ -24,7 +24,7 @@ from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.partition import iter_partition_dirs, open_partition
 from kcompact.spark.clean_job import spark_clean
 from kcompact.spark.datasource import _isolation
-from kcompact.spark.export import EXPORT_COLUMNS, spark_export
+from kcompact.spark.export import EXPORT_COLUMNS, SegmentRef, spark_export, split_segments
 from tests.spark.logdirs import NOW, build_legacy_partition, build_log_dir, build_partition
 
 if TYPE_CHECKING:
@@ -140,9 +140,10 @@ def test_export_holds_every_stored_record_as_the_format_layer_and_kafka_python_r
 def test_latest_is_what_a_read_committed_consumer_ends_up_with(
     spark: SparkSession, log_dir: Path, tmp_path: Path
 ) -> None:
-    spark_export(spark, [log_dir], tmp_path / "latest", latest=True)
+    summary = spark_export(spark, [log_dir], tmp_path / "latest", latest=True, split_bytes=3000)
 
     latest = parquet_rows(tmp_path / "latest")
+    assert summary.latest and summary.records == len(latest)
     model = consumer_table(format_layer_rows(log_dir))
     assert {(r["topic"], r["partition"], r["key"]): r for r in latest} == model
     assert len(latest) == len(model)
@@ -186,6 +187,11 @@ def test_data_source_read_directly_with_a_path_option(spark: SparkSession, log_d
     spark.dataSource.register(KcompactDataSource)
     frame = spark.read.format("kcompact").option("isolation", "read_committed").load(str(log_dir / "legacy-0"))
     assert [r.offset for r in frame.orderBy("offset").collect()] == list(range(8))
+
+
+def test_splits_pack_small_segments_and_keep_big_ones_alone() -> None:
+    refs = [SegmentRef("p", base, size) for base, size in ((0, 10), (1, 10), (2, 100), (3, 5), (4, 5))]
+    assert [[r.base_offset for r in split] for split in split_segments(refs, 25)] == [[0, 1], [2], [3, 4]]
 
 
 def test_unknown_isolation_is_a_config_error() -> None:
