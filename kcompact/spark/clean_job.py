@@ -3,7 +3,8 @@
 The driver plans (``kcompact.spark.plan``: configuration, cleaner order, refusals), fixes the one
 clock every task uses, and hands the partitions to Spark as an RDD with one element and one Spark
 partition per Kafka partition. Each task calls :func:`kcompact.cleaner.cleaner.clean_partition`, the
-very function ``kcompact clean`` calls, so the bytes written are the serial run's. A task catches its
+very function ``kcompact clean`` calls, so the bytes written are the serial run's (with ``jobs=1``:
+Spark's executors are the parallelism, a task forks no worker pool of its own). A task catches its
 partition's errors and returns them as that partition's row: a failing partition fails alone (the
 cleaner leaves it untouched), the others finish, and the Spark job itself never fails for bad data.
 The rows are collected (the job runs exactly once) and become a DataFrame on the driver
@@ -94,7 +95,8 @@ def spark_clean(
             asked for but not available.
     """
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
-    options = replace(options, now_ms=now_ms)
+    # Spark is the parallelism: a task cleans its partition in its own process (no worker pool inside).
+    options = replace(options, now_ms=now_ms, jobs=1)
     plan = plan_clean(paths, cli_overrides=cli_overrides, options=options, only_eligible=only_eligible,
                       server_properties=server_properties, metadata_dir=metadata_dir)
     on_driver = _needs_distributed_map(plan.tasks, map_budget_bytes)
