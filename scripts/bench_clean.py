@@ -6,28 +6,38 @@ Shapes (issue "kcompact clean", measured for Kafka's own cleaner on these 2-core
   zstd   400,000 zstd records, 1 KiB values, 100,000 keys, 50 per batch (~146 MB); Kafka: 3.6 s
 Keys ``key-%012d`` uniform over the key space, values half random printable and half a fixed template,
 64 MiB segments, timestamps 1 ms apart, written with kcompact's own writer; an empty active segment at the
-end, so everything else is cleanable. The clean runs as ``kcompact clean --json`` in a child process (start-up
-included, like Kafka's JVM start) on a fresh copy; the copy itself is the "plain copy of the same bytes".
+end, so everything else is cleanable. The clean runs as ``kcompact clean --json --jobs N`` in a child process
+(start-up included, like Kafka's JVM start) on a fresh copy; the copy itself is the "plain copy of the same
+bytes".
+
+Per shape: one *reference* clean (``KCOMPACT_NO_ACCEL=1``: the records layer in pure Python; ``--jobs 1``),
+then ``--jobs 1`` and ``--jobs auto``, each checked file by file (sha256 of every file of the log dir)
+against the reference: "identical: yes/no" on stderr, and a row. Peak RSS is the clean process's own
+``ru_maxrss`` and, separately, the largest of its worker processes' (``RUSAGE_CHILDREN`` read in the child;
+forked workers share the parent's pages until they write, so the two do not simply add up).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kcompact.records.batch import encode_batch
 from kcompact.records.record import Record
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.writer import write_segment
 
+Row = tuple[str, float, str]
 SEGMENT_BYTES = 64 * 1024 * 1024
 FIRST_TS = 1_700_000_000_000
 _PRINTABLE = bytes(range(0x20, 0x7F))
@@ -59,7 +69,7 @@ def generate(workdir: Path, name: str, scale: float, seed: int) -> Path:
         return part
     shutil.rmtree(log_dir, ignore_errors=True)
     part.mkdir(parents=True)
-    base, size, batches, end = 0, 0, [], 0
+    base, size, batches, end, batches_end = 0, 0, [], 0, 0
     for end, batch in _batches(random.Random(seed), SHAPES[name], scale):
         if size + len(batch) > SEGMENT_BYTES and batches:
             write_segment(part, base, batches)
@@ -74,46 +84,106 @@ def generate(workdir: Path, name: str, scale: float, seed: int) -> Path:
     return part
 
 
-def _child_clean(part: Path) -> tuple[float, dict[str, object], float]:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+# Runs ``kcompact clean`` in this child process, then reports its own peak RSS and the largest of its
+# worker processes' (RUSAGE_CHILDREN), which ``ru_maxrss`` of the bench process cannot tell apart.
+_CHILD = """
+import resource, runpy, sys
+sys.argv = ["kcompact", *sys.argv[1:]]
+try:
+    runpy.run_module("kcompact", run_name="__main__")
+except SystemExit as done:
+    code = done.code
+else:
+    code = 0
+own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(f"RSS {own} {workers}", file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    """One ``kcompact clean --json`` child: wall seconds, its report, peak RSS (MiB) of it and of its
+    largest worker."""
+
+    seconds: float
+    report: dict[str, Any]
+    own_rss_mib: float
+    worker_rss_mib: float
+
+
+def _child_clean(part: Path, jobs: str, *, reference: bool = False) -> ChildRun:
+    env = {**os.environ, "COLUMNS": "100"}
+    if reference:
+        env["KCOMPACT_NO_ACCEL"] = "1"  # the records layer's pure-Python path
+    command = [sys.executable, "-c", _CHILD, "clean", "--json", "--now-ms", str(FIRST_TS + 10**7),
+               "--jobs", jobs, str(part)]
     start = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "kcompact", "clean", "--json", "--now-ms", str(FIRST_TS + 10**7), str(part)],
-        capture_output=True, text=True, check=False, env={**os.environ, "COLUMNS": "100"},
-    )
+    proc = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"clean failed: {proc.stderr.strip()}")
-    peak = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
-    return seconds, json.loads(proc.stdout), peak
+    rss = [line.split() for line in proc.stderr.splitlines() if line.startswith("RSS ")][-1]
+    return ChildRun(seconds, json.loads(proc.stdout), int(rss[1]) / 1024, int(rss[2]) / 1024)
 
 
-def bench_clean(args: object, workdir: Path) -> list[tuple[str, float, str]]:
-    """Clean both shapes on fresh copies; report time, rates, RSS and the ratio to the copy."""
+def _digests(log_dir: Path) -> dict[str, str]:
+    """sha256 of every file under ``log_dir`` (lock files aside), by relative path."""
+    return {
+        str(path.relative_to(log_dir)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(log_dir.rglob("*"))
+        if path.is_file() and not path.name.endswith(".lock")
+    }
+
+
+def _fresh_copy(source: Path, target: Path) -> float:
+    shutil.rmtree(target, ignore_errors=True)
+    start = time.perf_counter()
+    shutil.copytree(source.parent, target)
+    return time.perf_counter() - start
+
+
+def _rows(name: str, jobs: str, run: ChildRun, copy_seconds: float, identical: bool) -> list[Row]:
+    stats = run.report["results"][0]["stats"]
+    read, seconds, tag = stats["bytes_read"], run.seconds, f"{name} jobs={jobs}"
+    return [
+        (f"{tag}: clean seconds (process start included)", seconds, "s"),
+        (f"{tag}: MB/s", read / seconds / 1e6, "MB/s"),
+        (f"{tag}: records/s", stats["records_read"] / seconds, "rec/s"),
+        (f"{tag}: peak RSS of the clean process", run.own_rss_mib, "MiB"),
+        (f"{tag}: peak RSS of its largest worker", run.worker_rss_mib, "MiB"),
+        (f"{tag}: clean / copy time ratio", seconds / copy_seconds, "x"),
+        (f"{tag}: identical to the reference (1 if yes)", float(identical), "yes"),
+    ]
+
+
+def bench_clean(args: object, workdir: Path) -> list[Row]:
+    """Clean both shapes with jobs=1 and auto on fresh copies; check the bytes against the reference
+    (pure Python, one process); report time, rates, RSS and the ratio to the copy."""
     scale = getattr(args, "clean_scale", 1.0)
-    rows: list[tuple[str, float, str]] = []
+    rows: list[Row] = []
     for name in SHAPES:
         source = generate(workdir, name, scale, getattr(args, "seed", 1))
         target = workdir / f"run-{name}"
-        shutil.rmtree(target, ignore_errors=True)
-        start = time.perf_counter()
-        shutil.copytree(source.parent, target)
-        copy_seconds = time.perf_counter() - start
-        seconds, report, peak = _child_clean(target / source.name)
-        stats = report["results"][0]["stats"]  # type: ignore[index]
-        read = stats["bytes_read"]
+        _fresh_copy(source, target)
+        reference = _child_clean(target / source.name, "1", reference=True)
+        expected = _digests(target)
+        stats = reference.report["results"][0]["stats"]
         rows += [
-            (f"{name}: bytes read", read / 1e6, "MB"),
+            (f"{name}: bytes read", stats["bytes_read"] / 1e6, "MB"),
             (f"{name}: records read", stats["records_read"], "rec"),
-            (f"{name}: clean seconds (process start included)", seconds, "s"),
-            (f"{name}: MB/s", read / seconds / 1e6, "MB/s"),
-            (f"{name}: records/s", stats["records_read"] / seconds, "rec/s"),
             (f"{name}: size reduction", 100 * stats["size_reduction"], "%"),
             (f"{name}: offset map keys", stats["map_entries"], "rec"),
             (f"{name}: offset map bytes/key", stats["map_memory_bytes"] / max(1, stats["map_entries"]), "B"),
-            (f"{name}: peak RSS of the clean process", peak, "MiB"),
-            (f"{name}: plain copy of the same bytes seconds", copy_seconds, "s"),
-            (f"{name}: clean / copy time ratio", seconds / copy_seconds, "x"),
+            (f"{name} reference (KCOMPACT_NO_ACCEL=1, jobs=1): clean seconds", reference.seconds, "s"),
         ]
+        for jobs in ("1", "auto"):
+            copy_seconds = _fresh_copy(source, target)
+            run = _child_clean(target / source.name, jobs)
+            identical = _digests(target) == expected
+            print(f"{name} jobs={jobs}: identical: {'yes' if identical else 'no'}", file=sys.stderr)
+            rows += _rows(name, jobs, run, copy_seconds, identical)
+        rows.append((f"{name}: plain copy of the same bytes seconds", copy_seconds, "s"))
         shutil.rmtree(target, ignore_errors=True)
     return rows
