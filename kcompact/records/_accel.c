@@ -655,6 +655,120 @@ done:
     return result;
 }
 
+/* ---- decode_batch ----------------------------------------------------------------------- */
+
+/* The v2 batch header (spec 1.2), big-endian:
+ *   0 base_offset int64   8 batch_length int32   12 partition_leader_epoch int32   16 magic int8
+ *  17 crc uint32         21 attributes int16     23 last_offset_delta int32
+ *  27 base_timestamp int64   35 max_timestamp int64   43 producer_id int64
+ *  51 producer_epoch int16   53 base_sequence int32   57 records_count int32   61 records */
+#define RECORD_BATCH_OVERHEAD 61
+#define LOG_OVERHEAD 12
+#define MIN_BATCH_LENGTH 49
+#define N_BATCH_FIELDS 15  /* RecordBatch: position, the 13 header fields, buffer */
+
+static inline uint64_t
+be(const uint8_t *p, int size)
+{
+    uint64_t value = 0;
+    for (int k = 0; k < size; k++)
+        value = (value << 8) | p[k];
+    return value;
+}
+
+/* The RecordBatch field values in order, or -1 where batch.decode_batch would raise. */
+static int
+batch_fields(PyObject *buf, const uint8_t *h, int64_t position, Py_ssize_t remaining,
+             PyObject **values)
+{
+    int16_t attributes = (int16_t)be(h + 21, 2);
+    int32_t batch_length = (int32_t)be(h + 8, 4), records_count = (int32_t)be(h + 57, 4);
+    PyObject *view;
+    if (h[16] != 2 || attributes < 0 || attributes > 0x7F || (attributes & 0x07) > 4
+        || batch_length < MIN_BATCH_LENGTH || records_count < 0
+        || (Py_ssize_t)batch_length + LOG_OVERHEAD > remaining)
+        return -1;
+    values[0] = PyLong_FromLongLong(position);
+    values[1] = PyLong_FromLongLong((int64_t)be(h, 8));
+    values[2] = PyLong_FromLong(batch_length);
+    values[3] = PyLong_FromLong((int32_t)be(h + 12, 4));
+    values[4] = PyLong_FromLong(2);
+    values[5] = PyLong_FromUnsignedLong((uint32_t)be(h + 17, 4));
+    values[6] = PyLong_FromLong(attributes);
+    values[7] = PyLong_FromLong((int32_t)be(h + 23, 4));
+    values[8] = PyLong_FromLongLong((int64_t)be(h + 27, 8));
+    values[9] = PyLong_FromLongLong((int64_t)be(h + 35, 8));
+    values[10] = PyLong_FromLongLong((int64_t)be(h + 43, 8));
+    values[11] = PyLong_FromLong((int16_t)be(h + 51, 2));
+    values[12] = PyLong_FromLong((int32_t)be(h + 53, 4));
+    values[13] = PyLong_FromLong(records_count);
+    view = PyMemoryView_FromObject(buf);  /* memoryview(buf)[position : position + size] */
+    values[14] = view == NULL ? NULL
+        : PySequence_GetSlice(view, (Py_ssize_t)position,
+                              (Py_ssize_t)position + batch_length + LOG_OVERHEAD);
+    Py_XDECREF(view);
+    return 0;
+}
+
+/* cls() without its __init__: each slot set through its member descriptor, which is what the
+ * frozen dataclass's own __init__ does (object.__setattr__), minus the Python frames. */
+static PyObject *
+fill_slots(PyTypeObject *cls, PyObject *slots, PyObject **values)
+{
+    PyObject *obj = cls->tp_alloc(cls, 0);
+    for (int k = 0; obj != NULL && k < N_BATCH_FIELDS; k++) {
+        PyObject *descr = PyTuple_GET_ITEM(slots, k);
+        if (Py_TYPE(descr)->tp_descr_set(descr, obj, values[k]) < 0)
+            Py_CLEAR(obj);
+    }
+    return obj;
+}
+
+static int
+slots_ok(PyObject *cls, PyObject *slots)
+{
+    if (!PyType_Check(cls) || !PyTuple_CheckExact(slots)
+        || PyTuple_GET_SIZE(slots) != N_BATCH_FIELDS)
+        return -1;
+    for (int k = 0; k < N_BATCH_FIELDS; k++)
+        if (!Py_IS_TYPE(PyTuple_GET_ITEM(slots, k), &PyMemberDescr_Type))
+            return -1;
+    return 0;
+}
+
+PyDoc_STRVAR(decode_batch_doc,
+"decode_batch(buf, position, cls, slots) -> cls instance\n\n"
+"batch.decode_batch for a well-formed v2 header; slots: cls's member descriptors in field\n"
+"order. Raises ScanError(-1) where the reference would raise (or for other arguments).");
+
+static PyObject *
+decode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    int64_t position;
+    PyObject *values[N_BATCH_FIELDS] = {NULL}, *result = NULL;
+    int built;
+    if (check_nargs("decode_batch", nargs, 4) < 0)
+        return NULL;
+    if (as_int64(args[1], &position) < 0 || slots_ok(args[2], args[3]) < 0
+        || get_bytes(args[0], &view) < 0)
+        return scan_error(DECLINED);
+    built = position >= 0 && view.len - position >= RECORD_BATCH_OVERHEAD
+        && batch_fields(args[0], (const uint8_t *)view.buf + position, position,
+                        view.len - (Py_ssize_t)position, values) == 0;
+    PyBuffer_Release(&view);
+    if (!built)
+        return scan_error(DECLINED);
+    for (int k = 0; k < N_BATCH_FIELDS; k++)
+        if (values[k] == NULL)
+            goto done;
+    result = fill_slots((PyTypeObject *)args[2], args[3], values);
+done:
+    for (int k = 0; k < N_BATCH_FIELDS; k++)
+        Py_XDECREF(values[k]);
+    return result;
+}
+
 /* ---- module ----------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -663,6 +777,7 @@ static PyMethodDef methods[] = {
      scan_records_doc},
     {"rebuild_records", (PyCFunction)(void (*)(void))rebuild_records, METH_FASTCALL,
      rebuild_records_doc},
+    {"decode_batch", (PyCFunction)(void (*)(void))decode_batch, METH_FASTCALL, decode_batch_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -17,8 +17,7 @@ import random
 import subprocess
 import sys
 from array import array
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -32,63 +31,13 @@ from kcompact.records.filter import BatchRetention, filter_v2_batch
 from kcompact.records.record import records_bytes
 from kcompact.records.scan import RecordColumns, scan_keys, scan_records
 from tests.conftest import real_fixture
+from tests.records.accel_compare import Outcome, accel_switched, both, needs_c
 
 INT64_MAX = (1 << 63) - 1
 INT64_MIN = -(1 << 63)
 INT32_MAX = (1 << 31) - 1
 INT32_MIN = -(1 << 31)
 HEADER_SIZE = 61
-
-needs_c = pytest.mark.skipif(
-    accel.kernels is None,
-    reason=f"the C extension kcompact.records._accel is not built ({accel.import_error}); "
-    "build it with `python setup.py build_ext --inplace`",
-)
-
-# --- running both implementations ---------------------------------------------------------------
-
-Outcome = tuple[object, ...]
-
-
-@contextmanager
-def _accel_switched(on: bool) -> Iterator[None]:
-    saved = accel.enabled
-    accel.enabled = on
-    try:
-        yield
-    finally:
-        accel.enabled = saved
-
-
-def _outcome(fn: Callable[[], object]) -> Outcome:
-    """The result with the types that matter spelled out, or the error as a user sees it."""
-    try:
-        result = fn()
-    except Exception as err:  # noqa: BLE001 - any class: comparing them is the point
-        return ("raised", type(err), str(err), getattr(err, "position", None))
-    return ("returned", _typed(result))
-
-
-def _typed(value: object) -> object:
-    if isinstance(value, RecordColumns):
-        fields = [getattr(value, name) for name in RecordColumns.__slots__]
-        return ("columns", [_typed(field) for field in fields])
-    if isinstance(value, array):
-        return ("array", value.typecode, value.tolist())
-    if isinstance(value, (tuple, list)):
-        return (type(value), [_typed(item) for item in value])
-    return (type(value), value)
-
-
-def _both(fn: Callable[[], object]) -> Outcome:
-    """Run ``fn`` with the reference and with the kernels; they must agree. Returns the outcome."""
-    with _accel_switched(False):
-        reference = _outcome(fn)
-    with _accel_switched(True):
-        compiled = _outcome(fn)
-    assert compiled == reference
-    return reference
-
 
 # --- building record sections (non-minimal varints, attributes, headers) ------------------------
 
@@ -146,10 +95,10 @@ _timestamps = st.integers(-1000, 1 << 41) | st.integers(INT64_MIN, INT64_MAX) | 
 _append_times = st.none() | st.integers(INT64_MIN, INT64_MAX) | st.just(1 << 64)
 
 
-def _scan_both(data: object, count: int, base_offset: int, base_timestamp: int,
+def _scanboth(data: object, count: int, base_offset: int, base_timestamp: int,
                log_append_time: int | None) -> tuple[Outcome, Outcome]:
-    keys = _both(lambda: scan_keys(data, base_offset=base_offset, count=count))  # type: ignore[arg-type]
-    return keys, _both(lambda: scan_records(
+    keys = both(lambda: scan_keys(data, base_offset=base_offset, count=count))  # type: ignore[arg-type]
+    return keys, both(lambda: scan_records(
         data, base_offset=base_offset, base_timestamp=base_timestamp,  # type: ignore[arg-type]
         count=count, log_append_time=log_append_time))
 
@@ -167,7 +116,7 @@ def _kernel_agrees(data: bytes, count: int, base_offset: int, base_timestamp: in
     ]
     for call, reference in calls:
         expected: int | None = None
-        with _accel_switched(False):
+        with accel_switched(False):
             try:
                 reference()
             except CorruptRecordError as err:
@@ -189,7 +138,7 @@ def test_valid_sections_scan_identically(
     records: list[bytes], base_offset: int, base_timestamp: int, log_append_time: int | None
 ) -> None:
     data = b"".join(records)
-    keys, columns = _scan_both(data, len(records), base_offset, base_timestamp, log_append_time)
+    keys, columns = _scanboth(data, len(records), base_offset, base_timestamp, log_append_time)
     if abs(base_offset) < (1 << 62) and log_append_time is None:
         assert keys[0] == "returned" and columns[0] == "returned"
 
@@ -217,7 +166,7 @@ def test_mutated_sections_fail_identically(records: list[bytes], data: st.DataOb
         mutated[cut:cut] = data.draw(st.binary(max_size=3))
     count = max(0, len(records) + data.draw(st.sampled_from([0, 0, -1, 1])))
     base_offset = data.draw(st.sampled_from([0, INT64_MAX - 3, INT64_MIN]))
-    _scan_both(bytes(mutated), count, base_offset, 0, None)
+    _scanboth(bytes(mutated), count, base_offset, 0, None)
     _kernel_agrees(bytes(mutated), count, base_offset, 0)
 
 
@@ -253,7 +202,7 @@ _CUTS = [  # (data, count, base_offset): each error of the reference, and where 
 def test_each_reference_error_is_reported_identically(
     data: bytes, count: int, base_offset: int
 ) -> None:
-    _scan_both(data, count, base_offset, 0, None)
+    _scanboth(data, count, base_offset, 0, None)
     _kernel_agrees(data, count, base_offset, 0)
 
 
@@ -272,23 +221,23 @@ def test_every_buffer_kind_scans_identically(kind: object) -> None:
         data = memoryview(bytearray(b"\xff" + _GOOD))[1:]
     else:
         data = kind(_GOOD)  # type: ignore[operator]
-    _scan_both(data, 3, 7, 100, None)
-    _scan_both(data, 3, 7, 100, 555)
+    _scanboth(data, 3, 7, 100, None)
+    _scanboth(data, 3, 7, 100, 555)
 
 
 @needs_c
 @pytest.mark.parametrize("argument", [True, 2.0, 1 << 64, "0"])
 def test_odd_arguments_behave_like_the_reference(argument: object) -> None:
-    _scan_both(_GOOD, 3, argument, 0, None)  # type: ignore[arg-type]
-    _scan_both(_GOOD, 3, 0, argument, None)  # type: ignore[arg-type]
-    _scan_both(_GOOD, 3, 0, 0, argument)  # type: ignore[arg-type]
-    _scan_both(_GOOD, argument, 0, 0, None)  # type: ignore[arg-type]
+    _scanboth(_GOOD, 3, argument, 0, None)  # type: ignore[arg-type]
+    _scanboth(_GOOD, 3, 0, argument, None)  # type: ignore[arg-type]
+    _scanboth(_GOOD, 3, 0, 0, argument)  # type: ignore[arg-type]
+    _scanboth(_GOOD, argument, 0, 0, None)  # type: ignore[arg-type]
 
 
 @needs_c
 def test_columns_data_is_the_given_bytes_object() -> None:
     data = bytes(_GOOD)
-    with _accel_switched(True):
+    with accel_switched(True):
         assert scan_records(data, base_offset=0, base_timestamp=0, count=3).data is data
         copied = scan_records(bytearray(data), base_offset=0, base_timestamp=0, count=3).data
     assert type(copied) is bytes and copied == data
@@ -311,16 +260,16 @@ def _batch(records: Sequence[bytes], *, base_offset: int, base_timestamp: int,
 
 
 def _scan_batch(batch: RecordBatch) -> RecordColumns:
-    with _accel_switched(False):
+    with accel_switched(False):
         return scan_records(
             records_bytes(batch), base_offset=batch.base_offset,
             base_timestamp=batch.base_timestamp, count=batch.records_count,
             log_append_time=batch.max_timestamp if batch.timestamp_type == 1 else None)
 
 
-def _filter_both(batch: RecordBatch, columns: RecordColumns, keep: Sequence[int],
+def _filterboth(batch: RecordBatch, columns: RecordColumns, keep: Sequence[int],
                  horizon: int | None) -> Outcome:
-    return _both(lambda: filter_v2_batch(
+    return both(lambda: filter_v2_batch(
         batch, columns, keep, retention=BatchRetention.DELETE_EMPTY, delete_horizon_ms=horizon))
 
 
@@ -337,7 +286,7 @@ def test_rebuild_is_byte_identical_for_any_kept_subset(
                    log_append_time=log_append_time)
     columns = _scan_batch(batch)
     keep = sorted(data.draw(st.sets(st.integers(0, len(records) - 1), min_size=1)))
-    _filter_both(batch, columns, keep, horizon)
+    _filterboth(batch, columns, keep, horizon)
     rebuilt = accel.rebuild_records(
         columns.data, (columns.body_starts, columns.record_ends, columns.offsets,
                        columns.timestamps), keep, base_offset, horizon)
@@ -351,7 +300,7 @@ def test_rebuild_is_byte_identical_for_any_kept_subset(
 def test_rebuild_of_odd_keep_lists_behaves_like_the_reference(keep: Sequence[int]) -> None:
     batch = _batch([*_GOOD_RECORDS], base_offset=10,
                    base_timestamp=1000, log_append_time=None)
-    _filter_both(batch, _scan_batch(batch), keep, None)
+    _filterboth(batch, _scan_batch(batch), keep, None)
 
 
 @needs_c
@@ -365,8 +314,8 @@ def test_rebuild_of_out_of_range_columns_fails_like_the_reference(column: str, v
                    base_timestamp=1000, log_append_time=None)
     columns = _scan_batch(batch)
     getattr(columns, column)[1] = value
-    _filter_both(batch, columns, [0, 1, 2], None)
-    _filter_both(batch, columns, [0, 1, 2], 5)
+    _filterboth(batch, columns, [0, 1, 2], None)
+    _filterboth(batch, columns, [0, 1, 2], 5)
 
 
 @needs_c
@@ -377,7 +326,7 @@ def test_rebuild_of_compressed_batches_is_identical(compression: int) -> None:
     batch = _batch(records, base_offset=3, base_timestamp=9, log_append_time=None,
                    compression=compression, horizon=9)
     columns = _scan_batch(batch)
-    outcome = _filter_both(batch, columns, [1, 2, 5], 9)
+    outcome = _filterboth(batch, columns, [1, 2, 5], 9)
     assert outcome[0] == "returned"
 
 
@@ -399,7 +348,7 @@ def test_every_broker_written_batch_scans_and_rebuilds_identically() -> None:
     for batch in batches:
         data = records_bytes(batch)
         lat = batch.max_timestamp if batch.timestamp_type == 1 else None
-        keys, columns = _scan_both(data, batch.records_count, batch.base_offset,
+        keys, columns = _scanboth(data, batch.records_count, batch.base_offset,
                                    batch.base_timestamp, lat)
         assert keys[0] == columns[0] == "returned"
         _kernel_agrees(bytes(data), batch.records_count, batch.base_offset,
@@ -408,7 +357,7 @@ def test_every_broker_written_batch_scans_and_rebuilds_identically() -> None:
             keep = sorted(rng.sample(range(batch.records_count),
                                      rng.randint(1, batch.records_count)))
             horizon = rng.choice([None, batch.base_timestamp + 10])
-            assert _filter_both(batch, _scan_batch(batch), keep, horizon)[0] == "returned"
+            assert _filterboth(batch, _scan_batch(batch), keep, horizon)[0] == "returned"
 
 
 # --- the switch ---------------------------------------------------------------------------------
