@@ -171,8 +171,14 @@ def _needs_distributed_map(tasks: Sequence[CleanTask], map_budget_bytes: int | N
     if map_budget_bytes is None:
         return set()
     module = _distributed_map_module()
-    return {i for i, task in enumerate(tasks)
-            if module.needs_distributed_map(task.partition_dir, task.config, task.options, map_budget_bytes)}
+    chosen: set[int] = set()
+    for i, task in enumerate(tasks):
+        try:
+            if module.needs_distributed_map(task.partition_dir, task.config, task.options, map_budget_bytes):
+                chosen.add(i)
+        except KcompactError:
+            continue  # unreadable: its task fails with the same error, as its own row
+    return chosen
 
 
 def _clean_on_driver(spark: SparkSession, task: CleanTask) -> tuple[Any, ...]:

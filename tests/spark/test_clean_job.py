@@ -171,3 +171,19 @@ def test_map_budget_without_the_distributed_map_says_it_is_not_available(
     log_dir = build_log_dir(tmp_path / "logs", 1)
     with pytest.raises(UnsupportedFormatError, match="distributed offset map is not available"):
         spark_clean(spark, [log_dir], cli_overrides={}, options=CleanOptions(now_ms=NOW), map_budget_bytes=1)
+
+
+def test_map_budget_sends_partitions_over_it_to_the_distributed_map(spark: SparkSession, tmp_path: Path) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(clean_job.DISTRIBUTED_MAP_MODULE) is None:
+        pytest.skip("the distributed offset map (kcompact.spark.distributed_map) is not in this build")
+    log_dir = build_log_dir(tmp_path / "src", 2)
+    serial, distributed = copy_source(log_dir, tmp_path / "serial"), copy_source(log_dir, tmp_path / "spark")
+    clean_path(serial, cli_overrides={}, options=CleanOptions(now_ms=NOW))
+
+    run = spark_clean(spark, [distributed], cli_overrides={}, options=CleanOptions(now_ms=NOW),
+                      map_budget_bytes=1)
+
+    assert [(r["status"], r["distributed_map"]) for r in run.as_dicts()] == [(STATUS_CLEANED, True)] * 2
+    assert tree_digest(serial) == tree_digest(distributed)
