@@ -1,13 +1,22 @@
-"""Benchmark the cleaner's offset map: bytes per key, put/get keys/s, peak RSS for N distinct keys.
+"""Benchmark the cleaner's offset map: bytes per key, build peak, put/get keys/s, RSS for N keys.
 
 Usage::
 
-    python scripts/bench_offset_map.py 10000000 [--batch 1000] [--get-batch 1000] [--bounded]
+    python scripts/bench_offset_map.py [N] [--batch 1000] [--get-batch 1000] [--bounded]
+    python scripts/bench_offset_map.py --huge            # N = 100,000,000 in one pass
+    python scripts/bench_offset_map.py --clean-shape     # bench clean's pass 1 + 2 (2M records)
 
-Digests for the map are random 128-bit values made chunk by chunk outside the timers (so the
-bench itself holds ~one chunk, not N keys); hashing is timed separately on real ``bytes`` keys.
+Distinct keys (default): N random 128-bit digests (default 1,000,000) made chunk by chunk outside the
+timers, so the bench holds ~one chunk, not N keys; hashing is timed separately on real ``bytes`` keys.
 Gets query every present key once (in chunks) plus as many absent keys, after ``freeze``.
 ``--bounded`` gives the map ``max_entries = N`` so the Kafka capacity check runs as it fills.
+
+``--clean-shape`` replays what ``kcompact clean`` does to the map on scripts/bench_clean.py's plain
+shape: 2,000,000 records over 500,000 keys (uniform), one ``put_batch`` per 200-record batch, then
+``freeze``, ``latest_offsets_sorted`` and one ``get_batch`` per batch for every record.
+
+"build peak" is the growth of the process's peak RSS from before the map to the end of ``freeze``,
+over the frozen map's ``memory_bytes()`` (issue #7: at most 1.5).
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ import numpy as np
 from kcompact.cleaner.offset_map import OffsetMap, key_digests
 
 CHUNK = 1 << 20  # digests generated at a time (outside the timers)
+HUGE = 100_000_000
+CLEAN_RECORDS, CLEAN_KEYS, CLEAN_BATCH = 2_000_000, 500_000, 200
 
 
 def _chunk(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -33,6 +44,11 @@ def _chunk(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _current_rss_mib() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize() / 2**20
 
 
 def bench_hash(n: int) -> float:
@@ -81,29 +97,24 @@ def bench_get(offset_map: OffsetMap, n: int, batch: int) -> tuple[float, int]:
     return elapsed, queries
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("n", type=int, help="distinct keys to put")
-    parser.add_argument("--batch", type=int, default=1000, help="keys per put_batch call")
-    parser.add_argument("--get-batch", type=int, default=1000, help="keys per get_batch call")
-    parser.add_argument("--bounded", action="store_true", help="max_entries = n (Kafka check)")
-    args = parser.parse_args()
-    n = args.n
-
-    rss_before = _rss_mib()
+def distinct_keys(args: argparse.Namespace) -> None:
+    n = HUGE if args.huge else args.n
+    rss_before = _current_rss_mib()
     offset_map = OffsetMap(max_entries=n if args.bounded else None)
     put_s = bench_put(offset_map, n, args.batch)
     start = time.perf_counter()
     offset_map.freeze()
     freeze_s = time.perf_counter() - start
+    build_peak = _rss_mib() - rss_before
     if offset_map.size != n:
         raise SystemExit(f"map holds {offset_map.size} keys, expected {n}")
+    steady = offset_map.memory_bytes()
     start = time.perf_counter()
     latest = offset_map.latest_offsets_sorted()
     sorted_s = time.perf_counter() - start
     del latest
     get_s, queries = bench_get(offset_map, n, args.get_batch)
-    held = offset_map.memory_bytes()  # now with the lookup directory
+    held = offset_map.memory_bytes()
     peak_rss = _rss_mib()
     hashed = bench_hash(min(n, 1_000_000))
 
@@ -118,7 +129,62 @@ def main() -> None:
     print(f"latest_offsets_sorted    {sorted_s:8.2f} s")
     print(f"get (half absent)        {queries / get_s / 1e6:8.2f} M keys/s  ({get_s:.1f} s)")
     print(f"bytes/key (frozen)       {held / n:8.2f}  ({held / 2**20:.0f} MiB, with directory)")
+    print(f"build peak / frozen map  {build_peak * 2**20 / steady:8.2f}  "
+          f"(RSS grew {build_peak:.0f} MiB building a {steady / 2**20:.0f} MiB map)")
     print(f"peak RSS                 {peak_rss:8.0f} MiB  (before the map: {rss_before:.0f} MiB)")
+    print(f"total (put+freeze+get)   {put_s + freeze_s + get_s:8.1f} s")
+
+
+def clean_shape(args: argparse.Namespace) -> None:
+    rng = np.random.default_rng(11)
+    key_hi, key_lo = _chunk(5, CLEAN_KEYS)
+    ids = rng.integers(0, CLEAN_KEYS, CLEAN_RECORDS)
+    hi, lo = key_hi[ids], key_lo[ids]
+    offsets = np.arange(CLEAN_RECORDS, dtype=np.int64)
+    latest = np.full(CLEAN_KEYS, -1, dtype=np.int64)
+    latest[ids] = offsets  # numpy keeps the last write for repeated ids
+    expected = latest[ids]
+    best = {"put": float("inf"), "get": float("inf")}
+    for _ in range(args.repeat):
+        offset_map = OffsetMap()
+        start = time.perf_counter()
+        for at in range(0, CLEAN_RECORDS, CLEAN_BATCH):
+            end = at + CLEAN_BATCH
+            offset_map.put_batch(hi[at:end], lo[at:end], offsets[at:end])
+        offset_map.freeze()
+        offset_map.latest_offsets_sorted()
+        best["put"] = min(best["put"], time.perf_counter() - start)
+        got = np.empty(CLEAN_RECORDS, dtype=np.int64)
+        start = time.perf_counter()
+        for at in range(0, CLEAN_RECORDS, CLEAN_BATCH):
+            end = at + CLEAN_BATCH
+            got[at:end] = offset_map.get_batch(hi[at:end], lo[at:end])
+        best["get"] = min(best["get"], time.perf_counter() - start)
+        if not np.array_equal(got, expected):
+            raise SystemExit("wrong lookup result")
+    print(f"clean shape: {CLEAN_RECORDS:,} records, {CLEAN_KEYS:,} keys, batches of {CLEAN_BATCH}; "
+          f"best of {args.repeat}")
+    print(f"put + freeze + latest    {CLEAN_RECORDS / best['put'] / 1e6:8.2f} M records/s  "
+          f"({best['put']:.2f} s)")
+    print(f"get                      {CLEAN_RECORDS / best['get'] / 1e6:8.2f} M records/s  "
+          f"({best['get']:.2f} s)")
+    print(f"bytes/key (frozen)       {offset_map.memory_bytes() / offset_map.size:8.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("n", type=int, nargs="?", default=1_000_000, help="distinct keys to put")
+    parser.add_argument("--huge", action="store_true", help=f"N = {HUGE:,} (one pass, ~2 GiB)")
+    parser.add_argument("--batch", type=int, default=1000, help="keys per put_batch call")
+    parser.add_argument("--get-batch", type=int, default=1000, help="keys per get_batch call")
+    parser.add_argument("--bounded", action="store_true", help="max_entries = n (Kafka check)")
+    parser.add_argument("--clean-shape", action="store_true", help="bench clean's map workload")
+    parser.add_argument("--repeat", type=int, default=3, help="--clean-shape runs (best kept)")
+    args = parser.parse_args()
+    if args.clean_shape:
+        clean_shape(args)
+    else:
+        distinct_keys(args)
 
 
 if __name__ == "__main__":

@@ -2,46 +2,62 @@
 
 Same semantics as Kafka's ``SkimpyOffsetMap`` (a later put of a key wins, every put sets
 ``latest_offset``, Kafka's capacity rule on request), but fed whole batches: all per-key work is
-numpy, with no Python object per key.
+numpy, with no Python object per key. ``key_digests`` hashes keys with XXH3-128 (seed 0; per key
+from Python, 119 ns where ``md5(k).digest()`` takes 340) into ``hi``/``lo``: digest bits 0-63 and
+64-127, read big-endian per ``DIGEST_LAYOUT``.
 
-Digest: XXH3-128 (seed 0) of the key, canonical big-endian, split per ``DIGEST_LAYOUT`` into ``hi``
-and ``lo`` (uint64). All 128 bits are stored and compared, so keys collide only on a full 128-bit
-match, as with Kafka's MD5 (whose engineered collisions are therefore not reproduced). Per key from
-Python (1M keys; 100-byte keys in brackets): ``md5(k).digest()`` 340 ns (383), ``blake2b`` with
-``digest_size=16`` 359 (375), ``xxh3_128_intdigest`` 100 (102; Python ints), ``xxh3_128_digest``
-mapped and joined 114 (127), 119 (130) with the split into arrays: that is ``key_digests``.
+Layout, 15 bytes a key plus a directory of at most 1 (issue #7: at most 16). The map is a few
+*runs* (no key in two), each sorted by digest and split into ``2**bits`` buckets by the top
+``bits >= IMPLIED_BITS`` digest bits; ``starts`` (uint32, ``2**bits + 1``, ``2**bits <= keys / 4``)
+says where each bucket begins. A key's first ``IMPLIED_BITS`` (16) digest bits are therefore given
+by its position and not stored; the rest is, per key::
 
-Layout: a few *runs*, each three arrays sorted by ``hi`` (keys sharing ``hi`` stay adjacent and are
-told apart by ``lo``), no key in two runs. ``off`` is ``offset - base`` as uint32 (``base``: first
-offset put) while that fits, else int64: 20 bytes per key (24 if offsets span 2**32; 16 would need
-32 digest bits implied by position, a 2**32-entry directory). Puts append to a *pending* list. A
-flush (at max(2**18, size / 4) puts) argsorts it, keeps each key's last put, overwrites in place the
-offsets of keys a run holds, and makes a run of the new keys; runs merge (the smaller woven into
-the larger at its ``searchsorted`` positions) while the newer is at least half the older. Lookups
-find ``hi`` via a per-run *directory* (start of each top-k-bit bucket of ~8-16 keys, <= 1 byte per
-key, built on first use) plus fixed vectorised bisection steps over 8192-query chunks: 56 ns per
-query (10M keys, batches of 1000) where ``np.searchsorted`` takes 500.
+    key   uint64  digest bits 16-79  (sorted within a bucket; bisected by lookups)
+    mid   uint16  digest bits 80-95
+    low   uint8   digest bits 96-103
+    off   uint32  offset - base (base: first offset put); int64 offsets for a run whose offsets
+                  span 2**32 or more (or fall below base): 23 bytes a key there
+
+Collisions. A lookup compares ``COMPARED_BITS`` = 104 bits (16 implied + 88 stored), so two keys
+whose XXH3-128 digests agree on bits 0-103 are one key (the later one's offset wins), where Kafka's
+MD5 needs all 128 bits. 16 bytes cannot hold 128-bit-equivalent keys plus their offsets: a set of N
+random 128-bit values needs ``log2 C(2**128, N) / N ~ 129.4 - log2 N`` bits a key (107 at 5M keys,
+103 at 100M) and offsets ``log2 N`` or more (22 and 27), i.e. more than 128 bits. We chose 16 bytes
+(issue #7's goal) and 104 bits. With pairs ~ N**2 / 2 (a wrong merge of two dirty keys), per pass:
+
+    keys   104 bits (this map)    96 bits (12 B + offset)   128 bits (Kafka)
+    5M     6.2e-19                1.6e-16                   3.7e-26
+    100M   2.5e-16                6.3e-14                   1.5e-23
+
+and a key only in the clean part is wrongly dropped with probability (map keys) / 2**104 per key:
+4e-24 at 100M. Both are far below a disk's unrecoverable read rate (~1e-15 per bit) and CRC32C's
+2**-32 miss rate on a corrupted batch, which Kafka accepts.
+
+Build. Puts append to a *pending* list; a flush (at max(2**18, size / 32) puts, which bounds its
+sort's temporaries to ~2.5 bytes a key) keeps each key's last put, overwrites in place the offsets
+of keys a run holds, and makes a run of the new keys; the newest run merges into the previous one
+while at least half its size. A merge writes a new run front to back in chunks and returns each
+input's consumed pages to the system as it goes (``madvise``), so it needs the output plus one
+chunk, not both inputs plus the output. Lookups find a key's bucket in ``starts``, then bisect
+``key`` with fixed vectorised steps over 8192-query chunks (buckets hold ~4-8 keys).
 
 Capacity: Kafka checks ``entries < floor(slots * load_factor)`` before every put, even of a key it
 holds. ``put_batch`` takes a batch blind while ``size + pending + len(batch) <= max_entries``, else
 it flushes, counts the new keys before each position and accepts the prefix Kafka would.
 
 ``scripts/bench_offset_map.py N`` (random digests, batches of 1000; after ``freeze`` every key and
-as many absent ones are looked up; hashing, 7.6-9.6M keys/s, excluded; shared 2-core VM)::
+as many absent ones are looked up; hashing excluded; shared 2-core VM)::
 
-    keys   bytes/key (frozen)   put keys/s   freeze    get keys/s   peak RSS
-    1M     20.5                 8.8M         0.04 s    8.6M         108 MiB
-    10M    20.8                 3.4M         0.3 s     5.4M         582 MiB
-    100M   20.7                 1.4M         17 s      3.2M         4.4 GiB
-
-Bounded maps cost the same; updates to a map 500 keys short of full (each batch counted exactly)
-run at 2M keys/s.
+    keys   bytes/key   put keys/s   freeze    get keys/s   build peak / map   peak RSS   total
+    1M     TODO
 """
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -50,15 +66,18 @@ import xxhash
 from kcompact.errors import ConfigError
 
 U64 = npt.NDArray[np.uint64]
+U32 = npt.NDArray[np.uint32]
+U16 = npt.NDArray[np.uint16]
+U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
 Index = npt.NDArray[np.intp]
 Mask = npt.NDArray[np.bool_]
 
 DIGEST_LAYOUT = np.dtype([
-    ("hi", ">u8"),  # digest bytes 0-7, big-endian: sorts and buckets the map
-    ("lo", ">u8"),  # digest bytes 8-15, big-endian: tells apart keys sharing ``hi``
+    ("hi", ">u8"),  # digest bytes 0-7, big-endian: buckets and sorts the map
+    ("lo", ">u8"),  # digest bytes 8-15, big-endian: bits 64-103 are stored, 104-127 dropped
 ])  # fmt: skip
-"""One XXH3-128 digest in its canonical byte order, split into the two stored words."""
+"""One XXH3-128 digest in its canonical byte order, split into the two words callers pass."""
 
 KAFKA_BYTES_PER_ENTRY = 24
 """SkimpyOffsetMap slot: 16-byte MD5 digest + 8-byte offset."""
@@ -66,12 +85,23 @@ KAFKA_MAX_MAP_MEMORY = 2**31 - 1
 """Kafka caps each cleaner thread's map memory at Integer.MAX_VALUE bytes."""
 DEFAULT_LOAD_FACTOR = 0.9
 """``log.cleaner.io.buffer.load.factor`` default."""
+IMPLIED_BITS = 16
+"""Leading digest bits a run keeps in its bucket directory instead of in each key."""
+STORED_BITS = 88
+"""Digest bits stored a key after the implied ones (``key`` 64, ``mid`` 16, ``low`` 8)."""
+COMPARED_BITS = IMPLIED_BITS + STORED_BITS
+"""Digest bits that tell keys apart: keys equal on digest bits 0-103 are one key."""
 
-_FLUSH_MIN_PUTS = 1 << 18  # pending puts before a flush; grows to size / 4
-_DIRECTORY_MIN_KEYS = 1 << 16  # smaller runs fit in cache: plain searchsorted
-_BUCKET_KEYS = 8  # directory buckets hold 8-16 keys
+_FLUSH_MIN_PUTS = 1 << 18  # pending puts before a flush; grows to size / _FLUSH_SHARE
+_FLUSH_SHARE = 32
+_BUCKET_KEYS = 4  # at least 4 keys a bucket on average: uint32 starts cost <= 1 byte a key
 _LOOKUP_CHUNK = 8192  # queries per vectorised bisection pass (cache-sized temporaries)
+_WINDOW_STEPS = np.arange(16)  # keys of a bucket compared at once before bisecting the rest
+_MERGE_CHUNK = 1 << 16  # keys a merge moves at a time
+_MMAP_MIN_BYTES = 1 << 20  # merge outputs this big live in their own mapping (pages returnable)
 _OFFSET_DELTA_LIMIT = 2**32
+_MADV_HUGEPAGE: int | None = getattr(mmap, "MADV_HUGEPAGE", None)  # Linux only
+_MADV_DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
 
 _hash128 = xxhash.xxh3_128_digest  # module global so tests can force collisions
 
@@ -89,127 +119,296 @@ def key_digests(keys: Sequence[bytes]) -> tuple[U64, U64]:
     return packed["hi"].astype(np.uint64), packed["lo"].astype(np.uint64)
 
 
+REST = np.dtype([
+    ("mid", "<u2"),  # digest bits 80-95
+    ("low", "u1"),  # digest bits 96-103
+    ("off", "<u4"),  # offset - base
+])  # fmt: skip
+"""The 7 bytes a key keeps besides ``key`` (packed, no padding)."""
+REST_WIDE = np.dtype([
+    ("mid", "<u2"),  # digest bits 80-95
+    ("low", "u1"),  # digest bits 96-103
+    ("off", "<i8"),  # the offset itself: the run's offsets span 2**32 or more
+])  # fmt: skip
+"""``REST`` for a run whose offsets do not fit ``offset - base`` in 32 bits (11 bytes)."""
+_LAYOUTS = {np.dtype(f"V{layout.itemsize}"): layout for layout in (REST, REST_WIDE)}
+_VOID_WIDE = np.dtype(f"V{REST_WIDE.itemsize}")
+# runs hold ``rest`` as plain void items (numpy moves those ~4x faster than structured ones)
+
+
 @dataclass(frozen=True, slots=True)
-class _Directory:
-    """Where each bucket of keys sharing their top ``64 - shift`` bits starts in a run."""
+class _Query:
+    """Digests split like a run's keys (``top``: digest bits 0-63, for the bucket)."""
 
-    starts: I64  # 2**k + 1 entries; bucket b is run[starts[b]:starts[b + 1]]
-    shift: np.uint64
-    steps: int  # bisection steps that cover the largest bucket
+    top: U64
+    key: U64
+    mid: U16
+    low: U8
+
+    @classmethod
+    def of(cls, hi: U64, lo: U64) -> _Query:
+        s = IMPLIED_BITS
+        key = (hi << np.uint64(s)) | (lo >> np.uint64(64 - s))
+        mid = ((lo >> np.uint64(48 - s)) & np.uint64(0xFFFF)).astype(np.uint16)
+        low = ((lo >> np.uint64(40 - s)) & np.uint64(0xFF)).astype(np.uint8)
+        return cls(hi, key, mid, low)
+
+    def take(self, which: Mask) -> _Query:
+        return _Query(self.top[which], self.key[which], self.mid[which], self.low[which])
 
 
-def _build_directory(hi: U64) -> _Directory:
-    bits = max(1, (len(hi) // _BUCKET_KEYS).bit_length() - 1)
-    shift = np.uint64(64 - bits)
-    starts = np.empty((1 << bits) + 1, dtype=np.int64)
-    starts[:-1] = np.searchsorted(hi, np.arange(1 << bits, dtype=np.uint64) << shift)
-    starts[-1] = len(hi)
-    return _Directory(starts, shift, int(np.diff(starts).max()).bit_length())
+def _alloc(n: int, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
+    """An uninitialised array; a big one in its own anonymous mapping (see ``_Run.release``)."""
+    size = n * dtype.itemsize
+    if size < max(_MMAP_MIN_BYTES, 1):
+        return np.empty(n, dtype=dtype)
+    mapping = mmap.mmap(-1, size)
+    if _MADV_HUGEPAGE is not None:  # as numpy does for its big arrays: random gathers need it
+        mapping.madvise(_MADV_HUGEPAGE)
+    return np.frombuffer(mapping, dtype=dtype, count=n)
 
 
-def _directory_search(d: _Directory, hi: U64, queries: U64) -> I64:
-    """Leftmost position with ``hi >= query`` (== ``np.searchsorted(hi, queries)``)."""
-    out = np.empty(len(queries), dtype=np.int64)
-    last = len(hi) - 1
-    for at in range(0, len(queries), _LOOKUP_CHUNK):
-        q = queries[at : at + _LOOKUP_CHUNK]
-        bucket = (q >> d.shift).astype(np.intp)
-        low, high = d.starts[bucket], d.starts[bucket + 1]
-        for _ in range(d.steps):
-            mid = (low + high) >> 1
-            right = (mid < high) & (hi[np.minimum(mid, last)] < q)
-            low = np.where(right, mid + 1, low)
-            high = np.where(right, high, mid)
-        out[at : at + len(q)] = low
-    return out
+def _release_prefix(array: npt.NDArray[Any], done: int, end: int) -> None:
+    """Give back to the system the whole huge pages of ``array[:end]`` not given back yet."""
+    base = array.base
+    if _MADV_DONTNEED is not None and isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap):
+        first, last = done * array.itemsize >> 21, end * array.itemsize >> 21
+        if last > first:
+            base.obj.madvise(_MADV_DONTNEED, first << 21, (last - first) << 21)
+
+
+def _directory_bits(n: int) -> int:
+    return max(IMPLIED_BITS, (n // _BUCKET_KEYS).bit_length() - 1)
+
+
+def _starts(counts: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.unsignedinteger[Any]]:
+    starts = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=starts[1:])
+    return starts.astype(np.uint32 if starts[-1] < 2**32 else np.uint64)
 
 
 class _Run:
     """Sorted, duplicate-free keys with their latest offsets (offsets mutable, keys not)."""
 
-    __slots__ = ("_directory", "base", "hi", "lo", "off")
+    __slots__ = ("base", "bits", "key", "released", "rest", "starts", "steps")
 
-    def __init__(self, hi: U64, lo: U64, off: npt.NDArray[np.uint32] | I64, base: int) -> None:
-        self.hi, self.lo, self.off, self.base = hi, lo, off, base
-        self._directory: _Directory | None = None
+    def __init__(
+        self, key: U64, rest: npt.NDArray[np.void], starts: npt.NDArray[Any], base: int
+    ) -> None:
+        self.key, self.rest, self.starts, self.base = key, rest, starts, base
+        self.bits = (len(starts) - 1).bit_length() - 1
+        self.steps = int(np.diff(starts).max()).bit_length()  # bisection steps for any bucket
+        self.released = 0
 
     @classmethod
     def encode(cls, hi: U64, lo: U64, offsets: I64, base: int) -> _Run:
+        """A run of keys sorted by digest, without duplicates."""
+        bits = _directory_bits(len(hi))
+        counts = np.bincount((hi >> np.uint64(64 - bits)).astype(np.intp), minlength=1 << bits)
+        q = _Query.of(hi, lo)
         delta = offsets - base
-        if len(delta) and delta.min() >= 0 and delta.max() < _OFFSET_DELTA_LIMIT:
-            return cls(hi, lo, delta.astype(np.uint32), base)
-        return cls(hi, lo, offsets.astype(np.int64), base)
+        narrow = bool(delta.min() >= 0 and delta.max() < _OFFSET_DELTA_LIMIT)
+        rest = np.empty(len(hi), dtype=REST if narrow else REST_WIDE)
+        rest["mid"], rest["low"], rest["off"] = q.mid, q.low, delta if narrow else offsets
+        return cls(q.key, _void(rest), _starts(counts), base)
 
     def __len__(self) -> int:
-        return len(self.hi)
+        return len(self.key)
+
+    @property
+    def wide(self) -> bool:
+        return _LAYOUTS[self.rest.dtype] is REST_WIDE
+
+    def fields(self, at: Index | slice | None = None) -> npt.NDArray[np.void]:
+        """``rest`` (at ``at``: a copy) viewed field by field."""
+        if at is None:
+            return self.rest.view(_LAYOUTS[self.rest.dtype])
+        part = self.rest[at] if isinstance(at, slice) else np.take(self.rest, at)
+        return part.view(_LAYOUTS[self.rest.dtype])
 
     def nbytes(self) -> int:
-        directory = 0 if self._directory is None else self._directory.starts.nbytes
-        return self.hi.nbytes + self.lo.nbytes + self.off.nbytes + directory
+        return self.key.nbytes + self.rest.nbytes + self.starts.nbytes
 
-    def offsets(self, pos: Index | None = None) -> I64:
-        """Absolute offsets at ``pos`` (all of them when None)."""
-        raw = self.off if pos is None else self.off[pos]
-        if raw.dtype == np.uint32:
-            return raw.astype(np.int64) + self.base
-        return raw.astype(np.int64, copy=pos is None)
+    def offsets(self, at: Index | slice | None = None) -> I64:
+        """Absolute offsets at ``at`` (all of them when None)."""
+        return self.offsets_of(self.fields(at))
 
     def set_offsets(self, pos: Index, offsets: I64) -> None:
-        if self.off.dtype == np.uint32:
+        if not self.wide:
             delta = offsets - self.base
-            if len(delta) and (delta.min() < 0 or delta.max() >= _OFFSET_DELTA_LIMIT):
-                self.off = self.offsets()
-            else:
-                self.off[pos] = delta
+            if delta.min() >= 0 and delta.max() < _OFFSET_DELTA_LIMIT:
+                self.fields()["off"][pos] = delta
                 return
-        self.off[pos] = offsets
+            self.rest = _void(_widen(self.fields(), self.offsets()))
+        self.fields()["off"][pos] = offsets
 
-    def find(self, hi: U64, lo: U64, presorted: bool = False) -> tuple[I64, Mask]:
+    def prefix(self, first: int, end: int) -> U64:
+        """Digest bits 0-63 of keys ``first:end``: the bucket's bits, then the stored ones."""
+        b0 = int(np.searchsorted(self.starts, first, side="right")) - 1
+        b1 = int(np.searchsorted(self.starts, end - 1, side="right"))
+        edges = np.clip(self.starts[b0 : b1 + 1].astype(np.int64), first, end)
+        buckets = np.repeat(np.arange(b0, b1, dtype=np.uint64), np.diff(edges))
+        rest = self.key[first:end] >> np.uint64(IMPLIED_BITS)
+        return (buckets << np.uint64(64 - self.bits)) | rest
+
+    def locate(self, buckets: Index, key: U64) -> I64:
+        """Where each query would go: the first key ``>= key`` in its bucket, or the bucket's end.
+
+        Buckets hold ~4-8 keys: compare each query with the first ``_WINDOW`` keys of its bucket
+        at once (one or two cache lines), and bisect only the rare bigger buckets' queries.
+        """
+        out = np.empty(len(key), dtype=np.int64)
+        last = len(self) - 1
+        for at in range(0, len(key), _LOOKUP_CHUNK):
+            q, b = key[at : at + _LOOKUP_CHUNK], buckets[at : at + _LOOKUP_CHUNK]
+            low = self.starts[b].astype(np.int64)
+            size = self.starts[b + 1].astype(np.int64) - low
+            window = np.minimum(low[:, None] + _WINDOW_STEPS, last)
+            below = (self.key[window] < q[:, None]) & (_WINDOW_STEPS < size[:, None])
+            ahead = below.sum(axis=1)
+            big = np.flatnonzero(ahead == _WINDOW_STEPS.size)
+            if len(big):
+                ahead[big] = self._bisect(low[big] + _WINDOW_STEPS.size, size[big] - _WINDOW_STEPS.size,
+                                          q[big]) - low[big]
+            out[at : at + len(q)] = low + ahead
+        return out
+
+    def _bisect(self, low: I64, size: I64, q: U64) -> I64:
+        high = low + size
+        last = len(self) - 1
+        for _ in range(self.steps):
+            mid = (low + high) >> 1
+            right = (mid < high) & (self.key[np.minimum(mid, last)] < q)
+            low = np.where(right, mid + 1, low)
+            high = np.where(right, high, mid)
+        return low
+
+    def find(self, q: _Query) -> tuple[I64, Mask]:
         """Positions of the query keys and whether each is present."""
-        n = len(self.hi)
-        if n == 0:
-            return np.zeros(len(hi), dtype=np.int64), np.zeros(len(hi), dtype=bool)
-        pos = self._locate(hi, presorted)
-        at = np.minimum(pos, n - 1)
-        same_hi = self.hi[at] == hi
-        found = same_hi & (self.lo[at] == lo)
-        for i in np.flatnonzero(same_hi & ~found).tolist():  # hi shared by several keys
-            j = int(pos[i]) + 1
-            while j < n and self.hi[j] == hi[i] and not found[i]:
-                pos[i], found[i] = j, self.lo[j] == lo[i]
-                j += 1
+        pos, found, _ = self.lookup(q)
         return pos, found
 
-    def _locate(self, hi: U64, presorted: bool) -> I64:
-        n = len(self.hi)
-        if n < _DIRECTORY_MIN_KEYS or (presorted and len(hi) * 8 >= n):
-            return np.searchsorted(self.hi, hi).astype(np.int64, copy=False)
-        if self._directory is None:
-            self._directory = _build_directory(self.hi)
-        return _directory_search(self._directory, self.hi, hi)
+    def lookup(self, q: _Query) -> tuple[I64, Mask, npt.NDArray[np.void]]:
+        """``find``, plus ``rest`` at each position (where ``found``: the key's own)."""
+        buckets = (q.top >> np.uint64(64 - self.bits)).astype(np.intp)
+        pos = self.locate(buckets, q.key)
+        end = self.starts[buckets + 1].astype(np.int64)
+        at = np.minimum(pos, len(self) - 1)
+        same_key = (pos < end) & (self.key[at] == q.key)
+        rest = self.fields(at)
+        found = same_key & (rest["mid"] == q.mid) & (rest["low"] == q.low)
+        for i in np.flatnonzero(same_key & ~found).tolist():  # keys sharing digest bits 0-79
+            for j in range(int(pos[i]) + 1, int(end[i])):
+                if self.key[j] != q.key[i]:
+                    break
+                item = self.fields(slice(j, j + 1))
+                if item["mid"][0] == q.mid[i] and item["low"][0] == q.low[i]:
+                    pos[i], found[i], rest[i] = j, True, item[0]
+                    break
+        return pos, found, rest
+
+    def offsets_of(self, fields: npt.NDArray[np.void]) -> I64:
+        """Absolute offsets held by ``fields`` (items of this run's ``rest``)."""
+        if self.wide:
+            return fields["off"].astype(np.int64)
+        return fields["off"].astype(np.int64) + self.base
+
+    def release(self, end: int) -> None:
+        """Return the memory of keys ``:end`` to the system (a merge has consumed them)."""
+        _release_prefix(self.key, self.released, end)
+        _release_prefix(self.rest, self.released, end)
+        self.released = end
 
 
 def _merge_runs(a: _Run, b: _Run) -> _Run:
-    """Union of two runs without common keys, by weaving the smaller into the larger."""
-    if len(a) < len(b):
-        a, b = b, a
-    at = np.searchsorted(a.hi, b.hi) + np.arange(len(b))
-    from_a = np.ones(len(a) + len(b), dtype=bool)
-    from_a[at] = False
-    a_off, b_off = (a.off, b.off) if a.off.dtype == b.off.dtype else (a.offsets(), b.offsets())
+    """Union of two runs without common keys, written front to back into a new run.
 
-    def weave(x: npt.NDArray[np.generic], y: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
-        out = np.empty(len(from_a), dtype=x.dtype)
-        out[at] = y
-        out[from_a] = x
-        return out
+    Both are walked in chunks of ``b``: a chunk's digest prefixes (bits 0-63) are searched among
+    those of the part of ``a`` they fall in, then that part and the chunk are woven into the output
+    and the pages both have given up are returned (``_Run.release``).
+    """
+    n = len(a) + len(b)
+    bits = _directory_bits(n)
+    shift = np.uint64(64 - bits)
+    counts = np.zeros(1 << bits, dtype=np.int64)
+    rest = _alloc(n, a.rest.dtype if a.rest.dtype == b.rest.dtype else _VOID_WIDE)
+    out = _Run(_alloc(n, np.dtype(np.uint64)), rest, np.zeros(2, dtype=np.uint32), a.base)
+    done = taken = 0  # keys written, keys of ``a`` written
+    for first in range(0, len(b), _MERGE_CHUNK):
+        end = min(first + _MERGE_CHUNK, len(b))
+        b_prefix = b.prefix(first, end)
+        a_end = int(a.starts[(int(b_prefix[-1]) >> (64 - a.bits)) + 1])
+        a_prefix = a.prefix(taken, a_end) if a_end > taken else np.empty(0, dtype=np.uint64)
+        pos = _positions(a, taken, a_prefix, b, first, b_prefix)  # b[first + j] goes before a[pos[j]]
+        counts += np.bincount((b_prefix >> shift).astype(np.intp), minlength=1 << bits)
+        stop, k = int(pos[-1]), 0
+        counts += np.bincount((a_prefix[: stop - taken] >> shift).astype(np.intp), minlength=1 << bits)
+        while True:  # a's keys up to the chunk's last, in pieces, with the chunk's keys among them
+            piece_end = min(taken + _MERGE_CHUNK, stop)
+            k_end = int(np.searchsorted(pos, piece_end)) if piece_end < stop else len(pos)
+            done = _weave(out, done, (a, taken, piece_end), (b, first + k, pos[k:k_end] - taken))
+            taken, k = piece_end, k_end
+            a.release(taken)
+            if taken >= stop:
+                break
+        b.release(end)
+    for first in range(taken, len(a), _MERGE_CHUNK):
+        end = min(first + _MERGE_CHUNK, len(a))
+        counts += np.bincount((a.prefix(first, end) >> shift).astype(np.intp), minlength=1 << bits)
+        done = _weave(out, done, (a, first, end), (b, len(b), np.empty(0, dtype=np.int64)))
+        a.release(end)
+    return _Run(out.key, out.rest, _starts(counts), a.base)
 
-    return _Run(weave(a.hi, b.hi), weave(a.lo, b.lo), weave(a_off, b_off), a.base)  # type: ignore[arg-type]
+
+def _positions(a: _Run, a_first: int, a_prefix: U64, b: _Run, b_first: int, b_prefix: U64) -> I64:
+    """Where ``b``'s keys go among ``a``'s, given the prefixes of ``a[a_first:]`` they fall in."""
+    pos = np.searchsorted(a_prefix, b_prefix).astype(np.int64)
+    at = np.minimum(pos, len(a_prefix) - 1)
+    tied = (pos < len(a_prefix)) & (a_prefix[at] == b_prefix) if len(a_prefix) else []
+    for j in np.flatnonzero(tied).tolist():  # equal digest bits 0-63: order on bits 64-79 (``key``)
+        i = int(pos[j])
+        key = b.key[b_first + j]
+        while i < len(a_prefix) and a_prefix[i] == b_prefix[j] and a.key[a_first + i] < key:
+            i += 1
+        pos[j] = i
+    return pos + a_first
+
+
+def _weave(out: _Run, done: int, a_part: tuple[_Run, int, int], b_part: tuple[_Run, int, I64]) -> int:
+    """Write ``a[first:end]`` and ``len(at)`` keys of ``b`` from ``b_first`` (key j before
+    ``a[first + at[j]]``) to ``out`` from ``done``; return the new ``done``."""
+    (a, first, end), (b, b_first, at) = a_part, b_part
+    b_end = b_first + len(at)
+    size = (end - first) + len(at)
+    into_b = at + np.arange(len(at))
+    from_a = np.ones(size, dtype=bool)
+    from_a[into_b] = False
+    keys = out.key[done : done + size]
+    keys[into_b], keys[from_a] = b.key[b_first:b_end], a.key[first:end]
+    rest = out.rest[done : done + size]
+    a_rest, b_rest = a.rest[first:end], b.rest[b_first:b_end]
+    if out.wide and not a.wide:
+        a_rest = _void(_widen(a.fields(slice(first, end)), a.offsets(slice(first, end))))
+    if out.wide and not b.wide:
+        b_rest = _void(_widen(b.fields(slice(b_first, b_end)), b.offsets(slice(b_first, b_end))))
+    rest[into_b], rest[from_a] = b_rest, a_rest
+    return done + size
+
+
+def _void(fields: npt.NDArray[np.void]) -> npt.NDArray[np.void]:
+    return fields.view(f"V{fields.dtype.itemsize}")
+
+
+def _widen(fields: npt.NDArray[np.void], offsets: I64) -> npt.NDArray[np.void]:
+    """``REST`` items as ``REST_WIDE`` ones holding the absolute offsets."""
+    wide = np.empty(len(fields), dtype=REST_WIDE)
+    wide["mid"], wide["low"], wide["off"] = fields["mid"], fields["low"], offsets
+    return wide
 
 
 def _key_groups(hi: U64, lo: U64) -> tuple[Index, Index]:
-    """An order sorting the keys, and where each group of equal keys starts in it (the order
-    inside a group is arbitrary: callers pick by put position, i.e. the order's values)."""
+    """An order sorting the keys by digest, and where each group of equal keys starts in it (the
+    order inside a group is arbitrary: callers pick by put position, i.e. the order's values)."""
     order = np.argsort(hi)
     h, lo_sorted = hi[order], lo[order]
     same_hi = h[1:] == h[:-1]
@@ -223,8 +422,10 @@ def _key_groups(hi: U64, lo: U64) -> tuple[Index, Index]:
 
 
 def _digest_columns(hi: object, lo: object) -> tuple[U64, U64]:
+    """The caller's digests, with the bits the map does not compare cleared (so keys equal on
+    ``COMPARED_BITS`` are equal everywhere: in a batch, in a flush and in the capacity count)."""
     h = np.ascontiguousarray(hi, dtype=np.uint64)
-    lo_ = np.ascontiguousarray(lo, dtype=np.uint64)
+    lo_ = np.asarray(lo, dtype=np.uint64) & np.uint64(2**64 - (1 << (40 - IMPLIED_BITS)))
     if h.ndim != 1 or h.shape != lo_.shape:
         raise ValueError(f"digest columns must be 1-D of one length; found {h.shape}, {lo_.shape}")
     return h, lo_
@@ -260,6 +461,9 @@ class OffsetMap:
         cls, buffer_bytes: int, load_factor: float = DEFAULT_LOAD_FACTOR
     ) -> OffsetMap:
         """A map sized exactly as Kafka sizes one cleaner thread's SkimpyOffsetMap.
+
+        Kafka's rule, not ours: the map holds as many keys as a broker's would in ``buffer_bytes``
+        (24 bytes a slot), whatever this map's own bytes a key.
 
         Args:
             buffer_bytes: the thread's share, ``log.cleaner.dedupe.buffer.size / log.cleaner.threads``
@@ -326,10 +530,10 @@ class OffsetMap:
         accepted = len(off) if limit is None else self._accept_count(h, lo_, limit)
         if accepted == 0:
             return 0
-        self._pending.append((h[:accepted].copy(), lo_[:accepted].copy(), off[:accepted].copy()))
+        self._pending.append((h[:accepted].copy(), lo_[:accepted], off[:accepted].copy()))
         self._pending_puts += accepted
         self.latest_offset = int(off[accepted - 1])
-        if self._pending_puts >= max(_FLUSH_MIN_PUTS, self._size // 4):
+        if self._pending_puts >= max(_FLUSH_MIN_PUTS, self._size // _FLUSH_SHARE):
             self._flush()
         return accepted
 
@@ -343,20 +547,23 @@ class OffsetMap:
         Returns:
             An int64 array, one offset per query.
         """
-        h, lo_ = _digest_columns(hi, lo)
+        query = _Query.of(*_digest_columns(hi, lo))
         self._flush()
-        result = np.full(len(h), -1, dtype=np.int64)
+        result = np.full(len(query.key), -1, dtype=np.int64)
         for run in self._runs:
-            pos, found = run.find(h, lo_)
-            result[found] = run.offsets(pos[found])
+            _, found, rest = run.lookup(query)
+            result[found] = run.offsets_of(rest[found])
         return result
 
     def latest_offsets_sorted(self) -> I64:
         """Every key's latest offset, ascending (one per key)."""
         self._flush()
-        if not self._runs:
-            return np.empty(0, dtype=np.int64)
-        return np.sort(np.concatenate([run.offsets() for run in self._runs]))
+        if len(self._runs) == 1:
+            latest = self._runs[0].offsets()
+        else:
+            latest = np.concatenate([run.offsets() for run in self._runs] or [np.empty(0, np.int64)])
+        latest.sort()
+        return latest
 
     def freeze(self) -> None:
         """End of build: merge everything into one run so lookups search once."""
@@ -376,8 +583,9 @@ class OffsetMap:
         order, starts = _key_groups(hi, lo)
         new = np.zeros(len(hi), dtype=bool)
         new[np.minimum.reduceat(order, starts)] = True  # first put of each key in the batch
+        query = _Query.of(hi, lo)
         for run in self._runs:
-            new &= ~run.find(hi, lo)[1]
+            new &= ~run.find(query)[1]
         new_before: I64 = np.cumsum(new) - new  # distinct new keys put before each position
         return int(np.searchsorted(new_before, limit - self._size, side="left"))
 
@@ -390,13 +598,15 @@ class OffsetMap:
         self._base = int(off[0]) if self._base is None else self._base
         order, starts = _key_groups(hi, lo)
         last = np.maximum.reduceat(order, starts)  # the latest put of each key, sorted by key
+        del order, starts
         hi, lo, off = hi[last], lo[last], off[last]
+        query = _Query.of(hi, lo)
         for run in self._runs:
-            pos, found = run.find(hi, lo, presorted=True)
+            pos, found = run.find(query)
             if found.any():
                 run.set_offsets(pos[found], off[found])
                 keep = ~found
-                hi, lo, off = hi[keep], lo[keep], off[keep]
+                hi, lo, off, query = hi[keep], lo[keep], off[keep], query.take(keep)
         if len(hi):
             self._runs.append(_Run.encode(hi, lo, off, self._base))
             self._size += len(hi)

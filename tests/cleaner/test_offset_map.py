@@ -26,19 +26,41 @@ def _real_digest(key_id: int) -> tuple[int, int]:
 
 
 def _colliding_digest(key_id: int) -> tuple[int, int]:
-    """Groups of four keys share their first 64 bits; only ``lo`` tells them apart."""
-    return (key_id // 4) * 0x9E3779B97F4A7C15 % 2**64, key_id
+    """Groups of four keys share their first 64 bits; bits 64-69 tell them apart."""
+    return (key_id // 4) * 0x9E3779B97F4A7C15 % 2**64, key_id << 58
 
 
-DIGESTS = {"real": _real_digest, "colliding": _colliding_digest}
+def _shared_key_digest(key_id: int) -> tuple[int, int]:
+    """Groups of four keys share digest bits 0-83 (all of a run's ``key``); bits 84-91 differ."""
+    return (key_id // 4) * 0x9E3779B97F4A7C15 % 2**64, (key_id << 36) | 0x5A5A
+
+
+def _bucket_digest(key_id: int) -> tuple[int, int]:
+    """Keys differ only in digest bits 0-15, the bits a run keeps in its directory."""
+    return (key_id << 48) | 0x1234_5678_9ABC, 0xFEDC_BA98_7654_3210
+
+
+DIGESTS = {
+    "real": _real_digest,
+    "colliding": _colliding_digest,
+    "shared_key": _shared_key_digest,
+    "bucket": _bucket_digest,
+}
 
 
 @contextmanager
 def _tiny_thresholds() -> Iterator[None]:
-    """Flush, merge and build directories after a handful of keys, so small tests reach them."""
+    """Flush, merge, mmap and bisect after a handful of keys, so small tests reach them; and
+    keep 4 digest bits in directories of 16+ buckets (not 16 in 65536+), so they are cheap and
+    most runs refine them with stored bits."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(om, "_FLUSH_MIN_PUTS", 5)
-        mp.setattr(om, "_DIRECTORY_MIN_KEYS", 3)
+        mp.setattr(om, "_MERGE_CHUNK", 3)
+        mp.setattr(om, "_LOOKUP_CHUNK", 4)
+        mp.setattr(om, "_WINDOW_STEPS", np.arange(1))
+        mp.setattr(om, "_BUCKET_KEYS", 1)
+        mp.setattr(om, "_MMAP_MIN_BYTES", 1)
+        mp.setattr(om, "IMPLIED_BITS", 4)
         yield
 
 
@@ -260,21 +282,80 @@ def test_keys_sharing_the_first_64_digest_bits_stay_apart(monkeypatch: pytest.Mo
         assert offset_map.size == 300
 
 
-def test_memory_per_key_after_freeze() -> None:
-    rng = np.random.default_rng(7)
-    n = 200_000
-    hi, lo = (rng.integers(0, 2**64, n, dtype=np.uint64, endpoint=False) for _ in range(2))
+def _random_digests(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return tuple(rng.integers(0, 2**64, n, dtype=np.uint64, endpoint=False) for _ in range(2))
+
+
+def test_at_most_16_bytes_a_key_after_freeze() -> None:
+    n = 300_000  # the directory's 2**16 buckets cost < 1 byte a key from 2**18 keys on
+    hi, lo = _random_digests(n, 7)
     offset_map = OffsetMap()
     for at in range(0, n, 10_000):
         offsets = np.arange(at, at + 10_000, dtype=np.int64) * 3
         offset_map.put_batch(hi[at : at + 10_000], lo[at : at + 10_000], offsets)
     offset_map.freeze()
-    assert offset_map.get_batch(hi[:5], lo[:5]).tolist() == [0, 3, 6, 9, 12]  # builds directory
-    assert offset_map.memory_bytes() / n <= 21.0
+    assert offset_map.get_batch(hi[:5], lo[:5]).tolist() == [0, 3, 6, 9, 12]
+    assert offset_map.memory_bytes() == 15 * n + 4 * (2**16 + 1)
+    assert offset_map.memory_bytes() / n <= 16.0
+
+
+def test_offsets_spanning_2_to_the_32_take_8_bytes_a_key() -> None:
+    n = 300_000
+    hi, lo = _random_digests(n, 8)
     wide = OffsetMap()
-    wide.put_batch(hi, lo, np.arange(n, dtype=np.int64) * 2**20)  # spans > 2**32 offsets
+    offsets = np.arange(n, dtype=np.int64) * 2**20  # spans > 2**32 offsets
+    wide.put_batch(hi, lo, offsets)
     wide.freeze()
-    assert wide.memory_bytes() / n == 24.0
+    assert wide.memory_bytes() == 19 * n + 4 * (2**16 + 1)
+    assert np.array_equal(wide.get_batch(hi, lo), offsets)
+    assert np.array_equal(wide.latest_offsets_sorted(), offsets)
+
+
+def test_an_offset_below_the_first_one_widens_the_run() -> None:
+    offset_map = OffsetMap()
+    hi, lo = key_digests([b"a", b"b", b"c"])
+    offset_map.put_batch(hi[:1], lo[:1], np.array([2**40], dtype=np.int64))
+    assert offset_map.size == 1  # flushed: the map's base is now 2**40
+    offset_map.put_batch(hi[1:], lo[1:], np.array([5, 2**40 + 2**33], dtype=np.int64))
+    assert offset_map.get_batch(hi, lo).tolist() == [2**40, 5, 2**40 + 2**33]
+    offset_map.freeze()
+    assert offset_map.get_batch(hi, lo).tolist() == [2**40, 5, 2**40 + 2**33]
+
+
+def test_a_big_map_with_finer_directories_matches_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """300k keys, 16 implied bits, 1-key buckets (so merges refine 2**17-2**18-bucket
+    directories), merges in chunks of 5000 and outputs in their own mappings, given back."""
+    monkeypatch.setattr(om, "_BUCKET_KEYS", 1)
+    monkeypatch.setattr(om, "_MERGE_CHUNK", 5000)
+    monkeypatch.setattr(om, "_FLUSH_MIN_PUTS", 20_000)
+    n, puts = 300_000, 600_000
+    hi, lo = _random_digests(n, 9)
+    ids = np.random.default_rng(10).integers(0, n, puts)
+    offsets = np.arange(puts, dtype=np.int64) * 5 + 2**31
+    offset_map = OffsetMap()
+    for at in range(0, puts, 7000):
+        sl = slice(at, at + 7000)
+        assert offset_map.put_batch(hi[ids[sl]], lo[ids[sl]], offsets[sl]) == len(ids[sl])
+    latest = np.full(n, -1, dtype=np.int64)
+    latest[ids] = offsets  # the last put of each key wins
+    assert np.array_equal(offset_map.get_batch(hi, lo), latest)
+    offset_map.freeze()
+    assert np.array_equal(offset_map.get_batch(hi, lo), latest)
+    assert offset_map.size == np.count_nonzero(latest >= 0)
+    assert np.array_equal(offset_map.latest_offsets_sorted(), np.sort(latest[latest >= 0]))
+
+
+def test_keys_equal_on_the_first_104_digest_bits_are_one_key() -> None:
+    """The documented collision model: bits 104-127 of the digest are not kept."""
+    hi = np.full(3, 0x0123_4567_89AB_CDEF, dtype=np.uint64)
+    lo = np.array([0xFEDC_BA98_7654_3210, 0xFEDC_BA98_7654_3210 ^ (1 << 23),
+                   0xFEDC_BA98_7654_3210 ^ (1 << 24)], dtype=np.uint64)  # bits 104, 103
+    offset_map = OffsetMap()
+    offset_map.put_batch(hi, lo, np.array([10, 11, 12], dtype=np.int64))
+    assert offset_map.size == 2
+    assert offset_map.get_batch(hi, lo).tolist() == [11, 11, 12]
+    assert om.COMPARED_BITS == 104
 
 
 def test_mismatched_columns_are_a_caller_bug() -> None:
