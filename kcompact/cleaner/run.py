@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -288,11 +288,8 @@ def usable_cpus() -> int:
 
 
 def with_jobs(options: CleanOptions, jobs: int | None) -> CleanOptions:
-    """``options`` with ``jobs`` (parallelism inside one partition), when CleanOptions has that field."""
-    if not any(f.name == "jobs" for f in fields(CleanOptions)):
-        return options
-    changes: dict[str, Any] = {"jobs": jobs}
-    return replace(options, **changes)
+    """``options`` with ``jobs``: the parallelism inside one partition (``CleanOptions.jobs``)."""
+    return replace(options, jobs=jobs)
 
 
 def _clean_task(

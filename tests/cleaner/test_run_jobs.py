@@ -7,7 +7,7 @@ import hashlib
 import json
 import multiprocessing
 import shutil
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,6 @@ COMPACT = {"cleanup.policy": "compact"}
 PARTITIONS = [("orders", 0), ("orders", 1), ("orders", 2), ("events", 0), ("events", 1)]
 CORRUPT = "orders-1"
 GONE = ("gone", 3)  # a cleaner checkpoint entry of a partition that is not in the log dir
-HAS_JOBS_FIELD = any(f.name == "jobs" for f in fields(CleanOptions))
 
 
 def make_log_dir(log_dir: Path) -> Path:
@@ -173,7 +172,7 @@ def _recording(monkeypatch: pytest.MonkeyPatch, fail_on: str | None = None) -> N
         if fail_on is not None and Path(path).name == fail_on:
             raise RuntimeError(f"bug while cleaning {fail_on}")
         result = original(path, config, replace(options, dry_run=True), progress)
-        result.warnings.append(f"jobs={getattr(options, 'jobs', 'absent')}")
+        result.warnings.append(f"jobs={options.jobs}")
         return result
 
     monkeypatch.setattr(run_module, "clean_partition", clean_partition)
@@ -193,11 +192,7 @@ def test_a_pool_gives_each_partition_one_job_and_a_lone_partition_the_callers(
     serial = _jobs_seen(clean(log_dir, 1))
     alone = _jobs_seen(clean(log_dir / "orders-0", 3))
     auto_alone = _jobs_seen(clean(log_dir / "orders-0", None))
-    if HAS_JOBS_FIELD:
-        assert (pooled, serial, alone, auto_alone) == (
-            ["jobs=1"] * 4, ["jobs=1"] * 4, ["jobs=3"], ["jobs=None"])
-    else:  # CleanOptions has no jobs yet: nothing is passed
-        assert pooled == serial == ["jobs=absent"] * 4 and alone == auto_alone == ["jobs=absent"]
+    assert (pooled, serial, alone, auto_alone) == (["jobs=1"] * 4, ["jobs=1"] * 4, ["jobs=3"], ["jobs=None"])
 
 
 def test_a_bug_in_a_worker_is_raised_in_the_parent(
