@@ -12,6 +12,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich import box
 from rich.table import Table
 
 from kcompact.cli import render
@@ -61,11 +62,11 @@ def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool) -
 
 
 def _clean_table(rows: list[dict[str, Any]]) -> Table:
-    table = Table(title="spark clean", title_justify="left")
-    for column, justify in (("partition", "left"), ("status", "left"), ("dirty range", "right"),
-                            ("read MB", "right"), ("written MB", "right"), ("reduction", "right"),
+    table = Table(title="spark clean", title_justify="left", box=box.SIMPLE_HEAD)
+    for column, justify in (("partition", "left"), ("status", "left"), ("dirty offsets", "right"),
+                            ("MB read", "right"), ("MB out", "right"), ("saved", "right"),
                             ("s", "right")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        table.add_column(column, justify=justify, no_wrap=column in ("partition", "status"))  # type: ignore[arg-type]
     for row in rows:
         done = row["bytes_read"] is not None
         span = ("-" if row["first_dirty_offset"] is None or row["end_offset"] is None

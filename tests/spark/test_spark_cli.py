@@ -1,0 +1,159 @@
+"""``kcompact spark …`` through click: help, exit codes, --json and --output, the same report as the
+serial inspect, and a core install that never imports pyspark for help."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner, Result
+
+from kcompact.cleaner.cleaner import CleanOptions
+from kcompact.cleaner.run import clean_path
+from kcompact.cli.main import cli
+from tests.spark.logdirs import NOW, build_log_dir, flip_crc_of_a_kept_batch
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), env={"COLUMNS": "80"}, catch_exceptions=False,
+                              prog_name="kcompact")
+
+
+@pytest.mark.parametrize("command", [("clean",), ("inspect", "dirty-ratio"), ("export",)])
+def test_every_spark_command_has_help_that_says_start_up_costs_seconds(command: tuple[str, ...]) -> None:
+    result = run("spark", *command, "--help")
+    assert result.exit_code == 0
+    assert result.stdout.startswith(f"Usage: kcompact spark {' '.join(command)} [OPTIONS] PATHS...")
+    text = " ".join(result.stdout.split())
+    assert "Starting Spark costs seconds (a JVM and Python workers): for one partition, or a few " \
+           "small ones, the serial command is faster." in text
+    assert "Exit codes: 0 success; 2 bad input" in text
+
+
+def test_spark_group_lists_its_commands() -> None:
+    commands = run("spark", "--help").stdout.split("Commands:")[1]
+    assert [line.split()[0] for line in commands.strip().splitlines()[:3]] == ["clean", "export", "inspect"]
+
+
+def test_export_help_names_the_isolation_of_latest() -> None:
+    assert "read_committed consumer" in " ".join(run("spark", "export", "--help").stdout.split())
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code.rstrip())], capture_output=True, text=True,
+                          cwd=REPO_ROOT, check=False)
+
+
+def test_help_and_the_job_modules_never_import_pyspark() -> None:
+    proc = _python("""
+        import sys
+        from click.testing import CliRunner
+        from kcompact.cli.main import cli
+        for args in (["--help"], ["spark", "--help"], ["spark", "clean", "--help"]):
+            assert CliRunner().invoke(cli, args).exit_code == 0, args
+        import kcompact.spark.clean_job, kcompact.spark.inspect_job, kcompact.spark.export
+        import kcompact.spark.session, kcompact.spark.plan, kcompact.cli.spark_view
+        loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("pyspark", "py4j", "pyarrow"))
+        print(loaded)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_without_pyspark_a_spark_command_exits_2_saying_what_to_install(tmp_path: Path) -> None:
+    proc = _python(f"""
+        import sys
+        sys.modules["pyspark"] = None  # as in a core install
+        from kcompact.cli.main import main
+        sys.argv = ["kcompact", "spark", "clean", {str(tmp_path)!r}]
+        main()
+    """)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("kcompact: error: the Spark commands need pyspark and pyarrow; "
+                                  "expected them installed (pip install 'kcompact[spark]'), found ")
+
+
+def test_spark_clean_json_and_parquet_rows_exit_2_for_a_failed_partition(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 3)
+    flip_crc_of_a_kept_batch(log_dir / "orders-1")
+
+    result = run("spark", "clean", str(log_dir), "--now-ms", str(NOW), "--json",
+                 "--output", str(tmp_path / "stats.parquet"))
+
+    assert result.exit_code == 2
+    report = json.loads(result.stdout)
+    assert report["now_ms"] == NOW and report["notes"]
+    assert [(Path(r["partition_dir"]).name, r["status"]) for r in report["partitions"]] == [
+        ("orders-0", "cleaned"), ("orders-1", "failed"), ("users-0", "cleaned")]
+    assert pq.read_table(tmp_path / "stats.parquet").to_pylist() == report["partitions"]
+
+
+def test_spark_clean_text_report_is_a_table_and_a_summary(spark: SparkSession, tmp_path: Path) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 2)
+    serial = clean_path(log_dir, cli_overrides={}, options=CleanOptions(now_ms=NOW, dry_run=True)).results
+
+    result = run("spark", "clean", str(log_dir), "--now-ms", str(NOW), "--dry-run")
+
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert lines[0].strip() == "spark clean"
+    assert lines[2].split() == ["partition", "status", "dirty", "offsets", "MB", "read", "MB", "out",
+                                "saved", "s"]
+    assert [line.split()[:5] for line in lines[4:6]] == [
+        ["orders-0", "would", "clean", "[0,", "23)"], ["users-0", "would", "clean", "[0,", "23)"]]
+    read = sum(r.stats.bytes_read for r in serial)
+    written = sum(r.stats.bytes_written for r in serial)
+    assert lines[-1] == f"2 partitions: 2 would clean; {read} bytes read, {written} bytes written"
+    assert "Spark session start-up: " in result.stderr
+
+
+def test_spark_inspect_dirty_ratio_prints_what_the_serial_command_prints(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 4)
+    (log_dir / "users-1" / "00000000000000000000.log").write_bytes(b"\x00" * 30)
+    args = ("dirty-ratio", str(log_dir), "--now-ms", str(NOW))
+
+    serial, spark_json = run("inspect", *args, "--json"), run("spark", "inspect", *args, "--json")
+    serial_text, spark_text = run("inspect", *args), run("spark", "inspect", *args,
+                                                         "--output", str(tmp_path / "r.parquet"))
+
+    assert serial.exit_code == spark_json.exit_code == 2
+    assert spark_json.stdout == serial.stdout
+    assert spark_text.stdout == serial_text.stdout
+    assert pq.read_table(tmp_path / "r.parquet").to_pylist() == json.loads(serial.stdout)
+
+
+def test_spark_export_latest_summary(spark: SparkSession, tmp_path: Path) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 2)
+    shutil.rmtree(log_dir / "users-0")
+
+    result = run("spark", "export", str(log_dir), "--output", str(tmp_path / "out"), "--latest")
+
+    assert result.exit_code == 0
+    assert result.stdout == (f"6 latest live records (one per key) of 1 partitions (4 segments) written "
+                             f"to {tmp_path / 'out'}\n")
+    assert pq.read_table(tmp_path / "out").num_rows == 6
+
+
+def test_an_existing_output_is_refused_with_exit_2(tmp_path: Path) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 1)
+    result = run("spark", "export", str(log_dir), "--output", str(log_dir))
+    assert result.exit_code == 2
+    assert result.stderr == (f"kcompact: error: {log_dir}: the --output directory; expected a new path, "
+                             f"found it exists\n")
