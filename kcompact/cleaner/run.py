@@ -18,8 +18,9 @@ and progress in that order, so the run is the same as a serial one except for ti
 takes its own partition lock and advances the log dir's cleaner checkpoint with
 ``update_offset_checkpoint``, which holds the log dir's checkpoint lock across its read-modify-write:
 concurrent partitions never drop each other's entries. New entries land in the order cleans finish;
-:func:`settle_checkpoint_order` then puts them in cleaning order, as a serial run writes them. A partition cleaned inside a pool is given
-``jobs=1`` (no pool inside a pool); a partition cleaned alone gets the caller's ``jobs``.
+:func:`settle_checkpoint_order` then puts them in cleaning order, as a serial run writes them. A
+partition cleaned inside a pool is given ``jobs=1`` (no pool inside a pool); a partition cleaned alone
+gets the caller's ``jobs`` (``CleanOptions.jobs``: workers inside that one partition).
 """
 
 from __future__ import annotations
@@ -187,7 +188,7 @@ def clean_path(
         why = not_compacted(effective)
         if why is not None:
             raise RefusedError(f"{target}: {why}")
-        own = with_jobs(replace(options, apply_retention=retention_allowed(effective)), jobs)
+        own = replace(options, apply_retention=retention_allowed(effective), jobs=jobs)
         run.results.append(clean_partition(target, effective.config, own, _progress_for(target, progress)))
         return run
     if not target.is_dir():
@@ -196,11 +197,11 @@ def clean_path(
     workers = partition_workers(jobs, [task.size_in_bytes for task in tasks])
     if workers > 1:
         before = _checkpoint_keys(target)
-        outcomes = _clean_in_pool(tasks, with_jobs(options, 1), workers, progress)
+        outcomes = _clean_in_pool(tasks, replace(options, jobs=1), workers, progress)
         if before is not None and not options.dry_run:
             _settle(target, before, [task.topic_partition for task in tasks], run)
     else:
-        outcomes = [_clean_task(task, with_jobs(options, jobs), progress) for task in tasks]
+        outcomes = [_clean_task(task, replace(options, jobs=jobs), progress) for task in tasks]
     for outcome in outcomes:
         if isinstance(outcome, PartitionFailure):
             run.failures.append(outcome)
@@ -212,10 +213,8 @@ def clean_path(
 def settle_checkpoint_order(
     log_dir: Path, before: Sequence[tuple[str, int]], cleaning_order: Sequence[tuple[str, int]]
 ) -> bool:
-    """Put a log dir's new cleaner-checkpoint lines in cleaning order, as a serial run appends them.
-
-    Concurrent cleans append their new lines in the order they finish; the entries are the same, and
-    Kafka does not care about line order, but a run should leave the same bytes whatever ``jobs`` is.
+    """Put a log dir's new cleaner-checkpoint lines in cleaning order, as a serial run appends them
+    (concurrent cleans append them as they finish; Kafka ignores line order, but bytes should not vary).
 
     Args:
         log_dir: the log dir.
@@ -253,7 +252,9 @@ def _checkpoint_keys(log_dir: Path) -> list[tuple[str, int]] | None:
         return None
 
 
-def _settle(log_dir: Path, before: list[tuple[str, int]], order: list[tuple[str, int]], run: CleanRun) -> None:
+def _settle(
+    log_dir: Path, before: list[tuple[str, int]], order: list[tuple[str, int]], run: CleanRun
+) -> None:
     try:
         settle_checkpoint_order(log_dir, before, order)
     except KcompactError as err:  # every clean is done and checkpointed; only the line order is off
@@ -287,11 +288,6 @@ def usable_cpus() -> int:
     return os.cpu_count() or 1
 
 
-def with_jobs(options: CleanOptions, jobs: int | None) -> CleanOptions:
-    """``options`` with ``jobs``: the parallelism inside one partition (``CleanOptions.jobs``)."""
-    return replace(options, jobs=jobs)
-
-
 def _clean_task(
     task: PartitionTask, options: CleanOptions, progress: ProgressCallback | None
 ) -> CleanResult | PartitionFailure:
@@ -315,9 +311,7 @@ def _init_worker(tasks: Sequence[PartitionTask], options: CleanOptions, queue: A
 
 
 def _clean_in_worker(index: int) -> CleanResult | PartitionFailure:
-    if _worker_state is None:  # pragma: no cover - only reachable if the initializer did not run
-        raise RuntimeError("kcompact worker used without its initializer")
-    tasks, options, queue = _worker_state
+    tasks, options, queue = _worker_state or ((), CleanOptions(), None)  # set by _init_worker
     report: ProgressCallback | None = None
     if queue is not None:
         def report(name: str, done: int, total: int) -> None:

@@ -122,7 +122,8 @@ def _render_one(result: CleanResult, shown: set[str]) -> None:
     from rich.table import Table
 
     table = Table(show_header=False, box=None, padding=(0, 2))
-    table.add_row("read", f"{s.bytes_read / mb:.1f} MB, {s.records_read} records in {s.elapsed_s:.2f} s ({rate:.1f} MB/s)")
+    table.add_row("read", f"{s.bytes_read / mb:.1f} MB, {s.records_read} records in {s.elapsed_s:.2f} s "
+                          f"({rate:.1f} MB/s)")
     table.add_row("written", f"{s.bytes_written / mb:.1f} MB, {s.records_written} records")
     table.add_row("size reduction", f"{100 * s.size_reduction:.1f}%")
     table.add_row("removed", (
