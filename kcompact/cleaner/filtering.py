@@ -20,13 +20,15 @@ for the transaction state only; ABORT markers retained there belong to the range
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
+from kcompact.cleaner.chunks import batches_from
 from kcompact.cleaner.log_state import read_control
 from kcompact.cleaner.oracle import RetentionOracle
 from kcompact.cleaner.plan import CleanPlan, SegmentPlan
@@ -36,7 +38,6 @@ from kcompact.cleaner.stats import CleanStats
 from kcompact.cleaner.transactions import CleanedTransactionMetadata
 from kcompact.errors import CleanerStateError, CorruptDataError
 from kcompact.records.filter import (
-    DROPPED,
     BatchRetention,
     FilteredBatch,
     Outcome,
@@ -91,6 +92,20 @@ class FilterContext:
         )
 
 
+_WINDOW_RECORDS = 1 << 14  # records decided together (one oracle call, one set of masks)
+_WINDOW_BATCHES = 128
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A batch whose fate at batch level is decided, waiting for its window's record decisions."""
+
+    batch: Any
+    decision: BatchDecision
+    control_type: int | None
+    cols: RecordColumns | None  # scanned: its records need the oracle
+
+
 def filter_segment(
     plan: CleanPlan,
     seg: SegmentPlan,
@@ -102,7 +117,8 @@ def filter_segment(
     """Filter the batches of ``seg`` that start in ``[start_position, end_position)`` into ``sink``.
 
     ``ctx`` must be positioned at the start of ``seg`` (``FilterContext.at``, or the previous
-    segment's walk); it is left at the end of the range.
+    segment's walk); it is left at the end of the range. Batch decisions are taken one batch at a
+    time, in order; record decisions for up to ``_WINDOW_RECORDS`` records at once; output in order.
 
     Raises:
         CorruptDataError: a batch or record does not parse (names the file and position).
@@ -110,41 +126,41 @@ def filter_segment(
     ctx.txn.add_aborted(plan.aborted_in(seg.base_offset, seg.upper_offset))
     retain_legacy = seg.mtime_ms > plan.legacy_delete_horizon_ms
     with LogFile(seg.log_path) as log:
-        batches = _skip_to(log, start_position, ctx.txn)
+        batches = batches_from(log, seg, start_position, ctx.txn)
+        if start_position > 0:
+            ctx.txn.take_retained_aborted()  # markers before the range are the previous range's
+        window: list[_Pending] = []
+        records = 0
         for batch in batches:
             if end_position is not None and batch.position >= end_position:
                 break
-            out = _filter_batch(batch, ctx, retain_legacy, log.path)
-            if out.outcome is not Outcome.DROPPED:
-                sink(out.data, out.last_offset, out.max_timestamp)
-            del out  # a copied batch is a view into the map: let it go before the file closes
-        del batches
+            pending = _decide_batch(batch, ctx, log.path)
+            if pending is None:
+                continue
+            if batch.magic < 2:  # legacy: decided alone, after everything before it
+                _flush(window, ctx, sink, log.path)
+                window, records = [], 0
+                _emit(sink, _legacy(pending, ctx, retain_legacy, log.path))
+                continue
+            window.append(pending)
+            records += pending.cols.count if pending.cols is not None else 0
+            if records >= _WINDOW_RECORDS or len(window) >= _WINDOW_BATCHES:
+                _flush(window, ctx, sink, log.path)
+                window, records = [], 0
+        _flush(window, ctx, sink, log.path)
+        del batches, window  # copied batches are views into the map: let them go before it closes
     stop = seg.size_in_bytes if end_position is None else min(end_position, seg.size_in_bytes)
     ctx.stats.bytes_read += max(0, stop - min(start_position, seg.size_in_bytes))
 
 
-def _skip_to(
-    log: LogFile, start_position: int, txn: CleanedTransactionMetadata[AbortedTxn]
-) -> Iterator[Any]:
-    """The batches from the first one starting at ``start_position`` or later; those before only
-    advance the transaction state (what ``check_batch_retention`` does to it)."""
-    batches = log.iter_batches()
-    if start_position <= 0:
-        return batches
-    for batch in batches:
-        if batch.position >= start_position:
-            txn.take_retained_aborted()  # markers before the range are the previous range's
-            return itertools.chain([batch], batches)
-        if batch.is_control:
-            txn.on_control_batch_read(batch, read_control(batch, log.path)[0])
-        else:
-            txn.on_batch_read(batch)
-    txn.take_retained_aborted()
-    return iter(())
+def _emit(sink: Sink, out: FilteredBatch) -> None:
+    if out.outcome is not Outcome.DROPPED:
+        sink(out.data, out.last_offset, out.max_timestamp)
 
 
-def _filter_batch(batch: Any, ctx: FilterContext, retain_legacy: bool, path: Path) -> FilteredBatch:
-    stats = ctx.stats
+def _decide_batch(batch: Any, ctx: FilterContext, path: Path) -> _Pending | None:
+    """The batch-level decision (advancing the transaction state); None for a batch deleted whole.
+    A v2 data batch whose records must be judged one by one is scanned here, in log order."""
     control_type = None
     if batch.is_control:
         control_type, _ts = read_control(batch, path)
@@ -156,34 +172,47 @@ def _filter_batch(batch: Any, ctx: FilterContext, retain_legacy: bool, path: Pat
         upper_bound_offset=ctx.upper_bound,
         now_ms=ctx.now_ms,
     )
-    stats.batches_read += 1
+    ctx.stats.batches_read += 1
     if decision.retention is BatchRetention.DELETE:
-        stats.note_batch_deleted(batch, decision, control_type)
-        return DROPPED
-    try:
-        if batch.magic < 2:
-            return _filter_legacy(batch, decision, ctx, retain_legacy)
-        return _filter_v2(batch, decision, ctx, control_type)
-    except CorruptDataError as err:
-        raise (err.located(path, batch.position) if err.path is None else err) from err
+        ctx.stats.note_batch_deleted(batch, decision, control_type)
+        return None
+    cols = None
+    if batch.magic >= 2 and not (batch.is_control or decision.discard_batch_records
+                                 or batch.records_count == 0):
+        try:
+            cols = _scan(batch)
+        except CorruptDataError as err:
+            raise (err.located(path, batch.position) if err.path is None else err) from err
+    return _Pending(batch, decision, control_type, cols)
+
+
+def _flush(window: list[_Pending], ctx: FilterContext, sink: Sink, path: Path) -> None:
+    """Decide the window's records together, then rewrite and emit its batches in order."""
+    scanned = [p for p in window if p.cols is not None]
+    keeps = iter(_keep_window(scanned, ctx) if scanned else [])
+    for pending in window:
+        keep = next(keeps) if pending.cols is not None else None
+        try:
+            _emit(sink, _filter_v2(pending, keep, ctx))
+        except CorruptDataError as err:
+            raise (err.located(path, pending.batch.position) if err.path is None else err) from err
 
 
 def _filter_v2(
-    batch: Any, decision: BatchDecision, ctx: FilterContext, control_type: int | None
+    pending: _Pending, keep_and_tombstone: tuple[list[int], bool] | None, ctx: FilterContext
 ) -> FilteredBatch:
+    batch, decision, cols = pending.batch, pending.decision, pending.cols
     stats = ctx.stats
     count = batch.records_count
     stats.records_read += count
-    cols: RecordColumns | None = None
     any_tombstone = False
-    if decision.discard_batch_records or count == 0:
-        keep: list[int] = []
-        stats.note_discarded(batch, count, control_type)
-    elif batch.is_control:
+    if keep_and_tombstone is not None:
+        keep, any_tombstone = keep_and_tombstone
+    elif batch.is_control and not decision.discard_batch_records:
         keep = list(range(count))
     else:
-        cols = _scan(batch)
-        keep, any_tombstone = _keep_indices(batch, cols, ctx)
+        keep = []
+        stats.note_discarded(batch, count, pending.control_type)
     horizon = output_delete_horizon(
         batch,
         decision=decision,
@@ -209,30 +238,50 @@ def _scan(batch: Any) -> RecordColumns:
     )
 
 
-def _keep_indices(batch: Any, cols: RecordColumns, ctx: FilterContext) -> tuple[list[int], bool]:
-    """Kafka's shouldRetainRecord over a batch's columns (spec §6.11); also whether a kept record is
-    a tombstone (the batch then needs a delete horizon)."""
-    n = cols.count
-    offsets = np.frombuffer(cols.offsets, dtype=np.int64, count=n)
-    latest = ctx.oracle.map_latest_offset
-    if n == 0 or int(offsets.min()) > latest:
-        return list(range(n)), any(cols.value_null)
-    keyed = np.frombuffer(cols.key_starts, dtype=np.int64, count=n) >= 0
-    tombstone = np.frombuffer(cols.value_null, dtype=np.uint8, count=n).astype(bool)
-    covered = offsets <= latest
+def _keep_window(scanned: list[_Pending], ctx: FilterContext) -> list[tuple[list[int], bool]]:
+    """Kafka's shouldRetainRecord (spec §6.11) over the records of several batches at once; per batch,
+    the kept indices and whether a kept record is a tombstone (the batch then needs a horizon)."""
+    cols = [p.cols for p in scanned if p.cols is not None]
+    counts = np.array([c.count for c in cols], dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    offsets = np.concatenate([np.frombuffer(c.offsets, dtype=np.int64, count=c.count) for c in cols])
+    keyed = np.concatenate(
+        [np.frombuffer(c.key_starts, dtype=np.int64, count=c.count) for c in cols]) >= 0
+    tombstone = np.concatenate(
+        [np.frombuffer(c.value_null, dtype=np.uint8, count=c.count) for c in cols]).astype(bool)
+    covered = offsets <= ctx.oracle.map_latest_offset
     asked = np.flatnonzero(covered & keyed)
-    is_latest = np.zeros(n, dtype=bool)
+    is_latest = np.zeros(len(offsets), dtype=bool)
     if len(asked):
-        is_latest[asked] = ctx.oracle.is_latest(
-            offsets[asked], lambda at: [cols.key(i) for i in asked[at].tolist()]  # type: ignore[misc]
-        )
-    keep_delete = not batch.has_delete_horizon or ctx.now_ms < batch.delete_horizon_ms
+        def keys_at(at: npt.NDArray[np.intp]) -> list[bytes | None]:
+            where = asked[at]
+            owner = np.searchsorted(starts, where, side="right") - 1
+            local = (where - starts[owner]).tolist()
+            return [cols[b].key(i) for b, i in zip(owner.tolist(), local)]
+
+        is_latest[asked] = ctx.oracle.is_latest(offsets[asked], keys_at)  # type: ignore[arg-type]
+    keep_delete = np.repeat([_keeps_tombstones(p.batch, ctx.now_ms) for p in scanned], counts)
     kept = ~covered | (is_latest & (~tombstone | keep_delete))
     stats = ctx.stats
     stats.invalid_records += int(np.count_nonzero(covered & ~keyed))
     stats.tombstones_removed += int(np.count_nonzero(covered & keyed & tombstone & ~kept))
     stats.superseded_removed += int(np.count_nonzero(covered & keyed & ~tombstone & ~kept))
-    return np.flatnonzero(kept).tolist(), bool(np.any(kept & tombstone))
+    per_batch = np.add.reduceat(kept, starts, dtype=np.intp).tolist()
+    local = (np.flatnonzero(kept) - np.repeat(starts, per_batch)).tolist()
+    tombs = np.logical_or.reduceat(kept & tombstone, starts).tolist()
+    ends = list(itertools.accumulate(per_batch))
+    return [(local[end - n : end], t) for n, end, t in zip(per_batch, ends, tombs)]
+
+
+def _keeps_tombstones(batch: Any, now_ms: int) -> bool:
+    return not batch.has_delete_horizon or now_ms < batch.delete_horizon_ms
+
+
+def _legacy(pending: _Pending, ctx: FilterContext, retain_legacy: bool, path: Path) -> FilteredBatch:
+    try:
+        return _filter_legacy(pending.batch, pending.decision, ctx, retain_legacy)
+    except CorruptDataError as err:
+        raise (err.located(path, pending.batch.position) if err.path is None else err) from err
 
 
 def _filter_legacy(

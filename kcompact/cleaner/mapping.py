@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kcompact.cleaner.chunks import batches_from
 from kcompact.cleaner.log_state import read_control
 from kcompact.cleaner.offset_map import OffsetMap, key_digests
 from kcompact.cleaner.options import Progress
@@ -72,8 +73,8 @@ def iter_dirty_keys(
     Args:
         plan: the round.
         seg: one of ``plan.dirty_segments``.
-        start_position: where the range starts; batches before it are walked for the transaction
-            state only. Any byte position works: a batch belongs to the range it starts in.
+        start_position: where the range starts (any byte position: a batch belongs to the range it
+            starts in; ``chunks.batches_from`` finds it).
         end_position: where it ends (None: the end of the file).
 
     Yields:
@@ -94,7 +95,7 @@ def iter_dirty_keys(
     start = plan.first_dirty_offset
     acc = _Slice()
     with LogFile(seg.log_path) as log:
-        for batch in log.iter_batches():
+        for batch in batches_from(log, seg, start_position, txn):
             if end_position is not None and batch.position >= end_position:
                 break
             if batch.is_control:
@@ -102,13 +103,14 @@ def iter_dirty_keys(
                 aborted = True
             else:
                 aborted = txn.on_batch_read(batch)
-            if batch.position < start_position or batch.last_offset < start:
+            if batch.last_offset < start:
                 continue
             if not aborted:
                 acc.add_batch(batch, start, log)
             acc.end_batch(batch.last_offset)
             if acc.puts >= SLICE_RECORDS:
                 yield acc.take()
+    yield acc.take()
     yield acc.take()
 
 

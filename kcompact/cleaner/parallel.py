@@ -6,8 +6,8 @@ inherit both without copying; where fork is unavailable everything runs in this 
 
 Work is cut into *chunks*: byte ranges of one source segment, about a quarter of an even share each (at
 least :data:`CHUNK_MIN_BYTES`), so that two cores stay busy even when a partition has one large segment or
-segments of unequal size. A chunk owns the batches that *start* in it; a worker walks the headers before
-its start for the transaction state only (``filtering.py``, ``mapping.py``), so any cut is valid.
+segments of unequal size. A chunk owns the batches that *start* in it, so any cut is valid
+(``chunks.py`` says how a worker finds its first batch and the transaction state there).
 
 * Pass 1: a worker returns the chunk's map entries (``mapping.SegmentKeys``); this process inserts them
   in segment order, so a bounded map fills at exactly the serial point (``mapping.fill_offset_map``).
@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kcompact.cleaner.chunks import Chunk
+from kcompact.cleaner.chunks import chunks_of as cut_chunks
 from kcompact.cleaner.filtering import FilterContext, filter_segment
 from kcompact.cleaner.mapping import (
     SegmentKeys,
@@ -55,7 +57,6 @@ AUTO_PARALLEL_BYTES = 64 * 1024 * 1024
 CHUNK_MIN_BYTES = 16 * 1024 * 1024
 AUTO_MAX_JOBS = 2
 
-Chunk = tuple[int, int, int | None]  # (index into plan.segments, start position, end position or None)
 
 _worker_state: tuple[CleanPlan, RetentionOracle | None] | None = None  # inherited through fork
 
@@ -98,17 +99,9 @@ def _usable_cpus() -> int:
 
 
 def chunks_of(plan: CleanPlan, segments: list[SegmentPlan], jobs: int) -> list[Chunk]:
-    """Cut ``segments`` into byte ranges for ``jobs`` workers (see the module docstring)."""
-    total = sum(s.size_in_bytes for s in segments)
-    target = max(CHUNK_MIN_BYTES, -(-total // (4 * jobs)))
-    index = {s.base_offset: i for i, s in enumerate(plan.segments)}
-    chunks: list[Chunk] = []
-    for seg in segments:
-        parts = max(1, -(-seg.size_in_bytes // target))
-        cuts = [seg.size_in_bytes * k // parts for k in range(parts)]
-        ends: list[int | None] = [*cuts[1:], None]
-        chunks += [(index[seg.base_offset], start, end) for start, end in zip(cuts, ends)]
-    return chunks
+    """Cut ``segments`` for ``jobs`` workers: ranges of about a quarter of an even share (at least
+    :data:`CHUNK_MIN_BYTES`), so that a late large range does not leave a worker idle."""
+    return cut_chunks(plan, segments, 4 * jobs, CHUNK_MIN_BYTES)
 
 
 @contextmanager

@@ -49,6 +49,7 @@ class SegmentPlan:
     time_index_bytes: int
     mtime_ns: int
     log_path: str
+    txn_batches: int  # its transactional data batches and COMMIT/ABORT markers (0: no state to replay)
     clean_seed: Seed  # pass 2, before this segment's feed
     map_seed: Seed | None  # pass 1 (dirty segments only), queue left out
 
@@ -190,7 +191,8 @@ def _segment_plan(seg: SegmentState, upper: int, clean_seed: Seed, map_seed: See
         base_offset=seg.base_offset, upper_offset=upper, next_offset=seg.next_offset,
         size_in_bytes=seg.size_in_bytes, offset_index_bytes=seg.offset_index_bytes,
         time_index_bytes=seg.time_index_bytes, mtime_ns=seg.files.mtime_ns,
-        log_path=str(seg.files.log_path), clean_seed=clean_seed, map_seed=map_seed,
+        log_path=str(seg.files.log_path), txn_batches=len(seg.txn_events), clean_seed=clean_seed,
+        map_seed=map_seed,
     )
 
 
