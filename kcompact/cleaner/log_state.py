@@ -240,7 +240,9 @@ def _load_segment(
     interval: int,
     replay_from: int = 0,
 ) -> SegmentState:
-    builder = IndexBuilder(seg.base_offset, interval)
+    needs_recovery = seg.index_path is None
+    # Only a segment Kafka would recover needs its indexes derived (what recovery would rebuild).
+    builder = IndexBuilder(seg.base_offset, interval) if needs_recovery else None
     first_ts, count, next_offset = -1, 0, seg.base_offset
     events: list[tuple[int, int, int]] = []
     with seg.open() as log:
@@ -257,14 +259,15 @@ def _load_segment(
                     _register_emptied_marker(replay, batch)
                 replay.apply(batch, control_type=control_type, marker_timestamp=marker_ts)
             tracker.apply(batch, control_type)
-            builder.append(batch.position, batch.size_in_bytes, batch.last_offset, batch.max_timestamp)
+            if builder is not None:
+                builder.append(batch.position, batch.size_in_bytes, batch.last_offset,
+                               batch.max_timestamp)
             if count == 0:
                 first_ts = batch.max_timestamp
             count += 1
             next_offset = batch.last_offset + 1
-    offsets, times = builder.finish()
-    needs_recovery = seg.index_path is None
-    if needs_recovery:
+    if builder is not None:
+        offsets, times = builder.finish()
         largest = times[-1].timestamp if times else -1
         index_bytes, time_bytes = len(offsets) * 8, len(times) * TIME_INDEX_ENTRY_SIZE
     else:
