@@ -16,7 +16,7 @@ Shuffle elements (pickled by PySpark; numpy arrays travel as their buffers):
 
 * scan → digest: ``(p, Entries)`` with ``p = hi mod P`` for every entry, and ``(0, ScanNote)`` once per
   scan task (records scanned, or the ``KcompactError`` that stopped it);
-* digest → group: ``(g, int64 offsets)`` with ``g`` the group whose offset range holds them, and
+* digest → group: ``(g, int64 offsets)`` with ``g`` the group of the segment each record is in, and
   ``(-1, MapSummary)`` once per digest task (collected by job 1, never shuffled again).
 
 Why "max offset" is the map: offsets grow through the log, so the last put of a digest is its largest
@@ -69,6 +69,7 @@ class Entries:
     """Map entries of one slice of one segment, routed to one digest task."""
 
     dirty: bool  # pass 1's puts (True) or keyed clean-section records (False)
+    group_index: int  # the output group of the segment they come from
     hi: U64
     lo: U64
     offsets: I64
@@ -110,15 +111,16 @@ def scan_segment(
     """Scan task: one segment's map entries (``task = (dirty, base_offset)``), routed by digest."""
     plan = plan_bc.value
     dirty, base = task
+    group = next(g for g, bases in enumerate(plan.groups) if base in bases)
     scanned = 0
     try:
         if dirty:
             for keys in iter_dirty_keys(plan, plan.segment(base)):
                 scanned += int(keys.batch_scanned.sum())
-                yield from _route(Entries(True, keys.hi, keys.lo, keys.offsets), digest_tasks)
+                yield from _route(Entries(True, group, keys.hi, keys.lo, keys.offsets), digest_tasks)
         else:
             hi, lo, offsets = segment_key_entries(plan, base, section="clean")
-            yield from _route(Entries(False, hi, lo, offsets), digest_tasks)
+            yield from _route(Entries(False, group, hi, lo, offsets), digest_tasks)
     except KcompactError as err:
         yield 0, ScanNote(base, scanned, err)
         return
@@ -134,74 +136,70 @@ def _route(entries: Entries, digest_tasks: int) -> Iterator[tuple[int, Entries]]
     for p in range(digest_tasks):
         at = order[bounds[p] : bounds[p + 1]]
         if len(at):
-            yield p, Entries(entries.dirty, entries.hi[at], entries.lo[at], entries.offsets[at])
+            yield p, Entries(entries.dirty, entries.group_index, entries.hi[at], entries.lo[at],
+                             entries.offsets[at])
 
 
 def latest_by_digest(
     plan_bc: Broadcast[CleanPlan], items: Iterable[tuple[int, Entries | ScanNote]]
 ) -> Iterator[tuple[int, I64 | MapSummary]]:
     """Digest task: the surviving offsets of one digest partition, split by output group."""
-    plan = plan_bc.value
-    dirty: list[Entries] = []
-    clean: list[Entries] = []
+    groups = len(plan_bc.value.groups)
+    entries: list[Entries] = []
     notes: list[ScanNote] = []
     for _p, item in items:
         if isinstance(item, ScanNote):
             notes.append(item)
         else:
-            (dirty if item.dirty else clean).append(item)
+            entries.append(item)
     errors = tuple((n.segment_base_offset, n.error) for n in notes if n.error is not None)
     scanned = sum(n.records_scanned for n in notes)
     if errors:  # the round fails: no need to finish the map
         yield _SUMMARY, MapSummary(0, scanned, errors)
         return
-    survivors, dirty_keys = surviving_offsets(_concat(dirty), _concat(clean))
-    starts = np.array([group[0] for group in plan.groups], dtype=np.int64)
-    group_of = np.searchsorted(starts, survivors, side="right") - 1
+    survivors, group_of, dirty_keys = surviving_offsets(entries)
     order = np.argsort(group_of, kind="stable")
-    bounds = np.searchsorted(group_of[order], np.arange(len(starts) + 1))
-    for g in range(len(starts)):
+    bounds = np.searchsorted(group_of[order], np.arange(groups + 1))
+    for g in range(groups):
         if bounds[g + 1] > bounds[g]:
             yield g, survivors[order[bounds[g] : bounds[g + 1]]]
     yield _SUMMARY, MapSummary(dirty_keys, scanned, ())
 
 
-def _concat(parts: Sequence[Entries]) -> tuple[U64, U64, I64]:
-    if not parts:
-        return np.empty(0, np.uint64), np.empty(0, np.uint64), np.empty(0, np.int64)
-    return (np.concatenate([p.hi for p in parts]), np.concatenate([p.lo for p in parts]),
-            np.concatenate([p.offsets for p in parts]))
-
-
-def surviving_offsets(dirty: tuple[U64, U64, I64], clean: tuple[U64, U64, I64]) -> tuple[I64, int]:
-    """The offsets that survive among these entries (see the module docstring), and the number of
-    distinct dirty digests.
+def surviving_offsets(entries: Sequence[Entries]) -> tuple[I64, npt.NDArray[np.int32], int]:
+    """The offsets that survive among these entries (see the module docstring), with their groups and
+    the number of distinct dirty digests.
 
     Args:
-        dirty: ``(hi, lo, offsets)`` of pass 1's puts.
-        clean: ``(hi, lo, offsets)`` of keyed clean-section records (all below every dirty offset).
+        entries: pass 1's puts (``dirty``) and keyed clean-section records, in any order; every clean
+            offset is below every dirty one.
 
     Returns:
-        The max offset of every dirty digest, and every clean offset whose digest has no dirty entry
-        (unsorted), with the count of dirty digests.
+        ``(offsets, group_indexes, dirty_keys)``: the max offset of every dirty digest and every clean
+        offset whose digest has no dirty entry (unsorted), each with the group of its segment.
     """
-    n_dirty = len(dirty[2])
-    hi, lo, offsets = (np.concatenate((d, c)) for d, c in zip(dirty, clean))
-    if len(offsets) == 0:
-        return np.empty(0, np.int64), 0
+    if not entries:
+        return np.empty(0, np.int64), np.empty(0, np.int32), 0
+    hi = np.concatenate([e.hi for e in entries])
+    lo = np.concatenate([e.lo for e in entries])
+    offsets = np.concatenate([e.offsets for e in entries])
+    sizes = [len(e.offsets) for e in entries]
+    groups = np.repeat(np.array([e.group_index for e in entries], dtype=np.int32), sizes)
+    dirty = np.repeat(np.array([e.dirty for e in entries], dtype=bool), sizes)
     order = _digest_order(hi, lo)
     h, low, off = hi[order], lo[order], offsets[order]
-    is_dirty = order < n_dirty
     new_run = np.empty(len(h), dtype=bool)
-    new_run[0] = True
+    new_run[:1] = True
     new_run[1:] = (h[1:] != h[:-1]) | (low[1:] != low[:-1])
     starts = np.flatnonzero(new_run)
-    run_has_dirty = np.logical_or.reduceat(is_dirty, starts)
-    run_max = np.maximum.reduceat(off, starts)
     lengths = np.diff(np.append(starts, len(h)))
-    clean_alone = ~np.repeat(run_has_dirty, lengths)
-    survivors = np.concatenate((run_max[run_has_dirty], off[clean_alone]))
-    return survivors, int(run_has_dirty.sum())
+    run_has_dirty = np.logical_or.reduceat(dirty[order], starts)
+    # A dirty run's survivor is its largest offset (offsets are unique, clean ones smaller); a run
+    # without dirty entries keeps every one of its clean offsets.
+    run_max = np.repeat(np.maximum.reduceat(off, starts), lengths)
+    has_dirty = np.repeat(run_has_dirty, lengths)
+    keep = np.where(has_dirty, off == run_max, True)
+    return off[keep], groups[order][keep], int(run_has_dirty.sum())
 
 
 def _digest_order(hi: U64, lo: U64) -> npt.NDArray[np.intp]:
@@ -299,7 +297,11 @@ def _map_job(
     by_group = scanned.partitionBy(digest_tasks, _identity).mapPartitions(
         partial(latest_by_digest, plan_bc)
     ).persist(StorageLevel.MEMORY_AND_DISK)
-    summaries: list[MapSummary] = by_group.filter(_is_summary).values().collect()  # type: ignore[assignment]
+    try:
+        summaries: list[MapSummary] = by_group.filter(_is_summary).values().collect()  # type: ignore[assignment]
+    except BaseException:
+        by_group.unpersist()
+        raise
     errors = sorted((e for s in summaries for e in s.errors), key=lambda e: e[0])
     if errors:
         by_group.unpersist()

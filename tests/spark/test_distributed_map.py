@@ -13,7 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kcompact.cleaner.cleaner import CleanOptions, CleanResult, clean_partition
 from kcompact.cleaner.run import resolve_config
@@ -28,6 +31,7 @@ from kcompact.spark.distributed_map import (
     dirty_records_upper_bound,
     needs_distributed_map,
 )
+from kcompact.spark.distributed_round import Entries, surviving_offsets
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.spark.logdirs import (
     build_legacy_partition,
@@ -298,3 +302,34 @@ def test_a_bounded_map_is_refused(spark: SparkSession, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--dedupe-buffer-size with the distributed offset map"):
         clean_partition_distributed(spark, part, compact(), CleanOptions(dedupe_buffer_size=1 << 20))
     assert tree_digest(tmp_path / "logs") == before
+
+
+# digests drawn from a small space so that keys repeat and distinct keys share ``hi``
+_digest = st.tuples(st.integers(0, 3), st.integers(0, 3))
+
+
+@given(clean=st.lists(_digest, max_size=30), dirty=st.lists(_digest, max_size=60),
+       slices=st.integers(1, 4))
+def test_surviving_offsets_is_the_serial_rule(
+    clean: list[tuple[int, int]], dirty: list[tuple[int, int]], slices: int
+) -> None:
+    """Dirty puts: the latest offset of each digest; clean records: kept when no dirty record has the
+    digest (duplicates included); each with the group of its slice, slices shuffled."""
+    records = [(False, d) for d in clean] + [(True, d) for d in dirty]  # offsets = positions
+    latest = {d: offset for offset, (is_dirty, d) in enumerate(records) if is_dirty}
+    group_of = [offset * slices // max(1, len(records)) for offset in range(len(records))]
+    expected = sorted(
+        (offset, group_of[offset]) for offset, (is_dirty, d) in enumerate(records)
+        if (latest[d] == offset if is_dirty else d not in latest))
+    entries = []
+    for g in reversed(range(slices)):
+        for is_dirty in (True, False):
+            at = [o for o in range(len(records)) if group_of[o] == g and records[o][0] == is_dirty]
+            entries.append(Entries(
+                is_dirty, g, np.array([records[o][1][0] for o in at], dtype=np.uint64),
+                np.array([records[o][1][1] for o in at], dtype=np.uint64), np.array(at, dtype=np.int64)))
+
+    offsets, groups, dirty_keys = surviving_offsets(entries)
+
+    assert sorted(zip(offsets.tolist(), groups.tolist())) == expected
+    assert dirty_keys == len(latest)
