@@ -11,30 +11,45 @@ exactly one chunk. To begin its range a worker needs two things the batches befo
       base_offset   int64   the entry's first offset (legacy: its offset)
       size          int32   bytes after this field: position of the next entry = position + 12 + size
 
-* the transaction state at that batch. A segment without transactional headers (the plan counts them,
-  ``SegmentPlan.txn_batches``) leaves nothing to replay; otherwise the worker reads the headers before
-  its range through the same bookkeeping the serial walk uses (:func:`batches_from`).
+* the transaction state at that batch. It changes only at transactional data batches and COMMIT/ABORT
+  markers (``transactions.py``); every other batch merely takes aborted transactions off the queue,
+  which the first batch of the range does just the same, since nothing is queued inside a segment. So
+  the walk unpacks the v2 header of each entry it passes (decoding only control batches, for their
+  marker type) and replays those events (:func:`batches_from`); a segment without any (the plan counts
+  them, ``SegmentPlan.txn_batches``) needs the sizes only.
 
-Where the framing does not hold (a size out of range), the size walk gives up and the headers are read
-the slow way, which reports the damage exactly as a serial clean would.
+Where the framing does not hold (a size out of range, an unknown magic), the size walk gives up and the
+headers are read the slow way, which reports the damage exactly as a serial clean would.
 """
 
 from __future__ import annotations
 
 import itertools
-import struct
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from kcompact.cleaner.log_state import read_control
 from kcompact.cleaner.plan import CleanPlan, SegmentPlan
-from kcompact.cleaner.transactions import CleanedTransactionMetadata
+from kcompact.cleaner.transactions import (
+    CONTROL_TYPE_ABORT,
+    CONTROL_TYPE_COMMIT,
+    TXN_DATA,
+    CleanedTransactionMetadata,
+)
+from kcompact.records.batch import (
+    CONTROL_FLAG_MASK,
+    ENTRY_PREFIX_STRUCT,
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_VALUE_V2,
+    MIN_BATCH_LENGTH,
+    RECORD_OVERHEAD_V0,
+    TRANSACTIONAL_FLAG_MASK,
+    iter_batches,
+)
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.txn_index import AbortedTxn
-
-FRAME_SIZE_FIELD = struct.Struct(">i")  # the int32 size at offset 8 of every entry (after base_offset)
-LOG_OVERHEAD = 12  # base_offset (8) + size (4): bytes before what ``size`` counts
-MIN_ENTRY_SIZE = 14  # the smallest legal ``size`` (a legacy v0 message with no key and no value)
 
 Chunk = tuple[int, int, int | None]
 """(index into ``plan.segments``, start position, end position or None for the file's end)."""
@@ -77,16 +92,47 @@ def first_entry_at(buffer: memoryview, start: int) -> int | None:
         The position (the file size when no entry starts at or after ``start``), or None when a size
         field is out of range before it.
     """
+    found = _walk(buffer, start, None, "")
+    return None if found is None else found[0]
+
+
+def _walk(
+    buffer: memoryview, start: int, events: list[tuple[int, int, int]] | None, path: object
+) -> tuple[int, list[tuple[int, int, int]]] | None:
+    """Follow the framing to ``start``; with ``events``, collect the transaction events of the v2
+    headers passed (control batches are decoded for their marker type). None: the framing breaks."""
     position, size = 0, len(buffer)
-    unpack = FRAME_SIZE_FIELD.unpack_from
+    collected: list[tuple[int, int, int]] = []
     while position < start:
         if position + LOG_OVERHEAD > size:
             return None
-        (length,) = unpack(buffer, position + 8)
-        if length < MIN_ENTRY_SIZE or position + LOG_OVERHEAD + length > size:
+        length = ENTRY_PREFIX_STRUCT.unpack_from(buffer, position)[1]
+        if length < RECORD_OVERHEAD_V0 or position + LOG_OVERHEAD + length > size:
             return None
+        if events is not None and buffer[position + MAGIC_OFFSET] == MAGIC_VALUE_V2:
+            if length < MIN_BATCH_LENGTH:
+                return None
+            event = _event(buffer, position, path)
+            if event is not None:
+                collected.append(event)
         position += LOG_OVERHEAD + length
-    return position
+    return position, collected
+
+
+def _event(buffer: memoryview, position: int, path: object) -> tuple[int, int, int] | None:
+    """The transaction event of the v2 batch at ``position`` (see ``transactions.py``), if any."""
+    header = HEADER_STRUCT.unpack_from(buffer, position)
+    base_offset, attributes, last_offset_delta, producer_id = (
+        header[0], header[5], header[6], header[9])
+    if attributes & CONTROL_FLAG_MASK:
+        batch = next(iter_batches(buffer, position, position + LOG_OVERHEAD + header[1]))
+        control_type = read_control(batch, path)[0]
+        if control_type in (CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT):
+            return base_offset + last_offset_delta, producer_id, control_type
+        return None
+    if attributes & TRANSACTIONAL_FLAG_MASK:
+        return base_offset + last_offset_delta, producer_id, TXN_DATA
+    return None
 
 
 def batches_from(
@@ -106,11 +152,13 @@ def batches_from(
     """
     if start <= 0:
         return log.iter_batches()
-    if not seg.txn_batches:
-        position = first_entry_at(log.buffer, start)
-        if position is not None:
-            return log.iter_batches(position)
-    batches = log.iter_batches()
+    found = _walk(log.buffer, start, [] if seg.txn_batches else None, log.path)
+    if found is not None:
+        position, events = found
+        for last_offset, producer_id, kind in events:
+            txn.apply_event(last_offset, producer_id, kind)
+        return log.iter_batches(position)
+    batches = log.iter_batches()  # the framing breaks before start: the full walk reports where
     for batch in batches:
         if batch.position >= start:
             return itertools.chain([batch], batches)

@@ -22,14 +22,17 @@ results cost more than they save on a small partition), else ``min(2, usable CPU
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 from array import array
-from collections.abc import Iterable, Iterator
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from multiprocessing.pool import Pool
+from multiprocessing.pool import AsyncResult, Pool
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -55,8 +58,12 @@ from kcompact.segment.txn_index import AbortedTxn
 AUTO_PARALLEL_BYTES = 64 * 1024 * 1024
 """Above this many bytes read by pass 2, ``jobs=None`` uses two workers (measured: see the report)."""
 CHUNK_MIN_BYTES = 16 * 1024 * 1024
+CHUNK_MAX_BYTES = 64 * 1024 * 1024  # bounds a worker's result (entries, output batches) in memory
+AHEAD = 2  # chunks submitted per worker beyond the one being consumed: bounds results waiting here
 AUTO_MAX_JOBS = 2
 
+
+T = TypeVar("T")
 
 _worker_state: tuple[CleanPlan, RetentionOracle | None] | None = None  # inherited through fork
 
@@ -99,9 +106,26 @@ def _usable_cpus() -> int:
 
 
 def chunks_of(plan: CleanPlan, segments: list[SegmentPlan], jobs: int) -> list[Chunk]:
-    """Cut ``segments`` for ``jobs`` workers: ranges of about a quarter of an even share (at least
-    :data:`CHUNK_MIN_BYTES`), so that a late large range does not leave a worker idle."""
-    return cut_chunks(plan, segments, 4 * jobs, CHUNK_MIN_BYTES)
+    """Cut ``segments`` for ``jobs`` workers: ranges of about a quarter of an even share, at least
+    :data:`CHUNK_MIN_BYTES` and at most :data:`CHUNK_MAX_BYTES` (so that a late large range does not
+    leave a worker idle, and no result is large)."""
+    total = sum(s.size_in_bytes for s in segments)
+    parts = max(4 * jobs, -(-total // CHUNK_MAX_BYTES))
+    return cut_chunks(plan, segments, parts, CHUNK_MIN_BYTES)
+
+
+def _in_order(pool: Pool, task: Callable[[Chunk], T], chunks: list[Chunk], jobs: int) -> Iterator[T]:
+    """``pool.imap(task, chunks)`` with at most ``AHEAD`` chunks per worker submitted beyond the one
+    consumed, so that results never pile up here faster than they are used."""
+    pending: deque[AsyncResult[T]] = deque()
+    queue = iter(chunks)
+    for chunk in itertools.islice(queue, jobs * (AHEAD + 1)):
+        pending.append(pool.apply_async(task, (chunk,)))
+    while pending:
+        result = pending.popleft().get()
+        for chunk in itertools.islice(queue, 1):
+            pending.append(pool.apply_async(task, (chunk,)))
+        yield result
 
 
 @contextmanager
@@ -152,7 +176,7 @@ def build_offset_map(
     else:
         chunks = chunks_of(plan, dirty, jobs)
         with _pool(jobs, plan, None) as pool:
-            results = pool.imap(_map_chunk, chunks)
+            results = _in_order(pool, _map_chunk, chunks, jobs)
             sources = _per_segment(plan, dirty, chunks, results)
             stats.records_scanned += fill_offset_map(plan, offset_map, sources, progress)
     stats.map_entries = offset_map.size
@@ -183,10 +207,10 @@ def _per_segment(
 ) -> Iterator[tuple[SegmentPlan, Iterator[SegmentKeys]]]:
     """Regroup the chunk results (in chunk order) per segment, lazily."""
     it = iter(results)
+    per_segment = Counter(index for index, _start, _end in chunks)
+    index = {s.base_offset: i for i, s in enumerate(plan.segments)}
     for seg in segments:
-        index = plan.segments.index(seg)
-        count = sum(1 for c in chunks if c[0] == index)
-        yield seg, (next(it) for _ in range(count))
+        yield seg, (next(it) for _ in range(per_segment[index[seg.base_offset]]))
 
 
 # --- pass 2 -------------------------------------------------------------------------------------
@@ -243,11 +267,11 @@ def write_groups(
         segments = [plan.segment(base) for group in plan.groups for base in group]
         chunks = chunks_of(plan, segments, jobs)
         with _pool(jobs, plan, oracle) as pool:
-            results = iter(pool.imap(_filter_chunk, chunks))
+            results = _in_order(pool, _filter_chunk, chunks, jobs)
+            per_segment = Counter(index for index, _start, _end in chunks)
+            where = {s.base_offset: i for i, s in enumerate(plan.segments)}
             for index, group in enumerate(plan.groups):
-                first, last = plan.segments.index(plan.segment(group[0])), plan.segments.index(
-                    plan.segment(group[-1]))
-                count = sum(1 for c in chunks if first <= c[0] <= last)
+                count = sum(per_segment[where[base]] for base in group)
                 parts = (next(results) for _ in range(count))
                 outputs.append(_assemble(plan, index, parts, dry_run, progress))
         return outputs

@@ -245,3 +245,39 @@ def test_chunks_cover_every_byte_once(tmp_path: Path) -> None:
         own = [(start, end) for i, start, end in chunks if i == index]
         assert own[0][0] == 0 and own[-1][1] is None
         assert all(a[1] == b[0] for a, b in itertools.pairwise(own))
+
+
+def test_a_worker_starting_anywhere_has_the_serial_transaction_state(tmp_path: Path) -> None:
+    from kcompact.cleaner.chunks import batches_from
+    from kcompact.cleaner.log_state import read_control
+    from kcompact.cleaner.stages import plan_clean
+    from kcompact.cleaner.transactions import CleanedTransactionMetadata
+    from kcompact.segment.log_file import LogFile
+
+    plan = plan_clean(transactions(tmp_path / "logdir"), config(), CleanOptions(now_ms=NOW))
+    assert plan is not None and sum(s.txn_batches > 0 for s in plan.segments) >= 3
+
+    def read(txn: CleanedTransactionMetadata[object], batch: object, path: Path) -> None:
+        if batch.is_control:  # type: ignore[attr-defined]
+            txn.on_control_batch_read(batch, read_control(batch, path)[0])  # type: ignore[arg-type]
+        else:
+            txn.on_batch_read(batch)  # type: ignore[arg-type]
+
+    for seg in plan.segments:
+        with LogFile(seg.log_path) as log:
+            for start in range(1, seg.size_in_bytes + 1, 23):
+                serial = CleanedTransactionMetadata.from_seed(seg.clean_seed)
+                first = None
+                for batch in log.iter_batches():
+                    if batch.position >= start:
+                        first = batch
+                        break
+                    read(serial, batch, log.path)
+                worker = CleanedTransactionMetadata.from_seed(seg.clean_seed)
+                found = next(batches_from(log, seg, start, worker), None)
+                assert (found and found.position) == (first and first.position)
+                if first is not None and found is not None:  # else the range holds no batch
+                    read(serial, first, log.path)
+                    read(worker, found, log.path)
+                    assert worker.seed() == serial.seed(), (seg.base_offset, start)
+                del first, found
