@@ -362,11 +362,19 @@ def bench_small(args: argparse.Namespace, workdir: Path) -> list[Row]:
     ]
 
 
+def _bench_spark(args: argparse.Namespace, workdir: Path) -> list[Row]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_spark import bench_spark
+
+    return bench_spark(args, workdir)
+
+
 SECTIONS: dict[str, Callable[[argparse.Namespace, Path], list[Row]]] = {
     "scan": bench_scan,
     "clean": _bench_clean,
     "inspect": _bench_inspect,
     "small": bench_small,
+    "spark": _bench_spark,
 }
 
 
