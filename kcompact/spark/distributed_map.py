@@ -1,8 +1,9 @@
 """Cleaning a partition whose offset map does not fit one process: the map as a Spark shuffle.
 
-``kcompact clean`` holds the whole offset map of a round in memory: about 21 bytes per distinct key of the
-dirty range (``offset_map.py``), 2 GB at 100 million keys. A partition over ``--map-budget`` is cleaned
-here instead, with the same stages (``kcompact.cleaner.stages``) spread over Spark:
+``kcompact clean`` holds the whole offset map of a round in memory: 15-16 bytes per distinct key of the
+dirty range (``offset_map.py``) plus its build's temporaries, a few GB at a few hundred million keys.
+A partition over ``--map-budget`` is cleaned here instead, with the same stages
+(``kcompact.cleaner.stages``) spread over Spark:
 
 1. **Driver**: the locks ``clean_partition`` takes (``log_dir_write_guard`` + ``partition_lock``), an
    interrupted swap settled (``recover_interrupted_swaps``), ``--roll`` and the log-start retention as the
@@ -63,7 +64,8 @@ __all__ = ["MAP_BYTES_PER_KEY", "clean_partition_distributed", "dirty_records_up
 
 MAP_BYTES_PER_KEY = KAFKA_BYTES_PER_ENTRY
 """Bytes a key costs the local map, for the budget: Kafka's 24-byte slot (16-byte digest + 8-byte
-offset), which is also ``--dedupe-buffer-size``'s unit; kcompact's frozen map measures ~21 (offset_map.py)."""
+offset), also ``--dedupe-buffer-size``'s unit; kcompact's own map needs less (offset_map.py), its build
+temporaries more: the budget is a bound on the map, not a measurement of it."""
 
 
 def needs_distributed_map(
