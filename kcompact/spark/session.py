@@ -3,8 +3,8 @@
 Every Spark command and job (fan-out clean, inspect, export, S5's distributed offset map) gets its
 session from :func:`spark_session`, so they all share the same choices:
 
-* master ``local[*]`` unless told otherwise (``--master``; under ``spark-submit`` the submitted
-  master wins, because ``getOrCreate`` returns the session ``spark-submit`` already configured);
+* master ``local[*]`` unless told otherwise: ``--master``, ``$MASTER``, or — under ``spark-submit``
+  (or ``PYSPARK_SUBMIT_ARGS`` with ``--master``) — the submitted master, which is then left alone;
 * the web UI off (nothing listens on a port of a user's machine);
 * Spark's console progress bar on, its logs at ERROR (INFO with ``verbose``) so a run
   prints only the bar and kcompact's own summary;
@@ -57,7 +57,7 @@ def spark_session(
 
     Args:
         master: a Spark master URL (``local[2]``, ``spark://host:7077``, ``yarn``); None means
-            ``local[*]``, or whatever ``spark-submit`` already set.
+            ``$MASTER``, else what ``spark-submit`` set, else ``local[*]``.
         verbose: keep Spark's own INFO logs; otherwise only errors and the progress bar show.
         app_name: the application name shown by the cluster manager.
 
@@ -72,36 +72,29 @@ def spark_session(
     except ImportError as err:
         raise UnsupportedFormatError(MISSING_PYSPARK.format(found=f"ImportError: {err}")) from err
     builder = SparkSession.builder.appName(app_name)
-    chosen = master if master is not None else _submitted_master() or DEFAULT_MASTER
-    builder = builder.master(chosen)
-    for key, value in _session_conf(chosen, verbose).items():
+    chosen = master or os.environ.get("MASTER")
+    if chosen is None and not _master_set_by_launcher():
+        chosen = DEFAULT_MASTER
+    if chosen is not None:
+        builder = builder.master(chosen)
+        _local_workers_python(chosen)
+    for key, value in _session_conf(verbose).items():
         builder = builder.config(key, value)
-    _local_workers_python(chosen)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel(VERBOSE_LOG_LEVEL if verbose else QUIET_LOG_LEVEL)
     return session
 
 
-def _submitted_master() -> str | None:
-    """The master ``spark-submit`` passed down (it exports its arguments to the Python driver)."""
-    return os.environ.get("MASTER") or _conf_from_submit_args("spark.master")
+def _master_set_by_launcher() -> bool:
+    """``spark-submit`` started this driver (it passes its gateway's port) or PYSPARK_SUBMIT_ARGS
+    names a master: then the master comes from there, and kcompact must not override it."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ or "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
 
 
-def _conf_from_submit_args(key: str) -> str | None:
-    args = os.environ.get("PYSPARK_SUBMIT_ARGS", "").split()
-    for i, arg in enumerate(args[:-1]):
-        if arg == "--master" and key == "spark.master":
-            return args[i + 1]
-    return None
-
-
-def _session_conf(master: str, verbose: bool) -> dict[str, str]:
+def _session_conf(verbose: bool) -> dict[str, str]:
     conf = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "true",
-        # One partition directory is one task; a failed task is a failed partition, reported, not retried
-        # into the same error four times.
-        "spark.task.maxFailures": "1",
     }
     if not verbose:
         # The driver JVM logs before setLogLevel can run: give it a configuration at the quiet level.

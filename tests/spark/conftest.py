@@ -7,7 +7,7 @@ runtime is found, so a core install (without ``kcompact[spark]``) still runs the
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -32,7 +32,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def _why_no_spark() -> str | None:
     for module in ("pyspark", "pyarrow"):
-        if importlib.util.find_spec(module) is None:
+        try:
+            importlib.import_module(module)
+        except ImportError:
             return f"{module} is not installed (pip install '.[spark]')"
     java_home = os.environ.get("JAVA_HOME")
     if shutil.which("java") is None and not (java_home and (Path(java_home) / "bin" / "java").exists()):

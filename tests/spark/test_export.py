@@ -12,7 +12,6 @@ import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.parquet as pq
 import pytest
 from kafka.record.memory_records import MemoryRecords
 
@@ -23,7 +22,6 @@ from kcompact.records.record import decode_records
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.partition import iter_partition_dirs, open_partition
 from kcompact.spark.clean_job import spark_clean
-from kcompact.spark.datasource import _isolation
 from kcompact.spark.export import EXPORT_COLUMNS, SegmentRef, spark_export, split_segments
 from tests.spark.logdirs import NOW, build_legacy_partition, build_log_dir, build_partition
 
@@ -45,6 +43,8 @@ def log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def parquet_rows(directory: Path) -> list[Row]:
+    import pyarrow.parquet as pq  # the spark extra: imported once a test runs, so a core install skips
+
     rows = pq.read_table(directory).to_pylist()
     return sorted(rows, key=lambda r: (r["topic"], r["partition"], r["offset"]))
 
@@ -195,5 +195,8 @@ def test_splits_pack_small_segments_and_keep_big_ones_alone() -> None:
 
 
 def test_unknown_isolation_is_a_config_error() -> None:
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install '.[spark]')")
+    from kcompact.spark.datasource import _isolation
+
     with pytest.raises(ConfigError, match="expected one of read_uncommitted, read_committed, found 'dirty'"):
         _isolation({"isolation": "dirty"})
