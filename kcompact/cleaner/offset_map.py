@@ -54,6 +54,7 @@ as many absent ones are looked up; hashing excluded; shared 2-core VM)::
 
 from __future__ import annotations
 
+import functools
 import mmap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import xxhash
+from numpy.lib.stride_tricks import sliding_window_view
 
 from kcompact.errors import ConfigError
 
@@ -92,13 +94,14 @@ STORED_BITS = 88
 COMPARED_BITS = IMPLIED_BITS + STORED_BITS
 """Digest bits that tell keys apart: keys equal on digest bits 0-103 are one key."""
 
-_FLUSH_MIN_PUTS = 1 << 18  # pending puts before a flush; grows to size / _FLUSH_SHARE
-_FLUSH_SHARE = 32
+_FLUSH_MIN_PUTS = 1 << 20  # pending puts before a flush; grows to size / _FLUSH_SHARE
+_FLUSH_SHARE = 16
 _BUCKET_KEYS = 4  # at least 4 keys a bucket on average: uint32 starts cost <= 1 byte a key
 _LOOKUP_CHUNK = 8192  # queries per vectorised bisection pass (cache-sized temporaries)
-_WINDOW_STEPS = np.arange(16)  # keys of a bucket compared at once before bisecting the rest
+_WINDOW = 16  # keys of a bucket compared at once before bisecting the rest (a multiple of 8)
 _MERGE_CHUNK = 1 << 16  # keys a merge moves at a time
-_MMAP_MIN_BYTES = 1 << 20  # merge outputs this big live in their own mapping (pages returnable)
+_MMAP_MIN_BYTES = 1 << 20
+_RELEASE_SHIFT = 21  # give memory back by whole 2 MiB (huge) pages  # merge outputs this big live in their own mapping (pages returnable)
 _OFFSET_DELTA_LIMIT = 2**32
 _MADV_HUGEPAGE: int | None = getattr(mmap, "MADV_HUGEPAGE", None)  # Linux only
 _MADV_DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
@@ -153,7 +156,7 @@ class _Query:
         low = ((lo >> np.uint64(40 - s)) & np.uint64(0xFF)).astype(np.uint8)
         return cls(hi, key, mid, low)
 
-    def take(self, which: Mask) -> _Query:
+    def take(self, which: Mask | Index) -> _Query:
         return _Query(self.top[which], self.key[which], self.mid[which], self.low[which])
 
 
@@ -171,10 +174,20 @@ def _alloc(n: int, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
 def _release_prefix(array: npt.NDArray[Any], done: int, end: int) -> None:
     """Give back to the system the whole huge pages of ``array[:end]`` not given back yet."""
     base = array.base
+    while isinstance(base, np.ndarray):  # a view (``_Run.key`` of ``_Run.padded``)
+        base = base.base
     if _MADV_DONTNEED is not None and isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap):
-        first, last = done * array.itemsize >> 21, end * array.itemsize >> 21
+        first, last = done * array.itemsize >> _RELEASE_SHIFT, end * array.itemsize >> _RELEASE_SHIFT
         if last > first:
-            base.obj.madvise(_MADV_DONTNEED, first << 21, (last - first) << 21)
+            size = (last - first) << _RELEASE_SHIFT
+            base.obj.madvise(_MADV_DONTNEED, first << _RELEASE_SHIFT, size)
+
+
+@functools.cache
+def _prefix_masks(width: int) -> U64:
+    """Row i: ``width`` bytes, the first i of them 1, as ``width / 8`` words."""
+    masks = np.tri(width + 1, width, -1, dtype=np.uint8)
+    return masks.view(np.uint64)
 
 
 def _directory_bits(n: int) -> int:
@@ -190,12 +203,16 @@ def _starts(counts: npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.unsignedinte
 class _Run:
     """Sorted, duplicate-free keys with their latest offsets (offsets mutable, keys not)."""
 
-    __slots__ = ("base", "bits", "key", "released", "rest", "starts", "steps")
+    __slots__ = ("base", "bits", "key", "padded", "released", "rest", "starts", "steps", "windows")
 
     def __init__(
-        self, key: U64, rest: npt.NDArray[np.void], starts: npt.NDArray[Any], base: int
+        self, padded: U64, rest: npt.NDArray[np.void], starts: npt.NDArray[Any], base: int
     ) -> None:
-        self.key, self.rest, self.starts, self.base = key, rest, starts, base
+        """``padded``: the keys, then ``_WINDOW`` free items (made sentinels here)."""
+        self.padded, self.rest, self.starts, self.base = padded, rest, starts, base
+        self.key = padded[: len(rest)]
+        padded[len(rest) :] = np.uint64(2**64 - 1)
+        self.windows = sliding_window_view(padded, _WINDOW)  # windows[i]: key[i : i + _WINDOW]
         self.bits = (len(starts) - 1).bit_length() - 1
         self.steps = int(np.diff(starts).max()).bit_length()  # bisection steps for any bucket
         self.released = 0
@@ -210,7 +227,9 @@ class _Run:
         narrow = bool(delta.min() >= 0 and delta.max() < _OFFSET_DELTA_LIMIT)
         rest = np.empty(len(hi), dtype=REST if narrow else REST_WIDE)
         rest["mid"], rest["low"], rest["off"] = q.mid, q.low, delta if narrow else offsets
-        return cls(q.key, _void(rest), _starts(counts), base)
+        padded = np.empty(len(hi) + _WINDOW, dtype=np.uint64)
+        padded[: len(hi)] = q.key
+        return cls(padded, _void(rest), _starts(counts), base)
 
     def __len__(self) -> int:
         return len(self.key)
@@ -227,7 +246,7 @@ class _Run:
         return part.view(_LAYOUTS[self.rest.dtype])
 
     def nbytes(self) -> int:
-        return self.key.nbytes + self.rest.nbytes + self.starts.nbytes
+        return self.padded.nbytes + self.rest.nbytes + self.starts.nbytes
 
     def offsets(self, at: Index | slice | None = None) -> I64:
         """Absolute offsets at ``at`` (all of them when None)."""
@@ -244,37 +263,37 @@ class _Run:
 
     def prefix(self, first: int, end: int) -> U64:
         """Digest bits 0-63 of keys ``first:end``: the bucket's bits, then the stored ones."""
-        b0 = int(np.searchsorted(self.starts, first, side="right")) - 1
-        b1 = int(np.searchsorted(self.starts, end - 1, side="right"))
+        as_start = self.starts.dtype.type  # a Python int would make numpy convert all of starts
+        b0 = int(np.searchsorted(self.starts, as_start(first), side="right")) - 1
+        b1 = int(np.searchsorted(self.starts, as_start(end - 1), side="right"))
         edges = np.clip(self.starts[b0 : b1 + 1].astype(np.int64), first, end)
         buckets = np.repeat(np.arange(b0, b1, dtype=np.uint64), np.diff(edges))
         rest = self.key[first:end] >> np.uint64(IMPLIED_BITS)
         return (buckets << np.uint64(64 - self.bits)) | rest
 
-    def locate(self, buckets: Index, key: U64) -> I64:
-        """Where each query would go: the first key ``>= key`` in its bucket, or the bucket's end.
+    def locate(self, buckets: Index, key: U64) -> tuple[I64, I64]:
+        """Where each query would go (the first key ``>= key`` in its bucket, or the bucket's
+        end), and where its bucket ends.
 
         Buckets hold ~4-8 keys: compare each query with the first ``_WINDOW`` keys of its bucket
-        at once (one or two cache lines), and bisect only the rare bigger buckets' queries.
+        at once (two cache lines), count those below it and in the bucket (a popcount of the
+        comparison's bytes under a prefix mask), and bisect only the rare bigger buckets' queries.
         """
-        out = np.empty(len(key), dtype=np.int64)
-        last = len(self) - 1
-        for at in range(0, len(key), _LOOKUP_CHUNK):
-            q, b = key[at : at + _LOOKUP_CHUNK], buckets[at : at + _LOOKUP_CHUNK]
-            low = self.starts[b].astype(np.int64)
-            size = self.starts[b + 1].astype(np.int64) - low
-            window = np.minimum(low[:, None] + _WINDOW_STEPS, last)
-            below = (self.key[window] < q[:, None]) & (_WINDOW_STEPS < size[:, None])
-            ahead = below.sum(axis=1)
-            big = np.flatnonzero(ahead == _WINDOW_STEPS.size)
-            if len(big):
-                ahead[big] = self._bisect(low[big] + _WINDOW_STEPS.size, size[big] - _WINDOW_STEPS.size,
-                                          q[big]) - low[big]
-            out[at : at + len(q)] = low + ahead
-        return out
+        if len(key) > _LOOKUP_CHUNK:  # cache-sized temporaries
+            parts = [self.locate(buckets[at : at + _LOOKUP_CHUNK], key[at : at + _LOOKUP_CHUNK])
+                     for at in range(0, len(key), _LOOKUP_CHUNK)]
+            return np.concatenate([p for p, _ in parts]), np.concatenate([e for _, e in parts])
+        low = self.starts[buckets].astype(np.int64)
+        end = self.starts[buckets + 1].astype(np.int64)
+        below = (self.windows[low] < key[:, None]).view(np.uint64)  # 8 comparisons a word
+        below &= _prefix_masks(_WINDOW)[np.minimum(end - low, _WINDOW)]
+        ahead = np.bitwise_count(below).sum(axis=1, dtype=np.int64)
+        big = np.flatnonzero(ahead == _WINDOW)
+        if len(big):
+            ahead[big] = self._bisect(low[big] + _WINDOW, end[big], key[big]) - low[big]
+        return low + ahead, end
 
-    def _bisect(self, low: I64, size: I64, q: U64) -> I64:
-        high = low + size
+    def _bisect(self, low: I64, high: I64, q: U64) -> I64:
         last = len(self) - 1
         for _ in range(self.steps):
             mid = (low + high) >> 1
@@ -288,11 +307,32 @@ class _Run:
         pos, found, _ = self.lookup(q)
         return pos, found
 
+    def find_sorted(self, q: _Query) -> tuple[I64, Mask]:
+        """``find`` for queries sorted by digest, in one pass over the run (for big batches)."""
+        pos, found = np.zeros(len(q.key), dtype=np.int64), np.zeros(len(q.key), dtype=bool)
+        retry = [np.empty(0, dtype=np.intp)]
+        for first in range(0, len(self), _MERGE_CHUNK):
+            prefix = self.prefix(first, min(first + _MERGE_CHUNK, len(self)))
+            these = slice(int(np.searchsorted(q.top, prefix[0])),
+                          int(np.searchsorted(q.top, prefix[-1], side="right")))
+            at = np.searchsorted(prefix, q.top[these])  # the first key with the query's prefix
+            same = prefix[at] == q.top[these]
+            at += first
+            rest = self.fields(at)
+            hit = same & (self.key[at] == q.key[these])
+            hit &= (rest["mid"] == q.mid[these]) & (rest["low"] == q.low[these])
+            pos[these][hit], found[these][hit] = at[hit], True
+            retry.append(these.start + np.flatnonzero(same & ~hit))  # keys sharing the prefix
+        again = np.concatenate(retry)
+        again = again[~found[again]]
+        if len(again):
+            pos[again], found[again] = self.find(q.take(again))
+        return pos, found
+
     def lookup(self, q: _Query) -> tuple[I64, Mask, npt.NDArray[np.void]]:
         """``find``, plus ``rest`` at each position (where ``found``: the key's own)."""
         buckets = (q.top >> np.uint64(64 - self.bits)).astype(np.intp)
-        pos = self.locate(buckets, q.key)
-        end = self.starts[buckets + 1].astype(np.int64)
+        pos, end = self.locate(buckets, q.key)
         at = np.minimum(pos, len(self) - 1)
         same_key = (pos < end) & (self.key[at] == q.key)
         rest = self.fields(at)
@@ -323,29 +363,35 @@ class _Run:
 def _merge_runs(a: _Run, b: _Run) -> _Run:
     """Union of two runs without common keys, written front to back into a new run.
 
-    Both are walked in chunks of ``b``: a chunk's digest prefixes (bits 0-63) are searched among
-    those of the part of ``a`` they fall in, then that part and the chunk are woven into the output
-    and the pages both have given up are returned (``_Run.release``).
+    Both are walked in chunks of ``b``: a chunk's keys are located in ``a`` (as lookups do), then
+    the keys of ``a`` before the chunk's last and the chunk are woven into the output, and the
+    pages both have given up are returned (``_Run.release``). The output's directory is counted
+    from the digest prefixes of the keys as they go by.
     """
     n = len(a) + len(b)
     bits = _directory_bits(n)
-    shift = np.uint64(64 - bits)
-    counts = np.zeros(1 << bits, dtype=np.int64)
+    counts = np.zeros((1 << bits) + 1, dtype=np.int64)
+    for run in (a, b):  # a run with as many buckets or more: add them up, else count its keys
+        if run.bits >= bits:
+            counts[:-1] += np.diff(run.starts.astype(np.int64)).reshape(1 << bits, -1).sum(axis=1)
+    a_keys, b_keys = a.bits < bits, b.bits < bits
     rest = _alloc(n, a.rest.dtype if a.rest.dtype == b.rest.dtype else _VOID_WIDE)
-    out = _Run(_alloc(n, np.dtype(np.uint64)), rest, np.zeros(2, dtype=np.uint32), a.base)
+    padded = _alloc(n + _WINDOW, np.dtype(np.uint64))
+    out = _Run(padded, rest, np.zeros(2, dtype=np.uint32), a.base)
     done = taken = 0  # keys written, keys of ``a`` written
     for first in range(0, len(b), _MERGE_CHUNK):
         end = min(first + _MERGE_CHUNK, len(b))
-        b_prefix = b.prefix(first, end)
-        a_end = int(a.starts[(int(b_prefix[-1]) >> (64 - a.bits)) + 1])
-        a_prefix = a.prefix(taken, a_end) if a_end > taken else np.empty(0, dtype=np.uint64)
-        pos = _positions(a, taken, a_prefix, b, first, b_prefix)  # b[first + j] goes before a[pos[j]]
-        counts += np.bincount((b_prefix >> shift).astype(np.intp), minlength=1 << bits)
+        prefix = b.prefix(first, end)
+        if b_keys:
+            _count(counts, prefix, bits)
+        buckets = (prefix >> np.uint64(64 - a.bits)).astype(np.intp)
+        pos, _ = a.locate(buckets, b.key[first:end])  # b[first + j] goes before a[pos[j]]
         stop, k = int(pos[-1]), 0
-        counts += np.bincount((a_prefix[: stop - taken] >> shift).astype(np.intp), minlength=1 << bits)
         while True:  # a's keys up to the chunk's last, in pieces, with the chunk's keys among them
             piece_end = min(taken + _MERGE_CHUNK, stop)
             k_end = int(np.searchsorted(pos, piece_end)) if piece_end < stop else len(pos)
+            if a_keys and piece_end > taken:
+                _count(counts, a.prefix(taken, piece_end), bits)
             done = _weave(out, done, (a, taken, piece_end), (b, first + k, pos[k:k_end] - taken))
             taken, k = piece_end, k_end
             a.release(taken)
@@ -354,24 +400,19 @@ def _merge_runs(a: _Run, b: _Run) -> _Run:
         b.release(end)
     for first in range(taken, len(a), _MERGE_CHUNK):
         end = min(first + _MERGE_CHUNK, len(a))
-        counts += np.bincount((a.prefix(first, end) >> shift).astype(np.intp), minlength=1 << bits)
+        if a_keys:
+            _count(counts, a.prefix(first, end), bits)
         done = _weave(out, done, (a, first, end), (b, len(b), np.empty(0, dtype=np.int64)))
         a.release(end)
-    return _Run(out.key, out.rest, _starts(counts), a.base)
+    return _Run(padded, out.rest, _starts(counts[:-1]), a.base)
 
 
-def _positions(a: _Run, a_first: int, a_prefix: U64, b: _Run, b_first: int, b_prefix: U64) -> I64:
-    """Where ``b``'s keys go among ``a``'s, given the prefixes of ``a[a_first:]`` they fall in."""
-    pos = np.searchsorted(a_prefix, b_prefix).astype(np.int64)
-    at = np.minimum(pos, len(a_prefix) - 1)
-    tied = (pos < len(a_prefix)) & (a_prefix[at] == b_prefix) if len(a_prefix) else []
-    for j in np.flatnonzero(tied).tolist():  # equal digest bits 0-63: order on bits 64-79 (``key``)
-        i = int(pos[j])
-        key = b.key[b_first + j]
-        while i < len(a_prefix) and a_prefix[i] == b_prefix[j] and a.key[a_first + i] < key:
-            i += 1
-        pos[j] = i
-    return pos + a_first
+def _count(counts: I64, prefix: U64, bits: int) -> None:
+    """Add sorted digest prefixes to per-bucket counts (only the buckets they span)."""
+    buckets = (prefix >> np.uint64(64 - bits)).astype(np.intp)
+    first = int(buckets[0])
+    found = np.bincount(buckets - first)
+    counts[first : first + len(found)] += found
 
 
 def _weave(out: _Run, done: int, a_part: tuple[_Run, int, int], b_part: tuple[_Run, int, I64]) -> int:
@@ -422,13 +463,17 @@ def _key_groups(hi: U64, lo: U64) -> tuple[Index, Index]:
 
 
 def _digest_columns(hi: object, lo: object) -> tuple[U64, U64]:
-    """The caller's digests, with the bits the map does not compare cleared (so keys equal on
-    ``COMPARED_BITS`` are equal everywhere: in a batch, in a flush and in the capacity count)."""
     h = np.ascontiguousarray(hi, dtype=np.uint64)
-    lo_ = np.asarray(lo, dtype=np.uint64) & np.uint64(2**64 - (1 << (40 - IMPLIED_BITS)))
+    lo_ = np.ascontiguousarray(lo, dtype=np.uint64)
     if h.ndim != 1 or h.shape != lo_.shape:
         raise ValueError(f"digest columns must be 1-D of one length; found {h.shape}, {lo_.shape}")
     return h, lo_
+
+
+def _compared(lo: U64) -> U64:
+    """``lo`` without the digest bits the map drops, so keys equal on ``COMPARED_BITS`` group as
+    one (``_Query`` never reads those bits)."""
+    return lo & np.uint64(2**64 - (1 << (40 - IMPLIED_BITS)))
 
 
 class OffsetMap:
@@ -530,7 +575,7 @@ class OffsetMap:
         accepted = len(off) if limit is None else self._accept_count(h, lo_, limit)
         if accepted == 0:
             return 0
-        self._pending.append((h[:accepted].copy(), lo_[:accepted], off[:accepted].copy()))
+        self._pending.append((h[:accepted].copy(), lo_[:accepted].copy(), off[:accepted].copy()))
         self._pending_puts += accepted
         self.latest_offset = int(off[accepted - 1])
         if self._pending_puts >= max(_FLUSH_MIN_PUTS, self._size // _FLUSH_SHARE):
@@ -552,7 +597,7 @@ class OffsetMap:
         result = np.full(len(query.key), -1, dtype=np.int64)
         for run in self._runs:
             _, found, rest = run.lookup(query)
-            result[found] = run.offsets_of(rest[found])
+            np.copyto(result, run.offsets_of(rest), where=found)  # structured [mask] is slow
         return result
 
     def latest_offsets_sorted(self) -> I64:
@@ -580,7 +625,7 @@ class OffsetMap:
         if self._size + self._pending_puts + len(hi) <= limit:
             return len(hi)  # even if every put were a new key, none would be refused
         self._flush()
-        order, starts = _key_groups(hi, lo)
+        order, starts = _key_groups(hi, _compared(lo))
         new = np.zeros(len(hi), dtype=bool)
         new[np.minimum.reduceat(order, starts)] = True  # first put of each key in the batch
         query = _Query.of(hi, lo)
@@ -596,13 +641,14 @@ class OffsetMap:
         hi, lo, off = (np.concatenate(cols) for cols in zip(*self._pending))
         self._pending, self._pending_puts = [], 0
         self._base = int(off[0]) if self._base is None else self._base
-        order, starts = _key_groups(hi, lo)
+        order, starts = _key_groups(hi, _compared(lo))
         last = np.maximum.reduceat(order, starts)  # the latest put of each key, sorted by key
         del order, starts
         hi, lo, off = hi[last], lo[last], off[last]
         query = _Query.of(hi, lo)
-        for run in self._runs:
-            pos, found = run.find(query)
+        for run in self._runs:  # the queries are sorted: a big batch is cheaper to merge-join
+            big = len(hi) * 8 >= len(run)
+            pos, found = run.find_sorted(query) if big else run.find(query)
             if found.any():
                 run.set_offsets(pos[found], off[found])
                 keep = ~found

@@ -31,8 +31,8 @@ def _colliding_digest(key_id: int) -> tuple[int, int]:
 
 
 def _shared_key_digest(key_id: int) -> tuple[int, int]:
-    """Groups of four keys share digest bits 0-83 (all of a run's ``key``); bits 84-91 differ."""
-    return (key_id // 4) * 0x9E3779B97F4A7C15 % 2**64, (key_id << 36) | 0x5A5A
+    """Groups of four keys share digest bits 0-81 (all of a run's ``key``); bits 82-87 differ."""
+    return (key_id // 4) * 0x9E3779B97F4A7C15 % 2**64, (key_id << 40) | 0x5A5A
 
 
 def _bucket_digest(key_id: int) -> tuple[int, int]:
@@ -50,17 +50,17 @@ DIGESTS = {
 
 @contextmanager
 def _tiny_thresholds() -> Iterator[None]:
-    """Flush, merge, mmap and bisect after a handful of keys, so small tests reach them; and
-    keep 4 digest bits in directories of 16+ buckets (not 16 in 65536+), so they are cheap and
-    most runs refine them with stored bits."""
+    """Flush, merge, mmap and bisect after a handful of keys, so small tests reach them: keep 2
+    digest bits in directories of 4+ buckets (not 16 in 65536+), most runs refining them with
+    stored bits, and look at windows of 8 keys (buckets of ~8 keys often overflow them)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(om, "_FLUSH_MIN_PUTS", 5)
         mp.setattr(om, "_MERGE_CHUNK", 3)
         mp.setattr(om, "_LOOKUP_CHUNK", 4)
-        mp.setattr(om, "_WINDOW_STEPS", np.arange(1))
-        mp.setattr(om, "_BUCKET_KEYS", 1)
+        mp.setattr(om, "_WINDOW", 8)
+        mp.setattr(om, "_BUCKET_KEYS", 8)
         mp.setattr(om, "_MMAP_MIN_BYTES", 1)
-        mp.setattr(om, "IMPLIED_BITS", 4)
+        mp.setattr(om, "IMPLIED_BITS", 2)
         yield
 
 
@@ -296,7 +296,7 @@ def test_at_most_16_bytes_a_key_after_freeze() -> None:
         offset_map.put_batch(hi[at : at + 10_000], lo[at : at + 10_000], offsets)
     offset_map.freeze()
     assert offset_map.get_batch(hi[:5], lo[:5]).tolist() == [0, 3, 6, 9, 12]
-    assert offset_map.memory_bytes() == 15 * n + 4 * (2**16 + 1)
+    assert offset_map.memory_bytes() == 15 * n + 8 * om._WINDOW + 4 * (2**16 + 1)
     assert offset_map.memory_bytes() / n <= 16.0
 
 
@@ -307,7 +307,7 @@ def test_offsets_spanning_2_to_the_32_take_8_bytes_a_key() -> None:
     offsets = np.arange(n, dtype=np.int64) * 2**20  # spans > 2**32 offsets
     wide.put_batch(hi, lo, offsets)
     wide.freeze()
-    assert wide.memory_bytes() == 19 * n + 4 * (2**16 + 1)
+    assert wide.memory_bytes() == 19 * n + 8 * om._WINDOW + 4 * (2**16 + 1)
     assert np.array_equal(wide.get_batch(hi, lo), offsets)
     assert np.array_equal(wide.latest_offsets_sorted(), offsets)
 
@@ -329,6 +329,7 @@ def test_a_big_map_with_finer_directories_matches_numpy(monkeypatch: pytest.Monk
     monkeypatch.setattr(om, "_BUCKET_KEYS", 1)
     monkeypatch.setattr(om, "_MERGE_CHUNK", 5000)
     monkeypatch.setattr(om, "_FLUSH_MIN_PUTS", 20_000)
+    monkeypatch.setattr(om, "_RELEASE_SHIFT", 12)  # give back 4 KiB pages, as soon as consumed
     n, puts = 300_000, 600_000
     hi, lo = _random_digests(n, 9)
     ids = np.random.default_rng(10).integers(0, n, puts)
