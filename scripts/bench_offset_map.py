@@ -129,8 +129,10 @@ def distinct_keys(args: argparse.Namespace) -> None:
     print(f"latest_offsets_sorted    {sorted_s:8.2f} s")
     print(f"get (half absent)        {queries / get_s / 1e6:8.2f} M keys/s  ({get_s:.1f} s)")
     print(f"bytes/key (frozen)       {held / n:8.2f}  ({held / 2**20:.0f} MiB, with directory)")
-    print(f"build peak / frozen map  {build_peak * 2**20 / steady:8.2f}  "
-          f"(RSS grew {build_peak:.0f} MiB building a {steady / 2**20:.0f} MiB map)")
+    print(
+        f"build peak / frozen map  {build_peak * 2**20 / steady:8.2f}  "
+        f"(RSS grew {build_peak:.0f} MiB building a {steady / 2**20:.0f} MiB map)"
+    )
     print(f"peak RSS                 {peak_rss:8.0f} MiB  (before the map: {rss_before:.0f} MiB)")
     print(f"total (put+freeze+get)   {put_s + freeze_s + get_s:8.1f} s")
 
@@ -162,12 +164,18 @@ def clean_shape(args: argparse.Namespace) -> None:
         best["get"] = min(best["get"], time.perf_counter() - start)
         if not np.array_equal(got, expected):
             raise SystemExit("wrong lookup result")
-    print(f"clean shape: {CLEAN_RECORDS:,} records, {CLEAN_KEYS:,} keys, batches of {CLEAN_BATCH}; "
-          f"best of {args.repeat}")
-    print(f"put + freeze + latest    {CLEAN_RECORDS / best['put'] / 1e6:8.2f} M records/s  "
-          f"({best['put']:.2f} s)")
-    print(f"get                      {CLEAN_RECORDS / best['get'] / 1e6:8.2f} M records/s  "
-          f"({best['get']:.2f} s)")
+    print(
+        f"clean shape: {CLEAN_RECORDS:,} records, {CLEAN_KEYS:,} keys, batches of {CLEAN_BATCH}; "
+        f"best of {args.repeat}"
+    )
+    print(
+        f"put + freeze + latest    {CLEAN_RECORDS / best['put'] / 1e6:8.2f} M records/s  "
+        f"({best['put']:.2f} s)"
+    )
+    print(
+        f"get                      {CLEAN_RECORDS / best['get'] / 1e6:8.2f} M records/s  "
+        f"({best['get']:.2f} s)"
+    )
     print(f"bytes/key (frozen)       {offset_map.memory_bytes() / offset_map.size:8.2f}")
 
 

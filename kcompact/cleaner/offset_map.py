@@ -6,40 +6,40 @@ numpy, with no Python object per key. ``key_digests`` hashes keys with XXH3-128 
 from Python, 119 ns where ``md5(k).digest()`` takes 340) into ``hi``/``lo``: digest bits 0-63 and
 64-127, read big-endian per ``DIGEST_LAYOUT``.
 
-Layout, 15 bytes a key plus a directory of at most 1 (issue #7: at most 16). The map is a few
-*runs* (no key in two), each sorted by digest and split into ``2**bits`` buckets by the top
-``bits >= IMPLIED_BITS`` digest bits; ``starts`` (uint32, ``2**bits + 1``, ``2**bits <= keys / 4``)
-says where each bucket begins. A key's first ``IMPLIED_BITS`` (16) digest bits are therefore given
-by its position and not stored; the rest is, per key::
+Layout: 15 bytes a key plus a directory of at most 1 (issue #7: at most 16 in all). The map is a
+few *runs* (no key in two), each sorted by digest and split into ``2**bits`` buckets by the top
+``bits >= IMPLIED_BITS`` digest bits; ``starts`` (uint32, ``2**bits + 1`` entries, ``2**bits <=
+keys / 4``) says where each bucket begins. A key's first ``IMPLIED_BITS`` (16) digest bits are thus
+given by its position and not stored; per key, a run keeps ``key`` (uint64: digest bits 16-79,
+sorted within a bucket) and 7 bytes of ``REST`` (bits 80-103, ``offset - base`` in uint32; base:
+the first offset put). A run whose offsets do not fit (a span of 2**32 or more, or an offset below
+base) keeps ``REST_WIDE`` instead: the offset itself in int64, 19 bytes a key.
 
-    key   uint64  digest bits 16-79  (sorted within a bucket; bisected by lookups)
-    mid   uint16  digest bits 80-95
-    low   uint8   digest bits 96-103
-    off   uint32  offset - base (base: first offset put); int64 offsets for a run whose offsets
-                  span 2**32 or more (or fall below base): 23 bytes a key there
+Collisions: a lookup compares ``COMPARED_BITS`` = 104 digest bits (16 implied + 88 stored), so
+keys whose XXH3-128 digests agree on bits 0-103 are one key (the later put wins), where Kafka's MD5
+map needs all 128 bits to agree. 16 bytes cannot hold keys as distinct as 128-bit digests in a
+layout one can search: N random 128-bit digests carry ``log2 C(2**128, N) / N ~ 129.44 - log2 N``
+bits a key and which key has which offset at least ``log2(N!) / N ~ log2 N - 1.44`` more, i.e.
+128 bits a key with perfect entropy coding and no room for a directory, fixed-width fields or the
+offsets' own spread. We chose 16 bytes (issue #7's goal) and 104 bits. Chance that two distinct
+keys of one pass's map are taken for one (~ N**2 / 2 / 2**bits; the older one's records go)::
 
-Collisions. A lookup compares ``COMPARED_BITS`` = 104 bits (16 implied + 88 stored), so two keys
-whose XXH3-128 digests agree on bits 0-103 are one key (the later one's offset wins), where Kafka's
-MD5 needs all 128 bits. 16 bytes cannot hold 128-bit-equivalent keys plus their offsets: a set of N
-random 128-bit values needs ``log2 C(2**128, N) / N ~ 129.4 - log2 N`` bits a key (107 at 5M keys,
-103 at 100M) and offsets ``log2 N`` or more (22 and 27), i.e. more than 128 bits. We chose 16 bytes
-(issue #7's goal) and 104 bits. With pairs ~ N**2 / 2 (a wrong merge of two dirty keys), per pass:
+    keys    104 bits (this map)   96 bits (12-byte digest + offset)   128 bits (Kafka's MD5)
+    5M      6.2e-19               1.6e-16                             3.7e-26
+    100M    2.5e-16               6.3e-14                             1.5e-23
 
-    keys   104 bits (this map)    96 bits (12 B + offset)   128 bits (Kafka)
-    5M     6.2e-19                1.6e-16                   3.7e-26
-    100M   2.5e-16                6.3e-14                   1.5e-23
+and a key only in the clean part of the log is dropped with chance N / 2**104 each (5e-24 at 100M
+map keys). Both sit far below a disk's unrecoverable read error rate (~1e-15 a bit) and the 2**-32
+chance that CRC32C misses a corrupted batch, which Kafka accepts.
 
-and a key only in the clean part is wrongly dropped with probability (map keys) / 2**104 per key:
-4e-24 at 100M. Both are far below a disk's unrecoverable read rate (~1e-15 per bit) and CRC32C's
-2**-32 miss rate on a corrupted batch, which Kafka accepts.
-
-Build. Puts append to a *pending* list; a flush (at max(2**18, size / 32) puts, which bounds its
-sort's temporaries to ~2.5 bytes a key) keeps each key's last put, overwrites in place the offsets
-of keys a run holds, and makes a run of the new keys; the newest run merges into the previous one
-while at least half its size. A merge writes a new run front to back in chunks and returns each
-input's consumed pages to the system as it goes (``madvise``), so it needs the output plus one
-chunk, not both inputs plus the output. Lookups find a key's bucket in ``starts``, then bisect
-``key`` with fixed vectorised steps over 8192-query chunks (buckets hold ~4-8 keys).
+Build: puts append to a *pending* list; a flush (at max(2**20, size / 16) puts, which bounds its
+sort's temporaries to ~5 bytes a key) keeps each key's last put, overwrites in place the offsets of
+keys a run holds (a merge-join for big flushes), and makes a run of the new keys; the newest run
+merges into the previous one while at least half its size. A merge writes a new run front to back,
+locating chunks of the newer run in the older as lookups do, and gives each input's consumed 2 MiB
+pages back to the system as it goes (``madvise``): it needs the output plus a chunk, not the output
+plus both inputs. Lookups compare a query with the first 16 keys of its bucket at once (a popcount
+of the comparison bytes under a prefix mask gives its position) and bisect bigger buckets.
 
 Capacity: Kafka checks ``entries < floor(slots * load_factor)`` before every put, even of a key it
 holds. ``put_batch`` takes a batch blind while ``size + pending + len(batch) <= max_entries``, else
@@ -68,7 +68,6 @@ from numpy.lib.stride_tricks import sliding_window_view
 from kcompact.errors import ConfigError
 
 U64 = npt.NDArray[np.uint64]
-U32 = npt.NDArray[np.uint32]
 U16 = npt.NDArray[np.uint16]
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
@@ -97,11 +96,11 @@ COMPARED_BITS = IMPLIED_BITS + STORED_BITS
 _FLUSH_MIN_PUTS = 1 << 20  # pending puts before a flush; grows to size / _FLUSH_SHARE
 _FLUSH_SHARE = 16
 _BUCKET_KEYS = 4  # at least 4 keys a bucket on average: uint32 starts cost <= 1 byte a key
-_LOOKUP_CHUNK = 8192  # queries per vectorised bisection pass (cache-sized temporaries)
+_LOOKUP_CHUNK = 8192  # queries per vectorised pass (cache-sized temporaries)
 _WINDOW = 16  # keys of a bucket compared at once before bisecting the rest (a multiple of 8)
 _MERGE_CHUNK = 1 << 16  # keys a merge moves at a time
-_MMAP_MIN_BYTES = 1 << 20
-_RELEASE_SHIFT = 21  # give memory back by whole 2 MiB (huge) pages  # merge outputs this big live in their own mapping (pages returnable)
+_MMAP_MIN_BYTES = 1 << 20  # merge outputs this big live in their own mapping (pages returnable)
+_RELEASE_SHIFT = 21  # give memory back by whole 2 MiB (huge) pages
 _OFFSET_DELTA_LIMIT = 2**32
 _MADV_HUGEPAGE: int | None = getattr(mmap, "MADV_HUGEPAGE", None)  # Linux only
 _MADV_DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
@@ -176,8 +175,15 @@ def _release_prefix(array: npt.NDArray[Any], done: int, end: int) -> None:
     base = array.base
     while isinstance(base, np.ndarray):  # a view (``_Run.key`` of ``_Run.padded``)
         base = base.base
-    if _MADV_DONTNEED is not None and isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap):
-        first, last = done * array.itemsize >> _RELEASE_SHIFT, end * array.itemsize >> _RELEASE_SHIFT
+    if (
+        _MADV_DONTNEED is not None
+        and isinstance(base, memoryview)
+        and isinstance(base.obj, mmap.mmap)
+    ):
+        first, last = (
+            done * array.itemsize >> _RELEASE_SHIFT,
+            end * array.itemsize >> _RELEASE_SHIFT,
+        )
         if last > first:
             size = (last - first) << _RELEASE_SHIFT
             base.obj.madvise(_MADV_DONTNEED, first << _RELEASE_SHIFT, size)
@@ -234,6 +240,9 @@ class _Run:
     def __len__(self) -> int:
         return len(self.key)
 
+    def __reduce__(self) -> tuple[object, ...]:  # not ``windows``: a view, pickled as a copy
+        return (_Run, (self.padded, self.rest, self.starts, self.base))
+
     @property
     def wide(self) -> bool:
         return _LAYOUTS[self.rest.dtype] is REST_WIDE
@@ -280,8 +289,10 @@ class _Run:
         comparison's bytes under a prefix mask), and bisect only the rare bigger buckets' queries.
         """
         if len(key) > _LOOKUP_CHUNK:  # cache-sized temporaries
-            parts = [self.locate(buckets[at : at + _LOOKUP_CHUNK], key[at : at + _LOOKUP_CHUNK])
-                     for at in range(0, len(key), _LOOKUP_CHUNK)]
+            parts = [
+                self.locate(buckets[at : at + _LOOKUP_CHUNK], key[at : at + _LOOKUP_CHUNK])
+                for at in range(0, len(key), _LOOKUP_CHUNK)
+            ]
             return np.concatenate([p for p, _ in parts]), np.concatenate([e for _, e in parts])
         low = self.starts[buckets].astype(np.int64)
         end = self.starts[buckets + 1].astype(np.int64)
@@ -313,8 +324,10 @@ class _Run:
         retry = [np.empty(0, dtype=np.intp)]
         for first in range(0, len(self), _MERGE_CHUNK):
             prefix = self.prefix(first, min(first + _MERGE_CHUNK, len(self)))
-            these = slice(int(np.searchsorted(q.top, prefix[0])),
-                          int(np.searchsorted(q.top, prefix[-1], side="right")))
+            these = slice(
+                int(np.searchsorted(q.top, prefix[0])),
+                int(np.searchsorted(q.top, prefix[-1], side="right")),
+            )
             at = np.searchsorted(prefix, q.top[these])  # the first key with the query's prefix
             same = prefix[at] == q.top[these]
             at += first
@@ -415,7 +428,9 @@ def _count(counts: I64, prefix: U64, bits: int) -> None:
     counts[first : first + len(found)] += found
 
 
-def _weave(out: _Run, done: int, a_part: tuple[_Run, int, int], b_part: tuple[_Run, int, I64]) -> int:
+def _weave(
+    out: _Run, done: int, a_part: tuple[_Run, int, int], b_part: tuple[_Run, int, I64]
+) -> int:
     """Write ``a[first:end]`` and ``len(at)`` keys of ``b`` from ``b_first`` (key j before
     ``a[first + at[j]]``) to ``out`` from ``done``; return the new ``done``."""
     (a, first, end), (b, b_first, at) = a_part, b_part
@@ -606,7 +621,9 @@ class OffsetMap:
         if len(self._runs) == 1:
             latest = self._runs[0].offsets()
         else:
-            latest = np.concatenate([run.offsets() for run in self._runs] or [np.empty(0, np.int64)])
+            latest = np.concatenate(
+                [run.offsets() for run in self._runs] or [np.empty(0, np.int64)]
+            )
         latest.sort()
         return latest
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import pickle
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -347,11 +348,30 @@ def test_a_big_map_with_finer_directories_matches_numpy(monkeypatch: pytest.Monk
     assert np.array_equal(offset_map.latest_offsets_sorted(), np.sort(latest[latest >= 0]))
 
 
+def test_a_map_survives_pickling_at_its_size() -> None:
+    n = 300_000
+    hi, lo = _random_digests(n, 11)
+    offset_map = OffsetMap()
+    offset_map.put_batch(hi, lo, np.arange(n, dtype=np.int64))
+    offset_map.freeze()
+    data = pickle.dumps(offset_map)
+    assert len(data) < offset_map.memory_bytes() + 4096
+    again = pickle.loads(data)
+    assert np.array_equal(again.get_batch(hi, lo), np.arange(n))
+    assert again.size == n
+
+
 def test_keys_equal_on_the_first_104_digest_bits_are_one_key() -> None:
     """The documented collision model: bits 104-127 of the digest are not kept."""
     hi = np.full(3, 0x0123_4567_89AB_CDEF, dtype=np.uint64)
-    lo = np.array([0xFEDC_BA98_7654_3210, 0xFEDC_BA98_7654_3210 ^ (1 << 23),
-                   0xFEDC_BA98_7654_3210 ^ (1 << 24)], dtype=np.uint64)  # bits 104, 103
+    lo = np.array(
+        [
+            0xFEDC_BA98_7654_3210,
+            0xFEDC_BA98_7654_3210 ^ (1 << 23),
+            0xFEDC_BA98_7654_3210 ^ (1 << 24),
+        ],
+        dtype=np.uint64,
+    )  # bits 104, 103
     offset_map = OffsetMap()
     offset_map.put_batch(hi, lo, np.array([10, 11, 12], dtype=np.int64))
     assert offset_map.size == 2
