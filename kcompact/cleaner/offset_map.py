@@ -32,8 +32,8 @@ and a key only in the clean part of the log is dropped with chance N / 2**104 ea
 map keys). Both sit far below a disk's unrecoverable read error rate (~1e-15 a bit) and the 2**-32
 chance that CRC32C misses a corrupted batch, which Kafka accepts.
 
-Build: puts append to a *pending* list; a flush (at max(2**20, size / 16) puts, which bounds its
-sort's temporaries to ~5 bytes a key) keeps each key's last put, overwrites in place the offsets of
+Build: puts append to a *pending* list; a flush (at max(2**20, size / 32) puts, which bounds its
+sort's temporaries to ~2.5 bytes a key) keeps each key's last put, overwrites in place the offsets of
 keys a run holds (a merge-join for big flushes), and makes a run of the new keys; the newest run
 merges into the previous one while at least half its size. A merge writes a new run front to back,
 locating chunks of the newer run in the older as lookups do, and gives each input's consumed 2 MiB
@@ -94,7 +94,7 @@ COMPARED_BITS = IMPLIED_BITS + STORED_BITS
 """Digest bits that tell keys apart: keys equal on digest bits 0-103 are one key."""
 
 _FLUSH_MIN_PUTS = 1 << 20  # pending puts before a flush; grows to size / _FLUSH_SHARE
-_FLUSH_SHARE = 16
+_FLUSH_SHARE = 32
 _BUCKET_KEYS = 4  # at least 4 keys a bucket on average: uint32 starts cost <= 1 byte a key
 _LOOKUP_CHUNK = 8192  # queries per vectorised pass (cache-sized temporaries)
 _WINDOW = 16  # keys of a bucket compared at once before bisecting the rest (a multiple of 8)
@@ -485,10 +485,10 @@ def _digest_columns(hi: object, lo: object) -> tuple[U64, U64]:
     return h, lo_
 
 
-def _compared(lo: U64) -> U64:
-    """``lo`` without the digest bits the map drops, so keys equal on ``COMPARED_BITS`` group as
-    one (``_Query`` never reads those bits)."""
-    return lo & np.uint64(2**64 - (1 << (40 - IMPLIED_BITS)))
+def _compared_bits() -> np.uint64:
+    """The bits of ``lo`` the map compares: cleared, the others group keys equal on
+    ``COMPARED_BITS`` as one key (``_Query`` never reads them)."""
+    return np.uint64(2**64 - (1 << (40 - IMPLIED_BITS)))
 
 
 class OffsetMap:
@@ -642,7 +642,7 @@ class OffsetMap:
         if self._size + self._pending_puts + len(hi) <= limit:
             return len(hi)  # even if every put were a new key, none would be refused
         self._flush()
-        order, starts = _key_groups(hi, _compared(lo))
+        order, starts = _key_groups(hi, lo & _compared_bits())
         new = np.zeros(len(hi), dtype=bool)
         new[np.minimum.reduceat(order, starts)] = True  # first put of each key in the batch
         query = _Query.of(hi, lo)
@@ -658,7 +658,8 @@ class OffsetMap:
         hi, lo, off = (np.concatenate(cols) for cols in zip(*self._pending))
         self._pending, self._pending_puts = [], 0
         self._base = int(off[0]) if self._base is None else self._base
-        order, starts = _key_groups(hi, _compared(lo))
+        lo &= _compared_bits()  # in place: the flush's temporaries are the build's peak
+        order, starts = _key_groups(hi, lo)
         last = np.maximum.reduceat(order, starts)  # the latest put of each key, sorted by key
         del order, starts
         hi, lo, off = hi[last], lo[last], off[last]
