@@ -16,6 +16,10 @@ segments of unequal size. A chunk owns the batches that *start* in it, so any cu
   appends them, in order, to the group's one ``CleanedSegmentWriter``, which builds the indexes. The
   output is therefore the same bytes whatever the number of workers.
 
+Bulk results (entries, output bytes) travel through temporary files (``spill.py``): the pool's pipe
+costs several times more. At most :data:`AHEAD` chunks per worker are in flight beyond the one being
+consumed, and chunks are at most :data:`CHUNK_MAX_BYTES`, so what waits here stays bounded.
+
 ``jobs=None`` picks 1 for a round that reads at most :data:`AUTO_PARALLEL_BYTES` (forking and shipping
 results cost more than they save on a small partition), else ``min(2, usable CPUs)``.
 """
@@ -49,6 +53,14 @@ from kcompact.cleaner.offset_map import OffsetMap
 from kcompact.cleaner.options import Progress
 from kcompact.cleaner.oracle import RetentionOracle
 from kcompact.cleaner.plan import CleanPlan, SegmentPlan
+from kcompact.cleaner.spill import (
+    Spilled,
+    SpillWriter,
+    load_arrays,
+    read_spilled,
+    spill_arrays,
+    spool,
+)
 from kcompact.cleaner.stages import GroupOutput, finish_group, remove_outputs, write_group
 from kcompact.cleaner.stats import CleanStats
 from kcompact.cleaner.swap import CleanedSegmentWriter
@@ -65,7 +77,7 @@ AUTO_MAX_JOBS = 2
 
 T = TypeVar("T")
 
-_worker_state: tuple[CleanPlan, RetentionOracle | None] | None = None  # inherited through fork
+_worker_state: tuple[CleanPlan, RetentionOracle | None, Path] | None = None  # inherited through fork
 
 
 def fork_available() -> bool:
@@ -131,15 +143,16 @@ def _in_order(pool: Pool, task: Callable[[Chunk], T], chunks: list[Chunk], jobs:
 @contextmanager
 def _pool(jobs: int, plan: CleanPlan, oracle: RetentionOracle | None) -> Iterator[Pool]:
     global _worker_state
-    _worker_state = (plan, oracle)
-    try:
-        with multiprocessing.get_context("fork").Pool(processes=jobs) as pool:
-            yield pool
-    finally:
-        _worker_state = None
+    with spool() as directory:
+        _worker_state = (plan, oracle, directory)
+        try:
+            with multiprocessing.get_context("fork").Pool(processes=jobs) as pool:
+                yield pool
+        finally:
+            _worker_state = None
 
 
-def _state() -> tuple[CleanPlan, RetentionOracle | None]:
+def _state() -> tuple[CleanPlan, RetentionOracle | None, Path]:
     if _worker_state is None:  # a task outside a pool started by this module
         raise RuntimeError("kcompact.cleaner.parallel: worker state missing (not forked from _pool)")
     return _worker_state
@@ -184,33 +197,35 @@ def build_offset_map(
     return offset_map
 
 
-def _map_chunk(chunk: Chunk) -> SegmentKeys:
-    plan, _oracle = _state()
+def _map_chunk(chunk: Chunk) -> Spilled:
+    plan, _oracle, directory = _state()
     index, start, end = chunk
     slices = list(iter_dirty_keys(plan, plan.segments[index], start, end))
-    if len(slices) == 1:
-        return slices[0]
     put_ends, offset = [], 0
     for s in slices:
         put_ends.append(s.batch_put_ends + offset)
         offset += len(s.offsets)
-    return SegmentKeys(
+    return spill_arrays(directory, [
         np.concatenate([s.hi for s in slices]), np.concatenate([s.lo for s in slices]),
         np.concatenate([s.offsets for s in slices]), np.concatenate(put_ends),
         np.concatenate([s.batch_last_offsets for s in slices]),
         np.concatenate([s.batch_scanned for s in slices]),
-    )
+    ])
+
+
+def _keys(spilled: Spilled) -> SegmentKeys:
+    return SegmentKeys(*load_arrays(spilled))  # type: ignore[arg-type]
 
 
 def _per_segment(
-    plan: CleanPlan, segments: list[SegmentPlan], chunks: list[Chunk], results: Iterable[SegmentKeys]
+    plan: CleanPlan, segments: list[SegmentPlan], chunks: list[Chunk], results: Iterable[Spilled]
 ) -> Iterator[tuple[SegmentPlan, Iterator[SegmentKeys]]]:
     """Regroup the chunk results (in chunk order) per segment, lazily."""
     it = iter(results)
     per_segment = Counter(index for index, _start, _end in chunks)
     index = {s.base_offset: i for i, s in enumerate(plan.segments)}
     for seg in segments:
-        yield seg, (next(it) for _ in range(per_segment[index[seg.base_offset]]))
+        yield seg, (_keys(next(it)) for _ in range(per_segment[index[seg.base_offset]]))
 
 
 # --- pass 2 -------------------------------------------------------------------------------------
@@ -220,7 +235,7 @@ def _per_segment(
 class ChunkOutput:
     """What a worker sends back for one chunk of pass 2."""
 
-    data: bytes | bytearray  # the output batches, back to back
+    path: str  # the output batches, back to back (spill.SpillWriter)
     sizes: array[int]  # per output batch: its size, last offset and max timestamp
     last_offsets: array[int]
     max_timestamps: array[int]
@@ -230,12 +245,12 @@ class ChunkOutput:
 
 
 class _Collector:
-    def __init__(self) -> None:
-        self.data = bytearray()
+    def __init__(self, directory: Path) -> None:
+        self.out = SpillWriter(directory)
         self.sizes, self.last_offsets, self.max_timestamps = array("q"), array("q"), array("q")
 
     def append(self, data: bytes | memoryview, last_offset: int, max_timestamp: int) -> None:
-        self.data += data
+        self.out.write(data)
         self.sizes.append(len(data))
         self.last_offsets.append(last_offset)
         self.max_timestamps.append(max_timestamp)
@@ -281,17 +296,17 @@ def write_groups(
 
 
 def _filter_chunk(chunk: Chunk) -> ChunkOutput:
-    plan, oracle = _state()
+    plan, oracle, directory = _state()
     if oracle is None:
         raise RuntimeError("kcompact.cleaner.parallel: pass 2 without an oracle")
     index, start, end = chunk
     seg = plan.segments[index]
     stats = CleanStats()
     ctx = FilterContext.at(plan, seg, oracle, stats)
-    out = _Collector()
+    out = _Collector(directory)
     filter_segment(plan, seg, ctx, out.append, start, end)
     stop = seg.size_in_bytes if end is None else min(end, seg.size_in_bytes)
-    return ChunkOutput(out.data, out.sizes, out.last_offsets, out.max_timestamps,
+    return ChunkOutput(out.out.close(), out.sizes, out.last_offsets, out.max_timestamps,
                        max(0, stop - start), stats, tuple(ctx.txn.take_retained_aborted()))
 
 
@@ -309,11 +324,12 @@ def _assemble(
     retained: list[AbortedTxn] = []
     try:
         for part in parts:
-            view, position = memoryview(part.data), 0
-            for size, last_offset, max_timestamp in zip(part.sizes, part.last_offsets,
-                                                        part.max_timestamps):
-                writer.append(view[position:position + size], last_offset, max_timestamp)
-                position += size
+            with read_spilled(part.path) as view:
+                position = 0
+                for size, last_offset, max_timestamp in zip(part.sizes, part.last_offsets,
+                                                            part.max_timestamps):
+                    writer.append(view[position : position + size], last_offset, max_timestamp)
+                    position += size
             stats.add(part.stats)
             retained += part.retained
             if progress is not None:
