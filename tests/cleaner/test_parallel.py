@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -142,6 +143,16 @@ def both_ways(
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Cut segments into many chunks, so workers start mid-segment."""
     monkeypatch.setattr(parallel, "CHUNK_MIN_BYTES", 200)
+
+
+@pytest.fixture(autouse=True)
+def spool_left_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Workers' result files go to the temporary directory; none may stay there, even on failure."""
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spool))
+    yield
+    assert list(spool.iterdir()) == []
 
 
 def test_transactions_spanning_segments_are_cleaned_identically(tmp_path: Path) -> None:
