@@ -4,6 +4,11 @@
 rolls back an interrupted swap, loads the partition's facts, computes the cleanable range, builds the offset
 map, filters every segment group into a ``.cleaned`` segment, swaps each in, and finally advances the
 cleaner checkpoint. With ``dry_run`` it does everything but write.
+
+The round itself is the stages of ``stages.py`` run in order: a :class:`~kcompact.cleaner.plan.CleanPlan`,
+pass 1 (``mapping.py``) and pass 2 (``filtering.py``) — in this process or, with ``CleanOptions.jobs``
+above 1, in worker processes (``parallel.py``; the same bytes either way) — then ``commit_clean``. Around
+it: the optional roll, and segment retention before and after, as the broker's cleaner thread does.
 """
 
 from __future__ import annotations
