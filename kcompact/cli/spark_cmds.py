@@ -169,7 +169,8 @@ def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, mast
     """Write the records of partition directories or log dirs as Parquet: topic, partition, offset,
     timestamp, key, value, headers (key string, value binary), is_tombstone, is_control,
     is_transactional, producer_id. Without --latest every stored record is written (read_uncommitted:
-    control records and aborted transactions included, flagged). One Spark task per segment.
+    control records and aborted transactions included, flagged). Each Spark task reads about 64 MiB
+    of segments.
     """
     from kcompact.cli.spark_view import check_new_output, render_export
     from kcompact.spark.export import spark_export
