@@ -144,7 +144,7 @@ def clean_shape(args: argparse.Namespace) -> None:
     hi, lo = key_hi[ids], key_lo[ids]
     offsets = np.arange(CLEAN_RECORDS, dtype=np.int64)
     latest = np.full(CLEAN_KEYS, -1, dtype=np.int64)
-    latest[ids] = offsets  # numpy keeps the last write for repeated ids
+    np.maximum.at(latest, ids, offsets)  # offsets increase: the last put of each key wins
     expected = latest[ids]
     best = {"put": float("inf"), "get": float("inf")}
     for _ in range(args.repeat):

@@ -8,27 +8,27 @@ from Python, 119 ns where ``md5(k).digest()`` takes 340) into ``hi``/``lo``: dig
 
 Layout: 15 bytes a key plus a directory of at most 1 (issue #7: at most 16 in all). The map is a
 few *runs* (no key in two), each sorted by digest and split into ``2**bits`` buckets by the top
-``bits >= IMPLIED_BITS`` digest bits; ``starts`` (uint32, ``2**bits + 1`` entries, ``2**bits <=
-keys / 4``) says where each bucket begins. A key's first ``IMPLIED_BITS`` (16) digest bits are thus
-given by its position and not stored; per key, a run keeps ``key`` (uint64: digest bits 16-79,
-sorted within a bucket) and 7 bytes of ``REST`` (bits 80-103, ``offset - base`` in uint32; base:
-the first offset put). A run whose offsets do not fit (a span of 2**32 or more, or an offset below
+``bits`` digest bits, ``bits = max(IMPLIED_BITS, log2(keys / 4))``; ``starts`` (uint32, ``2**bits +
+1`` entries: at most a byte a key from 2**14 keys on, 16 KiB below) says where each bucket begins.
+A key's first ``IMPLIED_BITS`` (12) digest bits are thus given by its position and not stored;
+per key, a run keeps ``key`` (uint64: digest bits 12-75, sorted within a bucket) and 7 bytes of
+``REST`` (bits 76-99, ``offset - base`` in uint32; base: the first offset put). A run whose offsets do not fit (a span of 2**32 or more, or an offset below
 base) keeps ``REST_WIDE`` instead: the offset itself in int64, 19 bytes a key.
 
-Collisions: a lookup compares ``COMPARED_BITS`` = 104 digest bits (16 implied + 88 stored), so
-keys whose XXH3-128 digests agree on bits 0-103 are one key (the later put wins), where Kafka's MD5
+Collisions: a lookup compares ``COMPARED_BITS`` = 100 digest bits (12 implied + 88 stored), so
+keys whose XXH3-128 digests agree on bits 0-99 are one key (the later put wins), where Kafka's MD5
 map needs all 128 bits to agree. 16 bytes cannot hold keys as distinct as 128-bit digests in a
 layout one can search: N random 128-bit digests carry ``log2 C(2**128, N) / N ~ 129.44 - log2 N``
 bits a key and which key has which offset at least ``log2(N!) / N ~ log2 N - 1.44`` more, i.e.
 128 bits a key with perfect entropy coding and no room for a directory, fixed-width fields or the
-offsets' own spread. We chose 16 bytes (issue #7's goal) and 104 bits. Chance that two distinct
+offsets' own spread. We chose 16 bytes (issue #7's goal) and 100 bits. Chance that two distinct
 keys of one pass's map are taken for one (~ N**2 / 2 / 2**bits; the older one's records go)::
 
-    keys    104 bits (this map)   96 bits (12-byte digest + offset)   128 bits (Kafka's MD5)
-    5M      6.2e-19               1.6e-16                             3.7e-26
-    100M    2.5e-16               6.3e-14                             1.5e-23
+    keys    100 bits (this map)   96 bits (12-byte digest + offset)   128 bits (Kafka's MD5)
+    5M      9.9e-18               1.6e-16                             3.7e-26
+    100M    3.9e-15               6.3e-14                             1.5e-23
 
-and a key only in the clean part of the log is dropped with chance N / 2**104 each (5e-24 at 100M
+and a key only in the clean part of the log is dropped with chance N / 2**100 each (8e-23 at 100M
 map keys). Both sit far below a disk's unrecoverable read error rate (~1e-15 a bit) and the 2**-32
 chance that CRC32C misses a corrupted batch, which Kafka accepts.
 
@@ -38,8 +38,8 @@ keys a run holds (a merge-join for big flushes), and makes a run of the new keys
 merges into the previous one while at least half its size. A merge writes a new run front to back,
 locating chunks of the newer run in the older as lookups do, and gives each input's consumed 2 MiB
 pages back to the system as it goes (``madvise``): it needs the output plus a chunk, not the output
-plus both inputs. Lookups compare a query with the first 16 keys of its bucket at once (a popcount
-of the comparison bytes under a prefix mask gives its position) and bisect bigger buckets.
+plus both inputs. Lookups compare a query with the first 16 keys of its bucket at once (the sum of
+the comparison bytes under a prefix mask gives its position) and bisect bigger buckets.
 
 Capacity: Kafka checks ``entries < floor(slots * load_factor)`` before every put, even of a key it
 holds. ``put_batch`` takes a batch blind while ``size + pending + len(batch) <= max_entries``, else
@@ -76,7 +76,7 @@ Mask = npt.NDArray[np.bool_]
 
 DIGEST_LAYOUT = np.dtype([
     ("hi", ">u8"),  # digest bytes 0-7, big-endian: buckets and sorts the map
-    ("lo", ">u8"),  # digest bytes 8-15, big-endian: bits 64-103 are stored, 104-127 dropped
+    ("lo", ">u8"),  # digest bytes 8-15, big-endian: bits 64-99 are stored, 100-127 dropped
 ])  # fmt: skip
 """One XXH3-128 digest in its canonical byte order, split into the two words callers pass."""
 
@@ -86,18 +86,19 @@ KAFKA_MAX_MAP_MEMORY = 2**31 - 1
 """Kafka caps each cleaner thread's map memory at Integer.MAX_VALUE bytes."""
 DEFAULT_LOAD_FACTOR = 0.9
 """``log.cleaner.io.buffer.load.factor`` default."""
-IMPLIED_BITS = 16
+IMPLIED_BITS = 12
 """Leading digest bits a run keeps in its bucket directory instead of in each key."""
 STORED_BITS = 88
 """Digest bits stored a key after the implied ones (``key`` 64, ``mid`` 16, ``low`` 8)."""
 COMPARED_BITS = IMPLIED_BITS + STORED_BITS
-"""Digest bits that tell keys apart: keys equal on digest bits 0-103 are one key."""
+"""Digest bits that tell keys apart: keys equal on digest bits 0-99 are one key."""
 
 _FLUSH_MIN_PUTS = 1 << 20  # pending puts before a flush; grows to size / _FLUSH_SHARE
 _FLUSH_SHARE = 32
 _BUCKET_KEYS = 4  # at least 4 keys a bucket on average: uint32 starts cost <= 1 byte a key
 _LOOKUP_CHUNK = 8192  # queries per vectorised pass (cache-sized temporaries)
 _WINDOW = 16  # keys of a bucket compared at once before bisecting the rest (a multiple of 8)
+_BYTE_SUM = np.uint64(0x0101010101010101)  # x * this >> 56: the sum of x's bytes (if < 256)
 _MERGE_CHUNK = 1 << 16  # keys a merge moves at a time
 _MMAP_MIN_BYTES = 1 << 20  # merge outputs this big live in their own mapping (pages returnable)
 _RELEASE_SHIFT = 21  # give memory back by whole 2 MiB (huge) pages
@@ -122,14 +123,14 @@ def key_digests(keys: Sequence[bytes]) -> tuple[U64, U64]:
 
 
 REST = np.dtype([
-    ("mid", "<u2"),  # digest bits 80-95
-    ("low", "u1"),  # digest bits 96-103
+    ("mid", "<u2"),  # digest bits 76-91
+    ("low", "u1"),  # digest bits 92-99
     ("off", "<u4"),  # offset - base
 ])  # fmt: skip
 """The 7 bytes a key keeps besides ``key`` (packed, no padding)."""
 REST_WIDE = np.dtype([
-    ("mid", "<u2"),  # digest bits 80-95
-    ("low", "u1"),  # digest bits 96-103
+    ("mid", "<u2"),  # digest bits 76-91
+    ("low", "u1"),  # digest bits 92-99
     ("off", "<i8"),  # the offset itself: the run's offsets span 2**32 or more
 ])  # fmt: skip
 """``REST`` for a run whose offsets do not fit ``offset - base`` in 32 bits (11 bytes)."""
@@ -285,8 +286,8 @@ class _Run:
         end), and where its bucket ends.
 
         Buckets hold ~4-8 keys: compare each query with the first ``_WINDOW`` keys of its bucket
-        at once (two cache lines), count those below it and in the bucket (a popcount of the
-        comparison's bytes under a prefix mask), and bisect only the rare bigger buckets' queries.
+        at once (two cache lines), count those below it and in the bucket (the sum of the
+        comparison's bytes under a prefix mask, 8 at a time), and bisect only the rare bigger buckets' queries.
         """
         if len(key) > _LOOKUP_CHUNK:  # cache-sized temporaries
             parts = [
@@ -298,7 +299,7 @@ class _Run:
         end = self.starts[buckets + 1].astype(np.int64)
         below = (self.windows[low] < key[:, None]).view(np.uint64)  # 8 comparisons a word
         below &= _prefix_masks(_WINDOW)[np.minimum(end - low, _WINDOW)]
-        ahead = np.bitwise_count(below).sum(axis=1, dtype=np.int64)
+        ahead = ((below * _BYTE_SUM) >> np.uint64(56)).sum(axis=1, dtype=np.int64)  # 0/1 bytes
         big = np.flatnonzero(ahead == _WINDOW)
         if len(big):
             ahead[big] = self._bisect(low[big] + _WINDOW, end[big], key[big]) - low[big]
@@ -350,7 +351,7 @@ class _Run:
         same_key = (pos < end) & (self.key[at] == q.key)
         rest = self.fields(at)
         found = same_key & (rest["mid"] == q.mid) & (rest["low"] == q.low)
-        for i in np.flatnonzero(same_key & ~found).tolist():  # keys sharing digest bits 0-79
+        for i in np.flatnonzero(same_key & ~found).tolist():  # keys sharing digest bits 0-75
             for j in range(int(pos[i]) + 1, int(end[i])):
                 if self.key[j] != q.key[i]:
                     break
