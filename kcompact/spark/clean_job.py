@@ -123,13 +123,14 @@ def run_clean_task(task: CleanTask) -> tuple[Any, ...]:
         The partition's row (:data:`~kcompact.spark.rows.CLEAN_COLUMNS`).
     """
     host = socket.gethostname()
+    cpu_before = time.process_time()
     try:
         result = clean_partition(task.partition_dir, task.config, task.options)
     except KcompactError as err:
         return _failure_row(task, str(err), bug=False, executor=host)
     except Exception:  # noqa: BLE001 - a bug: reported with its traceback, the other partitions finish
         return _failure_row(task, traceback.format_exc(), bug=True, executor=host)
-    return clean_row(task.partition_dir, result, executor=host)
+    return clean_row(task.partition_dir, result, executor=host, task_cpu_s=time.process_time() - cpu_before)
 
 
 def _failure_row(task: CleanTask, error: str, *, bug: bool, executor: str | None,

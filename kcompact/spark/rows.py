@@ -12,7 +12,7 @@ A ``spark clean`` row is one partition::
     now_ms, dry_run, first_dirty_offset, ... checkpoint_*     the CleanResult's range and checkpoint
     bytes_read, ..., elapsed_s, size_reduction                CleanStats, flattened
     retention_deleted_segments, retention_bytes_deleted      segment retention, when it ran
-    distributed_map, executor                                 how and where it ran
+    distributed_map, executor, task_cpu_s                    how and where it ran, CPU it took
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ _CLEAN_TAIL: tuple[tuple[str, str], ...] = (
     ("retention_bytes_deleted", "bigint"),
     ("distributed_map", "boolean"),
     ("executor", "string"),
+    ("task_cpu_s", "double"),  # CPU seconds of the task's process (None on the driver's path)
 )
 
 
@@ -111,6 +112,7 @@ def clean_row(
     bug: bool = False,
     distributed_map: bool = False,
     executor: str | None = None,
+    task_cpu_s: float | None = None,
 ) -> tuple[Any, ...]:
     """One partition's ``spark clean`` row, in :data:`CLEAN_COLUMNS` order.
 
@@ -121,13 +123,14 @@ def clean_row(
         bug: the failure was not a :class:`~kcompact.errors.KcompactError`.
         distributed_map: the partition was cleaned with the distributed offset map on the driver.
         executor: the host that ran the task.
+        task_cpu_s: CPU seconds (user + system) the task's process spent on it.
 
     Returns:
         The row's values.
     """
     values: dict[str, Any] = {name: None for name, _ in CLEAN_COLUMNS}
     values.update(partition_dir=partition_dir, error=error, distributed_map=distributed_map,
-                  executor=executor, recovery_actions=[], warnings=[])
+                  executor=executor, task_cpu_s=task_cpu_s, recovery_actions=[], warnings=[])
     if result is None:
         values["status"] = STATUS_BUG if bug else STATUS_FAILED
     else:
