@@ -5,9 +5,20 @@
 ``kcompact.spark``, and hand the result to ``spark_view``. Only click is imported at module level:
 pyspark is loaded when a command runs, so ``kcompact --help`` works without the ``spark`` extra
 (a command then exits 2 saying ``pip install 'kcompact[spark]'``).
+
+This file is also the driver file to hand ``spark-submit``, which runs a *file*::
+
+    spark-submit --master spark://host:7077 "$(python -m kcompact.cli.spark_cmds --path)" \\
+        spark clean /shared/kafka-logs
+
+Run that way, it takes its own directory off ``sys.path`` (``spark-submit`` puts it first) and runs
+the ``kcompact`` command line; the session keeps the master ``spark-submit`` chose.
 """
 
 from __future__ import annotations
+
+import os
+import sys
 
 import click
 
@@ -180,3 +191,22 @@ def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, mast
     with command_session(master, verbose=verbose) as (spark, startup_s):
         summary = spark_export(spark, paths, output, latest=latest)
     render_export(summary, startup_s, as_json=as_json)
+
+
+def submit_main() -> None:
+    """The ``spark-submit`` driver: run ``kcompact`` with this process's arguments (``--path`` alone
+    prints this file's path instead)."""
+    if sys.argv[1:] == ["--path"]:
+        click.echo(os.path.abspath(__file__))
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    if sys.path and os.path.abspath(sys.path[0] or os.curdir) == here:
+        del sys.path[0]
+    from kcompact.cli.main import main
+
+    sys.argv[0] = "kcompact"
+    main()
+
+
+if __name__ == "__main__":
+    submit_main()

@@ -13,6 +13,5 @@ Modules:
     export       ``spark_export``: records (or the latest value per key) as Parquet.
     datasource   the ``kcompact`` Python data source (``spark.read.format("kcompact")``).
     rows         row values and DDL schemas of the DataFrames.
-    submit       the driver file for ``spark-submit`` (runs the ``kcompact`` command line).
     distributed_map, distributed_round   (S5) the distributed offset map for partitions too big for one task.
 """

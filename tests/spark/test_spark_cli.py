@@ -166,10 +166,10 @@ def test_an_existing_output_is_refused_with_exit_2(tmp_path: Path) -> None:
 
 
 def test_the_spark_submit_driver_file_runs_the_command_line_without_shadowing_the_stdlib() -> None:
-    proc = subprocess.run([sys.executable, "-m", "kcompact.spark.submit", "--path"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "kcompact.cli.spark_cmds", "--path"], capture_output=True,
                           text=True, check=True, cwd=REPO_ROOT)
     driver = proc.stdout.strip()
-    assert driver.endswith("kcompact/spark/submit.py")
+    assert driver.endswith("kcompact/cli/spark_cmds.py")
     ran = subprocess.run([sys.executable, driver, "spark", "--help"], capture_output=True, text=True,
                          check=False, cwd="/")  # as spark-submit runs it: its directory first on sys.path
     assert ran.returncode == 0, ran.stderr
