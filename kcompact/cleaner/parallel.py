@@ -21,7 +21,9 @@ costs several times more. At most :data:`AHEAD` chunks per worker are in flight 
 consumed, and chunks are at most :data:`CHUNK_MAX_BYTES`, so what waits here stays bounded.
 
 ``jobs=None`` picks 1 for a round that reads at most :data:`AUTO_PARALLEL_BYTES` (forking and shipping
-results cost more than they save on a small partition), else ``min(2, usable CPUs)``.
+results cost more than they save on a small partition), else ``min(2, spare CPUs)``: usable CPUs minus
+the load the machine already carries (1-minute load average), since on a busy machine the workers only
+add their overhead (plain bench shape at load 5 on 2 cores: 2.7 s with two workers, 2.3 s without).
 """
 
 from __future__ import annotations
@@ -107,7 +109,18 @@ def resolve_jobs(jobs: int | None, plan: CleanPlan) -> int:
     read = sum(s.size_in_bytes for s in plan.segments if s.base_offset < plan.end_offset)
     if read <= AUTO_PARALLEL_BYTES:
         return 1
-    return max(1, min(AUTO_MAX_JOBS, _usable_cpus()))
+    return max(1, min(AUTO_MAX_JOBS, _spare_cpus()))
+
+
+def _spare_cpus() -> int:
+    """Usable CPUs not already busy (by the 1-minute load average, this process's own share aside):
+    on a loaded machine more processes only add their cost (measured: see the report)."""
+    cpus = _usable_cpus()
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:  # no load average here
+        return cpus
+    return max(1, min(cpus, int(cpus - busy + 1)))
 
 
 def _usable_cpus() -> int:

@@ -237,7 +237,14 @@ def test_jobs_default_to_one_for_a_small_round(tmp_path: Path, monkeypatch: pyte
     assert parallel.resolve_jobs(None, plan) == 1
     assert parallel.resolve_jobs(3, plan) == 3
     monkeypatch.setattr(parallel, "AUTO_PARALLEL_BYTES", 100)
-    assert parallel.resolve_jobs(None, plan) == min(2, parallel._usable_cpus())
+    monkeypatch.setattr(parallel, "_usable_cpus", lambda: 4)
+    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (0.7, 0.0, 0.0))
+    assert parallel.resolve_jobs(None, plan) == 2
+    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (3.2, 0.0, 0.0))  # under one spare core
+    assert parallel.resolve_jobs(None, plan) == 1
+    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (9.0, 0.0, 0.0))
+    assert parallel.resolve_jobs(None, plan) == 1
+    assert parallel.resolve_jobs(2, plan) == 2  # an explicit number is taken as given
     monkeypatch.setattr(parallel, "fork_available", lambda: False)
     assert parallel.resolve_jobs(2, plan) == 1
     with pytest.raises(ConfigError, match="jobs; expected at least 1, found 0"):
