@@ -180,6 +180,8 @@ def bench_clean(args: object, workdir: Path) -> list[Row]:
         ]
         for jobs in ("1", "auto"):
             copy_seconds = _fresh_copy(source, target)
+            rows.append((f"{name} jobs={jobs}: 1-minute load average before the run",
+                         os.getloadavg()[0], "load"))  # auto uses workers only on spare CPUs
             run = _child_clean(target / source.name, jobs)
             identical = _digests(target) == expected
             print(f"{name} jobs={jobs}: identical: {'yes' if identical else 'no'}", file=sys.stderr)
