@@ -29,8 +29,9 @@ keys of one pass's map are taken for one (~ N**2 / 2 / 2**bits; the older one's 
     100M    3.9e-15               6.3e-14                             1.5e-23
 
 and a key only in the clean part of the log is dropped with chance N / 2**100 each (8e-23 at 100M
-map keys). Both sit far below a disk's unrecoverable read error rate (~1e-15 a bit) and the 2**-32
-chance that CRC32C misses a corrupted batch, which Kafka accepts.
+map keys). Both sit far below the chance that such a pass meets an unrecoverable disk read error
+(~1e-15 a bit read: ~1e-3 over 100 GB) and the 2**-32 chance that CRC32C misses a corrupted
+batch, which Kafka accepts. (The layout before issue #7 kept all 128 bits, at 20.5-21 bytes a key.)
 
 Build: puts append to a *pending* list; a flush (at max(2**20, size / 32) puts, which bounds its
 sort's temporaries to ~2.5 bytes a key) keeps each key's last put, overwrites in place the offsets of
@@ -98,6 +99,7 @@ _FLUSH_SHARE = 32
 _BUCKET_KEYS = 4  # at least 4 keys a bucket on average: uint32 starts cost <= 1 byte a key
 _LOOKUP_CHUNK = 8192  # queries per vectorised pass (cache-sized temporaries)
 _WINDOW = 16  # keys of a bucket compared at once before bisecting the rest (a multiple of 8)
+_WINDOW_QUERIES = 512  # lookups of more queries bisect (measured at 0.5M-10M keys)
 _BYTE_SUM = np.uint64(0x0101010101010101)  # x * this >> 56: the sum of x's bytes (if < 256)
 _MERGE_CHUNK = 1 << 16  # keys a merge moves at a time
 _MMAP_MIN_BYTES = 1 << 20  # merge outputs this big live in their own mapping (pages returnable)
@@ -285,9 +287,11 @@ class _Run:
         """Where each query would go (the first key ``>= key`` in its bucket, or the bucket's
         end), and where its bucket ends.
 
-        Buckets hold ~4-8 keys: compare each query with the first ``_WINDOW`` keys of its bucket
-        at once (two cache lines), count those below it and in the bucket (the sum of the
-        comparison's bytes under a prefix mask, 8 at a time), and bisect only the rare bigger buckets' queries.
+        Buckets hold ~4-8 keys. Many queries are bisected in step (``self.steps`` vectorised
+        steps). A few (a cleaner's batch), where numpy's per-call cost dominates, are compared
+        with the first ``_WINDOW`` keys of their bucket at once (two cache lines) and counted
+        (the sum of the comparison's bytes under a prefix mask, 8 at a time); only bigger
+        buckets' queries are bisected then.
         """
         if len(key) > _LOOKUP_CHUNK:  # cache-sized temporaries
             parts = [
@@ -297,6 +301,8 @@ class _Run:
             return np.concatenate([p for p, _ in parts]), np.concatenate([e for _, e in parts])
         low = self.starts[buckets].astype(np.int64)
         end = self.starts[buckets + 1].astype(np.int64)
+        if len(key) > _WINDOW_QUERIES:  # many queries: fewer element operations win
+            return self._bisect(low, end, key), end
         below = (self.windows[low] < key[:, None]).view(np.uint64)  # 8 comparisons a word
         below &= _prefix_masks(_WINDOW)[np.minimum(end - low, _WINDOW)]
         ahead = ((below * _BYTE_SUM) >> np.uint64(56)).sum(axis=1, dtype=np.int64)  # 0/1 bytes
