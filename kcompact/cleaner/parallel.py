@@ -31,6 +31,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import os
+import threading
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -79,6 +80,7 @@ AUTO_MAX_JOBS = 2
 
 T = TypeVar("T")
 
+_POOL_LOCK = threading.Lock()
 _worker_state: tuple[CleanPlan, RetentionOracle | None, Path] | None = None  # inherited through fork
 
 
@@ -155,8 +157,10 @@ def _in_order(pool: Pool, task: Callable[[Chunk], T], chunks: list[Chunk], jobs:
 
 @contextmanager
 def _pool(jobs: int, plan: CleanPlan, oracle: RetentionOracle | None) -> Iterator[Pool]:
+    """A forked pool whose workers see ``plan`` and ``oracle``; one at a time per process, since the
+    workers read them from a module global (a pool may fork a replacement worker at any time)."""
     global _worker_state
-    with spool() as directory:
+    with _POOL_LOCK, spool() as directory:
         _worker_state = (plan, oracle, directory)
         try:
             with multiprocessing.get_context("fork").Pool(processes=jobs) as pool:
