@@ -200,7 +200,7 @@ def build_offset_map(
     """
     offset_map = new_offset_map(plan, dedupe_buffer_size)
     dirty = [plan.segment(base) for base in plan.dirty_segments]
-    if jobs <= 1:
+    if jobs <= 1 or not dirty:
         serial = ((seg, iter_dirty_keys(plan, seg)) for seg in dirty)
         stats.records_scanned += fill_offset_map(plan, offset_map, serial, progress)
     else:
@@ -292,7 +292,7 @@ def write_groups(
     """
     outputs: list[GroupOutput] = []
     try:
-        if jobs <= 1:
+        if jobs <= 1 or not plan.groups:
             for index in range(len(plan.groups)):
                 outputs.append(write_group(plan, index, oracle, dry_run=dry_run, progress=progress))
             return outputs
