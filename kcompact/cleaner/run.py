@@ -12,7 +12,7 @@ does not stop the others.
 **Worker processes.** Several partitions of a log dir are cleaned at once in forked worker processes
 (processes, not threads: the codecs and the record loops hold the GIL). :func:`partition_workers` picks
 how many: ``jobs`` when given, else one per usable core (at most one per partition) once the log dir
-holds at least :data:`POOL_MIN_BYTES` of segments, and one below that (a pool costs a fork per worker
+holds enough work (:data:`POOL_MIN_WORK_BYTES`), and one below that (a pool costs a fork per worker
 and a pickled result per partition). The parent still picks the order, and collects results, failures
 and progress in that order, so the run is the same as a serial one except for timings. Each partition
 takes its own partition lock and advances the log dir's cleaner checkpoint with
@@ -50,12 +50,19 @@ from kcompact.segment.partition import (
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-POOL_MIN_BYTES = 1024 * 1024
-"""Below this many bytes of segments in the partitions to clean, auto ``jobs`` stays in one process.
+POOL_MIN_WORK_BYTES = 20 * 1024 * 1024
+"""Auto ``jobs`` uses a pool once the partitions' segment bytes, plus :data:`PARTITION_WORK_BYTES` per
+partition, reach this; below it one process is as fast or faster.
 
-Measured on a 2-core machine (``clean_path`` with imports warm, best of 9): starting two forked workers
-costs about 8 ms, and the pool breaks even at about 0.8 MB in all (2 x 0.4 MB: 25.4 ms either way;
-4 x 0.2 MB: 35.7 -> 33.9 ms; 2 x 1 MB: 45 -> 37 ms; 8 x 1 MB: 181 -> 115 ms)."""
+Measured on a quiet 2-core machine (``clean_path`` with imports warm, best of 11): a serial clean costs
+about 6 ms per partition (config, locks, fsyncs) plus 4 ms per MB, and a pool of two forked workers
+breaks even at about 60 ms of serial work (6 x 1 MB: 59.7 -> 56.2 ms; 12 x 0.1 MB: 74.4 -> 73.7 ms;
+2 x 8 MB: 68.3 -> 64.0 ms), loses below it (2 x 1 MB: 19.9 -> 26.8 ms; 4 x 1 MB: 38.1 -> 41.2 ms) and
+wins above it (16 x 1 MB: 147 -> 115 ms; 32 x 0.25 MB: 202 -> 158 ms). On a loaded machine the pool
+gains less: two workers need two idle cores."""
+
+PARTITION_WORK_BYTES = 1536 * 1024
+"""A partition's fixed cost in a clean, counted as this many bytes of segments (6 ms at 4 ms per MB)."""
 
 ProgressCallback = Callable[[str, int, int], None]
 
@@ -269,14 +276,14 @@ def partition_workers(jobs: int | None, sizes_in_bytes: Sequence[int]) -> int:
         sizes_in_bytes: each partition's segment bytes, one per partition to clean.
 
     Returns:
-        ``min(jobs, partitions)``; for auto, ``min(usable cores, partitions)`` once the partitions
-        hold :data:`POOL_MIN_BYTES` together, else 1.
+        ``min(jobs, partitions)``; for auto, ``min(usable cores, partitions)`` once their bytes plus
+        :data:`PARTITION_WORK_BYTES` each reach :data:`POOL_MIN_WORK_BYTES`, else 1.
     """
     if len(sizes_in_bytes) < 2:
         return 1
     if jobs is not None:
         return max(1, min(jobs, len(sizes_in_bytes)))
-    if sum(sizes_in_bytes) < POOL_MIN_BYTES:
+    if sum(sizes_in_bytes) + PARTITION_WORK_BYTES * len(sizes_in_bytes) < POOL_MIN_WORK_BYTES:
         return 1
     return max(1, min(usable_cpus(), len(sizes_in_bytes)))
 

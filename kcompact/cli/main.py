@@ -159,8 +159,8 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
                    "names, else the one beside each partition's log dir).")
 @click.option("--jobs", default=None, callback=parse_jobs, metavar="N|auto",
               help="Worker processes for a log dir's partitions (for one partition: its own "
-                   "parallelism). Default auto: one per core once the partitions hold 1 MiB, "
-                   "else 1.")
+                   "parallelism). Default auto: one per core once there is enough to do (about "
+                   "80 ms of work: 20 MiB, counting 1.5 MiB per partition), else 1.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def clean_command(
     path: str,

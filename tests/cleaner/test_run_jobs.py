@@ -16,7 +16,8 @@ import pytest
 import kcompact.cleaner.run as run_module
 from kcompact.cleaner.cleaner import CleanOptions, CleanResult
 from kcompact.cleaner.run import (
-    POOL_MIN_BYTES,
+    PARTITION_WORK_BYTES,
+    POOL_MIN_WORK_BYTES,
     CleanRun,
     clean_path,
     partition_workers,
@@ -151,14 +152,18 @@ def test_jobs_below_one_is_refused(template: Path, jobs: int) -> None:
 
 
 def test_partition_workers_table() -> None:
-    big, cores = POOL_MIN_BYTES, usable_cpus()
+    mib, cores = 1024 * 1024, usable_cpus()
+    assert (POOL_MIN_WORK_BYTES, PARTITION_WORK_BYTES) == (20 * mib, 3 * mib // 2)
     assert partition_workers(None, []) == 1
-    assert partition_workers(None, [100 * big]) == 1  # one partition: its own jobs decide
-    assert partition_workers(4, [100 * big]) == 1
-    assert partition_workers(None, [big // 2 - 1, big // 2]) == 1  # too small to pay for a pool
-    assert partition_workers(None, [big // 2, big // 2]) == min(cores, 2)
-    assert partition_workers(None, [big] * 300) == cores
-    assert partition_workers(1, [big] * 300) == 1
+    assert partition_workers(None, [1000 * mib]) == 1  # one partition: its own jobs decide
+    assert partition_workers(4, [1000 * mib]) == 1
+    assert partition_workers(None, [1 * mib] * 7) == 1  # 7 + 10.5 MiB of work: a pool would not pay
+    assert partition_workers(None, [1 * mib] * 8) == min(cores, 8)  # 8 + 12 MiB
+    assert partition_workers(None, [1] * 13) == 1  # 19.5 MiB of work: partitions' fixed costs count
+    assert partition_workers(None, [1] * 14) == min(cores, 14)  # 21 MiB
+    assert partition_workers(None, [8 * mib, 9 * mib]) == min(cores, 2)  # 17 + 3 MiB
+    assert partition_workers(None, [mib] * 300) == cores
+    assert partition_workers(1, [mib] * 300) == 1
     assert partition_workers(3, [1] * 5) == 3  # an explicit count is honoured even for tiny ones
     assert partition_workers(8, [1, 1]) == 2
 

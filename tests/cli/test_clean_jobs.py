@@ -94,7 +94,8 @@ def test_help_describes_jobs() -> None:
     result = CliRunner(env={"COLUMNS": "100"}).invoke(cli, ["clean", "--help"])
     assert result.exit_code == 0
     assert "--jobs N|auto" in result.stdout
-    assert "one per core once the partitions hold 1 MiB" in " ".join(result.stdout.split())
+    assert "Default auto: one per core once there is enough to do (about 80 ms of work: 20 MiB, counting " \
+           "1.5 MiB per partition), else 1." in " ".join(result.stdout.split())
 
 
 def test_progress_bar_starts_its_thread_only_at_the_first_update(monkeypatch: pytest.MonkeyPatch) -> None:
