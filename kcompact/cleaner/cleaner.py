@@ -9,6 +9,11 @@ The round itself is the stages of ``stages.py`` run in order: a :class:`~kcompac
 pass 1 (``mapping.py``) and pass 2 (``filtering.py``) — in this process or, with ``CleanOptions.jobs``
 above 1, in worker processes (``parallel.py``; the same bytes either way) — then ``commit_clean``. Around
 it: the optional roll, and segment retention before and after, as the broker's cleaner thread does.
+
+Passes 1 and 2 are the one step a caller may swap: ``clean_partition(..., round_runner=...)`` runs them
+through a :data:`RoundRunner` instead (``kcompact.spark.distributed_map`` builds the offset map as a Spark
+shuffle there); everything else — locks, recovery, roll, range, plan, commit, retention — stays this
+module's, so the distributed clean cannot drift from the serial one.
 """
 
 from __future__ import annotations
@@ -17,17 +22,19 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kcompact.cleaner.log_state import LogState, load_log_state
 from kcompact.cleaner.options import DEFAULT_OPTIONS, CleanOptions, CleanResult, Progress
 from kcompact.cleaner.oracle import OffsetMapOracle
 from kcompact.cleaner.parallel import build_offset_map, resolve_jobs, write_groups
-from kcompact.cleaner.plan import build_plan
+from kcompact.cleaner.plan import CleanPlan, build_plan
 from kcompact.cleaner.ranges import compute_cleanable_range
 from kcompact.cleaner.retention import RetentionResult, apply_retention, plan_retention
 from kcompact.cleaner.stages import (
+    GroupOutput,
     commit_clean,
     nothing_to_clean,
     refuse_unsupported,
@@ -46,7 +53,22 @@ from kcompact.segment.partition import (
     open_partition,
 )
 
-__all__ = ["CleanOptions", "CleanResult", "Progress", "clean_partition"]
+__all__ = ["CleanOptions", "CleanResult", "Progress", "RoundOutput", "RoundRunner", "clean_partition"]
+
+
+@dataclass(frozen=True, slots=True)
+class RoundOutput:
+    """What passes 1 and 2 of a round hand to ``commit_clean``."""
+
+    plan: CleanPlan  # the round as run: ``plan.bounded(...)`` when a bounded map filled early
+    outputs: list[GroupOutput]  # one per group, in order; the ``.cleaned`` files are written, not swapped
+    map_stats: CleanStats  # pass 1's counters
+
+
+RoundRunner = Callable[[CleanPlan, CleanOptions, Progress | None], RoundOutput]
+"""Passes 1 and 2 of a built plan: ``(plan, options, progress) -> RoundOutput``. It writes each group's
+``.cleaned`` files (nothing with ``options.dry_run``) and swaps nothing; on failure it leaves no
+``.cleaned`` file behind."""
 
 
 def clean_partition(
@@ -54,6 +76,8 @@ def clean_partition(
     config: TopicConfig,
     options: CleanOptions = DEFAULT_OPTIONS,
     progress: Progress | None = None,
+    *,
+    round_runner: RoundRunner | None = None,
 ) -> CleanResult:
     """Clean one partition directory exactly as one round of Kafka 4.1's log cleaner.
 
@@ -62,6 +86,11 @@ def clean_partition(
         config: the topic's effective configuration.
         options: clock, dry run, bounded map, …
         progress: called with byte counts as segments are read (for a progress bar).
+        round_runner: runs passes 1 and 2 elsewhere (the distributed offset map); None runs them in
+            this process or its workers. With a runner, leftovers of an interrupted clean are settled
+            without first rehearsing the clean on a staged copy (that rehearsal is a local dry run:
+            the very map a runner exists to avoid), so a round that then fails leaves the settled
+            partition, as a broker's loader would make it.
 
     Returns:
         The :class:`CleanResult`.
@@ -75,17 +104,18 @@ def clean_partition(
     refuse_unsupported(partition, config)
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     result = CleanResult(str(partition.path), partition.topic, partition.partition, now_ms, options.dry_run)
+    runner = round_runner or _run_round_here
     if options.dry_run:
-        return _clean_locked(partition, config, options, now_ms, result, progress)
+        return _clean_locked(partition, config, options, now_ms, result, progress, runner)
     log_dir = partition.path.parent
     with log_dir_write_guard(log_dir), partition_lock(log_dir, partition.path.name):
-        if leftover_files(partition.path):
+        if round_runner is None and leftover_files(partition.path):
             _rehearse(partition, config, options, now_ms)
         recovery = recover_interrupted_swaps(partition.path)
         result.recovery_actions = recovery.actions
         if recovery.changed:
             partition = open_partition(partition.path)
-        return _clean_locked(partition, config, options, now_ms, result, progress)
+        return _clean_locked(partition, config, options, now_ms, result, progress, runner)
 
 
 def _rehearse(partition: Partition, config: TopicConfig, options: CleanOptions, now_ms: int) -> None:
@@ -111,7 +141,7 @@ def _rehearse(partition: Partition, config: TopicConfig, options: CleanOptions, 
         recover_interrupted_swaps(stage_part)
         rehearsal = CleanResult(str(stage_part), partition.topic, partition.partition, now_ms, True)
         _clean_locked(open_partition(stage_part), config, replace(options, dry_run=True, roll=False),
-                      now_ms, rehearsal, None)
+                      now_ms, rehearsal, None, _run_round_here)
     except CorruptDataError as err:
         raise type(err)(
             f"{err.message} (found while rehearsing the clean on a staged copy; the interrupted "
@@ -137,6 +167,7 @@ def _clean_locked(
     now_ms: int,
     result: CleanResult,
     progress: Progress | None,
+    runner: RoundRunner,
 ) -> CleanResult:
     started = time.monotonic()
     if options.roll and not options.dry_run:
@@ -151,7 +182,7 @@ def _clean_locked(
         partition = open_partition(partition.path)
         state = load_log_state(partition, config)
     if config.is_compacted:
-        _compact(partition, state, config, options, now_ms, result, progress)
+        _compact(partition, state, config, options, now_ms, result, progress, runner)
     else:
         result.skipped_reason = f"cleanup.policy={','.join(config.cleanup_policy)} has no 'compact': retention only"
     if result.end_offset is not None and not options.dry_run and _time_or_size_rules(config, options):
@@ -172,6 +203,7 @@ def _compact(
     now_ms: int,
     result: CleanResult,
     progress: Progress | None,
+    runner: RoundRunner,
 ) -> None:
     rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)
     result.range = rng
@@ -182,18 +214,23 @@ def _compact(
             write_checkpoint(partition, rng.first_dirty_offset)
             result.checkpoint_written = True
         return
-    plan = build_plan(state, rng, config, now_ms)
+    ran = runner(build_plan(state, rng, config, now_ms), options, progress)
+    result.end_offset = ran.plan.end_offset
+    done = commit_clean(ran.plan, ran.outputs, options, stats=ran.map_stats)
+    result.stats.add(done.stats)
+    result.checkpoint_written = done.checkpoint_written
+
+
+def _run_round_here(plan: CleanPlan, options: CleanOptions, progress: Progress | None) -> RoundOutput:
+    """Passes 1 and 2 in this process, or in ``options.jobs`` workers (the same bytes either way)."""
     jobs = resolve_jobs(options.jobs, plan)
     map_stats = CleanStats()
     offset_map = build_offset_map(plan, options.dedupe_buffer_size, map_stats, progress, jobs=jobs)
     if offset_map.latest_offset != plan.map_latest_offset:
         plan = plan.bounded(offset_map.latest_offset)
-    result.end_offset = plan.end_offset
     oracle = OffsetMapOracle(offset_map, plan.first_dirty_offset)
     outputs = write_groups(plan, oracle, dry_run=options.dry_run, progress=progress, jobs=jobs)
-    done = commit_clean(plan, outputs, options, stats=map_stats)
-    result.stats.add(done.stats)
-    result.checkpoint_written = done.checkpoint_written
+    return RoundOutput(plan, outputs, map_stats)
 
 
 def _retention(

@@ -2,18 +2,19 @@
 
 ``kcompact clean`` holds the whole offset map of a round in memory: 15-16 bytes per distinct key of the
 dirty range (``offset_map.py``) plus its build's temporaries, a few GB at a few hundred million keys.
-A partition over ``--map-budget`` is cleaned here instead, with the same stages
-(``kcompact.cleaner.stages``) spread over Spark:
+A partition over ``--map-budget`` is cleaned here instead: by ``clean_partition`` itself, with its
+passes 1 and 2 swapped for Spark jobs (its ``round_runner`` seam), so the rest of the round is the
+serial clean's own code:
 
-1. **Driver**: the locks ``clean_partition`` takes (``log_dir_write_guard`` + ``partition_lock``), an
-   interrupted swap settled (``recover_interrupted_swaps``), ``--roll`` and the log-start retention as the
-   serial clean does them, then the plan (``build_plan``: ranges, groups, transaction seeds).
+1. **Driver** (``clean_partition``): the locks (``log_dir_write_guard`` + ``partition_lock``), an
+   interrupted swap settled (``recover_interrupted_swaps``), ``--roll`` and the log-start retention,
+   then the plan (``build_plan``: ranges, groups, transaction seeds).
 2. **Executors** (``distributed_round.py``): one task per segment scans its map entries; Spark shuffles
    them by digest and keeps the latest offset per digest, plus the clean-section records no dirty key
    supersedes; one task per output group writes its ``.cleaned`` segment against those offsets.
-3. **Driver**: ``commit_clean`` — self-check, Kafka's crash-safe swap, the checkpoint — and the
-   retention the serial clean runs after a round. A failure before the swap removes every ``.cleaned``
-   file: the partition keeps its bytes.
+3. **Driver** (``clean_partition``): ``commit_clean`` — self-check, Kafka's crash-safe swap, the
+   checkpoint — and the retention after the round. A failure before the swap removes every
+   ``.cleaned`` file: the partition keeps its bytes.
 
 The output is byte for byte the serial clean's with an unbounded map (tests/spark/test_distributed_map.py):
 both answer pass 2 from the same set of surviving offsets (``kcompact.cleaner.oracle``).
@@ -31,27 +32,16 @@ than the leftovers; and no progress callback (Spark shows its own).
 
 from __future__ import annotations
 
-import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kcompact.cleaner.log_state import LogState, load_log_state
+from kcompact.cleaner.cleaner import RoundOutput, clean_partition
 from kcompact.cleaner.offset_map import KAFKA_BYTES_PER_ENTRY, OffsetMap
-from kcompact.cleaner.options import DEFAULT_OPTIONS, CleanOptions, CleanResult
-from kcompact.cleaner.plan import CleanPlan, build_plan
-from kcompact.cleaner.ranges import compute_cleanable_range
-from kcompact.cleaner.retention import RetentionResult, apply_retention, plan_retention
-from kcompact.cleaner.roll import roll_active_segment
-from kcompact.cleaner.stages import (
-    commit_clean,
-    nothing_to_clean,
-    refuse_unsupported,
-    write_checkpoint,
-)
-from kcompact.cleaner.swap import recover_interrupted_swaps
+from kcompact.cleaner.options import DEFAULT_OPTIONS, CleanOptions, CleanResult, Progress
+from kcompact.cleaner.plan import CleanPlan
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError
-from kcompact.segment.lock import log_dir_write_guard, partition_lock
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.partition import Partition, SegmentFiles, open_partition
 from kcompact.spark.distributed_round import run_round
@@ -192,107 +182,14 @@ def clean_partition_distributed(
             f"stops is found by the serial walk only: clean this partition without --map-budget), "
             f"found {options.dedupe_buffer_size}"
         )
-    partition = open_partition(partition_dir)
-    refuse_unsupported(partition, config)
-    now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
-    result = CleanResult(str(partition.path), partition.topic, partition.partition, now_ms, options.dry_run)
-    if options.dry_run:
-        return _clean_locked(spark, partition, config, options, now_ms, result)
-    log_dir = partition.path.parent
-    with log_dir_write_guard(log_dir), partition_lock(log_dir, partition.path.name):
-        recovery = recover_interrupted_swaps(partition.path)
-        result.recovery_actions = recovery.actions
-        if recovery.changed:
-            partition = open_partition(partition.path)
-        return _clean_locked(spark, partition, config, options, now_ms, result)
+    return clean_partition(partition_dir, config, options, round_runner=partial(_run_on_spark, spark))
 
 
-def _clean_locked(
-    spark: SparkSession,
-    partition: Partition,
-    config: TopicConfig,
-    options: CleanOptions,
-    now_ms: int,
-    result: CleanResult,
-) -> CleanResult:
-    """The serial clean's round around the compaction: roll, log-start retention, round, retention."""
-    started = time.monotonic()
-    if options.roll and not options.dry_run and roll_active_segment(partition, config):
-        partition = open_partition(partition.path)
-    state = load_log_state(partition, config)
-    result.warnings.extend(state.warnings)
-    if _retention(state, config, options, now_ms, result, log_start_only=True):
-        partition = open_partition(partition.path)
-        state = load_log_state(partition, config)
-    if config.is_compacted:
-        _compact(spark, partition, state, config, options, now_ms, result)
-    else:
-        result.skipped_reason = (
-            f"cleanup.policy={','.join(config.cleanup_policy)} has no 'compact': retention only"
-        )
-    if result.end_offset is not None and not options.dry_run and options.apply_retention \
-            and config.has_delete:
-        state = load_log_state(open_partition(partition.path), config)
-    _retention(state, config, options, now_ms, result)
-    result.stats.elapsed_s = time.monotonic() - started
-    return result
-
-
-def _compact(
-    spark: SparkSession,
-    partition: Partition,
-    state: LogState,
-    config: TopicConfig,
-    options: CleanOptions,
-    now_ms: int,
-    result: CleanResult,
-) -> None:
-    rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)
-    result.range = rng
-    result.checkpoint_before = state.checkpoint_offset
-    if nothing_to_clean(rng):
-        result.skipped_reason = rng.blocking_detail or "nothing to clean"
-        if rng.force_update_checkpoint and not options.dry_run:
-            write_checkpoint(partition, rng.first_dirty_offset)
-            result.checkpoint_written = True
-        return
-    plan = build_plan(state, rng, config, now_ms)
-    result.end_offset = plan.end_offset
+def _run_on_spark(
+    spark: SparkSession, plan: CleanPlan, options: CleanOptions, _progress: Progress | None
+) -> RoundOutput:
+    """The :data:`~kcompact.cleaner.cleaner.RoundRunner` of this module: passes 1 and 2 as Spark jobs."""
     outputs, map_stats = run_round(
         spark.sparkContext, plan, dry_run=options.dry_run, entries_hint=_plan_records(plan)
     )
-    done = commit_clean(plan, outputs, options, stats=map_stats)
-    result.stats.add(done.stats)
-    result.checkpoint_written = done.checkpoint_written
-
-
-def _retention(
-    state: LogState,
-    config: TopicConfig,
-    options: CleanOptions,
-    now_ms: int,
-    result: CleanResult,
-    *,
-    log_start_only: bool = False,
-) -> bool:
-    """Kafka's deleteOldSegments as ``clean_partition`` runs it (segments below the log start always;
-    the time and size rules only with ``apply_retention``); whether segments were deleted."""
-    effective = config if options.apply_retention else config.with_overrides({"cleanup.policy": "compact"})
-    planned = plan_retention(state, effective, now_ms, log_start_only=log_start_only)
-    if result.retention is None:
-        result.retention = planned
-    else:
-        _merge(result.retention, planned)
-    if planned.deleted_segments and not options.dry_run:
-        apply_retention(state, config, planned)
-        return True
-    return False
-
-
-def _merge(into: RetentionResult, later: RetentionResult) -> None:
-    into.deleted_segments += later.deleted_segments
-    into.reasons.update(later.reasons)
-    into.bytes_deleted += later.bytes_deleted
-    into.rolled = into.rolled or later.rolled
-    if later.deleted_segments:
-        into.log_start_after = later.log_start_after
+    return RoundOutput(plan, outputs, map_stats)
