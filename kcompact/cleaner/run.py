@@ -10,10 +10,7 @@ partitions are cleaned in the order the broker's cleaner would pick them (highes
 does not stop the others.
 
 **Worker processes.** Several partitions of a log dir are cleaned at once in forked worker processes
-(processes, not threads: the codecs and the record loops hold the GIL). :func:`partition_workers` picks
-how many: ``jobs`` when given, else one per usable core (at most one per partition) once the log dir
-holds enough work (:data:`POOL_MIN_WORK_BYTES`), and one below that (a pool costs a fork per worker
-and a pickled result per partition). The parent still picks the order, and collects results, failures
+(``pool.py``: how many, and how). The parent still picks the order, and collects results, failures
 and progress in that order, so the run is the same as a serial one except for timings. Each partition
 takes its own partition lock and advances the log dir's cleaner checkpoint with
 ``update_offset_checkpoint``, which holds the log dir's checkpoint lock across its read-modify-write:
@@ -21,18 +18,31 @@ concurrent partitions never drop each other's entries. New entries land in the o
 :func:`settle_checkpoint_order` then puts them in cleaning order, as a serial run writes them. A
 partition cleaned inside a pool is given ``jobs=1`` (no pool inside a pool); a partition cleaned alone
 gets the caller's ``jobs`` (``CleanOptions.jobs``: workers inside that one partition).
+
+**For Spark.** ``kcompact.spark.plan`` and ``kcompact.spark.clean_job`` make the same choices from the
+same public pieces: :func:`partition_task` (a partition directory named on its own),
+:func:`cleaner_order` (a log dir's partitions in the broker cleaner's order), :func:`checkpoint_keys`
+and :func:`settle_checkpoint_order` (the checkpoint's line order after concurrent cleans).
 """
 
 from __future__ import annotations
 
-import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from kcompact.cleaner.cleaner import CleanOptions, CleanResult, clean_partition
 from kcompact.cleaner.log_state import load_log_state
+from kcompact.cleaner.pool import (
+    PARTITION_WORK_BYTES,
+    POOL_MIN_WORK_BYTES,
+    ProgressCallback,
+    partition_workers,
+    run_in_pool,
+    usable_cpus,
+)
 from kcompact.cleaner.ranges import compute_cleanable_range
 from kcompact.config.effective import EffectiveConfig, describe_source, partition_config
 from kcompact.config.topic_config import TopicConfig, format_value
@@ -47,24 +57,27 @@ from kcompact.segment.partition import (
     open_partition,
 )
 
-if TYPE_CHECKING:
-    from concurrent.futures import Future
-
-POOL_MIN_WORK_BYTES = 20 * 1024 * 1024
-"""Auto ``jobs`` uses a pool once the partitions' segment bytes, plus :data:`PARTITION_WORK_BYTES` per
-partition, reach this; below it one process is as fast or faster.
-
-Measured on a quiet 2-core machine (``clean_path`` with imports warm, best of 11): a serial clean costs
-about 6 ms per partition (config, locks, fsyncs) plus 4 ms per MB, and a pool of two forked workers
-breaks even at about 60 ms of serial work (6 x 1 MB: 59.7 -> 56.2 ms; 12 x 0.1 MB: 74.4 -> 73.7 ms;
-2 x 8 MB: 68.3 -> 64.0 ms), loses below it (2 x 1 MB: 19.9 -> 26.8 ms; 4 x 1 MB: 38.1 -> 41.2 ms) and
-wins above it (16 x 1 MB: 147 -> 115 ms; 32 x 0.25 MB: 202 -> 158 ms). On a loaded machine the pool
-gains less: two workers need two idle cores."""
-
-PARTITION_WORK_BYTES = 1536 * 1024
-"""A partition's fixed cost in a clean, counted as this many bytes of segments (6 ms at 4 ms per MB)."""
-
-ProgressCallback = Callable[[str, int, int], None]
+__all__ = [  # the pool's names stay importable from here, where they were first
+    "PARTITION_WORK_BYTES",
+    "POOL_MIN_WORK_BYTES",
+    "CleanRun",
+    "ConfigSources",
+    "LogDirOrder",
+    "PartitionFailure",
+    "PartitionTask",
+    "ProgressCallback",
+    "checkpoint_keys",
+    "clean_path",
+    "cleaner_order",
+    "merge_notes",
+    "not_compacted",
+    "partition_task",
+    "partition_workers",
+    "resolve_config",
+    "retention_allowed",
+    "settle_checkpoint_order",
+    "usable_cpus",
+]
 
 ASSUMED_COMPACT = (
     "cleanup.policy: no topic configuration found and none given with --config; "
@@ -139,13 +152,22 @@ def merge_notes(per_partition: Mapping[str, list[str]]) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class PartitionTask:
-    """One partition of a log dir to clean, with what the cleaner order resolved for it."""
+    """One partition to clean, with what its configuration resolved to."""
 
     part_dir: Path
     config: TopicConfig
     apply_retention: bool
     size_in_bytes: int  # of its segments: the work a clean may have to read
     topic_partition: tuple[str, int]
+
+
+@dataclass(slots=True)
+class LogDirOrder:
+    """A log dir's partitions in the order the broker's cleaner picks them, and what could not be ranked."""
+
+    tasks: list[PartitionTask] = field(default_factory=list)
+    failures: list[PartitionFailure] = field(default_factory=list)  # files or configuration do not parse
+    notes: list[str] = field(default_factory=list)  # merged: each distinct note once (``merge_notes``)
 
 
 def clean_path(
@@ -170,8 +192,8 @@ def clean_path(
         server_properties: the broker's server.properties (default: ``$KCOMPACT_SERVER_PROPERTIES``).
         metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0`` (default: as
             ``partition_config`` finds it).
-        jobs: worker processes (see :func:`partition_workers`); None = auto. A partition cleaned
-            alone is given this value as its own ``CleanOptions.jobs``.
+        jobs: worker processes (see :func:`~kcompact.cleaner.pool.partition_workers`); None = auto. A
+            partition cleaned alone is given this value as its own ``CleanOptions.jobs``.
 
     Returns:
         The :class:`CleanRun`; its notes say which configs were unknown or assumed. Results and
@@ -188,33 +210,119 @@ def clean_path(
     run = CleanRun()
     target = Path(path)
     if is_partition_dir(target):
-        if open_partition(target).is_metadata_log:
-            raise RefusedError(f"{target}: __cluster_metadata is KRaft's own log; no cleaner touches it")
-        effective = sources.for_partition(target)
-        run.notes.extend(effective.notes)
-        why = not_compacted(effective)
-        if why is not None:
-            raise RefusedError(f"{target}: {why}")
-        own = replace(options, apply_retention=retention_allowed(effective), jobs=jobs)
-        run.results.append(clean_partition(target, effective.config, own, _progress_for(target, progress)))
+        task = partition_task(target, sources, run.notes)
+        own = replace(options, apply_retention=task.apply_retention, jobs=jobs)
+        run.results.append(clean_partition(target, task.config, own, _progress_for(target, progress)))
         return run
     if not target.is_dir():
         raise KcompactError(f"{target}: no such partition directory or log dir")
-    tasks = _cleaner_order(target, sources, options, only_eligible, run)
+    order = cleaner_order(target, sources, options, only_eligible=only_eligible)
+    run.failures.extend(order.failures)
+    run.notes.extend(order.notes)
+    tasks = order.tasks
     workers = partition_workers(jobs, [task.size_in_bytes for task in tasks])
     if workers > 1:
-        before = _checkpoint_keys(target)
-        outcomes = _clean_in_pool(tasks, replace(options, jobs=1), workers, progress)
+        before = checkpoint_keys(target)
+        outcomes = run_in_pool(tasks, partial(_clean_task, replace(options, jobs=1)), workers, progress)
         if before is not None and not options.dry_run:
             _settle(target, before, [task.topic_partition for task in tasks], run)
     else:
-        outcomes = [_clean_task(task, replace(options, jobs=jobs), progress) for task in tasks]
+        outcomes = [_clean_task(replace(options, jobs=jobs), task, progress) for task in tasks]
     for outcome in outcomes:
         if isinstance(outcome, PartitionFailure):
             run.failures.append(outcome)
         else:
             run.results.append(outcome)
     return run
+
+
+def partition_task(part_dir: Path, sources: ConfigSources, notes: list[str]) -> PartitionTask:
+    """A partition directory named on its own (not through its log dir), as ``clean`` takes it.
+
+    Args:
+        part_dir: the partition directory.
+        sources: where its configuration comes from.
+        notes: receives the notes on its configuration (also when it is then refused).
+
+    Returns:
+        Its :class:`PartitionTask`.
+
+    Raises:
+        RefusedError: it is ``__cluster_metadata``, or neither compaction nor retention would touch it.
+        KcompactError: its files or configuration do not parse.
+    """
+    partition = open_partition(part_dir)
+    if partition.is_metadata_log:
+        raise RefusedError(f"{part_dir}: __cluster_metadata is KRaft's own log; no cleaner touches it")
+    effective = sources.for_partition(part_dir)
+    notes.extend(effective.notes)
+    why = not_compacted(effective)
+    if why is not None:
+        raise RefusedError(f"{part_dir}: {why}")
+    return PartitionTask(part_dir, effective.config, retention_allowed(effective), partition.size_in_bytes,
+                         partition.topic_partition)
+
+
+def cleaner_order(
+    log_dir: Path, sources: ConfigSources, options: CleanOptions, *, only_eligible: bool = False
+) -> LogDirOrder:
+    """A log dir's live partitions, highest dirty ratio first (then by name), as the broker's cleaner
+    picks them; non-compacted ones are left out with a note.
+
+    Args:
+        log_dir: the log dir.
+        sources: where each partition's configuration comes from.
+        options: ``now_ms`` (None: now) and ``from_start`` decide the ranges.
+        only_eligible: keep only the partitions the broker would clean now.
+
+    Returns:
+        The :class:`LogDirOrder`; a partition whose files or configuration do not parse is a failure.
+    """
+    now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    order = LogDirOrder()
+    ranked: list[tuple[float, str, PartitionTask]] = []
+    notes: dict[str, list[str]] = {}
+    for part_dir in iter_partition_dirs(log_dir):
+        partition = open_partition(part_dir)
+        if partition.topic == METADATA_TOPIC or partition.name.kind != "live":
+            continue
+        try:
+            effective = sources.for_partition(part_dir)
+            why = not_compacted(effective)
+            notes[part_dir.name] = effective.notes + ([] if why is None else [f"skipped: {why}"])
+            if why is not None:
+                continue
+            config = effective.config
+            state = load_log_state(partition, config)
+            rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)
+        except KcompactError as err:
+            order.failures.append(PartitionFailure(str(part_dir), str(err)))
+            continue
+        if only_eligible and not rng.eligible:
+            continue
+        task = PartitionTask(part_dir, config, retention_allowed(effective), partition.size_in_bytes,
+                             partition.topic_partition)
+        ranked.append((-rng.dirty_ratio, part_dir.name, task))
+    order.notes.extend(merge_notes(notes))
+    ranked.sort(key=lambda item: item[:2])
+    order.tasks.extend(task for _r, _n, task in ranked)
+    return order
+
+
+def checkpoint_keys(log_dir: Path) -> list[tuple[str, int]] | None:
+    """A log dir's cleaner-checkpoint entries in file order, before a run (what
+    :func:`settle_checkpoint_order` is given as ``before``).
+
+    Args:
+        log_dir: the log dir.
+
+    Returns:
+        The (topic, partition) keys; None when the file does not parse (its cleans fail; nothing to settle).
+    """
+    try:
+        return list(read_offset_checkpoint(LogDirFiles(log_dir).cleaner_checkpoint))
+    except KcompactError:
+        return None
 
 
 def settle_checkpoint_order(
@@ -251,14 +359,6 @@ def settle_checkpoint_order(
     return True
 
 
-def _checkpoint_keys(log_dir: Path) -> list[tuple[str, int]] | None:
-    """The log dir's cleaner-checkpoint entries in file order (None when the file does not parse)."""
-    try:
-        return list(read_offset_checkpoint(LogDirFiles(log_dir).cleaner_checkpoint))
-    except KcompactError:
-        return None
-
-
 def _settle(
     log_dir: Path, before: list[tuple[str, int]], order: list[tuple[str, int]], run: CleanRun
 ) -> None:
@@ -268,35 +368,8 @@ def _settle(
         run.notes.append(f"cleaner-offset-checkpoint lines left in completion order: {err}")
 
 
-def partition_workers(jobs: int | None, sizes_in_bytes: Sequence[int]) -> int:
-    """How many worker processes clean these partitions of a log dir (1: in this process).
-
-    Args:
-        jobs: the caller's choice (None = auto).
-        sizes_in_bytes: each partition's segment bytes, one per partition to clean.
-
-    Returns:
-        ``min(jobs, partitions)``; for auto, ``min(usable cores, partitions)`` once their bytes plus
-        :data:`PARTITION_WORK_BYTES` each reach :data:`POOL_MIN_WORK_BYTES`, else 1.
-    """
-    if len(sizes_in_bytes) < 2:
-        return 1
-    if jobs is not None:
-        return max(1, min(jobs, len(sizes_in_bytes)))
-    if sum(sizes_in_bytes) + PARTITION_WORK_BYTES * len(sizes_in_bytes) < POOL_MIN_WORK_BYTES:
-        return 1
-    return max(1, min(usable_cpus(), len(sizes_in_bytes)))
-
-
-def usable_cpus() -> int:
-    """The cores this process may run on (its affinity mask where the OS has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def _clean_task(
-    task: PartitionTask, options: CleanOptions, progress: ProgressCallback | None
+    options: CleanOptions, task: PartitionTask, progress: ProgressCallback | None
 ) -> CleanResult | PartitionFailure:
     """Clean one partition of a log dir; its deliberate errors become its failure."""
     try:
@@ -304,106 +377,6 @@ def _clean_task(
         return clean_partition(task.part_dir, task.config, own, _progress_for(task.part_dir, progress))
     except KcompactError as err:
         return PartitionFailure(str(task.part_dir), str(err))
-
-
-# What each forked worker inherits from the parent: (tasks, options, progress queue or None).
-_worker_state: tuple[Sequence[PartitionTask], CleanOptions, Any] | None = None
-
-
-def _init_worker(tasks: Sequence[PartitionTask], options: CleanOptions, queue: Any) -> None:
-    global _worker_state
-    _worker_state = (tasks, options, queue)
-    if queue is not None:
-        queue.cancel_join_thread()  # progress is best effort: never hang a worker's exit on it
-
-
-def _clean_in_worker(index: int) -> CleanResult | PartitionFailure:
-    tasks, options, queue = _worker_state or ((), CleanOptions(), None)  # set by _init_worker
-    report: ProgressCallback | None = None
-    if queue is not None:
-        def report(name: str, done: int, total: int) -> None:
-            queue.put((name, done, total))
-    return _clean_task(tasks[index], options, report)
-
-
-def _clean_in_pool(
-    tasks: Sequence[PartitionTask], options: CleanOptions, workers: int, progress: ProgressCallback | None
-) -> list[CleanResult | PartitionFailure]:
-    """Clean the tasks in ``workers`` forked processes; outcomes come back in the tasks' order.
-
-    Tasks and options reach the workers through fork (nothing but an index is pickled on the way
-    in); a bug in one partition stops the pool (queued partitions are not started) and is raised here.
-    """
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    context = multiprocessing.get_context("fork")
-    queue = None if progress is None else context.Queue()
-    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
-                               initargs=(tasks, options, queue))
-    try:
-        futures = [pool.submit(_clean_in_worker, index) for index in range(len(tasks))]
-        _relay_progress(futures, queue, progress)
-        return [future.result() for future in futures]
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        if queue is not None:
-            queue.close()
-
-
-def _relay_progress(
-    futures: Sequence[Future[CleanResult | PartitionFailure]], queue: Any, progress: ProgressCallback | None
-) -> None:
-    """Hand the workers' progress to ``progress`` in this process until every partition is done."""
-    from concurrent.futures import wait
-    from queue import Empty
-
-    if queue is None or progress is None:
-        wait(futures)
-        return
-    while True:
-        try:
-            name, done, total = queue.get(timeout=0.05)
-        except Empty:
-            if all(future.done() for future in futures):
-                return
-            continue
-        progress(name, done, total)
-
-
-def _cleaner_order(
-    log_dir: Path, sources: ConfigSources, options: CleanOptions, only_eligible: bool, run: CleanRun
-) -> list[PartitionTask]:
-    """Partitions of a log dir, highest dirty ratio first, as the broker's cleaner picks them."""
-    import time
-
-    now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
-    ranked: list[tuple[float, str, PartitionTask]] = []
-    notes: dict[str, list[str]] = {}
-    for part_dir in iter_partition_dirs(log_dir):
-        partition = open_partition(part_dir)
-        if partition.topic == METADATA_TOPIC or partition.name.kind != "live":
-            continue
-        try:
-            effective = sources.for_partition(part_dir)
-            why = not_compacted(effective)
-            notes[part_dir.name] = effective.notes + ([] if why is None else [f"skipped: {why}"])
-            if why is not None:
-                continue
-            config = effective.config
-            state = load_log_state(partition, config)
-            rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)
-        except KcompactError as err:
-            run.failures.append(PartitionFailure(str(part_dir), str(err)))
-            continue
-        if only_eligible and not rng.eligible:
-            continue
-        task = PartitionTask(part_dir, config, retention_allowed(effective), partition.size_in_bytes,
-                             partition.topic_partition)
-        ranked.append((-rng.dirty_ratio, part_dir.name, task))
-    run.notes.extend(merge_notes(notes))
-    ranked.sort(key=lambda item: item[:2])
-    return [task for _r, _n, task in ranked]
 
 
 def _progress_for(

@@ -15,14 +15,13 @@ import pytest
 
 import kcompact.cleaner.run as run_module
 from kcompact.cleaner.cleaner import CleanOptions, CleanResult
-from kcompact.cleaner.run import (
+from kcompact.cleaner.pool import (
     PARTITION_WORK_BYTES,
     POOL_MIN_WORK_BYTES,
-    CleanRun,
-    clean_path,
     partition_workers,
     usable_cpus,
 )
+from kcompact.cleaner.run import CleanRun, clean_path
 from kcompact.errors import ConfigError
 from kcompact.segment.checkpoint import (
     read_offset_checkpoint,
