@@ -16,7 +16,8 @@ lock on ``.kcompact-checkpoints.lock``, which Python workers in other processes,
 an NFS v4 mount, respect), so concurrent tasks never drop each other's entries. Existing lines keep
 their place, new ones are appended in the order tasks finish; the driver then rewrites the new ones
 into cleaning order under the same lock (values untouched), which is the order a serial run appends
-them in. A driver that dies before that leaves a valid file with the same entries in another order.
+them in (``kcompact.cleaner.run.settle_checkpoint_order``, as ``kcompact clean --jobs`` does). A driver
+that dies before that leaves a valid file with the same entries in another order.
 
 **Distributed map.** With ``map_budget_bytes``, a partition whose distinct keys would not fit that
 budget is not shipped to a task: the driver cleans it with
@@ -35,10 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kcompact.cleaner.cleaner import CleanOptions, clean_partition
+from kcompact.cleaner.run import checkpoint_keys, settle_checkpoint_order
 from kcompact.errors import KcompactError, UnsupportedFormatError
-from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
-from kcompact.segment.lock import checkpoint_lock, log_dir_write_guard
-from kcompact.segment.partition import LogDirFiles
 from kcompact.spark.plan import CleanTask, plan_clean
 from kcompact.spark.rows import CLEAN_COLUMNS, as_dicts, clean_row, ddl
 
@@ -196,44 +195,8 @@ def _clean_on_driver(spark: SparkSession, task: CleanTask) -> tuple[Any, ...]:
 def _checkpoint_keys(tasks: Sequence[CleanTask]) -> dict[Path, list[TopicPartition]]:
     """Each concerned log dir's cleaner-checkpoint entries before the run, in file order."""
     keys: dict[Path, list[TopicPartition]] = {}
-    for task in tasks:
-        log_dir = Path(task.partition_dir).parent
-        if log_dir not in keys:
-            try:
-                keys[log_dir] = list(read_offset_checkpoint(LogDirFiles(log_dir).cleaner_checkpoint))
-            except KcompactError:
-                continue  # an unreadable checkpoint fails its partitions' cleans; nothing to settle
+    for log_dir in dict.fromkeys(Path(task.partition_dir).parent for task in tasks):
+        before = checkpoint_keys(log_dir)
+        if before is not None:  # an unreadable checkpoint fails its partitions' cleans; nothing to settle
+            keys[log_dir] = before
     return keys
-
-
-def settle_checkpoint_order(
-    log_dir: Path, before: Sequence[TopicPartition], cleaning_order: Sequence[TopicPartition]
-) -> bool:
-    """Put a log dir's new cleaner-checkpoint lines in cleaning order, as a serial run appends them.
-
-    Args:
-        log_dir: the log dir.
-        before: the file's entries before the run, in file order (they keep their place).
-        cleaning_order: the run's partitions in cleaning order.
-
-    Returns:
-        Whether the file was rewritten (same entries and offsets, other line order).
-
-    Raises:
-        RefusedError: a broker holds the log dir.
-    """
-    path = LogDirFiles(log_dir).cleaner_checkpoint
-    known = set(before)
-    with log_dir_write_guard(log_dir), checkpoint_lock(log_dir):
-        try:
-            entries = read_offset_checkpoint(path)
-        except KcompactError:
-            return False
-        order = [key for key in before if key in entries]
-        order += [key for key in cleaning_order if key in entries and key not in known]
-        placed = set(order)
-        order += [key for key in entries if key not in placed]  # written by someone else meanwhile
-        if order == list(entries):
-            return False
-        write_offset_checkpoint(path, {key: entries[key] for key in order})
-    return True

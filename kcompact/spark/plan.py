@@ -1,8 +1,8 @@
 """Which partitions ``spark clean`` cleans, with which configuration, in which order (driver side).
 
-The same choices as ``kcompact clean`` (:func:`kcompact.cleaner.run.clean_path`), built from the same
-public pieces of ``kcompact.cleaner.run`` (``ConfigSources``, ``not_compacted``,
-``retention_allowed``, ``merge_notes``) and the one implementation of Kafka's range rules:
+The same choices as ``kcompact clean`` (:func:`kcompact.cleaner.run.clean_path`), made by the same
+public functions of ``kcompact.cleaner.run`` (``partition_task``, ``cleaner_order``); what this module
+adds is the run's shape for Spark (several paths, one :class:`CleanTask` per partition to ship):
 
 * a partition directory is cleaned with its own configuration, or refused (``__cluster_metadata``,
   a policy without ``compact``): the refusal becomes that partition's failure here, so the other
@@ -24,19 +24,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kcompact.cleaner.cleaner import CleanOptions
-from kcompact.cleaner.log_state import load_log_state
-from kcompact.cleaner.ranges import compute_cleanable_range
-from kcompact.cleaner.run import ConfigSources, merge_notes, not_compacted, retention_allowed
-from kcompact.config.topic_config import TopicConfig
-from kcompact.errors import KcompactError, RefusedError
-from kcompact.segment.partition import (
-    METADATA_TOPIC,
-    is_partition_dir,
-    iter_partition_dirs,
-    open_partition,
+from kcompact.cleaner.run import (
+    ConfigSources,
+    PartitionFailure,
+    PartitionTask,
+    cleaner_order,
+    partition_task,
 )
+from kcompact.config.topic_config import TopicConfig
+from kcompact.errors import KcompactError
+from kcompact.segment.partition import is_partition_dir
 
-METADATA_REFUSAL = "__cluster_metadata is KRaft's own log; no cleaner touches it"
+PlannedFailure = PartitionFailure
+"""A partition refused or unreadable before any task ran (it is left untouched): ``clean``'s own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,13 +49,12 @@ class CleanTask:
     config: TopicConfig
     options: CleanOptions  # the run's options, clock fixed, retention resolved for this partition
 
-
-@dataclass(frozen=True, slots=True)
-class PlannedFailure:
-    """A partition refused or unreadable before any task ran (it is left untouched)."""
-
-    partition_dir: str
-    error: str
+    @classmethod
+    def of(cls, task: PartitionTask, options: CleanOptions) -> CleanTask:
+        """The Spark task of a partition ``kcompact.cleaner.run`` planned, with the run's options."""
+        topic, partition = task.topic_partition
+        own = replace(options, apply_retention=task.apply_retention)
+        return cls(str(task.part_dir), topic, partition, task.config, own)
 
 
 @dataclass(slots=True)
@@ -122,50 +121,22 @@ def _drop_repeats(plan: CleanPlan) -> None:
 
 def _plan_partition(target: Path, sources: ConfigSources, options: CleanOptions, plan: CleanPlan) -> None:
     """A partition directory named on the command line (``clean_path``'s single-partition branch)."""
+    notes: list[str] = []
     try:
-        partition = open_partition(target)
-        if partition.is_metadata_log:
-            raise RefusedError(f"{target}: {METADATA_REFUSAL}")
-        effective = sources.for_partition(target)
-        plan.notes.extend(note for note in effective.notes if note not in plan.notes)
-        why = not_compacted(effective)
-        if why is not None:
-            raise RefusedError(f"{target}: {why}")
+        task = partition_task(target, sources, notes)
     except KcompactError as err:
         plan.failures.append(PlannedFailure(str(target), str(err)))
         return
-    own = replace(options, apply_retention=retention_allowed(effective))
-    plan.tasks.append(CleanTask(str(target), partition.topic, partition.partition, effective.config, own))
+    finally:
+        plan.notes.extend(note for note in notes if note not in plan.notes)
+    plan.tasks.append(CleanTask.of(task, options))
 
 
 def _plan_log_dir(
     log_dir: Path, sources: ConfigSources, options: CleanOptions, only_eligible: bool, plan: CleanPlan
 ) -> None:
     """A log dir's partitions, highest dirty ratio first, as the broker's cleaner picks them."""
-    now_ms = options.now_ms if options.now_ms is not None else 0
-    ranked: list[tuple[float, str, CleanTask]] = []
-    notes: dict[str, list[str]] = {}
-    for part_dir in iter_partition_dirs(log_dir):
-        partition = open_partition(part_dir)
-        if partition.topic == METADATA_TOPIC or partition.name.kind != "live":
-            continue
-        try:
-            effective = sources.for_partition(part_dir)
-            why = not_compacted(effective)
-            notes[part_dir.name] = effective.notes + ([] if why is None else [f"skipped: {why}"])
-            if why is not None:
-                continue
-            state = load_log_state(partition, effective.config)
-            rng = compute_cleanable_range(state.range_inputs(effective.config, now_ms),
-                                          from_start=options.from_start)
-        except KcompactError as err:
-            plan.failures.append(PlannedFailure(str(part_dir), str(err)))
-            continue
-        if only_eligible and not rng.eligible:
-            continue
-        own = replace(options, apply_retention=retention_allowed(effective))
-        task = CleanTask(str(part_dir), partition.topic, partition.partition, effective.config, own)
-        ranked.append((-rng.dirty_ratio, part_dir.name, task))
-    plan.notes.extend(merge_notes(notes))
-    ranked.sort(key=lambda item: item[:2])
-    plan.tasks.extend(task for _ratio, _name, task in ranked)
+    order = cleaner_order(log_dir, sources, options, only_eligible=only_eligible)
+    plan.failures.extend(order.failures)
+    plan.notes.extend(order.notes)
+    plan.tasks.extend(CleanTask.of(task, options) for task in order.tasks)
