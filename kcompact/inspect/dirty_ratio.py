@@ -118,7 +118,7 @@ def dirty_ratio_report(
     rows: list[DirtyRatioRow] = []
     ranges: list[tuple[str, CleanableRange]] = []
     log_dirs: dict[Path, _LogDirFacts] = {}
-    for part_dir in _partition_dirs(paths):
+    for part_dir in partition_dirs(paths):
         facts = log_dirs.get(part_dir.parent)
         if facts is None:
             facts = log_dirs[part_dir.parent] = _LogDirFacts.read(part_dir.parent)
@@ -144,7 +144,18 @@ def _config_error_row(part_dir: Path, err: KcompactError) -> DirtyRatioRow:
                          cleanup_policy="", error=str(err))
 
 
-def _partition_dirs(paths: Iterable[str | Path]) -> list[Path]:
+def partition_dirs(paths: Iterable[str | Path]) -> list[Path]:
+    """The partition directories a report covers: each path that is one, and every one of each log dir.
+
+    Args:
+        paths: partition directories and/or log dirs (kept as given: relative stays relative).
+
+    Returns:
+        The partition directories, path after path (a log dir's in ``iter_partition_dirs`` order).
+
+    Raises:
+        KcompactError: a path is neither a directory nor a partition directory.
+    """
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)

@@ -22,9 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kcompact.errors import KcompactError
-from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report
-from kcompact.segment.partition import is_partition_dir, iter_partition_dirs
+from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report, partition_dirs
 from kcompact.spark.rows import dataclass_columns, ddl
 
 if TYPE_CHECKING:
@@ -80,7 +78,8 @@ def spark_dirty_ratio(
         KcompactError: a path is neither a log dir nor a partition directory.
     """
     now = now_ms if now_ms is not None else int(time.time() * 1000)
-    slices = _slices(_partition_dirs(paths), spark.sparkContext.defaultParallelism * SLICES_PER_CORE,
+    found = partition_dirs(Path(path).absolute() for path in paths)  # executors have another cwd
+    slices = _slices(found, spark.sparkContext.defaultParallelism * SLICES_PER_CORE,
                      lambda dirs: ReportSlice(dirs, dict(cli_overrides), now, _text(server_properties),
                                               _text(metadata_dir)))
     rows: list[DirtyRatioRow] = []
@@ -124,19 +123,6 @@ def rank_rows(slices_rows: Sequence[DirtyRatioRow]) -> list[DirtyRatioRow]:
     out = [dataclasses.replace(row, cleaner_rank=ranks.get(id(row))) for row in slices_rows]
     out.sort(key=lambda r: (r.cleaner_rank is None, r.cleaner_rank or 0, r.topic, r.partition))
     return out
-
-
-def _partition_dirs(paths: Iterable[str | Path]) -> list[Path]:
-    found: list[Path] = []
-    for raw in paths:
-        path = Path(raw).absolute()  # executors run elsewhere: no path relative to the driver's cwd
-        if is_partition_dir(path):
-            found.append(path)
-        elif path.is_dir():
-            found.extend(iter_partition_dirs(path))
-        else:
-            raise KcompactError(f"{path}: not a log dir or partition directory")
-    return found
 
 
 def _slices(
