@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from kcompact.cli.main import cli
-from tests.cleaner.test_run_jobs import CORRUPT, NOW, digest, make_log_dir
+from tests.cleaner.test_run_jobs import CORRUPT, NOW, copy_of, digest, make_log_dir
 
 
 def run(*args: str | Path) -> Result:
@@ -24,11 +23,6 @@ def run(*args: str | Path) -> Result:
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_log_dir(tmp_path_factory.mktemp("template") / "logdir")
-
-
-def copy_of(template: Path, where: Path) -> Path:
-    where.mkdir()
-    return Path(shutil.copytree(template, where / "logdir"))
 
 
 def without_timings(stdout: str, root: Path) -> Any:
