@@ -26,7 +26,6 @@ budget is not shipped to a task: the driver cleans it with
 
 from __future__ import annotations
 
-import importlib
 import socket
 import time
 import traceback
@@ -37,14 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 from kcompact.cleaner.cleaner import CleanOptions, clean_partition
 from kcompact.cleaner.run import checkpoint_keys, settle_checkpoint_order
-from kcompact.errors import KcompactError, UnsupportedFormatError
+from kcompact.errors import KcompactError
 from kcompact.spark.plan import CleanTask, plan_clean
 from kcompact.spark.rows import CLEAN_COLUMNS, as_dicts, clean_row, ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-DISTRIBUTED_MAP_MODULE = "kcompact.spark.distributed_map"
 TopicPartition = tuple[str, int]
 
 
@@ -90,8 +88,7 @@ def spark_clean(
         The :class:`SparkCleanRun`; failed partitions are rows with ``status`` "failed" (or "bug").
 
     Raises:
-        KcompactError: a path is not a partition directory or log dir; the distributed map is
-            asked for but not available.
+        KcompactError: a path is not a partition directory or log dir.
     """
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     # Spark is the parallelism: a task cleans its partition in its own process (no worker pool inside).
@@ -155,15 +152,10 @@ def _fan_out(spark: SparkSession, tasks: Sequence[CleanTask]) -> list[tuple[Any,
 
 
 def _distributed_map_module() -> Any:
-    try:
-        return importlib.import_module(DISTRIBUTED_MAP_MODULE)
-    except ModuleNotFoundError as err:
-        if err.name != DISTRIBUTED_MAP_MODULE:
-            raise
-        raise UnsupportedFormatError(
-            "--map-budget: the distributed offset map is not available in this build; expected "
-            f"{DISTRIBUTED_MAP_MODULE}, found no such module"
-        ) from err
+    """The distributed offset map, imported only when ``--map-budget`` is given."""
+    from kcompact.spark import distributed_map
+
+    return distributed_map
 
 
 def _needs_distributed_map(tasks: Sequence[CleanTask], map_budget_bytes: int | None) -> set[int]:

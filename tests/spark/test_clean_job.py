@@ -15,7 +15,6 @@ import pytest
 
 from kcompact.cleaner.cleaner import CleanOptions
 from kcompact.cleaner.run import clean_path
-from kcompact.errors import UnsupportedFormatError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.spark import clean_job
 from kcompact.spark.clean_job import run_clean_task, settle_checkpoint_order, spark_clean
@@ -161,23 +160,7 @@ def test_an_unexpected_exception_in_a_task_is_a_bug_row(tmp_path: Path, monkeypa
     assert "Traceback" in row["error"] and "ValueError: a bug" in row["error"]
 
 
-def test_map_budget_without_the_distributed_map_says_it_is_not_available(
-    spark: SparkSession, tmp_path: Path
-) -> None:
-    import importlib.util
-
-    if importlib.util.find_spec(clean_job.DISTRIBUTED_MAP_MODULE) is not None:
-        pytest.skip("the distributed offset map is present (tests/spark/test_distributed_map.py covers it)")
-    log_dir = build_log_dir(tmp_path / "logs", 1)
-    with pytest.raises(UnsupportedFormatError, match="distributed offset map is not available"):
-        spark_clean(spark, [log_dir], cli_overrides={}, options=CleanOptions(now_ms=NOW), map_budget_bytes=1)
-
-
 def test_map_budget_sends_partitions_over_it_to_the_distributed_map(spark: SparkSession, tmp_path: Path) -> None:
-    import importlib.util
-
-    if importlib.util.find_spec(clean_job.DISTRIBUTED_MAP_MODULE) is None:
-        pytest.skip("the distributed offset map (kcompact.spark.distributed_map) is not in this build")
     log_dir = build_log_dir(tmp_path / "src", 2)
     serial, distributed = copy_source(log_dir, tmp_path / "serial"), copy_source(log_dir, tmp_path / "spark")
     clean_path(serial, cli_overrides={}, options=CleanOptions(now_ms=NOW))
