@@ -49,17 +49,18 @@ it flushes, counts the new keys before each position and accepts the prefix Kafk
 
 ``scripts/bench_offset_map.py N`` (random digests, batches of 1000, put time includes ``freeze``;
 then every key and as many absent ones looked up; hashing excluded; build peak: RSS growth to the
-end of ``freeze`` over the frozen map, with the bench's own 6 MiB chunks and the flush floor's
-~75 MiB; shared 2-core VM, load average 1-2)::
+end of ``freeze`` over the frozen map, which includes ~100 MiB of flush floor, allocator and bench
+chunks, whatever the map's size; shared 2-core VM)::
 
     keys   bytes/key   put keys/s   freeze   get keys/s   build peak / map   peak RSS
-    1M     15.52       7.2M         0.12 s   7.9M         6.1               120 MiB
-    10M    15.84       2.9M         0.45 s   5.9M         1.9               316 MiB
-    100M   15.67       1.4M         7.0 s    4.2M         1.31              2.4 GiB
+    1M     15.52       5.6M         0.15 s   9.3M         5.7                114 MiB
+    10M    15.84       3.0M         0.29 s   6.0M         1.86               363 MiB
+    100M   15.67       1.9M         1.6 s    5.0M         1.31               2.5 GiB
 
-Before issue #7 (20.5-20.8 bytes a key): 100M keys put at 1.4M/s with a 17 s freeze, got at 3.2M/s
-and peaked at 4.4 GiB. The clean bench's map work (``--clean-shape``: 2M records, 500k keys, 200 a
-batch) takes 0.23 s to put and 0.46 s to get, 0.25 s and 0.48 s before.
+The layout before issue #7, same day and machine: 100M keys at 20.67 bytes a key, put at 1.8M/s
+(9.8 s freeze), got at 5.3M/s, build peak 2.36, peak RSS 4.4 GiB. The clean bench's map work
+(``--clean-shape``: 2M records over 500k keys, 200 a batch): put 0.23 s, get 0.45 s (0.27 s and
+0.52 s before).
 """
 
 from __future__ import annotations
