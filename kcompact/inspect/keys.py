@@ -9,7 +9,7 @@ How. Records are read with the cleaner's own columnar scan (``records.scan``) an
 transactions are told apart with its ``CleanedTransactionMetadata``, in two passes over every
 segment:
 
-1. key digest -> latest offset over the whole log (the cleaner's :class:`OffsetMap`, 20 bytes a key;
+1. key digest -> latest offset over the whole log (the cleaner's :class:`OffsetMap`, about 16 bytes a key;
    no Python object per key), and, when the keys to map exceed one map, the broker's passes emulated
    with maps sized exactly like its SkimpyOffsetMap (``log.cleaner.dedupe.buffer.size /
    log.cleaner.threads``, 24 bytes an entry, ``floor(slots * load factor)`` keys, room checked
