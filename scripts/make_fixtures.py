@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kcompact.records.record import Header  # noqa: E402
-from kcompact.segment.builder import PartitionBuilder  # noqa: E402
+from kcompact.records.record import Header
+from kcompact.segment.builder import PartitionBuilder
 
 FIXTURES = ROOT / "fixtures"
 FIXED_MTIME_MS = 1_700_000_000_000
