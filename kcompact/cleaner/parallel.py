@@ -56,6 +56,7 @@ from kcompact.cleaner.offset_map import OffsetMap
 from kcompact.cleaner.options import Progress
 from kcompact.cleaner.oracle import RetentionOracle
 from kcompact.cleaner.plan import CleanPlan, SegmentPlan
+from kcompact.cleaner.pool import usable_cpus
 from kcompact.cleaner.spill import (
     Spilled,
     SpillWriter,
@@ -117,19 +118,12 @@ def resolve_jobs(jobs: int | None, plan: CleanPlan) -> int:
 def _spare_cpus() -> int:
     """Usable CPUs not already busy (by the 1-minute load average, this process's own share aside):
     on a loaded machine more processes only add their cost (measured: see the report)."""
-    cpus = _usable_cpus()
+    cpus = usable_cpus()
     try:
         busy = os.getloadavg()[0]
     except OSError:  # no load average here
         return cpus
     return max(1, min(cpus, int(cpus - busy + 1)))
-
-
-def _usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on every platform
-        return os.cpu_count() or 1
 
 
 def chunks_of(plan: CleanPlan, segments: list[SegmentPlan], jobs: int) -> list[Chunk]:

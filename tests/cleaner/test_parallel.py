@@ -237,7 +237,7 @@ def test_jobs_default_to_one_for_a_small_round(tmp_path: Path, monkeypatch: pyte
     assert parallel.resolve_jobs(None, plan) == 1
     assert parallel.resolve_jobs(3, plan) == 3
     monkeypatch.setattr(parallel, "AUTO_PARALLEL_BYTES", 100)
-    monkeypatch.setattr(parallel, "_usable_cpus", lambda: 4)
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 4)
     monkeypatch.setattr(parallel.os, "getloadavg", lambda: (0.7, 0.0, 0.0))
     assert parallel.resolve_jobs(None, plan) == 2
     monkeypatch.setattr(parallel.os, "getloadavg", lambda: (3.2, 0.0, 0.0))  # under one spare core
