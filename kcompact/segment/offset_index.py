@@ -21,10 +21,38 @@ import os
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from kcompact.errors import CorruptIndexError
 from kcompact.segment.files import write_synced
+from kcompact.segment.fixed_index import (
+    MAX_RELATIVE_OFFSET,
+    Finding,
+    check_last_offset,
+    fits_relative_offset,
+    iter_slots,
+    read_index_file,
+    report_zero_slots,
+    require_fits_segment,
+    trailing_zero_slots,
+)
+
+# MAX_RELATIVE_OFFSET, Finding and fits_relative_offset lived here before fixed_index.py; other
+# modules still import them from here.
+__all__ = [
+    "MAX_POSITION",
+    "MAX_RELATIVE_OFFSET",
+    "OFFSET_INDEX_ENTRY",
+    "OFFSET_INDEX_ENTRY_SIZE",
+    "Finding",
+    "OffsetIndexEntry",
+    "check_offset_index",
+    "decode_offset_index",
+    "encode_offset_index",
+    "fits_relative_offset",
+    "lookup",
+    "read_offset_index",
+    "write_offset_index",
+]
 
 OFFSET_INDEX_ENTRY = struct.Struct(
     ">"
@@ -32,8 +60,6 @@ OFFSET_INDEX_ENTRY = struct.Struct(
     "i"  # position: byte position of the batch in the .log
 )
 OFFSET_INDEX_ENTRY_SIZE = OFFSET_INDEX_ENTRY.size  # 8
-MAX_RELATIVE_OFFSET = 2**31 - 1
-"""Largest ``offset - base_offset`` a segment's indexes can hold (Kafka's ``Integer.MAX_VALUE``)."""
 MAX_POSITION = 2**31 - 1
 
 
@@ -43,44 +69,6 @@ class OffsetIndexEntry:
 
     offset: int
     position: int
-
-
-@dataclass(slots=True)
-class Finding:
-    """How often one rule of an index check failed, and the first failure in words."""
-
-    rule: str
-    count: int = 0
-    first: str = ""
-
-    def add(self, example: str) -> None:
-        """Record one more failure; only the first example is kept."""
-        if self.count == 0:
-            self.first = example
-        self.count += 1
-
-    def report(self, problems: list[str]) -> None:
-        """Append one sentence for this rule to ``problems`` if it failed at all."""
-        if self.count == 1:
-            problems.append(f"{self.rule}: {self.first}")
-        elif self.count > 1:
-            problems.append(f"{self.rule} ({self.count} entries), first: {self.first}")
-
-
-def fits_relative_offset(offset: int, base_offset: int) -> bool:
-    """Whether ``offset`` can be stored in the indexes of a segment based at ``base_offset``.
-
-    Kafka's ``canAppendOffset``: a batch whose last offset fails this makes the segment overflow
-    (``LogSegmentOffsetOverflowException``) and must go to a new segment.
-
-    Args:
-        offset: an absolute offset.
-        base_offset: the segment's base offset.
-
-    Returns:
-        ``0 <= offset - base_offset <= 2^31 - 1``.
-    """
-    return 0 <= offset - base_offset <= MAX_RELATIVE_OFFSET
 
 
 def decode_offset_index(data: bytes | memoryview, base_offset: int) -> list[OffsetIndexEntry]:
@@ -96,16 +84,9 @@ def decode_offset_index(data: bytes | memoryview, base_offset: int) -> list[Offs
     Raises:
         CorruptIndexError: the length is not a multiple of 8 (``position`` = the partial slot).
     """
-    size_in_bytes = len(data)
-    if size_in_bytes % OFFSET_INDEX_ENTRY_SIZE:
-        raise CorruptIndexError(
-            f"offset index size is not a whole number of entries; expected a multiple of "
-            f"{OFFSET_INDEX_ENTRY_SIZE} bytes, found {size_in_bytes} bytes",
-            position=size_in_bytes - size_in_bytes % OFFSET_INDEX_ENTRY_SIZE,
-        )
     return [
         OffsetIndexEntry(offset=base_offset + relative, position=position)
-        for relative, position in OFFSET_INDEX_ENTRY.iter_unpack(data)
+        for relative, position in iter_slots(data, OFFSET_INDEX_ENTRY, "offset index")
     ]
 
 
@@ -125,12 +106,7 @@ def encode_offset_index(entries: Iterable[OffsetIndexEntry], base_offset: int) -
     """
     out = bytearray()
     for number, entry in enumerate(entries):
-        if not fits_relative_offset(entry.offset, base_offset):
-            raise CorruptIndexError(
-                f"offset index entry {number} does not fit the segment; expected offset "
-                f"{base_offset}..{base_offset + MAX_RELATIVE_OFFSET}, found {entry.offset}",
-                offset=entry.offset,
-            )
+        require_fits_segment("offset index", number, entry.offset, base_offset)
         if not 0 <= entry.position <= MAX_POSITION:
             raise CorruptIndexError(
                 f"offset index entry {number} has an impossible position; expected "
@@ -155,11 +131,7 @@ def read_offset_index(path: str | os.PathLike[str], base_offset: int) -> list[Of
         FileNotFoundError: the file does not exist (callers decide what a missing index means).
         CorruptIndexError: the file's length is not a multiple of 8; the error names the file.
     """
-    data = Path(path).read_bytes()
-    try:
-        return decode_offset_index(data, base_offset)
-    except CorruptIndexError as err:
-        raise err.located(path) from err
+    return read_index_file(path, lambda data: decode_offset_index(data, base_offset))
 
 
 def write_offset_index(
@@ -215,19 +187,9 @@ def check_offset_index(
         One sentence per failed rule, naming how many entries fail it and the first one.
     """
     problems: list[str] = []
-    if entries and entries[-1].offset < base_offset:
-        problems.append(
-            f"last offset {entries[-1].offset} is below the base offset {base_offset} "
-            "(Kafka's sanity check fails: CorruptIndexException)"
-        )
-    real = len(entries)
-    while real and entries[real - 1] == OffsetIndexEntry(base_offset, 0):
-        real -= 1
-    if real < len(entries):
-        problems.append(
-            f"{len(entries) - real} trailing zero-filled slots (a preallocated index that was "
-            f"never trimmed; Kafka would read them as entries), from entry {real}"
-        )
+    check_last_offset(entries[-1].offset if entries else None, base_offset, problems)
+    real = trailing_zero_slots(entries, OffsetIndexEntry(base_offset, 0))
+    report_zero_slots(len(entries), real, problems)
     _check_order(entries[:real], base_offset, problems)
     if log_batches is not None:
         _check_against_log(entries[:real], log_batches, problems)

@@ -20,11 +20,19 @@ import os
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from kcompact.errors import CorruptIndexError
 from kcompact.segment.files import write_synced
-from kcompact.segment.offset_index import MAX_RELATIVE_OFFSET, Finding, fits_relative_offset
+from kcompact.segment.fixed_index import (
+    KAFKA_SANITY_FAILS,
+    Finding,
+    check_last_offset,
+    iter_slots,
+    read_index_file,
+    report_zero_slots,
+    require_fits_segment,
+    trailing_zero_slots,
+)
 
 TIME_INDEX_ENTRY = struct.Struct(
     ">"
@@ -56,16 +64,9 @@ def decode_time_index(data: bytes | memoryview, base_offset: int) -> list[TimeIn
     Raises:
         CorruptIndexError: the length is not a multiple of 12 (``position`` = the partial slot).
     """
-    size_in_bytes = len(data)
-    if size_in_bytes % TIME_INDEX_ENTRY_SIZE:
-        raise CorruptIndexError(
-            f"time index size is not a whole number of entries; expected a multiple of "
-            f"{TIME_INDEX_ENTRY_SIZE} bytes, found {size_in_bytes} bytes",
-            position=size_in_bytes - size_in_bytes % TIME_INDEX_ENTRY_SIZE,
-        )
     return [
         TimeIndexEntry(timestamp=timestamp, offset=base_offset + relative)
-        for timestamp, relative in TIME_INDEX_ENTRY.iter_unpack(data)
+        for timestamp, relative in iter_slots(data, TIME_INDEX_ENTRY, "time index")
     ]
 
 
@@ -85,12 +86,7 @@ def encode_time_index(entries: Iterable[TimeIndexEntry], base_offset: int) -> by
     """
     out = bytearray()
     for number, entry in enumerate(entries):
-        if not fits_relative_offset(entry.offset, base_offset):
-            raise CorruptIndexError(
-                f"time index entry {number} does not fit the segment; expected offset "
-                f"{base_offset}..{base_offset + MAX_RELATIVE_OFFSET}, found {entry.offset}",
-                offset=entry.offset,
-            )
+        require_fits_segment("time index", number, entry.offset, base_offset)
         if not _MIN_INT64 <= entry.timestamp <= _MAX_INT64:
             raise CorruptIndexError(
                 f"time index entry {number} has a timestamp outside int64; expected "
@@ -115,11 +111,7 @@ def read_time_index(path: str | os.PathLike[str], base_offset: int) -> list[Time
         FileNotFoundError: the file does not exist.
         CorruptIndexError: the file's length is not a multiple of 12; the error names the file.
     """
-    data = Path(path).read_bytes()
-    try:
-        return decode_time_index(data, base_offset)
-    except CorruptIndexError as err:
-        raise err.located(path) from err
+    return read_index_file(path, lambda data: decode_time_index(data, base_offset))
 
 
 def write_time_index(
@@ -160,22 +152,14 @@ def check_time_index(
         One sentence per failed rule, naming how many entries fail it and the first one.
     """
     problems: list[str] = []
-    if entries and entries[-1].offset < base_offset:
-        problems.append(
-            f"last offset {entries[-1].offset} is below the base offset {base_offset} "
-            "(Kafka's sanity check fails: CorruptIndexException)"
-        )
+    check_last_offset(entries[-1].offset if entries else None, base_offset, problems)
     if entries and entries[-1].timestamp < entries[0].timestamp:
         problems.append(
             f"last timestamp {entries[-1].timestamp} is below the first {entries[0].timestamp} "
-            "(Kafka's sanity check fails: CorruptIndexException)"
+            f"{KAFKA_SANITY_FAILS}"
         )
     real = _without_zero_slots(entries, base_offset)
-    if real < len(entries):
-        problems.append(
-            f"{len(entries) - real} trailing zero-filled slots (a preallocated index that was "
-            f"never trimmed; Kafka would read them as entries), from entry {real}"
-        )
+    report_zero_slots(len(entries), real, problems)
     _check_order(entries[:real], base_offset, problems)
     if log_batches is not None:
         _check_against_log(entries[:real], log_batches, problems)
@@ -188,10 +172,7 @@ def _without_zero_slots(entries: Sequence[TimeIndexEntry], base_offset: int) -> 
     A lone ``(0, base_offset)`` entry can be real (a first batch stamped at the epoch), so it only
     counts as a zero slot when another entry precedes it or the run is longer than one.
     """
-    zero = TimeIndexEntry(0, base_offset)
-    real = len(entries)
-    while real and entries[real - 1] == zero:
-        real -= 1
+    real = trailing_zero_slots(entries, TimeIndexEntry(0, base_offset))
     return real if real or len(entries) > 1 else len(entries)
 
 

@@ -23,11 +23,10 @@ import os
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from kcompact.errors import CorruptIndexError
 from kcompact.segment.files import write_synced
-from kcompact.segment.offset_index import Finding
+from kcompact.segment.fixed_index import Finding, iter_slots, read_index_file
 
 TXN_INDEX_ENTRY = struct.Struct(
     ">"
@@ -65,15 +64,8 @@ def decode_txn_index(data: bytes | memoryview) -> list[AbortedTxn]:
         CorruptIndexError: the length is not a multiple of 34, or an entry's version is not 0
             (``position`` = the entry's position in ``data``).
     """
-    size_in_bytes = len(data)
-    if size_in_bytes % TXN_INDEX_ENTRY_SIZE:
-        raise CorruptIndexError(
-            f"transaction index size is not a whole number of entries; expected a multiple of "
-            f"{TXN_INDEX_ENTRY_SIZE} bytes, found {size_in_bytes} bytes",
-            position=size_in_bytes - size_in_bytes % TXN_INDEX_ENTRY_SIZE,
-        )
     entries = []
-    for number, fields in enumerate(TXN_INDEX_ENTRY.iter_unpack(data)):
+    for number, fields in enumerate(iter_slots(data, TXN_INDEX_ENTRY, "transaction index")):
         entry = AbortedTxn(fields[1], fields[2], fields[3], fields[4], version=fields[0])
         if entry.version != TXN_INDEX_VERSION:
             raise CorruptIndexError(
@@ -130,11 +122,7 @@ def read_txn_index(path: str | os.PathLike[str]) -> list[AbortedTxn]:
         FileNotFoundError: the file does not exist (Kafka's meaning: no aborted transactions).
         CorruptIndexError: the file does not decode; the error names the file.
     """
-    data = Path(path).read_bytes()
-    try:
-        return decode_txn_index(data)
-    except CorruptIndexError as err:
-        raise err.located(path) from err
+    return read_index_file(path, decode_txn_index)
 
 
 def write_txn_index(path: str | os.PathLike[str], entries: Iterable[AbortedTxn]) -> None:
