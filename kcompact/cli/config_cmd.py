@@ -1,13 +1,18 @@
 """``kcompact config show``: the configuration kcompact resolves for a partition, and where each value
 came from (``--config``, topic override, dynamic broker config, server.properties, Kafka's default).
 
+Also home of the options every command that resolves a configuration shares: ``--config``
+(:func:`config_option`) and the two files beside it, ``--server-properties`` and ``--metadata-dir``
+(:func:`config_source_options`). Each command keeps its own help wording, so those are arguments.
+
 Only click (and :mod:`kcompact.cli.render`) are imported at module level so that ``kcompact --help``
 stays fast; the library and rich are imported inside the command.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
@@ -20,6 +25,49 @@ EPILOG = (
     "Exit codes: 0 success; 2 bad input (a bad --config, an unreadable file, a metadata log that "
     "does not parse); 1 a bug in kcompact (with a traceback)."
 )
+SERVER_PROPERTIES_HELP = "The broker's server.properties (default: $KCOMPACT_SERVER_PROPERTIES)."
+METADATA_DIR_HELP = (
+    "metadata.log.dir or its __cluster_metadata-0 (default: the one server.properties names, "
+    "else the one beside the partition's log dir)."
+)
+METADATA_DIRS_HELP = METADATA_DIR_HELP.replace("the partition's", "each partition's")  # many paths
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def config_option(help_text: str) -> Callable[[F], F]:
+    """``--config KEY=VALUE`` (repeatable), passed to the command as ``config_pairs``.
+
+    Args:
+        help_text: the command's own help for it (which settings matter there).
+
+    Returns:
+        The click decorator.
+    """
+    return click.option("--config", "config_pairs", multiple=True, metavar="KEY=VALUE", help=help_text)
+
+
+def config_source_options(metadata_dir_help: str = METADATA_DIR_HELP) -> Callable[[F], F]:
+    """``--server-properties FILE`` and ``--metadata-dir DIR``, in that order: the broker's files a
+    partition's configuration is resolved from (``kcompact.config.effective.partition_config``).
+
+    Args:
+        metadata_dir_help: the help of ``--metadata-dir`` (where it is looked for by default).
+
+    Returns:
+        The click decorator (the command gets ``server_properties`` and ``metadata_dir``).
+    """
+    server_properties = click.option(
+        "--server-properties", type=click.Path(exists=True, dir_okay=False, path_type=str),
+        default=None, metavar="FILE", help=SERVER_PROPERTIES_HELP)
+    metadata_dir = click.option(
+        "--metadata-dir", type=click.Path(exists=True, file_okay=False, path_type=str),
+        default=None, metavar="DIR", help=metadata_dir_help)
+
+    def decorate(command: F) -> F:
+        return server_properties(metadata_dir(command))
+
+    return decorate
 
 
 @click.group("config", epilog=EPILOG)
@@ -29,15 +77,9 @@ def config_group() -> None:
 
 @config_group.command("show", epilog=EPILOG)
 @click.argument("partition_dir", type=click.Path(exists=True, file_okay=False, path_type=str))
-@click.option("--server-properties", type=click.Path(exists=True, dir_okay=False, path_type=str),
-              default=None, metavar="FILE",
-              help="The broker's server.properties (default: $KCOMPACT_SERVER_PROPERTIES).")
-@click.option("--metadata-dir", type=click.Path(exists=True, file_okay=False, path_type=str),
-              default=None, metavar="DIR",
-              help="metadata.log.dir, or its __cluster_metadata-0 directory (default: the one "
-                   "server.properties names, else the one beside the partition's log dir).")
-@click.option("--config", "config_pairs", multiple=True, metavar="KEY=VALUE",
-              help="A topic configuration by Kafka's name; beats every other source. Repeatable.")
+@config_source_options("metadata.log.dir, or its __cluster_metadata-0 directory (default: the one "
+                       "server.properties names, else the one beside the partition's log dir).")
+@config_option("A topic configuration by Kafka's name; beats every other source. Repeatable.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def show_command(partition_dir: str, server_properties: str | None, metadata_dir: str | None,
                  config_pairs: tuple[str, ...], as_json: bool) -> None:

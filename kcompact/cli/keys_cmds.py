@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from kcompact.cli import render
+from kcompact.cli.config_cmd import METADATA_DIR_HELP, config_option, config_source_options
 
 EPILOG = (
     "Exit codes: 0 success; 2 bad input or refused (one line on stderr names the file and byte "
@@ -25,29 +26,14 @@ EPILOG = (
 LABEL_WIDTH = 14
 TEXT_WIDTH = 80
 CONFIG_HELP = "A topic or cleaner configuration by Kafka's name. Repeatable."
-SERVER_PROPERTIES_HELP = "The broker's server.properties (default: $KCOMPACT_SERVER_PROPERTIES)."
-METADATA_DIR_HELP = (
-    "metadata.log.dir or its __cluster_metadata-0 (default: the one server.properties names, "
-    "else the one beside the partition's log dir)."
-)
 
 
 def _config_options(command: Any) -> Any:
     """--config, --now-ms, --server-properties and --metadata-dir, as clean and dirty-ratio."""
-    for decorator in reversed((
-        click.option("--config", "config_pairs", multiple=True, metavar="KEY=VALUE",
-                     help=CONFIG_HELP),
-        click.option("--now-ms", type=int, default=None,
-                     help="The clock (default: now), in ms since the epoch."),
-        click.option("--server-properties", default=None, metavar="FILE",
-                     type=click.Path(exists=True, dir_okay=False, path_type=str),
-                     help=SERVER_PROPERTIES_HELP),
-        click.option("--metadata-dir", default=None, metavar="DIR",
-                     type=click.Path(exists=True, file_okay=False, path_type=str),
-                     help=METADATA_DIR_HELP),
-    )):
-        command = decorator(command)
-    return command
+    command = config_source_options(METADATA_DIR_HELP)(command)
+    command = click.option("--now-ms", type=int, default=None,
+                           help="The clock (default: now), in ms since the epoch.")(command)
+    return config_option(CONFIG_HELP)(command)
 
 
 @click.command("keys", epilog=EPILOG)

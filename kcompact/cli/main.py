@@ -19,6 +19,7 @@ import click
 
 from kcompact import __version__
 from kcompact.cli import render
+from kcompact.cli.config_cmd import METADATA_DIRS_HELP, config_option, config_source_options
 
 EXIT_OK = 0
 EXIT_BUG = 1
@@ -101,16 +102,9 @@ def dump_command(path: str, records: bool, verify_index: bool, as_json: bool) ->
 
 @inspect.command("dirty-ratio", epilog=EPILOG)
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=str))
-@click.option("--config", "config_pairs", multiple=True, metavar="KEY=VALUE",
-              help="A topic configuration by Kafka's name (min.cleanable.dirty.ratio, …). Repeatable.")
+@config_option("A topic configuration by Kafka's name (min.cleanable.dirty.ratio, …). Repeatable.")
 @click.option("--now-ms", type=int, default=None, help="The clock (default: now), in ms since the epoch.")
-@click.option("--server-properties", type=click.Path(exists=True, dir_okay=False, path_type=str),
-              default=None, metavar="FILE",
-              help="The broker's server.properties (default: $KCOMPACT_SERVER_PROPERTIES).")
-@click.option("--metadata-dir", type=click.Path(exists=True, file_okay=False, path_type=str),
-              default=None, metavar="DIR",
-              help="metadata.log.dir or its __cluster_metadata-0 (default: the one server.properties "
-                   "names, else the one beside each partition's log dir).")
+@config_source_options(METADATA_DIRS_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of rows (also for one partition).")
 def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], now_ms: int | None,
                         server_properties: str | None, metadata_dir: str | None, as_json: bool) -> None:
@@ -134,9 +128,8 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
 
 @cli.command("clean", epilog=EPILOG)
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=str))
-@click.option("--config", "config_pairs", multiple=True, metavar="KEY=VALUE",
-              help="A topic configuration, by Kafka's name (cleanup.policy, segment.bytes, "
-                   "delete.retention.ms, min.compaction.lag.ms, …). Repeatable.")
+@config_option("A topic configuration, by Kafka's name (cleanup.policy, segment.bytes, "
+               "delete.retention.ms, min.compaction.lag.ms, …). Repeatable.")
 @click.option("--now-ms", type=int, default=None,
               help="The clock the time rules use (default: now), in ms since the epoch.")
 @click.option("--roll", is_flag=True,
@@ -150,13 +143,7 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
                    "where the map is full). Default: no bound, one round cleans everything.")
 @click.option("--only-eligible", is_flag=True,
               help="For a log dir: clean only partitions the broker's cleaner would pick now.")
-@click.option("--server-properties", type=click.Path(exists=True, dir_okay=False, path_type=str),
-              default=None, metavar="FILE",
-              help="The broker's server.properties (default: $KCOMPACT_SERVER_PROPERTIES).")
-@click.option("--metadata-dir", type=click.Path(exists=True, file_okay=False, path_type=str),
-              default=None, metavar="DIR",
-              help="metadata.log.dir or its __cluster_metadata-0 (default: the one server.properties "
-                   "names, else the one beside each partition's log dir).")
+@config_source_options(METADATA_DIRS_HELP)
 @click.option("--jobs", default=None, callback=parse_jobs, metavar="N|auto",
               help="Worker processes for a log dir's partitions (for one partition: its own "
                    "parallelism). Default auto: one per core once there is enough to do (about "

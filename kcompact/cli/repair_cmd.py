@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from kcompact.cli import render
+from kcompact.cli.config_cmd import config_option
 
 EXIT_PROBLEMS = 2
 EPILOG = (
@@ -31,9 +32,8 @@ EPILOG = (
               help="Where originals and quarantined bytes go (default: next to the log dir, in "
                    "<log dir>.kcompact-backup/; never inside the log dir).")
 @click.option("--clean", is_flag=True, help="Then compact the repaired partition (as `kcompact clean`).")
-@click.option("--config", "config_pairs", multiple=True, metavar="KEY=VALUE",
-              help="A topic configuration by Kafka's name (index.interval.bytes, and for --clean "
-                   "cleanup.policy, delete.retention.ms, …). Repeatable.")
+@config_option("A topic configuration by Kafka's name (index.interval.bytes, and for --clean "
+               "cleanup.policy, delete.retention.ms, …). Repeatable.")
 @click.option("--now-ms", type=int, default=None, help="The clock of --clean (default: now).")
 @click.option("--undo", "undo_dir", metavar="BACKUP_DIR", default=None,
               type=click.Path(exists=True, file_okay=False, path_type=str),

@@ -22,6 +22,8 @@ import sys
 
 import click
 
+from kcompact.cli.config_cmd import config_option, config_source_options
+
 EXIT_BAD_INPUT = 2  # as kcompact.cli.main (not imported: main imports this module while it loads)
 EXIT_BUG = 1
 EPILOG = (
@@ -38,16 +40,10 @@ _master = click.option("--master", default=None, metavar="URL",
                        help="Spark master (local[4], spark://host:7077, yarn…). Default: what "
                             "spark-submit set, else local[*].")
 _verbose = click.option("--verbose", is_flag=True, help="Show Spark's own logs (INFO); default: errors only.")
-_config = click.option("--config", "config_pairs", multiple=True, metavar="KEY=VALUE",
-                       help="A topic configuration by Kafka's name. Repeatable.")
+_config = config_option("A topic configuration by Kafka's name. Repeatable.")
 _now_ms = click.option("--now-ms", type=int, default=None,
                        help="The clock every task uses (default: the driver's now), in ms since the epoch.")
-_server_properties = click.option(
-    "--server-properties", type=click.Path(exists=True, dir_okay=False, path_type=str), default=None,
-    metavar="FILE", help="The broker's server.properties (default: $KCOMPACT_SERVER_PROPERTIES).")
-_metadata_dir = click.option(
-    "--metadata-dir", type=click.Path(exists=True, file_okay=False, path_type=str), default=None,
-    metavar="DIR", help="metadata.log.dir or its __cluster_metadata-0.")
+_config_sources = config_source_options("metadata.log.dir or its __cluster_metadata-0.")
 _paths = click.argument("paths", nargs=-1, required=True,
                         type=click.Path(exists=True, file_okay=False, path_type=str))
 
@@ -78,8 +74,7 @@ def spark_group() -> None:
 @click.option("--map-budget", type=click.IntRange(min=1), default=None, metavar="BYTES",
               help="A partition whose offset map would exceed BYTES is cleaned with a distributed "
                    "offset map, driven from the driver, instead of in one task.")
-@_server_properties
-@_metadata_dir
+@_config_sources
 @click.option("--output", type=click.Path(path_type=str), default=None, metavar="STATS.parquet",
               help="Also write the per-partition rows as Parquet (a new directory).")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
@@ -130,8 +125,7 @@ def spark_inspect() -> None:
 @_verbose
 @_config
 @_now_ms
-@_server_properties
-@_metadata_dir
+@_config_sources
 @click.option("--output", type=click.Path(path_type=str), default=None, metavar="REPORT.parquet",
               help="Also write the rows as Parquet (a new directory), same fields as --json.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of rows (as kcompact inspect dirty-ratio).")
