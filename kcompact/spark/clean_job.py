@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kcompact.cleaner.cleaner import CleanOptions, clean_partition
-from kcompact.cleaner.run import checkpoint_keys, settle_checkpoint_order
+from kcompact.cleaner.run import ConfigSources, checkpoint_keys, settle_checkpoint_order
 from kcompact.errors import KcompactError
 from kcompact.spark.plan import CleanTask, plan_clean
 from kcompact.spark.rows import CLEAN_COLUMNS, as_dicts, clean_row, ddl
@@ -93,8 +93,8 @@ def spark_clean(
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     # Spark is the parallelism: a task cleans its partition in its own process (no worker pool inside).
     options = replace(options, now_ms=now_ms, jobs=1)
-    plan = plan_clean(paths, cli_overrides=cli_overrides, options=options, only_eligible=only_eligible,
-                      server_properties=server_properties, metadata_dir=metadata_dir)
+    sources = ConfigSources(cli_overrides, server_properties, metadata_dir)
+    plan = plan_clean(paths, sources, options=options, only_eligible=only_eligible)
     on_driver = _needs_distributed_map(plan.tasks, map_budget_bytes)
     before = {} if options.dry_run else _checkpoint_keys(plan.tasks)
     fanned = [task for i, task in enumerate(plan.tasks) if i not in on_driver]

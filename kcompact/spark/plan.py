@@ -19,7 +19,7 @@ file to that order so that it is byte-identical to the serial run's (see ``clean
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -68,22 +68,19 @@ class CleanPlan:
 
 def plan_clean(
     paths: Iterable[str | Path],
+    sources: ConfigSources,
     *,
-    cli_overrides: Mapping[str, str],
     options: CleanOptions,
     only_eligible: bool = False,
-    server_properties: str | Path | None = None,
-    metadata_dir: str | Path | None = None,
 ) -> CleanPlan:
     """Plan a ``spark clean`` over partition directories and log dirs, path after path.
 
     Args:
         paths: partition directories and/or log dirs.
-        cli_overrides: ``--config`` pairs (already validated).
+        sources: where each partition's configuration comes from (``--config`` pairs, already
+            validated, server.properties, the metadata log).
         options: the run's options; ``now_ms`` must already be fixed by the driver.
         only_eligible: for a log dir, keep only the partitions the broker would clean now.
-        server_properties: the broker's server.properties (default: ``$KCOMPACT_SERVER_PROPERTIES``).
-        metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0``.
 
     Returns:
         The :class:`CleanPlan`.
@@ -93,7 +90,6 @@ def plan_clean(
     """
     if options.now_ms is None:
         raise KcompactError("spark clean plan: the driver's clock; expected now_ms set, found None")
-    sources = ConfigSources(cli_overrides, server_properties, metadata_dir)
     plan = CleanPlan()
     for raw in paths:
         target = Path(raw).absolute()  # executors run elsewhere: no path relative to the driver's cwd

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from kcompact.cleaner.cleaner import CleanOptions
-from kcompact.cleaner.run import clean_path
+from kcompact.cleaner.run import ConfigSources, clean_path
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.spark import clean_job
 from kcompact.spark.clean_job import run_clean_task, settle_checkpoint_order, spark_clean
@@ -133,7 +133,7 @@ def test_a_refused_partition_dir_is_a_failure_of_the_plan_not_of_the_run(tmp_pat
     metadata = tmp_path / "logs" / "__cluster_metadata-0"
     metadata.mkdir()
 
-    plan = plan_clean([metadata, log_dir / "orders-0"], cli_overrides={}, options=CleanOptions(now_ms=NOW))
+    plan = plan_clean([metadata, log_dir / "orders-0"], ConfigSources({}), options=CleanOptions(now_ms=NOW))
 
     assert [Path(t.partition_dir).name for t in plan.tasks] == ["orders-0"]
     assert [Path(f.partition_dir).name for f in plan.failures] == ["__cluster_metadata-0"]
@@ -142,13 +142,13 @@ def test_a_refused_partition_dir_is_a_failure_of_the_plan_not_of_the_run(tmp_pat
 
 def test_a_partition_named_twice_is_cleaned_once(tmp_path: Path) -> None:
     log_dir = build_log_dir(tmp_path / "logs", 2)
-    plan = plan_clean([log_dir / "orders-0", log_dir], cli_overrides={}, options=CleanOptions(now_ms=NOW))
+    plan = plan_clean([log_dir / "orders-0", log_dir], ConfigSources({}), options=CleanOptions(now_ms=NOW))
     assert [Path(t.partition_dir).name for t in plan.tasks] == ["orders-0", "users-0"]
 
 
 def test_an_unexpected_exception_in_a_task_is_a_bug_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     part = build_partition(tmp_path / "logs", "orders", 0)
-    task = plan_clean([part], cli_overrides={}, options=CleanOptions(now_ms=NOW)).tasks[0]
+    task = plan_clean([part], ConfigSources({}), options=CleanOptions(now_ms=NOW)).tasks[0]
 
     def broken(*args: object, **kwargs: object) -> object:
         raise ValueError("a bug")
