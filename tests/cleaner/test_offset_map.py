@@ -14,6 +14,7 @@ import xxhash
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kcompact.cleaner import _offset_runs as runs
 from kcompact.cleaner import offset_map as om
 from kcompact.cleaner.offset_map import OffsetMap, key_digests
 from kcompact.errors import ConfigError
@@ -56,12 +57,12 @@ def _tiny_thresholds() -> Iterator[None]:
     stored bits, and look at windows of 8 keys (buckets of ~8 keys often overflow them)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(om, "_FLUSH_MIN_PUTS", 5)
-        mp.setattr(om, "_MERGE_CHUNK", 3)
-        mp.setattr(om, "_LOOKUP_CHUNK", 4)
-        mp.setattr(om, "_WINDOW", 8)
-        mp.setattr(om, "_BUCKET_KEYS", 8)
-        mp.setattr(om, "_MMAP_MIN_BYTES", 1)
-        mp.setattr(om, "IMPLIED_BITS", 2)
+        mp.setattr(runs, "_MERGE_CHUNK", 3)
+        mp.setattr(runs, "_LOOKUP_CHUNK", 4)
+        mp.setattr(runs, "_WINDOW", 8)
+        mp.setattr(runs, "_BUCKET_KEYS", 8)
+        mp.setattr(runs, "_MMAP_MIN_BYTES", 1)
+        mp.setattr(runs, "IMPLIED_BITS", 2)
         yield
 
 
@@ -297,7 +298,7 @@ def test_at_most_16_bytes_a_key_after_freeze() -> None:
         offset_map.put_batch(hi[at : at + 10_000], lo[at : at + 10_000], offsets)
     offset_map.freeze()
     assert offset_map.get_batch(hi[:5], lo[:5]).tolist() == [0, 3, 6, 9, 12]
-    assert offset_map.memory_bytes() == 15 * n + 8 * om._WINDOW + 4 * (2**16 + 1)
+    assert offset_map.memory_bytes() == 15 * n + 8 * runs._WINDOW + 4 * (2**16 + 1)
     assert offset_map.memory_bytes() / n <= 16.0
 
 
@@ -308,7 +309,7 @@ def test_offsets_spanning_2_to_the_32_take_8_bytes_a_key() -> None:
     offsets = np.arange(n, dtype=np.int64) * 2**20  # spans > 2**32 offsets
     wide.put_batch(hi, lo, offsets)
     wide.freeze()
-    assert wide.memory_bytes() == 19 * n + 8 * om._WINDOW + 4 * (2**16 + 1)
+    assert wide.memory_bytes() == 19 * n + 8 * runs._WINDOW + 4 * (2**16 + 1)
     assert np.array_equal(wide.get_batch(hi, lo), offsets)
     assert np.array_equal(wide.latest_offsets_sorted(), offsets)
 
@@ -327,10 +328,10 @@ def test_an_offset_below_the_first_one_widens_the_run() -> None:
 def test_a_big_map_with_finer_directories_matches_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
     """300k keys, 12 implied bits, 1-key buckets (so merges refine 2**17-2**18-bucket
     directories), merges in chunks of 5000 and outputs in their own mappings, given back."""
-    monkeypatch.setattr(om, "_BUCKET_KEYS", 1)
-    monkeypatch.setattr(om, "_MERGE_CHUNK", 5000)
+    monkeypatch.setattr(runs, "_BUCKET_KEYS", 1)
+    monkeypatch.setattr(runs, "_MERGE_CHUNK", 5000)
     monkeypatch.setattr(om, "_FLUSH_MIN_PUTS", 20_000)
-    monkeypatch.setattr(om, "_RELEASE_SHIFT", 12)  # give back 4 KiB pages, as soon as consumed
+    monkeypatch.setattr(runs, "_RELEASE_SHIFT", 12)  # give back 4 KiB pages, as soon as consumed
     n, puts = 300_000, 600_000
     hi, lo = _random_digests(n, 9)
     ids = np.random.default_rng(10).integers(0, n, puts)
