@@ -54,6 +54,14 @@ class LogFacts:
     times: list[tuple[int, int]] = field(default_factory=list)  # (last_offset, max_timestamp)
     markers: dict[int, tuple[int, str]] = field(default_factory=dict)  # offset -> (producer, type)
 
+    def add(self, batch: RecordBatch | LegacyEntry) -> None:
+        """Take the next batch of the walk, in file order."""
+        last_offset = batch.last_offset
+        self.starts.append((batch.position, last_offset))
+        self.times.append((last_offset, batch.max_timestamp))
+        if batch.is_control:
+            self.markers[last_offset] = (batch.producer_id, _marker_type(batch))
+
 
 def verify_index_file(
     index_path: Path, base_offset: int, log_path: Path, *, live_active: bool = False
@@ -74,22 +82,62 @@ def verify_index_file(
         One sentence per problem. A ``.log`` that cannot be walked adds one sentence saying the
         comparison was skipped; the index's own rules are still checked.
     """
+    loaded = _read_index(index_path)
+    if isinstance(loaded, str):
+        return [loaded]
+    walked: LogFacts | Exception | None = None
+    if log_path.exists():
+        try:
+            walked = read_log_facts(log_path, partial_tail_ok=live_active)
+        except (KcompactError, OSError) as err:
+            walked = err
+    return _verify(*loaded, base_offset, log_path, walked, live_active)
+
+
+def verify_index_with_facts(
+    index_path: Path, base_offset: int, log_path: Path, walked: LogFacts | Exception
+) -> list[str]:
+    """:func:`verify_index_file` of a closed segment whose ``.log`` the caller has walked already.
+
+    One walk then serves all of a segment's indexes (the cleaner's self-check walks its output once
+    for its own rules and these). Only for files no one appends to: the log is read before the index.
+
+    Args:
+        index_path: the index file.
+        base_offset: its segment's base offset.
+        log_path: the segment's ``.log`` (named in the problem when it could not be walked).
+        walked: the facts of the whole ``.log`` (:meth:`LogFacts.add` over every batch), or the
+            error that stopped its walk.
+
+    Returns:
+        The problems :func:`verify_index_file` would report with ``live_active=False``.
+    """
+    loaded = _read_index(index_path)
+    if isinstance(loaded, str):
+        return [loaded]
+    return _verify(*loaded, base_offset, log_path, walked, False)
+
+
+def _read_index(index_path: Path) -> tuple[str, bytes] | str:
+    """``(kind, bytes)`` of an index file, or the one problem that stops its check."""
     parsed = parse_segment_file_name(index_path.name)
     kind = parsed.kind if parsed is not None else ""
     if kind not in ("index", "timeindex", "txnindex"):
-        return ["not an index file; expected a .index, .timeindex or .txnindex name, found "
-                + index_path.name]
+        return ("not an index file; expected a .index, .timeindex or .txnindex name, found "
+                + index_path.name)
     try:
-        data = index_path.read_bytes()
+        return kind, index_path.read_bytes()
     except OSError as err:
-        return [f"cannot read the file: {err.strerror or err}"]
+        return f"cannot read the file: {err.strerror or err}"
+
+
+def _verify(kind: str, data: bytes, base_offset: int, log_path: Path,
+            walked: LogFacts | Exception | None, live_active: bool) -> list[str]:
+    """The index's problems: a log that could not be walked first, then the index's own and the log's."""
     problems: list[str] = []
-    facts: LogFacts | None = None
-    if log_path.exists():
-        try:
-            facts = read_log_facts(log_path, partial_tail_ok=live_active)
-        except (KcompactError, OSError) as err:
-            problems.append(f"not compared with {log_path.name}, which cannot be walked: {err}")
+    facts = walked if isinstance(walked, LogFacts) else None
+    if walked is not None and facts is None:
+        problems.append(f"not compared with {log_path.name}, which cannot be walked: {walked}")
     try:
         problems += _check(kind, data, base_offset, facts, live_active)
     except KcompactError as err:
@@ -164,10 +212,7 @@ def read_log_facts(log_path: Path, *, partial_tail_ok: bool = False) -> LogFacts
     with LogFile(log_path) as log:
         try:
             for batch in log.iter_batches():
-                facts.starts.append((batch.position, batch.last_offset))
-                facts.times.append((batch.last_offset, batch.max_timestamp))
-                if batch.is_control:
-                    facts.markers[batch.last_offset] = (batch.producer_id, _marker_type(batch))
+                facts.add(batch)
         except TruncatedDataError:
             if not partial_tail_ok:
                 raise
