@@ -20,6 +20,7 @@ partition's locks (``log_dir_write_guard`` + ``partition_lock``) from :func:`pla
 from __future__ import annotations
 
 import time
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ import numpy.typing as npt
 
 from kcompact.cleaner.filtering import FilterContext, filter_segment
 from kcompact.cleaner.log_state import load_log_state
-from kcompact.cleaner.mapping import iter_dirty_keys
+from kcompact.cleaner.mapping import SLICE_RECORDS, iter_dirty_keys
 from kcompact.cleaner.offset_map import key_digests
 from kcompact.cleaner.options import DEFAULT_OPTIONS, CleanOptions, CleanResult, Progress
 from kcompact.cleaner.oracle import RetentionOracle
@@ -160,9 +161,20 @@ def segment_key_entries(
             f"{seg.log_path}: a segment of the clean section; expected a base offset below "
             f"{plan.first_dirty_offset}, found {seg.base_offset}"
         )
+    return _clean_section_entries(plan, seg.log_path)
+
+
+def _clean_section_entries(plan: CleanPlan, log_path: str | Path) -> tuple[U64, U64, I64]:
+    """The keyed data records of a clean-section segment, hashed a window of keys at a time.
+
+    A window is about :data:`~kcompact.cleaner.mapping.SLICE_RECORDS` keys, so a 1 GiB segment never
+    holds a Python list of all its keys: only the result's 24 bytes an entry grow with its size.
+    """
+    his: list[U64] = []
+    los: list[U64] = []
     keys: list[bytes] = []
-    offsets: list[int] = []
-    with LogFile(seg.log_path) as log:
+    offsets = array("q")
+    with LogFile(log_path) as log:
         for batch in log.iter_batches():
             if batch.is_control or batch.base_offset >= plan.first_dirty_offset:
                 continue
@@ -170,8 +182,19 @@ def segment_key_entries(
                 if key is not None and offset < plan.first_dirty_offset:
                     keys.append(key)
                     offsets.append(offset)
+            if len(keys) >= SLICE_RECORDS:
+                _hash_window(keys, his, los)
+    _hash_window(keys, his, los)
+    return (np.concatenate(his), np.concatenate(los),
+            np.frombuffer(offsets, dtype=np.int64).copy())
+
+
+def _hash_window(keys: list[bytes], his: list[U64], los: list[U64]) -> None:
+    """Append the digests of ``keys`` to ``his``/``los`` and empty ``keys``."""
     hi, lo = key_digests(keys) if keys else (np.empty(0, np.uint64), np.empty(0, np.uint64))
-    return hi, lo, np.array(offsets, dtype=np.int64)
+    his.append(hi)
+    los.append(lo)
+    keys.clear()
 
 
 def _keys_of(batch: object, log: LogFile) -> tuple[Sequence[int], Sequence[bytes | None]]:

@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kcompact.cleaner import stages
 from kcompact.cleaner.cleaner import CleanOptions, clean_partition
 from kcompact.cleaner.log_state import read_control
-from kcompact.cleaner.offset_map import OffsetMap
+from kcompact.cleaner.offset_map import OffsetMap, key_digests
 from kcompact.cleaner.oracle import OffsetMapOracle, RetentionOracle, SortedOffsetsOracle
 from kcompact.cleaner.plan import CleanPlan
 from kcompact.cleaner.stages import (
@@ -176,6 +177,28 @@ def test_dirty_entries_are_the_keyed_records_of_committed_data(tmp_path: Path) -
                 if k is not None and o < plan.first_uncleanable_offset
                 and not (meta["transactional"] and meta["producer_id"] in (2, 3))]
     assert found == expected
+
+
+@pytest.mark.parametrize("window", [1, 3, 1 << 16])
+def test_clean_entries_are_the_keyed_data_records_below_the_first_dirty_offset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, window: int
+) -> None:
+    from tests.builders import read_all_records
+
+    monkeypatch.setattr(stages, "SLICE_RECORDS", window)  # keys are hashed a window at a time
+    plan = plan_clean(checkpointed(tmp_path / "logdir"), config(), OPTIONS)
+    assert plan is not None and plan.first_dirty_offset > 0
+    records = read_all_records(Path(plan.partition_dir))
+    bases = [seg.base_offset for seg in plan.segments]
+    clean = [b for b in bases if b < plan.first_dirty_offset]
+    for base, upper in zip(clean, bases[1:]):
+        hi, lo, offsets = segment_key_entries(plan, base, section="clean")
+        wanted = [(o, k) for o, k, _v in records
+                  if k is not None and base <= o < min(upper, plan.first_dirty_offset)]
+        assert len(wanted) > 3
+        assert offsets.dtype == np.int64 and offsets.tolist() == [o for o, _k in wanted]
+        expected_hi, expected_lo = key_digests([k for _o, k in wanted])
+        assert hi.tolist() == expected_hi.tolist() and lo.tolist() == expected_lo.tolist()
 
 
 def test_entries_of_a_section_the_segment_is_not_in_are_refused(tmp_path: Path) -> None:
