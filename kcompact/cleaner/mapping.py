@@ -111,7 +111,6 @@ def iter_dirty_keys(
             if acc.puts >= SLICE_RECORDS:
                 yield acc.take()
     yield acc.take()
-    yield acc.take()
 
 
 class _Slice:
