@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, TypeVar
 from kcompact.errors import KcompactError, TruncatedDataError
 from kcompact.records.batch import RecordBatch
 from kcompact.records.control import ControlRecordKey
+from kcompact.segment.fixed_index import trailing_zero_slots
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import parse_segment_file_name
 from kcompact.segment.offset_index import (
@@ -168,10 +169,7 @@ def _check(kind: str, data: bytes, base_offset: int, facts: LogFacts | None,
 
 def _trim(entries: list[_Entry], zero: _Entry, *, keep_one: bool) -> list[_Entry]:
     """``entries`` without their trailing zero-filled slots (a lone first one may be real)."""
-    real = len(entries)
-    while real > (1 if keep_one else 0) and entries[real - 1] == zero:
-        real -= 1
-    return entries[:real]
+    return entries[: max(trailing_zero_slots(entries, zero), 1 if keep_one else 0)]
 
 
 def _check_txns(txns: Sequence[AbortedTxn], facts: LogFacts | None, problems: list[str]) -> None:
