@@ -56,7 +56,7 @@ from kcompact.cleaner.offset_map import OffsetMap
 from kcompact.cleaner.options import Progress
 from kcompact.cleaner.oracle import RetentionOracle
 from kcompact.cleaner.plan import CleanPlan, SegmentPlan
-from kcompact.cleaner.pool import usable_cpus
+from kcompact.cleaner.pool import fork_available, usable_cpus
 from kcompact.cleaner.spill import (
     Spilled,
     SpillWriter,
@@ -85,11 +85,6 @@ _POOL_LOCK = threading.Lock()
 _worker_state: tuple[CleanPlan, RetentionOracle | None, Path] | None = None  # inherited through fork
 
 
-def fork_available() -> bool:
-    """Whether worker processes can be forked here (not on Windows; macOS has it but not by default)."""
-    return "fork" in multiprocessing.get_all_start_methods()
-
-
 def resolve_jobs(jobs: int | None, plan: CleanPlan) -> int:
     """The number of processes a round uses (see the module docstring).
 
@@ -105,8 +100,8 @@ def resolve_jobs(jobs: int | None, plan: CleanPlan) -> int:
     """
     if jobs is not None and jobs < 1:
         raise ConfigError(f"jobs; expected at least 1, found {jobs}")
-    if not fork_available() or multiprocessing.current_process().daemon:
-        return 1  # a daemonic process (a pool's worker) may not start processes of its own
+    if not fork_available():
+        return 1
     if jobs is not None:
         return jobs
     read = sum(s.size_in_bytes for s in plan.segments if s.base_offset < plan.end_offset)

@@ -8,11 +8,13 @@ and a pickled result per partition).
 :func:`run_in_pool` runs one call per item in forked workers. The items and the call reach the
 workers through fork (nothing but an index is pickled on the way in); each outcome comes back pickled,
 and the parent collects outcomes in the items' order and relays the workers' progress in this process,
-so a pooled run reports as a serial one does, except for timings.
+so a pooled run reports as a serial one does, except for timings. Where :func:`fork_available` says
+no (it also guards cleaner/parallel.py's pools), :func:`partition_workers` picks one.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -24,6 +26,7 @@ __all__ = [
     "PARTITION_WORK_BYTES",
     "POOL_MIN_WORK_BYTES",
     "ProgressCallback",
+    "fork_available",
     "partition_workers",
     "run_in_pool",
     "usable_cpus",
@@ -62,15 +65,28 @@ def partition_workers(jobs: int | None, sizes_in_bytes: Sequence[int]) -> int:
 
     Returns:
         ``min(jobs, partitions)``; for auto, ``min(usable cores, partitions)`` once their bytes plus
-        :data:`PARTITION_WORK_BYTES` each reach :data:`POOL_MIN_WORK_BYTES`, else 1.
+        :data:`PARTITION_WORK_BYTES` each reach :data:`POOL_MIN_WORK_BYTES`, else 1; always 1 where
+        :func:`fork_available` says no.
     """
-    if len(sizes_in_bytes) < 2:
+    if len(sizes_in_bytes) < 2 or not fork_available():
         return 1
     if jobs is not None:
         return max(1, min(jobs, len(sizes_in_bytes)))
     if sum(sizes_in_bytes) + PARTITION_WORK_BYTES * len(sizes_in_bytes) < POOL_MIN_WORK_BYTES:
         return 1
     return max(1, min(usable_cpus(), len(sizes_in_bytes)))
+
+
+def fork_available() -> bool:
+    """Whether this process can start forked workers (this module's and cleaner/parallel.py's pools).
+
+    Returns:
+        False where the "fork" start method is missing (Windows; macOS has it but not by default)
+        or in a daemonic process (a pool's worker), which may not start processes of its own.
+    """
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return False
+    return not multiprocessing.current_process().daemon
 
 
 def usable_cpus() -> int:
@@ -86,7 +102,7 @@ def run_in_pool(
     workers: int,
     progress: ProgressCallback | None,
 ) -> list[OutcomeT]:
-    """``work(item, report)`` for every item, in ``workers`` forked processes.
+    """``work(item, report)`` for every item, in ``workers`` forked processes (see :func:`fork_available`).
 
     Args:
         items: what to work on (inherited through fork, never pickled).
@@ -101,7 +117,6 @@ def run_in_pool(
     Raises:
         Exception: whatever a ``work`` call raised (a bug); the pool stops, queued items are not started.
     """
-    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("fork")
