@@ -31,7 +31,9 @@ class _Segment:
 class PartitionBuilder:
     """A fluent builder of one partition's segments."""
 
-    def __init__(self, topic: str = "orders", partition: int = 0, *, base_ts: int = BASE_TS) -> None:
+    def __init__(
+        self, topic: str = "orders", partition: int = 0, *, base_ts: int = BASE_TS
+    ) -> None:
         self.topic = topic
         self.partition = partition
         self.next_offset = 0
@@ -56,8 +58,14 @@ class PartitionBuilder:
         records = []
         for key, value in kvs:
             records.append(Record(self.next_offset, self.ts, key, value, headers))
-            self.all_records.append((self.next_offset, key, value, {
-                "producer_id": producer_id, "transactional": transactional}))
+            self.all_records.append(
+                (
+                    self.next_offset,
+                    key,
+                    value,
+                    {"producer_id": producer_id, "transactional": transactional},
+                )
+            )
             self.next_offset += 1
             self.ts += timestamp_step
         seq = -1
@@ -66,19 +74,34 @@ class PartitionBuilder:
             self._sequences[producer_id] = seq + len(records)
             if transactional and producer_id not in self._open_txns:
                 self._open_txns[producer_id] = records[0].offset
-        self.segments[-1].batches.append(encode_batch(
-            records, base_offset=records[0].offset, compression=compression,
-            producer_id=producer_id, producer_epoch=producer_epoch if producer_id >= 0 else -1,
-            base_sequence=seq, is_transactional=transactional))
+        self.segments[-1].batches.append(
+            encode_batch(
+                records,
+                base_offset=records[0].offset,
+                compression=compression,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch if producer_id >= 0 else -1,
+                base_sequence=seq,
+                is_transactional=transactional,
+            )
+        )
         return self
 
-    def marker(self, producer_id: int, *, commit: bool, producer_epoch: int = 0) -> PartitionBuilder:
+    def marker(
+        self, producer_id: int, *, commit: bool, producer_epoch: int = 0
+    ) -> PartitionBuilder:
         """Append a COMMIT or ABORT marker for ``producer_id``."""
         offset = self.next_offset
-        self.segments[-1].batches.append(encode_control_batch(
-            offset=offset, timestamp=self.ts, producer_id=producer_id, producer_epoch=producer_epoch,
-            control_type=ControlRecordType.COMMIT if commit else ControlRecordType.ABORT,
-            coordinator_epoch=1))
+        self.segments[-1].batches.append(
+            encode_control_batch(
+                offset=offset,
+                timestamp=self.ts,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                control_type=ControlRecordType.COMMIT if commit else ControlRecordType.ABORT,
+                coordinator_epoch=1,
+            )
+        )
         first = self._open_txns.pop(producer_id, None)
         if first is not None and not commit:
             others = list(self._open_txns.values())
@@ -105,8 +128,13 @@ class PartitionBuilder:
         part = log_dir / f"{self.topic}-{self.partition}"
         part.mkdir(parents=True, exist_ok=True)
         for seg in self.segments:
-            write_segment(part, seg.base_offset, seg.batches, aborted=seg.aborted,
-                          index_interval_bytes=index_interval_bytes)
+            write_segment(
+                part,
+                seg.base_offset,
+                seg.batches,
+                aborted=seg.aborted,
+                index_interval_bytes=index_interval_bytes,
+            )
         tp = (self.topic, self.partition)
         hw = self.next_offset if high_watermark == "log-end" else high_watermark
         if hw is not None:

@@ -59,7 +59,9 @@ class LogFile:
         self._map: mmap.mmap | None = None
         if self.size_in_bytes > 0:
             self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
-        self.buffer: memoryview = memoryview(self._map) if self._map is not None else memoryview(b"")
+        self.buffer: memoryview = (
+            memoryview(self._map) if self._map is not None else memoryview(b"")
+        )
 
     def __enter__(self) -> Self:
         return self

@@ -97,7 +97,8 @@ class Partition:
     orphan_indexes: tuple[Path, ...]  # index files whose .log is missing
     snapshots: tuple[Path, ...]  # <offset>.snapshot producer-state snapshots
     strays: tuple[Path, ...]  # files Kafka would not expect here
-    other_files: tuple[Path, ...] = field(default=())  # leader-epoch-checkpoint, partition.metadata, …
+    # leader-epoch-checkpoint, partition.metadata, …
+    other_files: tuple[Path, ...] = field(default=())
 
     @property
     def topic(self) -> str:
@@ -207,9 +208,7 @@ def open_partition(path: str | os.PathLike[str]) -> Partition:
     for entry in sorted(directory.iterdir()):
         _classify(entry, logs, indexes, leftovers, snapshots, strays, others)
     segments = tuple(_segment(base, logs[base], indexes) for base in sorted(logs))
-    orphans = tuple(
-        sorted(p for (base, _kind), p in indexes.items() if base not in logs)
-    )
+    orphans = tuple(sorted(p for (base, _kind), p in indexes.items() if base not in logs))
     return Partition(
         path=directory,
         name=name,

@@ -124,16 +124,24 @@ def _read_index(index_path: Path) -> tuple[str, bytes] | str:
     parsed = parse_segment_file_name(index_path.name)
     kind = parsed.kind if parsed is not None else ""
     if kind not in ("index", "timeindex", "txnindex"):
-        return ("not an index file; expected a .index, .timeindex or .txnindex name, found "
-                + index_path.name)
+        return (
+            "not an index file; expected a .index, .timeindex or .txnindex name, found "
+            + index_path.name
+        )
     try:
         return kind, index_path.read_bytes()
     except OSError as err:
         return f"cannot read the file: {err.strerror or err}"
 
 
-def _verify(kind: str, data: bytes, base_offset: int, log_path: Path,
-            walked: LogFacts | Exception | None, live_active: bool) -> list[str]:
+def _verify(
+    kind: str,
+    data: bytes,
+    base_offset: int,
+    log_path: Path,
+    walked: LogFacts | Exception | None,
+    live_active: bool,
+) -> list[str]:
     """The index's problems: a log that could not be walked first, then the index's own and the log's."""
     problems: list[str] = []
     facts = walked if isinstance(walked, LogFacts) else None
@@ -146,21 +154,24 @@ def _verify(kind: str, data: bytes, base_offset: int, log_path: Path,
     return problems
 
 
-def _check(kind: str, data: bytes, base_offset: int, facts: LogFacts | None,
-           allow_preallocated: bool) -> list[str]:
+def _check(
+    kind: str, data: bytes, base_offset: int, facts: LogFacts | None, allow_preallocated: bool
+) -> list[str]:
     """Decode ``data`` as an index of ``kind`` and apply its rules (and the log's, given ``facts``)."""
     if kind == "index":
         entries = decode_offset_index(data, base_offset)
         if allow_preallocated:
             entries = _trim(entries, OffsetIndexEntry(base_offset, 0), keep_one=False)
-        return check_offset_index(entries, base_offset,
-                                  log_batches=None if facts is None else facts.starts)
+        return check_offset_index(
+            entries, base_offset, log_batches=None if facts is None else facts.starts
+        )
     if kind == "timeindex":
         tentries = decode_time_index(data, base_offset)
         if allow_preallocated:
             tentries = _trim(tentries, TimeIndexEntry(0, base_offset), keep_one=True)
-        return check_time_index(tentries, base_offset,
-                                log_batches=None if facts is None else facts.times)
+        return check_time_index(
+            tentries, base_offset, log_batches=None if facts is None else facts.times
+        )
     txns = decode_txn_index(data)
     problems = check_txn_index(txns, base_offset)
     _check_txns(txns, facts, problems)
@@ -174,11 +185,14 @@ def _trim(entries: list[_Entry], zero: _Entry, *, keep_one: bool) -> list[_Entry
 
 def _check_txns(txns: Sequence[AbortedTxn], facts: LogFacts | None, problems: list[str]) -> None:
     reversed_range = Finding("first offset after last offset")
-    no_marker = Finding("last offset is not an ABORT marker of the entry's producer in this segment")
+    no_marker = Finding(
+        "last offset is not an ABORT marker of the entry's producer in this segment"
+    )
     for number, txn in enumerate(txns):
         if txn.first_offset > txn.last_offset:
             reversed_range.add(
-                f"entry {number} has first offset {txn.first_offset} > last offset {txn.last_offset}")
+                f"entry {number} has first offset {txn.first_offset} > last offset {txn.last_offset}"
+            )
         if facts is None:
             continue
         found = facts.markers.get(txn.last_offset)
@@ -187,7 +201,8 @@ def _check_txns(txns: Sequence[AbortedTxn], facts: LogFacts | None, problems: li
         elif found != (txn.producer_id, "ABORT"):
             no_marker.add(
                 f"entry {number} at offset {txn.last_offset}: expected an ABORT marker of producer "
-                f"{txn.producer_id}, found {found[1]} of producer {found[0]}")
+                f"{txn.producer_id}, found {found[1]} of producer {found[0]}"
+            )
     reversed_range.report(problems)
     no_marker.report(problems)
 

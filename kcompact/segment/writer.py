@@ -49,7 +49,8 @@ def write_segment(
     written = [log_path]
     if with_indexes:
         summaries = [
-            (b.position, b.size_in_bytes, b.last_offset, b.max_timestamp) for b in iter_batches(data)
+            (b.position, b.size_in_bytes, b.last_offset, b.max_timestamp)
+            for b in iter_batches(data)
         ]
         offsets, times = build_indexes(
             summaries, base_offset=base_offset, index_interval_bytes=index_interval_bytes
