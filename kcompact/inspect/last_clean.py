@@ -25,21 +25,18 @@ its first record's timestamp). Field names of :class:`LastCleanReport` are the `
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.log_state import LogState, load_log_state
-from kcompact.cleaner.ranges import compute_cleanable_range
-from kcompact.cleaner.run import ConfigSources
+from kcompact.cleaner.log_state import LogState
 from kcompact.errors import CorruptDataError
+from kcompact.inspect.context import load_inspect_context
 from kcompact.records.batch import TimestampType
 from kcompact.records.legacy import legacy_records
 from kcompact.records.record import records_bytes
 from kcompact.records.scan import scan_records
-from kcompact.segment.partition import open_partition
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,12 +111,9 @@ def last_clean_report(
         KcompactError: not a partition directory, a bad configuration source, or data that does not
             parse.
     """
-    now = now_ms if now_ms is not None else int(time.time() * 1000)
-    partition = open_partition(path)
-    sources = ConfigSources(cli_overrides, server_properties, metadata_dir)
-    config = sources.for_partition(partition.path).config  # its notes are about cleanup.policy
-    state = load_log_state(partition, config)
-    rng = compute_cleanable_range(state.range_inputs(config, now))
+    ctx = load_inspect_context(path, cli_overrides=cli_overrides, now_ms=now_ms,
+                               server_properties=server_properties, metadata_dir=metadata_dir)
+    config, state, rng = ctx.config, ctx.state, ctx.rng  # its notes (cleanup.policy) go unreported
     walk = _Walk(state.log_start_offset, rng.first_dirty_offset)
     _walk_segments(state, walk)
     walk.finish(state.log_end_offset)

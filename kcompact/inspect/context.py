@@ -1,0 +1,73 @@
+"""What every read-only partition report starts from: the clock, the partition, its effective
+configuration, its loaded state and its cleanable range.
+
+Why: ``inspect keys`` and ``inspect last-clean`` judge a partition by the rules the cleaner would
+apply now (first dirty offset, first uncleanable offset, delete horizons), so they load it exactly as
+the cleaner does: the configuration from ``--config``, server.properties and the KRaft metadata log
+(:class:`kcompact.cleaner.run.ConfigSources`), the state by
+:func:`kcompact.cleaner.log_state.load_log_state`, and the range by
+:func:`kcompact.cleaner.ranges.compute_cleanable_range` at ``now_ms``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from kcompact.cleaner.log_state import LogState, load_log_state
+from kcompact.cleaner.ranges import CleanableRange, compute_cleanable_range
+from kcompact.cleaner.run import ConfigSources
+from kcompact.config.effective import EffectiveConfig
+from kcompact.config.topic_config import TopicConfig
+from kcompact.segment.partition import open_partition
+
+
+@dataclass(frozen=True, slots=True)
+class InspectContext:
+    """One partition loaded for a report, as the cleaner would see it at ``now_ms``."""
+
+    now_ms: int
+    effective: EffectiveConfig  # the configuration and the notes about how it was found
+    state: LogState
+    rng: CleanableRange
+
+    @property
+    def config(self) -> TopicConfig:
+        """The partition's effective topic and cleaner settings."""
+        return self.effective.config
+
+
+def load_inspect_context(
+    path: str | Path,
+    *,
+    cli_overrides: Mapping[str, str],
+    now_ms: int | None,
+    server_properties: str | Path | None,
+    metadata_dir: str | Path | None,
+) -> InspectContext:
+    """Open one partition directory and load it with its configuration and cleanable range.
+
+    Args:
+        path: the partition directory.
+        cli_overrides: ``--config`` pairs (Kafka names, topic and cleaner settings).
+        now_ms: the clock of the time rules (None: now).
+        server_properties: the broker's server.properties (None: ``$KCOMPACT_SERVER_PROPERTIES``).
+        metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0`` (None: as
+            ``kcompact.config.effective.partition_config`` finds it).
+
+    Returns:
+        The loaded partition.
+
+    Raises:
+        KcompactError: not a partition directory, a bad configuration source, or data that does not
+            parse.
+    """
+    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    partition = open_partition(path)
+    sources = ConfigSources(cli_overrides, server_properties, metadata_dir)
+    effective = sources.for_partition(partition.path)
+    state = load_log_state(partition, effective.config)
+    rng = compute_cleanable_range(state.range_inputs(effective.config, now))
+    return InspectContext(now, effective, state, rng)
