@@ -1,9 +1,10 @@
-"""v2 record batches (magic 2): the header, the framing walk of a ``.log`` and the encoders.
+"""v2 record batches (magic 2): decoding a header and the framing walk of a ``.log``.
 
 Why here: every other layer (segment recovery, the cleaner, inspect, repair) sees a partition log as
 a sequence of batches first and records second. This module turns bytes into
-:class:`RecordBatch` values without touching the records, and turns records (or already-encoded
-record bytes) back into batches with a fresh CRC. Records themselves live in ``record.py``.
+:class:`RecordBatch` values without touching the records. It is also the one import for batches:
+the header layout and value type (``batch_header.py``) and the encoders (``batch_encoding.py``)
+are re-exported here. Records themselves live in ``record.py``.
 
 Framing shared by every entry of a ``.log`` file (spec §1.1)::
 
@@ -12,18 +13,8 @@ Framing shared by every entry of a ``.log`` file (spec §1.1)::
     12  int32  ...             v2: partition leader epoch; v0/v1: CRC-32
     16  int8   magic           0, 1 or 2 - decides how everything else is read
 
-v2 batch header, 61 bytes (spec §1.2), then the (possibly compressed) records::
-
-    0   int64  base_offset            27  int64  base_timestamp   (or the delete horizon)
-    8   int32  batch_length           35  int64  max_timestamp
-    12  int32  partition_leader_epoch 43  int64  producer_id
-    16  int8   magic (= 2)            51  int16  producer_epoch
-    17  uint32 crc (CRC-32C of 21..)  53  int32  base_sequence
-    21  int16  attributes             57  int32  records_count
-    23  int32  last_offset_delta      61  ...    records
-
-Attributes (low byte only; bits 7-15 are 0): bits 0-2 codec, bit 3 LogAppendTime, bit 4
-transactional, bit 5 control, bit 6 delete horizon set. Anything else is refused, not guessed at.
+A v2 entry is a batch whose 61-byte header is laid out in ``batch_header.py``; magic 0 and 1 are
+``legacy.py``'s.
 
 A file's tail shorter than the 17-byte prefix is judged by :func:`tail_kind`: all-zero bytes
 (preallocation, a zero-filled page after a crash) end the walk quietly; anything else is a torn write
@@ -38,189 +29,92 @@ included, goes through the Python code below, which stays the reference.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from enum import IntEnum
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from kcompact.errors import CorruptBatchError, TruncatedDataError, UnsupportedFormatError
 from kcompact.records import accel
-from kcompact.records.crc import crc32c
-from kcompact.records.varint import INT32_MAX, Buffer
+from kcompact.records.batch_encoding import (
+    CRC_STRUCT,
+    encode_batch,
+    encode_empty_batch,
+    encode_records_batch,
+)
+from kcompact.records.batch_header import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
+    CRC_OFFSET,
+    DELETE_HORIZON_FLAG_MASK,
+    HEADER_STRUCT,
+    KNOWN_ATTRIBUTES_MASK,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_VALUE_V2,
+    MIN_BATCH_LENGTH,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
+    SIZE_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+    Compression,
+    RecordBatch,
+    TimestampType,
+    increment_sequence,
+)
+from kcompact.records.varint import Buffer
 
 if TYPE_CHECKING:
     from kcompact.records.legacy import LegacyEntry
-    from kcompact.records.record import Record
 
-LOG_OVERHEAD = 12
+__all__ = [  # its own names and the re-exported header layout and encoders
+    "ATTRIBUTES_OFFSET",
+    "COMPRESSION_CODEC_MASK",
+    "CONTROL_FLAG_MASK",
+    "CRC_OFFSET",
+    "CRC_STRUCT",
+    "DELETE_HORIZON_FLAG_MASK",
+    "ENTRY_PREFIX_STRUCT",
+    "HEADER_SIZE_UP_TO_MAGIC",
+    "HEADER_STRUCT",
+    "KNOWN_ATTRIBUTES_MASK",
+    "LOG_OVERHEAD",
+    "MAGIC_OFFSET",
+    "MAGIC_VALUE_V2",
+    "MIN_BATCH_LENGTH",
+    "NO_PARTITION_LEADER_EPOCH",
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
+    "NO_TIMESTAMP",
+    "RECORD_BATCH_OVERHEAD",
+    "RECORD_OVERHEAD_V0",
+    "SIZE_OFFSET",
+    "TIMESTAMP_TYPE_MASK",
+    "TRANSACTIONAL_FLAG_MASK",
+    "Compression",
+    "RecordBatch",
+    "TimestampType",
+    "decode_batch",
+    "encode_batch",
+    "encode_empty_batch",
+    "encode_records_batch",
+    "increment_sequence",
+    "iter_batches",
+    "tail_kind",
+]
+
 HEADER_SIZE_UP_TO_MAGIC = 17
-RECORD_BATCH_OVERHEAD = 61
-MAGIC_VALUE_V2 = 2
 RECORD_OVERHEAD_V0 = 14  # smallest legal size field of any entry (a v0 message)
-MIN_BATCH_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD  # 49: an empty v2 batch
-
-COMPRESSION_CODEC_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_FLAG_MASK = 0x10
-CONTROL_FLAG_MASK = 0x20
-DELETE_HORIZON_FLAG_MASK = 0x40
-KNOWN_ATTRIBUTES_MASK = 0x7F
-
-NO_TIMESTAMP = -1
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-NO_PARTITION_LEADER_EPOCH = -1
 
 ENTRY_PREFIX_STRUCT = struct.Struct(
     ">q"  # offset: base offset (v2) or message offset (v0/v1)
     "i"  # size: bytes that follow this field
 )
-
-HEADER_STRUCT = struct.Struct(
-    ">q"  # base_offset
-    "i"  # batch_length: bytes after this field
-    "i"  # partition_leader_epoch: outside the CRC, the broker restamps it
-    "b"  # magic
-    "I"  # crc: CRC-32C from attributes to the end of the batch
-    "h"  # attributes
-    "i"  # last_offset_delta: also the last sequence delta
-    "q"  # base_timestamp
-    "q"  # max_timestamp
-    "q"  # producer_id
-    "h"  # producer_epoch
-    "i"  # base_sequence
-    "i"  # records_count
-)
-SIZE_OFFSET = struct.calcsize(">q")  # 8
-MAGIC_OFFSET = struct.calcsize(">qii")  # 16
-CRC_OFFSET = struct.calcsize(">qiib")  # 17
-ATTRIBUTES_OFFSET = struct.calcsize(">qiibI")  # 21
-CRC_STRUCT = struct.Struct(">I")  # crc, patched in after the covered bytes are in place
-
-
-class Compression(IntEnum):
-    """Codec id of attribute bits 0-2."""
-
-    NONE = 0
-    GZIP = 1
-    SNAPPY = 2
-    LZ4 = 3
-    ZSTD = 4
-
-    @property
-    def label(self) -> str:
-        """Kafka's ``compression.type`` spelling: "none", "gzip", "snappy", "lz4" or "zstd"."""
-        return self.name.lower()
-
-
-class TimestampType(IntEnum):
-    """Meaning of record timestamps; v2 batches are CREATE_TIME or LOG_APPEND_TIME (bit 3)."""
-
-    NO_TIMESTAMP_TYPE = -1
-    CREATE_TIME = 0
-    LOG_APPEND_TIME = 1
-
-
-def increment_sequence(sequence: int, increment: int) -> int:
-    """Kafka's producer sequence arithmetic: wraps from 2**31-1 back to 0."""
-    if sequence > INT32_MAX - increment:
-        return increment - (INT32_MAX - sequence) - 1
-    return sequence + increment
-
-
-@dataclass(frozen=True, slots=True)
-class RecordBatch:
-    """One decoded v2 batch header plus a view of exactly this batch's bytes."""
-
-    position: int
-    base_offset: int
-    batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records_count: int
-    buffer: bytes | memoryview = field(repr=False)
-
-    @property
-    def size_in_bytes(self) -> int:
-        """Whole batch, prefix included: ``batch_length + 12``."""
-        return self.batch_length + LOG_OVERHEAD
-
-    @property
-    def last_offset(self) -> int:
-        """Offset of the last record of the original batch (kept by compaction)."""
-        return self.base_offset + self.last_offset_delta
-
-    @property
-    def next_offset(self) -> int:
-        """``last_offset + 1``."""
-        return self.last_offset + 1
-
-    @property
-    def compression(self) -> Compression:
-        """Codec of the record bytes."""
-        return Compression(self.attributes & COMPRESSION_CODEC_MASK)
-
-    @property
-    def timestamp_type(self) -> TimestampType:
-        """CREATE_TIME, or LOG_APPEND_TIME when every record's timestamp is ``max_timestamp``."""
-        if self.attributes & TIMESTAMP_TYPE_MASK:
-            return TimestampType.LOG_APPEND_TIME
-        return TimestampType.CREATE_TIME
-
-    @property
-    def is_transactional(self) -> bool:
-        """Attribute bit 4."""
-        return bool(self.attributes & TRANSACTIONAL_FLAG_MASK)
-
-    @property
-    def is_control(self) -> bool:
-        """Attribute bit 5: the batch holds control records (transaction markers, KRaft)."""
-        return bool(self.attributes & CONTROL_FLAG_MASK)
-
-    @property
-    def has_delete_horizon(self) -> bool:
-        """Attribute bit 6: ``base_timestamp`` is the delete horizon (KIP-534)."""
-        return bool(self.attributes & DELETE_HORIZON_FLAG_MASK)
-
-    @property
-    def delete_horizon_ms(self) -> int | None:
-        """The delete horizon when bit 6 is set, else None."""
-        return self.base_timestamp if self.has_delete_horizon else None
-
-    @property
-    def has_producer_id(self) -> bool:
-        """``producer_id > -1``: written by an idempotent or transactional producer."""
-        return self.producer_id > NO_PRODUCER_ID
-
-    @property
-    def last_sequence(self) -> int:
-        """``base_sequence + last_offset_delta`` with Kafka's wrap-around; -1 without sequences."""
-        if self.base_sequence == NO_SEQUENCE:
-            return NO_SEQUENCE
-        return increment_sequence(self.base_sequence, self.last_offset_delta)
-
-    @property
-    def payload(self) -> memoryview:
-        """The record bytes after the 61-byte header (compressed when the codec is not NONE)."""
-        return memoryview(self.buffer)[RECORD_BATCH_OVERHEAD:]
-
-    def compute_crc(self) -> int:
-        """CRC-32C of bytes 21..end, what ``crc`` should hold."""
-        return crc32c(memoryview(self.buffer)[ATTRIBUTES_OFFSET:])
-
-    def crc_valid(self) -> bool:
-        """Kafka's ``isValid``: at least 61 bytes and the stored CRC matches."""
-        return self.size_in_bytes >= RECORD_BATCH_OVERHEAD and self.crc == self.compute_crc()
-
 
 _RECORD_BATCH_SLOTS = accel.member_slots(RecordBatch)
 
@@ -383,141 +277,3 @@ def _check_framing(offset: int, size: int, magic: int, position: int, end: int) 
         raise TruncatedDataError(
             f"entry declares {size + LOG_OVERHEAD} bytes but only {end - position} remain; "
             f"expected the whole entry inside the data", position=position, offset=offset)
-
-
-def _attributes(compression: int, timestamp_type: int, is_transactional: bool,
-                is_control: bool, has_delete_horizon: bool) -> int:
-    if not 0 <= compression <= Compression.ZSTD:
-        raise ValueError(f"unknown compression codec; expected 0..4, found {compression}")
-    if timestamp_type not in (TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME):
-        raise ValueError(f"bad v2 timestamp type; expected 0 or 1, found {timestamp_type}")
-    return (compression | (TIMESTAMP_TYPE_MASK if timestamp_type else 0)
-            | (TRANSACTIONAL_FLAG_MASK if is_transactional else 0)
-            | (CONTROL_FLAG_MASK if is_control else 0)
-            | (DELETE_HORIZON_FLAG_MASK if has_delete_horizon else 0))
-
-
-def encode_records_batch(
-    raw_records: bytes | memoryview, *, count: int, base_offset: int, last_offset_delta: int,
-    base_timestamp: int, max_timestamp: int, compression: int = 0, timestamp_type: int = 0,
-    producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-    partition_leader_epoch: int = -1, is_transactional: bool = False, is_control: bool = False,
-    delete_horizon_ms: int | None = None,
-) -> bytes:
-    """Frame already-encoded records as a v2 batch: compress, fill the header, compute the CRC.
-
-    Args:
-        raw_records: ``count`` records back to back, uncompressed, deltas already relative to
-            ``base_offset`` and ``base_timestamp``.
-        count: number of records in ``raw_records`` (0 for an empty shell).
-        base_offset, last_offset_delta, base_timestamp, max_timestamp, producer_id,
-        producer_epoch, base_sequence, partition_leader_epoch: header fields, stored as given.
-        compression: codec id 0..4; the records are compressed with the codec's default level.
-        timestamp_type: 0 CreateTime, 1 LogAppendTime.
-        is_transactional, is_control: attribute bits 4 and 5.
-        delete_horizon_ms: sets attribute bit 6; must then equal ``base_timestamp``.
-
-    Returns:
-        The whole batch, ``61 + len(stored records)`` bytes.
-
-    Raises:
-        ValueError: a field out of its range, an unknown codec or timestamp type, or a delete
-            horizon different from ``base_timestamp``.
-    """
-    if delete_horizon_ms is not None and delete_horizon_ms != base_timestamp:
-        raise ValueError(f"a delete horizon is stored as base_timestamp; expected "
-                         f"{delete_horizon_ms}, found base_timestamp {base_timestamp}")
-    attributes = _attributes(compression, timestamp_type, is_transactional, is_control,
-                             delete_horizon_ms is not None)
-    payload: bytes | memoryview = raw_records
-    if compression != Compression.NONE:
-        from kcompact.records.compression import compress
-
-        payload = compress(compression, bytes(raw_records), magic=MAGIC_VALUE_V2)
-    out = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
-    try:
-        HEADER_STRUCT.pack_into(
-            out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, MAGIC_VALUE_V2,
-            0, attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
-            producer_epoch, base_sequence, count)
-    except struct.error as err:
-        raise ValueError(f"batch header field out of range: {err}") from err
-    if count < 0:
-        raise ValueError(f"negative record count; expected >= 0, found {count}")
-    out[RECORD_BATCH_OVERHEAD:] = payload
-    CRC_STRUCT.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
-    return bytes(out)
-
-
-def encode_batch(
-    records: Sequence[Record], *, base_offset: int, compression: int = 0,
-    timestamp_type: int = 0, producer_id: int = -1, producer_epoch: int = -1,
-    base_sequence: int = -1, partition_leader_epoch: int = -1, is_transactional: bool = False,
-    is_control: bool = False, delete_horizon_ms: int | None = None,
-    last_offset_delta: int | None = None, max_timestamp: int | None = None,
-) -> bytes:
-    """Encode records as one v2 batch the way Kafka's rebuild does (spec §1.6, §6.12).
-
-    Records are re-encoded from their logical content: attributes 0, minimal varints, offset
-    deltas against ``base_offset`` and timestamp deltas against the base timestamp, which is
-    ``delete_horizon_ms`` when given, else the first record's timestamp.
-
-    Args:
-        records: at least one record, in offset order.
-        base_offset: the batch's base offset (may precede the first record's).
-        compression, timestamp_type, producer_id, producer_epoch, base_sequence,
-        partition_leader_epoch, is_transactional, is_control, delete_horizon_ms: as in
-            :func:`encode_records_batch`.
-        last_offset_delta: default: the last record's offset minus ``base_offset``.
-        max_timestamp: default: the largest record timestamp (at least -1); required for
-            LogAppendTime, where it is the append time readers give every record.
-
-    Returns:
-        The whole batch.
-
-    Raises:
-        ValueError: no records, LogAppendTime without ``max_timestamp``, or a value out of range.
-    """
-    from kcompact.records.record import encode_record
-
-    if not records:
-        raise ValueError("a batch needs at least one record; use encode_empty_batch for a shell")
-    if max_timestamp is None:
-        if timestamp_type == TimestampType.LOG_APPEND_TIME:
-            raise ValueError("a LogAppendTime batch needs max_timestamp (the append time)")
-        max_timestamp = max(NO_TIMESTAMP, *(record.timestamp for record in records))
-    base_timestamp = records[0].timestamp if delete_horizon_ms is None else delete_horizon_ms
-    raw = b"".join(
-        encode_record(r.offset - base_offset, r.timestamp - base_timestamp, r.key, r.value,
-                      r.headers) for r in records)
-    if last_offset_delta is None:
-        last_offset_delta = records[-1].offset - base_offset
-    return encode_records_batch(
-        raw, count=len(records), base_offset=base_offset, last_offset_delta=last_offset_delta,
-        base_timestamp=base_timestamp, max_timestamp=max_timestamp, compression=compression,
-        timestamp_type=timestamp_type, producer_id=producer_id, producer_epoch=producer_epoch,
-        base_sequence=base_sequence, partition_leader_epoch=partition_leader_epoch,
-        is_transactional=is_transactional, is_control=is_control,
-        delete_horizon_ms=delete_horizon_ms)
-
-
-def encode_empty_batch(batch: RecordBatch) -> bytes:
-    """The 61-byte shell Kafka's cleaner keeps when every record of a batch is gone (§1.10).
-
-    Keeps base offset, last offset delta, leader epoch, max timestamp, producer fields and the
-    timestamp-type/transactional/control bits; drops compression and the delete horizon, sets
-    base_timestamp to -1 and the count to 0, and computes a new CRC.
-
-    Args:
-        batch: the original batch.
-
-    Returns:
-        The 61 bytes.
-    """
-    return encode_records_batch(
-        b"", count=0, base_offset=batch.base_offset, last_offset_delta=batch.last_offset_delta,
-        base_timestamp=NO_TIMESTAMP, max_timestamp=batch.max_timestamp,
-        timestamp_type=batch.timestamp_type, producer_id=batch.producer_id,
-        producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
-        partition_leader_epoch=batch.partition_leader_epoch,
-        is_transactional=batch.is_transactional, is_control=batch.is_control)
