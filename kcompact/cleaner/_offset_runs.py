@@ -319,43 +319,75 @@ def merge_runs(a: Run, b: Run) -> Run:
     """
     n = len(a) + len(b)
     bits = _directory_bits(n)
-    starts = np.zeros((1 << bits) + 1, dtype=np.uint32 if n < 2**32 else np.uint64)
-    counts = starts[1:]  # bucket b's keys, summed into starts in place at the end
-    for run in (a, b):  # a run with as many buckets or more: add them up, else count its keys
-        if run.bits >= bits:
-            np.add(counts, np.diff(run.starts[:: 1 << (run.bits - bits)]), out=counts)
-    a_keys, b_keys = a.bits < bits, b.bits < bits
+    starts = _merged_directory(n, bits, (a, b))
     rest = _alloc(n, a.rest.dtype if a.rest.dtype == b.rest.dtype else _VOID_WIDE)
     padded = _alloc(n + _WINDOW, np.dtype(np.uint64))
-    out = (padded, rest)
-    done = taken = 0  # keys written, keys of ``a`` written
+    merge = _Merge(a, b, (padded, rest), starts[1:], bits)
     for first in range(0, len(b), _MERGE_CHUNK):
-        end = min(first + _MERGE_CHUNK, len(b))
+        merge.weave_chunk(first, min(first + _MERGE_CHUNK, len(b)))
+    merge.weave_rest_of_a()
+    np.cumsum(starts, out=starts)  # one directory-sized array, no int64 copies (128 MiB at 100M)
+    return Run(padded, rest, starts, a.base)
+
+
+def _merged_directory(n: int, bits: int, runs: tuple[Run, ...]) -> npt.NDArray[Any]:
+    """A merge output's ``starts``, zero but for ``starts[1:]`` (bucket i's keys, summed in place
+    at the end): there, the bucket sizes of the runs with as many buckets or more, added up. The
+    other runs' keys are counted as they are written (``_Merge``)."""
+    starts = np.zeros((1 << bits) + 1, dtype=np.uint32 if n < 2**32 else np.uint64)
+    counts = starts[1:]
+    for run in runs:
+        if run.bits >= bits:
+            np.add(counts, np.diff(run.starts[:: 1 << (run.bits - bits)]), out=counts)
+    return starts
+
+
+class _Merge:
+    """One ``merge_runs`` under way: the output, its bucket counts, how far each input is."""
+
+    __slots__ = ("a", "b", "bits", "count_a", "count_b", "counts", "done", "out", "taken")
+
+    def __init__(
+        self, a: Run, b: Run, out: tuple[U64, npt.NDArray[np.void]], counts: npt.NDArray[Any],
+        bits: int,
+    ) -> None:
+        self.a, self.b, self.out, self.counts, self.bits = a, b, out, counts, bits
+        self.count_a, self.count_b = a.bits < bits, b.bits < bits  # see ``_merged_directory``
+        self.done = self.taken = 0  # keys written, keys of ``a`` written
+
+    def weave_chunk(self, first: int, end: int) -> None:
+        """Write ``b[first:end]`` and the keys of ``a`` before its last, then release both."""
+        a, b = self.a, self.b
         prefix = b.prefix(first, end)
-        if b_keys:
-            _count(counts, prefix, bits)
+        if self.count_b:
+            _count(self.counts, prefix, self.bits)
         buckets = (prefix >> np.uint64(64 - a.bits)).astype(np.intp)
         pos, _ = a.locate(buckets, b.key[first:end])  # b[first + j] goes before a[pos[j]]
         stop, k = int(pos[-1]), 0
         while True:  # a's keys up to the chunk's last, in pieces, with the chunk's keys among them
-            piece_end = min(taken + _MERGE_CHUNK, stop)
+            piece_end = min(self.taken + _MERGE_CHUNK, stop)
             k_end = int(np.searchsorted(pos, piece_end)) if piece_end < stop else len(pos)
-            if a_keys and piece_end > taken:
-                _count(counts, a.prefix(taken, piece_end), bits)
-            done = _weave(out, done, (a, taken, piece_end), (b, first + k, pos[k:k_end] - taken))
-            taken, k = piece_end, k_end
-            a.release(taken)
-            if taken >= stop:
+            self.take_a(piece_end, first + k, pos[k:k_end] - self.taken)
+            k = k_end
+            if self.taken >= stop:
                 break
         b.release(end)
-    for first in range(taken, len(a), _MERGE_CHUNK):
-        end = min(first + _MERGE_CHUNK, len(a))
-        if a_keys:
-            _count(counts, a.prefix(first, end), bits)
-        done = _weave(out, done, (a, first, end), (b, len(b), np.empty(0, dtype=np.int64)))
+
+    def weave_rest_of_a(self) -> None:
+        """Write the keys of ``a`` after ``b``'s last, a chunk at a time."""
+        no_keys = np.empty(0, dtype=np.int64)
+        for first in range(self.taken, len(self.a), _MERGE_CHUNK):
+            self.take_a(min(first + _MERGE_CHUNK, len(self.a)), len(self.b), no_keys)
+
+    def take_a(self, end: int, b_first: int, at: I64) -> None:
+        """Write ``a[taken:end]`` with ``len(at)`` keys of ``b`` from ``b_first`` among them (as
+        ``_weave`` places them), count them when needed, and release ``a`` up to ``end``."""
+        a = self.a
+        if self.count_a and end > self.taken:
+            _count(self.counts, a.prefix(self.taken, end), self.bits)
+        self.done = _weave(self.out, self.done, (a, self.taken, end), (self.b, b_first, at))
+        self.taken = end
         a.release(end)
-    np.cumsum(starts, out=starts)  # one directory-sized array, no int64 copies (128 MiB at 100M)
-    return Run(padded, rest, starts, a.base)
 
 
 def _count(counts: npt.NDArray[Any], prefix: U64, bits: int) -> None:
