@@ -167,6 +167,15 @@ def test_partition_workers_table() -> None:
     assert partition_workers(8, [1, 1]) == 2
 
 
+def test_partition_workers_stay_one_without_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where fork is missing (or inside a pool worker) even an explicit --jobs runs in this process."""
+    import kcompact.cleaner.pool as pool_module
+
+    monkeypatch.setattr(pool_module, "fork_available", lambda: False)
+    assert partition_workers(3, [1] * 5) == 1
+    assert partition_workers(None, [1024 * 1024] * 300) == 1
+
+
 def _recording(monkeypatch: pytest.MonkeyPatch, fail_on: str | None = None) -> None:
     """Make every clean record the ``jobs`` it was given (in its warnings, which come back pickled);
     workers are forked after this, so they inherit the patch."""
