@@ -5,9 +5,11 @@ This layer knows Kafka's on-disk formats and nothing about files: every function
 ``segment`` layer that opened the file adds the path with ``err.located``). It imports only the
 standard library, ``kcompact.errors`` and codec libraries.
 
-Modules: ``varint`` and ``crc`` (primitives), ``batch`` (v2 header, framing walk, encoders),
-``record`` (v2 records), ``control`` (transaction markers), ``compression`` (codecs), ``legacy``
-(magic 0/1), ``scan`` (columnar hot path). The names below are the stable v2 core.
+Modules: ``varint`` and ``crc`` (primitives), ``batch_header`` (the v2 header layout and
+``RecordBatch``), ``batch`` (decoding and the framing walk), ``batch_encoding`` (encoders), ``record``
+(v2 records), ``control`` (transaction markers), ``compression`` (codecs), ``legacy`` (magic 0/1),
+``scan`` (columnar hot path, the C kernels through ``accel``) and ``scan_reference`` (its pure-Python
+reference). The names below are the stable v2 core.
 """
 
 from __future__ import annotations
