@@ -6,6 +6,9 @@ session from :func:`spark_session`, so they all share the same choices:
 * master ``local[*]`` unless told otherwise: ``--master``, ``$MASTER``, or — under ``spark-submit``
   (or ``PYSPARK_SUBMIT_ARGS`` with ``--master``) — the submitted master, which is then left alone;
 * the web UI off (nothing listens on a port of a user's machine);
+* Python workers talk to their JVM over a Unix domain socket rather than TCP on loopback: over TCP
+  a task with a small input waits out a delayed ACK, ~40 ms; measured here, 64 trivial tasks on
+  ``local[1]`` take 55 ms each over TCP and 14 ms over the Unix socket;
 * Spark's console progress bar on, its logs at ERROR (INFO with ``verbose``) so a run
   prints only the bar and kcompact's own summary;
 * in local mode the workers run this very interpreter (``sys.executable``), so they import the same
@@ -95,6 +98,7 @@ def _session_conf(verbose: bool) -> dict[str, str]:
     conf = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "true",
+        "spark.python.unix.domain.socket.enabled": "true",
     }
     if not verbose:
         # The driver JVM logs before setLogLevel can run: give it a configuration at the quiet level.

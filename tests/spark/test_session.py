@@ -18,6 +18,16 @@ def test_session_is_local_two_cores_without_ui(spark: SparkSession) -> None:
     assert spark.sparkContext.defaultParallelism == 2
 
 
+def test_python_workers_talk_to_the_jvm_over_a_unix_socket(spark: SparkSession) -> None:
+    def worker_env(_: int) -> str | None:
+        import os
+
+        return os.environ.get("PYTHON_UNIX_DOMAIN_ENABLED")
+
+    assert spark.conf.get("spark.python.unix.domain.socket.enabled") == "true"
+    assert spark.sparkContext.parallelize(range(2), 2).map(worker_env).collect() == ["True", "True"]
+
+
 def test_workers_run_this_interpreter(spark: SparkSession) -> None:
     def worker_python(_: int) -> str:
         import sys as worker_sys
