@@ -1,12 +1,15 @@
 """``spark clean``: every partition a Spark task running the serial cleaner, results as a DataFrame.
 
 The driver plans (``kcompact.spark.plan``: configuration, cleaner order, refusals), fixes the one
-clock every task uses, and hands the partitions to Spark as an RDD with one element and one Spark
-partition per Kafka partition. Each task calls :func:`kcompact.cleaner.cleaner.clean_partition`, the
-very function ``kcompact clean`` calls, so the bytes written are the serial run's (with ``jobs=1``:
-Spark's executors are the parallelism, a task forks no worker pool of its own). A task catches its
-partition's errors and returns them as that partition's row: a failing partition fails alone (the
-cleaner leaves it untouched), the others finish, and the Spark job itself never fails for bad data.
+clock every task uses, packs the partitions into Spark tasks by bytes (``kcompact.spark.packing``:
+about two tasks a core, each a few partitions, since a Spark task's fixed cost is that of cleaning a
+few MiB; ``task_bytes=1`` gives each partition its own task) and hands them to Spark as an RDD with
+one element and one Spark partition per task. For each of its partitions a task calls
+:func:`kcompact.cleaner.cleaner.clean_partition`, the very function ``kcompact clean`` calls, so the
+bytes written are the serial run's (with ``jobs=1``: Spark's executors are the parallelism, a task
+forks no worker pool of its own). A task catches each partition's errors and returns them as that
+partition's row: a failing partition fails alone (the cleaner leaves it untouched), the others
+finish, and the Spark job itself never fails for bad data.
 The rows are collected (the job runs exactly once) and become a DataFrame on the driver
 (schema: ``kcompact.spark.rows.CLEAN_COLUMNS``).
 
@@ -37,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from kcompact.cleaner.cleaner import CleanOptions, clean_partition
 from kcompact.cleaner.run import ConfigSources, checkpoint_keys, settle_checkpoint_order
 from kcompact.errors import KcompactError
+from kcompact.spark.packing import pack_partitions, segment_bytes
 from kcompact.spark.plan import CleanTask, plan_clean
 from kcompact.spark.rows import CLEAN_COLUMNS, as_dicts, clean_row, ddl
 
@@ -51,9 +55,18 @@ class SparkCleanRun:
     """What ``spark clean`` did: one row per partition (cleaning order, then the refused ones)."""
 
     rows: list[tuple[Any, ...]]
-    frame: DataFrame
+    spark: SparkSession
     notes: list[str] = field(default_factory=list)
     now_ms: int = 0
+    _frame: DataFrame | None = None
+
+    @property
+    def frame(self) -> DataFrame:
+        """The rows as a DataFrame (schema :data:`~kcompact.spark.rows.CLEAN_COLUMNS`), built on first use:
+        a run that only prints its rows does not pay the ~40 ms (1 s on a fresh JVM) it costs."""
+        if self._frame is None:
+            self._frame = self.spark.createDataFrame(self.rows, ddl(CLEAN_COLUMNS))
+        return self._frame
 
     def as_dicts(self) -> list[dict[str, Any]]:
         """The rows as ``{column: value}`` dicts (``--json``)."""
@@ -70,6 +83,7 @@ def spark_clean(
     server_properties: str | Path | None = None,
     metadata_dir: str | Path | None = None,
     map_budget_bytes: int | None = None,
+    task_bytes: int | None = None,
 ) -> SparkCleanRun:
     """Clean partitions as Spark tasks, byte-identical to ``kcompact clean`` on each in turn.
 
@@ -83,6 +97,8 @@ def spark_clean(
         metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0``.
         map_budget_bytes: clean partitions whose offset map would exceed this with the distributed
             offset map instead of in one task; None = never.
+        task_bytes: pack partitions into Spark tasks of about this many segment bytes; None =
+            automatic (two tasks a core, at most 256 MiB each), 1 = one task per partition.
 
     Returns:
         The :class:`SparkCleanRun`; failed partitions are rows with ``status`` "failed" (or "bug").
@@ -98,15 +114,14 @@ def spark_clean(
     on_driver = _needs_distributed_map(plan.tasks, map_budget_bytes)
     before = {} if options.dry_run else _checkpoint_keys(plan.tasks)
     fanned = [task for i, task in enumerate(plan.tasks) if i not in on_driver]
-    by_dir = dict(zip((t.partition_dir for t in fanned), _fan_out(spark, fanned), strict=True))
+    by_dir = dict(zip((t.partition_dir for t in fanned), _fan_out(spark, fanned, task_bytes), strict=True))
     for i in sorted(on_driver):
         by_dir[plan.tasks[i].partition_dir] = _clean_on_driver(spark, plan.tasks[i])
     rows = [by_dir[task.partition_dir] for task in plan.tasks]
     rows += [clean_row(f.partition_dir, None, error=f.error) for f in plan.failures]
     for log_dir, keys in before.items():
         settle_checkpoint_order(log_dir, keys, [(t.topic, t.partition) for t in plan.tasks])
-    frame = spark.createDataFrame(rows, ddl(CLEAN_COLUMNS))
-    return SparkCleanRun(rows, frame, plan.notes, now_ms)
+    return SparkCleanRun(rows, spark, plan.notes, now_ms)
 
 
 def run_clean_task(task: CleanTask) -> tuple[Any, ...]:
@@ -139,16 +154,32 @@ def _failure_row(task: CleanTask, error: str, *, bug: bool, executor: str | None
     return tuple(row)
 
 
-def _fan_out(spark: SparkSession, tasks: Sequence[CleanTask]) -> list[tuple[Any, ...]]:
-    """One Spark task per partition; rows come back in the tasks' order."""
+def run_clean_tasks(packed: Sequence[tuple[int, CleanTask]]) -> list[tuple[int, tuple[Any, ...]]]:
+    """The body of one Spark task: its partitions one after the other, each with its own row.
+
+    Args:
+        packed: (index in the run, partition) pairs, in cleaning order.
+
+    Returns:
+        (index in the run, row) pairs; never raises for a partition's failure.
+    """
+    return [(index, run_clean_task(task)) for index, task in packed]
+
+
+def _fan_out(spark: SparkSession, tasks: Sequence[CleanTask], task_bytes: int | None) -> list[tuple[Any, ...]]:
+    """The partitions packed into Spark tasks; rows come back in ``tasks``' order."""
     if not tasks:
         return []
     context = spark.sparkContext
-    context.setJobDescription(f"kcompact spark clean: {len(tasks)} partitions")
+    packs = pack_partitions([segment_bytes(t.partition_dir) for t in tasks], context.defaultParallelism,
+                            task_bytes)
+    shipped = [[(i, tasks[i]) for i in pack] for pack in packs]
+    context.setJobDescription(f"kcompact spark clean: {len(tasks)} partitions in {len(packs)} tasks")
     try:
-        return context.parallelize(list(tasks), len(tasks)).map(run_clean_task).collect()
+        found = dict(context.parallelize(shipped, len(shipped)).flatMap(run_clean_tasks).collect())
     finally:
         context.setJobDescription(None)  # type: ignore[arg-type]
+    return [found[i] for i in range(len(tasks))]
 
 
 def _distributed_map_module() -> Any:
