@@ -7,14 +7,22 @@ segment and an empty active segment (so everything is cleanable), written with k
 
 Each master runs in its own child process, so each start-up is a cold one (JVM, SparkContext, Python
 workers): the child starts the session (timed: **start-up**), runs a trivial job on every core so the
-Python workers are up, then ``--repeat`` times copies the log dir afresh and syncs (not timed) and times
-``spark_clean`` on the copy (**steady-state** job time, the session already up). Throughput is the bytes
+Python workers are up, runs ``WARMUP_JOBS`` clean jobs whose times are not counted (the first is reported:
+the driver JVM interprets the scheduler and Py4J paths until its JIT compiles them, and its CPU per job falls
+from ~2 s to ~0.3 s over the first jobs, measured with /proc), then ``--repeat`` times copies the log dir
+afresh and syncs (not timed) and times ``spark_clean`` on the copy (**steady-state** job time). Throughput is the bytes
 the cleaner read over the fastest job; the ratio local[2] / local[1] is what the issue asks to be >= 1.6
 on these 2-core machines; it needs both cores free, so the machine's load average is reported beside it,
 and the tasks' summed clean and CPU seconds (a task waiting for a core shows clean seconds above its CPU).
 The serial ``clean_path`` (jobs=1, this process) is timed once for reference.
 
-Run alone: ``python scripts/bench_spark.py [WORKDIR]``; as a child: ``--child MASTER LOG_DIR REPEAT``.
+Then the same log dir on local[2] with one task per partition (``--task-bytes 1``, no packing) and
+the serial ``clean_path`` with 2 worker processes; and a second shape, ``SMALL_PARTITIONS`` partitions
+of ``SMALL_RECORDS`` records (~0.26 MB each), where a Spark task's fixed cost (~20 ms) is most of a
+partition's work: local[2] packed (the default) against one task per partition.
+
+Run alone: ``python scripts/bench_spark.py [WORKDIR]``; as a child: ``--child MASTER LOG_DIR REPEAT
+TASK_BYTES`` (0 = automatic packing).
 """
 
 from __future__ import annotations
@@ -37,12 +45,15 @@ from kcompact.segment.writer import write_segment
 
 PARTITIONS = 16
 RECORDS = 240_000
+SMALL_PARTITIONS = 400
+SMALL_RECORDS = 2_000
 KEYS = 60_000
 VALUE_BYTES = 100
 PER_BATCH = 200
 FIRST_TS = 1_700_000_000_000
 NOW_MS = FIRST_TS + 10**8
 MASTERS = ("local[1]", "local[2]")
+WARMUP_JOBS = 3
 _PRINTABLE = bytes(range(0x20, 0x7F))
 _TO_PRINTABLE = bytes(_PRINTABLE[i % len(_PRINTABLE)] for i in range(256))
 
@@ -60,25 +71,26 @@ def _batches(rng: random.Random, records: int) -> Iterator[bytes]:
         yield encode_batch(recs, base_offset=base)
 
 
-def generate(workdir: Path, scale: float, seed: int) -> Path:
-    """Write (or reuse) the 16-partition log dir; return it."""
-    records = max(PER_BATCH, int(RECORDS * scale))
-    log_dir = workdir / f"spark-{PARTITIONS}x{records}-seed{seed}-logdir"  # not "<name>-<int>": a partition's
+def generate(workdir: Path, scale: float, seed: int, partitions: int = PARTITIONS,
+             per_partition: int = RECORDS) -> Path:
+    """Write (or reuse) a log dir of ``partitions`` partitions of ``per_partition`` records; return it."""
+    records = max(PER_BATCH, int(per_partition * scale))
+    log_dir = workdir / f"spark-{partitions}x{records}-seed{seed}-logdir"  # not "<name>-<int>": a partition's
     if (log_dir / "done").exists():
         return log_dir
     shutil.rmtree(log_dir, ignore_errors=True)
     log_dir.mkdir(parents=True)
-    for partition in range(PARTITIONS):
+    for partition in range(partitions):
         part = log_dir / f"bench-{partition}"
         write_segment(part, 0, _batches(random.Random(seed * 1000 + partition), records))
         write_segment(part, records, [])
     write_offset_checkpoint(log_dir / "replication-offset-checkpoint",
-                            {("bench", p): records for p in range(PARTITIONS)})
+                            {("bench", p): records for p in range(partitions)})
     (log_dir / "done").write_text("ok")
     return log_dir
 
 
-def child(master: str, log_dir: Path, repeat: int) -> dict[str, Any]:
+def child(master: str, log_dir: Path, repeat: int, task_bytes: int | None = None) -> dict[str, Any]:
     """In a fresh process: start-up, warm-up, then the fastest of ``repeat`` cleans of fresh copies."""
     from kcompact.cleaner.cleaner import CleanOptions
     from kcompact.spark.clean_job import spark_clean
@@ -90,36 +102,38 @@ def child(master: str, log_dir: Path, repeat: int) -> dict[str, Any]:
     cores = spark.sparkContext.defaultParallelism
     spark.sparkContext.parallelize(range(cores), cores).map(lambda x: x).collect()  # workers up
     times, read, cpu, busy = [], 0, 0.0, 0.0
-    for i in range(repeat):
+    for i in range(WARMUP_JOBS + repeat):
         copy = log_dir.parent / f"{log_dir.name}-copy{i}-{os.getpid()}-logdir"
         shutil.copytree(log_dir, copy)
         os.sync()  # the copy's dirty pages are not the clean's to write back
         begun = time.perf_counter()
-        run = spark_clean(spark, [copy], cli_overrides={}, options=CleanOptions(now_ms=NOW_MS))
+        run = spark_clean(spark, [copy], cli_overrides={}, options=CleanOptions(now_ms=NOW_MS),
+                          task_bytes=task_bytes)
         times.append(time.perf_counter() - begun)
         rows = run.as_dicts()
+        shutil.rmtree(copy)
         if any(r["status"] != "cleaned" for r in rows):
             raise SystemExit(f"spark clean on {master} did not clean everything: {rows}")
-        if times[-1] == min(times):
+        if i >= WARMUP_JOBS and times[-1] == min(times[WARMUP_JOBS:]):
             read = sum(r["bytes_read"] for r in rows)
             cpu = sum(r["task_cpu_s"] for r in rows)
             busy = sum(r["elapsed_s"] for r in rows)
-        shutil.rmtree(copy)
     spark.stop()
-    return {"master": master, "cores": cores, "startup_s": startup, "clean_s": min(times), "bytes_read": read,
-            "task_cpu_s": cpu, "task_elapsed_s": busy, "load_1m": os.getloadavg()[0]}
+    return {"master": master, "cores": cores, "startup_s": startup, "first_s": times[0],
+            "clean_s": min(times[WARMUP_JOBS:]), "bytes_read": read, "task_cpu_s": cpu, "task_elapsed_s": busy,
+            "load_1m": os.getloadavg()[0]}
 
 
-def _run_child(master: str, log_dir: Path, repeat: int) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, __file__, "--child", master, str(log_dir), str(repeat)],
-                          capture_output=True, text=True, check=False)
+def _run_child(master: str, log_dir: Path, repeat: int, task_bytes: int | None = None) -> dict[str, Any]:
+    argv = [sys.executable, __file__, "--child", master, str(log_dir), str(repeat), str(task_bytes or 0)]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"bench_spark child {master} failed: {proc.stderr.strip()[-2000:]}")
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
 
 
-def _serial_seconds(log_dir: Path) -> float:
+def _serial_seconds(log_dir: Path, jobs: int = 1) -> float:
     from kcompact.cleaner.cleaner import CleanOptions
     from kcompact.cleaner.run import clean_path
 
@@ -128,7 +142,7 @@ def _serial_seconds(log_dir: Path) -> float:
     shutil.copytree(log_dir, copy)
     os.sync()
     begun = time.perf_counter()
-    clean_path(copy, cli_overrides={}, options=CleanOptions(now_ms=NOW_MS), jobs=1)
+    clean_path(copy, cli_overrides={}, options=CleanOptions(now_ms=NOW_MS), jobs=jobs)
     seconds = time.perf_counter() - begun
     shutil.rmtree(copy)
     return seconds
@@ -143,23 +157,43 @@ def bench_spark(args: object, workdir: Path) -> list[Row]:
     for master, res in found.items():
         rows += [
             (f"{master}: session start-up (cold, JVM included)", res["startup_s"], "s"),
-            (f"{master}: spark clean job (session up, fastest)", res["clean_s"], "s"),
+            (f"{master}: first spark clean job (JIT cold, not counted)", res["first_s"], "s"),
+            (f"{master}: spark clean job (after {WARMUP_JOBS} warm-up jobs, fastest)", res["clean_s"], "s"),
             (f"{master}: steady-state throughput", res["bytes_read"] / res["clean_s"] / 1e6, "MB/s"),
             (f"{master}: tasks' summed clean seconds", res["task_elapsed_s"], "s"),
             (f"{master}: tasks' summed CPU seconds", res["task_cpu_s"], "s"),
+            (f"{master}: job seconds beyond the tasks' own (per core)",
+             res["clean_s"] - res["task_elapsed_s"] / res["cores"], "s"),
             (f"{master}: machine load average (1 min) after", res["load_1m"], ""),
         ]
     one, two = (found[m]["clean_s"] for m in MASTERS)
     rows.append(("local[2] / local[1] throughput", one / two, "x"))
-    serial = _serial_seconds(log_dir)
-    rows.append(("serial clean_path (jobs=1) of the same log dir", serial, "s"))
-    return rows
+    rows.append(("serial clean_path (jobs=1) of the same log dir", _serial_seconds(log_dir), "s"))
+    rows.append(("serial clean_path (jobs=2) of the same log dir", _serial_seconds(log_dir, 2), "s"))
+    rows.append(("local[2], one task per partition (--task-bytes 1): job", _run_child(
+        MASTERS[1], log_dir, repeat, task_bytes=1)["clean_s"], "s"))
+    return rows + _small_partitions(args, workdir, repeat)
+
+
+def _small_partitions(args: object, workdir: Path, repeat: int) -> list[Row]:
+    """Many small partitions, where a Spark task's fixed cost is most of the work: packed or not."""
+    log_dir = generate(workdir, getattr(args, "clean_scale", 1.0), getattr(args, "seed", 1),
+                       partitions=SMALL_PARTITIONS, per_partition=SMALL_RECORDS)
+    packed = _run_child(MASTERS[1], log_dir, repeat)
+    alone = _run_child(MASTERS[1], log_dir, repeat, task_bytes=1)
+    label = f"{SMALL_PARTITIONS} small partitions"
+    return [
+        (f"{label}: log dir MB", packed["bytes_read"] / 1e6, "MB"),
+        (f"{label}, local[2], packed (default): job", packed["clean_s"], "s"),
+        (f"{label}, local[2], one task per partition: job", alone["clean_s"], "s"),
+        (f"{label}: serial clean_path (jobs=2)", _serial_seconds(log_dir, 2), "s"),
+    ]
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "--child":
-        print(json.dumps(child(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))))
+    if len(sys.argv) == 6 and sys.argv[1] == "--child":
+        print(json.dumps(child(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]) or None)))
     else:
         target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("/tmp/kcompact-bench-spark")
         for name, value, unit in bench_spark(object(), target):
-            print(f"{name:<52} {value:10.3f} {unit}")
+            print(f"{name:<60} {value:10.3f} {unit}")
