@@ -15,7 +15,7 @@ transaction, and segments younger than ``min.compaction.lag.ms`` are never touch
    ``.txnindex`` files (plus those the data shows where an index is missing). No record payload is read.
 2. **Range** (``ranges.py``). First dirty offset from the checkpoint (reset to the log start when it lies
    below it or past the log end), first uncleanable offset rounded down to a segment base, the dirty ratio.
-3. **Offset map** (``offset_map.py``). Scan the dirty range once: for every record with a key in a data
+3. **Offset map** (``mapping.py`` filling ``offset_map.py``). Scan the dirty range once: for every record with a key in a data
    batch that is not aborted transactional data, map a 128-bit digest of the key to its offset (later wins;
    tombstones included; control batches and keyless records skipped). With ``--dedupe-buffer-size`` the map
    is bounded exactly like Kafka's SkimpyOffsetMap and the round ends where it fills up;
@@ -23,7 +23,7 @@ transaction, and segments younger than ``min.compaction.lag.ms`` are never touch
 4. **Groups** (``grouping.py``). Every segment below ``end_offset`` — from the start of the log, so the clean
    section is filtered again with the new map — is grouped greedily into runs that fit one output segment
    (``segment.bytes``, ``segment.index.bytes``, the 32-bit relative-offset window).
-5. **Filter** (``filter.py`` driving ``policy.py`` and ``transactions.py``). Each group is streamed batch by
+5. **Filter** (``filtering.py`` driving ``policy.py`` and ``transactions.py``). Each group is streamed batch by
    batch into ``<base>.log.cleaned``. Per batch: the transaction bookkeeping, then Kafka's batch decision
    (keep an empty shell for an active producer's last batch or for the round's last batch; drop aborted data
    and expired markers), then per record: keep it when it is the latest for its key (or beyond the map),
@@ -35,6 +35,8 @@ transaction, and segments younger than ``min.compaction.lag.ms`` are never touch
 6. **Indexes** (``segment/index_builder.py``). ``.index`` and ``.timeindex`` are built per batch exactly as
    Kafka 4.1 appends them (KAFKA-806: identical to what log recovery rebuilds); ``.txnindex`` gets the
    original entries of the ABORT markers kept in this round.
+   Before the swap every ``.cleaned`` output is read back and checked (``verify_output.py``: batch
+   framing, CRCs, offsets ascending, the three indexes against the log).
 7. **Swap** (``swap.py``), per group, Kafka's ``replaceSegments`` protocol: write and fsync the ``.cleaned``
    files; rename them ``.swap``; rename the replaced segments' files (and the producer snapshots of bases that
    disappear) ``.deleted``; rename ``.swap`` to the final names; fsync the directory; delete the ``.deleted``
@@ -43,6 +45,27 @@ transaction, and segments younger than ``min.compaction.lag.ms`` are never touch
 8. **Checkpoint**. Only after every group is swapped, ``cleaner-offset-checkpoint`` is advanced to
    ``end_offset`` (atomic rewrite under kcompact's checkpoint lock, other lines untouched), so it never runs
    ahead of what was swapped.
+
+How the code runs it
+====================
+
+``cleaner.py``'s ``clean_partition`` is the one entry point (``kcompact clean``, the partition pool and
+the Spark tasks all call it). It runs the round as separable stages (``stages.py``): ``plan_clean``
+freezes steps 1–2 into a picklable ``CleanPlan`` (``plan.py``; the options in ``options.py``),
+``segment_key_entries`` is pass 1 over one segment, ``write_group`` is pass 2 over one group, and
+``commit_clean`` is steps 7–8. Pass 2 asks its keep-or-drop question of an *oracle* (``oracle.py``):
+the in-memory offset map, the retention rules (``retention.py``, for ``compact,delete``), or the sorted
+(digest, offset) runs the Spark path's distributed map produces. On one machine the stages run:
+
+* in this process, or split by segment byte ranges (``chunks.py``) over forked worker processes
+  (``parallel.py``; each worker is seeded with the transaction state replayed from batch headers, bulk
+  results come back through temporary files, ``spill.py``), the parent appending the batches and
+  building the indexes so the bytes do not depend on the number of workers;
+* for a log dir, ``run.py`` orders the partitions as the broker's cleaner would and ``pool.py`` cleans
+  several at once, each in its own process; the checkpoint lines are then settled into cleaning order.
+
+The output is byte-identical whatever the number of workers, and to the pure-Python reference of the
+record scan (the C kernels in ``kcompact/records``).
 
 Where kcompact deliberately differs from a broker, the report says so: without a
 ``replication-offset-checkpoint`` entry the high watermark is taken as the log end (a broker would clean
