@@ -36,7 +36,7 @@ transaction, and segments younger than ``min.compaction.lag.ms`` are never touch
    Kafka 4.1 appends them (KAFKA-806: identical to what log recovery rebuilds); ``.txnindex`` gets the
    original entries of the ABORT markers kept in this round.
    Before the swap every ``.cleaned`` output is read back and checked (``verify_output.py``: batch
-   framing, CRCs, offsets ascending, the three indexes against the log).
+   framing, CRCs, offsets ascending and in range, the offset and time indexes against the log).
 7. **Swap** (``swap.py``), per group, Kafka's ``replaceSegments`` protocol: write and fsync the ``.cleaned``
    files; rename them ``.swap``; rename the replaced segments' files (and the producer snapshots of bases that
    disappear) ``.deleted``; rename ``.swap`` to the final names; fsync the directory; delete the ``.deleted``
