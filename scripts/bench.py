@@ -369,12 +369,20 @@ def _bench_spark(args: argparse.Namespace, workdir: Path) -> list[Row]:
     return bench_spark(args, workdir)
 
 
+def _bench_distmap(args: argparse.Namespace, workdir: Path) -> list[Row]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_distmap import bench_distmap
+
+    return bench_distmap(args, workdir / "distmap")
+
+
 SECTIONS: dict[str, Callable[[argparse.Namespace, Path], list[Row]]] = {
     "scan": bench_scan,
     "clean": _bench_clean,
     "inspect": _bench_inspect,
     "small": bench_small,
     "spark": _bench_spark,
+    "distmap": _bench_distmap,  # 20 million keys, ~1 GB written: minutes
 }
 
 

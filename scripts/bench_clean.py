@@ -69,7 +69,8 @@ def generate(workdir: Path, name: str, scale: float, seed: int) -> Path:
         return part
     shutil.rmtree(log_dir, ignore_errors=True)
     part.mkdir(parents=True)
-    base, size, batches, end, batches_end = 0, 0, [], 0, 0
+    base, size, end, batches_end = 0, 0, 0, 0
+    batches: list[bytes] = []
     for end, batch in _batches(random.Random(seed), SHAPES[name], scale):
         if size + len(batch) > SEGMENT_BYTES and batches:
             write_segment(part, base, batches)

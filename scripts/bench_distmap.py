@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from kcompact.records.batch import encode_batch, encode_records_batch, iter_batches
+from kcompact.records.batch import RecordBatch, encode_batch, encode_records_batch, iter_batches
 from kcompact.records.record import Record, decode_records, records_bytes
 from kcompact.records.scan import scan_records
 from kcompact.segment.checkpoint import write_offset_checkpoint
@@ -72,6 +72,8 @@ class BatchTemplate:
     def __init__(self) -> None:
         recs = [Record(i, FIRST_TS + i, b"key-%012d" % i, VALUE) for i in range(PER_BATCH)]
         batch = next(iter_batches(encode_batch(recs, base_offset=0)))
+        if not isinstance(batch, RecordBatch):
+            raise SystemExit("bench_distmap: the template batch did not decode as a v2 batch")
         self.raw = np.frombuffer(bytes(records_bytes(batch)), dtype=np.uint8)
         cols = scan_records(self.raw.tobytes(), base_offset=0, base_timestamp=FIRST_TS, count=PER_BATCH)
         starts = np.frombuffer(cols.key_starts, dtype=np.int64)
@@ -101,7 +103,8 @@ def generate(workdir: Path, keys: int) -> tuple[Path, int, float]:
     started = time.perf_counter()
     shutil.rmtree(log_dir, ignore_errors=True)
     part.mkdir(parents=True)
-    template, base, size, batches = BatchTemplate(), 0, 0, []
+    template, base, size = BatchTemplate(), 0, 0
+    batches: list[bytes] = []
     for first in range(0, records, PER_BATCH):
         data = template.batch(first, key_ids(first, min(PER_BATCH, records - first), keys))
         if size + len(data) > SEGMENT_BYTES and batches:
@@ -120,7 +123,7 @@ def generate(workdir: Path, keys: int) -> tuple[Path, int, float]:
 def _check_sample(part: Path, keys: int) -> None:
     """Decode the first and last batch of every segment with kcompact's decoder and check the keys."""
     for log in sorted(part.glob("*.log")):
-        batches = list(iter_batches(log.read_bytes()))
+        batches = [b for b in iter_batches(log.read_bytes()) if isinstance(b, RecordBatch)]
         for batch in batches[:1] + batches[-1:]:
             recs = decode_records(batch)
             want = key_ids(batch.base_offset, len(recs), keys)
