@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kcompact.config.kraft_records import INT16, INT32, INT64, MessageReader
+from kcompact.config.message_reader import INT16, INT32, INT64, MessageReader
 from kcompact.errors import CorruptRecordError
 from kcompact.records.varint import Buffer
 
