@@ -53,3 +53,21 @@ def spark() -> Iterator[SparkSession]:
     session = spark_session(SPARK_MASTER)
     yield session
     session.stop()
+
+
+@pytest.fixture
+def shipped_packs(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
+    """The packs ``spark clean`` hands to Spark in this test (indexes into its partitions), recorded
+    on the driver around the real :func:`kcompact.spark.packing.pack_partitions`."""
+    from kcompact.spark import clean_job
+    from kcompact.spark.packing import pack_partitions
+
+    packs: list[list[int]] = []
+
+    def recording(sizes_in_bytes: list[int], cores: int, task_bytes: int | None = None) -> list[list[int]]:
+        found = pack_partitions(sizes_in_bytes, cores, task_bytes)
+        packs.extend(found)
+        return found
+
+    monkeypatch.setattr(clean_job, "pack_partitions", recording)
+    return packs

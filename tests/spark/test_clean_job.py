@@ -50,12 +50,9 @@ def copy_source(src: Path, dst: Path) -> Path:
 @pytest.mark.parametrize(("task_bytes", "tasks"), [(None, range(2, 6)), (1, [6]), (10**9, [1])],
                          ids=["auto-packed", "one-task-per-partition", "all-in-one-task"])
 def test_spark_clean_is_byte_identical_to_serial_clean_and_a_corrupt_partition_fails_alone(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, task_bytes: int | None,
+    spark: SparkSession, tmp_path: Path, shipped_packs: list[list[int]], task_bytes: int | None,
     tasks: range | list[int],
 ) -> None:
-    packs: list[list[int]] = []
-    real_pack = clean_job.pack_partitions
-    monkeypatch.setattr(clean_job, "pack_partitions", lambda *a: packs.extend(real_pack(*a)) or packs)
     make_source(tmp_path / "src")
     serial, distributed = copy_source(tmp_path / "src", tmp_path / "serial"), copy_source(
         tmp_path / "src", tmp_path / "spark")
@@ -67,7 +64,7 @@ def test_spark_clean_is_byte_identical_to_serial_clean_and_a_corrupt_partition_f
     run = spark_clean(spark, [distributed / "a", distributed / "b" / "users-0"], cli_overrides={},
                       options=options, task_bytes=task_bytes)
 
-    assert len(packs) in tasks and sorted(i for pack in packs for i in pack) == list(range(6))
+    assert len(shipped_packs) in tasks and sorted(i for pack in shipped_packs for i in pack) == list(range(6))
     assert tree_digest(serial) == tree_digest(distributed)
     rows = {str(Path(r["partition_dir"]).relative_to(distributed)): r for r in run.as_dicts()}
     assert [(name, r["status"]) for name, r in rows.items()] == [  # cleaning order, path after path

@@ -92,21 +92,16 @@ def test_without_pyspark_a_spark_command_exits_2_saying_what_to_install(tmp_path
 
 
 def test_spark_clean_json_and_parquet_rows_exit_2_for_a_failed_partition(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, tmp_path: Path, shipped_packs: list[list[int]]
 ) -> None:
-    from kcompact.spark import clean_job
-
     log_dir = build_log_dir(tmp_path / "logs", 3)
     flip_crc_of_a_kept_batch(log_dir / "orders-1")
-    packs: list[list[int]] = []
-    real_pack = clean_job.pack_partitions
-    monkeypatch.setattr(clean_job, "pack_partitions", lambda *a: packs.extend(real_pack(*a)) or packs)
 
     result = run("spark", "clean", str(log_dir), "--now-ms", str(NOW), "--json", "--task-bytes", "1",
                  "--output", str(tmp_path / "stats.parquet"))
 
     assert result.exit_code == 2
-    assert sorted(packs) == [[0], [1], [2]]  # --task-bytes 1: one Spark task per partition
+    assert sorted(shipped_packs) == [[0], [1], [2]]  # --task-bytes 1: one Spark task per partition
     report = json.loads(result.stdout)
     assert report["now_ms"] == NOW and report["notes"]
     assert [(Path(r["partition_dir"]).name, r["status"]) for r in report["partitions"]] == [
