@@ -75,9 +75,10 @@ def spark_group() -> None:
               help="A partition whose offset map would exceed BYTES is cleaned with a distributed "
                    "offset map, driven from the driver, instead of in one task.")
 @click.option("--task-bytes", type=click.IntRange(min=1), default=None, metavar="BYTES",
-              help="Pack partitions into Spark tasks of about BYTES of segments each (a task's fixed "
-                   "cost is that of cleaning a few MiB). Default: two tasks a core, at most 256 MiB "
-                   "each; 1: one task per partition.")
+              help="Pack partitions into Spark tasks of about BYTES each, a partition counting as its "
+                   "segment bytes + 4 MiB (a Spark task's fixed cost is that of cleaning a few MiB); "
+                   "never fewer tasks than cores. Default: two tasks a core, ~256 MiB at most unless "
+                   "one partition is larger; 1: one task per partition.")
 @_config_sources
 @click.option("--output", type=click.Path(path_type=str), default=None, metavar="STATS.parquet",
               help="Also write the per-partition rows as Parquet (a new directory).")

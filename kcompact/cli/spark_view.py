@@ -45,7 +45,7 @@ def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool) -
     rows = run.as_dicts()
     if as_json:
         render.emit_json({"now_ms": run.now_ms, "partitions": rows, "notes": run.notes,
-                          "startup_s": round(startup_s, 3)})
+                          "spark_tasks": run.spark_tasks, "startup_s": round(startup_s, 3)})
         return
     for note in run.notes:
         render.warning_line(note)
@@ -59,6 +59,9 @@ def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool) -
             render.warning_line(f"{row['topic']}-{row['partition']}: {warning}")
     render.plain(_clean_summary(rows))
     startup_line(startup_s)
+    if run.spark_tasks:
+        render.err_console().print(f"Spark tasks: {run.spark_tasks} (partitions packed by bytes; --task-bytes "
+                                   "to choose)", highlight=False)
 
 
 def _clean_table(rows: list[dict[str, Any]]) -> Table:

@@ -1,15 +1,17 @@
-"""``spark clean``: every partition a Spark task running the serial cleaner, results as a DataFrame.
+"""``spark clean``: partitions packed into Spark tasks running the serial cleaner, rows as a DataFrame.
 
 The driver plans (``kcompact.spark.plan``: configuration, cleaner order, refusals), fixes the one
 clock every task uses, packs the partitions into Spark tasks by bytes (``kcompact.spark.packing``:
 about two tasks a core, each a few partitions, since a Spark task's fixed cost is that of cleaning a
-few MiB; ``task_bytes=1`` gives each partition its own task) and hands them to Spark as an RDD with
+few MiB; ``task_bytes=1`` gives each partition its own task; the cores are
+:func:`kcompact.spark.session.cluster_cores`) and hands them to Spark as an RDD with
 one element and one Spark partition per task. For each of its partitions a task calls
 :func:`kcompact.cleaner.cleaner.clean_partition`, the very function ``kcompact clean`` calls, so the
 bytes written are the serial run's (with ``jobs=1``: Spark's executors are the parallelism, a task
 forks no worker pool of its own). A task catches each partition's errors and returns them as that
 partition's row: a failing partition fails alone (the cleaner leaves it untouched), the others
-finish, and the Spark job itself never fails for bad data.
+finish, and the Spark job itself never fails for bad data. With ``spark.speculation`` on, the run is
+refused: a second attempt of a task would clean its partitions a second time, concurrently.
 The rows are collected (the job runs exactly once) and become a DataFrame on the driver
 (schema: ``kcompact.spark.rows.CLEAN_COLUMNS``).
 
@@ -43,6 +45,7 @@ from kcompact.errors import KcompactError
 from kcompact.spark.packing import pack_partitions, segment_bytes
 from kcompact.spark.plan import CleanTask, plan_clean
 from kcompact.spark.rows import CLEAN_COLUMNS, as_dicts, clean_row, ddl
+from kcompact.spark.session import cluster_cores, refuse_speculation
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -58,6 +61,7 @@ class SparkCleanRun:
     spark: SparkSession
     notes: list[str] = field(default_factory=list)
     now_ms: int = 0
+    spark_tasks: int = 0  # the Spark tasks the partitions were packed into
     _frame: DataFrame | None = None
 
     @property
@@ -105,7 +109,10 @@ def spark_clean(
 
     Raises:
         KcompactError: a path is not a partition directory or log dir.
+        RefusedError: ``spark.speculation`` is on.
     """
+    refuse_speculation(spark.sparkContext, "spark clean",
+                       "a second attempt of a task would clean its partitions again, concurrently")
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     # Spark is the parallelism: a task cleans its partition in its own process (no worker pool inside).
     options = replace(options, now_ms=now_ms, jobs=1)
@@ -114,14 +121,15 @@ def spark_clean(
     on_driver = _needs_distributed_map(plan.tasks, map_budget_bytes)
     before = {} if options.dry_run else _checkpoint_keys(plan.tasks)
     fanned = [task for i, task in enumerate(plan.tasks) if i not in on_driver]
-    by_dir = dict(zip((t.partition_dir for t in fanned), _fan_out(spark, fanned, task_bytes), strict=True))
+    fanned_rows, spark_tasks = _fan_out(spark, fanned, task_bytes)
+    by_dir = dict(zip((t.partition_dir for t in fanned), fanned_rows, strict=True))
     for i in sorted(on_driver):
         by_dir[plan.tasks[i].partition_dir] = _clean_on_driver(spark, plan.tasks[i])
     rows = [by_dir[task.partition_dir] for task in plan.tasks]
     rows += [clean_row(f.partition_dir, None, error=f.error) for f in plan.failures]
     for log_dir, keys in before.items():
         settle_checkpoint_order(log_dir, keys, [(t.topic, t.partition) for t in plan.tasks])
-    return SparkCleanRun(rows, spark, plan.notes, now_ms)
+    return SparkCleanRun(rows, spark, plan.notes, now_ms, spark_tasks)
 
 
 def run_clean_task(task: CleanTask) -> tuple[Any, ...]:
@@ -166,20 +174,20 @@ def run_clean_tasks(packed: Sequence[tuple[int, CleanTask]]) -> list[tuple[int, 
     return [(index, run_clean_task(task)) for index, task in packed]
 
 
-def _fan_out(spark: SparkSession, tasks: Sequence[CleanTask], task_bytes: int | None) -> list[tuple[Any, ...]]:
-    """The partitions packed into Spark tasks; rows come back in ``tasks``' order."""
+def _fan_out(spark: SparkSession, tasks: Sequence[CleanTask],
+             task_bytes: int | None) -> tuple[list[tuple[Any, ...]], int]:
+    """The partitions packed into Spark tasks: their rows in ``tasks``' order, and the Spark tasks."""
     if not tasks:
-        return []
+        return [], 0
     context = spark.sparkContext
-    packs = pack_partitions([segment_bytes(t.partition_dir) for t in tasks], context.defaultParallelism,
-                            task_bytes)
+    packs = pack_partitions([segment_bytes(t.partition_dir) for t in tasks], cluster_cores(context), task_bytes)
     shipped = [[(i, tasks[i]) for i in pack] for pack in packs]
     context.setJobDescription(f"kcompact spark clean: {len(tasks)} partitions in {len(packs)} tasks")
     try:
         found = dict(context.parallelize(shipped, len(shipped)).flatMap(run_clean_tasks).collect())
     finally:
         context.setJobDescription(None)  # type: ignore[arg-type]
-    return [found[i] for i in range(len(tasks))]
+    return [found[i] for i in range(len(tasks))], len(packs)
 
 
 def _distributed_map_module() -> Any:

@@ -47,7 +47,8 @@ from kcompact.cleaner.plan import CleanPlan
 from kcompact.cleaner.stages import GroupOutput, segment_key_entries, write_group
 from kcompact.cleaner.stats import CleanStats
 from kcompact.cleaner.swap import remove_cleaned
-from kcompact.errors import KcompactError, RefusedError
+from kcompact.errors import KcompactError
+from kcompact.spark.session import refuse_speculation
 
 if TYPE_CHECKING:
     from pyspark import RDD, Broadcast, SparkContext
@@ -263,11 +264,8 @@ def run_round(
         KcompactError: a scan or a group failed (the first, in log order); no ``.cleaned`` file is left.
         RefusedError: ``spark.speculation`` is on (two attempts would write one ``.cleaned`` file).
     """
-    if sc.getConf().get("spark.speculation", "false").lower() == "true":
-        raise RefusedError(
-            f"{plan.partition_dir}: spark.speculation; expected false (two attempts of a group task "
-            "would write the same .cleaned file), found true"
-        )
+    refuse_speculation(sc, str(plan.partition_dir),
+                       "two attempts of a group task would write the same .cleaned file")
     plan_bc = sc.broadcast(plan)
     job_group = f"kcompact-distributed-map-{time.monotonic_ns()}"
     previous = _set_job_group(sc, job_group, f"kcompact distributed map of {plan.partition_dir}")

@@ -16,13 +16,15 @@ The rule, for partitions of ``size`` bytes of segments each:
 * the target cost of one task is ``task_bytes`` when the caller gives it, else
   ``TASKS_PER_CORE`` tasks per core of the cluster (Spark's ``defaultParallelism``), and never above
   ``MAX_AUTO_TASK_BYTES`` (so a big run keeps a moving progress bar and a retried task redoes little);
-* the number of tasks is the total cost over that target, rounded up (never more than the
-  partitions), and partitions are dealt largest first to the task with the least cost so far
+* the number of tasks is the total cost over that target, rounded up, but at least one a core and
+  never more than the partitions (a ``task_bytes`` above the whole run still uses every core), and
+  partitions are dealt largest first to the task with the least cost so far
   (longest-processing-time first), which balances the tasks of a core to within one partition;
 * tasks are handed to Spark largest first (Spark starts them in that order as cores free up), and
   inside a task partitions keep the run's cleaning order.
 
-``task_bytes=1`` gives every partition its own task.
+``task_bytes=1`` gives every partition its own task. A partition bigger than the target is a task of
+its own, bigger than the target.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ def pack_partitions(sizes_in_bytes: Sequence[int], cores: int, task_bytes: int |
     Args:
         sizes_in_bytes: each partition's segment bytes, in cleaning order.
         cores: the cores the tasks run on (``SparkContext.defaultParallelism``).
-        task_bytes: the target cost of one task; None = automatic (see the module docstring).
+        task_bytes: the target cost of one task (segment bytes + ``OPEN_COST_BYTES`` a partition);
+            None = automatic (see the module docstring).
 
     Returns:
         The tasks, largest first; each a list of indexes into ``sizes_in_bytes``, ascending.
@@ -54,7 +57,7 @@ def pack_partitions(sizes_in_bytes: Sequence[int], cores: int, task_bytes: int |
     costs = [max(0, size) + OPEN_COST_BYTES for size in sizes_in_bytes]
     total = sum(costs)
     target = task_bytes if task_bytes is not None else _auto_target(total, cores)
-    count = min(len(costs), max(1, -(-total // max(1, target))))
+    count = min(len(costs), max(1, cores, -(-total // max(1, target))))
     heap = [(0, task) for task in range(count)]  # (cost so far, task): ties go to the lower task
     members: list[list[int]] = [[] for _ in range(count)]
     for index in sorted(range(len(costs)), key=lambda i: (-costs[i], i)):

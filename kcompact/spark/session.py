@@ -6,9 +6,12 @@ session from :func:`spark_session`, so they all share the same choices:
 * master ``local[*]`` unless told otherwise: ``--master``, ``$MASTER``, or — under ``spark-submit``
   (or ``PYSPARK_SUBMIT_ARGS`` with ``--master``) — the submitted master, which is then left alone;
 * the web UI off (nothing listens on a port of a user's machine);
-* Python workers talk to their JVM over a Unix domain socket rather than TCP on loopback: over TCP
-  a task with a small input waits out a delayed ACK, ~40 ms; measured here, 64 trivial tasks on
-  ``local[1]`` take 55 ms each over TCP and 14 ms over the Unix socket;
+* under ``spark-submit``, a setting the operator gave (``--conf``, spark-defaults.conf) is never
+  overridden by these defaults;
+* in local mode, Python workers talk to their JVM over a Unix domain socket rather than TCP on
+  loopback: over TCP a task with a small input waits out a delayed ACK, ~40 ms; measured here, 64
+  trivial tasks on ``local[1]`` take 55 ms each over TCP and 14 ms over the Unix socket (a cluster's
+  executors keep their operator's setting);
 * Spark's console progress bar on, its logs at ERROR (INFO with ``verbose``) so a run
   prints only the bar and kcompact's own summary;
 * in local mode the workers run this very interpreter (``sys.executable``), so they import the same
@@ -23,17 +26,19 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kcompact.errors import UnsupportedFormatError
+from kcompact.errors import RefusedError, UnsupportedFormatError
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+MAX_COUNTED_EXECUTORS = 1024  # dynamic allocation's default maximum is unbounded: count no more than this
 QUIET_LOG_LEVEL = "ERROR"  # Spark's WARNs (native-hadoop, hostname loopback) mean nothing to a user
 VERBOSE_LOG_LEVEL = "INFO"
 QUIET_LOG4J2 = f"""\
@@ -81,11 +86,56 @@ def spark_session(
     if chosen is not None:
         builder = builder.master(chosen)
         _local_workers_python(chosen)
-    for key, value in _session_conf(verbose).items():
+    launched = _master_set_by_launcher()
+    local = chosen is not None and chosen.startswith("local")
+    for key, value in _session_conf(verbose, local=local, launched=launched,
+                                    already_set=_launcher_conf_keys() if launched else frozenset()).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel(VERBOSE_LOG_LEVEL if verbose else QUIET_LOG_LEVEL)
     return session
+
+
+def refuse_speculation(context: SparkContext, subject: str, why: str) -> None:
+    """Refuse a job whose tasks write partition files when ``spark.speculation`` is on.
+
+    Args:
+        context: the job's SparkContext.
+        subject: what is refused (a path, or the command).
+        why: what two attempts of one task would do.
+
+    Raises:
+        RefusedError: ``spark.speculation`` is true.
+    """
+    if context.getConf().get("spark.speculation", "false").strip().lower() == "true":
+        raise RefusedError(f"{subject}: spark.speculation; expected false ({why}), found true")
+
+
+def cluster_cores(context: SparkContext) -> int:
+    """The cores a job can count on: Spark's ``defaultParallelism``, or, while executors are still
+    registering (it is then 2 on a cluster), the cores the application asked for
+    (``spark.executor.instances``, else a bounded ``spark.dynamicAllocation.maxExecutors``, times
+    ``spark.executor.cores``).
+
+    Args:
+        context: the SparkContext.
+
+    Returns:
+        At least 1.
+    """
+    conf = context.getConf()
+    per_executor = _conf_int(conf.get("spark.executor.cores", "1"))
+    executors = _conf_int(conf.get("spark.executor.instances", "0"))
+    if executors == 0 and conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
+        executors = min(_conf_int(conf.get("spark.dynamicAllocation.maxExecutors", "0")), MAX_COUNTED_EXECUTORS)
+    return max(1, context.defaultParallelism, executors * per_executor)
+
+
+def _conf_int(value: str | None) -> int:
+    try:
+        return max(0, int(value or "0"))
+    except ValueError:
+        return 0
 
 
 def _master_set_by_launcher() -> bool:
@@ -94,16 +144,27 @@ def _master_set_by_launcher() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ or "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
 
 
-def _session_conf(verbose: bool) -> dict[str, str]:
+def _launcher_conf_keys() -> frozenset[str]:
+    """The settings ``spark-submit`` already gave this driver (its JVM is up: reading them starts nothing)."""
+    from pyspark import SparkConf
+
+    return frozenset(key for key, _ in SparkConf().getAll())
+
+
+def _session_conf(verbose: bool, *, local: bool, launched: bool,
+                  already_set: Collection[str] = frozenset()) -> dict[str, str]:
+    """kcompact's session defaults, minus what the operator set (``already_set``)."""
     conf = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "true",
-        "spark.python.unix.domain.socket.enabled": "true",
     }
-    if not verbose:
-        # The driver JVM logs before setLogLevel can run: give it a configuration at the quiet level.
+    if local:
+        conf["spark.python.unix.domain.socket.enabled"] = "true"
+    if not verbose and not launched:
+        # The driver JVM logs before setLogLevel can run: give it a configuration at the quiet level
+        # (under spark-submit the driver JVM is already running: too late, and the operator's choice).
         conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={_quiet_log4j2_file()}"
-    return conf
+    return {key: value for key, value in conf.items() if key not in already_set}
 
 
 def _quiet_log4j2_file() -> Path:

@@ -15,11 +15,13 @@ import pytest
 
 from kcompact.cleaner.cleaner import CleanOptions
 from kcompact.cleaner.run import ConfigSources, clean_path
+from kcompact.errors import RefusedError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.spark import clean_job
 from kcompact.spark.clean_job import run_clean_task, settle_checkpoint_order, spark_clean
 from kcompact.spark.plan import plan_clean
 from kcompact.spark.rows import STATUS_BUG, STATUS_CLEANED, STATUS_FAILED, STATUS_WOULD_CLEAN
+from tests.spark.fakes import FakeContext, FakeSession
 from tests.spark.logdirs import (
     NOW,
     build_log_dir,
@@ -47,8 +49,8 @@ def copy_source(src: Path, dst: Path) -> Path:
     return dst
 
 
-@pytest.mark.parametrize(("task_bytes", "tasks"), [(None, range(2, 6)), (1, [6]), (10**9, [1])],
-                         ids=["auto-packed", "one-task-per-partition", "all-in-one-task"])
+@pytest.mark.parametrize(("task_bytes", "tasks"), [(None, range(2, 6)), (1, [6]), (10**9, [2])],
+                         ids=["auto-packed", "one-task-per-partition", "one-task-a-core"])
 def test_spark_clean_is_byte_identical_to_serial_clean_and_a_corrupt_partition_fails_alone(
     spark: SparkSession, tmp_path: Path, shipped_packs: list[list[int]], task_bytes: int | None,
     tasks: range | list[int],
@@ -174,3 +176,14 @@ def test_map_budget_sends_partitions_over_it_to_the_distributed_map(spark: Spark
 
     assert [(r["status"], r["distributed_map"]) for r in run.as_dicts()] == [(STATUS_CLEANED, True)] * 2
     assert tree_digest(serial) == tree_digest(distributed)
+
+
+def test_spark_clean_refuses_speculation_before_touching_anything(tmp_path: Path) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 2)
+    before = tree_digest(log_dir)
+    speculating = FakeSession(FakeContext(2, spark_speculation="true"))
+
+    with pytest.raises(RefusedError, match="spark clean: spark.speculation; expected false"):
+        spark_clean(speculating, [log_dir], cli_overrides={}, options=CleanOptions(now_ms=NOW))  # type: ignore[arg-type]
+
+    assert tree_digest(log_dir) == before

@@ -34,11 +34,12 @@ def test_sixteen_equal_partitions_make_two_equal_tasks_a_core() -> None:
     assert sorted(len(pack) for pack in on_one) == [5, 5, 6]
 
 
-def test_task_bytes_one_gives_each_partition_its_own_task_and_a_huge_one_a_single_task() -> None:
+def test_task_bytes_one_gives_each_partition_its_own_task_and_a_huge_one_a_task_a_core() -> None:
     sizes = [5, 0, 7 * MIB, 3]
 
     assert sorted(pack_partitions(sizes, cores=8, task_bytes=1)) == [[0], [1], [2], [3]]
-    assert pack_partitions(sizes, cores=8, task_bytes=10**12) == [[0, 1, 2, 3]]
+    assert pack_partitions(sizes, cores=1, task_bytes=10**12) == [[0, 1, 2, 3]]
+    assert sorted(pack_partitions(sizes, cores=2, task_bytes=10**12)) == [[0, 1, 3], [2]]  # still every core
 
 
 def test_thousands_of_small_partitions_share_tasks_and_the_cap_holds() -> None:
@@ -77,7 +78,7 @@ def test_every_partition_is_in_exactly_one_task_in_cleaning_order_and_loads_bala
 
     assert sorted(i for pack in packs for i in pack) == list(range(len(sizes)))
     assert all(pack == sorted(pack) and pack for pack in packs)
-    assert len(packs) <= len(sizes)
+    assert min(len(sizes), cores) <= len(packs) <= len(sizes)
     if task_bytes is None and len(sizes) >= cores * TASKS_PER_CORE:
         assert len(packs) >= cores * TASKS_PER_CORE  # every core has work, twice over
     spread = max(loads(packs, sizes)) - min(loads(packs, sizes))

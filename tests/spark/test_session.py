@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.spark.fakes import FakeContext
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -64,3 +66,39 @@ def test_quiet_logging_configuration_is_written_once(tmp_path: Path, monkeypatch
     path = session._quiet_log4j2_file()
     assert path.read_text() == session.QUIET_LOG4J2 and "rootLogger.level = error" in path.read_text()
     assert session._quiet_log4j2_file() == path and list(tmp_path.iterdir()) == [path]
+
+
+def test_session_defaults_never_override_what_spark_submit_was_given() -> None:
+    from kcompact.spark import session
+
+    local = session._session_conf(False, local=True, launched=False)
+    assert local["spark.python.unix.domain.socket.enabled"] == "true"
+    assert "log4j2.configurationFile" in local["spark.driver.extraJavaOptions"]
+    cluster = session._session_conf(False, local=False, launched=True,
+                                    already_set={"spark.ui.enabled", "spark.python.unix.domain.socket.enabled"})
+    assert cluster == {"spark.ui.showConsoleProgress": "true"}  # the operator's ui setting, JVM options kept
+    assert "spark.python.unix.domain.socket.enabled" not in session._session_conf(True, local=False, launched=False)
+
+
+def test_cluster_cores_counts_the_executors_asked_for_while_they_register() -> None:
+    from kcompact.spark.session import MAX_COUNTED_EXECUTORS, cluster_cores
+
+    assert cluster_cores(FakeContext(2)) == 2  # nothing asked: Spark's own figure
+    assert cluster_cores(FakeContext(2, spark_executor_instances="10", spark_executor_cores="4")) == 40
+    assert cluster_cores(FakeContext(96, spark_executor_instances="10", spark_executor_cores="4")) == 96
+    dynamic = {"spark_dynamicAllocation_enabled": "true", "spark_executor_cores": "2"}
+    assert cluster_cores(FakeContext(2, **dynamic, spark_dynamicAllocation_maxExecutors="16")) == 32
+    assert cluster_cores(FakeContext(2, **dynamic, spark_dynamicAllocation_maxExecutors="2147483647")) == (
+        2 * MAX_COUNTED_EXECUTORS)
+    assert cluster_cores(FakeContext(2, **dynamic)) == 2  # no maximum given: nothing to count on
+    assert cluster_cores(FakeContext(2, spark_executor_instances="lots")) == 2
+
+
+def test_speculation_is_refused_naming_what_two_attempts_would_do() -> None:
+    from kcompact.errors import RefusedError
+    from kcompact.spark.session import refuse_speculation
+
+    refuse_speculation(FakeContext(2), "spark clean", "twice")
+    refuse_speculation(FakeContext(2, spark_speculation="false"), "spark clean", "twice")
+    with pytest.raises(RefusedError, match=r"^spark clean: spark.speculation; expected false \(twice\), found true"):
+        refuse_speculation(FakeContext(2, spark_speculation=" True"), "spark clean", "twice")

@@ -102,6 +102,7 @@ def test_spark_clean_json_and_parquet_rows_exit_2_for_a_failed_partition(
 
     assert result.exit_code == 2
     assert sorted(shipped_packs) == [[0], [1], [2]]  # --task-bytes 1: one Spark task per partition
+    assert json.loads(result.stdout)["spark_tasks"] == 3
     report = json.loads(result.stdout)
     assert report["now_ms"] == NOW and report["notes"]
     assert [(Path(r["partition_dir"]).name, r["status"]) for r in report["partitions"]] == [
