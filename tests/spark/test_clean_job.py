@@ -166,6 +166,26 @@ def test_an_unexpected_exception_in_a_task_is_a_bug_row(tmp_path: Path, monkeypa
     assert "Traceback" in row["error"] and "ValueError: a bug" in row["error"]
 
 
+def test_a_bug_in_one_partition_of_a_packed_task_leaves_the_others_to_clean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 3)
+    tasks = plan_clean([log_dir], ConfigSources({}), options=CleanOptions(now_ms=NOW)).tasks
+    real_clean = clean_job.clean_partition
+
+    def broken_for_the_first(path: str, *args: object, **kwargs: object) -> object:
+        if path == tasks[0].partition_dir:
+            raise ValueError("a bug")
+        return real_clean(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(clean_job, "clean_partition", broken_for_the_first)
+    rows = clean_job.run_clean_tasks([(7, tasks[0]), (8, tasks[1]), (9, tasks[2])])
+
+    names = [name for name, _ in clean_job.CLEAN_COLUMNS]
+    statuses = [(index, dict(zip(names, row, strict=True))["status"]) for index, row in rows]
+    assert statuses == [(7, STATUS_BUG), (8, STATUS_CLEANED), (9, STATUS_CLEANED)]
+
+
 def test_map_budget_sends_partitions_over_it_to_the_distributed_map(spark: SparkSession, tmp_path: Path) -> None:
     log_dir = build_log_dir(tmp_path / "src", 2)
     serial, distributed = copy_source(log_dir, tmp_path / "serial"), copy_source(log_dir, tmp_path / "spark")
