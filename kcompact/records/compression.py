@@ -23,15 +23,8 @@ Input that does not start with the magic, or is shorter than 16 bytes, is one ra
 second header may appear where a length is expected (concatenated streams); 1-3 stray bytes where a
 length is expected end the stream, as in snappy-java.
 
-lz4, Kafka's subset of LZ4 frame v1.5.1 (``Lz4BlockOutputStream``; little-endian)::
-
-    04 22 4d 18    magic 0x184D2204
-    60             FLG: version 01, independent blocks, no checksums, no content size
-    40             BD: maximum block size code 4 (64 KiB)
-    HC             (xxh32(FLG BD [content size], seed 0) >> 8) & 0xff
-                   -- magic 0 (KAFKA-3160): xxh32 over magic+FLG+BD, never verified on read
-    per block:     uint32 size (bit 31 set: stored uncompressed) + data [+ uint32 xxh32 if flagged]
-    00 00 00 00    end mark [+ uint32 content checksum if flagged: read, not verified]
+lz4: Kafka's subset of LZ4 frame v1.5.1 (``Lz4BlockOutputStream``), with its XXH32 header
+checksum; the framing and its wire layout live in :mod:`kcompact.records.lz4_framing`.
 
 zstd: one standard frame per stream as zstd-jni's streaming writer makes it (level 3, content size
 not in the header, no checksum); reading accepts any sequence of frames.
@@ -50,6 +43,47 @@ from types import ModuleType
 from typing import Any
 
 from kcompact.errors import CorruptRecordError, UnsupportedFormatError
+from kcompact.records.lz4_framing import (
+    LZ4_BD,
+    LZ4_BLOCK_SIZE,
+    LZ4_FLG,
+    LZ4_FRAME_STRUCT,
+    LZ4_MAGIC,
+    LZ4_STORED,
+    LZ4_U32_STRUCT,
+    decode_lz4_frame,
+    encode_lz4_frame,
+    xxh32,
+)
+
+__all__ = [
+    "CODEC_NAMES",
+    "GZIP",
+    "GZIP_HEADER",
+    "GZIP_LEVEL",
+    "GZIP_TRAILER_STRUCT",
+    "LZ4",
+    "LZ4_BD",
+    "LZ4_BLOCK_SIZE",
+    "LZ4_FLG",
+    "LZ4_FRAME_STRUCT",
+    "LZ4_MAGIC",
+    "LZ4_STORED",
+    "LZ4_U32_STRUCT",
+    "NONE",
+    "SNAPPY",
+    "XERIAL_BLOCK_SIZE",
+    "XERIAL_HEADER_STRUCT",
+    "XERIAL_LENGTH_STRUCT",
+    "XERIAL_MAGIC",
+    "XERIAL_MAX_CHUNK",
+    "XERIAL_VERSION",
+    "ZSTD",
+    "ZSTD_LEVEL",
+    "compress",
+    "decompress",
+    "xxh32",
+]
 
 NONE = 0
 GZIP = 1
@@ -79,31 +113,10 @@ XERIAL_MAX_CHUNK = 512 * 1024 * 1024
 _SNAPPY_MAX_RATIO = 32  # a 3-byte copy makes at most 64 bytes: no block inflates more than ~21x
 _XERIAL_MAGIC_HEAD = XERIAL_LENGTH_STRUCT.unpack(XERIAL_MAGIC[:4])[0]
 
-LZ4_MAGIC = 0x184D2204
-LZ4_FRAME_STRUCT = struct.Struct(
-    "<I"  # magic
-    "B"  # FLG
-    "B"  # BD
-)
-LZ4_U32_STRUCT = struct.Struct("<I")  # block size word, end mark, block and content checksums
-LZ4_FLG = 0x60  # version 01, block independence
-LZ4_BD = 0x40  # block maximum size code 4
-LZ4_BLOCK_SIZE = 64 * 1024
-LZ4_STORED = 0x80000000  # block size bit: the data is stored, not compressed
-_FLG_VERSION_SHIFT = 6
-_FLG_INDEPENDENT = 0x20
-_FLG_BLOCK_CHECKSUM = 0x10
-_FLG_CONTENT_SIZE = 0x08
-_FLG_CONTENT_CHECKSUM = 0x04
-_FLG_RESERVED = 0x03
-_BD_RESERVED = 0x8F
-
 ZSTD_LEVEL = 3
 _ZSTD_FEED = 64 * 1024  # compressed bytes handed to zstd per step
 _ZSTD_MAX_RATIO = 32 * 1024  # a 4-byte RLE block can stand for 128 KiB
 
-_XXH_P1, _XXH_P2, _XXH_P3 = 2654435761, 2246822519, 3266489917
-_XXH_P4, _XXH_P5 = 668265263, 374761393
 _M32 = 0xFFFFFFFF
 
 _LIBRARIES = {SNAPPY: ("cramjam", "cramjam"), LZ4: ("lz4.block", "lz4"), ZSTD: ("zstandard",) * 2}
@@ -136,7 +149,7 @@ def compress(codec: int, data: bytes | memoryview, *, magic: int = 2) -> bytes:
     if codec == SNAPPY:
         return _snappy_compress(view)
     if codec == LZ4:
-        return _lz4_compress(view, magic)
+        return encode_lz4_frame(view, magic, _library(LZ4))
     writer = _zstd_context("compressor").compressobj()
     return bytes(writer.compress(view) + writer.flush())
 
@@ -170,43 +183,8 @@ def decompress(
     if codec == SNAPPY:
         return _snappy_decompress(view, max_output)
     if codec == LZ4:
-        return _lz4_decompress(view, magic, max_output)
+        return decode_lz4_frame(view, magic, max_output, _library(LZ4))
     return _zstd_decompress(view, max_output)
-
-
-def xxh32(data: bytes | memoryview, seed: int = 0) -> int:
-    """XXH32 of ``data`` (LZ4 header and block checksums); pure Python, for short or rare inputs.
-
-    Args:
-        data: the bytes to hash.
-        seed: the hash seed (LZ4 uses 0).
-
-    Returns:
-        The 32-bit hash; ``xxh32(b"") == 0x02CC5D05``.
-    """
-    view = memoryview(data).cast("B")
-    size = len(view)
-    stripes = size // 16
-    if stripes:
-        acc = [seed + _XXH_P1 + _XXH_P2, seed + _XXH_P2, seed, seed - _XXH_P1]
-        acc = [value & _M32 for value in acc]
-        for index, lane in enumerate(struct.unpack_from(f"<{stripes * 4}I", view)):
-            value = (acc[index & 3] + lane * _XXH_P2) & _M32
-            acc[index & 3] = (((value << 13) | (value >> 19)) & _M32) * _XXH_P1 & _M32
-        h = sum(((v << r) | (v >> (32 - r))) & _M32 for v, r in zip(acc, (1, 7, 12, 18)))
-    else:
-        h = seed + _XXH_P5
-    h = (h + size) & _M32
-    position, tail = stripes * 16, stripes * 16 + (size - stripes * 16) // 4 * 4
-    for (lane,) in struct.iter_unpack("<I", view[position:tail]):
-        h = (h + lane * _XXH_P3) & _M32
-        h = (((h << 17) | (h >> 15)) & _M32) * _XXH_P4 & _M32
-    for byte in view[tail:]:
-        h = (h + byte * _XXH_P5) & _M32
-        h = (((h << 11) | (h >> 21)) & _M32) * _XXH_P1 & _M32
-    h = ((h ^ (h >> 15)) * _XXH_P2) & _M32
-    h = ((h ^ (h >> 13)) * _XXH_P3) & _M32
-    return h ^ (h >> 16)
 
 
 def _check_codec(codec: int, magic: int) -> None:
@@ -331,89 +309,6 @@ def _check_xerial_header(view: memoryview, position: int) -> None:
     _, version, _ = XERIAL_HEADER_STRUCT.unpack_from(view, position)
     if version < XERIAL_VERSION:
         raise _corrupt(SNAPPY, f"xerial version; expected >= {XERIAL_VERSION}, found {version}")
-
-
-def _lz4_compress(view: memoryview, magic: int) -> bytes:
-    block_codec: Any = _library(LZ4)
-    header = LZ4_FRAME_STRUCT.pack(LZ4_MAGIC, LZ4_FLG, LZ4_BD)
-    checksum = xxh32(header if magic == 0 else header[4:]) >> 8 & 0xFF
-    parts = [header, bytes((checksum,))]
-    for start in range(0, len(view), LZ4_BLOCK_SIZE):
-        raw = view[start : start + LZ4_BLOCK_SIZE]
-        packed = block_codec.compress(raw, mode="default", store_size=False)
-        if len(packed) >= len(raw):
-            parts += (LZ4_U32_STRUCT.pack(len(raw) | LZ4_STORED), raw.tobytes())
-        else:
-            parts += (LZ4_U32_STRUCT.pack(len(packed)), bytes(packed))
-    parts.append(LZ4_U32_STRUCT.pack(0))
-    return b"".join(parts)
-
-
-def _lz4_read_header(view: memoryview, magic: int) -> tuple[int, int, int]:
-    """Check the frame descriptor; return (FLG, maximum block size, position of the first block)."""
-    if len(view) < LZ4_FRAME_STRUCT.size:
-        raise _corrupt(LZ4, f"frame header; expected 7 bytes, found {len(view)}")
-    frame_magic, flg, bd = LZ4_FRAME_STRUCT.unpack_from(view)
-    if frame_magic != LZ4_MAGIC:
-        raise _corrupt(LZ4, f"frame magic; expected 0x{LZ4_MAGIC:08x}, found 0x{frame_magic:08x}")
-    if flg >> _FLG_VERSION_SHIFT != 1:
-        raise _corrupt(LZ4, f"frame version; expected 1, found {flg >> _FLG_VERSION_SHIFT}")
-    if flg & _FLG_RESERVED:
-        raise _corrupt(LZ4, f"FLG reserved bits (dictionary id); expected 0, found 0x{flg:02x}")
-    if not flg & _FLG_INDEPENDENT:
-        raise _corrupt(LZ4, "dependent block stream is unsupported; expected independent blocks")
-    if bd & _BD_RESERVED or not 4 <= bd >> 4 <= 7:
-        raise _corrupt(LZ4, f"BD byte; expected size code 4..7, reserved bits 0, found 0x{bd:02x}")
-    descriptor_end = LZ4_FRAME_STRUCT.size + (8 if flg & _FLG_CONTENT_SIZE else 0)
-    if len(view) <= descriptor_end:
-        raise _corrupt(LZ4, f"frame header; expected {descriptor_end + 1} bytes, found {len(view)}")
-    if magic >= 1:
-        expected = xxh32(view[4:descriptor_end]) >> 8 & 0xFF
-        if view[descriptor_end] != expected:
-            raise _corrupt(LZ4, f"frame descriptor corrupted: header checksum; expected "
-                           f"0x{expected:02x}, found 0x{view[descriptor_end]:02x}")
-    return flg, 1 << (2 * (bd >> 4) + 8), descriptor_end + 1
-
-
-def _lz4_decompress(view: memoryview, magic: int, max_output: int) -> bytes:
-    block_codec: Any = _library(LZ4)
-    flg, max_block, position = _lz4_read_header(view, magic)
-    pieces: list[bytes] = []
-    produced = 0
-    while True:
-        size = _lz4_u32(view, position, "block size")
-        stored, size = size & LZ4_STORED, size & ~LZ4_STORED
-        position += 4
-        if size == 0:
-            if flg & _FLG_CONTENT_CHECKSUM:
-                _lz4_u32(view, position, "content checksum")
-            return b"".join(pieces)
-        if size > max_block:
-            raise _corrupt(LZ4, f"block size; expected at most {max_block}, found {size}")
-        block = view[position : position + size]
-        if len(block) < size:
-            raise _corrupt(LZ4, f"block at {position} truncated; expected {size} bytes, "
-                           f"found {len(block)}")
-        position += size
-        if flg & _FLG_BLOCK_CHECKSUM and _lz4_u32(view, position, "block checksum") != xxh32(block):
-            raise _corrupt(LZ4, f"block checksum mismatch at {position}")
-        position += 4 if flg & _FLG_BLOCK_CHECKSUM else 0
-        try:
-            piece = (block.tobytes() if stored
-                     else block_codec.decompress(block, uncompressed_size=max_block))
-        except block_codec.LZ4BlockError as err:
-            raise _corrupt(LZ4, str(err)) from err
-        produced += len(piece)
-        _check_size(LZ4, produced, max_output)
-        pieces.append(piece)
-
-
-def _lz4_u32(view: memoryview, position: int, what: str) -> int:
-    if len(view) - position < 4:
-        raise _corrupt(LZ4, f"stream ended prematurely: {what} at {position}; expected 4 bytes, "
-                       f"found {max(len(view) - position, 0)}")
-    value: int = LZ4_U32_STRUCT.unpack_from(view, position)[0]
-    return value
 
 
 def _zstd_decompress(view: memoryview, max_output: int) -> bytes:
