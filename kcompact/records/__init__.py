@@ -8,9 +8,8 @@ standard library, ``kcompact.errors`` and codec libraries.
 Modules: ``varint`` and ``crc`` (primitives), ``batch_header`` (the v2 header layout and
 ``RecordBatch``), ``batch`` (decoding and the framing walk), ``batch_encoding`` (encoders), ``record``
 (v2 records), ``control`` (transaction markers), ``compression`` (codecs), ``lz4_framing`` (Kafka's LZ4
-frame subset and XXH32), ``legacy`` (magic 0/1),
-``scan`` (columnar hot path, the C kernels through ``accel``) and ``scan_reference`` (its pure-Python
-reference). The names below are the stable v2 core.
+frame subset and XXH32), ``legacy`` (magic 0/1), ``scan`` (columnar hot path, the C kernels through
+``accel``) and ``scan_reference`` (its pure-Python reference). The names below are the stable v2 core.
 """
 
 from __future__ import annotations
