@@ -1,6 +1,7 @@
-"""The offset map's storage: sorted runs of digests with their latest offsets, and their merge.
+"""The offset map's storage: sorted runs of digests with their latest offsets.
 
-``OffsetMap`` (offset_map.py) decides when to flush and merge; this module is what a run is.
+``OffsetMap`` (offset_map.py) decides when to flush and merge; this module is what a run is, and
+``_offset_merge`` how two runs become one.
 A *run* holds keys (no duplicates) sorted by digest and split into ``2**bits`` buckets by the top
 ``bits`` digest bits, ``bits = max(IMPLIED_BITS, log2(keys / 4))``; ``starts`` (uint32, ``2**bits
 + 1`` entries: at most a byte a key from 2**14 keys on, 16 KiB below) says where each bucket
@@ -10,10 +11,9 @@ run keeps ``key`` (uint64: digest bits 12-75, sorted within a bucket) and the 7 
 whose offsets do not fit (a span of 2**32 or more, or one below base) keeps ``REST_WIDE`` (19).
 
 Lookups bisect each query's bucket in vectorised steps; a few queries (a cleaner's batch) are
-instead compared with the first 16 keys of their bucket at once. A merge writes a new run front to
-back, locating chunks of the newer run in the older as lookups do, and gives each input's consumed
-2 MiB pages back to the system as it goes (``madvise``): it needs the output plus a chunk, not the
-output plus both inputs (a merge that fails part way, out of memory, leaves the map unusable).
+instead compared with the first 16 keys of their bucket at once. A run a merge writes lives in its
+own anonymous mapping when big (``Run.allocate``), so that the merge can give each input's consumed
+2 MiB pages back to the system as it goes (``Run.release``, ``madvise``).
 """
 
 from __future__ import annotations
@@ -128,7 +128,8 @@ def _prefix_masks(width: int) -> U64:
     return masks.view(np.uint64)
 
 
-def _directory_bits(n: int) -> int:
+def directory_bits(n: int) -> int:
+    """Bits of a bucket directory for ``n`` keys (``_BUCKET_KEYS`` or more a bucket on average)."""
     return max(IMPLIED_BITS, (n // _BUCKET_KEYS).bit_length() - 1)
 
 
@@ -158,7 +159,7 @@ class Run:
     @classmethod
     def encode(cls, hi: U64, lo: U64, offsets: I64, base: int) -> Run:
         """A run of keys sorted by digest, without duplicates."""
-        bits = _directory_bits(len(hi))
+        bits = directory_bits(len(hi))
         counts = np.bincount((hi >> np.uint64(64 - bits)).astype(np.intp), minlength=1 << bits)
         q = Query.of(hi, lo)
         delta = offsets - base
@@ -168,6 +169,13 @@ class Run:
         padded = np.empty(len(hi) + _WINDOW, dtype=np.uint64)
         padded[: len(hi)] = q.key
         return cls(padded, _void(rest), _starts(counts), base)
+
+    @staticmethod
+    def allocate(n: int, wide: bool) -> tuple[U64, npt.NDArray[np.void]]:
+        """Uninitialised ``padded`` and ``rest`` for a run of ``n`` keys, for a merge to fill; big
+        ones in their own mappings, so that ``release`` can give their pages back."""
+        rest = _alloc(n, _VOID_WIDE if wide else np.dtype(f"V{REST.itemsize}"))
+        return _alloc(n + _WINDOW, np.dtype(np.uint64)), rest
 
     def __len__(self) -> int:
         return len(self.key)
@@ -185,6 +193,12 @@ class Run:
             return self.rest.view(_LAYOUTS[self.rest.dtype])
         part = self.rest[at] if isinstance(at, slice) else np.take(self.rest, at)
         return part.view(_LAYOUTS[self.rest.dtype])
+
+    def wide_rest(self, at: slice) -> npt.NDArray[np.void]:
+        """``rest[at]`` as ``REST_WIDE`` items (a view if the run is wide, else a widened copy)."""
+        if self.wide:
+            return self.rest[at]
+        return _void(_widen(self.fields(at), self.offsets(at)))
 
     def nbytes(self) -> int:
         return self.padded.nbytes + self.rest.nbytes + self.starts.nbytes
@@ -307,122 +321,6 @@ class Run:
         _release_prefix(self.key, self.released, end)
         _release_prefix(self.rest, self.released, end)
         self.released = end
-
-
-def merge_runs(a: Run, b: Run) -> Run:
-    """Union of two runs without common keys, written front to back into a new run.
-
-    Both are walked in chunks of ``b``: a chunk's keys are located in ``a`` (as lookups do), then
-    the keys of ``a`` before the chunk's last and the chunk are woven into the output, and the
-    pages both have given up are returned (``Run.release``). The output's directory is counted
-    from the digest prefixes of the keys as they go by.
-    """
-    n = len(a) + len(b)
-    bits = _directory_bits(n)
-    starts = _merged_directory(n, bits, (a, b))
-    rest = _alloc(n, a.rest.dtype if a.rest.dtype == b.rest.dtype else _VOID_WIDE)
-    padded = _alloc(n + _WINDOW, np.dtype(np.uint64))
-    merge = _Merge(a, b, (padded, rest), starts[1:], bits)
-    for first in range(0, len(b), _MERGE_CHUNK):
-        merge.weave_chunk(first, min(first + _MERGE_CHUNK, len(b)))
-    merge.weave_rest_of_a()
-    np.cumsum(starts, out=starts)  # one directory-sized array, no int64 copies (128 MiB at 100M)
-    return Run(padded, rest, starts, a.base)
-
-
-def _merged_directory(n: int, bits: int, runs: tuple[Run, ...]) -> npt.NDArray[Any]:
-    """A merge output's ``starts``, zero but for ``starts[1:]`` (bucket i's keys, summed in place
-    at the end): there, the bucket sizes of the runs with as many buckets or more, added up. The
-    other runs' keys are counted as they are written (``_Merge``)."""
-    starts = np.zeros((1 << bits) + 1, dtype=np.uint32 if n < 2**32 else np.uint64)
-    counts = starts[1:]
-    for run in runs:
-        if run.bits >= bits:
-            np.add(counts, np.diff(run.starts[:: 1 << (run.bits - bits)]), out=counts)
-    return starts
-
-
-class _Merge:
-    """One ``merge_runs`` under way: the output, its bucket counts, how far each input is."""
-
-    __slots__ = ("a", "b", "bits", "count_a", "count_b", "counts", "done", "out", "taken")
-
-    def __init__(
-        self, a: Run, b: Run, out: tuple[U64, npt.NDArray[np.void]], counts: npt.NDArray[Any],
-        bits: int,
-    ) -> None:
-        self.a, self.b, self.out, self.counts, self.bits = a, b, out, counts, bits
-        self.count_a, self.count_b = a.bits < bits, b.bits < bits  # see ``_merged_directory``
-        self.done = self.taken = 0  # keys written, keys of ``a`` written
-
-    def weave_chunk(self, first: int, end: int) -> None:
-        """Write ``b[first:end]`` and the keys of ``a`` before its last, then release both."""
-        a, b = self.a, self.b
-        prefix = b.prefix(first, end)
-        if self.count_b:
-            _count(self.counts, prefix, self.bits)
-        buckets = (prefix >> np.uint64(64 - a.bits)).astype(np.intp)
-        pos, _ = a.locate(buckets, b.key[first:end])  # b[first + j] goes before a[pos[j]]
-        stop, k = int(pos[-1]), 0
-        while True:  # a's keys up to the chunk's last, in pieces, with the chunk's keys among them
-            piece_end = min(self.taken + _MERGE_CHUNK, stop)
-            k_end = int(np.searchsorted(pos, piece_end)) if piece_end < stop else len(pos)
-            self.take_a(piece_end, first + k, pos[k:k_end] - self.taken)
-            k = k_end
-            if self.taken >= stop:
-                break
-        b.release(end)
-
-    def weave_rest_of_a(self) -> None:
-        """Write the keys of ``a`` after ``b``'s last, a chunk at a time."""
-        no_keys = np.empty(0, dtype=np.int64)
-        for first in range(self.taken, len(self.a), _MERGE_CHUNK):
-            self.take_a(min(first + _MERGE_CHUNK, len(self.a)), len(self.b), no_keys)
-
-    def take_a(self, end: int, b_first: int, at: I64) -> None:
-        """Write ``a[taken:end]`` with ``len(at)`` keys of ``b`` from ``b_first`` among them (as
-        ``_weave`` places them), count them when needed, and release ``a`` up to ``end``."""
-        a = self.a
-        if self.count_a and end > self.taken:
-            _count(self.counts, a.prefix(self.taken, end), self.bits)
-        self.done = _weave(self.out, self.done, (a, self.taken, end), (self.b, b_first, at))
-        self.taken = end
-        a.release(end)
-
-
-def _count(counts: npt.NDArray[Any], prefix: U64, bits: int) -> None:
-    """Add sorted digest prefixes to per-bucket counts (only the buckets they span)."""
-    buckets = (prefix >> np.uint64(64 - bits)).astype(np.intp)
-    first = int(buckets[0])
-    found = np.bincount(buckets - first)
-    part = counts[first : first + len(found)]
-    np.add(part, found, out=part, casting="unsafe")
-
-
-def _weave(
-    out: tuple[U64, npt.NDArray[np.void]],
-    done: int,
-    a_part: tuple[Run, int, int],
-    b_part: tuple[Run, int, I64],
-) -> int:
-    """Write ``a[first:end]`` and ``len(at)`` keys of ``b`` from ``b_first`` (key j before
-    ``a[first + at[j]]``) to ``out`` (keys, rest) from ``done``; return the new ``done``."""
-    (a, first, end), (b, b_first, at) = a_part, b_part
-    b_end = b_first + len(at)
-    size = (end - first) + len(at)
-    into_b = at + np.arange(len(at))
-    from_a = np.ones(size, dtype=bool)
-    from_a[into_b] = False
-    keys, rest = out[0][done : done + size], out[1][done : done + size]
-    keys[into_b], keys[from_a] = b.key[b_first:b_end], a.key[first:end]
-    a_rest, b_rest = a.rest[first:end], b.rest[b_first:b_end]
-    wide = rest.dtype == _VOID_WIDE
-    if wide and not a.wide:
-        a_rest = _void(_widen(a.fields(slice(first, end)), a.offsets(slice(first, end))))
-    if wide and not b.wide:
-        b_rest = _void(_widen(b.fields(slice(b_first, b_end)), b.offsets(slice(b_first, b_end))))
-    rest[into_b], rest[from_a] = b_rest, a_rest
-    return done + size
 
 
 def _void(fields: npt.NDArray[np.void]) -> npt.NDArray[np.void]:

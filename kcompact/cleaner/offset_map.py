@@ -61,6 +61,7 @@ from collections.abc import Sequence
 import numpy as np
 import xxhash
 
+from kcompact.cleaner._offset_merge import merge_runs
 from kcompact.cleaner._offset_runs import (
     COMPARED_BITS,
     I64,
@@ -73,7 +74,6 @@ from kcompact.cleaner._offset_runs import (
     Query,
     Run,
     compared_mask,
-    merge_runs,
 )
 from kcompact.errors import ConfigError
 
