@@ -101,8 +101,9 @@ def spark_clean(
         metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0``.
         map_budget_bytes: clean partitions whose offset map would exceed this with the distributed
             offset map instead of in one task; None = never.
-        task_bytes: pack partitions into Spark tasks of about this many segment bytes; None =
-            automatic (two tasks a core, at most 256 MiB each), 1 = one task per partition.
+        task_bytes: pack partitions into Spark tasks of about this many bytes, a partition counting
+            as its segment bytes + 4 MiB, never fewer tasks than cores; None = automatic (two tasks a
+            core, ~256 MiB at most unless one partition is larger), 1 = one task per partition.
 
     Returns:
         The :class:`SparkCleanRun`; failed partitions are rows with ``status`` "failed" (or "bug").
@@ -114,7 +115,7 @@ def spark_clean(
     refuse_speculation(spark.sparkContext, "spark clean",
                        "a second attempt of a task would clean its partitions again, concurrently")
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
-    # Spark is the parallelism: a task cleans its partition in its own process (no worker pool inside).
+    # Spark is the parallelism: a task cleans its partitions in its own process (no worker pool inside).
     options = replace(options, now_ms=now_ms, jobs=1)
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir)
     plan = plan_clean(paths, sources, options=options, only_eligible=only_eligible)
