@@ -13,7 +13,8 @@ transaction, and segments younger than ``min.compaction.lag.ms`` are never touch
    offset and timestamps, replays producer state (who is still an active producer, which transactions are
    open below the high watermark: the last stable offset), and collects aborted transactions from the
    ``.txnindex`` files (plus those the data shows where an index is missing). No record payload is read.
-2. **Range** (``ranges.py``). First dirty offset from the checkpoint (reset to the log start when it lies
+2. **Range** (``ranges.py``; its values in ``range_model.py``, the why-not-cleanable wording in
+   ``range_explanation.py``). First dirty offset from the checkpoint (reset to the log start when it lies
    below it or past the log end), first uncleanable offset rounded down to a segment base, the dirty ratio.
 3. **Offset map** (``mapping.py`` filling ``offset_map.py``). Scan the dirty range once: for every record with a key in a data
    batch that is not aborted transactional data, map a 128-bit digest of the key to its offset (later wins;

@@ -6,7 +6,7 @@ numpy, with no Python object per key. ``key_digests`` hashes keys with XXH3-128 
 from Python, 119 ns where ``md5(k).digest()`` takes 340) into ``hi``/``lo``: digest bits 0-63 and
 64-127, read big-endian per ``DIGEST_LAYOUT``.
 
-Storage (``_offset_runs``): 15 bytes a key plus a directory of at most 1 (issue #7: at most 16 in
+Storage (``_offset_runs``; merging two runs: ``_offset_merge``): 15 bytes a key plus a directory of at most 1 (issue #7: at most 16 in
 all), in a few *runs* (no key in two), each sorted by digest under a bucket directory that implies
 the first ``IMPLIED_BITS`` digest bits, keeping ``STORED_BITS`` more and the offset a key.
 
