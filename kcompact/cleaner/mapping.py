@@ -131,7 +131,7 @@ class _Slice:
         self.puts = 0
 
     def add_batch(self, batch: Any, start: int, log: LogFile) -> None:
-        offsets, keys = _batch_keys(batch, log)
+        offsets, keys = batch_keys(batch, log)
         self._batch_scanned = len(offsets)
         if batch.base_offset >= start and None not in keys:
             self.keys += keys  # type: ignore[arg-type]  # no None in it
@@ -162,7 +162,12 @@ class _Slice:
         return out
 
 
-def _batch_keys(batch: Any, log: LogFile) -> tuple[Any, list[bytes | None]]:
+def batch_keys(batch: Any, log: LogFile) -> tuple[Any, list[bytes | None]]:
+    """The offsets and keys (None for a null key) of one data batch or legacy entry of ``log``.
+
+    Raises:
+        CorruptDataError: its records do not parse (located in ``log``).
+    """
     try:
         if batch.magic >= 2:
             data = records_bytes(batch)

@@ -2,9 +2,19 @@
 
 Resolves each partition's own configuration with :func:`kcompact.config.effective.partition_config`
 (``--config`` > topic override > dynamic broker config > cluster default > server.properties > Kafka's
-default; with no explicit source for ``cleanup.policy``, ``compact`` is assumed and the report says so),
-then calls :func:`clean_partition`. A partition whose policy has no ``compact`` is refused (a partition
-dir) or skipped with a note (a log dir): the broker's cleaner never compacts it. For a log dir the
+default), then calls :func:`clean_partition`.
+
+**Only a partition known to be compacted is compacted** (:func:`not_compacted`). Its ``cleanup.policy``
+must include ``compact`` from a source that says so: ``--config``, a topic override, a dynamic or
+``server.properties`` broker config, or the broker's own creation of ``__consumer_offsets`` /
+``__transaction_state``. Where no source sets the policy, a broker uses Kafka's default ``delete`` —
+known when the topic's overrides were read from a complete metadata log, unknown when they could not
+be read — and compacting such a partition would delete every keyless record and every superseded
+value of a topic whose consumers expect them. So it is refused (a partition dir, exit 2) or skipped
+with its reason (a log dir), unless ``--assume-compact`` says to treat such partitions as compacted;
+even then a partition whose sampled data is mostly keyless (``keyless.py``) is refused, as no
+compacted topic holds such data (``--config cleanup.policy=compact`` still forces it). A policy
+without ``compact`` from an explicit source gets retention only when it has ``delete``. For a log dir the
 partitions are cleaned in the order the broker's cleaner would pick them (highest dirty ratio first);
 ``only_eligible`` keeps just those the broker would clean now. One partition's failure is reported and
 does not stop the others.
@@ -34,6 +44,7 @@ from functools import partial
 from pathlib import Path
 
 from kcompact.cleaner.cleaner import CleanOptions, CleanResult, clean_partition
+from kcompact.cleaner.keyless import sample_keyless
 from kcompact.cleaner.log_state import load_log_state
 from kcompact.cleaner.pool import (
     PARTITION_WORK_BYTES,
@@ -44,7 +55,12 @@ from kcompact.cleaner.pool import (
     usable_cpus,
 )
 from kcompact.cleaner.ranges import compute_cleanable_range
-from kcompact.config.effective import EffectiveConfig, describe_source, partition_config
+from kcompact.config.effective import (
+    SOURCE_ASSUME_COMPACT,
+    EffectiveConfig,
+    describe_source,
+    partition_config,
+)
 from kcompact.config.topic_config import TopicConfig, format_value
 from kcompact.errors import ConfigError, KcompactError, RefusedError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
@@ -64,6 +80,7 @@ __all__ = [  # the pool's names stay importable from here, where they were first
     "ConfigSources",
     "LogDirOrder",
     "PartitionFailure",
+    "PartitionSkip",
     "PartitionTask",
     "ProgressCallback",
     "checkpoint_keys",
@@ -79,10 +96,7 @@ __all__ = [  # the pool's names stay importable from here, where they were first
     "usable_cpus",
 ]
 
-ASSUMED_COMPACT = (
-    "cleanup.policy: no topic configuration found and none given with --config; "
-    "assuming 'compact' (retention never runs without an explicit delete policy)"
-)
+FORCE_COMPACT = "give --config cleanup.policy=compact if it really is compacted"
 
 
 @dataclass(slots=True)
@@ -93,6 +107,14 @@ class PartitionFailure:
     error: str
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionSkip:
+    """A partition of a log dir left alone on purpose (see :func:`not_compacted`)."""
+
+    partition_dir: str
+    reason: str
+
+
 @dataclass(slots=True)
 class CleanRun:
     """The outcome of ``kcompact clean`` over one or more partitions."""
@@ -100,16 +122,16 @@ class CleanRun:
     results: list[CleanResult] = field(default_factory=list)
     failures: list[PartitionFailure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    skipped: list[PartitionSkip] = field(default_factory=list)
 
 
 def resolve_config(cli_overrides: Mapping[str, str]) -> tuple[TopicConfig, list[str]]:
-    """Kafka's defaults with the command line's overrides only (no partition's files are read)."""
-    notes: list[str] = []
-    overrides = dict(cli_overrides)
-    if "cleanup.policy" not in overrides:
-        overrides["cleanup.policy"] = "compact"
-        notes.append(ASSUMED_COMPACT)
-    return TopicConfig.defaults().with_overrides(overrides), notes
+    """Kafka's defaults with the command line's overrides only (no partition's files are read).
+
+    Nothing is assumed: without ``cleanup.policy`` among the overrides the policy is Kafka's
+    default ``delete``. The notes list is empty (kept for callers that report it).
+    """
+    return TopicConfig.defaults().with_overrides(dict(cli_overrides)), []
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,10 +141,12 @@ class ConfigSources:
     cli_overrides: Mapping[str, str]
     server_properties: str | Path | None = None
     metadata_dir: str | Path | None = None
+    assume_compact: bool = False  # --assume-compact: compact where no source sets cleanup.policy
 
     def for_partition(self, part_dir: Path) -> EffectiveConfig:
         return partition_config(part_dir, cli_overrides=self.cli_overrides,
-                                server_properties=self.server_properties, metadata_dir=self.metadata_dir)
+                                server_properties=self.server_properties, metadata_dir=self.metadata_dir,
+                                assume_compact=self.assume_compact)
 
 
 def retention_allowed(effective: EffectiveConfig) -> bool:
@@ -132,12 +156,45 @@ def retention_allowed(effective: EffectiveConfig) -> bool:
 
 
 def not_compacted(effective: EffectiveConfig) -> str | None:
-    """Why neither compaction nor retention would touch this partition (None when one would)."""
+    """Why ``clean`` leaves this partition alone; None when compaction or retention runs on it.
+
+    Args:
+        effective: the partition's configuration (its ``partition_dir`` is sampled for keyless
+            records when its policy is Kafka's default or only assumed by ``--assume-compact``).
+
+    Returns:
+        The reason, one sentence saying what the policy is, how that is known, and what would
+        make kcompact compact it; None when the policy includes ``compact`` from a source that
+        says so (or ``delete`` from an explicit source: retention only).
+    """
+    policy = effective.value("cleanup.policy")
+    if policy.source == SOURCE_ASSUME_COMPACT:
+        sample = sample_keyless(open_partition(effective.partition_dir))
+        if not sample.mostly_keyless:
+            return None
+        return (f"cleanup.policy=compact is only assumed (--assume-compact), but {sample.describe()}: "
+                f"a compacted topic's records carry keys, and compaction would delete these; "
+                f"{FORCE_COMPACT}")
     if effective.config.is_compacted or retention_allowed(effective):
         return None
-    policy = effective.value("cleanup.policy")
-    return (f"cleanup.policy={format_value(policy.value)} ({describe_source(policy)}); the broker's cleaner "
-            f"never compacts it (give --config cleanup.policy=compact to clean it anyway)")
+    if policy.source != "default":
+        return (f"cleanup.policy={format_value(policy.value)} ({describe_source(policy)}); the broker's "
+                f"cleaner never compacts it; {FORCE_COMPACT}")
+    if effective.topic_config_unknown is None:
+        known = ("cleanup.policy=delete (Kafka's default: no topic override in the metadata log, "
+                 "no dynamic config, no --config")
+        known += "" if effective.server_properties else ", server.properties not given"
+        why = f"{known}); a broker never compacts this topic"
+    else:
+        why = (f"cleanup.policy is not known ({effective.topic_config_unknown}); Kafka's default is "
+               "'delete', and kcompact compacts only a partition known to be compacted")
+    sample = sample_keyless(open_partition(effective.partition_dir))
+    if sample.mostly_keyless:
+        return (f"{why}; {sample.describe()}, as in a topic that is not compacted (compaction would "
+                f"delete them); {FORCE_COMPACT}")
+    if sample.records:
+        why += f"; {sample.describe()}"
+    return f"{why}; give --config cleanup.policy=compact or --assume-compact to compact it"
 
 
 def merge_notes(per_partition: Mapping[str, list[str]]) -> list[str]:
@@ -168,6 +225,7 @@ class LogDirOrder:
     tasks: list[PartitionTask] = field(default_factory=list)
     failures: list[PartitionFailure] = field(default_factory=list)  # files or configuration do not parse
     notes: list[str] = field(default_factory=list)  # merged: each distinct note once (``merge_notes``)
+    skipped: list[PartitionSkip] = field(default_factory=list)  # not known to be compacted, by name
 
 
 def clean_path(
@@ -180,6 +238,7 @@ def clean_path(
     server_properties: str | Path | None = None,
     metadata_dir: str | Path | None = None,
     jobs: int | None = None,
+    assume_compact: bool = False,
 ) -> CleanRun:
     """Clean a partition directory, or every compacted partition of a log dir.
 
@@ -194,19 +253,22 @@ def clean_path(
             ``partition_config`` finds it).
         jobs: worker processes (see :func:`~kcompact.cleaner.pool.partition_workers`); None = auto. A
             partition cleaned alone is given this value as its own ``CleanOptions.jobs``.
+        assume_compact: compact partitions whose ``cleanup.policy`` no source sets (see
+            :func:`not_compacted`).
 
     Returns:
-        The :class:`CleanRun`; its notes say which configs were unknown or assumed. Results and
-        failures are in the cleaner's order whatever ``jobs`` is.
+        The :class:`CleanRun`; its notes say which configs were unknown or assumed, ``skipped`` which
+        partitions of a log dir were left alone and why. Results and failures are in the cleaner's
+        order whatever ``jobs`` is.
 
     Raises:
         ConfigError: ``jobs`` is below 1.
-        KcompactError: a single partition failed or is not compacted (for a log dir, failures are
-            collected and non-compacted partitions skipped with a note instead).
+        RefusedError: a single partition is not known to be compacted (a log dir's are skipped).
+        KcompactError: a single partition failed (a log dir's failures are collected instead).
     """
     if jobs is not None and jobs < 1:
         raise ConfigError(f"jobs: a number of worker processes; expected 1 or more, found {jobs}")
-    sources = ConfigSources(cli_overrides, server_properties, metadata_dir)
+    sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact)
     run = CleanRun()
     target = Path(path)
     if is_partition_dir(target):
@@ -219,6 +281,7 @@ def clean_path(
     order = cleaner_order(target, sources, options, only_eligible=only_eligible)
     run.failures.extend(order.failures)
     run.notes.extend(order.notes)
+    run.skipped.extend(order.skipped)
     tasks = order.tasks
     workers = partition_workers(jobs, [task.size_in_bytes for task in tasks])
     if workers > 1:
@@ -267,7 +330,7 @@ def cleaner_order(
     log_dir: Path, sources: ConfigSources, options: CleanOptions, *, only_eligible: bool = False
 ) -> LogDirOrder:
     """A log dir's live partitions, highest dirty ratio first (then by name), as the broker's cleaner
-    picks them; non-compacted ones are left out with a note.
+    picks them; those :func:`not_compacted` refuses are left out, each with its reason.
 
     Args:
         log_dir: the log dir.
@@ -289,9 +352,10 @@ def cleaner_order(
         try:
             effective = sources.for_partition(part_dir)
             why = not_compacted(effective)
-            notes[part_dir.name] = effective.notes + ([] if why is None else [f"skipped: {why}"])
             if why is not None:
+                order.skipped.append(PartitionSkip(str(part_dir), why))
                 continue
+            notes[part_dir.name] = effective.notes
             config = effective.config
             state = load_log_state(partition, config)
             rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from kcompact.cleaner.cleaner import CleanResult
@@ -84,6 +85,7 @@ def render_clean(run: CleanRun, *, as_json: bool) -> None:
         render.emit_json({
             "results": [result_dict(r) for r in run.results],
             "failures": [{"partition_dir": f.partition_dir, "error": f.error} for f in run.failures],
+            "skipped": [{"partition_dir": k.partition_dir, "reason": k.reason} for k in run.skipped],
             "notes": run.notes,
         })
         return
@@ -92,9 +94,11 @@ def render_clean(run: CleanRun, *, as_json: bool) -> None:
         render.warning_line(note)
     for result in run.results:
         _render_one(result, shown)
+    for skip in run.skipped:
+        render.plain(f"{Path(skip.partition_dir).name}: skipped — {skip.reason}")
     for failure in run.failures:
         render.error_line(failure.error)
-    if len(run.results) + len(run.failures) > 1:
+    if len(run.results) + len(run.failures) + len(run.skipped) > 1:
         _render_summary(run)
 
 
@@ -161,6 +165,6 @@ def _render_summary(run: CleanRun) -> None:
     cleaned = sum(1 for r in run.results if r.skipped_reason is None)
     render.plain(
         f"{cleaned} partitions cleaned, {len(run.results) - cleaned} had nothing to clean, "
-        f"{len(run.failures)} failed; "
+        f"{len(run.skipped)} skipped, {len(run.failures)} failed; "
         f"{total_read} bytes read, {total_written} bytes written"
     )

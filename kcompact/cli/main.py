@@ -143,6 +143,10 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
                    "where the map is full). Default: no bound, one round cleans everything.")
 @click.option("--only-eligible", is_flag=True,
               help="For a log dir: clean only partitions the broker's cleaner would pick now.")
+@click.option("--assume-compact", is_flag=True,
+              help="Compact partitions whose cleanup.policy no source sets (no topic override "
+                   "found, no --config; Kafka's default is delete), except those whose data is "
+                   "mostly keyless. Without it they are skipped (refused when named alone).")
 @config_source_options(METADATA_DIRS_HELP)
 @click.option("--jobs", default=None, callback=parse_jobs, metavar="N|auto",
               help="Worker processes for a log dir's partitions (for one partition: its own "
@@ -158,6 +162,7 @@ def clean_command(
     dry_run: bool,
     dedupe_buffer_size: int | None,
     only_eligible: bool,
+    assume_compact: bool,
     server_properties: str | None,
     metadata_dir: str | None,
     jobs: int | None,
@@ -165,6 +170,11 @@ def clean_command(
 ) -> None:
     """Compact PATH (a partition directory, or every compacted partition of a log dir) exactly as one
     round of Kafka 4.1's log cleaner would, while the broker is stopped.
+
+    Compacts only a partition known to be compacted: its cleanup.policy includes compact by
+    --config, a topic override in the KRaft metadata log, a broker config, or because it is
+    __consumer_offsets/__transaction_state. Others are skipped with the reason (exit 0 for a log
+    dir; exit 2 for a partition named alone); see --assume-compact.
 
     Refuses to write while a broker holds the log dir's .lock. Crash-safe: an interrupted clean is
     finished or rolled back by the next run (and by a broker), and the cleaner checkpoint is advanced
@@ -181,7 +191,7 @@ def clean_command(
     with progress_bar(enabled=not as_json) as progress:
         run = clean_path(path, cli_overrides=overrides, options=options, only_eligible=only_eligible,
                          progress=progress, server_properties=server_properties,
-                         metadata_dir=metadata_dir, jobs=jobs)
+                         metadata_dir=metadata_dir, jobs=jobs, assume_compact=assume_compact)
     render_clean(run, as_json=as_json)
     if run.failures:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)

@@ -32,6 +32,9 @@ EPILOG = (
               help="Where originals and quarantined bytes go (default: next to the log dir, in "
                    "<log dir>.kcompact-backup/; never inside the log dir).")
 @click.option("--clean", is_flag=True, help="Then compact the repaired partition (as `kcompact clean`).")
+@click.option("--assume-compact", is_flag=True,
+              help="For --clean: as `kcompact clean --assume-compact` (compact although no source "
+                   "sets cleanup.policy).")
 @config_option("A topic configuration by Kafka's name (index.interval.bytes, and for --clean "
                "cleanup.policy, delete.retention.ms, …). Repeatable.")
 @click.option("--now-ms", type=int, default=None, help="The clock of --clean (default: now).")
@@ -44,6 +47,7 @@ def repair_command(
     as_json: bool,
     backup_dir: str | None,
     clean: bool,
+    assume_compact: bool,
     config_pairs: tuple[str, ...],
     now_ms: int | None,
     undo_dir: str | None,
@@ -71,7 +75,8 @@ def repair_command(
 
     overrides = tuple(parse_config_pairs(config_pairs).items())
     options = RepairOptions(dry_run=dry_run, backup_dir=None if backup_dir is None else Path(backup_dir),
-                            clean=clean, config_overrides=overrides, now_ms=now_ms)
+                            clean=clean, config_overrides=overrides, now_ms=now_ms,
+                            assume_compact=assume_compact)
     result = repair_partition(partition_dir, options)
     if as_json:
         render.emit_json(result.as_dict())

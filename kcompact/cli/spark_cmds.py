@@ -71,6 +71,9 @@ def spark_group() -> None:
               help="Behave like a broker with this log.cleaner.dedupe.buffer.size.")
 @click.option("--only-eligible", is_flag=True,
               help="For a log dir: clean only partitions the broker's cleaner would pick now.")
+@click.option("--assume-compact", is_flag=True,
+              help="As kcompact clean --assume-compact: compact partitions whose cleanup.policy no "
+                   "source sets, except those whose data is mostly keyless.")
 @click.option("--map-budget", type=click.IntRange(min=1), default=None, metavar="BYTES",
               help="A partition whose offset map would exceed BYTES is cleaned with a distributed "
                    "offset map, driven from the driver, instead of in one task.")
@@ -86,14 +89,15 @@ def spark_group() -> None:
 def spark_clean_command(
     paths: tuple[str, ...], master: str | None, verbose: bool, config_pairs: tuple[str, ...],
     now_ms: int | None, roll: bool, from_start: bool, dry_run: bool, dedupe_buffer_size: int | None,
-    only_eligible: bool, map_budget: int | None, task_bytes: int | None, server_properties: str | None,
-    metadata_dir: str | None, output: str | None, as_json: bool,
+    only_eligible: bool, assume_compact: bool, map_budget: int | None, task_bytes: int | None,
+    server_properties: str | None, metadata_dir: str | None, output: str | None, as_json: bool,
 ) -> None:
     """Clean partition directories and log dirs as Spark tasks (partitions packed into tasks by
     bytes): each partition runs the same clean_partition as `kcompact clean`, with one clock fixed by
     the driver, and ends byte-identical to a serial clean of each partition in turn (cleaner
     checkpoint included). A failing partition is reported and left untouched; the others finish.
-    Exits 2 when a partition failed, 1 on a bug.
+    As with `kcompact clean`, a partition not known to be compacted is skipped (a log dir's) or
+    fails (one named alone). Exits 2 when a partition failed, 1 on a bug.
     """
     from kcompact.cleaner.cleaner import CleanOptions
     from kcompact.cli.spark_view import check_new_output, render_spark_clean
@@ -109,7 +113,8 @@ def spark_clean_command(
     with command_session(master, verbose=verbose) as (spark, startup_s):
         run = spark_clean(spark, paths, cli_overrides=overrides, options=options,
                           only_eligible=only_eligible, server_properties=server_properties,
-                          metadata_dir=metadata_dir, map_budget_bytes=map_budget, task_bytes=task_bytes)
+                          metadata_dir=metadata_dir, map_budget_bytes=map_budget, task_bytes=task_bytes,
+                          assume_compact=assume_compact)
         if output is not None:
             run.frame.coalesce(1).write.parquet(output)
     render_spark_clean(run, startup_s, as_json=as_json)

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from kcompact.cli import render
 from kcompact.errors import KcompactError
+from kcompact.spark.rows import STATUS_SKIPPED
 
 if TYPE_CHECKING:
     from kcompact.spark.clean_job import SparkCleanRun
@@ -51,6 +52,9 @@ def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool) -
         render.warning_line(note)
     if rows:
         render.console().print(_clean_table(rows))
+    for row in rows:
+        if row["skipped_reason"] is not None and row["status"] == STATUS_SKIPPED:
+            render.plain(f"{row['topic']}-{row['partition']}: skipped — {row['skipped_reason']}")
     for row in rows:
         if row["error"] is not None:
             render.error_line(row["error"].rstrip())

@@ -18,13 +18,18 @@ directory itself), else ``metadata.log.dir`` (or the first ``log.dirs``) of ``se
 when that directory is on disk, else ``<log-dir>/__cluster_metadata-0`` beside the partition.
 
 Never guessed, always said: when the history is incomplete, the topic id is unknown or there is no
-metadata log, a note says so and the lower sources decide. Two product rules add values no Kafka
-source gave, with source ``"assumed"`` and a note:
+metadata log, a note says so and the lower sources decide. ``cleanup.policy`` is shown as a broker
+would use it: Kafka's default ``delete`` when no source sets it. Whether that default is *known*
+(the topic's overrides were read from a complete metadata log) or only the fallback for overrides
+kcompact could not read is kept in :attr:`EffectiveConfig.topic_config_unknown` and said in a note,
+because ``clean`` compacts only a partition known to be compacted. Two rules add values no Kafka
+source gave, each with its own source and a note:
 
 * ``__consumer_offsets`` and ``__transaction_state`` are created by the broker with the topic config
-  ``cleanup.policy=compact``; when their topic overrides cannot be read, that override is assumed.
-* When no explicit source sets ``cleanup.policy`` (Kafka's default is ``delete``), kcompact assumes
-  ``compact``: retention deletes data, so it only runs when a delete policy was set explicitly.
+  ``cleanup.policy=compact``; when their topic overrides cannot be read, that override is assumed
+  (source ``"assumed"``).
+* ``assume_compact=True`` (``--assume-compact``) makes ``compact`` the policy of a partition no
+  source sets one for (source ``"assume-compact"``); an explicit policy always wins.
 
 Files are cached by (path, size, mtime) and the metadata state by its directory's listing
 (:func:`~kcompact.config.metadata_state.cached_metadata_state`): a log dir of thousands of partitions
@@ -65,10 +70,11 @@ METADATA_TOPIC = "__cluster_metadata"
 META_PROPERTIES = "meta.properties"
 INTERNAL_COMPACTED_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 SOURCE_ASSUMED = "assumed"
+SOURCE_ASSUME_COMPACT = "assume-compact"
 ASSUMED_COMPACT = (
-    "cleanup.policy: no explicit source sets it (--config, topic override, dynamic config, "
-    "server.properties log.cleanup.policy); assuming 'compact' where Kafka's default is 'delete' "
-    "(retention deletes data, so it only runs from an explicit source)"
+    "cleanup.policy: no source sets it (--config, topic override, dynamic config, server.properties "
+    "log.cleanup.policy); compact assumed by --assume-compact, where a broker would use Kafka's "
+    "default 'delete'"
 )
 SOURCE_LABELS = {
     "cli": "--config",
@@ -77,6 +83,7 @@ SOURCE_LABELS = {
     "server.properties": "server.properties",
     "default": "Kafka's default",
     SOURCE_ASSUMED: "assumed by kcompact",
+    SOURCE_ASSUME_COMPACT: "--assume-compact",
 }
 
 
@@ -95,6 +102,9 @@ class EffectiveConfig:
         server_properties: the ``server.properties`` file read, if any.
         metadata_dir: the ``__cluster_metadata-0`` directory replayed, if any.
         metadata_complete: whether that replay reached back to the cluster's start.
+        topic_config_unknown: why the topic's own overrides could not be read (no metadata log, an
+            incomplete history, a topic missing from it), None when they were: a policy from
+            Kafka's default is then known, not merely the fallback.
     """
 
     config: TopicConfig
@@ -107,6 +117,7 @@ class EffectiveConfig:
     server_properties: Path | None = None
     metadata_dir: Path | None = None
     metadata_complete: bool | None = None
+    topic_config_unknown: str | None = None
 
     def value(self, key: str) -> ConfigValue:
         """The :class:`ConfigValue` of one Kafka key (KeyError for a key kcompact does not model)."""
@@ -123,6 +134,7 @@ class EffectiveConfig:
             "server_properties": _str_or_none(self.server_properties),
             "metadata_dir": _str_or_none(self.metadata_dir),
             "metadata_complete": self.metadata_complete,
+            "topic_config_unknown": self.topic_config_unknown,
             "values": [{"key": v.key, "value": None if v.value is None else format_value(v.value),
                         "source": v.source, "synonym": v.synonym} for v in self.values],
             "notes": list(self.notes),
@@ -248,8 +260,9 @@ def _check_same_cluster(log_dir: Path, metadata_dir: Path) -> None:
 
 
 def _topic_overrides(partition_dir: Path, topic: str, state: MetadataState,
-                     notes: list[str]) -> tuple[dict[str, str] | None, str | None]:
-    """The topic's overrides (None when unknown, noted) and its id, matched as Kafka matches them.
+                     notes: list[str]) -> tuple[dict[str, str] | None, str | None, str | None]:
+    """The topic's overrides (None when unknown, noted), its id, and why they are unknown (None when
+    known), matched as Kafka matches them.
 
     Kafka looks the directory's topic name up in the metadata image and compares the live id with
     the one in ``partition.metadata``; a different id makes the log a stray of another incarnation.
@@ -257,7 +270,7 @@ def _topic_overrides(partition_dir: Path, topic: str, state: MetadataState,
     dir_id = read_partition_metadata_topic_id(partition_dir)
     live_id = state.topics_by_name.get(topic)
     if live_id is not None and dir_id in (None, live_id):
-        return state.topic_config_overrides(topic), live_id
+        return state.topic_config_overrides(topic), live_id, None
     if live_id is None and dir_id is None:
         what = f"topic {topic} is not in the metadata log"
     elif live_id is None:
@@ -268,7 +281,7 @@ def _topic_overrides(partition_dir: Path, topic: str, state: MetadataState,
     why = "" if state.complete else " (its history is incomplete)"
     notes.append(f"{what}{why}: its topic overrides are unknown and the broker-level sources "
                  "decide; give the topic's configs with --config")  # fmt: skip
-    return None, dir_id
+    return None, dir_id, f"{what}{why}"
 
 
 def _broker_levels(state: MetadataState, node: int | None,
@@ -297,6 +310,7 @@ class _Sources:
     state: MetadataState | None = None
     topic_overrides: dict[str, str] | None = None
     topic_id: str | None = None
+    topic_unknown: str | None = None  # why topic_overrides is None
     broker: dict[str, str] = field(default_factory=dict)
     cluster: dict[str, str] = field(default_factory=dict)
 
@@ -310,6 +324,7 @@ def _gather(part: Path, topic: str, server_properties: str | os.PathLike[str] | 
     found.metadata_dir = _find_metadata_dir(part.parent, found.props, metadata_dir, notes)
     if found.metadata_dir is None:
         found.topic_id = read_partition_metadata_topic_id(part)
+        found.topic_unknown = "no KRaft metadata log was found"
         return found
     _check_same_cluster(part.parent, found.metadata_dir)
     found.state = cached_metadata_state(found.metadata_dir)
@@ -317,7 +332,8 @@ def _gather(part: Path, topic: str, server_properties: str | os.PathLike[str] | 
     if topic == METADATA_TOPIC:
         found.topic_overrides = {}  # KRaft's own log has no topic record and no overrides
     else:
-        found.topic_overrides, found.topic_id = _topic_overrides(part, topic, found.state, notes)
+        found.topic_overrides, found.topic_id, found.topic_unknown = _topic_overrides(
+            part, topic, found.state, notes)
     return found
 
 
@@ -338,23 +354,39 @@ def _replace(values: list[ConfigValue], new: ConfigValue) -> list[ConfigValue]:
     return [new if item.key == new.key else item for item in values]
 
 
-def _product_rules(topic: str, config: TopicConfig, values: list[ConfigValue],
-                   notes: list[str]) -> tuple[TopicConfig, list[ConfigValue]]:
-    """Assume ``compact`` when no explicit source set ``cleanup.policy``; explain the segment size."""
+def _product_rules(topic: str, config: TopicConfig, values: list[ConfigValue], found: _Sources,
+                   assume_compact: bool, notes: list[str]) -> tuple[TopicConfig, list[ConfigValue]]:
+    """Say what a policy from Kafka's default means here (or assume ``compact`` when asked to);
+    explain the segment size."""
     policy = next(v for v in values if v.key == "cleanup.policy")
     if topic == METADATA_TOPIC:
         notes.append("__cluster_metadata is KRaft's own log (metadata.log.* broker configs govern "
                      "it); no cleaner touches it")  # fmt: skip
-    elif policy.source == "default":
+    elif policy.source == "default" and assume_compact:
         notes.append(ASSUMED_COMPACT)
         assumed = (CLEANUP_POLICY_COMPACT,)
         config = config.with_overrides({"cleanup.policy": assumed})
-        values = _replace(values, ConfigValue("cleanup.policy", assumed, SOURCE_ASSUMED))
+        values = _replace(values, ConfigValue("cleanup.policy", assumed, SOURCE_ASSUME_COMPACT))
+    elif policy.source == "default":
+        notes.append(_default_policy_note(found))
     internal = next(v for v in values if v.key == "internal.segment.bytes")
     if internal.value is not None:
         notes.append(f"internal.segment.bytes={internal.value} ({describe_source(internal)}) sets "
                      "the segment size; segment.bytes is not used (Kafka's LogConfig.segmentSize)")
     return config, values
+
+
+def _default_policy_note(found: _Sources) -> str:
+    """What Kafka's default ``cleanup.policy`` means for this partition: known, or a fallback."""
+    if found.topic_unknown is not None:
+        return (f"cleanup.policy: Kafka's default 'delete' unless the topic overrides it, and its "
+                f"overrides are unknown ({found.topic_unknown})")
+    note = ("cleanup.policy: no topic override, dynamic config or --config sets it, so a broker "
+            "uses Kafka's default 'delete'")
+    if found.server_properties is None:
+        note += ("; server.properties was not given (--server-properties), and a "
+                 "log.cleanup.policy there would change this")
+    return note
 
 
 def partition_config(
@@ -363,6 +395,7 @@ def partition_config(
     cli_overrides: Mapping[str, str],
     server_properties: str | os.PathLike[str] | None = None,
     metadata_dir: str | os.PathLike[str] | None = None,
+    assume_compact: bool = False,
 ) -> EffectiveConfig:
     """The effective configuration of one partition, from the files a stopped broker left.
 
@@ -373,6 +406,8 @@ def partition_config(
             ``$KCOMPACT_SERVER_PROPERTIES`` when set, else none is used.
         metadata_dir: ``metadata.log.dir`` or the ``__cluster_metadata-0`` directory; None looks
             where ``server.properties`` puts it, then beside the partition.
+        assume_compact: make ``cleanup.policy=compact`` the value when no source sets one
+            (``--assume-compact``; source ``"assume-compact"``).
 
     Returns:
         The :class:`EffectiveConfig`; its notes say what was unknown or assumed.
@@ -400,9 +435,10 @@ def partition_config(
     policy = next(v for v in values if v.key == "cleanup.policy")
     if assumed and policy.source == "topic":
         values = _replace(values, ConfigValue(policy.key, policy.value, SOURCE_ASSUMED))
-    config, values = _product_rules(name.topic, config, values, notes)
+    config, values = _product_rules(name.topic, config, values, found, assume_compact, notes)
     return EffectiveConfig(
         config=config, values=values, notes=notes, partition_dir=part, topic=name.topic,
         topic_id=found.topic_id, node_id=found.node, server_properties=found.server_properties,
         metadata_dir=found.metadata_dir,
-        metadata_complete=None if found.state is None else found.state.complete)
+        metadata_complete=None if found.state is None else found.state.complete,
+        topic_config_unknown=None if assumed else found.topic_unknown)

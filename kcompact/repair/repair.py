@@ -64,6 +64,7 @@ class RepairOptions:
     clean: bool = False  # compact the partition once repaired
     config_overrides: tuple[tuple[str, str], ...] = ()  # --config pairs (index.interval.bytes, …)
     now_ms: int | None = None  # the clock of the clean
+    assume_compact: bool = False  # the clean's --assume-compact (cleaner.run.not_compacted)
 
 
 @dataclass(slots=True)
@@ -279,7 +280,8 @@ def _fix_checkpoint(check: PartitionCheck, backup: Backup, result: RepairResult)
 def _clean(part: Path, options: RepairOptions, result: RepairResult) -> None:
     try:
         result.clean = clean_path(part, cli_overrides=dict(options.config_overrides),
-                                  options=CleanOptions(now_ms=options.now_ms))
+                                  options=CleanOptions(now_ms=options.now_ms),
+                                  assume_compact=options.assume_compact)
     except KcompactError as err:
         result.clean_error = str(err)
 

@@ -88,6 +88,7 @@ def spark_clean(
     metadata_dir: str | Path | None = None,
     map_budget_bytes: int | None = None,
     task_bytes: int | None = None,
+    assume_compact: bool = False,
 ) -> SparkCleanRun:
     """Clean partitions as Spark tasks, byte-identical to ``kcompact clean`` on each in turn.
 
@@ -104,9 +105,11 @@ def spark_clean(
         task_bytes: pack partitions into Spark tasks of about this many bytes, a partition counting
             as its segment bytes + 4 MiB, never fewer tasks than cores; None = automatic (two tasks a
             core, ~256 MiB at most unless one partition is larger), 1 = one task per partition.
+        assume_compact: compact partitions whose ``cleanup.policy`` no source sets (as ``clean``).
 
     Returns:
-        The :class:`SparkCleanRun`; failed partitions are rows with ``status`` "failed" (or "bug").
+        The :class:`SparkCleanRun`; failed partitions are rows with ``status`` "failed" (or "bug"),
+        a log dir's partitions not known to be compacted rows with ``status`` "skipped".
 
     Raises:
         KcompactError: a path is not a partition directory or log dir.
@@ -117,7 +120,7 @@ def spark_clean(
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     # Spark is the parallelism: a task cleans its partitions in its own process (no worker pool inside).
     options = replace(options, now_ms=now_ms, jobs=1)
-    sources = ConfigSources(cli_overrides, server_properties, metadata_dir)
+    sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact)
     plan = plan_clean(paths, sources, options=options, only_eligible=only_eligible)
     on_driver = _needs_distributed_map(plan.tasks, map_budget_bytes)
     before = {} if options.dry_run else _checkpoint_keys(plan.tasks)
@@ -128,6 +131,7 @@ def spark_clean(
         by_dir[plan.tasks[i].partition_dir] = _clean_on_driver(spark, plan.tasks[i])
     rows = [by_dir[task.partition_dir] for task in plan.tasks]
     rows += [clean_row(f.partition_dir, None, error=f.error) for f in plan.failures]
+    rows += [clean_row(k.partition_dir, None, skipped=k.reason) for k in plan.skipped]
     for log_dir, keys in before.items():
         settle_checkpoint_order(log_dir, keys, [(t.topic, t.partition) for t in plan.tasks])
     return SparkCleanRun(rows, spark, plan.notes, now_ms, spark_tasks)

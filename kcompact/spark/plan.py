@@ -27,6 +27,7 @@ from kcompact.cleaner.cleaner import CleanOptions
 from kcompact.cleaner.run import (
     ConfigSources,
     PartitionFailure,
+    PartitionSkip,
     PartitionTask,
     cleaner_order,
     partition_task,
@@ -64,6 +65,7 @@ class CleanPlan:
     tasks: list[CleanTask] = field(default_factory=list)
     failures: list[PlannedFailure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    skipped: list[PartitionSkip] = field(default_factory=list)  # a log dir's, not known to be compacted
 
 
 def plan_clean(
@@ -135,4 +137,5 @@ def _plan_log_dir(
     order = cleaner_order(log_dir, sources, options, only_eligible=only_eligible)
     plan.failures.extend(order.failures)
     plan.notes.extend(order.notes)
+    plan.skipped.extend(order.skipped)
     plan.tasks.extend(CleanTask.of(task, options) for task in order.tasks)

@@ -18,10 +18,12 @@ A ``spark clean`` row is one partition::
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 from kcompact.cleaner.cleaner import CleanResult
 from kcompact.cleaner.stats import CleanStats
+from kcompact.segment.names import parse_partition_dir_name
 
 # Python annotation (as written, ``from __future__ import annotations``) -> Spark SQL type.
 _SPARK_TYPES = {
@@ -37,6 +39,7 @@ STATUS_CLEANED = "cleaned"
 STATUS_WOULD_CLEAN = "would clean"  # a dry run
 STATUS_NOTHING = "nothing to clean"
 STATUS_FAILED = "failed"  # a KcompactError: bad data or a refusal; the partition is untouched
+STATUS_SKIPPED = "skipped"  # a log dir's partition not known to be compacted (skipped_reason says why)
 STATUS_BUG = "bug"  # any other exception: a bug in kcompact (its traceback is the error)
 
 _CLEAN_HEAD: tuple[tuple[str, str], ...] = (
@@ -110,6 +113,7 @@ def clean_row(
     *,
     error: str | None = None,
     bug: bool = False,
+    skipped: str | None = None,
     distributed_map: bool = False,
     executor: str | None = None,
     task_cpu_s: float | None = None,
@@ -121,6 +125,7 @@ def clean_row(
         result: what :func:`~kcompact.cleaner.cleaner.clean_partition` returned; None when it failed.
         error: the failure's one-line message (or a bug's traceback).
         bug: the failure was not a :class:`~kcompact.errors.KcompactError`.
+        skipped: why a log dir's partition was left alone (``result`` is then None).
         distributed_map: the partition was cleaned with the distributed offset map on the driver.
         executor: the host that ran the task.
         task_cpu_s: CPU seconds (user + system) the task's process spent on it.
@@ -131,7 +136,11 @@ def clean_row(
     values: dict[str, Any] = {name: None for name, _ in CLEAN_COLUMNS}
     values.update(partition_dir=partition_dir, error=error, distributed_map=distributed_map,
                   executor=executor, task_cpu_s=task_cpu_s, recovery_actions=[], warnings=[])
-    if result is None:
+    if skipped is not None:
+        name = parse_partition_dir_name(Path(partition_dir).name)
+        values.update(status=STATUS_SKIPPED, skipped_reason=skipped, topic=name and name.topic,
+                      partition=name and name.partition)
+    elif result is None:
         values["status"] = STATUS_BUG if bug else STATUS_FAILED
     else:
         values.update(_result_values(result))

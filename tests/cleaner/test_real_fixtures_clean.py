@@ -188,6 +188,9 @@ def model_clean(batches: list[Bat], *, first_dirty: int, end: int, now: int) -> 
     return out
 
 
+COMPACT = {"cleanup.policy": "compact"}  # every data partition, as --config gives it: the model's rules
+
+
 def data_partitions(log_dir: Path) -> list[Path]:
     return sorted(
         p
@@ -217,12 +220,12 @@ def clean_and_check(log_dir: Path, now: int, *, from_start: bool) -> None:
 
     run = clean_path(
         log_dir,
-        cli_overrides={},
+        cli_overrides=COMPACT,
         options=CleanOptions(now_ms=now, roll=True, from_start=from_start),
     )
 
     assert run.failures == []
-    config, _notes = resolve_config({})
+    config, _notes = resolve_config(COMPACT)
     for part in data_partitions(log_dir):
         bases, batches = read_partition(part)
         assert batches == expected[part.name], part.name
@@ -245,7 +248,7 @@ def test_clean_log_dir_matches_the_model_and_is_idempotent(tmp_path: Path, name:
     for from_start in (False, True):
         clean_path(
             log_dir,
-            cli_overrides={},
+            cli_overrides=COMPACT,
             options=CleanOptions(now_ms=now, roll=True, from_start=from_start),
         )
         assert tree_digest(log_dir) == after_first, (
@@ -261,7 +264,7 @@ def test_cleaned_log_dir_without_roll_has_nothing_cleanable(tmp_path: Path) -> N
     log_dir = copy_tree_writable(real_fixture("kraft37-cleaned-logdir"), tmp_path / "logdir")
     before = tree_digest(log_dir)
     for name, active_base in (("__consumer_offsets-31", 3), ("__consumer_offsets-44", 9)):
-        config, _notes = resolve_config({})
+        config, _notes = resolve_config(COMPACT)
         result = clean_partition(log_dir / name, config, CleanOptions(now_ms=1_800_000_000_000))
         rng = result.range
         assert rng is not None and result.end_offset is None and result.skipped_reason
@@ -276,7 +279,8 @@ def test_cleaned_log_dir_without_roll_has_nothing_cleanable(tmp_path: Path) -> N
 
 
 def test_model_sees_keyless_and_producer_batches(tmp_path: Path) -> None:
-    """The bitnami log dir's idempotent topics are keyless: cleaned as compact, every record goes,
+    """The bitnami log dir's idempotent topics are keyless (delete topics: a plain ``clean`` skips them):
+    cleaned as compact with --config cleanup.policy=compact, every record goes,
     and only the producers' last batches and each round's last batch stay, empty (checked by the
     model above)."""
     log_dir = copy_tree_writable(real_fixture("bitnami2024-rolled-logdir"), tmp_path / "logdir")

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from kcompact.cleaner.cleaner import CleanOptions, clean_partition
 from kcompact.cleaner.run import clean_path, resolve_config
+from kcompact.errors import RefusedError
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.partition import open_partition
 from tests.builders import BASE_TS, PartitionBuilder, read_all_records
@@ -66,7 +69,11 @@ def test_retention_never_deletes_at_or_above_the_high_watermark(tmp_path: Path) 
 def test_without_an_explicit_delete_policy_nothing_is_deleted(tmp_path: Path) -> None:
     part = four_segments(tmp_path)
     before = read_all_records(part)
-    run = clean_path(part, cli_overrides={"retention.ms": "1000"}, options=CleanOptions(now_ms=NOW))
+    with pytest.raises(RefusedError, match="cleanup.policy is not known"):  # neither compacted nor retained
+        clean_path(part, cli_overrides={"retention.ms": "1000"}, options=CleanOptions(now_ms=NOW))
+    assert read_all_records(part) == before
+    run = clean_path(part, cli_overrides={"retention.ms": "1000"}, options=CleanOptions(now_ms=NOW),
+                     assume_compact=True)
     [result] = run.results
     assert result.retention is not None and result.retention.deleted_segments == []
     assert read_all_records(part) == before  # compacted (assumed), but nothing retained away

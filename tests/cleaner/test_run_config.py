@@ -1,5 +1,6 @@
 """``clean`` and ``inspect dirty-ratio`` take each partition's own configuration (partition_config):
-topic overrides from the metadata log, server.properties, and the skip/refusal of non-compacted topics."""
+topic overrides from the metadata log, server.properties, and the skip/refusal of partitions not known
+to be compacted (Kafka's default policy is delete; ``--assume-compact``; keyless evidence)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ from pathlib import Path
 import pytest
 
 from kcompact.cleaner.cleaner import CleanOptions
-from kcompact.cleaner.run import clean_path
+from kcompact.cleaner.run import PartitionSkip, clean_path
 from kcompact.config.effective import ASSUMED_COMPACT, SERVER_PROPERTIES_ENV
+from kcompact.errors import RefusedError
 from kcompact.inspect.dirty_ratio import dirty_ratio_report
 from tests.builders import BASE_TS, PartitionBuilder
+from tests.cleaner.test_clean_failures import log_dir_digest
 from tests.config.test_kraft_records import encode_config, encode_topic, uuid_bytes
 from tests.config.test_metadata_state import write_log
+from tests.conftest import copy_tree_writable, real_fixture
 
 NOW = BASE_TS + 10_000_000
 TOPIC = 2
@@ -47,19 +51,21 @@ def test_dirty_ratio_uses_each_topics_config(tmp_path: Path) -> None:
     assert (rows["orders"].cleanup_policy, rows["orders"].min_cleanable_dirty_ratio) == ("compact", 0.9)
     assert ASSUMED_COMPACT not in rows["orders"].warnings and rows["orders"].eligible
     assert (rows["events"].cleanup_policy, rows["events"].blocking_rule) == ("delete", "cleanup-policy")
-    assert ASSUMED_COMPACT in rows["plain"].warnings and rows["plain"].cleanup_policy == "compact"
+    assert (rows["plain"].cleanup_policy, rows["plain"].blocking_rule) == ("delete", "cleanup-policy")
+    assert any("so a broker uses Kafka's default 'delete'" in w for w in rows["plain"].warnings)
 
 
 def test_clean_log_dir_applies_retention_only_to_an_explicit_delete_topic(tmp_path: Path) -> None:
     log_dir = log_dir_with_overrides(tmp_path)
     run = clean_path(log_dir, cli_overrides={}, options=CleanOptions(now_ms=NOW, dry_run=True))
     by_topic = {r.topic: r for r in run.results}
-    assert sorted(by_topic) == ["events", "orders", "plain"] and not run.failures
+    assert sorted(by_topic) == ["events", "orders"] and not run.failures
     events = by_topic["events"]
     assert events.range is None and events.end_offset is None  # never compacted
     assert events.skipped_reason == "cleanup.policy=delete has no 'compact': retention only"
     assert events.retention is not None
-    assert run.notes == [f"plain-0: {ASSUMED_COMPACT}"]
+    assert [skip.partition_dir for skip in run.skipped] == [str(log_dir / "plain-0")]
+    assert run.notes == []
 
 
 def test_clean_partition_with_a_delete_policy_from_server_properties_runs_retention_only(
@@ -76,3 +82,97 @@ def test_clean_partition_with_a_delete_policy_from_server_properties_runs_retent
     run = clean_path(log_dir / "orders-0", cli_overrides={}, server_properties=props,
                      options=CleanOptions(now_ms=NOW, dry_run=True))
     assert run.notes == [] and len(run.results) == 1
+
+
+# -- a partition whose policy no source sets is not compacted (Kafka's default is delete) --
+
+DEFAULT_DELETE = (
+    "cleanup.policy=delete (Kafka's default: no topic override in the metadata log, no dynamic config, "
+    "no --config, server.properties not given); a broker never compacts this topic"
+)
+
+
+def keyless_partition(log_dir: Path, topic: str = "clicks") -> Path:
+    """A topic written without keys, as most delete topics are (a clean would delete every record)."""
+    builder = PartitionBuilder(topic, 0)
+    for _ in range(2):
+        builder.batch([(None, b"event-%d" % i) for i in range(4)]).roll()
+    return builder.batch([(None, b"last")]).write(log_dir)
+
+
+def test_log_dir_skips_a_partition_with_kafkas_default_policy_and_leaves_it_as_it_was(tmp_path: Path) -> None:
+    log_dir = log_dir_with_overrides(tmp_path)
+    before = log_dir_digest(log_dir / "plain-0")
+    run = clean_path(log_dir, cli_overrides={}, options=CleanOptions(now_ms=NOW, roll=True))
+    assert not run.failures and sorted(r.topic for r in run.results) == ["events", "orders"]
+    assert run.skipped == [PartitionSkip(str(log_dir / "plain-0"), (
+        f"{DEFAULT_DELETE}; 0 of 11 records sampled have no key; give --config cleanup.policy=compact or "
+        "--assume-compact to compact it"))]
+    assert log_dir_digest(log_dir / "plain-0") == before  # not even rolled
+
+
+def test_partition_named_alone_with_kafkas_default_policy_is_refused(tmp_path: Path) -> None:
+    log_dir = log_dir_with_overrides(tmp_path)
+    before = log_dir_digest(log_dir)
+    with pytest.raises(RefusedError, match=r"plain-0: cleanup\.policy=delete \(Kafka's default.*--assume-compact"):
+        clean_path(log_dir / "plain-0", cli_overrides={}, options=CleanOptions(now_ms=NOW, roll=True))
+    assert log_dir_digest(log_dir) == before
+
+
+def test_policy_unknown_without_a_metadata_log_is_skipped_with_the_reason(tmp_path: Path) -> None:
+    part = PartitionBuilder("orders", 0).batch([(b"k", b"v1")]).roll().batch([(b"k", b"v2")]).write(tmp_path)
+    with pytest.raises(RefusedError) as err:
+        clean_path(part, cli_overrides={}, options=CleanOptions(now_ms=NOW))
+    assert str(err.value) == (
+        f"{part}: cleanup.policy is not known (no KRaft metadata log was found); Kafka's default is 'delete', "
+        "and kcompact compacts only a partition known to be compacted; 0 of 2 records sampled have no key; "
+        "give --config cleanup.policy=compact or --assume-compact to compact it")
+
+
+def test_assume_compact_compacts_a_keyed_partition_with_no_policy(tmp_path: Path) -> None:
+    log_dir = log_dir_with_overrides(tmp_path)
+    run = clean_path(log_dir / "plain-0", cli_overrides={}, assume_compact=True,
+                     options=CleanOptions(now_ms=NOW))
+    [result] = run.results
+    assert result.end_offset == 10 and result.stats.superseded_removed == 5
+    assert run.notes == [ASSUMED_COMPACT]
+
+
+def test_assume_compact_never_overrides_an_explicit_policy(tmp_path: Path) -> None:
+    log_dir = log_dir_with_overrides(tmp_path)
+    run = clean_path(log_dir, cli_overrides={}, assume_compact=True, options=CleanOptions(now_ms=NOW, dry_run=True))
+    events = next(r for r in run.results if r.topic == "events")
+    assert events.range is None and events.skipped_reason == "cleanup.policy=delete has no 'compact': retention only"
+
+
+def test_keyless_data_is_named_as_evidence_and_refused_even_with_assume_compact(tmp_path: Path) -> None:
+    part = keyless_partition(tmp_path)
+    before = log_dir_digest(tmp_path)
+    with pytest.raises(RefusedError) as err:
+        clean_path(part, cli_overrides={}, options=CleanOptions(now_ms=NOW))
+    assert "9 of 9 records sampled have no key, as in a topic that is not compacted" in str(err.value)
+    run = clean_path(tmp_path, cli_overrides={}, assume_compact=True, options=CleanOptions(now_ms=NOW, roll=True))
+    assert run.results == [] and run.skipped == [PartitionSkip(str(part), (
+        "cleanup.policy=compact is only assumed (--assume-compact), but 9 of 9 records sampled have no key: a "
+        "compacted topic's records carry keys, and compaction would delete these; give --config "
+        "cleanup.policy=compact if it really is compacted"))]
+    assert log_dir_digest(tmp_path) == before
+    forced = clean_path(part, cli_overrides={"cleanup.policy": "compact"}, options=CleanOptions(now_ms=NOW))
+    assert forced.results[0].stats.invalid_records == 8  # what --config asked for: keyless records go
+
+
+def test_broker_log_dir_keeps_its_delete_topics_whole(tmp_path: Path) -> None:
+    """The bitnami log dir: a complete KRaft metadata log, no override on its user topics. A broker
+    never compacts them; ``clean --roll`` on the log dir cleans __consumer_offsets and leaves them."""
+    log_dir = copy_tree_writable(real_fixture("bitnami2024-rolled-logdir"), tmp_path / "logs")
+    user_topics = ["first-0", "sensor-data-0", "sensor-data-topic-0"]
+    before = {name: log_dir_digest(log_dir / name) for name in user_topics}
+    run = clean_path(log_dir, cli_overrides={}, options=CleanOptions(now_ms=NOW, roll=True))
+    assert not run.failures
+    skipped = {Path(skip.partition_dir).name: skip.reason for skip in run.skipped}
+    assert sorted(skipped) == sorted(user_topics + ["test-0"])
+    assert all(reason.startswith(DEFAULT_DELETE) for reason in skipped.values())
+    assert "11 of 11 records sampled have no key" in skipped["first-0"]
+    assert {name: log_dir_digest(log_dir / name) for name in user_topics} == before
+    cleaned = [r for r in run.results if r.end_offset is not None]
+    assert cleaned and all(r.topic == "__consumer_offsets" for r in cleaned)

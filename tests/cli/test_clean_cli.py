@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 from pathlib import Path
 
 from click.testing import CliRunner, Result
@@ -14,7 +15,7 @@ from kcompact.cli.main import cli
 from kcompact.records.batch import CRC_OFFSET, MAGIC_OFFSET
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from tests.builders import BASE_TS, PartitionBuilder, read_all_records
-from tests.conftest import copy_tree_writable, real_fixture
+from tests.conftest import PROJECT_FIXTURES, copy_tree_writable, real_fixture
 
 NOW = BASE_TS + 1_000
 RESULT_FIELDS = {
@@ -103,9 +104,9 @@ def normalized(text: str) -> str:
 
 def test_text_report_shows_the_dirty_section_and_size_reduction(tmp_path: Path) -> None:
     part = orders(tmp_path / "logdir")
-    result = run(part, "--now-ms", NOW)
+    result = run(part, "--now-ms", NOW, "--config", "cleanup.policy=compact")
     assert result.exit_code == 0 and only_warnings(result.stderr)
-    assert "assuming 'compact'" in result.stderr
+    assert "no KRaft metadata log" in result.stderr
     assert normalized(result.stdout) == (
         "orders-0: cleaned dirty section [0, 30) (dirty ratio 1.000)\n"
         "  read              0.0 MB, 30 records in <t> s (<r> MB/s)\n"
@@ -122,7 +123,7 @@ def test_text_report_shows_the_dirty_section_and_size_reduction(tmp_path: Path) 
 
 def test_nothing_to_clean_says_why(tmp_path: Path) -> None:
     part = orders(tmp_path / "logdir")
-    run(part, "--now-ms", NOW)
+    run(part, "--now-ms", NOW, "--config", "cleanup.policy=compact")
     result = run(part, "--now-ms", NOW, "--config", "cleanup.policy=compact")
     assert result.exit_code == 0 and only_warnings(result.stderr)
     assert result.stdout.startswith(
@@ -136,7 +137,7 @@ def test_json_report_has_a_fixed_field_set(tmp_path: Path) -> None:
     result = run(part, "--now-ms", NOW, "--json", "--config", "cleanup.policy=compact")
     assert (result.exit_code, result.stderr) == (0, "")
     report = json.loads(result.stdout)
-    assert report.keys() == {"results", "failures", "notes"}
+    assert report.keys() == {"results", "failures", "skipped", "notes"}
     assert report["failures"] == [] and all(isinstance(note, str) for note in report["notes"])
     (only,) = report["results"]
     assert only.keys() == RESULT_FIELDS
@@ -173,14 +174,14 @@ def test_dry_run_changes_nothing_and_reports_what_would_go(tmp_path: Path) -> No
     log_dir = tmp_path / "logdir"
     part = orders(log_dir)
     before = digest(log_dir)
-    result = run(part, "--now-ms", NOW, "--dry-run", "--json")
+    result = run(part, "--now-ms", NOW, "--dry-run", "--json", "--config", "cleanup.policy=compact")
     assert result.exit_code == 0
     (only,) = json.loads(result.stdout)["results"]
     assert (only["dry_run"], only["checkpoint_written"], only["end_offset"]) == (True, False, 30)
     assert only["stats"]["superseded_removed"] == 26
     assert digest(log_dir) == before  # not a byte, not even a lock file
 
-    text = run(part, "--now-ms", NOW, "--dry-run")
+    text = run(part, "--now-ms", NOW, "--dry-run", "--config", "cleanup.policy=compact")
     assert "would clean dirty section [0, 30)" in text.stdout
     assert "checkpoint        not written (dry run)" in text.stdout
     assert digest(log_dir) == before
@@ -297,8 +298,45 @@ def test_log_dir_text_report_ends_with_a_summary(tmp_path: Path) -> None:
             superseded=16,
             dropped=1,
         )
-        + "2 partitions cleaned, 0 had nothing to clean, 0 failed; 865 bytes read, 210 bytes written\n"
+        + "2 partitions cleaned, 0 had nothing to clean, 0 skipped, 0 failed; 865 bytes read, 210 bytes written\n"
     )
+
+
+def test_delete_topics_of_a_broker_log_dir_are_skipped_not_emptied(tmp_path: Path) -> None:
+    """bitnami: first-0, sensor-data-0 and sensor-data-topic-0 have no cleanup.policy override in the
+    complete metadata log, so their broker uses Kafka's default delete. `clean --roll` on the log dir
+    exits 0, says per partition why it skipped them, and leaves them byte for byte; named alone, one
+    is refused (exit 2)."""
+    log_dir = copy_tree_writable(real_fixture("bitnami2024-rolled-logdir"), tmp_path / "logdir")
+    user_topics = ("first-0", "sensor-data-0", "sensor-data-topic-0")
+    before = {name: digest(log_dir / name) for name in user_topics}
+    result = run(log_dir, "--roll", "--now-ms", 1_769_800_000_000)
+    assert result.exit_code == 0
+    skipped = [line for line in result.stdout.splitlines() if ": skipped — " in line]
+    assert [line.split(":")[0] for line in skipped] == [*user_topics, "test-0"]
+    assert skipped[0] == (
+        "first-0: skipped — cleanup.policy=delete (Kafka's default: no topic override in the metadata "
+        "log, no dynamic config, no --config, server.properties not given); a broker never compacts this "
+        "topic; 11 of 11 records sampled have no key, as in a topic that is not compacted (compaction "
+        "would delete them); give --config cleanup.policy=compact if it really is compacted")
+    assert result.stdout.splitlines()[-1].startswith("5 partitions cleaned, 45 had nothing to clean, 4 skipped, 0 failed")
+    assert {name: digest(log_dir / name) for name in user_topics} == before
+    alone = run(log_dir / "first-0", "--roll", "--now-ms", 1_769_800_000_000)
+    assert (alone.exit_code, alone.stdout) == (2, "")
+    assert error_lines(alone.stderr) == [f"kcompact: error: {log_dir / 'first-0'}: {skipped[0].split(' — ')[1]}"]
+    assert {name: digest(log_dir / name) for name in user_topics} == before
+
+
+def test_readme_demo_cleans_the_sample_partition_its_metadata_log_calls_compacted(tmp_path: Path) -> None:
+    """README's first command on a copy of fixtures/sample-logdir: orders-0's cleanup.policy=compact
+    comes from the sample's own KRaft metadata log, so a plain `clean` of it compacts it."""
+    log_dir = tmp_path / "demo"
+    shutil.copytree(PROJECT_FIXTURES / "sample-logdir", log_dir)
+    result = run(log_dir / "orders-0")
+    assert (result.exit_code, result.stderr) == (0, "")  # every source read, nothing assumed
+    assert result.stdout.startswith("orders-0: cleaned dirty section [0, 142)")
+    keys = [k for _o, k, _v in read_all_records(log_dir / "orders-0")[:-1] if k is not None]
+    assert len(keys) == len(set(keys))  # one record per key left in the cleaned section
 
 
 def corrupt_magic(part: Path) -> Path:
@@ -369,7 +407,7 @@ def test_log_dir_with_a_corrupt_partition_cleans_the_others_and_exits_2(tmp_path
     assert error.startswith(f"kcompact: error: {log} at position 0: ")
     assert "Traceback" not in result.stderr
     assert "good-0: cleaned dirty section [0, 30)" in result.stdout
-    assert result.stdout.splitlines()[-1].startswith("1 partitions cleaned, 0 had nothing to clean, 1 failed; ")
+    assert result.stdout.splitlines()[-1].startswith("1 partitions cleaned, 0 had nothing to clean, 0 skipped, 1 failed; ")
     assert [o for o, _k, _v in read_all_records(good)] == [26, 27, 28, 29, 30]
 
 

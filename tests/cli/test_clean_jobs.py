@@ -16,8 +16,9 @@ from tests.cleaner.test_run_jobs import CORRUPT, NOW, copy_of, digest, make_log_
 
 
 def run(*args: str | Path) -> Result:
+    """``kcompact clean`` with ``--config cleanup.policy=compact`` (the log dir has no metadata log)."""
     runner = CliRunner(catch_exceptions=False, env={"COLUMNS": "80", "KCOMPACT_SERVER_PROPERTIES": None})
-    return runner.invoke(cli, ["clean", *map(str, args)])
+    return runner.invoke(cli, ["clean", "--config", "cleanup.policy=compact", *map(str, args)])
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,7 @@ def test_text_report_is_the_same_with_two_jobs(template: Path, tmp_path: Path) -
     assert normalized(pooled.stdout, auto.parent) == normalized(serial.stdout, one.parent)
     assert normalized(pooled.stderr, auto.parent) == normalized(serial.stderr, one.parent)
     assert normalized(pooled.stdout, auto.parent).endswith(
-        "4 partitions cleaned, 0 had nothing to clean, 1 failed; 11962 bytes read, 832 bytes "
+        "4 partitions cleaned, 0 had nothing to clean, 0 skipped, 1 failed; 11962 bytes read, 832 bytes "
         "written\n")
     assert f"kcompact: error: <root>/logdir/{CORRUPT}/00000000000000000000.log at position 0: record 0 " \
            "length out of range" in normalized(pooled.stderr, auto.parent)

@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner, Result
 
 from kcompact.cli.main import cli
-from kcompact.config.effective import ASSUMED_COMPACT, SERVER_PROPERTIES_ENV
+from kcompact.config.effective import SERVER_PROPERTIES_ENV
 from tests.config.test_effective import (
     SERVER_PROPERTIES,
     every_level_metadata,
@@ -124,7 +124,21 @@ def test_show_reads_server_properties_from_the_environment(tmp_path: Path) -> No
     data = json.loads(result.output)
     assert {"key": "delete.retention.ms", "value": "77", "source": "server.properties",
             "synonym": "log.cleaner.delete.retention.ms"} in data["values"]
-    assert data["notes"][-1] == ASSUMED_COMPACT
+    assert {"key": "cleanup.policy", "value": "delete", "source": "default", "synonym": None} in data["values"]
+    assert data["notes"][-1] == ("cleanup.policy: Kafka's default 'delete' unless the topic overrides it, "
+                                 "and its overrides are unknown (no KRaft metadata log was found)")
+    assert data["topic_config_unknown"] == "no KRaft metadata log was found"
+
+
+def test_show_gives_the_policy_a_broker_would_use_not_an_assumption() -> None:
+    """bitnami: a complete metadata log with no override on first-0, and no server.properties given."""
+    result = run("show", str(real_fixture("bitnami2024-rolled-logdir", "first-0")))
+    out = lines(result.output)
+    assert result.exit_code == 0
+    assert " cleanup.policy                    │ delete              │ Kafka's default" in out
+    assert out[-1] == ("note: cleanup.policy: no topic override, dynamic config or --config sets it, so a "
+                       "broker uses Kafka's default 'delete'; server.properties was not given "
+                       "(--server-properties), and a log.cleanup.policy there would change this")
 
 
 def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:

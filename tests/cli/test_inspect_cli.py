@@ -44,7 +44,8 @@ def test_inspect_group_lists_the_commands() -> None:
 
 def test_dirty_ratio_json_is_a_list_also_for_one_partition(tmp_path: Path) -> None:
     part = segmented().write(tmp_path / "logdir")
-    result = run("inspect", "dirty-ratio", str(part), "--json", "--now-ms", str(NOW))
+    result = run("inspect", "dirty-ratio", str(part), "--json", "--now-ms", str(NOW), "--config",
+                 "cleanup.policy=compact")
     assert result.exit_code == 0
     rows = json.loads(result.stdout)
     assert isinstance(rows, list) and len(rows) == 1

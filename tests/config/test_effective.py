@@ -152,20 +152,33 @@ def test_server_properties_from_env_and_argument_wins(tmp_path: Path,
         partition_config(log_dir / "orders-0", cli_overrides={})
 
 
-def test_cleanup_policy_assumed_compact_only_without_explicit_source(tmp_path: Path) -> None:
+KNOWN_DEFAULT = ("cleanup.policy: no topic override, dynamic config or --config sets it, so a broker uses "
+                 "Kafka's default 'delete'")
+NO_SERVER_PROPERTIES = ("; server.properties was not given (--server-properties), and a log.cleanup.policy "
+                        "there would change this")
+
+
+def test_cleanup_policy_is_kafkas_default_without_a_source_and_compact_only_when_assumed(tmp_path: Path) -> None:
     log_dir = make_log_dir(tmp_path, metadata=[[encode_topic("orders", ORDERS_ID)]])
     effective = partition_config(log_dir / "orders-0", cli_overrides={})
-    assert effective.config.cleanup_policy == ("compact",)
-    assert effective.value("cleanup.policy").source == "assumed"
-    assert effective.notes == [ASSUMED_COMPACT]
-    assert describe_sources(effective.values) == ["cleanup.policy=compact (assumed by kcompact)"]
+    assert effective.config.cleanup_policy == ("delete",) and not effective.config.is_compacted
+    assert effective.value("cleanup.policy").source == "default" and effective.topic_config_unknown is None
+    assert effective.notes == [KNOWN_DEFAULT + NO_SERVER_PROPERTIES]
+    assumed = partition_config(log_dir / "orders-0", cli_overrides={}, assume_compact=True)
+    assert assumed.config.cleanup_policy == ("compact",)
+    assert assumed.value("cleanup.policy").source == "assume-compact" and assumed.notes == [ASSUMED_COMPACT]
+    assert describe_sources(assumed.values) == ["cleanup.policy=compact (--assume-compact)"]
     props = tmp_path / "server.properties"
     props.write_text("log.cleanup.policy=delete\n")
-    explicit = partition_config(log_dir / "orders-0", cli_overrides={}, server_properties=props)
+    explicit = partition_config(log_dir / "orders-0", cli_overrides={}, server_properties=props,
+                                assume_compact=True)  # an explicit source always wins
     assert explicit.config.cleanup_policy == ("delete",) and not explicit.config.is_compacted
     assert explicit.value("cleanup.policy").source == "server.properties" and explicit.notes == []
     cli = partition_config(log_dir / "orders-0", cli_overrides={"cleanup.policy": "delete"})
     assert cli.config.cleanup_policy == ("delete",) and cli.notes == []
+    props.write_text("log.retention.hours=1\n")
+    known = partition_config(log_dir / "orders-0", cli_overrides={}, server_properties=props)
+    assert known.notes == [KNOWN_DEFAULT]  # server.properties was read and has no log.cleanup.policy
 
 
 def test_metadata_log_dir_from_server_properties(tmp_path: Path) -> None:
@@ -213,10 +226,13 @@ def test_no_metadata_log_is_noted_and_internal_topics_assume_compact(tmp_path: P
     log_dir = make_log_dir(tmp_path, partitions=("orders-0", "__transaction_state-3"))
     plain = partition_config(log_dir / "orders-0", cli_overrides={})
     assert plain.metadata_dir is None and plain.metadata_complete is None
-    assert "no KRaft metadata log" in plain.notes[0] and plain.notes[1] == ASSUMED_COMPACT
+    assert "no KRaft metadata log" in plain.notes[0] and plain.config.cleanup_policy == ("delete",)
+    assert plain.notes[1] == ("cleanup.policy: Kafka's default 'delete' unless the topic overrides it, and "
+                              "its overrides are unknown (no KRaft metadata log was found)")
+    assert plain.topic_config_unknown == "no KRaft metadata log was found"
     internal = partition_config(log_dir / "__transaction_state-3", cli_overrides={})
     assert internal.config.is_compacted and internal.value("cleanup.policy").source == "assumed"
-    assert len(internal.notes) == 2 and ASSUMED_COMPACT not in internal.notes
+    assert len(internal.notes) == 2 and internal.topic_config_unknown is None
     assert "__transaction_state is an internal topic the broker creates" in internal.notes[1]
     props = tmp_path / "server.properties"
     props.write_text("log.cleanup.policy=delete\n")  # the topic's own override beats it
@@ -351,7 +367,7 @@ def test_as_dict_is_json(tmp_path: Path) -> None:
                                     "synonym": "log.roll.ms"}
     assert by_key["internal.segment.bytes"]["value"] is None
     assert data["node_id"] == 1 and data["metadata_complete"] is True
-    assert data["notes"] == [ASSUMED_COMPACT]
+    assert data["notes"] == [KNOWN_DEFAULT + NO_SERVER_PROPERTIES] and data["topic_config_unknown"] is None
 
 
 # --- broker-written log dirs ---------------------------------------------------------------------
@@ -383,8 +399,10 @@ def test_real_complete_log_dir_every_partition() -> None:
         if name.startswith("__consumer_offsets-"):
             assert describe_sources(effective.values) == OFFSETS_SOURCES and not effective.notes
     for name in ("test-0", "first-0", "sensor-data-0", "sensor-data-topic-0"):
-        assert configs[name].value("cleanup.policy").source == "assumed"
-        assert configs[name].notes == [ASSUMED_COMPACT] and configs[name].topic_id is not None
+        assert configs[name].config.cleanup_policy == ("delete",)  # what the broker uses
+        assert configs[name].value("cleanup.policy").source == "default"
+        assert configs[name].notes == [KNOWN_DEFAULT + NO_SERVER_PROPERTIES]
+        assert configs[name].topic_id is not None and configs[name].topic_config_unknown is None
 
 
 def test_real_incomplete_history_is_reported_and_falls_back() -> None:
@@ -404,7 +422,9 @@ def test_real_incomplete_history_is_reported_and_falls_back() -> None:
     assert describe_sources(effective.values) == [
         "cleanup.policy=compact (assumed by kcompact)", "delete.retention.ms=1000 (--config)"]
     user_topic = partition_config(partition.parent / "topic_transactions-0", cli_overrides={})
-    assert user_topic.notes[-1] == ASSUMED_COMPACT
+    assert user_topic.config.cleanup_policy == ("delete",) and user_topic.topic_config_unknown is not None
+    assert user_topic.notes[-1].startswith("cleanup.policy: Kafka's default 'delete' unless the topic "
+                                           "overrides it, and its overrides are unknown (topic id ")
 
 
 def test_real_zookeeper_log_dir_has_no_metadata_log() -> None:

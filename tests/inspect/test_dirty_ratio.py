@@ -41,7 +41,9 @@ def segmented(topic: str = "orders", partition: int = 0, *, closed: int = 3) -> 
 
 
 def report(*paths: Path, **config: str) -> list[DirtyRatioRow]:
-    return dirty_ratio_report(paths, cli_overrides=config, now_ms=NOW)
+    """The rows of ``paths`` with ``cleanup.policy=compact`` unless ``config`` says otherwise (these
+    partitions have no metadata log to say so)."""
+    return dirty_ratio_report(paths, cli_overrides={"cleanup.policy": "compact", **config}, now_ms=NOW)
 
 
 def only(*paths: Path, **config: str) -> DirtyRatioRow:
@@ -66,7 +68,7 @@ def test_fully_dirty_partition_numbers(tmp_path: Path) -> None:
     assert (row.eligible, row.must_clean, row.cleaner_rank) == (True, False, 1)
     assert row.blocking_rule == "active-segment"
     assert row.cleanup_policy == "compact" and row.error is None
-    assert any("assuming 'compact'" in w for w in row.warnings)
+    assert any("no KRaft metadata log" in w for w in row.warnings)
 
 
 # -- one hand-built partition per blocking rule --
@@ -217,10 +219,16 @@ def test_broker_checkpoint_leaves_nothing_cleanable(partition: int, checkpoint: 
 
 
 def test_broker_log_dirs_report_without_errors_and_nothing_eligible() -> None:
-    rows = report(*(real_fixture(name) for name in REAL_LOG_DIRS))
+    """Each partition with the policy its broker would use: the compacted ones wait in their active
+    segments; the others (Kafka's default delete, or a policy unknown without a metadata log) and
+    KRaft's own logs are not compacted at all."""
+    rows = dirty_ratio_report([real_fixture(name) for name in REAL_LOG_DIRS], cli_overrides={}, now_ms=NOW)
     assert len(rows) == 211
     assert all(r.error is None and not r.eligible and r.cleaner_rank is None for r in rows)
-    rules = {r.blocking_rule for r in rows if r.topic != "__cluster_metadata"}
-    assert rules == {"active-segment"}
+    assert {r.blocking_rule for r in rows if r.cleanup_policy == "compact"} == {"active-segment"}
+    not_compacted = {f"{r.topic}-{r.partition}" for r in rows if r.cleanup_policy != "compact"}
+    assert {r.blocking_rule for r in rows if r.cleanup_policy != "compact"} == {"cleanup-policy"}
+    assert {"first-0", "sensor-data-0", "sensor-data-topic-0", "_schemas-0"} <= not_compacted
+    assert not any(name.startswith("__consumer_offsets") for name in not_compacted)
     metadata = [r for r in rows if r.topic == "__cluster_metadata"]
     assert len(metadata) == 3 and {r.blocking_rule for r in metadata} == {"cleanup-policy"}

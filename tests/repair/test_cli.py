@@ -93,3 +93,18 @@ def test_backup_inside_the_log_dir_is_refused_with_one_line(tmp_path: Path) -> N
     assert code == 2
     assert err.startswith("kcompact: error: ") and "must not be inside the log dir" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_clean_after_repair_compacts_only_a_partition_known_to_be_compacted(tmp_path: Path) -> None:
+    """``repair --clean`` cleans as ``kcompact clean`` does: a partition whose cleanup.policy no source
+    sets is repaired but not compacted (exit 2, the reason on stderr) unless --assume-compact says so."""
+    part, _position = damaged(tmp_path)
+    code, _out, err = run("repair", "--clean", "--now-ms", "1800000000000", str(part))
+    assert code == 2
+    assert f"kcompact: error: clean failed: {part}: cleanup.policy is not known (no KRaft metadata log " in err
+    assert "give --config cleanup.policy=compact or --assume-compact to compact it" in err
+    repaired = partition_digest(part)
+    code, out, err = run("repair", "--clean", "--assume-compact", "--now-ms", "1800000000000", "--json",
+                          str(part))
+    assert code == 0 and json.loads(out)["clean"]["results"][0]["end_offset"] is not None
+    assert partition_digest(part) != repaired

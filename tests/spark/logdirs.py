@@ -19,6 +19,7 @@ from kcompact.segment.writer import write_segment
 from tests.builders import BASE_TS, PartitionBuilder
 
 NOW = BASE_TS + 10_000_000  # every record is older than any lag and horizon rule with defaults
+COMPACT = {"cleanup.policy": "compact"}  # these log dirs have no metadata log to say so
 CRC_POSITION = 17  # baseOffset(8) batchLength(4) partitionLeaderEpoch(4) magic(1), then crc(4)
 CODECS = (0, 1, 2, 3, 4)
 

@@ -23,6 +23,7 @@ from kcompact.spark.plan import plan_clean
 from kcompact.spark.rows import STATUS_BUG, STATUS_CLEANED, STATUS_FAILED, STATUS_WOULD_CLEAN
 from tests.spark.fakes import FakeContext, FakeSession
 from tests.spark.logdirs import (
+    COMPACT,
     NOW,
     build_log_dir,
     build_partition,
@@ -61,9 +62,9 @@ def test_spark_clean_is_byte_identical_to_serial_clean_and_a_corrupt_partition_f
     options = CleanOptions(now_ms=NOW)
     failures = []
     for path in (serial / "a", serial / "b" / "users-0"):
-        failures += clean_path(path, cli_overrides={}, options=options).failures
+        failures += clean_path(path, cli_overrides=COMPACT, options=options).failures
 
-    run = spark_clean(spark, [distributed / "a", distributed / "b" / "users-0"], cli_overrides={},
+    run = spark_clean(spark, [distributed / "a", distributed / "b" / "users-0"], cli_overrides=COMPACT,
                       options=options, task_bytes=task_bytes)
 
     assert len(shipped_packs) in tasks and sorted(i for pack in shipped_packs for i in pack) == list(range(6))
@@ -83,7 +84,7 @@ def test_spark_clean_is_byte_identical_to_serial_clean_and_a_corrupt_partition_f
 
 def test_new_checkpoint_lines_are_appended_in_cleaning_order(spark: SparkSession, tmp_path: Path) -> None:
     log_dir = build_log_dir(tmp_path / "logs", 6, topics=("t",))
-    run = spark_clean(spark, [log_dir], cli_overrides={}, options=CleanOptions(now_ms=NOW))
+    run = spark_clean(spark, [log_dir], cli_overrides=COMPACT, options=CleanOptions(now_ms=NOW))
 
     entries = read_offset_checkpoint(log_dir / "cleaner-offset-checkpoint")
     assert list(entries) == [("t", p) for p in range(6)]  # equal dirty ratios: by name
@@ -126,7 +127,7 @@ def test_dry_run_writes_nothing_and_every_task_uses_the_drivers_clock(
     log_dir = build_log_dir(tmp_path / "logs", 3)
     before = tree_digest(log_dir)
 
-    run = spark_clean(spark, [log_dir], cli_overrides={}, options=CleanOptions(dry_run=True))
+    run = spark_clean(spark, [log_dir], cli_overrides=COMPACT, options=CleanOptions(dry_run=True))
 
     assert tree_digest(log_dir) == before
     rows = run.as_dicts()
@@ -139,7 +140,7 @@ def test_a_refused_partition_dir_is_a_failure_of_the_plan_not_of_the_run(tmp_pat
     metadata = tmp_path / "logs" / "__cluster_metadata-0"
     metadata.mkdir()
 
-    plan = plan_clean([metadata, log_dir / "orders-0"], ConfigSources({}), options=CleanOptions(now_ms=NOW))
+    plan = plan_clean([metadata, log_dir / "orders-0"], ConfigSources(COMPACT), options=CleanOptions(now_ms=NOW))
 
     assert [Path(t.partition_dir).name for t in plan.tasks] == ["orders-0"]
     assert [Path(f.partition_dir).name for f in plan.failures] == ["__cluster_metadata-0"]
@@ -148,13 +149,13 @@ def test_a_refused_partition_dir_is_a_failure_of_the_plan_not_of_the_run(tmp_pat
 
 def test_a_partition_named_twice_is_cleaned_once(tmp_path: Path) -> None:
     log_dir = build_log_dir(tmp_path / "logs", 2)
-    plan = plan_clean([log_dir / "orders-0", log_dir], ConfigSources({}), options=CleanOptions(now_ms=NOW))
+    plan = plan_clean([log_dir / "orders-0", log_dir], ConfigSources(COMPACT), options=CleanOptions(now_ms=NOW))
     assert [Path(t.partition_dir).name for t in plan.tasks] == ["orders-0", "users-0"]
 
 
 def test_an_unexpected_exception_in_a_task_is_a_bug_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     part = build_partition(tmp_path / "logs", "orders", 0)
-    task = plan_clean([part], ConfigSources({}), options=CleanOptions(now_ms=NOW)).tasks[0]
+    task = plan_clean([part], ConfigSources(COMPACT), options=CleanOptions(now_ms=NOW)).tasks[0]
 
     def broken(*args: object, **kwargs: object) -> object:
         raise ValueError("a bug")
@@ -170,7 +171,7 @@ def test_a_bug_in_one_partition_of_a_packed_task_leaves_the_others_to_clean(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log_dir = build_log_dir(tmp_path / "logs", 3)
-    tasks = plan_clean([log_dir], ConfigSources({}), options=CleanOptions(now_ms=NOW)).tasks
+    tasks = plan_clean([log_dir], ConfigSources(COMPACT), options=CleanOptions(now_ms=NOW)).tasks
     real_clean = clean_job.clean_partition
 
     def broken_for_the_first(path: str, *args: object, **kwargs: object) -> object:
@@ -189,9 +190,9 @@ def test_a_bug_in_one_partition_of_a_packed_task_leaves_the_others_to_clean(
 def test_map_budget_sends_partitions_over_it_to_the_distributed_map(spark: SparkSession, tmp_path: Path) -> None:
     log_dir = build_log_dir(tmp_path / "src", 2)
     serial, distributed = copy_source(log_dir, tmp_path / "serial"), copy_source(log_dir, tmp_path / "spark")
-    clean_path(serial, cli_overrides={}, options=CleanOptions(now_ms=NOW))
+    clean_path(serial, cli_overrides=COMPACT, options=CleanOptions(now_ms=NOW))
 
-    run = spark_clean(spark, [distributed], cli_overrides={}, options=CleanOptions(now_ms=NOW),
+    run = spark_clean(spark, [distributed], cli_overrides=COMPACT, options=CleanOptions(now_ms=NOW),
                       map_budget_bytes=1)
 
     assert [(r["status"], r["distributed_map"]) for r in run.as_dicts()] == [(STATUS_CLEANED, True)] * 2
@@ -204,6 +205,28 @@ def test_spark_clean_refuses_speculation_before_touching_anything(tmp_path: Path
     speculating = FakeSession(FakeContext(2, spark_speculation="true"))
 
     with pytest.raises(RefusedError, match="spark clean: spark.speculation; expected false"):
-        spark_clean(speculating, [log_dir], cli_overrides={}, options=CleanOptions(now_ms=NOW))  # type: ignore[arg-type]
+        spark_clean(speculating, [log_dir], cli_overrides=COMPACT, options=CleanOptions(now_ms=NOW))  # type: ignore[arg-type]
 
     assert tree_digest(log_dir) == before
+
+
+def test_partitions_not_known_to_be_compacted_are_skipped_rows_as_in_the_serial_clean(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """No metadata log says these topics are compacted: each partition is a "skipped" row with the
+    serial clean's reason and stays as it was; --assume-compact cleans them as the serial clean does."""
+    log_dir = build_log_dir(tmp_path / "src", 2)
+    before = tree_digest(log_dir)
+    run = spark_clean(spark, [log_dir], cli_overrides={}, options=CleanOptions(now_ms=NOW))
+    serial = clean_path(copy_source(log_dir, tmp_path / "serial"), cli_overrides={},
+                        options=CleanOptions(now_ms=NOW))
+    rows = run.as_dicts()
+    assert [(r["status"], r["topic"], r["partition"]) for r in rows] == [
+        ("skipped", "orders", 0), ("skipped", "users", 0)]
+    assert [r["skipped_reason"] for r in rows] == [skip.reason for skip in serial.skipped]
+    assert tree_digest(log_dir) == before
+    assumed = spark_clean(spark, [log_dir], cli_overrides={}, options=CleanOptions(now_ms=NOW),
+                          assume_compact=True)
+    clean_path(tmp_path / "serial", cli_overrides={}, options=CleanOptions(now_ms=NOW), assume_compact=True)
+    assert {r["status"] for r in assumed.as_dicts()} == {STATUS_CLEANED}
+    assert tree_digest(log_dir) == tree_digest(tmp_path / "serial")

@@ -23,7 +23,7 @@ from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.partition import iter_partition_dirs, open_partition
 from kcompact.spark.clean_job import spark_clean
 from kcompact.spark.export import EXPORT_COLUMNS, SegmentRef, spark_export, split_segments
-from tests.spark.logdirs import NOW, build_legacy_partition, build_log_dir, build_partition
+from tests.spark.logdirs import COMPACT, NOW, build_legacy_partition, build_log_dir, build_partition
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -159,7 +159,7 @@ def test_latest_view_is_the_same_after_a_clean(spark: SparkSession, log_dir: Pat
 
     copy = Path(shutil.copytree(log_dir, tmp_path / "logs"))
     spark_export(spark, [copy], tmp_path / "before", latest=True)
-    run = spark_clean(spark, [copy], cli_overrides={}, options=CleanOptions(now_ms=NOW))
+    run = spark_clean(spark, [copy], cli_overrides=COMPACT, options=CleanOptions(now_ms=NOW))
     spark_export(spark, [copy], tmp_path / "after", latest=True)
 
     assert "cleaned" in {r["status"] for r in run.as_dicts()}

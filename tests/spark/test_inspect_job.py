@@ -13,7 +13,7 @@ from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.spark.inspect_job import DIRTY_RATIO_COLUMNS, rank_rows, spark_dirty_ratio
 from tests.conftest import real_fixture
-from tests.spark.logdirs import NOW, build_log_dir
+from tests.spark.logdirs import COMPACT, NOW, build_log_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -26,9 +26,9 @@ def test_rows_equal_the_serial_report_across_slices_and_log_dirs(spark: SparkSes
     (first / "orders-0" / "00000000000000000000.log").write_bytes(b"\x00" * 30)  # a row with an error
     paths = [first, second / "t-1"]
 
-    report = spark_dirty_ratio(spark, paths, cli_overrides={}, now_ms=NOW)
+    report = spark_dirty_ratio(spark, paths, cli_overrides=COMPACT, now_ms=NOW)
 
-    serial = dirty_ratio_report(paths, cli_overrides={}, now_ms=NOW)
+    serial = dirty_ratio_report(paths, cli_overrides=COMPACT, now_ms=NOW)
     assert report.rows == serial
     assert [r.cleaner_rank for r in serial][:3] == [1, 2, 3]  # distinct ratios and ties both ranked
     assert any(r.error for r in serial)

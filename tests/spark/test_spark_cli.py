@@ -17,7 +17,7 @@ from click.testing import CliRunner, Result
 from kcompact.cleaner.cleaner import CleanOptions
 from kcompact.cleaner.run import clean_path
 from kcompact.cli.main import cli
-from tests.spark.logdirs import NOW, build_log_dir, flip_crc_of_a_kept_batch
+from tests.spark.logdirs import COMPACT, NOW, build_log_dir, flip_crc_of_a_kept_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -98,6 +98,7 @@ def test_spark_clean_json_and_parquet_rows_exit_2_for_a_failed_partition(
     flip_crc_of_a_kept_batch(log_dir / "orders-1")
 
     result = run("spark", "clean", str(log_dir), "--now-ms", str(NOW), "--json", "--task-bytes", "1",
+                 "--config", "cleanup.policy=compact",
                  "--output", str(tmp_path / "stats.parquet"))
 
     assert result.exit_code == 2
@@ -112,9 +113,10 @@ def test_spark_clean_json_and_parquet_rows_exit_2_for_a_failed_partition(
 
 def test_spark_clean_text_report_is_a_table_and_a_summary(spark: SparkSession, tmp_path: Path) -> None:
     log_dir = build_log_dir(tmp_path / "logs", 2)
-    serial = clean_path(log_dir, cli_overrides={}, options=CleanOptions(now_ms=NOW, dry_run=True)).results
+    serial = clean_path(log_dir, cli_overrides=COMPACT, options=CleanOptions(now_ms=NOW, dry_run=True)).results
 
-    result = run("spark", "clean", str(log_dir), "--now-ms", str(NOW), "--dry-run")
+    result = run("spark", "clean", str(log_dir), "--now-ms", str(NOW), "--dry-run", "--config",
+                 "cleanup.policy=compact")
 
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
