@@ -8,7 +8,9 @@ Scenarios (each a log dir holding one partition plus the log dir's checkpoint fi
   sample-logdir/orders-0   compacted topic: 3 closed segments with duplicate keys, a tombstone, a keyless
                            record, an idempotent producer, a committed and an aborted transaction (with its
                            .txnindex), gzip and zstd batches, and a small active segment — what README's
-                           first command cleans.
+                           first command cleans. Beside it, __cluster_metadata-0: a KRaft metadata log
+                           (from offset 0, so complete) whose TopicRecord and ConfigRecord say orders has
+                           cleanup.policy=compact, as a broker's controller writes them.
   codecs-logdir/codecs-0   one batch per codec (none, gzip, snappy, lz4, zstd) with headers and null values.
 expected.json records what a decoder must find (batches, records, offsets) and, for sample-logdir, what a
 clean with the default configuration must leave (the latest record of every key, per the cleaner's rules).
@@ -28,10 +30,34 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kcompact.records.record import Header
+from kcompact.records.varint import encode_unsigned_varint
 from kcompact.segment.builder import PartitionBuilder
 
 FIXTURES = ROOT / "fixtures"
 FIXED_MTIME_MS = 1_700_000_000_000
+ORDERS_TOPIC_ID = bytes.fromhex("6f72646572732d746f7069632d696430")  # 16 bytes of the sample's topic id
+TOPIC_RECORD, CONFIG_RECORD = 2, 4  # KRaft metadata record api keys
+RESOURCE_TOPIC = 2  # ConfigRecord.resourceType of a topic
+
+
+def _compact_string(text: str) -> bytes:
+    raw = text.encode()
+    return encode_unsigned_varint(len(raw) + 1) + raw
+
+
+def _metadata_value(api_key: int, body: bytes) -> bytes:
+    """A KRaft record value: frame version 1, api key, record version 0, the body, no tagged fields."""
+    return bytes((1, api_key, 0)) + body + b"\x00"
+
+
+def build_metadata(log_dir: Path, topic: str, configs: dict[str, str]) -> None:
+    """``__cluster_metadata-0`` with the topic's TopicRecord and one ConfigRecord per override."""
+    values = [_metadata_value(TOPIC_RECORD, _compact_string(topic) + ORDERS_TOPIC_ID)]
+    values += [_metadata_value(CONFIG_RECORD, bytes((RESOURCE_TOPIC,)) + _compact_string(topic)
+                               + _compact_string(key) + _compact_string(value))
+               for key, value in configs.items()]
+    metadata = PartitionBuilder("__cluster_metadata", 0).batch([(None, v) for v in values])
+    metadata.write(log_dir, high_watermark=None)  # a KRaft log: no replication-offset-checkpoint line
 
 
 def build_sample(log_dir: Path) -> dict[str, object]:
@@ -55,6 +81,7 @@ def build_sample(log_dir: Path) -> dict[str, object]:
     b.roll()
     b.batch([(b"order-001", b"active")])
     part = b.write(log_dir)
+    build_metadata(log_dir, "orders", {"cleanup.policy": "compact"})
     return {"partition": part.name, "log_end_offset": b.next_offset, "segments": [s.base_offset for s in b.segments]}
 
 
