@@ -29,7 +29,8 @@ class CleanOptions:
     roll: bool = False
     apply_retention: bool = False  # retention.ms/retention.bytes (only from an explicit delete policy)
     crash_hook: CrashHook | None = None  # tests: called at each step of the swap protocol
-    # worker processes for both passes: None = 1 for a small round, else min(2, usable CPUs)
+    # worker processes for both passes: None = 1 for a small round, else min(2, usable CPUs); a
+    # number is capped at the usable CPUs and the round's segment ranges
     # (kcompact.cleaner.parallel.resolve_jobs); the output is the same bytes whatever the number
     jobs: int | None = None
 
@@ -52,6 +53,7 @@ class CleanResult:
     warnings: list[str] = field(default_factory=list)
     skipped_reason: str | None = None
     retention: RetentionResult | None = None
+    workers: int = 1  # processes the round ran in at once (1: this one; ``CleanOptions.jobs``, capped)
 
 
 DEFAULT_OPTIONS = CleanOptions()

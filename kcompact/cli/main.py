@@ -147,7 +147,9 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
 @click.option("--jobs", default=None, callback=parse_jobs, metavar="N|auto",
               help="Worker processes for a log dir's partitions (for one partition: its own "
                    "parallelism). Default auto: one per core once there is enough to do (about "
-                   "80 ms of work: 20 MiB, counting 1.5 MiB per partition), else 1.")
+                   "80 ms of work: 20 MiB, counting 1.5 MiB per partition), else 1. A larger N "
+                   "than the usable cores or the work (partitions; a partition's segment ranges) "
+                   "is clamped to them, and the report says so.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def clean_command(
     path: str,
