@@ -2,8 +2,9 @@
 came from (``--config``, topic override, dynamic broker config, server.properties, Kafka's default).
 
 Also home of the options every command that resolves a configuration shares: ``--config``
-(:func:`config_option`) and the two files beside it, ``--server-properties`` and ``--metadata-dir``
-(:func:`config_source_options`). Each command keeps its own help wording, so those are arguments.
+(:func:`config_option`), the two files beside it, ``--server-properties`` and ``--metadata-dir``
+(:func:`config_source_options`), and the clock, ``--now-ms`` (:func:`now_ms_option`). Each command
+keeps its own help wording, so those are arguments.
 
 Only click (and :mod:`kcompact.cli.render`) are imported at module level so that ``kcompact --help``
 stays fast; the library and rich are imported inside the command.
@@ -33,6 +34,28 @@ METADATA_DIR_HELP = (
 METADATA_DIRS_HELP = METADATA_DIR_HELP.replace("the partition's", "each partition's")  # many paths
 
 F = TypeVar("F", bound=Callable[..., object])
+INT64_MAX = 2**63 - 1  # a Java long: Kafka's timestamps, and the delete horizons a clean stamps from the clock
+
+
+def parse_now_ms(_ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """``--now-ms``: a clock in ms since the epoch, as a Java long holds it (0 up to 2^63 - 1)."""
+    if value is not None and not 0 <= value <= INT64_MAX:
+        raise click.BadParameter(
+            f"a time in ms since the epoch; expected 0..{INT64_MAX}, found {value}", param=param)
+    return value
+
+
+def now_ms_option(help_text: str) -> Callable[[F], F]:
+    """``--now-ms MS``: the clock the time rules use; negative or beyond a Java long is refused (exit 2).
+
+    Args:
+        help_text: the command's own help for it.
+
+    Returns:
+        The click decorator (the command gets ``now_ms``, None when absent).
+    """
+    return click.option("--now-ms", type=int, default=None, callback=parse_now_ms, metavar="MS",
+                        help=help_text)
 
 
 def config_option(help_text: str) -> Callable[[F], F]:

@@ -17,7 +17,12 @@ from typing import Any
 import click
 
 from kcompact.cli import render
-from kcompact.cli.config_cmd import METADATA_DIR_HELP, config_option, config_source_options
+from kcompact.cli.config_cmd import (
+    METADATA_DIR_HELP,
+    config_option,
+    config_source_options,
+    now_ms_option,
+)
 
 EPILOG = (
     "Exit codes: 0 success; 2 bad input or refused (one line on stderr names the file and byte "
@@ -31,8 +36,7 @@ CONFIG_HELP = "A topic or cleaner configuration by Kafka's name. Repeatable."
 def _config_options(command: Any) -> Any:
     """--config, --now-ms, --server-properties and --metadata-dir, as clean and dirty-ratio."""
     command = config_source_options(METADATA_DIR_HELP)(command)
-    command = click.option("--now-ms", type=int, default=None,
-                           help="The clock (default: now), in ms since the epoch.")(command)
+    command = now_ms_option("The clock (default: now), in ms since the epoch.")(command)
     return config_option(CONFIG_HELP)(command)
 
 

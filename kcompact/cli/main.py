@@ -19,7 +19,12 @@ import click
 
 from kcompact import __version__
 from kcompact.cli import render
-from kcompact.cli.config_cmd import METADATA_DIRS_HELP, config_option, config_source_options
+from kcompact.cli.config_cmd import (
+    METADATA_DIRS_HELP,
+    config_option,
+    config_source_options,
+    now_ms_option,
+)
 
 EXIT_OK = 0
 EXIT_BUG = 1
@@ -103,7 +108,7 @@ def dump_command(path: str, records: bool, verify_index: bool, as_json: bool) ->
 @inspect.command("dirty-ratio", epilog=EPILOG)
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=str))
 @config_option("A topic configuration by Kafka's name (min.cleanable.dirty.ratio, …). Repeatable.")
-@click.option("--now-ms", type=int, default=None, help="The clock (default: now), in ms since the epoch.")
+@now_ms_option("The clock (default: now), in ms since the epoch.")
 @config_source_options(METADATA_DIRS_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of rows (also for one partition).")
 def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], now_ms: int | None,
@@ -130,8 +135,7 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=str))
 @config_option("A topic configuration, by Kafka's name (cleanup.policy, segment.bytes, "
                "delete.retention.ms, min.compaction.lag.ms, …). Repeatable.")
-@click.option("--now-ms", type=int, default=None,
-              help="The clock the time rules use (default: now), in ms since the epoch.")
+@now_ms_option("The clock the time rules use (default: now), in ms since the epoch.")
 @click.option("--roll", is_flag=True,
               help="First roll a new empty active segment at the log end, so data in the current "
                    "active segment becomes cleanable (as a broker does on segment.ms).")

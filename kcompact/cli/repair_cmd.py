@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from kcompact.cli import render
-from kcompact.cli.config_cmd import config_option
+from kcompact.cli.config_cmd import config_option, now_ms_option
 
 EXIT_PROBLEMS = 2
 EPILOG = (
@@ -34,7 +34,7 @@ EPILOG = (
 @click.option("--clean", is_flag=True, help="Then compact the repaired partition (as `kcompact clean`).")
 @config_option("A topic configuration by Kafka's name (index.interval.bytes, and for --clean "
                "cleanup.policy, delete.retention.ms, …). Repeatable.")
-@click.option("--now-ms", type=int, default=None, help="The clock of --clean (default: now).")
+@now_ms_option("The clock of --clean (default: now), in ms since the epoch.")
 @click.option("--undo", "undo_dir", metavar="BACKUP_DIR", default=None,
               type=click.Path(exists=True, file_okay=False, path_type=str),
               help="Put the partition a repair changed back, byte for byte, from its backup.")

@@ -22,7 +22,7 @@ import sys
 
 import click
 
-from kcompact.cli.config_cmd import config_option, config_source_options
+from kcompact.cli.config_cmd import config_option, config_source_options, now_ms_option
 
 EXIT_BAD_INPUT = 2  # as kcompact.cli.main (not imported: main imports this module while it loads)
 EXIT_BUG = 1
@@ -41,8 +41,7 @@ _master = click.option("--master", default=None, metavar="URL",
                             "spark-submit set, else local[*].")
 _verbose = click.option("--verbose", is_flag=True, help="Show Spark's own logs (INFO); default: errors only.")
 _config = config_option("A topic configuration by Kafka's name. Repeatable.")
-_now_ms = click.option("--now-ms", type=int, default=None,
-                       help="The clock every task uses (default: the driver's now), in ms since the epoch.")
+_now_ms = now_ms_option("The clock every task uses (default: the driver's now), in ms since the epoch.")
 _config_sources = config_source_options("metadata.log.dir or its __cluster_metadata-0.")
 _paths = click.argument("paths", nargs=-1, required=True,
                         type=click.Path(exists=True, file_okay=False, path_type=str))
