@@ -36,6 +36,7 @@ from pathlib import Path
 
 from kcompact.cleaner.cleaner import CleanOptions, CleanResult, clean_partition
 from kcompact.cleaner.log_state import load_log_state
+from kcompact.cleaner.options import with_cli_dedupe_buffer
 from kcompact.cleaner.pool import (
     PARTITION_WORK_BYTES,
     POOL_MIN_WORK_BYTES,
@@ -209,6 +210,7 @@ def clean_path(
     if jobs is not None and jobs < 1:
         raise ConfigError(f"jobs: a number of worker processes; expected 1 or more, found {jobs}")
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir)
+    options = with_cli_dedupe_buffer(options, cli_overrides)
     run = CleanRun()
     target = Path(path)
     if is_partition_dir(target):

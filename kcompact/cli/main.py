@@ -143,8 +143,12 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
               help="Re-clean from the log start (drops expired tombstones and markers everywhere).")
 @click.option("--dry-run", is_flag=True, help="Compute everything, write nothing; report what would go.")
 @click.option("--dedupe-buffer-size", type=click.IntRange(min=1), default=None, metavar="BYTES",
-              help="Behave like a broker with this log.cleaner.dedupe.buffer.size (the round stops "
-                   "where the map is full). Default: no bound, one round cleans everything.")
+              help="Behave like a broker with this log.cleaner.dedupe.buffer.size: each cleaner "
+                   "thread's map holds BYTES / log.cleaner.threads (at most 2 GiB), and the round "
+                   "stops where it is full. --config log.cleaner.dedupe.buffer.size=BYTES does the "
+                   "same (this option wins); a value in server.properties or a dynamic broker config "
+                   "bounds nothing (it is the broker's memory budget). Default: no bound, one round "
+                   "cleans everything.")
 @click.option("--only-eligible", is_flag=True,
               help="For a log dir: clean only partitions the broker's cleaner would pick now.")
 @config_source_options(METADATA_DIRS_HELP)

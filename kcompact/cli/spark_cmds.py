@@ -67,7 +67,9 @@ def spark_group() -> None:
 @click.option("--from-start", is_flag=True, help="Re-clean from the log start.")
 @click.option("--dry-run", is_flag=True, help="Compute everything, write nothing.")
 @click.option("--dedupe-buffer-size", type=click.IntRange(min=1), default=None, metavar="BYTES",
-              help="Behave like a broker with this log.cleaner.dedupe.buffer.size.")
+              help="Behave like a broker with this log.cleaner.dedupe.buffer.size (as kcompact "
+                   "clean --dedupe-buffer-size; --config log.cleaner.dedupe.buffer.size=BYTES does "
+                   "the same, this option wins).")
 @click.option("--only-eligible", is_flag=True,
               help="For a log dir: clean only partitions the broker's cleaner would pick now.")
 @click.option("--map-budget", type=click.IntRange(min=1), default=None, metavar="BYTES",
