@@ -138,8 +138,9 @@ def _render_table(effective: EffectiveConfig) -> None:
         ("metadata log", _metadata_label(effective)),
     ):
         render.plain(f"{label}: {'-' if shown is None else shown}")
-    table = Table(title=f"configuration of {effective.partition_dir.name}", title_justify="left",
-                  show_edge=False)
+    # the name as a line of its own, not the table's title: a title wraps to the table's width
+    render.plain(f"configuration of {effective.partition_dir.name}")
+    table = Table(show_edge=False)
     table.add_column("key", no_wrap=True)
     table.add_column("value", overflow="fold")
     table.add_column("source", overflow="fold")

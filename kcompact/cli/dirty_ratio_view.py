@@ -18,9 +18,13 @@ def render_dirty_ratio(rows: Sequence[DirtyRatioRow], *, as_json: bool) -> None:
         render.emit_json([row.as_dict() for row in rows])
         return
     table = Table(title="dirty ratio (what the broker's cleaner sees)", title_justify="left")
+    # On a narrow terminal the partition and status columns fold (a name is never cut short); the
+    # numbers and the bar stay on one line.
     for column, justify in (("rank", "right"), ("partition", "left"), ("dirty", "right"),
                             ("clean", "right"), ("ratio", "left"), ("status", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        folds = column in ("partition", "status")
+        table.add_column(column, justify=justify, overflow="fold" if folds else "ellipsis",  # type: ignore[arg-type]
+                         no_wrap=not folds)
     for row in rows:
         table.add_row(
             "-" if row.cleaner_rank is None else str(row.cleaner_rank),

@@ -69,7 +69,10 @@ def _clean_table(rows: list[dict[str, Any]]) -> Table:
     for column, justify in (("partition", "left"), ("status", "left"), ("dirty offsets", "right"),
                             ("MB read", "right"), ("MB out", "right"), ("saved", "right"),
                             ("s", "right")):
-        table.add_column(column, justify=justify, no_wrap=column in ("partition", "status"))  # type: ignore[arg-type]
+        # on a narrow terminal the partition and status fold (a name is never cut short); numbers stay whole
+        folds = column in ("partition", "status")
+        table.add_column(column, justify=justify, overflow="fold" if folds else "ellipsis",  # type: ignore[arg-type]
+                         no_wrap=not folds)
     for row in rows:
         done = row["bytes_read"] is not None
         span = ("-" if row["first_dirty_offset"] is None or row["end_offset"] is None

@@ -111,8 +111,7 @@ def test_text_report_shows_the_dirty_section_and_size_reduction(tmp_path: Path) 
         "  read              0.0 MB, 30 records in <t> s (<r> MB/s)\n"
         "  written           0.0 MB, 4 records\n"
         "  size reduction    79.9%\n"
-        "  removed           26 superseded, 0 tombstones, 0 aborted, 0 markers, 0\n"
-        "                    keyless\n"
+        "  removed           26 superseded, 0 tombstones, 0 aborted, 0 markers, 0 keyless\n"
         "  batches           0 copied, 1 rebuilt, 0 kept empty, 2 dropped\n"
         "  offset map        4 keys, 0.0 MiB\n"
         "  checkpoint        0 -> 30\n"
@@ -126,8 +125,7 @@ def test_nothing_to_clean_says_why(tmp_path: Path) -> None:
     result = run(part, "--now-ms", NOW, "--config", "cleanup.policy=compact")
     assert result.exit_code == 0 and only_warnings(result.stderr)
     assert result.stdout.startswith(
-        "orders-0: nothing to clean — the active segment (base offset 30, 70 bytes) is \n"
-        "never cleaned"
+        "orders-0: nothing to clean — the active segment (base offset 30, 70 bytes) is never cleaned; "
     )
 
 
@@ -270,8 +268,7 @@ def test_log_dir_text_report_ends_with_a_summary(tmp_path: Path) -> None:
         "  read              0.0 MB, {read} records in <t> s (<r> MB/s)\n"
         "  written           0.0 MB, 4 records\n"
         "  size reduction    {reduction}\n"
-        "  removed           {superseded} superseded, 0 tombstones, 0 aborted, 0 markers, 0\n"
-        "                    keyless\n"
+        "  removed           {superseded} superseded, 0 tombstones, 0 aborted, 0 markers, 0 keyless\n"
         "  batches           0 copied, 1 rebuilt, 0 kept empty, {dropped} dropped\n"
         "  offset map        4 keys, 0.0 MiB\n"
         "  checkpoint        {first} -> {end}\n"
