@@ -1,4 +1,5 @@
-"""Rendering of ``kcompact clean``: a readable report like Kafka's cleaner log line, or JSON.
+"""Rendering of ``kcompact clean``: a readable report like Kafka's cleaner log line, or JSON (each
+partition a :func:`~kcompact.cleaner.report_row.partition_row`, the row ``spark clean`` prints too).
 
 rich is imported only where it draws (the progress bar on a terminal, the text report's tables), so
 ``kcompact clean --json`` and a clean whose stderr is not a terminal never pay for importing it.
@@ -11,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kcompact.cleaner.cleaner import CleanResult
+from kcompact.cleaner.report_row import partition_row
 from kcompact.cleaner.run import CleanRun
 from kcompact.cli import render
 
@@ -47,43 +49,12 @@ def progress_bar(*, enabled: bool) -> Iterator[Callable[[str, int, int], None] |
         bar.stop()
 
 
-def result_dict(result: CleanResult) -> dict[str, Any]:
-    """The JSON form of one partition's result."""
-    rng = result.range
-    return {
-        "partition_dir": result.partition_dir,
-        "topic": result.topic,
-        "partition": result.partition,
-        "dry_run": result.dry_run,
-        "now_ms": result.now_ms,
-        "first_dirty_offset": None if rng is None else rng.first_dirty_offset,
-        "first_uncleanable_offset": None if rng is None else rng.first_uncleanable_offset,
-        "end_offset": result.end_offset,
-        "checkpoint_before": result.checkpoint_before,
-        "checkpoint_written": result.checkpoint_written,
-        "dirty_ratio": None if rng is None else rng.dirty_ratio,
-        "blocking_rule": None if rng is None else rng.blocking_rule,
-        "skipped_reason": result.skipped_reason,
-        "recovery_actions": result.recovery_actions,
-        "warnings": result.warnings,
-        "stats": result.stats.as_dict(),
-        "retention": None if result.retention is None else {
-            "deleted_segments": result.retention.deleted_segments,
-            "reasons": {str(k): v for k, v in result.retention.reasons.items()},
-            "bytes_deleted": result.retention.bytes_deleted,
-            "log_start_before": result.retention.log_start_before,
-            "log_start_after": result.retention.log_start_after,
-            "rolled": result.retention.rolled,
-        },
-    }
-
-
 def render_clean(run: CleanRun, *, as_json: bool) -> None:
     """Print the run's report."""
-    if as_json:
+    if as_json:  # the rows every clean report shares (``kcompact spark clean`` adds to them)
         render.emit_json({
-            "results": [result_dict(r) for r in run.results],
-            "failures": [{"partition_dir": f.partition_dir, "error": f.error} for f in run.failures],
+            "results": [partition_row(r.partition_dir, r) for r in run.results],
+            "failures": [partition_row(f.partition_dir, None, error=f.error) for f in run.failures],
             "notes": run.notes,
         })
         return

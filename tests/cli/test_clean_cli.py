@@ -21,6 +21,8 @@ RESULT_FIELDS = {
     "partition_dir",
     "topic",
     "partition",
+    "status",
+    "error",
     "dry_run",
     "now_ms",
     "first_dirty_offset",
@@ -33,8 +35,12 @@ RESULT_FIELDS = {
     "skipped_reason",
     "recovery_actions",
     "warnings",
-    "stats",
-    "retention",
+    "retention_deleted_segments",
+    "retention_reasons",
+    "retention_bytes_deleted",
+    "retention_log_start_before",
+    "retention_log_start_after",
+    "retention_rolled",
 }
 STATS_FIELDS = {
     "bytes_read",
@@ -137,13 +143,16 @@ def test_json_report_has_a_fixed_field_set(tmp_path: Path) -> None:
     assert report.keys() == {"results", "failures", "notes"}
     assert report["failures"] == [] and all(isinstance(note, str) for note in report["notes"])
     (only,) = report["results"]
-    assert only.keys() == RESULT_FIELDS
-    assert only["stats"].keys() == STATS_FIELDS
-    assert only["retention"] == {"deleted_segments": [], "reasons": {}, "bytes_deleted": 0,
-                                 "log_start_before": 0, "log_start_after": 0, "rolled": False}
-    assert {k: only[k] for k in RESULT_FIELDS - {"stats", "partition_dir", "retention"}} == {
+    assert only.keys() == RESULT_FIELDS | STATS_FIELDS  # one flat row, as spark clean's
+    retention = {k: only[k] for k in RESULT_FIELDS if k.startswith("retention_")}
+    assert retention == {"retention_deleted_segments": [], "retention_reasons": [], "retention_bytes_deleted": 0,
+                         "retention_log_start_before": 0, "retention_log_start_after": 0,
+                         "retention_rolled": False}
+    assert {k: only[k] for k in RESULT_FIELDS - retention.keys() - {"partition_dir"}} == {
         "topic": "orders",
         "partition": 0,
+        "status": "cleaned",
+        "error": None,
         "dry_run": False,
         "now_ms": NOW,
         "first_dirty_offset": 0,
@@ -158,13 +167,8 @@ def test_json_report_has_a_fixed_field_set(tmp_path: Path) -> None:
         "warnings": [],
     }
     assert Path(only["partition_dir"]) == part
-    stats = only["stats"]
-    assert (stats["records_read"], stats["records_written"], stats["superseded_removed"]) == (
-        30,
-        4,
-        26,
-    )
-    assert stats["size_reduction"] == round(1 - stats["bytes_written"] / stats["bytes_read"], 6)
+    assert (only["records_read"], only["records_written"], only["superseded_removed"]) == (30, 4, 26)
+    assert only["size_reduction"] == round(1 - only["bytes_written"] / only["bytes_read"], 6)
 
 
 def test_dry_run_changes_nothing_and_reports_what_would_go(tmp_path: Path) -> None:
@@ -175,7 +179,7 @@ def test_dry_run_changes_nothing_and_reports_what_would_go(tmp_path: Path) -> No
     assert result.exit_code == 0
     (only,) = json.loads(result.stdout)["results"]
     assert (only["dry_run"], only["checkpoint_written"], only["end_offset"]) == (True, False, 30)
-    assert only["stats"]["superseded_removed"] == 26
+    assert only["superseded_removed"] == 26
     assert digest(log_dir) == before  # not a byte, not even a lock file
 
     text = run(part, "--now-ms", NOW, "--dry-run")
@@ -255,7 +259,7 @@ def test_broker_log_dir_with_roll_cleans_and_leaves_the_metadata_log(tmp_path: P
     ]
     assert digest(log_dir / "__cluster_metadata-0") == metadata_before
     part = log_dir / "__consumer_offsets-6"
-    assert len(read_all_records(part)) == report["results"][0]["stats"]["records_written"]
+    assert len(read_all_records(part)) == report["results"][0]["records_written"]
 
 
 def test_log_dir_text_report_ends_with_a_summary(tmp_path: Path) -> None:
