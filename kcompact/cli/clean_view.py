@@ -84,8 +84,7 @@ def _render_one(result: CleanResult, shown: set[str]) -> None:
         return
     s, rng = result.stats, result.range
     assert rng is not None  # set whenever a clean ran
-    mb = 1024 * 1024
-    rate = s.bytes_read / mb / s.elapsed_s if s.elapsed_s else 0.0
+    rate = s.bytes_read / render.MIB / s.elapsed_s if s.elapsed_s else 0.0
     console.print(
         f"{name}: {verb} dirty section [{rng.first_dirty_offset}, {result.end_offset})"
         f" (dirty ratio {rng.dirty_ratio:.3f})"
@@ -93,9 +92,9 @@ def _render_one(result: CleanResult, shown: set[str]) -> None:
     from rich.table import Table
 
     table = Table(show_header=False, box=None, padding=(0, 2))
-    table.add_row("read", f"{s.bytes_read / mb:.1f} MB, {s.records_read} records in {s.elapsed_s:.2f} s "
-                          f"({rate:.1f} MB/s)")
-    table.add_row("written", f"{s.bytes_written / mb:.1f} MB, {s.records_written} records")
+    table.add_row("read", f"{render.size_text(s.bytes_read)}, {s.records_read} records in "
+                          f"{s.elapsed_s:.2f} s ({rate:.1f} MiB/s)")
+    table.add_row("written", f"{render.size_text(s.bytes_written)}, {s.records_written} records")
     table.add_row("size reduction", f"{100 * s.size_reduction:.1f}%")
     table.add_row("removed", (
         f"{s.superseded_removed} superseded, {s.tombstones_removed} tombstones, "
@@ -105,7 +104,7 @@ def _render_one(result: CleanResult, shown: set[str]) -> None:
         f"{s.batches_copied} copied, {s.batches_rebuilt} rebuilt, "
         f"{s.empty_batches_retained} kept empty, {s.batches_dropped} dropped"
     ))
-    table.add_row("offset map", f"{s.map_entries} keys, {s.map_memory_bytes / mb:.1f} MiB")
+    table.add_row("offset map", f"{s.map_entries} keys, {render.size_text(s.map_memory_bytes)}")
     checkpoint = "not written (dry run)" if result.dry_run else (
         f"{'none' if result.checkpoint_before is None else result.checkpoint_before} -> {result.end_offset}"
         if result.checkpoint_written else "unchanged")

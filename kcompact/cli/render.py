@@ -53,6 +53,19 @@ def err_console() -> Console:
     return _err_console
 
 
+MIB = 1024 * 1024
+
+
+def size_text(size_in_bytes: int) -> str:
+    """A size for people, in binary units: ``512 B``, ``1.5 KiB``, ``20.0 MiB``, ``3.1 GiB``."""
+    size = float(size_in_bytes)
+    for unit in ("B", "KiB", "MiB"):
+        if abs(size) < 1024:
+            return f"{size_in_bytes} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
+
+
 def emit_json_line(obj: Any) -> None:
     """One compact JSON object on its own line (the ``--json`` form of streaming commands)."""
     import json

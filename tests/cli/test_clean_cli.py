@@ -103,7 +103,7 @@ def error_lines(stderr: str) -> list[str]:
 
 def normalized(text: str) -> str:
     """The report without its clock-dependent part (elapsed time, rate) and rich's cell padding."""
-    text = re.sub(r" in \d+\.\d\d s \(\d+\.\d MB/s\)", " in <t> s (<r> MB/s)", text)
+    text = re.sub(r" in \d+\.\d\d s \(\d+\.\d MiB/s\)", " in <t> s (<r> MiB/s)", text)
     return "".join(line.rstrip() + "\n" for line in text.splitlines())
 
 
@@ -114,12 +114,12 @@ def test_text_report_shows_the_dirty_section_and_size_reduction(tmp_path: Path) 
     assert "assuming 'compact'" in result.stderr
     assert normalized(result.stdout) == (
         "orders-0: cleaned dirty section [0, 30) (dirty ratio 1.000)\n"
-        "  read              0.0 MB, 30 records in <t> s (<r> MB/s)\n"
-        "  written           0.0 MB, 4 records\n"
+        "  read              543 B, 30 records in <t> s (<r> MiB/s)\n"
+        "  written           109 B, 4 records\n"
         "  size reduction    79.9%\n"
         "  removed           26 superseded, 0 tombstones, 0 aborted, 0 markers, 0 keyless\n"
         "  batches           0 copied, 1 rebuilt, 0 kept empty, 2 dropped\n"
-        "  offset map        4 keys, 0.0 MiB\n"
+        "  offset map        4 keys, 16.2 KiB\n"
         "  checkpoint        0 -> 30\n"
     )
     assert [o for o, _k, _v in read_all_records(part)] == [26, 27, 28, 29, 30]
@@ -269,12 +269,12 @@ def test_log_dir_text_report_ends_with_a_summary(tmp_path: Path) -> None:
     assert result.exit_code == 0 and only_warnings(result.stderr)
     report = (
         "{name}: cleaned dirty section [{first}, {end}) (dirty ratio {ratio})\n"
-        "  read              0.0 MB, {read} records in <t> s (<r> MB/s)\n"
-        "  written           0.0 MB, 4 records\n"
+        "  read              {read_size}, {read} records in <t> s (<r> MiB/s)\n"
+        "  written           {written_size}, 4 records\n"
         "  size reduction    {reduction}\n"
         "  removed           {superseded} superseded, 0 tombstones, 0 aborted, 0 markers, 0 keyless\n"
         "  batches           0 copied, 1 rebuilt, 0 kept empty, {dropped} dropped\n"
-        "  offset map        4 keys, 0.0 MiB\n"
+        "  offset map        4 keys, 16.2 KiB\n"
         "  checkpoint        {first} -> {end}\n"
     )
     assert normalized(result.stdout) == (
@@ -284,6 +284,8 @@ def test_log_dir_text_report_ends_with_a_summary(tmp_path: Path) -> None:
             end=30,
             ratio="1.000",
             read=30,
+            read_size="543 B",
+            written_size="109 B",
             reduction="79.9%",
             superseded=26,
             dropped=2,
@@ -294,6 +296,8 @@ def test_log_dir_text_report_ends_with_a_summary(tmp_path: Path) -> None:
             end=20,
             ratio="0.500",
             read=20,
+            read_size="322 B",
+            written_size="101 B",
             reduction="68.6%",
             superseded=16,
             dropped=1,

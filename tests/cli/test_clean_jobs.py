@@ -54,7 +54,7 @@ def test_json_report_and_bytes_are_the_same_with_two_jobs(template: Path, tmp_pa
 
 
 def normalized(text: str, root: Path) -> str:
-    text = re.sub(r" in \d+\.\d\d s \(\d+\.\d MB/s\)", " in <t> s (<r> MB/s)", text.replace(str(root), "<root>"))
+    text = re.sub(r" in \d+\.\d\d s \(\d+\.\d MiB/s\)", " in <t> s (<r> MiB/s)", text.replace(str(root), "<root>"))
     return "".join(line.rstrip() + "\n" for line in text.splitlines())
 
 
