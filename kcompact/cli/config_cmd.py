@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 import click
 
 from kcompact.cli import render
+from kcompact.cli.help_text import with_examples
 
 if TYPE_CHECKING:
     from kcompact.config.effective import EffectiveConfig
@@ -93,12 +94,18 @@ def config_source_options(metadata_dir_help: str = METADATA_DIR_HELP) -> Callabl
     return decorate
 
 
-@click.group("config", epilog=EPILOG)
+@click.group("config", short_help="Topic configuration, resolved offline from the broker's files.",
+             epilog=with_examples(EPILOG, "kcompact config show /tmp/kafka-logs/orders-0"))
 def config_group() -> None:
     """Topic configuration as kcompact resolves it, offline, from the broker's own files."""
 
 
-@config_group.command("show", epilog=EPILOG)
+@config_group.command("show", short_help="A partition's effective configuration and each value's source.",
+                      epilog=with_examples(
+                          EPILOG,
+                          "kcompact config show /tmp/kafka-logs/orders-0 --json",
+                          "kcompact config show /tmp/kafka-logs/orders-0 --config segment.ms=3600000",
+                      ))
 @click.argument("partition_dir", type=click.Path(exists=True, file_okay=False, path_type=str))
 @config_source_options("metadata.log.dir, or its __cluster_metadata-0 directory (default: the one "
                        "server.properties names, else the one beside the partition's log dir).")

@@ -25,6 +25,7 @@ from kcompact.cli.config_cmd import (
     config_source_options,
     now_ms_option,
 )
+from kcompact.cli.help_text import with_examples
 
 EXIT_OK = 0
 EXIT_BUG = 1
@@ -67,7 +68,11 @@ def parse_jobs(_ctx: click.Context, param: click.Parameter, value: str | None) -
     return number
 
 
-@click.group(cls=KcompactGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=KcompactGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=with_examples(
+    EPILOG,
+    "kcompact inspect dirty-ratio /tmp/kafka-logs",
+    "kcompact clean /tmp/kafka-logs/orders-0 --dry-run",
+))
 @click.version_option(__version__, prog_name="kcompact")
 def cli() -> None:
     """Offline compactor, inspector and repair tool for Apache Kafka partition logs.
@@ -77,12 +82,21 @@ def cli() -> None:
     """
 
 
-@cli.group(cls=KcompactGroup, epilog=EPILOG)
+@cli.group(cls=KcompactGroup, short_help="Read-only reports: dump, dirty ratio, keys, last clean.",
+           epilog=with_examples(
+               EPILOG,
+               "kcompact inspect dump /tmp/kafka-logs/orders-0 --records",
+               "kcompact inspect keys /tmp/kafka-logs/orders-0",
+           ))
 def inspect() -> None:
     """Read-only reports: dump segments and indexes, dirty ratio, keys, last clean."""
 
 
-@inspect.command("dump", epilog=EPILOG)
+@inspect.command("dump", short_help="Print segments and indexes, as kafka-dump-log does.", epilog=with_examples(
+    EPILOG,
+    "kcompact inspect dump /tmp/kafka-logs/orders-0/00000000000000000000.log",
+    "kcompact inspect dump /tmp/kafka-logs/orders-0 --verify-index --json",
+))
 @click.argument("path", type=click.Path(exists=True, path_type=str))
 @click.option("--records", is_flag=True, help="Also print every record of every batch.")
 @click.option(
@@ -105,7 +119,12 @@ def dump_command(path: str, records: bool, verify_index: bool, as_json: bool) ->
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
 
 
-@inspect.command("dirty-ratio", epilog=EPILOG)
+@inspect.command("dirty-ratio", short_help="What the broker's cleaner sees: dirty ratio, eligibility, order.",
+                 epilog=with_examples(
+                     EPILOG,
+                     "kcompact inspect dirty-ratio /tmp/kafka-logs",
+                     "kcompact inspect dirty-ratio /tmp/kafka-logs/orders-0 --json",
+                 ))
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=str))
 @config_option("A topic configuration by Kafka's name (min.cleanable.dirty.ratio, …). Repeatable.")
 @now_ms_option("The clock (default: now), in ms since the epoch.")
@@ -131,7 +150,12 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
 
 
-@cli.command("clean", epilog=EPILOG)
+@cli.command("clean", short_help="Compact a partition or a log dir as Kafka's log cleaner would.",
+             epilog=with_examples(
+                 EPILOG,
+                 "kcompact clean /tmp/kafka-logs/orders-0 --dry-run",
+                 "kcompact clean /tmp/kafka-logs --roll --jobs 4 --json > report.json",
+             ))
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=str))
 @config_option("A topic configuration, by Kafka's name (cleanup.policy, segment.bytes, "
                "delete.retention.ms, min.compaction.lag.ms, …). Repeatable.")

@@ -23,6 +23,7 @@ import sys
 import click
 
 from kcompact.cli.config_cmd import config_option, config_source_options, now_ms_option
+from kcompact.cli.help_text import with_examples
 
 EXIT_BAD_INPUT = 2  # as kcompact.cli.main (not imported: main imports this module while it loads)
 EXIT_BUG = 1
@@ -47,7 +48,11 @@ _paths = click.argument("paths", nargs=-1, required=True,
                         type=click.Path(exists=True, file_okay=False, path_type=str))
 
 
-@click.group("spark", epilog=SPARK_EPILOG)
+@click.group("spark", short_help="Run clean, dirty-ratio and export as Spark jobs.", epilog=with_examples(
+    SPARK_EPILOG,
+    "kcompact spark clean /shared/kafka-logs --master 'local[4]'",
+    "kcompact spark inspect dirty-ratio /shared/kafka-logs --output ratio.parquet",
+))
 def spark_group() -> None:
     """Run clean, inspect dirty-ratio and export as Spark jobs: one task per partition (or segment),
     the same library code as the serial commands, results as DataFrames (--output writes Parquet).
@@ -57,7 +62,11 @@ def spark_group() -> None:
     """
 
 
-@spark_group.command("clean", epilog=SPARK_EPILOG)
+@spark_group.command("clean", short_help="Clean partitions and log dirs as Spark tasks.", epilog=with_examples(
+    SPARK_EPILOG,
+    "kcompact spark clean /shared/kafka-logs --dry-run --json",
+    "kcompact spark clean /shared/kafka-logs --map-budget 8589934592",
+))
 @_paths
 @_master
 @_verbose
@@ -121,12 +130,18 @@ def spark_clean_command(
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
 
 
-@spark_group.group("inspect", epilog=SPARK_EPILOG)
+@spark_group.group("inspect", short_help="Read-only reports computed by Spark tasks.",
+                   epilog=with_examples(SPARK_EPILOG, "kcompact spark inspect dirty-ratio /shared/kafka-logs"))
 def spark_inspect() -> None:
     """Read-only reports computed by Spark tasks."""
 
 
-@spark_inspect.command("dirty-ratio", epilog=SPARK_EPILOG)
+@spark_inspect.command("dirty-ratio", short_help="The rows of inspect dirty-ratio, computed by Spark tasks.",
+                       epilog=with_examples(
+                           SPARK_EPILOG,
+                           "kcompact spark inspect dirty-ratio /shared/kafka-logs --json",
+                           "kcompact spark inspect dirty-ratio /shared/kafka-logs --output r.parquet",
+                       ))
 @_paths
 @_master
 @_verbose
@@ -164,7 +179,12 @@ def spark_dirty_ratio_command(
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
 
 
-@spark_group.command("export", epilog=SPARK_EPILOG)
+@spark_group.command("export", short_help="Write records as Parquet: all, or the latest value per key.",
+                     epilog=with_examples(
+                         SPARK_EPILOG,
+                         "kcompact spark export /shared/kafka-logs --output records.parquet",
+                         "kcompact spark export /shared/kafka-logs/orders-0 --latest --output o.parquet",
+                     ))
 @_paths
 @click.option("--output", type=click.Path(path_type=str), required=True, metavar="DIR",
               help="A new directory for the Parquet files.")
