@@ -4,6 +4,7 @@ long names (Kafka Streams changelogs of Confluent Control Center, ``__consumer_o
 
 from __future__ import annotations
 
+import io
 import re
 import shutil
 from pathlib import Path
@@ -109,5 +110,26 @@ def test_a_terminal_folds_a_long_name_instead_of_cutting_it(log_dir: Path, monke
     assert max(len(line) for line in lines) <= 80
     assert "…" not in result.stdout
     cells = "".join(line.split("│")[2].strip() for line in lines if line.startswith("│"))
+    for name in NAMES:
+        assert name in cells
+
+
+def test_the_spark_clean_table_folds_long_names_on_a_terminal() -> None:
+    """The table of ``spark clean`` (rendered without Spark): at 80 columns nothing is cut short."""
+    from rich.console import Console
+
+    from kcompact.cli.spark_view import _clean_table
+    from kcompact.spark.rows import CLEAN_COLUMNS, as_dicts, clean_row
+
+    rows = as_dicts(CLEAN_COLUMNS, [clean_row(f"/logs/{name}", None, error="x") for name in NAMES])
+    for row, name in zip(rows, NAMES, strict=True):
+        row["topic"], row["partition"] = name.rsplit("-", 1)[0], int(name.rsplit("-", 1)[1])
+        row["distributed_map"] = True
+    terminal = Console(width=80, force_terminal=True, no_color=True, file=io.StringIO())
+    terminal.print(_clean_table(rows))
+    text = re.sub(r"\x1b\[[0-9;]*m", "", terminal.file.getvalue())  # type: ignore[attr-defined]
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80 and "…" not in text
+    cells = "".join(line.split()[0] for line in lines[4:] if line.strip())
     for name in NAMES:
         assert name in cells
