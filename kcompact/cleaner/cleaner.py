@@ -63,6 +63,7 @@ class RoundOutput:
     plan: CleanPlan  # the round as run: ``plan.bounded(...)`` when a bounded map filled early
     outputs: list[GroupOutput]  # one per group, in order; the ``.cleaned`` files are written, not swapped
     map_stats: CleanStats  # pass 1's counters
+    workers: int = 1  # processes the passes ran in at once (1: this one)
 
 
 RoundRunner = Callable[[CleanPlan, CleanOptions, Progress | None], RoundOutput]
@@ -216,6 +217,7 @@ def _compact(
         return
     ran = runner(build_plan(state, rng, config, now_ms), options, progress)
     result.end_offset = ran.plan.end_offset
+    result.workers = ran.workers
     done = commit_clean(ran.plan, ran.outputs, options, stats=ran.map_stats)
     result.stats.add(done.stats)
     result.checkpoint_written = done.checkpoint_written
@@ -230,7 +232,7 @@ def _run_round_here(plan: CleanPlan, options: CleanOptions, progress: Progress |
         plan = plan.bounded(offset_map.latest_offset)
     oracle = OffsetMapOracle(offset_map, plan.first_dirty_offset)
     outputs = write_groups(plan, oracle, dry_run=options.dry_run, progress=progress, jobs=jobs)
-    return RoundOutput(plan, outputs, map_stats)
+    return RoundOutput(plan, outputs, map_stats, jobs)
 
 
 def _retention(

@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from kcompact.cleaner.chunks import batches_from
 from kcompact.cleaner.log_state import read_control
-from kcompact.cleaner.offset_map import OffsetMap, key_digests
+from kcompact.cleaner.offset_map import OffsetMap, key_digests, thread_buffer
 from kcompact.cleaner.options import Progress
 from kcompact.cleaner.plan import CleanPlan, SegmentPlan
 from kcompact.cleaner.transactions import CleanedTransactionMetadata
@@ -213,10 +213,12 @@ def insert_keys(offset_map: OffsetMap, keys: SegmentKeys, progress: MapProgress)
 
 
 def new_offset_map(plan: CleanPlan, dedupe_buffer_size: int | None) -> OffsetMap:
-    """An empty map: bounded like a broker's when ``dedupe_buffer_size`` is given, else unbounded."""
+    """An empty map: bounded like one thread's of a broker with this ``log.cleaner.dedupe.buffer.size``
+    (and the plan's ``log.cleaner.threads``) when ``dedupe_buffer_size`` is given, else unbounded."""
     if dedupe_buffer_size is None:
         return OffsetMap()
-    return OffsetMap.for_dedupe_buffer(dedupe_buffer_size, plan.config.dedupe_load_factor)
+    share = thread_buffer(dedupe_buffer_size, plan.config.cleaner_threads)
+    return OffsetMap.for_dedupe_buffer(share, plan.config.dedupe_load_factor)
 
 
 def fill_offset_map(

@@ -89,6 +89,7 @@ __all__ = [
     "STORED_BITS",
     "OffsetMap",
     "key_digests",
+    "thread_buffer",
 ]
 
 DIGEST_LAYOUT = np.dtype([
@@ -103,6 +104,16 @@ KAFKA_MAX_MAP_MEMORY = 2**31 - 1
 """Kafka caps each cleaner thread's map memory at Integer.MAX_VALUE bytes."""
 DEFAULT_LOAD_FACTOR = 0.9
 """``log.cleaner.io.buffer.load.factor`` default."""
+
+
+
+def thread_buffer(dedupe_buffer_size: int, cleaner_threads: int) -> int:
+    """One cleaner thread's dedupe buffer, as Kafka's LogCleaner sizes it: the total over
+    ``log.cleaner.threads``, at most :data:`KAFKA_MAX_MAP_MEMORY`. With no thread (``threads=0``: the
+    broker never cleans; kcompact still may) the whole buffer is the one map's."""
+    share = dedupe_buffer_size // cleaner_threads if cleaner_threads > 0 else dedupe_buffer_size
+    return min(share, KAFKA_MAX_MAP_MEMORY)
+
 
 _FLUSH_MIN_PUTS = 1 << 20  # pending puts before a flush; grows to size / _FLUSH_SHARE
 _FLUSH_SHARE = 32

@@ -20,6 +20,8 @@ Bulk results (entries, output bytes) travel through temporary files (``spill.py`
 costs several times more. At most :data:`AHEAD` chunks per worker are in flight beyond the one being
 consumed, and chunks are at most :data:`CHUNK_MAX_BYTES`, so what waits here stays bounded.
 
+An explicit ``jobs`` is capped at the usable CPUs and at the ranges pass 2 is cut into: a process more
+would have nothing to do, and each costs a fork (``jobs=100000`` must not start 100000 processes).
 ``jobs=None`` picks 1 for a round that reads at most :data:`AUTO_PARALLEL_BYTES` (forking and shipping
 results cost more than they save on a small partition), else ``min(2, spare CPUs)``: usable CPUs minus
 the load the machine already carries (1-minute load average), since on a busy machine the workers only
@@ -93,7 +95,8 @@ def resolve_jobs(jobs: int | None, plan: CleanPlan) -> int:
         plan: the round.
 
     Returns:
-        1 (in this process) or more (worker processes).
+        1 (in this process) or more (worker processes): never more than the usable CPUs, nor than
+        the ranges pass 2 is cut into for that many.
 
     Raises:
         ConfigError: ``jobs`` below 1.
@@ -102,12 +105,17 @@ def resolve_jobs(jobs: int | None, plan: CleanPlan) -> int:
         raise ConfigError(f"jobs; expected at least 1, found {jobs}")
     if not fork_available():
         return 1
-    if jobs is not None:
-        return jobs
-    read = sum(s.size_in_bytes for s in plan.segments if s.base_offset < plan.end_offset)
-    if read <= AUTO_PARALLEL_BYTES:
-        return 1
-    return max(1, min(AUTO_MAX_JOBS, _spare_cpus()))
+    if jobs is None:
+        read = sum(s.size_in_bytes for s in plan.segments if s.base_offset < plan.end_offset)
+        if read <= AUTO_PARALLEL_BYTES:
+            return 1
+        jobs = AUTO_MAX_JOBS
+        cpus = _spare_cpus()
+    else:
+        cpus = usable_cpus()
+    jobs = max(1, min(jobs, cpus))
+    written = [plan.segment(base) for group in plan.groups for base in group]
+    return max(1, min(jobs, len(chunks_of(plan, written, jobs))))
 
 
 def _spare_cpus() -> int:
@@ -194,6 +202,7 @@ def build_offset_map(
         stats.records_scanned += fill_offset_map(plan, offset_map, serial, progress)
     else:
         chunks = chunks_of(plan, dirty, jobs)
+        jobs = min(jobs, len(chunks))  # fewer dirty segments than pass 2 reads: fewer ranges
         with _pool(jobs, plan, None) as pool:
             results = _in_order(pool, _map_chunk, chunks, jobs)
             sources = _per_segment(plan, dirty, chunks, results)
@@ -287,6 +296,7 @@ def write_groups(
             return outputs
         segments = [plan.segment(base) for group in plan.groups for base in group]
         chunks = chunks_of(plan, segments, jobs)
+        jobs = min(jobs, len(chunks))
         with _pool(jobs, plan, oracle) as pool:
             results = _in_order(pool, _filter_chunk, chunks, jobs)
             per_segment = Counter(index for index, _start, _end in chunks)

@@ -1,7 +1,7 @@
 """Worker processes for ``kcompact clean`` over a log dir: several partitions cleaned at once.
 
 Processes, not threads: the codecs and the record loops hold the GIL. :func:`partition_workers` picks
-how many: ``jobs`` when given, else one per usable core (at most one per partition) once the log dir
+how many: ``jobs`` when given (at most one per partition and per usable core), else one per usable core (at most one per partition) once the log dir
 holds enough work (:data:`POOL_MIN_WORK_BYTES`), and one below that (a pool costs a fork per worker
 and a pickled result per partition).
 
@@ -26,6 +26,7 @@ __all__ = [
     "PARTITION_WORK_BYTES",
     "POOL_MIN_WORK_BYTES",
     "ProgressCallback",
+    "clamped_jobs_note",
     "fork_available",
     "partition_workers",
     "run_in_pool",
@@ -64,17 +65,37 @@ def partition_workers(jobs: int | None, sizes_in_bytes: Sequence[int]) -> int:
         sizes_in_bytes: each partition's segment bytes, one per partition to clean.
 
     Returns:
-        ``min(jobs, partitions)``; for auto, ``min(usable cores, partitions)`` once their bytes plus
-        :data:`PARTITION_WORK_BYTES` each reach :data:`POOL_MIN_WORK_BYTES`, else 1; always 1 where
-        :func:`fork_available` says no.
+        ``min(jobs, partitions, usable cores)``: a worker more than either would have nothing to do
+        (and each costs a fork; ``--jobs 100000`` must not start 100000 processes); for auto,
+        ``min(usable cores, partitions)`` once their bytes plus :data:`PARTITION_WORK_BYTES` each reach
+        :data:`POOL_MIN_WORK_BYTES`, else 1; always 1 where :func:`fork_available` says no.
     """
     if len(sizes_in_bytes) < 2 or not fork_available():
         return 1
     if jobs is not None:
-        return max(1, min(jobs, len(sizes_in_bytes)))
+        return max(1, min(jobs, len(sizes_in_bytes), usable_cpus()))
     if sum(sizes_in_bytes) + PARTITION_WORK_BYTES * len(sizes_in_bytes) < POOL_MIN_WORK_BYTES:
         return 1
     return max(1, min(usable_cpus(), len(sizes_in_bytes)))
+
+
+def clamped_jobs_note(jobs: int | None, used: int, work: str) -> str | None:
+    """The run's note when an explicit ``jobs`` asked for more processes than were used.
+
+    Args:
+        jobs: the caller's ``--jobs`` (None: auto, which needs no note).
+        used: the most processes that ran at once (1: this process only; 0: no round ran, no note).
+        work: what bounded them besides the cores, e.g. "the 4 partitions to clean".
+
+    Returns:
+        The note, or None when nothing was clamped.
+    """
+    if jobs is None or not used or used >= jobs:
+        return None
+    if not fork_available():
+        return f"--jobs {jobs}: cleaned in this process (worker processes need fork, unavailable here)"
+    count = "1 process" if used == 1 else f"{used} worker processes"
+    return f"--jobs {jobs}: {count} at a time, as many as {work} and the {usable_cpus()} usable cores allow"
 
 
 def fork_available() -> bool:

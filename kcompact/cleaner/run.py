@@ -27,7 +27,8 @@ takes its own partition lock and advances the log dir's cleaner checkpoint with
 concurrent partitions never drop each other's entries. New entries land in the order cleans finish;
 :func:`settle_checkpoint_order` then puts them in cleaning order, as a serial run writes them. A
 partition cleaned inside a pool is given ``jobs=1`` (no pool inside a pool); a partition cleaned alone
-gets the caller's ``jobs`` (``CleanOptions.jobs``: workers inside that one partition).
+gets the caller's ``jobs`` (``CleanOptions.jobs``: workers inside that one partition). Never more
+processes than usable cores and work to share; a clamped ``jobs`` is noted once.
 
 **For Spark.** ``kcompact.spark.plan`` and ``kcompact.spark.clean_job`` make the same choices from the
 same public pieces: :func:`partition_task` (a partition directory named on its own),
@@ -46,10 +47,12 @@ from pathlib import Path
 from kcompact.cleaner.cleaner import CleanOptions, CleanResult, clean_partition
 from kcompact.cleaner.keyless import sample_keyless
 from kcompact.cleaner.log_state import load_log_state
+from kcompact.cleaner.options import with_cli_dedupe_buffer
 from kcompact.cleaner.pool import (
     PARTITION_WORK_BYTES,
     POOL_MIN_WORK_BYTES,
     ProgressCallback,
+    clamped_jobs_note,
     partition_workers,
     run_in_pool,
     usable_cpus,
@@ -269,12 +272,14 @@ def clean_path(
     if jobs is not None and jobs < 1:
         raise ConfigError(f"jobs: a number of worker processes; expected 1 or more, found {jobs}")
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact)
+    options = with_cli_dedupe_buffer(options, cli_overrides)
     run = CleanRun()
     target = Path(path)
     if is_partition_dir(target):
         task = partition_task(target, sources, run.notes)
         own = replace(options, apply_retention=task.apply_retention, jobs=jobs)
         run.results.append(clean_partition(target, task.config, own, _progress_for(target, progress)))
+        _note_jobs(run, jobs, None, "the round's segment ranges")
         return run
     if not target.is_dir():
         raise KcompactError(f"{target}: no such partition directory or log dir")
@@ -296,7 +301,20 @@ def clean_path(
             run.failures.append(outcome)
         else:
             run.results.append(outcome)
+    if workers > 1:
+        _note_jobs(run, jobs, workers, f"the {len(tasks)} partitions to clean")
+    else:  # one partition at a time, each with the caller's jobs
+        _note_jobs(run, jobs, None, "each round's segment ranges")
     return run
+
+
+def _note_jobs(run: CleanRun, jobs: int | None, pooled: int | None, work: str) -> None:
+    """Note once when ``jobs`` was clamped: ``pooled`` is the partitions' pool size, None when they were
+    cleaned one at a time, each round with its own workers (``CleanResult.workers``)."""
+    used = pooled or max((r.workers for r in run.results if r.end_offset is not None), default=0)
+    note = clamped_jobs_note(jobs, used, work)
+    if note is not None:
+        run.notes.append(note)
 
 
 def partition_task(part_dir: Path, sources: ConfigSources, notes: list[str]) -> PartitionTask:

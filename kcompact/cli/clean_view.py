@@ -1,4 +1,5 @@
-"""Rendering of ``kcompact clean``: a readable report like Kafka's cleaner log line, or JSON.
+"""Rendering of ``kcompact clean``: a readable report like Kafka's cleaner log line, or JSON (each
+partition a :func:`~kcompact.cleaner.report_row.partition_row`, the row ``spark clean`` prints too).
 
 rich is imported only where it draws (the progress bar on a terminal, the text report's tables), so
 ``kcompact clean --json`` and a clean whose stderr is not a terminal never pay for importing it.
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kcompact.cleaner.cleaner import CleanResult
+from kcompact.cleaner.report_row import partition_row
 from kcompact.cleaner.run import CleanRun
 from kcompact.cli import render
 
@@ -48,44 +50,13 @@ def progress_bar(*, enabled: bool) -> Iterator[Callable[[str, int, int], None] |
         bar.stop()
 
 
-def result_dict(result: CleanResult) -> dict[str, Any]:
-    """The JSON form of one partition's result."""
-    rng = result.range
-    return {
-        "partition_dir": result.partition_dir,
-        "topic": result.topic,
-        "partition": result.partition,
-        "dry_run": result.dry_run,
-        "now_ms": result.now_ms,
-        "first_dirty_offset": None if rng is None else rng.first_dirty_offset,
-        "first_uncleanable_offset": None if rng is None else rng.first_uncleanable_offset,
-        "end_offset": result.end_offset,
-        "checkpoint_before": result.checkpoint_before,
-        "checkpoint_written": result.checkpoint_written,
-        "dirty_ratio": None if rng is None else rng.dirty_ratio,
-        "blocking_rule": None if rng is None else rng.blocking_rule,
-        "skipped_reason": result.skipped_reason,
-        "recovery_actions": result.recovery_actions,
-        "warnings": result.warnings,
-        "stats": result.stats.as_dict(),
-        "retention": None if result.retention is None else {
-            "deleted_segments": result.retention.deleted_segments,
-            "reasons": {str(k): v for k, v in result.retention.reasons.items()},
-            "bytes_deleted": result.retention.bytes_deleted,
-            "log_start_before": result.retention.log_start_before,
-            "log_start_after": result.retention.log_start_after,
-            "rolled": result.retention.rolled,
-        },
-    }
-
-
 def render_clean(run: CleanRun, *, as_json: bool) -> None:
     """Print the run's report."""
-    if as_json:
+    if as_json:  # the rows every clean report shares (``kcompact spark clean`` adds to them)
         render.emit_json({
-            "results": [result_dict(r) for r in run.results],
-            "failures": [{"partition_dir": f.partition_dir, "error": f.error} for f in run.failures],
-            "skipped": [{"partition_dir": k.partition_dir, "reason": k.reason} for k in run.skipped],
+            "results": [partition_row(r.partition_dir, r) for r in run.results],
+            "failures": [partition_row(f.partition_dir, None, error=f.error) for f in run.failures],
+            "skipped": [partition_row(k.partition_dir, None, skipped=k.reason) for k in run.skipped],
             "notes": run.notes,
         })
         return
@@ -117,8 +88,7 @@ def _render_one(result: CleanResult, shown: set[str]) -> None:
         return
     s, rng = result.stats, result.range
     assert rng is not None  # set whenever a clean ran
-    mb = 1024 * 1024
-    rate = s.bytes_read / mb / s.elapsed_s if s.elapsed_s else 0.0
+    rate = s.bytes_read / render.MIB / s.elapsed_s if s.elapsed_s else 0.0
     console.print(
         f"{name}: {verb} dirty section [{rng.first_dirty_offset}, {result.end_offset})"
         f" (dirty ratio {rng.dirty_ratio:.3f})"
@@ -126,9 +96,9 @@ def _render_one(result: CleanResult, shown: set[str]) -> None:
     from rich.table import Table
 
     table = Table(show_header=False, box=None, padding=(0, 2))
-    table.add_row("read", f"{s.bytes_read / mb:.1f} MB, {s.records_read} records in {s.elapsed_s:.2f} s "
-                          f"({rate:.1f} MB/s)")
-    table.add_row("written", f"{s.bytes_written / mb:.1f} MB, {s.records_written} records")
+    table.add_row("read", f"{render.size_text(s.bytes_read)}, {s.records_read} records in "
+                          f"{s.elapsed_s:.2f} s ({rate:.1f} MiB/s)")
+    table.add_row("written", f"{render.size_text(s.bytes_written)}, {s.records_written} records")
     table.add_row("size reduction", f"{100 * s.size_reduction:.1f}%")
     table.add_row("removed", (
         f"{s.superseded_removed} superseded, {s.tombstones_removed} tombstones, "
@@ -138,7 +108,7 @@ def _render_one(result: CleanResult, shown: set[str]) -> None:
         f"{s.batches_copied} copied, {s.batches_rebuilt} rebuilt, "
         f"{s.empty_batches_retained} kept empty, {s.batches_dropped} dropped"
     ))
-    table.add_row("offset map", f"{s.map_entries} keys, {s.map_memory_bytes / mb:.1f} MiB")
+    table.add_row("offset map", f"{s.map_entries} keys, {render.size_text(s.map_memory_bytes)}")
     checkpoint = "not written (dry run)" if result.dry_run else (
         f"{'none' if result.checkpoint_before is None else result.checkpoint_before} -> {result.end_offset}"
         if result.checkpoint_written else "unchanged")

@@ -2,8 +2,9 @@
 came from (``--config``, topic override, dynamic broker config, server.properties, Kafka's default).
 
 Also home of the options every command that resolves a configuration shares: ``--config``
-(:func:`config_option`) and the two files beside it, ``--server-properties`` and ``--metadata-dir``
-(:func:`config_source_options`). Each command keeps its own help wording, so those are arguments.
+(:func:`config_option`), the two files beside it, ``--server-properties`` and ``--metadata-dir``
+(:func:`config_source_options`), and the clock, ``--now-ms`` (:func:`now_ms_option`). Each command
+keeps its own help wording, so those are arguments.
 
 Only click (and :mod:`kcompact.cli.render`) are imported at module level so that ``kcompact --help``
 stays fast; the library and rich are imported inside the command.
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 import click
 
 from kcompact.cli import render
+from kcompact.cli.help_text import with_examples
 
 if TYPE_CHECKING:
     from kcompact.config.effective import EffectiveConfig
@@ -33,6 +35,28 @@ METADATA_DIR_HELP = (
 METADATA_DIRS_HELP = METADATA_DIR_HELP.replace("the partition's", "each partition's")  # many paths
 
 F = TypeVar("F", bound=Callable[..., object])
+INT64_MAX = 2**63 - 1  # a Java long: Kafka's timestamps, and the delete horizons a clean stamps from the clock
+
+
+def parse_now_ms(_ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """``--now-ms``: a clock in ms since the epoch, as a Java long holds it (0 up to 2^63 - 1)."""
+    if value is not None and not 0 <= value <= INT64_MAX:
+        raise click.BadParameter(
+            f"a time in ms since the epoch; expected 0..{INT64_MAX}, found {value}", param=param)
+    return value
+
+
+def now_ms_option(help_text: str) -> Callable[[F], F]:
+    """``--now-ms MS``: the clock the time rules use; negative or beyond a Java long is refused (exit 2).
+
+    Args:
+        help_text: the command's own help for it.
+
+    Returns:
+        The click decorator (the command gets ``now_ms``, None when absent).
+    """
+    return click.option("--now-ms", type=int, default=None, callback=parse_now_ms, metavar="MS",
+                        help=help_text)
 
 
 def config_option(help_text: str) -> Callable[[F], F]:
@@ -70,12 +94,18 @@ def config_source_options(metadata_dir_help: str = METADATA_DIR_HELP) -> Callabl
     return decorate
 
 
-@click.group("config", epilog=EPILOG)
+@click.group("config", short_help="Topic configuration, resolved offline from the broker's files.",
+             epilog=with_examples(EPILOG, "kcompact config show /tmp/kafka-logs/orders-0"))
 def config_group() -> None:
     """Topic configuration as kcompact resolves it, offline, from the broker's own files."""
 
 
-@config_group.command("show", epilog=EPILOG)
+@config_group.command("show", short_help="A partition's effective configuration and each value's source.",
+                      epilog=with_examples(
+                          EPILOG,
+                          "kcompact config show /tmp/kafka-logs/orders-0 --json",
+                          "kcompact config show /tmp/kafka-logs/orders-0 --config segment.ms=3600000",
+                      ))
 @click.argument("partition_dir", type=click.Path(exists=True, file_okay=False, path_type=str))
 @config_source_options("metadata.log.dir, or its __cluster_metadata-0 directory (default: the one "
                        "server.properties names, else the one beside the partition's log dir).")
@@ -115,8 +145,9 @@ def _render_table(effective: EffectiveConfig) -> None:
         ("metadata log", _metadata_label(effective)),
     ):
         render.plain(f"{label}: {'-' if shown is None else shown}")
-    table = Table(title=f"configuration of {effective.partition_dir.name}", title_justify="left",
-                  show_edge=False)
+    # the name as a line of its own, not the table's title: a title wraps to the table's width
+    render.plain(f"configuration of {effective.partition_dir.name}")
+    table = Table(show_edge=False)
     table.add_column("key", no_wrap=True)
     table.add_column("value", overflow="fold")
     table.add_column("source", overflow="fold")

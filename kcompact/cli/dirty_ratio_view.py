@@ -18,15 +18,19 @@ def render_dirty_ratio(rows: Sequence[DirtyRatioRow], *, as_json: bool) -> None:
         render.emit_json([row.as_dict() for row in rows])
         return
     table = Table(title="dirty ratio (what the broker's cleaner sees)", title_justify="left")
+    # On a narrow terminal the partition and status columns fold (a name is never cut short); the
+    # numbers and the bar stay on one line.
     for column, justify in (("rank", "right"), ("partition", "left"), ("dirty", "right"),
                             ("clean", "right"), ("ratio", "left"), ("status", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        folds = column in ("partition", "status")
+        table.add_column(column, justify=justify, overflow="fold" if folds else "ellipsis",  # type: ignore[arg-type]
+                         no_wrap=not folds)
     for row in rows:
         table.add_row(
             "-" if row.cleaner_rank is None else str(row.cleaner_rank),
             f"{row.topic}-{row.partition}",
-            _size(row.dirty_bytes),
-            _size(row.clean_bytes),
+            render.size_text(row.dirty_bytes),
+            render.size_text(row.clean_bytes),
             _bar(row),
             _status(row),
         )
@@ -58,11 +62,3 @@ def _bar(row: DirtyRatioRow) -> str:
     if 0 <= mark < BAR_WIDTH:
         cells[mark] = "|"
     return f"{''.join(cells)} {row.dirty_ratio:.2f}"
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"

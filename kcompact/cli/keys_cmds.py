@@ -17,7 +17,13 @@ from typing import Any
 import click
 
 from kcompact.cli import render
-from kcompact.cli.config_cmd import METADATA_DIR_HELP, config_option, config_source_options
+from kcompact.cli.config_cmd import (
+    METADATA_DIR_HELP,
+    config_option,
+    config_source_options,
+    now_ms_option,
+)
+from kcompact.cli.help_text import with_examples
 
 EPILOG = (
     "Exit codes: 0 success; 2 bad input or refused (one line on stderr names the file and byte "
@@ -31,12 +37,16 @@ CONFIG_HELP = "A topic or cleaner configuration by Kafka's name. Repeatable."
 def _config_options(command: Any) -> Any:
     """--config, --now-ms, --server-properties and --metadata-dir, as clean and dirty-ratio."""
     command = config_source_options(METADATA_DIR_HELP)(command)
-    command = click.option("--now-ms", type=int, default=None,
-                           help="The clock (default: now), in ms since the epoch.")(command)
+    command = now_ms_option("The clock (default: now), in ms since the epoch.")(command)
     return config_option(CONFIG_HELP)(command)
 
 
-@click.command("keys", epilog=EPILOG)
+@click.command("keys", short_help="Keys, duplicates, tombstones, transactions; what a clean leaves.",
+               epilog=with_examples(
+                   EPILOG,
+                   "kcompact inspect keys /tmp/kafka-logs/orders-0 --partitions 12",
+                   "kcompact inspect keys /tmp/kafka-logs/__consumer_offsets-31 --top 5",
+               ))
 @click.argument("partition_dir", type=click.Path(exists=True, file_okay=False, path_type=str))
 @_config_options
 @click.option("--partitions", type=click.IntRange(min=1), default=None, metavar="N",
@@ -70,7 +80,12 @@ def keys_command(partition_dir: str, config_pairs: tuple[str, ...], now_ms: int 
     _print_keys(report)
 
 
-@click.command("last-clean", epilog=EPILOG)
+@click.command("last-clean", short_help="When compaction provably last ran, and what piled up since.",
+               epilog=with_examples(
+                   EPILOG,
+                   "kcompact inspect last-clean /tmp/kafka-logs/orders-0",
+                   "kcompact inspect last-clean /tmp/kafka-logs/orders-0 --json",
+               ))
 @click.argument("partition_dir", type=click.Path(exists=True, file_okay=False, path_type=str))
 @_config_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")

@@ -19,7 +19,13 @@ import click
 
 from kcompact import __version__
 from kcompact.cli import render
-from kcompact.cli.config_cmd import METADATA_DIRS_HELP, config_option, config_source_options
+from kcompact.cli.config_cmd import (
+    METADATA_DIRS_HELP,
+    config_option,
+    config_source_options,
+    now_ms_option,
+)
+from kcompact.cli.help_text import with_examples
 
 EXIT_OK = 0
 EXIT_BUG = 1
@@ -62,7 +68,11 @@ def parse_jobs(_ctx: click.Context, param: click.Parameter, value: str | None) -
     return number
 
 
-@click.group(cls=KcompactGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=KcompactGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=with_examples(
+    EPILOG,
+    "kcompact inspect dirty-ratio /tmp/kafka-logs",
+    "kcompact clean /tmp/kafka-logs/orders-0 --dry-run",
+))
 @click.version_option(__version__, prog_name="kcompact")
 def cli() -> None:
     """Offline compactor, inspector and repair tool for Apache Kafka partition logs.
@@ -72,12 +82,21 @@ def cli() -> None:
     """
 
 
-@cli.group(cls=KcompactGroup, epilog=EPILOG)
+@cli.group(cls=KcompactGroup, short_help="Read-only reports: dump, dirty ratio, keys, last clean.",
+           epilog=with_examples(
+               EPILOG,
+               "kcompact inspect dump /tmp/kafka-logs/orders-0 --records",
+               "kcompact inspect keys /tmp/kafka-logs/orders-0",
+           ))
 def inspect() -> None:
     """Read-only reports: dump segments and indexes, dirty ratio, keys, last clean."""
 
 
-@inspect.command("dump", epilog=EPILOG)
+@inspect.command("dump", short_help="Print segments and indexes, as kafka-dump-log does.", epilog=with_examples(
+    EPILOG,
+    "kcompact inspect dump /tmp/kafka-logs/orders-0/00000000000000000000.log",
+    "kcompact inspect dump /tmp/kafka-logs/orders-0 --verify-index --json",
+))
 @click.argument("path", type=click.Path(exists=True, path_type=str))
 @click.option("--records", is_flag=True, help="Also print every record of every batch.")
 @click.option(
@@ -100,10 +119,15 @@ def dump_command(path: str, records: bool, verify_index: bool, as_json: bool) ->
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
 
 
-@inspect.command("dirty-ratio", epilog=EPILOG)
+@inspect.command("dirty-ratio", short_help="What the broker's cleaner sees: dirty ratio, eligibility, order.",
+                 epilog=with_examples(
+                     EPILOG,
+                     "kcompact inspect dirty-ratio /tmp/kafka-logs",
+                     "kcompact inspect dirty-ratio /tmp/kafka-logs/orders-0 --json",
+                 ))
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=str))
 @config_option("A topic configuration by Kafka's name (min.cleanable.dirty.ratio, …). Repeatable.")
-@click.option("--now-ms", type=int, default=None, help="The clock (default: now), in ms since the epoch.")
+@now_ms_option("The clock (default: now), in ms since the epoch.")
 @config_source_options(METADATA_DIRS_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of rows (also for one partition).")
 def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], now_ms: int | None,
@@ -126,12 +150,16 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
 
 
-@cli.command("clean", epilog=EPILOG)
+@cli.command("clean", short_help="Compact a partition or a log dir as Kafka's log cleaner would.",
+             epilog=with_examples(
+                 EPILOG,
+                 "kcompact clean /tmp/kafka-logs/orders-0 --dry-run",
+                 "kcompact clean /tmp/kafka-logs --roll --jobs 4 --json > report.json",
+             ))
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=str))
 @config_option("A topic configuration, by Kafka's name (cleanup.policy, segment.bytes, "
                "delete.retention.ms, min.compaction.lag.ms, …). Repeatable.")
-@click.option("--now-ms", type=int, default=None,
-              help="The clock the time rules use (default: now), in ms since the epoch.")
+@now_ms_option("The clock the time rules use (default: now), in ms since the epoch.")
 @click.option("--roll", is_flag=True,
               help="First roll a new empty active segment at the log end, so data in the current "
                    "active segment becomes cleanable (as a broker does on segment.ms).")
@@ -139,8 +167,12 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
               help="Re-clean from the log start (drops expired tombstones and markers everywhere).")
 @click.option("--dry-run", is_flag=True, help="Compute everything, write nothing; report what would go.")
 @click.option("--dedupe-buffer-size", type=click.IntRange(min=1), default=None, metavar="BYTES",
-              help="Behave like a broker with this log.cleaner.dedupe.buffer.size (the round stops "
-                   "where the map is full). Default: no bound, one round cleans everything.")
+              help="Behave like a broker with this log.cleaner.dedupe.buffer.size: each cleaner "
+                   "thread's map holds BYTES / log.cleaner.threads (at most 2 GiB), and the round "
+                   "stops where it is full. --config log.cleaner.dedupe.buffer.size=BYTES does the "
+                   "same (this option wins); a value in server.properties or a dynamic broker config "
+                   "bounds nothing (it is the broker's memory budget). Default: no bound, one round "
+                   "cleans everything.")
 @click.option("--only-eligible", is_flag=True,
               help="For a log dir: clean only partitions the broker's cleaner would pick now.")
 @click.option("--assume-compact", is_flag=True,
@@ -151,7 +183,9 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
 @click.option("--jobs", default=None, callback=parse_jobs, metavar="N|auto",
               help="Worker processes for a log dir's partitions (for one partition: its own "
                    "parallelism). Default auto: one per core once there is enough to do (about "
-                   "80 ms of work: 20 MiB, counting 1.5 MiB per partition), else 1.")
+                   "80 ms of work: 20 MiB, counting 1.5 MiB per partition), else 1. A larger N "
+                   "than the usable cores or the work (partitions; a partition's segment ranges) "
+                   "is clamped to them, and the report says so.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def clean_command(
     path: str,

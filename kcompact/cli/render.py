@@ -2,6 +2,11 @@
 
 Commands hand their results here. ``--json`` output bypasses rich entirely (no markup, no wrapping, one
 JSON document or one JSON object per line), so scripts can parse it whatever the terminal width.
+
+On a terminal, tables and text keep to its width (identifier columns fold rather than cut). When stdout
+is not a terminal (``| grep``, ``| less``, a file, a script) the Console is :data:`PIPE_WIDTH` wide,
+whatever ``COLUMNS`` says: tables take their natural width and no line is wrapped, so every topic name,
+path and key reaches the pipe whole, one row a line.
 Errors go to stderr as a single line. rich is imported on the first use of a Console, not with this
 module: ``kcompact --help`` and ``--json`` output never need it (about 15 ms of start-up; json is
 imported where it is written, 2 ms more).
@@ -20,14 +25,21 @@ if TYPE_CHECKING:
 _console: Console | None = None
 _err_console: Console | None = None
 
+PIPE_WIDTH = 1 << 16
+"""The width of stdout when it is not a terminal: more than any row kcompact prints (a topic name is at
+most 249 characters, a path 4096), so nothing is cut, folded or wrapped."""
+
 
 def console() -> Console:
-    """The stdout console (created on first use, so tests can redirect stdout)."""
+    """The stdout console (created on first use, so tests can redirect stdout); :data:`PIPE_WIDTH`
+    wide when stdout is not a terminal."""
     global _console
     if _console is None or _console.file is not sys.stdout:
         from rich.console import Console
 
         _console = Console(file=sys.stdout, highlight=False, soft_wrap=False)
+        if not _console.is_terminal:
+            _console.width = PIPE_WIDTH
     return _console
 
 
@@ -39,6 +51,19 @@ def err_console() -> Console:
 
         _err_console = Console(file=sys.stderr, highlight=False)
     return _err_console
+
+
+MIB = 1024 * 1024
+
+
+def size_text(size_in_bytes: int) -> str:
+    """A size for people, in binary units: ``512 B``, ``1.5 KiB``, ``20.0 MiB``, ``3.1 GiB``."""
+    size = float(size_in_bytes)
+    for unit in ("B", "KiB", "MiB"):
+        if abs(size) < 1024:
+            return f"{size_in_bytes} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
 
 
 def emit_json_line(obj: Any) -> None:

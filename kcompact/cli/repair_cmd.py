@@ -14,7 +14,8 @@ from typing import Any
 import click
 
 from kcompact.cli import render
-from kcompact.cli.config_cmd import config_option
+from kcompact.cli.config_cmd import config_option, now_ms_option
+from kcompact.cli.help_text import with_examples
 
 EXIT_PROBLEMS = 2
 EPILOG = (
@@ -23,7 +24,13 @@ EPILOG = (
 )
 
 
-@click.command("repair", epilog=EPILOG)
+@click.command("repair", short_help="Verify a partition; repair it without losing a valid batch.",
+               epilog=with_examples(
+                   EPILOG,
+                   "kcompact repair /tmp/kafka-logs/orders-0 --dry-run",
+                   "kcompact repair /tmp/kafka-logs/orders-0 --backup-dir /backup/orders-0",
+                   "kcompact repair --undo /backup/orders-0",
+               ))
 @click.argument("partition_dir", required=False,
                 type=click.Path(exists=True, file_okay=False, path_type=str))
 @click.option("--dry-run", is_flag=True, help="Report the problems and the plan; write nothing.")
@@ -37,7 +44,7 @@ EPILOG = (
                    "sets cleanup.policy).")
 @config_option("A topic configuration by Kafka's name (index.interval.bytes, and for --clean "
                "cleanup.policy, delete.retention.ms, …). Repeatable.")
-@click.option("--now-ms", type=int, default=None, help="The clock of --clean (default: now).")
+@now_ms_option("The clock of --clean (default: now), in ms since the epoch.")
 @click.option("--undo", "undo_dir", metavar="BACKUP_DIR", default=None,
               type=click.Path(exists=True, file_okay=False, path_type=str),
               help="Put the partition a repair changed back, byte for byte, from its backup.")

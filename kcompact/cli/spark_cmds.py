@@ -22,7 +22,8 @@ import sys
 
 import click
 
-from kcompact.cli.config_cmd import config_option, config_source_options
+from kcompact.cli.config_cmd import config_option, config_source_options, now_ms_option
+from kcompact.cli.help_text import with_examples
 
 EXIT_BAD_INPUT = 2  # as kcompact.cli.main (not imported: main imports this module while it loads)
 EXIT_BUG = 1
@@ -41,14 +42,17 @@ _master = click.option("--master", default=None, metavar="URL",
                             "spark-submit set, else local[*].")
 _verbose = click.option("--verbose", is_flag=True, help="Show Spark's own logs (INFO); default: errors only.")
 _config = config_option("A topic configuration by Kafka's name. Repeatable.")
-_now_ms = click.option("--now-ms", type=int, default=None,
-                       help="The clock every task uses (default: the driver's now), in ms since the epoch.")
+_now_ms = now_ms_option("The clock every task uses (default: the driver's now), in ms since the epoch.")
 _config_sources = config_source_options("metadata.log.dir or its __cluster_metadata-0.")
 _paths = click.argument("paths", nargs=-1, required=True,
                         type=click.Path(exists=True, file_okay=False, path_type=str))
 
 
-@click.group("spark", epilog=SPARK_EPILOG)
+@click.group("spark", short_help="Run clean, dirty-ratio and export as Spark jobs.", epilog=with_examples(
+    SPARK_EPILOG,
+    "kcompact spark clean /shared/kafka-logs --master 'local[4]'",
+    "kcompact spark inspect dirty-ratio /shared/kafka-logs --output ratio.parquet",
+))
 def spark_group() -> None:
     """Run clean, inspect dirty-ratio and export as Spark jobs: one task per partition (or segment),
     the same library code as the serial commands, results as DataFrames (--output writes Parquet).
@@ -58,7 +62,11 @@ def spark_group() -> None:
     """
 
 
-@spark_group.command("clean", epilog=SPARK_EPILOG)
+@spark_group.command("clean", short_help="Clean partitions and log dirs as Spark tasks.", epilog=with_examples(
+    SPARK_EPILOG,
+    "kcompact spark clean /shared/kafka-logs --dry-run --json",
+    "kcompact spark clean /shared/kafka-logs --map-budget 8589934592",
+))
 @_paths
 @_master
 @_verbose
@@ -68,7 +76,9 @@ def spark_group() -> None:
 @click.option("--from-start", is_flag=True, help="Re-clean from the log start.")
 @click.option("--dry-run", is_flag=True, help="Compute everything, write nothing.")
 @click.option("--dedupe-buffer-size", type=click.IntRange(min=1), default=None, metavar="BYTES",
-              help="Behave like a broker with this log.cleaner.dedupe.buffer.size.")
+              help="Behave like a broker with this log.cleaner.dedupe.buffer.size (as kcompact "
+                   "clean --dedupe-buffer-size; --config log.cleaner.dedupe.buffer.size=BYTES does "
+                   "the same, this option wins).")
 @click.option("--only-eligible", is_flag=True,
               help="For a log dir: clean only partitions the broker's cleaner would pick now.")
 @click.option("--assume-compact", is_flag=True,
@@ -125,12 +135,18 @@ def spark_clean_command(
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
 
 
-@spark_group.group("inspect", epilog=SPARK_EPILOG)
+@spark_group.group("inspect", short_help="Read-only reports computed by Spark tasks.",
+                   epilog=with_examples(SPARK_EPILOG, "kcompact spark inspect dirty-ratio /shared/kafka-logs"))
 def spark_inspect() -> None:
     """Read-only reports computed by Spark tasks."""
 
 
-@spark_inspect.command("dirty-ratio", epilog=SPARK_EPILOG)
+@spark_inspect.command("dirty-ratio", short_help="The rows of inspect dirty-ratio, computed by Spark tasks.",
+                       epilog=with_examples(
+                           SPARK_EPILOG,
+                           "kcompact spark inspect dirty-ratio /shared/kafka-logs --json",
+                           "kcompact spark inspect dirty-ratio /shared/kafka-logs --output r.parquet",
+                       ))
 @_paths
 @_master
 @_verbose
@@ -168,7 +184,12 @@ def spark_dirty_ratio_command(
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
 
 
-@spark_group.command("export", epilog=SPARK_EPILOG)
+@spark_group.command("export", short_help="Write records as Parquet: all, or the latest value per key.",
+                     epilog=with_examples(
+                         SPARK_EPILOG,
+                         "kcompact spark export /shared/kafka-logs --output records.parquet",
+                         "kcompact spark export /shared/kafka-logs/orders-0 --latest --output o.parquet",
+                     ))
 @_paths
 @click.option("--output", type=click.Path(path_type=str), required=True, metavar="DIR",
               help="A new directory for the Parquet files.")

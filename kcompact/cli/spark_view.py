@@ -23,9 +23,6 @@ if TYPE_CHECKING:
     from kcompact.spark.clean_job import SparkCleanRun
     from kcompact.spark.export import ExportSummary
 
-MB = 1024 * 1024
-
-
 def check_new_output(output: str | None) -> None:
     """Refuse an ``--output`` that exists before any Spark work starts.
 
@@ -71,9 +68,12 @@ def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool) -
 def _clean_table(rows: list[dict[str, Any]]) -> Table:
     table = Table(title="spark clean", title_justify="left", box=box.SIMPLE_HEAD)
     for column, justify in (("partition", "left"), ("status", "left"), ("dirty offsets", "right"),
-                            ("MB read", "right"), ("MB out", "right"), ("saved", "right"),
+                            ("read", "right"), ("written", "right"), ("saved", "right"),
                             ("s", "right")):
-        table.add_column(column, justify=justify, no_wrap=column in ("partition", "status"))  # type: ignore[arg-type]
+        # on a narrow terminal the partition and status fold (a name is never cut short); numbers stay whole
+        folds = column in ("partition", "status")
+        table.add_column(column, justify=justify, overflow="fold" if folds else "ellipsis",  # type: ignore[arg-type]
+                         no_wrap=not folds)
     for row in rows:
         done = row["bytes_read"] is not None
         span = ("-" if row["first_dirty_offset"] is None or row["end_offset"] is None
@@ -82,8 +82,8 @@ def _clean_table(rows: list[dict[str, Any]]) -> Table:
             f"{row['topic']}-{row['partition']}" if row["topic"] else row["partition_dir"],
             row["status"] + (" (distributed map)" if row["distributed_map"] else ""),
             span,
-            f"{row['bytes_read'] / MB:.1f}" if done else "-",
-            f"{row['bytes_written'] / MB:.1f}" if done else "-",
+            render.size_text(row["bytes_read"]) if done else "-",
+            render.size_text(row["bytes_written"]) if done else "-",
             f"{100 * row['size_reduction']:.1f}%" if done else "-",
             f"{row['elapsed_s']:.2f}" if done else "-",
         )

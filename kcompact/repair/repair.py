@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kcompact.cleaner.cleaner import CleanOptions
+from kcompact.cleaner.report_row import partition_row
 from kcompact.cleaner.run import CleanRun, clean_path
 from kcompact.cleaner.swap import (
     CleanedSegmentWriter,
@@ -293,11 +294,9 @@ def _quarantine_dict(entry: QuarantinedRegion) -> dict[str, Any]:
 
 
 def _clean_dict(run: CleanRun) -> dict[str, Any]:
+    """As ``kcompact clean --json`` reports the run (each partition a ``partition_row``)."""
     return {
-        "results": [{"partition_dir": r.partition_dir, "end_offset": r.end_offset,
-                     "checkpoint_written": r.checkpoint_written,
-                     "skipped_reason": r.skipped_reason, "stats": r.stats.as_dict()}
-                    for r in run.results],
-        "failures": [{"partition_dir": f.partition_dir, "error": f.error} for f in run.failures],
+        "results": [partition_row(r.partition_dir, r) for r in run.results],
+        "failures": [partition_row(f.partition_dir, None, error=f.error) for f in run.failures],
         "notes": run.notes,
     }

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kcompact.cleaner.cleaner import CleanOptions, clean_partition
+from kcompact.cleaner.options import with_cli_dedupe_buffer
 from kcompact.cleaner.run import ConfigSources, checkpoint_keys, settle_checkpoint_order
 from kcompact.errors import KcompactError
 from kcompact.spark.packing import pack_partitions, segment_bytes
@@ -119,7 +120,7 @@ def spark_clean(
                        "a second attempt of a task would clean its partitions again, concurrently")
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     # Spark is the parallelism: a task cleans its partitions in its own process (no worker pool inside).
-    options = replace(options, now_ms=now_ms, jobs=1)
+    options = replace(with_cli_dedupe_buffer(options, cli_overrides), now_ms=now_ms, jobs=1)
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact)
     plan = plan_clean(paths, sources, options=options, only_eligible=only_eligible)
     on_driver = _needs_distributed_map(plan.tasks, map_budget_bytes)

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kcompact.cleaner.cleaner import RoundOutput, clean_partition
-from kcompact.cleaner.offset_map import KAFKA_BYTES_PER_ENTRY, OffsetMap
+from kcompact.cleaner.offset_map import KAFKA_BYTES_PER_ENTRY, OffsetMap, thread_buffer
 from kcompact.cleaner.options import DEFAULT_OPTIONS, CleanOptions, CleanResult, Progress
 from kcompact.cleaner.plan import CleanPlan
 from kcompact.config.topic_config import TopicConfig
@@ -90,7 +90,8 @@ def needs_distributed_map(
         return False  # each record has its own offset: the span bounds the records
     keys = dirty_records_upper_bound(partition, options)
     if options.dedupe_buffer_size is not None:
-        capacity = OffsetMap.for_dedupe_buffer(options.dedupe_buffer_size, config.dedupe_load_factor)
+        share = thread_buffer(options.dedupe_buffer_size, config.cleaner_threads)
+        capacity = OffsetMap.for_dedupe_buffer(share, config.dedupe_load_factor)
         keys = min(keys, capacity.max_entries or keys)
     return keys * MAP_BYTES_PER_KEY > map_budget_bytes
 

@@ -3,27 +3,48 @@
 A Spark job of kcompact returns plain Python values from its tasks (picklable, no pyspark types),
 and the driver turns them into a DataFrame with an explicit schema, so an empty run, a column that is
 None everywhere, or a Parquet file written from either agree on the types. The schemas are derived
-from the library's own row types (``DirtyRatioRow``, ``CleanStats``) so a field added there reaches
+from the library's own row types (``DirtyRatioRow``, ``report_row.ROW_COLUMNS``) so a field added there reaches
 ``--output`` without a second list to keep in step.
 
-A ``spark clean`` row is one partition::
+A ``spark clean`` row is one partition's row of every clean report
+(:func:`kcompact.cleaner.report_row.partition_row`: the keys ``kcompact clean --json`` prints), plus
+how and where it ran::
 
-    partition_dir, topic, partition, status, error,          what happened ("cleaned", "failed", ...)
-    now_ms, dry_run, first_dirty_offset, ... checkpoint_*     the CleanResult's range and checkpoint
-    bytes_read, ..., elapsed_s, size_reduction                CleanStats, flattened
-    retention_deleted_segments, retention_bytes_deleted      segment retention, when it ran
+    partition_dir, topic, ..., retention_rolled               kcompact.cleaner.report_row.ROW_COLUMNS
     distributed_map, executor, task_cpu_s                    how and where it ran, CPU it took
 """
 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any
 
 from kcompact.cleaner.cleaner import CleanResult
-from kcompact.cleaner.stats import CleanStats
-from kcompact.segment.names import parse_partition_dir_name
+from kcompact.cleaner.report_row import (
+    ROW_COLUMNS,
+    STATUS_BUG,
+    STATUS_CLEANED,
+    STATUS_FAILED,
+    STATUS_NOTHING,
+    STATUS_SKIPPED,
+    STATUS_WOULD_CLEAN,
+    partition_row,
+)
+
+__all__ = [
+    "CLEAN_COLUMNS",
+    "STATUS_BUG",
+    "STATUS_CLEANED",
+    "STATUS_FAILED",
+    "STATUS_NOTHING",
+    "STATUS_SKIPPED",
+    "STATUS_WOULD_CLEAN",
+    "as_dicts",
+    "clean_row",
+    "dataclass_columns",
+    "ddl",
+    "spark_type",
+]
 
 # Python annotation (as written, ``from __future__ import annotations``) -> Spark SQL type.
 _SPARK_TYPES = {
@@ -32,39 +53,11 @@ _SPARK_TYPES = {
     "float": "double",
     "bool": "boolean",
     "list[str]": "array<string>",
+    "list[int]": "array<bigint>",
 }
 _NARROW = {"partition": "int"}  # Kafka's partition is an int32
 
-STATUS_CLEANED = "cleaned"
-STATUS_WOULD_CLEAN = "would clean"  # a dry run
-STATUS_NOTHING = "nothing to clean"
-STATUS_FAILED = "failed"  # a KcompactError: bad data or a refusal; the partition is untouched
-STATUS_SKIPPED = "skipped"  # a log dir's partition not known to be compacted (skipped_reason says why)
-STATUS_BUG = "bug"  # any other exception: a bug in kcompact (its traceback is the error)
-
-_CLEAN_HEAD: tuple[tuple[str, str], ...] = (
-    ("partition_dir", "string"),
-    ("topic", "string"),
-    ("partition", "int"),
-    ("status", "string"),
-    ("error", "string"),
-    ("now_ms", "bigint"),
-    ("dry_run", "boolean"),
-    ("first_dirty_offset", "bigint"),
-    ("first_uncleanable_offset", "bigint"),
-    ("end_offset", "bigint"),
-    ("checkpoint_before", "bigint"),
-    ("checkpoint_written", "boolean"),
-    ("dirty_ratio", "double"),
-    ("blocking_rule", "string"),
-    ("skipped_reason", "string"),
-    ("recovery_actions", "array<string>"),
-    ("warnings", "array<string>"),
-)
 _CLEAN_TAIL: tuple[tuple[str, str], ...] = (
-    ("size_reduction", "double"),
-    ("retention_deleted_segments", "int"),
-    ("retention_bytes_deleted", "bigint"),
     ("distributed_map", "boolean"),
     ("executor", "string"),
     ("task_cpu_s", "double"),  # CPU seconds of the task's process (None on the driver's path)
@@ -103,8 +96,10 @@ def ddl(columns: tuple[tuple[str, str], ...]) -> str:
 
 
 CLEAN_COLUMNS: tuple[tuple[str, str], ...] = (
-    _CLEAN_HEAD + dataclass_columns(CleanStats) + _CLEAN_TAIL
+    tuple((name, _NARROW.get(name) or spark_type(annotation)) for name, annotation in ROW_COLUMNS)
+    + _CLEAN_TAIL
 )
+"""A ``spark clean`` row's columns: the clean report's row, then how and where it ran."""
 
 
 def clean_row(
@@ -133,44 +128,10 @@ def clean_row(
     Returns:
         The row's values.
     """
-    values: dict[str, Any] = {name: None for name, _ in CLEAN_COLUMNS}
-    values.update(partition_dir=partition_dir, error=error, distributed_map=distributed_map,
-                  executor=executor, task_cpu_s=task_cpu_s, recovery_actions=[], warnings=[])
-    if skipped is not None:
-        name = parse_partition_dir_name(Path(partition_dir).name)
-        values.update(status=STATUS_SKIPPED, skipped_reason=skipped, topic=name and name.topic,
-                      partition=name and name.partition)
-    elif result is None:
-        values["status"] = STATUS_BUG if bug else STATUS_FAILED
-    else:
-        values.update(_result_values(result))
+    values = partition_row(partition_dir, result, error=error, status=STATUS_BUG if bug else None,
+                           skipped=skipped)
+    values.update(distributed_map=distributed_map, executor=executor, task_cpu_s=task_cpu_s)
     return tuple(values[name] for name, _ in CLEAN_COLUMNS)
-
-
-def _result_values(result: CleanResult) -> dict[str, Any]:
-    rng = result.range
-    if result.skipped_reason is not None:
-        status = STATUS_NOTHING
-    else:
-        status = STATUS_WOULD_CLEAN if result.dry_run else STATUS_CLEANED
-    values: dict[str, Any] = {
-        "topic": result.topic, "partition": result.partition, "status": status,
-        "now_ms": result.now_ms, "dry_run": result.dry_run,
-        "first_dirty_offset": None if rng is None else rng.first_dirty_offset,
-        "first_uncleanable_offset": None if rng is None else rng.first_uncleanable_offset,
-        "end_offset": result.end_offset, "checkpoint_before": result.checkpoint_before,
-        "checkpoint_written": result.checkpoint_written,
-        "dirty_ratio": None if rng is None else rng.dirty_ratio,
-        "blocking_rule": None if rng is None else (rng.blocking_rule or None),
-        "skipped_reason": result.skipped_reason,
-        "recovery_actions": list(result.recovery_actions), "warnings": list(result.warnings),
-        "size_reduction": round(result.stats.size_reduction, 6),
-    }
-    values.update(dataclasses.asdict(result.stats))
-    if result.retention is not None:
-        values["retention_deleted_segments"] = len(result.retention.deleted_segments)
-        values["retention_bytes_deleted"] = result.retention.bytes_deleted
-    return values
 
 
 def as_dicts(columns: tuple[tuple[str, str], ...], rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:

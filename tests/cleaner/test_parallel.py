@@ -13,6 +13,7 @@ import itertools
 import random
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -146,6 +147,12 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
+def four_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two workers whatever the machine: ``jobs`` is capped at the usable cores."""
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 4)
+
+
+@pytest.fixture(autouse=True)
 def spool_left_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Workers' result files go to the temporary directory; none may stay there, even on failure."""
     spool = tmp_path / "tmp"
@@ -237,18 +244,60 @@ def test_jobs_default_to_one_for_a_small_round(tmp_path: Path, monkeypatch: pyte
     assert parallel.resolve_jobs(None, plan) == 1
     assert parallel.resolve_jobs(3, plan) == 3
     monkeypatch.setattr(parallel, "AUTO_PARALLEL_BYTES", 100)
-    monkeypatch.setattr(parallel, "usable_cpus", lambda: 4)
     monkeypatch.setattr(parallel.os, "getloadavg", lambda: (0.7, 0.0, 0.0))
     assert parallel.resolve_jobs(None, plan) == 2
     monkeypatch.setattr(parallel.os, "getloadavg", lambda: (3.2, 0.0, 0.0))  # under one spare core
     assert parallel.resolve_jobs(None, plan) == 1
     monkeypatch.setattr(parallel.os, "getloadavg", lambda: (9.0, 0.0, 0.0))
     assert parallel.resolve_jobs(None, plan) == 1
-    assert parallel.resolve_jobs(2, plan) == 2  # an explicit number is taken as given
+    assert parallel.resolve_jobs(2, plan) == 2  # an explicit number is taken as given (within the cores)
     monkeypatch.setattr(parallel, "fork_available", lambda: False)
     assert parallel.resolve_jobs(2, plan) == 1
     with pytest.raises(ConfigError, match="jobs; expected at least 1, found 0"):
         parallel.resolve_jobs(0, plan)
+
+
+def test_jobs_are_capped_at_the_usable_cores_and_the_segment_ranges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kcompact.cleaner.stages import plan_clean
+
+    plan = plan_clean(transactions(tmp_path / "logdir"), config(), CleanOptions(now_ms=NOW))
+    assert plan is not None
+    written = [plan.segment(base) for group in plan.groups for base in group]
+    assert parallel.resolve_jobs(100_000, plan) == 4  # the cores (many 200-byte ranges)
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 1)
+    assert parallel.resolve_jobs(100_000, plan) == 1
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 64)
+    monkeypatch.setattr(parallel, "CHUNK_MIN_BYTES", 1 << 30)  # every segment one range
+    assert 1 < len(written) < 64
+    assert parallel.resolve_jobs(100_000, plan) == len(written)
+
+
+def test_a_huge_jobs_starts_no_more_processes_than_the_cores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``jobs=100000`` once started 100000 processes: now a pool of the cores at most, same bytes."""
+    sizes: list[int] = []
+    original = parallel._pool
+
+    @contextmanager
+    def guarded(jobs: int, plan: object, oracle: object) -> Iterator[object]:
+        sizes.append(jobs)
+        if jobs > 2:  # refuse before forking, so the unfixed code fails here instead of exhausting memory
+            raise AssertionError(f"a pool of {jobs} processes")
+        with original(jobs, plan, oracle) as pool:  # type: ignore[arg-type]
+            yield pool
+
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(parallel, "_pool", guarded)
+    parts = {jobs: transactions(tmp_path / f"jobs{jobs}" / "logdir") for jobs in (1, 100_000)}
+    results = {jobs: clean_partition(part, config(), CleanOptions(now_ms=NOW, jobs=jobs))
+               for jobs, part in parts.items()}
+    assert sizes == [2, 2]  # pass 1 and pass 2
+    assert (results[1].workers, results[100_000].workers) == (1, 2)
+    assert counters(results[1]) == counters(results[100_000])
+    assert tree(parts[1].parent) == tree(parts[100_000].parent)
 
 
 def test_chunks_cover_every_byte_once(tmp_path: Path) -> None:

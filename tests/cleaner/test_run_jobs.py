@@ -7,6 +7,8 @@ import hashlib
 import json
 import multiprocessing
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,6 @@ from kcompact.cleaner.pool import (
     PARTITION_WORK_BYTES,
     POOL_MIN_WORK_BYTES,
     partition_workers,
-    usable_cpus,
 )
 from kcompact.cleaner.run import CleanRun, clean_path
 from kcompact.errors import ConfigError
@@ -150,8 +151,11 @@ def test_jobs_below_one_is_refused(template: Path, jobs: int) -> None:
         clean(template, jobs)
 
 
-def test_partition_workers_table() -> None:
-    mib, cores = 1024 * 1024, usable_cpus()
+def test_partition_workers_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kcompact.cleaner.pool as pool_module
+
+    mib, cores = 1024 * 1024, 4
+    monkeypatch.setattr(pool_module, "usable_cpus", lambda: cores)
     assert (POOL_MIN_WORK_BYTES, PARTITION_WORK_BYTES) == (20 * mib, 3 * mib // 2)
     assert partition_workers(None, []) == 1
     assert partition_workers(None, [1000 * mib]) == 1  # one partition: its own jobs decide
@@ -164,7 +168,74 @@ def test_partition_workers_table() -> None:
     assert partition_workers(None, [mib] * 300) == cores
     assert partition_workers(1, [mib] * 300) == 1
     assert partition_workers(3, [1] * 5) == 3  # an explicit count is honoured even for tiny ones
-    assert partition_workers(8, [1, 1]) == 2
+    assert partition_workers(8, [1, 1]) == 2  # no more than the partitions
+    assert partition_workers(100_000, [1] * 5) == 4  # nor than the cores
+    assert partition_workers(100_000, [1] * 3) == 3
+
+
+def refuse_large_pools(monkeypatch: pytest.MonkeyPatch, cores: int) -> list[int]:
+    """Pretend to have ``cores`` cores; record each pool's size, refusing one larger than the cores
+    before anything forks (so an unbounded ``jobs`` fails the test instead of exhausting memory)."""
+    import kcompact.cleaner.parallel as parallel_module
+    import kcompact.cleaner.pool as pool_module
+
+    sizes: list[int] = []
+    original = run_module.run_in_pool
+
+    def guarded(items: Any, work: Any, workers: int, progress: Any) -> Any:
+        sizes.append(workers)
+        if workers > cores:
+            raise AssertionError(f"a pool of {workers} processes")
+        return original(items, work, workers, progress)
+
+    original_pool = parallel_module._pool
+
+    @contextmanager
+    def guarded_pool(jobs: int, plan: Any, oracle: Any) -> Iterator[Any]:  # a partition's own workers
+        if jobs > cores:
+            raise AssertionError(f"a pool of {jobs} processes")
+        with original_pool(jobs, plan, oracle) as pool:
+            yield pool
+
+    monkeypatch.setattr(pool_module, "usable_cpus", lambda: cores)
+    monkeypatch.setattr(parallel_module, "usable_cpus", lambda: cores)
+    monkeypatch.setattr(run_module, "run_in_pool", guarded)
+    monkeypatch.setattr(parallel_module, "_pool", guarded_pool)
+    return sizes
+
+
+def test_a_huge_jobs_is_clamped_to_the_cores_and_said_once(
+    template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    serial_dir, huge_dir = copy_of(template, tmp_path / "serial"), copy_of(template, tmp_path / "huge")
+    sizes = refuse_large_pools(monkeypatch, cores=2)
+    huge, serial = clean(huge_dir, 100_000), clean(serial_dir, 1)
+    assert sizes == [2]
+    clamped = ("--jobs 100000: 2 worker processes at a time, as many as the 5 partitions to clean and the "
+               "2 usable cores allow")
+    notes = comparable(serial, serial_dir.parent)["notes"]
+    assert comparable(huge, huge_dir.parent)["notes"] == [*notes, clamped]
+    assert digest(huge_dir) == digest(serial_dir)
+
+
+def test_a_huge_jobs_for_one_partition_is_clamped_and_said_once(
+    template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kcompact.cleaner.parallel as parallel_module
+
+    log_dir = copy_of(template, tmp_path / "one")
+    refuse_large_pools(monkeypatch, cores=2)
+    monkeypatch.setattr(parallel_module, "CHUNK_MIN_BYTES", 100)  # several ranges in these small segments
+    run = clean(log_dir / "orders-0", 100_000)
+    assert [r.workers for r in run.results] == [2]
+    assert run.notes[-1] == ("--jobs 100000: 2 worker processes at a time, as many as the round's segment "
+                             "ranges and the 2 usable cores allow")
+    monkeypatch.setattr(parallel_module, "CHUNK_MIN_BYTES", 1 << 30)  # one range per segment
+    again = clean(copy_of(template, tmp_path / "two") / "orders-0", 100_000)
+    assert [r.workers for r in again.results] == [2]  # two segments in the round
+    nothing = clean(log_dir / "orders-0", 100_000)  # just cleaned: no round, no processes, no note
+    assert [r.skipped_reason is not None for r in nothing.results] == [True]
+    assert not any(note.startswith("--jobs") for note in nothing.notes)
 
 
 def test_partition_workers_stay_one_without_fork(monkeypatch: pytest.MonkeyPatch) -> None:

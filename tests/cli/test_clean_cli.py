@@ -22,6 +22,8 @@ RESULT_FIELDS = {
     "partition_dir",
     "topic",
     "partition",
+    "status",
+    "error",
     "dry_run",
     "now_ms",
     "first_dirty_offset",
@@ -34,8 +36,12 @@ RESULT_FIELDS = {
     "skipped_reason",
     "recovery_actions",
     "warnings",
-    "stats",
-    "retention",
+    "retention_deleted_segments",
+    "retention_reasons",
+    "retention_bytes_deleted",
+    "retention_log_start_before",
+    "retention_log_start_after",
+    "retention_rolled",
 }
 STATS_FIELDS = {
     "bytes_read",
@@ -98,7 +104,7 @@ def error_lines(stderr: str) -> list[str]:
 
 def normalized(text: str) -> str:
     """The report without its clock-dependent part (elapsed time, rate) and rich's cell padding."""
-    text = re.sub(r" in \d+\.\d\d s \(\d+\.\d MB/s\)", " in <t> s (<r> MB/s)", text)
+    text = re.sub(r" in \d+\.\d\d s \(\d+\.\d MiB/s\)", " in <t> s (<r> MiB/s)", text)
     return "".join(line.rstrip() + "\n" for line in text.splitlines())
 
 
@@ -109,13 +115,12 @@ def test_text_report_shows_the_dirty_section_and_size_reduction(tmp_path: Path) 
     assert "no KRaft metadata log" in result.stderr
     assert normalized(result.stdout) == (
         "orders-0: cleaned dirty section [0, 30) (dirty ratio 1.000)\n"
-        "  read              0.0 MB, 30 records in <t> s (<r> MB/s)\n"
-        "  written           0.0 MB, 4 records\n"
+        "  read              543 B, 30 records in <t> s (<r> MiB/s)\n"
+        "  written           109 B, 4 records\n"
         "  size reduction    79.9%\n"
-        "  removed           26 superseded, 0 tombstones, 0 aborted, 0 markers, 0\n"
-        "                    keyless\n"
+        "  removed           26 superseded, 0 tombstones, 0 aborted, 0 markers, 0 keyless\n"
         "  batches           0 copied, 1 rebuilt, 0 kept empty, 2 dropped\n"
-        "  offset map        4 keys, 0.0 MiB\n"
+        "  offset map        4 keys, 16.2 KiB\n"
         "  checkpoint        0 -> 30\n"
     )
     assert [o for o, _k, _v in read_all_records(part)] == [26, 27, 28, 29, 30]
@@ -127,8 +132,7 @@ def test_nothing_to_clean_says_why(tmp_path: Path) -> None:
     result = run(part, "--now-ms", NOW, "--config", "cleanup.policy=compact")
     assert result.exit_code == 0 and only_warnings(result.stderr)
     assert result.stdout.startswith(
-        "orders-0: nothing to clean — the active segment (base offset 30, 70 bytes) is \n"
-        "never cleaned"
+        "orders-0: nothing to clean — the active segment (base offset 30, 70 bytes) is never cleaned; "
     )
 
 
@@ -140,13 +144,16 @@ def test_json_report_has_a_fixed_field_set(tmp_path: Path) -> None:
     assert report.keys() == {"results", "failures", "skipped", "notes"}
     assert report["failures"] == [] and all(isinstance(note, str) for note in report["notes"])
     (only,) = report["results"]
-    assert only.keys() == RESULT_FIELDS
-    assert only["stats"].keys() == STATS_FIELDS
-    assert only["retention"] == {"deleted_segments": [], "reasons": {}, "bytes_deleted": 0,
-                                 "log_start_before": 0, "log_start_after": 0, "rolled": False}
-    assert {k: only[k] for k in RESULT_FIELDS - {"stats", "partition_dir", "retention"}} == {
+    assert only.keys() == RESULT_FIELDS | STATS_FIELDS  # one flat row, as spark clean's
+    retention = {k: only[k] for k in RESULT_FIELDS if k.startswith("retention_")}
+    assert retention == {"retention_deleted_segments": [], "retention_reasons": [], "retention_bytes_deleted": 0,
+                         "retention_log_start_before": 0, "retention_log_start_after": 0,
+                         "retention_rolled": False}
+    assert {k: only[k] for k in RESULT_FIELDS - retention.keys() - {"partition_dir"}} == {
         "topic": "orders",
         "partition": 0,
+        "status": "cleaned",
+        "error": None,
         "dry_run": False,
         "now_ms": NOW,
         "first_dirty_offset": 0,
@@ -161,13 +168,8 @@ def test_json_report_has_a_fixed_field_set(tmp_path: Path) -> None:
         "warnings": [],
     }
     assert Path(only["partition_dir"]) == part
-    stats = only["stats"]
-    assert (stats["records_read"], stats["records_written"], stats["superseded_removed"]) == (
-        30,
-        4,
-        26,
-    )
-    assert stats["size_reduction"] == round(1 - stats["bytes_written"] / stats["bytes_read"], 6)
+    assert (only["records_read"], only["records_written"], only["superseded_removed"]) == (30, 4, 26)
+    assert only["size_reduction"] == round(1 - only["bytes_written"] / only["bytes_read"], 6)
 
 
 def test_dry_run_changes_nothing_and_reports_what_would_go(tmp_path: Path) -> None:
@@ -178,7 +180,7 @@ def test_dry_run_changes_nothing_and_reports_what_would_go(tmp_path: Path) -> No
     assert result.exit_code == 0
     (only,) = json.loads(result.stdout)["results"]
     assert (only["dry_run"], only["checkpoint_written"], only["end_offset"]) == (True, False, 30)
-    assert only["stats"]["superseded_removed"] == 26
+    assert only["superseded_removed"] == 26
     assert digest(log_dir) == before  # not a byte, not even a lock file
 
     text = run(part, "--now-ms", NOW, "--dry-run", "--config", "cleanup.policy=compact")
@@ -258,7 +260,7 @@ def test_broker_log_dir_with_roll_cleans_and_leaves_the_metadata_log(tmp_path: P
     ]
     assert digest(log_dir / "__cluster_metadata-0") == metadata_before
     part = log_dir / "__consumer_offsets-6"
-    assert len(read_all_records(part)) == report["results"][0]["stats"]["records_written"]
+    assert len(read_all_records(part)) == report["results"][0]["records_written"]
 
 
 def test_log_dir_text_report_ends_with_a_summary(tmp_path: Path) -> None:
@@ -268,13 +270,12 @@ def test_log_dir_text_report_ends_with_a_summary(tmp_path: Path) -> None:
     assert result.exit_code == 0 and only_warnings(result.stderr)
     report = (
         "{name}: cleaned dirty section [{first}, {end}) (dirty ratio {ratio})\n"
-        "  read              0.0 MB, {read} records in <t> s (<r> MB/s)\n"
-        "  written           0.0 MB, 4 records\n"
+        "  read              {read_size}, {read} records in <t> s (<r> MiB/s)\n"
+        "  written           {written_size}, 4 records\n"
         "  size reduction    {reduction}\n"
-        "  removed           {superseded} superseded, 0 tombstones, 0 aborted, 0 markers, 0\n"
-        "                    keyless\n"
+        "  removed           {superseded} superseded, 0 tombstones, 0 aborted, 0 markers, 0 keyless\n"
         "  batches           0 copied, 1 rebuilt, 0 kept empty, {dropped} dropped\n"
-        "  offset map        4 keys, 0.0 MiB\n"
+        "  offset map        4 keys, 16.2 KiB\n"
         "  checkpoint        {first} -> {end}\n"
     )
     assert normalized(result.stdout) == (
@@ -284,6 +285,8 @@ def test_log_dir_text_report_ends_with_a_summary(tmp_path: Path) -> None:
             end=30,
             ratio="1.000",
             read=30,
+            read_size="543 B",
+            written_size="109 B",
             reduction="79.9%",
             superseded=26,
             dropped=2,
@@ -294,6 +297,8 @@ def test_log_dir_text_report_ends_with_a_summary(tmp_path: Path) -> None:
             end=20,
             ratio="0.500",
             read=20,
+            read_size="322 B",
+            written_size="101 B",
             reduction="68.6%",
             superseded=16,
             dropped=1,
@@ -325,6 +330,19 @@ def test_delete_topics_of_a_broker_log_dir_are_skipped_not_emptied(tmp_path: Pat
     assert (alone.exit_code, alone.stdout) == (2, "")
     assert error_lines(alone.stderr) == [f"kcompact: error: {log_dir / 'first-0'}: {skipped[0].split(' — ')[1]}"]
     assert {name: digest(log_dir / name) for name in user_topics} == before
+
+
+def test_skipped_partitions_are_rows_of_the_json_report(tmp_path: Path) -> None:
+    log_dir = copy_tree_writable(real_fixture("bitnami2024-rolled-logdir"), tmp_path / "logdir")
+    result = run(log_dir, "--roll", "--now-ms", 1_769_800_000_000, "--json")
+    assert result.exit_code == 0
+    report = json.loads(result.stdout)
+    skipped = {(r["topic"], r["partition"]): r for r in report["skipped"]}
+    assert sorted(skipped) == [("first", 0), ("sensor-data", 0), ("sensor-data-topic", 0), ("test", 0)]
+    first = skipped[("first", 0)]
+    assert list(first) == list(report["results"][0])  # the one row shape of every clean report
+    assert first["status"] == "skipped" and first["skipped_reason"].startswith("cleanup.policy=delete (Kafka's")
+    assert first["partition_dir"] == str(log_dir / "first-0") and first["end_offset"] is None
 
 
 def test_readme_demo_cleans_the_sample_partition_its_metadata_log_calls_compacted(tmp_path: Path) -> None:

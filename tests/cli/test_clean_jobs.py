@@ -12,7 +12,14 @@ import pytest
 from click.testing import CliRunner, Result
 
 from kcompact.cli.main import cli
-from tests.cleaner.test_run_jobs import CORRUPT, NOW, copy_of, digest, make_log_dir
+from tests.cleaner.test_run_jobs import (
+    CORRUPT,
+    NOW,
+    copy_of,
+    digest,
+    make_log_dir,
+    refuse_large_pools,
+)
 
 
 def run(*args: str | Path) -> Result:
@@ -29,7 +36,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def without_timings(stdout: str, root: Path) -> Any:
     report = json.loads(stdout.replace(str(root), "<root>"))
     for result in report["results"]:
-        result["stats"].pop("elapsed_s")
+        result.pop("elapsed_s")
     return report
 
 
@@ -48,7 +55,7 @@ def test_json_report_and_bytes_are_the_same_with_two_jobs(template: Path, tmp_pa
 
 
 def normalized(text: str, root: Path) -> str:
-    text = re.sub(r" in \d+\.\d\d s \(\d+\.\d MB/s\)", " in <t> s (<r> MB/s)", text.replace(str(root), "<root>"))
+    text = re.sub(r" in \d+\.\d\d s \(\d+\.\d MiB/s\)", " in <t> s (<r> MiB/s)", text.replace(str(root), "<root>"))
     return "".join(line.rstrip() + "\n" for line in text.splitlines())
 
 
@@ -85,12 +92,32 @@ def test_bad_jobs_is_refused_before_anything_is_touched(template: Path, tmp_path
     assert digest(log_dir) == before
 
 
+CLAMPED = ("--jobs 100000: 2 worker processes at a time, as many as the 5 partitions to clean and the 2 "
+           "usable cores allow")
+
+
+def test_a_huge_jobs_is_clamped_and_said_once(
+    template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    as_json, as_text = copy_of(template, tmp_path / "json"), copy_of(template, tmp_path / "text")
+    sizes = refuse_large_pools(monkeypatch, cores=2)
+    compact = ("--config", "cleanup.policy=compact")
+    report = run(as_json, "--now-ms", NOW, "--jobs", "100000", "--json", *compact)
+    text = run(as_text, "--now-ms", NOW, "--jobs", "100000", *compact)
+    assert (report.exit_code, text.exit_code, sizes) == (2, 2, [2, 2])  # the corrupt partition failed
+    assert json.loads(report.stdout)["notes"][-1] == CLAMPED
+    assert text.stderr.count("--jobs 100000") == 1
+    assert f"kcompact: warning: {CLAMPED}\n" in text.stderr
+    assert digest(as_json) == digest(as_text)
+
+
 def test_help_describes_jobs() -> None:
     result = CliRunner(env={"COLUMNS": "100"}).invoke(cli, ["clean", "--help"])
     assert result.exit_code == 0
     assert "--jobs N|auto" in result.stdout
     assert "Default auto: one per core once there is enough to do (about 80 ms of work: 20 MiB, counting " \
-           "1.5 MiB per partition), else 1." in " ".join(result.stdout.split())
+           "1.5 MiB per partition), else 1. A larger N than the usable cores or the work (partitions; a " \
+           "partition's segment ranges) is clamped to them, and the report says so." in " ".join(result.stdout.split())
 
 
 def test_progress_bar_starts_its_thread_only_at_the_first_update(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -159,7 +159,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
 def test_help() -> None:
     group = run("--help")
     assert group.exit_code == 0
-    assert "show  Print the effective configuration of PARTITION_DIR" in group.output
+    assert "show  A partition's effective configuration and each value's source." in group.output
     show = run("show", "--help")
     assert show.exit_code == 0
     for fragment in ("Usage: cli config show [OPTIONS] PARTITION_DIR", "--server-properties FILE",

@@ -1,7 +1,14 @@
-"""Every command and group of the CLI has help: walked from the root, so a new command is covered too."""
+"""Every command and group of the CLI has help: walked from the root, so a new command is covered too.
+
+Each help ends with examples that name real options of a real command, each group lists its commands
+with their descriptions whole, and README.md's command table has a row naming every command's options.
+"""
 
 from __future__ import annotations
 
+import itertools
+import re
+import shlex
 import subprocess
 import sys
 
@@ -54,3 +61,78 @@ def test_python_dash_m_kcompact_help() -> None:
     assert done.stdout.startswith("Usage: ")
     assert "Offline compactor, inspector and repair tool" in done.stdout
     assert "inspect" in done.stdout
+
+
+# -- examples, whole command lists, the README's command table (like sqlite-utils' tests/test_docs.py) --
+
+GROUPS = [(path, command) for path, command in COMMANDS if isinstance(command, click.Group)]
+LEAVES = [(path, command) for path, command in COMMANDS if not isinstance(command, click.Group)]
+
+
+def help_text(path: tuple[str, ...]) -> str:
+    runner = CliRunner(catch_exceptions=False, env={"COLUMNS": "80"})
+    result = runner.invoke(cli, [*path, "--help"], prog_name="kcompact")
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def examples_of(text: str) -> list[str]:
+    """The command lines of the help's ``Examples:`` section (up to the next blank line)."""
+    assert "\n  Examples:\n\n" in text, "no Examples: section"
+    section = text.split("\n  Examples:\n\n", 1)[1].split("\n\n", 1)[0]
+    return [line.strip() for line in section.splitlines()]
+
+
+def resolve(words: list[str]) -> tuple[click.Command, list[str]]:
+    """The command an argv names, and the words after its name."""
+    command: click.Command = cli
+    rest = words
+    while isinstance(command, click.Group) and rest and rest[0] in command.commands:
+        command, rest = command.commands[rest[0]], rest[1:]
+    return command, rest
+
+
+def option_names(command: click.Command) -> set[str]:
+    return {name for p in command.params if isinstance(p, click.Option) for name in p.opts + p.secondary_opts}
+
+
+@pytest.mark.parametrize("path, command", COMMANDS, ids=[" ".join(path) or "kcompact" for path, _c in COMMANDS])
+def test_help_ends_with_examples_that_run_this_command(path: tuple[str, ...], command: click.Command) -> None:
+    examples = examples_of(help_text(path))
+    assert 1 <= len(examples) <= 3
+    for example in examples:
+        assert len(example) + 2 <= 80, f"an example wider than 80 columns: {example}"
+        words = shlex.split(re.split(r" [|>] ", example)[0])
+        assert words[: 1 + len(path)] == ["kcompact", *path], example
+        leaf, rest = resolve(words[1:])
+        assert not isinstance(leaf, click.Group), f"{example}: names no command"
+        for word in rest:
+            if word.startswith("--"):
+                assert word.split("=")[0] in option_names(leaf), f"{example}: no option {word}"
+
+
+@pytest.mark.parametrize("path, group", GROUPS, ids=[" ".join(path) or "kcompact" for path, _g in GROUPS])
+def test_command_lists_show_each_description_whole_on_one_line(path: tuple[str, ...], group: click.Group) -> None:
+    section = help_text(path).split("\nCommands:\n", 1)[1].split("\n\n", 1)[0]
+    assert "..." not in section
+    lines = section.splitlines()
+    assert len(lines) == len(group.commands)  # one line a command: nothing wrapped
+    for line, (name, command) in zip(lines, sorted(group.commands.items()), strict=True):
+        assert line.split(None, 1) == [name, command.get_short_help_str()]
+        assert command.short_help, f"{name}: a short_help, so click does not cut the docstring's"
+
+
+README_ROWS = {
+    " ".join(itertools.takewhile(lambda word: re.fullmatch(r"[a-z-]+", word) is not None, row.split()[2:])): row
+    for row in (REPO_ROOT / "README.md").read_text().splitlines()
+    if row.startswith("| `kcompact ")
+}
+
+
+@pytest.mark.parametrize("path, command", LEAVES, ids=[" ".join(path) for path, _c in LEAVES])
+def test_readme_command_table_names_every_command_and_option(path: tuple[str, ...], command: click.Command) -> None:
+    row = README_ROWS.get(" ".join(path))
+    assert row is not None, f"README's command table has no row for kcompact {' '.join(path)}"
+    listed = set(re.findall(r"--[a-z][a-z-]*", row))
+    missing = sorted(name for name in option_names(command) if name.startswith("--") and name not in listed)
+    assert missing == [], f"README's row for kcompact {' '.join(path)} does not name {missing}"

@@ -4,6 +4,7 @@ forms, help for every command, and exit code 2 with one line for bad input."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -54,11 +55,35 @@ def test_dirty_ratio_json_is_a_list_also_for_one_partition(tmp_path: Path) -> No
 
 
 def test_dirty_ratio_table(tmp_path: Path) -> None:
+    """Piped (not a terminal), the table takes its natural width and no line is wrapped."""
     part = segmented().write(tmp_path / "logdir", cleaner_checkpoint=10)
     result = run("inspect", "dirty-ratio", str(part), "--now-ms", str(NOW), "--config",
                  "cleanup.policy=compact")
     assert result.exit_code == 0
     assert result.stdout == (
+        "dirty ratio (what the broker's cleaner sees)                                                \n"
+        "┏━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━┳━━━━━━━┳━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓\n"
+        "┃ rank ┃ partition ┃   dirty ┃ clean ┃ ratio             ┃ status                          ┃\n"
+        "┡━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━╇━━━━━━━╇━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┩\n"
+        "│    1 │ orders-0  │ 1.0 KiB │ 512 B │ ######|#.... 0.67 │ eligible (up to active-segment) │\n"
+        "└──────┴───────────┴─────────┴───────┴───────────────────┴─────────────────────────────────┘\n"
+        "orders-0: the active segment (base offset 30, 76 bytes) is never cleaned; its first batch is "
+        "2h 46m old; a batch stamped after 2023-11-21T22:13:20Z (in 6d 21h; segment.ms 7d) rolls it; or "
+        "an append that would take it past segment.bytes 1073741824 (1073741748 bytes left) rolls it\n"
+        "active-segment: the data waits in the active segment: lower segment.ms (or "
+        "max.compaction.lag.ms, which also rolls compacted topics) so the broker rolls it; offline, "
+        "`kcompact clean --roll`\n"
+    )
+
+
+def test_dirty_ratio_table_on_a_terminal(tmp_path: Path) -> None:
+    """On an 80-column terminal the table and the advice keep to 80 columns."""
+    part = segmented().write(tmp_path / "logdir", cleaner_checkpoint=10)
+    result = CliRunner().invoke(cli, ["inspect", "dirty-ratio", str(part), "--now-ms", str(NOW), "--config",
+                                      "cleanup.policy=compact"],
+                                env={"COLUMNS": "80", "TTY_COMPATIBLE": "1"}, catch_exceptions=False)
+    assert result.exit_code == 0
+    assert re.sub(r"\x1b\[[0-9;]*m", "", result.stdout) == (  # without colours
         "dirty ratio (what the broker's cleaner sees)                                    \n"
         "┏━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━┳━━━━━━━┳━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━┓\n"
         "┃ rank ┃ partition ┃   dirty ┃ clean ┃ ratio             ┃ status              ┃\n"

@@ -122,8 +122,7 @@ def test_spark_clean_text_report_is_a_table_and_a_summary(spark: SparkSession, t
     lines = result.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80
     assert lines[0].strip() == "spark clean"
-    assert lines[2].split() == ["partition", "status", "dirty", "offsets", "MB", "read", "MB", "out",
-                                "saved", "s"]
+    assert lines[2].split() == ["partition", "status", "dirty", "offsets", "read", "written", "saved", "s"]
     assert [line.split()[:5] for line in lines[4:6]] == [
         ["orders-0", "would", "clean", "[0,", "23)"], ["users-0", "would", "clean", "[0,", "23)"]]
     read = sum(r.stats.bytes_read for r in serial)
