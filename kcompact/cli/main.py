@@ -155,6 +155,7 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
                  EPILOG,
                  "kcompact clean /tmp/kafka-logs/orders-0 --dry-run",
                  "kcompact clean /tmp/kafka-logs --roll --jobs 4 --json > report.json",
+                 "kcompact clean /var/zk-era-logs --assume-compact --dry-run",
              ))
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=str))
 @config_option("A topic configuration, by Kafka's name (cleanup.policy, segment.bytes, "
