@@ -49,6 +49,7 @@ from kcompact.config.topic_config import TopicConfig, format_value
 from kcompact.errors import ConfigError, KcompactError, RefusedError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.lock import checkpoint_lock, log_dir_write_guard
+from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import (
     METADATA_TOPIC,
     LogDirFiles,
@@ -283,10 +284,11 @@ def cleaner_order(
     ranked: list[tuple[float, str, PartitionTask]] = []
     notes: dict[str, list[str]] = {}
     for part_dir in iter_partition_dirs(log_dir):
-        partition = open_partition(part_dir)
-        if partition.topic == METADATA_TOPIC or partition.name.kind != "live":
+        name = parse_partition_dir_name(part_dir.name)
+        if name is None or name.topic == METADATA_TOPIC or name.kind != "live":
             continue
         try:
+            partition = open_partition(part_dir)
             effective = sources.for_partition(part_dir)
             why = not_compacted(effective)
             notes[part_dir.name] = effective.notes + ([] if why is None else [f"skipped: {why}"])

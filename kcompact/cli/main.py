@@ -32,10 +32,15 @@ EPILOG = (
 
 
 class KcompactGroup(click.Group):
-    """A click group that turns kcompact's deliberate errors into one line and exit code 2."""
+    """A click group that turns kcompact's deliberate errors into one line and exit code 2.
+
+    The library turns the OS's refusals (an unreadable segment, a read-only directory) into a
+    ``FileAccessError`` where it touches the files; an ``OSError`` that still escapes with a file name
+    is the same bad input, and gets the same one line here. One without a file name is a bug.
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
-        from kcompact.errors import KcompactError
+        from kcompact.errors import FileAccessError, KcompactError
 
         try:
             return super().invoke(ctx)
@@ -45,6 +50,11 @@ class KcompactGroup(click.Group):
         except BrokenPipeError:  # `kcompact inspect dump … | head`
             sys.stderr.close()
             ctx.exit(EXIT_OK)
+        except OSError as err:
+            if err.filename is None:
+                raise
+            render.error_line(str(FileAccessError.from_os_error(err)))
+            ctx.exit(EXIT_BAD_INPUT)
 
 
 def parse_jobs(_ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:

@@ -29,6 +29,7 @@ from kcompact.repair.findings import (
     Finding,
 )
 from kcompact.repair.salvage import SegmentScan
+from kcompact.segment.files import read_file
 from kcompact.segment.index_builder import build_indexes
 from kcompact.segment.names import segment_file_name
 from kcompact.segment.offset_index import OffsetIndexEntry, check_offset_index, decode_offset_index
@@ -102,7 +103,7 @@ def _offset_index(
         return [_missing(log_path, base, "index", "Kafka recovers the whole segment at load "
                          "(NoSuchFileException, spec §7.1 step 4)", _OFFSET_EFFECT)]
     try:
-        entries = decode_offset_index(path.read_bytes(), base)
+        entries = decode_offset_index(read_file(path), base)
     except CorruptIndexError as err:
         return [_bad(path, err, _OFFSET_EFFECT)]
     problems = check_offset_index(entries, base, log_batches=log_pairs)
@@ -118,7 +119,7 @@ def _time_index(
                          "rebuild it: the segment's largest timestamp becomes the .log mtime "
                          "(spec §5.2)", _TIME_EFFECT)]
     try:
-        entries = decode_time_index(path.read_bytes(), base)
+        entries = decode_time_index(read_file(path), base)
     except CorruptIndexError as err:
         return [_bad(path, err, _TIME_EFFECT)]
     problems = check_time_index(entries, base, log_batches=log_pairs)
@@ -161,7 +162,7 @@ def _txn_index(
         position = None
     else:
         try:
-            entries, problems, position = decode_txn_index(path.read_bytes()), [], None
+            entries, problems, position = decode_txn_index(read_file(path)), [], None
         except CorruptIndexError as err:
             entries, problems, position = None, [err.message], err.position
     if entries is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import os
 import struct
 import subprocess
 import sys
@@ -52,6 +51,7 @@ from tests.cleaner.test_crash_recovery import (
     make_layout,
     topic_config,
 )
+from tests.unprivileged import run_kcompact
 
 CRC_POSITION = 17  # baseOffset(8) batchLength(4) partitionLeaderEpoch(4) magic(1), then crc(4)
 CRC_COVERS_FROM = 21  # the CRC-32C covers attributes to the end of the batch
@@ -184,14 +184,26 @@ def test_refused_create_of_the_cleaned_file(tmp_path: Path, monkeypatch: pytest.
                                                 "the partition was left as it was")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only directory regardless of its mode")
 def test_read_only_partition_directory(tmp_path: Path) -> None:
     part = build_partition(tmp_path / "logdir")
+    before = log_dir_digest(part.parent)
     part.chmod(0o500)
+    argv = ["clean", str(part), "--now-ms", str(NOW), "--json"]
+    for key, value in OVERRIDES.items():
+        argv += ["--config", f"{key}={value}"]
     try:
-        assert_fails_unchanged(part, KcompactError, r"Permission denied")
+        proc = run_kcompact(*argv)  # as root, without the capabilities that ignore file modes
     finally:
         part.chmod(0o755)
+
+    assert proc.returncode == 2, proc.stderr
+    cleaned = part / segment_file_name(0, "log", "cleaned")
+    assert error_lines(proc.stderr) == [
+        f"kcompact: error: {cleaned}: cannot write the cleaned segment (Permission denied); "
+        + "the partition was left as it was"
+    ]
+    assert log_dir_digest(part.parent) == before
+    assert leftover_files(part) == []
 
 
 def test_full_disk_exits_2_with_one_line_and_changes_nothing(tmp_path: Path) -> None:
