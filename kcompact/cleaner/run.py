@@ -54,8 +54,8 @@ from kcompact.segment.partition import (
     METADATA_TOPIC,
     LogDirFiles,
     is_partition_dir,
-    iter_partition_dirs,
     open_partition,
+    require_partition_dirs,
 )
 
 __all__ = [  # the pool's names stay importable from here, where they were first
@@ -278,12 +278,15 @@ def cleaner_order(
 
     Returns:
         The :class:`LogDirOrder`; a partition whose files or configuration do not parse is a failure.
+
+    Raises:
+        KcompactError: ``log_dir`` holds no partition directory (a wrong path, not an empty run).
     """
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     order = LogDirOrder()
     ranked: list[tuple[float, str, PartitionTask]] = []
     notes: dict[str, list[str]] = {}
-    for part_dir in iter_partition_dirs(log_dir):
+    for part_dir in require_partition_dirs(log_dir):
         name = parse_partition_dir_name(part_dir.name)
         if name is None or name.topic == METADATA_TOPIC or name.kind != "live":
             continue

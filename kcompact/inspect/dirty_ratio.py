@@ -31,8 +31,8 @@ from kcompact.segment.partition import (
     METADATA_TOPIC,
     Partition,
     is_partition_dir,
-    iter_partition_dirs,
     open_partition,
+    require_partition_dirs,
 )
 
 LIVE_BROKER_WARNING = "a running broker holds this log dir: the active segment may be moving"
@@ -158,7 +158,8 @@ def partition_dirs(paths: Iterable[str | Path]) -> list[Path]:
         The partition directories, path after path (a log dir's in ``iter_partition_dirs`` order).
 
     Raises:
-        KcompactError: a path is neither a directory nor a partition directory.
+        KcompactError: a path is neither a directory nor a partition directory, or is a directory
+            holding no partition directory (a wrong path, not an empty report).
     """
     found: list[Path] = []
     for raw in paths:
@@ -166,7 +167,7 @@ def partition_dirs(paths: Iterable[str | Path]) -> list[Path]:
         if is_partition_dir(path):
             found.append(path)
         elif path.is_dir():
-            found.extend(iter_partition_dirs(path))
+            found.extend(require_partition_dirs(path))
         else:
             raise KcompactError(f"{path}: not a log dir or partition directory")
     return found

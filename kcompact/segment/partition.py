@@ -277,6 +277,30 @@ def iter_partition_dirs(log_dir: str | os.PathLike[str]) -> Iterator[Path]:
             yield entry
 
 
+def require_partition_dirs(log_dir: str | os.PathLike[str]) -> list[Path]:
+    """Every partition directory of a log dir (as :func:`iter_partition_dirs`), refusing a directory
+    that holds none: a wrong path (``/tmp``, an empty directory) must not pass for a log dir with
+    nothing to do. A log dir whose partitions are then all skipped is not this case.
+
+    Args:
+        log_dir: the directory given as a log dir.
+
+    Returns:
+        Its partition directories, sorted by name; never empty.
+
+    Raises:
+        KcompactError: no directory under ``log_dir`` is named like a partition.
+        FileAccessError: ``log_dir`` cannot be listed.
+    """
+    found = list(iter_partition_dirs(log_dir))
+    if not found:
+        raise KcompactError(
+            f"no partition directories found under {os.fspath(log_dir)} (expected a log dir, which "
+            "holds <topic>-<partition> directories, or one of them)"
+        )
+    return found
+
+
 def is_partition_dir(path: str | os.PathLike[str]) -> bool:
     """True when ``path`` is a directory named like a partition."""
     p = Path(path)
