@@ -44,8 +44,9 @@ REBUILD = "rebuild it as Kafka 4.1 builds it from the log"
 _OFFSET_EFFECT = "none: the cleaner reads the log, not the offset index"
 _TIME_EFFECT = ("the cleaner takes the segment's largest timestamp from the time index's last entry "
                 "(min.compaction.lag.ms, retention), not from the log")
-_TRUSTED = ("Kafka trusts the file at load (spec §7.1 step 4): a fetch that meets a wrong entry reads "
-            "the wrong batch or fails")
+# The loader only sanity-checks an index it did not recover (spec §7.1 step 4).
+_TRUSTED = ("Kafka's loader trusts an index that passes its sanity checks: a fetch that meets a wrong "
+            "entry reads the wrong batch or fails")
 
 
 def expected_indexes(
@@ -100,8 +101,8 @@ def _offset_index(
     log_pairs: list[tuple[int, int]],
 ) -> list[Finding]:
     if path is None:
-        return [_missing(log_path, base, "index", "Kafka recovers the whole segment at load "
-                         "(NoSuchFileException, spec §7.1 step 4)", _OFFSET_EFFECT)]
+        return [_missing(log_path, base, "index", "Kafka's loader recovers the whole segment "
+                         "(NoSuchFileException)", _OFFSET_EFFECT)]
     try:
         entries = decode_offset_index(read_file(path), base)
     except CorruptIndexError as err:
@@ -115,9 +116,8 @@ def _time_index(
     log_pairs: list[tuple[int, int]],
 ) -> list[Finding]:
     if path is None:
-        return [_missing(log_path, base, "timeindex", "Kafka creates it empty at load and does not "
-                         "rebuild it: the segment's largest timestamp becomes the .log mtime "
-                         "(spec §5.2)", _TIME_EFFECT)]
+        return [_missing(log_path, base, "timeindex", "Kafka's loader creates it empty and does not "
+                         "rebuild it: the segment's largest timestamp becomes the .log mtime", _TIME_EFFECT)]
     try:
         entries = decode_time_index(read_file(path), base)
     except CorruptIndexError as err:
@@ -189,7 +189,7 @@ def _txn_index(
     return [Finding(
         kind=KIND_TXN_INDEX, path=str(name), position=position, message="; ".join(problems),
         cleaner_effect="the cleaner learns which transactional data was aborted from this index: a "
-                       "missing entry makes it keep aborted data as committed (spec §5.3)",
+                       "missing entry makes it keep aborted data as committed",
         broker_effect="a failed sanity check makes Kafka recover the segment at load; READ_COMMITTED "
-                      "consumers see aborted data for a missing entry (spec §5.3, §7.1)",
+                      "consumers see aborted data for a missing entry",  # spec §5.3, §7.1
         action=action)], result
