@@ -26,7 +26,15 @@ import os
 
 
 class KcompactError(Exception):
-    """Base of every error kcompact raises deliberately (exit code 2 in the CLI)."""
+    """Base of every error kcompact raises deliberately (exit code 2 in the CLI).
+
+    ``path``, ``position`` and ``offset`` say where, for the subclasses that know (the CLI's
+    ``--json`` error object carries them); they are None otherwise.
+    """
+
+    path: str | None = None  # the file concerned
+    position: int | None = None  # byte position inside it
+    offset: int | None = None  # the Kafka offset concerned
 
 
 class CorruptDataError(KcompactError):
@@ -141,6 +149,8 @@ class FileAccessError(KcompactError):
         action: what could not be done, as a verb: ``"read"``, ``"list"``, ``"write"``, ...
         reason: the OS's words for why (``strerror``), e.g. ``"Permission denied"``.
     """
+
+    path: str  # always known here
 
     def __init__(self, path: str | os.PathLike[str], action: str, reason: str) -> None:
         self.path = os.fspath(path)
