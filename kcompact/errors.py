@@ -17,6 +17,7 @@ Hierarchy::
       CleanerStateError          leftover .swap files, a checkpoint past the log end, ...
       RefusedError               the operation is not allowed here (live broker, other kcompact, ...)
       ConfigError                a bad --config key or value, an unreadable properties file
+      FileAccessError(path)      the OS refused to read or write a file (permissions, read-only, I/O)
 """
 
 from __future__ import annotations
@@ -25,7 +26,15 @@ import os
 
 
 class KcompactError(Exception):
-    """Base of every error kcompact raises deliberately (exit code 2 in the CLI)."""
+    """Base of every error kcompact raises deliberately (exit code 2 in the CLI).
+
+    ``path``, ``position`` and ``offset`` say where, for the subclasses that know (the CLI's
+    ``--json`` error object carries them); they are None otherwise.
+    """
+
+    path: str | None = None  # the file concerned
+    position: int | None = None  # byte position inside it
+    offset: int | None = None  # the Kafka offset concerned
 
 
 class CorruptDataError(KcompactError):
@@ -126,3 +135,46 @@ class RefusedError(KcompactError):
 
 class ConfigError(KcompactError):
     """An unknown configuration key, a value of the wrong type or range, an unreadable file."""
+
+
+class FileAccessError(KcompactError):
+    """The operating system refused to read, list or write one of the user's files or directories.
+
+    An unreadable segment, a read-only partition directory, an I/O error: bad input like a corrupt
+    file, not a kcompact bug. The message names the file, what kcompact was doing and the OS's reason:
+    ``"<path>: cannot read (Permission denied)"``.
+
+    Args:
+        path: the file or directory concerned.
+        action: what could not be done, as a verb: ``"read"``, ``"list"``, ``"write"``, ...
+        reason: the OS's words for why (``strerror``), e.g. ``"Permission denied"``.
+    """
+
+    path: str  # always known here
+
+    def __init__(self, path: str | os.PathLike[str], action: str, reason: str) -> None:
+        self.path = os.fspath(path)
+        self.action = action
+        self.reason = reason
+        super().__init__(f"{self.path}: cannot {action} ({reason})")
+
+    @classmethod
+    def from_os_error(
+        cls, err: OSError, path: str | os.PathLike[str] | None = None, action: str = "access"
+    ) -> FileAccessError:
+        """The error for an ``OSError``: its own file name when it has one, else ``path``.
+
+        Args:
+            err: what the OS raised.
+            path: the file the caller was working on (used when ``err`` names none).
+            action: what the caller was doing (``"read"``, ``"write"``, ...).
+
+        Returns:
+            The :class:`FileAccessError` (raise it ``from err``).
+        """
+        where = err.filename if isinstance(err.filename, (str, os.PathLike)) else path
+        reason = err.strerror or str(err) or type(err).__name__
+        return cls("<unknown file>" if where is None else where, action, reason)
+
+    def __reduce__(self) -> tuple[object, ...]:  # picklable for worker processes and Spark executors
+        return (type(self), (self.path, self.action, self.reason))

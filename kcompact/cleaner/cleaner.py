@@ -43,7 +43,8 @@ from kcompact.cleaner.stages import (
 from kcompact.cleaner.stats import CleanStats
 from kcompact.cleaner.swap import leftover_files, recover_interrupted_swaps
 from kcompact.config.topic_config import TopicConfig
-from kcompact.errors import CorruptDataError
+from kcompact.errors import CorruptDataError, FileAccessError
+from kcompact.segment.files import file_access
 from kcompact.segment.lock import log_dir_write_guard, partition_lock
 from kcompact.segment.partition import (
     CLEANER_CHECKPOINT,
@@ -129,16 +130,18 @@ def _rehearse(partition: Partition, config: TopicConfig, options: CleanOptions, 
     not affect the originals; nothing writes file contents.
     """
     log_dir = partition.path.parent
-    staging = Path(tempfile.mkdtemp(prefix=".kcompact-rehearsal-", dir=log_dir.parent))
+    with file_access(log_dir.parent, "write"):
+        staging = Path(tempfile.mkdtemp(prefix=".kcompact-rehearsal-", dir=log_dir.parent))
     try:
         stage_part = staging / log_dir.name / partition.path.name
-        stage_part.mkdir(parents=True)
-        for source in partition.path.iterdir():
-            if source.is_file():
-                _link_or_copy(source, stage_part / source.name)
-        for name in (CLEANER_CHECKPOINT, REPLICATION_CHECKPOINT, LOG_START_CHECKPOINT):
-            if (log_dir / name).exists():
-                shutil.copy2(log_dir / name, stage_part.parent / name)
+        with file_access(partition.path, "read"):
+            stage_part.mkdir(parents=True)
+            for source in partition.path.iterdir():
+                if source.is_file():
+                    _link_or_copy(source, stage_part / source.name)
+            for name in (CLEANER_CHECKPOINT, REPLICATION_CHECKPOINT, LOG_START_CHECKPOINT):
+                if (log_dir / name).exists():
+                    shutil.copy2(log_dir / name, stage_part.parent / name)
         recover_interrupted_swaps(stage_part)
         rehearsal = CleanResult(str(stage_part), partition.topic, partition.partition, now_ms, True)
         _clean_locked(open_partition(stage_part), config, replace(options, dry_run=True, roll=False),
@@ -150,8 +153,16 @@ def _rehearse(partition: Partition, config: TopicConfig, options: CleanOptions, 
             path=partition.path / Path(err.path).name if err.path else None,
             position=err.position, offset=err.offset,
         ) from err
+    except FileAccessError as err:  # name the user's file, not its staged link
+        raise FileAccessError(_unstaged(Path(err.path), staging / log_dir.name, log_dir), err.action,
+                              err.reason) from err
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _unstaged(path: Path, staged_log_dir: Path, log_dir: Path) -> Path:
+    """The user's file a path of the rehearsal's staged copy stands for (other paths as they are)."""
+    return log_dir / path.relative_to(staged_log_dir) if path.is_relative_to(staged_log_dir) else path
 
 
 def _link_or_copy(source: Path, target: Path) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kcompact.cleaner.producer_state import OpenTxn, ProducerStateReplay
@@ -30,6 +31,7 @@ from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError
 from kcompact.records.control import ControlRecordKey, ControlRecordType
 from kcompact.records.record import decode_records
+from kcompact.segment.files import file_access
 from kcompact.segment.index_builder import IndexBuilder
 from kcompact.segment.names import parse_segment_file_name
 from kcompact.segment.partition import Partition, SegmentFiles
@@ -272,7 +274,7 @@ def _load_segment(
         index_bytes, time_bytes = len(offsets) * 8, len(times) * TIME_INDEX_ENTRY_SIZE
     else:
         largest, time_bytes = _time_index_tail(seg)
-        index_bytes = seg.index_path.stat().st_size if seg.index_path else 0
+        index_bytes = _size_in_bytes(seg.index_path) if seg.index_path else 0
     return SegmentState(
         files=seg,
         next_offset=next_offset,
@@ -286,11 +288,16 @@ def _load_segment(
     )
 
 
+def _size_in_bytes(path: Path) -> int:
+    with file_access(path, "read"):
+        return path.stat().st_size
+
+
 def _time_index_tail(seg: SegmentFiles) -> tuple[int, int]:
     """(last time-index timestamp or -1, file size); a missing .timeindex is created empty by Kafka."""
     if seg.time_index_path is None:
         return -1, 0
-    size = seg.time_index_path.stat().st_size
+    size = _size_in_bytes(seg.time_index_path)
     try:
         entries = read_time_index(seg.time_index_path, seg.base_offset)
     except CorruptDataError:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from kcompact.cleaner.log_state import LogState, SegmentState
 from kcompact.cleaner.swap import INDEX_KINDS
 from kcompact.config.topic_config import TopicConfig
-from kcompact.segment.files import fsync_dir
+from kcompact.segment.files import file_access, fsync_dir
 from kcompact.segment.names import segment_file_name
 
 
@@ -117,16 +117,17 @@ def apply_retention(state: LogState, config: TopicConfig, plan: RetentionResult)
         roll_active_segment(state.partition, config)
     doomed = set(plan.deleted_segments)
     renamed = []
-    for seg in _in_order(state.segments, doomed):
-        for kind in (*INDEX_KINDS, "snapshot"):
-            path = directory / segment_file_name(seg.base_offset, kind)
-            if path.exists():
-                target = directory / segment_file_name(seg.base_offset, kind, "deleted")
-                path.replace(target)
-                renamed.append(target)
-    fsync_dir(directory)
-    for path in renamed:
-        path.unlink(missing_ok=True)
+    with file_access(directory, "delete"):
+        for seg in _in_order(state.segments, doomed):
+            for kind in (*INDEX_KINDS, "snapshot"):
+                path = directory / segment_file_name(seg.base_offset, kind)
+                if path.exists():
+                    target = directory / segment_file_name(seg.base_offset, kind, "deleted")
+                    path.replace(target)
+                    renamed.append(target)
+        fsync_dir(directory)
+        for path in renamed:
+            path.unlink(missing_ok=True)
 
 
 def _in_order(segments: Sequence[SegmentState], doomed: set[int]) -> list[SegmentState]:

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from kcompact.config.topic_config import TopicConfig
-from kcompact.segment.files import fsync_dir, write_synced
+from kcompact.segment.files import file_access, fsync_dir, write_synced
 from kcompact.segment.index_builder import build_indexes
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import segment_file_name
@@ -22,7 +22,11 @@ from kcompact.segment.time_index import encode_time_index
 
 
 def roll_active_segment(partition: Partition, config: TopicConfig) -> bool:
-    """Roll when the active segment holds data; return whether a new segment was created."""
+    """Roll when the active segment holds data; return whether a new segment was created.
+
+    Raises:
+        FileAccessError: a file cannot be written (a read-only partition directory, a full disk, …).
+    """
     active = partition.active_segment
     if active is None:
         return False
@@ -35,16 +39,17 @@ def roll_active_segment(partition: Partition, config: TopicConfig) -> bool:
         summaries, base_offset=active.base_offset, index_interval_bytes=config.index_interval_bytes
     )
     directory = partition.path
-    _replace(directory / segment_file_name(active.base_offset, "index"),
-             encode_offset_index(offsets, active.base_offset), active.mtime_ns)
-    _replace(directory / segment_file_name(active.base_offset, "timeindex"),
-             encode_time_index(times, active.base_offset), active.mtime_ns)
-    for kind in ("index", "timeindex", "log"):  # the .log last: it is what makes the segment exist
-        path = directory / segment_file_name(end, kind)
-        with open(path, "xb") as fh:
-            os.fsync(fh.fileno())
-        os.chmod(path, active.log_path.stat().st_mode & 0o7777)
-    fsync_dir(directory)
+    with file_access(directory, "write"):
+        _replace(directory / segment_file_name(active.base_offset, "index"),
+                 encode_offset_index(offsets, active.base_offset), active.mtime_ns)
+        _replace(directory / segment_file_name(active.base_offset, "timeindex"),
+                 encode_time_index(times, active.base_offset), active.mtime_ns)
+        for kind in ("index", "timeindex", "log"):  # the .log last: it is what makes the segment exist
+            path = directory / segment_file_name(end, kind)
+            with open(path, "xb") as fh:
+                os.fsync(fh.fileno())
+            os.chmod(path, active.log_path.stat().st_mode & 0o7777)
+        fsync_dir(directory)
     return True
 
 

@@ -68,12 +68,13 @@ from kcompact.config.topic_config import TopicConfig, format_value
 from kcompact.errors import ConfigError, KcompactError, RefusedError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.lock import checkpoint_lock, log_dir_write_guard
+from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import (
     METADATA_TOPIC,
     LogDirFiles,
     is_partition_dir,
-    iter_partition_dirs,
     open_partition,
+    require_partition_dirs,
 )
 
 __all__ = [  # the pool's names stay importable from here, where they were first
@@ -358,16 +359,20 @@ def cleaner_order(
 
     Returns:
         The :class:`LogDirOrder`; a partition whose files or configuration do not parse is a failure.
+
+    Raises:
+        KcompactError: ``log_dir`` holds no partition directory (a wrong path, not an empty run).
     """
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     order = LogDirOrder()
     ranked: list[tuple[float, str, PartitionTask]] = []
     notes: dict[str, list[str]] = {}
-    for part_dir in iter_partition_dirs(log_dir):
-        partition = open_partition(part_dir)
-        if partition.topic == METADATA_TOPIC or partition.name.kind != "live":
+    for part_dir in require_partition_dirs(log_dir):
+        name = parse_partition_dir_name(part_dir.name)
+        if name is None or name.topic == METADATA_TOPIC or name.kind != "live":
             continue
         try:
+            partition = open_partition(part_dir)
             effective = sources.for_partition(part_dir)
             why = not_compacted(effective)
             if why is not None:

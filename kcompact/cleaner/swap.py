@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from kcompact.errors import CleanerStateError, KcompactError, TruncatedDataError
-from kcompact.segment.files import fsync_dir, write_synced
+from kcompact.segment.files import file_access, fsync_dir, write_synced
 from kcompact.segment.index_builder import IndexBuilder
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import (
@@ -322,7 +322,13 @@ def recover_interrupted_swaps(directory: Path, *, dry_run: bool = False) -> Reco
 
     Raises:
         CorruptDataError: a ``.log.swap`` to be completed does not parse.
+        FileAccessError: a file cannot be deleted or renamed (a read-only directory, …).
     """
+    with file_access(directory, "settle an interrupted clean's leftovers"):
+        return _recover(directory, dry_run)
+
+
+def _recover(directory: Path, dry_run: bool) -> RecoveryReport:
     report = RecoveryReport()
     files = [(p, parse_segment_file_name(p.name)) for p in sorted(directory.iterdir()) if p.is_file()]
     valid = _remove_temp_files(files, report, dry_run)

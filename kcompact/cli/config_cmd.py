@@ -3,7 +3,8 @@ came from (``--config``, topic override, dynamic broker config, server.propertie
 
 Also home of the options every command that resolves a configuration shares: ``--config``
 (:func:`config_option`), the two files beside it, ``--server-properties`` and ``--metadata-dir``
-(:func:`config_source_options`), and the clock, ``--now-ms`` (:func:`now_ms_option`). Each command
+(:func:`config_source_options`), the clock, ``--now-ms`` (:func:`now_ms_option`), and every command's
+``--json`` (:func:`json_option`). Each command
 keeps its own help wording, so those are arguments.
 
 Only click (and :mod:`kcompact.cli.render`) are imported at module level so that ``kcompact --help``
@@ -59,6 +60,31 @@ def now_ms_option(help_text: str) -> Callable[[F], F]:
                         help=help_text)
 
 
+JSON_REQUESTED = "kcompact.json"  # key of click's ctx.meta (shared by nested contexts): --json was given
+
+
+def json_option(help_text: str) -> Callable[[F], F]:
+    """``--json``, passed to the command as ``as_json``, and remembered for the error boundary.
+
+    ``KcompactGroup`` (kcompact.cli.main) prints a deliberate failure as one line on stderr; when the
+    command was given ``--json`` it also prints a JSON error object on stdout, so a script reading
+    stdout gets JSON either way. Every command's ``--json`` is this option, so none is missed.
+
+    Args:
+        help_text: the command's own help for it (what its JSON holds).
+
+    Returns:
+        The click decorator.
+    """
+
+    def remember(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+        if value:
+            ctx.meta[JSON_REQUESTED] = True
+        return value
+
+    return click.option("--json", "as_json", is_flag=True, callback=remember, help=help_text)
+
+
 def config_option(help_text: str) -> Callable[[F], F]:
     """``--config KEY=VALUE`` (repeatable), passed to the command as ``config_pairs``.
 
@@ -110,7 +136,7 @@ def config_group() -> None:
 @config_source_options("metadata.log.dir, or its __cluster_metadata-0 directory (default: the one "
                        "server.properties names, else the one beside the partition's log dir).")
 @config_option("A topic configuration by Kafka's name; beats every other source. Repeatable.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@json_option("Print one JSON object.")
 def show_command(partition_dir: str, server_properties: str | None, metadata_dir: str | None,
                  config_pairs: tuple[str, ...], as_json: bool) -> None:
     """Print the effective configuration of PARTITION_DIR and the source of every value, in

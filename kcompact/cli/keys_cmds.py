@@ -21,6 +21,7 @@ from kcompact.cli.config_cmd import (
     METADATA_DIR_HELP,
     config_option,
     config_source_options,
+    json_option,
     now_ms_option,
 )
 from kcompact.cli.help_text import with_examples
@@ -55,7 +56,7 @@ def _config_options(command: Any) -> Any:
 @click.option("--top", type=click.IntRange(min=0), default=10, show_default=True, metavar="N",
               help="How many of the most duplicated keys (and, for __consumer_offsets, of the "
                    "consumer groups with the most bytes) to list.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@json_option("Print the report as one JSON object.")
 def keys_command(partition_dir: str, config_pairs: tuple[str, ...], now_ms: int | None,
                  server_properties: str | None, metadata_dir: str | None, partitions: int | None,
                  top: int, as_json: bool) -> None:
@@ -88,7 +89,7 @@ def keys_command(partition_dir: str, config_pairs: tuple[str, ...], now_ms: int 
                ))
 @click.argument("partition_dir", type=click.Path(exists=True, file_okay=False, path_type=str))
 @_config_options
-@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@json_option("Print the report as one JSON object.")
 def last_clean_command(partition_dir: str, config_pairs: tuple[str, ...], now_ms: int | None,
                        server_properties: str | None, metadata_dir: str | None,
                        as_json: bool) -> None:

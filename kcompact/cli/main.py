@@ -3,9 +3,21 @@
 Exit codes (documented in ``kcompact --help`` and README.md):
 
 * 0 — success (for ``inspect dump``: every batch was valid);
-* 2 — bad input or a refusal: corrupt or truncated data, a bad option value, a live broker holding the
-  log dir, another kcompact on the same partition. One line on stderr names the file and byte position.
+* 2 — bad input or a refusal: corrupt, truncated or unreadable data, a bad option value, a live broker
+  holding the log dir, another kcompact on the same partition. One line on stderr names the file and byte
+  position. With ``--json`` the command also prints, on stdout, one line holding a JSON error object::
+
+      {"error": {"message": "<the stderr line without its 'kcompact: error: ' prefix>",
+                 "kind": "<the KcompactError subclass, e.g. TruncatedDataError, FileAccessError>",
+                 "path": "<file>" | null, "position": <byte position> | null,
+                 "offset": <Kafka offset> | null, "exit_code": 2}}
+
+  A run over a log dir that fails for some partitions only is not this case: its normal JSON carries
+  them (``clean``: ``failures``; ``inspect dirty-ratio``: each row's ``error``), and it exits 2 too.
 * 1 — a bug in kcompact: a traceback is printed; please report it.
+
+Both are decided once, in :class:`KcompactGroup` (every command's ``--json`` is
+``config_cmd.json_option``, which tells it ``--json`` was given).
 
 Imports of the library happen inside the commands so that ``kcompact --help`` stays fast.
 """
@@ -13,19 +25,24 @@ Imports of the library happen inside the commands so that ``kcompact --help`` st
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from kcompact import __version__
 from kcompact.cli import render
 from kcompact.cli.config_cmd import (
+    JSON_REQUESTED,
     METADATA_DIRS_HELP,
     config_option,
     config_source_options,
+    json_option,
     now_ms_option,
 )
 from kcompact.cli.help_text import with_examples
+
+if TYPE_CHECKING:
+    from kcompact.errors import KcompactError
 
 EXIT_OK = 0
 EXIT_BUG = 1
@@ -38,19 +55,37 @@ EPILOG = (
 
 
 class KcompactGroup(click.Group):
-    """A click group that turns kcompact's deliberate errors into one line and exit code 2."""
+    """A click group that turns kcompact's deliberate errors into one line and exit code 2.
+
+    The library turns the OS's refusals (an unreadable segment, a read-only directory) into a
+    ``FileAccessError`` where it touches the files; an ``OSError`` that still escapes with a file name
+    is the same bad input, and gets the same one line here. One without a file name is a bug.
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
-        from kcompact.errors import KcompactError
+        from kcompact.errors import FileAccessError, KcompactError
 
         try:
             return super().invoke(ctx)
         except KcompactError as err:
-            render.error_line(str(err))
-            ctx.exit(EXIT_BAD_INPUT)
+            _fail(ctx, err)
         except BrokenPipeError:  # `kcompact inspect dump … | head`
             sys.stderr.close()
             ctx.exit(EXIT_OK)
+        except OSError as err:
+            if err.filename is None:
+                raise
+            _fail(ctx, FileAccessError.from_os_error(err))
+
+
+def _fail(ctx: click.Context, err: KcompactError) -> NoReturn:
+    """Exit 2 with the error's one line on stderr, and its JSON object on stdout after ``--json``."""
+    render.error_line(str(err))
+    if ctx.meta.get(JSON_REQUESTED):
+        render.emit_json_line({"error": {
+            "message": str(err), "kind": type(err).__name__, "path": err.path, "position": err.position,
+            "offset": err.offset, "exit_code": EXIT_BAD_INPUT}})
+    ctx.exit(EXIT_BAD_INPUT)
 
 
 def parse_jobs(_ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
@@ -102,7 +137,7 @@ def inspect() -> None:
 @click.option(
     "--verify-index", is_flag=True, help="Check .index/.timeindex/.txnindex files against the log."
 )
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per line (see README).")
+@json_option("One JSON object per line (see README).")
 def dump_command(path: str, records: bool, verify_index: bool, as_json: bool) -> None:
     """Print the batches of a .log file (or every segment of a partition directory), or the entries
     of a .index, .timeindex or .txnindex file — what kafka-dump-log shows.
@@ -129,7 +164,7 @@ def dump_command(path: str, records: bool, verify_index: bool, as_json: bool) ->
 @config_option("A topic configuration by Kafka's name (min.cleanable.dirty.ratio, …). Repeatable.")
 @now_ms_option("The clock (default: now), in ms since the epoch.")
 @config_source_options(METADATA_DIRS_HELP)
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of rows (also for one partition).")
+@json_option("Print a JSON list of rows (also for one partition).")
 def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], now_ms: int | None,
                         server_properties: str | None, metadata_dir: str | None, as_json: bool) -> None:
     """What the broker's log cleaner sees, per partition of the given log dirs or partition dirs:
@@ -187,7 +222,7 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
                    "80 ms of work: 20 MiB, counting 1.5 MiB per partition), else 1. A larger N "
                    "than the usable cores or the work (partitions; a partition's segment ranges) "
                    "is clamped to them, and the report says so.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@json_option("Print the report as JSON.")
 def clean_command(
     path: str,
     config_pairs: tuple[str, ...],

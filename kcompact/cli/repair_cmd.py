@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from kcompact.cli import render
-from kcompact.cli.config_cmd import config_option, now_ms_option
+from kcompact.cli.config_cmd import config_option, json_option, now_ms_option
 from kcompact.cli.help_text import with_examples
 
 EXIT_PROBLEMS = 2
@@ -34,7 +34,7 @@ EPILOG = (
 @click.argument("partition_dir", required=False,
                 type=click.Path(exists=True, file_okay=False, path_type=str))
 @click.option("--dry-run", is_flag=True, help="Report the problems and the plan; write nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@json_option("Print the report as JSON.")
 @click.option("--backup-dir", type=click.Path(file_okay=False, path_type=str), default=None,
               help="Where originals and quarantined bytes go (default: next to the log dir, in "
                    "<log dir>.kcompact-backup/; never inside the log dir).")

@@ -22,7 +22,7 @@ import sys
 
 import click
 
-from kcompact.cli.config_cmd import config_option, config_source_options, now_ms_option
+from kcompact.cli.config_cmd import config_option, config_source_options, json_option, now_ms_option
 from kcompact.cli.help_text import with_examples
 
 EXIT_BAD_INPUT = 2  # as kcompact.cli.main (not imported: main imports this module while it loads)
@@ -95,7 +95,7 @@ def spark_group() -> None:
 @_config_sources
 @click.option("--output", type=click.Path(path_type=str), default=None, metavar="STATS.parquet",
               help="Also write the per-partition rows as Parquet (a new directory).")
-@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+@json_option("Print the rows as JSON.")
 def spark_clean_command(
     paths: tuple[str, ...], master: str | None, verbose: bool, config_pairs: tuple[str, ...],
     now_ms: int | None, roll: bool, from_start: bool, dry_run: bool, dedupe_buffer_size: int | None,
@@ -155,7 +155,7 @@ def spark_inspect() -> None:
 @_config_sources
 @click.option("--output", type=click.Path(path_type=str), default=None, metavar="REPORT.parquet",
               help="Also write the rows as Parquet (a new directory), same fields as --json.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of rows (as kcompact inspect dirty-ratio).")
+@json_option("Print a JSON list of rows (as kcompact inspect dirty-ratio).")
 def spark_dirty_ratio_command(
     paths: tuple[str, ...], master: str | None, verbose: bool, config_pairs: tuple[str, ...],
     now_ms: int | None, server_properties: str | None, metadata_dir: str | None, output: str | None,
@@ -200,7 +200,7 @@ def spark_dirty_ratio_command(
                    "transactions).")
 @_master
 @_verbose
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@json_option("Print the summary as JSON.")
 def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, master: str | None,
                          verbose: bool, as_json: bool) -> None:
     """Write the records of partition directories or log dirs as Parquet: topic, partition, offset,

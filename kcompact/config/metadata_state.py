@@ -35,7 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kcompact.config import kraft_records as kr
-from kcompact.errors import ConfigError, CorruptBatchError, CorruptDataError, CorruptRecordError
+from kcompact.errors import (
+    ConfigError,
+    CorruptBatchError,
+    CorruptDataError,
+    CorruptRecordError,
+    FileAccessError,
+)
 from kcompact.records.batch import RecordBatch
 from kcompact.records.control import ControlRecordKey, ControlRecordType
 from kcompact.records.record import decode_records
@@ -135,13 +141,16 @@ def read_partition_metadata_topic_id(partition_dir: str | os.PathLike[str]) -> s
 
     Raises:
         ConfigError: the file exists but has no valid ``topic_id: <uuid>`` line.
+        FileAccessError: the file exists but cannot be read (permissions, an I/O error).
     """
     path = Path(partition_dir) / PARTITION_METADATA_FILE
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as err:
+    except OSError as err:
+        raise FileAccessError.from_os_error(err, path, "read") from err
+    except UnicodeDecodeError as err:
         raise ConfigError(f"{path}: cannot read partition metadata: {err}") from err
     for line in text.splitlines():
         key, sep, value = line.partition(":")

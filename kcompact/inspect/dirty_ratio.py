@@ -26,12 +26,13 @@ from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import KcompactError
 from kcompact.segment.checkpoint import read_offset_checkpoint
 from kcompact.segment.lock import broker_holds_lock
+from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import (
     METADATA_TOPIC,
     Partition,
     is_partition_dir,
-    iter_partition_dirs,
     open_partition,
+    require_partition_dirs,
 )
 
 LIVE_BROKER_WARNING = "a running broker holds this log dir: the active segment may be moving"
@@ -123,11 +124,12 @@ def dirty_ratio_report(
         if facts is None:
             facts = log_dirs[part_dir.parent] = _LogDirFacts.read(part_dir.parent)
         try:
+            partition = _LogDirPartition.of(open_partition(part_dir), facts)
             effective = sources.for_partition(part_dir)
         except KcompactError as err:
             rows.append(_config_error_row(part_dir, err))
             continue
-        row, rng = _row(part_dir, effective.config, now, effective.notes, facts)
+        row, rng = _row(partition, effective.config, now, effective.notes, facts)
         rows.append(row)
         if rng is not None:
             ranges.append((row.partition_dir, rng))
@@ -139,8 +141,10 @@ def dirty_ratio_report(
 
 
 def _config_error_row(part_dir: Path, err: KcompactError) -> DirtyRatioRow:
-    name = open_partition(part_dir).name
-    return DirtyRatioRow(topic=name.topic, partition=name.partition, partition_dir=str(part_dir),
+    """The row of a partition whose files or configuration cannot be read (named by its directory)."""
+    name = parse_partition_dir_name(part_dir.name)
+    topic, partition = (part_dir.name, -1) if name is None else (name.topic, name.partition)
+    return DirtyRatioRow(topic=topic, partition=partition, partition_dir=str(part_dir),
                          cleanup_policy="", error=str(err))
 
 
@@ -154,7 +158,8 @@ def partition_dirs(paths: Iterable[str | Path]) -> list[Path]:
         The partition directories, path after path (a log dir's in ``iter_partition_dirs`` order).
 
     Raises:
-        KcompactError: a path is neither a directory nor a partition directory.
+        KcompactError: a path is neither a directory nor a partition directory, or is a directory
+            holding no partition directory (a wrong path, not an empty report).
     """
     found: list[Path] = []
     for raw in paths:
@@ -162,7 +167,7 @@ def partition_dirs(paths: Iterable[str | Path]) -> list[Path]:
         if is_partition_dir(path):
             found.append(path)
         elif path.is_dir():
-            found.extend(iter_partition_dirs(path))
+            found.extend(require_partition_dirs(path))
         else:
             raise KcompactError(f"{path}: not a log dir or partition directory")
     return found
@@ -202,13 +207,12 @@ class _LogDirPartition(Partition):
 
 
 def _row(
-    part_dir: Path, config: TopicConfig, now: int, notes: list[str], facts: _LogDirFacts
+    partition: _LogDirPartition, config: TopicConfig, now: int, notes: list[str], facts: _LogDirFacts
 ) -> tuple[DirtyRatioRow, CleanableRange | None]:
-    partition = _LogDirPartition.of(open_partition(part_dir), facts)
     row = DirtyRatioRow(
         topic=partition.topic,
         partition=partition.partition,
-        partition_dir=str(part_dir),
+        partition_dir=str(partition.path),
         cleanup_policy=",".join(config.cleanup_policy),
         min_cleanable_dirty_ratio=config.min_cleanable_dirty_ratio,
     )

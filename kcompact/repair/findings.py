@@ -34,7 +34,8 @@ KIND_LOG_START = "log-start"
 KIND_STRAY = "stray"
 KIND_UNCHECKED = "records-unchecked"
 
-UNCLEANABLE = "so the broker adds the partition to its uncleanable set until it restarts (spec §6.15)"
+# The cleaner thread catches the exception and marks the partition uncleanable (spec §6.15).
+UNCLEANABLE = "so the broker marks the partition uncleanable and never cleans it again until it restarts"
 _CLEANER_FAILS = {
     REGION_CORRUPT: "the cleaner cannot step over a broken frame or header "
                     "(CorruptRecordException / InvalidRecordException)",
@@ -47,8 +48,9 @@ _CLEANER_FAILS = {
     REGION_ZERO_PADDING: "the cleaner reads each segment to its end: zero bytes are an entry of size 0 "
                          "(CorruptRecordException) or too short to size (IllegalStateException)",
 }
-LAUNDERED = ("the cleaner does not check CRCs (spec §1.4): it would copy or rebuild this batch and "
-             "make the damage look valid")
+# Kafka validates CRCs on produce and in log recovery, not when the cleaner reads a segment (spec §1.4).
+LAUNDERED = ("the broker's cleaner does not check CRCs: it would copy or rebuild this batch and make the "
+             "damage look valid")
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,13 +144,14 @@ def cleaner_verdict(kind: str, *, readable: bool, active: bool) -> tuple[bool, s
 
 def recovery_effect(kind: str, position: int, later_segments: int) -> str:
     """What Kafka's log recovery (after an unclean shutdown) does at damage at ``position``."""
+    # LogSegment.recover and the loader's order of operations: spec §5.1, §7.1, §7.3.
     if kind == REGION_RECORDS:
         return ("log recovery keeps it (it checks CRCs, not the records of data batches); "
-                "consumers fail on it (spec §7.3)")
+                "consumers fail on it")
     if kind == REGION_OFFSET_ORDER:
         return ("log recovery does not check offset order: an index append may fail "
                 "(InvalidOffsetException, the segment is truncated to empty) and fetches of these "
-                "offsets find the wrong batch (spec §5.1, §7.1)")
+                "offsets find the wrong batch")
     later = f" and deletes the {later_segments} later segment(s)" if later_segments else ""
     return (f"log recovery stops at the first bad entry: it truncates this segment at or before "
-            f"position {position}{later} (spec §7.1, §7.3)")
+            f"position {position}{later}")

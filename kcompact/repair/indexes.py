@@ -29,6 +29,7 @@ from kcompact.repair.findings import (
     Finding,
 )
 from kcompact.repair.salvage import SegmentScan
+from kcompact.segment.files import read_file
 from kcompact.segment.index_builder import build_indexes
 from kcompact.segment.names import segment_file_name
 from kcompact.segment.offset_index import OffsetIndexEntry, check_offset_index, decode_offset_index
@@ -43,8 +44,9 @@ REBUILD = "rebuild it as Kafka 4.1 builds it from the log"
 _OFFSET_EFFECT = "none: the cleaner reads the log, not the offset index"
 _TIME_EFFECT = ("the cleaner takes the segment's largest timestamp from the time index's last entry "
                 "(min.compaction.lag.ms, retention), not from the log")
-_TRUSTED = ("Kafka trusts the file at load (spec §7.1 step 4): a fetch that meets a wrong entry reads "
-            "the wrong batch or fails")
+# The loader only sanity-checks an index it did not recover (spec §7.1 step 4).
+_TRUSTED = ("Kafka's loader trusts an index that passes its sanity checks: a fetch that meets a wrong "
+            "entry reads the wrong batch or fails")
 
 
 def expected_indexes(
@@ -99,10 +101,10 @@ def _offset_index(
     log_pairs: list[tuple[int, int]],
 ) -> list[Finding]:
     if path is None:
-        return [_missing(log_path, base, "index", "Kafka recovers the whole segment at load "
-                         "(NoSuchFileException, spec §7.1 step 4)", _OFFSET_EFFECT)]
+        return [_missing(log_path, base, "index", "Kafka's loader recovers the whole segment "
+                         "(NoSuchFileException)", _OFFSET_EFFECT)]
     try:
-        entries = decode_offset_index(path.read_bytes(), base)
+        entries = decode_offset_index(read_file(path), base)
     except CorruptIndexError as err:
         return [_bad(path, err, _OFFSET_EFFECT)]
     problems = check_offset_index(entries, base, log_batches=log_pairs)
@@ -114,11 +116,10 @@ def _time_index(
     log_pairs: list[tuple[int, int]],
 ) -> list[Finding]:
     if path is None:
-        return [_missing(log_path, base, "timeindex", "Kafka creates it empty at load and does not "
-                         "rebuild it: the segment's largest timestamp becomes the .log mtime "
-                         "(spec §5.2)", _TIME_EFFECT)]
+        return [_missing(log_path, base, "timeindex", "Kafka's loader creates it empty and does not "
+                         "rebuild it: the segment's largest timestamp becomes the .log mtime", _TIME_EFFECT)]
     try:
-        entries = decode_time_index(path.read_bytes(), base)
+        entries = decode_time_index(read_file(path), base)
     except CorruptIndexError as err:
         return [_bad(path, err, _TIME_EFFECT)]
     problems = check_time_index(entries, base, log_batches=log_pairs)
@@ -161,7 +162,7 @@ def _txn_index(
         position = None
     else:
         try:
-            entries, problems, position = decode_txn_index(path.read_bytes()), [], None
+            entries, problems, position = decode_txn_index(read_file(path)), [], None
         except CorruptIndexError as err:
             entries, problems, position = None, [err.message], err.position
     if entries is not None:
@@ -188,7 +189,7 @@ def _txn_index(
     return [Finding(
         kind=KIND_TXN_INDEX, path=str(name), position=position, message="; ".join(problems),
         cleaner_effect="the cleaner learns which transactional data was aborted from this index: a "
-                       "missing entry makes it keep aborted data as committed (spec §5.3)",
+                       "missing entry makes it keep aborted data as committed",
         broker_effect="a failed sanity check makes Kafka recover the segment at load; READ_COMMITTED "
-                      "consumers see aborted data for a missing entry (spec §5.3, §7.1)",
+                      "consumers see aborted data for a missing entry",  # spec §5.3, §7.1
         action=action)], result

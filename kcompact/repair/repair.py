@@ -39,7 +39,7 @@ from kcompact.cleaner.swap import (
 )
 from kcompact.cleaner.verify_output import check_cleaned_segment
 from kcompact.config.topic_config import TopicConfig
-from kcompact.errors import CleanerStateError, KcompactError, RefusedError
+from kcompact.errors import CleanerStateError, FileAccessError, KcompactError, RefusedError
 from kcompact.repair.backup import Backup, QuarantinedRegion, default_backup_dir
 from kcompact.repair.findings import Finding
 from kcompact.repair.verify import PartitionCheck, SegmentCheck, verify_partition
@@ -133,7 +133,7 @@ def repair_partition(path: str | Path, options: RepairOptions = RepairOptions())
     try:
         return _repair(path, options)
     except OSError as err:  # unreadable or unwritable files: bad input, not a kcompact bug
-        raise KcompactError(f"{err.filename or path}: {err.strerror or err}") from err
+        raise FileAccessError.from_os_error(err, path, "access") from err
 
 
 def _repair(path: str | Path, options: RepairOptions) -> RepairResult:

@@ -144,8 +144,7 @@ def _check_leftovers(
             kind=KIND_LEFTOVER, path=str(path), position=None,
             message=f"leftover of an interrupted clean or split ({path.suffix}){problem}",
             cleaner_effect="none once loaded: the loader settles it first",
-            broker_effect="Kafka's loader finishes or rolls back the interrupted swap at startup "
-                          "(spec §7.1, §7.2)",
+            broker_effect="Kafka's loader finishes or rolls back the interrupted swap at startup",
             action=action))
     return plan, error
 
@@ -155,7 +154,7 @@ def _check_files(partition: Partition, findings: list[Finding]) -> None:
         findings.append(Finding(
             kind=KIND_ORPHAN_INDEX, path=str(path), position=None,
             message="index file without its .log; expected a segment of that base offset",
-            broker_effect="Kafka's loader deletes it (spec §7.1 step 4)",
+            broker_effect="Kafka's loader deletes it",
             action="remove it (kept in the backup)"))
     for path in partition.strays:
         findings.append(Finding(
@@ -168,8 +167,8 @@ def _check_files(partition: Partition, findings: list[Finding]) -> None:
             findings.append(Finding(
                 kind=KIND_STRAY, path=str(entry), position=None,
                 message="directory in the log dir that is not named <topic>-<partition>",
-                broker_effect="Kafka refuses to load the log dir (KafkaException at startup, "
-                              "spec §4.2); move it out of the log dir",
+                broker_effect="Kafka refuses to load the log dir (KafkaException at startup); "
+                              "move it out of the log dir",
                 action=None))
 
 
@@ -241,7 +240,7 @@ def _log_start(partition: Partition, findings: list[Finding]) -> int:
             kind=KIND_CHECKPOINT, path=err.path or "", position=err.position, message=err.message,
             blocks_cleaning=True,
             cleaner_effect="the broker cannot read the log dir's checkpoints (IOException): the "
-                           "whole log dir goes offline (spec §4.4)",
+                           "whole log dir goes offline",
             broker_effect="the log dir is marked offline", action=None))
         return first_base
 
@@ -262,7 +261,7 @@ def _check_checkpoints(check: PartitionCheck) -> None:
             kind=KIND_CHECKPOINT, path=str(path), position=err.position, message=err.message,
             blocks_cleaning=True,
             cleaner_effect="the broker cannot read it (IOException): the whole log dir goes offline "
-                           "and nothing in it is cleaned (spec §4.4)",
+                           "and nothing in it is cleaned",
             broker_effect="the log dir is marked offline at startup",
             action=f"rewrite it with the {len(salvaged)} entries that parse (original in the backup)"))
     else:
@@ -273,8 +272,7 @@ def _check_checkpoints(check: PartitionCheck) -> None:
                 kind=KIND_CHECKPOINT, path=str(path), position=None, offset=entry,
                 message=f"cleaner checkpoint of {partition.path.name} lies outside the log; "
                         f"expected {start}..{end}, found {entry}",
-                cleaner_effect="Kafka resets it to the log start and re-cleans the whole log "
-                               "(spec §4.5, §6.2)",
+                cleaner_effect="Kafka's cleaner resets it to the log start and re-cleans the whole log",
                 broker_effect="rewritten by the cleaner on its next pass",
                 action=f"reset it to the log start offset {start}"))
     _check_log_start(check)
@@ -292,7 +290,7 @@ def _check_log_start(check: PartitionCheck) -> None:
             position=None, offset=entry,
             message=f"log start offset of {check.partition.path.name} lies past the log end; "
                     f"expected <= {check.log_end_offset}, found {entry}",
-            broker_effect="Kafka deletes every segment of the partition at load (spec §7.1 step 5)",
+            broker_effect="Kafka's loader deletes every segment of the partition",
             action=None))
 
 

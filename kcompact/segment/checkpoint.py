@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from kcompact.errors import CorruptCheckpointError
+from kcompact.segment.files import read_file
 from kcompact.segment.lock import checkpoint_lock
 
 CHECKPOINT_VERSION = 0
@@ -163,10 +164,11 @@ def read_offset_checkpoint(path: str | os.PathLike[str]) -> dict[tuple[str, int]
         ``{(topic, partition): offset}`` in file order; ``{}`` when the file is missing or empty.
 
     Raises:
+        FileAccessError: the file cannot be read (permissions, an I/O error).
         CorruptCheckpointError: the file does not parse; the error names it and the line.
     """
     try:
-        data = Path(path).read_bytes()
+        data = read_file(path)
     except FileNotFoundError:
         return {}
     try:
@@ -269,10 +271,11 @@ def read_leader_epoch_checkpoint(path: str | os.PathLike[str]) -> list[tuple[int
         ``[(epoch, start_offset), …]``; ``[]`` when the file is missing or empty.
 
     Raises:
+        FileAccessError: the file cannot be read (permissions, an I/O error).
         CorruptCheckpointError: the file does not parse; the error names it and the line.
     """
     try:
-        data = Path(path).read_bytes()
+        data = read_file(path)
     except FileNotFoundError:
         return []
     try:

@@ -2,12 +2,21 @@
 
 A file is durable once its bytes are fsynced; a rename or unlink is durable once its directory is fsynced.
 Every writer (indexes, cleaned segments, swaps, rolls, repair backups) goes through these two, so the
-crash-safety argument has one place to check.
+crash-safety argument has one place to check. Both raise ``OSError`` as the OS does: the swap protocol
+tells apart a failure it must recover from, and its callers say what the partition was left as.
+
+Readers of the user's files (segments, indexes, checkpoints, directory listings) wrap their I/O in
+:func:`file_access`, which turns an ``OSError`` into a one-line :class:`~kcompact.errors.FileAccessError`
+naming the file: an unreadable file is bad input, never a traceback.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from kcompact.errors import FileAccessError
 
 
 def write_synced(path: str | os.PathLike[str], data: bytes) -> None:
@@ -25,3 +34,42 @@ def fsync_dir(directory: str | os.PathLike[str]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+@contextmanager
+def file_access(path: str | os.PathLike[str], action: str = "read") -> Iterator[None]:
+    """Turn an ``OSError`` raised inside the block into a :class:`~kcompact.errors.FileAccessError`.
+
+    Args:
+        path: the file or directory the block works on (named when the error names none).
+        action: what the block does, as a verb for the message (``"read"``, ``"list"``, ``"write"``).
+
+    Raises:
+        FileAccessError: the OS refused (permissions, a vanished file, an I/O error).
+    """
+    try:
+        yield
+    except OSError as err:
+        raise FileAccessError.from_os_error(err, path, action) from err
+
+
+def read_file(path: str | os.PathLike[str]) -> bytes:
+    """The whole of one of the user's files (an index, a checkpoint, a snapshot, metadata).
+
+    Args:
+        path: the file.
+
+    Returns:
+        Its bytes.
+
+    Raises:
+        FileNotFoundError: the file does not exist (each caller decides what a missing file means).
+        FileAccessError: any other refusal of the OS (permissions, an I/O error), naming the file.
+    """
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except FileNotFoundError:
+        raise
+    except OSError as err:
+        raise FileAccessError.from_os_error(err, path, "read") from err

@@ -15,10 +15,10 @@ import os
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 from kcompact.errors import CorruptIndexError
+from kcompact.segment.files import read_file
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
 """Largest ``offset - base_offset`` a segment's indexes can hold (Kafka's ``Integer.MAX_VALUE``)."""
@@ -109,9 +109,10 @@ def read_index_file(
 
     Raises:
         FileNotFoundError: the file does not exist (callers decide what a missing index means).
+        FileAccessError: the file cannot be read (permissions, an I/O error).
         CorruptIndexError: what ``decode`` raises, located in ``path``.
     """
-    data = Path(path).read_bytes()
+    data = read_file(path)
     try:
         return decode(data)
     except CorruptIndexError as err:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Self
 
 from kcompact.errors import CorruptDataError, UnsupportedFormatError
 from kcompact.records.batch import iter_batches
+from kcompact.segment.files import file_access
 
 if TYPE_CHECKING:
     from kcompact.records.batch import RecordBatch
@@ -50,15 +51,24 @@ class LogFile:
 
     Args:
         path: the ``.log`` file (a ``.log.cleaned`` / ``.log.swap`` works too).
+
+    Raises:
+        FileAccessError: the file cannot be opened or mapped (permissions, a vanished file, …).
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self._file = open(self.path, "rb")  # noqa: SIM115 - closed in close()
-        self.size_in_bytes = os.fstat(self._file.fileno()).st_size
+        with file_access(self.path, "read"):
+            self._file = open(self.path, "rb")  # noqa: SIM115 - closed in close()
         self._map: mmap.mmap | None = None
-        if self.size_in_bytes > 0:
-            self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            with file_access(self.path, "read"):
+                self.size_in_bytes = os.fstat(self._file.fileno()).st_size
+                if self.size_in_bytes > 0:
+                    self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        except BaseException:
+            self._file.close()
+            raise
         self.buffer: memoryview = (
             memoryview(self._map) if self._map is not None else memoryview(b"")
         )
@@ -123,4 +133,5 @@ class LogFile:
 
 def read_log_bytes(path: str | os.PathLike[str]) -> bytes:
     """The whole file as bytes (small files and tests; large segments should use :class:`LogFile`)."""
-    return Path(path).read_bytes()
+    with file_access(path, "read"):
+        return Path(path).read_bytes()

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kcompact.errors import ConfigError, CorruptDataError
+from kcompact.segment.files import read_file
 
 PARTITION_METADATA_FILE = "partition.metadata"
 PARTITION_METADATA_VERSION = 0
@@ -51,10 +52,11 @@ def read_partition_metadata(path: str | os.PathLike[str]) -> str:
 
     Raises:
         FileNotFoundError: the file does not exist.
+        FileAccessError: the file cannot be read (permissions, an I/O error).
         CorruptDataError: a malformed line, an unknown version, or a topic id that is not 16 bytes
             of URL-safe base64 or is the zero id; the error names the file.
     """
-    data = Path(path).read_bytes()
+    data = read_file(path)
     try:
         lines = _NATURAL_LINE.split(data.decode("utf-8"))
     except UnicodeDecodeError as err:
@@ -108,9 +110,10 @@ def read_java_properties(path: str | os.PathLike[str]) -> dict[str, str]:
 
     Raises:
         FileNotFoundError: the file does not exist.
+        FileAccessError: the file cannot be read (permissions, an I/O error).
         ConfigError: a malformed ``\\uXXXX`` escape; the message names the file.
     """
-    text = Path(path).read_bytes().decode("iso-8859-1")
+    text = read_file(path).decode("iso-8859-1")
     properties: dict[str, str] = {}
     try:
         for line in _logical_lines(text):

@@ -18,8 +18,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kcompact.errors import KcompactError
+from kcompact.errors import FileAccessError, KcompactError
 from kcompact.segment.checkpoint import read_offset_checkpoint
+from kcompact.segment.files import file_access
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import (
     PartitionDirName,
@@ -161,6 +162,8 @@ def read_checkpoint_cached(path: Path) -> dict[tuple[str, int], int]:
     except FileNotFoundError:
         _CHECKPOINT_CACHE.pop(path, None)
         return {}
+    except OSError as err:
+        raise FileAccessError.from_os_error(err, path, "read") from err
     key = (st.st_ino, st.st_size, st.st_mtime_ns)
     cached = _CHECKPOINT_CACHE.get(path)
     if cached is not None and cached[0] == key:
@@ -190,6 +193,7 @@ def open_partition(path: str | os.PathLike[str]) -> Partition:
 
     Raises:
         KcompactError: the path is not a directory or its name is not a partition name.
+        FileAccessError: the directory cannot be listed (permissions, an I/O error).
     """
     directory = Path(path)
     if not directory.is_dir():
@@ -205,9 +209,10 @@ def open_partition(path: str | os.PathLike[str]) -> Partition:
     snapshots: list[Path] = []
     strays: list[Path] = []
     others: list[Path] = []
-    for entry in sorted(directory.iterdir()):
-        _classify(entry, logs, indexes, leftovers, snapshots, strays, others)
-    segments = tuple(_segment(base, logs[base], indexes) for base in sorted(logs))
+    with file_access(directory, "list"):
+        for entry in sorted(directory.iterdir()):
+            _classify(entry, logs, indexes, leftovers, snapshots, strays, others)
+        segments = tuple(_segment(base, logs[base], indexes) for base in sorted(logs))
     orphans = tuple(sorted(p for (base, _kind), p in indexes.items() if base not in logs))
     return Partition(
         path=directory,
@@ -259,11 +264,41 @@ def _segment(base: int, log_path: Path, indexes: dict[tuple[int, str], Path]) ->
 
 
 def iter_partition_dirs(log_dir: str | os.PathLike[str]) -> Iterator[Path]:
-    """Every partition directory of a log dir, sorted by name (other entries are skipped)."""
+    """Every partition directory of a log dir, sorted by name (other entries are skipped).
+
+    Raises:
+        FileAccessError: the log dir cannot be listed (permissions, an I/O error).
+    """
     root = Path(log_dir)
-    for entry in sorted(root.iterdir()):
+    with file_access(root, "list"):
+        entries = sorted(root.iterdir())
+    for entry in entries:
         if entry.is_dir() and parse_partition_dir_name(entry.name) is not None:
             yield entry
+
+
+def require_partition_dirs(log_dir: str | os.PathLike[str]) -> list[Path]:
+    """Every partition directory of a log dir (as :func:`iter_partition_dirs`), refusing a directory
+    that holds none: a wrong path (``/tmp``, an empty directory) must not pass for a log dir with
+    nothing to do. A log dir whose partitions are then all skipped is not this case.
+
+    Args:
+        log_dir: the directory given as a log dir.
+
+    Returns:
+        Its partition directories, sorted by name; never empty.
+
+    Raises:
+        KcompactError: no directory under ``log_dir`` is named like a partition.
+        FileAccessError: ``log_dir`` cannot be listed.
+    """
+    found = list(iter_partition_dirs(log_dir))
+    if not found:
+        raise KcompactError(
+            f"no partition directories found under {os.fspath(log_dir)} (expected a log dir, which "
+            "holds <topic>-<partition> directories, or one of them)"
+        )
+    return found
 
 
 def is_partition_dir(path: str | os.PathLike[str]) -> bool:

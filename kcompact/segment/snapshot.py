@@ -30,10 +30,10 @@ import os
 import struct
 from collections.abc import Iterable
 from dataclasses import astuple, dataclass
-from pathlib import Path
 
 from kcompact.errors import CorruptDataError, TruncatedDataError
 from kcompact.records.crc import crc32c
+from kcompact.segment.files import read_file
 
 SNAPSHOT_HEADER = struct.Struct(
     ">"
@@ -157,9 +157,10 @@ def read_producer_snapshot(path: str | os.PathLike[str]) -> list[ProducerSnapsho
 
     Raises:
         FileNotFoundError: the file does not exist.
+        FileAccessError: the file cannot be read (permissions, an I/O error).
         CorruptDataError: the file does not decode; the error names it and the position.
     """
-    data = Path(path).read_bytes()
+    data = read_file(path)
     try:
         return decode_producer_snapshot(data)
     except CorruptDataError as err:

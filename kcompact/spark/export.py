@@ -47,8 +47,8 @@ from kcompact.segment.partition import (
     METADATA_TOPIC,
     Partition,
     is_partition_dir,
-    iter_partition_dirs,
     open_partition,
+    require_partition_dirs,
 )
 from kcompact.spark.rows import ddl
 
@@ -112,7 +112,8 @@ def list_segments(paths: Iterable[str | Path]) -> list[SegmentRef]:
         One reference per segment holding bytes, in offset order within each partition.
 
     Raises:
-        KcompactError: a path is neither a partition directory nor a log dir.
+        KcompactError: a path is neither a partition directory nor a log dir (a directory holding no
+            partition directory is not one).
     """
     refs: list[SegmentRef] = []
     for raw in paths:
@@ -120,7 +121,7 @@ def list_segments(paths: Iterable[str | Path]) -> list[SegmentRef]:
         if is_partition_dir(path):
             parts = [open_partition(path)]
         elif path.is_dir():
-            parts = [p for p in map(open_partition, iter_partition_dirs(path))
+            parts = [p for p in map(open_partition, require_partition_dirs(path))
                      if p.name.kind == "live" and p.topic != METADATA_TOPIC]
         else:
             raise KcompactError(f"{path}: not a log dir or partition directory")

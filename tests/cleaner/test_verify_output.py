@@ -8,7 +8,7 @@ must give exactly the problems ``verify_index_file`` gives walking the log itsel
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,7 @@ from kcompact.cleaner.swap import CleanedSegment
 from kcompact.cleaner.verify_output import check_cleaned_segment
 from kcompact.errors import CleanerStateError, KcompactError
 from kcompact.segment.log_file import LogFile
+from kcompact.segment.partition import SegmentFiles
 from kcompact.segment.txn_index import AbortedTxn, decode_txn_index, encode_txn_index
 from kcompact.segment.verify_index import (
     LogFacts,
@@ -131,3 +132,36 @@ def test_the_self_check_reads_the_output_log_once(tmp_path: Path, monkeypatch: p
     with pytest.raises(CleanerStateError, match=r"\.index: entry"):
         check_cleaned_segment(seg, [], NOW)
     assert walks == [seg.files["log"].name]
+
+
+@dataclass(frozen=True)
+class _Source:
+    files: SegmentFiles
+
+
+def test_a_batch_problem_names_the_source_segment_and_its_position_there(tmp_path: Path) -> None:
+    seg = cleaned_segment(tmp_path)
+    output = seg.files["log"].read_bytes()
+    with LogFile(seg.files["log"]) as log:
+        first_batch, *_middle, last_batch = [(b.position, b.size_in_bytes, b.base_offset, b.last_offset)
+                                             for b in log.iter_batches()]
+    source = tmp_path / "source" / seg.files["log"].name
+    source.parent.mkdir()
+    prefix = output[: first_batch[1]]  # the source holds one batch more before the same batches
+    source.write_bytes(prefix + output)
+    files = SegmentFiles(seg.base_offset, source, len(prefix + output), 0, None, None, None)
+    position, _size, first, last = last_batch
+
+    with pytest.raises(CleanerStateError) as info:
+        check_cleaned_segment(seg, [_Source(files)], first_uncleanable=last)  # only the last batch reaches it
+    assert str(info.value) == (
+        f"{source} at position {len(prefix) + position}: batch (offsets {first} to {last}) reaches past the "
+        f"cleanable range, which ends before {last}; found by kcompact's self-check of the cleaned output of "
+        f"{source.name}, nothing was changed")
+
+    with pytest.raises(CleanerStateError) as info:
+        check_cleaned_segment(seg, [], first_uncleanable=last)  # no source to find it in: the output is named
+    assert str(info.value) == (
+        f"{seg.files['log']}: the cleaned output of  fails kcompact's self-check, nothing was changed: batch "
+        f"(offsets {first} to {last}) at position {position} reaches past the cleanable range, which ends "
+        f"before {last}")

@@ -9,6 +9,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from kcompact.cli.main import cli
@@ -441,3 +442,25 @@ def test_cluster_metadata_is_refused(tmp_path: Path) -> None:
         "no cleaner touches it\n"
     )
     assert digest(log_dir) == before
+
+
+@pytest.mark.parametrize("layout", ["empty", "files only", "other directories"])
+def test_a_directory_without_partitions_is_not_a_silent_success(tmp_path: Path, layout: str) -> None:
+    wrong = tmp_path / "not-a-log-dir"
+    wrong.mkdir()
+    if layout == "files only":
+        (wrong / "notes.txt").write_text("x")
+    elif layout == "other directories":
+        (wrong / "pytest-of-root").mkdir()  # like /tmp: directories, none named <topic>-<partition>
+    result = run(wrong, "--now-ms", NOW, "--json")
+    assert (result.exit_code, result.stderr) == (
+        2, (f"kcompact: error: no partition directories found under {wrong} (expected a log dir, which "
+           "holds <topic>-<partition> directories, or one of them)\n"))
+
+
+def test_a_log_dir_whose_partitions_are_all_skipped_is_a_success(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logdir"
+    PartitionBuilder("__cluster_metadata").batch([(b"k", b"v")]).roll().batch([(b"k", b"w")]).write(log_dir)
+    result = run(log_dir, "--now-ms", NOW, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert (json.loads(result.stdout)["results"], json.loads(result.stdout)["failures"]) == ([], [])

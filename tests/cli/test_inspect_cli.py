@@ -111,6 +111,17 @@ def test_dirty_ratio_exits_2_when_a_partition_does_not_parse(tmp_path: Path) -> 
     assert "00000000000000000000.log" in row["error"]
 
 
+def test_dirty_ratio_of_a_directory_without_partitions_is_an_error_not_an_empty_table(tmp_path: Path) -> None:
+    part = segmented().write(tmp_path / "logdir")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for args in ([str(empty)], [str(part), str(empty)], [str(empty), "--json"]):
+        result = run("inspect", "dirty-ratio", *args)
+        assert (result.exit_code, result.stderr) == (
+            2, (f"kcompact: error: no partition directories found under {empty} (expected a log dir, which "
+               "holds <topic>-<partition> directories, or one of them)\n"))
+
+
 # -- keys --
 
 

@@ -42,10 +42,10 @@ def test_dry_run_report_whole_output(tmp_path: Path) -> None:
         (f"  [corrupt-batch] PART/{LOG0} at position {position}: wrong batch length; expected "
         f"181, found 5 (a field outside the CRC; the batch is otherwise intact)"),
         ("      uncleanable: the cleaner cannot step over a broken frame or header "
-        "(CorruptRecordException / InvalidRecordException), so the broker adds the partition to "
-        "its uncleanable set until it restarts (spec §6.15)"),
+        "(CorruptRecordException / InvalidRecordException), so the broker marks the partition "
+        "uncleanable and never cleans it again until it restarts"),
         (f"      broker: log recovery stops at the first bad entry: it truncates this segment at or "
-        f"before position {position} and deletes the 1 later segment(s) (spec §7.1, §7.3)"),
+        f"before position {position} and deletes the 1 later segment(s)"),
         ("      repair: restore the field: the batch passes its CRC and fits the offsets around it "
         "with offsets 8..11"),
         "plan (dry run, nothing written):",

@@ -15,7 +15,7 @@ import pytest
 
 from kcompact.cleaner.cleaner import CleanOptions
 from kcompact.cleaner.run import ConfigSources, clean_path
-from kcompact.errors import RefusedError
+from kcompact.errors import KcompactError, RefusedError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.spark import clean_job
 from kcompact.spark.clean_job import run_clean_task, settle_checkpoint_order, spark_clean
@@ -230,3 +230,10 @@ def test_partitions_not_known_to_be_compacted_are_skipped_rows_as_in_the_serial_
     clean_path(tmp_path / "serial", cli_overrides={}, options=CleanOptions(now_ms=NOW), assume_compact=True)
     assert {r["status"] for r in assumed.as_dicts()} == {STATUS_CLEANED}
     assert tree_digest(log_dir) == tree_digest(tmp_path / "serial")
+
+
+def test_a_directory_without_partitions_is_refused_by_the_plan(tmp_path: Path) -> None:
+    build_log_dir(tmp_path / "logs", 1)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(KcompactError, match=r"^no partition directories found under .*empty \(expected"):
+        plan_clean([tmp_path / "logs", tmp_path / "empty"], ConfigSources({}), options=CleanOptions(now_ms=NOW))

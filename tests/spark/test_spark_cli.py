@@ -177,3 +177,26 @@ def test_the_spark_submit_driver_file_runs_the_command_line_without_shadowing_th
                          check=False, cwd="/")  # as spark-submit runs it: its directory first on sys.path
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.startswith("Usage: kcompact spark [OPTIONS] COMMAND [ARGS]...")
+
+
+def test_an_unreadable_segment_fails_its_partition_and_the_others_go_on(spark: SparkSession, tmp_path: Path) -> None:
+    from tests.cleaner.test_clean_failures import log_dir_digest
+    from tests.unprivileged import run_kcompact_batch
+
+    log_dir = build_log_dir(tmp_path / "logs", 2)
+    unreadable = min((log_dir / "orders-0").glob("*.log"))
+    before = log_dir_digest(log_dir / "orders-0")
+    unreadable.chmod(0o000)
+    spark_args = ["--master", "local[1]", "--now-ms", str(NOW), "--json"]
+
+    clean, report = run_kcompact_batch([  # in a child that file modes apply to, even as root
+        ["spark", "clean", str(log_dir), *spark_args], ["spark", "inspect", "dirty-ratio", str(log_dir), *spark_args]])
+
+    unreadable.chmod(0o644)
+    failure = f"{unreadable}: cannot read (Permission denied)"
+    assert (clean.exit_code, report.exit_code) == (2, 2), clean.stderr + report.stderr
+    assert [(Path(r["partition_dir"]).name, r["status"], r["error"]) for r in json.loads(clean.stdout)["partitions"]] \
+        == [("users-0", "cleaned", None), ("orders-0", "failed", failure)]
+    assert {Path(r["partition_dir"]).name: r["error"] for r in json.loads(report.stdout)} == {
+        "users-0": None, "orders-0": failure}
+    assert log_dir_digest(log_dir / "orders-0") == before
