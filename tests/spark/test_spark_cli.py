@@ -190,7 +190,8 @@ def test_an_unreadable_segment_fails_its_partition_and_the_others_go_on(spark: S
     spark_args = ["--master", "local[1]", "--now-ms", str(NOW), "--json"]
 
     clean, report = run_kcompact_batch([  # in a child that file modes apply to, even as root
-        ["spark", "clean", str(log_dir), *spark_args], ["spark", "inspect", "dirty-ratio", str(log_dir), *spark_args]])
+        ["spark", "clean", str(log_dir), "--config", "cleanup.policy=compact", *spark_args],
+        ["spark", "inspect", "dirty-ratio", str(log_dir), *spark_args]])
 
     unreadable.chmod(0o644)
     failure = f"{unreadable}: cannot read (Permission denied)"
