@@ -51,7 +51,7 @@ from kcompact.records.legacy import legacy_records
 from kcompact.records.record import records_bytes
 from kcompact.records.scan import scan_keys
 from kcompact.segment.checkpoint import update_offset_checkpoint
-from kcompact.segment.log_file import LogFile
+from kcompact.segment.log_file import LogFile, crc_error_or
 from kcompact.segment.partition import Partition, SegmentFiles, open_partition
 
 __all__ = [
@@ -205,7 +205,7 @@ def _keys_of(batch: object, log: LogFile) -> tuple[Sequence[int], Sequence[bytes
         recs = legacy_records(batch)  # type: ignore[arg-type]
         return [r.offset for r in recs], [r.key for r in recs]
     except CorruptDataError as err:
-        raise (err.located(log.path, batch.position) if err.path is None else err) from err  # type: ignore
+        raise crc_error_or(err, log.path, batch) from err  # type: ignore[arg-type]
 
 
 def write_group(

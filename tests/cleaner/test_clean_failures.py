@@ -1,6 +1,6 @@
 """A clean that fails leaves the partition byte for byte as it was, and says why in one line (exit 2).
 
-Bad input (a flipped CRC that the pre-swap self-check refuses, a truncated batch, a record-count mismatch),
+Bad input (a flipped CRC, a truncated batch, a record-count mismatch),
 a refused or full disk, a self-check violation, a live broker holding the log dir's ``.lock`` and another
 kcompact holding the partition: each is checked with the sha256 of every file of the log dir before and
 after — the cleaner checkpoint included, which is never written on failure. kcompact's own lock files
@@ -29,6 +29,7 @@ from kcompact.cleaner.cleaner import CleanOptions, clean_partition
 from kcompact.cleaner.swap import CRASH_POINTS, leftover_files
 from kcompact.cli.main import cli
 from kcompact.errors import (
+    BatchCrcError,
     CleanerStateError,
     CorruptCheckpointError,
     CorruptRecordError,
@@ -106,7 +107,9 @@ def assert_fails_unchanged(part: Path, error: type[Exception], match: str) -> No
 # --- bad input ------------------------------------------------------------------------------------------
 
 
-def test_flipped_crc_in_a_batch_copied_verbatim_is_refused_by_the_self_check(tmp_path: Path) -> None:
+def test_flipped_crc_in_a_batch_copied_verbatim_is_refused(tmp_path: Path) -> None:
+    """Refused as the batch is read (tests/cleaner/test_clean_crc.py has every case), before the
+    self-check, which would refuse the copied batch too."""
     part = build_partition(tmp_path / "logdir")
     seg = middle_segment(part)
     data = bytearray(seg.read_bytes())
@@ -114,8 +117,8 @@ def test_flipped_crc_in_a_batch_copied_verbatim_is_refused_by_the_self_check(tmp
     data[last.position + CRC_POSITION] ^= 0xFF
     seg.write_bytes(data)
 
-    assert_fails_unchanged(part, CleanerStateError, r"fails kcompact's self-check, nothing was changed: "
-                                                    r"batch at position \d+ \(offset \d+\) fails its CRC")
+    assert_fails_unchanged(part, BatchCrcError, rf"{seg.name} at position {last.position}: batch "
+                                                r"\(last offset \d+\) fails its CRC")
     code, stderr = cli_clean(part)
     assert code == 2 and len(stderr) == 1 and "fails its CRC" in stderr[0]
 
