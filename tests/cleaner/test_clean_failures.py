@@ -3,9 +3,10 @@
 Bad input (a flipped CRC, a truncated batch, a record-count mismatch),
 a refused or full disk, a self-check violation, a live broker holding the log dir's ``.lock`` and another
 kcompact holding the partition: each is checked with the sha256 of every file of the log dir before and
-after — the cleaner checkpoint included, which is never written on failure. kcompact's own lock files
-(``.lock`` when it had to create it, ``.kcompact-*.lock``) stay behind empty by design (segment/lock.py) and
-are left out of the comparison. Also: what the checkpoint file keeps and when it is reset.
+after — the cleaner checkpoint included, which is never written on failure. The broker's ``.lock``, which
+kcompact creates empty when it is missing (as a broker would), is left out of the comparison; kcompact's
+own ``.kcompact-*.lock`` files are in it: they exist only while held (segment/lock.py), so a refused or
+failed clean leaves none behind. Also: what the checkpoint file keeps and when it is reset.
 """
 
 from __future__ import annotations
@@ -60,12 +61,13 @@ RECORDS_COUNT_POSITION = 57  # the last field of the 61-byte v2 header
 
 
 def log_dir_digest(log_dir: Path) -> dict[str, str]:
-    """sha256 of every file under the log dir but kcompact's lock files, which must be empty."""
+    """sha256 of every file under the log dir but the broker's ``.lock``, which must be empty (kcompact's
+    own lock files count: one left behind is litter)."""
     out = {}
     for path in sorted(log_dir.rglob("*")):
         if not path.is_file():
             continue
-        if path.name == ".lock" or (path.name.startswith(".kcompact-") and path.name.endswith(".lock")):
+        if path.name == ".lock":
             assert path.stat().st_size == 0, path
             continue
         out[str(path.relative_to(log_dir))] = hashlib.sha256(path.read_bytes()).hexdigest()
