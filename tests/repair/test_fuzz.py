@@ -22,6 +22,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -113,7 +114,8 @@ def superseded_batches(part: Path) -> list[tuple[Path, int, int]]:
             for batch in log.iter_batches():
                 if batch.is_control or batch.is_transactional:
                     continue
-                records = decode_records(batch) if batch.magic >= 2 else legacy_records(batch)
+                any_batch: Any = batch  # a v2 batch or a legacy entry, told apart by its magic
+                records = decode_records(any_batch) if batch.magic >= 2 else legacy_records(any_batch)
                 keyed = [(r.offset, None if r.key is None else bytes(r.key)) for r in records]
                 latest.update((k, o) for o, k in keyed if k is not None and start <= o < end)
                 found.append((seg.files.log_path, batch.position, 17 if batch.magic >= 2 else 12, keyed))

@@ -7,6 +7,7 @@ does.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -18,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from kcompact.errors import RefusedError
-from kcompact.segment import lock as lock_module
 from kcompact.segment.lock import (
     broker_holds_lock,
     checkpoint_lock,
@@ -53,7 +53,6 @@ else:
 _OTHER_KCOMPACT = """
 import sys
 from kcompact.errors import RefusedError
-from kcompact.segment import lock as lock_module
 from kcompact.segment.lock import partition_lock
 try:
     with partition_lock(sys.argv[1], sys.argv[2]):
@@ -200,7 +199,7 @@ def test_a_lock_file_replaced_before_our_lock_took_is_retried(
     """The holder we raced released (removing the file) and another process created a new one between
     our open and our lock: we locked a file nobody else will open again, so we must go again."""
     path = partition_lock_path(tmp_path, "orders-3")
-    real_lockf = lock_module.fcntl.lockf
+    real_lockf = fcntl.lockf
     replaced: list[int] = []
 
     def lockf_after_a_release(fd: int, operation: int, *args: int) -> object:
@@ -210,7 +209,7 @@ def test_a_lock_file_replaced_before_our_lock_took_is_retried(
             path.touch()  # a newcomer creates the file again (and is slower to lock it)
         return real_lockf(fd, operation, *args)
 
-    monkeypatch.setattr(lock_module.fcntl, "lockf", lockf_after_a_release)
+    monkeypatch.setattr(fcntl, "lockf", lockf_after_a_release)  # the module kcompact.segment.lock calls
     with partition_lock(tmp_path, "orders-3"):
         assert replaced and path.stat().st_ino != replaced[0]
         assert run_child(_OTHER_KCOMPACT, str(tmp_path), "orders-3").startswith("refused")
