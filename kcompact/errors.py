@@ -9,6 +9,7 @@ Hierarchy::
     KcompactError
       CorruptDataError(path, position, offset)
         CorruptBatchError        framing or header of a batch / legacy entry is wrong
+          BatchCrcError          a batch / legacy entry whose stored CRC does not match its bytes
         CorruptRecordError       a record inside a batch does not parse
         CorruptIndexError        .index / .timeindex / .txnindex fails Kafka's checks
         CorruptCheckpointError   an offset checkpoint file does not parse
@@ -103,6 +104,14 @@ def _rebuild_corrupt(
 
 class CorruptBatchError(CorruptDataError):
     """A batch (or legacy entry) whose framing, header or CRC is wrong."""
+
+
+class BatchCrcError(CorruptBatchError):
+    """A batch (or legacy entry) that parses but whose stored CRC does not match its bytes.
+
+    Its own class so that a report can count such batches and go on (``inspect``), where any other
+    corruption stops it.
+    """
 
 
 class CorruptRecordError(CorruptDataError):

@@ -70,5 +70,8 @@ record scan (the C kernels in ``kcompact/records``).
 
 Where kcompact deliberately differs from a broker, the report says so: without a
 ``replication-offset-checkpoint`` entry the high watermark is taken as the log end (a broker would clean
-nothing), and aborted transactions missing from a lost ``.txnindex`` are recovered from the data.
+nothing), and aborted transactions missing from a lost ``.txnindex`` are recovered from the data. And
+where a broker's cleaner does not check CRCs (it would drop, copy or rebuild a corrupt batch, laundering
+the damage), step 5 checks the CRC of every batch it reads and refuses the partition
+(``BatchCrcError``, pointing to ``kcompact repair``).
 """

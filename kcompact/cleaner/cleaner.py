@@ -8,7 +8,9 @@ cleaner checkpoint. With ``dry_run`` it does everything but write.
 The round itself is the stages of ``stages.py`` run in order: a :class:`~kcompact.cleaner.plan.CleanPlan`,
 pass 1 (``mapping.py``) and pass 2 (``filtering.py``) — in this process or, with ``CleanOptions.jobs``
 above 1, in worker processes (``parallel.py``; the same bytes either way) — then ``commit_clean``. Around
-it: the optional roll, and segment retention before and after, as the broker's cleaner thread does.
+it: the optional roll, and segment retention before and after, as the broker's cleaner thread does. The
+roll is all-or-nothing with the round: it is kept only once the round changes the partition anyway, and
+undone when the round fails before that (``roll.py``), so a failed ``clean --roll`` changes nothing.
 
 Passes 1 and 2 are the one step a caller may swap: ``clean_partition(..., round_runner=...)`` runs them
 through a :data:`RoundRunner` instead (``kcompact.spark.distributed_map`` builds the offset map as a Spark
@@ -18,7 +20,6 @@ module's, so the distributed clean cannot drift from the serial one.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
@@ -33,6 +34,7 @@ from kcompact.cleaner.parallel import build_offset_map, resolve_jobs, write_grou
 from kcompact.cleaner.plan import CleanPlan, build_plan
 from kcompact.cleaner.ranges import compute_cleanable_range
 from kcompact.cleaner.retention import RetentionResult, apply_retention, plan_retention
+from kcompact.cleaner.roll import Roll, roll_active_segment
 from kcompact.cleaner.stages import (
     GroupOutput,
     commit_clean,
@@ -43,8 +45,8 @@ from kcompact.cleaner.stages import (
 from kcompact.cleaner.stats import CleanStats
 from kcompact.cleaner.swap import leftover_files, recover_interrupted_swaps
 from kcompact.config.topic_config import TopicConfig
-from kcompact.errors import CorruptDataError, FileAccessError
-from kcompact.segment.files import file_access
+from kcompact.errors import CorruptDataError, FileAccessError, KcompactError
+from kcompact.segment.files import file_access, link_or_copy
 from kcompact.segment.lock import log_dir_write_guard, partition_lock
 from kcompact.segment.partition import (
     CLEANER_CHECKPOINT,
@@ -138,13 +140,18 @@ def _rehearse(partition: Partition, config: TopicConfig, options: CleanOptions, 
             stage_part.mkdir(parents=True)
             for source in partition.path.iterdir():
                 if source.is_file():
-                    _link_or_copy(source, stage_part / source.name)
+                    link_or_copy(source, stage_part / source.name)
             for name in (CLEANER_CHECKPOINT, REPLICATION_CHECKPOINT, LOG_START_CHECKPOINT):
                 if (log_dir / name).exists():
                     shutil.copy2(log_dir / name, stage_part.parent / name)
         recover_interrupted_swaps(stage_part)
+        staged = open_partition(stage_part)
+        rolled = roll_active_segment(staged, config) if options.roll else None
+        if rolled is not None:  # the round reads the rolled segment too; the roll renames staged names only
+            rolled.keep()
+            staged = open_partition(stage_part)
         rehearsal = CleanResult(str(stage_part), partition.topic, partition.partition, now_ms, True)
-        _clean_locked(open_partition(stage_part), config, replace(options, dry_run=True, roll=False),
+        _clean_locked(staged, config, replace(options, dry_run=True, roll=False),
                       now_ms, rehearsal, None, _run_round_here)
     except CorruptDataError as err:
         raise type(err)(
@@ -165,13 +172,6 @@ def _unstaged(path: Path, staged_log_dir: Path, log_dir: Path) -> Path:
     return log_dir / path.relative_to(staged_log_dir) if path.is_relative_to(staged_log_dir) else path
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError:  # another file system, or links not allowed: a real copy
-        shutil.copy2(source, target)
-
-
 def _clean_locked(
     partition: Partition,
     config: TopicConfig,
@@ -181,20 +181,58 @@ def _clean_locked(
     progress: Progress | None,
     runner: RoundRunner,
 ) -> CleanResult:
-    started = time.monotonic()
-    if options.roll and not options.dry_run:
-        from kcompact.cleaner.roll import roll_active_segment
+    """The round, with ``--roll`` all-or-nothing: a roll stays only once the partition changes anyway.
 
-        if roll_active_segment(partition, config):
-            partition = open_partition(partition.path)
+    The roll comes first (the active segment's data is cleanable only once it is inactive) but stays
+    pending (``roll.py``): it is kept just before the round's first change to the partition (a
+    retention delete, a swap, a checkpoint write) or at the end, and undone when the round fails before.
+    """
+    started = time.monotonic()
+    roll = roll_active_segment(partition, config) if options.roll and not options.dry_run else None
+    if roll is not None:
+        partition = open_partition(partition.path)
+    before_change = roll.keep if roll is not None else _no_roll
+    try:
+        _clean_rolled(partition, config, options, now_ms, result, progress, runner, before_change)
+    except BaseException as err:
+        if roll is not None:
+            _undo_roll(roll, err)
+        raise
+    before_change()
+    result.stats.elapsed_s = time.monotonic() - started
+    return result
+
+
+def _no_roll() -> None:
+    """``before_change`` when nothing was rolled."""
+
+
+def _undo_roll(roll: Roll, err: BaseException) -> None:
+    """Undo a pending roll after ``err``; if even that fails, say both in one message."""
+    try:
+        roll.undo()
+    except KcompactError as undo_err:
+        raise KcompactError(f"{err}; {undo_err}") from err
+
+
+def _clean_rolled(
+    partition: Partition,
+    config: TopicConfig,
+    options: CleanOptions,
+    now_ms: int,
+    result: CleanResult,
+    progress: Progress | None,
+    runner: RoundRunner,
+    before_change: Callable[[], None],
+) -> None:
     state = load_log_state(partition, config)
     result.warnings.extend(state.warnings)
     # Segments wholly below the log start go first: a broker deletes them long before its cleaner runs.
-    if _retention(state, config, options, now_ms, result, log_start_only=True):
+    if _retention(state, config, options, now_ms, result, before_change, log_start_only=True):
         partition = open_partition(partition.path)
         state = load_log_state(partition, config)
     if config.is_compacted:
-        _compact(partition, state, config, options, now_ms, result, progress, runner)
+        _compact(partition, state, config, options, now_ms, result, progress, runner, before_change)
     else:
         result.skipped_reason = f"cleanup.policy={','.join(config.cleanup_policy)} has no 'compact': retention only"
     if result.end_offset is not None and not options.dry_run and _time_or_size_rules(config, options):
@@ -202,9 +240,7 @@ def _clean_locked(
         # it already ran on these segments (merging them cannot make one deletable): no second load.
         partition = open_partition(partition.path)
         state = load_log_state(partition, config)
-    _retention(state, config, options, now_ms, result)
-    result.stats.elapsed_s = time.monotonic() - started
-    return result
+    _retention(state, config, options, now_ms, result, before_change)
 
 
 def _compact(
@@ -216,6 +252,7 @@ def _compact(
     result: CleanResult,
     progress: Progress | None,
     runner: RoundRunner,
+    before_change: Callable[[], None],
 ) -> None:
     rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)
     result.range = rng
@@ -223,13 +260,14 @@ def _compact(
     if nothing_to_clean(rng):
         result.skipped_reason = rng.blocking_detail or "nothing to clean"
         if rng.force_update_checkpoint and not options.dry_run:
+            before_change()
             write_checkpoint(partition, rng.first_dirty_offset)
             result.checkpoint_written = True
         return
     ran = runner(build_plan(state, rng, config, now_ms), options, progress)
     result.end_offset = ran.plan.end_offset
     result.workers = ran.workers
-    done = commit_clean(ran.plan, ran.outputs, options, stats=ran.map_stats)
+    done = commit_clean(ran.plan, ran.outputs, options, stats=ran.map_stats, before_swap=before_change)
     result.stats.add(done.stats)
     result.checkpoint_written = done.checkpoint_written
 
@@ -252,6 +290,7 @@ def _retention(
     options: CleanOptions,
     now_ms: int,
     result: CleanResult,
+    before_change: Callable[[], None],
     *,
     log_start_only: bool = False,
 ) -> bool:
@@ -265,6 +304,7 @@ def _retention(
     else:
         _merge(result.retention, plan)
     if plan.deleted_segments and not options.dry_run:
+        before_change()
         apply_retention(state, config, plan)
         return True
     return False

@@ -36,7 +36,7 @@ from kcompact.errors import CleanerStateError, CorruptDataError
 from kcompact.records.legacy import legacy_records
 from kcompact.records.record import records_bytes
 from kcompact.records.scan import scan_keys
-from kcompact.segment.log_file import LogFile
+from kcompact.segment.log_file import LogFile, crc_error_or
 from kcompact.segment.txn_index import AbortedTxn
 
 U64 = npt.NDArray[np.uint64]
@@ -175,7 +175,7 @@ def batch_keys(batch: Any, log: LogFile) -> tuple[Any, list[bytes | None]]:
         recs = legacy_records(batch)
         return array("q", [r.offset for r in recs]), [r.key for r in recs]
     except CorruptDataError as err:
-        raise (err.located(log.path, batch.position) if err.path is None else err) from err
+        raise crc_error_or(err, log.path, batch) from err
 
 
 @dataclass(slots=True)

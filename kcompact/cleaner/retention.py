@@ -114,7 +114,9 @@ def apply_retention(state: LogState, config: TopicConfig, plan: RetentionResult)
     if plan.rolled:
         from kcompact.cleaner.roll import roll_active_segment
 
-        roll_active_segment(state.partition, config)
+        rolled = roll_active_segment(state.partition, config)
+        if rolled is not None:
+            rolled.keep()  # part of this deletion, which only a crash interrupts
     doomed = set(plan.deleted_segments)
     renamed = []
     with file_access(directory, "delete"):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -51,7 +51,7 @@ from kcompact.records.legacy import legacy_records
 from kcompact.records.record import records_bytes
 from kcompact.records.scan import scan_keys
 from kcompact.segment.checkpoint import update_offset_checkpoint
-from kcompact.segment.log_file import LogFile
+from kcompact.segment.log_file import LogFile, crc_error_or
 from kcompact.segment.partition import Partition, SegmentFiles, open_partition
 
 __all__ = [
@@ -205,7 +205,7 @@ def _keys_of(batch: object, log: LogFile) -> tuple[Sequence[int], Sequence[bytes
         recs = legacy_records(batch)  # type: ignore[arg-type]
         return [r.offset for r in recs], [r.key for r in recs]
     except CorruptDataError as err:
-        raise (err.located(log.path, batch.position) if err.path is None else err) from err  # type: ignore
+        raise crc_error_or(err, log.path, batch) from err  # type: ignore[arg-type]
 
 
 def write_group(
@@ -277,6 +277,7 @@ def commit_clean(
     options: CleanOptions = DEFAULT_OPTIONS,
     *,
     stats: CleanStats | None = None,
+    before_swap: Callable[[], None] | None = None,
 ) -> CleanResult:
     """Stage 5: check every output, swap each in, in order, and advance the cleaner checkpoint.
 
@@ -285,6 +286,8 @@ def commit_clean(
         outputs: one per group of ``plan.groups``, in order.
         options: ``dry_run`` (nothing is checked or changed) and ``crash_hook``.
         stats: counters of the stages before (the offset map's), added to the result's.
+        before_swap: called once every output passed its check, before the first swap (the clean
+            keeps a pending ``--roll`` there: from here on the partition changes).
 
     Returns:
         The round's result (its ``stats`` sum ``stats`` and every output's).
@@ -312,6 +315,8 @@ def commit_clean(
             remove_cleaned(Path(plan.partition_dir), base)
         raise
     # Every output is complete and verified: only now does the partition change, one group at a time.
+    if before_swap is not None:
+        before_swap()
     for out, files in zip(outputs, sources):
         replace_segments(_cleaned(plan, out), files, hook=options.crash_hook)
     write_checkpoint(partition, plan.end_offset)

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from kcompact.errors import CleanerStateError, KcompactError, TruncatedDataError
-from kcompact.segment.files import file_access, fsync_dir, write_synced
+from kcompact.segment.files import copy_ownership, file_access, fsync_dir, write_synced
 from kcompact.segment.index_builder import IndexBuilder
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import (
@@ -172,7 +172,7 @@ class CleanedSegmentWriter:
                 if kind != "txnindex":  # Kafka leaves the txn index's mtime alone
                     os.utime(path, ns=(mtime_ns, mtime_ns))
                 if template is not None:
-                    _copy_ownership(template.log_path, path)
+                    copy_ownership(template.log_path, path)
         return result
 
     def abort(self) -> None:
@@ -189,16 +189,6 @@ def _create(path: Path) -> BinaryIO:
     if path.exists():
         path.unlink()
     return open(path, "xb", buffering=_WRITE_BUFFER_SIZE)
-
-
-def _copy_ownership(template: Path, path: Path) -> None:
-    st = template.stat()
-    os.chmod(path, st.st_mode & 0o7777)
-    if hasattr(os, "chown") and (st.st_uid, st.st_gid) != (path.stat().st_uid, path.stat().st_gid):
-        try:
-            os.chown(path, st.st_uid, st.st_gid)
-        except PermissionError:
-            pass  # not root: the files stay ours, which the broker's user may still read
 
 
 def remove_cleaned(directory: Path, base_offset: int) -> None:

@@ -67,7 +67,8 @@ def keys_command(partition_dir: str, config_pairs: tuple[str, ...], now_ms: int 
     needs, and the most duplicated keys. For a __consumer_offsets partition, also the consumer
     groups with the most bytes (records, duplicates, committed offsets held).
 
-    Reads the whole log twice, plus the cleaner's dry run; writes nothing.
+    Reads the whole log twice, plus the cleaner's dry run, and checks every batch's CRC (exits 2
+    after the report when one fails); writes nothing.
     """
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.inspect.keys import keys_report
@@ -77,8 +78,9 @@ def keys_command(partition_dir: str, config_pairs: tuple[str, ...], now_ms: int 
                          server_properties=server_properties, metadata_dir=metadata_dir)
     if as_json:
         render.emit_json(report.as_dict())
-        return
-    _print_keys(report)
+    else:
+        _print_keys(report)
+    _exit_if_corrupt(report)
 
 
 @click.command("last-clean", short_help="When compaction provably last ran, and what piled up since.",
@@ -96,7 +98,8 @@ def last_clean_command(partition_dir: str, config_pairs: tuple[str, ...], now_ms
     """When did compaction provably last run on PARTITION_DIR? Finds the newest offset gap (records
     only a clean removes) and the timestamp of the record after it, counts the records of the
     contiguous, possibly never cleaned run since, and reads delete horizons (a clean stamps them
-    at its time + delete.retention.ms) and empty batches. Reads batch headers; writes nothing.
+    at its time + delete.retention.ms) and empty batches. Reads batch headers and checks every
+    batch's CRC (exits 2 after the report when one fails); writes nothing.
     """
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.inspect.last_clean import last_clean_report
@@ -106,8 +109,19 @@ def last_clean_command(partition_dir: str, config_pairs: tuple[str, ...], now_ms
                                metadata_dir=metadata_dir)
     if as_json:
         render.emit_json(report.as_dict())
-        return
-    _print_last_clean(report)
+    else:
+        _print_last_clean(report)
+    _exit_if_corrupt(report)
+
+
+def _exit_if_corrupt(report: Any) -> None:
+    """After the report: exit 2 with the first CRC failure when a batch failed its CRC."""
+    if report.corrupt_batches:
+        from kcompact.cli.main import EXIT_BAD_INPUT
+
+        more = report.corrupt_batches - 1
+        render.error_line(report.crc_error + (f" ({more} more batch(es) fail theirs)" if more else ""))
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)
 
 
 # --- text output ---------------------------------------------------------------------------------
@@ -143,7 +157,7 @@ def _print_keys(r: Any) -> None:
     rec = r.records
     render.plain(f"{r.topic}-{r.partition}: {_plural(rec.records, 'record')} in "
                  f"{_plural(rec.batches, 'batch', 'batches')}, {r.size_in_bytes} bytes")
-    _print_entries(_log_entries(r) + _clean_entries(r))
+    _print_entries(_log_entries(r) + _clean_entries(r) + _corrupt_entry(r))
     if r.top_duplicated_keys:
         _print_top_keys(r.top_duplicated_keys)
     if r.consumer_groups is not None:
@@ -175,6 +189,14 @@ def _log_entries(r: Any) -> list[Entry]:
         ("tombstones", _tombstone_lines(r.tombstones)),
         ("transactions", _transaction_lines(r.transactions)),
     ]
+
+
+def _corrupt_entry(r: Any) -> list[Entry]:
+    if not r.corrupt_batches:
+        return []
+    failing = _plural(r.corrupt_batches, "batch fails its CRC", "batches fail their CRC")
+    line = f"{failing}; `kcompact clean` refuses the partition, `kcompact repair` sets them aside"
+    return [("corrupt", [line])]
 
 
 def _tombstone_lines(tomb: Any) -> list[str]:
@@ -303,6 +325,7 @@ def _print_last_clean(r: Any) -> None:
                     f"{_utc(r.newest_delete_horizon_ms)}: stamped by a clean at "
                     f"{_utc(r.horizon_stamped_at_ms)}")
     _print_entries([first, ("since", [run, dirty]), ("horizons", [horizons]),
-                    ("empty batches", [f"{r.empty_batches} (left only by a clean)"])])
+                    ("empty batches", [f"{r.empty_batches} (left only by a clean)"]),
+                    *_corrupt_entry(r)])
     for warning in r.warnings:
         render.warning_line(warning)

@@ -171,8 +171,9 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
     clean and dirty bytes, the dirty ratio against min.cleanable.dirty.ratio, whether it is eligible,
     the rule that stops cleaning, and the order in which the cleaner would pick partitions.
 
-    Reads only sizes, checkpoints, index tails and batch headers. Exits 2 when a partition's files do
-    not parse (its row says why).
+    Reads sizes, checkpoints, index tails and batch headers, and checks the CRC of every batch of
+    the dirty section (what the next clean's offset map reads; the clean section is not read). Exits
+    2 when a partition's files do not parse or one of those batches fails its CRC (its row says why).
     """
     from kcompact.cli.dirty_ratio_view import render_dirty_ratio
     from kcompact.config.topic_config import parse_config_pairs

@@ -7,6 +7,10 @@ the cleaner does: the configuration from ``--config``, server.properties and the
 (:class:`kcompact.cleaner.run.ConfigSources`), the state by
 :func:`kcompact.cleaner.log_state.load_log_state`, and the range by
 :func:`kcompact.cleaner.ranges.compute_cleanable_range` at ``now_ms``.
+
+The reports also share :class:`CrcTally`: a batch that fails its CRC does not stop a report (its
+records may still parse, and the rest of the log is worth reporting), but it is counted and the
+first one's error kept, so the command can exit 2 after printing (``clean`` refuses such a partition).
 """
 
 from __future__ import annotations
@@ -15,13 +19,30 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kcompact.cleaner.log_state import LogState, load_log_state
 from kcompact.cleaner.ranges import CleanableRange, compute_cleanable_range
 from kcompact.cleaner.run import ConfigSources
 from kcompact.config.effective import EffectiveConfig
 from kcompact.config.topic_config import TopicConfig
+from kcompact.segment.log_file import crc_error
 from kcompact.segment.partition import open_partition
+
+
+@dataclass(slots=True)
+class CrcTally:
+    """The batches of a report's walk that fail their CRC: how many, and the first one's error."""
+
+    corrupt_batches: int = 0
+    first_error: str | None = None
+
+    def check(self, path: Path, batch: Any) -> None:
+        """Count ``batch`` (of the ``.log`` at ``path``) when it fails its CRC."""
+        if not batch.crc_valid():
+            self.corrupt_batches += 1
+            if self.first_error is None:
+                self.first_error = str(crc_error(path, batch))
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from kcompact.cleaner.ranges import CleanableRange
 from kcompact.cleaner.transactions import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT
 from kcompact.config.offsets_records import GroupMetadataKey, OffsetCommitKey, decode_offsets_key
 from kcompact.errors import CorruptDataError
+from kcompact.inspect.context import CrcTally
 from kcompact.inspect.key_records import (
     ABORTED,
     CHUNK_RECORDS,
@@ -118,6 +119,7 @@ class Census:
         offsets_topic = state.partition.topic == CONSUMER_OFFSETS_TOPIC
         self.groups = _GroupTally() if offsets_topic else None
         self._buf, self._horizons = BatchRecords(array("q"), []), array("q")
+        self.crc = CrcTally()  # every batch passes through add(): its CRC is checked there
 
     @property
     def records(self) -> int:
@@ -126,6 +128,7 @@ class Census:
     def add(self, batch: Any, path: Path, kind: str, control_type: int | None) -> None:
         n = self.n
         n["batches"] += 1
+        self.crc.check(path, batch)
         if kind == CONTROL:
             count = batch.records_count
             n["records"] += count

@@ -31,6 +31,7 @@ from kcompact.records.legacy import (
 )
 from kcompact.records.record import records_bytes
 from kcompact.records.scan import scan_keys, scan_records
+from kcompact.segment.log_file import crc_error_or
 from kcompact.segment.txn_index import AbortedTxn
 
 CHUNK_RECORDS = 1 << 16  # records handled per numpy step of either pass
@@ -88,7 +89,8 @@ def batch_records(batch: Any, path: Path, *, full: bool) -> BatchRecords:
         The records as columns.
 
     Raises:
-        CorruptDataError: records that do not parse, located in ``path``.
+        CorruptDataError: records that do not parse, located in ``path`` (a
+            :class:`~kcompact.errors.BatchCrcError` when the batch also fails its CRC).
     """
     try:
         if batch.magic < 2:
@@ -103,7 +105,7 @@ def batch_records(batch: Any, path: Path, *, full: bool) -> BatchRecords:
         cols = scan_records(data, base_offset=batch.base_offset, count=batch.records_count,
                             base_timestamp=batch.base_timestamp, log_append_time=append_time)
     except CorruptDataError as err:
-        raise (err.located(path, batch.position) if err.path is None else err) from err
+        raise crc_error_or(err, path, batch) from err
     sizes = array("q", (end - start for start, end in zip(cols.record_starts, cols.record_ends)))
     keys = [cols.key(i) for i in range(cols.count)]
     return BatchRecords(cols.offsets, keys, cols.value_null, sizes, cols.timestamps)

@@ -22,7 +22,8 @@ segment:
 
 The *projection* is not estimated: it is :func:`kcompact.cleaner.cleaner.clean_partition` run with
 ``dry_run=True`` (every decision of a real clean, nothing written), so it equals what ``clean`` then
-does.
+does — including refusing a batch that fails its CRC. Pass 2 checks the CRC of every batch
+(``corrupt_batches``, ``crc_error``): the report is still made from what parses, and the command exits 2.
 
 Populations: *live* records are data records outside aborted transactions (open ones included); key
 counts are over live keyed records. ``keys_to_map`` counts the keys of the cleanable range
@@ -54,7 +55,7 @@ from pathlib import Path
 
 from kcompact.cleaner.cleaner import CleanOptions, CleanResult, clean_partition
 from kcompact.cleaner.run import not_compacted
-from kcompact.errors import ConfigError, RefusedError
+from kcompact.errors import BatchCrcError, ConfigError, RefusedError
 from kcompact.inspect.context import InspectContext, load_inspect_context
 from kcompact.inspect.key_census import Census
 from kcompact.inspect.key_map import dedupe_plan, map_keys, top_keys
@@ -166,6 +167,8 @@ def _report(ctx: InspectContext, dry: CleanResult, census: Census, plan: DedupeP
         census.partitioner(),
         None if census.groups is None else census.groups.report(top),
         warnings,
+        census.crc.corrupt_batches,
+        census.crc.first_error,
     )
 
 
@@ -181,6 +184,8 @@ def _dry_run(ctx: InspectContext) -> CleanResult:
             return clean_partition(state.partition.path, effective.config, options)
         except RefusedError as err:  # tiered storage
             reason = str(err)
+        except BatchCrcError as err:  # the census counts it too (corrupt_batches)
+            reason = f"clean refuses: {err}"
     result = CleanResult(str(state.partition.path), state.partition.topic,
                          state.partition.partition, now, True)
     result.skipped_reason = reason

@@ -199,6 +199,8 @@ class KeysReport:
     partitioner: PartitionerCheck | None
     consumer_groups: ConsumerGroups | None = None  # for __consumer_offsets only
     warnings: list[str] = field(default_factory=list)
+    corrupt_batches: int = 0  # batches that fail their CRC (counted all the same; clean refuses)
+    crc_error: str | None = None  # the first one's error: file, position, checksums
 
     def as_dict(self) -> dict[str, Any]:
         """The ``--json`` object (without ``consumer_groups`` for other topics than

@@ -48,9 +48,11 @@ _CLEANER_FAILS = {
     REGION_ZERO_PADDING: "the cleaner reads each segment to its end: zero bytes are an entry of size 0 "
                          "(CorruptRecordException) or too short to size (IllegalStateException)",
 }
-# Kafka validates CRCs on produce and in log recovery, not when the cleaner reads a segment (spec §1.4).
-LAUNDERED = ("the broker's cleaner does not check CRCs: it would copy or rebuild this batch and make the "
-             "damage look valid")
+# What a broker's cleaner does with a batch that parses but fails its CRC. kcompact's own clean differs
+# on purpose: it checks every batch it reads and refuses the partition (cleaner/filtering.py).
+LAUNDERED = ("Kafka's cleaner does not check CRCs: it would drop, copy or rebuild this batch, and a rebuilt "
+             "one gets a fresh CRC that makes the damage look valid (`kcompact clean` refuses the "
+             "partition until it is repaired)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,9 @@
 A file is durable once its bytes are fsynced; a rename or unlink is durable once its directory is fsynced.
 Every writer (indexes, cleaned segments, swaps, rolls, repair backups) goes through these two, so the
 crash-safety argument has one place to check. Both raise ``OSError`` as the OS does: the swap protocol
-tells apart a failure it must recover from, and its callers say what the partition was left as.
+tells apart a failure it must recover from, and its callers say what the partition was left as. A file
+kcompact creates in place of a broker's takes that file's mode and owner (:func:`copy_ownership`), so the
+broker's user can still open it for writing.
 
 Readers of the user's files (segments, indexes, checkpoints, directory listings) wrap their I/O in
 :func:`file_access`, which turns an ``OSError`` into a one-line :class:`~kcompact.errors.FileAccessError`
@@ -13,8 +15,10 @@ naming the file: an unreadable file is bad input, never a traceback.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from kcompact.errors import FileAccessError
 
@@ -73,3 +77,24 @@ def read_file(path: str | os.PathLike[str]) -> bytes:
         raise
     except OSError as err:
         raise FileAccessError.from_os_error(err, path, "read") from err
+
+
+def copy_ownership(template: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
+    """Give ``path`` the permission bits, and when we may, the owner and group of ``template``."""
+    st = os.stat(template)
+    os.chmod(path, st.st_mode & 0o7777)
+    own = os.stat(path)
+    if hasattr(os, "chown") and (st.st_uid, st.st_gid) != (own.st_uid, own.st_gid):
+        try:
+            os.chown(path, st.st_uid, st.st_gid)
+        except PermissionError:
+            pass  # not root: the files stay ours, which the broker's user may still read
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """Give ``source`` a second name ``target`` (a hard link; a copy with its mode and times where the file
+    system refuses links). Used to keep an original intact while its name is given to a new file."""
+    try:
+        os.link(source, target)
+    except OSError:  # another file system, or links not allowed: a real copy
+        shutil.copy2(source, target)

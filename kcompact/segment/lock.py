@@ -12,16 +12,28 @@ dir's owner when run as root, so the broker can still open it for writing).
 
 **kcompact's own locks** live in regular files at the top of the log dir, never in a new directory
 (Kafka ignores regular files there but fails on a directory whose name it cannot parse) and never
-inside a partition directory (Kafka's loader would meet them). They are left in place after use:
-deleting a lock file races with a process that has just opened it.
+inside a partition directory (Kafka's loader would meet them):
 
 * ``.kcompact-<partition-dir>.lock`` — exclusive, non-blocking: one kcompact process per partition;
 * ``.kcompact-checkpoints.lock`` — exclusive, blocking: serialises read-modify-write of the log
   dir's checkpoint files.
 
+One file per lock, named after what it guards, so that distinct partitions can never share a lock
+(a single file with a byte range per partition would need a collision-free map from names to
+ranges, which 63-bit offsets cannot give for every name). The files exist only while they are held,
+so a log dir is left as the broker knows it: the holder unlinks its file *before* it closes it (and
+so releases the lock). Deleting a lock file races with a process that opened it just before: that
+process may then lock a file no longer at the path, while a third creates and locks a new one. So
+every taker, once its lock is granted, compares the inode it holds with the one at the path
+(``fstat`` against ``stat``) and starts again when they differ or the path is gone — the usual
+protocol for lock files that are removed after use. A kill leaves its file behind, unlocked; the
+next taker locks it and removes it, and so do files left by earlier kcompact versions, which kept
+them (an earlier version running at the same time does not check the inode, so it may share a
+lock with this one: run one version at a time).
+
 POSIX record locks belong to a *process*, and closing any descriptor of a file drops all of the
-process's locks on it; so within one process each lock file is opened through one registry and
-threads are kept apart by ordinary mutexes.
+process's locks on it; each lock file is opened once per holder, and threads of one process are kept
+apart by ordinary mutexes, so a process never holds two descriptors of one lock file.
 """
 
 from __future__ import annotations
@@ -43,6 +55,7 @@ PARTITION_LOCK_PREFIX = ".kcompact-"
 PARTITION_LOCK_SUFFIX = ".lock"
 
 _BUSY = (errno.EACCES, errno.EAGAIN)
+_REMOVABLE_ATTEMPTS = 100  # each retry means another process released the lock meanwhile
 
 
 @dataclass(slots=True)
@@ -193,7 +206,7 @@ def partition_lock(log_dir: str | os.PathLike[str], partition_dir_name: str) -> 
         partition_dir_name: the partition directory's name, e.g. ``orders-3``.
 
     Yields:
-        Nothing; the lock is held until the block exits.
+        Nothing; the lock is held until the block exits, and its file removed then.
 
     Raises:
         RefusedError: another kcompact process or thread holds it, or the lock file cannot be
@@ -209,13 +222,13 @@ def partition_lock(log_dir: str | os.PathLike[str], partition_dir_name: str) -> 
     if not mutex.acquire(blocking=False):
         raise refused
     try:
-        fd = _open_lock_file(path)
+        fd = _take_removable_lock(path, blocking=False)
+        if fd is None:
+            raise refused
         try:
-            if not _try_lock(fd, fcntl.LOCK_EX):
-                raise refused
             yield
         finally:
-            os.close(fd)
+            _release_removable_lock(path, fd)
     finally:
         mutex.release()
 
@@ -228,16 +241,65 @@ def checkpoint_lock(log_dir: str | os.PathLike[str]) -> Iterator[None]:
         log_dir: the log dir whose checkpoint files are about to be rewritten.
 
     Yields:
-        Nothing; the exclusive lock on ``<log_dir>/.kcompact-checkpoints.lock`` is held until exit.
+        Nothing; the exclusive lock on ``<log_dir>/.kcompact-checkpoints.lock`` is held until exit,
+        and the file removed then.
 
     Raises:
         RefusedError: the lock file cannot be opened or created.
     """
     path = Path(log_dir) / CHECKPOINT_LOCK_FILE
     with _mutex(_key(path)):
-        fd = _open_lock_file(path)
+        fd = _take_removable_lock(path, blocking=True)
+        if fd is None:  # pragma: no cover - a blocking lock is granted or raises
+            raise RefusedError(f"cannot lock {path}")
         try:
-            fcntl.lockf(fd, fcntl.LOCK_EX)
             yield
         finally:
+            _release_removable_lock(path, fd)
+
+
+def _take_removable_lock(path: Path, *, blocking: bool) -> int | None:
+    """Lock the file at ``path`` exclusively, creating it when missing (see the module docstring).
+
+    Returns:
+        The descriptor holding the lock on the file that is at ``path`` now; None when ``blocking``
+        is false and another process holds it.
+
+    Raises:
+        RefusedError: the file cannot be opened, or kept being replaced under us.
+    """
+    for _attempt in range(_REMOVABLE_ATTEMPTS):
+        fd = _open_lock_file(path)
+        try:
+            if blocking:
+                fcntl.lockf(fd, fcntl.LOCK_EX)
+            elif not _try_lock(fd, fcntl.LOCK_EX):
+                os.close(fd)
+                return None
+            if _is_at(fd, path):
+                return fd
+        except BaseException:
             os.close(fd)
+            raise
+        os.close(fd)  # we locked a file its holder removed on release: take the one there now
+    raise RefusedError(f"{path}: the lock file kept being replaced; is another kcompact looping on it?")
+
+
+def _is_at(fd: int, path: Path) -> bool:
+    """Whether the file open as ``fd`` is the one at ``path`` (not unlinked or replaced since)."""
+    held = os.fstat(fd)
+    try:
+        current = os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (held.st_dev, held.st_ino) == (current.st_dev, current.st_ino)
+
+
+def _release_removable_lock(path: Path, fd: int) -> None:
+    """Remove the lock file, then release the lock by closing it (in this order: module docstring)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass  # a file left behind is harmless: the next taker locks and removes it
+    finally:
+        os.close(fd)

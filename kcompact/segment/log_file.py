@@ -3,7 +3,9 @@
 A segment file is a plain concatenation of batches (v2) or legacy entries (magic 0/1), with no header or
 trailer (spec §1.1). This module opens it, walks its entries with :func:`kcompact.records.batch.iter_batches`
 and turns the buffer-relative errors of the records layer into errors that name this file and the absolute
-byte position. It never writes.
+byte position. It never writes. A batch's CRC is checked on request (:meth:`LogFile.check_crc`; the cleaner
+and the inspect reports ask for every batch they read), not by the walk itself: ``inspect dump`` and
+``repair`` report a bad CRC and go on.
 
 The map is what makes large segments cheap: batches are ``memoryview`` slices of it, so walking headers of a
 1 GiB segment touches only the pages holding the headers, and the cleaner can copy a retained batch without
@@ -20,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
-from kcompact.errors import CorruptDataError, UnsupportedFormatError
+from kcompact.errors import BatchCrcError, CorruptDataError, UnsupportedFormatError
 from kcompact.records.batch import iter_batches
 from kcompact.segment.files import file_access
 
@@ -111,6 +113,16 @@ class LogFile:
             # the buffer is the whole file, so its positions are file positions
             raise UnsupportedFormatError(f"{self.path}: {err}") from err
 
+    def check_crc(self, batch: AnyBatch) -> None:
+        """Raise when ``batch`` (one of this file's) fails its CRC (CRC-32C for v2, CRC-32 for v0/v1).
+
+        Raises:
+            BatchCrcError: naming this file, the batch's position and both checksums, and pointing
+                to ``kcompact repair`` (which sets such batches aside).
+        """
+        if not batch.crc_valid():
+            raise crc_error(self.path, batch)
+
     def summaries(self, start: int = 0) -> Iterator[BatchSummary]:
         """Yield the header facts of every batch from ``start``; cheap (no record is decoded)."""
         for batch in self.iter_batches(start):
@@ -129,6 +141,41 @@ class LogFile:
         for summary in self.summaries(start):
             last = summary
         return last
+
+
+def crc_error(path: Path, batch: AnyBatch) -> BatchCrcError:
+    """The error for a batch of the ``.log`` at ``path`` that fails its CRC (see :meth:`LogFile.check_crc`).
+
+    Args:
+        path: the segment file.
+        batch: the batch (its ``crc_valid()`` is false).
+
+    Returns:
+        The error, one line: where, expected (computed) and found (stored) checksums, what to do.
+    """
+    return BatchCrcError(
+        f"batch (last offset {batch.last_offset}) fails its CRC; expected {batch.compute_crc():#010x}, "
+        f"found {batch.crc:#010x}; the data is corrupt (`kcompact repair {path.parent}` sets such "
+        "batches aside and keeps every batch that passes)",
+        path=path, position=batch.position, offset=batch.last_offset,
+    )
+
+
+def crc_error_or(err: CorruptDataError, path: Path, batch: AnyBatch) -> CorruptDataError:
+    """What to raise when ``batch`` of ``path`` did not parse: its CRC error when it also fails its CRC
+    (the likelier cause, and what ``kcompact repair`` acts on), else ``err`` located in ``path``.
+
+    Args:
+        err: the parse error (its position relative to the batch when it has no path yet).
+        path: the segment file.
+        batch: the batch that did not parse.
+
+    Returns:
+        The error to raise (``raise crc_error_or(err, path, batch) from err``).
+    """
+    if not batch.crc_valid():
+        return crc_error(path, batch)
+    return err.located(path, batch.position) if err.path is None else err
 
 
 def read_log_bytes(path: str | os.PathLike[str]) -> bytes:

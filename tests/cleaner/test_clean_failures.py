@@ -1,18 +1,18 @@
 """A clean that fails leaves the partition byte for byte as it was, and says why in one line (exit 2).
 
-Bad input (a flipped CRC that the pre-swap self-check refuses, a truncated batch, a record-count mismatch),
+Bad input (a flipped CRC, a truncated batch, a record-count mismatch),
 a refused or full disk, a self-check violation, a live broker holding the log dir's ``.lock`` and another
 kcompact holding the partition: each is checked with the sha256 of every file of the log dir before and
-after — the cleaner checkpoint included, which is never written on failure. kcompact's own lock files
-(``.lock`` when it had to create it, ``.kcompact-*.lock``) stay behind empty by design (segment/lock.py) and
-are left out of the comparison. Also: what the checkpoint file keeps and when it is reset.
+after — the cleaner checkpoint included, which is never written on failure. The broker's ``.lock``, which
+kcompact creates empty when it is missing (as a broker would), is left out of the comparison; kcompact's
+own ``.kcompact-*.lock`` files are in it: they exist only while held (segment/lock.py), so a refused or
+failed clean leaves none behind. Also: what the checkpoint file keeps and when it is reset.
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
-import re
 import struct
 import subprocess
 import sys
@@ -29,6 +29,7 @@ from kcompact.cleaner.cleaner import CleanOptions, clean_partition
 from kcompact.cleaner.swap import CRASH_POINTS, leftover_files
 from kcompact.cli.main import cli
 from kcompact.errors import (
+    BatchCrcError,
     CleanerStateError,
     CorruptCheckpointError,
     CorruptRecordError,
@@ -60,12 +61,13 @@ RECORDS_COUNT_POSITION = 57  # the last field of the 61-byte v2 header
 
 
 def log_dir_digest(log_dir: Path) -> dict[str, str]:
-    """sha256 of every file under the log dir but kcompact's lock files, which must be empty."""
+    """sha256 of every file under the log dir but the broker's ``.lock``, which must be empty (kcompact's
+    own lock files count: one left behind is litter)."""
     out = {}
     for path in sorted(log_dir.rglob("*")):
         if not path.is_file():
             continue
-        if path.name == ".lock" or (path.name.startswith(".kcompact-") and path.name.endswith(".lock")):
+        if path.name == ".lock":
             assert path.stat().st_size == 0, path
             continue
         out[str(path.relative_to(log_dir))] = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -107,21 +109,21 @@ def assert_fails_unchanged(part: Path, error: type[Exception], match: str) -> No
 # --- bad input ------------------------------------------------------------------------------------------
 
 
-def test_flipped_crc_in_a_batch_copied_verbatim_is_refused_by_the_self_check(tmp_path: Path) -> None:
+def test_flipped_crc_in_a_batch_copied_verbatim_is_refused(tmp_path: Path) -> None:
+    """Refused as the batch is read (tests/cleaner/test_clean_crc.py has every case), before the
+    self-check, which would refuse the copied batch too."""
     part = build_partition(tmp_path / "logdir")
     seg = middle_segment(part)
     data = bytearray(seg.read_bytes())
     last = list(iter_batches(bytes(data)))[-1]  # the segment's own key: survives, copied byte for byte
     data[last.position + CRC_POSITION] ^= 0xFF
     seg.write_bytes(data)
-    group = ", ".join(p.name for p in sorted(part.glob("*.log"))[2:4])  # the second group: segments 2 and 3
 
-    message = (f"{seg} at position {last.position}: batch (offsets {last.base_offset} to {last.last_offset}) "
-               f"fails its CRC; the source is corrupt (run `kcompact repair`); found by kcompact's self-check "
-               f"of the cleaned output of {group}, nothing was changed")
-    assert_fails_unchanged(part, CleanerStateError, re.escape(message) + "$")
+    assert_fails_unchanged(part, BatchCrcError, rf"{seg.name} at position {last.position}: batch "
+                                                r"\(last offset \d+\) fails its CRC")
     code, stderr = cli_clean(part)
-    assert (code, stderr) == (2, [f"kcompact: error: {message}"])
+    assert code == 2 and len(stderr) == 1 and stderr[0].startswith(f"kcompact: error: {seg} at position "
+                                                                   f"{last.position}: batch (last offset ")
 
 
 def test_truncated_last_batch_of_a_closed_segment(tmp_path: Path) -> None:

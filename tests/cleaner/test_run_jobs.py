@@ -7,6 +7,7 @@ import hashlib
 import json
 import multiprocessing
 import shutil
+import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, replace
@@ -24,6 +25,8 @@ from kcompact.cleaner.pool import (
 )
 from kcompact.cleaner.run import CleanRun, clean_path
 from kcompact.errors import ConfigError
+from kcompact.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, iter_batches
+from kcompact.records.crc import crc32c
 from kcompact.segment.checkpoint import (
     read_offset_checkpoint,
     update_offset_checkpoint,
@@ -40,7 +43,8 @@ GONE = ("gone", 3)  # a cleaner checkpoint entry of a partition that is not in t
 
 def make_log_dir(log_dir: Path) -> Path:
     """Five partitions (two segments of overwrites, a tombstone, an active segment); orders-1's first
-    record length is made negative, which only a clean's record decoding meets."""
+    record length is made negative (the batch's CRC made valid again), which only a clean's record
+    decoding meets."""
     high_watermarks = {}
     for topic, number in PARTITIONS:
         b = PartitionBuilder(topic, number)
@@ -57,6 +61,8 @@ def make_log_dir(log_dir: Path) -> Path:
     segment = log_dir / CORRUPT / "00000000000000000000.log"
     data = bytearray(segment.read_bytes())
     data[61] = 0x7F  # the first record's length varint (right after the 61-byte v2 header): -64
+    first = next(iter_batches(bytes(data)))
+    struct.pack_into(">I", data, CRC_OFFSET, crc32c(bytes(data[ATTRIBUTES_OFFSET : first.size_in_bytes])))
     segment.write_bytes(bytes(data))
     return log_dir
 

@@ -139,13 +139,10 @@ def error_lines(outcome: Outcome) -> list[str]:
     return [line for line in outcome.stderr.splitlines() if not line.startswith("kcompact: warning: ")]
 
 
-# ``clean --roll`` rolls before it reads the rest of the partition; until a failed clean undoes its roll
-# (issue #13 item 4, on another branch) the rolled empty segment stays behind. The error is right already.
-ROLLED_BEFORE_FAILING = {"unreadable .log", "unreadable .txnindex", "unreadable cleaner-offset-checkpoint"}
+# ``clean --roll`` rolls before it reads the rest of the partition; a failed clean undoes its roll, so
+# these too leave every byte as it was.
 PARTITION_CASES = [
-    pytest.param(damage, command, id=f"{damage}-{command}", marks=[pytest.mark.xfail(
-        strict=True, reason="a failed clean --roll leaves its roll behind (issue #13 item 4)")]
-        if command == "clean --roll" and damage in ROLLED_BEFORE_FAILING else [])
+    pytest.param(damage, command, id=f"{damage}-{command}")
     for damage in DAMAGES for command in PARTITION_COMMANDS
 ]
 

@@ -32,7 +32,7 @@ TOP_FIELDS = [
     "topic", "partition", "partition_dir", "now_ms", "log_start_offset", "log_end_offset",
     "high_watermark", "last_stable_offset", "first_dirty_offset", "first_uncleanable_offset",
     "size_in_bytes", "records", "keys", "tombstones", "transactions", "projection", "dedupe",
-    "top_duplicated_keys", "partitioner", "warnings",
+    "top_duplicated_keys", "partitioner", "warnings", "corrupt_batches", "crc_error",
 ]
 NESTED_FIELDS = {
     "records": ["batches", "records", "data_records", "control_records", "keyless_records",

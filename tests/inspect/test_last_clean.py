@@ -23,7 +23,7 @@ FIELDS = [
     "checkpoint_offset", "first_dirty_offset", "compacted", "gaps", "missing_offsets", "newest_gap",
     "cleaned_after_ms", "contiguous_since_offset", "records_since", "dirty_records",
     "delete_horizon_batches", "newest_delete_horizon_ms", "horizon_stamped_at_ms",
-    "last_clean_after_ms", "empty_batches", "warnings",
+    "last_clean_after_ms", "empty_batches", "warnings", "corrupt_batches", "crc_error",
 ]
 GAP_FIELDS = ["after_offset", "next_offset", "missing_offsets", "next_timestamp_ms",
               "before_first_dirty"]

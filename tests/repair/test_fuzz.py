@@ -6,6 +6,11 @@ broker's full recovery has nothing to change in.
 A seeded mutator (``random.Random(seed)``) picks 1-3 damages per case; seeds run in order until the time
 budget is spent (``KCOMPACT_FUZZ_SECONDS``, default 10 s; 60 s with ``KCOMPACT_SLOW``). A failure names
 the seed, the damages and the command, so it replays with ``replay(seed, template)``.
+
+One damage is aimed: a flipped CRC in a batch a clean would drop whole (every record keyless or
+superseded), the corruption Kafka's cleaner launders without a trace. It is applied alone, and the clean
+must then refuse (exit 2, "fails its CRC") and leave every byte as it was; every template also gets it
+once, deterministically (``test_a_crc_flip_in_a_batch_a_clean_would_drop_is_refused``).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -27,6 +33,8 @@ from tests.builders import PartitionBuilder
 from tests.repair.support import broker_would_change, partition_digest, real_partition
 
 NOW = 1_800_000_000_000
+COMPACT = {"cleanup.policy": "compact"}  # clean compacts only where the policy is known to say so
+SUPERSEDED_CRC = "superseded-crc"
 BUDGET_S = float(os.environ.get("KCOMPACT_FUZZ_SECONDS", "60" if os.environ.get("KCOMPACT_SLOW") else "10"))
 MIN_CASES = 12
 
@@ -80,10 +88,60 @@ def _rewrite(path: Path, change: Callable[[bytearray], bytearray]) -> None:
     path.write_bytes(bytes(change(bytearray(path.read_bytes()))))
 
 
-def mutate(rng: random.Random, part: Path) -> str:
-    """Apply one random damage; return what it was."""
-    kind = rng.choice(["flip", "noise", "truncate", "append", "size", "insert", "duplicate",
-                       "index", "drop-index", "checkpoint", "checkpoint-entry"])
+def superseded_batches(part: Path) -> list[tuple[Path, int, int]]:
+    """The batches a clean of the intact ``part`` would drop whole: ``(log, position, CRC position)``.
+
+    Non-transactional data batches below the first uncleanable offset whose records are each keyless or
+    have a later non-transactional record of their key in the dirty range (what the offset map holds);
+    none when no round would run (a clean that reads nothing checks nothing).
+    """
+    from kcompact.cleaner.log_state import load_log_state
+    from kcompact.cleaner.ranges import compute_cleanable_range
+    from kcompact.cleaner.run import resolve_config
+    from kcompact.records.legacy import legacy_records
+    from kcompact.records.record import decode_records
+
+    config, _notes = resolve_config(COMPACT)
+    state = load_log_state(open_partition(part), config)
+    rng = compute_cleanable_range(state.range_inputs(config, NOW))
+    start, end = rng.first_dirty_offset, rng.first_uncleanable_offset
+    if rng.dirty_bytes == 0 or end <= start:
+        return []
+    found: list[tuple[Path, int, int, list[tuple[int, bytes | None]]]] = []
+    latest: dict[bytes, int] = {}
+    for seg in (s for s in state.segments if s.base_offset < end):
+        with seg.files.open() as log:
+            for batch in log.iter_batches():
+                if batch.is_control or batch.is_transactional:
+                    continue
+                any_batch: Any = batch  # a v2 batch or a legacy entry, told apart by its magic
+                records = decode_records(any_batch) if batch.magic >= 2 else legacy_records(any_batch)
+                keyed = [(r.offset, None if r.key is None else bytes(r.key)) for r in records]
+                latest.update((k, o) for o, k in keyed if k is not None and start <= o < end)
+                found.append((seg.files.log_path, batch.position, 17 if batch.magic >= 2 else 12, keyed))
+    return [(log, position, crc) for log, position, crc, keyed in found
+            if keyed and all(k is None or latest.get(k, -1) > o for o, k in keyed)]
+
+
+def flip_superseded_crc(rng: random.Random, part: Path) -> str | None:
+    """Flip a byte of the stored CRC of a batch a clean would drop whole; None when there is none."""
+    candidates = superseded_batches(part)
+    if not candidates:
+        return None
+    log, position, crc = rng.choice(candidates)
+    at = position + crc + rng.randrange(4)
+    _rewrite(log, lambda d: _set(d, at, d[at] ^ rng.randrange(1, 256)))
+    return f"{SUPERSEDED_CRC} {log.name}@{position}"
+
+
+def mutate(rng: random.Random, part: Path, *, first: bool = False) -> str:
+    """Apply one random damage; return what it was. The aimed CRC flip only comes first (it reads the
+    partition, which must still be intact)."""
+    kinds = ["flip", "noise", "truncate", "append", "size", "insert", "duplicate", "index", "drop-index",
+             "checkpoint", "checkpoint-entry"]
+    kind = rng.choice([*kinds, SUPERSEDED_CRC] if first else kinds)
+    if kind == SUPERSEDED_CRC:
+        return flip_superseded_crc(rng, part) or f"{kind}: none"
     if kind in ("index", "drop-index"):
         path = _pick(rng, part, rng.choice([".index", ".timeindex", ".txnindex"]))
         if path is None:
@@ -152,7 +210,9 @@ def run_case(seed: int, template: Path, work: Path) -> list[str]:
         shutil.rmtree(work)
     shutil.copytree(template.parent, work / "logdir")
     part = work / "logdir" / template.name
-    damages = [mutate(rng, part) for _ in range(rng.randint(1, 3))]
+    damages = [mutate(rng, part, first=True)]
+    aimed = damages[0].startswith(SUPERSEDED_CRC + " ")  # applied alone: the clean must refuse it
+    damages += [] if aimed else [mutate(rng, part) for _ in range(rng.randint(0, 2))]
     where = f"seed {seed} on {template.name} ({'; '.join(damages)})"
     failures = []
     for args in (["inspect", "dump", str(part), "--records", "--verify-index"],
@@ -163,11 +223,13 @@ def run_case(seed: int, template: Path, work: Path) -> list[str]:
     shutil.copytree(work / "logdir", work / "clean-copy")
     clean_part = work / "clean-copy" / template.name
     before = partition_digest(clean_part)
-    code, out = invoke("clean", str(clean_part), "--now-ms", str(NOW))
+    code, out = invoke("clean", str(clean_part), "--now-ms", str(NOW), "--config", "cleanup.policy=compact")
     if code not in (0, 2):
         failures.append(f"{where}: `clean` exited {code}: {out[-2000:]}")
     elif code == 2 and partition_digest(clean_part) != before:
         failures.append(f"{where}: `clean` refused but changed the partition")
+    elif aimed and (code != 2 or "fails its CRC" not in out):
+        failures.append(f"{where}: `clean` did not refuse the batch that fails its CRC: {out[-2000:]}")
     code, out = invoke("repair", str(part), "--backup-dir", str(work / "backup"))
     if code not in (0, 2):
         failures.append(f"{where}: `repair` exited {code}: {out[-2000:]}")
@@ -200,6 +262,24 @@ def test_fuzzed_partitions_never_crash_the_cli(tmp_path: Path, templates: list[P
         failures += run_case(seed, templates[seed % len(templates)], tmp_path / "case")
         seed += 1
     assert failures == [], "\n".join(failures[:5])
+
+
+def test_a_crc_flip_in_a_batch_a_clean_would_drop_is_refused(tmp_path: Path, templates: list[Path]) -> None:
+    checked = []
+    for number, template in enumerate(templates):
+        shutil.copytree(template.parent, tmp_path / f"case{number}" / "logdir")
+        part = tmp_path / f"case{number}" / "logdir" / template.name
+        damage = flip_superseded_crc(random.Random(number), part)
+        if damage is None:
+            continue  # nothing to clean here: a clean reads nothing (the broker-cleaned partition)
+        log, position = damage.split()[1].split("@")
+        before = partition_digest(part)
+        code, out = invoke("clean", str(part), "--now-ms", str(NOW), "--config", "cleanup.policy=compact")
+        assert code == 2, out
+        assert f"{part / log} at position {position}: batch (last offset " in out and "fails its CRC" in out
+        assert partition_digest(part) == before
+        checked.append(template.name)
+    assert {"orders-0", "legacy-0"} <= set(checked)
 
 
 def test_refused_clean_with_leftovers_changes_nothing(tmp_path: Path) -> None:

@@ -37,10 +37,6 @@ COMMANDS: dict[str, list[str]] = {  # each then gets its copy of the partition
     "repair": ["repair", "{part}", "--backup-dir", "{backup}"],
 }
 READERS = {"inspect dump", "inspect dirty-ratio", "inspect keys"}
-# A failed `clean --roll` leaves its rolled empty segment behind until issue #13 item 4 (another branch)
-# undoes the roll; until that is merged its bytes are not compared (it must still never crash).
-# Empty this set once item 4 is in.
-MAY_LEAVE_A_ROLL = {"clean --roll"}
 
 
 def _unreadable(suffix: str) -> str:
@@ -114,7 +110,7 @@ def judge(where: str, case: Prepared, outcome: Outcome) -> list[str]:
     said = f"{where}: `{case.command}`"
     if outcome.traceback is not None or outcome.exit_code not in (0, 2):
         return [f"{said} exited {outcome.exit_code}: {(outcome.traceback or outcome.stderr)[-2000:]}"]
-    unchanged = outcome.exit_code == 2 and case.command not in MAY_LEAVE_A_ROLL or case.command in READERS
+    unchanged = outcome.exit_code == 2 or case.command in READERS  # a failed `clean --roll` undoes its roll
     if unchanged and partition_digest(case.part) != case.before:
         return [f"{said} exited {outcome.exit_code} but changed the partition: {outcome.stderr[-500:]}"]
     if case.command == "repair" and outcome.exit_code == 0 and broker_would_change(case.part):

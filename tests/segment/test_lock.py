@@ -7,6 +7,8 @@ does.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import subprocess
 import sys
 import threading
@@ -168,18 +170,81 @@ def test_partition_lock_excludes_a_second_holder_in_this_process(tmp_path: Path)
         assert run_child(_OTHER_KCOMPACT, str(tmp_path), "orders-3").startswith("refused")
 
 
-def test_locks_are_regular_files_at_the_top_of_the_log_dir(tmp_path: Path) -> None:
+def test_locks_are_regular_files_at_the_top_of_the_log_dir_removed_on_release(tmp_path: Path) -> None:
     with (
         log_dir_write_guard(tmp_path),
         partition_lock(tmp_path, "orders-3"),
         checkpoint_lock(tmp_path),
     ):
-        pass
-    entries = sorted(p.name for p in tmp_path.iterdir())
-    assert entries == [".kcompact-checkpoints.lock", ".kcompact-orders-3.lock", ".lock"]
-    assert all((tmp_path / name).is_file() for name in entries)
+        entries = sorted(p.name for p in tmp_path.iterdir())
+        assert entries == [".kcompact-checkpoints.lock", ".kcompact-orders-3.lock", ".lock"]
+        assert all((tmp_path / name).is_file() for name in entries)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock"]  # the broker's own, as it left it
     with pytest.raises(ValueError, match="partition directory name"):
         partition_lock_path(tmp_path, "../elsewhere")
+
+
+def test_a_lock_file_left_by_a_killed_or_older_kcompact_is_taken_and_removed(tmp_path: Path) -> None:
+    stale = [partition_lock_path(tmp_path, "orders-3"), tmp_path / ".kcompact-checkpoints.lock"]
+    for path in stale:
+        path.touch()  # unlocked: its process is gone
+    with partition_lock(tmp_path, "orders-3"), checkpoint_lock(tmp_path):
+        assert run_child(_OTHER_KCOMPACT, str(tmp_path), "orders-3").startswith("refused")
+    assert not any(path.exists() for path in stale)
+
+
+def test_a_lock_file_replaced_before_our_lock_took_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder we raced released (removing the file) and another process created a new one between
+    our open and our lock: we locked a file nobody else will open again, so we must go again."""
+    path = partition_lock_path(tmp_path, "orders-3")
+    real_lockf = fcntl.lockf
+    replaced: list[int] = []
+
+    def lockf_after_a_release(fd: int, operation: int, *args: int) -> object:
+        if not replaced:
+            replaced.append(os.fstat(fd).st_ino)
+            path.unlink()  # the holder releases: unlink, then close
+            path.touch()  # a newcomer creates the file again (and is slower to lock it)
+        return real_lockf(fd, operation, *args)
+
+    monkeypatch.setattr(fcntl, "lockf", lockf_after_a_release)  # the module kcompact.segment.lock calls
+    with partition_lock(tmp_path, "orders-3"):
+        assert replaced and path.stat().st_ino != replaced[0]
+        assert run_child(_OTHER_KCOMPACT, str(tmp_path), "orders-3").startswith("refused")
+    assert not path.exists()
+
+
+# Holds kcompact's checkpoint lock until stdin closes, then releases it as kcompact does.
+_CHECKPOINT_HOLDER = """
+import sys
+from kcompact.segment.lock import checkpoint_lock
+with checkpoint_lock(sys.argv[1]):
+    print("locked", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_checkpoint_lock_waiter_follows_the_file_its_holder_removed(tmp_path: Path) -> None:
+    """The waiter's lock is granted on the file the holder unlinked on release: it must lock the file
+    now at the path (a new one), or a third process could hold that one at the same time."""
+    seen: list[bool] = []
+    holder = subprocess.Popen([sys.executable, "-c", _CHECKPOINT_HOLDER, str(tmp_path)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+
+    def take() -> None:
+        with checkpoint_lock(tmp_path):
+            seen.append((tmp_path / ".kcompact-checkpoints.lock").exists())
+
+    waiter = threading.Thread(target=take)
+    waiter.start()
+    assert holder.stdin is not None
+    holder.stdin.close()
+    holder.wait(timeout=10)
+    waiter.join(timeout=10)
+    assert seen == [True] and not (tmp_path / ".kcompact-checkpoints.lock").exists()
 
 
 def test_checkpoint_lock_waits_for_another_process(tmp_path: Path) -> None:

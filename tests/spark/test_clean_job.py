@@ -237,3 +237,27 @@ def test_a_directory_without_partitions_is_refused_by_the_plan(tmp_path: Path) -
     (tmp_path / "empty").mkdir()
     with pytest.raises(KcompactError, match=r"^no partition directories found under .*empty \(expected"):
         plan_clean([tmp_path / "logs", tmp_path / "empty"], ConfigSources({}), options=CleanOptions(now_ms=NOW))
+
+
+@pytest.mark.parametrize("map_budget", [None, 1], ids=["tasks", "distributed-map"])
+def test_spark_clean_with_roll_leaves_a_failing_partition_unrolled(
+    spark: SparkSession, tmp_path: Path, map_budget: int | None
+) -> None:
+    from tests.cleaner.test_crash_recovery import NOW as ROLL_NOW
+    from tests.cleaner.test_crash_recovery import OVERRIDES
+    from tests.cleaner.test_crash_recovery import build_partition as build_rollable
+    from tests.cleaner.test_roll import ACTIVE_BASE, overstate_record_count, rollable_partition
+
+    bad = rollable_partition(tmp_path / "logs")
+    build_rollable(tmp_path / "other").rename(tmp_path / "logs" / "orders-1")
+    overstate_record_count(sorted(bad.glob("*.log"))[2])
+    before = tree_digest(bad)
+
+    run = spark_clean(spark, [tmp_path / "logs"], cli_overrides=OVERRIDES,
+                      options=CleanOptions(now_ms=ROLL_NOW, roll=True), map_budget_bytes=map_budget)
+
+    statuses = {Path(r["partition_dir"]).name: r["status"] for r in run.as_dicts()}
+    assert statuses == {"orders-0": STATUS_FAILED, "orders-1": STATUS_CLEANED}
+    assert tree_digest(bad) == before  # no rolled segment, the active segment's indexes as they were
+    rolled = tmp_path / "logs" / "orders-1" / f"{ACTIVE_BASE + 1:020d}.log"
+    assert rolled.exists() and rolled.stat().st_size == 0

@@ -8,6 +8,7 @@ Each test builds one source, copies it, cleans one copy with ``clean_partition``
 from __future__ import annotations
 
 import shutil
+import struct
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,8 @@ from kcompact.cleaner.run import resolve_config
 from kcompact.cleaner.stages import write_group
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError, CorruptRecordError, KcompactError
+from kcompact.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, iter_batches
+from kcompact.records.crc import crc32c
 from kcompact.segment.checkpoint import read_offset_checkpoint
 from kcompact.segment.partition import open_partition
 from kcompact.spark import distributed_round
@@ -254,11 +257,14 @@ def test_a_failed_self_check_leaves_the_partition_as_it_was(spark: SparkSession,
 def test_a_record_that_does_not_parse_fails_the_map_job_and_nothing_is_written(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """Segment 1's first record gets length -1 (zig-zag 0x01): only a record walk sees it."""
+    """Segment 1's first record gets length -1 (zig-zag 0x01), its batch's CRC made valid again: only
+    a record walk sees it."""
     part = build_mixed(tmp_path / "logs")
     segment = open_partition(part).segments[1].log_path
     data = bytearray(segment.read_bytes())
     data[61] = 0x01  # the first record's length varint, right after the 61-byte batch header
+    first = next(iter_batches(bytes(data)))
+    struct.pack_into(">I", data, CRC_OFFSET, crc32c(bytes(data[ATTRIBUTES_OFFSET : first.size_in_bytes])))
     segment.write_bytes(bytes(data))
     before = tree_digest(tmp_path / "logs")
 
