@@ -55,7 +55,7 @@ PARTITION_LOCK_PREFIX = ".kcompact-"
 PARTITION_LOCK_SUFFIX = ".lock"
 
 _BUSY = (errno.EACCES, errno.EAGAIN)
-_REMOVABLE_ATTEMPTS = 100  # each retry means another process released the lock meanwhile
+_REMOVABLE_ATTEMPTS = 100  # non-blocking: each retry means another process released the lock meanwhile
 
 
 @dataclass(slots=True)
@@ -83,23 +83,38 @@ def _mutex(key: str) -> threading.Lock:
 def _open_lock_file(path: Path, *, writable: bool = True) -> int:
     """Open (creating when missing) a lock file; read-only when we may not write someone else's.
 
+    A file found by the exclusive create may be removed by its holder before we open it (lock files
+    exist only while held): then we create it after all.
+
     Raises:
         RefusedError: the file cannot be opened (a missing log dir, no permission …).
     """
     try:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-        except FileExistsError:
+        while True:  # each turn means another process released the lock and removed its file meanwhile
             try:
-                return os.open(path, (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
-            except PermissionError:
-                return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        if os.geteuid() == 0:  # hand a file we created to the log dir's owner (the broker's user)
-            owner = os.stat(path.parent)
-            os.fchown(fd, owner.st_uid, owner.st_gid)
-        return fd
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            except FileExistsError:
+                existing = _open_existing(path, writable=writable)
+                if existing is None:
+                    continue  # its holder removed it between our two opens
+                return existing
+            if os.geteuid() == 0:  # hand a file we created to the log dir's owner (the broker's user)
+                owner = os.stat(path.parent)
+                os.fchown(fd, owner.st_uid, owner.st_gid)
+            return fd
     except OSError as err:
         raise RefusedError(f"cannot open lock file {path}: {err.strerror}") from err
+
+
+def _open_existing(path: Path, *, writable: bool) -> int | None:
+    """Open a lock file that exists (read-only when we may not write it); None when it has gone."""
+    try:
+        try:
+            return os.open(path, (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
+        except PermissionError:
+            return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
 
 
 def _try_lock(fd: int, operation: int) -> bool:
@@ -261,14 +276,20 @@ def checkpoint_lock(log_dir: str | os.PathLike[str]) -> Iterator[None]:
 def _take_removable_lock(path: Path, *, blocking: bool) -> int | None:
     """Lock the file at ``path`` exclusively, creating it when missing (see the module docstring).
 
+    A blocking taker may lock a file its holder has just removed any number of times while others
+    take their turns before it (each time one of them made progress), so it tries until it holds the
+    file at ``path``; a non-blocking one gives up after :data:`_REMOVABLE_ATTEMPTS` such turns.
+
     Returns:
         The descriptor holding the lock on the file that is at ``path`` now; None when ``blocking``
         is false and another process holds it.
 
     Raises:
-        RefusedError: the file cannot be opened, or kept being replaced under us.
+        RefusedError: the file cannot be opened, or (non-blocking) kept being replaced under us.
     """
-    for _attempt in range(_REMOVABLE_ATTEMPTS):
+    attempt = 0
+    while blocking or attempt < _REMOVABLE_ATTEMPTS:
+        attempt += 1
         fd = _open_lock_file(path)
         try:
             if blocking:

@@ -216,6 +216,53 @@ def test_a_lock_file_replaced_before_our_lock_took_is_retried(
     assert not path.exists()
 
 
+def test_a_lock_file_removed_between_our_two_opens_is_created_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Our exclusive create finds the holder's file, which the holder removes (on release) before we open
+    it: that is no refusal, the file is simply created again (under load this failed a checkpoint update)."""
+    path = tmp_path / ".kcompact-checkpoints.lock"
+    path.touch()  # a holder's file
+    real_open = os.open
+    removed: list[bool] = []
+
+    def open_racing_a_release(file: str | os.PathLike[str], flags: int, *args: int) -> int:
+        if Path(file) == path and flags & os.O_EXCL and not removed:
+            try:
+                return real_open(file, flags, *args)
+            finally:
+                removed.append(True)
+                path.unlink()  # the holder releases between our two opens
+        return real_open(file, flags, *args)
+
+    monkeypatch.setattr(os, "open", open_racing_a_release)
+    with checkpoint_lock(tmp_path):
+        assert removed and path.exists()
+    assert not path.exists()
+
+
+def test_a_blocking_taker_outlasts_any_number_of_released_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint-lock waiter that keeps locking files their holders removed (each time another process
+    took its turn first) waits on; a non-blocking partition lock gives up after a bounded number of turns."""
+    from kcompact.segment import lock
+
+    turns = {"left": 3 * lock._REMOVABLE_ATTEMPTS}
+    real_is_at = lock._is_at
+
+    def removed_for_a_while(fd: int, path: Path) -> bool:
+        turns["left"] -= 1
+        return turns["left"] < 0 and real_is_at(fd, path)
+
+    monkeypatch.setattr(lock, "_is_at", removed_for_a_while)
+    with checkpoint_lock(tmp_path):
+        assert turns["left"] == -1
+    turns["left"] = 3 * lock._REMOVABLE_ATTEMPTS
+    with pytest.raises(RefusedError, match="kept being replaced"), partition_lock(tmp_path, "orders-3"):
+        pass
+
+
 # Holds kcompact's checkpoint lock until stdin closes, then releases it as kcompact does.
 _CHECKPOINT_HOLDER = """
 import sys
