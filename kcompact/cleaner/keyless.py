@@ -36,7 +36,9 @@ class KeylessSample:
         return self.records > 0 and self.keyless > MOSTLY * self.records
 
     def describe(self) -> str:
-        """``"96 of 100 records sampled have no key"``."""
+        """``"96 of 100 records sampled have no key"``, or ``"all 100 records sampled carry a key"``."""
+        if self.keyless == 0:
+            return f"all {self.records} records sampled carry a key"
         return f"{self.keyless} of {self.records} records sampled have no key"
 
 

@@ -106,7 +106,7 @@ def test_log_dir_skips_a_partition_with_kafkas_default_policy_and_leaves_it_as_i
     run = clean_path(log_dir, cli_overrides={}, options=CleanOptions(now_ms=NOW, roll=True))
     assert not run.failures and sorted(r.topic for r in run.results) == ["events", "orders"]
     assert run.skipped == [PartitionSkip(str(log_dir / "plain-0"), (
-        f"{DEFAULT_DELETE}; 0 of 11 records sampled have no key; give --config cleanup.policy=compact or "
+        f"{DEFAULT_DELETE}; all 11 records sampled carry a key; give --config cleanup.policy=compact or "
         "--assume-compact to compact it"))]
     assert log_dir_digest(log_dir / "plain-0") == before  # not even rolled
 
@@ -125,7 +125,7 @@ def test_policy_unknown_without_a_metadata_log_is_skipped_with_the_reason(tmp_pa
         clean_path(part, cli_overrides={}, options=CleanOptions(now_ms=NOW))
     assert str(err.value) == (
         f"{part}: cleanup.policy is not known (no KRaft metadata log was found); Kafka's default is 'delete', "
-        "and kcompact compacts only a partition known to be compacted; 0 of 2 records sampled have no key; "
+        "and kcompact compacts only a partition known to be compacted; all 2 records sampled carry a key; "
         "give --config cleanup.policy=compact or --assume-compact to compact it")
 
 
