@@ -46,7 +46,7 @@ from kcompact.cleaner.stats import CleanStats
 from kcompact.cleaner.swap import leftover_files, recover_interrupted_swaps
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError, FileAccessError, KcompactError
-from kcompact.segment.files import file_access, link_or_copy
+from kcompact.segment.files import file_access, link_or_copy, require_writable
 from kcompact.segment.lock import log_dir_write_guard, partition_lock
 from kcompact.segment.partition import (
     CLEANER_CHECKPOINT,
@@ -102,6 +102,8 @@ def clean_partition(
     Raises:
         RefusedError: a broker holds the log dir, another kcompact works on the partition, or the
             topic may not be cleaned offline (``__cluster_metadata``, tiered storage).
+        FileAccessError: the log dir or the partition directory cannot be written (checked first),
+            or a file cannot be read (nothing is changed).
         CorruptDataError: the partition's data does not parse (nothing is changed).
     """
     partition = open_partition(path)
@@ -112,6 +114,8 @@ def clean_partition(
     if options.dry_run:
         return _clean_locked(partition, config, options, now_ms, result, progress, runner)
     log_dir = partition.path.parent
+    for directory in (log_dir, partition.path):  # both change (checkpoint, locks; segments): check both first
+        require_writable(directory)
     with log_dir_write_guard(log_dir), partition_lock(log_dir, partition.path.name):
         if round_runner is None and leftover_files(partition.path):
             _rehearse(partition, config, options, now_ms)
@@ -189,10 +193,10 @@ def _clean_locked(
     """
     started = time.monotonic()
     roll = roll_active_segment(partition, config) if options.roll and not options.dry_run else None
-    if roll is not None:
-        partition = open_partition(partition.path)
     before_change = roll.keep if roll is not None else _no_roll
     try:
+        if roll is not None:
+            partition = open_partition(partition.path)
         _clean_rolled(partition, config, options, now_ms, result, progress, runner, before_change)
     except BaseException as err:
         if roll is not None:

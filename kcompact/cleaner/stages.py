@@ -373,9 +373,10 @@ def write_checkpoint(partition: Partition, offset: int) -> None:
     path = partition.log_dir.cleaner_checkpoint
     try:
         update_offset_checkpoint(path, {partition.topic_partition: offset})
-    except OSError as err:
+    except (OSError, RefusedError) as err:  # a refusal: its lock file could not be created
+        why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
         raise KcompactError(
-            f"{path}: cannot advance the cleaner checkpoint to {offset} ({err.strerror or err}); the "
+            f"{path}: cannot advance the cleaner checkpoint to {offset} ({why}); the "
             "cleaned segments are in place and consistent, the checkpoint stays behind them, so the "
             "next clean repeats this round"
         ) from err

@@ -98,3 +98,25 @@ def link_or_copy(source: Path, target: Path) -> None:
         os.link(source, target)
     except OSError:  # another file system, or links not allowed: a real copy
         shutil.copy2(source, target)
+
+
+def require_writable(directory: str | os.PathLike[str]) -> None:
+    """Refuse, before any change, a directory where files cannot be created, renamed and removed.
+
+    A clean writes in two directories (the partition's, and the log dir's checkpoint and lock files):
+    finding out that the second is read-only after the first was changed would leave a half-change.
+
+    Args:
+        directory: the directory a writer is about to change.
+
+    Raises:
+        FileAccessError: the directory is on a read-only file system or this process may not write it.
+    """
+    if os.access(directory, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
+        return
+    try:
+        read_only = bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    raise FileAccessError(directory, "write", "Read-only file system" if read_only else "Permission denied")
+

@@ -81,7 +81,7 @@ def _mutex(key: str) -> threading.Lock:
 
 
 def _open_lock_file(path: Path, *, writable: bool = True) -> int:
-    """Open (creating when missing) a lock file; read-only when we may not write someone else's.
+    """Open (creating when missing) a lock file; read-only for a shared lock (``writable=False``).
 
     A file found by the exclusive create may be removed by its holder before we open it (lock files
     exist only while held): then we create it after all.
@@ -102,17 +102,21 @@ def _open_lock_file(path: Path, *, writable: bool = True) -> int:
                 owner = os.stat(path.parent)
                 os.fchown(fd, owner.st_uid, owner.st_gid)
             return fd
+    except PermissionError as err:
+        raise RefusedError(f"cannot open lock file {path}: {err.strerror} (a file another user's kcompact "
+                           "left? remove it if no kcompact is running)") from err
     except OSError as err:
         raise RefusedError(f"cannot open lock file {path}: {err.strerror}") from err
 
 
 def _open_existing(path: Path, *, writable: bool) -> int | None:
-    """Open a lock file that exists (read-only when we may not write it); None when it has gone."""
+    """Open a lock file that exists; None when it has gone.
+
+    An exclusive (write) lock needs a descriptor open for writing, so a file we may not write is a
+    refusal (``PermissionError``) for an exclusive taker; a shared taker (the broker's ``.lock``) reads.
+    """
     try:
-        try:
-            return os.open(path, (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
-        except PermissionError:
-            return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        return os.open(path, (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
 
@@ -299,6 +303,9 @@ def _take_removable_lock(path: Path, *, blocking: bool) -> int | None:
                 return None
             if _is_at(fd, path):
                 return fd
+        except OSError as err:  # ENOLCK (a file system without record locks), …
+            os.close(fd)
+            raise RefusedError(f"cannot lock {path}: {err.strerror or err}") from err
         except BaseException:
             os.close(fd)
             raise

@@ -203,13 +203,46 @@ def test_read_only_partition_directory(tmp_path: Path) -> None:
         part.chmod(0o755)
 
     assert proc.returncode == 2, proc.stderr
-    cleaned = part / segment_file_name(0, "log", "cleaned")
-    assert error_lines(proc.stderr) == [
-        f"kcompact: error: {cleaned}: cannot write the cleaned segment (Permission denied); "
-        + "the partition was left as it was"
-    ]
+    assert error_lines(proc.stderr) == [f"kcompact: error: {part}: cannot write (Permission denied)"]
     assert log_dir_digest(part.parent) == before
     assert leftover_files(part) == []
+
+
+def test_read_only_log_dir_is_refused_before_the_partition_changes(tmp_path: Path) -> None:
+    """The partition directory is writable but the log dir (checkpoint, lock files) is not, and a lock
+    file an earlier kcompact left lets the partition lock be taken: finding out at the checkpoint write,
+    after the swaps and the roll, would be a half-change. The log dir is checked before anything."""
+    part = build_partition(tmp_path / "logdir")
+    (part.parent / f".kcompact-{part.name}.lock").touch()  # kept by kcompact versions before 0.1
+    before = log_dir_digest(part.parent)
+    part.parent.chmod(0o555)
+    argv = ["clean", str(part), "--roll", "--now-ms", str(NOW)]
+    for key, value in OVERRIDES.items():
+        argv += ["--config", f"{key}={value}"]
+    try:
+        proc = run_kcompact(*argv)
+    finally:
+        part.parent.chmod(0o755)
+    assert proc.returncode == 2, proc.stderr
+    assert error_lines(proc.stderr) == [f"kcompact: error: {part.parent}: cannot write (Permission denied)"]
+    assert log_dir_digest(part.parent) == before
+
+
+def test_a_stale_lock_file_kcompact_may_not_write_is_a_refusal_not_a_traceback(tmp_path: Path) -> None:
+    part = build_partition(tmp_path / "logdir")
+    stale = part.parent / f".kcompact-{part.name}.lock"
+    stale.touch()
+    stale.chmod(0o444)  # left by another user's kcompact
+    before = log_dir_digest(part.parent)
+    argv = ["clean", str(part), "--now-ms", str(NOW)]
+    for key, value in OVERRIDES.items():
+        argv += ["--config", f"{key}={value}"]
+    proc = run_kcompact(*argv)
+    assert proc.returncode == 2, proc.stderr
+    assert error_lines(proc.stderr) == [
+        f"kcompact: error: cannot open lock file {stale}: Permission denied (a file another user's "
+        "kcompact left? remove it if no kcompact is running)"]
+    assert log_dir_digest(part.parent) == before
 
 
 def test_full_disk_exits_2_with_one_line_and_changes_nothing(tmp_path: Path) -> None:
