@@ -105,10 +105,11 @@ def partition_row(
     row: dict[str, Any] = {name: None for name, _ in ROW_COLUMNS}
     row.update(partition_dir=partition_dir, error=error, recovery_actions=[], warnings=[],
                retention_deleted_segments=[], retention_reasons=[])
-    if skipped is not None:
+    if result is None:  # which partition, from its directory's name
         name = parse_partition_dir_name(Path(partition_dir).name)
-        row.update(status=STATUS_SKIPPED, skipped_reason=skipped, topic=name and name.topic,
-                   partition=name and name.partition)
+        row.update(topic=name and name.topic, partition=name and name.partition)
+    if skipped is not None:
+        row.update(status=STATUS_SKIPPED, skipped_reason=skipped)
         return row
     if result is None:
         row["status"] = status or STATUS_FAILED

@@ -4,17 +4,8 @@ Resolves each partition's own configuration with :func:`kcompact.config.effectiv
 (``--config`` > topic override > dynamic broker config > cluster default > server.properties > Kafka's
 default), then calls :func:`clean_partition`.
 
-**Only a partition known to be compacted is compacted** (:func:`not_compacted`). Its ``cleanup.policy``
-must include ``compact`` from a source that says so: ``--config``, a topic override, a dynamic or
-``server.properties`` broker config, or the broker's own creation of ``__consumer_offsets`` /
-``__transaction_state``. Where no source sets the policy, a broker uses Kafka's default ``delete`` —
-known when the topic's overrides were read from a complete metadata log, unknown when they could not
-be read — and compacting such a partition would delete every keyless record and every superseded
-value of a topic whose consumers expect them. So it is refused (a partition dir, exit 2) or skipped
-with its reason (a log dir), unless ``--assume-compact`` says to treat such partitions as compacted;
-even then a partition whose sampled data is mostly keyless (``keyless.py``) is refused, as no
-compacted topic holds such data (``--config cleanup.policy=compact`` still forces it). A policy
-without ``compact`` from an explicit source gets retention only when it has ``delete``. For a log dir the
+**Only a partition known to be compacted is compacted** (``compaction_gate.py`` says which, and why
+not): any other is refused when named alone (exit 2) and skipped with its reason in a log dir. For a log dir the
 partitions are cleaned in the order the broker's cleaner would pick them (highest dirty ratio first);
 ``only_eligible`` keeps just those the broker would clean now. One partition's failure is reported and
 does not stop the others.
@@ -45,7 +36,7 @@ from functools import partial
 from pathlib import Path
 
 from kcompact.cleaner.cleaner import CleanOptions, CleanResult, clean_partition
-from kcompact.cleaner.keyless import sample_keyless
+from kcompact.cleaner.compaction_gate import not_compacted, retention_allowed
 from kcompact.cleaner.log_state import load_log_state
 from kcompact.cleaner.options import with_cli_dedupe_buffer
 from kcompact.cleaner.pool import (
@@ -59,12 +50,10 @@ from kcompact.cleaner.pool import (
 )
 from kcompact.cleaner.ranges import compute_cleanable_range
 from kcompact.config.effective import (
-    SOURCE_ASSUME_COMPACT,
     EffectiveConfig,
-    describe_source,
     partition_config,
 )
-from kcompact.config.topic_config import TopicConfig, format_value
+from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError, KcompactError, RefusedError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.lock import checkpoint_lock, log_dir_write_guard
@@ -100,7 +89,6 @@ __all__ = [  # the pool's names stay importable from here, where they were first
     "usable_cpus",
 ]
 
-FORCE_COMPACT = "give --config cleanup.policy=compact if it really is compacted"
 
 
 @dataclass(slots=True)
@@ -151,54 +139,6 @@ class ConfigSources:
         return partition_config(part_dir, cli_overrides=self.cli_overrides,
                                 server_properties=self.server_properties, metadata_dir=self.metadata_dir,
                                 assume_compact=self.assume_compact)
-
-
-def retention_allowed(effective: EffectiveConfig) -> bool:
-    """Retention deletes data: it runs only when a policy with ``delete`` comes from an explicit source."""
-    policy = effective.value("cleanup.policy")
-    return effective.config.has_delete and policy.source not in ("default", "assumed")
-
-
-def not_compacted(effective: EffectiveConfig) -> str | None:
-    """Why ``clean`` leaves this partition alone; None when compaction or retention runs on it.
-
-    Args:
-        effective: the partition's configuration (its ``partition_dir`` is sampled for keyless
-            records when its policy is Kafka's default or only assumed by ``--assume-compact``).
-
-    Returns:
-        The reason, one sentence saying what the policy is, how that is known, and what would
-        make kcompact compact it; None when the policy includes ``compact`` from a source that
-        says so (or ``delete`` from an explicit source: retention only).
-    """
-    policy = effective.value("cleanup.policy")
-    if policy.source == SOURCE_ASSUME_COMPACT:
-        sample = sample_keyless(open_partition(effective.partition_dir))
-        if not sample.mostly_keyless:
-            return None
-        return (f"cleanup.policy=compact is only assumed (--assume-compact), but {sample.describe()}: "
-                f"a compacted topic's records carry keys, and compaction would delete these; "
-                f"{FORCE_COMPACT}")
-    if effective.config.is_compacted or retention_allowed(effective):
-        return None
-    if policy.source != "default":
-        return (f"cleanup.policy={format_value(policy.value)} ({describe_source(policy)}); the broker's "
-                f"cleaner never compacts it; {FORCE_COMPACT}")
-    if effective.topic_config_unknown is None:
-        known = ("cleanup.policy=delete (Kafka's default: no topic override in the metadata log, "
-                 "no dynamic config, no --config")
-        known += "" if effective.server_properties else ", server.properties not given"
-        why = f"{known}); a broker never compacts this topic"
-    else:
-        why = (f"cleanup.policy is not known ({effective.topic_config_unknown}); Kafka's default is "
-               "'delete', and kcompact compacts only a partition known to be compacted")
-    sample = sample_keyless(open_partition(effective.partition_dir))
-    if sample.mostly_keyless:
-        return (f"{why}; {sample.describe()}, as in a topic that is not compacted (compaction would "
-                f"delete them); {FORCE_COMPACT}")
-    if sample.records:
-        why += f"; {sample.describe()}"
-    return f"{why}; give --config cleanup.policy=compact or --assume-compact to compact it"
 
 
 def merge_notes(per_partition: Mapping[str, list[str]]) -> list[str]:
@@ -338,7 +278,7 @@ def partition_task(part_dir: Path, sources: ConfigSources, notes: list[str]) -> 
         raise RefusedError(f"{part_dir}: __cluster_metadata is KRaft's own log; no cleaner touches it")
     effective = sources.for_partition(part_dir)
     notes.extend(effective.notes)
-    why = not_compacted(effective)
+    why = not_compacted(effective, partition=partition)
     if why is not None:
         raise RefusedError(f"{part_dir}: {why}")
     return PartitionTask(part_dir, effective.config, retention_allowed(effective), partition.size_in_bytes,
@@ -361,20 +301,23 @@ def cleaner_order(
         The :class:`LogDirOrder`; a partition whose files or configuration do not parse is a failure.
 
     Raises:
-        KcompactError: ``log_dir`` holds no partition directory (a wrong path, not an empty run).
+        KcompactError: ``log_dir`` holds no partition directory, or none but KRaft's metadata log and
+            partitions being deleted or moved (a wrong path, not an empty run).
     """
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     order = LogDirOrder()
     ranked: list[tuple[float, str, PartitionTask]] = []
     notes: dict[str, list[str]] = {}
+    candidates = 0
     for part_dir in require_partition_dirs(log_dir):
         name = parse_partition_dir_name(part_dir.name)
         if name is None or name.topic == METADATA_TOPIC or name.kind != "live":
             continue
+        candidates += 1
         try:
             partition = open_partition(part_dir)
             effective = sources.for_partition(part_dir)
-            why = not_compacted(effective)
+            why = not_compacted(effective, named_alone=False, partition=partition)
             if why is not None:
                 order.skipped.append(PartitionSkip(str(part_dir), why))
                 continue
@@ -390,6 +333,9 @@ def cleaner_order(
         task = PartitionTask(part_dir, config, retention_allowed(effective), partition.size_in_bytes,
                              partition.topic_partition)
         ranked.append((-rng.dirty_ratio, part_dir.name, task))
+    if not candidates:
+        raise KcompactError(f"no partition a cleaner works on under {log_dir}: only KRaft's metadata log "
+                            "or partitions being deleted or moved (-delete, -future, -stray)")
     order.notes.extend(merge_notes(notes))
     ranked.sort(key=lambda item: item[:2])
     order.tasks.extend(task for _r, _n, task in ranked)

@@ -133,7 +133,10 @@ def _check_batch(batch: RecordBatch | LegacyEntry, previous_last: int, base_offs
     first, last = batch.base_offset, batch.last_offset
     place = _BatchPlace(batch.position, first, last)
     if not batch.crc_valid():
-        problems.append(_Problem("fails its CRC; the source is corrupt (run `kcompact repair`)", place))
+        # Pass 2 refused every source batch that fails its CRC, so this one went bad on its way out: a
+        # fault of the disk or memory, or a kcompact bug. The source data is not blamed.
+        problems.append(_Problem("fails its CRC in the cleaned output, though its source batch passed (a "
+                                 "disk or memory fault, or a kcompact bug: please report it)", place))
     if first <= previous_last:
         problems.append(_Problem(f"does not follow offset {previous_last}", place))
     if last - base_offset > MAX_RELATIVE_OFFSET:

@@ -54,7 +54,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from kcompact.cleaner.cleaner import CleanOptions, CleanResult, clean_partition
-from kcompact.cleaner.run import not_compacted
+from kcompact.cleaner.compaction_gate import not_compacted
 from kcompact.errors import BatchCrcError, ConfigError, RefusedError
 from kcompact.inspect.context import InspectContext, load_inspect_context
 from kcompact.inspect.key_census import Census

@@ -65,7 +65,7 @@ class RepairOptions:
     clean: bool = False  # compact the partition once repaired
     config_overrides: tuple[tuple[str, str], ...] = ()  # --config pairs (index.interval.bytes, …)
     now_ms: int | None = None  # the clock of the clean
-    assume_compact: bool = False  # the clean's --assume-compact (cleaner.run.not_compacted)
+    assume_compact: bool = False  # the clean's --assume-compact (cleaner.compaction_gate)
 
 
 @dataclass(slots=True)

@@ -240,8 +240,8 @@ def test_a_stale_lock_file_kcompact_may_not_write_is_a_refusal_not_a_traceback(t
     proc = run_kcompact(*argv)
     assert proc.returncode == 2, proc.stderr
     assert error_lines(proc.stderr) == [
-        f"kcompact: error: cannot open lock file {stale}: Permission denied (a file another user's "
-        "kcompact left? remove it if no kcompact is running)"]
+        (f"kcompact: error: cannot open lock file {stale}: Permission denied (a file another user's "
+        "kcompact left? remove it if no kcompact is running)")]
     assert log_dir_digest(part.parent) == before
 
 

@@ -106,8 +106,8 @@ def test_log_dir_skips_a_partition_with_kafkas_default_policy_and_leaves_it_as_i
     run = clean_path(log_dir, cli_overrides={}, options=CleanOptions(now_ms=NOW, roll=True))
     assert not run.failures and sorted(r.topic for r in run.results) == ["events", "orders"]
     assert run.skipped == [PartitionSkip(str(log_dir / "plain-0"), (
-        f"{DEFAULT_DELETE}; all 11 records sampled carry a key; give --config cleanup.policy=compact or "
-        "--assume-compact to compact it"))]
+        f"{DEFAULT_DELETE}; all 11 records sampled carry a key; clean it alone with --config "
+        "cleanup.policy=compact, or give --assume-compact, to compact it"))]
     assert log_dir_digest(log_dir / "plain-0") == before  # not even rolled
 
 
@@ -154,8 +154,8 @@ def test_keyless_data_is_named_as_evidence_and_refused_even_with_assume_compact(
     run = clean_path(tmp_path, cli_overrides={}, assume_compact=True, options=CleanOptions(now_ms=NOW, roll=True))
     assert run.results == [] and run.skipped == [PartitionSkip(str(part), (
         "cleanup.policy=compact is only assumed (--assume-compact), but 9 of 9 records sampled have no key: a "
-        "compacted topic's records carry keys, and compaction would delete these; give --config "
-        "cleanup.policy=compact if it really is compacted"))]
+        "compacted topic's records carry keys, and compaction would delete these; clean it alone (kcompact "
+        f"clean {part} --config cleanup.policy=compact) if it really is compacted"))]
     assert log_dir_digest(tmp_path) == before
     forced = clean_path(part, cli_overrides={"cleanup.policy": "compact"}, options=CleanOptions(now_ms=NOW))
     assert forced.results[0].stats.invalid_records == 8  # what --config asked for: keyless records go

@@ -320,17 +320,37 @@ def test_delete_topics_of_a_broker_log_dir_are_skipped_not_emptied(tmp_path: Pat
     assert result.exit_code == 0
     skipped = [line for line in result.stdout.splitlines() if ": skipped — " in line]
     assert [line.split(":")[0] for line in skipped] == [*user_topics, "test-0"]
-    assert skipped[0] == (
-        "first-0: skipped — cleanup.policy=delete (Kafka's default: no topic override in the metadata "
-        "log, no dynamic config, no --config, server.properties not given); a broker never compacts this "
-        "topic; 11 of 11 records sampled have no key, as in a topic that is not compacted (compaction "
-        "would delete them); give --config cleanup.policy=compact if it really is compacted")
+    reason = ("cleanup.policy=delete (Kafka's default: no topic override in the metadata log, no dynamic config, "
+              "no --config, server.properties not given); a broker never compacts this topic; 11 of 11 records "
+              "sampled have no key, as in a topic that is not compacted (compaction would delete them); ")
+    assert skipped[0] == (f"first-0: skipped — {reason}clean it alone (kcompact clean {log_dir / 'first-0'} "
+                          "--config cleanup.policy=compact) if it really is compacted")
     assert result.stdout.splitlines()[-1].startswith("5 partitions cleaned, 45 had nothing to clean, 4 skipped, 0 failed")
     assert {name: digest(log_dir / name) for name in user_topics} == before
     alone = run(log_dir / "first-0", "--roll", "--now-ms", 1_769_800_000_000)
     assert (alone.exit_code, alone.stdout) == (2, "")
-    assert error_lines(alone.stderr) == [f"kcompact: error: {log_dir / 'first-0'}: {skipped[0].split(' — ')[1]}"]
+    assert error_lines(alone.stderr) == [
+        f"kcompact: error: {log_dir / 'first-0'}: {reason}give --config cleanup.policy=compact if it really is compacted"]
     assert {name: digest(log_dir / name) for name in user_topics} == before
+
+
+def test_config_compact_for_a_whole_log_dir_does_not_empty_its_keyless_topics(tmp_path: Path) -> None:
+    """`--config cleanup.policy=compact` on a log dir covers every partition of it; one whose records are
+    mostly keyless is skipped (no compacted topic holds them), and compacts only when named alone."""
+    log_dir = copy_tree_writable(real_fixture("bitnami2024-rolled-logdir"), tmp_path / "logdir")
+    user_topics = ("first-0", "sensor-data-0", "sensor-data-topic-0")
+    before = {name: digest(log_dir / name) for name in user_topics}
+    result = run(log_dir, "--roll", "--now-ms", 1_769_800_000_000, "--config", "cleanup.policy=compact", "--json")
+    assert result.exit_code == 0
+    skipped = {Path(row["partition_dir"]).name: row["skipped_reason"] for row in json.loads(result.stdout)["skipped"]}
+    assert sorted(skipped) == list(user_topics)
+    assert skipped["first-0"] == (
+        "cleanup.policy=compact is given with --config for the whole log dir, but 11 of 11 records sampled have "
+        "no key: a compacted topic's records carry keys, and compaction would delete these; clean it alone "
+        f"(kcompact clean {log_dir / 'first-0'} --config cleanup.policy=compact) if it really is compacted")
+    assert {name: digest(log_dir / name) for name in user_topics} == before
+    alone = run(log_dir / "first-0", "--roll", "--now-ms", 1_769_800_000_000, "--config", "cleanup.policy=compact")
+    assert alone.exit_code == 0 and read_all_records(log_dir / "first-0") == []  # what was asked, by name
 
 
 def test_skipped_partitions_are_rows_of_the_json_report(tmp_path: Path) -> None:
@@ -460,7 +480,26 @@ def test_a_directory_without_partitions_is_not_a_silent_success(tmp_path: Path, 
 
 def test_a_log_dir_whose_partitions_are_all_skipped_is_a_success(tmp_path: Path) -> None:
     log_dir = tmp_path / "logdir"
-    PartitionBuilder("__cluster_metadata").batch([(b"k", b"v")]).roll().batch([(b"k", b"w")]).write(log_dir)
+    part = PartitionBuilder("events").batch([(b"k", b"v")]).roll().batch([(b"k", b"w")]).write(log_dir)
     result = run(log_dir, "--now-ms", NOW, "--json")
     assert result.exit_code == 0, result.stderr
-    assert (json.loads(result.stdout)["results"], json.loads(result.stdout)["failures"]) == ([], [])
+    report = json.loads(result.stdout)
+    assert (report["results"], report["failures"]) == ([], [])
+    assert [row["partition_dir"] for row in report["skipped"]] == [str(part)]
+
+
+@pytest.mark.parametrize("name", ["__cluster_metadata-0", "orders-0.0123456789abcdef0123456789abcdef-delete"])
+def test_a_dir_holding_no_partition_a_cleaner_works_on_is_an_error(tmp_path: Path, name: str) -> None:
+    """A metadata.log.dir of its own, or only partitions being deleted: nothing to clean is a wrong path."""
+    log_dir = tmp_path / "logdir"
+    PartitionBuilder("__cluster_metadata").batch([(b"k", b"v")]).write(log_dir)
+    if name != "__cluster_metadata-0":
+        shutil.rmtree(log_dir / "__cluster_metadata-0")
+        PartitionBuilder("orders").batch([(b"k", b"v")]).write(log_dir).rename(log_dir / name)
+    result = run(log_dir, "--now-ms", NOW)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert error_lines(result.stderr) == [
+        (f"kcompact: error: no partition a cleaner works on under {log_dir}: only KRaft's metadata log or "
+        "partitions being deleted or moved (-delete, -future, -stray)")]
+
+
