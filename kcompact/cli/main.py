@@ -8,7 +8,8 @@ Exit codes (documented in ``kcompact --help`` and README.md):
   position. With ``--json`` the command also prints, on stdout, one line holding a JSON error object::
 
       {"error": {"message": "<the stderr line without its 'kcompact: error: ' prefix>",
-                 "kind": "<the KcompactError subclass, e.g. TruncatedDataError, FileAccessError>",
+                 "kind": "<the KcompactError subclass, e.g. TruncatedDataError, FileAccessError;
+                          UsageError for click's own refusal of an option value or path>",
                  "path": "<file>" | null, "position": <byte position> | null,
                  "offset": <Kafka offset> | null, "exit_code": 2}}
 
@@ -65,6 +66,7 @@ class KcompactGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         from kcompact.errors import FileAccessError, KcompactError
 
+        json_asked = "--json" in ctx.args  # the subcommand's arguments (click empties ctx.args on invoke)
         try:
             return super().invoke(ctx)
         except KcompactError as err:
@@ -76,16 +78,29 @@ class KcompactGroup(click.Group):
             if err.filename is None:
                 raise
             _fail(ctx, FileAccessError.from_os_error(err))
+        except click.UsageError as err:  # click prints it (usage, one error line) and exits 2
+            if json_asked and not ctx.meta.get(JSON_ERROR_SENT):
+                _emit_json_error(ctx, err.format_message(), "UsageError")
+            raise
+
+
+JSON_ERROR_SENT = "kcompact.json-error-sent"  # ctx.meta: nested groups print one JSON error object
 
 
 def _fail(ctx: click.Context, err: KcompactError) -> NoReturn:
     """Exit 2 with the error's one line on stderr, and its JSON object on stdout after ``--json``."""
     render.error_line(str(err))
     if ctx.meta.get(JSON_REQUESTED):
-        render.emit_json_line({"error": {
-            "message": str(err), "kind": type(err).__name__, "path": err.path, "position": err.position,
-            "offset": err.offset, "exit_code": EXIT_BAD_INPUT}})
+        _emit_json_error(ctx, str(err), type(err).__name__, err.path, err.position, err.offset)
     ctx.exit(EXIT_BAD_INPUT)
+
+
+def _emit_json_error(ctx: click.Context, message: str, kind: str, path: str | None = None,
+                     position: int | None = None, offset: int | None = None) -> None:
+    """The ``--json`` error object on stdout (once per command line; README's exit-code paragraph)."""
+    ctx.meta[JSON_ERROR_SENT] = True
+    render.emit_json_line({"error": {"message": message, "kind": kind, "path": path, "position": position,
+                                     "offset": offset, "exit_code": EXIT_BAD_INPUT}})
 
 
 def parse_jobs(_ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:

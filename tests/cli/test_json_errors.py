@@ -144,3 +144,22 @@ def test_every_json_command_is_covered_here() -> None:
     with_json = {" ".join(path) for path, command in _commands(cli)
                  if any("--json" in param.opts for param in command.params)}
     assert with_json == {name.removesuffix(" LOGDIR") for name in CASES}
+
+
+@pytest.mark.parametrize("args", [
+    ("clean", "--jobs", "0", "--json", "{part}"),
+    ("inspect", "dirty-ratio", "--json", "--now-ms", "-5", "{part}"),
+    ("inspect", "dirty-ratio", "{missing}", "--json"),
+    ("spark", "clean", "{missing}", "--json"),
+], ids=["clean --jobs 0", "dirty-ratio --now-ms -5", "dirty-ratio missing path", "spark clean missing path"])
+def test_a_usage_error_after_json_is_one_json_object_too(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """click's own refusals (a bad option value, a path that does not exist) exit 2 with its usage text on
+    stderr; after --json, stdout holds the one error object as for every other exit 2."""
+    part = PartitionBuilder().batch([(b"a", b"1")]).write(tmp_path / "logdir")
+    argv = [a.format(part=part, missing=tmp_path / "missing") for a in args]
+    result = run(*argv)
+    assert result.exit_code == 2 and result.stderr.startswith("Usage: ")
+    (line,) = result.stdout.splitlines()
+    error = json.loads(line)["error"]
+    assert list(error) == ERROR_FIELDS and (error["kind"], error["exit_code"]) == ("UsageError", 2)
+    assert error["message"].startswith("Invalid value for ")
