@@ -193,18 +193,31 @@ def _clean_locked(
     """
     started = time.monotonic()
     roll = roll_active_segment(partition, config) if options.roll and not options.dry_run else None
-    before_change = roll.keep if roll is not None else _no_roll
+    here = _Round(config, options, now_ms, result, progress, runner, roll.keep if roll else _no_roll)
     try:
         if roll is not None:
             partition = open_partition(partition.path)
-        _clean_rolled(partition, config, options, now_ms, result, progress, runner, before_change)
+        _clean_rolled(here, partition)
     except BaseException as err:
         if roll is not None:
             _undo_roll(roll, err)
         raise
-    before_change()
+    here.before_change()
     result.stats.elapsed_s = time.monotonic() - started
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Round:
+    """What every step of one round shares (the partition and its state change as segments go)."""
+
+    config: TopicConfig
+    options: CleanOptions
+    now_ms: int
+    result: CleanResult  # filled in as the round goes
+    progress: Progress | None
+    runner: RoundRunner
+    before_change: Callable[[], None]  # called before the first change to the partition (keeps a roll)
 
 
 def _no_roll() -> None:
@@ -219,59 +232,42 @@ def _undo_roll(roll: Roll, err: BaseException) -> None:
         raise KcompactError(f"{err}; {undo_err}") from err
 
 
-def _clean_rolled(
-    partition: Partition,
-    config: TopicConfig,
-    options: CleanOptions,
-    now_ms: int,
-    result: CleanResult,
-    progress: Progress | None,
-    runner: RoundRunner,
-    before_change: Callable[[], None],
-) -> None:
+def _clean_rolled(here: _Round, partition: Partition) -> None:
+    config, result = here.config, here.result
     state = load_log_state(partition, config)
     result.warnings.extend(state.warnings)
     # Segments wholly below the log start go first: a broker deletes them long before its cleaner runs.
-    if _retention(state, config, options, now_ms, result, before_change, log_start_only=True):
+    if _retention(here, state, log_start_only=True):
         partition = open_partition(partition.path)
         state = load_log_state(partition, config)
     if config.is_compacted:
-        _compact(partition, state, config, options, now_ms, result, progress, runner, before_change)
+        _compact(here, partition, state)
     else:
         result.skipped_reason = f"cleanup.policy={','.join(config.cleanup_policy)} has no 'compact': retention only"
-    if result.end_offset is not None and not options.dry_run and _time_or_size_rules(config, options):
+    if result.end_offset is not None and not here.options.dry_run and _time_or_size_rules(config, here.options):
         # The segments the round left. Without the delete rules only the log-start rule applies, and
         # it already ran on these segments (merging them cannot make one deletable): no second load.
         partition = open_partition(partition.path)
         state = load_log_state(partition, config)
-    _retention(state, config, options, now_ms, result, before_change)
+    _retention(here, state)
 
 
-def _compact(
-    partition: Partition,
-    state: LogState,
-    config: TopicConfig,
-    options: CleanOptions,
-    now_ms: int,
-    result: CleanResult,
-    progress: Progress | None,
-    runner: RoundRunner,
-    before_change: Callable[[], None],
-) -> None:
-    rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)
+def _compact(here: _Round, partition: Partition, state: LogState) -> None:
+    config, options, result = here.config, here.options, here.result
+    rng = compute_cleanable_range(state.range_inputs(config, here.now_ms), from_start=options.from_start)
     result.range = rng
     result.checkpoint_before = state.checkpoint_offset
     if nothing_to_clean(rng):
         result.skipped_reason = rng.blocking_detail or "nothing to clean"
         if rng.force_update_checkpoint and not options.dry_run:
-            before_change()
+            here.before_change()
             write_checkpoint(partition, rng.first_dirty_offset)
             result.checkpoint_written = True
         return
-    ran = runner(build_plan(state, rng, config, now_ms), options, progress)
+    ran = here.runner(build_plan(state, rng, config, here.now_ms), options, here.progress)
     result.end_offset = ran.plan.end_offset
     result.workers = ran.workers
-    done = commit_clean(ran.plan, ran.outputs, options, stats=ran.map_stats, before_swap=before_change)
+    done = commit_clean(ran.plan, ran.outputs, options, stats=ran.map_stats, before_swap=here.before_change)
     result.stats.add(done.stats)
     result.checkpoint_written = done.checkpoint_written
 
@@ -288,27 +284,19 @@ def _run_round_here(plan: CleanPlan, options: CleanOptions, progress: Progress |
     return RoundOutput(plan, outputs, map_stats, jobs)
 
 
-def _retention(
-    state: LogState,
-    config: TopicConfig,
-    options: CleanOptions,
-    now_ms: int,
-    result: CleanResult,
-    before_change: Callable[[], None],
-    *,
-    log_start_only: bool = False,
-) -> bool:
+def _retention(here: _Round, state: LogState, *, log_start_only: bool = False) -> bool:
     """Kafka's deleteOldSegments, as the broker's cleaner thread runs it after a round: segments below the
     log start always go; with an explicit ``delete`` policy, ``retention.bytes`` and ``retention.ms`` too.
     Returns whether segments were deleted."""
+    config, options, result = here.config, here.options, here.result
     effective = config if options.apply_retention else config.with_overrides({"cleanup.policy": "compact"})
-    plan = plan_retention(state, effective, now_ms, log_start_only=log_start_only)
+    plan = plan_retention(state, effective, here.now_ms, log_start_only=log_start_only)
     if result.retention is None:
         result.retention = plan
     else:
         _merge(result.retention, plan)
     if plan.deleted_segments and not options.dry_run:
-        before_change()
+        here.before_change()
         apply_retention(state, config, plan)
         return True
     return False
