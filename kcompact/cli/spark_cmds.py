@@ -110,10 +110,10 @@ def spark_clean_command(
     fails (one named alone). Exits 2 when a partition failed, 1 on a bug.
     """
     from kcompact.cleaner.cleaner import CleanOptions
+    from kcompact.cleaner.report_row import STATUS_BUG, STATUS_FAILED
     from kcompact.cli.spark_view import check_new_output, render_spark_clean
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.spark.clean_job import spark_clean
-    from kcompact.spark.rows import STATUS_BUG, STATUS_FAILED
     from kcompact.spark.session import command_session
 
     overrides = parse_config_pairs(config_pairs)

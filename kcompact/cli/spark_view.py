@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from rich import box
 from rich.table import Table
 
+from kcompact.cleaner.report_row import STATUS_SKIPPED
 from kcompact.cli import render
 from kcompact.errors import KcompactError
-from kcompact.spark.rows import STATUS_SKIPPED
 
 if TYPE_CHECKING:
     from kcompact.spark.clean_job import SparkCleanRun

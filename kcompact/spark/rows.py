@@ -20,25 +20,10 @@ import dataclasses
 from typing import Any
 
 from kcompact.cleaner.cleaner import CleanResult
-from kcompact.cleaner.report_row import (
-    ROW_COLUMNS,
-    STATUS_BUG,
-    STATUS_CLEANED,
-    STATUS_FAILED,
-    STATUS_NOTHING,
-    STATUS_SKIPPED,
-    STATUS_WOULD_CLEAN,
-    partition_row,
-)
+from kcompact.cleaner.report_row import ROW_COLUMNS, STATUS_BUG, partition_row
 
-__all__ = [
+__all__ = [  # a row's statuses are kcompact.cleaner.report_row's (STATUS_*), shared with the serial clean
     "CLEAN_COLUMNS",
-    "STATUS_BUG",
-    "STATUS_CLEANED",
-    "STATUS_FAILED",
-    "STATUS_NOTHING",
-    "STATUS_SKIPPED",
-    "STATUS_WOULD_CLEAN",
     "as_dicts",
     "clean_row",
     "dataclass_columns",

@@ -14,13 +14,18 @@ from typing import TYPE_CHECKING
 import pytest
 
 from kcompact.cleaner.cleaner import CleanOptions
+from kcompact.cleaner.report_row import (
+    STATUS_BUG,
+    STATUS_CLEANED,
+    STATUS_FAILED,
+    STATUS_WOULD_CLEAN,
+)
 from kcompact.cleaner.run import ConfigSources, clean_path
 from kcompact.errors import KcompactError, RefusedError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.spark import clean_job
 from kcompact.spark.clean_job import run_clean_task, settle_checkpoint_order, spark_clean
 from kcompact.spark.plan import plan_clean
-from kcompact.spark.rows import STATUS_BUG, STATUS_CLEANED, STATUS_FAILED, STATUS_WOULD_CLEAN
 from tests.spark.fakes import FakeContext, FakeSession
 from tests.spark.logdirs import (
     COMPACT,
