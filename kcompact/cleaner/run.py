@@ -216,7 +216,8 @@ def clean_path(
     """
     if jobs is not None and jobs < 1:
         raise ConfigError(f"jobs: a number of worker processes; expected 1 or more, found {jobs}")
-    sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact, allow_keyless_loss)
+    sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact,
+                            allow_keyless_loss)
     options = with_cli_dedupe_buffer(options, cli_overrides)
     run = CleanRun()
     target = Path(path)

@@ -18,9 +18,12 @@ retires the id and its name's config overrides (a name re-created later gets a n
 ConfigRecord sets a key for resource TOPIC (2, by topic name) or BROKER (4, by node id; the empty
 name is the cluster-wide default), a null value removing it; a later record wins.
 
-If no snapshot covers the start and the log does not start at offset 0 - retention deleted segments
-that a snapshot had replaced, and the snapshot is gone (``kraft37-cleaned-logdir``) - the history is
-incomplete: the state is still returned, with ``complete`` False and ``unresolved_reason`` saying why.
+The history is complete only when it is proven at both ends. If no snapshot covers the start and the
+log does not start at offset 0 - retention deleted segments that a snapshot had replaced, and the
+snapshot is gone (``kraft37-cleaned-logdir``) - or the replay ends before the log end the partition's
+own files show (a producer snapshot, an index whose ``.log`` is gone, a leader epoch, a checkpoint
+entry past it: :func:`_tail_missing`), the history is incomplete: the state is still returned, with
+``complete`` False and ``unresolved_reason`` saying why.
 
 :func:`cached_metadata_state` replays a directory once per listing (names, sizes, mtimes), so the
 configs of thousands of partitions come from one replay.
@@ -353,7 +356,8 @@ def load_metadata_state(metadata_partition_dir: str | os.PathLike[str]) -> Metad
     return replayer.freeze(snapshot, end_offset, reason)
 
 
-def _tail_missing(directory: Path, segments: list[tuple[int, Path]], end_offset: int) -> str | None:
+def _tail_missing(directory: Path, segments: list[tuple[int, Path]],
+                  end_offset: int) -> str | None:
     """Why the snapshot and the segments present fall short of the log end the log's own files show.
 
     A broker's ``UnifiedLog`` leaves traces of how far its log went beside the segments: an index
@@ -363,7 +367,8 @@ def _tail_missing(directory: Path, segments: list[tuple[int, Path]], end_offset:
     leader epoch, and the log dir's ``replication-offset-checkpoint`` /
     ``recovery-point-offset-checkpoint`` may hold an offset of the partition. Each is an offset the
     log reached; an index past the last ``.log`` present is the last segment, gone (a missing
-    segment before a present one is a gap :func:`_replay_log` reports). ``quorum-state`` holds votes and epochs, no offset, so it proves nothing here.
+    segment before a present one is a gap :func:`_replay_log` reports). ``quorum-state`` holds votes
+    and epochs, no offset, so it proves nothing here.
 
     Returns:
         None when every trace is within ``end_offset`` (the replay reached the log's end), else why not.

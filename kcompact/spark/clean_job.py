@@ -124,7 +124,8 @@ def spark_clean(
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     # Spark is the parallelism: a task cleans its partitions in its own process (no worker pool inside).
     options = replace(with_cli_dedupe_buffer(options, cli_overrides), now_ms=now_ms, jobs=1)
-    sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact, allow_keyless_loss)
+    sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact,
+                            allow_keyless_loss)
     plan = plan_clean(paths, sources, options=options, only_eligible=only_eligible)
     on_driver = _needs_distributed_map(plan.tasks, map_budget_bytes)
     before = {} if options.dry_run else _checkpoint_keys(plan.tasks)
