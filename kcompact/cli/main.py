@@ -238,7 +238,7 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
                    "source (topic override, broker config, --config with the partition named "
                    "alone) although most of its records have no key: compaction deletes them (a "
                    "topic made compacted after they were written). Without it such a partition is "
-                   "skipped with the count of keyless records.")
+                   "skipped (refused when named alone) with the count of keyless records.")
 @config_source_options(METADATA_DIRS_HELP)
 @click.option("--jobs", default=None, callback=parse_jobs, metavar="N|auto",
               help="Worker processes for a log dir's partitions (for one partition: its own "
