@@ -133,7 +133,8 @@ class ConfigSources:
     cli_overrides: Mapping[str, str]
     server_properties: str | Path | None = None
     metadata_dir: str | Path | None = None
-    assume_compact: bool = False  # --assume-compact: compact where no source sets cleanup.policy
+    assume_compact: bool = False  # --assume-compact: compact where cleanup.policy is unknown
+    allow_keyless_loss: bool = False  # --allow-keyless-loss: compact although most records are keyless
 
     def for_partition(self, part_dir: Path) -> EffectiveConfig:
         return partition_config(part_dir, cli_overrides=self.cli_overrides,
@@ -183,6 +184,7 @@ def clean_path(
     metadata_dir: str | Path | None = None,
     jobs: int | None = None,
     assume_compact: bool = False,
+    allow_keyless_loss: bool = False,
 ) -> CleanRun:
     """Clean a partition directory, or every compacted partition of a log dir.
 
@@ -197,8 +199,10 @@ def clean_path(
             ``partition_config`` finds it).
         jobs: worker processes (see :func:`~kcompact.cleaner.pool.partition_workers`); None = auto. A
             partition cleaned alone is given this value as its own ``CleanOptions.jobs``.
-        assume_compact: compact partitions whose ``cleanup.policy`` no source sets (see
+        assume_compact: compact partitions whose ``cleanup.policy`` is unknown (see
             :func:`not_compacted`).
+        allow_keyless_loss: compact an explicitly compacted partition although most of its records
+            have no key, deleting them (see :func:`not_compacted`).
 
     Returns:
         The :class:`CleanRun`; its notes say which configs were unknown or assumed, ``skipped`` which
@@ -212,7 +216,8 @@ def clean_path(
     """
     if jobs is not None and jobs < 1:
         raise ConfigError(f"jobs: a number of worker processes; expected 1 or more, found {jobs}")
-    sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact)
+    sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact,
+                            allow_keyless_loss)
     options = with_cli_dedupe_buffer(options, cli_overrides)
     run = CleanRun()
     target = Path(path)
@@ -278,7 +283,7 @@ def partition_task(part_dir: Path, sources: ConfigSources, notes: list[str]) -> 
         raise RefusedError(f"{part_dir}: __cluster_metadata is KRaft's own log; no cleaner touches it")
     effective = sources.for_partition(part_dir)
     notes.extend(effective.notes)
-    why = not_compacted(effective, partition=partition)
+    why = not_compacted(effective, partition=partition, allow_keyless_loss=sources.allow_keyless_loss)
     if why is not None:
         raise RefusedError(f"{part_dir}: {why}")
     return PartitionTask(part_dir, effective.config, retention_allowed(effective), partition.size_in_bytes,
@@ -317,7 +322,8 @@ def cleaner_order(
         try:
             partition = open_partition(part_dir)
             effective = sources.for_partition(part_dir)
-            why = not_compacted(effective, named_alone=False, partition=partition)
+            why = not_compacted(effective, named_alone=False, partition=partition,
+                                allow_keyless_loss=sources.allow_keyless_loss)
             if why is not None:
                 order.skipped.append(PartitionSkip(str(part_dir), why))
                 continue

@@ -228,9 +228,17 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
 @click.option("--only-eligible", is_flag=True,
               help="For a log dir: clean only partitions the broker's cleaner would pick now.")
 @click.option("--assume-compact", is_flag=True,
-              help="Compact partitions whose cleanup.policy no source sets (no topic override "
-                   "found, no --config; Kafka's default is delete), except those whose data is "
-                   "mostly keyless. Without it they are skipped (refused when named alone).")
+              help="Compact partitions whose cleanup.policy is unknown (no metadata log, an "
+                   "incomplete history, a topic id it does not know; no --config), except those "
+                   "whose data is mostly keyless. Never a topic the metadata log shows without an "
+                   "override (known: Kafka's default delete). Without it they are skipped (refused "
+                   "when named alone).")
+@click.option("--allow-keyless-loss", is_flag=True,
+              help="Compact a partition whose cleanup.policy includes compact from an explicit "
+                   "source (topic override, broker config, --config with the partition named "
+                   "alone) although most of its records have no key: compaction deletes them (a "
+                   "topic made compacted after they were written). Without it such a partition is "
+                   "skipped (refused when named alone) with the count of keyless records.")
 @config_source_options(METADATA_DIRS_HELP)
 @click.option("--jobs", default=None, callback=parse_jobs, metavar="N|auto",
               help="Worker processes for a log dir's partitions (for one partition: its own "
@@ -249,6 +257,7 @@ def clean_command(
     dedupe_buffer_size: int | None,
     only_eligible: bool,
     assume_compact: bool,
+    allow_keyless_loss: bool,
     server_properties: str | None,
     metadata_dir: str | None,
     jobs: int | None,
@@ -260,7 +269,8 @@ def clean_command(
     Compacts only a partition known to be compacted: its cleanup.policy includes compact by
     --config, a topic override in the KRaft metadata log, a broker config, or because it is
     __consumer_offsets/__transaction_state. Others are skipped with the reason (exit 0 for a log
-    dir; exit 2 for a partition named alone); see --assume-compact.
+    dir; exit 2 for a partition named alone); see --assume-compact. A partition whose records are
+    mostly keyless is compacted only with --allow-keyless-loss.
 
     Refuses to write while a broker holds the log dir's .lock. Crash-safe: an interrupted clean is
     finished or rolled back by the next run (and by a broker), and the cleaner checkpoint is advanced
@@ -277,7 +287,8 @@ def clean_command(
     with progress_bar(enabled=not as_json) as progress:
         run = clean_path(path, cli_overrides=overrides, options=options, only_eligible=only_eligible,
                          progress=progress, server_properties=server_properties,
-                         metadata_dir=metadata_dir, jobs=jobs, assume_compact=assume_compact)
+                         metadata_dir=metadata_dir, jobs=jobs, assume_compact=assume_compact,
+                         allow_keyless_loss=allow_keyless_loss)
     render_clean(run, as_json=as_json)
     if run.failures:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)

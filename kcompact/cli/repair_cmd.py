@@ -40,8 +40,11 @@ EPILOG = (
                    "<log dir>.kcompact-backup/; never inside the log dir).")
 @click.option("--clean", is_flag=True, help="Then compact the repaired partition (as `kcompact clean`).")
 @click.option("--assume-compact", is_flag=True,
-              help="For --clean: as `kcompact clean --assume-compact` (compact although no source "
-                   "sets cleanup.policy).")
+              help="For --clean: as `kcompact clean --assume-compact` (compact where "
+                   "cleanup.policy is unknown).")
+@click.option("--allow-keyless-loss", is_flag=True,
+              help="For --clean: as `kcompact clean --allow-keyless-loss` (compact an explicitly "
+                   "compacted partition although most of its records have no key; they are deleted).")
 @config_option("A topic configuration by Kafka's name (index.interval.bytes, and for --clean "
                "cleanup.policy, delete.retention.ms, …). Repeatable.")
 @now_ms_option("The clock of --clean (default: now), in ms since the epoch.")
@@ -55,6 +58,7 @@ def repair_command(
     backup_dir: str | None,
     clean: bool,
     assume_compact: bool,
+    allow_keyless_loss: bool,
     config_pairs: tuple[str, ...],
     now_ms: int | None,
     undo_dir: str | None,
@@ -83,7 +87,7 @@ def repair_command(
     overrides = tuple(parse_config_pairs(config_pairs).items())
     options = RepairOptions(dry_run=dry_run, backup_dir=None if backup_dir is None else Path(backup_dir),
                             clean=clean, config_overrides=overrides, now_ms=now_ms,
-                            assume_compact=assume_compact)
+                            assume_compact=assume_compact, allow_keyless_loss=allow_keyless_loss)
     result = repair_partition(partition_dir, options)
     if as_json:
         render.emit_json(result.as_dict())

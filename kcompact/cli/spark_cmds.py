@@ -82,8 +82,11 @@ def spark_group() -> None:
 @click.option("--only-eligible", is_flag=True,
               help="For a log dir: clean only partitions the broker's cleaner would pick now.")
 @click.option("--assume-compact", is_flag=True,
-              help="As kcompact clean --assume-compact: compact partitions whose cleanup.policy no "
-                   "source sets, except those whose data is mostly keyless.")
+              help="As kcompact clean --assume-compact: compact partitions whose cleanup.policy is "
+                   "unknown, except those whose data is mostly keyless.")
+@click.option("--allow-keyless-loss", is_flag=True,
+              help="As kcompact clean --allow-keyless-loss: compact an explicitly compacted "
+                   "partition although most of its records have no key (they are deleted).")
 @click.option("--map-budget", type=click.IntRange(min=1), default=None, metavar="BYTES",
               help="A partition whose offset map would exceed BYTES is cleaned with a distributed "
                    "offset map, driven from the driver, instead of in one task.")
@@ -99,7 +102,8 @@ def spark_group() -> None:
 def spark_clean_command(
     paths: tuple[str, ...], master: str | None, verbose: bool, config_pairs: tuple[str, ...],
     now_ms: int | None, roll: bool, from_start: bool, dry_run: bool, dedupe_buffer_size: int | None,
-    only_eligible: bool, assume_compact: bool, map_budget: int | None, task_bytes: int | None,
+    only_eligible: bool, assume_compact: bool, allow_keyless_loss: bool, map_budget: int | None,
+    task_bytes: int | None,
     server_properties: str | None, metadata_dir: str | None, output: str | None, as_json: bool,
 ) -> None:
     """Clean partition directories and log dirs as Spark tasks (partitions packed into tasks by
@@ -124,7 +128,7 @@ def spark_clean_command(
         run = spark_clean(spark, paths, cli_overrides=overrides, options=options,
                           only_eligible=only_eligible, server_properties=server_properties,
                           metadata_dir=metadata_dir, map_budget_bytes=map_budget, task_bytes=task_bytes,
-                          assume_compact=assume_compact)
+                          assume_compact=assume_compact, allow_keyless_loss=allow_keyless_loss)
         if output is not None:
             run.frame.coalesce(1).write.parquet(output)
     render_spark_clean(run, startup_s, as_json=as_json)

@@ -28,8 +28,11 @@ source gave, each with its own source and a note:
 * ``__consumer_offsets`` and ``__transaction_state`` are created by the broker with the topic config
   ``cleanup.policy=compact``; when their topic overrides cannot be read, that override is assumed
   (source ``"assumed"``).
-* ``assume_compact=True`` (``--assume-compact``) makes ``compact`` the policy of a partition no
-  source sets one for (source ``"assume-compact"``); an explicit policy always wins.
+* ``assume_compact=True`` (``--assume-compact``) makes ``compact`` the policy of a partition whose
+  policy is *unknown*: no source sets one and the topic's overrides could not be read (no metadata
+  log, an incomplete history, a topic id it does not know); source ``"assume-compact"``. It never
+  applies where the policy is known, be it Kafka's default ``delete`` of a topic the metadata log
+  shows without an override (a note says so); an explicit policy always wins.
 
 Files are cached by (path, size, mtime) and the metadata state by its directory's listing
 (:func:`~kcompact.config.metadata_state.cached_metadata_state`): a log dir of thousands of partitions
@@ -64,6 +67,7 @@ from kcompact.segment.names import parse_partition_dir_name
 
 __all__ = [  # the source-file names stay importable from here, where they were first
     "ASSUMED_COMPACT",
+    "ASSUME_COMPACT_NOT_APPLIED",
     "METADATA_PARTITION",
     "METADATA_TOPIC",
     "META_PROPERTIES",
@@ -83,6 +87,10 @@ ASSUMED_COMPACT = (
     "cleanup.policy: no source sets it (--config, topic override, dynamic config, server.properties "
     "log.cleanup.policy); compact assumed by --assume-compact, where a broker would use Kafka's "
     "default 'delete'"
+)
+ASSUME_COMPACT_NOT_APPLIED = (
+    "--assume-compact was not applied: it stands in for a cleanup.policy that is unknown, and this "
+    "topic's is known (its overrides were read from a complete metadata log)"
 )
 SOURCE_LABELS = {
     "cli": "--config",
@@ -113,6 +121,9 @@ class EffectiveConfig:
         topic_config_unknown: why the topic's own overrides could not be read (no metadata log, an
             incomplete history, a topic missing from it), None when they were: a policy from
             Kafka's default is then known, not merely the fallback.
+        known_policy: ``cleanup.policy`` as the broker's own files give it (no ``--config``, no
+            ``--assume-compact``) when that is known: set by some source, or Kafka's default for a
+            topic whose overrides were read; None when it is unknown.
     """
 
     config: TopicConfig
@@ -126,6 +137,7 @@ class EffectiveConfig:
     metadata_dir: Path | None = None
     metadata_complete: bool | None = None
     topic_config_unknown: str | None = None
+    known_policy: ConfigValue | None = None
 
     def value(self, key: str) -> ConfigValue:
         """The :class:`ConfigValue` of one Kafka key (KeyError for a key kcompact does not model)."""
@@ -216,13 +228,15 @@ def _product_rules(topic: str, config: TopicConfig, values: list[ConfigValue], f
     if topic == METADATA_TOPIC:
         notes.append("__cluster_metadata is KRaft's own log (metadata.log.* broker configs govern "
                      "it); no cleaner touches it")  # fmt: skip
-    elif policy.source == "default" and assume_compact:
+    elif policy.source == "default" and assume_compact and found.topic_unknown is not None:
         notes.append(ASSUMED_COMPACT)
         assumed = (CLEANUP_POLICY_COMPACT,)
         config = config.with_overrides({"cleanup.policy": assumed})
         values = _replace(values, ConfigValue("cleanup.policy", assumed, SOURCE_ASSUME_COMPACT))
     elif policy.source == "default":
         notes.append(_default_policy_note(found))
+        if assume_compact:
+            notes.append(ASSUME_COMPACT_NOT_APPLIED)
     internal = next(v for v in values if v.key == "internal.segment.bytes")
     if internal.value is not None:
         notes.append(f"internal.segment.bytes={internal.value} ({describe_source(internal)}) sets "
@@ -260,8 +274,8 @@ def partition_config(
             ``$KCOMPACT_SERVER_PROPERTIES`` when set, else none is used.
         metadata_dir: ``metadata.log.dir`` or the ``__cluster_metadata-0`` directory; None looks
             where ``server.properties`` puts it, then beside the partition.
-        assume_compact: make ``cleanup.policy=compact`` the value when no source sets one
-            (``--assume-compact``; source ``"assume-compact"``).
+        assume_compact: make ``cleanup.policy=compact`` the value when no source sets one and the
+            topic's overrides are unknown (``--assume-compact``; source ``"assume-compact"``).
 
     Returns:
         The :class:`EffectiveConfig`; its notes say what was unknown or assumed.
@@ -280,19 +294,31 @@ def partition_config(
     notes: list[str] = []
     found = gather_sources(part, name.topic, server_properties, metadata_dir, notes)
     overrides, assumed = _internal_topic_overrides(name.topic, found.topic_overrides, notes)
-    try:
-        config, values = resolve_config(
-            cli=cli_overrides, topic_overrides=overrides, broker_dynamic=found.broker,
-            cluster_dynamic=found.cluster, server_properties=found.props, broker_id=found.node)
-    except ConfigError as err:
-        raise ConfigError(f"{part}: {err}") from None
-    policy = next(v for v in values if v.key == "cleanup.policy")
-    if assumed and policy.source == "topic":
-        values = _replace(values, ConfigValue(policy.key, policy.value, SOURCE_ASSUMED))
+    config, values = _resolve(part, cli_overrides, overrides, found, assumed)
+    brokers_own = _resolve(part, {k: v for k, v in cli_overrides.items() if k != "cleanup.policy"},
+                           overrides, found, assumed)[1]
+    known_policy = next(v for v in brokers_own if v.key == "cleanup.policy")
+    unknown = None if assumed else found.topic_unknown
     config, values = _product_rules(name.topic, config, values, found, assume_compact, notes)
     return EffectiveConfig(
         config=config, values=values, notes=notes, partition_dir=part, topic=name.topic,
         topic_id=found.topic_id, node_id=found.node, server_properties=found.server_properties,
         metadata_dir=found.metadata_dir,
         metadata_complete=None if found.state is None else found.state.complete,
-        topic_config_unknown=None if assumed else found.topic_unknown)
+        topic_config_unknown=unknown,
+        known_policy=None if known_policy.source == "default" and unknown is not None else known_policy)
+
+
+def _resolve(part: Path, cli: Mapping[str, str], overrides: Mapping[str, str], found: FoundSources,
+             assumed: bool) -> tuple[TopicConfig, list[ConfigValue]]:
+    """Resolve the layers in Kafka's order (an assumed internal topic override labelled so)."""
+    try:
+        config, values = resolve_config(
+            cli=cli, topic_overrides=overrides, broker_dynamic=found.broker,
+            cluster_dynamic=found.cluster, server_properties=found.props, broker_id=found.node)
+    except ConfigError as err:
+        raise ConfigError(f"{part}: {err}") from None
+    policy = next(v for v in values if v.key == "cleanup.policy")
+    if assumed and policy.source == "topic":
+        values = _replace(values, ConfigValue(policy.key, policy.value, SOURCE_ASSUMED))
+    return config, values

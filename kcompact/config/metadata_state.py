@@ -18,9 +18,12 @@ retires the id and its name's config overrides (a name re-created later gets a n
 ConfigRecord sets a key for resource TOPIC (2, by topic name) or BROKER (4, by node id; the empty
 name is the cluster-wide default), a null value removing it; a later record wins.
 
-If no snapshot covers the start and the log does not start at offset 0 - retention deleted segments
-that a snapshot had replaced, and the snapshot is gone (``kraft37-cleaned-logdir``) - the history is
-incomplete: the state is still returned, with ``complete`` False and ``unresolved_reason`` saying why.
+The history is complete only when it is proven at both ends. If no snapshot covers the start and the
+log does not start at offset 0 - retention deleted segments that a snapshot had replaced, and the
+snapshot is gone (``kraft37-cleaned-logdir``) - or the replay ends before the log end the partition's
+own files show (a producer snapshot, an index whose ``.log`` is gone, a leader epoch, a checkpoint
+entry past it: :func:`_tail_missing`), the history is incomplete: the state is still returned, with
+``complete`` False and ``unresolved_reason`` saying why.
 
 :func:`cached_metadata_state` replays a directory once per listing (names, sizes, mtimes), so the
 configs of thousands of partitions come from one replay.
@@ -41,10 +44,12 @@ from kcompact.errors import (
     CorruptDataError,
     CorruptRecordError,
     FileAccessError,
+    KcompactError,
 )
 from kcompact.records.batch import RecordBatch
 from kcompact.records.control import ControlRecordKey, ControlRecordType
 from kcompact.records.record import decode_records
+from kcompact.segment.checkpoint import read_leader_epoch_checkpoint, read_offset_checkpoint
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import parse_partition_dir_name, parse_segment_file_name
 
@@ -52,6 +57,9 @@ BEGIN_TRANSACTION_API_KEY = 23
 END_TRANSACTION_API_KEY = 24
 ABORT_TRANSACTION_API_KEY = 25
 PARTITION_METADATA_FILE = "partition.metadata"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 STATE_CACHE_SIZE = 8  # metadata directories kept replayed (one per cluster in practice)
 
 
@@ -343,8 +351,64 @@ def load_metadata_state(metadata_partition_dir: str | os.PathLike[str]) -> Metad
     elif not snapshots and gap and segments[0][0] > 0:
         gap = (f"no snapshot and the metadata log starts at offset {segments[0][0]}, not 0; "
                f"topics and configs set before it are unknown")  # fmt: skip
-    reason = "; ".join(p for p in (problem, gap) if p) or None
+    short = _tail_missing(directory, segments, end_offset)
+    reason = "; ".join(p for p in (problem, gap, short) if p) or None
     return replayer.freeze(snapshot, end_offset, reason)
+
+
+def _tail_missing(directory: Path, segments: list[tuple[int, Path]],
+                  end_offset: int) -> str | None:
+    """Why the snapshot and the segments present fall short of the log end the log's own files show.
+
+    A broker's ``UnifiedLog`` leaves traces of how far its log went beside the segments: an index
+    (``.index``, ``.timeindex``, ``.txnindex``) is named by its segment's base offset, a producer
+    snapshot (``.snapshot``, ``ProducerStateManager.takeSnapshot`` at every roll and at shutdown) by
+    the log end offset it was taken at, ``leader-epoch-checkpoint`` holds the start offset of each
+    leader epoch, and the log dir's ``replication-offset-checkpoint`` /
+    ``recovery-point-offset-checkpoint`` may hold an offset of the partition. Each is an offset the
+    log reached; an index past the last ``.log`` present is the last segment, gone (a missing
+    segment before a present one is a gap :func:`_replay_log` reports). ``quorum-state`` holds votes
+    and epochs, no offset, so it proves nothing here.
+
+    Returns:
+        None when every trace is within ``end_offset`` (the replay reached the log's end), else why not.
+    """
+    last_log = segments[-1][0] if segments else -1
+    furthest, evidence = end_offset, ""
+    for kind in ("index", "timeindex", "txnindex", "snapshot"):
+        for base, path in _files(directory, kind):
+            if kind != "snapshot" and base > last_log:  # an earlier one is a gap the replay reports
+                return (f"{path.name} is here but its segment {base:020d}.log is not: the metadata "
+                        f"records from offset {base} on are unknown")  # fmt: skip
+            if base > furthest:
+                furthest, evidence = base, path.name
+    traces, unreadable = _checkpoint_traces(directory)
+    if unreadable is not None:
+        return f"{unreadable}: where the metadata log ends is not proven"
+    for offset, name in traces:
+        if offset > furthest:
+            furthest, evidence = offset, name
+    if furthest <= end_offset:
+        return None
+    return (f"{evidence} shows the metadata log reached offset {furthest}, but the snapshot and the "
+            f"log segments present end at {end_offset}: the records in between are unknown")
+
+
+def _checkpoint_traces(directory: Path) -> tuple[list[tuple[int, str]], str | None]:
+    """Offsets of the metadata partition in its checkpoint files: ``(offset, what says so)`` pairs,
+    and why one of those files that is there cannot be read (None when all could)."""
+    traces: list[tuple[int, str]] = []
+    name = parse_partition_dir_name(directory.name)
+    try:
+        epochs = read_leader_epoch_checkpoint(directory / LEADER_EPOCH_CHECKPOINT)
+        traces += [(offset, f"{LEADER_EPOCH_CHECKPOINT} (epoch {epoch})") for epoch, offset in epochs]
+        if name is not None:
+            for file in (REPLICATION_CHECKPOINT, RECOVERY_POINT_CHECKPOINT):
+                offset = read_offset_checkpoint(directory.parent / file).get((name.topic, name.partition))
+                traces += [] if offset is None else [(offset, f"{directory.parent.name}/{file}")]
+    except KcompactError as err:
+        return traces, str(err)
+    return traces, None
 
 
 @functools.lru_cache(maxsize=STATE_CACHE_SIZE)

@@ -111,8 +111,8 @@ def _check_same_cluster(log_dir: Path, metadata_dir: Path) -> None:
 
 def _topic_overrides(partition_dir: Path, topic: str, state: MetadataState,
                      notes: list[str]) -> tuple[dict[str, str] | None, str | None, str | None]:
-    """The topic's overrides (None when unknown, noted), its id, and why they are unknown (None when
-    known), matched as Kafka matches them.
+    """The topic's overrides (None when unknown, noted), its id, and why they may be incomplete (None
+    when known: a complete history), matched as Kafka matches them.
 
     Kafka looks the directory's topic name up in the metadata image and compares the live id with
     the one in ``partition.metadata``; a different id makes the log a stray of another incarnation.
@@ -120,7 +120,10 @@ def _topic_overrides(partition_dir: Path, topic: str, state: MetadataState,
     dir_id = read_partition_metadata_topic_id(partition_dir)
     live_id = state.topics_by_name.get(topic)
     if live_id is not None and dir_id in (None, live_id):
-        return state.topic_config_overrides(topic), live_id, None
+        # An incomplete history may lack a record that sets or removes an override: the overrides
+        # found are used, but what no override sets (Kafka's default) is not known.
+        unknown = None if state.complete else "the metadata log's history is incomplete"
+        return state.topic_config_overrides(topic), live_id, unknown
     if live_id is None and dir_id is None:
         what = f"topic {topic} is not in the metadata log"
     elif live_id is None:
@@ -157,7 +160,7 @@ class FoundSources:
     state: MetadataState | None = None
     topic_overrides: dict[str, str] | None = None
     topic_id: str | None = None
-    topic_unknown: str | None = None  # why topic_overrides is None
+    topic_unknown: str | None = None  # why the topic's overrides are not all known (None: they are)
     broker: dict[str, str] = field(default_factory=dict)
     cluster: dict[str, str] = field(default_factory=dict)
 

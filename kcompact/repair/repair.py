@@ -66,6 +66,7 @@ class RepairOptions:
     config_overrides: tuple[tuple[str, str], ...] = ()  # --config pairs (index.interval.bytes, …)
     now_ms: int | None = None  # the clock of the clean
     assume_compact: bool = False  # the clean's --assume-compact (cleaner.compaction_gate)
+    allow_keyless_loss: bool = False  # the clean's --allow-keyless-loss (cleaner.compaction_gate)
 
 
 @dataclass(slots=True)
@@ -282,7 +283,8 @@ def _clean(part: Path, options: RepairOptions, result: RepairResult) -> None:
     try:
         result.clean = clean_path(part, cli_overrides=dict(options.config_overrides),
                                   options=CleanOptions(now_ms=options.now_ms),
-                                  assume_compact=options.assume_compact)
+                                  assume_compact=options.assume_compact,
+                                  allow_keyless_loss=options.allow_keyless_loss)
     except KcompactError as err:
         result.clean_error = str(err)
 

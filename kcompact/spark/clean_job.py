@@ -90,6 +90,7 @@ def spark_clean(
     map_budget_bytes: int | None = None,
     task_bytes: int | None = None,
     assume_compact: bool = False,
+    allow_keyless_loss: bool = False,
 ) -> SparkCleanRun:
     """Clean partitions as Spark tasks, byte-identical to ``kcompact clean`` on each in turn.
 
@@ -106,7 +107,9 @@ def spark_clean(
         task_bytes: pack partitions into Spark tasks of about this many bytes, a partition counting
             as its segment bytes + 4 MiB, never fewer tasks than cores; None = automatic (two tasks a
             core, ~256 MiB at most unless one partition is larger), 1 = one task per partition.
-        assume_compact: compact partitions whose ``cleanup.policy`` no source sets (as ``clean``).
+        assume_compact: compact partitions whose ``cleanup.policy`` is unknown (as ``clean``).
+        allow_keyless_loss: compact an explicitly compacted partition although most of its records
+            have no key (as ``clean``).
 
     Returns:
         The :class:`SparkCleanRun`; failed partitions are rows with ``status`` "failed" (or "bug"),
@@ -121,7 +124,8 @@ def spark_clean(
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     # Spark is the parallelism: a task cleans its partitions in its own process (no worker pool inside).
     options = replace(with_cli_dedupe_buffer(options, cli_overrides), now_ms=now_ms, jobs=1)
-    sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact)
+    sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact,
+                            allow_keyless_loss)
     plan = plan_clean(paths, sources, options=options, only_eligible=only_eligible)
     on_driver = _needs_distributed_map(plan.tasks, map_budget_bytes)
     before = {} if options.dry_run else _checkpoint_keys(plan.tasks)

@@ -1,10 +1,11 @@
-"""The keyless sample ``clean`` cites when it leaves a partition alone: what it reads and how it counts."""
+"""The keyless sample ``clean`` cites when it leaves a partition alone, and the exact count it cites when it
+refuses to compact a mostly keyless one: what each reads and how it counts."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kcompact.cleaner.keyless import KeylessSample, sample_keyless
+from kcompact.cleaner.keyless import KeylessSample, count_keyless, sample_keyless
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.partition import open_partition
 from tests.builders import PartitionBuilder
@@ -30,7 +31,17 @@ def test_starts_at_the_cleaner_checkpoint_and_stops_at_the_budget(tmp_path: Path
     assert sample_keyless(open_partition(part), budget_bytes=1) == KeylessSample(3, 3)  # one whole batch
     write_offset_checkpoint(tmp_path / "cleaner-offset-checkpoint", {("events", 0): 6})
     sample = sample_keyless(open_partition(part))
-    assert sample == KeylessSample(6, 0) and sample.describe() == "all 6 records sampled carry a key"
+    assert sample == KeylessSample(6, 0, start=6) and sample.describe() == "all 6 records sampled carry a key"
+
+
+def test_the_exact_count_reads_every_record_past_the_checkpoint(tmp_path: Path) -> None:
+    part = partition(tmp_path)
+    count = count_keyless(open_partition(part))
+    assert count == KeylessSample(12, 6, exhaustive=True)
+    assert count.describe() == "6 of the 12 records of the partition have no key"
+    write_offset_checkpoint(tmp_path / "cleaner-offset-checkpoint", {("events", 0): 6})
+    count = count_keyless(open_partition(part))
+    assert count.describe() == "0 of the 6 records past the cleaner checkpoint (offset 6) have no key"
 
 
 def test_data_that_does_not_parse_ends_the_sample_without_an_error(tmp_path: Path) -> None:

@@ -7,16 +7,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from kcompact.cleaner.cleaner import CleanOptions
 from kcompact.cleaner.run import PartitionSkip, clean_path
+from kcompact.cli.main import cli
 from kcompact.config.effective import ASSUMED_COMPACT, SERVER_PROPERTIES_ENV
 from kcompact.errors import RefusedError
 from kcompact.inspect.dirty_ratio import dirty_ratio_report
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.cleaner.test_clean_failures import log_dir_digest
 from tests.config.test_kraft_records import encode_config, encode_topic, uuid_bytes
-from tests.config.test_metadata_state import write_log
+from tests.config.test_metadata_state import snapshot_only, write_log
 from tests.conftest import copy_tree_writable, real_fixture
 
 NOW = BASE_TS + 10_000_000
@@ -106,16 +108,18 @@ def test_log_dir_skips_a_partition_with_kafkas_default_policy_and_leaves_it_as_i
     run = clean_path(log_dir, cli_overrides={}, options=CleanOptions(now_ms=NOW, roll=True))
     assert not run.failures and sorted(r.topic for r in run.results) == ["events", "orders"]
     assert run.skipped == [PartitionSkip(str(log_dir / "plain-0"), (
-        f"{DEFAULT_DELETE}; all 11 records sampled carry a key; clean it alone with --config "
-        "cleanup.policy=compact, or give --assume-compact, to compact it"))]
+        f"{DEFAULT_DELETE}; all 11 records sampled carry a key; clean this partition alone with --config "
+        "cleanup.policy=compact if it really is compacted"))]
     assert log_dir_digest(log_dir / "plain-0") == before  # not even rolled
 
 
 def test_partition_named_alone_with_kafkas_default_policy_is_refused(tmp_path: Path) -> None:
     log_dir = log_dir_with_overrides(tmp_path)
     before = log_dir_digest(log_dir)
-    with pytest.raises(RefusedError, match=r"plain-0: cleanup\.policy=delete \(Kafka's default.*--assume-compact"):
+    with pytest.raises(RefusedError) as err:
         clean_path(log_dir / "plain-0", cli_overrides={}, options=CleanOptions(now_ms=NOW, roll=True))
+    assert str(err.value) == (f"{log_dir / 'plain-0'}: {DEFAULT_DELETE}; all 11 records sampled carry a key; "
+                              "give --config cleanup.policy=compact if it really is compacted")
     assert log_dir_digest(log_dir) == before
 
 
@@ -129,13 +133,46 @@ def test_policy_unknown_without_a_metadata_log_is_skipped_with_the_reason(tmp_pa
         "give --config cleanup.policy=compact or --assume-compact to compact it")
 
 
-def test_assume_compact_compacts_a_keyed_partition_with_no_policy(tmp_path: Path) -> None:
+def test_assume_compact_compacts_a_keyed_partition_whose_policy_is_unknown(tmp_path: Path) -> None:
     log_dir = log_dir_with_overrides(tmp_path)
+    (log_dir / "__cluster_metadata-0" / f"{0:020d}.log").unlink()
+    (log_dir / "__cluster_metadata-0").rmdir()  # a ZooKeeper-era log dir: no topic's policy is known
     run = clean_path(log_dir / "plain-0", cli_overrides={}, assume_compact=True,
                      options=CleanOptions(now_ms=NOW))
     [result] = run.results
     assert result.end_offset == 10 and result.stats.superseded_removed == 5
-    assert run.notes == [ASSUMED_COMPACT]
+    assert run.notes[-1] == ASSUMED_COMPACT
+
+
+def test_assume_compact_leaves_a_topic_known_to_be_delete_alone(tmp_path: Path) -> None:
+    """A complete metadata log shows plain with no override: its policy is known (Kafka's default
+    delete), so --assume-compact, which stands in for an unknown policy, does not apply; no message
+    about it suggests --assume-compact."""
+    log_dir = log_dir_with_overrides(tmp_path)
+    before = log_dir_digest(log_dir / "plain-0")
+    run = clean_path(log_dir, cli_overrides={}, assume_compact=True, options=CleanOptions(now_ms=NOW, roll=True))
+    assert sorted(r.topic for r in run.results) == ["events", "orders"] and not run.failures
+    assert run.skipped == [PartitionSkip(str(log_dir / "plain-0"), (
+        f"{DEFAULT_DELETE}; all 11 records sampled carry a key; clean this partition alone with --config "
+        "cleanup.policy=compact if it really is compacted"))]
+    assert log_dir_digest(log_dir / "plain-0") == before  # not compacted, not even rolled
+    with pytest.raises(RefusedError) as err:
+        clean_path(log_dir / "plain-0", cli_overrides={}, assume_compact=True, options=CleanOptions(now_ms=NOW))
+    assert "--assume-compact" not in str(err.value)
+    assert str(err.value).endswith("give --config cleanup.policy=compact if it really is compacted")
+    # a --config for the whole log dir does not change a known policy either: only on the partition alone
+    run = clean_path(log_dir, cli_overrides={"cleanup.policy": "compact"}, options=CleanOptions(now_ms=NOW))
+    assert sorted(r.topic for r in run.results) == ["orders"]
+    assert {Path(k.partition_dir).name: k.reason for k in run.skipped} == {
+        "events-0": ("cleanup.policy=delete (topic override); the broker's cleaner never compacts it; a "
+                     "--config for a whole log dir does not change a known policy: clean this partition alone "
+                     "with --config cleanup.policy=compact if it really is compacted"),
+        "plain-0": (f"{DEFAULT_DELETE}; a --config for a whole log dir does not change a known policy: clean "
+                    "this partition alone with --config cleanup.policy=compact if it really is compacted")}
+    assert log_dir_digest(log_dir / "plain-0") == before
+    alone = clean_path(log_dir / "plain-0", cli_overrides={"cleanup.policy": "compact"},
+                       options=CleanOptions(now_ms=NOW))
+    assert alone.results[0].stats.superseded_removed == 5
 
 
 def test_assume_compact_never_overrides_an_explicit_policy(tmp_path: Path) -> None:
@@ -153,12 +190,17 @@ def test_keyless_data_is_named_as_evidence_and_refused_even_with_assume_compact(
     assert "9 of 9 records sampled have no key, as in a topic that is not compacted" in str(err.value)
     run = clean_path(tmp_path, cli_overrides={}, assume_compact=True, options=CleanOptions(now_ms=NOW, roll=True))
     assert run.results == [] and run.skipped == [PartitionSkip(str(part), (
-        "cleanup.policy=compact is only assumed (--assume-compact), but 9 of 9 records sampled have no key: a "
-        "compacted topic's records carry keys, and compaction would delete these; clean it alone (kcompact "
-        f"clean {part} --config cleanup.policy=compact) if it really is compacted"))]
+        "cleanup.policy=compact is only assumed (--assume-compact), but 9 of the 9 records of the partition "
+        "have no key, and a clean deletes every keyless record it reaches: a compacted topic's records carry "
+        "keys, and compaction would delete these; clean this partition alone with --config "
+        "cleanup.policy=compact and --allow-keyless-loss to compact it anyway"))]
     assert log_dir_digest(tmp_path) == before
-    forced = clean_path(part, cli_overrides={"cleanup.policy": "compact"}, options=CleanOptions(now_ms=NOW))
-    assert forced.results[0].stats.invalid_records == 8  # what --config asked for: keyless records go
+    run = clean_path(tmp_path, cli_overrides={}, assume_compact=True, allow_keyless_loss=True,
+                     options=CleanOptions(now_ms=NOW, roll=True))  # an assumption is not enough
+    assert run.results == [] and len(run.skipped) == 1 and log_dir_digest(tmp_path) == before
+    forced = clean_path(part, cli_overrides={"cleanup.policy": "compact"}, allow_keyless_loss=True,
+                        options=CleanOptions(now_ms=NOW))
+    assert forced.results[0].stats.invalid_records == 8  # what was acknowledged: keyless records go
 
 
 def test_broker_log_dir_keeps_its_delete_topics_whole(tmp_path: Path) -> None:
@@ -176,3 +218,29 @@ def test_broker_log_dir_keeps_its_delete_topics_whole(tmp_path: Path) -> None:
     assert {name: log_dir_digest(log_dir / name) for name in user_topics} == before
     cleaned = [r for r in run.results if r.end_offset is not None]
     assert cleaned and all(r.topic == "__consumer_offsets" for r in cleaned)
+
+
+def test_a_metadata_log_missing_its_tail_leaves_the_policy_unknown(tmp_path: Path) -> None:
+    """The newest snapshot ends at 60500 and the .log segment after it is gone, but a producer snapshot at
+    66046 shows the log went further: a record there may have made plain compacted. Its policy is unknown,
+    not "a broker never compacts this topic", and --assume-compact (for unknown policies) applies."""
+    log_dir = tmp_path / "logs"
+    builder = PartitionBuilder("plain", 0)
+    builder.batch([(f"k{i}".encode(), b"v") for i in range(5)]).roll()
+    builder.batch([(f"k{i}".encode(), b"w") for i in range(5)]).roll().batch([(b"k0", b"x")]).write(log_dir)
+    metadata = snapshot_only(tmp_path)  # the same log dir: plain is in the snapshot, with no override
+    (metadata / f"{66046:020d}.snapshot").write_bytes(b"")
+    (metadata / f"{60500:020d}.index").write_bytes(b"")
+    run = clean_path(log_dir, cli_overrides={}, options=CleanOptions(now_ms=NOW))
+    [skip] = run.skipped
+    assert skip.reason == (
+        "cleanup.policy is not known (the metadata log's history is incomplete); Kafka's default is 'delete', "
+        "and kcompact compacts only a partition known to be compacted; all 11 records sampled carry a key; "
+        "clean it alone with --config cleanup.policy=compact, or give --assume-compact, to compact it")
+    shown = CliRunner(env={"COLUMNS": "200"}).invoke(cli, ["config", "show", str(log_dir / "plain-0")],
+                                                     catch_exceptions=False)
+    assert shown.exit_code == 0 and "(incomplete history)" in shown.stdout and "(complete)" not in shown.stdout
+    assert ("00000000000000060500.index is here but its segment 00000000000000060500.log is not"
+            in " ".join(shown.stdout.split()))
+    assumed = clean_path(log_dir, cli_overrides={}, assume_compact=True, options=CleanOptions(now_ms=NOW))
+    assert [r.stats.superseded_removed for r in assumed.results] == [5]

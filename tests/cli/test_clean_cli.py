@@ -323,34 +323,54 @@ def test_delete_topics_of_a_broker_log_dir_are_skipped_not_emptied(tmp_path: Pat
     reason = ("cleanup.policy=delete (Kafka's default: no topic override in the metadata log, no dynamic config, "
               "no --config, server.properties not given); a broker never compacts this topic; 11 of 11 records "
               "sampled have no key, as in a topic that is not compacted (compaction would delete them); ")
-    assert skipped[0] == (f"first-0: skipped — {reason}clean it alone (kcompact clean {log_dir / 'first-0'} "
-                          "--config cleanup.policy=compact) if it really is compacted")
+    assert skipped[0] == (f"first-0: skipped — {reason}clean this partition alone with --config "
+                          "cleanup.policy=compact and --allow-keyless-loss to compact it anyway")
+    assert "kcompact clean" not in result.stdout and "--assume-compact" not in result.stdout  # no command to copy
     assert result.stdout.splitlines()[-1].startswith("5 partitions cleaned, 45 had nothing to clean, 4 skipped, 0 failed")
     assert {name: digest(log_dir / name) for name in user_topics} == before
     alone = run(log_dir / "first-0", "--roll", "--now-ms", 1_769_800_000_000)
     assert (alone.exit_code, alone.stdout) == (2, "")
     assert error_lines(alone.stderr) == [
-        f"kcompact: error: {log_dir / 'first-0'}: {reason}give --config cleanup.policy=compact if it really is compacted"]
+        (f"kcompact: error: {log_dir / 'first-0'}: {reason}give --config cleanup.policy=compact and "
+         "--allow-keyless-loss to compact it anyway")]
     assert {name: digest(log_dir / name) for name in user_topics} == before
 
 
-def test_config_compact_for_a_whole_log_dir_does_not_empty_its_keyless_topics(tmp_path: Path) -> None:
-    """`--config cleanup.policy=compact` on a log dir covers every partition of it; one whose records are
-    mostly keyless is skipped (no compacted topic holds them), and compacts only when named alone."""
+def test_config_compact_for_a_whole_log_dir_does_not_change_a_known_delete_policy(tmp_path: Path) -> None:
+    """`--config cleanup.policy=compact` on a log dir covers the partitions whose policy is unknown; bitnami's
+    user topics are known to be delete (a complete metadata log, no override), so it skips them all."""
     log_dir = copy_tree_writable(real_fixture("bitnami2024-rolled-logdir"), tmp_path / "logdir")
-    user_topics = ("first-0", "sensor-data-0", "sensor-data-topic-0")
+    user_topics = ("first-0", "sensor-data-0", "sensor-data-topic-0", "test-0")
     before = {name: digest(log_dir / name) for name in user_topics}
     result = run(log_dir, "--roll", "--now-ms", 1_769_800_000_000, "--config", "cleanup.policy=compact", "--json")
     assert result.exit_code == 0
     skipped = {Path(row["partition_dir"]).name: row["skipped_reason"] for row in json.loads(result.stdout)["skipped"]}
     assert sorted(skipped) == list(user_topics)
-    assert skipped["first-0"] == (
-        "cleanup.policy=compact is given with --config for the whole log dir, but 11 of 11 records sampled have "
-        "no key: a compacted topic's records carry keys, and compaction would delete these; clean it alone "
-        f"(kcompact clean {log_dir / 'first-0'} --config cleanup.policy=compact) if it really is compacted")
+    assert skipped["test-0"] == (
+        "cleanup.policy=delete (Kafka's default: no topic override in the metadata log, no dynamic config, "
+        "no --config, server.properties not given); a broker never compacts this topic; a --config for a whole "
+        "log dir does not change a known policy: clean this partition alone with --config cleanup.policy=compact "
+        "if it really is compacted")
     assert {name: digest(log_dir / name) for name in user_topics} == before
-    alone = run(log_dir / "first-0", "--roll", "--now-ms", 1_769_800_000_000, "--config", "cleanup.policy=compact")
-    assert alone.exit_code == 0 and read_all_records(log_dir / "first-0") == []  # what was asked, by name
+
+
+def test_a_mostly_keyless_partition_is_compacted_only_with_the_acknowledgement(tmp_path: Path) -> None:
+    """bitnami's first-0 holds 11 keyless records. Even with `--config cleanup.policy=compact` on it alone,
+    `clean --roll` refuses (exit 2, partition unchanged) and says how many records would go, naming
+    --allow-keyless-loss and no command line; with that flag it compacts, deleting them all."""
+    log_dir = copy_tree_writable(real_fixture("bitnami2024-rolled-logdir"), tmp_path / "logdir")
+    part = log_dir / "first-0"
+    before = digest(part)
+    refused = run(part, "--roll", "--now-ms", 1_769_800_000_000, "--config", "cleanup.policy=compact")
+    assert (refused.exit_code, refused.stdout) == (2, "")
+    assert error_lines(refused.stderr) == [
+        (f"kcompact: error: {part}: cleanup.policy=compact (--config), but 11 of the 11 records of the partition "
+         "have no key, and a clean deletes every keyless record it reaches (a topic made compacted after they "
+         "were written); give --allow-keyless-loss to compact it anyway, deleting them")]
+    assert digest(part) == before  # not even rolled
+    allowed = run(part, "--roll", "--now-ms", 1_769_800_000_000, "--config", "cleanup.policy=compact",
+                  "--allow-keyless-loss")
+    assert allowed.exit_code == 0 and read_all_records(part) == []  # what was acknowledged
 
 
 def test_skipped_partitions_are_rows_of_the_json_report(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from kcompact.config import metadata_state
 from kcompact.config.effective import (
+    ASSUME_COMPACT_NOT_APPLIED,
     ASSUMED_COMPACT,
     SERVER_PROPERTIES_ENV,
     describe_sources,
@@ -164,9 +165,15 @@ def test_cleanup_policy_is_kafkas_default_without_a_source_and_compact_only_when
     assert effective.config.cleanup_policy == ("delete",) and not effective.config.is_compacted
     assert effective.value("cleanup.policy").source == "default" and effective.topic_config_unknown is None
     assert effective.notes == [KNOWN_DEFAULT + NO_SERVER_PROPERTIES]
-    assumed = partition_config(log_dir / "orders-0", cli_overrides={}, assume_compact=True)
-    assert assumed.config.cleanup_policy == ("compact",)
-    assert assumed.value("cleanup.policy").source == "assume-compact" and assumed.notes == [ASSUMED_COMPACT]
+    assert effective.known_policy == effective.value("cleanup.policy")
+    # a known default is no unknown policy: --assume-compact leaves it delete, and says so
+    declined = partition_config(log_dir / "orders-0", cli_overrides={}, assume_compact=True)
+    assert declined.config.cleanup_policy == ("delete",) and not declined.config.is_compacted
+    assert declined.notes == [KNOWN_DEFAULT + NO_SERVER_PROPERTIES, ASSUME_COMPACT_NOT_APPLIED]
+    (log_dir / "ghost-0").mkdir()  # a topic the (complete) metadata log does not know: unknown
+    assumed = partition_config(log_dir / "ghost-0", cli_overrides={}, assume_compact=True)
+    assert assumed.config.cleanup_policy == ("compact",) and assumed.known_policy is None
+    assert assumed.value("cleanup.policy").source == "assume-compact" and assumed.notes[-1] == ASSUMED_COMPACT
     assert describe_sources(assumed.values) == ["cleanup.policy=compact (--assume-compact)"]
     props = tmp_path / "server.properties"
     props.write_text("log.cleanup.policy=delete\n")

@@ -208,3 +208,58 @@ def test_cached_state_is_replayed_again_only_after_a_change(tmp_path: Path) -> N
     assert set(cached_metadata_state(directory).topics_by_name) == {"a", "b"}
     with pytest.raises(ConfigError, match="not a directory; expected the __cluster_metadata-0"):
         cached_metadata_state(tmp_path / "absent")
+
+
+def snapshot_only(tmp_path: Path, end_offset: int = 60500) -> Path:
+    """A metadata partition whose newest snapshot ends at ``end_offset`` and whose .log segments are gone."""
+    directory = tmp_path / "logs" / "__cluster_metadata-0"
+    directory.mkdir(parents=True)
+    snapshot = (control(0, ControlRecordType.SNAPSHOT_HEADER)
+                + batch(1, [encode_topic("plain", uuid_bytes(1))])
+                + control(2, ControlRecordType.SNAPSHOT_FOOTER))  # fmt: skip
+    (directory / f"{end_offset:020d}-{3:010d}.checkpoint").write_bytes(snapshot)
+    return directory
+
+
+def test_a_snapshot_without_the_log_after_it_is_complete_only_when_nothing_shows_the_log_went_further(
+    tmp_path: Path,
+) -> None:
+    directory = snapshot_only(tmp_path)
+    (directory / f"{60500:020d}.snapshot").write_bytes(b"")  # the producer state at the snapshot's end
+    (directory / "leader-epoch-checkpoint").write_text("0\n1\n3 60000\n")
+    state = load_metadata_state(directory)
+    assert state.complete and state.end_offset == 60500
+    (directory / f"{66046:020d}.snapshot").write_bytes(b"")  # taken at a roll: the log reached 66046
+    state = load_metadata_state(directory)
+    assert not state.complete and state.unresolved_reason == (
+        "00000000000000066046.snapshot shows the metadata log reached offset 66046, but the snapshot and "
+        "the log segments present end at 60500: the records in between are unknown")
+    assert set(state.topics_by_name) == {"plain"}  # what was read is still there
+
+
+def test_an_index_without_its_log_past_the_last_segment_is_a_missing_tail(tmp_path: Path) -> None:
+    directory = snapshot_only(tmp_path)
+    (directory / f"{59000:020d}.index").write_bytes(b"")
+    (directory / f"{59000:020d}.timeindex").write_bytes(b"")
+    state = load_metadata_state(directory)
+    assert not state.complete and state.unresolved_reason == (
+        "00000000000000059000.index is here but its segment 00000000000000059000.log is not: the metadata "
+        "records from offset 59000 on are unknown")
+
+
+@pytest.mark.parametrize("where, content, says", [
+    ("leader-epoch-checkpoint", "0\n2\n3 60000\n4 61000\n", "leader-epoch-checkpoint (epoch 4) shows"),
+    ("../replication-offset-checkpoint", "0\n1\n__cluster_metadata 0 60900\n",
+     "logs/replication-offset-checkpoint shows"),
+    ("../recovery-point-offset-checkpoint", "0\n1\n__cluster_metadata 0 60900\n",
+     "logs/recovery-point-offset-checkpoint shows"),
+    ("leader-epoch-checkpoint", "0\n1\nnot a line\n", "leader-epoch-checkpoint"),
+])
+def test_checkpoints_past_the_replay_make_the_history_incomplete(
+    tmp_path: Path, where: str, content: str, says: str
+) -> None:
+    directory = snapshot_only(tmp_path)
+    (directory / where).write_text(content)
+    state = load_metadata_state(directory)
+    assert not state.complete and state.unresolved_reason is not None
+    assert says in state.unresolved_reason

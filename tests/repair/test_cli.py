@@ -8,6 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from kcompact.cli.main import cli
+from tests.cleaner.test_run_config import keyless_partition
 from tests.repair.support import batch_positions, build_partition, partition_digest, patch
 
 LOG0 = "00000000000000000000.log"
@@ -108,3 +109,21 @@ def test_clean_after_repair_compacts_only_a_partition_known_to_be_compacted(tmp_
                           str(part))
     assert code == 0 and json.loads(out)["clean"]["results"][0]["end_offset"] is not None
     assert partition_digest(part) != repaired
+
+
+def test_clean_after_repair_needs_the_acknowledgement_to_delete_a_mostly_keyless_partition(tmp_path: Path) -> None:
+    """``repair --clean`` guards keyless records as ``clean`` does: even with --config cleanup.policy=compact
+    the clean refuses a partition whose records all lack a key, saying how many, unless --allow-keyless-loss."""
+    part = keyless_partition(tmp_path / "logdir")
+    before = partition_digest(part)
+    code, _out, err = run("repair", "--clean", "--config", "cleanup.policy=compact", "--now-ms", "1800000000000",
+                          str(part))
+    assert code == 2 and "kcompact clean" not in err
+    assert (f"kcompact: error: clean failed: {part}: cleanup.policy=compact (--config), but 9 of the 9 records "
+            "of the partition have no key") in err
+    assert "give --allow-keyless-loss to compact it anyway, deleting them" in err
+    assert partition_digest(part) == before
+    code, out, _err = run("repair", "--clean", "--config", "cleanup.policy=compact", "--allow-keyless-loss",
+                          "--now-ms", "1800000000000", "--json", str(part))
+    assert code == 0 and json.loads(out)["clean"]["results"][0]["end_offset"] is not None
+    assert partition_digest(part) != before

@@ -17,6 +17,7 @@ from click.testing import CliRunner, Result
 from kcompact.cleaner.cleaner import CleanOptions
 from kcompact.cleaner.run import clean_path
 from kcompact.cli.main import cli
+from tests.cleaner.test_run_config import keyless_partition
 from tests.spark.logdirs import COMPACT, NOW, build_log_dir, flip_crc_of_a_kept_batch
 
 if TYPE_CHECKING:
@@ -201,3 +202,19 @@ def test_an_unreadable_segment_fails_its_partition_and_the_others_go_on(spark: S
     assert {Path(r["partition_dir"]).name: r["error"] for r in json.loads(report.stdout)} == {
         "users-0": None, "orders-0": failure}
     assert log_dir_digest(log_dir / "orders-0") == before
+
+
+def test_spark_clean_compacts_a_mostly_keyless_partition_only_with_the_acknowledgement(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    part = keyless_partition(tmp_path / "logs")
+    refused = run("spark", "clean", str(part), "--now-ms", str(NOW), "--json", "--config", "cleanup.policy=compact")
+    assert refused.exit_code == 2
+    [row] = json.loads(refused.stdout)["partitions"]
+    assert row["status"] == "failed" and "9 of the 9 records of the partition have no key" in row["error"]
+    assert "--allow-keyless-loss" in row["error"] and "kcompact clean" not in row["error"]
+    allowed = run("spark", "clean", str(part), "--now-ms", str(NOW), "--json", "--config", "cleanup.policy=compact",
+                  "--allow-keyless-loss")
+    assert allowed.exit_code == 0
+    [row] = json.loads(allowed.stdout)["partitions"]
+    assert row["status"] == "cleaned"
