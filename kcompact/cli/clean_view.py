@@ -15,6 +15,12 @@ from typing import Any
 from kcompact.cleaner.cleaner import CleanResult
 from kcompact.cleaner.report_row import partition_row
 from kcompact.cleaner.run import CleanRun
+from kcompact.cleaner.run_summary import (
+    empty_partitions_line,
+    holds_no_records,
+    is_summarised,
+    repeated_warning_notes,
+)
 from kcompact.cli import render
 
 
@@ -63,8 +69,13 @@ def render_clean(run: CleanRun, *, as_json: bool) -> None:
     shown = set(run.notes)
     for note in dict.fromkeys(run.notes):
         render.warning_line(note)
+    folded = bool(repeated_warning_notes([r.warnings for r in run.results]))  # counted in a note
+    empty = [r for r in run.results if len(run.results) > 1 and _plain_empty(r)]
     for result in run.results:
-        _render_one(result, shown)
+        if result not in empty:
+            _render_one(result, shown, folded)
+    if empty:
+        render.plain(empty_partitions_line(len(empty)))
     for skip in run.skipped:
         render.plain(f"{Path(skip.partition_dir).name}: skipped — {skip.reason}")
     for failure in run.failures:
@@ -73,14 +84,21 @@ def render_clean(run: CleanRun, *, as_json: bool) -> None:
         _render_summary(run)
 
 
-def _render_one(result: CleanResult, shown: set[str]) -> None:
+def _plain_empty(result: CleanResult) -> bool:
+    """An empty partition with nothing else to say (no recovery, no retention, no warning of its own)."""
+    return (result.skipped_reason is not None and holds_no_records(result.range)
+            and not result.recovery_actions and not (result.retention and result.retention.deleted_segments)
+            and all(is_summarised(w) for w in result.warnings))
+
+
+def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
     console = render.console()
     verb = "would clean" if result.dry_run else "cleaned"
     name = f"{result.topic}-{result.partition}"
     for action in result.recovery_actions:
         console.print(f"{name}: recovered interrupted clean: {action}")
     for warning in result.warnings:
-        if warning not in shown:
+        if warning not in shown and not (folded and is_summarised(warning)):
             render.warning_line(f"{name}: {warning}")
     _render_retention(name, result)
     if result.skipped_reason is not None:

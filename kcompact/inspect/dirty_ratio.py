@@ -33,11 +33,13 @@ from kcompact.errors import KcompactError
 from kcompact.inspect.context import CrcTally
 from kcompact.segment.checkpoint import read_offset_checkpoint
 from kcompact.segment.lock import broker_holds_lock
+from kcompact.segment.log_dir_check import check_log_dir_checkpoints
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import (
     METADATA_TOPIC,
     Partition,
     is_partition_dir,
+    named_path,
     open_partition,
     require_partition_dirs,
 )
@@ -120,7 +122,8 @@ def dirty_ratio_report(
         others by name. A partition whose files or configuration do not parse gets a row with ``error`` set.
 
     Raises:
-        KcompactError: a path is neither a log dir nor a partition directory.
+        KcompactError: a path is neither a log dir nor a partition directory, or a log dir's checkpoint
+            file does not parse (once for the log dir, not in each of its partitions' rows).
     """
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir)
@@ -130,6 +133,7 @@ def dirty_ratio_report(
     for part_dir in partition_dirs(paths):
         facts = log_dirs.get(part_dir.parent)
         if facts is None:
+            check_log_dir_checkpoints(part_dir.parent)
             facts = log_dirs[part_dir.parent] = _LogDirFacts.read(part_dir.parent)
         try:
             partition = _LogDirPartition.of(open_partition(part_dir), facts)
@@ -171,7 +175,7 @@ def partition_dirs(paths: Iterable[str | Path]) -> list[Path]:
     """
     found: list[Path] = []
     for raw in paths:
-        path = Path(raw)
+        path = named_path(raw)
         if is_partition_dir(path):
             found.append(path)
         elif path.is_dir():
