@@ -1,16 +1,13 @@
 """Rendering of ``kcompact clean``: a readable report like Kafka's cleaner log line, or JSON (each
 partition a :func:`~kcompact.cleaner.report_row.partition_row`, the row ``spark clean`` prints too).
 
-rich is imported only where it draws (the progress bar on a terminal, the text report's tables), so
-``kcompact clean --json`` and a clean whose stderr is not a terminal never pay for importing it.
+rich is imported only where it draws (the text report's tables; the progress bar is
+``progress_view.py``'s), so ``kcompact clean --json`` never pays for importing it.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 from kcompact.cleaner.cleaner import CleanResult
 from kcompact.cleaner.report_row import partition_row
@@ -22,38 +19,6 @@ from kcompact.cleaner.run_summary import (
     repeated_warning_notes,
 )
 from kcompact.cli import render
-
-
-@contextlib.contextmanager
-def progress_bar(*, enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
-    """A rich progress bar on stderr, shown only when stderr is a terminal (else no callback at all).
-
-    The bar (and its refresh thread) starts on the first update, not before: ``clean_path`` forks its
-    worker processes before any progress arrives, and a fork must not copy a thread mid-write.
-    """
-    console = render.err_console() if enabled else None
-    if console is None or not console.is_terminal:
-        yield None
-        return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-
-    bar = Progress(
-        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-        console=console, transient=True,
-    )
-    tasks: dict[str, Any] = {}
-
-    def update(name: str, done: int, total: int) -> None:
-        if not tasks:
-            bar.start()
-        if name not in tasks:
-            tasks[name] = bar.add_task(f"cleaning {name}", total=total)
-        bar.update(tasks[name], completed=done)
-
-    try:
-        yield update
-    finally:
-        bar.stop()
 
 
 def render_clean(run: CleanRun, *, as_json: bool) -> None:

@@ -43,6 +43,7 @@ from kcompact.segment.partition import (
     open_partition,
     require_partition_dirs,
 )
+from kcompact.segment.progress import ProgressCallback
 
 LIVE_BROKER_WARNING = "a running broker holds this log dir: the active segment may be moving"
 
@@ -106,6 +107,7 @@ def dirty_ratio_report(
     now_ms: int | None = None,
     server_properties: str | Path | None = None,
     metadata_dir: str | Path | None = None,
+    progress: ProgressCallback | None = None,
 ) -> list[DirtyRatioRow]:
     """Rows for every partition under ``paths`` (log dirs or partition dirs), in the cleaner's pick order.
 
@@ -116,6 +118,8 @@ def dirty_ratio_report(
         server_properties: the broker's server.properties (default: ``$KCOMPACT_SERVER_PROPERTIES``).
         metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0`` (default: as
             ``kcompact.config.effective.partition_config`` finds it).
+        progress: told ``("partitions", partitions read, partitions in all)`` after each partition
+            (a count, not bytes: each partition costs its headers and its dirty section's CRCs).
 
     Returns:
         One row per partition: ranked eligible ones first (rank 1 = the broker's next pick), then the
@@ -130,7 +134,10 @@ def dirty_ratio_report(
     rows: list[DirtyRatioRow] = []
     ranges: list[tuple[str, CleanableRange]] = []
     log_dirs: dict[Path, _LogDirFacts] = {}
-    for part_dir in partition_dirs(paths):
+    found = partition_dirs(paths)
+    for done, part_dir in enumerate(found, start=1):
+        if progress is not None and done > 1:
+            progress("partitions", done - 1, len(found))
         facts = log_dirs.get(part_dir.parent)
         if facts is None:
             check_log_dir_checkpoints(part_dir.parent)
@@ -145,6 +152,8 @@ def dirty_ratio_report(
         rows.append(row)
         if rng is not None:
             ranges.append((row.partition_dir, rng))
+    if progress is not None:
+        progress("partitions", len(found), len(found))
     ranks = dict(cleaner_order(ranges))
     for row in rows:
         row.cleaner_rank = ranks.get(row.partition_dir)
