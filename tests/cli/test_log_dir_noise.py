@@ -224,3 +224,44 @@ def test_dirty_ratio_table_breaks_a_partition_name_only_after_a_separator(tmp_pa
     pieces = [line.split("│")[2].strip() for line in lines if line.startswith("│")]
     pieces = [piece for piece in pieces if piece]
     assert pieces == ["orders-11", "payments.eu-", "west-1.", "settlements-v2-", "11"]
+
+
+# --- spark clean: the same plan refusal, the same counted warning -----------------------------------------
+
+
+def test_spark_clean_plan_refuses_a_log_dir_a_broker_holds_once(tmp_path: Path) -> None:
+    from kcompact.cleaner.cleaner import CleanOptions
+    from kcompact.cleaner.run import ConfigSources
+    from kcompact.errors import RefusedError
+    from kcompact.spark.plan import plan_clean
+
+    log_dir = make_log_dir(tmp_path)
+    sources = ConfigSources({"cleanup.policy": "compact"})
+    with broker_running(log_dir), pytest.raises(RefusedError, match="held by a running Kafka broker"):
+        plan_clean([log_dir], sources, options=CleanOptions(now_ms=NOW))
+    with broker_running(log_dir):  # a dry run writes nothing: planned as usual
+        plan = plan_clean([log_dir], sources, options=CleanOptions(now_ms=NOW, dry_run=True))
+    assert len(plan.tasks) == PARTITIONS + EMPTY
+
+
+def test_spark_clean_report_counts_a_missing_high_watermark_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``spark clean``'s rendering (fed the serial results, as its tasks return them; no Spark needed)."""
+    from kcompact.cleaner.cleaner import CleanOptions
+    from kcompact.cleaner.run import clean_path
+    from kcompact.cli.spark_view import render_spark_clean
+    from kcompact.spark.clean_job import SparkCleanRun
+    from kcompact.spark.rows import clean_row
+
+    log_dir = make_log_dir(tmp_path, high_watermarks=False)
+    serial = clean_path(log_dir, cli_overrides={"cleanup.policy": "compact"},
+                        options=CleanOptions(now_ms=NOW, dry_run=True))
+    run_ = SparkCleanRun([clean_row(r.partition_dir, r) for r in serial.results], None)  # type: ignore[arg-type]
+    render_spark_clean(run_, 0.0, as_json=False)
+    text = capsys.readouterr()
+    assert [line for line in text.err.splitlines() if "high watermark" in line] == [HW_SUMMARY]
+    render_spark_clean(run_, 0.0, as_json=True)
+    report = json.loads(capsys.readouterr().out)
+    assert HW_SUMMARY.removeprefix("kcompact: warning: ") in report["notes"]
+    assert all(row["warnings"] for row in report["partitions"])
