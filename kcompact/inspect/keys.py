@@ -126,7 +126,8 @@ def keys_report(
         metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0`` (default: as
             ``kcompact.config.effective.partition_config`` finds it).
         progress: told each read's bytes as it goes: the dry-run clean, the key map and the census
-            (``"<partition> (key map)"``, …), each over the partition's segment bytes.
+            (``"<partition> (key map)"``, …), each over the partition's segment bytes (twice that for the
+            dry-run clean, which reads the dirty section at most twice, as ``clean``'s bar counts it).
 
     Returns:
         The report.
@@ -140,7 +141,7 @@ def keys_report(
     ctx = load_inspect_context(path, cli_overrides=cli_overrides, now_ms=now_ms,
                                server_properties=server_properties, metadata_dir=metadata_dir)
     name, size = ctx.state.partition.path.name, ctx.state.partition.size_in_bytes
-    dry = _dry_run(ctx, read_progress(progress, f"{name} (dry-run clean)", size))
+    dry = _dry_run(ctx, read_progress(progress, f"{name} (dry-run clean)", 2 * size))  # two passes at most
     warnings = [*ctx.effective.notes, *ctx.state.warnings]
     plan, emulate = dedupe_plan(ctx.config, dry.stats.map_entries, warnings)
     log_map = map_keys(ctx.state, ctx.rng, emulate, read_progress(progress, f"{name} (key map)", size))
