@@ -39,6 +39,9 @@ from kcompact.segment.snapshot import ProducerSnapshotEntry, read_producer_snaps
 from kcompact.segment.time_index import TIME_INDEX_ENTRY_SIZE, read_time_index
 from kcompact.segment.txn_index import AbortedTxn, read_txn_index
 
+NO_HIGH_WATERMARK_WARNING = "no high watermark in replication-offset-checkpoint"
+"""How the warning of a partition without a high-watermark entry starts (a run over a log dir counts them)."""
+
 _MARKER_TYPES = (ControlRecordType.ABORT, ControlRecordType.COMMIT)
 HW_FROM_CHECKPOINT = "replication-offset-checkpoint"
 HW_FROM_LOG_END = "log-end (no replication-offset-checkpoint entry)"
@@ -170,7 +173,7 @@ def load_log_state(partition: Partition, config: TopicConfig) -> LogState:
     if hw_entry is None:
         hw, hw_source = log_end, HW_FROM_LOG_END
         warnings.append(
-            "no high watermark in replication-offset-checkpoint: using the log end offset "
+            f"{NO_HIGH_WATERMARK_WARNING}: using the log end offset "
             f"{log_end} (a broker would start from the log start and clean nothing until replicated)"
         )
     else:

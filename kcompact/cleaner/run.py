@@ -29,6 +29,7 @@ and :func:`settle_checkpoint_order` (the checkpoint's line order after concurren
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -49,6 +50,7 @@ from kcompact.cleaner.pool import (
     usable_cpus,
 )
 from kcompact.cleaner.ranges import compute_cleanable_range
+from kcompact.cleaner.run_summary import repeated_warning_notes
 from kcompact.config.effective import (
     EffectiveConfig,
     partition_config,
@@ -57,11 +59,13 @@ from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError, KcompactError, RefusedError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.lock import checkpoint_lock, log_dir_write_guard
+from kcompact.segment.log_dir_check import check_log_dir_checkpoints, log_dir_writer
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import (
     METADATA_TOPIC,
     LogDirFiles,
     is_partition_dir,
+    named_path,
     open_partition,
     require_partition_dirs,
 )
@@ -212,7 +216,9 @@ def clean_path(
     Raises:
         ConfigError: ``jobs`` is below 1.
         RefusedError: a single partition is not known to be compacted (a log dir's are skipped).
-        KcompactError: a single partition failed (a log dir's failures are collected instead).
+        KcompactError: a single partition failed (a log dir's failures are collected instead), or a
+            cause shared by the whole log dir: a checkpoint file that does not parse, a read-only log
+            dir, a broker holding it (checked once, before any partition).
     """
     if jobs is not None and jobs < 1:
         raise ConfigError(f"jobs: a number of worker processes; expected 1 or more, found {jobs}")
@@ -220,8 +226,9 @@ def clean_path(
                             allow_keyless_loss)
     options = with_cli_dedupe_buffer(options, cli_overrides)
     run = CleanRun()
-    target = Path(path)
+    target = named_path(path)
     if is_partition_dir(target):
+        check_log_dir_checkpoints(target.parent)
         task = partition_task(target, sources, run.notes)
         own = replace(options, apply_retention=task.apply_retention, jobs=jobs)
         run.results.append(clean_partition(target, task.config, own, _progress_for(target, progress)))
@@ -229,6 +236,15 @@ def clean_path(
         return run
     if not target.is_dir():
         raise KcompactError(f"{target}: no such partition directory or log dir")
+    check_log_dir_checkpoints(target)  # before the write guard, which creates a missing .lock
+    with contextlib.nullcontext() if options.dry_run else log_dir_writer(target):
+        _clean_log_dir(target, sources, options, only_eligible, jobs, progress, run)
+    return run
+
+
+def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, only_eligible: bool,
+                   jobs: int | None, progress: ProgressCallback | None, run: CleanRun) -> None:
+    """Every compacted partition of a log dir, in the cleaner's order (``clean_path``'s log-dir branch)."""
     order = cleaner_order(target, sources, options, only_eligible=only_eligible)
     run.failures.extend(order.failures)
     run.notes.extend(order.notes)
@@ -251,7 +267,7 @@ def clean_path(
         _note_jobs(run, jobs, workers, f"the {len(tasks)} partitions to clean")
     else:  # one partition at a time, each with the caller's jobs
         _note_jobs(run, jobs, None, "each round's segment ranges")
-    return run
+    run.notes.extend(repeated_warning_notes([r.warnings for r in run.results]))
 
 
 def _note_jobs(run: CleanRun, jobs: int | None, pooled: int | None, work: str) -> None:
@@ -310,6 +326,7 @@ def cleaner_order(
             partitions being deleted or moved (a wrong path, not an empty run).
     """
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    check_log_dir_checkpoints(log_dir)
     order = LogDirOrder()
     ranked: list[tuple[float, str, PartitionTask]] = []
     notes: dict[str, list[str]] = {}

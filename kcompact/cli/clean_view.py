@@ -1,53 +1,24 @@
 """Rendering of ``kcompact clean``: a readable report like Kafka's cleaner log line, or JSON (each
 partition a :func:`~kcompact.cleaner.report_row.partition_row`, the row ``spark clean`` prints too).
 
-rich is imported only where it draws (the progress bar on a terminal, the text report's tables), so
-``kcompact clean --json`` and a clean whose stderr is not a terminal never pay for importing it.
+rich is imported only where it draws (the text report's tables; the progress bar is
+``progress_view.py``'s), so ``kcompact clean --json`` never pays for importing it.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 from kcompact.cleaner.cleaner import CleanResult
 from kcompact.cleaner.report_row import partition_row
 from kcompact.cleaner.run import CleanRun
+from kcompact.cleaner.run_summary import (
+    empty_partitions_line,
+    holds_no_records,
+    is_summarised,
+    repeated_warning_notes,
+)
 from kcompact.cli import render
-
-
-@contextlib.contextmanager
-def progress_bar(*, enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
-    """A rich progress bar on stderr, shown only when stderr is a terminal (else no callback at all).
-
-    The bar (and its refresh thread) starts on the first update, not before: ``clean_path`` forks its
-    worker processes before any progress arrives, and a fork must not copy a thread mid-write.
-    """
-    console = render.err_console() if enabled else None
-    if console is None or not console.is_terminal:
-        yield None
-        return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-
-    bar = Progress(
-        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-        console=console, transient=True,
-    )
-    tasks: dict[str, Any] = {}
-
-    def update(name: str, done: int, total: int) -> None:
-        if not tasks:
-            bar.start()
-        if name not in tasks:
-            tasks[name] = bar.add_task(f"cleaning {name}", total=total)
-        bar.update(tasks[name], completed=done)
-
-    try:
-        yield update
-    finally:
-        bar.stop()
 
 
 def render_clean(run: CleanRun, *, as_json: bool) -> None:
@@ -63,8 +34,13 @@ def render_clean(run: CleanRun, *, as_json: bool) -> None:
     shown = set(run.notes)
     for note in dict.fromkeys(run.notes):
         render.warning_line(note)
+    folded = bool(repeated_warning_notes([r.warnings for r in run.results]))  # counted in a note
+    empty = [r for r in run.results if len(run.results) > 1 and _plain_empty(r)]
     for result in run.results:
-        _render_one(result, shown)
+        if result not in empty:
+            _render_one(result, shown, folded)
+    if empty:
+        render.plain(empty_partitions_line(len(empty)))
     for skip in run.skipped:
         render.plain(f"{Path(skip.partition_dir).name}: skipped — {skip.reason}")
     for failure in run.failures:
@@ -73,14 +49,21 @@ def render_clean(run: CleanRun, *, as_json: bool) -> None:
         _render_summary(run)
 
 
-def _render_one(result: CleanResult, shown: set[str]) -> None:
+def _plain_empty(result: CleanResult) -> bool:
+    """An empty partition with nothing else to say (no recovery, no retention, no warning of its own)."""
+    return (result.skipped_reason is not None and holds_no_records(result.range)
+            and not result.recovery_actions and not (result.retention and result.retention.deleted_segments)
+            and all(is_summarised(w) for w in result.warnings))
+
+
+def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
     console = render.console()
     verb = "would clean" if result.dry_run else "cleaned"
     name = f"{result.topic}-{result.partition}"
     for action in result.recovery_actions:
         console.print(f"{name}: recovered interrupted clean: {action}")
     for warning in result.warnings:
-        if warning not in shown:
+        if warning not in shown and not (folded and is_summarised(warning)):
             render.warning_line(f"{name}: {warning}")
     _render_retention(name, result)
     if result.skipped_reason is not None:

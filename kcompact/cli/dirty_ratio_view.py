@@ -6,6 +6,11 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
+from kcompact.cleaner.run_summary import (
+    empty_partitions_line,
+    is_summarised,
+    repeated_warning_notes,
+)
 from kcompact.cli import render
 from kcompact.inspect.dirty_ratio import ADVICE, DirtyRatioRow
 
@@ -17,34 +22,76 @@ def render_dirty_ratio(rows: Sequence[DirtyRatioRow], *, as_json: bool) -> None:
     if as_json:
         render.emit_json([row.as_dict() for row in rows])
         return
+    empty = [row for row in rows if len(rows) > 1 and _plain_empty(row)]  # in the table; their detail counted
+    console = render.console()
     table = Table(title="dirty ratio (what the broker's cleaner sees)", title_justify="left")
-    # On a narrow terminal the partition and status columns fold (a name is never cut short); the
-    # numbers and the bar stay on one line.
+    # On a narrow terminal the status column wraps at its spaces first; a partition name breaks only when
+    # it is wider than what is left, and then after a '-', '.' or '_' (never mid-word while a separator
+    # is near); the numbers and the bar stay on one line.
     for column, justify in (("rank", "right"), ("partition", "left"), ("dirty", "right"),
                             ("clean", "right"), ("ratio", "left"), ("status", "left")):
-        folds = column in ("partition", "status")
-        table.add_column(column, justify=justify, overflow="fold" if folds else "ellipsis",  # type: ignore[arg-type]
-                         no_wrap=not folds)
-    for row in rows:
-        table.add_row(
-            "-" if row.cleaner_rank is None else str(row.cleaner_rank),
-            f"{row.topic}-{row.partition}",
-            render.size_text(row.dirty_bytes),
-            render.size_text(row.clean_bytes),
-            _bar(row),
-            _status(row),
-        )
-    console = render.console()
+        table.add_column(column, justify=justify, overflow="fold", no_wrap=column != "status")  # type: ignore[arg-type]
+    cells = [(
+        "-" if row.cleaner_rank is None else str(row.cleaner_rank),
+        f"{row.topic}-{row.partition}",
+        render.size_text(row.dirty_bytes),
+        render.size_text(row.clean_bytes),
+        _bar(row),
+        _status(row),
+    ) for row in rows]
+    name_width = _name_width(cells, console.width)
+    for rank, name, *rest in cells:
+        table.add_row(rank, break_name(name, name_width), *rest)
     console.print(table)
     for row in rows:
         if row.error:
             render.error_line(row.error)
-        elif row.blocking_detail:
+        elif row.blocking_detail and row not in empty:
             console.print(f"{row.topic}-{row.partition}: {row.blocking_detail}", highlight=False)
     for rule in sorted({r.blocking_rule for r in rows if r.blocking_rule and not r.error}):
         console.print(f"[bold]{rule}[/bold]: {ADVICE.get(rule, '')}")
-    for warning in sorted({w for r in rows for w in r.warnings}):
+    if empty:
+        render.plain(empty_partitions_line(len(empty)))
+    warnings = [r.warnings for r in rows]
+    notes = repeated_warning_notes(warnings)
+    for warning in sorted({w for ws in warnings for w in ws if not (notes and is_summarised(w))}):
         render.warning_line(warning)
+    for note in notes:
+        render.warning_line(note)
+
+
+def _plain_empty(row: DirtyRatioRow) -> bool:
+    """An empty partition with nothing else to say (no error, no blocking detail of its own beyond being
+    empty)."""
+    return (row.error is None and row.log_end_offset is not None and row.log_end_offset == row.log_start_offset
+            and not row.eligible)
+
+
+_NAME_SEPARATORS = "-._"
+_TABLE_FRAME = 7 + 2 * 6  # the borders of six columns, and one space of padding each side of each cell
+
+
+def _name_width(cells: Sequence[tuple[str, ...]], width: int) -> int:
+    """The partition column's width: the longest name, or what the other columns leave of ``width`` (the
+    status column keeps room for its longest word)."""
+    fixed = [max((len(row[i]) for row in cells), default=0) for i in (0, 2, 3, 4)]
+    status_word = max((len(word) for row in cells for word in row[5].split()), default=0)
+    headers = (len("rank"), len("dirty"), len("clean"), len("ratio"))
+    left = width - _TABLE_FRAME - sum(map(max, zip(fixed, headers, strict=True))) - max(status_word, 6)
+    longest = max((len(row[1]) for row in cells), default=0)
+    return max(min(longest, left), len("partition"))
+
+
+def break_name(name: str, width: int) -> str:
+    """``name`` in lines of at most ``width`` characters, each broken after a '-', '.' or '_' where one
+    lies in the line, else (a run of ``width`` characters without one) cut at ``width``."""
+    lines: list[str] = []
+    while len(name) > width:
+        cut = max(name.rfind(sep, 0, width) for sep in _NAME_SEPARATORS) + 1
+        cut = cut if cut > 0 else width
+        lines.append(name[:cut])
+        name = name[cut:]
+    return "\n".join([*lines, name])
 
 
 def _status(row: DirtyRatioRow) -> str:

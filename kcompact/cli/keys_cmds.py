@@ -70,12 +70,15 @@ def keys_command(partition_dir: str, config_pairs: tuple[str, ...], now_ms: int 
     Reads the whole log twice, plus the cleaner's dry run, and checks every batch's CRC (exits 2
     after the report when one fails); writes nothing.
     """
+    from kcompact.cli.progress_view import progress_bar
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.inspect.keys import keys_report
 
-    report = keys_report(partition_dir, cli_overrides=parse_config_pairs(config_pairs),
-                         now_ms=now_ms, partitions=partitions, top=top,
-                         server_properties=server_properties, metadata_dir=metadata_dir)
+    with progress_bar(enabled=not as_json, verb="reading") as progress:
+        report = keys_report(partition_dir, cli_overrides=parse_config_pairs(config_pairs),
+                             now_ms=now_ms, partitions=partitions, top=top,
+                             server_properties=server_properties, metadata_dir=metadata_dir,
+                             progress=progress)
     if as_json:
         render.emit_json(report.as_dict())
     else:
@@ -101,12 +104,14 @@ def last_clean_command(partition_dir: str, config_pairs: tuple[str, ...], now_ms
     at its time + delete.retention.ms) and empty batches. Reads batch headers and checks every
     batch's CRC (exits 2 after the report when one fails); writes nothing.
     """
+    from kcompact.cli.progress_view import progress_bar
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.inspect.last_clean import last_clean_report
 
-    report = last_clean_report(partition_dir, cli_overrides=parse_config_pairs(config_pairs),
-                               now_ms=now_ms, server_properties=server_properties,
-                               metadata_dir=metadata_dir)
+    with progress_bar(enabled=not as_json, verb="reading") as progress:
+        report = last_clean_report(partition_dir, cli_overrides=parse_config_pairs(config_pairs),
+                                   now_ms=now_ms, server_properties=server_properties,
+                                   metadata_dir=metadata_dir, progress=progress)
     if as_json:
         render.emit_json(report.as_dict())
     else:

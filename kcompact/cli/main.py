@@ -191,11 +191,14 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
     2 when a partition's files do not parse or one of those batches fails its CRC (its row says why).
     """
     from kcompact.cli.dirty_ratio_view import render_dirty_ratio
+    from kcompact.cli.progress_view import progress_bar
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.inspect.dirty_ratio import dirty_ratio_report
 
-    rows = dirty_ratio_report(paths, cli_overrides=parse_config_pairs(config_pairs), now_ms=now_ms,
-                              server_properties=server_properties, metadata_dir=metadata_dir)
+    with progress_bar(enabled=not as_json, verb="reading", counts=True) as progress:
+        rows = dirty_ratio_report(paths, cli_overrides=parse_config_pairs(config_pairs), now_ms=now_ms,
+                                  server_properties=server_properties, metadata_dir=metadata_dir,
+                                  progress=progress)
     render_dirty_ratio(rows, as_json=as_json)
     if any(row.error for row in rows):
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
@@ -278,7 +281,8 @@ def clean_command(
     """
     from kcompact.cleaner.cleaner import CleanOptions
     from kcompact.cleaner.run import clean_path
-    from kcompact.cli.clean_view import progress_bar, render_clean
+    from kcompact.cli.clean_view import render_clean
+    from kcompact.cli.progress_view import progress_bar
     from kcompact.config.topic_config import parse_config_pairs
 
     overrides = parse_config_pairs(config_pairs)

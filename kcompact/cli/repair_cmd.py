@@ -81,6 +81,7 @@ def repair_command(
         raise click.UsageError("missing PARTITION_DIR (or --undo BACKUP_DIR)")
     from pathlib import Path
 
+    from kcompact.cli.progress_view import progress_bar
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.repair.repair import RepairOptions, repair_partition
 
@@ -88,7 +89,8 @@ def repair_command(
     options = RepairOptions(dry_run=dry_run, backup_dir=None if backup_dir is None else Path(backup_dir),
                             clean=clean, config_overrides=overrides, now_ms=now_ms,
                             assume_compact=assume_compact, allow_keyless_loss=allow_keyless_loss)
-    result = repair_partition(partition_dir, options)
+    with progress_bar(enabled=not as_json, verb="reading") as progress:
+        result = repair_partition(partition_dir, options, progress)
     if as_json:
         render.emit_json(result.as_dict())
     else:

@@ -16,6 +16,7 @@ from rich import box
 from rich.table import Table
 
 from kcompact.cleaner.report_row import STATUS_SKIPPED
+from kcompact.cleaner.run_summary import is_summarised, repeated_warning_notes
 from kcompact.cli import render
 from kcompact.errors import KcompactError
 
@@ -41,11 +42,13 @@ def startup_line(startup_s: float) -> None:
 def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool) -> None:
     """Print a ``spark clean`` run: JSON rows, or notes, a table, error lines and a summary."""
     rows = run.as_dicts()
+    counted = repeated_warning_notes([row["warnings"] for row in rows])  # each row keeps its own warning
+    notes = [*run.notes, *counted]
     if as_json:
-        render.emit_json({"now_ms": run.now_ms, "partitions": rows, "notes": run.notes,
+        render.emit_json({"now_ms": run.now_ms, "partitions": rows, "notes": notes,
                           "spark_tasks": run.spark_tasks, "startup_s": round(startup_s, 3)})
         return
-    for note in run.notes:
+    for note in notes:
         render.warning_line(note)
     if rows:
         render.console().print(_clean_table(rows))
@@ -57,7 +60,8 @@ def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool) -
             render.error_line(row["error"].rstrip())
     for row in rows:
         for warning in row["warnings"]:
-            render.warning_line(f"{row['topic']}-{row['partition']}: {warning}")
+            if not (counted and is_summarised(warning)):
+                render.warning_line(f"{row['topic']}-{row['partition']}: {warning}")
     render.plain(_clean_summary(rows))
     startup_line(startup_s)
     if run.spark_tasks:

@@ -26,6 +26,7 @@ from kcompact.cleaner.ranges import CleanableRange, compute_cleanable_range
 from kcompact.cleaner.run import ConfigSources
 from kcompact.config.effective import EffectiveConfig
 from kcompact.config.topic_config import TopicConfig
+from kcompact.segment.log_dir_check import check_log_dir_checkpoints
 from kcompact.segment.log_file import crc_error
 from kcompact.segment.partition import open_partition
 
@@ -87,6 +88,7 @@ def load_inspect_context(
     """
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     partition = open_partition(path)
+    check_log_dir_checkpoints(partition.path.parent)  # a damaged one: the error says what fixes it
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir)
     effective = sources.for_partition(partition.path)
     state = load_log_state(partition, effective.config)

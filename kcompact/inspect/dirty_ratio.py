@@ -33,14 +33,17 @@ from kcompact.errors import KcompactError
 from kcompact.inspect.context import CrcTally
 from kcompact.segment.checkpoint import read_offset_checkpoint
 from kcompact.segment.lock import broker_holds_lock
+from kcompact.segment.log_dir_check import check_log_dir_checkpoints
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import (
     METADATA_TOPIC,
     Partition,
     is_partition_dir,
+    named_path,
     open_partition,
     require_partition_dirs,
 )
+from kcompact.segment.progress import ProgressCallback
 
 LIVE_BROKER_WARNING = "a running broker holds this log dir: the active segment may be moving"
 
@@ -104,6 +107,7 @@ def dirty_ratio_report(
     now_ms: int | None = None,
     server_properties: str | Path | None = None,
     metadata_dir: str | Path | None = None,
+    progress: ProgressCallback | None = None,
 ) -> list[DirtyRatioRow]:
     """Rows for every partition under ``paths`` (log dirs or partition dirs), in the cleaner's pick order.
 
@@ -114,22 +118,29 @@ def dirty_ratio_report(
         server_properties: the broker's server.properties (default: ``$KCOMPACT_SERVER_PROPERTIES``).
         metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0`` (default: as
             ``kcompact.config.effective.partition_config`` finds it).
+        progress: told ``("partitions", partitions read, partitions in all)`` after each partition
+            (a count, not bytes: each partition costs its headers and its dirty section's CRCs).
 
     Returns:
         One row per partition: ranked eligible ones first (rank 1 = the broker's next pick), then the
         others by name. A partition whose files or configuration do not parse gets a row with ``error`` set.
 
     Raises:
-        KcompactError: a path is neither a log dir nor a partition directory.
+        KcompactError: a path is neither a log dir nor a partition directory, or a log dir's checkpoint
+            file does not parse (once for the log dir, not in each of its partitions' rows).
     """
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir)
     rows: list[DirtyRatioRow] = []
     ranges: list[tuple[str, CleanableRange]] = []
     log_dirs: dict[Path, _LogDirFacts] = {}
-    for part_dir in partition_dirs(paths):
+    found = partition_dirs(paths)
+    for done, part_dir in enumerate(found, start=1):
+        if progress is not None and done > 1:
+            progress("partitions", done - 1, len(found))
         facts = log_dirs.get(part_dir.parent)
         if facts is None:
+            check_log_dir_checkpoints(part_dir.parent)
             facts = log_dirs[part_dir.parent] = _LogDirFacts.read(part_dir.parent)
         try:
             partition = _LogDirPartition.of(open_partition(part_dir), facts)
@@ -141,6 +152,8 @@ def dirty_ratio_report(
         rows.append(row)
         if rng is not None:
             ranges.append((row.partition_dir, rng))
+    if progress is not None:
+        progress("partitions", len(found), len(found))
     ranks = dict(cleaner_order(ranges))
     for row in rows:
         row.cleaner_rank = ranks.get(row.partition_dir)
@@ -171,7 +184,7 @@ def partition_dirs(paths: Iterable[str | Path]) -> list[Path]:
     """
     found: list[Path] = []
     for raw in paths:
-        path = Path(raw)
+        path = named_path(raw)
         if is_partition_dir(path):
             found.append(path)
         elif path.is_dir():

@@ -66,7 +66,7 @@ from kcompact.inspect.dump_log import (
 )
 from kcompact.segment.lock import BROKER_LOCK_FILE, broker_holds_lock
 from kcompact.segment.names import SegmentFileName, parse_segment_file_name
-from kcompact.segment.partition import is_partition_dir, open_partition
+from kcompact.segment.partition import is_partition_dir, named_path, open_partition
 
 __all__ = [  # its own names and those that moved to the per-file-kind dumpers, as before the split
     "COMPRESSION_NAMES",
@@ -108,7 +108,7 @@ def dump_path(
     Raises:
         KcompactError: the path is neither a segment file nor a partition directory.
     """
-    target = Path(path)
+    target = named_path(path)
     if target.is_dir():
         if not is_partition_dir(target):
             raise KcompactError(

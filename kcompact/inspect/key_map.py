@@ -33,6 +33,7 @@ from kcompact.cleaner.ranges import CleanableRange
 from kcompact.config.topic_config import TopicConfig
 from kcompact.inspect.key_records import CHUNK_RECORDS, DATA, batch_records, iter_batches
 from kcompact.inspect.keys_model import KEY_DISPLAY_BYTES, DedupePlan, KeyCount, printable
+from kcompact.segment.progress import ReadProgress
 
 U64 = npt.NDArray[np.uint64]
 
@@ -104,13 +105,15 @@ def _one_pass_buffer(entries: int, threads: int, load_factor: float) -> int | No
     return per_thread * threads if per_thread <= KAFKA_MAX_MAP_MEMORY else None
 
 
-def map_keys(state: LogState, rng: CleanableRange, passes: DedupePasses | None) -> OffsetMap:
+def map_keys(state: LogState, rng: CleanableRange, passes: DedupePasses | None,
+             progress: ReadProgress | None = None) -> OffsetMap:
     """Pass 1: the latest offset of every live key, and the broker's passes when asked.
 
     Args:
         state: the loaded partition.
         rng: its cleanable range (the broker's passes map its keys only).
         passes: the broker's passes to feed, or None.
+        progress: told the bytes read.
 
     Returns:
         The frozen map of key digest -> latest offset over live data records.
@@ -121,7 +124,7 @@ def map_keys(state: LogState, rng: CleanableRange, passes: DedupePasses | None) 
     log_map = OffsetMap()
     offsets: array[int] = array("q")
     keys: list[bytes] = []
-    for batch, path, kind, _type in iter_batches(state):
+    for batch, path, kind, _type in iter_batches(state, progress):
         if kind != DATA:
             continue
         recs = batch_records(batch, path, full=False)

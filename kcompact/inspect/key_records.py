@@ -32,6 +32,7 @@ from kcompact.records.legacy import (
 from kcompact.records.record import records_bytes
 from kcompact.records.scan import scan_keys, scan_records
 from kcompact.segment.log_file import crc_error_or
+from kcompact.segment.progress import ReadProgress
 from kcompact.segment.txn_index import AbortedTxn
 
 CHUNK_RECORDS = 1 << 16  # records handled per numpy step of either pass
@@ -49,11 +50,14 @@ class BatchRecords:
     timestamps: array[int] = field(default_factory=lambda: array("q"))
 
 
-def iter_batches(state: LogState) -> Iterator[tuple[Any, Path, str, int | None]]:
+def iter_batches(
+    state: LogState, progress: ReadProgress | None = None
+) -> Iterator[tuple[Any, Path, str, int | None]]:
     """Every batch in log order with its kind (data, aborted data, control) and control type.
 
     Args:
         state: the loaded partition (its segments and the aborted transactions of its indexes).
+        progress: told the bytes of each batch as it is read, and when the read is done.
 
     Yields:
         ``(batch, log path, kind, control type)``: kind is :data:`DATA`, :data:`ABORTED` or
@@ -75,6 +79,10 @@ def iter_batches(state: LogState) -> Iterator[tuple[Any, Path, str, int | None]]
                     yield batch, log.path, CONTROL, control_type
                 else:
                     yield batch, log.path, ABORTED if txn.on_batch_read(batch) else DATA, None
+                if progress is not None:
+                    progress.advance(batch.size_in_bytes)
+    if progress is not None:
+        progress.finish()
 
 
 def batch_records(batch: Any, path: Path, *, full: bool) -> BatchRecords:

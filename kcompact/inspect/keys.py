@@ -50,7 +50,7 @@ and keeps their public names importable from here.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from kcompact.cleaner.cleaner import CleanOptions, CleanResult, clean_partition
@@ -76,6 +76,7 @@ from kcompact.inspect.keys_model import (
     TransactionReport,
 )
 from kcompact.inspect.partitioner import default_partition, murmur2
+from kcompact.segment.progress import ProgressCallback, ReadProgress, read_progress
 
 __all__ = [
     "DEFAULT_TOP",
@@ -109,6 +110,7 @@ def keys_report(
     top: int = DEFAULT_TOP,
     server_properties: str | Path | None = None,
     metadata_dir: str | Path | None = None,
+    progress: ProgressCallback | None = None,
 ) -> KeysReport:
     """Read every record of one partition and report on its keys (see the module docstring).
 
@@ -123,6 +125,9 @@ def keys_report(
             ``$KCOMPACT_SERVER_PROPERTIES``).
         metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0`` (default: as
             ``kcompact.config.effective.partition_config`` finds it).
+        progress: told each read's bytes as it goes: the dry-run clean, the key map and the census
+            (``"<partition> (key map)"``, …), each over the partition's segment bytes (twice that for the
+            dry-run clean, which reads the dirty section at most twice, as ``clean``'s bar counts it).
 
     Returns:
         The report.
@@ -135,12 +140,13 @@ def keys_report(
         raise ConfigError(f"--partitions / --top; expected >= 1 / >= 0, found {partitions} / {top}")
     ctx = load_inspect_context(path, cli_overrides=cli_overrides, now_ms=now_ms,
                                server_properties=server_properties, metadata_dir=metadata_dir)
-    dry = _dry_run(ctx)
+    name, size = ctx.state.partition.path.name, ctx.state.partition.size_in_bytes
+    dry = _dry_run(ctx, read_progress(progress, f"{name} (dry-run clean)", 2 * size))  # two passes at most
     warnings = [*ctx.effective.notes, *ctx.state.warnings]
     plan, emulate = dedupe_plan(ctx.config, dry.stats.map_entries, warnings)
-    log_map = map_keys(ctx.state, ctx.rng, emulate)
+    log_map = map_keys(ctx.state, ctx.rng, emulate, read_progress(progress, f"{name} (key map)", size))
     census = Census(ctx.state, ctx.rng, log_map, partitions)
-    for item in iter_batches(ctx.state):
+    for item in iter_batches(ctx.state, read_progress(progress, f"{name} (key census)", size)):
         census.add(*item)
     census.flush()
     if emulate is not None:
@@ -172,8 +178,18 @@ def _report(ctx: InspectContext, dry: CleanResult, census: Census, plan: DedupeP
     )
 
 
-def _dry_run(ctx: InspectContext) -> CleanResult:
-    """The cleaner's dry run, or an empty result saying why no clean would run."""
+def _dry_run(ctx: InspectContext, progress: ReadProgress | None) -> CleanResult:
+    """The cleaner's dry run, or an empty result saying why no clean would run (``progress`` told the
+    bytes it reads; finished either way)."""
+    if progress is None:
+        return _dry_run_or_reason(ctx, None)
+    try:
+        return _dry_run_or_reason(ctx, progress.advance)
+    finally:
+        progress.finish()
+
+
+def _dry_run_or_reason(ctx: InspectContext, advance: Callable[[int], None] | None) -> CleanResult:
     state, effective, now = ctx.state, ctx.effective, ctx.now_ms
     reason = not_compacted(effective)
     if state.partition.is_metadata_log:
@@ -181,7 +197,7 @@ def _dry_run(ctx: InspectContext) -> CleanResult:
     if reason is None:
         try:
             options = CleanOptions(now_ms=now, dry_run=True)
-            return clean_partition(state.partition.path, effective.config, options)
+            return clean_partition(state.partition.path, effective.config, options, advance)
         except RefusedError as err:  # tiered storage
             reason = str(err)
         except BatchCrcError as err:  # the census counts it too (corrupt_batches)

@@ -40,6 +40,7 @@ from kcompact.records.legacy import legacy_records
 from kcompact.records.record import records_bytes
 from kcompact.records.scan import scan_records
 from kcompact.segment.log_file import crc_error_or
+from kcompact.segment.progress import ProgressCallback, ReadProgress, read_progress
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,7 @@ def last_clean_report(
     now_ms: int | None = None,
     server_properties: str | Path | None = None,
     metadata_dir: str | Path | None = None,
+    progress: ProgressCallback | None = None,
 ) -> LastCleanReport:
     """Look for the evidence of the module docstring in one partition.
 
@@ -108,6 +110,8 @@ def last_clean_report(
             ``$KCOMPACT_SERVER_PROPERTIES``).
         metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0`` (default: as
             ``kcompact.config.effective.partition_config`` finds it).
+        progress: told the bytes of the walk over every batch (``"<partition> (batches)"``, over
+            the partition's segment bytes).
 
     Returns:
         The report.
@@ -120,7 +124,8 @@ def last_clean_report(
                                server_properties=server_properties, metadata_dir=metadata_dir)
     config, state, rng = ctx.config, ctx.state, ctx.rng  # its notes (cleanup.policy) go unreported
     walk, crc = _Walk(state.log_start_offset, rng.first_dirty_offset), CrcTally()
-    _walk_segments(state, walk, crc)
+    name = state.partition.path.name
+    _walk_segments(state, walk, crc, read_progress(progress, f"{name} (batches)", state.partition.size_in_bytes))
     walk.finish(state.log_end_offset)
     stamped = None
     if walk.newest_horizon is not None:
@@ -185,7 +190,7 @@ class _Walk:
                                 start < self.first_dirty)
 
 
-def _walk_segments(state: LogState, walk: _Walk, crc: CrcTally) -> None:
+def _walk_segments(state: LogState, walk: _Walk, crc: CrcTally, progress: ReadProgress | None) -> None:
     for seg in state.segments:
         with seg.files.open() as log:
             for batch in log.iter_batches():
@@ -194,6 +199,10 @@ def _walk_segments(state: LogState, walk: _Walk, crc: CrcTally) -> None:
                     _walk_batch(batch, walk)
                 except CorruptDataError as err:
                     raise crc_error_or(err, log.path, batch) from err
+                if progress is not None:
+                    progress.advance(batch.size_in_bytes)
+    if progress is not None:
+        progress.finish()
 
 
 def _walk_batch(batch: Any, walk: _Walk) -> None:

@@ -52,6 +52,7 @@ from kcompact.segment.lock import (
 )
 from kcompact.segment.names import parse_segment_file_name
 from kcompact.segment.partition import open_partition
+from kcompact.segment.progress import ProgressCallback
 
 NO_UPPER_BOUND = 2**63 - 1
 
@@ -115,12 +116,15 @@ class RepairResult:
         }
 
 
-def repair_partition(path: str | Path, options: RepairOptions = RepairOptions()) -> RepairResult:
+def repair_partition(path: str | Path, options: RepairOptions = RepairOptions(),
+                     progress: ProgressCallback | None = None) -> RepairResult:
     """Verify and repair one partition directory (see the module docstring).
 
     Args:
         path: the partition directory.
         options: dry run, backup directory, clean afterwards, configuration.
+        progress: told the bytes of each walk over the segments (``"<partition> (checking)"``, then
+            after a repair ``"… (checking again)"``).
 
     Returns:
         The :class:`RepairResult`.
@@ -132,32 +136,33 @@ def repair_partition(path: str | Path, options: RepairOptions = RepairOptions())
             left half-written: every rewrite goes through the swap protocol).
     """
     try:
-        return _repair(path, options)
+        return _repair(path, options, progress)
     except OSError as err:  # unreadable or unwritable files: bad input, not a kcompact bug
         raise FileAccessError.from_os_error(err, path, "access") from err
 
 
-def _repair(path: str | Path, options: RepairOptions) -> RepairResult:
+def _repair(path: str | Path, options: RepairOptions, progress: ProgressCallback | None) -> RepairResult:
     partition = open_partition(path)
     part, log_dir = partition.path, partition.path.parent
     interval = _config(part, options).index_interval_bytes
     if options.dry_run:
         if broker_holds_lock(log_dir):
             raise RefusedError(f"{log_dir}: held by a running Kafka broker; stop it or work on a copy")
-        check = verify_partition(part, index_interval_bytes=interval)
+        check = verify_partition(part, index_interval_bytes=interval, progress=progress)
         return RepairResult(str(part), True, check.findings, plan_of(check))
     if partition.is_metadata_log:
         raise RefusedError(f"{part}: __cluster_metadata is KRaft's own log; kcompact repair only "
                            "reports on it (use --dry-run)")
     with log_dir_write_guard(log_dir):
         with partition_lock(log_dir, part.name):
-            result, backup = _repair_locked(part, options, interval)
+            result, backup = _repair_locked(part, options, interval, progress)
         if options.clean:
             _clean(part, options, result)
         if backup is not None:
             backup.finish(partition.log_dir.cleaner_checkpoint)
         if backup is not None or options.clean:
-            result.remaining = verify_partition(part, index_interval_bytes=interval).findings
+            result.remaining = verify_partition(part, index_interval_bytes=interval, progress=progress,
+                                                stage="checking again").findings
     return result
 
 
@@ -182,9 +187,9 @@ def _config(part: Path, options: RepairOptions) -> TopicConfig:
 
 
 def _repair_locked(
-    part: Path, options: RepairOptions, interval: int
+    part: Path, options: RepairOptions, interval: int, progress: ProgressCallback | None
 ) -> tuple[RepairResult, Backup | None]:
-    check = verify_partition(part, index_interval_bytes=interval)
+    check = verify_partition(part, index_interval_bytes=interval, progress=progress)
     if check.recovery_error is not None:
         raise CleanerStateError(
             f"{part}: an interrupted clean or split cannot be settled ({check.recovery_error}); "
@@ -199,7 +204,7 @@ def _repair_locked(
             _save_if_segment_file(backup, path)
         backup.save(check.partition.log_dir.cleaner_checkpoint)
     if check.recovery_plan:
-        check = _recover_swaps(check, backup, result, interval)
+        check = _recover_swaps(check, backup, result, interval, progress)
     for path in check.partition.orphan_indexes:
         backup.save(path)
         path.unlink()
@@ -217,7 +222,8 @@ def _save_if_segment_file(backup: Backup, path: Path) -> None:
 
 
 def _recover_swaps(
-    check: PartitionCheck, backup: Backup, result: RepairResult, interval: int
+    check: PartitionCheck, backup: Backup, result: RepairResult, interval: int,
+    progress: ProgressCallback | None,
 ) -> PartitionCheck:
     """Settle an interrupted clean as Kafka's loader would; return the partition checked again."""
     part = check.partition.path
@@ -227,7 +233,8 @@ def _recover_swaps(
         if parsed is not None and (parsed.temp_suffix is not None or parsed.base_offset >= lowest):
             backup.save(part / parsed.name)
     result.actions += recover_interrupted_swaps(part).actions
-    again = verify_partition(part, index_interval_bytes=interval)
+    again = verify_partition(part, index_interval_bytes=interval, progress=progress,
+                             stage="checking the recovered segments")
     result.findings += [f for f in again.findings if f not in result.findings]
     return again
 

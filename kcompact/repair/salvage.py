@@ -58,6 +58,7 @@ from kcompact.repair.batches import (
     first_offset_of,
     records_problem,
 )
+from kcompact.segment.progress import ReadProgress
 
 if TYPE_CHECKING:
     from kcompact.records.legacy import LegacyEntry
@@ -154,7 +155,8 @@ class _Entry:
 
 
 def scan_segment(
-    buf: Buffer, *, base_offset: int, first_offset: int, end_offset: int | None = None
+    buf: Buffer, *, base_offset: int, first_offset: int, end_offset: int | None = None,
+    progress: ReadProgress | None = None,
 ) -> SegmentScan:
     """Walk a segment's bytes, keeping every intact batch and isolating the damage between them.
 
@@ -164,17 +166,20 @@ def scan_segment(
         first_offset: the lowest offset the first batch may start at (the segment's base, or the offset
             after the previous segment's last kept batch when that is higher).
         end_offset: the next segment's base offset (no batch may reach it); None for the last segment.
+        progress: told the bytes walked (not finished here: a partition's segments share one).
 
     Returns:
         The kept batches and the damaged regions, in file order; together they cover the buffer.
     """
-    return _Scanner(buf, base_offset, end_offset).scan(first_offset)
+    return _Scanner(buf, base_offset, end_offset, progress).scan(first_offset)
 
 
 class _Scanner:
     """One walk over one segment's bytes (see the module docstring)."""
 
-    def __init__(self, buf: Buffer, base_offset: int, end_offset: int | None) -> None:
+    def __init__(self, buf: Buffer, base_offset: int, end_offset: int | None,
+                 progress: ReadProgress | None = None) -> None:
+        self.progress = progress
         self.view = memoryview(buf)
         self.end = len(self.view)
         self.base_offset = base_offset
@@ -184,8 +189,11 @@ class _Scanner:
     def scan(self, first_offset: int) -> SegmentScan:
         kept: list[KeptBatch] = []
         damaged: list[DamagedRegion] = []
-        lower, pos = first_offset, 0
+        lower, pos, walked = first_offset, 0, 0
         while pos < self.end:
+            if self.progress is not None:
+                self.progress.advance(pos - walked)
+                walked = pos
             entry = self.examine(pos, lower)
             if entry.status == _OK:
                 entry = self._check_next(pos, entry, lower)
@@ -207,6 +215,8 @@ class _Scanner:
                 continue
             damaged.append(self._region(pos, region_end, entry, at_tail=resync is None))
             pos = region_end
+        if self.progress is not None:
+            self.progress.advance(self.end - walked)
         return SegmentScan(self.end, tuple(kept), tuple(damaged))
 
     # --- examining one position -----------------------------------------------------------------

@@ -42,6 +42,7 @@ from kcompact.segment.checkpoint import decode_offset_checkpoint, read_offset_ch
 from kcompact.segment.index_builder import DEFAULT_INDEX_INTERVAL_BYTES
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import Partition, SegmentFiles, open_partition
+from kcompact.segment.progress import ProgressCallback, ReadProgress, read_progress
 from kcompact.segment.txn_index import AbortedTxn
 
 # Log dir entries Kafka's loader skips although they are not partition names.
@@ -95,13 +96,16 @@ class PartitionCheck:
 
 
 def verify_partition(
-    path: str | Path, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
+    path: str | Path, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+    progress: ProgressCallback | None = None, stage: str = "checking",
 ) -> PartitionCheck:
     """Check one partition directory (see the module docstring); reads, never writes.
 
     Args:
         path: the partition directory.
         index_interval_bytes: the topic's ``index.interval.bytes`` (for the expected indexes).
+        progress: told the bytes of the segments walked, as ``"<partition> (<stage>)"``.
+        stage: what this walk is, for ``progress``.
 
     Returns:
         The findings and the repair plan.
@@ -113,7 +117,10 @@ def verify_partition(
     check = PartitionCheck(partition)
     check.recovery_plan, check.recovery_error = _check_leftovers(partition, check.findings)
     _check_files(partition, check.findings)
-    check.segments = _scan_segments(partition, check.findings)
+    walk = read_progress(progress, f"{partition.path.name} ({stage})", partition.size_in_bytes)
+    check.segments = _scan_segments(partition, check.findings, walk)
+    if walk is not None:
+        walk.finish()
     aborted = derive_aborted([s.scan for s in check.segments])
     for seg, derived in zip(check.segments, aborted, strict=True):
         check.findings += check_segment_indexes(seg, derived, index_interval_bytes)
@@ -172,7 +179,9 @@ def _check_files(partition: Partition, findings: list[Finding]) -> None:
                 action=None))
 
 
-def _scan_segments(partition: Partition, findings: list[Finding]) -> list[SegmentCheck]:
+def _scan_segments(
+    partition: Partition, findings: list[Finding], progress: ReadProgress | None
+) -> list[SegmentCheck]:
     segments = partition.segments
     out: list[SegmentCheck] = []
     lower = segments[0].base_offset if segments else 0
@@ -180,7 +189,8 @@ def _scan_segments(partition: Partition, findings: list[Finding]) -> list[Segmen
         upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
         with files.open() as log:
             scan = scan_segment(log.buffer, base_offset=files.base_offset,
-                                first_offset=max(lower, files.base_offset), end_offset=upper)
+                                first_offset=max(lower, files.base_offset), end_offset=upper,
+                                progress=progress)
         seg = SegmentCheck(files, scan)
         out.append(seg)
         if seg.next_offset is not None:

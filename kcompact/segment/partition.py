@@ -195,7 +195,7 @@ def open_partition(path: str | os.PathLike[str]) -> Partition:
         KcompactError: the path is not a directory or its name is not a partition name.
         FileAccessError: the directory cannot be listed (permissions, an I/O error).
     """
-    directory = Path(path)
+    directory = named_path(path)
     if not directory.is_dir():
         raise KcompactError(f"{directory}: not a partition directory (no such directory)")
     name = parse_partition_dir_name(directory.name)
@@ -303,5 +303,16 @@ def require_partition_dirs(log_dir: str | os.PathLike[str]) -> list[Path]:
 
 def is_partition_dir(path: str | os.PathLike[str]) -> bool:
     """True when ``path`` is a directory named like a partition."""
-    p = Path(path)
+    p = named_path(path)
     return p.is_dir() and parse_partition_dir_name(p.name) is not None
+
+
+def named_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` as given, or made absolute where its last component is no name (``.``, ``..``, ``a/..``).
+
+    ``kcompact clean .`` inside a partition directory must see that directory's name (the topic and
+    partition) and its parent, the log dir; a path that already ends in a name is kept as the user wrote it,
+    so messages name files the way the user did.
+    """
+    p = Path(path)
+    return p if p.name not in ("", "..") else Path(os.path.abspath(p))

@@ -34,7 +34,8 @@ from kcompact.cleaner.run import (
 )
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import KcompactError
-from kcompact.segment.partition import is_partition_dir
+from kcompact.segment.log_dir_check import check_log_dir_writable
+from kcompact.segment.partition import is_partition_dir, named_path
 
 PlannedFailure = PartitionFailure
 """A partition refused or unreadable before any task ran (it is left untouched): ``clean``'s own."""
@@ -88,13 +89,15 @@ def plan_clean(
         The :class:`CleanPlan`.
 
     Raises:
-        KcompactError: a path is neither a partition directory nor a directory; ``now_ms`` unset.
+        KcompactError: a path is neither a partition directory nor a directory; ``now_ms`` unset; a
+            log dir's cause shared by all its partitions (a checkpoint file that does not parse; unless
+            ``dry_run``, a read-only log dir or a broker holding it).
     """
     if options.now_ms is None:
         raise KcompactError("spark clean plan: the driver's clock; expected now_ms set, found None")
     plan = CleanPlan()
     for raw in paths:
-        target = Path(raw).absolute()  # executors run elsewhere: no path relative to the driver's cwd
+        target = named_path(Path(raw).absolute())  # executors run elsewhere: no path relative to the driver's cwd
         if is_partition_dir(target):
             _plan_partition(target, sources, options, plan)
         elif target.is_dir():
@@ -133,7 +136,10 @@ def _plan_partition(target: Path, sources: ConfigSources, options: CleanOptions,
 def _plan_log_dir(
     log_dir: Path, sources: ConfigSources, options: CleanOptions, only_eligible: bool, plan: CleanPlan
 ) -> None:
-    """A log dir's partitions, highest dirty ratio first, as the broker's cleaner picks them."""
+    """A log dir's partitions, highest dirty ratio first, as the broker's cleaner picks them (a log dir
+    that cannot be written, or that a broker holds, is refused once here, not in each executor)."""
+    if not options.dry_run:
+        check_log_dir_writable(log_dir)
     order = cleaner_order(log_dir, sources, options, only_eligible=only_eligible)
     plan.failures.extend(order.failures)
     plan.notes.extend(order.notes)

@@ -128,7 +128,7 @@ def test_progress_bar_starts_its_thread_only_at_the_first_update(monkeypatch: py
     from rich.console import Console
 
     from kcompact.cli import render
-    from kcompact.cli.clean_view import progress_bar
+    from kcompact.cli.progress_view import progress_bar
 
     terminal = Console(file=io.StringIO(), force_terminal=True, width=80)
     monkeypatch.setattr(render, "err_console", lambda: terminal)
@@ -145,7 +145,7 @@ def test_progress_bar_starts_its_thread_only_at_the_first_update(monkeypatch: py
 
 
 def test_no_progress_callback_when_stderr_is_not_a_terminal() -> None:
-    from kcompact.cli.clean_view import progress_bar
+    from kcompact.cli.progress_view import progress_bar
 
     with progress_bar(enabled=True) as update:  # pytest captures stderr: not a terminal
         assert update is None

@@ -70,7 +70,9 @@ def test_dirty_ratio_names_every_partition_whole(log_dir: Path) -> None:
 def test_clean_names_every_partition_whole(log_dir: Path) -> None:
     result = run("clean", log_dir, "--roll", *COMPACT)
     assert result.exit_code == 0, result.output
-    assert_whole(result.stdout, NAMES)
+    empty = ["__consumer_offsets-31", LONGEST]  # no records: counted in one line, not listed
+    assert_whole(result.stdout, [name for name in NAMES if name not in empty])
+    assert "2 empty partitions (no records): nothing to clean" in result.stdout.splitlines()
     assert lines_naming(result.stdout, f"{CHANGELOG}: cleaned dirty section [0, 11)")
     assert any(line.startswith("  removed ") and line.rstrip().endswith(" keyless")
                for line in result.stdout.splitlines())  # a row is never wrapped
