@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kcompact.config.internal_topics import internal_topic_configs
 from kcompact.config.source_files import (
     META_PROPERTIES,
     METADATA_PARTITION,
@@ -54,7 +55,6 @@ from kcompact.config.source_files import (
     FoundSources,
     gather_sources,
 )
-from kcompact.config.internal_topics import internal_topic_configs
 from kcompact.config.topic_config import (
     CLEANUP_POLICY_COMPACT,
     ConfigValue,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from kcompact.cli.main import cli
@@ -170,6 +171,24 @@ def test_show_zookeeper_internal_topics_use_the_segment_size_the_broker_created_
     props.write_text("offsets.topic.segment.bytes=many\n")
     bad = run("show", str(log_dir / "__consumer_offsets-7"), "--server-properties", str(props))
     assert bad.exit_code == 2 and str(props) in bad.stderr and "many" in bad.stderr
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("version: 7\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n", "unknown partition metadata version; expected 0, found '7'"),
+    ("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n", ("invalid topic id; expected 22 characters of URL-safe "
+                                                       "base64 for a non-zero id, found 'AAAAAAAAAAAAAAAAAAAAAA'")),
+])
+def test_a_partition_metadata_kafka_refuses_is_a_one_line_error_naming_it(tmp_path: Path, text: str,
+                                                                           reason: str) -> None:
+    """Kafka's PartitionMetadataFile.read refuses any version but 0 and the zero topic id."""
+    log_dir = make_log_dir(tmp_path, metadata=every_level_metadata())
+    path = log_dir / "orders-0" / "partition.metadata"
+    path.write_text(text)
+    result = run("show", str(log_dir / "orders-0"))
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"kcompact: error: {path}: {reason}\n"
+    data = json.loads(run("show", str(log_dir / "orders-0"), "--json").stdout)
+    assert data["error"]["path"] == str(path) and data["error"]["exit_code"] == 2
 
 
 def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:

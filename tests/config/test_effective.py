@@ -23,7 +23,7 @@ from kcompact.config.effective import (
     partition_config,
 )
 from kcompact.config.kraft_records import format_uuid
-from kcompact.errors import ConfigError
+from kcompact.errors import ConfigError, CorruptDataError
 from tests.config.test_kraft_records import (
     encode_config,
     encode_partition,
@@ -262,7 +262,7 @@ def test_unknown_or_stale_topic_id_falls_back(tmp_path: Path) -> None:
     gone = partition_config(log_dir / "gone-0", cli_overrides={})
     assert "is not a live topic in the metadata log:" in gone.notes[0]
     (log_dir / "orders-0" / "partition.metadata").write_text("version: 0\ntopic_id: nope\n")
-    with pytest.raises(ConfigError, match="no topic id; expected a line"):
+    with pytest.raises(CorruptDataError, match="partition.metadata: invalid topic id; expected 22 characters"):
         partition_config(log_dir / "orders-0", cli_overrides={})
 
 
