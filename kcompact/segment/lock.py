@@ -47,7 +47,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from kcompact.errors import RefusedError
+from kcompact.errors import FileAccessError, KcompactError, RefusedError
 
 BROKER_LOCK_FILE = ".lock"
 CHECKPOINT_LOCK_FILE = ".kcompact-checkpoints.lock"
@@ -87,7 +87,9 @@ def _open_lock_file(path: Path, *, writable: bool = True) -> int:
     exist only while held): then we create it after all.
 
     Raises:
-        RefusedError: the file cannot be opened (a missing log dir, no permission …).
+        FileAccessError: the file is not there and the log dir refuses to create it (read-only, not
+            this user's).
+        RefusedError: the file cannot be opened otherwise (another user's, a missing log dir …).
     """
     try:
         while True:  # each turn means another process released the lock and removed its file meanwhile
@@ -102,11 +104,24 @@ def _open_lock_file(path: Path, *, writable: bool = True) -> int:
                 owner = os.stat(path.parent)
                 os.fchown(fd, owner.st_uid, owner.st_gid)
             return fd
-    except PermissionError as err:
-        raise RefusedError(f"cannot open lock file {path}: {err.strerror} (a file another user's kcompact "
-                           "left? remove it if no kcompact is running)") from err
     except OSError as err:
-        raise RefusedError(f"cannot open lock file {path}: {err.strerror}") from err
+        raise _lock_file_refusal(path, err) from err
+
+
+def _lock_file_refusal(path: Path, err: OSError) -> KcompactError:
+    """Why a lock file could not be opened: a log dir that refuses a new file (read-only, not this
+    user's), or a file that is there but may not be opened (another user's kcompact left it)."""
+    reason = err.strerror or str(err)
+    exists = os.path.lexists(path)
+    if not exists and (isinstance(err, PermissionError) or err.errno == errno.EROFS):
+        return FileAccessError(path.parent, "write", reason)  # the create failed: the log dir refuses it
+    if exists and isinstance(err, PermissionError):
+        refused = RefusedError(f"cannot open lock file {path}: {reason} (a file another user's kcompact "
+                               "left? remove it if no kcompact is running)")
+    else:
+        refused = RefusedError(f"cannot open lock file {path}: {reason}")
+    refused.path = str(path)
+    return refused
 
 
 def _open_existing(path: Path, *, writable: bool) -> int | None:
