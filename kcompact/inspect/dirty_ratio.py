@@ -34,7 +34,7 @@ from kcompact.config.effective import EffectiveConfig
 from kcompact.errors import KcompactError
 from kcompact.inspect.context import CrcTally
 from kcompact.segment.checkpoint import read_offset_checkpoint
-from kcompact.segment.lock import broker_holds_lock
+from kcompact.segment.lock import broker_holds_lock, explain_vanished
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import (
     METADATA_TOPIC,
@@ -158,7 +158,7 @@ def _config_error_row(part_dir: Path, err: KcompactError) -> DirtyRatioRow:
     name = parse_partition_dir_name(part_dir.name)
     topic, partition = (part_dir.name, -1) if name is None else (name.topic, name.partition)
     return DirtyRatioRow(topic=topic, partition=partition, partition_dir=str(part_dir),
-                         cleanup_policy="", error=str(err))
+                         cleanup_policy="", error=str(explain_vanished(err)))
 
 
 def partition_dirs(paths: Iterable[str | Path]) -> list[Path]:
@@ -242,7 +242,7 @@ def _row(
         rng = compute_cleanable_range(state.range_inputs(config, now))
         crc = _check_dirty_section(state, rng)
     except KcompactError as err:
-        row.error = str(err)
+        row.error = str(explain_vanished(err))
         return row, None
     row.warnings.extend(state.warnings)
     _fill(row, rng)

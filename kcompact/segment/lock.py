@@ -346,3 +346,72 @@ def _release_removable_lock(path: Path, fd: int) -> None:
         pass  # a file left behind is harmless: the next taker locks and removes it
     finally:
         os.close(fd)
+
+
+def clean_in_progress(partition_dir: str | os.PathLike[str]) -> str | None:
+    """What shows a kcompact clean at work on a partition (or one that was interrupted), None when nothing.
+
+    Probes ``.kcompact-<partition>.lock`` with a shared record lock, which fails while another process
+    holds it (and never probes a lock this process holds), then looks for ``.cleaned`` / ``.swap``
+    files, which exist only while a clean swaps its output in (or after one was killed doing so).
+
+    Args:
+        partition_dir: the partition directory.
+
+    Returns:
+        One phrase naming the evidence (``"another kcompact holds .kcompact-orders-0.lock"``), or None.
+    """
+    directory = Path(partition_dir)
+    try:
+        path = partition_lock_path(directory.parent, directory.name)
+    except ValueError:
+        return None
+    if not _mutex(_key(path)).locked() and _held_elsewhere(path):
+        return f"another kcompact holds {path.name}"
+    try:
+        swapping = sorted(p.name for p in directory.iterdir() if p.name.endswith((".cleaned", ".swap")))
+    except OSError:
+        return None
+    return f"{swapping[0]} is there (a clean swaps its output in through such files)" if swapping else None
+
+
+def _held_elsewhere(path: Path) -> bool:
+    """Whether another process holds the exclusive lock on the lock file at ``path``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False  # no lock file: nobody holds it
+    try:
+        return not _try_lock(fd, fcntl.LOCK_SH)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def explain_vanished(err: KcompactError) -> KcompactError:
+    """A file that vanished while it was read because a clean replaced it, said as that clean, retry-able.
+
+    Read-only commands take no lock, so a ``kcompact clean`` running beside them may swap a segment out
+    between its listing and its read: the OS then says "No such file or directory" of a file that was
+    there a moment ago. Where the partition shows a clean at work (:func:`clean_in_progress`), that is
+    the error to give; any other error is returned as it is.
+
+    Args:
+        err: the error a read-only command met.
+
+    Returns:
+        A :class:`RefusedError` naming the partition and the clean, or ``err`` itself.
+    """
+    if not isinstance(err, FileAccessError) or err.reason != os.strerror(errno.ENOENT):
+        return err
+    vanished = Path(err.path)
+    for candidate in (vanished.parent, vanished):
+        evidence = clean_in_progress(candidate) if candidate.is_dir() else None
+        if evidence is not None:
+            said = RefusedError(f"{candidate}: a kcompact clean is working on this partition ({evidence}); "
+                                f"{vanished.name} changed while it was read: run the command again once the "
+                                "clean is done")
+            said.path = str(candidate)
+            return said
+    return err

@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from kcompact.cli.main import cli
+from kcompact.inspect import context, dirty_ratio
+from kcompact.segment.partition import Partition, open_partition
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from tests.builders import BASE_TS, PartitionBuilder
-from tests.cleaner.test_clean_failures import BROKER, child_process
+from tests.cleaner.test_clean_failures import BROKER, OTHER_KCOMPACT, child_process
 from tests.unprivileged import run_kcompact
 
 NOW = BASE_TS + 10_000_000
@@ -168,3 +171,40 @@ def test_dirty_ratio_never_calls_eligible_what_clean_refuses(tmp_path: Path) -> 
         f"{log_dir / 'orders-0'}: remote.storage.enable=true (tiered storage); kcompact does not clean it")
     plain = json.loads(run("inspect", "dirty-ratio", log_dir, "--json", "--now-ms", str(NOW), *COMPACT).stdout)
     assert all(row["eligible"] for row in plain)  # the same partitions without tiered storage are
+
+
+def test_a_segment_swapped_out_by_a_running_clean_is_said_as_that_clean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only command takes no lock: a clean beside it may swap a segment out (``.log`` ->
+    ``.log.deleted``) between the listing and the read. With that clean's partition lock held, the error
+    names the clean and says to run again, not "No such file or directory"; without it, the OS's words stay."""
+    log_dir = log_dir_of(tmp_path, topics=("orders",))
+    part = log_dir / "orders-0"
+    swapped = part / "00000000000000000004.log"
+
+    def racing(path: str | Path) -> Partition:
+        listed = open_partition(path)
+        swapped.rename(swapped.with_name(swapped.name + ".deleted"))  # what the swap does meanwhile
+        return listed
+
+    monkeypatch.setattr(context, "open_partition", racing)
+    monkeypatch.setattr(dirty_ratio, "open_partition", racing)
+
+    def read(*command: str) -> tuple[Result, str]:
+        result = run(*command, part, "--json", "--now-ms", str(NOW), *COMPACT)
+        swapped.with_name(swapped.name + ".deleted").rename(swapped)
+        text = json.dumps(json.loads(result.stdout))
+        return result, text
+
+    said = (f"{part}: a kcompact clean is working on this partition (another kcompact holds "
+            ".kcompact-orders-0.lock); 00000000000000000004.log changed while it was read: run the command "
+            "again once the clean is done")
+    with child_process(OTHER_KCOMPACT, str(log_dir), "orders-0"):
+        keys, _ = read("inspect", "keys")
+        assert keys.exit_code == 2 and json.loads(keys.stdout)["error"]["message"] == said
+        assert json.loads(keys.stdout)["error"]["path"] == str(part)
+        ratio, _ = read("inspect", "dirty-ratio")
+        assert json.loads(ratio.stdout)[0]["error"] == said
+    alone, text = read("inspect", "keys")
+    assert alone.exit_code == 2 and "cannot read (No such file or directory)" in text
