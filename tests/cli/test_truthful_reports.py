@@ -11,8 +11,8 @@ from click.testing import CliRunner, Result
 
 from kcompact.cli.main import cli
 from kcompact.inspect import context, dirty_ratio
-from kcompact.segment.partition import Partition, open_partition
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from kcompact.segment.partition import Partition, open_partition
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.cleaner.test_clean_failures import BROKER, OTHER_KCOMPACT, child_process
 from tests.unprivileged import run_kcompact
@@ -126,8 +126,8 @@ def test_dump_of_a_partition_without_segments_says_so(tmp_path: Path) -> None:
         result = run("inspect", "dump", part, *extra)
         assert result.exit_code == 0
         assert warnings(result.stderr) == [
-            f"{part}: no segment (no .log file): nothing to dump; a broker loading this directory creates "
-            "an empty segment at its log start offset"]
+            (f"{part}: no segment (no .log file): nothing to dump; a broker loading this directory creates "
+             "an empty segment at its log start offset")]
 
 
 def test_size_reduction_never_rounds_to_100_percent_while_records_are_left(tmp_path: Path) -> None:
