@@ -37,9 +37,11 @@ class KcompactError(Exception):
     position: int | None = None  # byte position inside it
     offset: int | None = None  # the Kafka offset concerned
 
-    def __init__(self, *args: object) -> None:
+    def __init__(self, *args: object, path: str | os.PathLike[str] | None = None) -> None:
         super().__init__(*args)
-        if self.path is None and args and isinstance(args[0], str):
+        if path is not None:
+            self.path = os.fspath(path)
+        elif self.path is None and args and isinstance(args[0], str):
             self.path = _leading_path(args[0])
 
 

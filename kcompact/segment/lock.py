@@ -116,12 +116,9 @@ def _lock_file_refusal(path: Path, err: OSError) -> KcompactError:
     if not exists and (isinstance(err, PermissionError) or err.errno == errno.EROFS):
         return FileAccessError(path.parent, "write", reason)  # the create failed: the log dir refuses it
     if exists and isinstance(err, PermissionError):
-        refused = RefusedError(f"cannot open lock file {path}: {reason} (a file another user's kcompact "
-                               "left? remove it if no kcompact is running)")
-    else:
-        refused = RefusedError(f"cannot open lock file {path}: {reason}")
-    refused.path = str(path)
-    return refused
+        return RefusedError(f"cannot open lock file {path}: {reason} (a file another user's kcompact "
+                            "left? remove it if no kcompact is running)", path=path)
+    return RefusedError(f"cannot open lock file {path}: {reason}", path=path)
 
 
 def _open_existing(path: Path, *, writable: bool) -> int | None:
@@ -169,7 +166,7 @@ def broker_holds_lock(log_dir: str | os.PathLike[str]) -> bool:
         except FileNotFoundError:
             return False
         except OSError as err:
-            raise RefusedError(f"cannot check {path} for a running broker: {err.strerror}") from err
+            raise RefusedError(f"cannot check {path} for a running broker: {err.strerror}", path=path) from err
         try:
             return not _try_lock(fd, fcntl.LOCK_SH)
         finally:
@@ -250,7 +247,7 @@ def partition_lock(log_dir: str | os.PathLike[str], partition_dir_name: str) -> 
     path = partition_lock_path(log_dir, partition_dir_name)
     refused = RefusedError(
         f"another kcompact process is working on {partition_dir_name} in {log_dir} "
-        f"(it holds {path.name})"
+        f"(it holds {path.name})", path=Path(log_dir) / partition_dir_name
     )
     mutex = _mutex(_key(path))
     if not mutex.acquire(blocking=False):
@@ -285,7 +282,7 @@ def checkpoint_lock(log_dir: str | os.PathLike[str]) -> Iterator[None]:
     with _mutex(_key(path)):
         fd = _take_removable_lock(path, blocking=True)
         if fd is None:  # pragma: no cover - a blocking lock is granted or raises
-            raise RefusedError(f"cannot lock {path}")
+            raise RefusedError(f"cannot lock {path}", path=path)
         try:
             yield
         finally:
@@ -320,7 +317,7 @@ def _take_removable_lock(path: Path, *, blocking: bool) -> int | None:
                 return fd
         except OSError as err:  # ENOLCK (a file system without record locks), …
             os.close(fd)
-            raise RefusedError(f"cannot lock {path}: {err.strerror or err}") from err
+            raise RefusedError(f"cannot lock {path}: {err.strerror or err}", path=path) from err
         except BaseException:
             os.close(fd)
             raise
@@ -409,9 +406,7 @@ def explain_vanished(err: KcompactError) -> KcompactError:
     for candidate in (vanished.parent, vanished):
         evidence = clean_in_progress(candidate) if candidate.is_dir() else None
         if evidence is not None:
-            said = RefusedError(f"{candidate}: a kcompact clean is working on this partition ({evidence}); "
+            return RefusedError(f"{candidate}: a kcompact clean is working on this partition ({evidence}); "
                                 f"{vanished.name} changed while it was read: run the command again once the "
-                                "clean is done")
-            said.path = str(candidate)
-            return said
+                                "clean is done", path=candidate)
     return err

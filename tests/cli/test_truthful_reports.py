@@ -83,6 +83,11 @@ def test_a_refusal_json_names_the_partition_it_refuses(tmp_path: Path) -> None:
     assert result.exit_code == 2
     error = json.loads(result.stdout)["error"]
     assert (error["kind"], error["path"]) == ("RefusedError", str(part))
+    with child_process(OTHER_KCOMPACT, str(part.parent), part.name):  # the path is not the message's head
+        busy = run("clean", part, "--json", "--now-ms", str(NOW), *COMPACT)
+    error = json.loads(busy.stdout)["error"]
+    assert error["message"].startswith("another kcompact process is working on orders-0")
+    assert (busy.exit_code, error["kind"], error["path"]) == (2, "RefusedError", str(part))
 
 
 # --- reports that said something untrue -----------------------------------------------------------------
