@@ -246,7 +246,11 @@ def _row(
         return row, None
     row.warnings.extend(state.warnings)
     _fill(row, rng)
-    if unsupported is not None:  # `clean` refuses it: never eligible, never ranked
+    row.corrupt_batches = crc.corrupt_batches
+    if crc.first_error is not None:
+        more = crc.corrupt_batches - 1
+        row.error = crc.first_error + (f" ({more} more batch(es) of the dirty section fail theirs)" if more else "")
+    if unsupported is not None:  # `clean` refuses it (tiered storage): never eligible, never ranked
         row.eligible = row.must_clean = False
         row.blocking_rule, row.blocking_detail = RULE_TIERED_STORAGE, unsupported
         return row, None
@@ -255,10 +259,6 @@ def _row(
             f"cleanup.policy is not known ({effective.topic_config_unknown}): a broker uses Kafka's default "
             "'delete' unless the topic overrides it, and `kcompact clean` compacts only a partition known to "
             "be compacted (give --config cleanup.policy=compact if it is)")
-    row.corrupt_batches = crc.corrupt_batches
-    if crc.first_error is not None:
-        more = crc.corrupt_batches - 1
-        row.error = crc.first_error + (f" ({more} more batch(es) of the dirty section fail theirs)" if more else "")
     return row, rng
 
 
