@@ -37,6 +37,28 @@ class KcompactError(Exception):
     position: int | None = None  # byte position inside it
     offset: int | None = None  # the Kafka offset concerned
 
+    def __init__(self, *args: object, path: str | os.PathLike[str] | None = None) -> None:
+        super().__init__(*args)
+        if path is not None:
+            self.path = os.fspath(path)
+        elif self.path is None and args and isinstance(args[0], str):
+            self.path = _leading_path(args[0])
+
+
+def _leading_path(message: str) -> str | None:
+    """The file a message names first (house style: ``"<path>: what is wrong"``), None when it names none.
+
+    The text before the first ``": "`` counts as a path when it is an absolute or ``./``-relative path
+    or names something on disk, so an error raised with the path only in its words still carries it
+    (``--json``'s ``"path"``).
+    """
+    head, sep, _ = message.partition(": ")
+    if not sep or not head or "\n" in head:
+        return None
+    if head.startswith(("/", "./", "../")) or os.path.lexists(head):
+        return head
+    return None
+
 
 class CorruptDataError(KcompactError):
     """Bytes on disk that do not follow Kafka's format.

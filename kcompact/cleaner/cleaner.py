@@ -32,6 +32,7 @@ from kcompact.cleaner.options import DEFAULT_OPTIONS, CleanOptions, CleanResult,
 from kcompact.cleaner.oracle import OffsetMapOracle
 from kcompact.cleaner.parallel import build_offset_map, resolve_jobs, write_groups
 from kcompact.cleaner.plan import CleanPlan, build_plan
+from kcompact.cleaner.range_explanation import checkpoint_reset_warning
 from kcompact.cleaner.ranges import compute_cleanable_range
 from kcompact.cleaner.retention import RetentionResult, apply_retention, plan_retention
 from kcompact.cleaner.roll import Roll, roll_active_segment
@@ -257,6 +258,9 @@ def _compact(here: _Round, partition: Partition, state: LogState) -> None:
     rng = compute_cleanable_range(state.range_inputs(config, here.now_ms), from_start=options.from_start)
     result.range = rng
     result.checkpoint_before = state.checkpoint_offset
+    reset = checkpoint_reset_warning(rng)
+    if reset is not None:
+        result.warnings.append(reset)
     if nothing_to_clean(rng):
         result.skipped_reason = rng.blocking_detail or "nothing to clean"
         if rng.force_update_checkpoint and not options.dry_run:

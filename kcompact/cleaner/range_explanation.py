@@ -72,6 +72,25 @@ def explain_range(
     return rule, detail
 
 
+def checkpoint_reset_warning(rng: CleanableRange) -> str | None:
+    """What ``LogCleanerManager.cleanableOffsets`` logs when the checkpoint lies outside the log, None
+    when it does not (or ``--from-start`` ignores it): the reset must never pass without a word.
+
+    Args:
+        rng: the computed range.
+
+    Returns:
+        One sentence naming the checkpointed offset, the bound it crosses and the offset it resets to.
+    """
+    if not rng.force_update_checkpoint or rng.from_start:
+        return None
+    where = (f"below the log start offset {rng.log_start_offset}" if rng.checkpoint_reset == RESET_BELOW_LOG_START
+             else f"past the log end offset {rng.log_end_offset}")
+    return (f"cleaner-offset-checkpoint holds {rng.checkpoint_offset} for this partition, {where}: reset to "
+            f"the log start offset {rng.log_start_offset}, as the broker's cleaner does "
+            f"(LogCleanerManager), so the whole log counts as dirty")
+
+
 def _cap_detail(
     rule: str, offset: int, inp: RangeInputs, segments: Sequence[SegmentStats], rng: CleanableRange
 ) -> str:

@@ -60,6 +60,7 @@ __all__ = [
     "plan_clean",
     "refuse_unsupported",
     "segment_key_entries",
+    "unsupported_reason",
     "write_checkpoint",
     "write_group",
 ]
@@ -79,16 +80,33 @@ class GroupOutput:
     stats: CleanStats
 
 
-def refuse_unsupported(partition: Partition, config: TopicConfig) -> None:
-    """Raise RefusedError for a partition no cleaner may touch offline (KRaft's log, tiered storage)."""
+def unsupported_reason(partition: Partition, config: TopicConfig) -> str | None:
+    """Why no cleaner may touch this partition offline, None when one may: the one rule ``clean`` refuses
+    by and ``inspect dirty-ratio`` reports.
+
+    KRaft's own log is never cleaned by the log cleaner; a tiered-storage topic
+    (``remote.storage.enable=true``) keeps segments in remote storage that a local rewrite would
+    contradict (Kafka refuses ``compact`` with tiered storage).
+
+    Args:
+        partition: the partition.
+        config: its configuration.
+
+    Returns:
+        The reason, one sentence without the path, or None.
+    """
     if partition.is_metadata_log:
-        raise RefusedError(
-            f"{partition.path}: __cluster_metadata is KRaft's own log; no cleaner touches it"
-        )
+        return "__cluster_metadata is KRaft's own log; no cleaner touches it"
     if getattr(config, "remote_storage_enable", False):
-        raise RefusedError(
-            f"{partition.path}: remote.storage.enable=true (tiered storage); kcompact does not clean it"
-        )
+        return "remote.storage.enable=true (tiered storage); kcompact does not clean it"
+    return None
+
+
+def refuse_unsupported(partition: Partition, config: TopicConfig) -> None:
+    """Raise RefusedError for a partition no cleaner may touch offline (:func:`unsupported_reason`)."""
+    reason = unsupported_reason(partition, config)
+    if reason is not None:
+        raise RefusedError(f"{partition.path}: {reason}")
 
 
 def nothing_to_clean(rng: CleanableRange) -> bool:

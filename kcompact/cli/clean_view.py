@@ -82,7 +82,7 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
     table.add_row("read", f"{render.size_text(s.bytes_read)}, {s.records_read} records in "
                           f"{s.elapsed_s:.2f} s ({rate:.1f} MiB/s)")
     table.add_row("written", f"{render.size_text(s.bytes_written)}, {s.records_written} records")
-    table.add_row("size reduction", f"{100 * s.size_reduction:.1f}%")
+    table.add_row("size reduction", render.percent_text(s.size_reduction))
     table.add_row("removed", (
         f"{s.superseded_removed} superseded, {s.tombstones_removed} tombstones, "
         f"{s.aborted_records_removed} aborted, {s.markers_removed} markers, {s.invalid_records} keyless"

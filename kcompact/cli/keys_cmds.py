@@ -259,7 +259,7 @@ def _projection_lines(p: Any) -> list[str]:
     saved = p.size_in_bytes_before - p.size_in_bytes_after
     share = saved / p.size_in_bytes_before if p.size_in_bytes_before else 0.0
     sizes = (f"{p.records_before} -> {p.records_after} records, {p.size_in_bytes_before} -> "
-             f"{p.size_in_bytes_after} bytes (-{share:.1%}), checkpoint -> {p.end_offset}")
+             f"{p.size_in_bytes_after} bytes (-{render.percent_text(share)}), checkpoint -> {p.end_offset}")
     removed = (f"removes {p.superseded_removed} superseded, "
                f"{_plural(p.tombstones_removed, 'tombstone')}, {p.keyless_removed} keyless, "
                f"{p.aborted_records_removed} aborted, {_plural(p.markers_removed, 'marker')}")
@@ -301,10 +301,22 @@ def _printable(text: str) -> str:
     return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
+def _undated_evidence(r: Any) -> str:
+    """The evidence of a clean that carries no time: the checkpoint, empty batches."""
+    found = []
+    if r.checkpoint_offset is not None and r.first_dirty_offset == r.checkpoint_offset > r.log_start_offset:
+        found.append(f"cleaner-offset-checkpoint says a clean reached offset {r.checkpoint_offset}")
+    if r.empty_batches:
+        found.append(f"{_plural(r.empty_batches, 'empty batch', 'empty batches')} left by a clean")
+    return "; ".join(found) or "see below"
+
+
 def _print_last_clean(r: Any) -> None:
     name = f"{r.topic}-{r.partition}"
-    if r.compacted:
+    if r.compacted and r.last_clean_after_ms is not None:
         render.plain(f"{name}: compaction provably ran after {_utc(r.last_clean_after_ms)}")
+    elif r.compacted:
+        render.plain(f"{name}: compaction ran, at a time nothing here dates ({_undated_evidence(r)})")
     else:
         render.plain(f"{name}: no sign of compaction")
     gap = r.newest_gap

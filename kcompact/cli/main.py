@@ -89,6 +89,9 @@ JSON_ERROR_SENT = "kcompact.json-error-sent"  # ctx.meta: nested groups print on
 
 def _fail(ctx: click.Context, err: KcompactError) -> NoReturn:
     """Exit 2 with the error's one line on stderr, and its JSON object on stdout after ``--json``."""
+    from kcompact.segment.lock import explain_vanished  # the CLI imports lazily
+
+    err = explain_vanished(err)  # a file a running clean swapped out: say so
     render.error_line(str(err))
     if ctx.meta.get(JSON_REQUESTED):
         _emit_json_error(ctx, str(err), type(err).__name__, err.path, err.position, err.offset)

@@ -66,6 +66,17 @@ def size_text(size_in_bytes: int) -> str:
     return f"{size:.1f} GiB"
 
 
+def percent_text(fraction: float) -> str:
+    """A share for people to one decimal, never rounded to a bound it does not reach: ``79.9%``,
+    ``> 99.9%`` (not ``100.0%`` while anything is left), ``< 0.1%`` (not ``0.0%`` once anything went)."""
+    text = f"{100 * fraction:.1f}%"
+    if text == "100.0%" and fraction < 1:
+        return "> 99.9%"
+    if text in ("0.0%", "-0.0%") and fraction > 0:
+        return "< 0.1%"
+    return text
+
+
 def emit_json_line(obj: Any) -> None:
     """One compact JSON object on its own line (the ``--json`` form of streaming commands)."""
     import json

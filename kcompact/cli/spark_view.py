@@ -88,7 +88,7 @@ def _clean_table(rows: list[dict[str, Any]]) -> Table:
             span,
             render.size_text(row["bytes_read"]) if done else "-",
             render.size_text(row["bytes_written"]) if done else "-",
-            f"{100 * row['size_reduction']:.1f}%" if done else "-",
+            render.percent_text(row["size_reduction"]) if done else "-",
             f"{row['elapsed_s']:.2f}" if done else "-",
         )
     return table

@@ -25,9 +25,11 @@ kcompact could not read is kept in :attr:`EffectiveConfig.topic_config_unknown` 
 because ``clean`` compacts only a partition known to be compacted. Two rules add values no Kafka
 source gave, each with its own source and a note:
 
-* ``__consumer_offsets`` and ``__transaction_state`` are created by the broker with the topic config
-  ``cleanup.policy=compact``; when their topic overrides cannot be read, that override is assumed
-  (source ``"assumed"``).
+* ``__consumer_offsets`` and ``__transaction_state`` are created by the broker with topic configs of
+  its own (``cleanup.policy=compact``, a ``compression.type``, ``segment.bytes`` from
+  ``offsets.topic.segment.bytes`` / ``transaction.state.log.segment.bytes``); when their topic
+  overrides cannot be read, those are assumed (source ``"assumed"``; see
+  :mod:`kcompact.config.internal_topics`).
 * ``assume_compact=True`` (``--assume-compact``) makes ``compact`` the policy of a partition whose
   policy is *unknown*: no source sets one and the topic's overrides could not be read (no metadata
   log, an incomplete history, a topic id it does not know); source ``"assume-compact"``. It never
@@ -47,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kcompact.config.internal_topics import internal_topic_configs
 from kcompact.config.source_files import (
     META_PROPERTIES,
     METADATA_PARTITION,
@@ -80,7 +83,6 @@ __all__ = [  # the source-file names stay importable from here, where they were 
     "partition_config",
 ]
 
-INTERNAL_COMPACTED_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 SOURCE_ASSUMED = "assumed"
 SOURCE_ASSUME_COMPACT = "assume-compact"
 ASSUMED_COMPACT = (
@@ -203,17 +205,23 @@ def describe_sources(values: Iterable[ConfigValue], *, include_defaults: bool = 
 # --- resolving --------------------------------------------------------------------------------------
 
 
-def _internal_topic_overrides(topic: str, overrides: dict[str, str] | None,
-                              notes: list[str]) -> tuple[dict[str, str], bool]:
-    """The overrides to resolve with; True when ``cleanup.policy=compact`` was assumed for them."""
+def _internal_topic_overrides(topic: str, overrides: dict[str, str] | None, found: FoundSources,
+                              notes: list[str]) -> tuple[dict[str, str], dict[str, str] | None]:
+    """The overrides to resolve with, and for assumed ones (the configs the broker creates an
+    internal topic with) the source label of each key, None when nothing was assumed."""
     if overrides is not None:
-        return overrides, False
-    if topic not in INTERNAL_COMPACTED_TOPICS:
-        return {}, False
-    notes.append(f"{topic} is an internal topic the broker creates with the topic config "
-                 "cleanup.policy=compact; its topic configuration is unknown here, so kcompact "
-                 "assumes compact")  # fmt: skip
-    return {"cleanup.policy": CLEANUP_POLICY_COMPACT}, True
+        return overrides, None
+    created = internal_topic_configs(topic, found.props, found.server_properties)
+    if created is None:
+        return {}, None
+    notes.append(created.note)
+    return created.overrides, {key: created.synonyms.get(key, "") for key in created.overrides}
+
+
+def _label_assumed(values: list[ConfigValue], assumed: Mapping[str, str]) -> list[ConfigValue]:
+    """Relabel the values taken from assumed topic configs (source ``"assumed"``)."""
+    return [ConfigValue(v.key, v.value, SOURCE_ASSUMED, assumed[v.key] or None)
+            if v.source == "topic" and v.key in assumed else v for v in values]  # fmt: skip
 
 
 def _replace(values: list[ConfigValue], new: ConfigValue) -> list[ConfigValue]:
@@ -293,12 +301,12 @@ def partition_config(
             f"{part}: not a partition directory; expected a name like <topic>-<partition>")
     notes: list[str] = []
     found = gather_sources(part, name.topic, server_properties, metadata_dir, notes)
-    overrides, assumed = _internal_topic_overrides(name.topic, found.topic_overrides, notes)
+    overrides, assumed = _internal_topic_overrides(name.topic, found.topic_overrides, found, notes)
     config, values = _resolve(part, cli_overrides, overrides, found, assumed)
     brokers_own = _resolve(part, {k: v for k, v in cli_overrides.items() if k != "cleanup.policy"},
                            overrides, found, assumed)[1]
     known_policy = next(v for v in brokers_own if v.key == "cleanup.policy")
-    unknown = None if assumed else found.topic_unknown
+    unknown = None if assumed is not None else found.topic_unknown
     config, values = _product_rules(name.topic, config, values, found, assume_compact, notes)
     return EffectiveConfig(
         config=config, values=values, notes=notes, partition_dir=part, topic=name.topic,
@@ -310,15 +318,14 @@ def partition_config(
 
 
 def _resolve(part: Path, cli: Mapping[str, str], overrides: Mapping[str, str], found: FoundSources,
-             assumed: bool) -> tuple[TopicConfig, list[ConfigValue]]:
-    """Resolve the layers in Kafka's order (an assumed internal topic override labelled so)."""
+             assumed: Mapping[str, str] | None) -> tuple[TopicConfig, list[ConfigValue]]:
+    """Resolve the layers in Kafka's order (assumed internal topic configs labelled so)."""
     try:
         config, values = resolve_config(
             cli=cli, topic_overrides=overrides, broker_dynamic=found.broker,
             cluster_dynamic=found.cluster, server_properties=found.props, broker_id=found.node)
     except ConfigError as err:
         raise ConfigError(f"{part}: {err}") from None
-    policy = next(v for v in values if v.key == "cleanup.policy")
-    if assumed and policy.source == "topic":
-        values = _replace(values, ConfigValue(policy.key, policy.value, SOURCE_ASSUMED))
+    if assumed is not None:
+        values = _label_assumed(values, assumed)
     return config, values

@@ -43,7 +43,6 @@ from kcompact.errors import (
     CorruptBatchError,
     CorruptDataError,
     CorruptRecordError,
-    FileAccessError,
     KcompactError,
 )
 from kcompact.records.batch import RecordBatch
@@ -51,12 +50,12 @@ from kcompact.records.control import ControlRecordKey, ControlRecordType
 from kcompact.records.record import decode_records
 from kcompact.segment.checkpoint import read_leader_epoch_checkpoint, read_offset_checkpoint
 from kcompact.segment.log_file import LogFile
+from kcompact.segment.metadata_files import read_partition_topic_id
 from kcompact.segment.names import parse_partition_dir_name, parse_segment_file_name
 
 BEGIN_TRANSACTION_API_KEY = 23
 END_TRANSACTION_API_KEY = 24
 ABORT_TRANSACTION_API_KEY = 25
-PARTITION_METADATA_FILE = "partition.metadata"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -122,7 +121,7 @@ class MetadataState:
                 topic), or its name does not parse and it has no ``partition.metadata``.
         """
         path = Path(partition_dir)
-        topic_id = read_partition_metadata_topic_id(path)
+        topic_id = read_partition_topic_id(path)
         if topic_id is not None:
             name = self.topics_by_id.get(topic_id)
             if name is None:
@@ -136,39 +135,6 @@ class MetadataState:
         if parsed is None:
             raise ConfigError(f"{path}: not a partition directory; expected <topic>-<partition>")
         return self.topic_config_overrides(parsed.topic)
-
-
-def read_partition_metadata_topic_id(partition_dir: str | os.PathLike[str]) -> str | None:
-    """The ``topic_id`` of a partition directory's ``partition.metadata``, None when absent.
-
-    Args:
-        partition_dir: a partition directory.
-
-    Returns:
-        The id as Kafka prints it (URL-safe base64, no padding), or None without the file.
-
-    Raises:
-        ConfigError: the file exists but has no valid ``topic_id: <uuid>`` line.
-        FileAccessError: the file exists but cannot be read (permissions, an I/O error).
-    """
-    path = Path(partition_dir) / PARTITION_METADATA_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except OSError as err:
-        raise FileAccessError.from_os_error(err, path, "read") from err
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: cannot read partition metadata: {err}") from err
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key.strip() == "topic_id":
-            try:
-                kr.parse_uuid(value.strip())
-            except ValueError:
-                break
-            return value.strip()
-    raise ConfigError(f"{path}: no topic id; expected a line 'topic_id: <22-char base64 uuid>'")
 
 
 class _Replayer:

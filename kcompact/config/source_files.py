@@ -15,17 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kcompact.config.metadata_state import (
-    MetadataState,
-    cached_metadata_state,
-    read_partition_metadata_topic_id,
-)
+from kcompact.config.metadata_state import MetadataState, cached_metadata_state
 from kcompact.config.server_properties import (
     metadata_log_dir,
     node_id,
     read_server_properties_cached,
 )
 from kcompact.errors import ConfigError
+from kcompact.segment.metadata_files import read_partition_topic_id
 
 SERVER_PROPERTIES_ENV = "KCOMPACT_SERVER_PROPERTIES"
 METADATA_PARTITION = "__cluster_metadata-0"
@@ -117,7 +114,7 @@ def _topic_overrides(partition_dir: Path, topic: str, state: MetadataState,
     Kafka looks the directory's topic name up in the metadata image and compares the live id with
     the one in ``partition.metadata``; a different id makes the log a stray of another incarnation.
     """
-    dir_id = read_partition_metadata_topic_id(partition_dir)
+    dir_id = read_partition_topic_id(partition_dir)
     live_id = state.topics_by_name.get(topic)
     if live_id is not None and dir_id in (None, live_id):
         # An incomplete history may lack a record that sets or removes an override: the overrides
@@ -189,7 +186,7 @@ def gather_sources(part: Path, topic: str, server_properties: str | os.PathLike[
     found.node = _node_id(part.parent, found.props, found.server_properties, notes)
     found.metadata_dir = _find_metadata_dir(part.parent, found.props, metadata_dir, notes)
     if found.metadata_dir is None:
-        found.topic_id = read_partition_metadata_topic_id(part)
+        found.topic_id = read_partition_topic_id(part)
         found.topic_unknown = "no KRaft metadata log was found"
         return found
     _check_same_cluster(part.parent, found.metadata_dir)

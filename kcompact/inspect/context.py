@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kcompact.cleaner.log_state import LogState, load_log_state
+from kcompact.cleaner.range_explanation import checkpoint_reset_warning
 from kcompact.cleaner.ranges import CleanableRange, compute_cleanable_range
 from kcompact.cleaner.run import ConfigSources
 from kcompact.config.effective import EffectiveConfig
@@ -93,4 +94,7 @@ def load_inspect_context(
     effective = sources.for_partition(partition.path)
     state = load_log_state(partition, effective.config)
     rng = compute_cleanable_range(state.range_inputs(effective.config, now))
+    reset = checkpoint_reset_warning(rng)
+    if reset is not None:
+        state.warnings.append(reset)
     return InspectContext(now, effective, state, rng)

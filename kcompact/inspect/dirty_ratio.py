@@ -26,13 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from kcompact.cleaner.log_state import LogState, load_log_state
+from kcompact.cleaner.range_model import RULE_CLEANUP_POLICY
 from kcompact.cleaner.ranges import CleanableRange, cleaner_order, compute_cleanable_range
 from kcompact.cleaner.run import ConfigSources
-from kcompact.config.topic_config import TopicConfig
+from kcompact.cleaner.stages import unsupported_reason
+from kcompact.config.effective import EffectiveConfig
 from kcompact.errors import KcompactError
 from kcompact.inspect.context import CrcTally
 from kcompact.segment.checkpoint import read_offset_checkpoint
-from kcompact.segment.lock import broker_holds_lock
+from kcompact.segment.lock import broker_holds_lock, explain_vanished
 from kcompact.segment.log_dir_check import check_log_dir_checkpoints
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import (
@@ -45,6 +47,7 @@ from kcompact.segment.partition import (
 )
 from kcompact.segment.progress import ProgressCallback
 
+RULE_TIERED_STORAGE = "tiered-storage"
 LIVE_BROKER_WARNING = "a running broker holds this log dir: the active segment may be moving"
 
 ADVICE = {
@@ -64,6 +67,8 @@ ADVICE = {
     ),
     "checkpoint-reset": "cleaner-offset-checkpoint points outside the log; the broker resets it to the log start",
     "cleanup-policy": "the topic is not compacted (cleanup.policy has no 'compact'); the cleaner skips it",
+    "tiered-storage": "remote.storage.enable=true: Kafka does not compact a tiered-storage topic, and kcompact "
+                      "does not clean one",
 }
 
 
@@ -148,7 +153,7 @@ def dirty_ratio_report(
         except KcompactError as err:
             rows.append(_config_error_row(part_dir, err))
             continue
-        row, rng = _row(partition, effective.config, now, effective.notes, facts)
+        row, rng = _row(partition, effective, now, facts)
         rows.append(row)
         if rng is not None:
             ranges.append((row.partition_dir, rng))
@@ -166,7 +171,7 @@ def _config_error_row(part_dir: Path, err: KcompactError) -> DirtyRatioRow:
     name = parse_partition_dir_name(part_dir.name)
     topic, partition = (part_dir.name, -1) if name is None else (name.topic, name.partition)
     return DirtyRatioRow(topic=topic, partition=partition, partition_dir=str(part_dir),
-                         cleanup_policy="", error=str(err))
+                         cleanup_policy="", error=str(explain_vanished(err)))
 
 
 def partition_dirs(paths: Iterable[str | Path]) -> list[Path]:
@@ -228,8 +233,9 @@ class _LogDirPartition(Partition):
 
 
 def _row(
-    partition: _LogDirPartition, config: TopicConfig, now: int, notes: list[str], facts: _LogDirFacts
+    partition: _LogDirPartition, effective: EffectiveConfig, now: int, facts: _LogDirFacts
 ) -> tuple[DirtyRatioRow, CleanableRange | None]:
+    config = effective.config
     row = DirtyRatioRow(
         topic=partition.topic,
         partition=partition.partition,
@@ -237,19 +243,19 @@ def _row(
         cleanup_policy=",".join(config.cleanup_policy),
         min_cleanable_dirty_ratio=config.min_cleanable_dirty_ratio,
     )
-    row.warnings.extend(notes)
+    row.warnings.extend(effective.notes)
     if facts.broker_running:
         row.warnings.append(LIVE_BROKER_WARNING)
+    unsupported = unsupported_reason(partition, config)
     if partition.topic == METADATA_TOPIC:
-        row.blocking_rule = "cleanup-policy"
-        row.blocking_detail = "__cluster_metadata is KRaft's own log; no cleaner touches it"
+        row.blocking_rule, row.blocking_detail = RULE_CLEANUP_POLICY, unsupported
         return row, None
     try:
         state = load_log_state(partition, config)
         rng = compute_cleanable_range(state.range_inputs(config, now))
         crc = _check_dirty_section(state, rng)
     except KcompactError as err:
-        row.error = str(err)
+        row.error = str(explain_vanished(err))
         return row, None
     row.warnings.extend(state.warnings)
     _fill(row, rng)
@@ -257,7 +263,21 @@ def _row(
     if crc.first_error is not None:
         more = crc.corrupt_batches - 1
         row.error = crc.first_error + (f" ({more} more batch(es) of the dirty section fail theirs)" if more else "")
+    if unsupported is not None:  # `clean` refuses it (tiered storage): never eligible, never ranked
+        row.eligible = row.must_clean = False
+        row.blocking_rule, row.blocking_detail = RULE_TIERED_STORAGE, unsupported
+        return row, None
+    if row.blocking_rule == RULE_CLEANUP_POLICY and _policy_unknown(effective):
+        row.blocking_detail = (
+            f"cleanup.policy is not known ({effective.topic_config_unknown}): a broker uses Kafka's default "
+            "'delete' unless the topic overrides it, and `kcompact clean` compacts only a partition known to "
+            "be compacted (give --config cleanup.policy=compact if it is)")
     return row, rng
+
+
+def _policy_unknown(effective: EffectiveConfig) -> bool:
+    """Whether ``cleanup.policy`` is only Kafka's default standing in for overrides that could not be read."""
+    return effective.topic_config_unknown is not None and effective.value("cleanup.policy").source == "default"
 
 
 def _check_dirty_section(state: LogState, rng: CleanableRange) -> CrcTally:

@@ -166,6 +166,9 @@ def _dump_partition(directory: Path, records: bool, verify_index: bool) -> Itera
     partition = open_partition(directory)
     live = yield from _live_check(directory.parent)
     decoder = record_decoder(directory.name)
+    if not partition.segments:
+        yield warning_item(directory, "no segment (no .log file): nothing to dump; a broker loading this "
+                                      "directory creates an empty segment at its log start offset")
     for number, segment in enumerate(partition.segments):
         live_active = live and number == len(partition.segments) - 1
         yield from dump_log(segment.log_path, segment.base_offset, records, decoder,

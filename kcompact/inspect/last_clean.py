@@ -15,7 +15,9 @@ often lacks it. The data itself carries evidence that only Kafka's log cleaner l
   ``clean time + delete.retention.ms``; so the newest horizon minus the topic's
   ``delete.retention.ms`` (``--config``, default one day) is the moment of a clean, if that setting
   has not changed since;
-* **empty batches**: 61-byte shells without records are left only by the cleaner.
+* **empty batches**: 61-byte shells without records are left only by the cleaner;
+* **the checkpoint**: a ``cleaner-offset-checkpoint`` entry above the log start (and within the log)
+  is written only at the end of a clean, which may have removed nothing (no date then).
 
 Reads batch headers; records are decoded just for batches that hold fewer records than their
 offset span (a clean rebuilt them), for legacy wrappers, and for the batch right after a gap (for
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from kcompact.cleaner.log_state import LogState
+from kcompact.cleaner.ranges import CleanableRange
 from kcompact.errors import CorruptDataError
 from kcompact.inspect.context import CrcTally, load_inspect_context
 from kcompact.records.batch import TimestampType
@@ -136,7 +139,7 @@ def last_clean_report(
         state.partition.topic, state.partition.partition, str(state.partition.path),
         state.log_start_offset, state.log_end_offset, state.checkpoint_offset,
         rng.first_dirty_offset,
-        bool(walk.gaps or walk.horizon_batches or walk.empty_batches),
+        bool(walk.gaps or walk.horizon_batches or walk.empty_batches or _checkpoint_shows_a_clean(state, rng)),
         walk.gaps, walk.missing, walk.newest, cleaned_after,
         walk.newest.next_offset if walk.newest else state.log_start_offset,
         walk.since, walk.dirty_records, walk.horizon_batches, walk.newest_horizon, stamped,
@@ -151,6 +154,13 @@ def last_clean_report(
             f"{rng.first_dirty_offset}): cleaner-offset-checkpoint is missing or behind"
         )
     return report
+
+
+def _checkpoint_shows_a_clean(state: LogState, rng: CleanableRange) -> bool:
+    """Whether cleaner-offset-checkpoint says a clean ran: an entry inside the log, above its start (a
+    cleaner writes it at the end of a round, and nothing else moves it up)."""
+    checkpoint = state.checkpoint_offset
+    return checkpoint is not None and rng.checkpoint_reset is None and checkpoint > state.log_start_offset
 
 
 class _Walk:

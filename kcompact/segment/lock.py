@@ -47,7 +47,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from kcompact.errors import RefusedError
+from kcompact.errors import FileAccessError, KcompactError, RefusedError
 
 BROKER_LOCK_FILE = ".lock"
 CHECKPOINT_LOCK_FILE = ".kcompact-checkpoints.lock"
@@ -87,7 +87,9 @@ def _open_lock_file(path: Path, *, writable: bool = True) -> int:
     exist only while held): then we create it after all.
 
     Raises:
-        RefusedError: the file cannot be opened (a missing log dir, no permission …).
+        FileAccessError: the file is not there and the log dir refuses to create it (read-only, not
+            this user's).
+        RefusedError: the file cannot be opened otherwise (another user's, a missing log dir …).
     """
     try:
         while True:  # each turn means another process released the lock and removed its file meanwhile
@@ -102,11 +104,21 @@ def _open_lock_file(path: Path, *, writable: bool = True) -> int:
                 owner = os.stat(path.parent)
                 os.fchown(fd, owner.st_uid, owner.st_gid)
             return fd
-    except PermissionError as err:
-        raise RefusedError(f"cannot open lock file {path}: {err.strerror} (a file another user's kcompact "
-                           "left? remove it if no kcompact is running)") from err
     except OSError as err:
-        raise RefusedError(f"cannot open lock file {path}: {err.strerror}") from err
+        raise _lock_file_refusal(path, err) from err
+
+
+def _lock_file_refusal(path: Path, err: OSError) -> KcompactError:
+    """Why a lock file could not be opened: a log dir that refuses a new file (read-only, not this
+    user's), or a file that is there but may not be opened (another user's kcompact left it)."""
+    reason = err.strerror or str(err)
+    exists = os.path.lexists(path)
+    if not exists and (isinstance(err, PermissionError) or err.errno == errno.EROFS):
+        return FileAccessError(path.parent, "write", reason)  # the create failed: the log dir refuses it
+    if exists and isinstance(err, PermissionError):
+        return RefusedError(f"cannot open lock file {path}: {reason} (a file another user's kcompact "
+                            "left? remove it if no kcompact is running)", path=path)
+    return RefusedError(f"cannot open lock file {path}: {reason}", path=path)
 
 
 def _open_existing(path: Path, *, writable: bool) -> int | None:
@@ -154,7 +166,7 @@ def broker_holds_lock(log_dir: str | os.PathLike[str]) -> bool:
         except FileNotFoundError:
             return False
         except OSError as err:
-            raise RefusedError(f"cannot check {path} for a running broker: {err.strerror}") from err
+            raise RefusedError(f"cannot check {path} for a running broker: {err.strerror}", path=path) from err
         try:
             return not _try_lock(fd, fcntl.LOCK_SH)
         finally:
@@ -235,7 +247,7 @@ def partition_lock(log_dir: str | os.PathLike[str], partition_dir_name: str) -> 
     path = partition_lock_path(log_dir, partition_dir_name)
     refused = RefusedError(
         f"another kcompact process is working on {partition_dir_name} in {log_dir} "
-        f"(it holds {path.name})"
+        f"(it holds {path.name})", path=Path(log_dir) / partition_dir_name
     )
     mutex = _mutex(_key(path))
     if not mutex.acquire(blocking=False):
@@ -270,7 +282,7 @@ def checkpoint_lock(log_dir: str | os.PathLike[str]) -> Iterator[None]:
     with _mutex(_key(path)):
         fd = _take_removable_lock(path, blocking=True)
         if fd is None:  # pragma: no cover - a blocking lock is granted or raises
-            raise RefusedError(f"cannot lock {path}")
+            raise RefusedError(f"cannot lock {path}", path=path)
         try:
             yield
         finally:
@@ -305,7 +317,7 @@ def _take_removable_lock(path: Path, *, blocking: bool) -> int | None:
                 return fd
         except OSError as err:  # ENOLCK (a file system without record locks), …
             os.close(fd)
-            raise RefusedError(f"cannot lock {path}: {err.strerror or err}") from err
+            raise RefusedError(f"cannot lock {path}: {err.strerror or err}", path=path) from err
         except BaseException:
             os.close(fd)
             raise
@@ -331,3 +343,70 @@ def _release_removable_lock(path: Path, fd: int) -> None:
         pass  # a file left behind is harmless: the next taker locks and removes it
     finally:
         os.close(fd)
+
+
+def clean_in_progress(partition_dir: str | os.PathLike[str]) -> str | None:
+    """What shows a kcompact clean at work on a partition (or one that was interrupted), None when nothing.
+
+    Probes ``.kcompact-<partition>.lock`` with a shared record lock, which fails while another process
+    holds it (and never probes a lock this process holds), then looks for ``.cleaned`` / ``.swap``
+    files, which exist only while a clean swaps its output in (or after one was killed doing so).
+
+    Args:
+        partition_dir: the partition directory.
+
+    Returns:
+        One phrase naming the evidence (``"another kcompact holds .kcompact-orders-0.lock"``), or None.
+    """
+    directory = Path(partition_dir)
+    try:
+        path = partition_lock_path(directory.parent, directory.name)
+    except ValueError:
+        return None
+    if not _mutex(_key(path)).locked() and _held_elsewhere(path):
+        return f"another kcompact holds {path.name}"
+    try:
+        swapping = sorted(p.name for p in directory.iterdir() if p.name.endswith((".cleaned", ".swap")))
+    except OSError:
+        return None
+    return f"{swapping[0]} is there (a clean swaps its output in through such files)" if swapping else None
+
+
+def _held_elsewhere(path: Path) -> bool:
+    """Whether another process holds the exclusive lock on the lock file at ``path``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False  # no lock file: nobody holds it
+    try:
+        return not _try_lock(fd, fcntl.LOCK_SH)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def explain_vanished(err: KcompactError) -> KcompactError:
+    """A file that vanished while it was read because a clean replaced it, said as that clean, retry-able.
+
+    Read-only commands take no lock, so a ``kcompact clean`` running beside them may swap a segment out
+    between its listing and its read: the OS then says "No such file or directory" of a file that was
+    there a moment ago. Where the partition shows a clean at work (:func:`clean_in_progress`), that is
+    the error to give; any other error is returned as it is.
+
+    Args:
+        err: the error a read-only command met.
+
+    Returns:
+        A :class:`RefusedError` naming the partition and the clean, or ``err`` itself.
+    """
+    if not isinstance(err, FileAccessError) or err.reason != os.strerror(errno.ENOENT):
+        return err
+    vanished = Path(err.path)
+    for candidate in (vanished.parent, vanished):
+        evidence = clean_in_progress(candidate) if candidate.is_dir() else None
+        if evidence is not None:
+            return RefusedError(f"{candidate}: a kcompact clean is working on this partition ({evidence}); "
+                                f"{vanished.name} changed while it was read: run the command again once the "
+                                "clean is done", path=candidate)
+    return err

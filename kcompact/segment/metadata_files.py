@@ -2,7 +2,8 @@
 ``.kafka_cleanshutdown``.
 
 * ``<partition-dir>/partition.metadata`` binds the directory to its topic's id; Kafka refuses to
-  load a partition whose file does not parse or carries the zero id. Layout (no trailing newline)::
+  load a partition whose file does not parse or carries the zero id; :func:`read_partition_topic_id` is
+  the one reader kcompact uses. Layout (no trailing newline)::
 
       version: 0
       topic_id: <Uuid.toString: URL-safe base64 of 16 bytes, no padding, 22 characters>
@@ -76,6 +77,33 @@ def read_partition_metadata(path: str | os.PathLike[str]) -> str:
             path=path,
         )
     return topic_id
+
+
+def read_partition_topic_id(partition_dir: str | os.PathLike[str]) -> str | None:
+    """The topic id a partition directory is bound to, as Kafka prints it; None without the file.
+
+    The one reader of ``partition.metadata`` in use: the file is read as
+    :func:`read_partition_metadata` reads it (Kafka's ``PartitionMetadataFile.read``), and the id is
+    given as ``Uuid.toString`` prints it (no ``=`` padding), so it compares with the metadata log's.
+
+    Args:
+        partition_dir: a partition directory.
+
+    Returns:
+        The topic id (e.g. ``"dqK7-AskTSux4so_l6jJXg"``), or None when the directory has no
+        ``partition.metadata``.
+
+    Raises:
+        FileAccessError: the file cannot be read (permissions, an I/O error).
+        CorruptDataError: the file is one Kafka refuses to load (see :func:`read_partition_metadata`).
+    """
+    try:
+        written = read_partition_metadata(Path(partition_dir) / PARTITION_METADATA_FILE)
+    except FileNotFoundError:
+        return None
+    raw = _decode_uuid(written)
+    assert raw is not None  # read_partition_metadata refused anything else
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
 def _metadata_value(lines: list[str], index: int, path: str | os.PathLike[str]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from kcompact.cli.main import cli
@@ -87,9 +88,10 @@ def test_show_incomplete_history_prints_notes() -> None:
         ("note: topic id dqK7-AskTSux4so_l6jJXg (partition.metadata) is not a live topic in the "
         "metadata log (its history is incomplete): its topic overrides are unknown and the "
         "broker-level sources decide; give the topic's configs with --config"),
-        ("note: __consumer_offsets is an internal topic the broker creates with the topic config "
-        "cleanup.policy=compact; its topic configuration is unknown here, so kcompact assumes "
-        "compact"),
+        ("note: " + "__consumer_offsets is an internal topic the broker creates with the topic configs "
+         "cleanup.policy=compact, compression.type=producer and segment.bytes=<offsets.topic.segment.bytes>; "
+         "its topic configuration is unknown here, so kcompact assumes them, with segment.bytes=104857600 "
+         "(offsets.topic.segment.bytes, Kafka's default)"),
     ]
 
 
@@ -139,6 +141,54 @@ def test_show_gives_the_policy_a_broker_would_use_not_an_assumption() -> None:
     assert out[-1] == ("note: cleanup.policy: no topic override, dynamic config or --config sets it, so a "
                        "broker uses Kafka's default 'delete'; server.properties was not given "
                        "(--server-properties), and a log.cleanup.policy there would change this")
+
+
+def test_show_zookeeper_internal_topics_use_the_segment_size_the_broker_created_them_with(tmp_path: Path) -> None:
+    """No metadata log (a ZooKeeper log dir): __consumer_offsets and __transaction_state get the
+    segment.bytes the broker passes at creation (offsets.topic.segment.bytes /
+    transaction.state.log.segment.bytes, 100 MiB by default), not log.segment.bytes' 1 GiB."""
+    log_dir = make_log_dir(tmp_path, partitions=("__consumer_offsets-7", "__transaction_state-2"))
+    offsets = run("show", str(log_dir / "__consumer_offsets-7"))
+    assert offsets.exit_code == 0
+    assert (" segment.bytes                     │ 104857600           │ assumed by kcompact: "
+            "offsets.topic.segment.bytes, Kafka's default") in lines(offsets.output)
+    props = tmp_path / "server.properties"
+    props.write_text("log.segment.bytes=536870912\noffsets.topic.segment.bytes=52428800\n"
+                     "transaction.state.log.segment.bytes=20971520\n")
+    for name, expected, key in (("__consumer_offsets-7", "52428800", "offsets.topic.segment.bytes"),
+                                ("__transaction_state-2", "20971520", "transaction.state.log.segment.bytes")):
+        data = json.loads(run("show", str(log_dir / name), "--json", "--server-properties", str(props)).output)
+        assert {"key": "segment.bytes", "value": expected, "source": "assumed",
+                "synonym": f"{key} in server.properties"} in data["values"]
+    txn = json.loads(run("show", str(log_dir / "__transaction_state-2"), "--json").output)
+    assert {"key": "segment.bytes", "value": "104857600", "source": "assumed",
+            "synonym": "transaction.state.log.segment.bytes, Kafka's default"} in txn["values"]
+    assert {"key": "compression.type", "value": "uncompressed", "source": "assumed",
+            "synonym": None} in txn["values"]
+    forced = json.loads(run("show", str(log_dir / "__transaction_state-2"), "--json",
+                            "--config", "segment.bytes=2097152").output)
+    assert {"key": "segment.bytes", "value": "2097152", "source": "cli", "synonym": None} in forced["values"]
+    props.write_text("offsets.topic.segment.bytes=many\n")
+    bad = run("show", str(log_dir / "__consumer_offsets-7"), "--server-properties", str(props))
+    assert bad.exit_code == 2 and str(props) in bad.stderr and "many" in bad.stderr
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("version: 7\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n", "unknown partition metadata version; expected 0, found '7'"),
+    ("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n", ("invalid topic id; expected 22 characters of URL-safe "
+                                                       "base64 for a non-zero id, found 'AAAAAAAAAAAAAAAAAAAAAA'")),
+])
+def test_a_partition_metadata_kafka_refuses_is_a_one_line_error_naming_it(tmp_path: Path, text: str,
+                                                                           reason: str) -> None:
+    """Kafka's PartitionMetadataFile.read refuses any version but 0 and the zero topic id."""
+    log_dir = make_log_dir(tmp_path, metadata=every_level_metadata())
+    path = log_dir / "orders-0" / "partition.metadata"
+    path.write_text(text)
+    result = run("show", str(log_dir / "orders-0"))
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == f"kcompact: error: {path}: {reason}\n"
+    data = json.loads(run("show", str(log_dir / "orders-0"), "--json").stdout)
+    assert data["error"]["path"] == str(path) and data["error"]["exit_code"] == 2
 
 
 def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:

@@ -73,8 +73,8 @@ def _no_partitions(*command: str) -> Case:
 
 def _spark(*command: str) -> Case:
     def case(root: Path) -> tuple[list[str | Path], str, str | None, int | None]:
-        extra = ["--output", existing_output(root)]
-        return [*command, empty_dir(root), *extra, "--json"], "KcompactError", None, None
+        output = existing_output(root)
+        return [*command, empty_dir(root), "--output", output, "--json"], "KcompactError", str(output), None
 
     return case
 
@@ -82,7 +82,7 @@ def _spark(*command: str) -> Case:
 def _dump(root: Path) -> tuple[list[str | Path], str, str | None, int | None]:
     notes = root / "notes.txt"
     notes.write_text("x")
-    return ["inspect", "dump", notes, "--json"], "KcompactError", None, None
+    return ["inspect", "dump", notes, "--json"], "KcompactError", str(notes), None
 
 
 def _config_show(root: Path) -> tuple[list[str | Path], str, str | None, int | None]:
@@ -92,7 +92,7 @@ def _config_show(root: Path) -> tuple[list[str | Path], str, str | None, int | N
 
 def _repair(root: Path) -> tuple[list[str | Path], str, str | None, int | None]:
     part = PartitionBuilder("__cluster_metadata").batch([(b"k", b"v")]).write(root / "logdir")
-    return ["repair", part, "--json"], "RefusedError", None, None
+    return ["repair", part, "--json"], "RefusedError", str(part), None  # the path the refusal names
 
 
 CASES: dict[str, Case] = {

@@ -24,7 +24,7 @@ from kcompact.config.effective import (
     partition_config,
 )
 from kcompact.config.kraft_records import format_uuid
-from kcompact.errors import ConfigError
+from kcompact.errors import ConfigError, CorruptDataError
 from tests.config.test_kraft_records import (
     encode_config,
     encode_partition,
@@ -269,7 +269,7 @@ def test_unknown_or_stale_topic_id_falls_back(tmp_path: Path) -> None:
     gone = partition_config(log_dir / "gone-0", cli_overrides={})
     assert "is not a live topic in the metadata log:" in gone.notes[0]
     (log_dir / "orders-0" / "partition.metadata").write_text("version: 0\ntopic_id: nope\n")
-    with pytest.raises(ConfigError, match="no topic id; expected a line"):
+    with pytest.raises(CorruptDataError, match="partition.metadata: invalid topic id; expected 22 characters"):
         partition_config(log_dir / "orders-0", cli_overrides={})
 
 
@@ -422,12 +422,15 @@ def test_real_incomplete_history_is_reported_and_falls_back() -> None:
         ("topic id dqK7-AskTSux4so_l6jJXg (partition.metadata) is not a live topic in the metadata "
         "log (its history is incomplete): its topic overrides are unknown and the broker-level "
         "sources decide; give the topic's configs with --config"),
-        ("__consumer_offsets is an internal topic the broker creates with the topic config "
-        "cleanup.policy=compact; its topic configuration is unknown here, so kcompact assumes "
-        "compact"),
+        ("__consumer_offsets is an internal topic the broker creates with the topic configs "
+        "cleanup.policy=compact, compression.type=producer and segment.bytes=<offsets.topic.segment.bytes>; "
+        "its topic configuration is unknown here, so kcompact assumes them, with segment.bytes=104857600 "
+        "(offsets.topic.segment.bytes, Kafka's default)"),
     ]
     assert describe_sources(effective.values) == [
-        "cleanup.policy=compact (assumed by kcompact)", "delete.retention.ms=1000 (--config)"]
+        "cleanup.policy=compact (assumed by kcompact)",
+        "segment.bytes=104857600 (assumed by kcompact: offsets.topic.segment.bytes, Kafka's default)",
+        "delete.retention.ms=1000 (--config)", "compression.type=producer (assumed by kcompact)"]
     user_topic = partition_config(partition.parent / "topic_transactions-0", cli_overrides={})
     assert user_topic.config.cleanup_policy == ("delete",) and user_topic.topic_config_unknown is not None
     assert user_topic.notes[-1].startswith("cleanup.policy: Kafka's default 'delete' unless the topic "

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kcompact.config.kraft_records import format_uuid
-from kcompact.config.metadata_state import load_metadata_state, read_partition_metadata_topic_id
+from kcompact.config.metadata_state import load_metadata_state
 from kcompact.config.topic_config import resolve_config
 from kcompact.errors import ConfigError, CorruptRecordError
 from kcompact.records import ControlRecordKey, ControlRecordType, Record, encode_batch
@@ -186,15 +186,6 @@ def test_corrupt_metadata_record_names_file_and_offset(tmp_path: Path) -> None:
         load_metadata_state(directory)
     assert info.value.path == str(path) and info.value.offset == 1 and info.value.position == 0
     assert "TopicRecord.name runs past the end of the record" in str(info.value)
-
-
-def test_partition_metadata_file(tmp_path: Path) -> None:
-    assert read_partition_metadata_topic_id(tmp_path) is None
-    (tmp_path / "partition.metadata").write_text("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n")
-    assert read_partition_metadata_topic_id(tmp_path) == "AAAAAAAAAAAAAAAAAAAAAQ"
-    (tmp_path / "partition.metadata").write_text("version: 0\ntopic_id: nope\n")
-    with pytest.raises(ConfigError, match="no topic id; expected a line 'topic_id:"):
-        read_partition_metadata_topic_id(tmp_path)
 
 
 def test_cached_state_is_replayed_again_only_after_a_change(tmp_path: Path) -> None:

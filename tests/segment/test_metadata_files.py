@@ -12,6 +12,7 @@ from kcompact.segment.metadata_files import (
     has_clean_shutdown,
     read_java_properties,
     read_partition_metadata,
+    read_partition_topic_id,
 )
 from kcompact.segment.names import parse_partition_dir_name
 from tests.conftest import real_fixture
@@ -63,6 +64,15 @@ def test_partition_metadata_as_kafka_writes_it_with_a_padded_or_crlf_variant(
     path = tmp_path / "partition.metadata"
     path.write_bytes(b"version: 0\r\ntopic_id: dqK7-AskTSux4so_l6jJXg==\r\n")
     assert read_partition_metadata(path) == "dqK7-AskTSux4so_l6jJXg=="
+
+
+def test_partition_topic_id_is_kafkas_printed_form_and_none_without_the_file(tmp_path: Path) -> None:
+    assert read_partition_topic_id(tmp_path) is None
+    (tmp_path / "partition.metadata").write_bytes(b"version: 0\r\ntopic_id: dqK7-AskTSux4so_l6jJXg==\r\n")
+    assert read_partition_topic_id(tmp_path) == "dqK7-AskTSux4so_l6jJXg"
+    (tmp_path / "partition.metadata").write_bytes(b"version: 7\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA")
+    with pytest.raises(CorruptDataError, match="unknown partition metadata version; expected 0"):
+        read_partition_topic_id(tmp_path)
 
 
 def test_real_meta_properties() -> None:
