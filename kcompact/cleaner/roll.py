@@ -57,7 +57,10 @@ class Roll:
         self.settled = True
         for _path, original in self.replaced:
             if original is not None:
-                original.unlink(missing_ok=True)
+                try:
+                    original.unlink(missing_ok=True)
+                except OSError:
+                    pass  # a stray .deleted file: Kafka's loader and kcompact's recovery delete it
 
     def undo(self) -> None:
         """Put the partition back as it was before the roll, unless it was kept. Idempotent.
@@ -75,6 +78,8 @@ class Roll:
             for path, original in self.replaced:
                 if original is None:
                     path.unlink(missing_ok=True)
+                elif path.exists() and os.path.samefile(original, path):
+                    original.unlink()  # not replaced yet; rename(2) of a file onto itself does nothing
                 else:
                     os.replace(original, path)
             fsync_dir(self.directory)
@@ -135,8 +140,8 @@ def _replace(roll: Roll, active: SegmentFiles, kind: str, data: bytes) -> None:
     path = roll.directory / segment_file_name(active.base_offset, kind)
     tmp = path.with_name(path.name + ".kcompact-tmp")
     original = roll.directory / segment_file_name(active.base_offset, kind, "deleted")
-    write_synced(tmp, data)
     try:
+        write_synced(tmp, data)
         os.utime(tmp, ns=(active.mtime_ns, active.mtime_ns))
         copy_ownership(path if path.exists() else active.log_path, tmp)
         if path.exists():
