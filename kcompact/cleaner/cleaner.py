@@ -3,14 +3,18 @@
 :func:`clean_partition` is the public entry point (the CLI and Spark call it). It takes the locks, finishes or
 rolls back an interrupted swap, loads the partition's facts, computes the cleanable range, builds the offset
 map, filters every segment group into a ``.cleaned`` segment, swaps each in, and finally advances the
-cleaner checkpoint. With ``dry_run`` it does everything but write.
+cleaner checkpoint. With ``dry_run`` it does everything but write; a dry run that has leftovers to settle
+or ``--roll`` settles and rolls on a staged copy of links (``_staged_copy``), so it previews the very
+round the run would do.
 
 The round itself is the stages of ``stages.py`` run in order: a :class:`~kcompact.cleaner.plan.CleanPlan`,
 pass 1 (``mapping.py``) and pass 2 (``filtering.py``) — in this process or, with ``CleanOptions.jobs``
 above 1, in worker processes (``parallel.py``; the same bytes either way) — then ``commit_clean``. Around
 it: the optional roll, and segment retention before and after, as the broker's cleaner thread does. The
-roll is all-or-nothing with the round: it is kept only once the round changes the partition anyway, and
-undone when the round fails before that (``roll.py``), so a failed ``clean --roll`` changes nothing.
+roll and the deletion of the segments wholly below the log start are all-or-nothing with the round: both
+wait for the round's first change to the partition (its first swap, once every output passed its
+self-check), and a round that fails before that, or changes nothing, undoes the roll and deletes nothing
+(``roll.py``), so a failed ``clean --roll`` changes nothing.
 
 Passes 1 and 2 are the one step a caller may swap: ``clean_partition(..., round_runner=...)`` runs them
 through a :data:`RoundRunner` instead (``kcompact.spark.distributed_map`` builds the offset map as a Spark

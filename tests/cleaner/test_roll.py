@@ -38,7 +38,12 @@ from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.names import segment_file_name
 from kcompact.segment.partition import open_partition
 from tests.builders import read_all_records
-from tests.cleaner.test_clean_failures import CRC_POSITION, error_lines, log_dir_digest, middle_segment
+from tests.cleaner.test_clean_failures import (
+    CRC_POSITION,
+    error_lines,
+    log_dir_digest,
+    middle_segment,
+)
 from tests.cleaner.test_crash_recovery import (
     NOW,
     OVERRIDES,
@@ -46,6 +51,9 @@ from tests.cleaner.test_crash_recovery import (
     build_partition,
     topic_config,
 )
+from tests.cleaner.test_roll_crash import OVERRIDES as SMALL_SEGMENTS
+from tests.cleaner.test_roll_crash import small_segments_partition
+from tests.conftest import PROJECT_FIXTURES
 
 ACTIVE_BASE = 29  # build_partition's active segment: one batch at offset 29
 CRC_COVERS_FROM = 21
@@ -254,12 +262,10 @@ main()
 def test_a_roll_killed_before_its_log_exists_does_not_block_the_next_clean(tmp_path: Path) -> None:
     """Killed at its third fsync, a roll leaves ``<log-end>.index`` with no ``.log`` and the ``.deleted``
     links of the rebuilt indexes; the next ``clean --roll`` deletes them, as Kafka's loader would, and goes on."""
-    from tests.cleaner.test_roll_crash import OVERRIDES as SMALL, small_segments_partition
-
     part = small_segments_partition(tmp_path / "logdir")
     end = open_partition(part).log_end_offset()
     argv = ["clean", str(part), "--roll", "--now-ms", str(NOW), "--json"]
-    for key, value in SMALL.items():
+    for key, value in SMALL_SEGMENTS.items():
         argv += ["--config", f"{key}={value}"]
     proc = subprocess.run([sys.executable, "-c", KILLED_AT_THE_THIRD_FSYNC, *argv], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=60, check=False)
@@ -303,7 +309,7 @@ def test_a_failed_clean_keeps_the_segments_below_the_log_start(tmp_path: Path, r
     assert log_dir_digest(part.parent) == before
     result = clean_partition(ok, topic_config(), options)  # without the damage they go, with the round
     assert result.retention is not None and result.retention.deleted_segments == bases[:2]
-    assert sorted(int(p.name.split(".")[0]) for p in ok.glob("*.log"))[0] >= bases[2]
+    assert min(int(p.name.split(".")[0]) for p in ok.glob("*.log")) >= bases[2]
     assert result.rolled is roll
 
 
@@ -320,8 +326,6 @@ SAME_AS_THE_RUN = ("status", "end_offset", "first_dirty_offset", "first_uncleana
 
 def test_a_roll_dry_run_previews_the_roll_and_changes_nothing(tmp_path: Path) -> None:
     """On the sample log dir the rolled segment's data is part of the round: the dry run must say so."""
-    from tests.conftest import PROJECT_FIXTURES
-
     log_dir = shutil.copytree(PROJECT_FIXTURES / "sample-logdir", tmp_path / "logdir")
     before = log_dir_digest(log_dir)
 

@@ -93,9 +93,9 @@ def kafka_loader_passes(directory: Path) -> None:
     for f in [p for p in directory.iterdir() if p.is_file() and p.name.endswith(SWAP)]:
         f.rename(f.with_name(f.name[: -len(SWAP)]))
     for f in sorted(p for p in directory.iterdir() if p.is_file()):
-        if f.name.endswith((".index", ".timeindex", ".txnindex")):
-            if not (directory / f"{kafka_offset_from_file(f.name):020d}.log").exists():
-                f.unlink()
+        is_index = f.name.endswith((".index", ".timeindex", ".txnindex"))
+        if is_index and not (directory / f"{kafka_offset_from_file(f.name):020d}.log").exists():
+            f.unlink()
 
 
 def digest(directory: Path) -> dict[str, str]:
