@@ -30,7 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kcompact.cleaner.log_state import LogState, load_log_state
@@ -295,7 +295,7 @@ class _Pending:
     dry_run: bool
     roll: Roll | None = None
     log_start: tuple[LogState, RetentionResult] | None = None  # the state planned on, and the plan
-    applied: bool = field(default=False)
+    applied: bool = False
 
     def apply(self) -> None:
         """The round's first change: keep the roll, delete the segments below the log start. Idempotent."""

@@ -15,6 +15,7 @@ Kafka's loader and kcompact's recovery both delete.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -376,3 +377,31 @@ def test_a_roll_that_cleans_nothing_is_undone(tmp_path: Path) -> None:
     assert row["status"] == dry["status"] == "nothing to clean"
     assert "high watermark" in row["skipped_reason"]
     assert row["rolled"] is dry["rolled"] is False and row["checkpoint_written"] is False
+
+
+def test_a_roll_dry_run_stages_with_symbolic_links_where_hard_links_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another file system (or one without hard links): the staged copy is symbolic links, never a copy
+    of a segment, and the preview is the same."""
+    log_dir = shutil.copytree(PROJECT_FIXTURES / "sample-logdir", tmp_path / "logdir")
+    (linked,) = cli_json("clean", str(log_dir), "--roll", "--dry-run", "--now-ms", str(NOW))["results"]  # type: ignore[misc]
+    before = log_dir_digest(log_dir)
+    copied: list[str] = []
+    real_copy = shutil.copyfile
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+
+    def copyfile(src: str, dst: str, **kwargs: object) -> object:
+        copied.append(Path(src).name)
+        return real_copy(src, dst, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "link", refuse)
+    monkeypatch.setattr(shutil, "copyfile", copyfile)
+    (symlinked,) = cli_json("clean", str(log_dir), "--roll", "--dry-run", "--now-ms", str(NOW))["results"]  # type: ignore[misc]
+
+    assert symlinked == {**linked, "elapsed_s": symlinked["elapsed_s"]}
+    assert log_dir_digest(log_dir) == before
+    assert copied and not [name for name in copied if name.endswith(".log")], copied  # checkpoints, the roll's index
+    assert any(name.endswith(".index") for name in copied)  # the roll kept its original through a symbolic link
