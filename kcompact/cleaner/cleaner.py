@@ -3,14 +3,18 @@
 :func:`clean_partition` is the public entry point (the CLI and Spark call it). It takes the locks, finishes or
 rolls back an interrupted swap, loads the partition's facts, computes the cleanable range, builds the offset
 map, filters every segment group into a ``.cleaned`` segment, swaps each in, and finally advances the
-cleaner checkpoint. With ``dry_run`` it does everything but write.
+cleaner checkpoint. With ``dry_run`` it does everything but write; a dry run that has leftovers to settle
+or ``--roll`` settles and rolls on a staged copy of links (``_staged_copy``), so it previews the very
+round the run would do.
 
 The round itself is the stages of ``stages.py`` run in order: a :class:`~kcompact.cleaner.plan.CleanPlan`,
 pass 1 (``mapping.py``) and pass 2 (``filtering.py``) — in this process or, with ``CleanOptions.jobs``
 above 1, in worker processes (``parallel.py``; the same bytes either way) — then ``commit_clean``. Around
 it: the optional roll, and segment retention before and after, as the broker's cleaner thread does. The
-roll is all-or-nothing with the round: it is kept only once the round changes the partition anyway, and
-undone when the round fails before that (``roll.py``), so a failed ``clean --roll`` changes nothing.
+roll and the deletion of the segments wholly below the log start are all-or-nothing with the round: both
+wait for the round's first change to the partition (its first swap, once every output passed its
+self-check), and a round that fails before that, or changes nothing, undoes the roll and deletes nothing
+(``roll.py``), so a failed ``clean --roll`` changes nothing.
 
 Passes 1 and 2 are the one step a caller may swap: ``clean_partition(..., round_runner=...)`` runs them
 through a :data:`RoundRunner` instead (``kcompact.spark.distributed_map`` builds the offset map as a Spark
@@ -20,10 +24,12 @@ module's, so the distributed clean cannot drift from the serial one.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -44,11 +50,12 @@ from kcompact.cleaner.stages import (
     write_checkpoint,
 )
 from kcompact.cleaner.stats import CleanStats
-from kcompact.cleaner.swap import leftover_files, recover_interrupted_swaps
+from kcompact.cleaner.swap import recover_interrupted_swaps, unsettled_files
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError, FileAccessError, KcompactError
-from kcompact.segment.files import file_access, link_or_copy, require_writable
+from kcompact.segment.files import file_access, require_writable
 from kcompact.segment.lock import log_dir_write_guard, partition_lock
+from kcompact.segment.names import parse_segment_file_name
 from kcompact.segment.partition import (
     CLEANER_CHECKPOINT,
     LOG_START_CHECKPOINT,
@@ -113,12 +120,14 @@ def clean_partition(
     result = CleanResult(str(partition.path), partition.topic, partition.partition, now_ms, options.dry_run)
     runner = round_runner or _run_round_here
     if options.dry_run:
+        if round_runner is None and (options.roll or unsettled_files(partition.path)):
+            return _dry_run_staged(partition, config, options, result, progress)
         return _clean_locked(partition, config, options, now_ms, result, progress, runner)
     log_dir = partition.path.parent
     for directory in (log_dir, partition.path):  # both change (checkpoint, locks; segments): check both first
         require_writable(directory)
     with log_dir_write_guard(log_dir), partition_lock(log_dir, partition.path.name):
-        if round_runner is None and leftover_files(partition.path):
+        if round_runner is None and unsettled_files(partition.path):
             _rehearse(partition, config, options, now_ms)
         recovery = recover_interrupted_swaps(partition.path)
         result.recovery_actions = recovery.actions
@@ -128,48 +137,109 @@ def clean_partition(
 
 
 def _rehearse(partition: Partition, config: TopicConfig, options: CleanOptions, now_ms: int) -> None:
-    """Settle an interrupted swap and dry-run the clean on a hard-linked copy first.
+    """Settle an interrupted swap and dry-run the clean on a staged copy first.
 
     Settling leftovers changes the directory; if the clean would then fail (corrupt data), the partition
-    must still be exactly as it was. The rehearsal links every file into a staging directory beside the
-    log dir (never inside it: a broker refuses unknown directories there), settles and dry-runs there, and
-    raises the clean's error before anything real is touched. Renames and unlinks in the staging copy do
-    not affect the originals; nothing writes file contents.
+    must still be exactly as it was. The rehearsal settles and dry-runs on a staged copy
+    (:func:`_staged_copy`) and raises the clean's error before anything real is touched.
+    """
+    rehearsal = CleanResult(str(partition.path), partition.topic, partition.partition, now_ms, True)
+    try:
+        with _staged_copy(partition) as staged:
+            _clean_staged(staged, config, replace(options, dry_run=True), rehearsal, None)
+    except CorruptDataError as err:
+        raise type(err)(
+            f"{err.message} (found while rehearsing the clean on a staged copy; the interrupted "
+            "clean's leftovers were not settled, nothing was changed)",
+            path=err.path,
+            position=err.position, offset=err.offset,
+        ) from err
+
+
+def _dry_run_staged(
+    partition: Partition, config: TopicConfig, options: CleanOptions, result: CleanResult,
+    progress: Progress | None,
+) -> CleanResult:
+    """A dry run that settles leftovers and rolls, as the real run would, on a staged copy.
+
+    The real run settles an interrupted clean's leftovers and rolls before its round: a dry run that
+    skipped them would preview another round (the rolled segment's data would be missing from it).
+    """
+    with _staged_copy(partition) as staged:
+        _clean_staged(staged, config, options, result, progress)
+        _unstage_result(result, staged, partition.path)
+    return result
+
+
+def _clean_staged(
+    staged: Path, config: TopicConfig, options: CleanOptions, result: CleanResult, progress: Progress | None,
+) -> None:
+    """Settle leftovers, roll (``options.roll``), and dry-run the round in a staged partition directory."""
+    result.recovery_actions = recover_interrupted_swaps(staged).actions
+    _clean_locked(open_partition(staged), config, replace(options, dry_run=True), result.now_ms, result,
+                  progress, _run_round_here, staged=True)
+
+
+def _unstage_result(result: CleanResult, staged: Path, real: Path) -> None:
+    """Name the user's partition, not its staged copy, in a staged dry run's result."""
+    result.partition_dir = str(real)
+    result.warnings = [w.replace(str(staged), str(real)) for w in result.warnings]
+    if result.skipped_reason is not None:
+        result.skipped_reason = result.skipped_reason.replace(str(staged), str(real))
+
+
+@contextmanager
+def _staged_copy(partition: Partition) -> Iterator[Path]:
+    """A copy of the partition directory made of links, in which renames and unlinks change nothing real.
+
+    Every file is hard-linked (a symbolic link where hard links are refused) into a staging directory
+    beside the log dir (never inside it: a broker refuses unknown directories there), or in the system's
+    temporary directory when that is not writable; the log dir's checkpoint files are copied. Nothing
+    writes through a staged name: recovery and the roll only rename, unlink and create names, and the
+    dry run writes nothing. Errors name the user's files, not the staged links.
     """
     log_dir = partition.path.parent
-    with file_access(log_dir.parent, "write"):
-        staging = Path(tempfile.mkdtemp(prefix=".kcompact-rehearsal-", dir=log_dir.parent))
+    parent = log_dir.parent if os.access(log_dir.parent, os.W_OK | os.X_OK) else Path(tempfile.gettempdir())
+    with file_access(parent, "write"):
+        staging = Path(tempfile.mkdtemp(prefix=".kcompact-rehearsal-", dir=parent))
     try:
         stage_part = staging / log_dir.name / partition.path.name
         with file_access(partition.path, "read"):
             stage_part.mkdir(parents=True)
             for source in partition.path.iterdir():
                 if source.is_file():
-                    link_or_copy(source, stage_part / source.name)
+                    _link(source, stage_part / source.name)
             for name in (CLEANER_CHECKPOINT, REPLICATION_CHECKPOINT, LOG_START_CHECKPOINT):
                 if (log_dir / name).exists():
                     shutil.copy2(log_dir / name, stage_part.parent / name)
-        recover_interrupted_swaps(stage_part)
-        staged = open_partition(stage_part)
-        rolled = roll_active_segment(staged, config) if options.roll else None
-        if rolled is not None:  # the round reads the rolled segment too; the roll renames staged names only
-            rolled.keep()
-            staged = open_partition(stage_part)
-        rehearsal = CleanResult(str(stage_part), partition.topic, partition.partition, now_ms, True)
-        _clean_locked(staged, config, replace(options, dry_run=True, roll=False),
-                      now_ms, rehearsal, None, _run_round_here)
-    except CorruptDataError as err:
-        raise type(err)(
-            f"{err.message} (found while rehearsing the clean on a staged copy; the interrupted "
-            "clean's leftovers were not settled, nothing was changed)",
-            path=partition.path / Path(err.path).name if err.path else None,
-            position=err.position, offset=err.offset,
-        ) from err
-    except FileAccessError as err:  # name the user's file, not its staged link
-        raise FileAccessError(_unstaged(Path(err.path), staging / log_dir.name, log_dir), err.action,
-                              err.reason) from err
+        yield stage_part
+    except KcompactError as err:
+        mapped = _unstaged_error(err, staging / log_dir.name, log_dir)
+        if mapped is err:
+            raise
+        raise mapped from err
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _link(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another file system, or links not allowed: never a copy of a whole segment
+        os.symlink(source.resolve(), target)
+
+
+def _unstaged_error(err: KcompactError, staged_log_dir: Path, log_dir: Path) -> KcompactError:
+    """``err`` naming the user's files instead of their staged links."""
+    if isinstance(err, FileAccessError):
+        return FileAccessError(_unstaged(Path(err.path), staged_log_dir, log_dir), err.action, err.reason)
+    if isinstance(err, CorruptDataError):
+        return type(err)(err.message.replace(str(staged_log_dir), str(log_dir)),
+                         path=_unstaged(Path(err.path), staged_log_dir, log_dir) if err.path else None,
+                         position=err.position, offset=err.offset)
+    if type(err).__init__ is KcompactError.__init__:  # a message only
+        return type(err)(str(err).replace(str(staged_log_dir), str(log_dir)))
+    return err
 
 
 def _unstaged(path: Path, staged_log_dir: Path, log_dir: Path) -> Path:
@@ -185,27 +255,68 @@ def _clean_locked(
     result: CleanResult,
     progress: Progress | None,
     runner: RoundRunner,
+    *,
+    staged: bool = False,
 ) -> CleanResult:
-    """The round, with ``--roll`` all-or-nothing: a roll stays only once the partition changes anyway.
+    """The round, all-or-nothing: what it plans to change before its output is checked waits for it.
 
-    The roll comes first (the active segment's data is cleanable only once it is inactive) but stays
-    pending (``roll.py``): it is kept just before the round's first change to the partition (a
-    retention delete, a swap, a checkpoint write) or at the end, and undone when the round fails before.
+    The roll comes first (the active segment's data is cleanable only once it is inactive), and the
+    segments wholly below the log start are planned away first (a broker deletes them long before its
+    cleaner runs); both stay pending (:class:`_Pending`) until the round's first change to the partition
+    (a swap once every output passed its self-check, a retention delete, a checkpoint write). A round
+    that fails before undoes the roll and deletes nothing; one that changes nothing else undoes the roll.
+    ``staged``: a dry run in a staged copy (``_staged_copy``), which rolls there to preview the round.
     """
     started = time.monotonic()
-    roll = roll_active_segment(partition, config) if options.roll and not options.dry_run else None
-    here = _Round(config, options, now_ms, result, progress, runner, roll.keep if roll else _no_roll)
+    may_roll = options.roll and (staged or not options.dry_run)
+    roll = roll_active_segment(partition, config) if may_roll else None
+    pending = _Pending(result, config, options.dry_run, roll)
+    here = _Round(config, options, now_ms, result, progress, runner, pending.apply)
     try:
         if roll is not None:
             partition = open_partition(partition.path)
-        _clean_rolled(here, partition)
+        _clean_rolled(here, pending, partition)
+        pending.finish()
     except BaseException as err:
-        if roll is not None:
+        if roll is not None and not options.dry_run:
             _undo_roll(roll, err)
         raise
-    here.before_change()
     result.stats.elapsed_s = time.monotonic() - started
     return result
+
+
+@dataclass(slots=True)
+class _Pending:
+    """What a round does to the partition before it knows that it will change it: a ``--roll`` done on
+    disk (``roll.py``: undone unless kept), and the segments below the log start, planned but not deleted.
+    :meth:`apply` makes both final at the round's first change; a dry run only notes that it would."""
+
+    result: CleanResult
+    config: TopicConfig
+    dry_run: bool
+    roll: Roll | None = None
+    log_start: tuple[LogState, RetentionResult] | None = None  # the state planned on, and the plan
+    applied: bool = False
+
+    def apply(self) -> None:
+        """The round's first change: keep the roll, delete the segments below the log start. Idempotent."""
+        if self.applied:
+            return
+        self.applied = True
+        self.result.rolled = self.roll is not None
+        if self.dry_run:
+            return
+        if self.roll is not None:
+            self.roll.keep()
+        if self.log_start is not None:
+            apply_retention(self.log_start[0], self.config, self.log_start[1])
+
+    def finish(self) -> None:
+        """A round that did not fail: the planned deletion happens; a roll nothing else needed is undone."""
+        if self.log_start is not None:
+            self.apply()
+        if not self.applied and self.roll is not None and not self.dry_run:
+            self.roll.undo()
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,11 +329,7 @@ class _Round:
     result: CleanResult  # filled in as the round goes
     progress: Progress | None
     runner: RoundRunner
-    before_change: Callable[[], None]  # called before the first change to the partition (keeps a roll)
-
-
-def _no_roll() -> None:
-    """``before_change`` when nothing was rolled."""
+    before_change: Callable[[], None]  # called before the first change to the partition (``_Pending``)
 
 
 def _undo_roll(roll: Roll, err: BaseException) -> None:
@@ -233,13 +340,16 @@ def _undo_roll(roll: Roll, err: BaseException) -> None:
         raise KcompactError(f"{err}; {undo_err}") from err
 
 
-def _clean_rolled(here: _Round, partition: Partition) -> None:
+def _clean_rolled(here: _Round, pending: _Pending, partition: Partition) -> None:
     config, result = here.config, here.result
     state = load_log_state(partition, config)
     result.warnings.extend(state.warnings)
-    # Segments wholly below the log start go first: a broker deletes them long before its cleaner runs.
-    if _retention(here, state, log_start_only=True):
-        partition = open_partition(partition.path)
+    # Segments wholly below the log start go first, as a broker deletes them long before its cleaner
+    # runs: the round is planned without them, and they are deleted with its first change.
+    below = _plan_retention(here, state, log_start_only=True)
+    if below.deleted_segments:
+        pending.log_start = (state, below)
+        partition = _without(partition, below.deleted_segments)
         state = load_log_state(partition, config)
     if config.is_compacted:
         _compact(here, partition, state)
@@ -253,6 +363,15 @@ def _clean_rolled(here: _Round, partition: Partition) -> None:
     _retention(here, state)
 
 
+def _without(partition: Partition, bases: list[int]) -> Partition:
+    """The partition as it is once the segments at ``bases`` are deleted (with their producer snapshots)."""
+    gone = set(bases)
+    snapshots = tuple(p for p in partition.snapshots
+                      if (n := parse_segment_file_name(p.name)) is None or n.base_offset not in gone)
+    return replace(partition, segments=tuple(s for s in partition.segments if s.base_offset not in gone),
+                   snapshots=snapshots)
+
+
 def _compact(here: _Round, partition: Partition, state: LogState) -> None:
     config, options, result = here.config, here.options, here.result
     rng = compute_cleanable_range(state.range_inputs(config, here.now_ms), from_start=options.from_start)
@@ -263,15 +382,18 @@ def _compact(here: _Round, partition: Partition, state: LogState) -> None:
         result.warnings.append(reset)
     if nothing_to_clean(rng):
         result.skipped_reason = rng.blocking_detail or "nothing to clean"
-        if rng.force_update_checkpoint and not options.dry_run:
+        if rng.force_update_checkpoint:
             here.before_change()
-            write_checkpoint(partition, rng.first_dirty_offset)
-            result.checkpoint_written = True
+            if not options.dry_run:
+                write_checkpoint(partition, rng.first_dirty_offset)
+                result.checkpoint_written = True
         return
     ran = here.runner(build_plan(state, rng, config, here.now_ms), options, here.progress)
     result.end_offset = ran.plan.end_offset
     result.workers = ran.workers
     done = commit_clean(ran.plan, ran.outputs, options, stats=ran.map_stats, before_swap=here.before_change)
+    if options.dry_run:
+        here.before_change()  # notes what the round would keep (a dry run changes nothing)
     result.stats.add(done.stats)
     result.checkpoint_written = done.checkpoint_written
 
@@ -288,10 +410,10 @@ def _run_round_here(plan: CleanPlan, options: CleanOptions, progress: Progress |
     return RoundOutput(plan, outputs, map_stats, jobs)
 
 
-def _retention(here: _Round, state: LogState, *, log_start_only: bool = False) -> bool:
+def _plan_retention(here: _Round, state: LogState, *, log_start_only: bool = False) -> RetentionResult:
     """Kafka's deleteOldSegments, as the broker's cleaner thread runs it after a round: segments below the
     log start always go; with an explicit ``delete`` policy, ``retention.bytes`` and ``retention.ms`` too.
-    Returns whether segments were deleted."""
+    Returns the plan (also merged into the result's)."""
     config, options, result = here.config, here.options, here.result
     effective = config if options.apply_retention else config.with_overrides({"cleanup.policy": "compact"})
     plan = plan_retention(state, effective, here.now_ms, log_start_only=log_start_only)
@@ -299,11 +421,16 @@ def _retention(here: _Round, state: LogState, *, log_start_only: bool = False) -
         result.retention = plan
     else:
         _merge(result.retention, plan)
-    if plan.deleted_segments and not options.dry_run:
+    return plan
+
+
+def _retention(here: _Round, state: LogState) -> None:
+    """Plan the retention of ``state`` and delete what it plans (a dry run only notes it)."""
+    plan = _plan_retention(here, state)
+    if plan.deleted_segments:
         here.before_change()
-        apply_retention(state, config, plan)
-        return True
-    return False
+        if not here.options.dry_run:
+            apply_retention(state, here.config, plan)
 
 
 def _time_or_size_rules(config: TopicConfig, options: CleanOptions) -> bool:

@@ -53,6 +53,7 @@ class CleanResult:
     end_offset: int | None = None  # the new cleaner checkpoint
     checkpoint_before: int | None = None
     checkpoint_written: bool = False
+    rolled: bool = False  # --roll kept a new empty active segment (a dry run: would keep)
     stats: CleanStats = field(default_factory=CleanStats)
     recovery_actions: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)

@@ -59,6 +59,7 @@ _HEAD: tuple[tuple[str, str], ...] = (
     ("end_offset", "int | None"),
     ("checkpoint_before", "int | None"),
     ("checkpoint_written", "bool | None"),
+    ("rolled", "bool | None"),  # --roll kept a new empty active segment (a dry run: would)
     ("dirty_ratio", "float | None"),
     ("blocking_rule", "str | None"),
     ("skipped_reason", "str | None"),
@@ -118,7 +119,7 @@ def partition_row(
     row.update(
         topic=result.topic, partition=result.partition, status=_status(result), now_ms=result.now_ms,
         dry_run=result.dry_run, end_offset=result.end_offset, checkpoint_before=result.checkpoint_before,
-        checkpoint_written=result.checkpoint_written, skipped_reason=result.skipped_reason,
+        checkpoint_written=result.checkpoint_written, rolled=result.rolled, skipped_reason=result.skipped_reason,
         recovery_actions=list(result.recovery_actions), warnings=list(result.warnings),
         size_reduction=round(result.stats.size_reduction, 6),
     )

@@ -8,14 +8,18 @@ active segment, and the old one — now inactive — gets its indexes rebuilt an
 **All or nothing.** The round that follows a roll may still fail (corrupt data, a self-check refusal, a
 full disk), and a failed clean must leave the partition as it was. So a roll is *pending* until the
 cleaner keeps it (:meth:`Roll.keep`, called just before the round's first change to the partition) or
-undoes it (:meth:`Roll.undo`). While pending, each index file the roll rebuilt keeps its original as a
-hard link named ``<base>.index.deleted`` / ``<base>.timeindex.deleted``: undoing renames the original back
-(its bytes, mode, owner and times — the very file), and removes the new segment's files, ``.log`` first.
-Keeping removes the ``.deleted`` originals.
+undoes it (:meth:`Roll.undo`: the round failed before that, or changed nothing at all). While pending,
+each index file the roll rebuilt keeps its original as a hard link named ``<base>.index.deleted`` /
+``<base>.timeindex.deleted``: undoing renames the original back (its bytes, mode, owner and times — the
+very file; a link not yet replaced is simply removed, as renaming a file onto itself does nothing), and
+removes the new segment's files, ``.log`` first. Keeping removes the ``.deleted`` originals.
 
-A kill while the roll is pending leaves the rolled partition plus those ``.deleted`` files: Kafka's loader
-deletes every ``*.deleted`` file at startup, and so does kcompact's recovery (``swap.py``), so both settle
-on the rolled partition — a new empty active segment, no record lost, no segment group touched.
+A kill while the roll is pending leaves the rolled partition plus those ``.deleted`` files, and a kill
+while it creates the new segment leaves its ``.index`` (and ``.timeindex``) without the ``.log``, which is
+created last. Kafka's loader deletes every ``*.deleted`` file and every index file whose ``.log`` is missing
+(``LogLoader.loadSegmentFiles``) at startup, and so does kcompact's recovery (``swap.py``): both settle on
+the old active segment with its rebuilt indexes, or on the rolled partition — a new empty active segment,
+no record lost, no segment group touched.
 """
 
 from __future__ import annotations
@@ -57,7 +61,10 @@ class Roll:
         self.settled = True
         for _path, original in self.replaced:
             if original is not None:
-                original.unlink(missing_ok=True)
+                try:
+                    original.unlink(missing_ok=True)
+                except OSError:
+                    pass  # a stray .deleted file: Kafka's loader and kcompact's recovery delete it
 
     def undo(self) -> None:
         """Put the partition back as it was before the roll, unless it was kept. Idempotent.
@@ -75,6 +82,8 @@ class Roll:
             for path, original in self.replaced:
                 if original is None:
                     path.unlink(missing_ok=True)
+                elif path.exists() and os.path.samefile(original, path):
+                    original.unlink()  # not replaced yet; rename(2) of a file onto itself does nothing
                 else:
                     os.replace(original, path)
             fsync_dir(self.directory)
@@ -135,8 +144,8 @@ def _replace(roll: Roll, active: SegmentFiles, kind: str, data: bytes) -> None:
     path = roll.directory / segment_file_name(active.base_offset, kind)
     tmp = path.with_name(path.name + ".kcompact-tmp")
     original = roll.directory / segment_file_name(active.base_offset, kind, "deleted")
-    write_synced(tmp, data)
     try:
+        write_synced(tmp, data)
         os.utime(tmp, ns=(active.mtime_ns, active.mtime_ns))
         copy_ownership(path if path.exists() else active.log_path, tmp)
         if path.exists():

@@ -328,13 +328,13 @@ def commit_clean(
     partition = open_partition(plan.partition_dir)
     try:
         sources = _check_outputs(plan, partition, outputs)
+        # Every output is complete and verified: only now does the partition change, one group at a time.
+        if before_swap is not None:
+            before_swap()
     except BaseException:
         for base in {group[0] for group in plan.groups} | {out.base_offset for out in outputs}:
             remove_cleaned(Path(plan.partition_dir), base)
         raise
-    # Every output is complete and verified: only now does the partition change, one group at a time.
-    if before_swap is not None:
-        before_swap()
     for out, files in zip(outputs, sources):
         replace_segments(_cleaned(plan, out), files, hook=options.crash_hook)
     write_checkpoint(partition, plan.end_offset)

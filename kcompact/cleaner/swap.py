@@ -16,8 +16,10 @@ Recovery (:func:`recover_interrupted_swaps`) is Kafka's loader, passes 1–3 in 
 delete ``.deleted`` files; delete every ``.swap`` at or above the lowest ``.cleaned`` base (a swap that never
 finished renaming), *then* the ``.cleaned`` files; delete every other file named with an offset in
 ``[lowest .log.swap base, highest .log.swap next offset)``; rename the ``.swap`` files into place (logs first,
-so a recovery killed midway is finished the same way by the next). Each group ends wholly old or wholly new,
-as a broker would leave it. The cleaner writes every group's ``.cleaned`` files before the first swap; those
+so a recovery killed midway is finished the same way by the next); then, as ``LogLoader.loadSegmentFiles``,
+delete every index file (``.index``, ``.timeindex``, ``.txnindex``) whose ``.log`` does not exist (an
+interrupted ``--roll`` creates the new segment's indexes before its ``.log``). Each group ends wholly old or
+wholly new, as a broker would leave it. The cleaner writes every group's ``.cleaned`` files before the first swap; those
 lie above the swapping group's base, so they never stop it completing.
 
 An I/O error while writing ``.cleaned`` files is a one-line :class:`~kcompact.errors.KcompactError` (the
@@ -64,6 +66,7 @@ _CRASH_ENV = "KCOMPACT_CRASH_AT"
 _DELETED_SUFFIX = ".deleted"
 _KRAFT_DELETED_SUFFIX = ".checkpoint.deleted"  # KRaft snapshots: KafkaMetadataLog's business
 _WRITE_BUFFER_SIZE = 1 << 20
+_INDEX_ONLY_KINDS = ("index", "timeindex", "txnindex")  # Kafka's LogFileUtils.isIndexFile
 
 
 def crash_point(name: str, hook: CrashHook | None) -> None:
@@ -335,6 +338,8 @@ def _recover(directory: Path, dry_run: bool) -> RecoveryReport:
         final = directory / segment_file_name(swap.base_offset, swap.kind)
         rename = functools.partial(os.replace, p, final)
         _act(report, dry_run, f"rename {p.name} to {final.name}", rename)
+    for p in orphaned_indexes(directory, renamed=valid):
+        _act(report, dry_run, f"delete orphaned {p.name} (no {p.stem}.log)", p.unlink)
     if report.changed and not dry_run:
         fsync_dir(directory)
     return report
@@ -391,6 +396,33 @@ def _act(report: RecoveryReport, dry_run: bool, what: str, action: Callable[[], 
     report.actions.append(what)
     if not dry_run:
         action()
+
+
+def orphaned_indexes(directory: Path, *, renamed: Sequence[tuple[Path, SegmentFileName]] = ()) -> list[Path]:
+    """Index files whose ``<base>.log`` does not exist: Kafka's loader deletes them (``loadSegmentFiles``).
+
+    Args:
+        directory: the partition directory.
+        renamed: ``.swap`` files about to be renamed into place (a dry run sees them under their final name).
+
+    Returns:
+        The orphaned ``.index``/``.timeindex``/``.txnindex`` files, by name.
+    """
+    names = {p.name for p in directory.iterdir() if p.is_file()}
+    names |= {segment_file_name(n.base_offset, n.kind) for _p, n in renamed}
+    out = []
+    for name in sorted(names):
+        n = parse_segment_file_name(name)
+        if (n is not None and n.temp_suffix is None and n.kind in _INDEX_ONLY_KINDS
+                and segment_file_name(n.base_offset, "log") not in names):
+            out.append(directory / name)
+    return out
+
+
+def unsettled_files(directory: Path) -> list[Path]:
+    """What an interrupted clean or roll left that a loader settles: :func:`leftover_files` and
+    :func:`orphaned_indexes`."""
+    return sorted([*leftover_files(directory), *orphaned_indexes(directory)])
 
 
 def leftover_files(directory: Path) -> list[Path]:

@@ -65,6 +65,9 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
     for warning in result.warnings:
         if warning not in shown and not (folded and is_summarised(warning)):
             render.warning_line(f"{name}: {warning}")
+    if result.rolled:
+        at = "would roll" if result.dry_run else "rolled"
+        console.print(f"{name}: {at} a new empty active segment at the log end (--roll)")
     _render_retention(name, result)
     if result.skipped_reason is not None:
         console.print(f"{name}: nothing to clean — {result.skipped_reason}")

@@ -229,8 +229,10 @@ def _recover_swaps(
     part = check.partition.path
     names = [parse_segment_file_name(p.name) for p in sorted(part.iterdir())]
     lowest = min(n.base_offset for n in names if n is not None and n.temp_suffix is not None)
+    orphans = {p.name for p in check.partition.orphan_indexes}  # the recovery deletes them too
     for parsed in names:  # every file the recovery may delete or replace
-        if parsed is not None and (parsed.temp_suffix is not None or parsed.base_offset >= lowest):
+        if parsed is not None and (parsed.temp_suffix is not None or parsed.base_offset >= lowest
+                                   or parsed.name in orphans):
             backup.save(part / parsed.name)
     result.actions += recover_interrupted_swaps(part).actions
     again = verify_partition(part, index_interval_bytes=interval, progress=progress,

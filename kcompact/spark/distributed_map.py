@@ -7,14 +7,15 @@ passes 1 and 2 swapped for Spark jobs (its ``round_runner`` seam), so the rest o
 serial clean's own code:
 
 1. **Driver** (``clean_partition``): the locks (``log_dir_write_guard`` + ``partition_lock``), an
-   interrupted swap settled (``recover_interrupted_swaps``), ``--roll`` and the log-start retention,
-   then the plan (``build_plan``: ranges, groups, transaction seeds).
+   interrupted swap settled (``recover_interrupted_swaps``), ``--roll`` and the log-start retention
+   planned (both made final with the round's first change), then the plan (``build_plan``: ranges,
+   groups, transaction seeds).
 2. **Executors** (``distributed_round.py``): one task per segment scans its map entries; Spark shuffles
    them by digest and keeps the latest offset per digest, plus the clean-section records no dirty key
    supersedes; one task per output group writes its ``.cleaned`` segment against those offsets.
 3. **Driver** (``clean_partition``): ``commit_clean`` — self-check, Kafka's crash-safe swap, the
    checkpoint — and the retention after the round. A failure before the swap removes every
-   ``.cleaned`` file: the partition keeps its bytes.
+   ``.cleaned`` file and undoes the roll: the partition keeps its bytes.
 
 The output is byte for byte the serial clean's with an unbounded map (tests/spark/test_distributed_map.py):
 both answer pass 2 from the same set of surviving offsets (``kcompact.cleaner.oracle``).
@@ -27,7 +28,8 @@ broker's bounded map stops is a property of the serial walk; a bounded map never
 see :func:`needs_distributed_map`); leftovers of an interrupted clean are settled without the serial
 clean's rehearsal on a staged copy (that rehearsal is a serial dry run, the very map that does not fit),
 so a round that then fails leaves the settled partition — what a broker's loader makes of it — rather
-than the leftovers; and no progress callback (Spark shows its own).
+than the leftovers; a dry run with ``--roll`` does not preview the roll (the staged copy's rehearsal is
+that serial dry run too); and no progress callback (Spark shows its own).
 """
 
 from __future__ import annotations

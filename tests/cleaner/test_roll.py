@@ -15,7 +15,10 @@ Kafka's loader and kcompact's recovery both delete.
 
 from __future__ import annotations
 
+import errno
+import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -29,13 +32,19 @@ from kcompact.cleaner.plan import CleanPlan
 from kcompact.cleaner.roll import roll_active_segment
 from kcompact.cleaner.swap import leftover_files, recover_interrupted_swaps
 from kcompact.cli.main import cli
-from kcompact.errors import CorruptDataError, CorruptRecordError, KcompactError
+from kcompact.errors import BatchCrcError, CorruptDataError, CorruptRecordError, KcompactError
 from kcompact.records.batch import iter_batches
 from kcompact.records.crc import crc32c
+from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.names import segment_file_name
 from kcompact.segment.partition import open_partition
 from tests.builders import read_all_records
-from tests.cleaner.test_clean_failures import error_lines, log_dir_digest, middle_segment
+from tests.cleaner.test_clean_failures import (
+    CRC_POSITION,
+    error_lines,
+    log_dir_digest,
+    middle_segment,
+)
 from tests.cleaner.test_crash_recovery import (
     NOW,
     OVERRIDES,
@@ -43,9 +52,11 @@ from tests.cleaner.test_crash_recovery import (
     build_partition,
     topic_config,
 )
+from tests.cleaner.test_roll_crash import OVERRIDES as SMALL_SEGMENTS
+from tests.cleaner.test_roll_crash import small_segments_partition
+from tests.conftest import PROJECT_FIXTURES
 
 ACTIVE_BASE = 29  # build_partition's active segment: one batch at offset 29
-CRC_POSITION = 17
 CRC_COVERS_FROM = 21
 RECORDS_COUNT_POSITION = 57
 
@@ -231,3 +242,166 @@ def test_kill_during_the_round_leaves_the_roll_and_its_backups_for_recovery(tmp_
     assert read_all_records(part) == records
     result = clean_partition(part, topic_config(), roll_options())
     assert result.end_offset == ACTIVE_BASE + 1 and leftover_files(part) == []
+
+
+KILLED_AT_THE_THIRD_FSYNC = """
+import os, sys
+calls = []
+real = os.fsync
+def fsync(fd):
+    calls.append(fd)
+    if len(calls) == 3:
+        os._exit(137)  # a kill -9 as the roll fsyncs the new segment's first file
+    real(fd)
+os.fsync = fsync
+from kcompact.cli.main import main
+sys.argv = ["kcompact", *sys.argv[1:]]
+main()
+"""
+
+
+def test_a_roll_killed_before_its_log_exists_does_not_block_the_next_clean(tmp_path: Path) -> None:
+    """Killed at its third fsync, a roll leaves ``<log-end>.index`` with no ``.log`` and the ``.deleted``
+    links of the rebuilt indexes; the next ``clean --roll`` deletes them, as Kafka's loader would, and goes on."""
+    part = small_segments_partition(tmp_path / "logdir")
+    end = open_partition(part).log_end_offset()
+    argv = ["clean", str(part), "--roll", "--now-ms", str(NOW), "--json"]
+    for key, value in SMALL_SEGMENTS.items():
+        argv += ["--config", f"{key}={value}"]
+    proc = subprocess.run([sys.executable, "-c", KILLED_AT_THE_THIRD_FSYNC, *argv], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 137, proc.stderr
+    orphan = part / segment_file_name(end, "index")
+    assert orphan.stat().st_size == 0 and not (part / segment_file_name(end, "log")).exists()
+    assert len([p for p in leftover_files(part) if p.name.endswith(".deleted")]) == 2
+
+    proc = subprocess.run([sys.executable, "-m", "kcompact", *argv], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=60, check=False)
+
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)["results"]
+    assert f"delete orphaned {orphan.name} (no {orphan.stem}.log)" in row["recovery_actions"]
+    assert row["status"] == "cleaned" and row["rolled"] is True
+    assert (part / segment_file_name(end, "log")).stat().st_size == 0 and leftover_files(part) == []
+
+
+def flip_crc_of_last_batch(segment: Path) -> None:
+    data = bytearray(segment.read_bytes())
+    last = list(iter_batches(bytes(data)))[-1]
+    data[last.position + CRC_POSITION] ^= 0xFF
+    segment.write_bytes(data)
+
+
+@pytest.mark.parametrize("roll", [False, True])
+def test_a_failed_clean_keeps_the_segments_below_the_log_start(tmp_path: Path, roll: bool) -> None:
+    """Segments wholly below ``log-start-offset-checkpoint`` are deleted with the round's first change, once
+    every output passed its self-check: a CRC failure found by the round leaves them, and the roll, as they were."""
+    part = rollable_partition(tmp_path / "logdir")
+    bases = sorted(int(p.name.split(".")[0]) for p in part.glob("*.log"))
+    write_offset_checkpoint(part.parent / "log-start-offset-checkpoint", {("orders", 0): bases[2]})
+    ok = shutil.copytree(part.parent, tmp_path / "ok") / part.name
+    flip_crc_of_last_batch(middle_segment(part))
+    options = roll_options() if roll else CleanOptions(now_ms=NOW)
+    before = log_dir_digest(part.parent)
+
+    with pytest.raises(BatchCrcError):
+        clean_partition(part, topic_config(), options)
+
+    assert log_dir_digest(part.parent) == before
+    result = clean_partition(ok, topic_config(), options)  # without the damage they go, with the round
+    assert result.retention is not None and result.retention.deleted_segments == bases[:2]
+    assert min(int(p.name.split(".")[0]) for p in ok.glob("*.log")) >= bases[2]
+    assert result.rolled is roll
+
+
+def cli_json(*argv: str) -> dict[str, object]:
+    result = CliRunner().invoke(cli, [*argv, "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+SAME_AS_THE_RUN = ("status", "end_offset", "first_dirty_offset", "first_uncleanable_offset", "rolled",
+                   "records_read", "records_written", "bytes_written", "superseded_removed",
+                   "retention_deleted_segments", "recovery_actions")
+
+
+def test_a_roll_dry_run_previews_the_roll_and_changes_nothing(tmp_path: Path) -> None:
+    """On the sample log dir the rolled segment's data is part of the round: the dry run must say so."""
+    log_dir = shutil.copytree(PROJECT_FIXTURES / "sample-logdir", tmp_path / "logdir")
+    before = log_dir_digest(log_dir)
+
+    (dry,) = cli_json("clean", str(log_dir), "--roll", "--dry-run", "--now-ms", str(NOW))["results"]  # type: ignore[misc]
+
+    assert log_dir_digest(log_dir) == before
+    assert not list(tmp_path.glob(".kcompact-rehearsal-*"))  # the staged copy is gone
+    (real,) = cli_json("clean", str(log_dir), "--roll", "--now-ms", str(NOW))["results"]  # type: ignore[misc]
+    assert dry["status"] == "would clean" and real["status"] == "cleaned"
+    assert dry["end_offset"] == real["end_offset"]
+    assert {k: dry[k] for k in SAME_AS_THE_RUN[1:]} == {k: real[k] for k in SAME_AS_THE_RUN[1:]}
+    assert dry["rolled"] is True and dry["partition_dir"] == real["partition_dir"]
+
+
+def test_a_dry_run_after_an_interrupted_roll_reports_what_the_run_settles(tmp_path: Path) -> None:
+    part = rollable_partition(tmp_path / "logdir")
+    roll = roll_active_segment(open_partition(part), topic_config())  # pending: its .deleted links stay
+    assert roll is not None
+    (part / segment_file_name(ACTIVE_BASE + 1, "log")).unlink()  # killed before its .log: orphaned indexes
+    before = log_dir_digest(part.parent)
+    argv = ["clean", str(part), "--roll", "--now-ms", str(NOW)]
+    for key, value in OVERRIDES.items():
+        argv += ["--config", f"{key}={value}"]
+
+    (dry,) = cli_json(*argv, "--dry-run")["results"]  # type: ignore[misc]
+
+    assert log_dir_digest(part.parent) == before
+    (real,) = cli_json(*argv)["results"]  # type: ignore[misc]
+    assert len(real["recovery_actions"]) == 4  # two .deleted links, two orphaned indexes
+    assert {k: dry[k] for k in SAME_AS_THE_RUN[1:]} == {k: real[k] for k in SAME_AS_THE_RUN[1:]}
+
+
+def test_a_roll_that_cleans_nothing_is_undone(tmp_path: Path) -> None:
+    """Held back by its high watermark, the partition has nothing to clean: the roll goes again, nothing
+    changed, and the report says it did not roll."""
+    part = rollable_partition(tmp_path / "logdir")
+    write_offset_checkpoint(part.parent / "replication-offset-checkpoint", {("orders", 0): 3})
+    before, stats = log_dir_digest(part.parent), active_index_stats(part)
+    argv = ["clean", str(part), "--roll", "--now-ms", str(NOW)]
+    for key, value in OVERRIDES.items():
+        argv += ["--config", f"{key}={value}"]
+
+    (dry,) = cli_json(*argv, "--dry-run")["results"]  # type: ignore[misc]
+    (row,) = cli_json(*argv)["results"]  # type: ignore[misc]
+
+    assert log_dir_digest(part.parent) == before and active_index_stats(part) == stats
+    assert leftover_files(part) == []
+    assert row["status"] == dry["status"] == "nothing to clean"
+    assert "high watermark" in row["skipped_reason"]
+    assert row["rolled"] is dry["rolled"] is False and row["checkpoint_written"] is False
+
+
+def test_a_roll_dry_run_stages_with_symbolic_links_where_hard_links_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another file system (or one without hard links): the staged copy is symbolic links, never a copy
+    of a segment, and the preview is the same."""
+    log_dir = shutil.copytree(PROJECT_FIXTURES / "sample-logdir", tmp_path / "logdir")
+    (linked,) = cli_json("clean", str(log_dir), "--roll", "--dry-run", "--now-ms", str(NOW))["results"]  # type: ignore[misc]
+    before = log_dir_digest(log_dir)
+    copied: list[str] = []
+    real_copy = shutil.copyfile
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+
+    def copyfile(src: str, dst: str, **kwargs: object) -> object:
+        copied.append(Path(src).name)
+        return real_copy(src, dst, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "link", refuse)
+    monkeypatch.setattr(shutil, "copyfile", copyfile)
+    (symlinked,) = cli_json("clean", str(log_dir), "--roll", "--dry-run", "--now-ms", str(NOW))["results"]  # type: ignore[misc]
+
+    assert symlinked == {**linked, "elapsed_s": symlinked["elapsed_s"]}
+    assert log_dir_digest(log_dir) == before
+    assert copied and not [name for name in copied if name.endswith(".log")], copied  # checkpoints, the roll's index
+    assert any(name.endswith(".index") for name in copied)  # the roll kept its original through a symbolic link

@@ -1,6 +1,7 @@
 """``recover_interrupted_swaps`` against Kafka's loader, and the ``.cleaned`` segment writer.
 
-The reference is a small model of passes 1–3 of Kafka 4.1's ``LogLoader.load`` (spec §7.1) written here
+The reference is a small model of passes 1–3 of Kafka 4.1's ``LogLoader.load`` (spec §7.1), and of the
+orphaned-index deletion of its fourth (``loadSegmentFiles``), written here
 from Kafka's source, independent of ``swap.py``: it works on file-name suffixes as Kafka does and reads the
 next offset of a ``.log.swap`` with kafka-python's ``MemoryRecords``. Every directory state of the spec §7.2
 table is built by hand and must end, byte for byte, where the model ends and where the table says; then every
@@ -61,7 +62,8 @@ def kafka_read_next_offset(path: Path, base_offset: int) -> int:
 
 
 def kafka_loader_passes(directory: Path) -> None:
-    """Passes 1-3 of ``LogLoader.load``: temp files, interrupted swaps, renames (spec §7.1)."""
+    """Passes 1-3 of ``LogLoader.load``: temp files, interrupted swaps, renames (spec §7.1); then, from
+    ``loadSegmentFiles``, index files (``LogFileUtils.isIndexFile``) whose ``.log`` is missing go."""
     swaps, cleaned, min_cleaned = [], [], math.inf
     for f in [p for p in directory.iterdir() if p.is_file()]:
         if f.name.endswith(DELETED) and not f.name.endswith(".checkpoint.deleted"):
@@ -90,6 +92,10 @@ def kafka_loader_passes(directory: Path) -> None:
             f.unlink()
     for f in [p for p in directory.iterdir() if p.is_file() and p.name.endswith(SWAP)]:
         f.rename(f.with_name(f.name[: -len(SWAP)]))
+    for f in sorted(p for p in directory.iterdir() if p.is_file()):
+        is_index = f.name.endswith((".index", ".timeindex", ".txnindex"))
+        if is_index and not (directory / f"{kafka_offset_from_file(f.name):020d}.log").exists():
+            f.unlink()
 
 
 def digest(directory: Path) -> dict[str, str]:
@@ -240,6 +246,28 @@ def test_only_deleted_files_are_removed(part: Path, tmp_path: Path) -> None:
     ours = recover_both_ways(part, tmp_path)
 
     assert digest(ours) == expected
+
+
+def test_an_interrupted_roll_leaves_an_orphaned_index_that_recovery_deletes_as_kafka_does(
+    part: Path, tmp_path: Path
+) -> None:
+    """A roll killed after creating ``<log-end>.index`` (and before its ``.log``), its originals still linked."""
+    expected = digest(part)
+    (part / segment_file_name(12, "index")).write_bytes(b"")
+    for kind in ("index", "timeindex"):
+        os.link(part / segment_file_name(10, kind), part / (segment_file_name(10, kind) + DELETED))
+    (part / segment_file_name(7, "txnindex")).write_bytes(b"")  # inside a segment's range: still an orphan
+    planned = recover_interrupted_swaps(part, dry_run=True).actions
+    assert digest(part) != expected  # the dry run changed nothing
+
+    ours = recover_both_ways(part, tmp_path)
+
+    assert digest(ours) == expected
+    assert recover_interrupted_swaps(ours).actions == []
+    assert [a for a in planned if "orphaned" in a] == [
+        f"delete orphaned {segment_file_name(7, 'txnindex')} (no {7:020d}.log)",
+        f"delete orphaned {segment_file_name(12, 'index')} (no {12:020d}.log)",
+    ]
 
 
 def test_kraft_snapshot_files_are_left_alone_even_inside_the_swap_range(tmp_path: Path) -> None:

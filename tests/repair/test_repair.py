@@ -376,3 +376,20 @@ def test_a_swap_that_cannot_be_settled_is_refused_before_any_change(tmp_path: Pa
 
 def tree_digest_of(digest: dict[str, str], prefix: str) -> dict[str, str]:
     return {k[len(prefix):]: v for k, v in digest.items() if k.startswith(prefix)}
+
+
+def test_undo_puts_back_an_orphaned_index_that_settling_an_interrupted_clean_deleted(tmp_path: Path) -> None:
+    """Settling leftovers deletes orphaned indexes as Kafka's loader does, below the leftovers too: the
+    backup must hold them."""
+    part = build_partition(tmp_path / "logdir")
+    last = open_partition(part).segments[-1]
+    index = part / segment_file_name(last.base_offset, "index")
+    (part / (index.name + ".deleted")).write_bytes(index.read_bytes())  # an interrupted roll's original
+    (part / segment_file_name(1, "txnindex")).write_bytes(b"")  # an orphan below it
+    before = partition_digest(part)
+
+    result = repair_partition(part, RepairOptions())
+
+    assert not (part / segment_file_name(1, "txnindex")).exists()
+    undo_repair(result.backup_dir or "")
+    assert partition_digest(part) == before
