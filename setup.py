@@ -1,10 +1,10 @@
 """Build script for kcompact's one compiled part; every other setting is in pyproject.toml.
 
 Why a setup.py: pyproject.toml cannot declare a C extension for setuptools. The extension
-``kcompact.records._accel`` (kcompact/records/_accel.c, plain CPython C API) speeds up the
+``kcompact.records.scan._accel`` (kcompact/records/scan/_accel.c, plain CPython C API) speeds up the
 cleaner's record scans and rebuild; it is ``optional=True``, so where there is no C compiler the
 build prints a warning and the install goes on with the pure-Python code, which stays the
-reference (kcompact/records/accel.py picks whichever is there).
+reference (kcompact/records/scan/accel.py picks whichever is there).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from setuptools import Extension, setup
 
 ACCEL = Extension(
-    "kcompact.records._accel",
-    sources=["kcompact/records/_accel.c"],
+    "kcompact.records.scan._accel",
+    sources=["kcompact/records/scan/_accel.c"],
     optional=True,  # no compiler: warn and install the pure-Python package
 )
 

@@ -38,11 +38,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kcompact.records import accel
 from kcompact.records.batch import RecordBatch, encode_batch, iter_batches
 from kcompact.records.filter import BatchRetention, filter_v2_batch
 from kcompact.records.record import Record, decode_records, records_bytes
-from kcompact.records.scan import scan_keys, scan_records
+from kcompact.records.scan import accel, scan_keys, scan_records
 
 Row = tuple[str, float, str]
 
@@ -236,7 +235,7 @@ def bench_scan(args: argparse.Namespace, workdir: Path) -> list[Row]:
         ("batches", scan.batches, "batch"),
         ("segment size", scan.size_in_bytes / 1e6, "MB"),
         ("generate (encode_batch) seconds, ~0 if reused", generate_seconds, "s"),
-        ("C kernels built (kcompact.records._accel): 1 yes, 0 no", float(bool(compiled)), "flag"),
+        ("C kernels built (kcompact.records.scan._accel): 1 yes, 0 no", float(bool(compiled)), "flag"),
         ("batch walk only (iter_batches) seconds", walk_seconds, "s"),
         *compiled,
         *reference,
@@ -282,7 +281,8 @@ SMALL_NOW_MS = 1_800_000_000_000  # every segment is old enough to clean
 
 def _small_partition(workdir: Path, seed: int) -> Path:
     """A ~1 MB partition (keys over 2 000, 100 per batch, a 100-byte value each) and an active segment."""
-    from kcompact.segment.builder import PartitionBuilder
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests/ builders
+    from tests.partition_builder import PartitionBuilder
 
     log_dir = workdir / f"small-1mb-{seed}"
     if not (log_dir / "done").exists():
@@ -336,7 +336,7 @@ def _small_run(workdir: Path, argv: list[str], repeat: int, fresh: Path | None =
 
 def bench_small(args: argparse.Namespace, workdir: Path) -> list[Row]:
     """Start-up and small inputs: --help, a 1 MB partition, and 200 x 1 MB partitions with jobs=1 vs auto."""
-    from kcompact.cleaner.run import usable_cpus
+    from kcompact.cleaner.logdir.run import usable_cpus
 
     partition = _small_partition(workdir, args.seed)
     log_dir = _small_log_dir(workdir, partition)

@@ -35,7 +35,9 @@ from typing import Any
 from kcompact.records.batch import encode_batch
 from kcompact.records.record import Record
 from kcompact.segment.checkpoint import write_offset_checkpoint
-from kcompact.segment.writer import write_segment
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests/ builders
+from tests.segment_writer import write_segment
 
 Row = tuple[str, float, str]
 SEGMENT_BYTES = 64 * 1024 * 1024

@@ -43,7 +43,9 @@ from kcompact.records.batch import RecordBatch, encode_batch, encode_records_bat
 from kcompact.records.record import Record, decode_records, records_bytes
 from kcompact.records.scan import scan_records
 from kcompact.segment.checkpoint import write_offset_checkpoint
-from kcompact.segment.writer import write_segment
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests/ builders
+from tests.segment_writer import write_segment
 
 Row = tuple[str, float, str]
 
@@ -145,8 +147,8 @@ def tree_digest(log_dir: Path) -> dict[str, str]:
 
 
 def _clean_serial(part: Path) -> dict[str, Any]:
-    from kcompact.cleaner.cleaner import CleanOptions, clean_partition
-    from kcompact.cleaner.run import resolve_config
+    from kcompact.cleaner.logdir.run import resolve_config
+    from kcompact.cleaner.partition import CleanOptions, clean_partition
 
     config, _ = resolve_config(CONFIG)
     started = time.perf_counter()
@@ -156,8 +158,8 @@ def _clean_serial(part: Path) -> dict[str, Any]:
 
 
 def _clean_distributed(part: Path, budget: int) -> dict[str, Any]:
-    from kcompact.cleaner.cleaner import CleanOptions
-    from kcompact.cleaner.run import resolve_config
+    from kcompact.cleaner.logdir.run import resolve_config
+    from kcompact.cleaner.partition import CleanOptions
     from kcompact.spark.distributed_map import clean_partition_distributed, needs_distributed_map
     from kcompact.spark.session import spark_session
 

@@ -26,6 +26,7 @@ import json
 import random
 import resource
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,9 +35,11 @@ from pathlib import Path
 from kcompact.inspect.dirty_ratio import dirty_ratio_report
 from kcompact.records.batch import encode_batch
 from kcompact.records.record import Record
-from kcompact.segment.builder import BASE_TS, PartitionBuilder
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests/ builders
 from kcompact.segment.checkpoint import write_offset_checkpoint
-from kcompact.segment.writer import write_segment
+from tests.partition_builder import BASE_TS, PartitionBuilder
+from tests.segment_writer import write_segment
 
 TOPIC = "bench"
 NOW_MS = BASE_TS + 3_600_000

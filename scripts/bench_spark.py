@@ -42,7 +42,9 @@ from typing import Any
 from kcompact.records.batch import encode_batch
 from kcompact.records.record import Record
 from kcompact.segment.checkpoint import write_offset_checkpoint
-from kcompact.segment.writer import write_segment
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests/ builders
+from tests.segment_writer import write_segment
 
 PARTITIONS = 16
 RECORDS = 240_000
@@ -94,7 +96,7 @@ def generate(workdir: Path, scale: float, seed: int, partitions: int = PARTITION
 
 def child(master: str, log_dir: Path, repeat: int, task_bytes: int | None = None) -> dict[str, Any]:
     """In a fresh process: start-up, warm-up, then the fastest of ``repeat`` cleans of fresh copies."""
-    from kcompact.cleaner.cleaner import CleanOptions
+    from kcompact.cleaner.partition import CleanOptions
     from kcompact.spark.clean_job import spark_clean
     from kcompact.spark.session import spark_session
 
@@ -136,8 +138,8 @@ def _run_child(master: str, log_dir: Path, repeat: int, task_bytes: int | None =
 
 
 def _serial_seconds(log_dir: Path, jobs: int = 1) -> float:
-    from kcompact.cleaner.cleaner import CleanOptions
-    from kcompact.cleaner.run import clean_path
+    from kcompact.cleaner.logdir.run import clean_path
+    from kcompact.cleaner.partition import CleanOptions
 
     copy = log_dir.parent / f"{log_dir.name}-serial-logdir"
     shutil.rmtree(copy, ignore_errors=True)

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from kcompact.records.record import Header
 from kcompact.records.varint import encode_unsigned_varint
-from kcompact.segment.builder import PartitionBuilder
+from tests.partition_builder import PartitionBuilder
 
 FIXTURES = ROOT / "fixtures"
 FIXED_MTIME_MS = 1_700_000_000_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kcompact.segment.builder import BASE_TS, PartitionBuilder
+from tests.partition_builder import BASE_TS, PartitionBuilder
 
 __all__ = ["BASE_TS", "PartitionBuilder", "read_all_records"]
 

@@ -1,5 +1,5 @@
 """Rendering of ``kcompact clean``: a readable report like Kafka's cleaner log line, or JSON (each
-partition a :func:`~kcompact.cleaner.report_row.partition_row`, the row ``spark clean`` prints too).
+partition a :func:`~kcompact.cleaner.logdir.report_row.partition_row`, the row ``spark clean`` prints too).
 
 rich is imported only where it draws (the text report's tables; the progress bar is
 ``progress_view.py``'s), so ``kcompact clean --json`` never pays for importing it.
@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kcompact.cleaner.cleaner import CleanResult
-from kcompact.cleaner.report_row import partition_row
-from kcompact.cleaner.run import CleanRun
-from kcompact.cleaner.run_summary import (
+from kcompact.cleaner.logdir.report_row import partition_row
+from kcompact.cleaner.logdir.run import CleanRun
+from kcompact.cleaner.logdir.run_summary import (
     empty_partitions_line,
     holds_no_records,
     is_summarised,
     repeated_warning_notes,
 )
+from kcompact.cleaner.partition import CleanResult
 from kcompact.cli import render
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
-from kcompact.cleaner.run_summary import (
+from kcompact.cleaner.logdir.run_summary import (
     empty_partitions_line,
     is_summarised,
     repeated_warning_notes,

@@ -282,8 +282,8 @@ def clean_command(
     finished or rolled back by the next run (and by a broker), and the cleaner checkpoint is advanced
     only after every segment is swapped in. The dirty ratio is reported, it does not gate a manual clean.
     """
-    from kcompact.cleaner.cleaner import CleanOptions
-    from kcompact.cleaner.run import clean_path
+    from kcompact.cleaner.logdir.run import clean_path
+    from kcompact.cleaner.partition import CleanOptions
     from kcompact.cli.clean_view import render_clean
     from kcompact.cli.progress_view import progress_bar
     from kcompact.config.topic_config import parse_config_pairs

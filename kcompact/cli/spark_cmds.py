@@ -113,8 +113,8 @@ def spark_clean_command(
     As with `kcompact clean`, a partition not known to be compacted is skipped (a log dir's) or
     fails (one named alone). Exits 2 when a partition failed, 1 on a bug.
     """
-    from kcompact.cleaner.cleaner import CleanOptions
-    from kcompact.cleaner.report_row import STATUS_BUG, STATUS_FAILED
+    from kcompact.cleaner.logdir.report_row import STATUS_BUG, STATUS_FAILED
+    from kcompact.cleaner.partition import CleanOptions
     from kcompact.cli.spark_view import check_new_output, render_spark_clean
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.spark.clean_job import spark_clean

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from rich import box
 from rich.table import Table
 
-from kcompact.cleaner.report_row import STATUS_SKIPPED
-from kcompact.cleaner.run_summary import is_summarised, repeated_warning_notes
+from kcompact.cleaner.logdir.report_row import STATUS_SKIPPED
+from kcompact.cleaner.logdir.run_summary import is_summarised, repeated_warning_notes
 from kcompact.cli import render
 from kcompact.errors import KcompactError
 

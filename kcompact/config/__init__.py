@@ -21,7 +21,7 @@ Layering: imports ``kcompact.records``, ``kcompact.segment`` and ``kcompact.erro
 
 from __future__ import annotations
 
-from kcompact.config.metadata_state import MetadataState, load_metadata_state
+from kcompact.config.kraft.metadata_state import MetadataState, load_metadata_state
 from kcompact.config.server_properties import (
     log_dirs,
     metadata_log_dir,

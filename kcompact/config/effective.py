@@ -37,7 +37,7 @@ source gave, each with its own source and a note:
   shows without an override (a note says so); an explicit policy always wins.
 
 Files are cached by (path, size, mtime) and the metadata state by its directory's listing
-(:func:`~kcompact.config.metadata_state.cached_metadata_state`): a log dir of thousands of partitions
+(:func:`~kcompact.config.kraft.metadata_state.cached_metadata_state`): a log dir of thousands of partitions
 replays its metadata log once, and a changed file is read again.
 """
 

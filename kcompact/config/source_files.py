@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kcompact.config.metadata_state import MetadataState, cached_metadata_state
+from kcompact.config.kraft.metadata_state import MetadataState, cached_metadata_state
 from kcompact.config.server_properties import (
     metadata_log_dir,
     node_id,

@@ -34,8 +34,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.log_state import LogState
-from kcompact.cleaner.ranges import CleanableRange
+from kcompact.cleaner.rules.ranges import CleanableRange
+from kcompact.cleaner.state.log_state import LogState
 from kcompact.errors import CorruptDataError
 from kcompact.inspect.context import CrcTally, load_inspect_context
 from kcompact.records.batch import TimestampType

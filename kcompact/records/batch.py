@@ -21,7 +21,7 @@ A file's tail shorter than the 17-byte prefix is judged by :func:`tail_kind`: al
 and raises :class:`~kcompact.errors.TruncatedDataError`, so no caller mistakes it for a clean end.
 
 Speed: a clean decodes ~60 000 headers; :func:`decode_batch` costs 2.5 us in Python, 70% of it the
-frozen dataclass's ``__init__``. With the compiled kernels (:mod:`kcompact.records.accel`) a
+frozen dataclass's ``__init__``. With the compiled kernels (:mod:`kcompact.records.scan.accel`) a
 well-formed v2 header is decoded, checked and built in C (0.3 us); anything else, errors
 included, goes through the Python code below, which stays the reference.
 """
@@ -33,7 +33,6 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from kcompact.errors import CorruptBatchError, TruncatedDataError, UnsupportedFormatError
-from kcompact.records import accel
 from kcompact.records.batch_encoding import (
     CRC_STRUCT,
     encode_batch,
@@ -66,6 +65,7 @@ from kcompact.records.batch_header import (
     TimestampType,
     increment_sequence,
 )
+from kcompact.records.scan import accel
 from kcompact.records.varint import Buffer
 
 if TYPE_CHECKING:

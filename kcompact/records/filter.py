@@ -18,7 +18,7 @@ exactly as Kafka does (spec §6.12):
 
 Rebuilding copies each kept record's key, value and header bytes as they are and re-encodes only the
 record prefix (length, attributes, timestamp delta, offset delta), so it costs one small join per record
-in Python. Where the compiled kernels are built (:mod:`kcompact.records.accel`) the whole record section
+in Python. Where the compiled kernels are built (:mod:`kcompact.records.scan.accel`) the whole record section
 is written by one C call instead; ``_rebuild`` stays the reference it is tested against byte for byte,
 and runs whenever the C code declines (indices or deltas the reference would fail on).
 """
@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from kcompact.records import accel
 from kcompact.records.batch import (
     NO_TIMESTAMP,
     RecordBatch,
@@ -39,6 +38,7 @@ from kcompact.records.batch import (
     encode_empty_batch,
     encode_records_batch,
 )
+from kcompact.records.scan import accel
 from kcompact.records.varint import encode_varint, encode_varlong
 
 if TYPE_CHECKING:

@@ -28,16 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.cleaner import CleanOptions
-from kcompact.cleaner.report_row import partition_row
-from kcompact.cleaner.run import CleanRun, clean_path
-from kcompact.cleaner.swap import (
+from kcompact.cleaner.disk.swap import (
     CleanedSegmentWriter,
     recover_interrupted_swaps,
     remove_cleaned,
     replace_segments,
 )
-from kcompact.cleaner.verify_output import check_cleaned_segment
+from kcompact.cleaner.logdir.report_row import partition_row
+from kcompact.cleaner.logdir.run import CleanRun, clean_path
+from kcompact.cleaner.partition import CleanOptions
+from kcompact.cleaner.round.verify_output import check_cleaned_segment
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CleanerStateError, FileAccessError, KcompactError, RefusedError
 from kcompact.repair.backup import Backup, QuarantinedRegion, default_backup_dir

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kcompact.cleaner.swap import recover_interrupted_swaps
+from kcompact.cleaner.disk.swap import recover_interrupted_swaps
 from kcompact.errors import CorruptCheckpointError, CorruptDataError, KcompactError
 from kcompact.records.control import ControlRecordType
 from kcompact.repair.findings import (

@@ -6,7 +6,7 @@ about two tasks a core, each a few partitions, since a Spark task's fixed cost i
 few MiB; ``task_bytes=1`` gives each partition its own task; the cores are
 :func:`kcompact.spark.session.cluster_cores`) and hands them to Spark as an RDD with
 one element and one Spark partition per task. For each of its partitions a task calls
-:func:`kcompact.cleaner.cleaner.clean_partition`, the very function ``kcompact clean`` calls, so the
+:func:`kcompact.cleaner.partition.clean_partition`, the very function ``kcompact clean`` calls, so the
 bytes written are the serial run's (with ``jobs=1``: Spark's executors are the parallelism, a task
 forks no worker pool of its own). A task catches each partition's errors and returns them as that
 partition's row: a failing partition fails alone (the cleaner leaves it untouched), the others
@@ -21,7 +21,7 @@ lock on ``.kcompact-checkpoints.lock``, which Python workers in other processes,
 an NFS v4 mount, respect), so concurrent tasks never drop each other's entries. Existing lines keep
 their place, new ones are appended in the order tasks finish; the driver then rewrites the new ones
 into cleaning order under the same lock (values untouched), which is the order a serial run appends
-them in (``kcompact.cleaner.run.settle_checkpoint_order``, as ``kcompact clean --jobs`` does). A driver
+them in (``kcompact.cleaner.logdir.run.settle_checkpoint_order``, as ``kcompact clean --jobs`` does). A driver
 that dies before that leaves a valid file with the same entries in another order.
 
 **Distributed map.** With ``map_budget_bytes``, a partition whose distinct keys would not fit that
@@ -39,9 +39,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kcompact.cleaner.cleaner import CleanOptions, clean_partition
-from kcompact.cleaner.options import with_cli_dedupe_buffer
-from kcompact.cleaner.run import ConfigSources, checkpoint_keys, settle_checkpoint_order
+from kcompact.cleaner.logdir.run import ConfigSources, checkpoint_keys, settle_checkpoint_order
+from kcompact.cleaner.partition import CleanOptions, clean_partition
+from kcompact.cleaner.round.options import with_cli_dedupe_buffer
 from kcompact.errors import KcompactError
 from kcompact.spark.packing import pack_partitions, segment_bytes
 from kcompact.spark.plan import CleanTask, plan_clean

@@ -18,7 +18,7 @@ serial clean's own code:
    ``.cleaned`` file and undoes the roll: the partition keeps its bytes.
 
 The output is byte for byte the serial clean's with an unbounded map (tests/spark/test_distributed_map.py):
-both answer pass 2 from the same set of surviving offsets (``kcompact.cleaner.oracle``).
+both answer pass 2 from the same set of surviving offsets (``kcompact.cleaner.offset_map.oracle``).
 
 What the driver holds: the plan, one ``GroupOutput`` per group and the counters; never a key or a digest.
 The executors must see the partition directory at the driver's path (local mode or a shared file system).
@@ -38,10 +38,10 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kcompact.cleaner.cleaner import RoundOutput, clean_partition
 from kcompact.cleaner.offset_map import KAFKA_BYTES_PER_ENTRY, OffsetMap, thread_buffer
-from kcompact.cleaner.options import DEFAULT_OPTIONS, CleanOptions, CleanResult, Progress
-from kcompact.cleaner.plan import CleanPlan
+from kcompact.cleaner.partition import RoundOutput, clean_partition
+from kcompact.cleaner.round.options import DEFAULT_OPTIONS, CleanOptions, CleanResult, Progress
+from kcompact.cleaner.round.plan import CleanPlan
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError
 from kcompact.segment.log_file import LogFile
@@ -191,7 +191,7 @@ def clean_partition_distributed(
 def _run_on_spark(
     spark: SparkSession, plan: CleanPlan, options: CleanOptions, _progress: Progress | None
 ) -> RoundOutput:
-    """The :data:`~kcompact.cleaner.cleaner.RoundRunner` of this module: passes 1 and 2 as Spark jobs."""
+    """The :data:`~kcompact.cleaner.partition.RoundRunner` of this module: passes 1 and 2 as Spark jobs."""
     outputs, map_stats = run_round(
         spark.sparkContext, plan, dry_run=options.dry_run, entries_hint=_plan_records(plan)
     )

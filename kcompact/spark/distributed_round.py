@@ -2,7 +2,7 @@
 
 The serial round builds one :class:`~kcompact.cleaner.offset_map.OffsetMap` over the dirty range and asks
 it, record by record, "is this the latest offset of its key?". Here the map never exists in one process;
-pass 2 only needs the *answers*, which are a set of offsets (``kcompact.cleaner.oracle``): the map's values
+pass 2 only needs the *answers*, which are a set of offsets (``kcompact.cleaner.offset_map.oracle``): the map's values
 (the latest offset of every digest of the dirty range) plus the clean-section offsets whose digest is not
 in the map. Spark computes that set, split by output group::
 
@@ -41,12 +41,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from kcompact.cleaner.mapping import iter_dirty_keys
-from kcompact.cleaner.oracle import SortedOffsetsOracle
-from kcompact.cleaner.plan import CleanPlan
-from kcompact.cleaner.stages import GroupOutput, segment_key_entries, write_group
-from kcompact.cleaner.stats import CleanStats
-from kcompact.cleaner.swap import remove_cleaned
+from kcompact.cleaner.disk.swap import remove_cleaned
+from kcompact.cleaner.offset_map.oracle import SortedOffsetsOracle
+from kcompact.cleaner.round.mapping import iter_dirty_keys
+from kcompact.cleaner.round.plan import CleanPlan
+from kcompact.cleaner.round.stages import GroupOutput, segment_key_entries, write_group
+from kcompact.cleaner.round.stats import CleanStats
 from kcompact.errors import KcompactError
 from kcompact.spark.session import refuse_speculation
 

@@ -20,7 +20,7 @@ Two isolation levels, the data source's ``isolation`` option:
   log start receives — offsets at or above the partition's log start offset, no control records, no
   records of aborted transactions nor of transactions still open at the log end (their outcome is
   unknown offline; a consumer stops before them at the last stable offset). Transactions are the
-  spans ``kcompact.cleaner.log_state`` finds in the log (first data batch to COMMIT/ABORT marker).
+  spans ``kcompact.cleaner.state.log_state`` finds in the log (first data batch to COMMIT/ABORT marker).
 
 ``--latest`` then keeps, per (topic, partition, key), the record with the highest offset, and drops
 it when it is a tombstone: the table a consumer reading the partition from the start ends up with.
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kcompact.cleaner.log_state import TxnSpan, load_log_state
+from kcompact.cleaner.state.log_state import TxnSpan, load_log_state
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError, KcompactError
 from kcompact.records.batch import RecordBatch

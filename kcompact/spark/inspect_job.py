@@ -8,7 +8,7 @@ Every task gets the driver's clock.
 
 The only thing the driver redoes is the ranking across slices (``cleaner_rank``): a slice ranks its
 own eligible partitions, and the run's ranks are those rows, stably re-sorted by dirty ratio — which is
-Kafka's rule as ``kcompact.cleaner.ranges.cleaner_order`` applies it (highest ratio first, ties in
+Kafka's rule as ``kcompact.cleaner.rules.ranges.cleaner_order`` applies it (highest ratio first, ties in
 the order the partitions were listed: slices keep that order, and a slice's ranks keep it inside).
 Rows are then sorted as the serial report sorts them.
 """

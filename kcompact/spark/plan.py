@@ -1,7 +1,7 @@
 """Which partitions ``spark clean`` cleans, with which configuration, in which order (driver side).
 
-The same choices as ``kcompact clean`` (:func:`kcompact.cleaner.run.clean_path`), made by the same
-public functions of ``kcompact.cleaner.run`` (``partition_task``, ``cleaner_order``); what this module
+The same choices as ``kcompact clean`` (:func:`kcompact.cleaner.logdir.run.clean_path`), made by the same
+public functions of ``kcompact.cleaner.logdir.run`` (``partition_task``, ``cleaner_order``); what this module
 adds is the run's shape for Spark (several paths, one :class:`CleanTask` per partition to ship):
 
 * a partition directory is cleaned with its own configuration, or refused (``__cluster_metadata``,
@@ -23,8 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from kcompact.cleaner.cleaner import CleanOptions
-from kcompact.cleaner.run import (
+from kcompact.cleaner.logdir.run import (
     ConfigSources,
     PartitionFailure,
     PartitionSkip,
@@ -32,6 +31,7 @@ from kcompact.cleaner.run import (
     cleaner_order,
     partition_task,
 )
+from kcompact.cleaner.partition import CleanOptions
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import KcompactError
 from kcompact.segment.log_dir_check import check_log_dir_writable
@@ -53,7 +53,7 @@ class CleanTask:
 
     @classmethod
     def of(cls, task: PartitionTask, options: CleanOptions) -> CleanTask:
-        """The Spark task of a partition ``kcompact.cleaner.run`` planned, with the run's options."""
+        """The Spark task of a partition ``kcompact.cleaner.logdir.run`` planned, with the run's options."""
         topic, partition = task.topic_partition
         own = replace(options, apply_retention=task.apply_retention)
         return cls(str(task.part_dir), topic, partition, task.config, own)

@@ -7,10 +7,10 @@ from the library's own row types (``DirtyRatioRow``, ``report_row.ROW_COLUMNS``)
 ``--output`` without a second list to keep in step.
 
 A ``spark clean`` row is one partition's row of every clean report
-(:func:`kcompact.cleaner.report_row.partition_row`: the keys ``kcompact clean --json`` prints), plus
+(:func:`kcompact.cleaner.logdir.report_row.partition_row`: the keys ``kcompact clean --json`` prints), plus
 how and where it ran::
 
-    partition_dir, topic, ..., retention_rolled               kcompact.cleaner.report_row.ROW_COLUMNS
+    partition_dir, topic, ..., retention_rolled               kcompact.cleaner.logdir.report_row.ROW_COLUMNS
     distributed_map, executor, task_cpu_s                    how and where it ran, CPU it took
 """
 
@@ -19,10 +19,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from kcompact.cleaner.cleaner import CleanResult
-from kcompact.cleaner.report_row import ROW_COLUMNS, STATUS_BUG, partition_row
+from kcompact.cleaner.logdir.report_row import ROW_COLUMNS, STATUS_BUG, partition_row
+from kcompact.cleaner.partition import CleanResult
 
-__all__ = [  # a row's statuses are kcompact.cleaner.report_row's (STATUS_*), shared with the serial clean
+__all__ = [  # a row's statuses are kcompact.cleaner.logdir.report_row's (STATUS_*), shared with the serial clean
     "CLEAN_COLUMNS",
     "as_dicts",
     "clean_row",
@@ -102,7 +102,7 @@ def clean_row(
 
     Args:
         partition_dir: the partition directory.
-        result: what :func:`~kcompact.cleaner.cleaner.clean_partition` returned; None when it failed.
+        result: what :func:`~kcompact.cleaner.partition.clean_partition` returned; None when it failed.
         error: the failure's one-line message (or a bug's traceback).
         bug: the failure was not a :class:`~kcompact.errors.KcompactError`.
         skipped: why a log dir's partition was left alone (``result`` is then None).

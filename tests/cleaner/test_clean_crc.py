@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kcompact.cleaner import parallel
-from kcompact.cleaner.cleaner import CleanOptions, clean_partition
-from kcompact.cleaner.swap import leftover_files
+from kcompact.cleaner.disk.swap import leftover_files
+from kcompact.cleaner.partition import CleanOptions, clean_partition
+from kcompact.cleaner.workers import parallel
 from kcompact.cli.main import cli
 from kcompact.errors import BatchCrcError
 from kcompact.records.batch import iter_batches

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kcompact.cleaner import swap
-from kcompact.cleaner.cleaner import CleanOptions, clean_partition
-from kcompact.cleaner.swap import CRASH_POINTS, leftover_files
+from kcompact.cleaner.disk import swap
+from kcompact.cleaner.disk.swap import CRASH_POINTS, leftover_files
+from kcompact.cleaner.partition import CleanOptions, clean_partition
 from kcompact.cli.main import cli
 from kcompact.errors import (
     BatchCrcError,

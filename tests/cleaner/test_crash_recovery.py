@@ -31,14 +31,14 @@ from pathlib import Path
 
 import pytest
 
-from kcompact.cleaner.cleaner import CleanOptions, clean_partition
-from kcompact.cleaner.run import resolve_config
-from kcompact.cleaner.swap import (
+from kcompact.cleaner.disk.swap import (
     CRASH_POINTS,
     INDEX_KINDS,
     leftover_files,
     recover_interrupted_swaps,
 )
+from kcompact.cleaner.logdir.run import resolve_config
+from kcompact.cleaner.partition import CleanOptions, clean_partition
 from kcompact.config.topic_config import TopicConfig
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.names import parse_segment_file_name, segment_file_name
@@ -278,7 +278,7 @@ def test_kill_while_writing_the_cleaned_log_leaves_a_partial_file_that_recovery_
     # Die after half of the third output batch reached the file: a torn .log.cleaned, no index yet.
     script = textwrap.dedent("""
         import os, sys
-        from kcompact.cleaner import swap
+        from kcompact.cleaner.disk import swap
         calls = []
         def append(self, data, last_offset, max_timestamp):
             calls.append(1)

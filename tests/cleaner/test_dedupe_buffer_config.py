@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from kcompact.cleaner.cleaner import CleanOptions
+from kcompact.cleaner.logdir.run import clean_path
 from kcompact.cleaner.offset_map import KAFKA_MAX_MAP_MEMORY, thread_buffer
-from kcompact.cleaner.run import clean_path
+from kcompact.cleaner.partition import CleanOptions
 from tests.builders import BASE_TS, PartitionBuilder, read_all_records
 
 NOW = BASE_TS + 10_000_000

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcompact.cleaner.grouping import INT32_MAX, GroupingSegment, group_segments_by_size
+from kcompact.cleaner.rules.grouping import INT32_MAX, GroupingSegment, group_segments_by_size
 from kcompact.errors import CleanerStateError
 
 BATCH = 78  # one "hello"/"hello" record in a v2 batch

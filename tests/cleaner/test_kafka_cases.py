@@ -38,13 +38,13 @@ from typing import Any
 import pytest
 from kafka.record import MemoryRecords
 
-from kcompact.cleaner.cleaner import CleanOptions, CleanResult, clean_partition
-from kcompact.cleaner.ranges import (
+from kcompact.cleaner.logdir.run import resolve_config
+from kcompact.cleaner.partition import CleanOptions, CleanResult, clean_partition
+from kcompact.cleaner.rules.ranges import (
     RULE_HIGH_WATERMARK,
     RULE_MIN_COMPACTION_LAG,
     RULE_OPEN_TRANSACTION,
 )
-from kcompact.cleaner.run import resolve_config
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptBatchError, CorruptDataError, TruncatedDataError
 from kcompact.records.batch import encode_batch, iter_batches
@@ -58,8 +58,8 @@ from kcompact.segment.offset_index import encode_offset_index
 from kcompact.segment.partition import open_partition
 from kcompact.segment.time_index import encode_time_index
 from kcompact.segment.txn_index import AbortedTxn, read_txn_index
-from kcompact.segment.writer import write_segment
 from tests.builders import BASE_TS, PartitionBuilder
+from tests.segment_writer import write_segment
 
 T0 = BASE_TS
 NOW = T0 + 10_000_000  # ~2.8 h after the data: producers are active, no horizon has passed

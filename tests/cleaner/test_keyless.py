@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kcompact.cleaner.keyless import KeylessSample, count_keyless, sample_keyless
+from kcompact.cleaner.logdir.keyless import KeylessSample, count_keyless, sample_keyless
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.partition import open_partition
 from tests.builders import PartitionBuilder

@@ -14,9 +14,8 @@ import xxhash
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcompact.cleaner import _offset_runs as runs
 from kcompact.cleaner import offset_map as om
-from kcompact.cleaner.offset_map import OffsetMap, key_digests
+from kcompact.cleaner.offset_map import OffsetMap, key_digests, runs
 from kcompact.errors import ConfigError
 
 KeyDigest = Callable[[int], tuple[int, int]]

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from kcompact.cleaner import parallel
-from kcompact.cleaner.cleaner import CleanOptions, CleanResult, clean_partition
-from kcompact.cleaner.run import resolve_config
+from kcompact.cleaner.logdir.run import resolve_config
+from kcompact.cleaner.partition import CleanOptions, CleanResult, clean_partition
+from kcompact.cleaner.workers import parallel
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError, CorruptDataError
 from kcompact.records.batch import encode_batch
@@ -29,9 +29,9 @@ from kcompact.records.legacy import encode_legacy_message, encode_legacy_wrapper
 from kcompact.records.record import Record
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.partition import iter_partition_dirs
-from kcompact.segment.writer import write_segment
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.conftest import copy_tree_writable, real_fixture
+from tests.segment_writer import write_segment
 
 NOW = BASE_TS + 10_000_000
 DAY = 86_400_000
@@ -237,7 +237,7 @@ def test_corrupt_data_fails_in_a_worker_as_in_one_process(
 
 
 def test_jobs_default_to_one_for_a_small_round(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kcompact.cleaner.stages import plan_clean
+    from kcompact.cleaner.round.stages import plan_clean
 
     plan = plan_clean(transactions(tmp_path / "logdir"), config(), CleanOptions(now_ms=NOW))
     assert plan is not None
@@ -260,7 +260,7 @@ def test_jobs_default_to_one_for_a_small_round(tmp_path: Path, monkeypatch: pyte
 def test_jobs_are_capped_at_the_usable_cores_and_the_segment_ranges(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kcompact.cleaner.stages import plan_clean
+    from kcompact.cleaner.round.stages import plan_clean
 
     plan = plan_clean(transactions(tmp_path / "logdir"), config(), CleanOptions(now_ms=NOW))
     assert plan is not None
@@ -301,7 +301,7 @@ def test_a_huge_jobs_starts_no_more_processes_than_the_cores(
 
 
 def test_chunks_cover_every_byte_once(tmp_path: Path) -> None:
-    from kcompact.cleaner.stages import plan_clean
+    from kcompact.cleaner.round.stages import plan_clean
 
     plan = plan_clean(many_keys(tmp_path / "logdir"), config(), CleanOptions(now_ms=NOW))
     assert plan is not None
@@ -315,10 +315,10 @@ def test_chunks_cover_every_byte_once(tmp_path: Path) -> None:
 
 
 def test_a_worker_starting_anywhere_has_the_serial_transaction_state(tmp_path: Path) -> None:
-    from kcompact.cleaner.chunks import batches_from
-    from kcompact.cleaner.log_state import read_control
-    from kcompact.cleaner.stages import plan_clean
-    from kcompact.cleaner.transactions import CleanedTransactionMetadata
+    from kcompact.cleaner.round.chunks import batches_from
+    from kcompact.cleaner.round.stages import plan_clean
+    from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
+    from kcompact.cleaner.state.log_state import read_control
     from kcompact.segment.log_file import LogFile
 
     plan = plan_clean(transactions(tmp_path / "logdir"), config(), CleanOptions(now_ms=NOW))

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from kcompact.cleaner.policy import (
+from kcompact.cleaner.rules.policy import (
     INT64_MAX,
     BatchDecision,
     BatchRetention,
@@ -21,8 +21,8 @@ from kcompact.cleaner.policy import (
     output_delete_horizon,
     should_retain_record,
 )
-from kcompact.cleaner.producer_state import LastRecord, ProducerStateReplay
-from kcompact.cleaner.transactions import CleanedTransactionMetadata
+from kcompact.cleaner.rules.producer_state import LastRecord, ProducerStateReplay
+from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
 from tests.cleaner.test_transactions import (
     ABORT,
     COMMIT,

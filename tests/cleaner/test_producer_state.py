@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcompact.cleaner.producer_state import (
+from kcompact.cleaner.rules.producer_state import (
     LastRecord,
     OpenTxn,
     ProducerStateReplay,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcompact.cleaner.ranges import (
+from kcompact.cleaner.rules.ranges import (
     LONG_MAX,
     CleanableRange,
     OpenTxn,

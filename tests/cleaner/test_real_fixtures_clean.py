@@ -32,9 +32,9 @@ from pathlib import Path
 import pytest
 from kafka.record import MemoryRecords
 
-from kcompact.cleaner.cleaner import CleanOptions, clean_partition
-from kcompact.cleaner.ranges import RULE_ACTIVE_SEGMENT
-from kcompact.cleaner.run import clean_path, resolve_config
+from kcompact.cleaner.logdir.run import clean_path, resolve_config
+from kcompact.cleaner.partition import CleanOptions, clean_partition
+from kcompact.cleaner.rules.ranges import RULE_ACTIVE_SEGMENT
 from kcompact.segment.partition import open_partition
 from tests.cleaner.test_kafka_cases import check_segments
 from tests.conftest import copy_tree_writable, real_fixture

@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kcompact.cleaner.cleaner import CleanOptions, RoundOutput, clean_partition
-from kcompact.cleaner.plan import CleanPlan
-from kcompact.cleaner.roll import roll_active_segment
-from kcompact.cleaner.swap import leftover_files, recover_interrupted_swaps
+from kcompact.cleaner.disk.roll import roll_active_segment
+from kcompact.cleaner.disk.swap import leftover_files, recover_interrupted_swaps
+from kcompact.cleaner.partition import CleanOptions, RoundOutput, clean_partition
+from kcompact.cleaner.round.plan import CleanPlan
 from kcompact.cli.main import cli
 from kcompact.errors import BatchCrcError, CorruptDataError, CorruptRecordError, KcompactError
 from kcompact.records.batch import iter_batches
@@ -148,7 +148,7 @@ def test_corrupt_batch_in_the_rolled_segment_itself(tmp_path: Path) -> None:
 
 
 def test_self_check_refusal_undoes_the_roll(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kcompact.cleaner import swap
+    from kcompact.cleaner.disk import swap
 
     real = swap.encode_offset_index  # type: ignore[attr-defined]
 
@@ -217,7 +217,7 @@ def test_kill_between_the_roll_and_the_swap_leaves_a_rolled_partition(tmp_path: 
 
 KILLED_IN_THE_ROUND = """
 import os, sys
-from kcompact.cleaner import cleaner
+from kcompact.cleaner import partition as cleaner
 cleaner._run_round_here = lambda *args: os._exit(137)  # a kill -9 while pass 1 reads
 from kcompact.cli.main import main
 sys.argv = ["kcompact", *sys.argv[1:]]

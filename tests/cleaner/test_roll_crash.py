@@ -35,17 +35,17 @@ from pathlib import Path
 
 import pytest
 
-from kcompact.cleaner.cleaner import CleanOptions, clean_partition
-from kcompact.cleaner.run import resolve_config
-from kcompact.cleaner.swap import unsettled_files
+from kcompact.cleaner.disk.swap import unsettled_files
+from kcompact.cleaner.logdir.run import resolve_config
+from kcompact.cleaner.partition import CleanOptions, clean_partition
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import KcompactError
-from kcompact.segment.builder import BASE_TS, PartitionBuilder
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.names import segment_file_name
 from tests.builders import read_all_records
 from tests.cleaner.test_clean_failures import log_dir_digest
 from tests.cleaner.test_swap import recover_both_ways
+from tests.partition_builder import BASE_TS, PartitionBuilder
 
 NOW = BASE_TS + 10_000_000
 OVERRIDES = {"cleanup.policy": "compact", "internal.segment.bytes": "4096"}

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kcompact.cleaner.cleaner import CleanOptions
-from kcompact.cleaner.run import PartitionSkip, clean_path
+from kcompact.cleaner.logdir.run import PartitionSkip, clean_path
+from kcompact.cleaner.partition import CleanOptions
 from kcompact.cli.main import cli
 from kcompact.config.effective import ASSUMED_COMPACT, SERVER_PROPERTIES_ENV
 from kcompact.errors import RefusedError

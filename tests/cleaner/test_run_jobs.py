@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-import kcompact.cleaner.run as run_module
-from kcompact.cleaner.cleaner import CleanOptions, CleanResult
-from kcompact.cleaner.pool import (
+import kcompact.cleaner.logdir.run as run_module
+from kcompact.cleaner.logdir.run import CleanRun, clean_path
+from kcompact.cleaner.partition import CleanOptions, CleanResult
+from kcompact.cleaner.workers.pool import (
     PARTITION_WORK_BYTES,
     POOL_MIN_WORK_BYTES,
     partition_workers,
 )
-from kcompact.cleaner.run import CleanRun, clean_path
 from kcompact.errors import ConfigError
 from kcompact.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, iter_batches
 from kcompact.records.crc import crc32c
@@ -158,7 +158,7 @@ def test_jobs_below_one_is_refused(template: Path, jobs: int) -> None:
 
 
 def test_partition_workers_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    import kcompact.cleaner.pool as pool_module
+    import kcompact.cleaner.workers.pool as pool_module
 
     mib, cores = 1024 * 1024, 4
     monkeypatch.setattr(pool_module, "usable_cpus", lambda: cores)
@@ -182,8 +182,8 @@ def test_partition_workers_table(monkeypatch: pytest.MonkeyPatch) -> None:
 def refuse_large_pools(monkeypatch: pytest.MonkeyPatch, cores: int) -> list[int]:
     """Pretend to have ``cores`` cores; record each pool's size, refusing one larger than the cores
     before anything forks (so an unbounded ``jobs`` fails the test instead of exhausting memory)."""
-    import kcompact.cleaner.parallel as parallel_module
-    import kcompact.cleaner.pool as pool_module
+    import kcompact.cleaner.workers.parallel as parallel_module
+    import kcompact.cleaner.workers.pool as pool_module
 
     sizes: list[int] = []
     original = run_module.run_in_pool
@@ -227,7 +227,7 @@ def test_a_huge_jobs_is_clamped_to_the_cores_and_said_once(
 def test_a_huge_jobs_for_one_partition_is_clamped_and_said_once(
     template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kcompact.cleaner.parallel as parallel_module
+    import kcompact.cleaner.workers.parallel as parallel_module
 
     log_dir = copy_of(template, tmp_path / "one")
     refuse_large_pools(monkeypatch, cores=2)
@@ -246,7 +246,7 @@ def test_a_huge_jobs_for_one_partition_is_clamped_and_said_once(
 
 def test_partition_workers_stay_one_without_fork(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where fork is missing (or inside a pool worker) even an explicit --jobs runs in this process."""
-    import kcompact.cleaner.pool as pool_module
+    import kcompact.cleaner.workers.pool as pool_module
 
     monkeypatch.setattr(pool_module, "fork_available", lambda: False)
     assert partition_workers(3, [1] * 5) == 1

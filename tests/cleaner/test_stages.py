@@ -14,20 +14,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kcompact.cleaner import stages
-from kcompact.cleaner.cleaner import CleanOptions, clean_partition
-from kcompact.cleaner.log_state import read_control
 from kcompact.cleaner.offset_map import OffsetMap, key_digests
-from kcompact.cleaner.oracle import OffsetMapOracle, RetentionOracle, SortedOffsetsOracle
-from kcompact.cleaner.plan import CleanPlan
-from kcompact.cleaner.stages import (
+from kcompact.cleaner.offset_map.oracle import OffsetMapOracle, RetentionOracle, SortedOffsetsOracle
+from kcompact.cleaner.partition import CleanOptions, clean_partition
+from kcompact.cleaner.round import stages
+from kcompact.cleaner.round.plan import CleanPlan
+from kcompact.cleaner.round.stages import (
     GroupOutput,
     commit_clean,
     plan_clean,
     segment_key_entries,
     write_group,
 )
-from kcompact.cleaner.transactions import CleanedTransactionMetadata
+from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
+from kcompact.cleaner.state.log_state import read_control
 from kcompact.errors import CleanerStateError
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.txn_index import AbortedTxn

@@ -22,15 +22,14 @@ from pathlib import Path
 import pytest
 from kafka.record import MemoryRecords  # type: ignore[import-untyped]
 
-from kcompact.cleaner import swap
-from kcompact.cleaner.cleaner import CleanOptions, clean_partition
-from kcompact.cleaner.swap import CleanedSegmentWriter, recover_interrupted_swaps
+from kcompact.cleaner.disk import swap
+from kcompact.cleaner.disk.swap import CleanedSegmentWriter, recover_interrupted_swaps
+from kcompact.cleaner.partition import CleanOptions, clean_partition
 from kcompact.errors import CleanerStateError, KcompactError
 from kcompact.records.batch import encode_batch, iter_batches
 from kcompact.records.record import Record as KRecord
 from kcompact.segment.names import segment_file_name
 from kcompact.segment.snapshot import encode_producer_snapshot
-from kcompact.segment.writer import write_segment
 from tests.builders import BASE_TS, read_all_records
 from tests.cleaner.test_crash_recovery import (
     NOW,
@@ -40,6 +39,7 @@ from tests.cleaner.test_crash_recovery import (
     make_layout,
     topic_config,
 )
+from tests.segment_writer import write_segment
 
 SWAP, CLEANED, DELETED = ".swap", ".cleaned", ".deleted"
 

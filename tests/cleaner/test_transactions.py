@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcompact.cleaner.transactions import (
+from kcompact.cleaner.rules.transactions import (
     CONTROL_TYPE_ABORT,
     CONTROL_TYPE_COMMIT,
     CleanedTransactionMetadata,

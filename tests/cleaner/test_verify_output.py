@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kcompact.cleaner.cleaner import CleanOptions, clean_partition
-from kcompact.cleaner.swap import CleanedSegment
-from kcompact.cleaner.verify_output import check_cleaned_segment
+from kcompact.cleaner.disk.swap import CleanedSegment
+from kcompact.cleaner.partition import CleanOptions, clean_partition
+from kcompact.cleaner.round.verify_output import check_cleaned_segment
 from kcompact.errors import CleanerStateError, KcompactError
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.partition import SegmentFiles

@@ -17,9 +17,9 @@ from kcompact.cli.main import cli
 from kcompact.inspect.dump import dump_path
 from kcompact.records.batch import encode_batch, encode_records_batch
 from kcompact.records.record import Header, Record, encode_record
-from kcompact.segment.writer import write_segment
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.conftest import real_fixture
+from tests.segment_writer import write_segment
 
 LOG = "00000000000000000000.log"
 

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from kcompact.config import metadata_state
 from kcompact.config.effective import (
     ASSUME_COMPACT_NOT_APPLIED,
     ASSUMED_COMPACT,
@@ -23,7 +22,8 @@ from kcompact.config.effective import (
     describe_sources,
     partition_config,
 )
-from kcompact.config.kraft_records import format_uuid
+from kcompact.config.kraft import metadata_state
+from kcompact.config.kraft.records import format_uuid
 from kcompact.errors import ConfigError, CorruptDataError
 from tests.config.test_kraft_records import (
     encode_config,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcompact.config.kraft_records import (
+from kcompact.config.kraft.records import (
     ConfigRecord,
     FeatureLevelRecord,
     PartitionChangeRecord,

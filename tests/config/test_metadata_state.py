@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kcompact.config.kraft_records import format_uuid
-from kcompact.config.metadata_state import load_metadata_state
+from kcompact.config.kraft.metadata_state import load_metadata_state
+from kcompact.config.kraft.records import format_uuid
 from kcompact.config.topic_config import resolve_config
 from kcompact.errors import ConfigError, CorruptRecordError
 from kcompact.records import ControlRecordKey, ControlRecordType, Record, encode_batch
@@ -189,7 +189,7 @@ def test_corrupt_metadata_record_names_file_and_offset(tmp_path: Path) -> None:
 
 
 def test_cached_state_is_replayed_again_only_after_a_change(tmp_path: Path) -> None:
-    from kcompact.config.metadata_state import cached_metadata_state
+    from kcompact.config.kraft.metadata_state import cached_metadata_state
 
     directory = tmp_path / "__cluster_metadata-0"
     write_log(directory, 0, [[encode_topic("a", uuid_bytes(1))]])

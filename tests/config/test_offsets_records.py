@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcompact.config.offsets_records import (
+from kcompact.errors import CorruptRecordError
+from kcompact.records import decode_records, iter_batches
+from kcompact.records.messages.consumer_offsets import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberSummary,
@@ -20,8 +22,6 @@ from kcompact.config.offsets_records import (
     decode_offsets_key,
     decode_offsets_value,
 )
-from kcompact.errors import CorruptRecordError
-from kcompact.records import decode_records, iter_batches
 from tests.conftest import real_fixture
 
 

@@ -24,9 +24,9 @@ from kcompact.records.legacy import encode_legacy_message, encode_legacy_wrapper
 from kcompact.records.record import Header, Record, encode_record
 from kcompact.segment.offset_index import OffsetIndexEntry, encode_offset_index
 from kcompact.segment.txn_index import AbortedTxn, encode_txn_index
-from kcompact.segment.writer import write_segment
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.conftest import REAL_FIXTURES, real_fixture
+from tests.segment_writer import write_segment
 
 Item = dict[str, Any]
 

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from kcompact.records import accel
+from kcompact.records.scan import accel
 
 Outcome = tuple[object, ...]
 
 needs_c = pytest.mark.skipif(
     accel.kernels is None,
-    reason=f"the C extension kcompact.records._accel is not built ({accel.import_error}); "
+    reason=f"the C extension kcompact.records.scan._accel is not built ({accel.import_error}); "
     "build it with `python setup.py build_ext --inplace`",
 )
 

@@ -25,11 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kcompact.errors import CorruptRecordError
-from kcompact.records import accel
 from kcompact.records.batch import RecordBatch, decode_batch, encode_records_batch, iter_batches
 from kcompact.records.filter import BatchRetention, filter_v2_batch
 from kcompact.records.record import records_bytes
-from kcompact.records.scan import RecordColumns, scan_keys, scan_records
+from kcompact.records.scan import RecordColumns, accel, scan_keys, scan_records
 from tests.conftest import real_fixture
 from tests.records.accel_compare import Outcome, accel_switched, both, needs_c
 
@@ -364,7 +363,7 @@ def test_every_broker_written_batch_scans_and_rebuilds_identically() -> None:
 
 
 def _enabled_in_child(env: dict[str, str]) -> str:
-    code = "from kcompact.records import accel; print(accel.enabled)"
+    code = "from kcompact.records.scan import accel; print(accel.enabled)"
     clean = {k: v for k, v in os.environ.items() if k != accel.NO_ACCEL_ENV}
     done = subprocess.run([sys.executable, "-c", code], env={**clean, **env}, check=True,
                           capture_output=True, text=True, cwd=Path(__file__).parents[2])
@@ -398,6 +397,6 @@ def test_extension_is_built_when_required() -> None:
     """CI sets KCOMPACT_REQUIRE_ACCEL=1: there the fast path must be the one under test."""
     if os.environ.get("KCOMPACT_REQUIRE_ACCEL", "") in ("", "0"):
         pytest.skip("KCOMPACT_REQUIRE_ACCEL is not set: the pure-Python fallback is allowed")
-    assert accel.kernels is not None, f"kcompact.records._accel did not import: {accel.import_error}"
+    assert accel.kernels is not None, f"kcompact.records.scan._accel did not import: {accel.import_error}"
     if os.environ.get(accel.NO_ACCEL_ENV, "") in ("", "0"):
         assert accel.enabled, "the extension imported but scan.py/filter.py do not use it"

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcompact.records import accel
 from kcompact.records.batch import RecordBatch, decode_batch, encode_records_batch, iter_batches
+from kcompact.records.scan import accel
 from tests.conftest import real_fixture
 from tests.records.accel_compare import accel_switched, both, needs_c, walked
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kcompact.cleaner.swap import CRASH_POINTS
+from kcompact.cleaner.disk.swap import CRASH_POINTS
 from kcompact.repair.repair import RepairOptions, repair_partition
 from kcompact.repair.undo import undo_repair
 from kcompact.repair.verify import verify_partition
@@ -46,8 +46,8 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[object], l
     """Records of the partition before and after an uninterrupted clean."""
     part = build_partition(tmp_path_factory.mktemp("reference") / "logdir")
     before = all_records(part)
-    from kcompact.cleaner.cleaner import CleanOptions, clean_partition
-    from kcompact.cleaner.run import resolve_config
+    from kcompact.cleaner.logdir.run import resolve_config
+    from kcompact.cleaner.partition import CleanOptions, clean_partition
 
     config, _notes = resolve_config({"cleanup.policy": "compact"})
     clean_partition(part, config, CleanOptions(now_ms=NOW))

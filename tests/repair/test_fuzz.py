@@ -56,7 +56,7 @@ def legacy_template(log_dir: Path) -> Path:
     from kcompact.records.batch import encode_batch
     from kcompact.records.legacy import encode_legacy_message, encode_legacy_wrapper
     from kcompact.records.record import Record
-    from kcompact.segment.writer import write_segment
+    from tests.segment_writer import write_segment
 
     part = log_dir / "legacy-0"
     first: list[bytes] = []
@@ -95,9 +95,9 @@ def superseded_batches(part: Path) -> list[tuple[Path, int, int]]:
     have a later non-transactional record of their key in the dirty range (what the offset map holds);
     none when no round would run (a clean that reads nothing checks nothing).
     """
-    from kcompact.cleaner.log_state import load_log_state
-    from kcompact.cleaner.ranges import compute_cleanable_range
-    from kcompact.cleaner.run import resolve_config
+    from kcompact.cleaner.logdir.run import resolve_config
+    from kcompact.cleaner.rules.ranges import compute_cleanable_range
+    from kcompact.cleaner.state.log_state import load_log_state
     from kcompact.records.legacy import legacy_records
     from kcompact.records.record import decode_records
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kcompact.cleaner.swap import CRASH_POINTS
+from kcompact.cleaner.disk.swap import CRASH_POINTS
 from kcompact.errors import RefusedError
 from kcompact.records.batch import iter_batches
 from kcompact.repair.repair import RepairOptions, RepairResult, repair_partition

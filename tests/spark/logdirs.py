@@ -15,8 +15,8 @@ from kcompact.records.batch import encode_batch, iter_batches
 from kcompact.records.legacy import encode_legacy_message, encode_legacy_wrapper
 from kcompact.records.record import Header, Record
 from kcompact.segment.checkpoint import update_offset_checkpoint
-from kcompact.segment.writer import write_segment
 from tests.builders import BASE_TS, PartitionBuilder
+from tests.segment_writer import write_segment
 
 NOW = BASE_TS + 10_000_000  # every record is older than any lag and horizon rule with defaults
 COMPACT = {"cleanup.policy": "compact"}  # these log dirs have no metadata log to say so

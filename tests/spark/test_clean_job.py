@@ -1,6 +1,6 @@
 """``spark clean`` against the serial ``kcompact clean``: the same bytes, failures alone, one clock.
 
-The serial reference is :func:`kcompact.cleaner.run.clean_path` run on each path in turn over one
+The serial reference is :func:`kcompact.cleaner.logdir.run.clean_path` run on each path in turn over one
 copy of the source; ``spark_clean`` runs over another copy; every file of both trees must be equal
 (kcompact's own empty lock files aside), cleaner-offset-checkpoint included.
 """
@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from kcompact.cleaner.cleaner import CleanOptions
-from kcompact.cleaner.report_row import (
+from kcompact.cleaner.logdir.report_row import (
     STATUS_BUG,
     STATUS_CLEANED,
     STATUS_FAILED,
     STATUS_WOULD_CLEAN,
 )
-from kcompact.cleaner.run import ConfigSources, clean_path
+from kcompact.cleaner.logdir.run import ConfigSources, clean_path
+from kcompact.cleaner.partition import CleanOptions
 from kcompact.errors import KcompactError, RefusedError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.spark import clean_job

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcompact.cleaner.cleaner import CleanOptions, CleanResult, clean_partition
-from kcompact.cleaner.run import resolve_config
-from kcompact.cleaner.stages import write_group
+from kcompact.cleaner.logdir.run import resolve_config
+from kcompact.cleaner.partition import CleanOptions, CleanResult, clean_partition
+from kcompact.cleaner.round.stages import write_group
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError, CorruptRecordError, KcompactError
 from kcompact.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, iter_batches

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from click.testing import CliRunner, Result
 
-from kcompact.cleaner.report_row import ROW_COLUMNS
+from kcompact.cleaner.logdir.report_row import ROW_COLUMNS
 from kcompact.cli.main import cli
 from kcompact.spark.rows import CLEAN_COLUMNS
 from tests.cli.test_pipe_output import COMPACT, NAMES, assert_whole, long_named_log_dir

@@ -1,0 +1,156 @@
+"""Whether ``clean`` may compact a partition: only one known to be compacted, and why not otherwise.
+
+Why: compacting a topic that is not compacted deletes every keyless record and every superseded value
+its consumers read in full — data loss no later step can undo. A broker compacts a partition only when
+its ``cleanup.policy`` includes ``compact``; offline, kcompact knows that policy only as well as the
+files it could read (``kcompact.config.effective``). So :func:`not_compacted` lets a partition through
+only when ``compact`` comes from a source that says so: ``--config``, a topic override, a broker config,
+or the broker's own creation of ``__consumer_offsets`` / ``__transaction_state``. Where no source sets
+the policy a broker uses Kafka's default ``delete``, and two cases differ:
+
+* the policy is *known* (the topic's overrides were read from a complete metadata log, or a source
+  sets it without ``compact``): only ``--config cleanup.policy=compact`` given with this partition
+  named alone changes it — not ``--assume-compact``, not a ``--config`` given for a whole log dir;
+* the policy is *unknown* (no metadata log, an incomplete history, a topic id it does not know):
+  ``--assume-compact`` treats the partition as compacted, as does a log dir's ``--config``.
+
+Keyless records are the other guard, whatever the policy's source, since a compacted topic holds none
+(a broker refuses them on produce, and its cleaner deletes any it meets: a topic made compacted
+after the fact). A partition whose sample (``keyless.py``) is mostly keyless is counted in full from
+the cleaner checkpoint to the log end; when most of those records have no key, it is compacted only
+
+* with ``--allow-keyless-loss`` (the acknowledgement that they go) and a policy with ``compact`` from
+  an explicit source for this partition: a topic override, a broker config, or ``--config`` with the
+  partition named alone;
+* never where ``compact`` is only assumed (``--assume-compact``) or comes from a log dir's ``--config``:
+  mostly keyless data is evidence against that assumption.
+
+No reason holds a command line to copy: each names the options that would change the decision.
+A policy without ``compact`` but with ``delete`` from an explicit source gets retention only
+(:func:`retention_allowed`); Kafka's default ``delete`` never deletes anything offline.
+"""
+
+from __future__ import annotations
+
+from kcompact.cleaner.logdir.keyless import KeylessSample, count_keyless, sample_keyless
+from kcompact.config.effective import SOURCE_ASSUME_COMPACT, EffectiveConfig, describe_source
+from kcompact.config.topic_config import ConfigValue, format_value
+from kcompact.segment.partition import Partition, open_partition
+
+ALLOW_KEYLESS_LOSS = "--allow-keyless-loss"
+KEYS_EXPECTED = "a compacted topic's records carry keys, and compaction would delete these"
+
+
+def retention_allowed(effective: EffectiveConfig) -> bool:
+    """Retention deletes data: it runs only when a policy with ``delete`` comes from an explicit source."""
+    policy = effective.value("cleanup.policy")
+    return effective.config.has_delete and policy.source not in ("default", "assumed")
+
+
+def not_compacted(
+    effective: EffectiveConfig, *, named_alone: bool = True, partition: Partition | None = None,
+    allow_keyless_loss: bool = False,
+) -> str | None:
+    """Why ``clean`` leaves this partition alone; None when compaction or retention runs on it.
+
+    Args:
+        effective: the partition's configuration.
+        named_alone: the partition was named on its own (False: reached through its log dir, where a
+            ``--config`` applies to every partition).
+        partition: the opened partition, when the caller has it (its records may be sampled).
+        allow_keyless_loss: ``--allow-keyless-loss``: compact an explicitly compacted partition
+            although most of its records have no key (they are deleted).
+
+    Returns:
+        The reason, one sentence saying what the policy is, how that is known, and what would make
+        kcompact compact it (options, never a command line); None when the policy includes
+        ``compact`` from a source that says so (or ``delete`` from an explicit source: retention only).
+    """
+    policy = effective.value("cleanup.policy")
+    alone = _alone(named_alone)
+    if effective.config.is_compacted:
+        known = effective.known_policy
+        if policy.source == "cli" and not named_alone and known is not None and not _compact(known):
+            return (f"{_known_without_compact(effective, known)}; a --config for a whole log dir does "
+                    f"not change a known policy: {alone} if it really is compacted")
+        return _keyless_refusal(effective, policy, named_alone, partition, allow_keyless_loss)
+    if retention_allowed(effective):
+        return None
+    sample = _sample(effective, partition)
+    if policy.source != "default":
+        why = (f"cleanup.policy={format_value(policy.value)} ({describe_source(policy)}); the broker's "
+               f"cleaner never compacts it")
+        return _with_hint(why, sample, named_alone, known=True)
+    known_default = effective.topic_config_unknown is None
+    return _with_hint(_default_policy(effective), sample, named_alone, known=known_default)
+
+
+def _alone(named_alone: bool) -> str:
+    """The one override of a policy for one partition (no command line: the user writes it)."""
+    if named_alone:
+        return "give --config cleanup.policy=compact"
+    return "clean this partition alone with --config cleanup.policy=compact"
+
+
+def _compact(value: ConfigValue) -> bool:
+    return isinstance(value.value, tuple) and "compact" in value.value
+
+
+def _known_without_compact(effective: EffectiveConfig, known: ConfigValue) -> str:
+    if known.source == "default":
+        return _default_policy(effective)
+    return (f"cleanup.policy={format_value(known.value)} ({describe_source(known)}); the broker's "
+            f"cleaner never compacts it")
+
+
+def _with_hint(why: str, sample: KeylessSample, named_alone: bool, *, known: bool) -> str:
+    """A skip reason with what would compact the partition: ``--assume-compact`` only where the policy
+    is unknown, and the acknowledgement flag where the data is mostly keyless."""
+    alone = _alone(named_alone)
+    if sample.mostly_keyless:
+        return (f"{why}; {sample.describe()}, as in a topic that is not compacted (compaction would "
+                f"delete them); {alone} and {ALLOW_KEYLESS_LOSS} to compact it anyway")
+    if sample.records:
+        why += f"; {sample.describe()}"
+    if known:
+        return f"{why}; {alone} if it really is compacted"
+    if named_alone:
+        return f"{why}; give --config cleanup.policy=compact or --assume-compact to compact it"
+    return f"{why}; clean it alone with --config cleanup.policy=compact, or give --assume-compact, to compact it"
+
+
+def _keyless_refusal(effective: EffectiveConfig, policy: ConfigValue, named_alone: bool,
+                     partition: Partition | None, allow_keyless_loss: bool) -> str | None:
+    """Why a partition whose policy includes ``compact`` is not compacted: most of its records have no
+    key (counted exactly from the cleaner checkpoint), and nothing explicit says to delete them."""
+    if not _sample(effective, partition).mostly_keyless:
+        return None
+    count = count_keyless(partition or open_partition(effective.partition_dir))
+    if not count.mostly_keyless:
+        return None
+    lost = f"{count.describe()}, and a clean deletes every keyless record it reaches"
+    if policy.source == SOURCE_ASSUME_COMPACT or (policy.source == "cli" and not named_alone):
+        given = ("only assumed (--assume-compact)" if policy.source == SOURCE_ASSUME_COMPACT
+                 else "given with --config for the whole log dir")
+        return (f"cleanup.policy=compact is {given}, but {lost}: {KEYS_EXPECTED}; "
+                f"{_alone(named_alone)} and {ALLOW_KEYLESS_LOSS} to compact it anyway")
+    if allow_keyless_loss:
+        return None
+    return (f"cleanup.policy={format_value(policy.value)} ({describe_source(policy)}), but {lost} "
+            f"(a topic made compacted after they were written); give {ALLOW_KEYLESS_LOSS} to compact "
+            f"it anyway, deleting them")
+
+
+def _sample(effective: EffectiveConfig, partition: Partition | None) -> KeylessSample:
+    return sample_keyless(partition or open_partition(effective.partition_dir))
+
+
+def _default_policy(effective: EffectiveConfig) -> str:
+    """What Kafka's default policy means here: known (the topic's overrides were read) or unknown."""
+    if effective.topic_config_unknown is not None:
+        return (f"cleanup.policy is not known ({effective.topic_config_unknown}); Kafka's default is "
+                "'delete', and kcompact compacts only a partition known to be compacted")
+    known = ("cleanup.policy=delete (Kafka's default: no topic override in the metadata log, "
+             "no dynamic config, no --config")
+    known += "" if effective.server_properties else ", server.properties not given"
+    return f"{known}); a broker never compacts this topic"

@@ -1,0 +1,453 @@
+"""``kcompact clean PATH``: one partition, or every compacted partition of a log dir in the cleaner's order.
+
+Resolves each partition's own configuration with :func:`kcompact.config.effective.partition_config`
+(``--config`` > topic override > dynamic broker config > cluster default > server.properties > Kafka's
+default), then calls :func:`clean_partition`.
+
+**Only a partition known to be compacted is compacted** (``compaction_gate.py`` says which, and why
+not): any other is refused when named alone (exit 2) and skipped with its reason in a log dir. For a log dir the
+partitions are cleaned in the order the broker's cleaner would pick them (highest dirty ratio first);
+``only_eligible`` keeps just those the broker would clean now. One partition's failure is reported and
+does not stop the others.
+
+**Worker processes.** Several partitions of a log dir are cleaned at once in forked worker processes
+(``pool.py``: how many, and how). The parent still picks the order, and collects results, failures
+and progress in that order, so the run is the same as a serial one except for timings. Each partition
+takes its own partition lock and advances the log dir's cleaner checkpoint with
+``update_offset_checkpoint``, which holds the log dir's checkpoint lock across its read-modify-write:
+concurrent partitions never drop each other's entries. New entries land in the order cleans finish;
+:func:`settle_checkpoint_order` then puts them in cleaning order, as a serial run writes them. A
+partition cleaned inside a pool is given ``jobs=1`` (no pool inside a pool); a partition cleaned alone
+gets the caller's ``jobs`` (``CleanOptions.jobs``: workers inside that one partition). Never more
+processes than usable cores and work to share; a clamped ``jobs`` is noted once.
+
+**For Spark.** ``kcompact.spark.plan`` and ``kcompact.spark.clean_job`` make the same choices from the
+same public pieces: :func:`partition_task` (a partition directory named on its own),
+:func:`cleaner_order` (a log dir's partitions in the broker cleaner's order), :func:`checkpoint_keys`
+and :func:`settle_checkpoint_order` (the checkpoint's line order after concurrent cleans).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+
+from kcompact.cleaner.logdir.compaction_gate import not_compacted, retention_allowed
+from kcompact.cleaner.logdir.run_summary import repeated_warning_notes
+from kcompact.cleaner.partition import CleanOptions, CleanResult, clean_partition
+from kcompact.cleaner.round.options import with_cli_dedupe_buffer
+from kcompact.cleaner.rules.ranges import compute_cleanable_range
+from kcompact.cleaner.state.log_state import load_log_state
+from kcompact.cleaner.workers.pool import (
+    PARTITION_WORK_BYTES,
+    POOL_MIN_WORK_BYTES,
+    ProgressCallback,
+    clamped_jobs_note,
+    partition_workers,
+    run_in_pool,
+    usable_cpus,
+)
+from kcompact.config.effective import (
+    EffectiveConfig,
+    partition_config,
+)
+from kcompact.config.topic_config import TopicConfig
+from kcompact.errors import ConfigError, KcompactError, RefusedError
+from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from kcompact.segment.lock import checkpoint_lock, log_dir_write_guard
+from kcompact.segment.log_dir_check import check_log_dir_checkpoints, log_dir_writer
+from kcompact.segment.names import parse_partition_dir_name
+from kcompact.segment.partition import (
+    METADATA_TOPIC,
+    LogDirFiles,
+    is_partition_dir,
+    named_path,
+    open_partition,
+    require_partition_dirs,
+)
+
+__all__ = [  # the pool's names stay importable from here, where they were first
+    "PARTITION_WORK_BYTES",
+    "POOL_MIN_WORK_BYTES",
+    "CleanRun",
+    "ConfigSources",
+    "LogDirOrder",
+    "PartitionFailure",
+    "PartitionSkip",
+    "PartitionTask",
+    "ProgressCallback",
+    "checkpoint_keys",
+    "clean_path",
+    "cleaner_order",
+    "merge_notes",
+    "not_compacted",
+    "partition_task",
+    "partition_workers",
+    "resolve_config",
+    "retention_allowed",
+    "settle_checkpoint_order",
+    "usable_cpus",
+]
+
+
+
+@dataclass(slots=True)
+class PartitionFailure:
+    """A partition that could not be cleaned; it was left exactly as it was."""
+
+    partition_dir: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSkip:
+    """A partition of a log dir left alone on purpose (see :func:`not_compacted`)."""
+
+    partition_dir: str
+    reason: str
+
+
+@dataclass(slots=True)
+class CleanRun:
+    """The outcome of ``kcompact clean`` over one or more partitions."""
+
+    results: list[CleanResult] = field(default_factory=list)
+    failures: list[PartitionFailure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    skipped: list[PartitionSkip] = field(default_factory=list)
+
+
+def resolve_config(cli_overrides: Mapping[str, str]) -> tuple[TopicConfig, list[str]]:
+    """Kafka's defaults with the command line's overrides only (no partition's files are read).
+
+    Nothing is assumed: without ``cleanup.policy`` among the overrides the policy is Kafka's
+    default ``delete``. The notes list is empty (kept for callers that report it).
+    """
+    return TopicConfig.defaults().with_overrides(dict(cli_overrides)), []
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSources:
+    """Where each partition's configuration comes from (see ``partition_config``)."""
+
+    cli_overrides: Mapping[str, str]
+    server_properties: str | Path | None = None
+    metadata_dir: str | Path | None = None
+    assume_compact: bool = False  # --assume-compact: compact where cleanup.policy is unknown
+    allow_keyless_loss: bool = False  # --allow-keyless-loss: compact although most records are keyless
+
+    def for_partition(self, part_dir: Path) -> EffectiveConfig:
+        return partition_config(part_dir, cli_overrides=self.cli_overrides,
+                                server_properties=self.server_properties, metadata_dir=self.metadata_dir,
+                                assume_compact=self.assume_compact)
+
+
+def merge_notes(per_partition: Mapping[str, list[str]]) -> list[str]:
+    """Each distinct note once, prefixed by the partitions it concerns unless it concerns them all."""
+    owners: dict[str, list[str]] = {}
+    for name, notes in per_partition.items():
+        for note in notes:
+            owners.setdefault(note, []).append(name)
+    return [note if len(names) == len(per_partition) else f"{', '.join(names)}: {note}"
+            for note, names in owners.items()]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionTask:
+    """One partition to clean, with what its configuration resolved to."""
+
+    part_dir: Path
+    config: TopicConfig
+    apply_retention: bool
+    size_in_bytes: int  # of its segments: the work a clean may have to read
+    topic_partition: tuple[str, int]
+
+
+@dataclass(slots=True)
+class LogDirOrder:
+    """A log dir's partitions in the order the broker's cleaner picks them, and what could not be ranked."""
+
+    tasks: list[PartitionTask] = field(default_factory=list)
+    failures: list[PartitionFailure] = field(default_factory=list)  # files or configuration do not parse
+    notes: list[str] = field(default_factory=list)  # merged: each distinct note once (``merge_notes``)
+    skipped: list[PartitionSkip] = field(default_factory=list)  # not known to be compacted, by name
+
+
+def clean_path(
+    path: str | Path,
+    *,
+    cli_overrides: Mapping[str, str],
+    options: CleanOptions,
+    only_eligible: bool = False,
+    progress: ProgressCallback | None = None,
+    server_properties: str | Path | None = None,
+    metadata_dir: str | Path | None = None,
+    jobs: int | None = None,
+    assume_compact: bool = False,
+    allow_keyless_loss: bool = False,
+) -> CleanRun:
+    """Clean a partition directory, or every compacted partition of a log dir.
+
+    Args:
+        path: a partition directory or a log dir.
+        cli_overrides: ``--config`` pairs (already validated).
+        options: the clean options shared by every partition.
+        only_eligible: for a log dir, clean only partitions the broker would clean now.
+        progress: called as ``(partition name, bytes done, bytes total)``, always in this process.
+        server_properties: the broker's server.properties (default: ``$KCOMPACT_SERVER_PROPERTIES``).
+        metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0`` (default: as
+            ``partition_config`` finds it).
+        jobs: worker processes (see :func:`~kcompact.cleaner.workers.pool.partition_workers`); None = auto. A
+            partition cleaned alone is given this value as its own ``CleanOptions.jobs``.
+        assume_compact: compact partitions whose ``cleanup.policy`` is unknown (see
+            :func:`not_compacted`).
+        allow_keyless_loss: compact an explicitly compacted partition although most of its records
+            have no key, deleting them (see :func:`not_compacted`).
+
+    Returns:
+        The :class:`CleanRun`; its notes say which configs were unknown or assumed, ``skipped`` which
+        partitions of a log dir were left alone and why. Results and failures are in the cleaner's
+        order whatever ``jobs`` is.
+
+    Raises:
+        ConfigError: ``jobs`` is below 1.
+        RefusedError: a single partition is not known to be compacted (a log dir's are skipped).
+        KcompactError: a single partition failed (a log dir's failures are collected instead), or a
+            cause shared by the whole log dir: a checkpoint file that does not parse, a read-only log
+            dir, a broker holding it (checked once, before any partition).
+    """
+    if jobs is not None and jobs < 1:
+        raise ConfigError(f"jobs: a number of worker processes; expected 1 or more, found {jobs}")
+    sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact,
+                            allow_keyless_loss)
+    options = with_cli_dedupe_buffer(options, cli_overrides)
+    run = CleanRun()
+    target = named_path(path)
+    if is_partition_dir(target):
+        check_log_dir_checkpoints(target.parent)
+        task = partition_task(target, sources, run.notes)
+        own = replace(options, apply_retention=task.apply_retention, jobs=jobs)
+        run.results.append(clean_partition(target, task.config, own, _progress_for(target, progress)))
+        _note_jobs(run, jobs, None, "the round's segment ranges")
+        return run
+    if not target.is_dir():
+        raise KcompactError(f"{target}: no such partition directory or log dir")
+    check_log_dir_checkpoints(target)  # before the write guard, which creates a missing .lock
+    with contextlib.nullcontext() if options.dry_run else log_dir_writer(target):
+        _clean_log_dir(target, sources, options, only_eligible, jobs, progress, run)
+    return run
+
+
+def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, only_eligible: bool,
+                   jobs: int | None, progress: ProgressCallback | None, run: CleanRun) -> None:
+    """Every compacted partition of a log dir, in the cleaner's order (``clean_path``'s log-dir branch)."""
+    order = cleaner_order(target, sources, options, only_eligible=only_eligible)
+    run.failures.extend(order.failures)
+    run.notes.extend(order.notes)
+    run.skipped.extend(order.skipped)
+    tasks = order.tasks
+    workers = partition_workers(jobs, [task.size_in_bytes for task in tasks])
+    if workers > 1:
+        before = checkpoint_keys(target)
+        outcomes = run_in_pool(tasks, partial(_clean_task, replace(options, jobs=1)), workers, progress)
+        if before is not None and not options.dry_run and any(
+                getattr(outcome, "checkpoint_written", False) for outcome in outcomes):
+            _settle(target, before, [task.topic_partition for task in tasks], run)
+    else:
+        outcomes = [_clean_task(replace(options, jobs=jobs), task, progress) for task in tasks]
+    for outcome in outcomes:
+        if isinstance(outcome, PartitionFailure):
+            run.failures.append(outcome)
+        else:
+            run.results.append(outcome)
+    if workers > 1:
+        _note_jobs(run, jobs, workers, f"the {len(tasks)} partitions to clean")
+    else:  # one partition at a time, each with the caller's jobs
+        _note_jobs(run, jobs, None, "each round's segment ranges")
+    run.notes.extend(repeated_warning_notes([r.warnings for r in run.results]))
+
+
+def _note_jobs(run: CleanRun, jobs: int | None, pooled: int | None, work: str) -> None:
+    """Note once when ``jobs`` was clamped: ``pooled`` is the partitions' pool size, None when they were
+    cleaned one at a time, each round with its own workers (``CleanResult.workers``)."""
+    used = pooled or max((r.workers for r in run.results if r.end_offset is not None), default=0)
+    note = clamped_jobs_note(jobs, used, work)
+    if note is not None:
+        run.notes.append(note)
+
+
+def partition_task(part_dir: Path, sources: ConfigSources, notes: list[str]) -> PartitionTask:
+    """A partition directory named on its own (not through its log dir), as ``clean`` takes it.
+
+    Args:
+        part_dir: the partition directory.
+        sources: where its configuration comes from.
+        notes: receives the notes on its configuration (also when it is then refused).
+
+    Returns:
+        Its :class:`PartitionTask`.
+
+    Raises:
+        RefusedError: it is ``__cluster_metadata``, or neither compaction nor retention would touch it.
+        KcompactError: its files or configuration do not parse.
+    """
+    partition = open_partition(part_dir)
+    if partition.is_metadata_log:
+        raise RefusedError(f"{part_dir}: __cluster_metadata is KRaft's own log; no cleaner touches it")
+    effective = sources.for_partition(part_dir)
+    notes.extend(effective.notes)
+    why = not_compacted(effective, partition=partition, allow_keyless_loss=sources.allow_keyless_loss)
+    if why is not None:
+        raise RefusedError(f"{part_dir}: {why}")
+    return PartitionTask(part_dir, effective.config, retention_allowed(effective), partition.size_in_bytes,
+                         partition.topic_partition)
+
+
+def cleaner_order(
+    log_dir: Path, sources: ConfigSources, options: CleanOptions, *, only_eligible: bool = False
+) -> LogDirOrder:
+    """A log dir's live partitions, highest dirty ratio first (then by name), as the broker's cleaner
+    picks them; those :func:`not_compacted` refuses are left out, each with its reason.
+
+    Args:
+        log_dir: the log dir.
+        sources: where each partition's configuration comes from.
+        options: ``now_ms`` (None: now) and ``from_start`` decide the ranges.
+        only_eligible: keep only the partitions the broker would clean now.
+
+    Returns:
+        The :class:`LogDirOrder`; a partition whose files or configuration do not parse is a failure.
+
+    Raises:
+        KcompactError: ``log_dir`` holds no partition directory, or none but KRaft's metadata log and
+            partitions being deleted or moved (a wrong path, not an empty run).
+    """
+    now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    check_log_dir_checkpoints(log_dir)
+    order = LogDirOrder()
+    ranked: list[tuple[float, str, PartitionTask]] = []
+    notes: dict[str, list[str]] = {}
+    candidates = 0
+    for part_dir in require_partition_dirs(log_dir):
+        name = parse_partition_dir_name(part_dir.name)
+        if name is None or name.topic == METADATA_TOPIC or name.kind != "live":
+            continue
+        candidates += 1
+        try:
+            partition = open_partition(part_dir)
+            effective = sources.for_partition(part_dir)
+            why = not_compacted(effective, named_alone=False, partition=partition,
+                                allow_keyless_loss=sources.allow_keyless_loss)
+            if why is not None:
+                order.skipped.append(PartitionSkip(str(part_dir), why))
+                continue
+            notes[part_dir.name] = effective.notes
+            config = effective.config
+            state = load_log_state(partition, config)
+            rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)
+        except KcompactError as err:
+            order.failures.append(PartitionFailure(str(part_dir), str(err)))
+            continue
+        if only_eligible and not rng.eligible:
+            continue
+        task = PartitionTask(part_dir, config, retention_allowed(effective), partition.size_in_bytes,
+                             partition.topic_partition)
+        ranked.append((-rng.dirty_ratio, part_dir.name, task))
+    if not candidates:
+        raise KcompactError(f"no partition a cleaner works on under {log_dir}: only KRaft's metadata log "
+                            "or partitions being deleted or moved (-delete, -future, -stray)")
+    order.notes.extend(merge_notes(notes))
+    ranked.sort(key=lambda item: item[:2])
+    order.tasks.extend(task for _r, _n, task in ranked)
+    return order
+
+
+def checkpoint_keys(log_dir: Path) -> list[tuple[str, int]] | None:
+    """A log dir's cleaner-checkpoint entries in file order, before a run (what
+    :func:`settle_checkpoint_order` is given as ``before``).
+
+    Args:
+        log_dir: the log dir.
+
+    Returns:
+        The (topic, partition) keys; None when the file does not parse (its cleans fail; nothing to settle).
+    """
+    try:
+        return list(read_offset_checkpoint(LogDirFiles(log_dir).cleaner_checkpoint))
+    except KcompactError:
+        return None
+
+
+def settle_checkpoint_order(
+    log_dir: Path, before: Sequence[tuple[str, int]], cleaning_order: Sequence[tuple[str, int]]
+) -> bool:
+    """Put a log dir's new cleaner-checkpoint lines in cleaning order, as a serial run appends them
+    (concurrent cleans append them as they finish; Kafka ignores line order, but bytes should not vary).
+
+    Args:
+        log_dir: the log dir.
+        before: the file's entries before the run, in file order (they keep their place).
+        cleaning_order: the run's partitions in cleaning order.
+
+    Returns:
+        Whether the file was rewritten (same entries and offsets, other line order).
+
+    Raises:
+        RefusedError: a broker holds the log dir.
+    """
+    path = LogDirFiles(log_dir).cleaner_checkpoint
+    known = set(before)
+    with log_dir_write_guard(log_dir), checkpoint_lock(log_dir):
+        try:
+            entries = read_offset_checkpoint(path)
+        except KcompactError:
+            return False  # the cleans that needed it failed; nothing to settle
+        order = [key for key in before if key in entries]
+        order += [key for key in cleaning_order if key in entries and key not in known]
+        placed = set(order)
+        order += [key for key in entries if key not in placed]  # written by someone else meanwhile
+        if order == list(entries):
+            return False
+        write_offset_checkpoint(path, {key: entries[key] for key in order})
+    return True
+
+
+def _settle(
+    log_dir: Path, before: list[tuple[str, int]], order: list[tuple[str, int]], run: CleanRun
+) -> None:
+    try:
+        settle_checkpoint_order(log_dir, before, order)
+    except KcompactError as err:  # every clean is done and checkpointed; only the line order is off
+        run.notes.append(f"the new lines of cleaner-offset-checkpoint stay in the order the cleans finished, "
+                         f"not the cleaner's (Kafka ignores line order); reordering them failed: {err}")
+
+
+def _clean_task(
+    options: CleanOptions, task: PartitionTask, progress: ProgressCallback | None
+) -> CleanResult | PartitionFailure:
+    """Clean one partition of a log dir; its deliberate errors become its failure."""
+    try:
+        own = replace(options, apply_retention=task.apply_retention)
+        return clean_partition(task.part_dir, task.config, own, _progress_for(task.part_dir, progress))
+    except KcompactError as err:
+        return PartitionFailure(str(task.part_dir), str(err))
+
+
+def _progress_for(
+    part_dir: Path, progress: ProgressCallback | None
+) -> Callable[[int], None] | None:
+    if progress is None:
+        return None
+    total = sum(p.stat().st_size for p in part_dir.glob("*.log"))
+    done = 0
+
+    def advance(nbytes: int) -> None:
+        nonlocal done
+        done += nbytes
+        progress(part_dir.name, done, 2 * total)  # two passes over the dirty data at most
+
+    return advance

@@ -1,0 +1,46 @@
+"""What a run over many partitions says once, instead of once per partition.
+
+A log dir of a ZooKeeper-era broker copied without its ``replication-offset-checkpoint`` gives every
+partition the same warning (only the log end offset in it differs), and a log dir holds many empty
+partitions. Every partition's row keeps its own warning (``--json``, Parquet); a report for people says
+how many partitions it concerns, in one line, and counts the empty partitions instead of listing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from kcompact.cleaner.rules.range_model import CleanableRange
+from kcompact.cleaner.state.log_state import NO_HIGH_WATERMARK_WARNING
+
+
+def is_summarised(warning: str) -> bool:
+    """Whether a partition's warning is one :func:`repeated_warning_notes` counts (a report over several
+    partitions prints the count instead of the warning)."""
+    return warning.startswith(NO_HIGH_WATERMARK_WARNING)
+
+
+def repeated_warning_notes(warnings_per_partition: Iterable[Sequence[str]]) -> list[str]:
+    """One note per warning that repeats on several partitions, saying how many.
+
+    Args:
+        warnings_per_partition: each partition's warnings.
+
+    Returns:
+        The notes (none when no such warning concerns two partitions or more).
+    """
+    count = sum(1 for warnings in warnings_per_partition if any(map(is_summarised, warnings)))
+    if count < 2:
+        return []
+    return [(f"no replication-offset-checkpoint entry for {count} partitions: high watermark taken as "
+             "the log end (a broker would clean nothing in them until they are replicated)")]
+
+
+def holds_no_records(rng: CleanableRange | None) -> bool:
+    """Whether a partition's range shows it empty: its log end is its log start."""
+    return rng is not None and rng.log_end_offset == rng.log_start_offset
+
+
+def empty_partitions_line(count: int) -> str:
+    """The one line that stands for ``count`` empty partitions in a report for people."""
+    return f"{count} empty partition{'' if count == 1 else 's'} (no records): nothing to clean"

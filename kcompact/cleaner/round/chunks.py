@@ -1,0 +1,169 @@
+"""Byte ranges of source segments ("chunks"): how the passes are cut for worker processes, and how a worker
+finds the first batch of its range.
+
+A chunk owns the batches that *start* in ``[start, end)``, so any cut is valid and every batch belongs to
+exactly one chunk. To begin its range a worker needs two things the batches before it determine:
+
+* where the first batch of the range starts. Every entry of a ``.log`` (v2 batch or legacy entry) is
+  framed the same way, so following the size fields from position 0 finds it without decoding a
+  header (:func:`first_entry_at`; about 0.3 µs an entry)::
+
+      base_offset   int64   the entry's first offset (legacy: its offset)
+      size          int32   bytes after this field: position of the next entry = position + 12 + size
+
+* the transaction state at that batch. It changes only at transactional data batches and COMMIT/ABORT
+  markers (``transactions.py``); every other batch merely takes aborted transactions off the queue,
+  which the first batch of the range does just the same, since nothing is queued inside a segment. So
+  the walk unpacks the v2 header of each entry it passes (decoding only control batches, for their
+  marker type) and replays those events (:func:`batches_from`); a segment without any (the plan counts
+  them, ``SegmentPlan.txn_batches``) needs the sizes only.
+
+Where the framing does not hold (a size out of range, an unknown magic), the size walk gives up and the
+headers are read the slow way, which reports the damage exactly as a serial clean would.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
+from kcompact.cleaner.rules.transactions import (
+    CONTROL_TYPE_ABORT,
+    CONTROL_TYPE_COMMIT,
+    TXN_DATA,
+    CleanedTransactionMetadata,
+)
+from kcompact.cleaner.state.log_state import read_control
+from kcompact.records.batch import (
+    CONTROL_FLAG_MASK,
+    ENTRY_PREFIX_STRUCT,
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_VALUE_V2,
+    MIN_BATCH_LENGTH,
+    RECORD_OVERHEAD_V0,
+    TRANSACTIONAL_FLAG_MASK,
+    iter_batches,
+)
+from kcompact.segment.log_file import LogFile
+from kcompact.segment.txn_index import AbortedTxn
+
+Chunk = tuple[int, int, int | None]
+"""(index into ``plan.segments``, start position, end position or None for the file's end)."""
+
+
+def chunks_of(
+    plan: CleanPlan, segments: Sequence[SegmentPlan], parts: int, min_bytes: int
+) -> list[Chunk]:
+    """Cut ``segments`` into ranges of about ``total / parts`` bytes (at least ``min_bytes``).
+
+    Args:
+        plan: the round (chunks index its ``segments``).
+        segments: the segments to cut, in order.
+        parts: how many ranges the total should make, roughly.
+        min_bytes: no range is cut smaller (a segment smaller than this stays whole).
+
+    Returns:
+        The chunks, in log order; each segment's chunks tile it from 0 to its end.
+    """
+    total = sum(s.size_in_bytes for s in segments)
+    target = max(min_bytes, -(-total // max(1, parts)))
+    index = {s.base_offset: i for i, s in enumerate(plan.segments)}
+    chunks: list[Chunk] = []
+    for seg in segments:
+        count = max(1, -(-seg.size_in_bytes // target))
+        cuts = [seg.size_in_bytes * k // count for k in range(count)]
+        ends: list[int | None] = [*cuts[1:], None]
+        chunks += [(index[seg.base_offset], start, end) for start, end in zip(cuts, ends)]
+    return chunks
+
+
+def first_entry_at(buffer: memoryview, start: int) -> int | None:
+    """Position of the first entry starting at or after ``start``, following the size fields from 0.
+
+    Args:
+        buffer: the whole ``.log`` file.
+        start: any byte position.
+
+    Returns:
+        The position (the file size when no entry starts at or after ``start``), or None when a size
+        field is out of range before it.
+    """
+    found = _walk(buffer, start, None, "")
+    return None if found is None else found[0]
+
+
+def _walk(
+    buffer: memoryview, start: int, events: list[tuple[int, int, int]] | None, path: object
+) -> tuple[int, list[tuple[int, int, int]]] | None:
+    """Follow the framing to ``start``; with ``events``, collect the transaction events of the v2
+    headers passed (control batches are decoded for their marker type). None: the framing breaks."""
+    position, size = 0, len(buffer)
+    collected: list[tuple[int, int, int]] = []
+    while position < start:
+        if position + LOG_OVERHEAD > size:
+            return None
+        length = ENTRY_PREFIX_STRUCT.unpack_from(buffer, position)[1]
+        if length < RECORD_OVERHEAD_V0 or position + LOG_OVERHEAD + length > size:
+            return None
+        if events is not None and buffer[position + MAGIC_OFFSET] == MAGIC_VALUE_V2:
+            if length < MIN_BATCH_LENGTH:
+                return None
+            event = _event(buffer, position, path)
+            if event is not None:
+                collected.append(event)
+        position += LOG_OVERHEAD + length
+    return position, collected
+
+
+def _event(buffer: memoryview, position: int, path: object) -> tuple[int, int, int] | None:
+    """The transaction event of the v2 batch at ``position`` (see ``transactions.py``), if any."""
+    header = HEADER_STRUCT.unpack_from(buffer, position)
+    base_offset, attributes, last_offset_delta, producer_id = (
+        header[0], header[5], header[6], header[9])
+    if attributes & CONTROL_FLAG_MASK:
+        batch = next(iter_batches(buffer, position, position + LOG_OVERHEAD + header[1]))
+        control_type = read_control(batch, path)[0]
+        if control_type in (CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT):
+            return base_offset + last_offset_delta, producer_id, control_type
+        return None
+    if attributes & TRANSACTIONAL_FLAG_MASK:
+        return base_offset + last_offset_delta, producer_id, TXN_DATA
+    return None
+
+
+def batches_from(
+    log: LogFile,
+    seg: SegmentPlan,
+    start: int,
+    txn: CleanedTransactionMetadata[AbortedTxn],
+) -> Iterator[Any]:
+    """The batches of ``log`` from the first one starting at ``start`` or later, with ``txn`` advanced
+    over those before it as reading them would (see the module docstring).
+
+    Args:
+        log: the open segment.
+        seg: its plan (``txn_batches`` says whether headers before ``start`` matter).
+        start: where the chunk starts.
+        txn: the transaction state at the segment's start; left at the chunk's start.
+    """
+    if start <= 0:
+        return log.iter_batches()
+    found = _walk(log.buffer, start, [] if seg.txn_batches else None, log.path)
+    if found is not None:
+        position, events = found
+        for last_offset, producer_id, kind in events:
+            txn.apply_event(last_offset, producer_id, kind)
+        return log.iter_batches(position)
+    batches = log.iter_batches()  # the framing breaks before start: the full walk reports where
+    for batch in batches:
+        if batch.position >= start:
+            return itertools.chain([batch], batches)
+        if batch.is_control:
+            txn.on_control_batch_read(batch, read_control(batch, log.path)[0])
+        else:
+            txn.on_batch_read(batch)
+    return iter(())

@@ -1,0 +1,342 @@
+"""Pass 2 of a cleaning round: filter source batches into output batches (spec §6.9-§6.12).
+
+Per batch, in log order: the transaction bookkeeping and Kafka's batch decision (``policy.py``), then the
+record decision over the batch's columns, then the rewrite (``kcompact.records.filter``). The record
+decision asks a :class:`~kcompact.cleaner.offset_map.oracle.RetentionOracle` whether each keyed record covered by
+the map is the latest for its key, for the whole batch at once, and derives the rest with numpy masks
+over the scanned columns (``array('q')`` columns are viewed, not copied):
+
+    keep = beyond the map | (is latest & (has a value | tombstone still before its horizon))
+
+with the reasons counted from the same masks (keyless records are "invalid", superseded values and
+tombstones counted apart). Legacy (magic 0/1) entries take the same decision over their decoded records.
+
+:func:`filter_segment` walks one source segment, or the batches starting in a byte range of it, and hands
+each output batch to a sink: the output segment's writer in the serial case, a buffer sent back to the
+parent from a worker (``parallel.py``). A range that starts inside a segment walks the headers before it
+for the transaction state only; ABORT markers retained there belong to the range before.
+
+Every batch the walk reads — one it drops whole, rebuilds or copies byte for byte — has its CRC checked
+first, and one that fails stops the round (:class:`~kcompact.errors.BatchCrcError`, before any output is
+swapped in). Kafka's cleaner does not check CRCs (its ``filterTo`` parses and copies or rebuilds): a corrupt
+batch it drops leaves no trace and one it rebuilds gets a fresh CRC, so the damage would look valid. An
+offline tool can afford to refuse instead and point to ``kcompact repair``: the check costs about 1% of a
+clean (CRC-32C is a CPU instruction; ``scripts/bench.py clean``). Pass 2 reads every batch of every segment
+the round rewrites, the clean section included, so this is the one place the round needs the check; the
+segments it does not rewrite (the active one, those past the first uncleanable offset) are not read.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kcompact.cleaner.offset_map.oracle import RetentionOracle
+from kcompact.cleaner.round.chunks import batches_from
+from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
+from kcompact.cleaner.round.stats import CleanStats
+from kcompact.cleaner.rules.policy import (
+    BatchDecision,
+    check_batch_retention,
+    output_delete_horizon,
+)
+from kcompact.cleaner.rules.producer_state import LastRecord
+from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
+from kcompact.cleaner.state.log_state import read_control
+from kcompact.errors import CleanerStateError, CorruptDataError
+from kcompact.records.filter import (
+    BatchRetention,
+    FilteredBatch,
+    Outcome,
+    filter_legacy_entry,
+    filter_v2_batch,
+)
+from kcompact.records.legacy import legacy_records
+from kcompact.records.record import records_bytes
+from kcompact.records.scan import RecordColumns, scan_records
+from kcompact.segment.log_file import LogFile
+from kcompact.segment.txn_index import AbortedTxn
+
+Sink = Callable[[bytes | memoryview, int, int], None]
+"""Receives each output batch: its bytes, last offset and max timestamp (what the indexes need)."""
+
+
+@dataclass(slots=True)
+class FilterContext:
+    """What filtering needs in one process: the round's clock and bounds, the oracle, the transaction
+    state (carried from segment to segment), the live producers and the counters."""
+
+    oracle: RetentionOracle
+    txn: CleanedTransactionMetadata[AbortedTxn]
+    last_records: dict[int, LastRecord]
+    upper_bound: int
+    now_ms: int
+    delete_retention_ms: int
+    stats: CleanStats
+
+    @classmethod
+    def at(
+        cls, plan: CleanPlan, seg: SegmentPlan, oracle: RetentionOracle, stats: CleanStats
+    ) -> FilterContext:
+        """A context positioned at the start of ``seg`` (its transaction state from the plan's seed).
+
+        Raises:
+            CleanerStateError: the oracle covers a different range than the plan.
+        """
+        if oracle.map_latest_offset != plan.map_latest_offset:
+            raise CleanerStateError(
+                f"{plan.partition_dir}: the retention oracle's map_latest_offset; expected "
+                f"{plan.map_latest_offset} (the plan's), found {oracle.map_latest_offset}"
+            )
+        return cls(
+            oracle=oracle,
+            txn=CleanedTransactionMetadata.from_seed(seg.clean_seed),
+            last_records=dict(plan.last_records),
+            upper_bound=plan.first_uncleanable_offset,
+            now_ms=plan.now_ms,
+            delete_retention_ms=plan.config.delete_retention_ms,
+            stats=stats,
+        )
+
+
+_WINDOW_RECORDS = 1 << 14  # records decided together (one oracle call, one set of masks)
+_WINDOW_BATCHES = 128
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A batch whose fate at batch level is decided, waiting for its window's record decisions."""
+
+    batch: Any
+    decision: BatchDecision
+    control_type: int | None
+    cols: RecordColumns | None  # scanned: its records need the oracle
+
+
+def filter_segment(
+    plan: CleanPlan,
+    seg: SegmentPlan,
+    ctx: FilterContext,
+    sink: Sink,
+    start_position: int = 0,
+    end_position: int | None = None,
+) -> None:
+    """Filter the batches of ``seg`` that start in ``[start_position, end_position)`` into ``sink``.
+
+    ``ctx`` must be positioned at the start of ``seg`` (``FilterContext.at``, or the previous
+    segment's walk); it is left at the end of the range. Batch decisions are taken one batch at a
+    time, in order; record decisions for up to ``_WINDOW_RECORDS`` records at once; output in order.
+
+    Raises:
+        CorruptDataError: a batch or record does not parse (names the file and position).
+    """
+    ctx.txn.add_aborted(plan.aborted_in(seg.base_offset, seg.upper_offset))
+    retain_legacy = seg.mtime_ms > plan.legacy_delete_horizon_ms
+    with LogFile(seg.log_path) as log:
+        batches = batches_from(log, seg, start_position, ctx.txn)
+        if start_position > 0:
+            ctx.txn.take_retained_aborted()  # markers before the range are the previous range's
+        window: list[_Pending] = []
+        records = 0
+        for batch in batches:
+            if end_position is not None and batch.position >= end_position:
+                break
+            log.check_crc(batch)  # dropped, rebuilt or copied: each batch read is checked (module doc)
+            pending = _decide_batch(batch, ctx, log.path)
+            if pending is None:
+                continue
+            if batch.magic < 2:  # legacy: decided alone, after everything before it
+                _flush(window, ctx, sink, log.path)
+                window, records = [], 0
+                _emit(sink, _legacy(pending, ctx, retain_legacy, log.path))
+                continue
+            window.append(pending)
+            records += pending.cols.count if pending.cols is not None else 0
+            if records >= _WINDOW_RECORDS or len(window) >= _WINDOW_BATCHES:
+                _flush(window, ctx, sink, log.path)
+                window, records = [], 0
+        _flush(window, ctx, sink, log.path)
+        del batches, window  # copied batches are views into the map: let them go before it closes
+    stop = seg.size_in_bytes if end_position is None else min(end_position, seg.size_in_bytes)
+    ctx.stats.bytes_read += max(0, stop - min(start_position, seg.size_in_bytes))
+
+
+def _emit(sink: Sink, out: FilteredBatch) -> None:
+    if out.outcome is not Outcome.DROPPED:
+        sink(out.data, out.last_offset, out.max_timestamp)
+
+
+def _decide_batch(batch: Any, ctx: FilterContext, path: Path) -> _Pending | None:
+    """The batch-level decision (advancing the transaction state); None for a batch deleted whole.
+    A v2 data batch whose records must be judged one by one is scanned here, in log order."""
+    control_type = None
+    if batch.is_control:
+        control_type, _ts = read_control(batch, path)
+    decision = check_batch_retention(
+        batch,
+        control_type=control_type,
+        txn=ctx.txn,
+        last_records_of_active_producers=ctx.last_records,
+        upper_bound_offset=ctx.upper_bound,
+        now_ms=ctx.now_ms,
+    )
+    ctx.stats.batches_read += 1
+    if decision.retention is BatchRetention.DELETE:
+        ctx.stats.note_batch_deleted(batch, decision, control_type)
+        return None
+    cols = None
+    if batch.magic >= 2 and not (batch.is_control or decision.discard_batch_records
+                                 or batch.records_count == 0):
+        try:
+            cols = _scan(batch)
+        except CorruptDataError as err:
+            raise (err.located(path, batch.position) if err.path is None else err) from err
+    return _Pending(batch, decision, control_type, cols)
+
+
+def _flush(window: list[_Pending], ctx: FilterContext, sink: Sink, path: Path) -> None:
+    """Decide the window's records together, then rewrite and emit its batches in order."""
+    scanned = [p for p in window if p.cols is not None]
+    keeps = iter(_keep_window(scanned, ctx) if scanned else [])
+    for pending in window:
+        keep = next(keeps) if pending.cols is not None else None
+        try:
+            _emit(sink, _filter_v2(pending, keep, ctx))
+        except CorruptDataError as err:
+            raise (err.located(path, pending.batch.position) if err.path is None else err) from err
+
+
+def _filter_v2(
+    pending: _Pending, keep_and_tombstone: tuple[list[int], bool] | None, ctx: FilterContext
+) -> FilteredBatch:
+    batch, decision, cols = pending.batch, pending.decision, pending.cols
+    stats = ctx.stats
+    count = batch.records_count
+    stats.records_read += count
+    any_tombstone = False
+    if keep_and_tombstone is not None:
+        keep, any_tombstone = keep_and_tombstone
+    elif batch.is_control and not decision.discard_batch_records:
+        keep = list(range(count))
+    else:
+        keep = []
+        stats.note_discarded(batch, count, pending.control_type)
+    horizon = output_delete_horizon(
+        batch,
+        decision=decision,
+        any_retained_tombstone=any_tombstone,
+        now_ms=ctx.now_ms,
+        delete_retention_ms=ctx.delete_retention_ms,
+    )
+    if cols is None and keep and horizon != batch.delete_horizon_ms:
+        cols = _scan(batch)
+    out = filter_v2_batch(batch, cols, keep, retention=decision.retention, delete_horizon_ms=horizon)
+    stats.note_output(out, count)
+    return out
+
+
+def _scan(batch: Any) -> RecordColumns:
+    log_append = batch.max_timestamp if batch.timestamp_type == 1 else None
+    return scan_records(
+        records_bytes(batch),
+        base_offset=batch.base_offset,
+        base_timestamp=batch.base_timestamp,
+        count=batch.records_count,
+        log_append_time=log_append,
+    )
+
+
+def _keep_window(scanned: list[_Pending], ctx: FilterContext) -> list[tuple[list[int], bool]]:
+    """Kafka's shouldRetainRecord (spec §6.11) over the records of several batches at once; per batch,
+    the kept indices and whether a kept record is a tombstone (the batch then needs a horizon)."""
+    cols = [p.cols for p in scanned if p.cols is not None]
+    counts = np.array([c.count for c in cols], dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    offsets = np.concatenate([np.frombuffer(c.offsets, dtype=np.int64, count=c.count) for c in cols])
+    keyed = np.concatenate(
+        [np.frombuffer(c.key_starts, dtype=np.int64, count=c.count) for c in cols]) >= 0
+    tombstone = np.concatenate(
+        [np.frombuffer(c.value_null, dtype=np.uint8, count=c.count) for c in cols]).astype(bool)
+    covered = offsets <= ctx.oracle.map_latest_offset
+    asked = np.flatnonzero(covered & keyed)
+    is_latest = np.zeros(len(offsets), dtype=bool)
+    if len(asked):
+        def keys_at(at: npt.NDArray[np.intp]) -> list[bytes | None]:
+            where = asked[at]
+            owner = np.searchsorted(starts, where, side="right") - 1
+            local = (where - starts[owner]).tolist()
+            return [cols[b].key(i) for b, i in zip(owner.tolist(), local)]
+
+        is_latest[asked] = ctx.oracle.is_latest(offsets[asked], keys_at)  # type: ignore[arg-type]
+    keep_delete = np.repeat([_keeps_tombstones(p.batch, ctx.now_ms) for p in scanned], counts)
+    kept = ~covered | (is_latest & (~tombstone | keep_delete))
+    stats = ctx.stats
+    stats.invalid_records += int(np.count_nonzero(covered & ~keyed))
+    stats.tombstones_removed += int(np.count_nonzero(covered & keyed & tombstone & ~kept))
+    stats.superseded_removed += int(np.count_nonzero(covered & keyed & ~tombstone & ~kept))
+    per_batch = np.add.reduceat(kept, starts, dtype=np.intp).tolist()
+    local = (np.flatnonzero(kept) - np.repeat(starts, per_batch)).tolist()
+    tombs = np.logical_or.reduceat(kept & tombstone, starts).tolist()
+    ends = list(itertools.accumulate(per_batch))
+    return [(local[end - n : end], t) for n, end, t in zip(per_batch, ends, tombs)]
+
+
+def _keeps_tombstones(batch: Any, now_ms: int) -> bool:
+    return not batch.has_delete_horizon or now_ms < batch.delete_horizon_ms
+
+
+def _legacy(pending: _Pending, ctx: FilterContext, retain_legacy: bool, path: Path) -> FilteredBatch:
+    try:
+        return _filter_legacy(pending.batch, pending.decision, ctx, retain_legacy)
+    except CorruptDataError as err:
+        raise (err.located(path, pending.batch.position) if err.path is None else err) from err
+
+
+def _filter_legacy(
+    entry: Any, decision: BatchDecision, ctx: FilterContext, retain_legacy: bool
+) -> FilteredBatch:
+    recs = legacy_records(entry)
+    stats = ctx.stats
+    stats.records_read += len(recs)
+    latest = ctx.oracle.map_latest_offset
+    keep: list[int] = []
+    if not decision.discard_batch_records:
+        keyed = [i for i, r in enumerate(recs) if r.key is not None and r.offset <= latest]
+        is_latest: dict[int, bool] = {}
+        if keyed:
+            offsets = np.array([recs[i].offset for i in keyed], dtype=np.int64)
+            answers = ctx.oracle.is_latest(
+                offsets, lambda at: [recs[keyed[i]].key for i in at.tolist()]
+            )
+            is_latest = dict(zip(keyed, answers.tolist()))
+        for i, r in enumerate(recs):
+            if r.offset > latest:
+                keep.append(i)
+            elif r.key is None:
+                stats.invalid_records += 1
+            elif is_latest[i] and (r.value is not None or retain_legacy):
+                keep.append(i)
+            elif r.value is None:
+                stats.tombstones_removed += 1
+            else:
+                stats.superseded_removed += 1
+    horizon = output_delete_horizon(
+        entry,
+        decision=decision,
+        any_retained_tombstone=any(recs[i].value is None for i in keep),
+        now_ms=ctx.now_ms,
+        delete_retention_ms=ctx.delete_retention_ms,
+    )
+    try:
+        out = filter_legacy_entry(entry, recs, keep, retention=decision.retention,
+                                  delete_horizon_ms=horizon)
+    except ValueError as err:
+        raise CleanerStateError(str(err)) from err
+    stats.note_output(out, len(recs))
+    return out

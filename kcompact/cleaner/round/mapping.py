@@ -1,0 +1,256 @@
+"""Pass 1 of a cleaning round: the offset map over the dirty range (spec §6.6, Kafka's buildOffsetMap).
+
+Split in two so that the expensive half runs anywhere:
+
+* :func:`iter_dirty_keys` reads one dirty segment, or the batches starting in a byte range of it, and
+  returns its map entries as arrays — the 128-bit digests and offsets of every keyed record at or above
+  the first dirty offset in a data batch that is not aborted, in put order — plus, per batch, how many
+  entries it contributed and its last offset. The transaction state comes from the plan's seed, so any
+  process that sees the partition directory can do this for any segment.
+* :func:`insert_keys` puts those entries into the map, in segment order, in the process that owns the
+  map. A bounded map (``--dedupe-buffer-size``) may refuse a put; the per-batch counts then tell where the
+  serial walk would have stopped and which ``latest_offset`` it would have left: the last accepted
+  put's offset when the batch got some in, else the last offset of the batch before it.
+
+After a whole dirty segment the map's ``latest_offset`` jumps to the next dirty segment's base minus one
+(the first uncleanable offset minus one after the last), as Kafka's does.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kcompact.cleaner.offset_map import OffsetMap, key_digests, thread_buffer
+from kcompact.cleaner.round.chunks import batches_from
+from kcompact.cleaner.round.options import Progress
+from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
+from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
+from kcompact.cleaner.state.log_state import read_control
+from kcompact.errors import CleanerStateError, CorruptDataError
+from kcompact.records.legacy import legacy_records
+from kcompact.records.record import records_bytes
+from kcompact.records.scan import scan_keys
+from kcompact.segment.log_file import LogFile, crc_error_or
+from kcompact.segment.txn_index import AbortedTxn
+
+U64 = npt.NDArray[np.uint64]
+I64 = npt.NDArray[np.int64]
+
+SLICE_RECORDS = 1 << 16  # entries per yielded slice: bounds memory on 1 GiB segments
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentKeys:
+    """The map entries of consecutive batches of one dirty segment, in put order.
+
+    ``batch_put_ends[j]`` is how many of the entries come from batches ``0..j`` of those whose last
+    offset reaches the first dirty offset (the batches that move ``latest_offset``);
+    ``batch_scanned[j]`` the records batch ``j`` had scanned (``records_scanned``).
+    """
+
+    hi: U64
+    lo: U64
+    offsets: I64
+    batch_put_ends: I64
+    batch_last_offsets: I64
+    batch_scanned: I64
+
+
+def iter_dirty_keys(
+    plan: CleanPlan,
+    seg: SegmentPlan,
+    start_position: int = 0,
+    end_position: int | None = None,
+) -> Iterator[SegmentKeys]:
+    """The map entries of the batches of ``seg`` that start in ``[start_position, end_position)``.
+
+    Args:
+        plan: the round.
+        seg: one of ``plan.dirty_segments``.
+        start_position: where the range starts (any byte position: a batch belongs to the range it
+            starts in; ``chunks.batches_from`` finds it).
+        end_position: where it ends (None: the end of the file).
+
+    Yields:
+        Slices of about :data:`SLICE_RECORDS` entries, in order.
+
+    Raises:
+        CorruptDataError: a batch does not parse (names the file and position).
+        CleanerStateError: ``seg`` is not a dirty segment of the plan.
+    """
+    if seg.map_seed is None:
+        raise CleanerStateError(
+            f"{seg.log_path}: a dirty segment of the round; expected one of {plan.dirty_segments}, "
+            f"found base offset {seg.base_offset}"
+        )
+    txn: CleanedTransactionMetadata[AbortedTxn] = CleanedTransactionMetadata.from_seed(
+        seg.map_seed, feed=plan.map_feed(), collect_index_entries=False
+    )
+    start = plan.first_dirty_offset
+    acc = _Slice()
+    with LogFile(seg.log_path) as log:
+        for batch in batches_from(log, seg, start_position, txn):
+            if end_position is not None and batch.position >= end_position:
+                break
+            if batch.is_control:
+                txn.on_control_batch_read(batch, read_control(batch, log.path)[0])
+                aborted = True
+            else:
+                aborted = txn.on_batch_read(batch)
+            if batch.last_offset < start:
+                continue
+            if not aborted:
+                acc.add_batch(batch, start, log)
+            acc.end_batch(batch.last_offset)
+            if acc.puts >= SLICE_RECORDS:
+                yield acc.take()
+    yield acc.take()
+
+
+class _Slice:
+    """Accumulates a slice's keys and per-batch bookkeeping (plain lists; arrays once per slice)."""
+
+    def __init__(self) -> None:
+        self.keys: list[bytes] = []
+        self.offsets = array("q")
+        self.put_ends: list[int] = []
+        self.last_offsets: list[int] = []
+        self.scanned: list[int] = []
+        self._batch_scanned = 0
+        self.puts = 0
+
+    def _reset(self) -> None:
+        self.keys, self.offsets = [], array("q")
+        self.put_ends, self.last_offsets, self.scanned = [], [], []
+        self.puts = 0
+
+    def add_batch(self, batch: Any, start: int, log: LogFile) -> None:
+        offsets, keys = batch_keys(batch, log)
+        self._batch_scanned = len(offsets)
+        if batch.base_offset >= start and None not in keys:
+            self.keys += keys  # type: ignore[arg-type]  # no None in it
+            self.offsets.extend(offsets)
+        else:
+            wanted = [i for i, k in enumerate(keys) if k is not None and offsets[i] >= start]
+            self.keys += [keys[i] for i in wanted]  # type: ignore[misc]  # None filtered out
+            self.offsets.extend([offsets[i] for i in wanted])
+        self.puts = len(self.offsets)
+
+    def end_batch(self, last_offset: int) -> None:
+        self.put_ends.append(len(self.offsets))
+        self.last_offsets.append(last_offset)
+        self.scanned.append(self._batch_scanned)
+        self._batch_scanned = 0
+
+    def take(self) -> SegmentKeys:
+        if self.keys:
+            hi, lo = key_digests(self.keys)
+        else:
+            hi = lo = np.empty(0, dtype=np.uint64)
+        out = SegmentKeys(
+            hi, lo, np.frombuffer(self.offsets, dtype=np.int64).copy(),
+            np.array(self.put_ends, dtype=np.int64), np.array(self.last_offsets, dtype=np.int64),
+            np.array(self.scanned, dtype=np.int64),
+        )
+        self._reset()
+        return out
+
+
+def batch_keys(batch: Any, log: LogFile) -> tuple[Any, list[bytes | None]]:
+    """The offsets and keys (None for a null key) of one data batch or legacy entry of ``log``.
+
+    Raises:
+        CorruptDataError: its records do not parse (located in ``log``).
+    """
+    try:
+        if batch.magic >= 2:
+            data = records_bytes(batch)
+            return scan_keys(data, base_offset=batch.base_offset, count=batch.records_count)
+        recs = legacy_records(batch)
+        return array("q", [r.offset for r in recs]), [r.key for r in recs]
+    except CorruptDataError as err:
+        raise crc_error_or(err, log.path, batch) from err
+
+
+@dataclass(slots=True)
+class MapProgress:
+    """Where pass 1 stands: ``latest`` is the map's latest offset so far, ``full`` once it stopped."""
+
+    latest: int = -1
+    full: bool = False
+    records_scanned: int = 0
+
+
+def insert_keys(offset_map: OffsetMap, keys: SegmentKeys, progress: MapProgress) -> None:
+    """Put one slice's entries, in order, as the serial walk would (see the module docstring).
+
+    Args:
+        offset_map: the map being built.
+        keys: the next slice of the dirty range.
+        progress: updated in place; once ``full`` is set the remaining slices must be dropped.
+    """
+    n = len(keys.offsets)
+    accepted = offset_map.put_batch(keys.hi, keys.lo, keys.offsets) if n else 0
+    if accepted == n:
+        progress.records_scanned += int(keys.batch_scanned.sum())
+        if len(keys.batch_last_offsets):
+            progress.latest = int(keys.batch_last_offsets[-1])
+        return
+    j = int(np.searchsorted(keys.batch_put_ends, accepted, side="right"))  # batch of the refused put
+    first_put = int(keys.batch_put_ends[j - 1]) if j else 0
+    if accepted > first_put:
+        progress.latest = int(keys.offsets[accepted - 1])
+    elif j:
+        progress.latest = int(keys.batch_last_offsets[j - 1])
+    progress.records_scanned += int(keys.batch_scanned[: j + 1].sum())
+    progress.full = True
+
+
+def new_offset_map(plan: CleanPlan, dedupe_buffer_size: int | None) -> OffsetMap:
+    """An empty map: bounded like one thread's of a broker with this ``log.cleaner.dedupe.buffer.size``
+    (and the plan's ``log.cleaner.threads``) when ``dedupe_buffer_size`` is given, else unbounded."""
+    if dedupe_buffer_size is None:
+        return OffsetMap()
+    share = thread_buffer(dedupe_buffer_size, plan.config.cleaner_threads)
+    return OffsetMap.for_dedupe_buffer(share, plan.config.dedupe_load_factor)
+
+
+def fill_offset_map(
+    plan: CleanPlan,
+    offset_map: OffsetMap,
+    segment_slices: Iterable[tuple[SegmentPlan, Iterable[SegmentKeys]]],
+    progress: Progress | None = None,
+) -> int:
+    """Insert the dirty segments' entries in order, stop where a bounded map fills, and freeze the map.
+
+    Args:
+        plan: the round.
+        offset_map: from :func:`new_offset_map`.
+        segment_slices: every dirty segment, in order, with its slices (:func:`iter_dirty_keys` here,
+            or the same computed by worker processes).
+        progress: called with each dirty segment's size once it is in.
+
+    Returns:
+        The records scanned (``CleanStats.records_scanned``); the map's ``latest_offset`` is set.
+    """
+    state = MapProgress()
+    dirty = plan.dirty_segments
+    for k, (seg, slices) in enumerate(segment_slices):
+        for keys in slices:
+            insert_keys(offset_map, keys, state)
+            if state.full:
+                break
+        if state.full:
+            break
+        state.latest = (dirty[k + 1] if k + 1 < len(dirty) else plan.first_uncleanable_offset) - 1
+        if progress is not None:
+            progress(seg.size_in_bytes)
+    offset_map.latest_offset = state.latest
+    offset_map.freeze()
+    return state.records_scanned

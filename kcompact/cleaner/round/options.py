@@ -1,0 +1,87 @@
+"""How to clean one partition and what the clean did: the values around :func:`clean_partition`.
+
+They live apart from the driver (``cleaner.py``) so that the stages (``stages.py``), the process pool
+(``parallel.py``) and the driver can all use them without importing each other in a circle;
+``kcompact.cleaner.partition`` re-exports both, which is where callers import them from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+from kcompact.cleaner.disk.retention import RetentionResult
+from kcompact.cleaner.disk.swap import CrashHook
+from kcompact.cleaner.round.stats import CleanStats
+from kcompact.cleaner.rules.ranges import CleanableRange
+from kcompact.config.topic_config import TopicConfig
+
+DEDUPE_BUFFER_KEY = "log.cleaner.dedupe.buffer.size"
+
+Progress = Callable[[int], None]  # called with bytes processed since the last call
+
+
+@dataclass(frozen=True, slots=True)
+class CleanOptions:
+    """How to clean (the ``kcompact clean`` options)."""
+
+    now_ms: int | None = None  # the clock of the time rules; None = now
+    from_start: bool = False  # first dirty offset = log start
+    # emulate a broker's bounded map (each cleaner thread's share of it, ``mapping.new_offset_map``);
+    # None = unbounded. ``with_cli_dedupe_buffer`` takes it from ``--config`` when unset
+    dedupe_buffer_size: int | None = None
+    dry_run: bool = False
+    roll: bool = False
+    apply_retention: bool = False  # retention.ms/retention.bytes (only from an explicit delete policy)
+    crash_hook: CrashHook | None = None  # tests: called at each step of the swap protocol
+    # worker processes for both passes: None = 1 for a small round, else min(2, usable CPUs); a
+    # number is capped at the usable CPUs and the round's segment ranges
+    # (kcompact.cleaner.workers.parallel.resolve_jobs); the output is the same bytes whatever the number
+    jobs: int | None = None
+
+
+@dataclass(slots=True)
+class CleanResult:
+    """What a clean did (or, with ``dry_run``, would do)."""
+
+    partition_dir: str
+    topic: str
+    partition: int
+    now_ms: int
+    dry_run: bool
+    range: CleanableRange | None = None
+    end_offset: int | None = None  # the new cleaner checkpoint
+    checkpoint_before: int | None = None
+    checkpoint_written: bool = False
+    rolled: bool = False  # --roll kept a new empty active segment (a dry run: would keep)
+    stats: CleanStats = field(default_factory=CleanStats)
+    recovery_actions: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    skipped_reason: str | None = None
+    retention: RetentionResult | None = None
+    workers: int = 1  # processes the round ran in at once (1: this one; ``CleanOptions.jobs``, capped)
+
+
+DEFAULT_OPTIONS = CleanOptions()
+"""The options of a plain ``kcompact clean`` (the default argument of the entry points)."""
+
+
+def with_cli_dedupe_buffer(options: CleanOptions, cli_overrides: Mapping[str, str]) -> CleanOptions:
+    """``--config log.cleaner.dedupe.buffer.size=N`` bounds the map as ``dedupe_buffer_size=N`` does.
+
+    ``dedupe_buffer_size`` (``--dedupe-buffer-size``), when set, wins. A value from the broker's own
+    files (server.properties, a dynamic broker config) bounds nothing: it is the broker's memory budget,
+    not a rule of the data, and an offline clean is not short of the broker's memory; a round without a
+    bound cleans everything a broker would reach in as many rounds as its map needs.
+
+    Args:
+        options: the run's options.
+        cli_overrides: the ``--config`` pairs (already validated).
+
+    Returns:
+        The options with ``dedupe_buffer_size`` taken from ``cli_overrides`` where it was unset.
+    """
+    if options.dedupe_buffer_size is not None or DEDUPE_BUFFER_KEY not in cli_overrides:
+        return options
+    parsed = TopicConfig.defaults().with_overrides({DEDUPE_BUFFER_KEY: cli_overrides[DEDUPE_BUFFER_KEY]})
+    return replace(options, dedupe_buffer_size=parsed.dedupe_buffer_size)

@@ -1,0 +1,401 @@
+"""The cleaner's work as separable stages, for drivers that spread one round over processes or machines.
+
+:func:`kcompact.cleaner.partition.clean_partition` is these stages run in order in one process (or with
+worker processes, ``parallel.py``); ``kcompact.spark`` runs them on executors. The caller holds the
+partition's locks (``log_dir_write_guard`` + ``partition_lock``) from :func:`plan_clean` to
+:func:`commit_clean`, as ``clean_partition`` does.
+
+1. :func:`plan_clean` — load the facts, compute the cleanable range, and return a picklable
+   :class:`~kcompact.cleaner.round.plan.CleanPlan` (None when there is nothing to clean).
+2. :func:`segment_key_entries` — per segment, the ``(hi, lo, offsets)`` map entries: ``section="dirty"``
+   what pass 1 inserts, ``section="clean"`` the keyed records of the clean section pass 2 looks up.
+3. Any :class:`~kcompact.cleaner.offset_map.oracle.RetentionOracle` built from them: the serial
+   :class:`~kcompact.cleaner.offset_map.oracle.OffsetMapOracle`, or :class:`~kcompact.cleaner.offset_map.oracle.SortedOffsetsOracle`
+   from the offsets that survive (map values + clean-section offsets whose digest is absent).
+4. :func:`write_group` — one group into its ``.cleaned`` segment; any process that sees the directory.
+5. :func:`commit_clean` — self-check every output, swap them in (Kafka's crash-safe protocol), and
+   advance the cleaner checkpoint; on a failure before the first swap, every ``.cleaned`` file goes.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from kcompact.cleaner.disk.swap import (
+    CleanedSegment,
+    CleanedSegmentWriter,
+    remove_cleaned,
+    replace_segments,
+)
+from kcompact.cleaner.offset_map import key_digests
+from kcompact.cleaner.offset_map.oracle import RetentionOracle
+from kcompact.cleaner.round.filtering import FilterContext, filter_segment
+from kcompact.cleaner.round.mapping import SLICE_RECORDS, iter_dirty_keys
+from kcompact.cleaner.round.options import DEFAULT_OPTIONS, CleanOptions, CleanResult, Progress
+from kcompact.cleaner.round.plan import CleanPlan, build_plan
+from kcompact.cleaner.round.stats import CleanStats
+from kcompact.cleaner.round.verify_output import check_cleaned_segment
+from kcompact.cleaner.rules.ranges import CleanableRange, compute_cleanable_range
+from kcompact.cleaner.state.log_state import load_log_state
+from kcompact.config.topic_config import TopicConfig
+from kcompact.errors import CleanerStateError, CorruptDataError, KcompactError, RefusedError
+from kcompact.records.legacy import legacy_records
+from kcompact.records.record import records_bytes
+from kcompact.records.scan import scan_keys
+from kcompact.segment.checkpoint import update_offset_checkpoint
+from kcompact.segment.log_file import LogFile, crc_error_or
+from kcompact.segment.partition import Partition, SegmentFiles, open_partition
+
+__all__ = [
+    "GroupOutput",
+    "commit_clean",
+    "plan_clean",
+    "refuse_unsupported",
+    "segment_key_entries",
+    "unsupported_reason",
+    "write_checkpoint",
+    "write_group",
+]
+
+U64 = npt.NDArray[np.uint64]
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOutput:
+    """One written ``.cleaned`` segment (or, in a dry run, what it would hold); picklable."""
+
+    base_offset: int
+    source_bases: tuple[int, ...]  # the group's source segments
+    size_in_bytes: int
+    files: tuple[tuple[str, str], ...]  # (kind, path) of each .cleaned file; () in a dry run
+    stats: CleanStats
+
+
+def unsupported_reason(partition: Partition, config: TopicConfig) -> str | None:
+    """Why no cleaner may touch this partition offline, None when one may: the one rule ``clean`` refuses
+    by and ``inspect dirty-ratio`` reports.
+
+    KRaft's own log is never cleaned by the log cleaner; a tiered-storage topic
+    (``remote.storage.enable=true``) keeps segments in remote storage that a local rewrite would
+    contradict (Kafka refuses ``compact`` with tiered storage).
+
+    Args:
+        partition: the partition.
+        config: its configuration.
+
+    Returns:
+        The reason, one sentence without the path, or None.
+    """
+    if partition.is_metadata_log:
+        return "__cluster_metadata is KRaft's own log; no cleaner touches it"
+    if getattr(config, "remote_storage_enable", False):
+        return "remote.storage.enable=true (tiered storage); kcompact does not clean it"
+    return None
+
+
+def refuse_unsupported(partition: Partition, config: TopicConfig) -> None:
+    """Raise RefusedError for a partition no cleaner may touch offline (:func:`unsupported_reason`)."""
+    reason = unsupported_reason(partition, config)
+    if reason is not None:
+        raise RefusedError(f"{partition.path}: {reason}")
+
+
+def nothing_to_clean(rng: CleanableRange) -> bool:
+    """True when the range leaves nothing for a round (the checkpoint may still need a rewrite)."""
+    return rng.dirty_bytes == 0 or rng.first_uncleanable_offset <= rng.first_dirty_offset
+
+
+def plan_clean(
+    partition_dir: str | Path, config: TopicConfig, options: CleanOptions = DEFAULT_OPTIONS
+) -> CleanPlan | None:
+    """Stage 1: the plan of one round, as ``clean_partition`` makes it (no map yet).
+
+    Unlike ``clean_partition`` this neither rolls, applies retention, nor rewrites a checkpoint that
+    lies out of range; call it with the locks held and after leftovers are settled.
+
+    Args:
+        partition_dir: the partition directory.
+        config: the topic's configuration.
+        options: ``now_ms`` and ``from_start`` are used.
+
+    Returns:
+        The plan, or None when there is nothing to clean.
+
+    Raises:
+        RefusedError: the partition may not be cleaned offline.
+        CleanerStateError: an interrupted swap's leftovers are still there.
+        CorruptDataError: a segment's framing does not parse.
+    """
+    partition = open_partition(partition_dir)
+    refuse_unsupported(partition, config)
+    if partition.leftovers:
+        raise CleanerStateError(
+            f"{partition.path}: leftovers of an interrupted clean; expected none (settle them with "
+            f"kcompact clean or repair first), found {len(partition.leftovers)}"
+        )
+    now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    state = load_log_state(partition, config)
+    rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)
+    if nothing_to_clean(rng):
+        return None
+    return build_plan(state, rng, config, now_ms)
+
+
+def segment_key_entries(
+    plan: CleanPlan, segment_base_offset: int, *, section: Literal["dirty", "clean"]
+) -> tuple[U64, U64, I64]:
+    """Stage 2: the (128-bit digest, offset) pairs of one segment.
+
+    Args:
+        plan: the round.
+        segment_base_offset: one of ``plan.dirty_segments`` (dirty) or a segment based below
+            ``plan.first_dirty_offset`` (clean).
+        section: ``"dirty"``: what pass 1 inserts, in order (offset in the dirty range, key not null,
+            not aborted data). ``"clean"``: every keyed data record below the first dirty offset.
+
+    Returns:
+        ``(hi, lo, offsets)``: uint64, uint64, int64 arrays of one length.
+
+    Raises:
+        CleanerStateError: the segment is not part of that section of the round.
+        CorruptDataError: a batch does not parse.
+    """
+    seg = plan.segment(segment_base_offset)
+    if section == "dirty":
+        slices = list(iter_dirty_keys(plan, seg))
+        return (np.concatenate([s.hi for s in slices]), np.concatenate([s.lo for s in slices]),
+                np.concatenate([s.offsets for s in slices]))
+    if seg.base_offset >= plan.first_dirty_offset:
+        raise CleanerStateError(
+            f"{seg.log_path}: a segment of the clean section; expected a base offset below "
+            f"{plan.first_dirty_offset}, found {seg.base_offset}"
+        )
+    return _clean_section_entries(plan, seg.log_path)
+
+
+def _clean_section_entries(plan: CleanPlan, log_path: str | Path) -> tuple[U64, U64, I64]:
+    """The keyed data records of a clean-section segment, hashed a window of keys at a time.
+
+    A window is about :data:`~kcompact.cleaner.round.mapping.SLICE_RECORDS` keys, so a 1 GiB segment never
+    holds a Python list of all its keys: only the result's 24 bytes an entry grow with its size.
+    """
+    his: list[U64] = []
+    los: list[U64] = []
+    keys: list[bytes] = []
+    offsets = array("q")
+    with LogFile(log_path) as log:
+        for batch in log.iter_batches():
+            if batch.is_control or batch.base_offset >= plan.first_dirty_offset:
+                continue
+            for offset, key in zip(*_keys_of(batch, log)):
+                if key is not None and offset < plan.first_dirty_offset:
+                    keys.append(key)
+                    offsets.append(offset)
+            if len(keys) >= SLICE_RECORDS:
+                _hash_window(keys, his, los)
+    _hash_window(keys, his, los)
+    return (np.concatenate(his), np.concatenate(los),
+            np.frombuffer(offsets, dtype=np.int64).copy())
+
+
+def _hash_window(keys: list[bytes], his: list[U64], los: list[U64]) -> None:
+    """Append the digests of ``keys`` to ``his``/``los`` and empty ``keys``."""
+    hi, lo = key_digests(keys) if keys else (np.empty(0, np.uint64), np.empty(0, np.uint64))
+    his.append(hi)
+    los.append(lo)
+    keys.clear()
+
+
+def _keys_of(batch: object, log: LogFile) -> tuple[Sequence[int], Sequence[bytes | None]]:
+    try:
+        if batch.magic >= 2:  # type: ignore[attr-defined]
+            return scan_keys(records_bytes(batch), base_offset=batch.base_offset,  # type: ignore
+                             count=batch.records_count)  # type: ignore[attr-defined]
+        recs = legacy_records(batch)  # type: ignore[arg-type]
+        return [r.offset for r in recs], [r.key for r in recs]
+    except CorruptDataError as err:
+        raise crc_error_or(err, log.path, batch) from err  # type: ignore[arg-type]
+
+
+def write_group(
+    plan: CleanPlan,
+    group_index: int,
+    oracle: RetentionOracle,
+    *,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> GroupOutput:
+    """Stage 4: filter one group of source segments into ``<base>.log.cleaned`` and its indexes.
+
+    Args:
+        plan: the round (after :meth:`CleanPlan.bounded` if a bounded map stopped early).
+        group_index: which of ``plan.groups``.
+        oracle: answers "latest for its key?"; its ``map_latest_offset`` must be the plan's.
+        dry_run: write nothing, count only.
+        progress: called with each source segment's size once it is done.
+
+    Returns:
+        The output, for :func:`commit_clean`.
+
+    Raises:
+        CorruptDataError: a source batch does not parse (no ``.cleaned`` file is left behind).
+        KcompactError: writing fails (likewise).
+    """
+    bases = plan.groups[group_index]
+    segs = [plan.segment(base) for base in bases]
+    stats = CleanStats()
+    ctx = FilterContext.at(plan, segs[0], oracle, stats)
+    writer = CleanedSegmentWriter(
+        Path(plan.partition_dir), bases[0], plan.config.index_interval_bytes, dry_run=dry_run
+    )
+    try:
+        for seg in segs:
+            filter_segment(plan, seg, ctx, writer.append)
+            if progress is not None:
+                progress(seg.size_in_bytes)
+        writer.aborted = ctx.txn.take_retained_aborted()
+        return finish_group(plan, group_index, writer, stats)
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def finish_group(
+    plan: CleanPlan, group_index: int, writer: CleanedSegmentWriter, stats: CleanStats
+) -> GroupOutput:
+    """Finish a group's writer (indexes, fsync, mtimes as the last source's) into its output."""
+    bases = plan.groups[group_index]
+    last = plan.segment(bases[-1])
+    template = SegmentFiles(last.base_offset, Path(last.log_path), last.size_in_bytes, last.mtime_ns,
+                            None, None, None)
+    cleaned = writer.finish(last.mtime_ns, template=template)
+    stats.bytes_written += cleaned.size_in_bytes
+    files = tuple((kind, str(path)) for kind, path in cleaned.files.items())
+    return GroupOutput(bases[0], bases, cleaned.size_in_bytes, files, stats)
+
+
+def remove_outputs(plan: CleanPlan, outputs: Sequence[GroupOutput]) -> None:
+    """Remove the ``.cleaned`` files of these outputs (a round that will not be committed)."""
+    for out in outputs:
+        remove_cleaned(Path(plan.partition_dir), out.base_offset)
+
+
+def commit_clean(
+    plan: CleanPlan,
+    outputs: Sequence[GroupOutput],
+    options: CleanOptions = DEFAULT_OPTIONS,
+    *,
+    stats: CleanStats | None = None,
+    before_swap: Callable[[], None] | None = None,
+) -> CleanResult:
+    """Stage 5: check every output, swap each in, in order, and advance the cleaner checkpoint.
+
+    Args:
+        plan: the round.
+        outputs: one per group of ``plan.groups``, in order.
+        options: ``dry_run`` (nothing is checked or changed) and ``crash_hook``.
+        stats: counters of the stages before (the offset map's), added to the result's.
+        before_swap: called once every output passed its check, before the first swap (the clean
+            keeps a pending ``--roll`` there: from here on the partition changes).
+
+    Returns:
+        The round's result (its ``stats`` sum ``stats`` and every output's).
+
+    Raises:
+        CleanerStateError: an output fails the self-check, does not match the plan's groups, or a
+            source segment changed since the plan; every ``.cleaned`` file is removed, nothing changed.
+        KcompactError: a swap or the checkpoint write failed (the message says what state it left).
+    """
+    result = CleanResult(plan.partition_dir, plan.topic, plan.partition, plan.now_ms, options.dry_run,
+                         range=plan.range, end_offset=plan.end_offset,
+                         checkpoint_before=plan.checkpoint_before, warnings=list(plan.warnings))
+    if stats is not None:
+        result.stats.add(stats)
+    for out in outputs:
+        result.stats.add(out.stats)
+    result.stats.groups = len(plan.groups)
+    if options.dry_run:
+        return result
+    partition = open_partition(plan.partition_dir)
+    try:
+        sources = _check_outputs(plan, partition, outputs)
+        # Every output is complete and verified: only now does the partition change, one group at a time.
+        if before_swap is not None:
+            before_swap()
+    except BaseException:
+        for base in {group[0] for group in plan.groups} | {out.base_offset for out in outputs}:
+            remove_cleaned(Path(plan.partition_dir), base)
+        raise
+    for out, files in zip(outputs, sources):
+        replace_segments(_cleaned(plan, out), files, hook=options.crash_hook)
+    write_checkpoint(partition, plan.end_offset)
+    result.checkpoint_written = True
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    files: SegmentFiles  # what check_cleaned_segment names in its message
+
+
+def _check_outputs(
+    plan: CleanPlan, partition: Partition, outputs: Sequence[GroupOutput]
+) -> list[list[SegmentFiles]]:
+    found = [out.source_bases for out in outputs]
+    if found != list(plan.groups):
+        raise CleanerStateError(
+            f"{plan.partition_dir}: outputs of the round's groups; expected {list(plan.groups)}, "
+            f"found {found}"
+        )
+    by_base = {s.base_offset: s for s in partition.segments}
+    sources = []
+    for out in outputs:
+        files = [_unchanged(plan, by_base, base) for base in out.source_bases]
+        check_cleaned_segment(_cleaned(plan, out), [_Source(f) for f in files],
+                              plan.first_uncleanable_offset)
+        sources.append(files)
+    return sources
+
+
+def _unchanged(plan: CleanPlan, by_base: dict[int, SegmentFiles], base: int) -> SegmentFiles:
+    seg, files = plan.segment(base), by_base.get(base)
+    if files is None or (files.size_in_bytes, files.mtime_ns) != (seg.size_in_bytes, seg.mtime_ns):
+        found = "no such segment" if files is None else f"{files.size_in_bytes} bytes"
+        raise CleanerStateError(
+            f"{seg.log_path}: the source segment changed while it was cleaned; expected "
+            f"{seg.size_in_bytes} bytes as planned, found {found}; nothing was changed"
+        )
+    return files
+
+
+def _cleaned(plan: CleanPlan, out: GroupOutput) -> CleanedSegment:
+    return CleanedSegment(Path(plan.partition_dir), out.base_offset, out.size_in_bytes,
+                          {kind: Path(path) for kind, path in out.files})
+
+
+def write_checkpoint(partition: Partition, offset: int) -> None:
+    """Advance the partition's line of ``cleaner-offset-checkpoint`` to ``offset``.
+
+    Raises:
+        KcompactError: the file cannot be written (the cleaned segments stay, consistent).
+    """
+    path = partition.log_dir.cleaner_checkpoint
+    try:
+        update_offset_checkpoint(path, {partition.topic_partition: offset})
+    except (OSError, RefusedError) as err:  # a refusal: its lock file could not be created
+        why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise KcompactError(
+            f"{path}: cannot advance the cleaner checkpoint to {offset} ({why}); the "
+            "cleaned segments are in place and consistent, the checkpoint stays behind them, so the "
+            "next clean repeats this round"
+        ) from err
+

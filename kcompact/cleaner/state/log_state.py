@@ -1,0 +1,382 @@
+"""What the broker would know about a partition after loading it, from one pass over batch headers.
+
+Kafka's cleaner reads most of its inputs from the broker's memory: each segment's next offset and largest
+timestamp, the producer state (who is still an active producer, where open transactions start), the high
+watermark, the aborted transactions of the ``.txnindex`` files. Offline, :func:`load_log_state` rebuilds the
+same facts from the files: sizes, checkpoints, index tails and every batch *header* (control batches' single
+marker record is read too, it says COMMIT or ABORT). No data record payload is decompressed here, so
+``inspect dirty-ratio`` stays fast on large log dirs and ``clean`` pays for it once.
+
+The same walk records, per segment, the headers the cleaner's transaction bookkeeping reacts to
+(``SegmentState.txn_events``: transactional data batches and COMMIT/ABORT markers, none for a topic
+without transactions), so that a cleaning round can be started at any segment without reading the
+segments before it again (``kcompact.cleaner.round.plan``).
+
+Where the files disagree with what a broker would have (a segment without ``.index`` is recovered by Kafka on
+load, which also rebuilds its time and transaction indexes), the facts follow what Kafka would see *after*
+loading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kcompact.cleaner.rules.producer_state import OpenTxn, ProducerStateReplay
+from kcompact.cleaner.rules.ranges import RangeInputs, SegmentStats
+from kcompact.cleaner.rules.transactions import TXN_DATA
+from kcompact.config.topic_config import TopicConfig
+from kcompact.errors import CorruptDataError
+from kcompact.records.control import ControlRecordKey, ControlRecordType
+from kcompact.records.record import decode_records
+from kcompact.segment.files import file_access
+from kcompact.segment.index_builder import IndexBuilder
+from kcompact.segment.names import parse_segment_file_name
+from kcompact.segment.partition import Partition, SegmentFiles
+from kcompact.segment.snapshot import ProducerSnapshotEntry, read_producer_snapshot
+from kcompact.segment.time_index import TIME_INDEX_ENTRY_SIZE, read_time_index
+from kcompact.segment.txn_index import AbortedTxn, read_txn_index
+
+NO_HIGH_WATERMARK_WARNING = "no high watermark in replication-offset-checkpoint"
+"""How the warning of a partition without a high-watermark entry starts (a run over a log dir counts them)."""
+
+_MARKER_TYPES = (ControlRecordType.ABORT, ControlRecordType.COMMIT)
+HW_FROM_CHECKPOINT = "replication-offset-checkpoint"
+HW_FROM_LOG_END = "log-end (no replication-offset-checkpoint entry)"
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentState:
+    """One segment as the broker's cleaner sees it."""
+
+    files: SegmentFiles
+    next_offset: int  # offset after its last batch; its base when empty
+    batch_count: int
+    first_batch_timestamp_ms: int  # first batch's max_timestamp, -1 when empty
+    largest_timestamp_ms: int  # time-index last entry (or recovered max), else the .log mtime
+    offset_index_bytes: int  # the .index size Kafka would have (entries × 8)
+    time_index_bytes: int
+    needs_recovery: bool  # no .index: Kafka recovers the segment on load
+    # (last_offset, producer_id, kind) of its transactional data batches (kind TXN_DATA) and
+    # COMMIT/ABORT markers (kind = the control type), in log order
+    txn_events: tuple[tuple[int, int, int], ...] = ()
+
+    @property
+    def base_offset(self) -> int:
+        return self.files.base_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.files.size_in_bytes
+
+
+@dataclass(slots=True)
+class TxnSpan:
+    """One transaction seen in the log: where it starts and the offset of its marker (None: still open)."""
+
+    producer_id: int
+    producer_epoch: int
+    first_offset: int
+    first_timestamp_ms: int
+    marker_offset: int | None = None
+    aborted: bool = False
+
+
+@dataclass(slots=True)
+class LogState:
+    """The loaded facts of one partition (see the module docstring)."""
+
+    partition: Partition
+    segments: tuple[SegmentState, ...]
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    high_watermark_source: str
+    checkpoint_offset: int | None
+    producers: ProducerStateReplay
+    transactions: list[TxnSpan]
+    aborted_by_segment: list[tuple[int, list[AbortedTxn]]]
+    warnings: list[str] = field(default_factory=list)
+
+    def open_transaction(self) -> OpenTxn | None:
+        """The earliest transaction still unstable at the high watermark (it caps cleaning), if any."""
+        first = self.producers.first_unstable_offset()
+        if first is None:
+            return None
+        for txn in self.producers.open_transactions():
+            if txn.first_offset == first:
+                return txn
+        span = next((t for t in self.transactions if t.first_offset == first), None)
+        if span is None:
+            return OpenTxn(-1, -1, first, -1)
+        return OpenTxn(span.producer_id, span.producer_epoch, first, span.first_timestamp_ms)
+
+    def range_inputs(self, config: TopicConfig, now_ms: int) -> RangeInputs:
+        """The inputs of :func:`kcompact.cleaner.rules.ranges.compute_cleanable_range`."""
+        unstable = self.open_transaction()
+        return RangeInputs(
+            segments=tuple(
+                SegmentStats(
+                    base_offset=s.base_offset,
+                    size_in_bytes=s.size_in_bytes,
+                    largest_timestamp_ms=s.largest_timestamp_ms,
+                    first_batch_timestamp_ms=s.first_batch_timestamp_ms,
+                    next_offset=s.next_offset,
+                )
+                for s in self.segments
+            ),
+            log_start_offset=self.log_start_offset,
+            log_end_offset=self.log_end_offset,
+            checkpoint_offset=self.checkpoint_offset,
+            high_watermark=self.high_watermark,
+            high_watermark_source=self.high_watermark_source,
+            first_unstable_offset=None if unstable is None else unstable.first_offset,
+            open_txn=unstable,
+            now_ms=now_ms,
+            min_cleanable_dirty_ratio=config.min_cleanable_dirty_ratio,
+            min_compaction_lag_ms=config.min_compaction_lag_ms,
+            max_compaction_lag_ms=config.max_compaction_lag_ms,
+            segment_ms=config.segment_ms,
+            segment_bytes=config.segment_bytes,
+            policy=config.cleanup_policy,
+        )
+
+    def aborted_in(self, start: int, end: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[start, end)``, the way the cleaner asks its txn indexes."""
+        return [
+            txn
+            for _base, entries in self.aborted_by_segment
+            for txn in entries
+            if txn.last_offset >= start and txn.first_offset < end
+        ]
+
+
+def load_log_state(partition: Partition, config: TopicConfig) -> LogState:
+    """Walk every segment's batch headers once and gather the facts of the module docstring.
+
+    Raises:
+        CorruptDataError: a segment's framing or a marker record does not parse (names file and position).
+    """
+    hw_entry = partition.checkpointed(partition.log_dir.replication_checkpoint)
+    replay = ProducerStateReplay(high_watermark=hw_entry)
+    warnings: list[str] = []
+    replay_from = _seed_from_snapshot(partition, replay, warnings)
+    tracker = _TxnTracker()
+    segments = tuple(
+        _load_segment(seg, replay, tracker, config.index_interval_bytes, replay_from)
+        for seg in partition.segments
+    )
+    log_end = segments[-1].next_offset if segments else partition.log_start_offset()
+    log_start = partition.log_start_offset()
+    if hw_entry is None:
+        hw, hw_source = log_end, HW_FROM_LOG_END
+        warnings.append(
+            f"{NO_HIGH_WATERMARK_WARNING}: using the log end offset "
+            f"{log_end} (a broker would start from the log start and clean nothing until replicated)"
+        )
+    else:
+        hw, hw_source = min(hw_entry, log_end), HW_FROM_CHECKPOINT
+    return LogState(
+        partition=partition,
+        segments=segments,
+        log_start_offset=log_start,
+        log_end_offset=log_end,
+        high_watermark=hw,
+        high_watermark_source=hw_source,
+        checkpoint_offset=partition.checkpointed(partition.log_dir.cleaner_checkpoint),
+        producers=replay,
+        transactions=tracker.spans,
+        aborted_by_segment=_aborted_by_segment(segments, tracker),
+        warnings=warnings,
+    )
+
+
+def _register_emptied_marker(replay: ProducerStateReplay, batch: Any) -> None:
+    """Keep the producer of an emptied marker known, with the marker's epoch.
+
+    A cleaner empties a marker but keeps its shell while it carries a live producer's latest epoch. The
+    broker still holds that producer in memory (and in its snapshots); replaying the log alone would forget
+    it and let the next clean drop the shell. When in doubt a producer stays active (spec §11.1): an extra
+    61-byte shell is harmless, a dropped one breaks fencing.
+    """
+    if batch.producer_id < 0 or batch.producer_id in replay.producers():
+        return
+    replay.seed([ProducerSnapshotEntry(
+        producer_id=batch.producer_id, producer_epoch=batch.producer_epoch, last_sequence=-1,
+        last_offset=-1, offset_delta=0, timestamp=batch.max_timestamp, coordinator_epoch=-1,
+        current_txn_first_offset=-1,
+    )])
+
+
+def _seed_from_snapshot(partition: Partition, replay: ProducerStateReplay, warnings: list[str]) -> int:
+    """Seed producer state from the newest usable ``.snapshot``, as a broker's loader does.
+
+    Returns the offset from which batches must still be replayed (0 when no snapshot is used). A snapshot
+    past the log end is stale (Kafka deletes it); one that does not parse is ignored with a warning and the
+    whole log is replayed instead.
+    """
+    candidates = []
+    for path in partition.snapshots:
+        parsed = parse_segment_file_name(path.name)
+        if parsed is not None:
+            candidates.append((parsed.base_offset, path))
+    if not candidates:
+        return 0
+    log_end = partition.log_end_offset()
+    usable = [(offset, path) for offset, path in candidates if offset <= log_end]
+    if not usable:
+        return 0
+    offset, path = max(usable)
+    try:
+        entries = read_producer_snapshot(path)
+    except CorruptDataError as err:
+        warnings.append(f"producer snapshot ignored, the whole log is replayed instead: {err}")
+        return 0
+    replay.seed(entries)
+    return offset
+
+
+def _load_segment(
+    seg: SegmentFiles,
+    replay: ProducerStateReplay,
+    tracker: _TxnTracker,
+    interval: int,
+    replay_from: int = 0,
+) -> SegmentState:
+    needs_recovery = seg.index_path is None
+    # Only a segment Kafka would recover needs its indexes derived (what recovery would rebuild).
+    builder = IndexBuilder(seg.base_offset, interval) if needs_recovery else None
+    first_ts, count, next_offset = -1, 0, seg.base_offset
+    events: list[tuple[int, int, int]] = []
+    with seg.open() as log:
+        for batch in log.iter_batches():
+            control_type, marker_ts = None, None
+            if batch.is_control:
+                control_type, marker_ts = read_control(batch, log.path)
+                if control_type is not None and control_type in _MARKER_TYPES:
+                    events.append((batch.last_offset, batch.producer_id, control_type))
+            elif batch.is_transactional:
+                events.append((batch.last_offset, batch.producer_id, TXN_DATA))
+            if batch.base_offset >= replay_from:
+                if batch.is_control and control_type is None:
+                    _register_emptied_marker(replay, batch)
+                replay.apply(batch, control_type=control_type, marker_timestamp=marker_ts)
+            tracker.apply(batch, control_type)
+            if builder is not None:
+                builder.append(batch.position, batch.size_in_bytes, batch.last_offset,
+                               batch.max_timestamp)
+            if count == 0:
+                first_ts = batch.max_timestamp
+            count += 1
+            next_offset = batch.last_offset + 1
+    if builder is not None:
+        offsets, times = builder.finish()
+        largest = times[-1].timestamp if times else -1
+        index_bytes, time_bytes = len(offsets) * 8, len(times) * TIME_INDEX_ENTRY_SIZE
+    else:
+        largest, time_bytes = _time_index_tail(seg)
+        index_bytes = _size_in_bytes(seg.index_path) if seg.index_path else 0
+    return SegmentState(
+        files=seg,
+        next_offset=next_offset,
+        batch_count=count,
+        first_batch_timestamp_ms=first_ts,
+        largest_timestamp_ms=largest if largest >= 0 else seg.mtime_ms,
+        offset_index_bytes=index_bytes,
+        time_index_bytes=time_bytes,
+        needs_recovery=needs_recovery,
+        txn_events=tuple(events),
+    )
+
+
+def _size_in_bytes(path: Path) -> int:
+    with file_access(path, "read"):
+        return path.stat().st_size
+
+
+def _time_index_tail(seg: SegmentFiles) -> tuple[int, int]:
+    """(last time-index timestamp or -1, file size); a missing .timeindex is created empty by Kafka."""
+    if seg.time_index_path is None:
+        return -1, 0
+    size = _size_in_bytes(seg.time_index_path)
+    try:
+        entries = read_time_index(seg.time_index_path, seg.base_offset)
+    except CorruptDataError:
+        return -1, size
+    return (entries[-1].timestamp if entries else -1), size
+
+
+def read_control(batch: object, path: object) -> tuple[int | None, int | None]:
+    """The control type and timestamp of a control batch's first record (None for an emptied marker)."""
+    if getattr(batch, "records_count", 0) == 0:
+        return None, None
+    try:
+        record = decode_records(batch)[0]  # type: ignore[arg-type]
+        key = ControlRecordKey.parse(record.key or b"")
+    except CorruptDataError as err:
+        if err.path is None:
+            raise err.located(str(path), getattr(batch, "position", 0)) from err
+        raise
+    return int(key.type), record.timestamp
+
+
+class _TxnTracker:
+    """Transactions as spans (first offset → marker), and aborted ones as txn-index entries."""
+
+    def __init__(self) -> None:
+        self.spans: list[TxnSpan] = []
+        self._open: dict[int, TxnSpan] = {}
+        self.derived_aborted: list[AbortedTxn] = []
+
+    def apply(self, batch: object, control_type: int | None) -> None:
+        pid = getattr(batch, "producer_id", -1)
+        if pid < 0 or not getattr(batch, "is_transactional", False):
+            return
+        if not getattr(batch, "is_control", False):
+            if pid not in self._open:
+                span = TxnSpan(pid, batch.producer_epoch, batch.base_offset, batch.max_timestamp)  # type: ignore[attr-defined]
+                self._open[pid] = span
+                self.spans.append(span)
+            return
+        if control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            return
+        closing = self._open.pop(pid, None)
+        if closing is None:
+            return  # a marker for a transaction with no data: no range, no index entry
+        span = closing
+        span.marker_offset = batch.base_offset  # type: ignore[attr-defined]
+        span.aborted = control_type == ControlRecordType.ABORT
+        if span.aborted:
+            still_open = [s.first_offset for s in self._open.values()]
+            lso = min(still_open) if still_open else span.marker_offset + 1
+            self.derived_aborted.append(
+                AbortedTxn(pid, span.first_offset, span.marker_offset, lso)
+            )
+
+
+def _aborted_by_segment(
+    segments: Sequence[SegmentState], tracker: _TxnTracker
+) -> list[tuple[int, list[AbortedTxn]]]:
+    """Per segment, the aborted transactions Kafka would find in its txn index after loading.
+
+    The ``.txnindex`` file is used as is; where a segment would be recovered (no ``.index``) or its txn
+    index is missing although the data holds aborted transactions, the entries derived from the data
+    replace it — without them aborted data would be kept as if committed.
+    """
+    result: list[tuple[int, list[AbortedTxn]]] = []
+    for i, seg in enumerate(segments):
+        end = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        derived = [
+            t for t in tracker.derived_aborted
+            if t.last_offset >= seg.base_offset and (end is None or t.last_offset < end)
+        ]
+        entries: list[AbortedTxn] = []
+        if seg.files.txn_index_path is not None and not seg.needs_recovery:
+            entries = read_txn_index(seg.files.txn_index_path)
+        known = {(t.producer_id, t.last_offset) for t in entries}
+        entries += [t for t in derived if (t.producer_id, t.last_offset) not in known]
+        entries.sort(key=lambda t: t.last_offset)
+        result.append((seg.base_offset, entries))
+    return result

@@ -1,0 +1,406 @@
+"""Rebuild the parts of a KRaft cluster's metadata that decide a topic's configuration.
+
+Why: a KRaft broker keeps topic ids, topic config overrides and dynamic broker configs only in the
+metadata partition ``__cluster_metadata-0``. kcompact replays it offline, as the broker's
+``MetadataDelta`` does, to learn which overrides apply to a partition directory it is asked to clean.
+
+Where the state comes from, in order:
+
+1. the newest KRaft snapshot ``<20-digit end offset>-<10-digit epoch>.checkpoint`` of the directory:
+   v2 batches like a segment, framed by a SNAPSHOT_HEADER and a SNAPSHOT_FOOTER control batch, holding
+   the whole state as of ``end offset`` (exclusive);
+2. then every record of the ``.log`` segments at or after that offset, in offset order.
+
+Control batches are skipped. Records between a BeginTransactionRecord and its EndTransactionRecord
+are applied at the end; those before an AbortTransactionRecord (or an unterminated transaction at the
+tail) are dropped, as KIP-868 says. Replay rules: a TopicRecord adds a topic; a RemoveTopicRecord
+retires the id and its name's config overrides (a name re-created later gets a new id); a
+ConfigRecord sets a key for resource TOPIC (2, by topic name) or BROKER (4, by node id; the empty
+name is the cluster-wide default), a null value removing it; a later record wins.
+
+The history is complete only when it is proven at both ends. If no snapshot covers the start and the
+log does not start at offset 0 - retention deleted segments that a snapshot had replaced, and the
+snapshot is gone (``kraft37-cleaned-logdir``) - or the replay ends before the log end the partition's
+own files show (a producer snapshot, an index whose ``.log`` is gone, a leader epoch, a checkpoint
+entry past it: :func:`_tail_missing`), the history is incomplete: the state is still returned, with
+``complete`` False and ``unresolved_reason`` saying why.
+
+:func:`cached_metadata_state` replays a directory once per listing (names, sizes, mtimes), so the
+configs of thousands of partitions come from one replay.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kcompact.config.kraft import records as kr
+from kcompact.errors import (
+    ConfigError,
+    CorruptBatchError,
+    CorruptDataError,
+    CorruptRecordError,
+    KcompactError,
+)
+from kcompact.records.batch import RecordBatch
+from kcompact.records.control import ControlRecordKey, ControlRecordType
+from kcompact.records.record import decode_records
+from kcompact.segment.checkpoint import read_leader_epoch_checkpoint, read_offset_checkpoint
+from kcompact.segment.log_file import LogFile
+from kcompact.segment.metadata_files import read_partition_topic_id
+from kcompact.segment.names import parse_partition_dir_name, parse_segment_file_name
+
+BEGIN_TRANSACTION_API_KEY = 23
+END_TRANSACTION_API_KEY = 24
+ABORT_TRANSACTION_API_KEY = 25
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+STATE_CACHE_SIZE = 8  # metadata directories kept replayed (one per cluster in practice)
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataState:
+    """Topics and dynamic configs as of the end of a metadata partition.
+
+    Attributes:
+        topics_by_id: live topic id (Kafka's base64 form) -> topic name.
+        topics_by_name: live topic name -> id.
+        topic_configs: topic name -> its config overrides (Kafka key -> value).
+        broker_configs: BROKER resource name (a node id, or "" for the cluster default) -> configs.
+        partition_counts: live topic id -> number of partitions seen (PartitionRecords).
+        feature_levels: finalized features, e.g. ``{"metadata.version": 19}``.
+        snapshot: the snapshot file the replay started from, if any.
+        end_offset: the offset after the last record read.
+        complete: False when the history does not reach back to the start of the cluster.
+        unresolved_reason: why it is incomplete (None when complete).
+        unknown_record_counts: api-key name -> how many records were kept generic.
+    """
+
+    topics_by_id: Mapping[str, str]
+    topics_by_name: Mapping[str, str]
+    topic_configs: Mapping[str, Mapping[str, str]]
+    broker_configs: Mapping[str, Mapping[str, str]]
+    partition_counts: Mapping[str, int]
+    feature_levels: Mapping[str, int]
+    snapshot: Path | None
+    end_offset: int
+    complete: bool
+    unresolved_reason: str | None
+    unknown_record_counts: Mapping[str, int] = field(default_factory=dict)
+
+    def topic_config_overrides(self, topic: str) -> dict[str, str]:
+        """The dynamic config of a topic (empty when it has none)."""
+        return dict(self.topic_configs.get(topic, {}))
+
+    def broker_config(self, node_id: int | None) -> dict[str, str]:
+        """The dynamic config of one broker (``node_id``), empty for None or an unknown id."""
+        return {} if node_id is None else dict(self.broker_configs.get(str(node_id), {}))
+
+    def cluster_default_config(self) -> dict[str, str]:
+        """The cluster-wide dynamic broker default (BROKER resource with the empty name)."""
+        return dict(self.broker_configs.get("", {}))
+
+    def topic_for_partition_dir(self, partition_dir: str | os.PathLike[str]) -> dict[str, str]:
+        """The config overrides of the topic a partition directory belongs to.
+
+        The topic is found by the id in the directory's ``partition.metadata`` (as Kafka does), else
+        by the directory's name.
+
+        Args:
+            partition_dir: a ``<topic>-<partition>`` directory.
+
+        Returns:
+            The topic's config overrides.
+
+        Raises:
+            ConfigError: the directory's topic id is not a live topic here (a deleted or foreign
+                topic), or its name does not parse and it has no ``partition.metadata``.
+        """
+        path = Path(partition_dir)
+        topic_id = read_partition_topic_id(path)
+        if topic_id is not None:
+            name = self.topics_by_id.get(topic_id)
+            if name is None:
+                why = ("" if self.complete else f" (the metadata history is incomplete: "
+                       f"{self.unresolved_reason}; give the topic's configs with --config)")
+                raise ConfigError(
+                    f"{path}: topic id {topic_id} from partition.metadata is not a live topic in "
+                    f"the metadata log; expected one of {len(self.topics_by_id)} known ids{why}")
+            return self.topic_config_overrides(name)
+        parsed = parse_partition_dir_name(path.name)
+        if parsed is None:
+            raise ConfigError(f"{path}: not a partition directory; expected <topic>-<partition>")
+        return self.topic_config_overrides(parsed.topic)
+
+
+class _Replayer:
+    """Mutable state while records are applied; frozen into a :class:`MetadataState` at the end."""
+
+    def __init__(self) -> None:
+        self.topics_by_id: dict[str, str] = {}
+        self.topics_by_name: dict[str, str] = {}
+        self.configs: dict[tuple[int, str], dict[str, str]] = {}
+        self.partition_counts: dict[str, int] = {}
+        self.feature_levels: dict[str, int] = {}
+        self.unknown: dict[str, int] = {}
+        self.pending: list[kr.MetadataRecord] | None = None
+        self.problems: list[str] = []
+
+    def offer(self, record: kr.MetadataRecord) -> None:
+        """Apply a record now, or hold it while a metadata transaction is open."""
+        if isinstance(record, kr.UnknownMetadataRecord):
+            if record.api_key == BEGIN_TRANSACTION_API_KEY:
+                self.pending = []
+                return
+            if record.api_key in (END_TRANSACTION_API_KEY, ABORT_TRANSACTION_API_KEY):
+                held, self.pending = self.pending or [], None
+                if record.api_key == END_TRANSACTION_API_KEY:
+                    for item in held:
+                        self.apply(item)
+                return
+        if self.pending is not None:
+            self.pending.append(record)
+        else:
+            self.apply(record)
+
+    def apply(self, record: kr.MetadataRecord) -> None:
+        if isinstance(record, kr.TopicRecord):
+            self.topics_by_id[record.topic_id] = record.name
+            self.topics_by_name[record.name] = record.topic_id
+        elif isinstance(record, kr.RemoveTopicRecord):
+            name = self.topics_by_id.pop(record.topic_id, None)
+            self.partition_counts.pop(record.topic_id, None)
+            if name is not None and self.topics_by_name.get(name) == record.topic_id:
+                del self.topics_by_name[name]
+                self.configs.pop((kr.RESOURCE_TYPE_TOPIC, name), None)
+        elif isinstance(record, kr.ConfigRecord):
+            configs = self.configs.setdefault((record.resource_type, record.resource_name), {})
+            if record.value is None:
+                configs.pop(record.name, None)
+            else:
+                configs[record.name] = record.value
+        elif isinstance(record, kr.PartitionRecord):
+            count = self.partition_counts.get(record.topic_id, 0)
+            self.partition_counts[record.topic_id] = max(count, record.partition_id + 1)
+        elif isinstance(record, kr.FeatureLevelRecord):
+            self.feature_levels[record.name] = record.feature_level
+        elif isinstance(record, kr.UnknownMetadataRecord):
+            self._unknown(record)
+
+    def _unknown(self, record: kr.UnknownMetadataRecord) -> None:
+        name = record.name or f"api key {record.api_key}"
+        self.unknown[name] = self.unknown.get(name, 0) + 1
+        if record.api_key in (2, 4, 9):  # a newer version of a record that shapes configs
+            self.problems.append(f"{name} version {record.version} is newer than kcompact reads")
+
+    def freeze(self, snapshot: Path | None, end_offset: int, gap: str | None) -> MetadataState:
+        reasons = ([gap] if gap else []) + self.problems
+        if self.pending is not None:
+            self.pending = None  # an unterminated transaction at the tail is not applied
+        return MetadataState(
+            topics_by_id=dict(self.topics_by_id), topics_by_name=dict(self.topics_by_name),
+            topic_configs={n: dict(c) for (t, n), c in self.configs.items()
+                           if t == kr.RESOURCE_TYPE_TOPIC and c},
+            broker_configs={n: dict(c) for (t, n), c in self.configs.items()
+                            if t == kr.RESOURCE_TYPE_BROKER and c},
+            partition_counts=dict(self.partition_counts), feature_levels=dict(self.feature_levels),
+            snapshot=snapshot, end_offset=end_offset, complete=not reasons,
+            unresolved_reason="; ".join(reasons) or None, unknown_record_counts=dict(self.unknown),
+        )  # fmt: skip
+
+
+def _iter_file_batches(path: Path) -> Iterator[RecordBatch]:
+    with LogFile(path) as log:
+        for batch in log.iter_batches():
+            if not isinstance(batch, RecordBatch):
+                raise CorruptBatchError(
+                    f"metadata log entry has magic {batch.magic}; expected 2, found {batch.magic}",
+                    path=path, position=batch.position)
+            yield batch
+
+
+def _decode_batch(path: Path, batch: RecordBatch) -> Iterator[tuple[int, kr.MetadataRecord]]:
+    try:
+        records = decode_records(batch)
+    except CorruptDataError as err:
+        raise err.located(path, batch.position) from err
+    for record in records:
+        try:
+            yield record.offset, kr.decode_metadata_record(record.value)
+        except CorruptRecordError as err:
+            raise CorruptRecordError(
+                f"record value at position {err.position}: {err.message}",
+                path=path, position=batch.position, offset=record.offset) from err
+
+
+def _files(directory: Path, kind: str) -> list[tuple[int, Path]]:
+    """Live files of one kind, in offset order (``.deleted``/``.cleaned``/``.swap`` left out)."""
+    found = []
+    for entry in directory.iterdir():
+        parsed = parse_segment_file_name(entry.name)
+        if parsed is not None and parsed.kind == kind and parsed.temp_suffix is None:
+            found.append((parsed.base_offset, entry.name, entry))
+    return [(offset, path) for offset, _, path in sorted(found)]
+
+
+def _read_snapshot(path: Path, replayer: _Replayer) -> bool:
+    """Replay a snapshot file; True when it ends with its SNAPSHOT_FOOTER control record."""
+    footer = False
+    for batch in _iter_file_batches(path):
+        if batch.is_control:
+            try:
+                keys = [ControlRecordKey.parse(r.key).type for r in decode_records(batch)]
+            except CorruptDataError as err:
+                raise err.located(path, batch.position) from err
+            footer = ControlRecordType.SNAPSHOT_FOOTER in keys
+            continue
+        footer = False
+        for _, record in _decode_batch(path, batch):
+            replayer.offer(record)
+    return footer
+
+
+def _replay_log(
+    segments: list[tuple[int, Path]], start: int, replayer: _Replayer
+) -> tuple[int, str | None]:
+    """Replay segment records at or after ``start``; returns the end offset and any gap found."""
+    next_offset, gap = start, None
+    for _, path in segments:
+        for batch in _iter_file_batches(path):
+            if batch.last_offset < start:
+                continue  # already in the snapshot
+            if batch.base_offset > next_offset and gap is None:
+                gap = (f"the metadata log jumps from offset {next_offset} to {batch.base_offset} "
+                       f"in {path.name}; records in between are unknown")  # fmt: skip
+            next_offset = max(next_offset, batch.next_offset)
+            if batch.is_control:
+                continue
+            for offset, record in _decode_batch(path, batch):
+                if offset >= start:
+                    replayer.offer(record)
+    return next_offset, gap
+
+
+def load_metadata_state(metadata_partition_dir: str | os.PathLike[str]) -> MetadataState:
+    """Replay a ``__cluster_metadata-0`` directory: newest snapshot, then the log after it.
+
+    Args:
+        metadata_partition_dir: the metadata partition directory (under ``metadata.log.dir``).
+
+    Returns:
+        The state; ``complete`` is False (with ``unresolved_reason``) when the history is cut:
+        no snapshot and a log that does not start at offset 0, a gap, a snapshot without its
+        footer, or a config-shaping record of a version kcompact does not read.
+
+    Raises:
+        ConfigError: the directory does not exist.
+        CorruptDataError: (a subclass) a batch or record that does not parse, naming the file.
+    """
+    directory = Path(metadata_partition_dir)
+    if not directory.is_dir():
+        raise ConfigError(f"{directory}: not a directory; expected the __cluster_metadata-0 dir")
+    replayer = _Replayer()
+    snapshots = _files(directory, "checkpoint")
+    start, snapshot, problem = 0, None, None
+    if snapshots:
+        start, snapshot = snapshots[-1]
+        if not _read_snapshot(snapshot, replayer):
+            problem = f"snapshot {snapshot.name} does not end with a SNAPSHOT_FOOTER"
+    segments = _files(directory, "log")
+    end_offset, gap = _replay_log(segments, start, replayer)
+    if not snapshots and not segments:
+        gap = "no snapshot and no log segment; nothing to replay"
+    elif not snapshots and gap and segments[0][0] > 0:
+        gap = (f"no snapshot and the metadata log starts at offset {segments[0][0]}, not 0; "
+               f"topics and configs set before it are unknown")  # fmt: skip
+    short = _tail_missing(directory, segments, end_offset)
+    reason = "; ".join(p for p in (problem, gap, short) if p) or None
+    return replayer.freeze(snapshot, end_offset, reason)
+
+
+def _tail_missing(directory: Path, segments: list[tuple[int, Path]],
+                  end_offset: int) -> str | None:
+    """Why the snapshot and the segments present fall short of the log end the log's own files show.
+
+    A broker's ``UnifiedLog`` leaves traces of how far its log went beside the segments: an index
+    (``.index``, ``.timeindex``, ``.txnindex``) is named by its segment's base offset, a producer
+    snapshot (``.snapshot``, ``ProducerStateManager.takeSnapshot`` at every roll and at shutdown) by
+    the log end offset it was taken at, ``leader-epoch-checkpoint`` holds the start offset of each
+    leader epoch, and the log dir's ``replication-offset-checkpoint`` /
+    ``recovery-point-offset-checkpoint`` may hold an offset of the partition. Each is an offset the
+    log reached; an index past the last ``.log`` present is the last segment, gone (a missing
+    segment before a present one is a gap :func:`_replay_log` reports). ``quorum-state`` holds votes
+    and epochs, no offset, so it proves nothing here.
+
+    Returns:
+        None when every trace is within ``end_offset`` (the replay reached the log's end), else why not.
+    """
+    last_log = segments[-1][0] if segments else -1
+    furthest, evidence = end_offset, ""
+    for kind in ("index", "timeindex", "txnindex", "snapshot"):
+        for base, path in _files(directory, kind):
+            if kind != "snapshot" and base > last_log:  # an earlier one is a gap the replay reports
+                return (f"{path.name} is here but its segment {base:020d}.log is not: the metadata "
+                        f"records from offset {base} on are unknown")  # fmt: skip
+            if base > furthest:
+                furthest, evidence = base, path.name
+    traces, unreadable = _checkpoint_traces(directory)
+    if unreadable is not None:
+        return f"{unreadable}: where the metadata log ends is not proven"
+    for offset, name in traces:
+        if offset > furthest:
+            furthest, evidence = offset, name
+    if furthest <= end_offset:
+        return None
+    return (f"{evidence} shows the metadata log reached offset {furthest}, but the snapshot and the "
+            f"log segments present end at {end_offset}: the records in between are unknown")
+
+
+def _checkpoint_traces(directory: Path) -> tuple[list[tuple[int, str]], str | None]:
+    """Offsets of the metadata partition in its checkpoint files: ``(offset, what says so)`` pairs,
+    and why one of those files that is there cannot be read (None when all could)."""
+    traces: list[tuple[int, str]] = []
+    name = parse_partition_dir_name(directory.name)
+    try:
+        epochs = read_leader_epoch_checkpoint(directory / LEADER_EPOCH_CHECKPOINT)
+        traces += [(offset, f"{LEADER_EPOCH_CHECKPOINT} (epoch {epoch})") for epoch, offset in epochs]
+        if name is not None:
+            for file in (REPLICATION_CHECKPOINT, RECOVERY_POINT_CHECKPOINT):
+                offset = read_offset_checkpoint(directory.parent / file).get((name.topic, name.partition))
+                traces += [] if offset is None else [(offset, f"{directory.parent.name}/{file}")]
+    except KcompactError as err:
+        return traces, str(err)
+    return traces, None
+
+
+@functools.lru_cache(maxsize=STATE_CACHE_SIZE)
+def _replay_once(directory: Path, _listing: tuple[tuple[str, int, int], ...]) -> MetadataState:
+    return load_metadata_state(directory)
+
+
+def cached_metadata_state(metadata_partition_dir: str | os.PathLike[str]) -> MetadataState:
+    """:func:`load_metadata_state`, replayed again only when a file of the directory changed.
+
+    Args:
+        metadata_partition_dir: a ``__cluster_metadata-0`` directory.
+
+    Returns:
+        The state, shared between callers (its mappings must not be changed).
+
+    Raises:
+        ConfigError: the directory does not exist or cannot be listed.
+        CorruptDataError: (a subclass) a batch or record that does not parse, naming the file.
+    """
+    directory = Path(metadata_partition_dir).absolute()
+    try:
+        listing = tuple(sorted(
+            (entry.name, stat.st_size, stat.st_mtime_ns)
+            for entry in os.scandir(directory) for stat in (entry.stat(),)))  # fmt: skip
+    except OSError as err:
+        raise ConfigError(f"{directory}: not a directory; expected the __cluster_metadata-0 dir "
+                          f"({err.strerror})") from err  # fmt: skip
+    return _replay_once(directory, listing)

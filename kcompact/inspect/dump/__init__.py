@@ -1,0 +1,198 @@
+"""``inspect dump``: the contents of segments and indexes as a stream of JSON-ready items.
+
+What ``kafka-dump-log`` prints, as data, for a ``.log``/``.index``/``.timeindex``/``.txnindex`` file or for
+every segment of a partition directory. Every item is a ``dict`` with a ``"type"``; names and key order are
+part of kcompact's interface (``--json`` prints them as they are; tests/inspect/test_dump.py fixes them):
+
+* ``file`` — ``file, kind, base_offset, size_in_bytes``: starts the items of one file (kind ``log``,
+  ``index``, ``timeindex``, ``txnindex``, or ``checkpoint`` for a KRaft snapshot, whose ``base_offset``
+  is the end offset in its name), so an empty file still shows up;
+* ``batch`` — ``file, position, base_offset, last_offset, count, magic, compression, timestamp_type,
+  is_control, is_transactional, producer_id, producer_epoch, base_sequence, partition_leader_epoch,
+  max_timestamp, delete_horizon_ms, size_in_bytes, crc, crc_valid`` (a v0/v1 entry too: ``count`` is its
+  message count, the producer fields -1, ``delete_horizon_ms`` null);
+* ``record`` (after its batch, with ``records=True``) — ``offset, timestamp, key, value, headers
+  [{key, value}], control, coordinator_epoch``; key, value and header values are base64 or null, header keys
+  text; ``control`` is COMMIT/ABORT for transaction markers, the control type's name (LEADER_CHANGE,
+  SNAPSHOT_HEADER, …, UNKNOWN) for other control records and null for data. Data records of
+  ``__cluster_metadata`` (a segment or a KRaft ``.checkpoint`` snapshot) and of ``__consumer_offsets`` get
+  one more field, ``decoded`` (what kafka-dump-log's ``--cluster-metadata-decoder`` and
+  ``--offsets-decoder`` show): the metadata record's ``{type, version, data}``, or ``{key, value}`` of
+  an offsets record (``value`` null for a tombstone); null, with a ``problem`` item, when it does not
+  decode. Records of other topics have no ``decoded`` field;
+* ``offset_index_entry`` — ``file, offset, position``; ``time_index_entry`` — ``file, timestamp, offset``;
+  ``aborted_txn`` — ``file, version, producer_id, first_offset, last_offset, last_stable_offset``;
+* ``index_check`` (``verify_index=True``) — ``file, log_file, problems``: one index was compared with its
+  segment's ``.log`` (``log_file`` null when the ``.log`` is missing) and ``problems`` items were found;
+* ``problem`` — ``file, position, message``: bad input. A CRC failure is reported on the batch itself
+  (``crc_valid: false``), not as a problem;
+* ``warning`` — ``file, message``: worth knowing, not bad input (a live broker, a missing index).
+
+What is checked: the framing, header and CRC of every batch; with ``records=True`` also every record, the
+record count and control records. The walk goes on past a bad entry whenever its frame (offset, size,
+magic) is sound — that is all Kafka itself uses to step to the next batch — and stops where the frame breaks
+(a size below 14, an unknown magic, an entry running past the end of the file).
+
+The generator never raises for bad content inside a file: it yields ``problem`` items and goes on where the
+framing allows. It raises :class:`~kcompact.errors.KcompactError` only for a path it cannot dump at all.
+
+This module picks what to dump (a file by its kind, or every segment of a directory) and warns about a
+live broker; the dumpers per file kind are :mod:`kcompact.inspect.dump.log` (``.log``, ``.checkpoint``)
+and :mod:`kcompact.inspect.dump.index` (indexes and ``--verify-index``), and the item constructors are
+:mod:`kcompact.inspect.dump.items`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator, Iterator
+from pathlib import Path
+
+from kcompact.errors import KcompactError
+from kcompact.inspect.dump.index import check_index, check_segment_indexes, dump_index
+from kcompact.inspect.dump.items import Item, problem_item, warning_item
+from kcompact.inspect.dump.log import (
+    COMPRESSION_NAMES,
+    LEGACY_MAX_CODEC,
+    METADATA_TOPIC,
+    MIN_SIZE_BY_MAGIC,
+    OFFSETS_TOPIC,
+    RECORD_OVERHEAD_V1,
+    TIMESTAMP_TYPE_NAMES,
+    RecordDecoder,
+    batch_item,
+    dump_log,
+    record_decoder,
+)
+from kcompact.segment.lock import BROKER_LOCK_FILE, broker_holds_lock
+from kcompact.segment.names import SegmentFileName, parse_segment_file_name
+from kcompact.segment.partition import is_partition_dir, named_path, open_partition
+
+__all__ = [  # its own names and those that moved to the per-file-kind dumpers, as before the split
+    "COMPRESSION_NAMES",
+    "DUMPABLE_KINDS",
+    "INDEX_KINDS",
+    "LEGACY_MAX_CODEC",
+    "METADATA_TOPIC",
+    "MIN_SIZE_BY_MAGIC",
+    "OFFSETS_TOPIC",
+    "RECORD_OVERHEAD_V1",
+    "TIMESTAMP_TYPE_NAMES",
+    "Item",
+    "RecordDecoder",
+    "batch_item",
+    "dump_path",
+    "problem_item",
+    "record_decoder",
+    "warning_item",
+]
+
+DUMPABLE_KINDS = ("log", "index", "timeindex", "txnindex", "checkpoint")
+INDEX_KINDS = ("index", "timeindex", "txnindex")
+
+
+def dump_path(
+    path: str | os.PathLike[str], *, records: bool = False, verify_index: bool = False
+) -> Iterator[Item]:
+    """Dump a ``.log``/``.index``/``.timeindex``/``.txnindex`` file or a whole partition directory.
+
+    Args:
+        path: the file (a KRaft ``.checkpoint`` snapshot too) or partition directory.
+        records: also yield every record after its batch.
+        verify_index: check index files against the log: ``problem`` items for disagreements and one
+            ``index_check`` item per index file.
+
+    Yields:
+        JSON-ready items as described in the module docstring.
+
+    Raises:
+        KcompactError: the path is neither a segment file nor a partition directory.
+    """
+    target = named_path(path)
+    if target.is_dir():
+        if not is_partition_dir(target):
+            raise KcompactError(
+                f"{target}: not a partition directory; expected a <topic>-<partition> directory "
+                f"or a .log, .index, .timeindex or .txnindex file")
+        yield from _dump_partition(target, records, verify_index)
+        return
+    parsed = parse_segment_file_name(target.name)
+    if parsed is None or parsed.kind not in DUMPABLE_KINDS:
+        raise KcompactError(
+            f"{target}: not a segment file; expected <offset>.log, .index, .timeindex or .txnindex")
+    yield from _dump_file(target, parsed, records, verify_index)
+
+
+def _dump_file(target: Path, parsed: SegmentFileName, records: bool,
+               verify_index: bool) -> Iterator[Item]:
+    live = yield from _live_check(target.parent.parent)
+    live_active = live and _is_active(target, parsed)
+    decoder = record_decoder(target.parent.name)
+    if parsed.kind == "checkpoint":  # a KRaft snapshot: batches like a segment's, no indexes
+        yield from dump_log(target, parsed.base_offset, records, decoder, live_active=False,
+                            kind="checkpoint")
+        return
+    sibling = {kind: _sibling(target, parsed, kind) for kind in ("log", *INDEX_KINDS)}
+    if parsed.kind == "log":
+        yield from dump_log(target, parsed.base_offset, records, decoder, live_active=live_active)
+        if verify_index:
+            indexes = (sibling["index"], sibling["timeindex"], sibling["txnindex"])
+            yield from check_segment_indexes(target, parsed.base_offset,
+                                             tuple(p if p.exists() else None for p in indexes),
+                                             live_active=live_active)
+        return
+    yield from dump_index(target, parsed.kind, parsed.base_offset)
+    if verify_index:
+        yield from check_index(target, parsed.base_offset, sibling["log"], live_active=live_active)
+
+
+def _is_active(target: Path, parsed: SegmentFileName) -> bool:
+    """Whether no ``.log`` with a higher base offset sits next to ``target`` (its segment is last)."""
+    try:
+        names = [parse_segment_file_name(p.name) for p in target.parent.iterdir()]
+    except OSError:
+        return True  # unknown: the lenient reading
+    return not any(n is not None and n.kind == "log" and n.temp_suffix is None
+                   and n.base_offset > parsed.base_offset for n in names)
+
+
+def _sibling(path: Path, parsed: SegmentFileName, kind: str) -> Path:
+    """The file of the same segment (and the same temporary suffix) holding ``kind``."""
+    suffix = "" if parsed.temp_suffix is None else f".{parsed.temp_suffix}"
+    return path.with_name(f"{parsed.name.split('.', 1)[0]}.{kind}{suffix}")
+
+
+def _dump_partition(directory: Path, records: bool, verify_index: bool) -> Iterator[Item]:
+    partition = open_partition(directory)
+    live = yield from _live_check(directory.parent)
+    decoder = record_decoder(directory.name)
+    if not partition.segments:
+        yield warning_item(directory, "no segment (no .log file): nothing to dump; a broker loading this "
+                                      "directory creates an empty segment at its log start offset")
+    for number, segment in enumerate(partition.segments):
+        live_active = live and number == len(partition.segments) - 1
+        yield from dump_log(segment.log_path, segment.base_offset, records, decoder,
+                            live_active=live_active)
+        if verify_index:
+            indexes = (segment.index_path, segment.time_index_path, segment.txn_index_path)
+            yield from check_segment_indexes(segment.log_path, segment.base_offset, indexes,
+                                             live_active=live_active)
+    if verify_index:
+        for orphan in partition.orphan_indexes:
+            yield warning_item(orphan, "index file without its .log (an orphan a broker deletes at "
+                                       "startup); not checked")
+
+
+def _live_check(log_dir: Path) -> Generator[Item, None, bool]:
+    """Warn when a running broker holds ``log_dir``; return whether it does (via ``yield from``)."""
+    lock = log_dir / BROKER_LOCK_FILE
+    try:
+        live = broker_holds_lock(log_dir)
+    except (KcompactError, OSError) as err:  # reading is allowed anyway; say what is unknown
+        yield warning_item(lock, f"cannot tell whether a broker holds this lock ({err}); if one "
+                                 f"runs, the active segment may change while it is read")
+        return False
+    if live:
+        yield warning_item(lock, "held by a running Kafka broker: the active segment may change while "
+                                 "it is read (a partial last batch, preallocated indexes)")
+    return live

@@ -1,0 +1,100 @@
+"""``inspect dump`` for index files: their entries, and the ``--verify-index`` check against the log.
+
+Dumps the entries of a ``.index``/``.timeindex``/``.txnindex`` and compares each index of a segment
+with its ``.log``. Why apart from the ``.log`` walk: an index is a flat array of fixed-size entries
+decoded by :mod:`kcompact.segment`, with none of the batch framing and recovery of
+:mod:`kcompact.inspect.dump.log`. Item names and key order are those of :mod:`kcompact.inspect.dump`'s
+docstring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from kcompact.errors import CorruptDataError
+from kcompact.inspect.dump.items import Item, file_item, problem_item, warning_item
+from kcompact.segment import offset_index, time_index, txn_index
+from kcompact.segment.verify_index import verify_index_file
+
+
+def check_segment_indexes(log_path: Path, base_offset: int, indexes: tuple[Path | None, ...],
+                          *, live_active: bool) -> Iterator[Item]:
+    """Check the existing ``(.index, .timeindex, .txnindex)`` of one segment; warn about missing ones.
+
+    Args:
+        log_path: the segment's ``.log``.
+        base_offset: the segment's base offset.
+        indexes: its ``.index``, ``.timeindex`` and ``.txnindex``, None for one that is missing.
+        live_active: the segment is the active one of a partition a running broker holds.
+
+    Yields:
+        ``warning`` items for missing indexes, then what :func:`check_index` yields per index.
+    """
+    index, time_index_path, _txn = indexes
+    if index is None:
+        yield warning_item(log_path, "no .index: a broker recovers this segment at startup and "
+                                     "rebuilds its indexes")
+    elif time_index_path is None:
+        yield warning_item(log_path, "no .timeindex: a broker creates an empty one and does not "
+                                     "rebuild it (time rules then use the .log's mtime)")
+    for path in indexes:
+        if path is not None:
+            yield from check_index(path, base_offset, log_path, live_active=live_active)
+
+
+def check_index(index_path: Path, base_offset: int, log_path: Path, *,
+                live_active: bool) -> Iterator[Item]:
+    """Compare one index file with its segment's ``.log``.
+
+    Args:
+        index_path: the ``.index``, ``.timeindex`` or ``.txnindex``.
+        base_offset: the segment's base offset.
+        log_path: the segment's ``.log`` (it may be missing).
+        live_active: the segment is the active one of a partition a running broker holds.
+
+    Yields:
+        A ``problem`` item per disagreement, then one ``index_check`` item.
+    """
+    found = verify_index_file(index_path, base_offset, log_path, live_active=live_active)
+    for message in found:
+        yield problem_item(index_path, None, message)
+    yield {"type": "index_check", "file": str(index_path),
+           "log_file": str(log_path) if log_path.exists() else None, "problems": len(found)}
+
+
+def dump_index(path: Path, kind: str, base_offset: int) -> Iterator[Item]:
+    """Dump the entries of one index file.
+
+    Args:
+        path: the index file.
+        kind: ``index``, ``timeindex`` or ``txnindex``.
+        base_offset: the base offset of its segment.
+
+    Yields:
+        A ``file`` item, then ``offset_index_entry``, ``time_index_entry`` or ``aborted_txn`` items;
+        a ``problem`` item where the file does not read or decode.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        yield problem_item(path, None, f"cannot read the file: {err.strerror or err}")
+        return
+    yield file_item(path, kind, base_offset, len(data))
+    try:
+        if kind == "index":
+            for entry in offset_index.decode_offset_index(data, base_offset):
+                yield {"type": "offset_index_entry", "file": str(path), "offset": entry.offset,
+                       "position": entry.position}
+        elif kind == "timeindex":
+            for tentry in time_index.decode_time_index(data, base_offset):
+                yield {"type": "time_index_entry", "file": str(path), "timestamp": tentry.timestamp,
+                       "offset": tentry.offset}
+        else:
+            for txn in txn_index.decode_txn_index(data):
+                yield {"type": "aborted_txn", "file": str(path), "version": txn.version,
+                       "producer_id": txn.producer_id, "first_offset": txn.first_offset,
+                       "last_offset": txn.last_offset, "last_stable_offset": txn.last_stable_offset}
+    except CorruptDataError as err:
+        yield problem_item(path, err.position, err.message)
+

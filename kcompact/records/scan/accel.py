@@ -1,0 +1,159 @@
+"""The optional compiled kernels behind scan.py and filter.py, and the switch that picks them.
+
+Why: the cleaner's three per-record loops (:func:`~kcompact.records.scan.scan_keys`,
+:func:`~kcompact.records.scan.scan_records` and the record-section rebuild of
+:func:`~kcompact.records.filter.filter_v2_batch`) cost ~4.5 s of a 2M-record clean in pure
+Python, and batch headers (:func:`~kcompact.records.batch.decode_batch`, also inside
+``iter_batches``) another ~0.15 s. ``_accel.c`` (built by setup.py as
+``kcompact.records.scan._accel``, ``optional=True``) does the same work in C. The pure-Python functions stay the reference and the only code where no C
+compiler was found; tests compare the two on every input.
+
+Contract. Each wrapper here returns exactly what the reference returns, or ``None``: "run the
+reference". The C code says ``None`` (by raising ``ScanError``) where the reference raises, and
+for arguments it does not take (non-``int`` integers, numbers past int64, buffers that are not
+flat bytes, indices the reference would count from the end); the reference then raises its
+exact error (class, message, position) or computes the answer itself. Errors are rare, so
+running the batch twice then costs nothing that matters.
+
+Switch: :data:`enabled` is read by scan.py and filter.py on every call. It starts true when the
+extension imported and the environment variable ``KCOMPACT_NO_ACCEL`` is unset, empty or ``0``
+(read once, at import); tests flip it. :data:`kernels` is the extension module (``None`` when it
+is not built; :data:`import_error` then says why).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from array import array
+from collections.abc import Sequence
+from dataclasses import fields
+from types import ModuleType
+from typing import Any, TypeVar
+
+from kcompact.records.varint import Buffer
+
+NO_ACCEL_ENV = "KCOMPACT_NO_ACCEL"
+
+kernels: ModuleType | None
+import_error: str | None
+try:  # by name: the extension has no stub, its results are typed by the wrappers below
+    kernels = importlib.import_module("kcompact.records.scan._accel")
+    import_error = None
+except ImportError as err:  # not built: no compiler at install time, or a source checkout
+    kernels = None
+    import_error = str(err)
+
+enabled: bool = kernels is not None and os.environ.get(NO_ACCEL_ENV, "") in ("", "0")
+
+T = TypeVar("T")
+KeyColumns = tuple["array[int]", list[bytes | None]]
+ScannedColumns = tuple[  # RecordColumns' fields after count, in order
+    "array[int]", "array[int]", "array[int]", "array[int]", bytearray, "array[int]", "array[int]",
+    "array[int]", bytes,
+]
+
+
+def scan_keys(data: Buffer, base_offset: int, count: int) -> KeyColumns | None:
+    """C :func:`~kcompact.records.scan.scan_keys`.
+
+    Args:
+        data, base_offset, count: as for the reference.
+
+    Returns:
+        ``(offsets, keys)`` exactly as the reference, or None: run the reference.
+    """
+    if kernels is None:
+        return None
+    try:
+        result: KeyColumns = kernels.scan_keys(data, base_offset, count)
+    except kernels.ScanError:
+        return None
+    return result
+
+
+def scan_records(
+    data: Buffer, base_offset: int, base_timestamp: int, count: int, log_append_time: int | None
+) -> ScannedColumns | None:
+    """C :func:`~kcompact.records.scan.scan_records`, without the :class:`RecordColumns` wrapper.
+
+    Args:
+        data, base_offset, base_timestamp, count, log_append_time: as for the reference.
+
+    Returns:
+        ``(offsets, timestamps, key_starts, key_ends, value_null, record_starts, body_starts,
+        record_ends, data)``, the reference's columns in field order; or None: run the reference.
+    """
+    if kernels is None:
+        return None
+    try:
+        result: ScannedColumns = kernels.scan_records(
+            data, base_offset, base_timestamp, count, log_append_time
+        )
+    except kernels.ScanError:
+        return None
+    return result
+
+
+def rebuild_records(
+    data: Buffer,
+    columns: tuple[array[int], array[int], array[int], array[int]],
+    keep: Sequence[int],
+    base_offset: int,
+    horizon: int | None,
+) -> tuple[bytes, int, int] | None:
+    """C record section of :func:`~kcompact.records.filter.filter_v2_batch`'s rebuild.
+
+    Args:
+        data: the scanned record bytes (``RecordColumns.data``).
+        columns: ``(body_starts, record_ends, offsets, timestamps)`` of the scan.
+        keep: indices of the kept records.
+        base_offset: the batch's base offset.
+        horizon: the delete horizon the output carries, or None.
+
+    Returns:
+        ``(records, base_timestamp, max_timestamp)``: the kept records re-encoded (attributes 0,
+        deltas against ``base_offset`` and the base timestamp, minimal varints, key/value/headers
+        copied), the base timestamp used (the horizon, else the first kept record's) and the
+        largest kept timestamp (at least -1); or None: run the reference.
+    """
+    if kernels is None:
+        return None
+    try:
+        result: tuple[bytes, int, int] = kernels.rebuild_records(
+            data, *columns, keep, base_offset, horizon
+        )
+    except kernels.ScanError:
+        return None
+    return result
+
+
+def member_slots(cls: Any) -> tuple[object, ...]:
+    """The slot descriptors of a ``slots=True`` dataclass, in field order (for decode_batch)."""
+    return tuple(vars(cls)[field.name] for field in fields(cls))
+
+
+def decode_batch(
+    buf: Buffer, position: int, cls: type[T], slots: tuple[object, ...]
+) -> T | None:
+    """C :func:`~kcompact.records.batch.decode_batch` for a well-formed v2 batch header.
+
+    Used by ``iter_batches`` too: it accepts only a batch the framing walk would also accept
+    (magic 2, sizes inside the data), so the walk can skip its own checks for it.
+
+    Args:
+        buf, position: as for the reference.
+        cls: ``RecordBatch`` (given, not imported: batch.py imports this module).
+        slots: ``member_slots(cls)``; the instance is filled through them, as the frozen
+            dataclass's own ``__init__`` does, without its Python frames.
+
+    Returns:
+        The batch, equal to the reference's; or None: run the reference.
+    """
+    if kernels is None:
+        return None
+    try:
+        batch: T = kernels.decode_batch(buf, position, cls, slots)
+    except kernels.ScanError:
+        return None
+    return batch
