@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -129,15 +130,38 @@ def both_ways(
     build: Callable[[Path], Path],
     rounds: list[tuple[TopicConfig, CleanOptions]],
 ) -> None:
-    """Build, clean round after round with 1 and with 2 processes; assert identical trees each round."""
+    """Build, clean round after round with 1 and with 2 processes; assert identical trees each round,
+    and that the second clean really ran chunks in worker processes (else the comparison proves nothing)."""
     parts = {jobs: build(tmp_path / f"jobs{jobs}" / "logdir") for jobs in (1, 2)}
+    pooled = {1: 0, 2: 0}
     for cfg, options in rounds:
-        results = {jobs: clean_partition(part, cfg, replace(options, jobs=jobs))
-                   for jobs, part in parts.items()}
+        results = {}
+        for jobs, part in parts.items():
+            POOLED_TASKS.clear()
+            results[jobs] = clean_partition(part, cfg, replace(options, jobs=jobs))
+            pooled[jobs] += len(POOLED_TASKS)
         assert counters(results[1]) == counters(results[2])
         serial, forked = tree(parts[1].parent), tree(parts[2].parent)
         assert serial.keys() == forked.keys()
         assert [name for name in serial if serial[name] != forked[name]] == []
+    assert pooled[1] == 0
+    assert pooled[2] > 0, "jobs=2 never ran a chunk in a worker process"
+
+
+POOLED_TASKS: list[str] = []  # the chunk tasks whose results came back from a worker pool
+
+
+@pytest.fixture(autouse=True)
+def count_pooled_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Record every result a worker process returns (``_in_order`` runs in this process)."""
+    in_order = parallel._in_order
+
+    def counting(pool: Any, task: Callable[[Any], Any], chunks: list[Any], jobs: int) -> Iterator[Any]:
+        for result in in_order(pool, task, chunks, jobs):
+            POOLED_TASKS.append(task.__name__)
+            yield result
+
+    monkeypatch.setattr(parallel, "_in_order", counting)
 
 
 @pytest.fixture(autouse=True)
