@@ -47,8 +47,7 @@ from kcompact.cleaner.round.stages import (
     write_checkpoint,
 )
 from kcompact.cleaner.round.stats import CleanStats
-from kcompact.cleaner.rules.range_explanation import checkpoint_reset_warning
-from kcompact.cleaner.rules.ranges import compute_cleanable_range
+from kcompact.cleaner.rules.ranges import checkpoint_reset_warning, compute_cleanable_range
 from kcompact.cleaner.state.log_state import LogState, load_log_state
 from kcompact.cleaner.workers.parallel import build_offset_map, resolve_jobs, write_groups
 from kcompact.config.topic_config import TopicConfig

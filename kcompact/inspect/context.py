@@ -22,8 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from kcompact.cleaner.logdir.run import ConfigSources
-from kcompact.cleaner.rules.range_explanation import checkpoint_reset_warning
-from kcompact.cleaner.rules.ranges import CleanableRange, compute_cleanable_range
+from kcompact.cleaner.rules.ranges import (
+    CleanableRange,
+    checkpoint_reset_warning,
+    compute_cleanable_range,
+)
 from kcompact.cleaner.state.log_state import LogState, load_log_state
 from kcompact.config.effective import EffectiveConfig
 from kcompact.config.topic_config import TopicConfig

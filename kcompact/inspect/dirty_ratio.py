@@ -27,8 +27,12 @@ from typing import Any
 
 from kcompact.cleaner.logdir.run import ConfigSources
 from kcompact.cleaner.round.stages import unsupported_reason
-from kcompact.cleaner.rules.range_model import RULE_CLEANUP_POLICY
-from kcompact.cleaner.rules.ranges import CleanableRange, cleaner_order, compute_cleanable_range
+from kcompact.cleaner.rules.ranges import (
+    RULE_CLEANUP_POLICY,
+    CleanableRange,
+    cleaner_order,
+    compute_cleanable_range,
+)
 from kcompact.cleaner.state.log_state import LogState, load_log_state
 from kcompact.config.effective import EffectiveConfig
 from kcompact.errors import KcompactError

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from kcompact.cleaner.rules.range_model import CleanableRange
+from kcompact.cleaner.rules.ranges import CleanableRange
 from kcompact.cleaner.state.log_state import NO_HIGH_WATERMARK_WARNING
 
 

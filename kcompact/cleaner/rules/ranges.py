@@ -2,7 +2,7 @@
 
 The one implementation (pure: values in, decisions out) of ``LogCleanerManager.cleanableOffsets``,
 ``calculateCleanableBytes`` and ``maxCompactionDelay`` and of ``LogToClean``, shared by ``clean``,
-``inspect dirty-ratio`` and Spark. Spec §6.2-§6.4, settled against Kafka 4.1's Java sources.
+``inspect dirty-ratio`` and Spark, settled against Kafka 4.1's Java sources.
 
 The log, in offsets::
 
@@ -25,12 +25,14 @@ The log, in offsets::
   above ``min.cleanable.dirty.ratio``, or when the delay is positive and it has dirty bytes; the
   highest ratio goes first.
 
-Beyond the spec, from Kafka's ``UnifiedLog``: the high watermark is clamped into [log start, log
+From Kafka's ``UnifiedLog``: the high watermark is clamped into [log start, log
 end] and an open transaction's first offset is raised to the log start.
 
-The values (inputs, the decision, the rule names) live in ``range_model.py`` and the decision in
-words (``blocking_rule`` / ``blocking_detail``) in ``range_explanation.py``; every public name is
-importable from here.
+In this module, in reading order: the values (what goes in: ``SegmentStats`` and ``RangeInputs``, read
+from disk and config by ``cleaner.state.log_state``; what comes out: ``CleanableRange``, every number of
+the decision with the ``RULE_*`` that limits it), the rules, and the decision in words for people
+(``blocking_rule`` / ``blocking_detail``: which cap or threshold holds the log back, with the offsets,
+ages and times that decide it).
 """
 
 from __future__ import annotations
@@ -39,48 +41,102 @@ import bisect
 import dataclasses
 import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
-from kcompact.cleaner.rules.range_explanation import explain_range
-from kcompact.cleaner.rules.range_model import (
-    CAP_ORDER,
-    LONG_MAX,
-    RESET_BELOW_LOG_START,
-    RESET_MISSING,
-    RESET_PAST_LOG_END,
-    RULE_ACTIVE_SEGMENT,
-    RULE_BELOW_DIRTY_RATIO,
-    RULE_CHECKPOINT_RESET,
-    RULE_CLEANUP_POLICY,
-    RULE_HIGH_WATERMARK,
-    RULE_MIN_COMPACTION_LAG,
-    RULE_OPEN_TRANSACTION,
-    CleanableRange,
-    OpenTxn,
-    RangeInputs,
-    SegmentStats,
-)
 from kcompact.errors import CleanerStateError
 
-__all__ = [
-    "CAP_ORDER",
-    "LONG_MAX",
-    "RESET_BELOW_LOG_START",
-    "RESET_MISSING",
-    "RESET_PAST_LOG_END",
-    "RULE_ACTIVE_SEGMENT",
-    "RULE_BELOW_DIRTY_RATIO",
-    "RULE_CHECKPOINT_RESET",
-    "RULE_CLEANUP_POLICY",
-    "RULE_HIGH_WATERMARK",
-    "RULE_MIN_COMPACTION_LAG",
-    "RULE_OPEN_TRANSACTION",
-    "CleanableRange",
-    "OpenTxn",
-    "RangeInputs",
-    "SegmentStats",
-    "cleaner_order",
-    "compute_cleanable_range",
-]
+LONG_MAX = 2**63 - 1  # Java Long.MAX_VALUE: an unlimited max.compaction.lag.ms
+
+RULE_ACTIVE_SEGMENT = "active-segment"
+RULE_HIGH_WATERMARK = "high-watermark"
+RULE_OPEN_TRANSACTION = "open-transaction"
+RULE_MIN_COMPACTION_LAG = "min-compaction-lag"
+RULE_BELOW_DIRTY_RATIO = "below-dirty-ratio"
+RULE_CHECKPOINT_RESET = "checkpoint-reset"
+RULE_CLEANUP_POLICY = "cleanup-policy"
+CAP_ORDER = (  # ties between caps go to the earlier one
+    RULE_ACTIVE_SEGMENT, RULE_HIGH_WATERMARK, RULE_OPEN_TRANSACTION, RULE_MIN_COMPACTION_LAG,
+)
+
+RESET_BELOW_LOG_START = "below-log-start"
+RESET_PAST_LOG_END = "past-log-end"
+RESET_MISSING = "missing"
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentStats:
+    """What the range rules need to know of one segment (the caller reads it from disk)."""
+
+    base_offset: int
+    size_in_bytes: int
+    largest_timestamp_ms: int  # last time-index timestamp if >= 0, else the .log mtime
+    first_batch_timestamp_ms: int  # first batch's max_timestamp, -1 if none/empty
+    next_offset: int  # offset after the last batch (the base if empty)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenTxn:
+    """An undecided transaction, for the report (any object with these attributes will do)."""
+
+    producer_id: int
+    producer_epoch: int
+    first_offset: int
+    first_timestamp_ms: int = -1  # timestamp of its first batch, -1 if unknown
+
+
+@dataclass(frozen=True, slots=True)
+class RangeInputs:
+    """One partition's state and topic config, as the broker's cleaner would see them."""
+
+    segments: Sequence[SegmentStats]  # ascending; the last one is the active segment
+    log_start_offset: int
+    log_end_offset: int
+    checkpoint_offset: int | None  # cleaner-offset-checkpoint entry, None if absent
+    high_watermark: int
+    high_watermark_source: str  # e.g. "replication-offset-checkpoint", "log-end (no entry)"
+    first_unstable_offset: int | None  # earliest open transaction's first offset, None if none
+    open_txn: object | None  # for the report: producer_id, producer_epoch, first_timestamp_ms
+    now_ms: int
+    min_cleanable_dirty_ratio: float
+    min_compaction_lag_ms: int
+    max_compaction_lag_ms: int
+    segment_ms: int
+    segment_bytes: int
+    policy: tuple[str, ...]  # cleanup.policy
+
+
+@dataclass(frozen=True, slots=True)
+class CleanableRange:
+    """Every number of the broker's decision for one partition, and the rule that limits it."""
+
+    first_dirty_offset: int
+    checkpoint_offset: int | None
+    checkpoint_reset: str | None  # None | "below-log-start" | "past-log-end" | "missing"
+    force_update_checkpoint: bool  # the broker rewrites the checkpoint (below / past resets)
+    log_start_offset: int
+    log_end_offset: int
+    active_segment_base_offset: int
+    high_watermark: int  # clamped into [log start, log end], as UnifiedLog does
+    high_watermark_source: str
+    first_unstable_offset: int | None  # raised to the log start, as UnifiedLog does
+    last_stable_offset: int
+    lag_boundary_offset: int | None  # the min.compaction.lag.ms cap, None when there is none
+    first_uncleanable_dirty_offset: int  # raw: max(first dirty, min(caps))
+    first_uncleanable_offset: int  # rounded down to a segment base, as LogToClean does
+    clean_bytes: int
+    dirty_bytes: int  # LogToClean.cleanableBytes
+    total_bytes: int
+    dirty_ratio: float  # LogToClean.cleanableRatio; 0.0 when total_bytes is 0
+    min_cleanable_dirty_ratio: float
+    max_compaction_delay_ms: int
+    need_compaction_now: bool  # Kafka's flag: max_compaction_delay_ms > 0
+    must_clean: bool  # need_compaction_now and dirty_bytes > 0
+    eligible: bool  # the broker's cleaner would pick this log (when it is the dirtiest)
+    from_start: bool
+    blocking_rule: str = ""
+    blocking_detail: str = ""
+
 
 _INVALID_CHECKPOINT = (RESET_BELOW_LOG_START, RESET_PAST_LOG_END)
 
@@ -245,3 +301,178 @@ def _caps(
     if lag_boundary is not None:
         caps.append((RULE_MIN_COMPACTION_LAG, lag_boundary))
     return caps
+
+
+def explain_range(
+    inp: RangeInputs,
+    segments: Sequence[SegmentStats],
+    rng: CleanableRange,
+    caps: list[tuple[str, int]],
+    earliest_dirty_timestamp_ms: int | None,
+) -> tuple[str, str]:
+    """The rule that limits a computed range, and that rule in words.
+
+    Args:
+        inp: the partition's inputs the range was computed from.
+        segments: its segments (the last one active), as the range rules saw them.
+        rng: the computed range (its ``blocking_rule`` / ``blocking_detail`` are not read).
+        caps: (rule, offset) pairs capping the first uncleanable offset.
+        earliest_dirty_timestamp_ms: the earliest positive first-batch timestamp of the dirty
+            non-active segments (the ``max.compaction.lag.ms`` clock), None if there is none.
+
+    Returns:
+        (blocking rule, detail): one of the ``RULE_*`` names and a sentence for people.
+    """
+    if "compact" not in inp.policy:
+        return RULE_CLEANUP_POLICY, (
+            f"cleanup.policy is {','.join(inp.policy) or 'empty'}; the broker's cleaner only "
+            f"compacts logs whose policy includes compact"
+        )
+    rule, offset = min(caps, key=lambda cap: (cap[1], CAP_ORDER.index(cap[0])))
+    if rng.dirty_bytes > 0 and not rng.eligible:
+        rule, detail = RULE_BELOW_DIRTY_RATIO, _ratio_detail(inp, rng, earliest_dirty_timestamp_ms)
+    else:
+        detail = _cap_detail(rule, offset, inp, segments, rng)
+    if rng.force_update_checkpoint and not rng.from_start:
+        where = (
+            f"below the log start offset {rng.log_start_offset}"
+            if rng.checkpoint_reset == RESET_BELOW_LOG_START
+            else f"past the log end offset {rng.log_end_offset}"
+        )
+        detail = (
+            f"cleaner-offset-checkpoint holds {rng.checkpoint_offset}, {where}; the broker resets "
+            f"the first dirty offset to the log start offset {rng.log_start_offset} and rewrites "
+            f"the checkpoint; then {detail}"
+        )
+        rule = RULE_CHECKPOINT_RESET
+    return rule, detail
+
+
+def checkpoint_reset_warning(rng: CleanableRange) -> str | None:
+    """What ``LogCleanerManager.cleanableOffsets`` logs when the checkpoint lies outside the log, None
+    when it does not (or ``--from-start`` ignores it): the reset must never pass without a word.
+
+    Args:
+        rng: the computed range.
+
+    Returns:
+        One sentence naming the checkpointed offset, the bound it crosses and the offset it resets to.
+    """
+    if not rng.force_update_checkpoint or rng.from_start:
+        return None
+    where = (f"below the log start offset {rng.log_start_offset}" if rng.checkpoint_reset == RESET_BELOW_LOG_START
+             else f"past the log end offset {rng.log_end_offset}")
+    return (f"cleaner-offset-checkpoint holds {rng.checkpoint_offset} for this partition, {where}: reset to "
+            f"the log start offset {rng.log_start_offset}, as the broker's cleaner does "
+            f"(LogCleanerManager), so the whole log counts as dirty")
+
+
+def _cap_detail(
+    rule: str, offset: int, inp: RangeInputs, segments: Sequence[SegmentStats], rng: CleanableRange
+) -> str:
+    if rule == RULE_ACTIVE_SEGMENT:
+        return _active_detail(inp, segments[-1])
+    held = f"the segment holding it (base offset {rng.first_uncleanable_offset}) and all after it"
+    if rule == RULE_HIGH_WATERMARK:
+        clamped = "" if offset == inp.high_watermark else f", clamped from {inp.high_watermark}"
+        return (
+            f"the high watermark {offset} (from {inp.high_watermark_source}{clamped}) caps "
+            f"cleaning: offsets from it on are not known to be replicated, so {held} stay dirty"
+        )
+    if rule == RULE_OPEN_TRANSACTION:
+        txn = _txn_words(inp.open_txn, offset, inp.now_ms)
+        return f"{txn} is undecided, so {held} wait for its commit or abort"
+    segment = next(s for s in segments if s.base_offset == offset)
+    ready_ms = segment.largest_timestamp_ms + max(inp.min_compaction_lag_ms, 0)
+    return (
+        f"segment {offset} holds data {_age(inp.now_ms - segment.largest_timestamp_ms)} "
+        f"(largest timestamp {_utc(segment.largest_timestamp_ms)}), within min.compaction.lag.ms "
+        f"{_duration(inp.min_compaction_lag_ms)}; it becomes cleanable at {_utc(ready_ms)} "
+        f"(in {_duration(ready_ms - inp.now_ms)})"
+    )
+
+
+def _active_detail(inp: RangeInputs, active: SegmentStats) -> str:
+    head = (
+        f"the active segment (base offset {active.base_offset}, {active.size_in_bytes} bytes) "
+        f"is never cleaned"
+    )
+    if active.size_in_bytes == 0:
+        return f"{head}; it is empty and rolls only once data is appended"
+    by_size = (
+        f"an append that would take it past segment.bytes {inp.segment_bytes} "
+        f"({max(inp.segment_bytes - active.size_in_bytes, 0)} bytes left) rolls it"
+    )
+    first_ts = active.first_batch_timestamp_ms
+    if first_ts < 0:
+        return (
+            f"{head}; its first batch has no timestamp, so time rolls it only once the broker has "
+            f"held it open for segment.ms; or {by_size}"
+        )
+    # LogConfig.maxSegmentMs: a compacted log also rolls on max.compaction.lag.ms. The clock is the
+    # new batch's timestamp against the first batch's (LogSegment.timeWaitedForRoll).
+    roll_ms, roll_key = inp.segment_ms, "segment.ms"
+    if "compact" in inp.policy and 0 < inp.max_compaction_lag_ms < inp.segment_ms:
+        roll_ms, roll_key = inp.max_compaction_lag_ms, "max.compaction.lag.ms"
+    due_ms = first_ts + roll_ms
+    by_time = (
+        f"a batch stamped now is past {roll_key} {_duration(roll_ms)}, so the next append rolls it"
+        if inp.now_ms > due_ms
+        else f"a batch stamped after {_utc(due_ms)} (in {_duration(due_ms - inp.now_ms)}; "
+        f"{roll_key} {_duration(roll_ms)}) rolls it"
+    )
+    return f"{head}; its first batch is {_age(inp.now_ms - first_ts)}; {by_time}; or {by_size}"
+
+
+def _txn_words(txn: object | None, first_offset: int, now_ms: int) -> str:
+    producer_id = getattr(txn, "producer_id", None)
+    epoch = getattr(txn, "producer_epoch", None)
+    started = getattr(txn, "first_timestamp_ms", -1)
+    who = "" if producer_id is None else f" of producer id {producer_id}"
+    if producer_id is not None and epoch is not None:
+        who += f" (epoch {epoch})"
+    when = f", {_age(now_ms - started)}," if isinstance(started, int) and started >= 0 else ""
+    return f"an open transaction{who} beginning at offset {first_offset}{when}"
+
+
+def _ratio_detail(inp: RangeInputs, rng: CleanableRange, earliest: int | None) -> str:
+    head = (
+        f"dirty ratio {rng.dirty_ratio:.4f} ({rng.dirty_bytes} of {rng.total_bytes} bytes) is not "
+        f"above min.cleanable.dirty.ratio {inp.min_cleanable_dirty_ratio}"
+    )
+    if inp.max_compaction_lag_ms >= LONG_MAX:
+        return f"{head}, and max.compaction.lag.ms is unlimited"
+    if earliest is None:
+        return f"{head}, and no dirty segment has a first-batch timestamp for max.compaction.lag.ms"
+    due_ms = earliest + max(inp.max_compaction_lag_ms, 0)
+    return (
+        f"{head}; the oldest dirty data (first batch {_utc(earliest)}) forces a clean under "
+        f"max.compaction.lag.ms {_duration(inp.max_compaction_lag_ms)} after {_utc(due_ms)}"
+    )
+
+
+def _duration(ms: int) -> str:
+    """A short duration for people: "850 ms", "45s", "3h 5m", "2d 4h"."""
+    if ms >= LONG_MAX:
+        return "unlimited"
+    if abs(ms) < 1000:
+        return f"{ms} ms"
+    sign, rest = ("-" if ms < 0 else ""), abs(ms) // 1000
+    parts: list[str] = []
+    for unit, seconds in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if rest >= seconds:
+            parts.append(f"{rest // seconds}{unit}")
+            rest %= seconds
+    return sign + " ".join(parts[:2])
+
+
+def _age(ms: int) -> str:
+    return f"{_duration(ms)} old" if ms >= 0 else f"{_duration(-ms)} in the future"
+
+
+def _utc(ms: int) -> str:
+    try:
+        moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} ms after the epoch"
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
