@@ -376,7 +376,7 @@ def test_keys_equal_on_the_first_100_digest_bits_are_one_key() -> None:
     offset_map.put_batch(hi, lo, np.array([10, 11, 12], dtype=np.int64))
     assert offset_map.size == 2
     assert offset_map.get_batch(hi, lo).tolist() == [11, 11, 12]
-    assert om.COMPARED_BITS == 100
+    assert runs.COMPARED_BITS == 100
 
 
 def test_mismatched_columns_are_a_caller_bug() -> None:

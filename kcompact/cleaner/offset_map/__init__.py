@@ -6,7 +6,7 @@ numpy, with no Python object per key. ``key_digests`` hashes keys with XXH3-128 
 from Python, 119 ns where ``md5(k).digest()`` takes 340) into ``hi``/``lo``: digest bits 0-63 and
 64-127, read big-endian per ``DIGEST_LAYOUT``.
 
-Storage (``_offset_runs``; merging two runs: ``_offset_merge``): 15 bytes a key plus a directory of at most 1 (issue #7: at most 16 in
+Storage (``runs``: what a run is and how two merge): 15 bytes a key plus a directory of at most 1 (issue #7: at most 16 in
 all), in a few *runs* (no key in two), each sorted by digest under a bucket directory that implies
 the first ``IMPLIED_BITS`` digest bits, keeping ``STORED_BITS`` more and the offset a key.
 
@@ -61,32 +61,22 @@ from collections.abc import Sequence
 import numpy as np
 import xxhash
 
-from kcompact.cleaner.offset_map.merge import merge_runs
 from kcompact.cleaner.offset_map.runs import (
-    COMPARED_BITS,
     I64,
-    IMPLIED_BITS,
-    REST,
-    REST_WIDE,
-    STORED_BITS,
     U64,
     Index,
     Query,
     Run,
     compared_mask,
+    merge_runs,
 )
 from kcompact.errors import ConfigError
 
 __all__ = [
-    "COMPARED_BITS",
     "DEFAULT_LOAD_FACTOR",
     "DIGEST_LAYOUT",
-    "IMPLIED_BITS",
     "KAFKA_BYTES_PER_ENTRY",
     "KAFKA_MAX_MAP_MEMORY",
-    "REST",
-    "REST_WIDE",
-    "STORED_BITS",
     "OffsetMap",
     "key_digests",
     "thread_buffer",
