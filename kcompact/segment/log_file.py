@@ -176,9 +176,3 @@ def crc_error_or(err: CorruptDataError, path: Path, batch: AnyBatch) -> CorruptD
     if not batch.crc_valid():
         return crc_error(path, batch)
     return err.located(path, batch.position) if err.path is None else err
-
-
-def read_log_bytes(path: str | os.PathLike[str]) -> bytes:
-    """The whole file as bytes (small files and tests; large segments should use :class:`LogFile`)."""
-    with file_access(path, "read"):
-        return Path(path).read_bytes()
