@@ -16,7 +16,7 @@ shape: 2,000,000 records over 500,000 keys (uniform), one ``put_batch`` per 200-
 ``freeze``, ``latest_offsets_sorted`` and one ``get_batch`` per batch for every record.
 
 "build peak" is the growth of the process's peak RSS from before the map to the end of ``freeze``,
-over the frozen map's ``memory_bytes()`` (issue #7: at most 1.5).
+over the frozen map's ``memory_bytes()`` (the design goal: at most 1.5).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The ``spark`` section of scripts/bench.py: ``spark clean`` of 16 partitions of ~30 MB, local[1] vs local[2].
 
-Shape (issue #6): 16 partitions in one log dir, each 240,000 uncompressed records of 100-byte values (half
+Shape: 16 partitions in one log dir, each 240,000 uncompressed records of 100-byte values (half
 random printable, half a fixed template) over 60,000 keys ``key-%012d``, 200 records per batch, one ~30 MB
 segment and an empty active segment (so everything is cleanable), written with kcompact's own writer
 (``--clean-scale`` scales the record count, ``--seed`` the data).

@@ -6,7 +6,7 @@ a sequence of batches first and records second. This module turns bytes into
 the header layout and value type (``batch_header.py``) and the encoders (``batch_encoding.py``)
 are re-exported here. Records themselves live in ``record.py``.
 
-Framing shared by every entry of a ``.log`` file (spec §1.1)::
+Framing shared by every entry of a ``.log`` file (Kafka's ``FileLogInputStream``)::
 
     0   int64  offset          v2: base offset; v0/v1: offset of the (last inner) message
     8   int32  size            bytes after this field; the entry is 12 + size bytes long

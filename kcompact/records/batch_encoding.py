@@ -2,8 +2,8 @@
 
 Why apart from decoding: the cleaner, repair and the fixtures write batches; what they write is
 Kafka's rebuild (``MemoryRecordsBuilder``): records re-encoded from their logical content
-(spec §1.6, §6.12), or the 61-byte empty shell the cleaner keeps when every record of a batch is
-gone (§1.10). The header layout is :mod:`kcompact.records.batch_header`'s; these functions are
+(``DefaultRecord.writeTo`` under ``MemoryRecords.filterTo``), or the 61-byte empty shell the cleaner keeps
+when every record of a batch is gone (``DefaultRecordBatch.writeEmptyHeader``). The header layout is :mod:`kcompact.records.batch_header`'s; these functions are
 importable from :mod:`kcompact.records.batch` as well.
 
 The CRC (CRC-32C of bytes 21 to the end) is computed last and patched in at position 17.
@@ -110,7 +110,7 @@ def encode_batch(
     is_control: bool = False, delete_horizon_ms: int | None = None,
     last_offset_delta: int | None = None, max_timestamp: int | None = None,
 ) -> bytes:
-    """Encode records as one v2 batch the way Kafka's rebuild does (spec §1.6, §6.12).
+    """Encode records as one v2 batch the way Kafka's rebuild does (``MemoryRecords.filterTo``).
 
     Records are re-encoded from their logical content: attributes 0, minimal varints, offset
     deltas against ``base_offset`` and timestamp deltas against the base timestamp, which is
@@ -156,7 +156,7 @@ def encode_batch(
 
 
 def encode_empty_batch(batch: RecordBatch) -> bytes:
-    """The 61-byte shell Kafka's cleaner keeps when every record of a batch is gone (§1.10).
+    """The 61-byte shell Kafka's cleaner keeps when every record of a batch is gone (``DefaultRecordBatch.writeEmptyHeader``).
 
     Keeps base offset, last offset delta, leader epoch, max timestamp, producer fields and the
     timestamp-type/transactional/control bits; drops compression and the delete horizon, sets

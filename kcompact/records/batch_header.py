@@ -4,7 +4,7 @@ Why here: decoding (``batch.py``) and encoding (``batch_encoding.py``) read and 
 bytes; this module is the one place that says what they are, and :class:`RecordBatch` is what a
 decoded header is. Everything here is importable from :mod:`kcompact.records.batch` as well.
 
-v2 batch header, 61 bytes (spec §1.2), then the (possibly compressed) records::
+v2 batch header, 61 bytes (Kafka's ``DefaultRecordBatch``), then the (possibly compressed) records::
 
     0   int64  base_offset            27  int64  base_timestamp   (or the delete horizon)
     8   int32  batch_length           35  int64  max_timestamp

@@ -1,4 +1,4 @@
-"""The four codecs of Kafka's log formats, framed as the broker writes and reads them (spec §3).
+"""The four codecs of Kafka's log formats, framed as the broker writes and reads them (Kafka's ``Compression``).
 
 Why a module of its own: a compressed v2 batch keeps its records after the 61-byte header as one
 compressed stream, and a v0/v1 wrapper keeps its inner messages as its compressed value. Every such

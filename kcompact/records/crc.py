@@ -1,4 +1,4 @@
-"""The two checksums of Kafka's log formats (spec §1.2, §2.1).
+"""The two checksums of Kafka's log formats (Kafka's ``Crc32C`` for v2 batches, ``Crc32`` for legacy messages).
 
 * v2 batches: CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) over bytes 21..end of the batch,
   computed with the ``crc32c`` package, which uses the CPU's crc32c instruction where it exists —

@@ -3,7 +3,7 @@
 This module knows nothing of *why* records go — that is the caller's policy (the cleaner supplies it, as
 Kafka's ``Cleaner.cleanInto`` supplies a ``RecordFilter``). Given a batch, the decision for the batch as a
 whole (:class:`BatchRetention`) and the indices of the records to keep, it produces the output bytes
-exactly as Kafka does (spec §6.12):
+exactly as Kafka's ``MemoryRecords.filterTo`` does:
 
 * every record kept, no new delete horizon, a v2 batch → the batch's own bytes, untouched (same CRC);
 * some records kept → a rebuilt v2 batch: original base offset and last offset delta, producer fields,
@@ -11,7 +11,7 @@ exactly as Kafka does (spec §6.12):
   timestamp = the delete horizon when one applies (a new one, or the batch's existing one carried over),
   else the first kept record's timestamp; record deltas recomputed, record attributes 0, minimal varints;
   max timestamp = the original for LogAppendTime, else the largest kept record timestamp;
-* no record kept and ``RETAIN_EMPTY`` → the 61-byte empty shell of §1.10; otherwise nothing;
+* no record kept and ``RETAIN_EMPTY`` → the 61-byte empty shell (``DefaultRecordBatch.writeEmptyHeader``); otherwise nothing;
 * a legacy (magic 0/1) entry → always rewritten as a v2 batch of its kept records (Kafka ≥ 4.0,
   KAFKA-13093): base offset = first kept record, last offset delta = last kept − first kept, no producer,
   leader epoch −1; v0 becomes CreateTime with timestamps −1.

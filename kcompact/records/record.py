@@ -1,4 +1,4 @@
-"""v2 records: full decode with Kafka's validation, and the canonical encoder (spec §1.6).
+"""v2 records: full decode with Kafka's validation, and the canonical encoder (Kafka's ``DefaultRecord``).
 
 Why a full decode next to ``scan.py``'s columnar walk: the cleaner's rebuild path, repair and the
 inspectors need real values (keys, values, headers), and they must refuse exactly what Kafka's

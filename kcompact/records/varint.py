@@ -1,4 +1,4 @@
-"""Zig-zag varints and varlongs, as Kafka writes them inside v2 records (spec §1.7).
+"""Zig-zag varints and varlongs, as Kafka writes them inside v2 records (Kafka's ``ByteUtils``).
 
 Why a module of its own: every field of a v2 record except its attribute byte is a variable-length
 integer, so these few functions run once per field of every record a full decode touches.

@@ -1,4 +1,4 @@
-"""Kafka's text checkpoint files: offset checkpoints and ``leader-epoch-checkpoint`` (spec §4.4).
+"""Kafka's text checkpoint files: offset checkpoints and ``leader-epoch-checkpoint`` (Kafka's ``CheckpointFile``).
 
 ``cleaner-offset-checkpoint``, ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``
 and ``replication-offset-checkpoint`` sit at the top of a log dir and hold one line per partition;

@@ -1,4 +1,4 @@
-"""What the three index files of a segment share: arrays of fixed-size entries (spec §5.1-5.3).
+"""What the three index files of a segment share: arrays of fixed-size entries (Kafka's ``AbstractIndex``).
 
 ``<base>.index``, ``<base>.timeindex`` and ``<base>.txnindex`` have no header and no checksum: each is
 ``entries × entry_size`` big-endian bytes, one ``struct`` per slot, and Kafka reads every slot as an

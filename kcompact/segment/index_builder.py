@@ -1,4 +1,4 @@
-"""Build a segment's offset and time indexes from its batches as Kafka 4.1 does (spec §5.5 A).
+"""Build a segment's offset and time indexes from its batches as Kafka 4.1 does (``LogSegment.append``).
 
 Since KAFKA-806 (Kafka 4.1, back-ported to 4.0.x) ``LogSegment.append`` decides per batch whether to
 index it, which is also what ``LogSegment.recover`` always did; so one algorithm gives what a broker

@@ -1,7 +1,7 @@
 """One ``<base>.log`` file, read through a read-only memory map.
 
 A segment file is a plain concatenation of batches (v2) or legacy entries (magic 0/1), with no header or
-trailer (spec §1.1). This module opens it, walks its entries with :func:`kcompact.records.batch.iter_batches`
+trailer (Kafka's ``FileRecords``). This module opens it, walks its entries with :func:`kcompact.records.batch.iter_batches`
 and turns the buffer-relative errors of the records layer into errors that name this file and the absolute
 byte position. It never writes. A batch's CRC is checked on request (:meth:`LogFile.check_crc`; the cleaner
 and the inspect reports ask for every batch they read), not by the walk itself: ``inspect dump`` and

@@ -1,4 +1,4 @@
-"""Names of the files and directories Kafka keeps in a log dir (spec §4.2, §4.3).
+"""Names of the files and directories Kafka keeps in a log dir (``LogFileUtils``, ``UnifiedLog.parseTopicPartitionName``).
 
 Kafka derives everything it knows about a segment file from its name: the digits before the first
 ``.`` are the segment's base offset (``LogFileUtils.offsetFromFileName``), the extension says what
@@ -7,7 +7,7 @@ the file holds, and a temporary suffix appended *after* the extension (``.log.cl
 A partition directory is named ``<topic>-<partition>`` and split at the last ``-``; directories
 being deleted, moved between log dirs or left over as KRaft strays carry
 ``.<unique id>-delete|-future|-stray``. Getting these right decides which files Kafka's loader
-keeps, finishes, or deletes at startup (spec §7.1), so both directions (formatting and parsing)
+keeps, finishes, or deletes at startup (``LogLoader.load``), so both directions (formatting and parsing)
 live here and nowhere else.
 
 Layouts::

@@ -1,10 +1,10 @@
-"""The offset index ``<base>.index``: sparse map from offsets to batch positions (spec §5.1).
+"""The offset index ``<base>.index``: sparse map from offsets to batch positions (Kafka's ``OffsetIndex``).
 
 A read of offset *O* binary-searches this file for the largest entry whose offset is ≤ *O* and scans
 the ``.log`` forward from that entry's position, so every entry must name a batch start and that
 batch's *last* offset (Kafka indexes ``batch.lastOffset``). A subset of correct entries is still a
 valid index; a wrong entry breaks reads. Kafka trusts an existing file without checking it at load
-(spec §7.1 step 4), reads every 8-byte slot of it as an entry — so a preallocated file that was
+(``LogLoader.load``), reads every 8-byte slot of it as an entry — so a preallocated file that was
 never trimmed yields zero-filled "entries" — and only sanity-checks the last offset.
 :func:`check_offset_index` reports all of that.
 

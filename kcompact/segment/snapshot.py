@@ -1,4 +1,4 @@
-"""Producer state snapshots ``<N>.snapshot`` (spec §5.4).
+"""Producer state snapshots ``<N>.snapshot`` (``ProducerStateManager.writeSnapshot``).
 
 A snapshot records, for every live producer id, what the broker needs to keep deduplicating and to
 track open transactions: its epoch, last sequence and offset, and the first offset of its open

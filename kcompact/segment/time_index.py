@@ -1,4 +1,4 @@
-"""The time index ``<base>.timeindex``: running maximum timestamps of a segment (spec §5.2).
+"""The time index ``<base>.timeindex``: running maximum timestamps of a segment (Kafka's ``TimeIndex``).
 
 An entry ``(T, O)`` says: the largest batch ``maxTimestamp`` seen up to the batch whose last offset
 is *O* is *T*, and *O* is the last offset of the first batch (in file order) that reached *T*. Kafka

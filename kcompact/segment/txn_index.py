@@ -1,4 +1,4 @@
-"""The transaction index ``<base>.txnindex``: the aborted transactions of a segment (spec §5.3).
+"""The transaction index ``<base>.txnindex``: the aborted transactions of a segment (Kafka's ``TransactionIndex``).
 
 One entry per aborted transaction that had data, stored in the segment holding its ABORT marker, in
 strictly increasing ``last_offset``. READ_COMMITTED fetches use it to hide aborted data, and the

@@ -1,13 +1,13 @@
 """Checking one index file against its segment's ``.log``: what ``inspect dump --verify-index`` reports.
 
-Kafka's own sanity rules (spec §5) plus agreement with the log, which Kafka trusts without checking at load:
+Kafka's own sanity rules (``AbstractIndex.sanityCheck``) plus agreement with the log, which Kafka trusts without checking at load:
 
 * ``.index`` — every entry names a batch start, and the entry's offset is that batch's *last* offset;
 * ``.timeindex`` — every entry is the running maximum ``max_timestamp`` at a batch's last offset, at the
   batch that first reached it;
 * ``.txnindex`` — no entry below the segment's base, ``last_offset`` strictly increasing, ``first_offset``
   not after ``last_offset``, and every ``last_offset`` is the offset of an ABORT marker of the entry's
-  producer in this segment (a broker stores the entry with its marker, spec §5.3).
+  producer in this segment (a broker stores the entry with its marker, ``TransactionIndex.append``).
 
 A sparser or denser index than Kafka 4.1 would build is still valid for a broker and is not reported. A
 preallocated index (zero-filled slots after the entries) is a problem in a closed segment — Kafka reads

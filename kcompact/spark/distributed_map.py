@@ -115,7 +115,7 @@ def dirty_records_upper_bound(partition: Partition, options: CleanOptions = DEFA
 
 
 def _candidate_range(partition: Partition, options: CleanOptions) -> tuple[int, int]:
-    """[first dirty offset, end of the last segment a round may clean), spec §6.2 without §6.3's caps."""
+    """[first dirty offset, end of the last segment a round may clean), ``LogCleanerManager.cleanableOffsets`` without the first uncleanable offset's caps."""
     log_start = partition.log_start_offset()
     log_end = partition.log_end_offset()
     active = partition.segments[-1]

@@ -1,4 +1,4 @@
-"""The cleaner's dedupe map: key digest -> latest offset over the dirty range (spec §6.6, §9).
+"""The cleaner's dedupe map: key digest -> latest offset over the dirty range (``Cleaner.buildOffsetMap``).
 
 Same semantics as Kafka's ``SkimpyOffsetMap`` (a later put of a key wins, every put sets
 ``latest_offset``, Kafka's capacity rule on request), but fed whole batches: all per-key work is
@@ -6,7 +6,7 @@ numpy, with no Python object per key. ``key_digests`` hashes keys with XXH3-128 
 from Python, 119 ns where ``md5(k).digest()`` takes 340) into ``hi``/``lo``: digest bits 0-63 and
 64-127, read big-endian per ``DIGEST_LAYOUT``.
 
-Storage (``runs``: what a run is and how two merge): 15 bytes a key plus a directory of at most 1 (issue #7: at most 16 in
+Storage (``runs``: what a run is and how two merge): 15 bytes a key plus a directory of at most 1 (at most 16 in
 all), in a few *runs* (no key in two), each sorted by digest under a bucket directory that implies
 the first ``IMPLIED_BITS`` digest bits, keeping ``STORED_BITS`` more and the offset a key.
 
@@ -16,7 +16,7 @@ map needs all 128 bits to agree. 16 bytes cannot hold keys as distinct as 128-bi
 layout one can search: N random 128-bit digests carry ``log2 C(2**128, N) / N ~ 129.44 - log2 N``
 bits a key and which key has which offset at least ``log2(N!) / N ~ log2 N - 1.44`` more, i.e.
 128 bits a key with perfect entropy coding and no room for a directory, fixed-width fields or the
-offsets' own spread. We chose 16 bytes (issue #7's goal) and 100 bits. Chance that two distinct
+offsets' own spread. We chose 16 bytes (the design goal) and 100 bits. Chance that two distinct
 keys of one pass's map are taken for one (~ N**2 / 2 / 2**bits; the older one's records go)::
 
     keys    100 bits (this map)   96 bits (12-byte digest + offset)   128 bits (Kafka's MD5)
@@ -26,7 +26,7 @@ keys of one pass's map are taken for one (~ N**2 / 2 / 2**bits; the older one's 
 and a key only in the clean part of the log is dropped with chance N / 2**100 each (8e-23 at 100M
 map keys). Both sit far below the chance that such a pass meets an unrecoverable disk read error
 (~1e-15 a bit read: ~1e-3 over 100 GB) and the 2**-32 chance that CRC32C misses a corrupted
-batch, which Kafka accepts. (The layout before issue #7 kept all 128 bits, at 20.5-21 bytes a key.)
+batch, which Kafka accepts. (The previous layout kept all 128 bits, at 20.5-21 bytes a key.)
 
 Build: puts append to a *pending* list; a flush (at max(2**20, size / 32) puts, which bounds its
 sort's temporaries to ~2.5 bytes a key) keeps each key's last put, overwrites in place the offsets
@@ -48,7 +48,7 @@ chunks, whatever the map's size; shared 2-core VM)::
     10M    15.84       3.0M         0.29 s   6.0M         1.86               363 MiB
     100M   15.67       1.9M         1.6 s    5.0M         1.31               2.5 GiB
 
-The layout before issue #7, same day and machine: 100M keys at 20.67 bytes a key, put at 1.8M/s
+The previous layout (all 128 bits), same day and machine: 100M keys at 20.67 bytes a key, put at 1.8M/s
 (9.8 s freeze), got at 5.3M/s, build peak 2.36, peak RSS 4.4 GiB. The clean bench's map work
 (``--clean-shape``: 2M records over 500k keys, 200 a batch): put 0.23 s, get 0.45 s (0.27 s and
 0.52 s before).

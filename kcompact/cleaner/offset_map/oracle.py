@@ -1,7 +1,7 @@
 """The question pass 2 asks of the offset map — "is this record the latest for its key?" — as a seam.
 
 Kafka's ``shouldRetainRecord`` keeps a keyed record covered by the map when ``offset >= map.get(key)``
-(spec §6.11). Two facts make that a question about offsets alone:
+(``Cleaner.shouldRetainRecord``). Two facts make that a question about offsets alone:
 
 * a record of the dirty range ``[first_dirty, map_latest_offset]`` was put into the map itself, so it is
   the latest for its key exactly when its offset *is* the map's value for its digest;

@@ -1,4 +1,4 @@
-"""Pass 2 of a cleaning round: filter source batches into output batches (spec §6.9-§6.12).
+"""Pass 2 of a cleaning round: filter source batches into output batches (``Cleaner.cleanInto``, ``MemoryRecords.filterTo``).
 
 Per batch, in log order: the transaction bookkeeping and Kafka's batch decision (``policy.py``), then the
 record decision over the batch's columns, then the rewrite (``kcompact.records.filter``). The record
@@ -253,7 +253,7 @@ def _scan(batch: Any) -> RecordColumns:
 
 
 def _keep_window(scanned: list[_Pending], ctx: FilterContext) -> list[tuple[list[int], bool]]:
-    """Kafka's shouldRetainRecord (spec §6.11) over the records of several batches at once; per batch,
+    """Kafka's ``Cleaner.shouldRetainRecord`` over the records of several batches at once; per batch,
     the kept indices and whether a kept record is a tombstone (the batch then needs a horizon)."""
     cols = [p.cols for p in scanned if p.cols is not None]
     counts = np.array([c.count for c in cols], dtype=np.int64)

@@ -1,4 +1,4 @@
-"""Pass 1 of a cleaning round: the offset map over the dirty range (spec §6.6, Kafka's buildOffsetMap).
+"""Pass 1 of a cleaning round: the offset map over the dirty range (Kafka's ``Cleaner.buildOffsetMap``).
 
 Split in two so that the expensive half runs anywhere:
 

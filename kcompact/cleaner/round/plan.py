@@ -11,9 +11,9 @@ which ``load_log_state`` already walked and recorded (``SegmentState.txn_events`
 those events once, here, and keeps for every segment the state at its start (:class:`SegmentPlan`):
 
 * ``clean_seed``: pass 2's state before the segment's own aborted transactions are fed (one metadata for
-  the whole round, fed per segment, spec §6.8), with its queued entries;
+  the whole round, fed per segment, as ``Cleaner.cleanSegments`` does), with its queued entries;
 * ``map_seed``: pass 1's state (one metadata fed every aborted transaction of ``[first_dirty,
-  first_uncleanable)`` up front, spec §6.6), without its queue, which the worker re-feeds.
+  first_uncleanable)`` up front, as ``Cleaner.buildOffsetMap`` does), without its queue, which the worker re-feeds.
 
 The map's upper offset is known before the map is built when the map is unbounded (the round's last
 offset, ``first_uncleanable - 1``); a bounded map (``--dedupe-buffer-size``) may stop earlier, and
@@ -45,7 +45,7 @@ class SegmentPlan:
     upper_offset: int  # the next segment's base offset (its own next offset for the last one)
     next_offset: int  # past its last batch; its base when empty
     size_in_bytes: int
-    offset_index_bytes: int  # what grouping adds up (spec §6.7)
+    offset_index_bytes: int  # what grouping adds up (Cleaner.groupSegmentsBySize)
     time_index_bytes: int
     mtime_ns: int
     log_path: str
@@ -82,7 +82,7 @@ class CleanPlan:
     segments: tuple[SegmentPlan, ...]
     dirty_segments: tuple[int, ...]
     aborted: tuple[AbortedTxn, ...]  # every txn-index entry of the partition, segment by segment
-    last_records: tuple[tuple[int, LastRecord], ...]  # live producers' last entries (spec §6.10)
+    last_records: tuple[tuple[int, LastRecord], ...]  # live producers' last entries (Cleaner.cleanInto)
     legacy_delete_horizon_ms: int
     checkpoint_before: int | None
     warnings: tuple[str, ...] = ()

@@ -1,6 +1,6 @@
 """Which source segments the cleaner merges into one output segment (``groupSegmentsBySize``).
 
-Pure (values in, decisions out); spec §6.7, checked against Kafka 4.1's ``Cleaner.java``.
+Pure (values in, decisions out); ``Cleaner.groupSegmentsBySize``, checked against Kafka 4.1's ``Cleaner.java``.
 
 Greedy and in order: a group starts with the next segment and takes the segment after it while all
 of these hold (sizes are the *source* segments' pre-cleaning sizes, so an output never outgrows

@@ -6,7 +6,7 @@ the offset map's answer for a key, the clock), so the driver stays free of polic
 tested alone. The record bytes themselves are rewritten by ``kcompact.records.filter``, whose
 ``BatchRetention`` enum is the one used (and re-exported) here, so a decision feeds it directly.
 
-Per batch, in log order (spec §6.10): :func:`check_batch_retention` first advances the round's
+Per batch, in log order (``Cleaner.cleanInto``'s ``checkBatchRetention``): :func:`check_batch_retention` first advances the round's
 :class:`~kcompact.cleaner.rules.transactions.CleanedTransactionMetadata` (so it must see every batch, once, in
 order), then decides, first match wins:
 
@@ -19,7 +19,7 @@ order), then decides, first match wins:
    passed) -> ``DELETE``;
 4. otherwise -> ``DELETE_EMPTY``.
 
-Per record (spec §6.11), :func:`should_retain_record`, in Kafka's order: discarded batch -> drop; control
+Per record (``Cleaner.shouldRetainRecord``), :func:`should_retain_record`, in Kafka's order: discarded batch -> drop; control
 record -> keep (markers are all-or-nothing); beyond the map -> keep; null key -> drop (Kafka counts it as
 invalid, see :func:`is_invalid_record`); superseded (``offset < map offset``; an absent key maps to -1) ->
 drop; a value -> keep; a tombstone -> keep until its batch's delete horizon (v2) or, for legacy data,
@@ -27,7 +27,7 @@ while the segment is newer than the legacy delete horizon.
 
 A batch whose kept records include a tombstone, or that is a discardable marker, gets a delete horizon
 ``now + delete.retention.ms`` when it has none (:func:`output_delete_horizon`); the next pass at or after
-the horizon removes the tombstones / the marker (KIP-534, spec §6.17). Kafka 4.1 stamps legacy batches
+the horizon removes the tombstones / the marker (KIP-534). Kafka 4.1 stamps legacy batches
 too, because it rewrites them as v2 (KAFKA-13093).
 """
 

@@ -6,8 +6,8 @@ the latest epoch) - even when every record in it is otherwise removable - or the
 idempotent send fails with an out-of-order sequence after a restart. And the cleaner must not touch
 anything from the first still-undecided transaction on (the last stable offset). Both come from
 replaying the partition's batches in offset order, optionally on top of a producer snapshot
-(``<offset>.snapshot``, spec §5.4), with the rules of Kafka 4.1's ``ProducerAppendInfo`` /
-``ProducerStateEntry`` / ``ProducerStateManager`` (spec §11.1):
+(``<offset>.snapshot``, ``ProducerStateManager.readSnapshot``), with the rules of Kafka 4.1's ``ProducerAppendInfo`` /
+``ProducerStateEntry`` / ``ProducerStateManager``:
 
 * only batches with a producer id (``producer_id > -1``) count; legacy data never has one;
 * data batch: switch to its epoch (an epoch change forgets the producer's last data offset), then

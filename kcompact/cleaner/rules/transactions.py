@@ -1,4 +1,4 @@
-"""Transaction bookkeeping of one cleaning round: Kafka's ``CleanedTransactionMetadata`` (spec §6.10).
+"""Transaction bookkeeping of one cleaning round: Kafka's ``CleanedTransactionMetadata``.
 
 Why: the cleaner removes a transaction's data by the marker that ended it, and it must not drop a marker
 while data of its transaction is still in the log - a READ_COMMITTED consumer needs the ABORT marker (and

@@ -5,7 +5,7 @@ to decide each record's fate). A :class:`~kcompact.records.record.Record` per re
 microseconds; this module reads only the fields the cleaner needs into preallocated ``array('q')``
 columns (plus one ``bytes`` per key in :func:`scan_keys`), several times faster.
 
-Input is the *decompressed* record bytes of one v2 batch (spec §1.6), records back to back::
+Input is the *decompressed* record bytes of one v2 batch (Kafka's ``DefaultRecord``), records back to back::
 
     length          varint   bytes after this field          -> record_starts[i] is here
     attributes      int8     (ignored; Kafka writes 0)

@@ -1,5 +1,5 @@
 /*
- * kcompact.records.scan._accel -- compiled kernels for the cleaner's hot path (issue #7 "speed").
+ * kcompact.records.scan._accel -- compiled kernels for the cleaner's hot path.
  *
  * Why: a clean reads every record twice (scan_keys to build the offset map, scan_records to
  * decide each record's fate) and re-encodes the prefix of every kept record (filter._rebuild).
