@@ -50,6 +50,11 @@ class AbortedTxn:
     last_stable_offset: int
     version: int = TXN_INDEX_VERSION
 
+    def overlaps(self, start: int, end: int) -> bool:
+        """Whether this transaction has offsets in ``[start, end)``: the one test every reader of the
+        transaction indexes uses (Kafka's ``TransactionIndex.collectAbortedTxns``)."""
+        return self.last_offset >= start and self.first_offset < end
+
 
 def decode_txn_index(data: bytes | memoryview) -> list[AbortedTxn]:
     """Decode the bytes of a transaction index.
@@ -203,7 +208,7 @@ def collect_aborted(
     found: list[AbortedTxn] = []
     for _base, entries in indexes[first:]:
         for entry in entries:
-            if entry.last_offset >= lower and entry.first_offset < end:
+            if entry.overlaps(lower, end):
                 found.append(entry)
             if entry.last_stable_offset >= end:
                 return found

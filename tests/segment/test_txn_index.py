@@ -119,3 +119,10 @@ def test_collect_aborted_with_log_start_offset_is_the_cleaners_variant() -> None
     # The cleaner asks from a segment's base offset but bounds last_offset by the log start offset.
     assert collect_aborted(INDEXES, 0, 200, log_start_offset=25) == [T2, T3, T4]
     assert collect_aborted(INDEXES, 100, 200, log_start_offset=0) == [T3, T4]
+
+
+def test_an_aborted_transaction_overlaps_a_range_by_kafkas_bounds() -> None:
+    txn = AbortedTxn(producer_id=1, first_offset=10, last_offset=20, last_stable_offset=21)
+    assert txn.overlaps(20, 30) and txn.overlaps(0, 11) and txn.overlaps(12, 13)
+    assert not txn.overlaps(21, 30)  # ends before the range: last_offset < start
+    assert not txn.overlaps(0, 10)  # starts at the range's (exclusive) end

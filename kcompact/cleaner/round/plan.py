@@ -103,7 +103,7 @@ class CleanPlan:
 
     def aborted_in(self, start: int, end: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping ``[start, end)``, as the cleaner asks its txn indexes."""
-        return [t for t in self.aborted if t.last_offset >= start and t.first_offset < end]
+        return _overlapping(self.aborted, start, end)
 
     def map_feed(self) -> list[AbortedTxn]:
         """What pass 1's transaction metadata is fed up front."""
@@ -171,7 +171,7 @@ def _upper(segments: tuple[SegmentState, ...], i: int) -> int:
 
 
 def _overlapping(aborted: Iterable[AbortedTxn], start: int, end: int) -> list[AbortedTxn]:
-    return [t for t in aborted if t.last_offset >= start and t.first_offset < end]
+    return [t for t in aborted if t.overlaps(start, end)]
 
 
 def _groups(

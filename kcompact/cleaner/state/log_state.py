@@ -149,7 +149,7 @@ class LogState:
             txn
             for _base, entries in self.aborted_by_segment
             for txn in entries
-            if txn.last_offset >= start and txn.first_offset < end
+            if txn.overlaps(start, end)
         ]
 
 
