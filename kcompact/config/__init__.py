@@ -11,41 +11,14 @@ Modules:
   ``parse_config_pairs`` for ``--config`` and ``resolve_config`` for the precedence.
 * ``server_properties`` - ``server.properties`` read as Java's ``Properties.load`` does, and the
   ``log.dirs`` / ``metadata.log.dir`` / ``node.id`` helpers.
-* ``kraft_records`` - decoding of metadata log records (a shared reader for Kafka's generated
-  message encoding lives here too).
-* ``metadata_state`` - replay of a metadata partition (snapshot + log) into topics and configs.
-* ``offsets_records`` - ``__consumer_offsets`` keys and values, for dump and inspect.
+* ``kraft/`` - the KRaft metadata log: its records (``records``, ``record_types``; read with
+  :mod:`kcompact.records.messages.reader`) and their replay into topics and configs
+  (``metadata_state``).
+* ``source_files`` and ``effective`` - where a partition's config sources are on disk, and the config it
+  really has with each value's source; ``config_keys`` - Kafka's keys that kcompact models.
+
+(``__consumer_offsets`` records are not configuration: they are decoded in
+:mod:`kcompact.records.messages`.)
 
 Layering: imports ``kcompact.records``, ``kcompact.segment`` and ``kcompact.errors`` only.
 """
-
-from __future__ import annotations
-
-from kcompact.config.kraft.metadata_state import MetadataState, load_metadata_state
-from kcompact.config.server_properties import (
-    log_dirs,
-    metadata_log_dir,
-    node_id,
-    read_server_properties,
-)
-from kcompact.config.topic_config import (
-    BROKER_SYNONYMS,
-    ConfigValue,
-    TopicConfig,
-    parse_config_pairs,
-    resolve_config,
-)
-
-__all__ = [
-    "BROKER_SYNONYMS",
-    "ConfigValue",
-    "MetadataState",
-    "TopicConfig",
-    "load_metadata_state",
-    "log_dirs",
-    "metadata_log_dir",
-    "node_id",
-    "parse_config_pairs",
-    "read_server_properties",
-    "resolve_config",
-]
