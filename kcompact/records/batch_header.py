@@ -2,7 +2,7 @@
 
 Why here: decoding (``batch.py``) and encoding (``batch_encoding.py``) read and write the same 61
 bytes; this module is the one place that says what they are, and :class:`RecordBatch` is what a
-decoded header is. Everything here is importable from :mod:`kcompact.records.batch` as well.
+decoded header is.
 
 v2 batch header, 61 bytes (Kafka's ``DefaultRecordBatch``), then the (possibly compressed) records::
 

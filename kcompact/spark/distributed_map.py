@@ -1,7 +1,7 @@
 """Cleaning a partition whose offset map does not fit one process: the map as a Spark shuffle.
 
 ``kcompact clean`` holds the whole offset map of a round in memory: 15-16 bytes per distinct key of the
-dirty range (``offset_map.py``) plus its build's temporaries, a few GB at a few hundred million keys.
+dirty range (``cleaner/offset_map``) plus its build's temporaries, a few GB at a few hundred million keys.
 A partition over ``--map-budget`` is cleaned here instead: by ``clean_partition`` itself, with its
 passes 1 and 2 swapped for Spark jobs (its ``round_runner`` seam), so the rest of the round is the
 serial clean's own code:
@@ -56,7 +56,7 @@ __all__ = ["MAP_BYTES_PER_KEY", "clean_partition_distributed", "dirty_records_up
 
 MAP_BYTES_PER_KEY = KAFKA_BYTES_PER_ENTRY
 """Bytes a key costs the local map, for the budget: Kafka's 24-byte slot (16-byte digest + 8-byte
-offset), also ``--dedupe-buffer-size``'s unit; kcompact's own map needs less (offset_map.py), its build
+offset), also ``--dedupe-buffer-size``'s unit; kcompact's own map needs less (cleaner/offset_map), its build
 temporaries more: the budget is a bound on the map, not a measurement of it."""
 
 

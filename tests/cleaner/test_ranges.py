@@ -1,4 +1,4 @@
-"""Kafka's cleaner range rules, ported from LogCleanerManagerTest and LogCleanerTest (spec §10.6).
+"""Kafka's cleaner range rules, ported from LogCleanerManagerTest and LogCleanerTest.
 
 Kafka's tests build logs by appending; here the same layouts are written down as segment values.
 ``filthy(n)`` is LogCleanerManagerTest's setupIncreasinglyFilthyLogs: n one-record batches, a roll

@@ -35,7 +35,7 @@ def _bitwise_crc(data: bytes, reflected_polynomial: int) -> int:
 
 
 def test_kafka_checksum_of_worked_example() -> None:
-    # spec §1.9: bytes 21.. of the two-record batch checksum to Kafka's 3851219455
+    # MemoryRecordsTest.testChecksum's batch: bytes 21.. of the two-record batch checksum to Kafka's 3851219455
     covered = bytes.fromhex(
         "0000 00000001 00000000000454c3 00000000000454c3 ffffffffffffffff ffff ffffffff 00000002"
         "2000000008 6b657931 0c 76616c756531 00"

@@ -41,7 +41,7 @@ def wrap(inner: bytes, *, magic: int, offset: int, codec: int = 1, timestamp: in
                                  compression=codec, timestamp_type=timestamp_type)
 
 
-# -- Kafka's own vectors (MemoryRecordsTest.testChecksum, spec §2.1) -----------------------------
+# -- Kafka's own vectors (MemoryRecordsTest.testChecksum) -----------------------------
 
 @pytest.mark.parametrize(("magic", "expected_crc", "expected_hex"),
                          [(0, 1978725405, V0_KEY1), (1, 109425508, V1_KEY1)])

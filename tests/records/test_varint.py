@@ -24,7 +24,7 @@ from kcompact.records.varint import (
     size_of_varlong,
 )
 
-# (value, encoding) pairs from spec §1.7
+# (value, encoding) pairs as Kafka's ByteUtils writes them
 SPEC_EXAMPLES = [
     (0, "00"), (-1, "01"), (1, "02"), (4, "08"), (6, "0c"), (16, "20"), (18, "24"),
     (-282609, "e1bf22"),

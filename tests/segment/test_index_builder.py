@@ -1,4 +1,4 @@
-"""Index building (spec §5.5 A): Kafka's rules one by one, and the indexes real brokers wrote.
+"""Index building (``LogSegment.append``): Kafka's rules one by one, and the indexes real brokers wrote.
 
 The broker-written fixtures settle the algorithm: every ``.index``/``.timeindex`` that sits next to
 its ``.log`` in ../shared/fixtures/real is reproduced byte for byte. Files of segments that stayed

@@ -1,8 +1,8 @@
 """How to clean one partition and what the clean did: the values around :func:`clean_partition`.
 
-They live apart from the driver (``cleaner.py``) so that the stages (``stages.py``), the process pool
-(``parallel.py``) and the driver can all use them without importing each other in a circle;
-``kcompact.cleaner.partition`` re-exports both, which is where callers import them from.
+They live below the driver (``cleaner/partition.py``) and the process pool (``cleaner/workers/``),
+beside the stages (``round/stages.py``), which all use them; ``kcompact.cleaner.partition`` re-exports
+both, which is where callers import them from.
 """
 
 from __future__ import annotations

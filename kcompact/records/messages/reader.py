@@ -55,7 +55,7 @@ class MessageReader:
     """Reads Kafka's generated message encoding from ``buf[position:end]``.
 
     ``flexible`` picks compact lengths (uvarint ``n + 1``) over the classic ones (int16 for
-    strings, int32 for bytes and arrays, -1 = null); ``offsets_records`` uses the classic form.
+    strings, int32 for bytes and arrays, -1 = null); ``consumer_offsets`` uses the classic form.
     """
 
     def __init__(self, buf: Buffer, position: int, end: int, *, flexible: bool = True) -> None:

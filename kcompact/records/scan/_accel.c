@@ -130,7 +130,7 @@ get_int64s(PyObject *obj, Py_buffer *view)
 
 /* ---- varints ---------------------------------------------------------------------------- */
 
-/* The unsigned base-128 value at v, read as scan.py does: its 1- and 2-byte fast paths index
+/* The unsigned base-128 value at v, read as records/scan/__init__.py does: its 1- and 2-byte fast paths index
  * the data directly (an IndexError there is reported at the record start `record`), longer
  * forms go through decode_varint/decode_varlong (errors at v). Keeps the low 64 bits, like
  * Java's shifts; callers keep the low 32 for a varint. 0 on success, else -1 with *err set. */
@@ -784,7 +784,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "kcompact.records.scan._accel",
-    .m_doc = "Compiled kernels for kcompact.records.scan and .filter; see records/accel.py.",
+    .m_doc = "Compiled kernels for kcompact.records.scan and .filter; see records/scan/accel.py.",
     .m_size = -1,  /* module state in statics: the array type, "q" and ScanError */
     .m_methods = methods,
 };

@@ -1,4 +1,4 @@
-"""The optional compiled kernels behind scan.py and filter.py, and the switch that picks them.
+"""The optional compiled kernels behind :mod:`kcompact.records.scan` and ``records/filter.py``, and the switch that picks them.
 
 Why: the cleaner's three per-record loops (:func:`~kcompact.records.scan.scan_keys`,
 :func:`~kcompact.records.scan.scan_records` and the record-section rebuild of
@@ -15,7 +15,7 @@ flat bytes, indices the reference would count from the end); the reference then 
 exact error (class, message, position) or computes the answer itself. Errors are rare, so
 running the batch twice then costs nothing that matters.
 
-Switch: :data:`enabled` is read by scan.py and filter.py on every call. It starts true when the
+Switch: :data:`enabled` is read by the scan and the filter on every call. It starts true when the
 extension imported and the environment variable ``KCOMPACT_NO_ACCEL`` is unset, empty or ``0``
 (read once, at import); tests flip it. :data:`kernels` is the extension module (``None`` when it
 is not built; :data:`import_error` then says why).

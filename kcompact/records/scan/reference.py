@@ -1,11 +1,11 @@
 """The pure-Python reference of :mod:`kcompact.records.scan`: the loops the C kernels are held to.
 
-Why apart: ``scan.py`` is the cleaner's entry point and says what a scan returns and checks; this
+Why apart: the package's ``__init__`` is the cleaner's entry point and says what a scan returns and checks; this
 module is how Python does it, where ``_accel.c`` is not built or declines an input (errors among
 them: only this code raises the exact error). Each function has the contract of its twin in
 :mod:`kcompact.records.scan.accel` (same arguments, same tuple), except that it raises
 :class:`~kcompact.errors.CorruptRecordError` where the C code returns None. The record layout, the
-checks and the measured speeds are in ``scan.py``'s docstring.
+checks and the measured speeds are in :mod:`kcompact.records.scan`'s docstring.
 
 The loops are long on purpose: a helper call per field was 4x slower; 1- and 2-byte varints are read
 inline and zig-zagged by one table lookup. A memoryview input is copied to ``bytes`` once per batch
@@ -114,7 +114,7 @@ def scan_records_reference(
         record_ends, data)``: ``RecordColumns``' fields after ``count``, ``data`` as ``bytes``.
 
     Raises:
-        CorruptRecordError: the records do not frame as ``scan.py``'s docstring describes.
+        CorruptRecordError: the records do not frame as :mod:`kcompact.records.scan` describes.
     """
     buf = _prepare(data, count)
     zeros = bytes(8 * count)
@@ -238,7 +238,7 @@ def scan_keys_reference(data: Buffer, base_offset: int, count: int) -> KeyColumn
         ``(offsets, keys)`` as ``scan.scan_keys`` returns them.
 
     Raises:
-        CorruptRecordError: the records do not frame as ``scan.py``'s docstring describes.
+        CorruptRecordError: the records do not frame as :mod:`kcompact.records.scan` describes.
     """
     d = _prepare(data, count)
     n = len(d)
