@@ -38,7 +38,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kcompact.records.batch import RecordBatch, encode_batch, iter_batches
+from kcompact.records.batch import iter_batches
+from kcompact.records.batch_encoding import encode_batch
+from kcompact.records.batch_header import RecordBatch
 from kcompact.records.filter import BatchRetention, filter_v2_batch
 from kcompact.records.record import Record, decode_records, records_bytes
 from kcompact.records.scan import accel, scan_keys, scan_records

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kcompact.records.batch import encode_batch
+from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.record import Record
 from kcompact.segment.checkpoint import write_offset_checkpoint
 

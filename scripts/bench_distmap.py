@@ -39,7 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from kcompact.records.batch import RecordBatch, encode_batch, encode_records_batch, iter_batches
+from kcompact.records.batch import iter_batches
+from kcompact.records.batch_encoding import encode_batch, encode_records_batch
+from kcompact.records.batch_header import RecordBatch
 from kcompact.records.record import Record, decode_records, records_bytes
 from kcompact.records.scan import scan_records
 from kcompact.segment.checkpoint import write_offset_checkpoint

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kcompact.inspect.dirty_ratio import dirty_ratio_report
-from kcompact.records.batch import encode_batch
+from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.record import Record
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests/ builders

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kcompact.records.batch import encode_batch
+from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.control import ControlRecordType, encode_control_batch
 from kcompact.records.record import Header, Record
 from kcompact.segment.checkpoint import write_offset_checkpoint

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kcompact.cli import render
-from kcompact.records.batch import NO_SEQUENCE, increment_sequence
+from kcompact.records.batch_header import NO_SEQUENCE, increment_sequence
 
 Item = dict[str, Any]
 _CHUNK_LINES = 256

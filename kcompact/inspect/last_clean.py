@@ -38,7 +38,7 @@ from kcompact.cleaner.rules.ranges import CleanableRange
 from kcompact.cleaner.state.log_state import LogState
 from kcompact.errors import CorruptDataError
 from kcompact.inspect.context import CrcTally, load_inspect_context
-from kcompact.records.batch import TimestampType
+from kcompact.records.batch_header import TimestampType
 from kcompact.records.legacy import legacy_records
 from kcompact.records.record import records_bytes
 from kcompact.records.scan import scan_records

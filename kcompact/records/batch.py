@@ -2,9 +2,9 @@
 
 Why here: every other layer (segment recovery, the cleaner, inspect, repair) sees a partition log as
 a sequence of batches first and records second. This module turns bytes into
-:class:`RecordBatch` values without touching the records. It is also the one import for batches:
-the header layout and value type (``batch_header.py``) and the encoders (``batch_encoding.py``)
-are re-exported here. Records themselves live in ``record.py``.
+:class:`RecordBatch` values without touching the records. The header layout and value type live in
+``batch_header.py``, the encoders in ``batch_encoding.py`` (import each name from its module); records
+themselves live in ``record.py``.
 
 Framing shared by every entry of a ``.log`` file (Kafka's ``FileLogInputStream``)::
 
@@ -33,80 +33,23 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from kcompact.errors import CorruptBatchError, TruncatedDataError, UnsupportedFormatError
-from kcompact.records.batch_encoding import (
-    CRC_STRUCT,
-    encode_batch,
-    encode_empty_batch,
-    encode_records_batch,
-)
 from kcompact.records.batch_header import (
-    ATTRIBUTES_OFFSET,
     COMPRESSION_CODEC_MASK,
-    CONTROL_FLAG_MASK,
-    CRC_OFFSET,
-    DELETE_HORIZON_FLAG_MASK,
     HEADER_STRUCT,
     KNOWN_ATTRIBUTES_MASK,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAGIC_VALUE_V2,
     MIN_BATCH_LENGTH,
-    NO_PARTITION_LEADER_EPOCH,
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
-    NO_SEQUENCE,
-    NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
-    SIZE_OFFSET,
-    TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_FLAG_MASK,
     Compression,
     RecordBatch,
-    TimestampType,
-    increment_sequence,
 )
 from kcompact.records.scan import accel
 from kcompact.records.varint import Buffer
 
 if TYPE_CHECKING:
     from kcompact.records.legacy import LegacyEntry
-
-__all__ = [  # its own names and the re-exported header layout and encoders
-    "ATTRIBUTES_OFFSET",
-    "COMPRESSION_CODEC_MASK",
-    "CONTROL_FLAG_MASK",
-    "CRC_OFFSET",
-    "CRC_STRUCT",
-    "DELETE_HORIZON_FLAG_MASK",
-    "ENTRY_PREFIX_STRUCT",
-    "HEADER_SIZE_UP_TO_MAGIC",
-    "HEADER_STRUCT",
-    "KNOWN_ATTRIBUTES_MASK",
-    "LOG_OVERHEAD",
-    "MAGIC_OFFSET",
-    "MAGIC_VALUE_V2",
-    "MIN_BATCH_LENGTH",
-    "NO_PARTITION_LEADER_EPOCH",
-    "NO_PRODUCER_EPOCH",
-    "NO_PRODUCER_ID",
-    "NO_SEQUENCE",
-    "NO_TIMESTAMP",
-    "RECORD_BATCH_OVERHEAD",
-    "RECORD_OVERHEAD_V0",
-    "SIZE_OFFSET",
-    "TIMESTAMP_TYPE_MASK",
-    "TRANSACTIONAL_FLAG_MASK",
-    "Compression",
-    "RecordBatch",
-    "TimestampType",
-    "decode_batch",
-    "encode_batch",
-    "encode_empty_batch",
-    "encode_records_batch",
-    "increment_sequence",
-    "iter_batches",
-    "tail_kind",
-]
 
 HEADER_SIZE_UP_TO_MAGIC = 17
 RECORD_OVERHEAD_V0 = 14  # smallest legal size field of any entry (a v0 message)

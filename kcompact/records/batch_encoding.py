@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from kcompact.records.batch_header import (
     ATTRIBUTES_OFFSET,
@@ -31,10 +30,9 @@ from kcompact.records.batch_header import (
     RecordBatch,
     TimestampType,
 )
+from kcompact.records.compression import compress
 from kcompact.records.crc import crc32c
-
-if TYPE_CHECKING:
-    from kcompact.records.record import Record
+from kcompact.records.record import Record, encode_record
 
 CRC_STRUCT = struct.Struct(">I")  # crc, patched in after the covered bytes are in place
 
@@ -85,8 +83,6 @@ def encode_records_batch(
                              delete_horizon_ms is not None)
     payload: bytes | memoryview = raw_records
     if compression != Compression.NONE:
-        from kcompact.records.compression import compress
-
         payload = compress(compression, bytes(raw_records), magic=MAGIC_VALUE_V2)
     out = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
     try:
@@ -132,8 +128,6 @@ def encode_batch(
     Raises:
         ValueError: no records, LogAppendTime without ``max_timestamp``, or a value out of range.
     """
-    from kcompact.records.record import encode_record
-
     if not records:
         raise ValueError("a batch needs at least one record; use encode_empty_batch for a shell")
     if max_timestamp is None:

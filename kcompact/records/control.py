@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from kcompact.errors import CorruptRecordError
-from kcompact.records.batch import encode_records_batch
+from kcompact.records.batch_encoding import encode_records_batch
 from kcompact.records.record import encode_record
 
 CURRENT_CONTROL_RECORD_KEY_VERSION = 0

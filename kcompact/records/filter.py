@@ -30,14 +30,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from kcompact.records.batch import (
-    NO_TIMESTAMP,
-    RecordBatch,
-    TimestampType,
-    encode_batch,
-    encode_empty_batch,
-    encode_records_batch,
-)
+from kcompact.records.batch_encoding import encode_batch, encode_empty_batch, encode_records_batch
+from kcompact.records.batch_header import NO_TIMESTAMP, RecordBatch, TimestampType
 from kcompact.records.scan import accel
 from kcompact.records.varint import encode_varint, encode_varlong
 
@@ -172,7 +166,7 @@ def _rebuild(
 def _rebuild_accel(
     batch: RecordBatch, columns: RecordColumns, keep: Sequence[int], horizon: int | None
 ) -> FilteredBatch | None:
-    """The C rebuild of the record section; None where the reference must run (see accel.py)."""
+    """The C rebuild of the record section; None where the reference must run (see ``records.scan.accel``)."""
     arrays = (columns.body_starts, columns.record_ends, columns.offsets, columns.timestamps)
     rebuilt = accel.rebuild_records(columns.data, arrays, keep, batch.base_offset, horizon)
     if rebuilt is None:

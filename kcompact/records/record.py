@@ -1,6 +1,6 @@
 """v2 records: full decode with Kafka's validation, and the canonical encoder (Kafka's ``DefaultRecord``).
 
-Why a full decode next to ``scan.py``'s columnar walk: the cleaner's rebuild path, repair and the
+Why a full decode next to ``records.scan``'s columnar walk: the cleaner's rebuild path, repair and the
 inspectors need real values (keys, values, headers), and they must refuse exactly what Kafka's
 ``DefaultRecord.readFrom`` and ``DefaultRecordBatch``'s iterator refuse.
 
@@ -32,12 +32,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kcompact.errors import CorruptRecordError
-from kcompact.records.batch import (
+from kcompact.records.batch_header import (
     RECORD_BATCH_OVERHEAD,
     Compression,
     RecordBatch,
     TimestampType,
 )
+from kcompact.records.compression import decompress
 from kcompact.records.varint import (
     INT64_MAX,
     decode_varint,
@@ -85,8 +86,6 @@ def records_bytes(batch: RecordBatch) -> bytes | memoryview:
     """
     if batch.compression == Compression.NONE:
         return batch.payload
-    from kcompact.records.compression import decompress
-
     try:
         return decompress(batch.compression, batch.payload, magic=batch.magic)
     except CorruptRecordError as err:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kcompact.errors import CorruptDataError, UnsupportedFormatError
-from kcompact.records.batch import MAGIC_VALUE_V2, RecordBatch, decode_batch
+from kcompact.records.batch import decode_batch
+from kcompact.records.batch_header import MAGIC_VALUE_V2, RecordBatch
 from kcompact.records.control import ControlRecordKey, EndTransactionMarker
 from kcompact.records.legacy import LegacyEntry, decode_legacy_entry, legacy_records
 from kcompact.records.record import decode_records

@@ -39,15 +39,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kcompact.errors import CorruptDataError, UnsupportedFormatError
-from kcompact.records.batch import (
+from kcompact.records.batch import ENTRY_PREFIX_STRUCT, HEADER_SIZE_UP_TO_MAGIC, RECORD_OVERHEAD_V0
+from kcompact.records.batch_header import (
     ATTRIBUTES_OFFSET,
-    ENTRY_PREFIX_STRUCT,
-    HEADER_SIZE_UP_TO_MAGIC,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAGIC_VALUE_V2,
     RECORD_BATCH_OVERHEAD,
-    RECORD_OVERHEAD_V0,
     RecordBatch,
 )
 from kcompact.records.crc import crc32c

@@ -27,7 +27,7 @@ from kcompact.records.batch import iter_batches
 from kcompact.segment.files import file_access
 
 if TYPE_CHECKING:
-    from kcompact.records.batch import RecordBatch
+    from kcompact.records.batch_header import RecordBatch
     from kcompact.records.legacy import LegacyEntry
 
     AnyBatch = RecordBatch | LegacyEntry

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from kcompact.errors import KcompactError, TruncatedDataError
-from kcompact.records.batch import RecordBatch
+from kcompact.records.batch_header import RecordBatch
 from kcompact.records.control import ControlRecordKey
 from kcompact.segment.fixed_index import trailing_zero_slots
 from kcompact.segment.log_file import LogFile

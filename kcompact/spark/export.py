@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from kcompact.cleaner.state.log_state import TxnSpan, load_log_state
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError, KcompactError
-from kcompact.records.batch import RecordBatch
+from kcompact.records.batch_header import RecordBatch
 from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import Record, decode_records
 from kcompact.segment.partition import (

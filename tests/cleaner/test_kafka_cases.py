@@ -1,4 +1,4 @@
-"""Kafka's own cleaner edge cases (spec §10), end to end through ``clean_partition``.
+"""Kafka's own cleaner edge cases (LogCleanerTest, LogCleanerManagerTest), end to end through ``clean_partition``.
 
 Each test ports one case of Kafka's ``LogCleanerTest`` / ``LogCleanerManagerTest`` (named in its
 docstring) onto a real partition directory: ``PartitionBuilder`` for one-shot layouts, and
@@ -21,7 +21,7 @@ Mapping Kafka's harness onto an offline clean:
 * Kafka's unit tests never run the producer-expiration check: every producer stays active. The
   transactional ports raise ``producer.id.expiration.ms`` to its maximum (24.8 days) so that two
   passes a day apart see the same producers.
-* Kafka 4.1's rule of KAFKA-17076 (spec §6.10 row 2) applies throughout: the batch whose next offset
+* Kafka 4.1's rule of KAFKA-17076 (``Cleaner.cleanInto``'s ``checkBatchRetention``) applies throughout: the batch whose next offset
   is the round's first uncleanable offset is kept, as an empty batch if nothing in it survives.
 
 After every clean, :func:`clean` reads each segment back with kafka-python (every batch's CRC valid)
@@ -47,7 +47,8 @@ from kcompact.cleaner.rules.ranges import (
 )
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptBatchError, CorruptDataError, TruncatedDataError
-from kcompact.records.batch import encode_batch, iter_batches
+from kcompact.records.batch import iter_batches
+from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.compression import compress
 from kcompact.records.control import ControlRecordKey, ControlRecordType, encode_control_batch
 from kcompact.records.legacy import encode_legacy_message, encode_legacy_wrapper
@@ -334,7 +335,7 @@ class LogSim:
         )
 
 
-# --- §10.1 basic key dedup & grouping -------------------------------------------------------------
+# --- basic key dedup & grouping -----------------------------------------------------------------
 
 
 def test_clean_segments_drops_keys_superseded_later_and_reads_every_segment(tmp_path: Path) -> None:
@@ -375,7 +376,7 @@ def test_partial_segment_clean_makes_progress_one_key_at_a_time(tmp_path: Path) 
 
 
 def test_full_map_ends_the_round_inside_a_batch(tmp_path: Path) -> None:
-    """Spec §6.6: the map check runs before every put, so a round can end in the middle of a batch;
+    """``Cleaner.buildOffsetMap``: the map check runs before every put, so a round can end in the middle of a batch;
     records past the map's latest offset are kept, and the next round starts right there."""
     b = PartitionBuilder("test")
     b.batch([(b"k0", b"a"), (b"k1", b"a"), (b"k2", b"a"), (b"k0", b"b")]).roll()
@@ -536,7 +537,7 @@ def test_segments_grouped_by_segment_bytes_into_several_outputs(tmp_path: Path) 
     result = clean(log.part, config)
 
     groups, current, size = [], [sources[0][0]], sources[0][1]
-    for base, seg_size in sources[1:]:  # the greedy rule of spec §6.7 (log sizes only bind here)
+    for base, seg_size in sources[1:]:  # the greedy rule of Cleaner.groupSegmentsBySize (log sizes only bind here)
         if size + seg_size <= segment_bytes:
             current.append(base)
             size += seg_size
@@ -551,7 +552,7 @@ def test_segments_grouped_by_segment_bytes_into_several_outputs(tmp_path: Path) 
     assert sorted(keys_in_log(log.part)) == list(range(15))
 
 
-# --- §10.2 tombstones, keyless records, large messages, corruption --------------------------------
+# --- tombstones, keyless records, large messages, corruption ------------------------------------
 
 
 def test_cleaning_with_deletes_two_pass(tmp_path: Path) -> None:
@@ -683,7 +684,7 @@ def test_truncated_batch_fails_the_clean_and_changes_nothing(tmp_path: Path) -> 
 
 
 def test_existing_delete_horizon_is_carried_over_without_a_tombstone(tmp_path: Path) -> None:
-    """MemoryRecords.filterTo (spec §6.12): a rebuilt batch keeps the horizon it already has, even
+    """MemoryRecords.filterTo: a rebuilt batch keeps the horizon it already has, even
     when no tombstone is left in it."""
     log = LogSim(tmp_path)
     log.append([(b"a", None), (b"b", b"1")])
@@ -701,7 +702,7 @@ def test_existing_delete_horizon_is_carried_over_without_a_tombstone(tmp_path: P
 
 
 def test_legacy_tombstones_follow_the_segment_mtime_rule(tmp_path: Path) -> None:
-    """Spec §6.5/§6.11: a v0/v1 tombstone survives while its segment's mtime is newer than the last
+    """``Cleaner.doClean`` / ``shouldRetainRecord``: a v0/v1 tombstone survives while its segment's mtime is newer than the last
     clean segment's mtime - delete.retention.ms; no stored horizon applies to it."""
     log_dir = tmp_path / "logdir"
     part = log_dir / "test-0"
@@ -726,7 +727,7 @@ def test_legacy_tombstones_follow_the_segment_mtime_rule(tmp_path: Path) -> None
     assert records == [(0, b"c", b"1"), (2, b"recent", None), (3, b"z", b"1")]
 
 
-# --- §10.3 idempotent producers -------------------------------------------------------------------
+# --- idempotent producers -----------------------------------------------------------------------
 
 
 def test_log_cleaner_retains_producer_last_sequence(tmp_path: Path) -> None:
@@ -836,7 +837,7 @@ def _producer_batches(part: Path) -> list[tuple[int, int, int, int, int]]:
     ]
 
 
-# --- §10.4 transactions ---------------------------------------------------------------------------
+# --- transactions -------------------------------------------------------------------------------
 
 
 def test_basic_transaction_aware_cleaning(tmp_path: Path) -> None:
@@ -1274,7 +1275,7 @@ def test_log_append_time_batches_keep_their_append_time(tmp_path: Path) -> None:
 
 
 def test_legacy_v0_v1_entries_are_rewritten_as_v2(tmp_path: Path) -> None:
-    """Kafka >= 4.0 (KAFKA-13093, spec §2.3): every legacy entry the cleaner meets comes out as a v2
+    """Kafka >= 4.0 (KAFKA-13093): every legacy entry the cleaner meets comes out as a v2
     batch: same codec, base offset = first survivor, v0 -> CreateTime with timestamps -1, v1 keeps
     its type."""
     entries = [
@@ -1404,7 +1405,7 @@ def test_high_watermark_caps_the_cleaned_range(tmp_path: Path) -> None:
 
 
 def test_missing_high_watermark_is_taken_as_the_log_end_and_said(tmp_path: Path) -> None:
-    """kcompact's documented difference (spec §11.1): without a replication-offset-checkpoint entry
+    """kcompact's documented difference (README, Safety): without a replication-offset-checkpoint entry
     the log end stands in for the high watermark, and the result says so."""
     b = PartitionBuilder("test")
     b.batch([(b"a", b"1"), (b"a", b"2")]).roll().batch([(b"b", b"1")])

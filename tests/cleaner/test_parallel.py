@@ -25,7 +25,7 @@ from kcompact.cleaner.partition import CleanOptions, CleanResult, clean_partitio
 from kcompact.cleaner.workers import parallel
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError, CorruptDataError
-from kcompact.records.batch import encode_batch
+from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.legacy import encode_legacy_message, encode_legacy_wrapper
 from kcompact.records.record import Record
 from kcompact.segment.checkpoint import write_offset_checkpoint

@@ -229,7 +229,8 @@ def test_new_delete_horizon_wraps_like_a_java_long() -> None:
 
 
 def test_real_record_batches_satisfy_the_protocol() -> None:
-    from kcompact.records.batch import decode_batch, encode_batch
+    from kcompact.records.batch import decode_batch
+    from kcompact.records.batch_encoding import encode_batch
     from kcompact.records.control import encode_control_batch
     from kcompact.records.record import Record
 
@@ -461,7 +462,7 @@ class FakeLog:
                        delete_horizon_ms=horizon)
 
 
-# ---------------------------------------------------------------- LogCleanerTest, §10.3
+# ---------------------------------------------------------------- LogCleanerTest, idempotent producers
 
 
 def test_log_cleaner_retains_producer_last_sequence() -> None:
@@ -530,7 +531,7 @@ def test_replaying_the_cleaned_log_finds_the_same_last_data_batches() -> None:
     )
 
 
-# ---------------------------------------------------------------- LogCleanerTest, §10.4
+# ---------------------------------------------------------------- LogCleanerTest, transactions
 
 
 def test_basic_transaction_aware_cleaning() -> None:
@@ -806,7 +807,7 @@ def test_cleaning_with_keys_conflicting_with_txn_marker_keys() -> None:
     assert log.offsets() == [0, 1, 2, 3]
 
 
-# ---------------------------------------------------------------- tombstones and null keys (§6.17, §10.2)
+# ---------------------------------------------------------------- tombstones and null keys (KIP-534)
 
 
 def test_tombstone_lifecycle() -> None:

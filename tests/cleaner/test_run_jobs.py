@@ -25,7 +25,8 @@ from kcompact.cleaner.workers.pool import (
     partition_workers,
 )
 from kcompact.errors import ConfigError
-from kcompact.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, iter_batches
+from kcompact.records.batch import iter_batches
+from kcompact.records.batch_header import ATTRIBUTES_OFFSET, CRC_OFFSET
 from kcompact.records.crc import crc32c
 from kcompact.segment.checkpoint import (
     read_offset_checkpoint,

@@ -26,7 +26,8 @@ from kcompact.cleaner.disk import swap
 from kcompact.cleaner.disk.swap import CleanedSegmentWriter, recover_interrupted_swaps
 from kcompact.cleaner.partition import CleanOptions, clean_partition
 from kcompact.errors import CleanerStateError, KcompactError
-from kcompact.records.batch import encode_batch, iter_batches
+from kcompact.records.batch import iter_batches
+from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.record import Record as KRecord
 from kcompact.segment.names import segment_file_name
 from kcompact.segment.snapshot import encode_producer_snapshot

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from kcompact.cli.main import cli
-from kcompact.records.batch import CRC_OFFSET, MAGIC_OFFSET
+from kcompact.records.batch_header import CRC_OFFSET, MAGIC_OFFSET
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from tests.builders import BASE_TS, PartitionBuilder, read_all_records
 from tests.conftest import PROJECT_FIXTURES, copy_tree_writable, real_fixture

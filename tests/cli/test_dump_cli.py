@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 
 from kcompact.cli.main import cli
 from kcompact.inspect.dump import dump_path
-from kcompact.records.batch import encode_batch, encode_records_batch
+from kcompact.records.batch_encoding import encode_batch, encode_records_batch
 from kcompact.records.record import Header, Record, encode_record
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.conftest import real_fixture

@@ -17,14 +17,9 @@ from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.util import encode_varint as kp_encode_varint
 
-from kcompact.records.batch import (
-    Compression,
-    RecordBatch,
-    TimestampType,
-    decode_batch,
-    encode_batch,
-    iter_batches,
-)
+from kcompact.records.batch import decode_batch, iter_batches
+from kcompact.records.batch_encoding import encode_batch
+from kcompact.records.batch_header import Compression, RecordBatch, TimestampType
 from kcompact.records.control import ControlRecordType, encode_control_batch
 from kcompact.records.record import Header, Record, decode_records
 from kcompact.records.varint import encode_varlong

@@ -18,7 +18,7 @@ from kafka.record.memory_records import MemoryRecords
 from kcompact.errors import KcompactError
 from kcompact.inspect import dump as dump_module
 from kcompact.inspect.dump import dump_path
-from kcompact.records.batch import encode_batch, encode_records_batch
+from kcompact.records.batch_encoding import encode_batch, encode_records_batch
 from kcompact.records.control import ControlRecordType, encode_control_batch
 from kcompact.records.legacy import encode_legacy_message, encode_legacy_wrapper
 from kcompact.records.record import Header, Record, encode_record

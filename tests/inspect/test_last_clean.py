@@ -141,7 +141,7 @@ def test_broker_cleaned_consumer_offsets(
 
 
 def test_log_append_time_batch_gives_the_broker_time(tmp_path: Path) -> None:
-    from kcompact.records.batch import encode_batch
+    from kcompact.records.batch_encoding import encode_batch
     from kcompact.records.record import Record
 
     b = PartitionBuilder()

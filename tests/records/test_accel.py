@@ -25,7 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kcompact.errors import CorruptRecordError
-from kcompact.records.batch import RecordBatch, decode_batch, encode_records_batch, iter_batches
+from kcompact.records.batch import decode_batch, iter_batches
+from kcompact.records.batch_encoding import encode_records_batch
+from kcompact.records.batch_header import RecordBatch
 from kcompact.records.filter import BatchRetention, filter_v2_batch
 from kcompact.records.record import records_bytes
 from kcompact.records.scan import RecordColumns, accel, scan_keys, scan_records
@@ -399,4 +401,4 @@ def test_extension_is_built_when_required() -> None:
         pytest.skip("KCOMPACT_REQUIRE_ACCEL is not set: the pure-Python fallback is allowed")
     assert accel.kernels is not None, f"kcompact.records.scan._accel did not import: {accel.import_error}"
     if os.environ.get(accel.NO_ACCEL_ENV, "") in ("", "0"):
-        assert accel.enabled, "the extension imported but scan.py/filter.py do not use it"
+        assert accel.enabled, "the extension imported but the scan and the filter do not use it"

@@ -17,7 +17,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcompact.records.batch import RecordBatch, decode_batch, encode_records_batch, iter_batches
+from kcompact.records.batch import decode_batch, iter_batches
+from kcompact.records.batch_encoding import encode_records_batch
+from kcompact.records.batch_header import RecordBatch
 from kcompact.records.scan import accel
 from tests.conftest import real_fixture
 from tests.records.accel_compare import accel_switched, both, needs_c, walked
@@ -25,7 +27,7 @@ from tests.records.accel_compare import accel_switched, both, needs_c, walked
 INT64_MAX = (1 << 63) - 1
 INT64_MIN = -(1 << 63)
 HEADER_SIZE = 61
-# Byte positions of header fields a test overwrites (spec §1.2).
+# Byte positions of header fields a test overwrites (DefaultRecordBatch's layout).
 SIZE_AT, MAGIC_AT, ATTRIBUTES_AT, COUNT_AT = 8, 16, 21, 57
 
 

@@ -11,17 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kcompact.errors import CorruptBatchError, TruncatedDataError, UnsupportedFormatError
-from kcompact.records.batch import (
+from kcompact.records.batch import decode_batch, iter_batches, tail_kind
+from kcompact.records.batch_encoding import encode_batch, encode_empty_batch, encode_records_batch
+from kcompact.records.batch_header import (
     RECORD_BATCH_OVERHEAD,
     Compression,
     RecordBatch,
     TimestampType,
-    decode_batch,
-    encode_batch,
-    encode_empty_batch,
-    encode_records_batch,
-    iter_batches,
-    tail_kind,
 )
 from kcompact.records.record import Header, Record, decode_records, encode_record, records_bytes
 from tests.conftest import real_fixture
@@ -31,7 +27,7 @@ def _hex(text: str) -> bytes:
     return bytes.fromhex("".join(text.split()))
 
 
-# spec §1.9: two records, base offset 0, CreateTime, no producer, leader epoch -1
+# MemoryRecordsTest.testChecksum's batch: two records, base offset 0, CreateTime, no producer, leader epoch -1
 WORKED_EXAMPLE = _hex("""
     0000000000000000 00000055 ffffffff 02 e58cf1ff 0000 00000001
     00000000000454c3 00000000000454c3 ffffffffffffffff ffff ffffffff 00000002
@@ -40,7 +36,7 @@ WORKED_EXAMPLE = _hex("""
 """)
 WORKED_RECORDS = [Record(0, 283843, b"key1", b"value1"), Record(1, 1234, b"key2", b"value2")]
 
-# spec §1.10: the RETAIN_EMPTY shell of base 15, last 37, pid 23423, epoch 145, seq 983
+# DefaultRecordBatch.writeEmptyHeader: the RETAIN_EMPTY shell of base 15, last 37, pid 23423, epoch 145, seq 983
 EMPTY_SHELL = _hex("""
     000000000000000f 00000031 0000000f 02 5d4e3d62 0000 00000016
     ffffffffffffffff 0000018bcfe56800 0000000000005b7f 0091 000003d7 00000000
@@ -293,7 +289,7 @@ def test_zero_tail_ends_walk_quietly_and_other_tails_raise() -> None:
 def test_iter_batches_dispatches_legacy_entries() -> None:
     legacy = pytest.importorskip("kcompact.records.legacy")
     v1_message = _hex("0000000000000000 00000020 0685b364 01 00 00000000000454c3"
-                      "00000004 6b657931 00000006 76616c756531")  # spec §2.1
+                      "00000004 6b657931 00000006 76616c756531")  # LegacyRecord v0
     entries = list(iter_batches(_log(v1_message, EMPTY_SHELL)))
     assert isinstance(entries[0], legacy.LegacyEntry) and entries[0].magic == 1
     assert isinstance(entries[1], RecordBatch) and entries[1].position == len(v1_message)

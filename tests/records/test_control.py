@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kcompact.errors import CorruptRecordError
-from kcompact.records.batch import Compression, TimestampType, decode_batch
+from kcompact.records.batch import decode_batch
+from kcompact.records.batch_header import Compression, TimestampType
 from kcompact.records.control import (
     ControlRecordKey,
     ControlRecordType,
@@ -16,7 +17,7 @@ from kcompact.records.control import (
 )
 from kcompact.records.record import decode_records
 
-# spec §1.8: COMMIT, coordinator epoch 5, offset 100, ts 1700000000000, pid 7, epoch 3, leader 2
+# EndTransactionMarker: COMMIT, coordinator epoch 5, offset 100, ts 1700000000000, pid 7, epoch 3, leader 2
 COMMIT_MARKER = bytes.fromhex("""
     0000000000000064 00000042 00000002 02 c60df61d 0030 00000000
     0000018bcfe56800 0000018bcfe56800 0000000000000007 0003 ffffffff 00000001

@@ -7,14 +7,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kcompact.errors import CorruptRecordError
-from kcompact.records.batch import (
+from kcompact.records.batch import decode_batch
+from kcompact.records.batch_encoding import encode_batch, encode_records_batch
+from kcompact.records.batch_header import (
     RECORD_BATCH_OVERHEAD,
     Compression,
     RecordBatch,
     TimestampType,
-    decode_batch,
-    encode_batch,
-    encode_records_batch,
 )
 from kcompact.records.record import (
     Header,
@@ -26,7 +25,7 @@ from kcompact.records.record import (
 )
 from kcompact.records.varint import encode_varint, encode_varlong
 
-RECORD0 = bytes.fromhex("20 00 00 00 08 6b657931 0c 76616c756531 00")  # spec §1.9
+RECORD0 = bytes.fromhex("20 00 00 00 08 6b657931 0c 76616c756531 00")  # the worked batch's first record
 RECORD1 = bytes.fromhex("24 00 e1bf22 02 08 6b657932 0c 76616c756532 00")
 
 

@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from kcompact.errors import CorruptRecordError, KcompactError
-from kcompact.records.batch import RecordBatch, decode_batch, encode_records_batch
+from kcompact.records.batch import decode_batch
+from kcompact.records.batch_encoding import encode_records_batch
+from kcompact.records.batch_header import RecordBatch
 from kcompact.records.record import Header, Record, decode_records, encode_record, records_bytes
 from kcompact.records.scan import RecordColumns, scan_keys, scan_records
 from tests.conftest import real_fixture

@@ -14,7 +14,8 @@ import struct
 from pathlib import Path
 
 from kcompact.errors import CorruptDataError, UnsupportedFormatError
-from kcompact.records.batch import RecordBatch, decode_batch, iter_batches
+from kcompact.records.batch import decode_batch, iter_batches
+from kcompact.records.batch_header import RecordBatch
 from kcompact.records.legacy import decode_legacy_entry, legacy_records
 from kcompact.records.record import decode_records
 from kcompact.segment.checkpoint import read_offset_checkpoint

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcompact.records.batch import encode_batch, encode_records_batch, iter_batches
+from kcompact.records.batch import iter_batches
+from kcompact.records.batch_encoding import encode_batch, encode_records_batch
 from kcompact.records.legacy import encode_legacy_message
 from kcompact.records.record import Record
 from kcompact.repair.salvage import (

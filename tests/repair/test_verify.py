@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kcompact.records.batch import encode_records_batch, iter_batches
+from kcompact.records.batch import iter_batches
+from kcompact.records.batch_encoding import encode_records_batch
 from kcompact.repair.verify import verify_partition
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.names import segment_file_name

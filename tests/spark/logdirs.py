@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from kcompact.records.batch import encode_batch, iter_batches
+from kcompact.records.batch import iter_batches
+from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.legacy import encode_legacy_message, encode_legacy_wrapper
 from kcompact.records.record import Header, Record
 from kcompact.segment.checkpoint import update_offset_checkpoint

@@ -24,7 +24,8 @@ from kcompact.cleaner.partition import CleanOptions, CleanResult, clean_partitio
 from kcompact.cleaner.round.stages import write_group
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError, CorruptRecordError, KcompactError
-from kcompact.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, iter_batches
+from kcompact.records.batch import iter_batches
+from kcompact.records.batch_header import ATTRIBUTES_OFFSET, CRC_OFFSET
 from kcompact.records.crc import crc32c
 from kcompact.segment.checkpoint import read_offset_checkpoint
 from kcompact.segment.partition import open_partition

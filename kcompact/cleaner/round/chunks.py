@@ -36,17 +36,15 @@ from kcompact.cleaner.rules.transactions import (
     CleanedTransactionMetadata,
 )
 from kcompact.cleaner.state.log_state import read_control
-from kcompact.records.batch import (
+from kcompact.records.batch import ENTRY_PREFIX_STRUCT, RECORD_OVERHEAD_V0, iter_batches
+from kcompact.records.batch_header import (
     CONTROL_FLAG_MASK,
-    ENTRY_PREFIX_STRUCT,
     HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAGIC_VALUE_V2,
     MIN_BATCH_LENGTH,
-    RECORD_OVERHEAD_V0,
     TRANSACTIONAL_FLAG_MASK,
-    iter_batches,
 )
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.txn_index import AbortedTxn

@@ -25,7 +25,7 @@ from kcompact.segment.partition import SegmentFiles
 from kcompact.segment.verify_index import LogFacts, verify_index_with_facts
 
 if TYPE_CHECKING:
-    from kcompact.records.batch import RecordBatch
+    from kcompact.records.batch_header import RecordBatch
     from kcompact.records.legacy import LegacyEntry
 
 MAX_RELATIVE_OFFSET = 0x7FFFFFFF

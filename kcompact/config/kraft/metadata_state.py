@@ -45,7 +45,7 @@ from kcompact.errors import (
     CorruptRecordError,
     KcompactError,
 )
-from kcompact.records.batch import RecordBatch
+from kcompact.records.batch_header import RecordBatch
 from kcompact.records.control import ControlRecordKey, ControlRecordType
 from kcompact.records.record import decode_records
 from kcompact.segment.checkpoint import read_leader_epoch_checkpoint, read_offset_checkpoint

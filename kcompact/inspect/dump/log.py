@@ -23,14 +23,12 @@ from typing import TYPE_CHECKING
 from kcompact.config.kraft import records as kraft_records
 from kcompact.errors import CorruptDataError, KcompactError, TruncatedDataError
 from kcompact.inspect.dump.items import Item, file_item, problem_item, warning_item
-from kcompact.records.batch import (
-    ENTRY_PREFIX_STRUCT,
-    HEADER_SIZE_UP_TO_MAGIC,
+from kcompact.records.batch import ENTRY_PREFIX_STRUCT, HEADER_SIZE_UP_TO_MAGIC, RECORD_OVERHEAD_V0
+from kcompact.records.batch_header import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAGIC_VALUE_V2,
     MIN_BATCH_LENGTH,
-    RECORD_OVERHEAD_V0,
     RecordBatch,
     TimestampType,
 )

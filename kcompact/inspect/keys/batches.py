@@ -22,7 +22,7 @@ from typing import Any
 from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
 from kcompact.cleaner.state.log_state import LogState, read_control
 from kcompact.errors import CorruptDataError
-from kcompact.records.batch import TimestampType
+from kcompact.records.batch_header import TimestampType
 from kcompact.records.legacy import (
     LOG_OVERHEAD,
     RECORD_OVERHEAD_V0,
