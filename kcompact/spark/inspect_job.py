@@ -8,7 +8,7 @@ Every task gets the driver's clock.
 
 The only thing the driver redoes is the ranking across slices (``cleaner_rank``): a slice ranks its
 own eligible partitions, and the run's ranks are those rows, stably re-sorted by dirty ratio — which is
-Kafka's rule as ``kcompact.cleaner.rules.ranges.cleaner_order`` applies it (highest ratio first, ties in
+Kafka's rule, applied by ``kcompact.cleaner.rules.ranges.pick_ranks`` (highest ratio first, ties in
 the order the partitions were listed: slices keep that order, and a slice's ranks keep it inside).
 Rows are then sorted as the serial report sorts them.
 """
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kcompact.cleaner.rules.ranges import pick_ranks
 from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report, partition_dirs
 from kcompact.spark.rows import dataclass_columns, ddl
 
@@ -117,10 +118,8 @@ def rank_rows(slices_rows: Sequence[DirtyRatioRow]) -> list[DirtyRatioRow]:
     Returns:
         New rows with the run's ``cleaner_rank``, sorted as the serial report sorts them.
     """
-    ranked = sorted((row for row in slices_rows if row.cleaner_rank is not None),
-                    key=lambda row: -row.dirty_ratio)
-    ranks = {id(row): rank for rank, row in enumerate(ranked, 1)}
-    out = [dataclasses.replace(row, cleaner_rank=ranks.get(id(row))) for row in slices_rows]
+    ranks = pick_ranks([(row.cleaner_rank is not None, row.dirty_ratio) for row in slices_rows])
+    out = [dataclasses.replace(row, cleaner_rank=rank) for row, rank in zip(slices_rows, ranks)]
     out.sort(key=lambda r: (r.cleaner_rank is None, r.cleaner_rank or 0, r.topic, r.partition))
     return out
 

@@ -21,6 +21,7 @@ from kcompact.cleaner.rules.ranges import (
     SegmentStats,
     cleaner_order,
     compute_cleanable_range,
+    pick_ranks,
 )
 from kcompact.errors import CleanerStateError
 from tests.conftest import real_fixture
@@ -567,3 +568,10 @@ def test_range_invariants(inp: RangeInputs, from_start: bool) -> None:
     if rng.eligible:
         assert rng.dirty_bytes > 0
     assert rng.blocking_rule and rng.blocking_detail
+
+
+def test_pick_ranks_highest_ratio_first_ties_in_listing_order() -> None:
+    # LogCleanerManager.grabFilthiestCompactedLog: the max dirty ratio among the eligible logs
+    ranks = pick_ranks([(True, 0.5), (False, 0.9), (True, 0.7), (True, 0.5), (False, 0.1)])
+    assert ranks == [2, None, 1, 3, None]
+    assert pick_ranks([]) == []

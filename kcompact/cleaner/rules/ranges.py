@@ -204,10 +204,28 @@ def cleaner_order(ranges: Sequence[tuple[str, CleanableRange]]) -> list[tuple[st
         (name, rank) pairs: ranks 1, 2, ... for the eligible partitions in pick order, then the
         others with rank None, in the given order.
     """
-    picked = sorted((pair for pair in ranges if pair[1].eligible), key=lambda p: -p[1].dirty_ratio)
-    order: list[tuple[str, int | None]] = [(n, rank) for rank, (n, _) in enumerate(picked, 1)]
-    order.extend((name, None) for name, rng in ranges if not rng.eligible)
+    ranks = pick_ranks([(rng.eligible, rng.dirty_ratio) for _name, rng in ranges])
+    picked = sorted((rank, name) for (name, _rng), rank in zip(ranges, ranks) if rank is not None)
+    order: list[tuple[str, int | None]] = [(name, rank) for rank, name in picked]
+    order.extend((name, None) for (name, _rng), rank in zip(ranges, ranks) if rank is None)
     return order
+
+
+def pick_ranks(candidates: Sequence[tuple[bool, float]]) -> list[int | None]:
+    """The broker cleaner's pick order (``LogCleanerManager.grabFilthiestCompactedLog``): the rank of
+    each candidate, highest dirty ratio first among the eligible ones, equal ratios in the given order.
+
+    Args:
+        candidates: (eligible, dirty ratio) of each partition, in listing order.
+
+    Returns:
+        Each candidate's rank (1 is picked first), or None for one that is not eligible.
+    """
+    eligible = sorted((i for i, (ok, _ratio) in enumerate(candidates) if ok), key=lambda i: -candidates[i][1])
+    ranks: list[int | None] = [None] * len(candidates)
+    for rank, i in enumerate(eligible, 1):
+        ranks[i] = rank
+    return ranks
 
 
 # -- Kafka's segment arithmetic -------------------------------------------------------------------
