@@ -10,39 +10,41 @@ offset* is cleaned: the active segment, data at or above the high watermark or i
 transaction, and segments younger than ``min.compaction.lag.ms`` are never touched (``rules/ranges.py``).
 One round:
 
-1. **Facts** (``state/log_state.py``). One pass over batch *headers* of every segment gives each segment's next
-   offset and timestamps, replays producer state (who is still an active producer, which transactions are
-   open below the high watermark: the last stable offset), and collects aborted transactions from the
+1. **Facts** (``state/log_state.py``). One pass over batch *headers* of every segment gives each segment's
+   next offset and timestamps, replays producer state (who is still an active producer, which transactions
+   are open below the high watermark: the last stable offset), and collects aborted transactions from the
    ``.txnindex`` files (plus those the data shows where an index is missing). No record payload is read.
-2. **Range** (``rules/ranges.py``, with its values and the why-not-cleanable wording). First dirty offset from the checkpoint (reset to the log start when it lies
-   below it or past the log end), first uncleanable offset rounded down to a segment base, the dirty ratio.
-3. **Offset map** (``round/mapping.py`` filling ``offset_map/``). Scan the dirty range once: for every record with a key in a data
-   batch that is not aborted transactional data, map a 128-bit digest of the key to its offset (later wins;
-   tombstones included; control batches and keyless records skipped). With ``--dedupe-buffer-size`` the map
-   is bounded exactly like Kafka's SkimpyOffsetMap and the round ends where it fills up;
-   ``end_offset = map.latest_offset + 1``.
-4. **Groups** (``rules/grouping.py``). Every segment below ``end_offset`` — from the start of the log, so the clean
-   section is filtered again with the new map — is grouped greedily into runs that fit one output segment
-   (``segment.bytes``, ``segment.index.bytes``, the 32-bit relative-offset window).
-5. **Filter** (``round/filtering.py`` driving ``rules/policy.py`` and ``rules/transactions.py``). Each group is streamed batch by
-   batch into ``<base>.log.cleaned``. Per batch: the transaction bookkeeping, then Kafka's batch decision
-   (keep an empty shell for an active producer's last batch or for the round's last batch; drop aborted data
-   and expired markers), then per record: keep it when it is the latest for its key (or beyond the map),
-   drop keyless records, keep tombstones until the batch's delete horizon. A batch whose records all
-   survive and needs no new horizon is copied byte for byte; otherwise it is rebuilt with Kafka's rules
-   (original base offset and last offset delta, same codec at its default level, horizon stamped as
-   ``now + delete.retention.ms`` when a tombstone or an empty-transaction marker survives). Legacy
-   (magic 0/1) batches are always rewritten as v2 (Kafka ≥ 4.0, KAFKA-13093).
+2. **Range** (``rules/ranges.py``, with its values and the why-not-cleanable wording). First dirty offset
+   from the checkpoint (reset to the log start when it lies below it or past the log end), first uncleanable
+   offset rounded down to a segment base, the dirty ratio.
+3. **Offset map** (``round/mapping.py`` filling ``offset_map/``). Scan the dirty range once: for every
+   record with a key in a data batch that is not aborted transactional data, map a 128-bit digest of the key
+   to its offset (later wins; tombstones included; control batches and keyless records skipped). With
+   ``--dedupe-buffer-size`` the map is bounded exactly like Kafka's SkimpyOffsetMap and the round ends where
+   it fills up; ``end_offset = map.latest_offset + 1``.
+4. **Groups** (``rules/grouping.py``). Every segment below ``end_offset`` — from the start of the log, so
+   the clean section is filtered again with the new map — is grouped greedily into runs that fit one output
+   segment (``segment.bytes``, ``segment.index.bytes``, the 32-bit relative-offset window).
+5. **Filter** (``round/filtering.py`` driving ``rules/policy.py`` and ``rules/transactions.py``). Each group
+   is streamed batch by batch into ``<base>.log.cleaned``. Per batch: the transaction bookkeeping, then
+   Kafka's batch decision (keep an empty shell for an active producer's last batch or for the round's last
+   batch; drop aborted data and expired markers), then per record: keep it when it is the latest for its key
+   (or beyond the map), drop keyless records, keep tombstones until the batch's delete horizon. A batch
+   whose records all survive and needs no new horizon is copied byte for byte; otherwise it is rebuilt with
+   Kafka's rules (original base offset and last offset delta, same codec at its default level, horizon
+   stamped as ``now + delete.retention.ms`` when a tombstone or an empty-transaction marker survives).
+   Legacy (magic 0/1) batches are always rewritten as v2 (Kafka ≥ 4.0, KAFKA-13093).
 6. **Indexes** (``segment/index_builder.py``). ``.index`` and ``.timeindex`` are built per batch exactly as
    Kafka 4.1 appends them (KAFKA-806: identical to what log recovery rebuilds); ``.txnindex`` gets the
-   original entries of the ABORT markers kept in this round.
-   Before the swap every ``.cleaned`` output is read back and checked (``round/verify_output.py``: batch
-   framing, CRCs, offsets ascending and in range, the offset and time indexes against the log).
-7. **Swap** (``disk/swap.py``), per group, Kafka's ``replaceSegments`` protocol: write and fsync the ``.cleaned``
-   files; rename them ``.swap``; rename the replaced segments' files (and the producer snapshots of bases that
-   disappear) ``.deleted``; rename ``.swap`` to the final names; fsync the directory; delete the ``.deleted``
-   files. A crash anywhere leaves a directory that Kafka's loader — and ``swap.recover_interrupted_swaps`` — completes or rolls
-   back so that every segment group is wholly old or wholly new.
+   original entries of the ABORT markers kept in this round. Before the swap every ``.cleaned`` output is
+   read back and checked (``round/verify_output.py``: batch framing, CRCs, offsets ascending and in range,
+   the offset and time indexes against the log).
+7. **Swap** (``disk/swap.py``), per group, Kafka's ``replaceSegments`` protocol: write and fsync the
+   ``.cleaned`` files; rename them ``.swap``; rename the replaced segments' files (and the producer
+   snapshots of bases that disappear) ``.deleted``; rename ``.swap`` to the final names; fsync the
+   directory; delete the ``.deleted`` files. A crash anywhere leaves a directory that Kafka's loader — and
+   ``swap.recover_interrupted_swaps`` — completes or rolls back so that every segment group is wholly old or
+   wholly new.
 8. **Checkpoint**. Only after every group is swapped, ``cleaner-offset-checkpoint`` is advanced to
    ``end_offset`` (atomic rewrite under kcompact's checkpoint lock, other lines untouched), so it never runs
    ahead of what was swapped.
@@ -59,16 +61,18 @@ segment files) over ``state/`` and ``offset_map/`` over ``rules/`` (Kafka's pure
 the Spark tasks all call it). It runs the round as separable stages (``round/stages.py``): ``plan_clean``
 freezes steps 1–2 into a picklable ``CleanPlan`` (``round/plan.py``; the options in ``round/options.py``),
 ``segment_key_entries`` is pass 1 over one segment, ``write_group`` is pass 2 over one group, and
-``commit_clean`` is steps 7–8. Pass 2 asks its keep-or-drop question of an *oracle* (``offset_map/oracle.py``):
-the in-memory offset map, the retention rules (``disk/retention.py``, for ``compact,delete``), or the sorted
-(digest, offset) runs the Spark path's distributed map produces. On one machine the stages run:
+``commit_clean`` is steps 7–8. Pass 2 asks its keep-or-drop question of an *oracle*
+(``offset_map/oracle.py``): the in-memory offset map, the retention rules (``disk/retention.py``, for
+``compact,delete``), or the sorted (digest, offset) runs the Spark path's distributed map produces. On one
+machine the stages run:
 
 * in this process, or split by segment byte ranges (``round/chunks.py``) over forked worker processes
-  (``workers/parallel.py``; each worker is seeded with the transaction state replayed from batch headers, bulk
-  results come back through temporary files, ``workers/spill.py``), the parent appending the batches and
-  building the indexes so the bytes do not depend on the number of workers;
-* for a log dir, ``logdir/run.py`` orders the partitions as the broker's cleaner would and ``workers/pool.py`` cleans
-  several at once, each in its own process; the checkpoint lines are then settled into cleaning order.
+  (``workers/parallel.py``; each worker is seeded with the transaction state replayed from batch headers,
+  bulk results come back through temporary files, ``workers/spill.py``), the parent appending the batches
+  and building the indexes so the bytes do not depend on the number of workers;
+* for a log dir, ``logdir/run.py`` orders the partitions as the broker's cleaner would and
+  ``workers/pool.py`` cleans several at once, each in its own process; the checkpoint lines are then settled
+  into cleaning order.
 
 The output is byte-identical whatever the number of workers, and to the pure-Python reference of the
 record scan (the C kernels in ``kcompact/records/scan``).
