@@ -26,7 +26,8 @@ from kcompact.config.kraft.records import (
     parse_uuid,
 )
 from kcompact.errors import CorruptRecordError
-from kcompact.records import decode_records, iter_batches
+from kcompact.records.batch import iter_batches
+from kcompact.records.record import decode_records
 from kcompact.records.varint import encode_unsigned_varint as uv
 from tests.conftest import real_fixture
 

@@ -10,7 +10,9 @@ from kcompact.config.kraft.metadata_state import load_metadata_state
 from kcompact.config.kraft.records import format_uuid
 from kcompact.config.topic_config import resolve_config
 from kcompact.errors import ConfigError, CorruptRecordError
-from kcompact.records import ControlRecordKey, ControlRecordType, Record, encode_batch
+from kcompact.records.batch_encoding import encode_batch
+from kcompact.records.control import ControlRecordKey, ControlRecordType
+from kcompact.records.record import Record
 from tests.config.test_kraft_records import (
     encode_config,
     encode_feature_level,

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kcompact.errors import CorruptRecordError
-from kcompact.records import decode_records, iter_batches
+from kcompact.records.batch import iter_batches
 from kcompact.records.messages.consumer_offsets import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -22,6 +22,7 @@ from kcompact.records.messages.consumer_offsets import (
     decode_offsets_key,
     decode_offsets_value,
 )
+from kcompact.records.record import decode_records
 from tests.conftest import real_fixture
 
 
