@@ -16,10 +16,12 @@ live-broker guard and the partition lock, in this order:
 5. resets a cleaner checkpoint entry Kafka would reset, or rewrites a checkpoint file that does not parse
    with the entries that do;
 6. with ``clean``, compacts the repaired partition (``cleaner.run.clean_path``);
-7. records the final state in the manifest and verifies once more (``RepairResult.remaining``).
+7. verifies once more (``RepairResult.remaining``).
 
-Each step leaves a partition Kafka loads; a repair that dies half-way is finished by running it again, or
-undone from its backup (``undo.py``).
+Each step from 2 on runs inside ``Backup.step``: the manifest names the segments it may change before it
+starts and records the partition's files after it ends, finished or failed. Each step leaves a partition
+Kafka loads; a repair that dies half-way is finished by running it again, or undone from its backup
+(``undo.py``), which refuses when anything else changed since.
 """
 
 from __future__ import annotations
@@ -151,10 +153,10 @@ def _repair(path: str | Path, options: RepairOptions) -> RepairResult:
     with log_dir_write_guard(log_dir):
         with partition_lock(log_dir, part.name):
             result, backup = _repair_locked(part, options, interval)
-        if options.clean:
-            _clean(part, options, result)
-        if backup is not None:
-            backup.finish(partition.log_dir.cleaner_checkpoint)
+        if options.clean and backup is not None:
+            bases = [seg.base_offset for seg in open_partition(part).segments]
+            with backup.step(bases):  # the clean may rewrite or delete any segment there is
+                _clean(part, options, result)
         if backup is not None or options.clean:
             result.remaining = verify_partition(part, index_interval_bytes=interval).findings
     return result
@@ -200,14 +202,23 @@ def _repair_locked(
     if check.recovery_plan:
         check = _recover_swaps(check, backup, result, interval)
     for path in check.partition.orphan_indexes:
-        backup.save(path)
-        path.unlink()
+        with backup.step(_bases_of([path])):
+            backup.save(path)
+            path.unlink()
         result.actions.append(f"removed orphaned index {path.name}")
     for seg in check.segments:
         if seg.rewrite:
-            _rewrite_segment(seg, backup, result, interval)
-    _fix_checkpoint(check, backup, result)
+            with backup.step([seg.files.base_offset]):
+                _rewrite_segment(seg, backup, result, interval)
+    with backup.step([]):
+        _fix_checkpoint(check, backup, result)
     return result, backup
+
+
+def _bases_of(paths: list[Path]) -> list[int]:
+    """The base offsets named by ``paths`` (segment files, indexes, their temporary suffixes)."""
+    parsed = [parse_segment_file_name(p.name) for p in paths]
+    return [n.base_offset for n in parsed if n is not None]
 
 
 def _save_if_segment_file(backup: Backup, path: Path) -> None:
@@ -222,10 +233,12 @@ def _recover_swaps(
     part = check.partition.path
     names = [parse_segment_file_name(p.name) for p in sorted(part.iterdir())]
     lowest = min(n.base_offset for n in names if n is not None and n.temp_suffix is not None)
-    for parsed in names:  # every file the recovery may delete or replace
-        if parsed is not None and (parsed.temp_suffix is not None or parsed.base_offset >= lowest):
-            backup.save(part / parsed.name)
-    result.actions += recover_interrupted_swaps(part).actions
+    touched = [part / n.name for n in names  # every file the recovery may delete or replace
+               if n is not None and (n.temp_suffix is not None or n.base_offset >= lowest)]
+    with backup.step(_bases_of(touched)):
+        for path in touched:
+            backup.save(path)
+        result.actions += recover_interrupted_swaps(part).actions
     again = verify_partition(part, index_interval_bytes=interval)
     result.findings += [f for f in again.findings if f not in result.findings]
     return again
