@@ -146,6 +146,7 @@ def _render(result: Any) -> None:
 
 def _finding_lines(finding: Any) -> None:
     render.plain(f"  [{finding.kind}] {finding.located()}")
+    render.plain(f"      impact: {finding.impact_text()}")
     if finding.cleaner_effect:
         mark = "uncleanable" if finding.blocks_cleaning else "cleaner"
         render.plain(f"      {mark}: {finding.cleaner_effect}")

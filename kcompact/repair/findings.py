@@ -2,8 +2,9 @@
 
 Each finding names the file and byte position, says what is wrong ("…; expected X, found Y"), whether it
 would make the broker's log cleaner mark the partition uncleanable and why (spec §6.15, §7.4), what a
-broker does with it when it loads or recovers the partition (spec §7), and what repair does about it
-(None: reported only). The texts live here so ``verify`` stays about detection.
+broker does with it when it loads or recovers the partition (spec §7), its impact (it breaks the broker,
+its cleaner, both; Kafka settles it itself; or it is informational — a broker and its cleaner accept it —
+and not repaired), and what repair does about it (None: reported only). The texts live here so ``verify`` stays about detection.
 """
 
 from __future__ import annotations
@@ -33,6 +34,21 @@ KIND_CHECKPOINT = "checkpoint"
 KIND_LOG_START = "log-start"
 KIND_STRAY = "stray"
 KIND_UNCHECKED = "records-unchecked"
+
+# What a finding does to a broker, one of these (``Finding.impact``). Repair acts only on the first four;
+# an informational finding is reported and left as it is.
+IMPACT_BROKER = "broker"  # breaks loading, reads, or the broker's idea of the data (retention)
+IMPACT_CLEANER = "cleaner"  # the broker's cleaner fails on it or gets it wrong
+IMPACT_BOTH = "broker+cleaner"
+IMPACT_SETTLED = "settled-by-kafka"  # Kafka settles it itself (at load, or its cleaner); repair does now
+IMPACT_NONE = "informational"  # a broker and its cleaner accept it: not repaired
+IMPACT_TEXT = {
+    IMPACT_BROKER: "breaks the broker",
+    IMPACT_CLEANER: "breaks the broker's cleaner",
+    IMPACT_BOTH: "breaks the broker and its cleaner",
+    IMPACT_SETTLED: "Kafka settles it itself; repair does the same now",
+    IMPACT_NONE: "informational: a broker and its cleaner accept it; not repaired",
+}
 
 # The cleaner thread catches the exception and marks the partition uncleanable (spec §6.15).
 UNCLEANABLE = "so the broker marks the partition uncleanable and never cleans it again until it restarts"
@@ -69,6 +85,17 @@ class Finding:
     cleaner_effect: str = ""
     broker_effect: str = ""
     action: str | None = None
+    impact: str = ""  # one of IMPACT_TEXT's keys; derived from the fields above when not given
+
+    def __post_init__(self) -> None:
+        if not self.impact:
+            derived = (IMPACT_CLEANER if self.blocks_cleaning
+                       else IMPACT_NONE if self.action is None else IMPACT_BROKER)
+            object.__setattr__(self, "impact", derived)
+
+    def impact_text(self) -> str:
+        """The impact in words (``repair`` prints it per finding)."""
+        return IMPACT_TEXT.get(self.impact, self.impact)
 
     def where(self) -> str:
         """``<file>`` or ``<file> at position <p>``."""
@@ -112,6 +139,7 @@ def region_finding(
         broker_effect=recovery_effect(region.kind, region.position, later_segments),
         action=(f"move the {region.size_in_bytes} bytes at position {region.position} to the "
                 "quarantine" + ("" if tail else " and keep the batches after them")),
+        impact=IMPACT_BOTH if blocks else IMPACT_BROKER,
     )
 
 
@@ -131,6 +159,7 @@ def fix_finding(path: Path, kept: KeptBatch, *, active: bool, later_segments: in
         broker_effect=recovery_effect(kind, kept.position, later_segments),
         action=f"restore the field: the batch passes its CRC and fits the offsets around it with "
                f"offsets {kept.base_offset}..{kept.last_offset}",
+        impact=IMPACT_BOTH if blocks else IMPACT_BROKER,
     )
 
 

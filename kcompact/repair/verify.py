@@ -32,6 +32,10 @@ from kcompact.repair.findings import (
     KIND_ORPHAN_INDEX,
     KIND_STRAY,
     KIND_UNCHECKED,
+    IMPACT_BOTH,
+    IMPACT_BROKER,
+    IMPACT_NONE,
+    IMPACT_SETTLED,
     Finding,
     fix_finding,
     region_finding,
@@ -145,7 +149,7 @@ def _check_leftovers(
             message=f"leftover of an interrupted clean or split ({path.suffix}){problem}",
             cleaner_effect="none once loaded: the loader settles it first",
             broker_effect="Kafka's loader finishes or rolls back the interrupted swap at startup",
-            action=action))
+            action=action, impact=IMPACT_SETTLED if action else IMPACT_BROKER))
     return plan, error
 
 
@@ -155,12 +159,12 @@ def _check_files(partition: Partition, findings: list[Finding]) -> None:
             kind=KIND_ORPHAN_INDEX, path=str(path), position=None,
             message="index file without its .log; expected a segment of that base offset",
             broker_effect="Kafka's loader deletes it",
-            action="remove it (kept in the backup)"))
+            action="remove it (kept in the backup)", impact=IMPACT_SETTLED))
     for path in partition.strays:
         findings.append(Finding(
             kind=KIND_STRAY, path=str(path), position=None,
             message="not a file Kafka keeps in a partition directory",
-            broker_effect="Kafka's loader ignores it", action=None))
+            broker_effect="Kafka's loader ignores it", action=None, impact=IMPACT_NONE))
     for entry in sorted(partition.path.parent.iterdir()):
         if (entry.is_dir() and entry.name not in KAFKA_SKIPPED_DIRS
                 and parse_partition_dir_name(entry.name) is None):
@@ -169,7 +173,7 @@ def _check_files(partition: Partition, findings: list[Finding]) -> None:
                 message="directory in the log dir that is not named <topic>-<partition>",
                 broker_effect="Kafka refuses to load the log dir (KafkaException at startup); "
                               "move it out of the log dir",
-                action=None))
+                action=None, impact=IMPACT_BROKER))
 
 
 def _scan_segments(partition: Partition, findings: list[Finding]) -> list[SegmentCheck]:
@@ -192,7 +196,7 @@ def _scan_segments(partition: Partition, findings: list[Finding]) -> list[Segmen
                   for k in scan.kept if k.fix is not None]
         findings += sorted(found, key=lambda f: f.position or 0)
         findings += [Finding(kind=KIND_UNCHECKED, path=str(files.log_path), position=k.position,
-                             message=k.note or "", offset=k.base_offset)
+                             message=k.note or "", offset=k.base_offset, impact=IMPACT_NONE)
                      for k in scan.kept if k.note is not None]
     return out
 
@@ -241,7 +245,7 @@ def _log_start(partition: Partition, findings: list[Finding]) -> int:
             blocks_cleaning=True,
             cleaner_effect="the broker cannot read the log dir's checkpoints (IOException): the "
                            "whole log dir goes offline",
-            broker_effect="the log dir is marked offline", action=None))
+            broker_effect="the log dir is marked offline", action=None, impact=IMPACT_BOTH))
         return first_base
 
 
@@ -263,7 +267,8 @@ def _check_checkpoints(check: PartitionCheck) -> None:
             cleaner_effect="the broker cannot read it (IOException): the whole log dir goes offline "
                            "and nothing in it is cleaned",
             broker_effect="the log dir is marked offline at startup",
-            action=f"rewrite it with the {len(salvaged)} entries that parse (original in the backup)"))
+            action=f"rewrite it with the {len(salvaged)} entries that parse (original in the backup)",
+            impact=IMPACT_BOTH))
     else:
         entry = entries.get(key)
         if entry is not None and not start <= entry <= end:
@@ -274,7 +279,7 @@ def _check_checkpoints(check: PartitionCheck) -> None:
                         f"expected {start}..{end}, found {entry}",
                 cleaner_effect="Kafka's cleaner resets it to the log start and re-cleans the whole log",
                 broker_effect="rewritten by the cleaner on its next pass",
-                action=f"reset it to the log start offset {start}"))
+                action=f"reset it to the log start offset {start}", impact=IMPACT_SETTLED))
     _check_log_start(check)
 
 
@@ -291,7 +296,7 @@ def _check_log_start(check: PartitionCheck) -> None:
             message=f"log start offset of {check.partition.path.name} lies past the log end; "
                     f"expected <= {check.log_end_offset}, found {entry}",
             broker_effect="Kafka's loader deletes every segment of the partition",
-            action=None))
+            action=None, impact=IMPACT_BROKER))
 
 
 def salvage_checkpoint(data: bytes) -> dict[tuple[str, int], int]:
