@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from kcompact.cleaner.legacy_hazard import round_end_hazard
 from kcompact.cleaner.log_state import LogState, load_log_state
 from kcompact.cleaner.ranges import CleanableRange, cleaner_order, compute_cleanable_range
 from kcompact.cleaner.run import ConfigSources
@@ -90,6 +91,7 @@ class DirtyRatioRow:
     blocking_detail: str | None = None
     cleaner_rank: int | None = None
     corrupt_batches: int = 0  # batches of the dirty section that fail their CRC (``error`` names the first)
+    cleaner_fails: str | None = None  # why Kafka's own cleaner throws on this partition (legacy entries)
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
 
@@ -241,10 +243,23 @@ def _row(
     row.warnings.extend(state.warnings)
     _fill(row, rng)
     row.corrupt_batches = crc.corrupt_batches
+    _check_legacy(row, partition, rng)
     if crc.first_error is not None:
         more = crc.corrupt_batches - 1
         row.error = crc.first_error + (f" ({more} more batch(es) of the dirty section fail theirs)" if more else "")
     return row, rng
+
+
+def _check_legacy(row: DirtyRatioRow, partition: Partition, rng: CleanableRange) -> None:
+    """Say so when Kafka's cleaner throws on the legacy entry that ends this round."""
+    end = rng.first_uncleanable_offset
+    hazard = round_end_hazard(partition, end)
+    if hazard is None or rng.first_dirty_offset >= end:
+        return
+    row.cleaner_fails = hazard.reason(f"the next round ends with it (at offset {end})")
+    row.warnings.append(f"{Path(row.partition_dir).name}: Kafka's cleaner fails here: "
+                        f"{row.cleaner_fails}; `kcompact repair` rewrites the segment's legacy "
+                        "entries as magic 2 batches, keeping every record")
 
 
 def _check_dirty_section(state: LogState, rng: CleanableRange) -> CrcTally:

@@ -55,6 +55,7 @@ from pathlib import Path
 
 from kcompact.cleaner.cleaner import CleanOptions, CleanResult, clean_partition
 from kcompact.cleaner.compaction_gate import not_compacted
+from kcompact.cleaner.legacy_hazard import round_end_hazard
 from kcompact.errors import BatchCrcError, ConfigError, RefusedError
 from kcompact.inspect.context import InspectContext, load_inspect_context
 from kcompact.inspect.key_census import Census
@@ -179,6 +180,8 @@ def _dry_run(ctx: InspectContext) -> CleanResult:
     if state.partition.is_metadata_log:
         reason = "__cluster_metadata is KRaft's own log; no cleaner touches it"
     if reason is None:
+        reason = legacy_failure(ctx)
+    if reason is None:
         try:
             options = CleanOptions(now_ms=now, dry_run=True)
             return clean_partition(state.partition.path, effective.config, options)
@@ -190,6 +193,17 @@ def _dry_run(ctx: InspectContext) -> CleanResult:
                          state.partition.partition, now, True)
     result.skipped_reason = reason
     return result
+
+
+def legacy_failure(ctx: InspectContext) -> str | None:
+    """Why Kafka's cleaner (and ``kcompact clean``) throw on this round, when a legacy entry ends it."""
+    end = ctx.rng.first_uncleanable_offset
+    hazard = round_end_hazard(ctx.state.partition, end)
+    if hazard is None or ctx.rng.first_dirty_offset >= end:
+        return None
+    return (f"Kafka's cleaner fails here: {hazard.reason(f'the next round ends with it (at offset {end})')}"
+            "; `kcompact repair` rewrites the segment's legacy entries as magic 2 batches, keeping "
+            "every record")
 
 
 def _projection(dry: CleanResult, records: int, size: int) -> Projection:

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kcompact.cleaner.legacy_hazard import LegacyHazard
 from kcompact.repair.salvage import (
     FIX_LENGTH,
     REGION_CORRUPT,
@@ -34,6 +35,7 @@ KIND_CHECKPOINT = "checkpoint"
 KIND_LOG_START = "log-start"
 KIND_STRAY = "stray"
 KIND_UNCHECKED = "records-unchecked"
+KIND_LEGACY_EMPTY = "legacy-empty-batch"  # a legacy entry Kafka's cleaner would have to keep empty
 
 # What a finding does to a broker, one of these (``Finding.impact``). Repair acts only on the first four;
 # an informational finding is reported and left as it is.
@@ -186,3 +188,30 @@ def recovery_effect(kind: str, position: int, later_segments: int) -> str:
     later = f" and deletes the {later_segments} later segment(s)" if later_segments else ""
     return (f"log recovery stops at the first bad entry: it truncates this segment at or before "
             f"position {position}{later}")
+
+
+def legacy_finding(hazard: LegacyHazard) -> Finding:
+    """The finding for a segment whose last legacy entry makes Kafka's cleaner throw.
+
+    The segment right below the active one ends every round that reaches the active segment: the
+    cleaner fails there, and repair converts it. Another one fails only a round whose offset map fills
+    exactly at its end: reported as informational, not converted.
+    """
+    fails_now = hazard.next_to_active
+    return Finding(
+        kind=KIND_LEGACY_EMPTY,
+        path=str(hazard.log_path),
+        position=hazard.position,
+        offset=hazard.offset,
+        message=(f"last entry is legacy (magic {hazard.magic}) and has no keyed value; expected a "
+                 f"magic 2 batch or a kept record, found {hazard.records} record(s), "
+                 f"{hazard.keyless} keyless"),
+        blocks_cleaning=fails_now,
+        cleaner_effect=hazard.reason() + ("" if fails_now else
+                                          "; repair leaves it (it ends no round of an unbounded map)"),
+        broker_effect="none: brokers serve legacy entries as they are",
+        action=("rewrite the segment's legacy entries as magic 2 batches with the same records, "
+                "offsets and timestamps (as Kafka's cleaner writes kept legacy data); indexes rebuilt"
+                if fails_now else None),
+        impact=IMPACT_CLEANER if fails_now else IMPACT_NONE,
+    )

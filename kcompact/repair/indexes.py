@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING
 from kcompact.errors import CorruptIndexError
 from kcompact.records.control import ControlRecordType
 from kcompact.repair.findings import (
-    KIND_INDEX_CORRUPT,
-    KIND_INDEX_DIFFERS,
-    KIND_INDEX_MISSING,
-    KIND_TXN_INDEX,
     IMPACT_BOTH,
     IMPACT_BROKER,
     IMPACT_NONE,
     IMPACT_SETTLED,
+    KIND_INDEX_CORRUPT,
+    KIND_INDEX_DIFFERS,
+    KIND_INDEX_MISSING,
+    KIND_TXN_INDEX,
     Finding,
 )
 from kcompact.repair.salvage import SegmentScan

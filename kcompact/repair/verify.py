@@ -10,6 +10,8 @@ shutdown, and at what its cleaner needs (spec §5, §6.15, §7):
   (``segment.index_builder``), with Kafka's own sanity rules; the ``.txnindex`` against the aborted
   transactions the data shows (a missing entry makes the cleaner keep aborted data as committed);
 * leftovers of an interrupted clean or split, orphaned indexes, stray files and directories;
+* segments whose last entry is legacy (magic 0/1) and would lose every record in a clean, on which Kafka's
+  cleaner throws (``cleaner.legacy_hazard``): repair rewrites their legacy entries as magic 2 batches;
 * the partition's ``cleaner-offset-checkpoint`` entry (Kafka resets one below the log start or past the
   log end; a file that does not parse takes the log dir offline) and its log start offset.
 
@@ -22,22 +24,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kcompact.cleaner.legacy_hazard import find_legacy_hazards
 from kcompact.cleaner.swap import recover_interrupted_swaps
 from kcompact.errors import CorruptCheckpointError, CorruptDataError, KcompactError
 from kcompact.records.control import ControlRecordType
 from kcompact.repair.findings import (
+    IMPACT_BOTH,
+    IMPACT_BROKER,
+    IMPACT_NONE,
+    IMPACT_SETTLED,
     KIND_CHECKPOINT,
     KIND_LEFTOVER,
     KIND_LOG_START,
     KIND_ORPHAN_INDEX,
     KIND_STRAY,
     KIND_UNCHECKED,
-    IMPACT_BOTH,
-    IMPACT_BROKER,
-    IMPACT_NONE,
-    IMPACT_SETTLED,
     Finding,
     fix_finding,
+    legacy_finding,
     region_finding,
 )
 from kcompact.repair.indexes import check_segment_indexes
@@ -60,12 +64,13 @@ class SegmentCheck:
     files: SegmentFiles
     scan: SegmentScan
     rebuild_indexes: bool = False
+    convert_legacy: bool = False  # its legacy entries become magic 2 batches (cleaner.legacy_hazard)
     txn_entries: tuple[AbortedTxn, ...] = ()  # what its .txnindex holds after the repair
 
     @property
     def rewrite(self) -> bool:
         """Whether repair writes this segment anew (through the swap protocol)."""
-        return self.scan.log_changed or self.rebuild_indexes
+        return self.scan.log_changed or self.rebuild_indexes or self.convert_legacy
 
     @property
     def next_offset(self) -> int | None:
@@ -121,6 +126,7 @@ def verify_partition(
     aborted = derive_aborted([s.scan for s in check.segments])
     for seg, derived in zip(check.segments, aborted, strict=True):
         check.findings += check_segment_indexes(seg, derived, index_interval_bytes)
+    _check_legacy(partition, check)
     check.log_start_offset = _log_start(partition, check.findings)
     last = check.segments[-1] if check.segments else None
     check.log_end_offset = check.log_start_offset if last is None else (
@@ -199,6 +205,16 @@ def _scan_segments(partition: Partition, findings: list[Finding]) -> list[Segmen
                              message=k.note or "", offset=k.base_offset, impact=IMPACT_NONE)
                      for k in scan.kept if k.note is not None]
     return out
+
+
+def _check_legacy(partition: Partition, check: PartitionCheck) -> None:
+    """Segments whose last legacy entry makes Kafka's cleaner throw: converted to magic 2 by repair."""
+    by_log = {seg.files.log_path: seg for seg in check.segments}
+    for hazard in find_legacy_hazards(partition):
+        seg = by_log.get(hazard.log_path)
+        if seg is not None:
+            seg.convert_legacy = seg.convert_legacy or hazard.next_to_active
+            check.findings.append(legacy_finding(hazard))
 
 
 def derive_aborted(scans: list[SegmentScan]) -> list[list[AbortedTxn]]:

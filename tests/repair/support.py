@@ -19,7 +19,11 @@ from kcompact.records.legacy import LegacyEntry, decode_legacy_entry, legacy_rec
 from kcompact.records.record import decode_records
 from kcompact.segment.checkpoint import read_offset_checkpoint
 from kcompact.segment.names import segment_file_name
-from kcompact.segment.offset_index import check_offset_index, check_offset_lookups, decode_offset_index
+from kcompact.segment.offset_index import (
+    check_offset_index,
+    check_offset_lookups,
+    decode_offset_index,
+)
 from kcompact.segment.partition import open_partition
 from kcompact.segment.time_index import check_time_index, check_time_lookups, decode_time_index
 from kcompact.segment.txn_index import check_txn_index, read_txn_index

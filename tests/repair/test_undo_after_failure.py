@@ -18,7 +18,13 @@ from kcompact.repair.repair import RepairOptions, repair_partition
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.names import segment_file_name
 from kcompact.segment.partition import open_partition
-from tests.repair.support import batch_positions, build_partition, flip_byte, partition_digest, patch
+from tests.repair.support import (
+    batch_positions,
+    build_partition,
+    flip_byte,
+    partition_digest,
+    patch,
+)
 
 
 def disk_full(*_args: object, **_kwargs: object) -> None:

@@ -85,7 +85,7 @@ def assert_informational_and_left_alone(part: Path, kinds: set[str]) -> None:
 
 def test_indexes_written_with_another_index_interval_are_valid(tmp_path: Path) -> None:
     part = partition(tmp_path, index_interval_bytes=600)
-    index, timeindex, _rows = first_segment(part)
+    index, _timeindex, _rows = first_segment(part)
     assert len(decode_offset_index(index.read_bytes(), 0)) > 2  # denser than the default's
 
     assert_informational_and_left_alone(part, {"index-differs"})
