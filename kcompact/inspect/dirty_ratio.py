@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.legacy_hazard import round_end_hazard
+from kcompact.cleaner.cleaner_throws import round_end_hazard, round_walk_problems
 from kcompact.cleaner.log_state import LogState, load_log_state
 from kcompact.cleaner.ranges import CleanableRange, cleaner_order, compute_cleanable_range
 from kcompact.cleaner.run import ConfigSources
@@ -251,15 +251,23 @@ def _row(
 
 
 def _check_legacy(row: DirtyRatioRow, partition: Partition, rng: CleanableRange) -> None:
-    """Say so when Kafka's cleaner throws on the legacy entry that ends this round."""
+    """Say so when Kafka's cleaner throws on this round (``cleaner.cleaner_throws``)."""
     end = rng.first_uncleanable_offset
-    hazard = round_end_hazard(partition, end)
-    if hazard is None or rng.first_dirty_offset >= end:
+    if rng.first_dirty_offset >= end:
         return
-    row.cleaner_fails = hazard.reason(f"the next round ends with it (at offset {end})")
-    row.warnings.append(f"{Path(row.partition_dir).name}: Kafka's cleaner fails here: "
-                        f"{row.cleaner_fails}; `kcompact repair` rewrites the segment's legacy "
-                        "entries as magic 2 batches, keeping every record")
+    name = Path(row.partition_dir).name
+    for path, position, why in round_walk_problems(partition, rng.first_dirty_offset, end):
+        row.cleaner_fails = row.cleaner_fails or f"{path} at position {position}: {why}"
+        row.warnings.append(f"{name}: Kafka's cleaner fails here: {path} at position {position}: "
+                            f"{why}; `kcompact repair` fixes it")
+    hazard = round_end_hazard(partition, end)
+    if hazard is None:
+        return
+    row.cleaner_fails = row.cleaner_fails or hazard.reason(f"the next round ends with it (at offset {end})")
+    row.warnings.append(f"{name}: Kafka's cleaner fails here: "
+                        f"{hazard.reason(f'the next round ends with it (at offset {end})')}; `kcompact "
+                        "repair` rewrites the segment's legacy entries as magic 2 batches, keeping every "
+                        "record")
 
 
 def _check_dirty_section(state: LogState, rng: CleanableRange) -> CrcTally:

@@ -54,8 +54,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from kcompact.cleaner.cleaner import CleanOptions, CleanResult, clean_partition
+from kcompact.cleaner.cleaner_throws import round_end_hazard, round_walk_problems
 from kcompact.cleaner.compaction_gate import not_compacted
-from kcompact.cleaner.legacy_hazard import round_end_hazard
 from kcompact.errors import BatchCrcError, ConfigError, RefusedError
 from kcompact.inspect.context import InspectContext, load_inspect_context
 from kcompact.inspect.key_census import Census
@@ -138,6 +138,11 @@ def keys_report(
                                server_properties=server_properties, metadata_dir=metadata_dir)
     dry = _dry_run(ctx)
     warnings = [*ctx.effective.notes, *ctx.state.warnings]
+    rng = ctx.rng
+    warnings += [f"Kafka's cleaner fails here: {path} at position {position}: {why}; `kcompact repair` "
+                 "fixes it" for path, position, why
+                 in round_walk_problems(ctx.state.partition, rng.first_dirty_offset,
+                                        rng.first_uncleanable_offset)]
     plan, emulate = dedupe_plan(ctx.config, dry.stats.map_entries, warnings)
     log_map = map_keys(ctx.state, ctx.rng, emulate)
     census = Census(ctx.state, ctx.rng, log_map, partitions)

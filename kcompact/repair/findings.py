@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.legacy_hazard import LegacyHazard
+from kcompact.cleaner.cleaner_throws import LegacyHazard
 from kcompact.repair.salvage import (
     FIX_LENGTH,
     REGION_CORRUPT,

@@ -13,7 +13,7 @@ live-broker guard and the partition lock, in this order:
    their restored length/base offset), indexes built as Kafka 4.1 builds them, the ``.txnindex`` entries
    the segment needs; the damaged bytes go to the quarantine first, and the output passes the cleaner's
    own self-check before it is swapped in;
-   A segment whose last legacy (magic 0/1) entry makes Kafka's cleaner throw (``cleaner.legacy_hazard``)
+   A segment whose last legacy (magic 0/1) entry makes Kafka's cleaner throw (``cleaner.cleaner_throws``)
    is rewritten the same way with its legacy entries as magic 2 batches of the same records, offsets
    and timestamps (``as_magic_2``), so the broker's cleaner and ``kcompact clean`` can proceed;
 5. resets a cleaner checkpoint entry Kafka would reset, or rewrites a checkpoint file that does not parse

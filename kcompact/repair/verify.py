@@ -11,7 +11,7 @@ shutdown, and at what its cleaner needs (spec §5, §6.15, §7):
   transactions the data shows (a missing entry makes the cleaner keep aborted data as committed);
 * leftovers of an interrupted clean or split, orphaned indexes, stray files and directories;
 * segments whose last entry is legacy (magic 0/1) and would lose every record in a clean, on which Kafka's
-  cleaner throws (``cleaner.legacy_hazard``): repair rewrites their legacy entries as magic 2 batches;
+  cleaner throws (``cleaner.cleaner_throws``): repair rewrites their legacy entries as magic 2 batches;
 * the partition's ``cleaner-offset-checkpoint`` entry (Kafka resets one below the log start or past the
   log end; a file that does not parse takes the log dir offline) and its log start offset.
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kcompact.cleaner.legacy_hazard import find_legacy_hazards
+from kcompact.cleaner.cleaner_throws import find_legacy_hazards
 from kcompact.cleaner.swap import recover_interrupted_swaps
 from kcompact.errors import CorruptCheckpointError, CorruptDataError, KcompactError
 from kcompact.records.control import ControlRecordType
@@ -64,7 +64,7 @@ class SegmentCheck:
     files: SegmentFiles
     scan: SegmentScan
     rebuild_indexes: bool = False
-    convert_legacy: bool = False  # its legacy entries become magic 2 batches (cleaner.legacy_hazard)
+    convert_legacy: bool = False  # its legacy entries become magic 2 batches (cleaner.cleaner_throws)
     txn_entries: tuple[AbortedTxn, ...] = ()  # what its .txnindex holds after the repair
 
     @property

@@ -1,4 +1,16 @@
-"""Legacy (magic 0/1) entries that make Kafka 4.1's cleaner throw: ``inspect`` reports them, ``repair`` converts them.
+"""What makes Kafka 4.1's own cleaner throw on a partition a broker otherwise serves, found offline.
+
+The broker's cleaner thread catches any exception of a round and marks the partition uncleanable. Most
+causes are damage that ``repair`` finds batch by batch (``repair.salvage``). Two shapes a broker loads and
+serves without a word, so that only the cleaner trips on them, are found here for ``inspect`` as well:
+
+* bytes after a segment's last whole entry too few to size an entry (< 12): Kafka's loader ignores them,
+  but ``Cleaner.cleanInto`` reads every segment of the round to its end and ``growBuffersOrFail`` throws
+  (``IllegalStateException: Could not determine next batch size``) — :func:`round_walk_problems`;
+* a legacy entry that must be kept empty, below.
+
+Legacy (magic 0/1) entries that make Kafka 4.1's cleaner throw: ``inspect`` reports them, ``repair``
+converts them.
 
 Kafka's ``Cleaner.cleanInto`` keeps the last batch of a cleaning round even when none of its records
 survive (``BatchRetention.RETAIN_EMPTY`` for the batch whose next offset is the round's upper bound, so
@@ -30,6 +42,7 @@ from kcompact.segment.partition import Partition, SegmentFiles
 if TYPE_CHECKING:
     from kcompact.records.batch import RecordBatch
 
+_LOG_OVERHEAD = 12  # offset and size: fewer bytes cannot be sized (ByteBufferLogInputStream.nextBatchSize)
 KAFKA_EXCEPTION = ("IllegalStateException: Empty batches are only supported for magic v2 and above "
                    "(MemoryRecords.filterTo)")
 
@@ -150,3 +163,56 @@ def _last_entry(seg: SegmentFiles) -> RecordBatch | LegacyEntry | None:
         except KcompactError:
             continue
     return None
+
+
+def round_walk_problems(
+    partition: Partition, first_offset: int, end_offset: int
+) -> list[tuple[Path, int, str]]:
+    """Where Kafka's cleaner throws walking the segments that hold ``[first_offset, end_offset)``.
+
+    Args:
+        partition: the partition.
+        first_offset: the first offset the round reads (its first dirty offset, for a report).
+        end_offset: the round's first uncleanable offset.
+
+    Returns:
+        ``(file, position, why)`` per problem: trailing bytes too few to size an entry in a segment the
+        round reads to its end, and batches whose offsets do not increase (the cleaned segment's offset
+        index append throws ``InvalidOffsetException`` when it indexes one). A segment that does not
+        walk is left to the reports that walk it (they name the damage).
+    """
+    segments = partition.segments
+    out: list[tuple[Path, int, str]] = []
+    previous = -1
+    for i, seg in enumerate(segments):
+        upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        if seg.base_offset >= end_offset or (upper is not None and upper <= first_offset):
+            continue
+        try:
+            found, previous, end = _walk(seg, previous)
+            size = seg.log_path.stat().st_size
+        except (KcompactError, OSError):
+            continue
+        out += found
+        if upper is not None and upper <= end_offset and 0 < size - end < _LOG_OVERHEAD:
+            why = (f"{size - end} byte(s) after the last batch, too few to size an entry: Kafka's "
+                   "loader ignores them, its cleaner throws (IllegalStateException: Could not "
+                   "determine next batch size)")
+            out.append((seg.log_path, end, why))
+    return out
+
+
+def _walk(seg: SegmentFiles, previous: int) -> tuple[list[tuple[Path, int, str]], int, int]:
+    """Offsets that go backwards in ``seg`` after ``previous``; the new previous; the end of its batches."""
+    out: list[tuple[Path, int, str]] = []
+    end = 0
+    with seg.open() as log:
+        for batch in log.summaries():
+            if batch.base_offset <= previous:
+                why = (f"offsets go backwards (batch {batch.base_offset}..{batch.last_offset} after "
+                       f"offset {previous}): the cleaned segment's offset index append throws "
+                       "InvalidOffsetException when it indexes it")
+                out.append((seg.log_path, batch.position, why))
+            previous = max(previous, batch.last_offset)
+            end = batch.position + batch.size_in_bytes
+    return out, previous, end
