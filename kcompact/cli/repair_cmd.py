@@ -64,9 +64,14 @@ def repair_command(
 
     Every batch that passes its CRC is kept: past a damaged region the next valid batch is found
     (Kafka's own recovery would truncate everything after it); the damaged bytes go to a quarantine
-    file in the backup; indexes are rebuilt as Kafka 4.1 builds them; an interrupted clean is finished
-    or rolled back as Kafka's loader would; a checkpoint entry Kafka would reset is reset. Every file
-    that changes is backed up first (with a manifest); `--undo BACKUP_DIR` restores it.
+    file in the backup; an index that breaks a broker's reads is rebuilt as Kafka 4.1 builds it (a valid
+    one another broker version wrote is reported as informational and left alone); an interrupted clean
+    is finished or rolled back as Kafka's loader would; a checkpoint entry Kafka would reset is reset; a
+    legacy (magic 0/1) segment Kafka's cleaner throws on is rewritten as magic 2 batches of the same
+    records. Each finding says its impact: it breaks the broker, its cleaner, Kafka settles it itself,
+    or it is informational. Every file that changes is backed up first (with a manifest recording the
+    partition after every step); `--undo BACKUP_DIR` restores it, and refuses when anything the repair
+    cannot have written changed since.
     """
     if undo_dir is not None:
         if partition_dir is not None or clean or backup_dir is not None:
