@@ -122,7 +122,9 @@ def _render(result: Any) -> None:
     name = result.partition_dir
     verdict = ("the broker's cleaner would mark it uncleanable" if result.uncleanable
                else "nothing in it stops the broker's cleaner")
-    render.plain(f"{name}: {len(result.findings)} problem(s) found; {verdict}")
+    notes = sum(1 for f in result.findings if f.informational)
+    also = f" and {notes} informational finding(s)" if notes else ""
+    render.plain(f"{name}: {len(result.findings) - notes} problem(s){also} found; {verdict}")
     for finding in result.findings:
         _finding_lines(finding)
     if result.dry_run:

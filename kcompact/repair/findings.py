@@ -95,6 +95,11 @@ class Finding:
                        else IMPACT_NONE if self.action is None else IMPACT_BROKER)
             object.__setattr__(self, "impact", derived)
 
+    @property
+    def informational(self) -> bool:
+        """Whether a broker and its cleaner accept it (reported, not repaired)."""
+        return self.impact == IMPACT_NONE
+
     def impact_text(self) -> str:
         """The impact in words (``repair`` prints it per finding)."""
         return IMPACT_TEXT.get(self.impact, self.impact)
