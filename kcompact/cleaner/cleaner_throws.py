@@ -152,6 +152,8 @@ def _last_entry(seg: SegmentFiles) -> RecordBatch | LegacyEntry | None:
         with suppress(KcompactError, OSError):
             entries = read_offset_index(seg.index_path, seg.base_offset)
             start = entries[-1].position if entries else 0
+            if not 0 <= start < seg.log_path.stat().st_size:  # a damaged index: walk it all
+                start = 0
     for begin in dict.fromkeys((start, 0)):
         try:
             with seg.open() as log:

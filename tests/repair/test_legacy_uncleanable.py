@@ -155,3 +155,14 @@ def test_a_legacy_segment_that_ends_no_round_is_informational_and_left_alone(tmp
         "legacy-empty-batch", "informational", None)
     assert run("clean", str(part), *COMPACT)[0] == 0  # the round ends at the active segment
     assert partition_digest(part) != before
+
+
+def test_a_damaged_index_does_not_hide_the_legacy_entry(tmp_path: Path) -> None:
+    part = kafka_010_partition(tmp_path / "logdir")
+    (part / segment_file_name(0, "index")).write_bytes(b"\x00\x00\x00\x03\x9b\x1f\x00\x00")  # position < 0
+
+    code, out, _err = run("repair", "--dry-run", "--json", str(part))
+
+    assert code == 2
+    kinds = {f["kind"] for f in json.loads(out)["findings"]}
+    assert kinds == {"legacy-empty-batch", "index-corrupt"}
