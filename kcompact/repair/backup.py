@@ -6,8 +6,8 @@ so a repair that dies half-way still leaves a usable backup. Each step of a repa
 :meth:`Backup.step`: before it, the manifest names the segments (base offsets) the step may touch; after
 it — also when it fails — the manifest records the partition's files as the step left them. ``--undo``
 therefore knows, even after a failed or killed repair, exactly which differences the repair can have made
-and refuses to delete or overwrite anything else (a segment a broker wrote since). Damaged byte ranges cut out of a segment go to
-the quarantine with the file and position they came from. :func:`undo_repair` puts the partition back:
+and refuses to delete or overwrite anything else (a segment a broker wrote since). Damaged byte ranges
+cut out of a segment go to the quarantine with the file and position they came from. :func:`undo_repair` puts the partition back:
 it removes what the repair (and a ``--clean`` after it) created, restores every saved file with its
 mode and mtime, and checks each restored file's sha256.
 
