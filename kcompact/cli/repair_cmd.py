@@ -68,9 +68,14 @@ def repair_command(
 
     Every batch that passes its CRC is kept: past a damaged region the next valid batch is found
     (Kafka's own recovery would truncate everything after it); the damaged bytes go to a quarantine
-    file in the backup; indexes are rebuilt as Kafka 4.1 builds them; an interrupted clean is finished
-    or rolled back as Kafka's loader would; a checkpoint entry Kafka would reset is reset. Every file
-    that changes is backed up first (with a manifest); `--undo BACKUP_DIR` restores it.
+    file in the backup; an index that breaks a broker's reads is rebuilt as Kafka 4.1 builds it (a valid
+    one another broker version wrote is reported as informational and left alone); an interrupted clean
+    is finished or rolled back as Kafka's loader would; a checkpoint entry Kafka would reset is reset; a
+    legacy (magic 0/1) segment Kafka's cleaner throws on is rewritten as magic 2 batches of the same
+    records. Each finding says its impact: it breaks the broker, its cleaner, Kafka settles it itself,
+    or it is informational. Every file that changes is backed up first (with a manifest recording the
+    partition after every step); `--undo BACKUP_DIR` restores it, and refuses when anything the repair
+    cannot have written changed since.
     """
     if undo_dir is not None:
         if partition_dir is not None or clean or backup_dir is not None:
@@ -123,7 +128,9 @@ def _render(result: Any) -> None:
     name = result.partition_dir
     verdict = ("the broker's cleaner would mark it uncleanable" if result.uncleanable
                else "nothing in it stops the broker's cleaner")
-    render.plain(f"{name}: {len(result.findings)} problem(s) found; {verdict}")
+    notes = sum(1 for f in result.findings if f.informational)
+    also = f" and {notes} informational finding(s)" if notes else ""
+    render.plain(f"{name}: {len(result.findings) - notes} problem(s){also} found; {verdict}")
     for finding in result.findings:
         _finding_lines(finding)
     if result.dry_run:
@@ -152,6 +159,7 @@ def _render(result: Any) -> None:
 
 def _finding_lines(finding: Any) -> None:
     render.plain(f"  [{finding.kind}] {finding.located()}")
+    render.plain(f"      impact: {finding.impact_text()}")
     if finding.cleaner_effect:
         mark = "uncleanable" if finding.blocks_cleaning else "cleaner"
         render.plain(f"      {mark}: {finding.cleaner_effect}")

@@ -33,6 +33,7 @@ from kcompact.cleaner.rules.ranges import (
     cleaner_order,
     compute_cleanable_range,
 )
+from kcompact.cleaner.state.cleaner_throws import round_end_hazard, round_walk_problems
 from kcompact.cleaner.state.log_state import LogState, load_log_state
 from kcompact.config.effective import EffectiveConfig
 from kcompact.errors import KcompactError
@@ -102,6 +103,7 @@ class DirtyRatioRow:
     blocking_detail: str | None = None
     cleaner_rank: int | None = None
     corrupt_batches: int = 0  # batches of the dirty section that fail their CRC (``error`` names the first)
+    cleaner_fails: str | None = None  # why Kafka's own cleaner throws on this partition (legacy entries)
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
 
@@ -264,6 +266,7 @@ def _row(
     row.warnings.extend(state.warnings)
     _fill(row, rng)
     row.corrupt_batches = crc.corrupt_batches
+    _check_legacy(row, partition, rng)
     if crc.first_error is not None:
         more = crc.corrupt_batches - 1
         row.error = crc.first_error + (f" ({more} more batch(es) of the dirty section fail theirs)" if more else "")
@@ -282,6 +285,26 @@ def _row(
 def _policy_unknown(effective: EffectiveConfig) -> bool:
     """Whether ``cleanup.policy`` is only Kafka's default standing in for overrides that could not be read."""
     return effective.topic_config_unknown is not None and effective.value("cleanup.policy").source == "default"
+
+
+def _check_legacy(row: DirtyRatioRow, partition: Partition, rng: CleanableRange) -> None:
+    """Say so when Kafka's cleaner throws on this round (``cleaner.cleaner_throws``)."""
+    end = rng.first_uncleanable_offset
+    if rng.first_dirty_offset >= end:
+        return
+    name = Path(row.partition_dir).name
+    for path, position, why in round_walk_problems(partition, rng.first_dirty_offset, end):
+        row.cleaner_fails = row.cleaner_fails or f"{path} at position {position}: {why}"
+        row.warnings.append(f"{name}: Kafka's cleaner fails here: {path} at position {position}: "
+                            f"{why}; `kcompact repair` fixes it")
+    hazard = round_end_hazard(partition, end)
+    if hazard is None:
+        return
+    row.cleaner_fails = row.cleaner_fails or hazard.reason(f"the next round ends with it (at offset {end})")
+    row.warnings.append(f"{name}: Kafka's cleaner fails here: "
+                        f"{hazard.reason(f'the next round ends with it (at offset {end})')}; `kcompact "
+                        "repair` rewrites the segment's legacy entries as magic 2 batches, keeping every "
+                        "record")
 
 
 def _check_dirty_section(state: LogState, rng: CleanableRange) -> CrcTally:

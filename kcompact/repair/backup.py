@@ -2,8 +2,12 @@
 
 Before repair changes or removes a file, the file is copied here byte for byte and listed in the manifest
 with its sha256, size, mode, owner and mtime; the manifest is rewritten (atomically) after every addition,
-so a repair that dies half-way still leaves a usable backup. Damaged byte ranges cut out of a segment go to
-the quarantine with the file and position they came from. :func:`undo_repair` puts the partition back:
+so a repair that dies half-way still leaves a usable backup. Each step of a repair is bracketed by
+:meth:`Backup.step`: before it, the manifest names the segments (base offsets) the step may touch; after
+it — also when it fails — the manifest records the partition's files as the step left them. ``--undo``
+therefore knows, even after a failed or killed repair, exactly which differences the repair can have made
+and refuses to delete or overwrite anything else (a segment a broker wrote since). Damaged byte ranges
+cut out of a segment go to the quarantine with the file and position they came from. :func:`undo_repair` puts the partition back:
 it removes what the repair (and a ``--clean`` after it) created, restores every saved file with its
 mode and mtime, and checks each restored file's sha256.
 
@@ -23,6 +27,8 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +42,7 @@ MANIFEST_VERSION = 1
 FILES_DIR = "files"
 QUARANTINE_DIR = "quarantine"
 BACKUP_SUFFIX = ".kcompact-backup"
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 _CHUNK = 1 << 20
 
 
@@ -76,8 +83,13 @@ class Manifest:
     files: list[SavedFile] = field(default_factory=list)
     quarantine: list[QuarantinedRegion] = field(default_factory=list)
     absent_before: list[str] = field(default_factory=list)  # log dir files the repair may create
-    state_after: dict[str, list[int]] | None = None  # name -> [size, mtime_ns] when the repair ended
+    # name -> [size, mtime_ns] after the last step that ended (finished or failed); None only in
+    # backups of older kcompact versions, which recorded it when the whole repair finished
+    state_after: dict[str, list[int]] | None = None
     checkpoint_sha256_after: str | None = None
+    # base offsets of the segments the step under way may change (None: no step under way); a
+    # repair killed mid-step leaves it set, and undo accepts differences in those segments only
+    step_bases: list[int] | None = None
     undo_started: bool = False
     version: int = MANIFEST_VERSION
 
@@ -133,7 +145,8 @@ class Backup:
             log_dir=str(self.log_dir), partition_dir=self.partition_dir.name,
             listing_before=_listing(self.partition_dir), created_ms=int(time.time() * 1000))
         self._saved: set[str] = set()
-        self._write_manifest()
+        self.checkpoint = self.log_dir / CLEANER_CHECKPOINT
+        self._record_state()
 
     def save(self, path: Path) -> None:
         """Copy ``path`` (in the partition dir or the log dir) into the backup, once."""
@@ -166,10 +179,30 @@ class Backup:
         self._write_manifest()
         return entry
 
-    def finish(self, checkpoint: Path) -> None:
-        """Record the partition as the repair leaves it (what ``--undo`` expects to find)."""
+    @contextmanager
+    def step(self, bases: Iterable[int]) -> Iterator[None]:
+        """Bracket one step of the repair that may change the segments of ``bases``.
+
+        The claim is in the manifest before the step changes anything; the state the step leaves is
+        recorded after it, whether it finished or raised (a recording that fails then keeps the claim,
+        which is still safe for undo).
+        """
+        self.manifest.step_bases = sorted(set(bases))
+        self._write_manifest()
+        try:
+            yield
+        except BaseException:
+            with suppress(OSError):  # the step's own error is the one to report
+                self._record_state()
+            raise
+        self._record_state()
+
+    def _record_state(self) -> None:
+        """Record the partition's files and the checkpoint as they are now (what ``--undo`` expects)."""
         self.manifest.state_after = partition_state(self.partition_dir)
+        checkpoint = self.checkpoint
         self.manifest.checkpoint_sha256_after = sha256_of(checkpoint) if checkpoint.is_file() else None
+        self.manifest.step_bases = None
         self._write_manifest()
 
     def _write_manifest(self) -> None:

@@ -2,8 +2,9 @@
 
 Each finding names the file and byte position, says what is wrong ("…; expected X, found Y"), whether it
 would make the broker's log cleaner mark the partition uncleanable and why (spec §6.15, §7.4), what a
-broker does with it when it loads or recovers the partition (spec §7), and what repair does about it
-(None: reported only). The texts live here so ``verify`` stays about detection.
+broker does with it when it loads or recovers the partition (spec §7), its impact (it breaks the broker,
+its cleaner, both; Kafka settles it itself; or it is informational — a broker and its cleaner accept it —
+and not repaired), and what repair does about it (None: reported only). The texts live here so ``verify`` stays about detection.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kcompact.cleaner.state.cleaner_throws import LegacyHazard
 from kcompact.repair.salvage import (
     FIX_LENGTH,
     REGION_CORRUPT,
@@ -33,6 +35,22 @@ KIND_CHECKPOINT = "checkpoint"
 KIND_LOG_START = "log-start"
 KIND_STRAY = "stray"
 KIND_UNCHECKED = "records-unchecked"
+KIND_LEGACY_EMPTY = "legacy-empty-batch"  # a legacy entry Kafka's cleaner would have to keep empty
+
+# What a finding does to a broker, one of these (``Finding.impact``). Repair acts only on the first four;
+# an informational finding is reported and left as it is.
+IMPACT_BROKER = "broker"  # breaks loading, reads, or the broker's idea of the data (retention)
+IMPACT_CLEANER = "cleaner"  # the broker's cleaner fails on it or gets it wrong
+IMPACT_BOTH = "broker+cleaner"
+IMPACT_SETTLED = "settled-by-kafka"  # Kafka settles it itself (at load, or its cleaner); repair does now
+IMPACT_NONE = "informational"  # a broker and its cleaner accept it: not repaired
+IMPACT_TEXT = {
+    IMPACT_BROKER: "breaks the broker",
+    IMPACT_CLEANER: "breaks the broker's cleaner",
+    IMPACT_BOTH: "breaks the broker and its cleaner",
+    IMPACT_SETTLED: "Kafka settles it itself; repair does the same now",
+    IMPACT_NONE: "informational: a broker and its cleaner accept it; not repaired",
+}
 
 # The cleaner thread catches the exception and marks the partition uncleanable (spec §6.15).
 UNCLEANABLE = "so the broker marks the partition uncleanable and never cleans it again until it restarts"
@@ -69,6 +87,22 @@ class Finding:
     cleaner_effect: str = ""
     broker_effect: str = ""
     action: str | None = None
+    impact: str = ""  # one of IMPACT_TEXT's keys; derived from the fields above when not given
+
+    def __post_init__(self) -> None:
+        if not self.impact:
+            derived = (IMPACT_CLEANER if self.blocks_cleaning
+                       else IMPACT_NONE if self.action is None else IMPACT_BROKER)
+            object.__setattr__(self, "impact", derived)
+
+    @property
+    def informational(self) -> bool:
+        """Whether a broker and its cleaner accept it (reported, not repaired)."""
+        return self.impact == IMPACT_NONE
+
+    def impact_text(self) -> str:
+        """The impact in words (``repair`` prints it per finding)."""
+        return IMPACT_TEXT.get(self.impact, self.impact)
 
     def where(self) -> str:
         """``<file>`` or ``<file> at position <p>``."""
@@ -112,6 +146,7 @@ def region_finding(
         broker_effect=recovery_effect(region.kind, region.position, later_segments),
         action=(f"move the {region.size_in_bytes} bytes at position {region.position} to the "
                 "quarantine" + ("" if tail else " and keep the batches after them")),
+        impact=IMPACT_BOTH if blocks else IMPACT_BROKER,
     )
 
 
@@ -131,6 +166,7 @@ def fix_finding(path: Path, kept: KeptBatch, *, active: bool, later_segments: in
         broker_effect=recovery_effect(kind, kept.position, later_segments),
         action=f"restore the field: the batch passes its CRC and fits the offsets around it with "
                f"offsets {kept.base_offset}..{kept.last_offset}",
+        impact=IMPACT_BOTH if blocks else IMPACT_BROKER,
     )
 
 
@@ -157,3 +193,30 @@ def recovery_effect(kind: str, position: int, later_segments: int) -> str:
     later = f" and deletes the {later_segments} later segment(s)" if later_segments else ""
     return (f"log recovery stops at the first bad entry: it truncates this segment at or before "
             f"position {position}{later}")
+
+
+def legacy_finding(hazard: LegacyHazard) -> Finding:
+    """The finding for a segment whose last legacy entry makes Kafka's cleaner throw.
+
+    The segment right below the active one ends every round that reaches the active segment: the
+    cleaner fails there, and repair converts it. Another one fails only a round whose offset map fills
+    exactly at its end: reported as informational, not converted.
+    """
+    fails_now = hazard.next_to_active
+    return Finding(
+        kind=KIND_LEGACY_EMPTY,
+        path=str(hazard.log_path),
+        position=hazard.position,
+        offset=hazard.offset,
+        message=(f"last entry is legacy (magic {hazard.magic}) and has no keyed value; expected a "
+                 f"magic 2 batch or a kept record, found {hazard.records} record(s), "
+                 f"{hazard.keyless} keyless"),
+        blocks_cleaning=fails_now,
+        cleaner_effect=hazard.reason() + ("" if fails_now else
+                                          "; repair leaves it (it ends no round of an unbounded map)"),
+        broker_effect="none: brokers serve legacy entries as they are",
+        action=("rewrite the segment's legacy entries as magic 2 batches with the same records, "
+                "offsets and timestamps (as Kafka's cleaner writes kept legacy data); indexes rebuilt"
+                if fails_now else None),
+        impact=IMPACT_CLEANER if fails_now else IMPACT_NONE,
+    )

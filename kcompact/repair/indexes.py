@@ -1,9 +1,11 @@
 """A segment's three indexes against what its (repaired) log needs.
 
-The offset and time indexes are compared with what Kafka 4.1 builds from the kept batches
-(``segment.index_builder``, which is also what log recovery rebuilds), after Kafka's own sanity rules and
-an agreement check with the log. Kafka trusts both files at load (spec §7.1 step 4), so a wrong entry is
-only noticed by the fetches it breaks; a missing ``.index`` makes the broker recover the segment, a
+The offset and time indexes are checked with Kafka's own sanity rules and with what its reads need of
+them (``check_offset_lookups``, ``check_time_lookups``): an index that fails is damage and is rebuilt as
+Kafka 4.1 builds it (``segment.index_builder``, which is also what log recovery rebuilds). One that passes
+but differs from that rebuild — written by another broker version, after a restart, or with another
+``index.interval.bytes`` — is reported as informational and left alone. Kafka trusts both files at load
+(spec §7.1 step 4), so a wrong entry is only noticed by the fetches it breaks; a missing ``.index`` makes the broker recover the segment, a
 missing ``.timeindex`` is created empty and the segment's largest timestamp falls back to the log's mtime.
 
 The ``.txnindex`` is compared with the aborted transactions the data shows: an entry the data needs but
@@ -22,6 +24,10 @@ from typing import TYPE_CHECKING
 from kcompact.errors import CorruptIndexError
 from kcompact.records.control import ControlRecordType
 from kcompact.repair.findings import (
+    IMPACT_BOTH,
+    IMPACT_BROKER,
+    IMPACT_NONE,
+    IMPACT_SETTLED,
     KIND_INDEX_CORRUPT,
     KIND_INDEX_DIFFERS,
     KIND_INDEX_MISSING,
@@ -32,8 +38,18 @@ from kcompact.repair.salvage import SegmentScan
 from kcompact.segment.files import read_file
 from kcompact.segment.index_builder import build_indexes
 from kcompact.segment.names import segment_file_name
-from kcompact.segment.offset_index import OffsetIndexEntry, check_offset_index, decode_offset_index
-from kcompact.segment.time_index import TimeIndexEntry, check_time_index, decode_time_index
+from kcompact.segment.offset_index import (
+    OffsetIndexEntry,
+    check_offset_index,
+    check_offset_lookups,
+    decode_offset_index,
+)
+from kcompact.segment.time_index import (
+    TimeIndexEntry,
+    check_time_index,
+    check_time_lookups,
+    decode_time_index,
+)
 from kcompact.segment.txn_index import AbortedTxn, check_txn_index, decode_txn_index
 
 if TYPE_CHECKING:
@@ -85,15 +101,17 @@ def check_segment_indexes(
     markers = {k.last_offset: (k.producer_id, k.control_type) for k in seg.scan.kept if k.is_control}
     txn_findings, seg.txn_entries = _txn_index(files, derived, markers)
     findings += txn_findings
-    seg.rebuild_indexes = bool(findings)
+    seg.rebuild_indexes = any(f.action for f in findings)
     return findings
 
 
-def _missing(log_path: Path, base: int, kind: str, effect: str, cleaner: str) -> Finding:
+def _missing(
+    log_path: Path, base: int, kind: str, effect: str, cleaner: str, impact: str
+) -> Finding:
     path = log_path.with_name(segment_file_name(base, kind))
     return Finding(kind=KIND_INDEX_MISSING, path=str(path), position=None,
                    message=f"missing; expected the {kind} of segment {log_path.name}",
-                   cleaner_effect=cleaner, broker_effect=effect, action=REBUILD)
+                   cleaner_effect=cleaner, broker_effect=effect, action=REBUILD, impact=impact)
 
 
 def _offset_index(
@@ -102,12 +120,12 @@ def _offset_index(
 ) -> list[Finding]:
     if path is None:
         return [_missing(log_path, base, "index", "Kafka's loader recovers the whole segment "
-                         "(NoSuchFileException)", _OFFSET_EFFECT)]
+                         "(NoSuchFileException)", _OFFSET_EFFECT, IMPACT_SETTLED)]
     try:
         entries = decode_offset_index(read_file(path), base)
     except CorruptIndexError as err:
         return [_bad(path, err, _OFFSET_EFFECT)]
-    problems = check_offset_index(entries, base, log_batches=log_pairs)
+    problems = check_offset_index(entries, base) or check_offset_lookups(entries, log_pairs)
     return _compare(path, problems, entries, expected, _OFFSET_EFFECT)
 
 
@@ -117,19 +135,20 @@ def _time_index(
 ) -> list[Finding]:
     if path is None:
         return [_missing(log_path, base, "timeindex", "Kafka's loader creates it empty and does not "
-                         "rebuild it: the segment's largest timestamp becomes the .log mtime", _TIME_EFFECT)]
+                         "rebuild it: the segment's largest timestamp becomes the .log mtime",
+                         _TIME_EFFECT, IMPACT_BROKER)]
     try:
         entries = decode_time_index(read_file(path), base)
     except CorruptIndexError as err:
         return [_bad(path, err, _TIME_EFFECT)]
-    problems = check_time_index(entries, base, log_batches=log_pairs)
+    problems = check_time_index(entries, base) or check_time_lookups(entries, log_pairs)
     return _compare(path, problems, entries, expected, _TIME_EFFECT)
 
 
 def _bad(path: Path, err: CorruptIndexError, cleaner: str) -> Finding:
     return Finding(kind=KIND_INDEX_CORRUPT, path=str(path), position=err.position,
                    message=err.message, cleaner_effect=cleaner, broker_effect=_TRUSTED,
-                   action=REBUILD)
+                   action=REBUILD, impact=IMPACT_BROKER)
 
 
 def _compare(
@@ -139,15 +158,16 @@ def _compare(
     if problems:
         return [Finding(kind=KIND_INDEX_CORRUPT, path=str(path), position=None,
                         message="; ".join(problems), cleaner_effect=cleaner,
-                        broker_effect=_TRUSTED, action=REBUILD)]
-    if entries != expected:
+                        broker_effect=_TRUSTED, action=REBUILD, impact=IMPACT_BROKER)]
+    if entries != expected:  # another broker version's, or another index.interval.bytes: left alone
         return [Finding(kind=KIND_INDEX_DIFFERS, path=str(path), position=None,
-                        message=f"valid, but not what Kafka 4.1 builds from this log; expected "
-                                f"{len(expected)} entries, found {len(entries)}",
-                        cleaner_effect=cleaner,
+                        message=f"valid: Kafka's loader and reads accept every entry (it differs "
+                                f"from what Kafka 4.1 would build from this log: {len(expected)} "
+                                f"entries expected, {len(entries)} found); not rebuilt",
+                        cleaner_effect="none",
                         broker_effect="none: any subset of correct entries is a valid index; log "
-                                      "recovery would rebuild it",
-                        action=REBUILD)]
+                                      "recovery after an unclean shutdown rebuilds it anyway",
+                        action=None, impact=IMPACT_NONE)]
     return []
 
 
@@ -192,4 +212,4 @@ def _txn_index(
                        "missing entry makes it keep aborted data as committed",
         broker_effect="a failed sanity check makes Kafka recover the segment at load; READ_COMMITTED "
                       "consumers see aborted data for a missing entry",  # spec §5.3, §7.1
-        action=action)], result
+        action=action, impact=IMPACT_BOTH)], result

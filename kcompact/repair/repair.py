@@ -13,13 +13,18 @@ live-broker guard and the partition lock, in this order:
    their restored length/base offset), indexes built as Kafka 4.1 builds them, the ``.txnindex`` entries
    the segment needs; the damaged bytes go to the quarantine first, and the output passes the cleaner's
    own self-check before it is swapped in;
+   A segment whose last legacy (magic 0/1) entry makes Kafka's cleaner throw (``cleaner.cleaner_throws``)
+   is rewritten the same way with its legacy entries as magic 2 batches of the same records, offsets
+   and timestamps (``as_magic_2``), so the broker's cleaner and ``kcompact clean`` can proceed;
 5. resets a cleaner checkpoint entry Kafka would reset, or rewrites a checkpoint file that does not parse
    with the entries that do;
 6. with ``clean``, compacts the repaired partition (``cleaner.run.clean_path``);
-7. records the final state in the manifest and verifies once more (``RepairResult.remaining``).
+7. verifies once more (``RepairResult.remaining``).
 
-Each step leaves a partition Kafka loads; a repair that dies half-way is finished by running it again, or
-undone from its backup (``undo.py``).
+Each step from 2 on runs inside ``Backup.step``: the manifest names the segments it may change before it
+starts and records the partition's files after it ends, finished or failed. Each step leaves a partition
+Kafka loads; a repair that dies half-way is finished by running it again, or undone from its backup
+(``undo.py``), which refuses when anything else changed since.
 """
 
 from __future__ import annotations
@@ -40,8 +45,11 @@ from kcompact.cleaner.partition import CleanOptions
 from kcompact.cleaner.round.verify_output import check_cleaned_segment
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CleanerStateError, FileAccessError, KcompactError, RefusedError
+from kcompact.records.filter import BatchRetention, FilteredBatch, filter_legacy_entry
+from kcompact.records.legacy import decode_legacy_entry, legacy_records
 from kcompact.repair.backup import Backup, QuarantinedRegion, default_backup_dir
 from kcompact.repair.findings import Finding
+from kcompact.repair.salvage import KeptBatch
 from kcompact.repair.verify import PartitionCheck, SegmentCheck, verify_partition
 from kcompact.segment.checkpoint import update_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.lock import (
@@ -156,10 +164,10 @@ def _repair(path: str | Path, options: RepairOptions, progress: ProgressCallback
     with log_dir_write_guard(log_dir):
         with partition_lock(log_dir, part.name):
             result, backup = _repair_locked(part, options, interval, progress)
-        if options.clean:
-            _clean(part, options, result)
-        if backup is not None:
-            backup.finish(partition.log_dir.cleaner_checkpoint)
+        if options.clean and backup is not None:
+            bases = [seg.base_offset for seg in open_partition(part).segments]
+            with backup.step(bases):  # the clean may rewrite or delete any segment there is
+                _clean(part, options, result)
         if backup is not None or options.clean:
             result.remaining = verify_partition(part, index_interval_bytes=interval, progress=progress,
                                                 stage="checking again").findings
@@ -206,14 +214,23 @@ def _repair_locked(
     if check.recovery_plan:
         check = _recover_swaps(check, backup, result, interval, progress)
     for path in check.partition.orphan_indexes:
-        backup.save(path)
-        path.unlink()
+        with backup.step(_bases_of([path])):
+            backup.save(path)
+            path.unlink()
         result.actions.append(f"removed orphaned index {path.name}")
     for seg in check.segments:
         if seg.rewrite:
-            _rewrite_segment(seg, backup, result, interval)
-    _fix_checkpoint(check, backup, result)
+            with backup.step([seg.files.base_offset]):
+                _rewrite_segment(seg, backup, result, interval)
+    with backup.step([]):
+        _fix_checkpoint(check, backup, result)
     return result, backup
+
+
+def _bases_of(paths: list[Path]) -> list[int]:
+    """The base offsets named by ``paths`` (segment files, indexes, their temporary suffixes)."""
+    parsed = [parse_segment_file_name(p.name) for p in paths]
+    return [n.base_offset for n in parsed if n is not None]
 
 
 def _save_if_segment_file(backup: Backup, path: Path) -> None:
@@ -230,11 +247,13 @@ def _recover_swaps(
     names = [parse_segment_file_name(p.name) for p in sorted(part.iterdir())]
     lowest = min(n.base_offset for n in names if n is not None and n.temp_suffix is not None)
     orphans = {p.name for p in check.partition.orphan_indexes}  # the recovery deletes them too
-    for parsed in names:  # every file the recovery may delete or replace
-        if parsed is not None and (parsed.temp_suffix is not None or parsed.base_offset >= lowest
-                                   or parsed.name in orphans):
-            backup.save(part / parsed.name)
-    result.actions += recover_interrupted_swaps(part).actions
+    touched = [part / n.name for n in names  # every file the recovery may delete or replace
+               if n is not None and (n.temp_suffix is not None or n.base_offset >= lowest
+                                     or n.name in orphans)]
+    with backup.step(_bases_of(touched)):
+        for path in touched:
+            backup.save(path)
+        result.actions += recover_interrupted_swaps(part).actions
     again = verify_partition(part, index_interval_bytes=interval, progress=progress,
                              stage="checking the recovered segments")
     result.findings += [f for f in again.findings if f not in result.findings]
@@ -247,7 +266,7 @@ def _rewrite_segment(seg: SegmentCheck, backup: Backup, result: RepairResult, in
     for path in (files.index_path, files.time_index_path, files.txn_index_path):
         if path is not None:
             backup.save(path)
-    if scan.log_changed:  # an unchanged .log is rewritten byte for byte, with its mtime and mode
+    if scan.log_changed or seg.convert_legacy:  # an unchanged .log is rewritten byte for byte
         backup.save(files.log_path)
     writer = CleanedSegmentWriter(files.log_path.parent, files.base_offset, interval)
     try:
@@ -257,8 +276,7 @@ def _rewrite_segment(seg: SegmentCheck, backup: Backup, result: RepairResult, in
                 result.quarantined.append(backup.quarantine(files.log_path, region, data))
             for kept in scan.kept:
                 chunk = log.buffer[kept.position : kept.position + kept.size_in_bytes]
-                writer.append(kept.patched if kept.patched is not None else chunk,
-                              kept.last_offset, kept.max_timestamp)
+                _append_kept(writer, kept, chunk, convert_legacy=seg.convert_legacy)
                 chunk.release()
         writer.aborted = list(seg.txn_entries)
         cleaned = writer.finish(files.mtime_ns, template=files)
@@ -268,9 +286,43 @@ def _rewrite_segment(seg: SegmentCheck, backup: Backup, result: RepairResult, in
         remove_cleaned(files.log_path.parent, files.base_offset)
         raise
     replace_segments(cleaned, [files])
-    what = (f"kept {len(scan.kept)} batches, quarantined {len(scan.damaged)} damaged region(s)"
-            if scan.log_changed else "log unchanged")
-    result.actions.append(f"rewrote segment {files.log_path.name} ({what}; indexes rebuilt)")
+    result.actions.append(f"rewrote segment {files.log_path.name} ({_rewritten(seg)}; indexes rebuilt)")
+
+
+def _append_kept(
+    writer: CleanedSegmentWriter, kept: KeptBatch, chunk: memoryview, *, convert_legacy: bool
+) -> None:
+    """Append one kept batch: as it is (or with its restored field), or a legacy one as magic 2."""
+    data: bytes | memoryview = kept.patched if kept.patched is not None else chunk
+    if convert_legacy and kept.magic < 2:
+        converted = as_magic_2(data)
+        writer.append(converted.data, converted.last_offset, converted.max_timestamp)
+    else:
+        writer.append(data, kept.last_offset, kept.max_timestamp)
+
+
+def _rewritten(seg: SegmentCheck) -> str:
+    """What the rewrite of ``seg`` changed, in words."""
+    scan = seg.scan
+    parts = [f"kept {len(scan.kept)} batches, quarantined {len(scan.damaged)} damaged region(s)"
+             if scan.log_changed else "log unchanged"]
+    if seg.convert_legacy:
+        legacy = sum(1 for kept in scan.kept if kept.magic < 2)
+        parts = parts[:1] if scan.log_changed else []
+        parts.append(f"{legacy} legacy entries rewritten as magic 2 batches, every record kept")
+    return "; ".join(parts)
+
+
+def as_magic_2(entry_bytes: bytes | memoryview) -> FilteredBatch:
+    """A legacy entry as the magic 2 batch of all its records, as Kafka's cleaner writes kept legacy data.
+
+    Same offsets (base offset the first record's, deltas kept), timestamps, timestamp type (v0 becomes
+    CreateTime with timestamps -1) and codec; no producer; no delete horizon.
+    """
+    entry = decode_legacy_entry(bytes(entry_bytes))
+    records = legacy_records(entry)
+    return filter_legacy_entry(entry, records, range(len(records)),
+                               retention=BatchRetention.DELETE_EMPTY, delete_horizon_ms=None)
 
 
 def _fix_checkpoint(check: PartitionCheck, backup: Backup, result: RepairResult) -> None:

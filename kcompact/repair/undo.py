@@ -2,7 +2,9 @@
 
 The manifest of the backup (``backup.py``) lists the partition's files before the repair and every original
 that changed or went. Undo checks each copy against its sha256, refuses when the partition changed since
-the repair ended (a broker or another kcompact wrote to it: restoring would lose that), removes the files
+the repair in any way the repair cannot have made (a broker or another kcompact wrote to it: restoring
+would lose that; only segments a failed or killed step had claimed may differ from the state the manifest
+recorded after the last step), removes the files
 the repair created, and restores each saved file with its mode, owner and mtime. The log dir's
 ``cleaner-offset-checkpoint`` is restored byte for byte when nobody wrote it since; otherwise only this
 partition's entry is put back, so other partitions' entries are kept.
@@ -36,7 +38,7 @@ from kcompact.segment.lock import (
     log_dir_write_guard,
     partition_lock,
 )
-from kcompact.segment.names import parse_partition_dir_name
+from kcompact.segment.names import parse_partition_dir_name, parse_segment_file_name
 
 
 @dataclass(slots=True)
@@ -120,14 +122,26 @@ def _check_copies(directory: Path, manifest: Manifest) -> None:
 
 
 def _check_unchanged(part: Path, manifest: Manifest) -> None:
-    if manifest.undo_started or manifest.state_after is None:
-        return  # a repair that did not finish, or an undo resumed: restore whatever is there
-    now = partition_state(part)
-    if now != manifest.state_after:
-        changed = _differences(now, manifest.state_after)
+    """Refuse unless every difference from the recorded state is one the repair can have made."""
+    if manifest.undo_started:
+        return  # an undo resumed: its own half-done restore is what differs
+    if manifest.state_after is None:
+        raise RefusedError(
+            f"{part}: the backup records no state after the repair (an older kcompact's repair that did "
+            f"not finish); expected one, found none: undo cannot prove which files the repair wrote, "
+            f"restore by hand from the backup's files/")
+    claimed = set(manifest.step_bases or ())
+    changed = [name for name in _differences(partition_state(part), manifest.state_after)
+               if _base_offset(name) not in claimed]
+    if changed:
         raise RefusedError(
             f"{part}: changed since the repair; expected the files it left, found differences in "
             f"{', '.join(changed[:5])}{' …' if len(changed) > 5 else ''} (restoring would lose that)")
+
+
+def _base_offset(name: str) -> int | None:
+    parsed = parse_segment_file_name(name)
+    return None if parsed is None else parsed.base_offset
 
 
 def _differences(now: dict[str, list[int]], then: dict[str, list[int]]) -> list[str]:

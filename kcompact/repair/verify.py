@@ -10,6 +10,8 @@ shutdown, and at what its cleaner needs (spec §5, §6.15, §7):
   (``segment.index_builder``), with Kafka's own sanity rules; the ``.txnindex`` against the aborted
   transactions the data shows (a missing entry makes the cleaner keep aborted data as committed);
 * leftovers of an interrupted clean or split, orphaned indexes, stray files and directories;
+* segments whose last entry is legacy (magic 0/1) and would lose every record in a clean, on which Kafka's
+  cleaner throws (``cleaner.cleaner_throws``): repair rewrites their legacy entries as magic 2 batches;
 * the partition's ``cleaner-offset-checkpoint`` entry (Kafka resets one below the log start or past the
   log end; a file that does not parse takes the log dir offline) and its log start offset.
 
@@ -23,9 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kcompact.cleaner.disk.swap import recover_interrupted_swaps
+from kcompact.cleaner.state.cleaner_throws import find_legacy_hazards
 from kcompact.errors import CorruptCheckpointError, CorruptDataError, KcompactError
 from kcompact.records.control import ControlRecordType
 from kcompact.repair.findings import (
+    IMPACT_BOTH,
+    IMPACT_BROKER,
+    IMPACT_NONE,
+    IMPACT_SETTLED,
     KIND_CHECKPOINT,
     KIND_LEFTOVER,
     KIND_LOG_START,
@@ -34,6 +41,7 @@ from kcompact.repair.findings import (
     KIND_UNCHECKED,
     Finding,
     fix_finding,
+    legacy_finding,
     region_finding,
 )
 from kcompact.repair.indexes import check_segment_indexes
@@ -57,12 +65,13 @@ class SegmentCheck:
     files: SegmentFiles
     scan: SegmentScan
     rebuild_indexes: bool = False
+    convert_legacy: bool = False  # its legacy entries become magic 2 batches (cleaner.cleaner_throws)
     txn_entries: tuple[AbortedTxn, ...] = ()  # what its .txnindex holds after the repair
 
     @property
     def rewrite(self) -> bool:
         """Whether repair writes this segment anew (through the swap protocol)."""
-        return self.scan.log_changed or self.rebuild_indexes
+        return self.scan.log_changed or self.rebuild_indexes or self.convert_legacy
 
     @property
     def next_offset(self) -> int | None:
@@ -124,6 +133,7 @@ def verify_partition(
     aborted = derive_aborted([s.scan for s in check.segments])
     for seg, derived in zip(check.segments, aborted, strict=True):
         check.findings += check_segment_indexes(seg, derived, index_interval_bytes)
+    _check_legacy(partition, check)
     check.log_start_offset = _log_start(partition, check.findings)
     last = check.segments[-1] if check.segments else None
     check.log_end_offset = check.log_start_offset if last is None else (
@@ -152,7 +162,7 @@ def _check_leftovers(
             message=f"leftover of an interrupted clean or split ({path.suffix}){problem}",
             cleaner_effect="none once loaded: the loader settles it first",
             broker_effect="Kafka's loader finishes or rolls back the interrupted swap at startup",
-            action=action))
+            action=action, impact=IMPACT_SETTLED if action else IMPACT_BROKER))
     return plan, error
 
 
@@ -162,12 +172,12 @@ def _check_files(partition: Partition, findings: list[Finding]) -> None:
             kind=KIND_ORPHAN_INDEX, path=str(path), position=None,
             message="index file without its .log; expected a segment of that base offset",
             broker_effect="Kafka's loader deletes it",
-            action="remove it (kept in the backup)"))
+            action="remove it (kept in the backup)", impact=IMPACT_SETTLED))
     for path in partition.strays:
         findings.append(Finding(
             kind=KIND_STRAY, path=str(path), position=None,
             message="not a file Kafka keeps in a partition directory",
-            broker_effect="Kafka's loader ignores it", action=None))
+            broker_effect="Kafka's loader ignores it", action=None, impact=IMPACT_NONE))
     for entry in sorted(partition.path.parent.iterdir()):
         if (entry.is_dir() and entry.name not in KAFKA_SKIPPED_DIRS
                 and parse_partition_dir_name(entry.name) is None):
@@ -176,7 +186,7 @@ def _check_files(partition: Partition, findings: list[Finding]) -> None:
                 message="directory in the log dir that is not named <topic>-<partition>",
                 broker_effect="Kafka refuses to load the log dir (KafkaException at startup); "
                               "move it out of the log dir",
-                action=None))
+                action=None, impact=IMPACT_BROKER))
 
 
 def _scan_segments(
@@ -202,9 +212,19 @@ def _scan_segments(
                   for k in scan.kept if k.fix is not None]
         findings += sorted(found, key=lambda f: f.position or 0)
         findings += [Finding(kind=KIND_UNCHECKED, path=str(files.log_path), position=k.position,
-                             message=k.note or "", offset=k.base_offset)
+                             message=k.note or "", offset=k.base_offset, impact=IMPACT_NONE)
                      for k in scan.kept if k.note is not None]
     return out
+
+
+def _check_legacy(partition: Partition, check: PartitionCheck) -> None:
+    """Segments whose last legacy entry makes Kafka's cleaner throw: converted to magic 2 by repair."""
+    by_log = {seg.files.log_path: seg for seg in check.segments}
+    for hazard in find_legacy_hazards(partition):
+        seg = by_log.get(hazard.log_path)
+        if seg is not None:
+            seg.convert_legacy = seg.convert_legacy or hazard.next_to_active
+            check.findings.append(legacy_finding(hazard))
 
 
 def derive_aborted(scans: list[SegmentScan]) -> list[list[AbortedTxn]]:
@@ -251,7 +271,7 @@ def _log_start(partition: Partition, findings: list[Finding]) -> int:
             blocks_cleaning=True,
             cleaner_effect="the broker cannot read the log dir's checkpoints (IOException): the "
                            "whole log dir goes offline",
-            broker_effect="the log dir is marked offline", action=None))
+            broker_effect="the log dir is marked offline", action=None, impact=IMPACT_BOTH))
         return first_base
 
 
@@ -273,7 +293,8 @@ def _check_checkpoints(check: PartitionCheck) -> None:
             cleaner_effect="the broker cannot read it (IOException): the whole log dir goes offline "
                            "and nothing in it is cleaned",
             broker_effect="the log dir is marked offline at startup",
-            action=f"rewrite it with the {len(salvaged)} entries that parse (original in the backup)"))
+            action=f"rewrite it with the {len(salvaged)} entries that parse (original in the backup)",
+            impact=IMPACT_BOTH))
     else:
         entry = entries.get(key)
         if entry is not None and not start <= entry <= end:
@@ -284,7 +305,7 @@ def _check_checkpoints(check: PartitionCheck) -> None:
                         f"expected {start}..{end}, found {entry}",
                 cleaner_effect="Kafka's cleaner resets it to the log start and re-cleans the whole log",
                 broker_effect="rewritten by the cleaner on its next pass",
-                action=f"reset it to the log start offset {start}"))
+                action=f"reset it to the log start offset {start}", impact=IMPACT_SETTLED))
     _check_log_start(check)
 
 
@@ -301,7 +322,7 @@ def _check_log_start(check: PartitionCheck) -> None:
             message=f"log start offset of {check.partition.path.name} lies past the log end; "
                     f"expected <= {check.log_end_offset}, found {entry}",
             broker_effect="Kafka's loader deletes every segment of the partition",
-            action=None))
+            action=None, impact=IMPACT_BROKER))
 
 
 def salvage_checkpoint(data: bytes) -> dict[tuple[str, int], int]:

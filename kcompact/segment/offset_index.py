@@ -46,6 +46,7 @@ __all__ = [
     "Finding",
     "OffsetIndexEntry",
     "check_offset_index",
+    "check_offset_lookups",
     "decode_offset_index",
     "encode_offset_index",
     "fits_relative_offset",
@@ -237,3 +238,46 @@ def _check_against_log(
             )
     no_batch.report(problems)
     wrong_offset.report(problems)
+
+
+def check_offset_lookups(
+    entries: Sequence[OffsetIndexEntry], log_batches: Sequence[tuple[int, int]]
+) -> list[str]:
+    """What breaks a broker's reads through this index, in words (empty: every lookup is right).
+
+    Looser than :func:`check_offset_index` with ``log_batches``, which asks for exactly what Kafka 4.1
+    writes: brokers of other versions indexed the *first* offset of an append (0.10) or the last offset
+    of a multi-batch append at its first batch's position, and Kafka reads those correctly.
+    ``OffsetIndex.lookup`` finds the greatest entry at or below a target and
+    ``LogSegment.translateOffset`` scans forward from its position for the first batch ending at or
+    after the target, so an entry is right when its position is a batch start, every batch before that
+    position ends below the entry's offset, and the offset is within the segment (a later append of a
+    smaller offset would fail with ``InvalidOffsetException``). The entries' order is
+    :func:`check_offset_index`'s.
+
+    Args:
+        entries: the index's entries (without trailing zero-filled slots).
+        log_batches: ``(position, last_offset)`` of each batch of the segment's ``.log``, in order.
+
+    Returns:
+        One sentence per failed rule, naming how many entries fail it and the first one.
+    """
+    index_at = {position: i for i, (position, _last) in enumerate(log_batches)}
+    segment_last = log_batches[-1][1] if log_batches else None
+    no_batch = Finding("entry does not point at a batch start")
+    skips = Finding("entry's offset is not above the last offset of the batch before its position")
+    past_end = Finding("entry's offset lies past the segment's last offset")
+    for number, entry in enumerate(entries):
+        i = index_at.get(entry.position)
+        if i is None:
+            no_batch.add(f"entry {number} points at position {entry.position}")
+            continue
+        if i > 0 and log_batches[i - 1][1] >= entry.offset:
+            skips.add(f"entry {number} has offset {entry.offset}; the batch before position "
+                      f"{entry.position} ends at {log_batches[i - 1][1]}")
+        if segment_last is not None and entry.offset > segment_last:
+            past_end.add(f"entry {number} has offset {entry.offset} > {segment_last}")
+    problems: list[str] = []
+    for finding in (no_batch, skips, past_end):
+        finding.report(problems)
+    return problems

@@ -224,3 +224,49 @@ def _check_against_log(
             )
     for finding in (no_batch, wrong_timestamp, wrong_offset):
         finding.report(problems)
+
+
+def check_time_lookups(
+    entries: Sequence[TimeIndexEntry], log_batches: Sequence[tuple[int, int]]
+) -> list[str]:
+    """What breaks a broker's reads by timestamp, or its idea of the segment's age, in words.
+
+    Looser than :func:`check_time_index` with ``log_batches``, which asks for exactly what Kafka 4.1
+    writes (the offset of the batch that first reached each maximum); some broker versions stored a
+    record's offset instead, which Kafka reads correctly. ``TimeIndex.lookup`` finds the greatest entry
+    at or below a target timestamp and ``LogSegment.findOffsetByTimestamp`` scans forward from its
+    offset, so an entry is right when no batch ending before its offset holds its timestamp or a later
+    one, and its offset is within the segment. The last entry is the segment's largest timestamp for
+    the broker (``LogSegment.largestTimestamp``: retention.ms, the cleaner's min.compaction.lag.ms), so
+    it must be the log's. The entries' order is :func:`check_time_index`'s.
+
+    Args:
+        entries: the index's entries (without trailing zero-filled slots).
+        log_batches: ``(last_offset, max_timestamp)`` of each batch of the ``.log``, in file order.
+
+    Returns:
+        One sentence per failed rule, naming how many entries fail it and the first one.
+    """
+    problems: list[str] = []
+    if not entries or not log_batches:
+        return problems
+    segment_last = log_batches[-1][0]
+    largest = max(timestamp for _offset, timestamp in log_batches)
+    skips = Finding("a batch before the entry's offset already holds its timestamp")
+    past_end = Finding("entry's offset lies past the segment's last offset")
+    i, max_before = 0, -1  # running maximum of the batches ending before the entry's offset
+    for number, entry in enumerate(entries):
+        while i < len(log_batches) and log_batches[i][0] < entry.offset:
+            max_before = max(max_before, log_batches[i][1])
+            i += 1
+        if max_before >= entry.timestamp:
+            skips.add(f"entry {number} ({entry.timestamp} at offset {entry.offset}): a batch "
+                      f"before it has timestamp {max_before}")
+        if entry.offset > segment_last:
+            past_end.add(f"entry {number} has offset {entry.offset} > {segment_last}")
+    for finding in (skips, past_end):
+        finding.report(problems)
+    if entries[-1].timestamp != largest:
+        problems.append(f"last entry's timestamp is not the segment's largest; expected {largest}, "
+                        f"found {entries[-1].timestamp} (the broker dates the segment by it)")
+    return problems

@@ -26,7 +26,7 @@ ROW_FIELDS = [
     "high_watermark", "high_watermark_source", "last_stable_offset", "first_dirty_offset",
     "first_uncleanable_offset", "clean_bytes", "dirty_bytes", "dirty_ratio",
     "min_cleanable_dirty_ratio", "eligible", "must_clean", "max_compaction_delay_ms", "blocking_rule",
-    "blocking_detail", "cleaner_rank", "corrupt_batches", "warnings", "error",
+    "blocking_detail", "cleaner_rank", "corrupt_batches", "cleaner_fails", "warnings", "error",
 ]
 
 

@@ -42,6 +42,7 @@ def test_dry_run_report_whole_output(tmp_path: Path) -> None:
         "PART: 1 problem(s) found; the broker's cleaner would mark it uncleanable",
         (f"  [corrupt-batch] PART/{LOG0} at position {position}: wrong batch length; expected "
         f"181, found 5 (a field outside the CRC; the batch is otherwise intact)"),
+        "      impact: breaks the broker and its cleaner",
         ("      uncleanable: the cleaner cannot step over a broken frame or header "
         "(CorruptRecordException / InvalidRecordException), so the broker marks the partition "
         "uncleanable and never cleans it again until it restarts"),

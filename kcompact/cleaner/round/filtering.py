@@ -296,6 +296,10 @@ def _legacy(pending: _Pending, ctx: FilterContext, retain_legacy: bool, path: Pa
         return _filter_legacy(pending.batch, pending.decision, ctx, retain_legacy)
     except CorruptDataError as err:
         raise (err.located(path, pending.batch.position) if err.path is None else err) from err
+    except CleanerStateError as err:  # the legacy entry Kafka's cleaner throws on (cleaner.cleaner_throws)
+        raise CleanerStateError(
+            f"{path} at position {pending.batch.position}: {err}; `kcompact repair` rewrites the "
+            "segment's legacy entries as magic 2 batches, keeping every record") from err
 
 
 def _filter_legacy(

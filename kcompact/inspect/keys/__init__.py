@@ -55,6 +55,7 @@ from pathlib import Path
 
 from kcompact.cleaner.logdir.compaction_gate import not_compacted
 from kcompact.cleaner.partition import CleanOptions, CleanResult, clean_partition
+from kcompact.cleaner.state.cleaner_throws import round_end_hazard, round_walk_problems
 from kcompact.errors import BatchCrcError, ConfigError, RefusedError
 from kcompact.inspect.context import InspectContext, load_inspect_context
 from kcompact.inspect.keys.batches import iter_batches
@@ -143,6 +144,11 @@ def keys_report(
     name, size = ctx.state.partition.path.name, ctx.state.partition.size_in_bytes
     dry = _dry_run(ctx, read_progress(progress, f"{name} (dry-run clean)", 2 * size))  # two passes at most
     warnings = [*ctx.effective.notes, *ctx.state.warnings]
+    rng = ctx.rng
+    warnings += [f"Kafka's cleaner fails here: {path} at position {position}: {why}; `kcompact repair` "
+                 "fixes it" for path, position, why
+                 in round_walk_problems(ctx.state.partition, rng.first_dirty_offset,
+                                        rng.first_uncleanable_offset)]
     plan, emulate = dedupe_plan(ctx.config, dry.stats.map_entries, warnings)
     log_map = map_keys(ctx.state, ctx.rng, emulate, read_progress(progress, f"{name} (key map)", size))
     census = Census(ctx.state, ctx.rng, log_map, partitions)
@@ -195,6 +201,8 @@ def _dry_run_or_reason(ctx: InspectContext, advance: Callable[[int], None] | Non
     if state.partition.is_metadata_log:
         reason = "__cluster_metadata is KRaft's own log; no cleaner touches it"
     if reason is None:
+        reason = legacy_failure(ctx)
+    if reason is None:
         try:
             options = CleanOptions(now_ms=now, dry_run=True)
             return clean_partition(state.partition.path, effective.config, options, advance)
@@ -206,6 +214,17 @@ def _dry_run_or_reason(ctx: InspectContext, advance: Callable[[int], None] | Non
                          state.partition.partition, now, True)
     result.skipped_reason = reason
     return result
+
+
+def legacy_failure(ctx: InspectContext) -> str | None:
+    """Why Kafka's cleaner (and ``kcompact clean``) throw on this round, when a legacy entry ends it."""
+    end = ctx.rng.first_uncleanable_offset
+    hazard = round_end_hazard(ctx.state.partition, end)
+    if hazard is None or ctx.rng.first_dirty_offset >= end:
+        return None
+    return (f"Kafka's cleaner fails here: {hazard.reason(f'the next round ends with it (at offset {end})')}"
+            "; `kcompact repair` rewrites the segment's legacy entries as magic 2 batches, keeping "
+            "every record")
 
 
 def _projection(dry: CleanResult, records: int, size: int) -> Projection:

@@ -1,0 +1,170 @@
+"""A Kafka 0.10 partition (magic 0/1 entries) that Kafka 4.1's cleaner can never clean, and the way out.
+
+When the entry that ends a cleaning round is legacy and loses every record (keyless, in a topic made
+compacted later), Kafka's ``Cleaner.cleanInto`` must keep it as an empty batch, which ``MemoryRecords.filterTo``
+refuses for magic < 2 (``IllegalStateException: Empty batches are only supported for magic v2 and above``):
+the broker marks the partition uncleanable, and ``kcompact clean`` refuses the same way. ``inspect`` says
+so; ``repair`` rewrites the segment's legacy entries as magic 2 batches with the same records, offsets and
+timestamps (what Kafka's cleaner writes for kept legacy data), after which both cleaners proceed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from kcompact.cli.main import cli
+from kcompact.records.batch import iter_batches
+from kcompact.records.batch_encoding import encode_batch
+from kcompact.records.batch_header import RecordBatch
+from kcompact.records.legacy import encode_legacy_message, encode_legacy_wrapper, legacy_records
+from kcompact.records.record import Record, decode_records
+from kcompact.segment.checkpoint import write_offset_checkpoint
+from kcompact.segment.names import segment_file_name
+from tests.repair.support import broker_would_change, partition_digest
+from tests.segment_writer import write_segment
+
+T0 = 1_500_000_000_000
+KAFKA_FAILS = "Empty batches are only supported for magic v2 and above"
+COMPACT = ("--config", "cleanup.policy=compact")
+FullRecord = tuple[int, int, bytes | None, bytes | None]
+
+
+def kafka_010_partition(log_dir: Path) -> Path:
+    """Magic 0 and 1 entries (plain, gzip, LogAppendTime); the closed segment ends with keyless ones."""
+    part = log_dir / "events-0"
+    entries = [encode_legacy_message(offset=0, magic=0, key=b"k0", value=b"a")]
+    entries += [encode_legacy_message(offset=i, magic=1, key=b"k%d" % (i % 3), value=b"v%d" % i,
+                                      timestamp=T0 + i) for i in range(1, 5)]
+    entries.append(encode_legacy_wrapper(
+        [Record(5, T0 + 5, b"k1", b"w"), Record(6, T0 + 6, None, b"nokey")], magic=1, compression=1))
+    entries.append(encode_legacy_message(offset=7, magic=1, key=b"k2", value=b"t", timestamp=T0 + 7,
+                                         timestamp_type=1))
+    entries.append(encode_legacy_wrapper(
+        [Record(8, T0 + 8, None, b"a"), Record(9, T0 + 9, None, b"b")], magic=1, compression=1))
+    write_segment(part, 0, entries)
+    write_segment(part, 10, [encode_legacy_message(offset=10, magic=1, key=b"k1", value=b"x",
+                                                   timestamp=T0 + 10)])
+    write_offset_checkpoint(log_dir / "replication-offset-checkpoint", {("events", 0): 11})
+    return part
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner(env={"COLUMNS": "80"}).invoke(cli, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def records_of(part: Path) -> list[FullRecord]:
+    """(offset, timestamp, key, value) of every record, as a consumer reads them."""
+    out: list[FullRecord] = []
+    for log in sorted(part.glob("*.log")):
+        for batch in iter_batches(log.read_bytes()):
+            records = decode_records(batch) if isinstance(batch, RecordBatch) else legacy_records(batch)
+            out += [(r.offset, r.timestamp, r.key, r.value) for r in records]
+    return out
+
+
+def magics(log: Path) -> list[int]:
+    return [b.magic for b in iter_batches(log.read_bytes())]
+
+
+def test_clean_refuses_as_kafkas_cleaner_fails_naming_the_file(tmp_path: Path) -> None:
+    part = kafka_010_partition(tmp_path / "logdir")
+    before = partition_digest(part)
+
+    code, _out, err = run("clean", str(part), *COMPACT)
+
+    assert code == 2
+    assert f"{segment_file_name(0, 'log')} at position" in err and "kcompact repair" in err
+    assert partition_digest(part) == before
+
+
+def test_inspect_dirty_ratio_and_keys_say_the_brokers_cleaner_fails_and_why(tmp_path: Path) -> None:
+    part = kafka_010_partition(tmp_path / "logdir")
+
+    code, out, err = run("inspect", "dirty-ratio", str(part), *COMPACT, "--json")
+    assert code == 0, err
+    (row,) = json.loads(out)
+    assert KAFKA_FAILS in row["cleaner_fails"] and "offset 9" in row["cleaner_fails"]
+    assert "all 2 record(s) keyless" in row["cleaner_fails"]
+
+    code, out, err = run("inspect", "keys", str(part), *COMPACT)
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "Kafka's cleaner fails here" in flat and KAFKA_FAILS in flat and "kcompact repair" in flat
+
+
+def test_repair_rewrites_the_legacy_segment_as_magic_2_and_both_cleaners_proceed(tmp_path: Path) -> None:
+    part = kafka_010_partition(tmp_path / "logdir")
+    original = partition_digest(part)
+    served = records_of(part)
+
+    code, out, _err = run("repair", "--dry-run", "--json", str(part))
+    assert code == 2
+    (finding,) = json.loads(out)["findings"]
+    assert finding["kind"] == "legacy-empty-batch" and finding["blocks_cleaning"]
+    assert finding["impact"] == "cleaner" and KAFKA_FAILS in finding["cleaner_effect"]
+
+    code, out, err = run("repair", "--json", str(part), "--backup-dir", str(tmp_path / "backup"))
+    assert code == 0, err
+    assert json.loads(out)["remaining"] == []
+    log0 = part / segment_file_name(0, "log")
+    assert set(magics(log0)) == {2} and len(magics(log0)) == 8  # one v2 batch per legacy entry
+    assert records_of(part) == served  # every record, offset and timestamp a broker served
+    assert broker_would_change(part) == []  # indexes rebuilt for the new layout
+
+    code, _out, err = run("clean", str(part), *COMPACT, "--now-ms", str(T0 + 10**9))
+    assert code == 0, err
+    kept = records_of(part)
+    assert [r for r in kept if r[2] is None] == []  # the keyless records went
+    assert {r[2] for r in kept} == {b"k0", b"k1", b"k2"}
+
+    code, _out, err = run("repair", "--undo", str(tmp_path / "backup"))
+    assert code == 2 and "changed since the repair" in err  # the clean changed it since
+    assert partition_digest(part) != original
+
+
+def test_undo_of_the_conversion_restores_the_legacy_segment(tmp_path: Path) -> None:
+    part = kafka_010_partition(tmp_path / "logdir")
+    original = partition_digest(part)
+    code, _out, err = run("repair", str(part), "--backup-dir", str(tmp_path / "backup"))
+    assert code == 0, err
+
+    code, _out, err = run("repair", "--undo", str(tmp_path / "backup"))
+
+    assert code == 0, err
+    assert partition_digest(part) == original
+
+
+def test_a_legacy_segment_that_ends_no_round_is_informational_and_left_alone(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logdir"
+    part = kafka_010_partition(log_dir)
+    for base in (10, 11):  # a broker upgraded since: the active segment moved on, in magic 2 batches
+        (part / segment_file_name(base, "log")).unlink(missing_ok=True)
+        for kind in ("index", "timeindex"):
+            (part / segment_file_name(base, kind)).unlink(missing_ok=True)
+    write_segment(part, 10, [encode_batch([Record(10, T0 + 10, b"k1", b"x")], base_offset=10)])
+    write_segment(part, 11, [encode_batch([Record(11, T0 + 11, b"k2", b"y")], base_offset=11)])
+    before = partition_digest(part)
+
+    code, out, err = run("repair", "--dry-run", "--json", str(part))
+
+    assert code == 0, err
+    (finding,) = json.loads(out)["findings"]
+    assert (finding["kind"], finding["impact"], finding["action"]) == (
+        "legacy-empty-batch", "informational", None)
+    assert run("clean", str(part), *COMPACT)[0] == 0  # the round ends at the active segment
+    assert partition_digest(part) != before
+
+
+def test_a_damaged_index_does_not_hide_the_legacy_entry(tmp_path: Path) -> None:
+    part = kafka_010_partition(tmp_path / "logdir")
+    (part / segment_file_name(0, "index")).write_bytes(b"\x00\x00\x00\x03\x9b\x1f\x00\x00")  # position < 0
+
+    code, out, _err = run("repair", "--dry-run", "--json", str(part))
+
+    assert code == 2
+    kinds = {f["kind"] for f in json.loads(out)["findings"]}
+    assert kinds == {"legacy-empty-batch", "index-corrupt"}
