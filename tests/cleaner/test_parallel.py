@@ -24,7 +24,7 @@ from kcompact.cleaner.logdir.run import resolve_config
 from kcompact.cleaner.partition import CleanOptions, CleanResult, clean_partition
 from kcompact.cleaner.workers import parallel
 from kcompact.config.topic_config import TopicConfig
-from kcompact.errors import ConfigError, CorruptDataError
+from kcompact.errors import ConfigError, CorruptDataError, KcompactError
 from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.legacy import encode_legacy_message, encode_legacy_wrapper
 from kcompact.records.record import Record
@@ -372,3 +372,28 @@ def test_a_worker_starting_anywhere_has_the_serial_transaction_state(tmp_path: P
                     read(worker, found, log.path)
                     assert worker.seed() == serial.seed(), (seg.base_offset, start)
                 del first, found
+
+
+def test_a_failing_round_lets_its_workers_finish_instead_of_killing_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pool.terminate() kills workers that may hold the result queue's lock, and the pool then hangs
+    for ever on its own lock: a failed parallel round closes and joins its pool instead."""
+    import multiprocessing.pool
+
+    terminated: list[object] = []
+    original = multiprocessing.pool.Pool.terminate
+
+    def recording(pool: multiprocessing.pool.Pool) -> None:
+        terminated.append(pool)
+        original(pool)
+
+    monkeypatch.setattr(multiprocessing.pool.Pool, "terminate", recording)
+    part = many_keys(tmp_path / "logdir")
+    segment = sorted(part.glob("*.log"))[1]
+    data = bytearray(segment.read_bytes())
+    data[-1] ^= 0xFF  # the CRC of the segment's last batch fails in a worker
+    segment.write_bytes(bytes(data))
+    with pytest.raises(KcompactError):
+        clean_partition(part, config(), CleanOptions(now_ms=NOW, jobs=2))
+    assert terminated == []

@@ -160,8 +160,17 @@ def _pool(jobs: int, plan: CleanPlan, oracle: RetentionOracle | None) -> Iterato
     with _POOL_LOCK, spool() as directory:
         _worker_state = (plan, oracle, directory)
         try:
-            with multiprocessing.get_context("fork").Pool(processes=jobs) as pool:
+            pool = multiprocessing.get_context("fork").Pool(processes=jobs)
+            try:
                 yield pool
+            finally:
+                # Never Pool.terminate() (what ``with Pool`` does): it kills workers that may be halfway
+                # through sending a result, holding the result queue's lock, and the pool's own task
+                # thread then waits for that lock for ever (seen: a failed round hung its test run).
+                # Closing lets the few chunks already submitted (``_in_order`` keeps at most AHEAD per
+                # worker) run out, and join waits for the workers to exit on their own.
+                pool.close()
+                pool.join()
         finally:
             _worker_state = None
 
