@@ -113,3 +113,4 @@ def test_fence_offset_is_the_lowest_given() -> None:
     assert fence_offset(3, [9, 4]) == 3
     assert age_removal_allowed(2, None) and age_removal_allowed(2, 3)
     assert not age_removal_allowed(3, 3)
+

@@ -14,6 +14,7 @@ from kcompact.inspect.replicas import replicas_report
 from kcompact.inspect.replicas.lineage import epoch_at, lineage_divergence
 from tests.builders import BASE_TS, PartitionBuilder, read_all_records
 from tests.cleaner.test_clean_partition import compact_config
+from tests.conftest import copy_tree_writable, real_fixture
 
 NOW = BASE_TS + 10_000_000
 DAY = 86_400_000
@@ -175,3 +176,32 @@ def test_one_copy_or_another_partition_is_bad_input(tmp_path: Path) -> None:
     with pytest.raises(KcompactError, match="expected a partition directory, or --topic"):
         replicas_report([tmp_path / "b1", tmp_path / "b2"])
     assert replicas_report([tmp_path / "b1", one], topic="orders", partition=0).agree
+
+
+def _real_copy(tmp_path: Path, name: str) -> Path:
+    src = real_fixture("kraft37-cleaned-logdir")
+    log_dir = tmp_path / name
+    copy_tree_writable(src / "__consumer_offsets-31", log_dir / "__consumer_offsets-31")
+    for checkpoint in src.glob("*-checkpoint"):
+        shutil.copy(checkpoint, log_dir)
+    return log_dir / "__consumer_offsets-31"
+
+
+def test_a_broker_written_partition_and_its_cleaned_copy_agree(tmp_path: Path) -> None:
+    original, cleaned = _real_copy(tmp_path, "b1"), _real_copy(tmp_path, "b2")
+    far = 99_999_999_999_999  # every horizon passed
+    clean_partition(cleaned, compact_config(), CleanOptions(now_ms=far, roll=True, from_start=True))
+    clean_partition(cleaned, compact_config(), CleanOptions(now_ms=far, from_start=True))
+    assert read_all_records(cleaned) != read_all_records(original)
+
+    report = replicas_report([original, cleaned])
+
+    assert report.agree and report.keys_compared >= 1
+    assert report.replicas[0].leader_epochs == ((0, 0), (2, 3), (10, 4))
+
+
+def test_a_broker_written_lineage_that_parts(tmp_path: Path) -> None:
+    original, other = _real_copy(tmp_path, "b1"), _real_copy(tmp_path, "b2")
+    write_epochs(other, [(0, 0), (2, 3), (11, 4)])  # another leader wrote offset 4
+
+    assert replicas_report([original, other]).epoch_divergence == [{"replica": 1, "offset": 4}]
