@@ -24,7 +24,7 @@ import click
 
 from kcompact.cli.config_cmd import config_option, config_source_options, json_option, now_ms_option
 from kcompact.cli.help_text import with_examples
-from kcompact.cli.replicas_cmd import fence_options
+from kcompact.cli.replicas_cmd import fence_options, spark_replicas_command
 
 EXIT_BAD_INPUT = 2  # as kcompact.cli.main (not imported: main imports this module while it loads)
 EXIT_BUG = 1
@@ -145,6 +145,9 @@ def spark_clean_command(
                    epilog=with_examples(SPARK_EPILOG, "kcompact spark inspect dirty-ratio /shared/kafka-logs"))
 def spark_inspect() -> None:
     """Read-only reports computed by Spark tasks."""
+
+
+spark_inspect.add_command(spark_replicas_command)
 
 
 @spark_inspect.command("dirty-ratio", short_help="The rows of inspect dirty-ratio, computed by Spark tasks.",

@@ -21,6 +21,7 @@ of two; with the reference fixed, every row says which copy differs from it).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -36,10 +37,17 @@ from kcompact.inspect.replicas.view import (
     read_facts,
     read_view,
 )
-from kcompact.segment.partition import open_partition
+from kcompact.segment.names import parse_partition_dir_name
+from kcompact.segment.partition import (
+    is_partition_dir,
+    iter_partition_dirs,
+    named_path,
+    open_partition,
+)
 from kcompact.segment.replica_copies import locate_replica
 
-__all__ = ["DivergentKey", "DivergentRecords", "DivergentTxn", "ReplicasReport", "replicas_report"]
+__all__ = ["DivergentKey", "DivergentRecords", "DivergentTxn", "ReplicaSet", "ReplicasReport", "ReplicasRow",
+           "replica_sets", "replicas_report", "replicas_row"]
 
 DEFAULT_MAX_KEYS = 100
 ABSENT = "absent"  # a key's state when its latest record is a tombstone, or it has none
@@ -227,3 +235,73 @@ def _printable(key: bytes) -> str:
     except UnicodeDecodeError:
         return "0x" + key.hex()
     return text if text.isprintable() else "0x" + key.hex()
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSet:
+    """One partition and its copies among several log dirs (one log dir per broker)."""
+
+    topic: str
+    partition: int
+    partition_dirs: tuple[str, ...]  # in the order of the log dirs given
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicasRow:
+    """One partition of a whole-cluster comparison: the verdict, and the serial report as JSON."""
+
+    topic: str
+    partition: int
+    copies: int
+    agree: bool | None  # None: the comparison failed (``error``)
+    log_diverged: bool | None
+    state_diverged: bool | None
+    divergent_keys: int | None
+    divergent_transactions: int | None
+    error: str | None
+    report: str | None  # ``kcompact inspect replicas --json`` of this partition's copies
+
+
+def replica_sets(log_dirs: Sequence[str | os.PathLike[str]]) -> list[ReplicaSet]:
+    """The partitions that have a copy in two or more of ``log_dirs``, by topic and partition.
+
+    Args:
+        log_dirs: one log dir per broker (copies taken from each).
+
+    Returns:
+        The sets; a partition with a single copy has nothing to be compared with and is left out.
+
+    Raises:
+        KcompactError: a path is not a directory that can be listed.
+    """
+    found: dict[tuple[str, int], list[str]] = {}
+    for log_dir in log_dirs:
+        root = named_path(log_dir)
+        if not root.is_dir() or is_partition_dir(root):
+            raise KcompactError(f"{root}: a log dir; expected a directory holding partition directories")
+        for part in iter_partition_dirs(root):
+            name = parse_partition_dir_name(part.name)
+            if name is not None and name.kind == "live":
+                found.setdefault((name.topic, name.partition), []).append(str(part))
+    return [ReplicaSet(topic, partition, tuple(dirs))
+            for (topic, partition), dirs in sorted(found.items()) if len(dirs) >= 2]
+
+
+def replicas_row(replica_set: ReplicaSet, max_keys: int = DEFAULT_MAX_KEYS) -> ReplicasRow:
+    """Compare one set's copies; a copy that does not parse makes the row an error, not the run's.
+
+    Args:
+        replica_set: the partition and its copies.
+        max_keys: as :func:`replicas_report`.
+
+    Returns:
+        The row.
+    """
+    try:
+        report = replicas_report(replica_set.partition_dirs, max_keys=max_keys)
+    except KcompactError as err:
+        return ReplicasRow(replica_set.topic, replica_set.partition, len(replica_set.partition_dirs),
+                           None, None, None, None, None, str(err), None)
+    return ReplicasRow(replica_set.topic, replica_set.partition, len(replica_set.partition_dirs),
+                       report.agree, report.log_diverged, report.state_diverged, report.divergent_keys,
+                       len(report.transactions), None, json.dumps(report.as_dict(), sort_keys=True))
