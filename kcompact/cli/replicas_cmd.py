@@ -88,8 +88,8 @@ def replicas_command(paths: tuple[str, ...], topic: str | None, partition: int |
 
 
 def _print_report(report: Any) -> None:
-    render.plain(f"{report.topic}-{report.partition}: {len(report.replicas)} copies, compared below "
-                 f"offset {report.limit} (the lowest high watermark)")
+    render.plain(f"{report.topic}-{report.partition}: {len(report.replicas)} copies, compared from offset "
+                 f"{report.start} (the highest log start) below {report.limit} (the lowest high watermark)")
     for i, r in enumerate(report.replicas):
         hw = "-" if r.high_watermark is None else str(r.high_watermark)
         epochs = ", ".join(f"{e}@{s}" for e, s in r.leader_epochs[-4:]) or "-"

@@ -205,3 +205,15 @@ def test_a_broker_written_lineage_that_parts(tmp_path: Path) -> None:
     write_epochs(other, [(0, 0), (2, 3), (11, 4)])  # another leader wrote offset 4
 
     assert replicas_report([original, other]).epoch_divergence == [{"replica": 1, "offset": 4}]
+
+
+def test_records_one_copy_deleted_by_retention_are_not_divergence(tmp_path: Path) -> None:
+    build = PartitionBuilder().batch([(b"a", b"1"), (b"b", b"1")]).roll().batch([(b"b", b"2"), (b"c", b"1")])
+    whole, retained = build.write(tmp_path / "b1"), build.write(tmp_path / "b2")
+    (retained / "00000000000000000000.log").unlink()  # retention deleted the first segment on b2
+    for index in retained.glob("00000000000000000000.*"):
+        index.unlink()
+
+    report = replicas_report([whole, retained])
+
+    assert (report.start, report.limit, report.agree) == (2, 4, True)

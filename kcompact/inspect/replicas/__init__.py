@@ -9,7 +9,8 @@ broker notices. This report compares the replicas' copies offline, on two levels
 * the log: the first offset where their leader-epoch lineages part (``lineage``: where Kafka's
   truncation would cut a follower), and records that differ at the same offset below the lowest high
   watermark (offsets one replica compacted away are not compared: compaction removes, never changes);
-* the state consumers see (``view``): per key, the latest committed value of each replica up to the
+* the state consumers see (``view``): per key, the latest committed value of each replica from the
+  highest log start (below it a replica's retention deleted records, which is no divergence) up to the
   lowest high watermark; keys whose value or existence differs (a tombstone and an absent key are the
   same "absent": two replicas that cleaned at different times, one of which has removed the tombstone,
   agree); transactional records one replica counts committed and another aborted or open; and
@@ -90,6 +91,7 @@ class ReplicasReport:
 
     topic: str
     partition: int
+    start: int  # the highest log start: below it a replica's retention deleted the records
     limit: int  # the lowest high watermark: records and state are compared below it
     replicas: list[ReplicaFacts]
     epoch_divergence: list[dict[str, int]] = field(default_factory=list)  # {"replica", "offset"}
@@ -146,9 +148,10 @@ def replicas_report(paths: Sequence[str | os.PathLike[str]], *, topic: str | Non
     partitions = [first, *(open_partition(d) for d in dirs[1:])]
     read = [read_facts(p) for p in partitions]
     facts = [f for f, _spans in read]
+    start = max(f.log_start_offset for f in facts)
     limit = min(f.readable_end for f in facts)
-    views = [read_view(p, f, spans, limit) for p, (f, spans) in zip(partitions, read, strict=True)]
-    report = ReplicasReport(first.topic, first.partition, limit, facts)
+    views = [read_view(p, f, spans, start, limit) for p, (f, spans) in zip(partitions, read, strict=True)]
+    report = ReplicasReport(first.topic, first.partition, start, limit, facts)
     _compare_logs(report, facts, views, max_keys)
     _compare_keys(report, views, max_keys)
     _compare_transactions(report, facts, views)
@@ -209,14 +212,14 @@ def _compare_transactions(report: ReplicasReport, facts: list[ReplicaFacts], vie
                 groups.setdefault((pid, mine, theirs), []).append(offset)
         for (pid, mine, theirs), offsets in groups.items():
             report.transactions.append(DivergentTxn(i, pid, offsets[0], mine, theirs, len(offsets)))
-        for pid, first in _open_elsewhere_absent(facts[0], facts[i], view, report.limit):
+        for pid, first in _open_elsewhere_absent(facts[0], facts[i], view, report.start, report.limit):
             report.transactions.append(DivergentTxn(i, pid, first, OPEN, ABSENT, 0))
-        for pid, first in _open_elsewhere_absent(facts[i], facts[0], ref, report.limit):
+        for pid, first in _open_elsewhere_absent(facts[i], facts[0], ref, report.start, report.limit):
             report.transactions.append(DivergentTxn(i, pid, first, ABSENT, OPEN, 0))
 
 
 def _open_elsewhere_absent(mine: ReplicaFacts, theirs: ReplicaFacts, their_view: ReplicaView,
-                           limit: int) -> list[tuple[int, int]]:
+                           start: int, limit: int) -> list[tuple[int, int]]:
     """Transactions open on ``mine`` below the limit whose first record ``theirs`` no longer holds.
 
     An open transaction is never cleaned (the cleaner stops at the last stable offset), so the other
@@ -225,7 +228,7 @@ def _open_elsewhere_absent(mine: ReplicaFacts, theirs: ReplicaFacts, their_view:
     Where both hold the record, the record-by-record outcome comparison already tells them apart.
     """
     return [(pid, first) for pid, first in mine.open_transactions
-            if first < limit and (pid, first) not in theirs.open_transactions
+            if start <= first < limit and (pid, first) not in theirs.open_transactions
             and first not in their_view.outcomes]
 
 

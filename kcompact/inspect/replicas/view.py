@@ -83,8 +83,11 @@ class ReplicaFacts:
 
     @property
     def readable_end(self) -> int:
-        """How far its consumers read: the high watermark, or the log end without one."""
-        return self.log_end_offset if self.high_watermark is None else self.high_watermark
+        """How far its consumers read: the high watermark (at most the log end, as Kafka clamps it on
+        load), or the log end without one."""
+        if self.high_watermark is None:
+            return self.log_end_offset
+        return min(self.high_watermark, self.log_end_offset)
 
 
 @dataclass(slots=True)
@@ -118,13 +121,16 @@ def read_facts(partition: Partition) -> tuple[ReplicaFacts, list[TxnSpan]]:
     return facts, state.transactions
 
 
-def read_view(partition: Partition, facts: ReplicaFacts, spans: list[TxnSpan], limit: int) -> ReplicaView:
-    """Walk the replica's records up to its readable end; keep what the comparison needs.
+def read_view(partition: Partition, facts: ReplicaFacts, spans: list[TxnSpan], start: int,
+              limit: int) -> ReplicaView:
+    """Walk the replica's records from ``start`` up to its readable end; keep what the comparison needs.
 
     Args:
         partition: the replica's partition directory.
         facts: from :func:`read_facts`.
         spans: the transactions :func:`read_facts` found.
+        start: where the comparison starts (the highest log start of all replicas: below it, one of
+            them deleted the records by retention, which is no divergence).
         limit: the comparison limit (the lowest readable end of all replicas).
 
     Returns:
@@ -138,19 +144,18 @@ def read_view(partition: Partition, facts: ReplicaFacts, spans: list[TxnSpan], l
     for segment in partition.segments:
         with segment.open() as log:
             for batch in log.iter_batches():
-                if batch.next_offset <= facts.log_start_offset:
+                if batch.next_offset <= start:
                     continue
                 if batch.base_offset >= facts.readable_end:
                     return view
-                _add_batch(view, batch, _records(batch, log.path), outcome_of(batch), limit,
-                           facts.log_start_offset)
+                _add_batch(view, batch, _records(batch, log.path), outcome_of(batch), start, limit)
     return view
 
 
 def _add_batch(view: ReplicaView, batch: RecordBatch | LegacyEntry, records: list[Record],
-               outcome: str, limit: int, log_start: int) -> None:
+               outcome: str, start: int, limit: int) -> None:
     for record in records:
-        if record.offset < log_start:
+        if record.offset < start:
             continue
         if record.offset >= limit:
             if not batch.is_control and record.key is not None:
