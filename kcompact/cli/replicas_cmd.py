@@ -150,11 +150,13 @@ def spark_replicas_command(log_dirs: tuple[str, ...], master: str | None, verbos
     2 when a partition's files do not parse (its row says why).
     """
     from kcompact.cli.spark_view import startup_line
+    from kcompact.inspect.replicas import replica_sets
     from kcompact.spark.replicas_job import spark_replicas
     from kcompact.spark.session import command_session
 
+    sets = replica_sets([os.path.abspath(d) for d in log_dirs])  # before Spark starts; executors: absolute
     with command_session(master, verbose=verbose) as (spark, startup_s):
-        run = spark_replicas(spark, log_dirs, max_keys=max_keys)
+        run = spark_replicas(spark, sets, max_keys=max_keys)
     if as_json:
         render.emit_json([_row_dict(row) for row in run.rows])
     else:

@@ -9,12 +9,11 @@ record of every copy; partitions differ in size far more than tasks cost).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import astuple, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kcompact.inspect.replicas import ReplicaSet, ReplicasRow, replica_sets, replicas_row
+from kcompact.inspect.replicas import ReplicaSet, ReplicasRow, replicas_row
 from kcompact.spark.rows import dataclass_columns, ddl
 
 if TYPE_CHECKING:
@@ -31,21 +30,18 @@ class SparkReplicas:
     frame: DataFrame
 
 
-def spark_replicas(spark: SparkSession, log_dirs: Iterable[str | Path], *, max_keys: int) -> SparkReplicas:
-    """Compare the copies of every partition found in two or more of ``log_dirs``, on Spark.
+def spark_replicas(spark: SparkSession, sets: Sequence[ReplicaSet], *, max_keys: int) -> SparkReplicas:
+    """Compare the copies of every partition of ``sets``, on Spark.
 
     Args:
         spark: the session.
-        log_dirs: one log dir per broker (executors must see them at these paths).
+        sets: from :func:`kcompact.inspect.replicas.replica_sets` over the brokers' log dirs, listed
+            (on the driver, before Spark starts) by absolute paths the executors see.
         max_keys: divergent keys listed per partition (all are counted).
 
     Returns:
         One row per partition, equal to :func:`~kcompact.inspect.replicas.replicas_row`'s.
-
-    Raises:
-        KcompactError: a path is not a log dir.
     """
-    sets = replica_sets([Path(p).absolute() for p in log_dirs])  # executors have another cwd
     rows: list[ReplicasRow] = []
     if sets:
         spark.sparkContext.setJobDescription(f"kcompact spark inspect replicas: {len(sets)} partitions")
