@@ -47,6 +47,7 @@ from kcompact.cleaner.round.stages import (
     write_checkpoint,
 )
 from kcompact.cleaner.round.stats import CleanStats
+from kcompact.cleaner.rules.fence import fence_offset
 from kcompact.cleaner.rules.ranges import checkpoint_reset_warning, compute_cleanable_range
 from kcompact.cleaner.state.log_state import LogState, load_log_state
 from kcompact.cleaner.workers.parallel import build_offset_map, resolve_jobs, write_groups
@@ -62,6 +63,7 @@ from kcompact.segment.partition import (
     Partition,
     open_partition,
 )
+from kcompact.segment.replica_copies import replica_log_ends
 
 __all__ = ["CleanOptions", "CleanResult", "Progress", "RoundOutput", "RoundRunner", "clean_partition"]
 
@@ -387,7 +389,11 @@ def _compact(here: _Round, partition: Partition, state: LogState) -> None:
                 write_checkpoint(partition, rng.first_dirty_offset)
                 result.checkpoint_written = True
         return
-    ran = here.runner(build_plan(state, rng, config, here.now_ms), options, here.progress)
+    fence = fence_offset(options.safe_offset,
+                         replica_log_ends(options.replica_dirs, partition.topic, partition.partition))
+    if options.replica_dirs and fence is None:
+        result.warnings.append("--replica-dirs: no copy of this partition found; no fence")
+    ran = here.runner(build_plan(state, rng, config, here.now_ms, fence), options, here.progress)
     result.end_offset = ran.plan.end_offset
     result.workers = ran.workers
     done = commit_clean(ran.plan, ran.outputs, options, stats=ran.map_stats, before_swap=here.before_change)

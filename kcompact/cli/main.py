@@ -41,6 +41,7 @@ from kcompact.cli.config_cmd import (
     now_ms_option,
 )
 from kcompact.cli.help_text import with_examples
+from kcompact.cli.replicas_cmd import fence_options
 
 if TYPE_CHECKING:
     from kcompact.errors import KcompactError
@@ -245,6 +246,7 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
                    "alone) although most of its records have no key: compaction deletes them (a "
                    "topic made compacted after they were written). Without it such a partition is "
                    "skipped (refused when named alone) with the count of keyless records.")
+@fence_options
 @config_source_options(METADATA_DIRS_HELP)
 @click.option("--jobs", default=None, callback=parse_jobs, metavar="N|auto",
               help="Worker processes for a log dir's partitions (for one partition: its own "
@@ -264,6 +266,8 @@ def clean_command(
     only_eligible: bool,
     assume_compact: bool,
     allow_keyless_loss: bool,
+    replica_dirs: tuple[str, ...],
+    safe_offset: int | None,
     server_properties: str | None,
     metadata_dir: str | None,
     jobs: int | None,
@@ -290,7 +294,7 @@ def clean_command(
 
     overrides = parse_config_pairs(config_pairs)
     options = CleanOptions(now_ms=now_ms, from_start=from_start, dedupe_buffer_size=dedupe_buffer_size,
-                           dry_run=dry_run, roll=roll)
+                           dry_run=dry_run, roll=roll, replica_dirs=replica_dirs, safe_offset=safe_offset)
     with progress_bar(enabled=not as_json) as progress:
         run = clean_path(path, cli_overrides=overrides, options=options, only_eligible=only_eligible,
                          progress=progress, server_properties=server_properties,
@@ -308,6 +312,7 @@ def _register_optional_commands() -> None:
     for module, group, name in (
         ("kcompact.cli.keys_cmds", "inspect", "keys_command"),
         ("kcompact.cli.keys_cmds", "inspect", "last_clean_command"),
+        ("kcompact.cli.replicas_cmd", "inspect", "replicas_command"),
         ("kcompact.cli.repair_cmd", "cli", "repair_command"),
         ("kcompact.cli.config_cmd", "cli", "config_group"),
         ("kcompact.cli.spark_cmds", "cli", "spark_group"),

@@ -24,6 +24,7 @@ import click
 
 from kcompact.cli.config_cmd import config_option, config_source_options, json_option, now_ms_option
 from kcompact.cli.help_text import with_examples
+from kcompact.cli.replicas_cmd import fence_options, spark_replicas_command
 
 EXIT_BAD_INPUT = 2  # as kcompact.cli.main (not imported: main imports this module while it loads)
 EXIT_BUG = 1
@@ -95,6 +96,7 @@ def spark_group() -> None:
                    "segment bytes + 4 MiB (a Spark task's fixed cost is that of cleaning a few MiB); "
                    "never fewer tasks than cores. Default: two tasks a core, ~256 MiB at most unless "
                    "one partition is larger; 1: one task per partition.")
+@fence_options
 @_config_sources
 @click.option("--output", type=click.Path(path_type=str), default=None, metavar="STATS.parquet",
               help="Also write the per-partition rows as Parquet (a new directory).")
@@ -103,7 +105,7 @@ def spark_clean_command(
     paths: tuple[str, ...], master: str | None, verbose: bool, config_pairs: tuple[str, ...],
     now_ms: int | None, roll: bool, from_start: bool, dry_run: bool, dedupe_buffer_size: int | None,
     only_eligible: bool, assume_compact: bool, allow_keyless_loss: bool, map_budget: int | None,
-    task_bytes: int | None,
+    task_bytes: int | None, replica_dirs: tuple[str, ...], safe_offset: int | None,
     server_properties: str | None, metadata_dir: str | None, output: str | None, as_json: bool,
 ) -> None:
     """Clean partition directories and log dirs as Spark tasks (partitions packed into tasks by
@@ -123,7 +125,7 @@ def spark_clean_command(
     overrides = parse_config_pairs(config_pairs)
     check_new_output(output)
     options = CleanOptions(now_ms=now_ms, from_start=from_start, dedupe_buffer_size=dedupe_buffer_size,
-                           dry_run=dry_run, roll=roll)
+                           dry_run=dry_run, roll=roll, replica_dirs=replica_dirs, safe_offset=safe_offset)
     with command_session(master, verbose=verbose) as (spark, startup_s):
         run = spark_clean(spark, paths, cli_overrides=overrides, options=options,
                           only_eligible=only_eligible, server_properties=server_properties,
@@ -143,6 +145,9 @@ def spark_clean_command(
                    epilog=with_examples(SPARK_EPILOG, "kcompact spark inspect dirty-ratio /shared/kafka-logs"))
 def spark_inspect() -> None:
     """Read-only reports computed by Spark tasks."""
+
+
+spark_inspect.add_command(spark_replicas_command)
 
 
 @spark_inspect.command("dirty-ratio", short_help="The rows of inspect dirty-ratio, computed by Spark tasks.",

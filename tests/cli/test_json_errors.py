@@ -85,6 +85,17 @@ def _dump(root: Path) -> tuple[list[str | Path], str, str | None, int | None]:
     return ["inspect", "dump", notes, "--json"], "KcompactError", str(notes), None
 
 
+def _replicas(root: Path) -> tuple[list[str | Path], str, str | None, int | None]:
+    part, log, position = truncated(root)
+    other = PartitionBuilder().batch([(b"a", b"1")]).write(root / "b2")
+    return ["inspect", "replicas", other, part, "--json"], "TruncatedDataError", str(log), position
+
+
+def _spark_replicas(root: Path) -> tuple[list[str | Path], str, str | None, int | None]:
+    part = PartitionBuilder().batch([(b"a", b"1")]).write(root / "logdir")  # a partition, not a log dir
+    return ["spark", "inspect", "replicas", part, root, "--json"], "KcompactError", str(part), None
+
+
 def _config_show(root: Path) -> tuple[list[str | Path], str, str | None, int | None]:
     part, _log, _position = truncated(root)
     return ["config", "show", part, "--json", "--config", "no.such.key=1"], "ConfigError", None, None
@@ -102,11 +113,13 @@ CASES: dict[str, Case] = {
     "inspect last-clean": _corrupt("inspect", "last-clean"),
     "inspect dirty-ratio": _no_partitions("inspect", "dirty-ratio"),
     "inspect dump": _dump,
+    "inspect replicas": _replicas,
     "config show": _config_show,
     "repair": _repair,
     "spark clean": _spark("spark", "clean"),
     "spark inspect dirty-ratio": _spark("spark", "inspect", "dirty-ratio"),
     "spark export": _spark("spark", "export"),
+    "spark inspect replicas": _spark_replicas,
 }
 
 

@@ -41,6 +41,7 @@ from kcompact.cleaner.offset_map.oracle import RetentionOracle
 from kcompact.cleaner.round.chunks import batches_from
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
 from kcompact.cleaner.round.stats import CleanStats
+from kcompact.cleaner.rules.fence import age_removal_allowed
 from kcompact.cleaner.rules.policy import (
     BatchDecision,
     check_batch_retention,
@@ -79,6 +80,7 @@ class FilterContext:
     now_ms: int
     delete_retention_ms: int
     stats: CleanStats
+    fence: int | None = None  # the replica fence (``rules.fence``); None: Kafka's rules alone
 
     @classmethod
     def at(
@@ -102,6 +104,7 @@ class FilterContext:
             now_ms=plan.now_ms,
             delete_retention_ms=plan.config.delete_retention_ms,
             stats=stats,
+            fence=plan.fence_offset,
         )
 
 
@@ -185,6 +188,7 @@ def _decide_batch(batch: Any, ctx: FilterContext, path: Path) -> _Pending | None
         last_records_of_active_producers=ctx.last_records,
         upper_bound_offset=ctx.upper_bound,
         now_ms=ctx.now_ms,
+        fence=ctx.fence,
     )
     ctx.stats.batches_read += 1
     if decision.retention is BatchRetention.DELETE:
@@ -275,6 +279,8 @@ def _keep_window(scanned: list[_Pending], ctx: FilterContext) -> list[tuple[list
 
         is_latest[asked] = ctx.oracle.is_latest(offsets[asked], keys_at)  # type: ignore[arg-type]
     keep_delete = np.repeat([_keeps_tombstones(p.batch, ctx.now_ms) for p in scanned], counts)
+    if ctx.fence is not None:  # rules.fence: at or above it, no tombstone goes for its age
+        keep_delete |= offsets >= ctx.fence
     kept = ~covered | (is_latest & (~tombstone | keep_delete))
     stats = ctx.stats
     stats.invalid_records += int(np.count_nonzero(covered & ~keyed))
@@ -324,7 +330,8 @@ def _filter_legacy(
                 keep.append(i)
             elif r.key is None:
                 stats.invalid_records += 1
-            elif is_latest[i] and (r.value is not None or retain_legacy):
+            elif is_latest[i] and (r.value is not None or retain_legacy
+                                   or not age_removal_allowed(r.offset, ctx.fence)):
                 keep.append(i)
             elif r.value is None:
                 stats.tombstones_removed += 1

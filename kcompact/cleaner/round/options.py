@@ -38,6 +38,11 @@ class CleanOptions:
     # number is capped at the usable CPUs and the round's segment ranges
     # (kcompact.cleaner.workers.parallel.resolve_jobs); the output is the same bytes whatever the number
     jobs: int | None = None
+    # the replica fence (``rules.fence``): tombstones and markers at or above the lowest of
+    # ``safe_offset`` and the log ends of the partition's copies in ``replica_dirs`` outlive their
+    # delete horizon; neither given: Kafka's rules alone
+    safe_offset: int | None = None
+    replica_dirs: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

@@ -86,6 +86,7 @@ class CleanPlan:
     legacy_delete_horizon_ms: int
     checkpoint_before: int | None
     warnings: tuple[str, ...] = ()
+    fence_offset: int | None = None  # the replica fence (``rules.fence``); None: Kafka's rules alone
 
     def segment(self, base_offset: int) -> SegmentPlan:
         """The planned segment based at ``base_offset``.
@@ -128,6 +129,7 @@ def build_plan(
     rng: CleanableRange,
     config: TopicConfig,
     now_ms: int,
+    fence_offset: int | None = None,
 ) -> CleanPlan:
     """The plan of the round ``rng`` describes, for an unbounded map.
 
@@ -136,6 +138,7 @@ def build_plan(
         rng: a cleanable range with something to clean.
         config: the topic's configuration.
         now_ms: the round's clock.
+        fence_offset: the replica fence (``rules.fence``), or None.
 
     Returns:
         The plan; call :meth:`CleanPlan.bounded` once a bounded map has stopped.
@@ -163,6 +166,7 @@ def build_plan(
         last_records=tuple(sorted(live.items())),
         legacy_delete_horizon_ms=clean[-1].files.mtime_ms - config.delete_retention_ms if clean else 0,
         checkpoint_before=state.checkpoint_offset, warnings=tuple(state.warnings),
+        fence_offset=fence_offset,
     )
 
 

@@ -43,6 +43,7 @@ from kcompact.cleaner.round.options import DEFAULT_OPTIONS, CleanOptions, CleanR
 from kcompact.cleaner.round.plan import CleanPlan, build_plan
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.round.verify_output import check_cleaned_segment
+from kcompact.cleaner.rules.fence import fence_offset
 from kcompact.cleaner.rules.ranges import CleanableRange, compute_cleanable_range
 from kcompact.cleaner.state.log_state import load_log_state
 from kcompact.config.topic_config import TopicConfig
@@ -53,6 +54,7 @@ from kcompact.records.scan import scan_keys
 from kcompact.segment.checkpoint import update_offset_checkpoint
 from kcompact.segment.log_file import LogFile, crc_error_or
 from kcompact.segment.partition import Partition, SegmentFiles, open_partition
+from kcompact.segment.replica_copies import replica_log_ends
 
 __all__ = [
     "GroupOutput",
@@ -147,7 +149,9 @@ def plan_clean(
     rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)
     if nothing_to_clean(rng):
         return None
-    return build_plan(state, rng, config, now_ms)
+    fence = fence_offset(options.safe_offset,
+                         replica_log_ends(options.replica_dirs, partition.topic, partition.partition))
+    return build_plan(state, rng, config, now_ms, fence)
 
 
 def segment_key_entries(

@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kcompact.cleaner.rules.fence import age_removal_allowed
 from kcompact.cleaner.rules.producer_state import LastRecord
 from kcompact.cleaner.rules.transactions import (
     NO_PRODUCER_ID,
@@ -85,6 +86,7 @@ def check_batch_retention(
     last_records_of_active_producers: Mapping[int, LastRecord],
     upper_bound_offset: int,
     now_ms: int,
+    fence: int | None = None,
 ) -> BatchDecision:
     """Decide a batch's fate and advance the round's transaction state (call once per batch, in order).
 
@@ -96,6 +98,7 @@ def check_batch_retention(
         last_records_of_active_producers: from ``ProducerStateReplay.last_records_of_active_producers``.
         upper_bound_offset: the round's first uncleanable offset (Kafka 4.1).
         now_ms: the time the round started.
+        fence: the replica fence (``rules.fence``): a marker at or above it outlives its horizon.
 
     Returns:
         The decision. A legacy batch can come out ``RETAIN_EMPTY`` only by rule 2 (it has no producer
@@ -104,7 +107,8 @@ def check_batch_retention(
     if batch.is_control:
         can_discard = txn.on_control_batch_read(batch, control_type)
         horizon = batch.delete_horizon_ms if batch.has_delete_horizon else None
-        discard_records = can_discard and horizon is not None and horizon <= now_ms
+        discard_records = (can_discard and horizon is not None and horizon <= now_ms
+                           and age_removal_allowed(batch.base_offset, fence))
     else:
         can_discard = txn.on_batch_read(batch)
         discard_records = can_discard
@@ -141,6 +145,7 @@ def should_retain_record(
     map_latest_offset: int,
     now_ms: int,
     retain_legacy_deletes: bool,
+    fence: int | None = None,
 ) -> bool:
     """Kafka's record filter: keep this record? (The scalar reference for vectorised callers.)
 
@@ -154,6 +159,7 @@ def should_retain_record(
         map_latest_offset: the last offset the offset map covers.
         now_ms: the time the round started.
         retain_legacy_deletes: the source segment's mtime is after the legacy delete horizon.
+        fence: the replica fence (``rules.fence``): a tombstone at or above it outlives its horizon.
 
     Returns:
         True to keep the record.
@@ -168,7 +174,7 @@ def should_retain_record(
         return False
     if record_offset < map_offset_for_key:
         return False
-    if not value_is_null:
+    if not value_is_null or not age_removal_allowed(record_offset, fence):
         return True
     if batch.magic >= MAGIC_VALUE_V2:
         horizon = batch.delete_horizon_ms if batch.has_delete_horizon else None

@@ -1,0 +1,191 @@
+"""Replicas: ``kcompact inspect replicas``, and the replica fence options of ``clean``/``spark clean``.
+
+Registered into the ``inspect`` group by ``kcompact.cli.main``; :func:`fence_options` is applied by
+``clean`` and ``spark clean``. Only click and ``kcompact.cli.render`` are imported here at import time
+(``kcompact --help`` stays fast); the library is imported inside the command.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from kcompact.cli import render
+from kcompact.cli.config_cmd import json_option
+from kcompact.cli.help_text import with_examples
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _absolute(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(os.path.abspath(v) for v in value)  # Spark executors: no path relative to the driver's cwd
+
+
+def fence_options(command: F) -> F:
+    """``--replica-dirs DIR`` (repeatable) and ``--safe-offset OFFSET``: the replica fence.
+
+    Passed to the command as ``replica_dirs`` (absolute paths) and ``safe_offset``.
+    """
+    command = click.option(
+        "--safe-offset", type=click.IntRange(min=0), default=None, metavar="OFFSET",
+        help="Replica fence: never remove a tombstone or transaction marker at or above OFFSET for "
+             "its age (delete.retention.ms), so a follower that has not fetched it yet cannot miss "
+             "it. One superseded by a newer record of its key still goes, as in Kafka.")(command)
+    return click.option(
+        "--replica-dirs", "replica_dirs", multiple=True, callback=_absolute,
+        type=click.Path(exists=True, file_okay=False, path_type=str), metavar="DIR",
+        help="Replica fence from the other replicas' copies (partition dirs or log dirs; "
+             "repeatable): the fence is the lowest of their log ends (and --safe-offset). A log "
+             "dir without a copy of a partition fences nothing for it.")(command)
+
+
+EXIT_DIVERGED = 3
+"""``inspect replicas``: the copies diverge (0: they agree; 2: bad input; 1: a bug)."""
+
+EPILOG = (
+    "Exit codes: 0 the replicas agree; 3 they diverge; 2 bad input or refused (one line on stderr "
+    "names the file and byte position); 1 a bug in kcompact (with a traceback)."
+)
+
+
+@click.command("replicas", short_help="Do a partition's replica copies agree? Log and consumer state.",
+               epilog=with_examples(
+                   EPILOG,
+                   "kcompact inspect replicas b1/kafka-logs/orders-0 b2/kafka-logs/orders-0",
+                   "kcompact inspect replicas b1/logs b2/logs b3/logs --topic orders --partition 0",
+                   "kcompact inspect replicas b1/orders-0 b2/orders-0 --json --max-keys 1000",
+               ))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=str))
+@click.option("--topic", default=None, help="The topic, when the paths are log dirs.")
+@click.option("--partition", type=click.IntRange(min=0), default=None, help="The partition, likewise.")
+@click.option("--max-keys", type=click.IntRange(min=0), default=100, show_default=True, metavar="N",
+              help="How many divergent keys to list (all are counted).")
+@json_option("Print the report as one JSON object (every divergent key up to --max-keys).")
+def replicas_command(paths: tuple[str, ...], topic: str | None, partition: int | None, max_keys: int,
+                     as_json: bool) -> None:
+    """Compare two or more copies of one partition taken from its replicas (partition dirs, or log
+    dirs with --topic and --partition): per copy its log start, log end, high watermark
+    (replication-offset-checkpoint), last stable offset and leader epochs; then where the logs part
+    (the first offset their leader-epoch lineages assign to different epochs, where Kafka would
+    truncate a follower; records that differ at one offset below the lowest high watermark) and
+    whether consumers see the same thing: per key the latest committed value up to the lowest high
+    watermark (a tombstone and a removed tombstone both mean absent, so differently compacted copies
+    agree), and transactions one copy has committed and another aborted or open. The first copy
+    named is the reference. Reads every record; writes nothing.
+    """
+    from kcompact.inspect.replicas import replicas_report
+
+    report = replicas_report(paths, topic=topic, partition=partition, max_keys=max_keys)
+    if as_json:
+        render.emit_json(report.as_dict())
+    else:
+        _print_report(report)
+    if not report.agree:
+        raise click.exceptions.Exit(EXIT_DIVERGED)
+
+
+def _print_report(report: Any) -> None:
+    render.plain(f"{report.topic}-{report.partition}: {len(report.replicas)} copies, compared from offset "
+                 f"{report.start} (the highest log start) below {report.limit} (the lowest high watermark)")
+    for i, r in enumerate(report.replicas):
+        hw = "-" if r.high_watermark is None else str(r.high_watermark)
+        epochs = ", ".join(f"{e}@{s}" for e, s in r.leader_epochs[-4:]) or "-"
+        render.plain(f"  [{i}] {r.path}")
+        render.plain(f"      log {r.log_start_offset}..{r.log_end_offset}, high watermark {hw}, "
+                     f"last stable {r.last_stable_offset}, epochs {epochs}")
+    for i, r in enumerate(report.replicas):
+        for warning in r.warnings:
+            render.warning_line(warning)
+    for part in report.epoch_divergence:
+        render.plain(f"log: [{part['replica']}] parts from [0] at offset {part['offset']} "
+                     "(leader-epoch lineages)")
+    for rec in report.records:
+        render.plain(f"log: [{rec.replica}] has {rec.count} record(s) unlike [0]'s at the same offset, "
+                     f"first {rec.first_offset}")
+    if report.divergent_keys:
+        render.plain(f"state: {report.divergent_keys} of {report.keys_compared} key(s) differ")
+        for key in report.keys:
+            sides = "; ".join(f"[{i}] {_side_text(s)}" for i, s in enumerate(key.sides))
+            render.plain(f"  {key.key}: {sides}")
+    for txn in report.transactions:
+        render.plain(f"state: producer {txn.producer_id} at offset {txn.first_offset}: [0] {txn.reference}, "
+                     f"[{txn.replica}] {txn.other}")
+    verdict = "the replicas agree" if report.agree else "the replicas DIVERGE"
+    render.plain(f"{verdict} ({report.keys_compared} keys compared, {report.keys_not_comparable} "
+                 "not comparable: a later record above the limit)")
+
+
+def _side_text(side: dict[str, Any]) -> str:
+    if side["state"] == "value":
+        return f"value {side['value_digest']} @{side['offset']}"
+    if side["offset"] is not None and side["state"] == "absent":
+        return f"absent (tombstone @{side['offset']})"
+    return str(side["state"])
+
+
+@click.command("replicas", short_help="inspect replicas over every partition of a cluster's copies.",
+               epilog=with_examples(
+                   "Starting Spark costs seconds (a JVM and Python workers): for one partition, the "
+                   "serial command is faster.\n\n" + EPILOG,
+                   "kcompact spark inspect replicas /copies/b1/logs /copies/b2/logs /copies/b3",
+                   "kcompact spark inspect replicas b1/logs b2/logs --json --max-keys 10",
+               ))
+@click.argument("log_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=str))
+@click.option("--master", default=None, metavar="URL",
+              help="Spark master (local[4], spark://host:7077, yarn…). Default: what spark-submit set, "
+                   "else local[*].")
+@click.option("--verbose", is_flag=True, help="Show Spark's own logs (INFO); default: errors only.")
+@click.option("--max-keys", type=click.IntRange(min=0), default=100, show_default=True, metavar="N",
+              help="How many divergent keys each partition's report lists (all are counted).")
+@json_option("Print a JSON list of rows; each row's report is inspect replicas --json of that partition.")
+def spark_replicas_command(log_dirs: tuple[str, ...], master: str | None, verbose: bool, max_keys: int,
+                           as_json: bool) -> None:
+    """Compare the copies of every partition found in two or more of LOG_DIRS (one log dir per
+    broker, copied from a whole cluster) as Spark tasks, one partition a task: each row is the
+    verdict of `kcompact inspect replicas` on that partition's copies (in the order of LOG_DIRS,
+    the first the reference), with its --json report. Exits 3 when a partition's copies diverge,
+    2 when a partition's files do not parse (its row says why).
+    """
+    from kcompact.cli.spark_view import startup_line
+    from kcompact.inspect.replicas import replica_sets
+    from kcompact.spark.replicas_job import spark_replicas
+    from kcompact.spark.session import command_session
+
+    sets = replica_sets([os.path.abspath(d) for d in log_dirs])  # before Spark starts; executors: absolute
+    with command_session(master, verbose=verbose) as (spark, startup_s):
+        run = spark_replicas(spark, sets, max_keys=max_keys)
+    if as_json:
+        render.emit_json([_row_dict(row) for row in run.rows])
+    else:
+        for row in run.rows:
+            render.plain(_row_text(row))
+        render.plain(f"{len(run.rows)} partition(s) with two or more copies; "
+                     f"{sum(1 for r in run.rows if r.agree is False)} diverge")
+        startup_line(startup_s)
+    if any(row.error for row in run.rows):
+        raise click.exceptions.Exit(2)
+    if any(row.agree is False for row in run.rows):
+        raise click.exceptions.Exit(EXIT_DIVERGED)
+
+
+def _row_dict(row: Any) -> dict[str, Any]:
+    import dataclasses
+    import json
+
+    out = dataclasses.asdict(row)
+    out["report"] = None if row.report is None else json.loads(row.report)
+    return out
+
+
+def _row_text(row: Any) -> str:
+    name = f"{row.topic}-{row.partition}"
+    if row.error is not None:
+        return f"{name}: error: {row.error}"
+    if row.agree:
+        return f"{name}: {row.copies} copies agree"
+    what = [w for w, flag in (("log", row.log_diverged), ("state", row.state_diverged)) if flag]
+    return (f"{name}: {row.copies} copies DIVERGE ({' and '.join(what)}: {row.divergent_keys} key(s), "
+            f"{row.divergent_transactions} transaction(s))")

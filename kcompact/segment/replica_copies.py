@@ -1,0 +1,81 @@
+"""Copies of one partition taken from several brokers: find the partition directory in each.
+
+Why: ``kcompact inspect replicas`` compares the replicas of a partition, and ``kcompact clean
+--replica-dirs`` fences its cleaning by them. An operator hands over what they copied from each
+broker: the partition directory itself (``<copy>/orders-0``), or the whole log dir
+(``<copy>/kafka-logs``, holding ``orders-0`` among others, and the ``replication-offset-checkpoint``
+the high watermark lives in). Both name one partition directory once the topic and partition are
+known.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kcompact.errors import KcompactError
+from kcompact.segment.partition import is_partition_dir, named_path, open_partition
+
+__all__ = ["locate_replica", "replica_log_ends"]
+
+
+def locate_replica(path: str | os.PathLike[str], topic: str | None, partition: int | None) -> Path:
+    """The partition directory of one replica copy.
+
+    Args:
+        path: a partition directory, or a log dir holding ``<topic>-<partition>``.
+        topic: the topic (needed for a log dir; for a partition directory, it must match when given).
+        partition: the partition number (likewise).
+
+    Returns:
+        The partition directory.
+
+    Raises:
+        KcompactError: the path is neither, the log dir has no such partition, the topic or
+            partition is missing for a log dir, or a partition directory names another partition.
+    """
+    target = named_path(path)
+    if is_partition_dir(target):
+        wanted = None if topic is None or partition is None else f"{topic}-{partition}"
+        if wanted is not None and target.name != wanted:
+            raise KcompactError(f"{target}: a copy of partition {wanted}; found {target.name}")
+        return target
+    if not target.is_dir():
+        raise KcompactError(f"{target}: no such partition directory or log dir")
+    if topic is None or partition is None:
+        raise KcompactError(
+            f"{target}: a log dir; expected a partition directory, or --topic and --partition to find "
+            "one in it")
+    found = target / f"{topic}-{partition}"
+    if not is_partition_dir(found):
+        raise KcompactError(f"{found}: no such partition directory in the log dir {target}")
+    return found
+
+
+def replica_log_ends(paths: tuple[str, ...], topic: str, partition: int) -> list[int]:
+    """The log end offsets of the copies of ``topic``-``partition`` among ``paths``.
+
+    A log dir without the partition, or a partition directory of another partition, holds no copy of
+    it (a broker is a replica of some partitions only; ``--replica-dirs`` serves a whole log dir's clean).
+
+    Args:
+        paths: partition directories and/or log dirs of the other replicas.
+        topic: the topic.
+        partition: the partition number.
+
+    Returns:
+        One log end offset per copy found, in the order of ``paths``.
+
+    Raises:
+        KcompactError: a path is not a directory, or a copy's segments do not parse.
+    """
+    wanted = f"{topic}-{partition}"
+    ends = []
+    for raw in paths:
+        target = named_path(raw)
+        if not target.is_dir():
+            raise KcompactError(f"{target}: no such partition directory or log dir")
+        copy = target if is_partition_dir(target) else target / wanted
+        if copy.name == wanted and is_partition_dir(copy):
+            ends.append(open_partition(copy).log_end_offset())
+    return ends

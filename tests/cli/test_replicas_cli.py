@@ -1,0 +1,91 @@
+"""``kcompact inspect replicas`` (exit 0 agree, 3 diverge, 2 bad input; --json) and ``clean``'s replica
+fence options."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from kcompact.cli.main import cli
+from tests.builders import PartitionBuilder, read_all_records
+from tests.inspect.test_replicas import CLOCKS, busy_log, race
+
+
+def run(*args: str) -> Result:
+    runner = CliRunner(catch_exceptions=False, env={"COLUMNS": "80"})
+    return runner.invoke(cli, list(args), prog_name="kcompact")
+
+
+def test_the_race_exits_3_and_names_the_key_in_json(tmp_path: Path) -> None:
+    leader, follower = race(tmp_path)
+    result = run("inspect", "replicas", str(tmp_path / "leader"), str(tmp_path / "follower"),
+                 "--topic", "orders", "--partition", "0", "--json")
+    assert result.exit_code == 3, result.output
+    report = json.loads(result.stdout)
+    assert (report["agree"], report["state_diverged"], report["divergent_keys"]) == (False, True, 1)
+    [key] = report["keys"]
+    assert key["key"] == "k"
+    assert [(s["state"], s["offset"]) for s in key["sides"]] == [("absent", None), ("value", 0)]
+    assert key["sides"][1]["value_digest"] and len(key["sides"][1]["value_digest"]) == 16
+    assert [r["path"] for r in report["replicas"]] == [str(leader), str(follower)]
+
+
+def test_the_race_in_text(tmp_path: Path) -> None:
+    leader, follower = race(tmp_path)
+    result = run("inspect", "replicas", str(leader), str(follower))
+    assert result.exit_code == 3
+    lines = result.stdout.splitlines()
+    assert "state: 1 of 3 key(s) differ" in lines
+    assert any(line.startswith("  k: [0] absent; [1] value ") and line.endswith(" @0") for line in lines)
+    assert lines[-1].startswith("the replicas DIVERGE")
+
+
+def test_max_keys_caps_the_list_not_the_count(tmp_path: Path) -> None:
+    one, two = PartitionBuilder(), PartitionBuilder()
+    one.batch([(f"k{i}".encode(), b"1") for i in range(5)])
+    two.batch([(f"k{i}".encode(), b"2") for i in range(5)])
+    result = run("inspect", "replicas", str(one.write(tmp_path / "b1")), str(two.write(tmp_path / "b2")),
+                 "--json", "--max-keys", "2")
+    report = json.loads(result.stdout)
+    assert (result.exit_code, report["divergent_keys"], len(report["keys"])) == (3, 5, 2)
+
+
+def test_equivalent_copies_exit_0(tmp_path: Path) -> None:
+    raw = busy_log().write(tmp_path / "b1")
+    copy = shutil.copytree(raw, tmp_path / "b2" / raw.name)
+    shutil.copy(raw.parent / "replication-offset-checkpoint", tmp_path / "b2")
+    for now in CLOCKS:
+        assert run("clean", str(copy), "--config", "cleanup.policy=compact", "--from-start",
+                   "--now-ms", str(now)).exit_code == 0
+    result = run("inspect", "replicas", str(raw), str(copy))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1].startswith("the replicas agree")
+
+
+def test_bad_input_exits_2(tmp_path: Path) -> None:
+    one = PartitionBuilder().batch([(b"a", b"1")]).write(tmp_path / "b1")
+    result = run("inspect", "replicas", str(one), "--json")
+    assert result.exit_code == 2
+    assert json.loads(result.stdout)["error"]["message"].endswith("expected two or more replicas")
+    other = PartitionBuilder(partition=1).batch([(b"a", b"1")]).write(tmp_path / "b2")
+    result = run("inspect", "replicas", str(one), str(other))
+    assert result.exit_code == 2
+    assert "a copy of partition orders-0; found orders-1" in result.stderr
+
+
+def test_clean_with_the_fence_keeps_the_tombstone_the_lagging_copy_lacks(tmp_path: Path) -> None:
+    b = PartitionBuilder()
+    b.batch([(b"k", b"v1")]).batch([(b"k", None)]).batch([(b"x", b"1")]).roll().batch([(b"y", b"1")])
+    leader = b.write(tmp_path / "leader")
+    PartitionBuilder().batch([(b"k", b"v1")]).write(tmp_path / "follower")  # fetched offset 0 only
+    for now in CLOCKS:
+        result = run("clean", str(leader), "--config", "cleanup.policy=compact", "--from-start",
+                     "--now-ms", str(now), "--replica-dirs", str(tmp_path / "follower"))
+        assert result.exit_code == 0, result.output
+    assert (1, b"k", None) in read_all_records(leader)
+    assert run("clean", str(leader), "--config", "cleanup.policy=compact", "--from-start",
+               "--now-ms", str(CLOCKS[-1]), "--safe-offset", "2").exit_code == 0
+    assert (1, b"k", None) not in read_all_records(leader)
