@@ -1,24 +1,46 @@
-"""Rendering of ``inspect dirty-ratio``: a table with the ratio drawn against its threshold, and advice."""
+"""``kcompact inspect dirty-ratio``: the command, and its rendering: a table with the ratio drawn against
+its threshold, and advice.
+
+Only click is imported at module level (``kcompact --help`` stays fast); the library and rich are
+imported where they are used.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from rich.table import Table
+import click
 
-from kcompact.cleaner.logdir.run_summary import (
-    empty_partitions_line,
-    is_summarised,
-    repeated_warning_notes,
-)
 from kcompact.cli import render
-from kcompact.inspect.dirty_ratio import ADVICE, DirtyRatioRow
+from kcompact.cli.help_text import with_examples
+from kcompact.cli.options import (
+    EPILOG,
+    EXIT_BAD_INPUT,
+    METADATA_DIRS_HELP,
+    config_option,
+    config_source_options,
+    json_option,
+    now_ms_option,
+)
+
+if TYPE_CHECKING:
+    from kcompact.inspect.dirty_ratio import DirtyRatioRow
 
 BAR_WIDTH = 12
 
 
 def render_dirty_ratio(rows: Sequence[DirtyRatioRow], *, as_json: bool) -> None:
     """Print the rows: a JSON list, or a rich table plus one advice line per blocking rule."""
+    from rich.table import Table
+
+    from kcompact.cleaner.logdir.run_summary import (
+        empty_partitions_line,
+        is_summarised,
+        repeated_warning_notes,
+    )
+    from kcompact.inspect.dirty_ratio import ADVICE
+
     if as_json:
         render.emit_json([row.as_dict() for row in rows])
         return
@@ -109,3 +131,37 @@ def _bar(row: DirtyRatioRow) -> str:
     if 0 <= mark < BAR_WIDTH:
         cells[mark] = "|"
     return f"{''.join(cells)} {row.dirty_ratio:.2f}"
+
+
+@click.command("dirty-ratio", short_help="What the broker's cleaner sees: dirty ratio, eligibility, order.",
+                 epilog=with_examples(
+                     EPILOG,
+                     "kcompact inspect dirty-ratio /tmp/kafka-logs",
+                     "kcompact inspect dirty-ratio /tmp/kafka-logs/orders-0 --json",
+                 ))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=str))
+@config_option("A topic configuration by Kafka's name (min.cleanable.dirty.ratio, …). Repeatable.")
+@now_ms_option("The clock (default: now), in ms since the epoch.")
+@config_source_options(METADATA_DIRS_HELP)
+@json_option("Print a JSON list of rows (also for one partition).")
+def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], now_ms: int | None,
+                        server_properties: str | None, metadata_dir: str | None, as_json: bool) -> None:
+    """What the broker's log cleaner sees, per partition of the given log dirs or partition dirs:
+    clean and dirty bytes, the dirty ratio against min.cleanable.dirty.ratio, whether it is eligible,
+    the rule that stops cleaning, and the order in which the cleaner would pick partitions.
+
+    Reads sizes, checkpoints, index tails and batch headers, and checks the CRC of every batch of
+    the dirty section (what the next clean's offset map reads; the clean section is not read). Exits
+    2 when a partition's files do not parse or one of those batches fails its CRC (its row says why).
+    """
+    from kcompact.cli.progress_view import progress_bar
+    from kcompact.config.topic_config import parse_config_pairs
+    from kcompact.inspect.dirty_ratio import dirty_ratio_report
+
+    with progress_bar(enabled=not as_json, verb="reading", counts=True) as progress:
+        rows = dirty_ratio_report(paths, cli_overrides=parse_config_pairs(config_pairs), now_ms=now_ms,
+                                  server_properties=server_properties, metadata_dir=metadata_dir,
+                                  progress=progress)
+    render_dirty_ratio(rows, as_json=as_json)
+    if any(row.error for row in rows):
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)

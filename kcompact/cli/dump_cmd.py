@@ -1,4 +1,5 @@
-"""Rendering of ``inspect dump`` items: kafka-dump-log's lines for people, JSON lines for scripts.
+"""``kcompact inspect dump``: the command, and the rendering of its items: kafka-dump-log's lines for
+people, JSON lines for scripts.
 
 Text mode prints what ``kafka-dump-log --deep-iteration --print-data-log`` prints (``Dumping <file>``,
 ``Log starting offset``, one ``baseOffset: … isvalid: …`` line per batch, ``| offset: …`` per record, the
@@ -20,8 +21,11 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+import click
+
 from kcompact.cli import render
-from kcompact.records.batch_header import NO_SEQUENCE, increment_sequence
+from kcompact.cli.help_text import with_examples
+from kcompact.cli.options import EPILOG, EXIT_BAD_INPUT, json_option
 
 Item = dict[str, Any]
 _CHUNK_LINES = 256
@@ -147,7 +151,7 @@ def _record_line(item: Item, batch: Item) -> str:
     ]
     if batch["magic"] >= 2:
         sequence = _sequence(batch["base_sequence"], item["offset"] - batch["base_offset"])
-        keys = ",".join(_printable(header["key"]) for header in item["headers"])
+        keys = ",".join(render.printable(header["key"]) for header in item["headers"])
         parts.append(f"sequence: {sequence} headerKeys: [{keys}]")
     if batch["is_control"]:
         if item["coordinator_epoch"] is not None:
@@ -182,6 +186,8 @@ def _compact(obj: object) -> str:
 
 def _sequence(base_sequence: int, offset_delta: int) -> int:
     """Kafka's per-record sequence: the base sequence plus the offset delta, wrapping at 2^31."""
+    from kcompact.records.batch_header import NO_SEQUENCE, increment_sequence
+
     if base_sequence == NO_SEQUENCE:
         return NO_SEQUENCE
     return increment_sequence(base_sequence, offset_delta)
@@ -200,11 +206,6 @@ def _raw(b64: str | None) -> bytes | None:
     return None if b64 is None else base64.b64decode(b64)
 
 
-def _printable(text: str) -> str:
-    """Text as is when printable, else with escapes: data must not drive the terminal."""
-    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
-
-
 def _text(raw: bytes, b64: str) -> str:
     """Printable UTF-8 as is (like kafka-dump-log's string decoder), anything else as base64:…"""
     try:
@@ -212,3 +213,29 @@ def _text(raw: bytes, b64: str) -> str:
     except UnicodeDecodeError:
         return f"base64:{b64}"
     return text if text.isprintable() else f"base64:{b64}"
+
+
+@click.command("dump", short_help="Print segments and indexes, as kafka-dump-log does.", epilog=with_examples(
+    EPILOG,
+    "kcompact inspect dump /tmp/kafka-logs/orders-0/00000000000000000000.log",
+    "kcompact inspect dump /tmp/kafka-logs/orders-0 --verify-index --json",
+))
+@click.argument("path", type=click.Path(exists=True, path_type=str))
+@click.option("--records", is_flag=True, help="Also print every record of every batch.")
+@click.option(
+    "--verify-index", is_flag=True, help="Check .index/.timeindex/.txnindex files against the log."
+)
+@json_option("One JSON object per line (see README).")
+def dump_command(path: str, records: bool, verify_index: bool, as_json: bool) -> None:
+    """Print the batches of a .log file (or every segment of a partition directory), or the entries
+    of a .index, .timeindex or .txnindex file — what kafka-dump-log shows.
+
+    Exits 2 after printing everything it could when a batch fails its CRC, a record does not parse,
+    an index disagrees with the log, or the file's framing breaks off.
+    """
+    from kcompact.inspect.dump import dump_path
+
+    items = dump_path(path, records=records, verify_index=verify_index)
+    problems = render_dump(items, as_json=as_json)
+    if problems:
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)

@@ -22,15 +22,17 @@ import sys
 
 import click
 
-from kcompact.cli.config_cmd import config_option, config_source_options, json_option, now_ms_option
 from kcompact.cli.help_text import with_examples
-
-EXIT_BAD_INPUT = 2  # as kcompact.cli.main (not imported: main imports this module while it loads)
-EXIT_BUG = 1
-EPILOG = (
-    "Exit codes: 0 success; 2 bad input or refused (one line on stderr names the file and byte "
-    "position); 1 a bug in kcompact (with a traceback)."
+from kcompact.cli.options import (
+    EPILOG,
+    EXIT_BAD_INPUT,
+    EXIT_BUG,
+    config_option,
+    config_source_options,
+    json_option,
+    now_ms_option,
 )
+
 STARTUP_NOTE = (
     "Starting Spark costs seconds (a JVM and Python workers): for one partition, or a few small "
     "ones, the serial command is faster."
@@ -168,7 +170,7 @@ def spark_dirty_ratio_command(
     """The rows of `kcompact inspect dirty-ratio` (same fields, same values, same order), computed
     by Spark tasks over slices of the log dirs. Exits 2 when a partition's files do not parse.
     """
-    from kcompact.cli.dirty_ratio_view import render_dirty_ratio
+    from kcompact.cli.dirty_ratio_cmd import render_dirty_ratio
     from kcompact.cli.spark_view import check_new_output, startup_line
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.spark.inspect_job import spark_dirty_ratio
