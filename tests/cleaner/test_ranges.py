@@ -21,6 +21,7 @@ from kcompact.cleaner.rules.ranges import (
     SegmentStats,
     cleaner_order,
     compute_cleanable_range,
+    pick_order,
     pick_ranks,
 )
 from kcompact.errors import CleanerStateError
@@ -575,3 +576,4 @@ def test_pick_ranks_highest_ratio_first_ties_in_listing_order() -> None:
     ranks = pick_ranks([(True, 0.5), (False, 0.9), (True, 0.7), (True, 0.5), (False, 0.1)])
     assert ranks == [2, None, 1, 3, None]
     assert pick_ranks([]) == []
+    assert pick_order([(True, 0.5), (False, 0.9), (True, 0.7), (True, 0.5)]) == [2, 0, 3]
