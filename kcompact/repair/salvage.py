@@ -136,11 +136,6 @@ class SegmentScan:
         """Whether the segment's ``.log`` must be rewritten (damage dropped or a field restored)."""
         return bool(self.damaged) or any(k.patched is not None for k in self.kept)
 
-    @property
-    def new_size_in_bytes(self) -> int:
-        """The ``.log`` size after the repair."""
-        return sum(k.size_in_bytes for k in self.kept)
-
 
 @dataclass(frozen=True, slots=True)
 class _Entry:

@@ -1,5 +1,5 @@
-"""Small identity files of a log dir: ``partition.metadata`` and ``.kafka_cleanshutdown``
-(``meta.properties``, a Java properties file, is read by ``kcompact.config.server_properties``).
+"""A partition directory's identity file, ``partition.metadata`` (a log dir's ``meta.properties``, a Java
+properties file, is read by ``kcompact.config.server_properties``).
 
 * ``<partition-dir>/partition.metadata`` binds the directory to its topic's id; Kafka refuses to
   load a partition whose file does not parse or carries the zero id; :func:`read_partition_topic_id` is
@@ -10,8 +10,6 @@
 
   Each line is split on ``:`` followed by whitespace, as Kafka's ``PartitionMetadataReadBuffer``
   does.
-* ``<log-dir>/.kafka_cleanshutdown`` exists after a clean shutdown; the broker deletes it at startup
-  and, when it was there, skips log recovery (spec §4.1, §7.1).
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ from kcompact.segment.files import read_file
 
 PARTITION_METADATA_FILE = "partition.metadata"
 PARTITION_METADATA_VERSION = 0
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 _METADATA_SEPARATOR = re.compile(r":[ \t\n\x0b\f\r]+")
 _NATURAL_LINE = re.compile(r"\r\n|\r|\n")
 _JAVA_INT = re.compile(r"[+-]?[0-9]+")
@@ -117,15 +114,3 @@ def _decode_uuid(text: str) -> bytes | None:
     except (binascii.Error, ValueError):
         return None
     return raw if len(raw) == 16 else None
-
-
-def has_clean_shutdown(log_dir: str | os.PathLike[str]) -> bool:
-    """Whether the broker left the log dir after a clean shutdown (``.kafka_cleanshutdown`` exists).
-
-    Args:
-        log_dir: one of the broker's ``log.dirs``.
-
-    Returns:
-        True when the marker file is there, so the broker would skip recovery at its next start.
-    """
-    return Path(log_dir, CLEAN_SHUTDOWN_FILE).exists()

@@ -1,4 +1,4 @@
-"""partition.metadata and the clean-shutdown marker."""
+"""partition.metadata."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import pytest
 
 from kcompact.errors import CorruptDataError
 from kcompact.segment.metadata_files import (
-    has_clean_shutdown,
     read_partition_metadata,
     read_partition_topic_id,
 )
@@ -72,10 +71,3 @@ def test_partition_topic_id_is_kafkas_printed_form_and_none_without_the_file(tmp
     (tmp_path / "partition.metadata").write_bytes(b"version: 7\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA")
     with pytest.raises(CorruptDataError, match="unknown partition metadata version; expected 0"):
         read_partition_topic_id(tmp_path)
-
-
-def test_clean_shutdown_marker(tmp_path: Path) -> None:
-    assert has_clean_shutdown(tmp_path) is False
-    (tmp_path / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":12}')
-    assert has_clean_shutdown(tmp_path) is True
-    assert has_clean_shutdown(real_fixture("kraft37-cleaned-logdir")) is False
