@@ -11,7 +11,7 @@ Python workers are up, runs ``WARMUP_JOBS`` clean jobs whose times are not count
 the driver JVM interprets the scheduler and Py4J paths until its JIT compiles them, and its CPU per job falls
 from ~2 s to ~0.3 s over the first jobs, measured with /proc), then ``--repeat`` times copies the log dir
 afresh and syncs (not timed) and times ``spark_clean`` on the copy (**steady-state** job time). Throughput is the bytes
-the cleaner read over the fastest job; the ratio local[2] / local[1] is what the issue asks to be >= 1.6
+the cleaner read over the fastest job; the ratio local[2] / local[1] is meant to be >= 1.6
 on these 2-core machines; it needs both cores free, so the machine's load average is reported beside it,
 and the partitions' summed clean and CPU seconds (a partition waiting for a core shows clean seconds above
 its CPU).

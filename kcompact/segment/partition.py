@@ -1,4 +1,4 @@
-"""The model of one partition directory and the log dir around it (spec §4, §7.1).
+"""The model of one partition directory and the log dir around it (``LogManager``, ``LogLoader.load``).
 
 ``open_partition(path)`` lists the directory once and sorts every file into what Kafka's loader would see:
 live segments (``<base>.log`` with their indexes), leftovers of an interrupted clean or split

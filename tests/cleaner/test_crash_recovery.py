@@ -1,13 +1,13 @@
 """A clean killed at every step of the swap protocol is finished or rolled back as Kafka's loader would.
 
-Like Kafka's ``LogCleanerTest.testRecoveryAfterCrash`` (spec §10.5), one test per crash point of
+Like Kafka's ``LogCleanerTest.testRecoveryAfterCrash``, one test per crash point of
 ``swap.CRASH_POINTS``: a real ``kcompact clean`` of a partition whose six closed segments form three groups
 runs in a subprocess with ``KCOMPACT_CRASH_AT=<point>`` and dies there with ``os._exit(137)`` (a kill -9:
 no cleanup, no buffered write flushed). Then:
 
 * the files left are exactly those of that step (which ``.cleaned``/``.swap``/``.deleted`` exist);
 * ``recover_interrupted_swaps`` rolls the interrupted group back (points before ``swap-complete``) or
-  completes it (from ``swap-complete`` on), per spec §7.2; every group is then byte-for-byte its old
+  completes it (from ``swap-complete`` on), as ``LogLoader.load`` does; every group is then byte-for-byte its old
   segments or its new ones — never both, never neither — and the records are those of the old or the new
   content per group, covering every offset;
 * the cleaner checkpoint is untouched until every group is swapped;
@@ -191,7 +191,7 @@ def assert_recovered(part: Path, layout: Layout, new_groups: set[int]) -> None:
 
 
 def expected_leftovers(layout: Layout, point: str, group: int) -> set[str]:
-    """The temporary files a clean killed at ``point`` of ``group`` leaves (spec §6.13 steps)."""
+    """The temporary files a clean killed at ``point`` of ``group`` leaves (the steps of ``LocalLog.replaceSegments``)."""
     base, kinds = layout.new_bases[group], layout.new_kinds(group)
 
     def named(b: int, ks: list[str], suffix: str) -> set[str]:

@@ -1,9 +1,9 @@
 """``recover_interrupted_swaps`` against Kafka's loader, and the ``.cleaned`` segment writer.
 
-The reference is a small model of passes 1–3 of Kafka 4.1's ``LogLoader.load`` (spec §7.1), and of the
+The reference is a small model of passes 1–3 of Kafka 4.1's ``LogLoader.load``, and of the
 orphaned-index deletion of its fourth (``loadSegmentFiles``), written here
 from Kafka's source, independent of ``swap.py``: it works on file-name suffixes as Kafka does and reads the
-next offset of a ``.log.swap`` with kafka-python's ``MemoryRecords``. Every directory state of the spec §7.2
+next offset of a ``.log.swap`` with kafka-python's ``MemoryRecords``. Every directory state of ``LogLoader.load``'s
 table is built by hand and must end, byte for byte, where the model ends and where the table says; then every
 state a real clean passes through (a crash before each single rename of the protocol, in every group) is
 compared with the model too. A recovery interrupted itself must be finished by the next one.
@@ -63,7 +63,7 @@ def kafka_read_next_offset(path: Path, base_offset: int) -> int:
 
 
 def kafka_loader_passes(directory: Path) -> None:
-    """Passes 1-3 of ``LogLoader.load``: temp files, interrupted swaps, renames (spec §7.1); then, from
+    """Passes 1-3 of ``LogLoader.load``: temp files, interrupted swaps, renames; then, from
     ``loadSegmentFiles``, index files (``LogFileUtils.isIndexFile``) whose ``.log`` is missing go."""
     swaps, cleaned, min_cleaned = [], [], math.inf
     for f in [p for p in directory.iterdir() if p.is_file()]:
@@ -119,7 +119,7 @@ def recover_both_ways(part: Path, tmp_path: Path) -> Path:
     return ours
 
 
-# --- hand-made states (spec §7.2) ------------------------------------------------------------------------
+# --- hand-made states (LogLoader.load) ------------------------------------------------------------------------
 
 
 def batch(offset: int, key: bytes, value: bytes | None = b"v") -> bytes:

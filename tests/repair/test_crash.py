@@ -3,7 +3,7 @@
 A real ``kcompact clean`` (or ``kcompact repair``) runs in a subprocess with ``KCOMPACT_CRASH_AT=<point>``
 and dies there with ``os._exit(137)``, as tests/cleaner does. ``kcompact repair`` must then report the
 leftovers, settle them exactly as Kafka's loader would (the group wholly old before ``swap-complete``,
-wholly new from it on, spec §7.2), keep the promise (a broker's full recovery finds nothing to change, no
+wholly new from it on, LogLoader.load), keep the promise (a broker's full recovery finds nothing to change, no
 record lost), and ``--undo`` must give back the crashed state byte for byte.
 """
 
