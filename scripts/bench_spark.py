@@ -96,7 +96,7 @@ def generate(workdir: Path, scale: float, seed: int, partitions: int = PARTITION
 
 def child(master: str, log_dir: Path, repeat: int, task_bytes: int | None = None) -> dict[str, Any]:
     """In a fresh process: start-up, warm-up, then the fastest of ``repeat`` cleans of fresh copies."""
-    from kcompact.cleaner.partition import CleanOptions
+    from kcompact.cleaner.round.options import CleanOptions
     from kcompact.spark.clean_job import spark_clean
     from kcompact.spark.session import spark_session
 
@@ -139,7 +139,7 @@ def _run_child(master: str, log_dir: Path, repeat: int, task_bytes: int | None =
 
 def _serial_seconds(log_dir: Path, jobs: int = 1) -> float:
     from kcompact.cleaner.logdir.run import clean_path
-    from kcompact.cleaner.partition import CleanOptions
+    from kcompact.cleaner.round.options import CleanOptions
 
     copy = log_dir.parent / f"{log_dir.name}-serial-logdir"
     shutil.rmtree(copy, ignore_errors=True)

@@ -116,7 +116,7 @@ def spark_clean_command(
     fails (one named alone). Exits 2 when a partition failed, 1 on a bug.
     """
     from kcompact.cleaner.logdir.report_row import STATUS_BUG, STATUS_FAILED
-    from kcompact.cleaner.partition import CleanOptions
+    from kcompact.cleaner.round.options import CleanOptions
     from kcompact.cli.spark_view import check_new_output, render_spark_clean
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.spark.clean_job import spark_clean

@@ -17,7 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 from kcompact.cleaner.disk.swap import leftover_files
-from kcompact.cleaner.partition import CleanOptions, clean_partition
+from kcompact.cleaner.partition import clean_partition
+from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.workers import parallel
 from kcompact.cli.main import cli
 from kcompact.errors import BatchCrcError

@@ -13,7 +13,7 @@ import pytest
 
 from kcompact.cleaner.logdir.run import clean_path
 from kcompact.cleaner.offset_map import KAFKA_MAX_MAP_MEMORY, thread_buffer
-from kcompact.cleaner.partition import CleanOptions
+from kcompact.cleaner.round.options import CleanOptions
 from tests.builders import BASE_TS, PartitionBuilder, read_all_records
 
 NOW = BASE_TS + 10_000_000

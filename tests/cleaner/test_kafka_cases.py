@@ -39,7 +39,8 @@ import pytest
 from kafka.record import MemoryRecords
 
 from kcompact.cleaner.logdir.run import resolve_config
-from kcompact.cleaner.partition import CleanOptions, CleanResult, clean_partition
+from kcompact.cleaner.partition import clean_partition
+from kcompact.cleaner.round.options import CleanOptions, CleanResult
 from kcompact.cleaner.rules.ranges import (
     RULE_HIGH_WATERMARK,
     RULE_MIN_COMPACTION_LAG,

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from kcompact.cleaner.logdir.run import resolve_config
-from kcompact.cleaner.partition import CleanOptions, CleanResult, clean_partition
+from kcompact.cleaner.partition import clean_partition
+from kcompact.cleaner.round.options import CleanOptions, CleanResult
 from kcompact.cleaner.workers import parallel
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError, CorruptDataError, KcompactError

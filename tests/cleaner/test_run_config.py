@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from kcompact.cleaner.logdir.run import PartitionSkip, clean_path
-from kcompact.cleaner.partition import CleanOptions
+from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cli.main import cli
 from kcompact.config.effective import ASSUMED_COMPACT, SERVER_PROPERTIES_ENV
 from kcompact.errors import RefusedError

@@ -18,7 +18,7 @@ import pytest
 
 import kcompact.cleaner.logdir.run as run_module
 from kcompact.cleaner.logdir.run import CleanRun, clean_path
-from kcompact.cleaner.partition import CleanOptions, CleanResult
+from kcompact.cleaner.round.options import CleanOptions, CleanResult
 from kcompact.cleaner.workers.pool import (
     PARTITION_WORK_BYTES,
     POOL_MIN_WORK_BYTES,

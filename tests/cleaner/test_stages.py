@@ -16,8 +16,9 @@ import pytest
 
 from kcompact.cleaner.offset_map import OffsetMap, key_digests
 from kcompact.cleaner.offset_map.oracle import OffsetMapOracle, RetentionOracle, SortedOffsetsOracle
-from kcompact.cleaner.partition import CleanOptions, clean_partition
+from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round import stages
+from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.round.plan import CleanPlan
 from kcompact.cleaner.round.stages import (
     GroupOutput,

@@ -20,7 +20,7 @@ from kcompact.cleaner.logdir.report_row import (
     STATUS_WOULD_CLEAN,
 )
 from kcompact.cleaner.logdir.run import ConfigSources, clean_path
-from kcompact.cleaner.partition import CleanOptions
+from kcompact.cleaner.round.options import CleanOptions
 from kcompact.errors import KcompactError, RefusedError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.spark import clean_job

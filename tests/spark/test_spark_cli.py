@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from kcompact.cleaner.logdir.run import clean_path
-from kcompact.cleaner.partition import CleanOptions
+from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cli.main import cli
 from tests.cleaner.test_run_config import keyless_partition
 from tests.spark.logdirs import COMPACT, NOW, build_log_dir, flip_crc_of_a_kept_batch

@@ -38,8 +38,8 @@ from pathlib import Path
 
 from kcompact.cleaner.logdir.compaction_gate import not_compacted, retention_allowed
 from kcompact.cleaner.logdir.run_summary import repeated_warning_notes
-from kcompact.cleaner.partition import CleanOptions, CleanResult, clean_partition
-from kcompact.cleaner.round.options import with_cli_dedupe_buffer
+from kcompact.cleaner.partition import clean_partition
+from kcompact.cleaner.round.options import CleanOptions, CleanResult, with_cli_dedupe_buffer
 from kcompact.cleaner.rules.ranges import compute_cleanable_range, pick_order
 from kcompact.cleaner.state.log_state import load_log_state
 from kcompact.cleaner.workers.pool import (

@@ -1,25 +1,24 @@
-"""One cleaning round of one partition: the driver of the algorithm in ``kcompact/cleaner/__init__.py``.
+"""One cleaning round of one partition, serial, from lock to checkpoint: the driver of the algorithm in
+``kcompact/cleaner/__init__.py``.
 
-:func:`clean_partition` is the public entry point (the CLI and Spark call it). It takes the locks, finishes or
-rolls back an interrupted swap, loads the partition's facts, computes the cleanable range, builds the offset
-map, filters every segment group into a ``.cleaned`` segment, swaps each in, and finally advances the
-cleaner checkpoint. With ``dry_run`` it does everything but write; a dry run that has leftovers to settle
-or ``--roll`` settles and rolls on a staged copy of links (``_staged_copy``), so it previews the very
-round the run would do.
+:func:`clean_partition_round` takes the locks, finishes or rolls back an interrupted swap, loads the
+partition's facts, computes the cleanable range, builds the offset map, filters every segment group into a
+``.cleaned`` segment, swaps each in, and finally advances the cleaner checkpoint. With ``dry_run`` it does
+everything but write; a dry run that has leftovers to settle or ``--roll`` settles and rolls on a staged
+copy of links (``_staged_copy``), so it previews the very round the run would do.
 
 The round itself is the stages of ``stages.py`` run in order: a :class:`~kcompact.cleaner.round.plan.CleanPlan`,
-pass 1 (``mapping.py``) and pass 2 (``filtering.py``) — in this process or, with ``CleanOptions.jobs``
-above 1, in worker processes (``parallel.py``; the same bytes either way) — then ``commit_clean``. Around
-it: the optional roll, and segment retention before and after, as the broker's cleaner thread does. The
-roll and the deletion of the segments wholly below the log start are all-or-nothing with the round: both
-wait for the round's first change to the partition (its first swap, once every output passed its
-self-check), and a round that fails before that, or changes nothing, undoes the roll and deletes nothing
-(``roll.py``), so a failed ``clean --roll`` changes nothing.
+passes 1 (``mapping.py``) and 2 (``filtering.py``) run by the caller's :data:`RoundRunner`, then
+``commit_clean``. Around it: the optional roll, and segment retention before and after, as the broker's
+cleaner thread does. The roll and the deletion of the segments wholly below the log start are
+all-or-nothing with the round: both wait for the round's first change to the partition (its first swap,
+once every output passed its self-check), and a round that fails before that, or changes nothing, undoes
+the roll and deletes nothing (``roll.py``), so a failed ``clean --roll`` changes nothing.
 
-Passes 1 and 2 are the one step a caller may swap: ``clean_partition(..., round_runner=...)`` runs them
-through a :data:`RoundRunner` instead (``kcompact.spark.distributed_map`` builds the offset map as a Spark
-shuffle there); everything else — locks, recovery, roll, range, plan, commit, retention — stays this
-module's, so the distributed clean cannot drift from the serial one.
+Passes 1 and 2 are the one step a caller chooses: ``kcompact.cleaner.partition.clean_partition`` runs them
+in this process or in worker processes (``workers.parallel.run_round``), ``kcompact.spark.distributed_map``
+builds the offset map as a Spark shuffle; everything else — locks, recovery, roll, range, plan, commit,
+retention — is this module's, so neither can drift from the serial round.
 """
 
 from __future__ import annotations
@@ -36,8 +35,7 @@ from pathlib import Path
 from kcompact.cleaner.disk.retention import RetentionResult, apply_retention, plan_retention
 from kcompact.cleaner.disk.roll import Roll, roll_active_segment
 from kcompact.cleaner.disk.swap import recover_interrupted_swaps, unsettled_files
-from kcompact.cleaner.offset_map.oracle import OffsetMapOracle
-from kcompact.cleaner.round.options import DEFAULT_OPTIONS, CleanOptions, CleanResult, Progress
+from kcompact.cleaner.round.options import CleanOptions, CleanResult, Progress
 from kcompact.cleaner.round.plan import CleanPlan, build_plan
 from kcompact.cleaner.round.stages import (
     GroupOutput,
@@ -49,7 +47,6 @@ from kcompact.cleaner.round.stages import (
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.rules.ranges import checkpoint_reset_warning, compute_cleanable_range
 from kcompact.cleaner.state.log_state import LogState, load_log_state
-from kcompact.cleaner.workers.parallel import build_offset_map, resolve_jobs, write_groups
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError, FileAccessError, KcompactError
 from kcompact.segment.files import file_access, require_writable
@@ -62,8 +59,6 @@ from kcompact.segment.partition import (
     Partition,
     open_partition,
 )
-
-__all__ = ["CleanOptions", "CleanResult", "Progress", "RoundOutput", "RoundRunner", "clean_partition"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,13 +77,14 @@ RoundRunner = Callable[[CleanPlan, CleanOptions, Progress | None], RoundOutput]
 ``.cleaned`` file behind."""
 
 
-def clean_partition(
+def clean_partition_round(
     path: str | Path,
     config: TopicConfig,
-    options: CleanOptions = DEFAULT_OPTIONS,
-    progress: Progress | None = None,
+    options: CleanOptions,
+    progress: Progress | None,
+    runner: RoundRunner,
     *,
-    round_runner: RoundRunner | None = None,
+    runs_here: bool,
 ) -> CleanResult:
     """Clean one partition directory exactly as one round of Kafka 4.1's log cleaner.
 
@@ -97,11 +93,12 @@ def clean_partition(
         config: the topic's effective configuration.
         options: clock, dry run, bounded map, …
         progress: called with byte counts as segments are read (for a progress bar).
-        round_runner: runs passes 1 and 2 elsewhere (the distributed offset map); None runs them in
-            this process or its workers. With a runner, leftovers of an interrupted clean are settled
-            without first rehearsing the clean on a staged copy (that rehearsal is a local dry run:
-            the very map a runner exists to avoid), so a round that then fails leaves the settled
-            partition, as a broker's loader would make it.
+        runner: runs passes 1 and 2.
+        runs_here: ``runner`` runs them on this machine. Only then are leftovers of an interrupted
+            clean settled after rehearsing the clean on a staged copy (that rehearsal is a local dry
+            run: the very map a distributed runner exists to avoid), and does a dry run that settles
+            or rolls run on a staged copy. Otherwise a round that fails after settling leaves the
+            settled partition, as a broker's loader would make it.
 
     Returns:
         The :class:`CleanResult`.
@@ -117,17 +114,16 @@ def clean_partition(
     refuse_unsupported(partition, config)
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     result = CleanResult(str(partition.path), partition.topic, partition.partition, now_ms, options.dry_run)
-    runner = round_runner or _run_round_here
     if options.dry_run:
-        if round_runner is None and (options.roll or unsettled_files(partition.path)):
-            return _dry_run_staged(partition, config, options, result, progress)
+        if runs_here and (options.roll or unsettled_files(partition.path)):
+            return _dry_run_staged(partition, config, options, result, progress, runner)
         return _clean_locked(partition, config, options, now_ms, result, progress, runner)
     log_dir = partition.path.parent
     for directory in (log_dir, partition.path):  # both change (checkpoint, locks; segments): check both first
         require_writable(directory)
     with log_dir_write_guard(log_dir), partition_lock(log_dir, partition.path.name):
-        if round_runner is None and unsettled_files(partition.path):
-            _rehearse(partition, config, options, now_ms)
+        if runs_here and unsettled_files(partition.path):
+            _rehearse(partition, config, options, now_ms, runner)
         recovery = recover_interrupted_swaps(partition.path)
         result.recovery_actions = recovery.actions
         if recovery.changed:
@@ -135,7 +131,9 @@ def clean_partition(
         return _clean_locked(partition, config, options, now_ms, result, progress, runner)
 
 
-def _rehearse(partition: Partition, config: TopicConfig, options: CleanOptions, now_ms: int) -> None:
+def _rehearse(
+    partition: Partition, config: TopicConfig, options: CleanOptions, now_ms: int, runner: RoundRunner,
+) -> None:
     """Settle an interrupted swap and dry-run the clean on a staged copy first.
 
     Settling leftovers changes the directory; if the clean would then fail (corrupt data), the partition
@@ -145,7 +143,7 @@ def _rehearse(partition: Partition, config: TopicConfig, options: CleanOptions, 
     rehearsal = CleanResult(str(partition.path), partition.topic, partition.partition, now_ms, True)
     try:
         with _staged_copy(partition) as staged:
-            _clean_staged(staged, config, replace(options, dry_run=True), rehearsal, None)
+            _clean_staged(staged, config, replace(options, dry_run=True), rehearsal, None, runner)
     except CorruptDataError as err:
         raise type(err)(
             f"{err.message} (found while rehearsing the clean on a staged copy; the interrupted "
@@ -157,7 +155,7 @@ def _rehearse(partition: Partition, config: TopicConfig, options: CleanOptions, 
 
 def _dry_run_staged(
     partition: Partition, config: TopicConfig, options: CleanOptions, result: CleanResult,
-    progress: Progress | None,
+    progress: Progress | None, runner: RoundRunner,
 ) -> CleanResult:
     """A dry run that settles leftovers and rolls, as the real run would, on a staged copy.
 
@@ -165,18 +163,19 @@ def _dry_run_staged(
     skipped them would preview another round (the rolled segment's data would be missing from it).
     """
     with _staged_copy(partition) as staged:
-        _clean_staged(staged, config, options, result, progress)
+        _clean_staged(staged, config, options, result, progress, runner)
         _unstage_result(result, staged, partition.path)
     return result
 
 
 def _clean_staged(
     staged: Path, config: TopicConfig, options: CleanOptions, result: CleanResult, progress: Progress | None,
+    runner: RoundRunner,
 ) -> None:
     """Settle leftovers, roll (``options.roll``), and dry-run the round in a staged partition directory."""
     result.recovery_actions = recover_interrupted_swaps(staged).actions
     _clean_locked(open_partition(staged), config, replace(options, dry_run=True), result.now_ms, result,
-                  progress, _run_round_here, staged=True)
+                  progress, runner, staged=True)
 
 
 def _unstage_result(result: CleanResult, staged: Path, real: Path) -> None:
@@ -395,18 +394,6 @@ def _compact(here: _Round, partition: Partition, state: LogState) -> None:
         here.before_change()  # notes what the round would keep (a dry run changes nothing)
     result.stats.add(done.stats)
     result.checkpoint_written = done.checkpoint_written
-
-
-def _run_round_here(plan: CleanPlan, options: CleanOptions, progress: Progress | None) -> RoundOutput:
-    """Passes 1 and 2 in this process, or in ``options.jobs`` workers (the same bytes either way)."""
-    jobs = resolve_jobs(options.jobs, plan)
-    map_stats = CleanStats()
-    offset_map = build_offset_map(plan, options.dedupe_buffer_size, map_stats, progress, jobs=jobs)
-    if offset_map.latest_offset != plan.map_latest_offset:
-        plan = plan.bounded(offset_map.latest_offset)
-    oracle = OffsetMapOracle(offset_map, plan.first_dirty_offset)
-    outputs = write_groups(plan, oracle, dry_run=options.dry_run, progress=progress, jobs=jobs)
-    return RoundOutput(plan, outputs, map_stats, jobs)
 
 
 def _plan_retention(here: _Round, state: LogState, *, log_start_only: bool = False) -> RetentionResult:

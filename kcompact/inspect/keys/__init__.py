@@ -54,7 +54,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from kcompact.cleaner.logdir.compaction_gate import not_compacted
-from kcompact.cleaner.partition import CleanOptions, CleanResult, clean_partition
+from kcompact.cleaner.partition import clean_partition
+from kcompact.cleaner.round.options import CleanOptions, CleanResult
 from kcompact.cleaner.state.cleaner_throws import round_end_hazard, round_walk_problems
 from kcompact.errors import BatchCrcError, ConfigError, RefusedError
 from kcompact.inspect.context import InspectContext, load_inspect_context
