@@ -17,7 +17,7 @@ from click.testing import CliRunner, Result
 from kcompact.cleaner.logdir.run import clean_path
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cli.main import cli
-from tests.cleaner.test_run_config import keyless_partition
+from tests.cleaner.logdir.test_run_config import keyless_partition
 from tests.spark.logdirs import COMPACT, NOW, build_log_dir, flip_crc_of_a_kept_batch
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ def test_the_spark_submit_driver_file_runs_the_command_line_without_shadowing_th
 
 
 def test_an_unreadable_segment_fails_its_partition_and_the_others_go_on(spark: SparkSession, tmp_path: Path) -> None:
-    from tests.cleaner.test_clean_failures import log_dir_digest
+    from tests.cleaner.round.test_clean_failures import log_dir_digest
     from tests.unprivileged import run_kcompact_batch
 
     log_dir = build_log_dir(tmp_path / "logs", 2)

@@ -37,7 +37,7 @@ duplicate, with the group's live offset-commit keys (committed offsets whose lat
 tombstone): ``consumer_groups`` says which groups dominate a bloated offsets partition. That section
 is absent from :meth:`KeysReport.as_dict` for every other topic.
 
-Field names of :class:`KeysReport` are the ``--json`` interface (tests/inspect/test_keys.py fixes
+Field names of :class:`KeysReport` are the ``--json`` interface (tests/inspect/keys/test_keys.py fixes
 them).
 
 Modules: :mod:`kcompact.inspect.keys.model` (the report's values),

@@ -46,7 +46,7 @@ from kcompact.segment.names import parse_segment_file_name, segment_file_name
 from kcompact.segment.snapshot import encode_producer_snapshot
 from tests.builders import BASE_TS, PartitionBuilder, read_all_records
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 NOW = BASE_TS + 10_000_000
 OVERRIDES = {
     "cleanup.policy": "compact",

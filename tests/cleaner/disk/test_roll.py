@@ -41,21 +41,21 @@ from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.names import segment_file_name
 from kcompact.segment.partition import open_partition
 from tests.builders import read_all_records
-from tests.cleaner.test_clean_failures import (
-    CRC_POSITION,
-    error_lines,
-    log_dir_digest,
-    middle_segment,
-)
-from tests.cleaner.test_crash_recovery import (
+from tests.cleaner.disk.test_crash_recovery import (
     NOW,
     OVERRIDES,
     REPO_ROOT,
     build_partition,
     topic_config,
 )
-from tests.cleaner.test_roll_crash import OVERRIDES as SMALL_SEGMENTS
-from tests.cleaner.test_roll_crash import small_segments_partition
+from tests.cleaner.disk.test_roll_crash import OVERRIDES as SMALL_SEGMENTS
+from tests.cleaner.disk.test_roll_crash import small_segments_partition
+from tests.cleaner.round.test_clean_failures import (
+    CRC_POSITION,
+    error_lines,
+    log_dir_digest,
+    middle_segment,
+)
 from tests.conftest import PROJECT_FIXTURES
 
 ACTIVE_BASE = 29  # build_partition's active segment: one batch at offset 29

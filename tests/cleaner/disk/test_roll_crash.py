@@ -44,8 +44,8 @@ from kcompact.errors import KcompactError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.names import segment_file_name
 from tests.builders import read_all_records
-from tests.cleaner.test_clean_failures import log_dir_digest
-from tests.cleaner.test_swap import recover_both_ways
+from tests.cleaner.disk.test_swap import recover_both_ways
+from tests.cleaner.round.test_clean_failures import log_dir_digest
 from tests.partition_builder import BASE_TS, PartitionBuilder
 
 NOW = BASE_TS + 10_000_000

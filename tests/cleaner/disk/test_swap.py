@@ -33,7 +33,7 @@ from kcompact.records.record import Record as KRecord
 from kcompact.segment.names import segment_file_name
 from kcompact.segment.snapshot import encode_producer_snapshot
 from tests.builders import BASE_TS, read_all_records
-from tests.cleaner.test_crash_recovery import (
+from tests.cleaner.disk.test_crash_recovery import (
     NOW,
     Layout,
     assert_recovered,

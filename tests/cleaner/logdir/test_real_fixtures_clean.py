@@ -37,7 +37,7 @@ from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.rules.ranges import RULE_ACTIVE_SEGMENT
 from kcompact.segment.partition import open_partition
-from tests.cleaner.test_kafka_cases import check_segments
+from tests.cleaner.round.test_kafka_cases import check_segments
 from tests.conftest import copy_tree_writable, real_fixture
 
 LOG_DIRS = [

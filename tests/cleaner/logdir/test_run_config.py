@@ -16,7 +16,7 @@ from kcompact.config.effective import ASSUMED_COMPACT, SERVER_PROPERTIES_ENV
 from kcompact.errors import RefusedError
 from kcompact.inspect.dirty_ratio import dirty_ratio_report
 from tests.builders import BASE_TS, PartitionBuilder
-from tests.cleaner.test_clean_failures import log_dir_digest
+from tests.cleaner.round.test_clean_failures import log_dir_digest
 from tests.config.test_kraft_records import encode_config, encode_topic, uuid_bytes
 from tests.config.test_metadata_state import snapshot_only, write_log
 from tests.conftest import copy_tree_writable, real_fixture

@@ -23,9 +23,9 @@ from kcompact.cleaner.workers import parallel
 from kcompact.cli.main import cli
 from kcompact.errors import BatchCrcError
 from kcompact.records.batch import iter_batches
-from tests.cleaner.test_clean_failures import error_lines, log_dir_digest, middle_segment
-from tests.cleaner.test_crash_recovery import NOW, OVERRIDES, build_partition, topic_config
-from tests.records.accel_compare import accel_switched
+from tests.cleaner.disk.test_crash_recovery import NOW, OVERRIDES, build_partition, topic_config
+from tests.cleaner.round.test_clean_failures import error_lines, log_dir_digest, middle_segment
+from tests.records.scan.accel_compare import accel_switched
 
 CRC_POSITION = 17  # baseOffset(8) batchLength(4) partitionLeaderEpoch(4) magic(1), then crc(4)
 LEGACY_CRC_POSITION = 12  # offset(8) size(4), then the message's crc(4)

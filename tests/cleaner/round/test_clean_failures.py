@@ -43,7 +43,7 @@ from kcompact.records.crc import crc32c
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.names import segment_file_name
 from tests.builders import PartitionBuilder, read_all_records
-from tests.cleaner.test_crash_recovery import (
+from tests.cleaner.disk.test_crash_recovery import (
     COMPLETING,
     NOW,
     OTHER_PARTITION,
@@ -111,7 +111,7 @@ def assert_fails_unchanged(part: Path, error: type[Exception], match: str) -> No
 
 
 def test_flipped_crc_in_a_batch_copied_verbatim_is_refused(tmp_path: Path) -> None:
-    """Refused as the batch is read (tests/cleaner/test_clean_crc.py has every case), before the
+    """Refused as the batch is read (tests/cleaner/round/test_clean_crc.py has every case), before the
     self-check, which would refuse the copied batch too."""
     part = build_partition(tmp_path / "logdir")
     seg = middle_segment(part)

@@ -33,7 +33,7 @@ from kcompact.errors import CleanerStateError
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.txn_index import AbortedTxn
 from tests.builders import PartitionBuilder
-from tests.cleaner.test_parallel import (
+from tests.cleaner.workers.test_parallel import (
     NOW,
     config,
     key,

@@ -27,7 +27,7 @@ from kcompact.segment.verify_index import (
     verify_index_file,
     verify_index_with_facts,
 )
-from tests.cleaner.test_parallel import NOW, config, transactions
+from tests.cleaner.workers.test_parallel import NOW, config, transactions
 
 INDEX_KINDS = ("index", "timeindex", "txnindex")
 

@@ -23,7 +23,7 @@ from kcompact.cleaner.rules.policy import (
 )
 from kcompact.cleaner.rules.producer_state import LastRecord, ProducerStateReplay
 from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
-from tests.cleaner.test_transactions import (
+from tests.cleaner.rules.test_transactions import (
     ABORT,
     COMMIT,
     Aborted,

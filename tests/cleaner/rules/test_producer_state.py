@@ -14,7 +14,7 @@ from kcompact.cleaner.rules.producer_state import (
     last_stable_offset,
     replay_batches,
 )
-from tests.cleaner.test_transactions import ABORT, COMMIT, FakeBatch, data, marker
+from tests.cleaner.rules.test_transactions import ABORT, COMMIT, FakeBatch, data, marker
 
 EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms default
 

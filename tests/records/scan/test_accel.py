@@ -32,7 +32,7 @@ from kcompact.records.filter import BatchRetention, filter_v2_batch
 from kcompact.records.record import records_bytes
 from kcompact.records.scan import RecordColumns, accel, scan_keys, scan_records
 from tests.conftest import real_fixture
-from tests.records.accel_compare import Outcome, accel_switched, both, needs_c
+from tests.records.scan.accel_compare import Outcome, accel_switched, both, needs_c
 
 INT64_MAX = (1 << 63) - 1
 INT64_MIN = -(1 << 63)
@@ -368,7 +368,7 @@ def _enabled_in_child(env: dict[str, str]) -> str:
     code = "from kcompact.records.scan import accel; print(accel.enabled)"
     clean = {k: v for k, v in os.environ.items() if k != accel.NO_ACCEL_ENV}
     done = subprocess.run([sys.executable, "-c", code], env={**clean, **env}, check=True,
-                          capture_output=True, text=True, cwd=Path(__file__).parents[2])
+                          capture_output=True, text=True, cwd=Path(__file__).parents[3])
     return done.stdout.strip()
 
 

@@ -22,7 +22,7 @@ from kcompact.records.batch_encoding import encode_records_batch
 from kcompact.records.batch_header import RecordBatch
 from kcompact.records.scan import accel
 from tests.conftest import real_fixture
-from tests.records.accel_compare import accel_switched, both, needs_c, walked
+from tests.records.scan.accel_compare import accel_switched, both, needs_c, walked
 
 INT64_MAX = (1 << 63) - 1
 INT64_MIN = -(1 << 63)
