@@ -250,7 +250,7 @@ def test_spark_clean_report_counts_a_missing_high_watermark_once(
     """``spark clean``'s rendering (fed the serial results, as its tasks return them; no Spark needed)."""
     from kcompact.cleaner.logdir.run import clean_path
     from kcompact.cleaner.round.options import CleanOptions
-    from kcompact.cli.spark_view import render_spark_clean
+    from kcompact.cli.spark_cmds import render_spark_clean
     from kcompact.spark.clean_job import SparkCleanRun
     from kcompact.spark.rows import clean_row
 

@@ -71,7 +71,7 @@ def test_help_and_the_job_modules_never_import_pyspark() -> None:
         for args in (["--help"], ["spark", "--help"], ["spark", "clean", "--help"]):
             assert CliRunner().invoke(cli, args).exit_code == 0, args
         import kcompact.spark.clean_job, kcompact.spark.inspect_job, kcompact.spark.export
-        import kcompact.spark.session, kcompact.spark.plan, kcompact.cli.spark_view
+        import kcompact.spark.session, kcompact.spark.plan, kcompact.cli.spark_cmds
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("pyspark", "py4j", "pyarrow"))
         print(loaded)
     """)
