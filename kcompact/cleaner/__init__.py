@@ -73,9 +73,9 @@ machine the stages run:
   (``workers/parallel.py``; each worker is seeded with the transaction state replayed from batch headers,
   bulk results come back through temporary files, ``workers/spill.py``), the parent appending the batches
   and building the indexes so the bytes do not depend on the number of workers;
-* for a log dir, ``logdir/run.py`` orders the partitions as the broker's cleaner would and
-  ``workers/pool.py`` cleans several at once, each in its own process; the checkpoint lines are then settled
-  into cleaning order.
+* for a log dir, ``logdir/run.py`` orders the partitions as the broker's cleaner would (``rules/ranges.py``'s
+  ``pick_order``) and ``workers/pool.py`` cleans several at once, each in its own process; the checkpoint
+  lines are then settled into cleaning order.
 
 The output is byte-identical whatever the number of workers, and to the pure-Python reference of the
 record scan (the C kernels in ``kcompact/records/scan``).
