@@ -6,15 +6,27 @@ bytes, and with index.interval.bytes=1 every batch gets an 8-byte offset-index e
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcompact.cleaner.rules.grouping import INT32_MAX, GroupingSegment, group_segments_by_size
+from kcompact.cleaner.rules.grouping import INT32_MAX, group_segments_by_size
 from kcompact.errors import CleanerStateError
 
 BATCH = 78  # one "hello"/"hello" record in a v2 batch
 HUGE = INT32_MAX
+
+
+@dataclass(frozen=True, slots=True)
+class GroupingSegment:
+    """One source segment's sizes: ``.log`` bytes, and index bytes as entries x entry size."""
+
+    base_offset: int
+    size_in_bytes: int
+    offset_index_bytes: int  # offset-index entries x 8
+    time_index_bytes: int  # time-index entries x 12
 
 
 def seg(base: int, batches: int, *, time_entries: int | None = None) -> GroupingSegment:
