@@ -7,7 +7,7 @@
 
 Sections:
     inspect  inspect dirty-ratio over 10 000 partitions (scripts/bench_inspect.py has the keys report too).
-    clean  kcompact clean on the issue's two shapes (scripts/bench_clean.py), against a plain copy.
+    clean  kcompact clean on two benchmark shapes (scripts/bench_clean.py), against a plain copy.
     scan   records.scan over a generated segment: scan_keys, scan_records and the rebuild of
            filter_v2_batch over every batch, with the C kernels and with the pure-Python
            reference, against the cost of copying the same bytes (shutil.copyfile, in memory).
@@ -413,7 +413,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--records", type=int, default=2_000_000,
                         help="records in the scan segment (default: 2,000,000)")
     parser.add_argument("--clean-scale", type=float, default=1.0,
-                        help="fraction of the clean shapes' record counts (default: 1.0 = the issue's)")
+                        help="fraction of the clean shapes' record counts (default: 1.0 = the shapes' full size)")
     parser.add_argument("--seed", type=int, default=20250101, help="data generator seed")
     parser.add_argument("--repeat", type=int, default=3,
                         help="passes per measurement; the fastest counts (default: 3)")

@@ -1,6 +1,6 @@
-"""The ``clean`` section of scripts/bench.py: kcompact clean on the issue's two shapes, against a plain copy.
+"""The ``clean`` section of scripts/bench.py: kcompact clean on two benchmark shapes, against a plain copy.
 
-Shapes (issue "kcompact clean", measured for Kafka's own cleaner on these 2-core machines):
+Shapes (each also measured for Kafka's own cleaner on these 2-core machines):
   plain  2,000,000 uncompressed records, 100-byte values, 500,000 distinct keys, 200 per batch (~250 MB);
          Kafka: 3.1 s quiet (up to 5 s loaded), ~80 MB/s, ~650,000 records/s, ~410 MiB RSS, JVM start included
   zstd   400,000 zstd records, 1 KiB values, 100,000 keys, 50 per batch (~146 MB); Kafka: 3.6 s

@@ -150,7 +150,8 @@ def tree_digest(log_dir: Path) -> dict[str, str]:
 
 def _clean_serial(part: Path) -> dict[str, Any]:
     from kcompact.cleaner.logdir.run import resolve_config
-    from kcompact.cleaner.partition import CleanOptions, clean_partition
+    from kcompact.cleaner.partition import clean_partition
+    from kcompact.cleaner.round.options import CleanOptions
 
     config, _ = resolve_config(CONFIG)
     started = time.perf_counter()
@@ -161,7 +162,7 @@ def _clean_serial(part: Path) -> dict[str, Any]:
 
 def _clean_distributed(part: Path, budget: int) -> dict[str, Any]:
     from kcompact.cleaner.logdir.run import resolve_config
-    from kcompact.cleaner.partition import CleanOptions
+    from kcompact.cleaner.round.options import CleanOptions
     from kcompact.spark.distributed_map import clean_partition_distributed, needs_distributed_map
     from kcompact.spark.session import spark_session
 

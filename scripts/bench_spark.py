@@ -11,7 +11,7 @@ Python workers are up, runs ``WARMUP_JOBS`` clean jobs whose times are not count
 the driver JVM interprets the scheduler and Py4J paths until its JIT compiles them, and its CPU per job falls
 from ~2 s to ~0.3 s over the first jobs, measured with /proc), then ``--repeat`` times copies the log dir
 afresh and syncs (not timed) and times ``spark_clean`` on the copy (**steady-state** job time). Throughput is the bytes
-the cleaner read over the fastest job; the ratio local[2] / local[1] is what the issue asks to be >= 1.6
+the cleaner read over the fastest job; the ratio local[2] / local[1] is meant to be >= 1.6
 on these 2-core machines; it needs both cores free, so the machine's load average is reported beside it,
 and the partitions' summed clean and CPU seconds (a partition waiting for a core shows clean seconds above
 its CPU).
@@ -96,7 +96,7 @@ def generate(workdir: Path, scale: float, seed: int, partitions: int = PARTITION
 
 def child(master: str, log_dir: Path, repeat: int, task_bytes: int | None = None) -> dict[str, Any]:
     """In a fresh process: start-up, warm-up, then the fastest of ``repeat`` cleans of fresh copies."""
-    from kcompact.cleaner.partition import CleanOptions
+    from kcompact.cleaner.round.options import CleanOptions
     from kcompact.spark.clean_job import spark_clean
     from kcompact.spark.session import spark_session
 
@@ -139,7 +139,7 @@ def _run_child(master: str, log_dir: Path, repeat: int, task_bytes: int | None =
 
 def _serial_seconds(log_dir: Path, jobs: int = 1) -> float:
     from kcompact.cleaner.logdir.run import clean_path
-    from kcompact.cleaner.partition import CleanOptions
+    from kcompact.cleaner.round.options import CleanOptions
 
     copy = log_dir.parent / f"{log_dir.name}-serial-logdir"
     shutil.rmtree(copy, ignore_errors=True)

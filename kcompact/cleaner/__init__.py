@@ -53,12 +53,15 @@ How the code runs it
 ====================
 
 The sub-packages are layers, each importing only those below it (an import-linter contract holds them):
-``logdir/`` (a log dir) over ``partition.py`` (one partition) over ``workers/`` (processes) over
-``round/`` (the serial round's stages and passes) over ``disk/`` (the only code that renames or deletes
-segment files) over ``state/`` and ``offset_map/`` over ``rules/`` (Kafka's pure rules).
+``logdir/`` (a log dir) over ``partition.py`` (the entry point) over ``workers/`` (processes) over
+``round/`` (the serial round of one partition, its stages and passes) over ``disk/`` (the only code that
+renames or deletes segment files) over ``state/`` and ``offset_map/`` over ``rules/`` (Kafka's pure rules).
 
 ``partition.py``'s ``clean_partition`` is the one entry point (``kcompact clean``, the partition pool and
-the Spark tasks all call it). It runs the round as separable stages (``round/stages.py``): ``plan_clean``
+the Spark tasks all call it); it only chooses who runs passes 1 and 2 (``workers/parallel.py``'s
+``run_round``: this process or worker processes; or the caller's runner) and hands that runner to the
+serial round, ``round/partition_round.py``, which reads top-down from lock to checkpoint and knows nothing
+of workers. It runs the round as separable stages (``round/stages.py``): ``plan_clean``
 freezes steps 1–2 into a picklable ``CleanPlan`` (``round/plan.py``; the options in ``round/options.py``),
 ``segment_key_entries`` is pass 1 over one segment, ``write_group`` is pass 2 over one group, and
 ``commit_clean`` is steps 7–8. Pass 2 asks its keep-or-drop question of an *oracle*
@@ -70,9 +73,9 @@ machine the stages run:
   (``workers/parallel.py``; each worker is seeded with the transaction state replayed from batch headers,
   bulk results come back through temporary files, ``workers/spill.py``), the parent appending the batches
   and building the indexes so the bytes do not depend on the number of workers;
-* for a log dir, ``logdir/run.py`` orders the partitions as the broker's cleaner would and
-  ``workers/pool.py`` cleans several at once, each in its own process; the checkpoint lines are then settled
-  into cleaning order.
+* for a log dir, ``logdir/run.py`` orders the partitions as the broker's cleaner would (``rules/ranges.py``'s
+  ``pick_order``) and ``workers/pool.py`` cleans several at once, each in its own process; the checkpoint
+  lines are then settled into cleaning order.
 
 The output is byte-identical whatever the number of workers, and to the pure-Python reference of the
 record scan (the C kernels in ``kcompact/records/scan``).

@@ -15,9 +15,13 @@ imported where it is written, 2 ms more).
 from __future__ import annotations
 
 import sys
+import textwrap
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import click
+
+from kcompact.cli.options import EXIT_BAD_INPUT
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -104,3 +108,55 @@ def error_line(message: str) -> None:
 def warning_line(message: str) -> None:
     """A one-line warning on stderr (not part of ``--json`` output)."""
     click.echo(f"kcompact: warning: {message}", err=True)
+
+
+LABEL_WIDTH = 14
+TEXT_WIDTH = 80
+Entry = tuple[str, list[str]]  # a label and its lines (before wrapping)
+
+
+def print_entries(entries: list[Entry]) -> None:
+    """Labelled entries, wrapped at 80 columns under a 14-column label (paths are not broken)."""
+    for label, parts in entries:
+        for i, part in enumerate(parts):
+            first = (label if i == 0 else "").ljust(LABEL_WIDTH)
+            plain(textwrap.fill(part, width=TEXT_WIDTH, initial_indent=first,
+                                subsequent_indent=" " * LABEL_WIDTH,
+                                break_on_hyphens=False, break_long_words=False))
+
+
+def utc_text(ms: int | None) -> str:
+    """A time in ms since the epoch as ISO-8601 UTC to the second; ``-`` when absent."""
+    if ms is None:
+        return "-"
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} ms"
+
+
+def plural(n: int, word: str, plural_word: str | None = None) -> str:
+    """``1 batch``, ``2 batches``: a count and its noun."""
+    return f"{n} {word}" if n == 1 else f"{n} {plural_word or word + 's'}"
+
+
+def printable(text: str) -> str:
+    """Text as is when printable, else with escapes: data must not drive the terminal."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
+def corrupt_entry(report: Any) -> list[Entry]:
+    """The ``corrupt`` entry of a report with ``corrupt_batches`` (``inspect keys``, ``last-clean``)."""
+    if not report.corrupt_batches:
+        return []
+    failing = plural(report.corrupt_batches, "batch fails its CRC", "batches fail their CRC")
+    line = f"{failing}; `kcompact clean` refuses the partition, `kcompact repair` sets them aside"
+    return [("corrupt", [line])]
+
+
+def exit_if_corrupt(report: Any) -> None:
+    """After the report: exit 2 with the first CRC failure when a batch failed its CRC."""
+    if report.corrupt_batches:
+        more = report.corrupt_batches - 1
+        error_line(report.crc_error + (f" ({more} more batch(es) fail theirs)" if more else ""))
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)

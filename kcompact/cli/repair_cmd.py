@@ -14,8 +14,8 @@ from typing import Any
 import click
 
 from kcompact.cli import render
-from kcompact.cli.config_cmd import config_option, json_option, now_ms_option
 from kcompact.cli.help_text import with_examples
+from kcompact.cli.options import config_option, json_option, now_ms_option
 
 EXIT_PROBLEMS = 2
 EPILOG = (

@@ -1,46 +1,20 @@
-"""Replicas: ``kcompact inspect replicas``, and the replica fence options of ``clean``/``spark clean``.
+"""Replicas: ``kcompact inspect replicas`` and ``spark inspect replicas`` (the replica fence options of
+``clean``/``spark clean`` are ``kcompact.cli.options.fence_options``).
 
-Registered into the ``inspect`` group by ``kcompact.cli.main``; :func:`fence_options` is applied by
-``clean`` and ``spark clean``. Only click and ``kcompact.cli.render`` are imported here at import time
+Registered into the ``inspect`` group by ``kcompact.cli.main``. Only click and ``kcompact.cli.render`` are imported here at import time
 (``kcompact --help`` stays fast); the library is imported inside the command.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from kcompact.cli import render
-from kcompact.cli.config_cmd import json_option
 from kcompact.cli.help_text import with_examples
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _absolute(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(os.path.abspath(v) for v in value)  # Spark executors: no path relative to the driver's cwd
-
-
-def fence_options(command: F) -> F:
-    """``--replica-dirs DIR`` (repeatable) and ``--safe-offset OFFSET``: the replica fence.
-
-    Passed to the command as ``replica_dirs`` (absolute paths) and ``safe_offset``.
-    """
-    command = click.option(
-        "--safe-offset", type=click.IntRange(min=0), default=None, metavar="OFFSET",
-        help="Replica fence: never remove a tombstone or transaction marker at or above OFFSET for "
-             "its age (delete.retention.ms), so a follower that has not fetched it yet cannot miss "
-             "it. One superseded by a newer record of its key still goes, as in Kafka.")(command)
-    return click.option(
-        "--replica-dirs", "replica_dirs", multiple=True, callback=_absolute,
-        type=click.Path(exists=True, file_okay=False, path_type=str), metavar="DIR",
-        help="Replica fence from the other replicas' copies (partition dirs or log dirs; "
-             "repeatable): the fence is the lowest of their log ends (and --safe-offset). A log "
-             "dir without a copy of a partition fences nothing for it.")(command)
-
+from kcompact.cli.options import json_option
 
 EXIT_DIVERGED = 3
 """``inspect replicas``: the copies diverge (0: they agree; 2: bad input; 1: a bug)."""
@@ -149,7 +123,7 @@ def spark_replicas_command(log_dirs: tuple[str, ...], master: str | None, verbos
     the first the reference), with its --json report. Exits 3 when a partition's copies diverge,
     2 when a partition's files do not parse (its row says why).
     """
-    from kcompact.cli.spark_view import startup_line
+    from kcompact.cli.spark_cmds import startup_line
     from kcompact.inspect.replicas import replica_sets
     from kcompact.spark.replicas_job import spark_replicas
     from kcompact.spark.session import command_session

@@ -2,9 +2,15 @@
 
 ``spark clean``, ``spark inspect dirty-ratio`` and ``spark export`` each parse their options, start
 (or join) a session with :func:`kcompact.spark.session.command_session`, call one job function of
-``kcompact.spark``, and hand the result to ``spark_view``. Only click is imported at module level:
+``kcompact.spark``, and render the result (below). Only click is imported at module level:
 pyspark is loaded when a command runs, so ``kcompact --help`` works without the ``spark`` extra
 (a command then exits 2 saying ``pip install 'kcompact[spark]'``).
+
+The rendering: a rich summary after Spark's own progress bar, or JSON. ``spark clean`` prints one table
+row per partition (the DataFrame's rows), the failures as error lines, and a summary line with Spark's
+start-up time apart from the job's; ``--json`` prints the rows with the DataFrame's column names.
+``spark inspect dirty-ratio`` reuses the serial command's renderer. Spark's progress bar and logs go to
+stderr, never into ``--json`` output.
 
 This file is also the driver file to hand ``spark-submit``, which runs a *file*::
 
@@ -17,21 +23,34 @@ the ``kcompact`` command line; the session keeps the master ``spark-submit`` cho
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from kcompact.cli.config_cmd import config_option, config_source_options, json_option, now_ms_option
+from kcompact.cli import render
 from kcompact.cli.help_text import with_examples
-from kcompact.cli.replicas_cmd import fence_options, spark_replicas_command
-
-EXIT_BAD_INPUT = 2  # as kcompact.cli.main (not imported: main imports this module while it loads)
-EXIT_BUG = 1
-EPILOG = (
-    "Exit codes: 0 success; 2 bad input or refused (one line on stderr names the file and byte "
-    "position); 1 a bug in kcompact (with a traceback)."
+from kcompact.cli.options import (
+    EPILOG,
+    EXIT_BAD_INPUT,
+    EXIT_BUG,
+    config_option,
+    config_source_options,
+    fence_options,
+    json_option,
+    now_ms_option,
 )
+from kcompact.cli.replicas_cmd import spark_replicas_command
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from kcompact.spark.clean_job import SparkCleanRun
+    from kcompact.spark.export import ExportSummary
+
 STARTUP_NOTE = (
     "Starting Spark costs seconds (a JVM and Python workers): for one partition, or a few small "
     "ones, the serial command is faster."
@@ -116,8 +135,7 @@ def spark_clean_command(
     fails (one named alone). Exits 2 when a partition failed, 1 on a bug.
     """
     from kcompact.cleaner.logdir.report_row import STATUS_BUG, STATUS_FAILED
-    from kcompact.cleaner.partition import CleanOptions
-    from kcompact.cli.spark_view import check_new_output, render_spark_clean
+    from kcompact.cleaner.round.options import CleanOptions
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.spark.clean_job import spark_clean
     from kcompact.spark.session import command_session
@@ -173,8 +191,7 @@ def spark_dirty_ratio_command(
     """The rows of `kcompact inspect dirty-ratio` (same fields, same values, same order), computed
     by Spark tasks over slices of the log dirs. Exits 2 when a partition's files do not parse.
     """
-    from kcompact.cli.dirty_ratio_view import render_dirty_ratio
-    from kcompact.cli.spark_view import check_new_output, startup_line
+    from kcompact.cli.dirty_ratio_cmd import render_dirty_ratio
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.spark.inspect_job import spark_dirty_ratio
     from kcompact.spark.session import command_session
@@ -218,7 +235,6 @@ def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, mast
     control records and aborted transactions included, flagged). Each Spark task reads about 64 MiB
     of segments.
     """
-    from kcompact.cli.spark_view import check_new_output, render_export
     from kcompact.spark.export import spark_export
     from kcompact.spark.session import command_session
 
@@ -226,6 +242,108 @@ def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, mast
     with command_session(master, verbose=verbose) as (spark, startup_s):
         summary = spark_export(spark, paths, output, latest=latest)
     render_export(summary, startup_s, as_json=as_json)
+
+
+# --- rendering -----------------------------------------------------------------------------------------
+
+
+def check_new_output(output: str | None) -> None:
+    """Refuse an ``--output`` that exists before any Spark work starts.
+
+    Raises:
+        KcompactError: the path exists.
+    """
+    from kcompact.errors import KcompactError
+
+    if output is not None and Path(output).exists():
+        raise KcompactError(f"{output}: the --output directory; expected a new path, found it exists")
+
+
+def startup_line(startup_s: float) -> None:
+    """Spark's start-up time, apart from the work (stderr, so it never mixes with results)."""
+    render.err_console().print(f"Spark session start-up: {startup_s:.1f} s", highlight=False)
+
+
+def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool) -> None:
+    """Print a ``spark clean`` run: JSON rows, or notes, a table, error lines and a summary."""
+    from kcompact.cleaner.logdir.report_row import STATUS_SKIPPED
+    from kcompact.cleaner.logdir.run_summary import is_summarised, repeated_warning_notes
+
+    rows = run.as_dicts()
+    counted = repeated_warning_notes([row["warnings"] for row in rows])  # each row keeps its own warning
+    notes = [*run.notes, *counted]
+    if as_json:
+        render.emit_json({"now_ms": run.now_ms, "partitions": rows, "notes": notes,
+                          "spark_tasks": run.spark_tasks, "startup_s": round(startup_s, 3)})
+        return
+    for note in notes:
+        render.warning_line(note)
+    if rows:
+        render.console().print(_clean_table(rows))
+    for row in rows:
+        if row["skipped_reason"] is not None and row["status"] == STATUS_SKIPPED:
+            render.plain(f"{row['topic']}-{row['partition']}: skipped — {row['skipped_reason']}")
+    for row in rows:
+        if row["error"] is not None:
+            render.error_line(row["error"].rstrip())
+    for row in rows:
+        for warning in row["warnings"]:
+            if not (counted and is_summarised(warning)):
+                render.warning_line(f"{row['topic']}-{row['partition']}: {warning}")
+    render.plain(_clean_summary(rows))
+    startup_line(startup_s)
+    if run.spark_tasks:
+        render.err_console().print(f"Spark tasks: {run.spark_tasks} (partitions packed by bytes; --task-bytes "
+                                   "to choose)", highlight=False)
+
+
+def _clean_table(rows: list[dict[str, Any]]) -> Table:
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title="spark clean", title_justify="left", box=box.SIMPLE_HEAD)
+    for column, justify in (("partition", "left"), ("status", "left"), ("dirty offsets", "right"),
+                            ("read", "right"), ("written", "right"), ("saved", "right"),
+                            ("s", "right")):
+        # on a narrow terminal the partition and status fold (a name is never cut short); numbers stay whole
+        folds = column in ("partition", "status")
+        table.add_column(column, justify=justify, overflow="fold" if folds else "ellipsis",  # type: ignore[arg-type]
+                         no_wrap=not folds)
+    for row in rows:
+        done = row["bytes_read"] is not None
+        span = ("-" if row["first_dirty_offset"] is None or row["end_offset"] is None
+                else f"[{row['first_dirty_offset']}, {row['end_offset']})")
+        table.add_row(
+            f"{row['topic']}-{row['partition']}" if row["topic"] else row["partition_dir"],
+            row["status"] + (" (distributed map)" if row["distributed_map"] else ""),
+            span,
+            render.size_text(row["bytes_read"]) if done else "-",
+            render.size_text(row["bytes_written"]) if done else "-",
+            render.percent_text(row["size_reduction"]) if done else "-",
+            f"{row['elapsed_s']:.2f}" if done else "-",
+        )
+    return table
+
+
+def _clean_summary(rows: list[dict[str, Any]]) -> str:
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    read = sum(row["bytes_read"] or 0 for row in rows)
+    written = sum(row["bytes_written"] or 0 for row in rows)
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no partitions"
+    return f"{len(rows)} partitions: {parts}; {read} bytes read, {written} bytes written"
+
+
+def render_export(summary: ExportSummary, startup_s: float, *, as_json: bool) -> None:
+    """Print what ``spark export`` wrote."""
+    if as_json:
+        render.emit_json({**dataclasses.asdict(summary), "startup_s": round(startup_s, 3)})
+        return
+    what = "latest live records (one per key)" if summary.latest else "records"
+    render.plain(f"{summary.records} {what} of {summary.partitions} partitions "
+                 f"({summary.segments} segments) written to {summary.output}")
+    startup_line(startup_s)
 
 
 def submit_main() -> None:

@@ -162,10 +162,34 @@ def encode_empty_batch(batch: RecordBatch) -> bytes:
     Returns:
         The 61 bytes.
     """
+    return encode_under_header_of(batch, b"", count=0, base_timestamp=NO_TIMESTAMP,
+                                  max_timestamp=batch.max_timestamp)
+
+
+def encode_under_header_of(
+    batch: RecordBatch, raw_records: bytes | memoryview, *, count: int, base_timestamp: int,
+    max_timestamp: int, compression: int = 0, delete_horizon_ms: int | None = None,
+) -> bytes:
+    """Frame records under the header fields of ``batch``, as Kafka's cleaner rebuilds a batch
+    (``MemoryRecords.filterTo``) or writes its empty shell (``DefaultRecordBatch.writeEmptyHeader``).
+
+    ``batch`` gives the base offset, last offset delta, timestamp type, producer id, epoch and base
+    sequence, partition leader epoch and the transactional and control bits; the rest is given.
+
+    Args:
+        batch: the original batch.
+        raw_records: as :func:`encode_records_batch` takes them.
+        count, base_timestamp, max_timestamp, compression, delete_horizon_ms: as
+            :func:`encode_records_batch` takes them.
+
+    Returns:
+        The whole batch.
+    """
     return encode_records_batch(
-        b"", count=0, base_offset=batch.base_offset, last_offset_delta=batch.last_offset_delta,
-        base_timestamp=NO_TIMESTAMP, max_timestamp=batch.max_timestamp,
-        timestamp_type=batch.timestamp_type, producer_id=batch.producer_id,
+        raw_records, count=count, base_offset=batch.base_offset, last_offset_delta=batch.last_offset_delta,
+        base_timestamp=base_timestamp, max_timestamp=max_timestamp, compression=compression,
+        timestamp_type=int(batch.timestamp_type), producer_id=batch.producer_id,
         producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
         partition_leader_epoch=batch.partition_leader_epoch,
-        is_transactional=batch.is_transactional, is_control=batch.is_control)
+        is_transactional=batch.is_transactional, is_control=batch.is_control,
+        delete_horizon_ms=delete_horizon_ms)

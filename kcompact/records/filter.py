@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from kcompact.records.batch_encoding import encode_batch, encode_empty_batch, encode_records_batch
+from kcompact.records.batch_encoding import encode_batch, encode_empty_batch, encode_under_header_of
 from kcompact.records.batch_header import NO_TIMESTAMP, RecordBatch, TimestampType
 from kcompact.records.scan import accel
 from kcompact.records.varint import encode_varint, encode_varlong
@@ -183,24 +183,10 @@ def _encode_rebuilt(
     batch: RecordBatch, raw: bytes, count: int, base_timestamp: int, max_timestamp: int,
     horizon: int | None,
 ) -> bytes:
-    """Frame rebuilt records with the original batch's header fields (module docstring)."""
-    return encode_records_batch(
-        raw,
-        count=count,
-        base_offset=batch.base_offset,
-        last_offset_delta=batch.last_offset_delta,
-        base_timestamp=base_timestamp,
-        max_timestamp=max_timestamp,
-        compression=int(batch.compression),
-        timestamp_type=int(batch.timestamp_type),
-        producer_id=batch.producer_id,
-        producer_epoch=batch.producer_epoch,
-        base_sequence=batch.base_sequence,
-        partition_leader_epoch=batch.partition_leader_epoch,
-        is_transactional=batch.is_transactional,
-        is_control=batch.is_control,
-        delete_horizon_ms=horizon,
-    )
+    """Frame rebuilt records with the original batch's header fields and codec (module docstring)."""
+    return encode_under_header_of(batch, raw, count=count, base_timestamp=base_timestamp,
+                                  max_timestamp=max_timestamp, compression=int(batch.compression),
+                                  delete_horizon_ms=horizon)
 
 
 def filter_legacy_entry(

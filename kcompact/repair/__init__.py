@@ -14,13 +14,13 @@ How
 
 1. **Verify** (``verify.py``, ``indexes.py``, texts in ``findings.py``). Each segment is walked by
    ``salvage.scan_segment``: where Kafka's recovery would stop and truncate (deleting every later
-   segment, spec §7.3), the walk resynchronises on the next whole batch that passes its CRC and continues
+   segment, ``LogSegment.recover``), the walk resynchronises on the next whole batch that passes its CRC and continues
    the offsets, so only the damaged bytes are lost to the log. Length and base-offset fields (outside the
    CRC) are restored when the batch's CRC and its neighbours prove the value. Indexes are compared with what
    Kafka 4.1 builds from the repaired log; the ``.txnindex`` with the aborted transactions the data shows.
    Leftovers, orphaned indexes, strays, the cleaner checkpoint and the log start are checked too. Each
    finding says whether it makes the broker's cleaner mark the partition uncleanable, and why
-   (spec §6.15, §7.4).
+   (``LogCleaner.CleanerThread`` marks the partition uncleanable).
 2. **Repair** (``repair.py``), under the live-broker guard and the partition lock: back up
    (``backup.py``), settle an interrupted swap as Kafka's loader does, then rewrite each damaged segment
    through the cleaner's writer and crash-safe swap protocol — one writer, the cleaner's

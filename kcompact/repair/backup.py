@@ -12,7 +12,7 @@ it removes what the repair (and a ``--clean`` after it) created, restores every 
 mode and mtime, and checks each restored file's sha256.
 
 The backup never lives inside the log dir: Kafka refuses to start when the log dir holds a directory it
-cannot parse as a partition name (spec §4.2). The default is a sibling of the log dir::
+cannot parse as a partition name (``UnifiedLog.parseTopicPartitionName``). The default is a sibling of the log dir::
 
     <log dir>.kcompact-backup/<partition dir>.<UTC time>/
         manifest.json

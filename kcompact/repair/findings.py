@@ -1,8 +1,8 @@
 """What ``kcompact repair`` reports: one :class:`Finding` per problem, with what Kafka makes of it.
 
 Each finding names the file and byte position, says what is wrong ("…; expected X, found Y"), whether it
-would make the broker's log cleaner mark the partition uncleanable and why (spec §6.15, §7.4), what a
-broker does with it when it loads or recovers the partition (spec §7), its impact (it breaks the broker,
+would make the broker's log cleaner mark the partition uncleanable and why (``LogCleaner.CleanerThread``, ``Cleaner.doClean``), what a
+broker does with it when it loads or recovers the partition (``LogLoader.load``), its impact (it breaks the broker,
 its cleaner, both; Kafka settles it itself; or it is informational — a broker and its cleaner accept it —
 and not repaired), and what repair does about it (None: reported only). The texts live here so ``verify`` stays about detection.
 """
@@ -52,7 +52,8 @@ IMPACT_TEXT = {
     IMPACT_NONE: "informational: a broker and its cleaner accept it; not repaired",
 }
 
-# The cleaner thread catches the exception and marks the partition uncleanable (spec §6.15).
+# The cleaner thread catches the exception and marks the partition uncleanable (LogCleaner.CleanerThread,
+# LogCleanerManager.markPartitionUncleanable).
 UNCLEANABLE = "so the broker marks the partition uncleanable and never cleans it again until it restarts"
 _CLEANER_FAILS = {
     REGION_CORRUPT: "the cleaner cannot step over a broken frame or header "
@@ -182,7 +183,7 @@ def cleaner_verdict(kind: str, *, readable: bool, active: bool) -> tuple[bool, s
 
 def recovery_effect(kind: str, position: int, later_segments: int) -> str:
     """What Kafka's log recovery (after an unclean shutdown) does at damage at ``position``."""
-    # LogSegment.recover and the loader's order of operations: spec §5.1, §7.1, §7.3.
+    # LogSegment.recover and the loader's order of operations (LogLoader.load).
     if kind == REGION_RECORDS:
         return ("log recovery keeps it (it checks CRCs, not the records of data batches); "
                 "consumers fail on it")

@@ -5,14 +5,14 @@ them (``check_offset_lookups``, ``check_time_lookups``): an index that fails is 
 Kafka 4.1 builds it (``segment.index_builder``, which is also what log recovery rebuilds). One that passes
 but differs from that rebuild — written by another broker version, after a restart, or with another
 ``index.interval.bytes`` — is reported as informational and left alone. Kafka trusts both files at load
-(spec §7.1 step 4), so a wrong entry is only noticed by the fetches it breaks; a missing ``.index`` makes the broker recover the segment, a
+(``LogSegment.sanityCheck``), so a wrong entry is only noticed by the fetches it breaks; a missing ``.index`` makes the broker recover the segment, a
 missing ``.timeindex`` is created empty and the segment's largest timestamp falls back to the log's mtime.
 
 The ``.txnindex`` is compared with the aborted transactions the data shows: an entry the data needs but
-the file lacks makes the cleaner keep aborted data as committed (spec §5.3); a file that fails Kafka's
+the file lacks makes the cleaner keep aborted data as committed (``TransactionIndex``); a file that fails Kafka's
 sanity check makes the broker recover the segment, which re-derives the entries from the data — what a
 rewritten index then holds. A sane file keeps its entries (the cleaner's and recovery's may differ
-legitimately, spec §7.3) plus the ones it lacks.
+legitimately, ``LogSegment.recover``) plus the ones it lacks.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ REBUILD = "rebuild it as Kafka 4.1 builds it from the log"
 _OFFSET_EFFECT = "none: the cleaner reads the log, not the offset index"
 _TIME_EFFECT = ("the cleaner takes the segment's largest timestamp from the time index's last entry "
                 "(min.compaction.lag.ms, retention), not from the log")
-# The loader only sanity-checks an index it did not recover (spec §7.1 step 4).
+# The loader only sanity-checks an index it did not recover (``LogSegment.sanityCheck``).
 _TRUSTED = ("Kafka's loader trusts an index that passes its sanity checks: a fetch that meets a wrong "
             "entry reads the wrong batch or fails")
 
@@ -211,5 +211,5 @@ def _txn_index(
         cleaner_effect="the cleaner learns which transactional data was aborted from this index: a "
                        "missing entry makes it keep aborted data as committed",
         broker_effect="a failed sanity check makes Kafka recover the segment at load; READ_COMMITTED "
-                      "consumers see aborted data for a missing entry",  # spec §5.3, §7.1
+                      "consumers see aborted data for a missing entry",  # TransactionIndex, LogLoader.load
         action=action, impact=IMPACT_BOTH)], result

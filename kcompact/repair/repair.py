@@ -41,7 +41,7 @@ from kcompact.cleaner.disk.swap import (
 )
 from kcompact.cleaner.logdir.report_row import partition_row
 from kcompact.cleaner.logdir.run import CleanRun, clean_path
-from kcompact.cleaner.partition import CleanOptions
+from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.round.verify_output import check_cleaned_segment
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CleanerStateError, FileAccessError, KcompactError, RefusedError

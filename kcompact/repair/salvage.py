@@ -1,7 +1,7 @@
 """Finding every intact batch of a damaged segment: Kafka's framing walk, plus resynchronisation.
 
 Kafka's log recovery walks a segment batch by batch and stops at the first entry that fails its checks:
-it truncates the ``.log`` there and deletes every later segment (spec §7.1 step 5, §7.3). One flipped
+it truncates the ``.log`` there and deletes every later segment (``LogLoader.recoverLog``, ``LogSegment.recover``). One flipped
 byte in the middle of a segment therefore loses everything after it. :func:`scan_segment` walks the same
 way but, at a damaged entry, resynchronises instead of stopping: it looks for the next position where
 
@@ -16,7 +16,7 @@ The bytes in between form a :class:`DamagedRegion`; the caller moves them to a q
 
 A batch is kept only when Kafka's broker and cleaner can both use it: whole, CRC-valid, offsets in
 sequence, and records that parse (a transaction marker's key and value too) — a CRC-valid batch whose
-records do not parse is what makes the cleaner fail (spec §7.4), so it goes to quarantine as well.
+records do not parse is what makes the cleaner fail (``Cleaner.doClean`` throws), so it goes to quarantine as well.
 Two header fields outside the CRC are restored when the evidence is conclusive, so that no intact
 payload is lost to them:
 
@@ -135,11 +135,6 @@ class SegmentScan:
     def log_changed(self) -> bool:
         """Whether the segment's ``.log`` must be rewritten (damage dropped or a field restored)."""
         return bool(self.damaged) or any(k.patched is not None for k in self.kept)
-
-    @property
-    def new_size_in_bytes(self) -> int:
-        """The ``.log`` size after the repair."""
-        return sum(k.size_in_bytes for k in self.kept)
 
 
 @dataclass(frozen=True, slots=True)

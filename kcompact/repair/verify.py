@@ -1,7 +1,7 @@
 """Checking a whole partition the way a broker's full recovery and its cleaner would (read-only).
 
 :func:`verify_partition` looks at everything Kafka looks at when it loads a partition after an unclean
-shutdown, and at what its cleaner needs (spec §5, §6.15, §7):
+shutdown, and at what its cleaner needs (``LogLoader.load``, ``LogSegment.recover``, ``Cleaner.doClean``):
 
 * every segment, batch by batch, through :func:`~kcompact.repair.salvage.scan_segment`: framing, header,
   CRC, offsets that increase across batches and segments, records that parse, a torn tail or zero

@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from kcompact.errors import CorruptCheckpointError
+from kcompact.errors import CorruptCheckpointError, FileAccessError
 from kcompact.segment.files import read_file
 from kcompact.segment.lock import checkpoint_lock
 
@@ -175,6 +175,31 @@ def read_offset_checkpoint(path: str | os.PathLike[str]) -> dict[tuple[str, int]
         return decode_offset_checkpoint(data)
     except CorruptCheckpointError as err:
         raise err.located(path) from err
+
+
+_CHECKPOINT_CACHE: dict[Path, tuple[tuple[int, int, int], dict[tuple[str, int], int]]] = {}
+
+
+def read_checkpoint_cached(path: Path) -> dict[tuple[str, int], int]:
+    """:func:`read_offset_checkpoint`, parsed once per version of the file.
+
+    A log dir of thousands of partitions would otherwise re-parse the same file for each of them. The
+    cache key is the file's inode, size and mtime in ns, so a rewrite (tmp + rename) is always seen.
+    """
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        _CHECKPOINT_CACHE.pop(path, None)
+        return {}
+    except OSError as err:
+        raise FileAccessError.from_os_error(err, path, "read") from err
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    cached = _CHECKPOINT_CACHE.get(path)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    entries = read_offset_checkpoint(path)
+    _CHECKPOINT_CACHE[path] = (key, entries)
+    return entries
 
 
 def write_offset_checkpoint(

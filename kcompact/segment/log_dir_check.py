@@ -16,13 +16,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kcompact.errors import CorruptCheckpointError
+from kcompact.segment.checkpoint import read_checkpoint_cached
 from kcompact.segment.files import require_writable
 from kcompact.segment.lock import log_dir_write_guard
 from kcompact.segment.partition import (
     CLEANER_CHECKPOINT,
     LOG_START_CHECKPOINT,
     REPLICATION_CHECKPOINT,
-    read_checkpoint_cached,
 )
 
 CHECKPOINTS_READ = (CLEANER_CHECKPOINT, REPLICATION_CHECKPOINT, LOG_START_CHECKPOINT)

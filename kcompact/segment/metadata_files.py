@@ -1,5 +1,5 @@
-"""Small identity files of a log dir: ``partition.metadata``, ``meta.properties``,
-``.kafka_cleanshutdown``.
+"""A partition directory's identity file, ``partition.metadata`` (a log dir's ``meta.properties``, a Java
+properties file, is read by ``kcompact.config.server_properties``).
 
 * ``<partition-dir>/partition.metadata`` binds the directory to its topic's id; Kafka refuses to
   load a partition whose file does not parse or carries the zero id; :func:`read_partition_topic_id` is
@@ -10,13 +10,6 @@
 
   Each line is split on ``:`` followed by whitespace, as Kafka's ``PartitionMetadataReadBuffer``
   does.
-* ``<log-dir>/meta.properties`` (cluster id, node id, directory id) is a Java ``.properties`` file
-  written by ``Properties.store``; read here with ``Properties.load``'s grammar (``#``/``!``
-  comments, ``=``, ``:`` or whitespace between key and value, backslash continuations and escapes,
-  ISO-8859-1). The config layer sits above this one and has its own reader for
-  ``server.properties``.
-* ``<log-dir>/.kafka_cleanshutdown`` exists after a clean shutdown; the broker deletes it at startup
-  and, when it was there, skips log recovery (spec §4.1, §7.1).
 """
 
 from __future__ import annotations
@@ -25,21 +18,17 @@ import base64
 import binascii
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
-from kcompact.errors import ConfigError, CorruptDataError
+from kcompact.errors import CorruptDataError
 from kcompact.segment.files import read_file
 
 PARTITION_METADATA_FILE = "partition.metadata"
 PARTITION_METADATA_VERSION = 0
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 _METADATA_SEPARATOR = re.compile(r":[ \t\n\x0b\f\r]+")
 _NATURAL_LINE = re.compile(r"\r\n|\r|\n")
 _JAVA_INT = re.compile(r"[+-]?[0-9]+")
 _URL_SAFE_BASE64 = re.compile(r"[A-Za-z0-9_-]+={0,2}")
-_BLANK = " \t\f"
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
 def read_partition_metadata(path: str | os.PathLike[str]) -> str:
@@ -125,94 +114,3 @@ def _decode_uuid(text: str) -> bytes | None:
     except (binascii.Error, ValueError):
         return None
     return raw if len(raw) == 16 else None
-
-
-def read_java_properties(path: str | os.PathLike[str]) -> dict[str, str]:
-    """Read a Java ``.properties`` file such as ``meta.properties``.
-
-    Args:
-        path: the file (read as ISO-8859-1, like ``Properties.load(InputStream)``).
-
-    Returns:
-        ``{key: value}`` in file order; a repeated key keeps its last value.
-
-    Raises:
-        FileNotFoundError: the file does not exist.
-        FileAccessError: the file cannot be read (permissions, an I/O error).
-        ConfigError: a malformed ``\\uXXXX`` escape; the message names the file.
-    """
-    text = read_file(path).decode("iso-8859-1")
-    properties: dict[str, str] = {}
-    try:
-        for line in _logical_lines(text):
-            key, value = _split_key_value(line)
-            properties[key] = value
-    except ConfigError as err:
-        raise ConfigError(f"{os.fspath(path)}: {err}") from err
-    return properties
-
-
-def _logical_lines(text: str) -> Iterator[str]:
-    """Join backslash-continued lines, drop blank and comment lines (``Properties.load``)."""
-    pending: str | None = None
-    for natural in _NATURAL_LINE.split(text):
-        line = natural.lstrip(_BLANK)
-        if pending is None and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        joined = (pending or "") + (line[:-1] if trailing % 2 else line)
-        if trailing % 2:
-            pending = joined
-            continue
-        pending = None
-        yield joined
-    if pending is not None:
-        yield pending
-
-
-def _split_key_value(line: str) -> tuple[str, str]:
-    position = 0
-    while position < len(line) and line[position] not in "=:" + _BLANK:
-        position += 2 if line[position] == "\\" else 1
-    key_end = min(position, len(line))
-    while position < len(line) and line[position] in _BLANK:
-        position += 1
-    if position < len(line) and line[position] in "=:":
-        position += 1
-    while position < len(line) and line[position] in _BLANK:
-        position += 1
-    return _unescape(line[:key_end]), _unescape(line[position:])
-
-
-def _unescape(text: str) -> str:
-    out: list[str] = []
-    position = 0
-    while position < len(text):
-        char = text[position]
-        position += 1
-        if char != "\\" or position >= len(text):
-            out.append(char)
-            continue
-        char = text[position]
-        position += 1
-        if char != "u":
-            out.append(_ESCAPES.get(char, char))
-            continue
-        digits = text[position : position + 4]
-        if len(digits) < 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
-            raise ConfigError(f"malformed \\uxxxx escape; expected 4 hex digits, found {digits!r}")
-        out.append(chr(int(digits, 16)))
-        position += 4
-    return "".join(out)
-
-
-def has_clean_shutdown(log_dir: str | os.PathLike[str]) -> bool:
-    """Whether the broker left the log dir after a clean shutdown (``.kafka_cleanshutdown`` exists).
-
-    Args:
-        log_dir: one of the broker's ``log.dirs``.
-
-    Returns:
-        True when the marker file is there, so the broker would skip recovery at its next start.
-    """
-    return Path(log_dir, CLEAN_SHUTDOWN_FILE).exists()

@@ -1,4 +1,4 @@
-"""The model of one partition directory and the log dir around it (spec §4, §7.1).
+"""The model of one partition directory and the log dir around it (``LogManager``, ``LogLoader.load``).
 
 ``open_partition(path)`` lists the directory once and sorts every file into what Kafka's loader would see:
 live segments (``<base>.log`` with their indexes), leftovers of an interrupted clean or split
@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kcompact.errors import FileAccessError, KcompactError
-from kcompact.segment.checkpoint import read_offset_checkpoint
+from kcompact.errors import KcompactError
+from kcompact.segment.checkpoint import read_checkpoint_cached
 from kcompact.segment.files import file_access
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import (
@@ -30,9 +30,7 @@ from kcompact.segment.names import (
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
-RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 METADATA_TOPIC = "__cluster_metadata"
 
 # Files of a partition directory that are neither segments nor leftovers, and that Kafka expects.
@@ -54,16 +52,8 @@ class LogDirFiles:
         return self.path / REPLICATION_CHECKPOINT
 
     @property
-    def recovery_point_checkpoint(self) -> Path:
-        return self.path / RECOVERY_POINT_CHECKPOINT
-
-    @property
     def log_start_checkpoint(self) -> Path:
         return self.path / LOG_START_CHECKPOINT
-
-    @property
-    def had_clean_shutdown(self) -> bool:
-        return (self.path / CLEAN_SHUTDOWN_FILE).exists()
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,31 +136,6 @@ class Partition:
             return self.log_start_offset()
         end = segment_next_offset(last)
         return last.base_offset if end is None else end
-
-
-_CHECKPOINT_CACHE: dict[Path, tuple[tuple[int, int, int], dict[tuple[str, int], int]]] = {}
-
-
-def read_checkpoint_cached(path: Path) -> dict[tuple[str, int], int]:
-    """An offset checkpoint file's entries, parsed once per version of the file.
-
-    A log dir of thousands of partitions would otherwise re-parse the same file for each of them. The
-    cache key is the file's inode, size and mtime in ns, so a rewrite (tmp + rename) is always seen.
-    """
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        _CHECKPOINT_CACHE.pop(path, None)
-        return {}
-    except OSError as err:
-        raise FileAccessError.from_os_error(err, path, "read") from err
-    key = (st.st_ino, st.st_size, st.st_mtime_ns)
-    cached = _CHECKPOINT_CACHE.get(path)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    entries = read_offset_checkpoint(path)
-    _CHECKPOINT_CACHE[path] = (key, entries)
-    return entries
 
 
 def segment_next_offset(segment: SegmentFiles) -> int | None:

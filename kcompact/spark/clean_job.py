@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kcompact.cleaner.logdir.run import ConfigSources, checkpoint_keys, settle_checkpoint_order
-from kcompact.cleaner.partition import CleanOptions, clean_partition
-from kcompact.cleaner.round.options import with_cli_dedupe_buffer
+from kcompact.cleaner.partition import clean_partition
+from kcompact.cleaner.round.options import CleanOptions, with_cli_dedupe_buffer
 from kcompact.errors import KcompactError
 from kcompact.spark.packing import pack_partitions, segment_bytes
 from kcompact.spark.plan import CleanTask, plan_clean

@@ -39,8 +39,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kcompact.cleaner.offset_map import KAFKA_BYTES_PER_ENTRY, OffsetMap, thread_buffer
-from kcompact.cleaner.partition import RoundOutput, clean_partition
+from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import DEFAULT_OPTIONS, CleanOptions, CleanResult, Progress
+from kcompact.cleaner.round.partition_round import RoundOutput
 from kcompact.cleaner.round.plan import CleanPlan
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError
@@ -191,7 +192,7 @@ def clean_partition_distributed(
 def _run_on_spark(
     spark: SparkSession, plan: CleanPlan, options: CleanOptions, _progress: Progress | None
 ) -> RoundOutput:
-    """The :data:`~kcompact.cleaner.partition.RoundRunner` of this module: passes 1 and 2 as Spark jobs."""
+    """The :data:`~kcompact.cleaner.round.partition_round.RoundRunner` of this module: passes 1 and 2 as Spark jobs."""
     outputs, map_stats = run_round(
         spark.sparkContext, plan, dry_run=options.dry_run, entries_hint=_plan_records(plan)
     )

@@ -31,7 +31,7 @@ from kcompact.cleaner.logdir.run import (
     cleaner_order,
     partition_task,
 )
-from kcompact.cleaner.partition import CleanOptions
+from kcompact.cleaner.round.options import CleanOptions
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import KcompactError
 from kcompact.segment.log_dir_check import check_log_dir_writable

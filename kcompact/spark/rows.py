@@ -20,7 +20,7 @@ import dataclasses
 from typing import Any
 
 from kcompact.cleaner.logdir.report_row import ROW_COLUMNS, STATUS_BUG, partition_row
-from kcompact.cleaner.partition import CleanResult
+from kcompact.cleaner.round.options import CleanResult
 
 __all__ = [  # a row's statuses are kcompact.cleaner.logdir.report_row's (STATUS_*), shared with the serial clean
     "CLEAN_COLUMNS",

@@ -248,6 +248,19 @@ def test_log_dir_clean_goes_dirtiest_first(tmp_path: Path) -> None:
     assert [o for o, _k, _v in read_all_records(half)] == [16, 17, 18, 19, 20]
 
 
+def test_log_dir_clean_takes_equal_dirty_ratios_by_name(tmp_path: Path) -> None:
+    """rules.ranges.pick_order: equal ratios in listing order (by name), whatever order they were made in."""
+    log_dir = tmp_path / "logdir"
+    for topic in ("c", "a", "b"):
+        orders(log_dir, topic=topic)
+
+    result = run(log_dir, "--now-ms", NOW, "--json", "--config", "cleanup.policy=compact")
+
+    assert (result.exit_code, result.stderr) == (0, "")
+    rows = json.loads(result.stdout)["results"]
+    assert [(r["topic"], r["dirty_ratio"]) for r in rows] == [("a", 1.0), ("b", 1.0), ("c", 1.0)]
+
+
 def test_broker_log_dir_with_roll_cleans_and_leaves_the_metadata_log(tmp_path: Path) -> None:
     """A real KRaft log dir (bitnami Kafka 3.7): its own metadata log says __consumer_offsets is
     compacted; --roll makes the active segment's 13 records cleanable; __cluster_metadata-0 is left

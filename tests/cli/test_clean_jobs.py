@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from kcompact.cli.main import cli
-from tests.cleaner.test_run_jobs import (
+from tests.cleaner.logdir.test_run_jobs import (
     CORRUPT,
     NOW,
     copy_of,

@@ -14,8 +14,8 @@ from kcompact.cli.main import cli
 from kcompact.inspect.keys import keys_report
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.conftest import real_fixture
+from tests.inspect.keys.test_keys import COMPACT, NOW, TOP_FIELDS, mixed
 from tests.inspect.test_dirty_ratio import ROW_FIELDS, segmented
-from tests.inspect.test_keys import COMPACT, NOW, TOP_FIELDS, mixed
 
 CONSUMER_OFFSETS_44 = ("kraft37-cleaned-logdir", "__consumer_offsets-44")
 

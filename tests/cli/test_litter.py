@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from kcompact.cli.main import cli
-from tests.cleaner.test_crash_recovery import NOW, OVERRIDES, build_partition
+from tests.cleaner.disk.test_crash_recovery import NOW, OVERRIDES, build_partition
 
 CONFIG = [arg for key, value in OVERRIDES.items() for arg in ("--config", f"{key}={value}")]
 

@@ -231,7 +231,7 @@ def test_dirty_ratio_table_breaks_a_partition_name_only_after_a_separator(tmp_pa
 
 def test_spark_clean_plan_refuses_a_log_dir_a_broker_holds_once(tmp_path: Path) -> None:
     from kcompact.cleaner.logdir.run import ConfigSources
-    from kcompact.cleaner.partition import CleanOptions
+    from kcompact.cleaner.round.options import CleanOptions
     from kcompact.errors import RefusedError
     from kcompact.spark.plan import plan_clean
 
@@ -249,8 +249,8 @@ def test_spark_clean_report_counts_a_missing_high_watermark_once(
 ) -> None:
     """``spark clean``'s rendering (fed the serial results, as its tasks return them; no Spark needed)."""
     from kcompact.cleaner.logdir.run import clean_path
-    from kcompact.cleaner.partition import CleanOptions
-    from kcompact.cli.spark_view import render_spark_clean
+    from kcompact.cleaner.round.options import CleanOptions
+    from kcompact.cli.spark_cmds import render_spark_clean
     from kcompact.spark.clean_job import SparkCleanRun
     from kcompact.spark.rows import clean_row
 

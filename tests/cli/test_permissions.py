@@ -19,8 +19,8 @@ from click.testing import CliRunner
 from kcompact.cli.main import cli
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from tests.builders import PartitionBuilder
-from tests.cleaner.test_clean_failures import log_dir_digest, middle_segment
-from tests.cleaner.test_crash_recovery import NOW, OVERRIDES, build_partition
+from tests.cleaner.disk.test_crash_recovery import NOW, OVERRIDES, build_partition
+from tests.cleaner.round.test_clean_failures import log_dir_digest, middle_segment
 from tests.unprivileged import Outcome, run_kcompact_batch
 
 CLEAN_CONFIG = [arg for key, value in OVERRIDES.items() for arg in ("--config", f"{key}={value}")]

@@ -120,7 +120,7 @@ def test_the_spark_clean_table_folds_long_names_on_a_terminal() -> None:
     """The table of ``spark clean`` (rendered without Spark): at 80 columns nothing is cut short."""
     from rich.console import Console
 
-    from kcompact.cli.spark_view import _clean_table
+    from kcompact.cli.spark_cmds import _clean_table
     from kcompact.spark.rows import CLEAN_COLUMNS, as_dicts, clean_row
 
     rows = as_dicts(CLEAN_COLUMNS, [clean_row(f"/logs/{name}", None, error="x") for name in NAMES])

@@ -14,7 +14,7 @@ from kcompact.inspect import context, dirty_ratio
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.partition import Partition, open_partition
 from tests.builders import BASE_TS, PartitionBuilder
-from tests.cleaner.test_clean_failures import BROKER, OTHER_KCOMPACT, child_process
+from tests.cleaner.round.test_clean_failures import BROKER, OTHER_KCOMPACT, child_process
 from tests.unprivileged import run_kcompact
 
 NOW = BASE_TS + 10_000_000

@@ -16,6 +16,7 @@ from kcompact.config.server_properties import (
     read_server_properties,
 )
 from kcompact.errors import ConfigError
+from tests.conftest import real_fixture
 
 SAMPLE = (
     "# Licensed to the Apache Software Foundation\n"
@@ -136,3 +137,68 @@ def test_cached_read_sees_a_changed_file(tmp_path: Path) -> None:
     assert read_server_properties_cached(path) == {"node.id": "22"}
     with pytest.raises(ConfigError, match="absent.properties: cannot read properties file"):
         read_server_properties_cached(tmp_path / "absent.properties")
+
+
+# meta.properties is a Java properties file too (written by Properties.store)
+
+
+def test_real_meta_properties() -> None:
+    kraft = read_server_properties(real_fixture("kraft37-cleaned-logdir", "meta.properties"))
+    assert kraft == {
+        "cluster.id": "0wHLXdrKStejkyBzi8qBEw",
+        "directory.id": "yYuMrFRVQVSX0VVQPcMSrA",
+        "node.id": "1",
+        "version": "1",
+    }
+    zookeeper = read_server_properties(real_fixture("confluent512-lz4-logdir", "meta.properties"))
+    assert zookeeper == {"version": "0", "broker.id": "1001"}
+
+
+def test_java_properties_grammar(tmp_path: Path) -> None:
+    path = tmp_path / "x.properties"
+    path.write_bytes(
+        b"# comment\n"
+        b"! also a comment\n"
+        b"   \n"
+        b"a=1\n"
+        b"b : 2\n"
+        b"c 3\n"
+        b"  d\t=\t4  \n"  # leading blanks dropped, trailing kept
+        b"e==5\n"
+        b"key\\ with\\:colon = v\n"
+        b"long = one, \\\n"
+        b"       two\n"
+        b"esc = tab\\tnl\\nu\\u00e9x\\q\n"
+        b"empty\n"
+        b"latin1 = caf\xe9\n"
+        b"a = again\r\n"
+        b"last = trailing backslash \\"
+    )
+    assert read_server_properties(path) == {
+        "a": "again",
+        "b": "2",
+        "c": "3",
+        "d": "4  ",
+        "e": "=5",
+        "key with:colon": "v",
+        "long": "one, two",
+        "esc": "tab\tnl\nu\u00e9xq",
+        "empty": "",
+        "latin1": "caf\u00e9",
+        "last": "trailing backslash ",
+    }
+
+
+def test_comment_continuation_and_escaped_backslash(tmp_path: Path) -> None:
+    path = tmp_path / "x.properties"
+    path.write_bytes(b"# comment \\\nnot.a.comment = yes\npath = C:\\\\dir\\\\\n")
+    assert read_server_properties(path) == {"not.a.comment": "yes", "path": "C:\\dir\\"}
+
+
+def test_malformed_unicode_escape_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "meta.properties"
+    path.write_bytes(b"a = \\u12g4\n")
+    with pytest.raises(
+        ConfigError, match=r"meta.properties: properties entry 1: malformed \\uXXXX escape; expected 4 hex"
+    ):
+        read_server_properties(path)

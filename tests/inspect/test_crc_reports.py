@@ -19,8 +19,8 @@ from kcompact.cli.main import cli
 from kcompact.inspect.keys import keys_report
 from kcompact.inspect.last_clean import last_clean_report
 from kcompact.records.batch import iter_batches
+from tests.inspect.keys.test_keys import COMPACT, mixed
 from tests.inspect.test_dirty_ratio import NOW, only, segmented
-from tests.inspect.test_keys import COMPACT, mixed
 from tests.inspect.test_last_clean import two_rounds
 
 CRC_POSITION = 17

@@ -13,7 +13,7 @@ from kcompact.errors import KcompactError
 from kcompact.inspect.replicas import replicas_report
 from kcompact.inspect.replicas.lineage import epoch_at, lineage_divergence
 from tests.builders import BASE_TS, PartitionBuilder, read_all_records
-from tests.cleaner.test_clean_partition import compact_config
+from tests.cleaner.round.test_clean_partition import compact_config
 from tests.conftest import copy_tree_writable, real_fixture
 
 NOW = BASE_TS + 10_000_000

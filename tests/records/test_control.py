@@ -1,4 +1,4 @@
-"""Control records: the spec's marker batch byte for byte, key/value parsing and its refusals."""
+"""Control records: a marker batch byte for byte (EndTransactionMarker), key/value parsing and its refusals."""
 
 from __future__ import annotations
 

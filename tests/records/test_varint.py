@@ -1,4 +1,5 @@
-"""Zig-zag varint/varlong and unsigned varint: spec examples, length boundaries, corruption."""
+"""Zig-zag varint/varlong and unsigned varint: encodings as Kafka's ByteUtils writes them, length boundaries,
+corruption."""
 
 from __future__ import annotations
 

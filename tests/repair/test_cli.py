@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from kcompact.cli.main import cli
-from tests.cleaner.test_run_config import keyless_partition
+from tests.cleaner.logdir.test_run_config import keyless_partition
 from tests.repair.support import batch_positions, build_partition, partition_digest, patch
 
 LOG0 = "00000000000000000000.log"

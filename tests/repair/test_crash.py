@@ -3,7 +3,7 @@
 A real ``kcompact clean`` (or ``kcompact repair``) runs in a subprocess with ``KCOMPACT_CRASH_AT=<point>``
 and dies there with ``os._exit(137)``, as tests/cleaner does. ``kcompact repair`` must then report the
 leftovers, settle them exactly as Kafka's loader would (the group wholly old before ``swap-complete``,
-wholly new from it on, spec §7.2), keep the promise (a broker's full recovery finds nothing to change, no
+wholly new from it on, LogLoader.load), keep the promise (a broker's full recovery finds nothing to change, no
 record lost), and ``--undo`` must give back the crashed state byte for byte.
 """
 
@@ -47,7 +47,8 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[object], l
     part = build_partition(tmp_path_factory.mktemp("reference") / "logdir")
     before = all_records(part)
     from kcompact.cleaner.logdir.run import resolve_config
-    from kcompact.cleaner.partition import CleanOptions, clean_partition
+    from kcompact.cleaner.partition import clean_partition
+    from kcompact.cleaner.round.options import CleanOptions
 
     config, _notes = resolve_config({"cleanup.policy": "compact"})
     clean_partition(part, config, CleanOptions(now_ms=NOW))

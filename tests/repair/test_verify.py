@@ -1,5 +1,5 @@
 """verify_partition: each kind of damage is found with its file and byte position, and judged the way
-the broker's cleaner and loader would judge it (spec §6.15, §7.4)."""
+the broker's cleaner and loader would judge it (LogCleaner.CleanerThread, LogLoader.load)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""partition.metadata, meta.properties and the clean-shutdown marker."""
+"""partition.metadata."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kcompact.errors import ConfigError, CorruptDataError
+from kcompact.errors import CorruptDataError
 from kcompact.segment.metadata_files import (
-    has_clean_shutdown,
-    read_java_properties,
     read_partition_metadata,
     read_partition_topic_id,
 )
@@ -73,72 +71,3 @@ def test_partition_topic_id_is_kafkas_printed_form_and_none_without_the_file(tmp
     (tmp_path / "partition.metadata").write_bytes(b"version: 7\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA")
     with pytest.raises(CorruptDataError, match="unknown partition metadata version; expected 0"):
         read_partition_topic_id(tmp_path)
-
-
-def test_real_meta_properties() -> None:
-    kraft = read_java_properties(real_fixture("kraft37-cleaned-logdir", "meta.properties"))
-    assert kraft == {
-        "cluster.id": "0wHLXdrKStejkyBzi8qBEw",
-        "directory.id": "yYuMrFRVQVSX0VVQPcMSrA",
-        "node.id": "1",
-        "version": "1",
-    }
-    zookeeper = read_java_properties(real_fixture("confluent512-lz4-logdir", "meta.properties"))
-    assert zookeeper == {"version": "0", "broker.id": "1001"}
-
-
-def test_java_properties_grammar(tmp_path: Path) -> None:
-    path = tmp_path / "x.properties"
-    path.write_bytes(
-        b"# comment\n"
-        b"! also a comment\n"
-        b"   \n"
-        b"a=1\n"
-        b"b : 2\n"
-        b"c 3\n"
-        b"  d\t=\t4  \n"  # leading blanks dropped, trailing kept
-        b"e==5\n"
-        b"key\\ with\\:colon = v\n"
-        b"long = one, \\\n"
-        b"       two\n"
-        b"esc = tab\\tnl\\nu\\u00e9x\\q\n"
-        b"empty\n"
-        b"latin1 = caf\xe9\n"
-        b"a = again\r\n"
-        b"last = trailing backslash \\"
-    )
-    assert read_java_properties(path) == {
-        "a": "again",
-        "b": "2",
-        "c": "3",
-        "d": "4  ",
-        "e": "=5",
-        "key with:colon": "v",
-        "long": "one, two",
-        "esc": "tab\tnl\nu\u00e9xq",
-        "empty": "",
-        "latin1": "caf\u00e9",
-        "last": "trailing backslash ",
-    }
-
-
-def test_comment_continuation_and_escaped_backslash(tmp_path: Path) -> None:
-    path = tmp_path / "x.properties"
-    path.write_bytes(b"# comment \\\nnot.a.comment = yes\npath = C:\\\\dir\\\\\n")
-    assert read_java_properties(path) == {"not.a.comment": "yes", "path": "C:\\dir\\"}
-
-
-def test_malformed_unicode_escape_names_the_file(tmp_path: Path) -> None:
-    path = tmp_path / "meta.properties"
-    path.write_bytes(b"a = \\u12g4\n")
-    with pytest.raises(
-        ConfigError, match=r"meta.properties: malformed \\uxxxx escape; expected 4 hex"
-    ):
-        read_java_properties(path)
-
-
-def test_clean_shutdown_marker(tmp_path: Path) -> None:
-    assert has_clean_shutdown(tmp_path) is False
-    (tmp_path / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":12}')
-    assert has_clean_shutdown(tmp_path) is True
-    assert has_clean_shutdown(real_fixture("kraft37-cleaned-logdir")) is False

@@ -20,7 +20,7 @@ from kcompact.cleaner.logdir.report_row import (
     STATUS_WOULD_CLEAN,
 )
 from kcompact.cleaner.logdir.run import ConfigSources, clean_path
-from kcompact.cleaner.partition import CleanOptions
+from kcompact.cleaner.round.options import CleanOptions
 from kcompact.errors import KcompactError, RefusedError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.spark import clean_job
@@ -248,10 +248,10 @@ def test_a_directory_without_partitions_is_refused_by_the_plan(tmp_path: Path) -
 def test_spark_clean_with_roll_leaves_a_failing_partition_unrolled(
     spark: SparkSession, tmp_path: Path, map_budget: int | None
 ) -> None:
-    from tests.cleaner.test_crash_recovery import NOW as ROLL_NOW
-    from tests.cleaner.test_crash_recovery import OVERRIDES
-    from tests.cleaner.test_crash_recovery import build_partition as build_rollable
-    from tests.cleaner.test_roll import ACTIVE_BASE, overstate_record_count, rollable_partition
+    from tests.cleaner.disk.test_crash_recovery import NOW as ROLL_NOW
+    from tests.cleaner.disk.test_crash_recovery import OVERRIDES
+    from tests.cleaner.disk.test_crash_recovery import build_partition as build_rollable
+    from tests.cleaner.disk.test_roll import ACTIVE_BASE, overstate_record_count, rollable_partition
 
     bad = rollable_partition(tmp_path / "logs")
     build_rollable(tmp_path / "other").rename(tmp_path / "logs" / "orders-1")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from kafka.record.memory_records import MemoryRecords
 
-from kcompact.cleaner.partition import CleanOptions
+from kcompact.cleaner.round.options import CleanOptions
 from kcompact.errors import ConfigError, KcompactError
 from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import decode_records

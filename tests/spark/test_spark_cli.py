@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from kcompact.cleaner.logdir.run import clean_path
-from kcompact.cleaner.partition import CleanOptions
+from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cli.main import cli
-from tests.cleaner.test_run_config import keyless_partition
+from tests.cleaner.logdir.test_run_config import keyless_partition
 from tests.spark.logdirs import COMPACT, NOW, build_log_dir, flip_crc_of_a_kept_batch
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def test_help_and_the_job_modules_never_import_pyspark() -> None:
         for args in (["--help"], ["spark", "--help"], ["spark", "clean", "--help"]):
             assert CliRunner().invoke(cli, args).exit_code == 0, args
         import kcompact.spark.clean_job, kcompact.spark.inspect_job, kcompact.spark.export
-        import kcompact.spark.session, kcompact.spark.plan, kcompact.cli.spark_view
+        import kcompact.spark.session, kcompact.spark.plan, kcompact.cli.spark_cmds
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("pyspark", "py4j", "pyarrow"))
         print(loaded)
     """)
@@ -181,7 +181,7 @@ def test_the_spark_submit_driver_file_runs_the_command_line_without_shadowing_th
 
 
 def test_an_unreadable_segment_fails_its_partition_and_the_others_go_on(spark: SparkSession, tmp_path: Path) -> None:
-    from tests.cleaner.test_clean_failures import log_dir_digest
+    from tests.cleaner.round.test_clean_failures import log_dir_digest
     from tests.unprivileged import run_kcompact_batch
 
     log_dir = build_log_dir(tmp_path / "logs", 2)

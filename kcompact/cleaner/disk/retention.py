@@ -1,6 +1,6 @@
 """Segment retention for ``cleanup.policy`` with ``delete``: Kafka's ``UnifiedLog.deleteOldSegments``.
 
-Whole segments only, oldest first, in Kafka's order (spec §6.16):
+Whole segments only, oldest first, in Kafka's order (``UnifiedLog.deleteOldSegments``):
 
 1. segments entirely below the log start offset (after a DeleteRecords) — for every policy;
 2. with ``delete``: ``retention.bytes`` — while the log's total size minus ``retention.bytes`` still covers

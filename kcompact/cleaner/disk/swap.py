@@ -1,7 +1,7 @@
 """Writing a cleaned segment and swapping it in: Kafka's crash-safe ``replaceSegments`` protocol.
 
 The only code that changes a partition's segments (``repair`` writes through it too). Steps, as in Kafka's
-``LocalLog.replaceSegments`` (spec §6.13) — each a named crash point (``CRASH_POINTS``):
+``LocalLog.replaceSegments`` — each a named crash point (``CRASH_POINTS``):
 
 1. ``<base>.log.cleaned`` (+ ``.index.cleaned``, ``.timeindex.cleaned``, ``.txnindex.cleaned`` when it has
    entries) are written, trimmed, fsynced, and given the mtime and the owner/mode of the files they replace.
@@ -12,7 +12,7 @@ The only code that changes a partition's segments (``repair`` writes through it 
 4. Each ``.swap`` is renamed to its final name; the directory is fsynced.
 5. The ``.deleted`` files are removed (a broker does it 60 s later; offline there is no reason to wait).
 
-Recovery (:func:`recover_interrupted_swaps`) is Kafka's loader, passes 1–3 in its order (spec §7.1, §7.2):
+Recovery (:func:`recover_interrupted_swaps`) is Kafka's loader, passes 1–3 in its order (``LogLoader.load``, ``LogLoader.removeTempFilesAndCollectSwapFiles``):
 delete ``.deleted`` files; delete every ``.swap`` at or above the lowest ``.cleaned`` base (a swap that never
 finished renaming), *then* the ``.cleaned`` files; delete every other file named with an offset in
 ``[lowest .log.swap base, highest .log.swap next offset)``; rename the ``.swap`` files into place (logs first,
@@ -301,7 +301,7 @@ class RecoveryReport:
 
 
 def recover_interrupted_swaps(directory: Path, *, dry_run: bool = False) -> RecoveryReport:
-    """Finish or roll back an interrupted clean exactly as Kafka's log loader does (spec §7.1, §7.2).
+    """Finish or roll back an interrupted clean exactly as Kafka's log loader does (``LogLoader.load``).
 
     The rules and their order are in the module docstring; they are also what a broker does on startup, so
     running this first or letting the broker do it ends in the same files.

@@ -38,9 +38,9 @@ from pathlib import Path
 
 from kcompact.cleaner.logdir.compaction_gate import not_compacted, retention_allowed
 from kcompact.cleaner.logdir.run_summary import repeated_warning_notes
-from kcompact.cleaner.partition import CleanOptions, CleanResult, clean_partition
-from kcompact.cleaner.round.options import with_cli_dedupe_buffer
-from kcompact.cleaner.rules.ranges import compute_cleanable_range
+from kcompact.cleaner.partition import clean_partition
+from kcompact.cleaner.round.options import CleanOptions, CleanResult, with_cli_dedupe_buffer
+from kcompact.cleaner.rules.ranges import compute_cleanable_range, pick_order
 from kcompact.cleaner.state.log_state import load_log_state
 from kcompact.cleaner.workers.pool import (
     PARTITION_WORK_BYTES,
@@ -310,8 +310,13 @@ def partition_task(part_dir: Path, sources: ConfigSources, notes: list[str]) -> 
 def cleaner_order(
     log_dir: Path, sources: ConfigSources, options: CleanOptions, *, only_eligible: bool = False
 ) -> LogDirOrder:
-    """A log dir's live partitions, highest dirty ratio first (then by name), as the broker's cleaner
-    picks them; those :func:`not_compacted` refuses are left out, each with its reason.
+    """A log dir's live partitions in the broker cleaner's pick order (``rules.ranges.pick_order``: highest dirty
+    ratio first, equal ratios by name, the listing order); those :func:`not_compacted` refuses are left
+    out, each with its reason.
+
+    Every compacted partition is a candidate, eligible or not: a manual clean is not gated by the dirty
+    ratio (``only_eligible`` gates it), so the partitions Kafka's cleaner would not pick yet are ranked by
+    the same rule among the others rather than after them.
 
     Args:
         log_dir: the log dir.
@@ -329,7 +334,7 @@ def cleaner_order(
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     check_log_dir_checkpoints(log_dir)
     order = LogDirOrder()
-    ranked: list[tuple[float, str, PartitionTask]] = []
+    ranked: list[tuple[float, PartitionTask]] = []  # in listing order (by name)
     notes: dict[str, list[str]] = {}
     candidates = 0
     for part_dir in require_partition_dirs(log_dir):
@@ -356,13 +361,12 @@ def cleaner_order(
             continue
         task = PartitionTask(part_dir, config, retention_allowed(effective), partition.size_in_bytes,
                              partition.topic_partition)
-        ranked.append((-rng.dirty_ratio, part_dir.name, task))
+        ranked.append((rng.dirty_ratio, task))
     if not candidates:
         raise KcompactError(f"no partition a cleaner works on under {log_dir}: only KRaft's metadata log "
                             "or partitions being deleted or moved (-delete, -future, -stray)")
     order.notes.extend(merge_notes(notes))
-    ranked.sort(key=lambda item: item[:2])
-    order.tasks.extend(task for _r, _n, task in ranked)
+    order.tasks.extend(ranked[i][1] for i in pick_order([(True, ratio) for ratio, _task in ranked]))
     return order
 
 

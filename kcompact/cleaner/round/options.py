@@ -1,8 +1,8 @@
 """How to clean one partition and what the clean did: the values around :func:`clean_partition`.
 
-They live below the driver (``cleaner/partition.py``) and the process pool (``cleaner/workers/``),
-beside the stages (``round/stages.py``), which all use them; ``kcompact.cleaner.partition`` re-exports
-both, which is where callers import them from.
+They live below the round (``round/partition_round.py``), the process pool (``cleaner/workers/``) and the
+entry point (``cleaner/partition.py``), beside the stages (``round/stages.py``), which all use them;
+callers import them from here.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The cleaner's work as separable stages, for drivers that spread one round over processes or machines.
 
-:func:`kcompact.cleaner.partition.clean_partition` is these stages run in order in one process (or with
-worker processes, ``parallel.py``); ``kcompact.spark`` runs them on executors. The caller holds the
-partition's locks (``log_dir_write_guard`` + ``partition_lock``) from :func:`plan_clean` to
-:func:`commit_clean`, as ``clean_partition`` does.
+:func:`kcompact.cleaner.round.partition_round.clean_partition_round` is these stages run in order (passes 1
+and 2 by the caller's runner: this process, worker processes or Spark); ``kcompact.spark`` runs them on
+executors. The caller holds the partition's locks (``log_dir_write_guard`` + ``partition_lock``) from
+:func:`plan_clean` to :func:`commit_clean`, as ``clean_partition_round`` does.
 
 1. :func:`plan_clean` — load the facts, compute the cleanable range, and return a picklable
    :class:`~kcompact.cleaner.round.plan.CleanPlan` (None when there is nothing to clean).

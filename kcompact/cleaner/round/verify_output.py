@@ -1,4 +1,4 @@
-"""The self-check of a cleaned segment before it is swapped in (spec §11.3).
+"""The self-check of a cleaned segment before it is swapped in (kcompact's own; Kafka has none).
 
 A violation here means kcompact is about to write something a broker would not accept as its own cleaner's
 work; the clean is aborted with every ``.cleaned`` file removed and the partition unchanged. Checked per

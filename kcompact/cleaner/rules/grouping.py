@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from kcompact.errors import CleanerStateError
@@ -32,7 +31,7 @@ INT32_MAX = 2**31 - 1  # Integer.MAX_VALUE: the widest offset range one segment'
 
 
 class SizedSegment(Protocol):
-    """What grouping reads of a segment; :class:`GroupingSegment` is the plain value form."""
+    """What grouping reads of a segment (``round.plan``'s segments; the tests' plain values)."""
 
     @property
     def base_offset(self) -> int: ...
@@ -48,16 +47,6 @@ class SizedSegment(Protocol):
 
 
 SegmentT = TypeVar("SegmentT", bound=SizedSegment)
-
-
-@dataclass(frozen=True, slots=True)
-class GroupingSegment:
-    """One source segment's sizes: ``.log`` bytes, and index bytes as entries x entry size."""
-
-    base_offset: int
-    size_in_bytes: int
-    offset_index_bytes: int  # offset-index entries x 8
-    time_index_bytes: int  # time-index entries x 12
 
 
 def group_segments_by_size(

@@ -211,9 +211,28 @@ def cleaner_order(ranges: Sequence[tuple[str, CleanableRange]]) -> list[tuple[st
     return order
 
 
+def pick_order(candidates: Sequence[tuple[bool, float]]) -> list[int]:
+    """The broker cleaner's pick order (``LogCleanerManager.grabFilthiestCompactedLog``): the eligible
+    candidates, highest dirty ratio first, equal ratios in the given order.
+
+    Kafka picks the ``max`` by ``LogToClean``'s cleanable ratio, cleans it, and picks again (a cleaned
+    log's ratio drops), so its picks follow the ratios downwards. Among equal ratios ``max`` keeps the
+    first it meets, in the iteration order of the cleaner's pool of logs, a hash map with no defined
+    order; kcompact gives the order it lists partitions in (by name), so a run does not vary. This is
+    the one pick order: ``inspect dirty-ratio``'s ranks, ``spark inspect dirty-ratio``'s ranks and the
+    order ``clean`` cleans a log dir in (``logdir.run.cleaner_order``) all come from here.
+
+    Args:
+        candidates: (eligible, dirty ratio) of each partition, in listing order.
+
+    Returns:
+        The indices of the eligible candidates, the first picked first.
+    """
+    return sorted((i for i, (ok, _ratio) in enumerate(candidates) if ok), key=lambda i: -candidates[i][1])
+
+
 def pick_ranks(candidates: Sequence[tuple[bool, float]]) -> list[int | None]:
-    """The broker cleaner's pick order (``LogCleanerManager.grabFilthiestCompactedLog``): the rank of
-    each candidate, highest dirty ratio first among the eligible ones, equal ratios in the given order.
+    """Each candidate's place in :func:`pick_order`.
 
     Args:
         candidates: (eligible, dirty ratio) of each partition, in listing order.
@@ -221,9 +240,8 @@ def pick_ranks(candidates: Sequence[tuple[bool, float]]) -> list[int | None]:
     Returns:
         Each candidate's rank (1 is picked first), or None for one that is not eligible.
     """
-    eligible = sorted((i for i, (ok, _ratio) in enumerate(candidates) if ok), key=lambda i: -candidates[i][1])
     ranks: list[int | None] = [None] * len(candidates)
-    for rank, i in enumerate(eligible, 1):
+    for rank, i in enumerate(pick_order(candidates), 1):
         ranks[i] = rank
     return ranks
 

@@ -47,7 +47,7 @@ import numpy as np
 
 from kcompact.cleaner.disk.swap import CleanedSegmentWriter
 from kcompact.cleaner.offset_map import OffsetMap
-from kcompact.cleaner.offset_map.oracle import RetentionOracle
+from kcompact.cleaner.offset_map.oracle import OffsetMapOracle, RetentionOracle
 from kcompact.cleaner.round.chunks import Chunk
 from kcompact.cleaner.round.chunks import chunks_of as cut_chunks
 from kcompact.cleaner.round.filtering import FilterContext, filter_segment
@@ -57,7 +57,8 @@ from kcompact.cleaner.round.mapping import (
     iter_dirty_keys,
     new_offset_map,
 )
-from kcompact.cleaner.round.options import Progress
+from kcompact.cleaner.round.options import CleanOptions, Progress
+from kcompact.cleaner.round.partition_round import RoundOutput
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
 from kcompact.cleaner.round.stages import GroupOutput, finish_group, remove_outputs, write_group
 from kcompact.cleaner.round.stats import CleanStats
@@ -85,6 +86,28 @@ T = TypeVar("T")
 
 _POOL_LOCK = threading.Lock()
 _worker_state: tuple[CleanPlan, RetentionOracle | None, Path] | None = None  # inherited through fork
+
+
+def run_round(plan: CleanPlan, options: CleanOptions, progress: Progress | None) -> RoundOutput:
+    """Passes 1 and 2 of a round (a ``RoundRunner``) in this process, or in ``options.jobs`` workers (the
+    same bytes either way).
+
+    Args:
+        plan: the round.
+        options: ``jobs``, ``dedupe_buffer_size`` and ``dry_run`` matter here.
+        progress: called with byte counts as segments are read.
+
+    Returns:
+        The round as run (bounded where a bounded map filled early), its outputs and pass 1's counters.
+    """
+    jobs = resolve_jobs(options.jobs, plan)
+    map_stats = CleanStats()
+    offset_map = build_offset_map(plan, options.dedupe_buffer_size, map_stats, progress, jobs=jobs)
+    if offset_map.latest_offset != plan.map_latest_offset:
+        plan = plan.bounded(offset_map.latest_offset)
+    oracle = OffsetMapOracle(offset_map, plan.first_dirty_offset)
+    outputs = write_groups(plan, oracle, dry_run=options.dry_run, progress=progress, jobs=jobs)
+    return RoundOutput(plan, outputs, map_stats, jobs)
 
 
 def resolve_jobs(jobs: int | None, plan: CleanPlan) -> int:

@@ -2,7 +2,7 @@
 
 What ``kafka-dump-log`` prints, as data, for a ``.log``/``.index``/``.timeindex``/``.txnindex`` file or for
 every segment of a partition directory. Every item is a ``dict`` with a ``"type"``; names and key order are
-part of kcompact's interface (``--json`` prints them as they are; tests/inspect/test_dump.py fixes them):
+part of kcompact's interface (``--json`` prints them as they are; tests/inspect/dump/test_dump.py fixes them):
 
 * ``file`` — ``file, kind, base_offset, size_in_bytes``: starts the items of one file (kind ``log``,
   ``index``, ``timeindex``, ``txnindex``, or ``checkpoint`` for a KRaft snapshot, whose ``base_offset``

@@ -37,7 +37,7 @@ duplicate, with the group's live offset-commit keys (committed offsets whose lat
 tombstone): ``consumer_groups`` says which groups dominate a bloated offsets partition. That section
 is absent from :meth:`KeysReport.as_dict` for every other topic.
 
-Field names of :class:`KeysReport` are the ``--json`` interface (tests/inspect/test_keys.py fixes
+Field names of :class:`KeysReport` are the ``--json`` interface (tests/inspect/keys/test_keys.py fixes
 them).
 
 Modules: :mod:`kcompact.inspect.keys.model` (the report's values),
@@ -54,7 +54,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from kcompact.cleaner.logdir.compaction_gate import not_compacted
-from kcompact.cleaner.partition import CleanOptions, CleanResult, clean_partition
+from kcompact.cleaner.partition import clean_partition
+from kcompact.cleaner.round.options import CleanOptions, CleanResult
 from kcompact.cleaner.state.cleaner_throws import round_end_hazard, round_walk_problems
 from kcompact.errors import BatchCrcError, ConfigError, RefusedError
 from kcompact.inspect.context import InspectContext, load_inspect_context

@@ -1,7 +1,7 @@
 """The ``inspect keys`` report as values: what :func:`kcompact.inspect.keys.keys_report` returns.
 
 Why apart: the field names of :class:`KeysReport` and its parts are the ``--json`` interface
-(tests/inspect/test_keys.py fixes them) and the CLI's text form reads the same values, so they live
+(tests/inspect/keys/test_keys.py fixes them) and the CLI's text form reads the same values, so they live
 in one place with no reading or counting code; :mod:`kcompact.inspect.keys.census` and
 :mod:`kcompact.inspect.keys.key_map` fill them in.
 """

@@ -7,7 +7,7 @@
  * tens of nanoseconds per record. Each function below is a drop-in for a pure-Python function
  * that stays the reference (kcompact/records/scan/__init__.py, filter.py) and is tested against it.
  *
- * The input is the decompressed record bytes of one v2 batch, records back to back (spec 1.6):
+ * The input is the decompressed record bytes of one v2 batch, records back to back (Kafka's DefaultRecord layout):
  *
  *     length          varint   bytes after this field            -> record_starts[i]
  *     attributes      int8     (ignored)
@@ -657,7 +657,7 @@ done:
 
 /* ---- decode_batch ----------------------------------------------------------------------- */
 
-/* The v2 batch header (spec 1.2), big-endian:
+/* The v2 batch header (Kafka's DefaultRecordBatch), big-endian:
  *   0 base_offset int64   8 batch_length int32   12 partition_leader_epoch int32   16 magic int8
  *  17 crc uint32         21 attributes int16     23 last_offset_delta int32
  *  27 base_timestamp int64   35 max_timestamp int64   43 producer_id int64

@@ -1,0 +1,438 @@
+"""One cleaning round of one partition, serial, from lock to checkpoint: the driver of the algorithm in
+``kcompact/cleaner/__init__.py``.
+
+:func:`clean_partition_round` takes the locks, finishes or rolls back an interrupted swap, loads the
+partition's facts, computes the cleanable range, builds the offset map, filters every segment group into a
+``.cleaned`` segment, swaps each in, and finally advances the cleaner checkpoint. With ``dry_run`` it does
+everything but write; a dry run that has leftovers to settle or ``--roll`` settles and rolls on a staged
+copy of links (``_staged_copy``), so it previews the very round the run would do.
+
+The round itself is the stages of ``stages.py`` run in order: a :class:`~kcompact.cleaner.round.plan.CleanPlan`,
+passes 1 (``mapping.py``) and 2 (``filtering.py``) run by the caller's :data:`RoundRunner`, then
+``commit_clean``. Around it: the optional roll, and segment retention before and after, as the broker's
+cleaner thread does. The roll and the deletion of the segments wholly below the log start are
+all-or-nothing with the round: both wait for the round's first change to the partition (its first swap,
+once every output passed its self-check), and a round that fails before that, or changes nothing, undoes
+the roll and deletes nothing (``roll.py``), so a failed ``clean --roll`` changes nothing.
+
+Passes 1 and 2 are the one step a caller chooses: ``kcompact.cleaner.partition.clean_partition`` runs them
+in this process or in worker processes (``workers.parallel.run_round``), ``kcompact.spark.distributed_map``
+builds the offset map as a Spark shuffle; everything else — locks, recovery, roll, range, plan, commit,
+retention — is this module's, so neither can drift from the serial round.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from kcompact.cleaner.disk.retention import RetentionResult, apply_retention, plan_retention
+from kcompact.cleaner.disk.roll import Roll, roll_active_segment
+from kcompact.cleaner.disk.swap import recover_interrupted_swaps, unsettled_files
+from kcompact.cleaner.round.options import CleanOptions, CleanResult, Progress
+from kcompact.cleaner.round.plan import CleanPlan, build_plan
+from kcompact.cleaner.round.stages import (
+    GroupOutput,
+    commit_clean,
+    nothing_to_clean,
+    refuse_unsupported,
+    write_checkpoint,
+)
+from kcompact.cleaner.round.stats import CleanStats
+from kcompact.cleaner.rules.fence import fence_offset
+from kcompact.cleaner.rules.ranges import checkpoint_reset_warning, compute_cleanable_range
+from kcompact.cleaner.state.log_state import LogState, load_log_state
+from kcompact.config.topic_config import TopicConfig
+from kcompact.errors import CorruptDataError, FileAccessError, KcompactError
+from kcompact.segment.files import file_access, require_writable
+from kcompact.segment.lock import log_dir_write_guard, partition_lock
+from kcompact.segment.names import parse_segment_file_name
+from kcompact.segment.partition import (
+    CLEANER_CHECKPOINT,
+    LOG_START_CHECKPOINT,
+    REPLICATION_CHECKPOINT,
+    Partition,
+    open_partition,
+)
+from kcompact.segment.replica_copies import replica_log_ends
+
+
+@dataclass(frozen=True, slots=True)
+class RoundOutput:
+    """What passes 1 and 2 of a round hand to ``commit_clean``."""
+
+    plan: CleanPlan  # the round as run: ``plan.bounded(...)`` when a bounded map filled early
+    outputs: list[GroupOutput]  # one per group, in order; the ``.cleaned`` files are written, not swapped
+    map_stats: CleanStats  # pass 1's counters
+    workers: int = 1  # processes the passes ran in at once (1: this one)
+
+
+RoundRunner = Callable[[CleanPlan, CleanOptions, Progress | None], RoundOutput]
+"""Passes 1 and 2 of a built plan: ``(plan, options, progress) -> RoundOutput``. It writes each group's
+``.cleaned`` files (nothing with ``options.dry_run``) and swaps nothing; on failure it leaves no
+``.cleaned`` file behind."""
+
+
+def clean_partition_round(
+    path: str | Path,
+    config: TopicConfig,
+    options: CleanOptions,
+    progress: Progress | None,
+    runner: RoundRunner,
+    *,
+    runs_here: bool,
+) -> CleanResult:
+    """Clean one partition directory exactly as one round of Kafka 4.1's log cleaner.
+
+    Args:
+        path: the partition directory.
+        config: the topic's effective configuration.
+        options: clock, dry run, bounded map, …
+        progress: called with byte counts as segments are read (for a progress bar).
+        runner: runs passes 1 and 2.
+        runs_here: ``runner`` runs them on this machine. Only then are leftovers of an interrupted
+            clean settled after rehearsing the clean on a staged copy (that rehearsal is a local dry
+            run: the very map a distributed runner exists to avoid), and does a dry run that settles
+            or rolls run on a staged copy. Otherwise a round that fails after settling leaves the
+            settled partition, as a broker's loader would make it.
+
+    Returns:
+        The :class:`CleanResult`.
+
+    Raises:
+        RefusedError: a broker holds the log dir, another kcompact works on the partition, or the
+            topic may not be cleaned offline (``__cluster_metadata``, tiered storage).
+        FileAccessError: the log dir or the partition directory cannot be written (checked first),
+            or a file cannot be read (nothing is changed).
+        CorruptDataError: the partition's data does not parse (nothing is changed).
+    """
+    partition = open_partition(path)
+    refuse_unsupported(partition, config)
+    now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    result = CleanResult(str(partition.path), partition.topic, partition.partition, now_ms, options.dry_run)
+    if options.dry_run:
+        if runs_here and (options.roll or unsettled_files(partition.path)):
+            return _dry_run_staged(partition, config, options, result, progress, runner)
+        return _clean_locked(partition, config, options, now_ms, result, progress, runner)
+    log_dir = partition.path.parent
+    for directory in (log_dir, partition.path):  # both change (checkpoint, locks; segments): check both first
+        require_writable(directory)
+    with log_dir_write_guard(log_dir), partition_lock(log_dir, partition.path.name):
+        if runs_here and unsettled_files(partition.path):
+            _rehearse(partition, config, options, now_ms, runner)
+        recovery = recover_interrupted_swaps(partition.path)
+        result.recovery_actions = recovery.actions
+        if recovery.changed:
+            partition = open_partition(partition.path)
+        return _clean_locked(partition, config, options, now_ms, result, progress, runner)
+
+
+def _rehearse(
+    partition: Partition, config: TopicConfig, options: CleanOptions, now_ms: int, runner: RoundRunner,
+) -> None:
+    """Settle an interrupted swap and dry-run the clean on a staged copy first.
+
+    Settling leftovers changes the directory; if the clean would then fail (corrupt data), the partition
+    must still be exactly as it was. The rehearsal settles and dry-runs on a staged copy
+    (:func:`_staged_copy`) and raises the clean's error before anything real is touched.
+    """
+    rehearsal = CleanResult(str(partition.path), partition.topic, partition.partition, now_ms, True)
+    try:
+        with _staged_copy(partition) as staged:
+            _clean_staged(staged, config, replace(options, dry_run=True), rehearsal, None, runner)
+    except CorruptDataError as err:
+        raise type(err)(
+            f"{err.message} (found while rehearsing the clean on a staged copy; the interrupted "
+            "clean's leftovers were not settled, nothing was changed)",
+            path=err.path,
+            position=err.position, offset=err.offset,
+        ) from err
+
+
+def _dry_run_staged(
+    partition: Partition, config: TopicConfig, options: CleanOptions, result: CleanResult,
+    progress: Progress | None, runner: RoundRunner,
+) -> CleanResult:
+    """A dry run that settles leftovers and rolls, as the real run would, on a staged copy.
+
+    The real run settles an interrupted clean's leftovers and rolls before its round: a dry run that
+    skipped them would preview another round (the rolled segment's data would be missing from it).
+    """
+    with _staged_copy(partition) as staged:
+        _clean_staged(staged, config, options, result, progress, runner)
+        _unstage_result(result, staged, partition.path)
+    return result
+
+
+def _clean_staged(
+    staged: Path, config: TopicConfig, options: CleanOptions, result: CleanResult, progress: Progress | None,
+    runner: RoundRunner,
+) -> None:
+    """Settle leftovers, roll (``options.roll``), and dry-run the round in a staged partition directory."""
+    result.recovery_actions = recover_interrupted_swaps(staged).actions
+    _clean_locked(open_partition(staged), config, replace(options, dry_run=True), result.now_ms, result,
+                  progress, runner, staged=True)
+
+
+def _unstage_result(result: CleanResult, staged: Path, real: Path) -> None:
+    """Name the user's partition, not its staged copy, in a staged dry run's result."""
+    result.partition_dir = str(real)
+    result.warnings = [w.replace(str(staged), str(real)) for w in result.warnings]
+    if result.skipped_reason is not None:
+        result.skipped_reason = result.skipped_reason.replace(str(staged), str(real))
+
+
+@contextmanager
+def _staged_copy(partition: Partition) -> Iterator[Path]:
+    """A copy of the partition directory made of links, in which renames and unlinks change nothing real.
+
+    Every file is hard-linked (a symbolic link where hard links are refused) into a staging directory
+    beside the log dir (never inside it: a broker refuses unknown directories there), or in the system's
+    temporary directory when that is not writable; the log dir's checkpoint files are copied. Nothing
+    writes through a staged name: recovery and the roll only rename, unlink and create names, and the
+    dry run writes nothing. Errors name the user's files, not the staged links.
+    """
+    log_dir = partition.path.parent
+    parent = log_dir.parent if os.access(log_dir.parent, os.W_OK | os.X_OK) else Path(tempfile.gettempdir())
+    with file_access(parent, "write"):
+        staging = Path(tempfile.mkdtemp(prefix=".kcompact-rehearsal-", dir=parent))
+    try:
+        stage_part = staging / log_dir.name / partition.path.name
+        with file_access(partition.path, "read"):
+            stage_part.mkdir(parents=True)
+            for source in partition.path.iterdir():
+                if source.is_file():
+                    _link(source, stage_part / source.name)
+            for name in (CLEANER_CHECKPOINT, REPLICATION_CHECKPOINT, LOG_START_CHECKPOINT):
+                if (log_dir / name).exists():
+                    shutil.copy2(log_dir / name, stage_part.parent / name)
+        yield stage_part
+    except KcompactError as err:
+        mapped = _unstaged_error(err, staging / log_dir.name, log_dir)
+        if mapped is err:
+            raise
+        raise mapped from err
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _link(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another file system, or links not allowed: never a copy of a whole segment
+        os.symlink(source.resolve(), target)
+
+
+def _unstaged_error(err: KcompactError, staged_log_dir: Path, log_dir: Path) -> KcompactError:
+    """``err`` naming the user's files instead of their staged links."""
+    if isinstance(err, FileAccessError):
+        return FileAccessError(_unstaged(Path(err.path), staged_log_dir, log_dir), err.action, err.reason)
+    if isinstance(err, CorruptDataError):
+        return type(err)(err.message.replace(str(staged_log_dir), str(log_dir)),
+                         path=_unstaged(Path(err.path), staged_log_dir, log_dir) if err.path else None,
+                         position=err.position, offset=err.offset)
+    if type(err).__init__ is KcompactError.__init__:  # a message only
+        return type(err)(str(err).replace(str(staged_log_dir), str(log_dir)))
+    return err
+
+
+def _unstaged(path: Path, staged_log_dir: Path, log_dir: Path) -> Path:
+    """The user's file a path of the rehearsal's staged copy stands for (other paths as they are)."""
+    return log_dir / path.relative_to(staged_log_dir) if path.is_relative_to(staged_log_dir) else path
+
+
+def _clean_locked(
+    partition: Partition,
+    config: TopicConfig,
+    options: CleanOptions,
+    now_ms: int,
+    result: CleanResult,
+    progress: Progress | None,
+    runner: RoundRunner,
+    *,
+    staged: bool = False,
+) -> CleanResult:
+    """The round, all-or-nothing: what it plans to change before its output is checked waits for it.
+
+    The roll comes first (the active segment's data is cleanable only once it is inactive), and the
+    segments wholly below the log start are planned away first (a broker deletes them long before its
+    cleaner runs); both stay pending (:class:`_Pending`) until the round's first change to the partition
+    (a swap once every output passed its self-check, a retention delete, a checkpoint write). A round
+    that fails before undoes the roll and deletes nothing; one that changes nothing else undoes the roll.
+    ``staged``: a dry run in a staged copy (``_staged_copy``), which rolls there to preview the round.
+    """
+    started = time.monotonic()
+    may_roll = options.roll and (staged or not options.dry_run)
+    roll = roll_active_segment(partition, config) if may_roll else None
+    pending = _Pending(result, config, options.dry_run, roll)
+    here = _Round(config, options, now_ms, result, progress, runner, pending.apply)
+    try:
+        if roll is not None:
+            partition = open_partition(partition.path)
+        _clean_rolled(here, pending, partition)
+        pending.finish()
+    except BaseException as err:
+        if roll is not None and not options.dry_run:
+            _undo_roll(roll, err)
+        raise
+    result.stats.elapsed_s = time.monotonic() - started
+    return result
+
+
+@dataclass(slots=True)
+class _Pending:
+    """What a round does to the partition before it knows that it will change it: a ``--roll`` done on
+    disk (``roll.py``: undone unless kept), and the segments below the log start, planned but not deleted.
+    :meth:`apply` makes both final at the round's first change; a dry run only notes that it would."""
+
+    result: CleanResult
+    config: TopicConfig
+    dry_run: bool
+    roll: Roll | None = None
+    log_start: tuple[LogState, RetentionResult] | None = None  # the state planned on, and the plan
+    applied: bool = False
+
+    def apply(self) -> None:
+        """The round's first change: keep the roll, delete the segments below the log start. Idempotent."""
+        if self.applied:
+            return
+        self.applied = True
+        self.result.rolled = self.roll is not None
+        if self.dry_run:
+            return
+        if self.roll is not None:
+            self.roll.keep()
+        if self.log_start is not None:
+            apply_retention(self.log_start[0], self.config, self.log_start[1])
+
+    def finish(self) -> None:
+        """A round that did not fail: the planned deletion happens; a roll nothing else needed is undone."""
+        if self.log_start is not None:
+            self.apply()
+        if not self.applied and self.roll is not None and not self.dry_run:
+            self.roll.undo()
+
+
+@dataclass(frozen=True, slots=True)
+class _Round:
+    """What every step of one round shares (the partition and its state change as segments go)."""
+
+    config: TopicConfig
+    options: CleanOptions
+    now_ms: int
+    result: CleanResult  # filled in as the round goes
+    progress: Progress | None
+    runner: RoundRunner
+    before_change: Callable[[], None]  # called before the first change to the partition (``_Pending``)
+
+
+def _undo_roll(roll: Roll, err: BaseException) -> None:
+    """Undo a pending roll after ``err``; if even that fails, say both in one message."""
+    try:
+        roll.undo()
+    except KcompactError as undo_err:
+        raise KcompactError(f"{err}; {undo_err}") from err
+
+
+def _clean_rolled(here: _Round, pending: _Pending, partition: Partition) -> None:
+    config, result = here.config, here.result
+    state = load_log_state(partition, config)
+    result.warnings.extend(state.warnings)
+    # Segments wholly below the log start go first, as a broker deletes them long before its cleaner
+    # runs: the round is planned without them, and they are deleted with its first change.
+    below = _plan_retention(here, state, log_start_only=True)
+    if below.deleted_segments:
+        pending.log_start = (state, below)
+        partition = _without(partition, below.deleted_segments)
+        state = load_log_state(partition, config)
+    if config.is_compacted:
+        _compact(here, partition, state)
+    else:
+        result.skipped_reason = f"cleanup.policy={','.join(config.cleanup_policy)} has no 'compact': retention only"
+    if result.end_offset is not None and not here.options.dry_run and _time_or_size_rules(config, here.options):
+        # The segments the round left. Without the delete rules only the log-start rule applies, and
+        # it already ran on these segments (merging them cannot make one deletable): no second load.
+        partition = open_partition(partition.path)
+        state = load_log_state(partition, config)
+    _retention(here, state)
+
+
+def _without(partition: Partition, bases: list[int]) -> Partition:
+    """The partition as it is once the segments at ``bases`` are deleted (with their producer snapshots)."""
+    gone = set(bases)
+    snapshots = tuple(p for p in partition.snapshots
+                      if (n := parse_segment_file_name(p.name)) is None or n.base_offset not in gone)
+    return replace(partition, segments=tuple(s for s in partition.segments if s.base_offset not in gone),
+                   snapshots=snapshots)
+
+
+def _compact(here: _Round, partition: Partition, state: LogState) -> None:
+    config, options, result = here.config, here.options, here.result
+    rng = compute_cleanable_range(state.range_inputs(config, here.now_ms), from_start=options.from_start)
+    result.range = rng
+    result.checkpoint_before = state.checkpoint_offset
+    reset = checkpoint_reset_warning(rng)
+    if reset is not None:
+        result.warnings.append(reset)
+    if nothing_to_clean(rng):
+        result.skipped_reason = rng.blocking_detail or "nothing to clean"
+        if rng.force_update_checkpoint:
+            here.before_change()
+            if not options.dry_run:
+                write_checkpoint(partition, rng.first_dirty_offset)
+                result.checkpoint_written = True
+        return
+    fence = fence_offset(options.safe_offset,
+                         replica_log_ends(options.replica_dirs, partition.topic, partition.partition))
+    if options.replica_dirs and fence is None:
+        result.warnings.append("--replica-dirs: no copy of this partition found; no fence")
+    ran = here.runner(build_plan(state, rng, config, here.now_ms, fence), options, here.progress)
+    result.end_offset = ran.plan.end_offset
+    result.workers = ran.workers
+    done = commit_clean(ran.plan, ran.outputs, options, stats=ran.map_stats, before_swap=here.before_change)
+    if options.dry_run:
+        here.before_change()  # notes what the round would keep (a dry run changes nothing)
+    result.stats.add(done.stats)
+    result.checkpoint_written = done.checkpoint_written
+
+
+def _plan_retention(here: _Round, state: LogState, *, log_start_only: bool = False) -> RetentionResult:
+    """Kafka's deleteOldSegments, as the broker's cleaner thread runs it after a round: segments below the
+    log start always go; with an explicit ``delete`` policy, ``retention.bytes`` and ``retention.ms`` too.
+    Returns the plan (also merged into the result's)."""
+    config, options, result = here.config, here.options, here.result
+    effective = config if options.apply_retention else config.with_overrides({"cleanup.policy": "compact"})
+    plan = plan_retention(state, effective, here.now_ms, log_start_only=log_start_only)
+    if result.retention is None:
+        result.retention = plan
+    else:
+        _merge(result.retention, plan)
+    return plan
+
+
+def _retention(here: _Round, state: LogState) -> None:
+    """Plan the retention of ``state`` and delete what it plans (a dry run only notes it)."""
+    plan = _plan_retention(here, state)
+    if plan.deleted_segments:
+        here.before_change()
+        if not here.options.dry_run:
+            apply_retention(state, here.config, plan)
+
+
+def _time_or_size_rules(config: TopicConfig, options: CleanOptions) -> bool:
+    return options.apply_retention and config.has_delete
+
+
+def _merge(into: RetentionResult, later: RetentionResult) -> None:
+    into.deleted_segments += later.deleted_segments
+    into.reasons.update(later.reasons)
+    into.bytes_deleted += later.bytes_deleted
+    into.rolled = into.rolled or later.rolled
+    if later.deleted_segments:
+        into.log_start_after = later.log_start_after

@@ -1,0 +1,240 @@
+"""``kcompact clean``: the command, and its rendering: a readable report like Kafka's cleaner log line, or JSON (each
+partition a :func:`~kcompact.cleaner.logdir.report_row.partition_row`, the row ``spark clean`` prints too).
+
+Only click is imported at module level (``kcompact --help`` stays fast); the library, and rich where it
+draws (the text report's tables; the progress bar is ``progress_view.py``'s), are imported where they are
+used, so ``kcompact clean --json`` never pays for importing rich.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from kcompact.cli import render
+from kcompact.cli.help_text import with_examples
+from kcompact.cli.options import (
+    EPILOG,
+    EXIT_BAD_INPUT,
+    METADATA_DIRS_HELP,
+    config_option,
+    config_source_options,
+    fence_options,
+    json_option,
+    now_ms_option,
+    parse_jobs,
+)
+
+if TYPE_CHECKING:
+    from kcompact.cleaner.logdir.run import CleanRun
+    from kcompact.cleaner.round.options import CleanResult
+
+
+def render_clean(run: CleanRun, *, as_json: bool) -> None:
+    """Print the run's report."""
+    from kcompact.cleaner.logdir.report_row import partition_row
+    from kcompact.cleaner.logdir.run_summary import empty_partitions_line, repeated_warning_notes
+
+    if as_json:  # the rows every clean report shares (``kcompact spark clean`` adds to them)
+        render.emit_json({
+            "results": [partition_row(r.partition_dir, r) for r in run.results],
+            "failures": [partition_row(f.partition_dir, None, error=f.error) for f in run.failures],
+            "skipped": [partition_row(k.partition_dir, None, skipped=k.reason) for k in run.skipped],
+            "notes": run.notes,
+        })
+        return
+    shown = set(run.notes)
+    for note in dict.fromkeys(run.notes):
+        render.warning_line(note)
+    folded = bool(repeated_warning_notes([r.warnings for r in run.results]))  # counted in a note
+    empty = [r for r in run.results if len(run.results) > 1 and _plain_empty(r)]
+    for result in run.results:
+        if result not in empty:
+            _render_one(result, shown, folded)
+    if empty:
+        render.plain(empty_partitions_line(len(empty)))
+    for skip in run.skipped:
+        render.plain(f"{Path(skip.partition_dir).name}: skipped — {skip.reason}")
+    for failure in run.failures:
+        render.error_line(failure.error)
+    if len(run.results) + len(run.failures) + len(run.skipped) > 1:
+        _render_summary(run)
+
+
+def _plain_empty(result: CleanResult) -> bool:
+    """An empty partition with nothing else to say (no recovery, no retention, no warning of its own)."""
+    from kcompact.cleaner.logdir.run_summary import holds_no_records, is_summarised
+
+    return (result.skipped_reason is not None and holds_no_records(result.range)
+            and not result.recovery_actions and not (result.retention and result.retention.deleted_segments)
+            and all(is_summarised(w) for w in result.warnings))
+
+
+def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
+    from kcompact.cleaner.logdir.run_summary import is_summarised
+
+    console = render.console()
+    verb = "would clean" if result.dry_run else "cleaned"
+    name = f"{result.topic}-{result.partition}"
+    for action in result.recovery_actions:
+        console.print(f"{name}: recovered interrupted clean: {action}")
+    for warning in result.warnings:
+        if warning not in shown and not (folded and is_summarised(warning)):
+            render.warning_line(f"{name}: {warning}")
+    if result.rolled:
+        at = "would roll" if result.dry_run else "rolled"
+        console.print(f"{name}: {at} a new empty active segment at the log end (--roll)")
+    _render_retention(name, result)
+    if result.skipped_reason is not None:
+        console.print(f"{name}: nothing to clean — {result.skipped_reason}")
+        return
+    s, rng = result.stats, result.range
+    assert rng is not None  # set whenever a clean ran
+    rate = s.bytes_read / render.MIB / s.elapsed_s if s.elapsed_s else 0.0
+    console.print(
+        f"{name}: {verb} dirty section [{rng.first_dirty_offset}, {result.end_offset})"
+        f" (dirty ratio {rng.dirty_ratio:.3f})"
+    )
+    from rich.table import Table
+
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_row("read", f"{render.size_text(s.bytes_read)}, {s.records_read} records in "
+                          f"{s.elapsed_s:.2f} s ({rate:.1f} MiB/s)")
+    table.add_row("written", f"{render.size_text(s.bytes_written)}, {s.records_written} records")
+    table.add_row("size reduction", render.percent_text(s.size_reduction))
+    table.add_row("removed", (
+        f"{s.superseded_removed} superseded, {s.tombstones_removed} tombstones, "
+        f"{s.aborted_records_removed} aborted, {s.markers_removed} markers, {s.invalid_records} keyless"
+    ))
+    table.add_row("batches", (
+        f"{s.batches_copied} copied, {s.batches_rebuilt} rebuilt, "
+        f"{s.empty_batches_retained} kept empty, {s.batches_dropped} dropped"
+    ))
+    table.add_row("offset map", f"{s.map_entries} keys, {render.size_text(s.map_memory_bytes)}")
+    checkpoint = "not written (dry run)" if result.dry_run else (
+        f"{'none' if result.checkpoint_before is None else result.checkpoint_before} -> {result.end_offset}"
+        if result.checkpoint_written else "unchanged")
+    table.add_row("checkpoint", checkpoint)
+    console.print(table)
+
+
+def _render_retention(name: str, result: CleanResult) -> None:
+    plan = result.retention
+    if plan is None or not plan.deleted_segments:
+        return
+    verb = "would delete" if result.dry_run else "deleted"
+    reasons = ", ".join(sorted(set(plan.reasons.values())))
+    render.plain(
+        f"{name}: retention {verb} {len(plan.deleted_segments)} segments ({plan.bytes_deleted} bytes, "
+        f"{reasons}); log start {plan.log_start_before} -> {plan.log_start_after}"
+        + (" after rolling a new active segment" if plan.rolled else "")
+    )
+
+
+def _render_summary(run: CleanRun) -> None:
+    total_read = sum(r.stats.bytes_read for r in run.results)
+    total_written = sum(r.stats.bytes_written for r in run.results)
+    cleaned = sum(1 for r in run.results if r.skipped_reason is None)
+    render.plain(
+        f"{cleaned} partitions cleaned, {len(run.results) - cleaned} had nothing to clean, "
+        f"{len(run.skipped)} skipped, {len(run.failures)} failed; "
+        f"{total_read} bytes read, {total_written} bytes written"
+    )
+
+
+@click.command("clean", short_help="Compact a partition or a log dir as Kafka's log cleaner would.",
+             epilog=with_examples(
+                 EPILOG,
+                 "kcompact clean /tmp/kafka-logs/orders-0 --dry-run",
+                 "kcompact clean /tmp/kafka-logs --roll --jobs 4 --json > report.json",
+                 "kcompact clean /var/zk-era-logs --assume-compact --dry-run",
+             ))
+@click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=str))
+@config_option("A topic configuration, by Kafka's name (cleanup.policy, segment.bytes, "
+               "delete.retention.ms, min.compaction.lag.ms, …). Repeatable.")
+@now_ms_option("The clock the time rules use (default: now), in ms since the epoch.")
+@click.option("--roll", is_flag=True,
+              help="First roll a new empty active segment at the log end, so data in the current "
+                   "active segment becomes cleanable (as a broker does on segment.ms).")
+@click.option("--from-start", is_flag=True,
+              help="Re-clean from the log start (drops expired tombstones and markers everywhere).")
+@click.option("--dry-run", is_flag=True, help="Compute everything, write nothing; report what would go.")
+@click.option("--dedupe-buffer-size", type=click.IntRange(min=1), default=None, metavar="BYTES",
+              help="Behave like a broker with this log.cleaner.dedupe.buffer.size: each cleaner "
+                   "thread's map holds BYTES / log.cleaner.threads (at most 2 GiB), and the round "
+                   "stops where it is full. --config log.cleaner.dedupe.buffer.size=BYTES does the "
+                   "same (this option wins); a value in server.properties or a dynamic broker config "
+                   "bounds nothing (it is the broker's memory budget). Default: no bound, one round "
+                   "cleans everything.")
+@click.option("--only-eligible", is_flag=True,
+              help="For a log dir: clean only partitions the broker's cleaner would pick now.")
+@click.option("--assume-compact", is_flag=True,
+              help="Compact partitions whose cleanup.policy is unknown (no metadata log, an "
+                   "incomplete history, a topic id it does not know; no --config), except those "
+                   "whose data is mostly keyless. Never a topic the metadata log shows without an "
+                   "override (known: Kafka's default delete). Without it they are skipped (refused "
+                   "when named alone).")
+@click.option("--allow-keyless-loss", is_flag=True,
+              help="Compact a partition whose cleanup.policy includes compact from an explicit "
+                   "source (topic override, broker config, --config with the partition named "
+                   "alone) although most of its records have no key: compaction deletes them (a "
+                   "topic made compacted after they were written). Without it such a partition is "
+                   "skipped (refused when named alone) with the count of keyless records.")
+@fence_options
+@config_source_options(METADATA_DIRS_HELP)
+@click.option("--jobs", default=None, callback=parse_jobs, metavar="N|auto",
+              help="Worker processes for a log dir's partitions (for one partition: its own "
+                   "parallelism). Default auto: one per core once there is enough to do (about "
+                   "80 ms of work: 20 MiB, counting 1.5 MiB per partition), else 1. A larger N "
+                   "than the usable cores or the work (partitions; a partition's segment ranges) "
+                   "is clamped to them, and the report says so.")
+@json_option("Print the report as JSON.")
+def clean_command(
+    path: str,
+    config_pairs: tuple[str, ...],
+    now_ms: int | None,
+    roll: bool,
+    from_start: bool,
+    dry_run: bool,
+    dedupe_buffer_size: int | None,
+    only_eligible: bool,
+    assume_compact: bool,
+    allow_keyless_loss: bool,
+    replica_dirs: tuple[str, ...],
+    safe_offset: int | None,
+    server_properties: str | None,
+    metadata_dir: str | None,
+    jobs: int | None,
+    as_json: bool,
+) -> None:
+    """Compact PATH (a partition directory, or every compacted partition of a log dir) exactly as one
+    round of Kafka 4.1's log cleaner would, while the broker is stopped.
+
+    Compacts only a partition known to be compacted: its cleanup.policy includes compact by
+    --config, a topic override in the KRaft metadata log, a broker config, or because it is
+    __consumer_offsets/__transaction_state. Others are skipped with the reason (exit 0 for a log
+    dir; exit 2 for a partition named alone); see --assume-compact. A partition whose records are
+    mostly keyless is compacted only with --allow-keyless-loss.
+
+    Refuses to write while a broker holds the log dir's .lock. Crash-safe: an interrupted clean is
+    finished or rolled back by the next run (and by a broker), and the cleaner checkpoint is advanced
+    only after every segment is swapped in. The dirty ratio is reported, it does not gate a manual clean.
+    """
+    from kcompact.cleaner.logdir.run import clean_path
+    from kcompact.cleaner.round.options import CleanOptions
+    from kcompact.cli.progress_view import progress_bar
+    from kcompact.config.topic_config import parse_config_pairs
+
+    overrides = parse_config_pairs(config_pairs)
+    options = CleanOptions(now_ms=now_ms, from_start=from_start, dedupe_buffer_size=dedupe_buffer_size,
+                           dry_run=dry_run, roll=roll, replica_dirs=replica_dirs, safe_offset=safe_offset)
+    with progress_bar(enabled=not as_json) as progress:
+        run = clean_path(path, cli_overrides=overrides, options=options, only_eligible=only_eligible,
+                         progress=progress, server_properties=server_properties,
+                         metadata_dir=metadata_dir, jobs=jobs, assume_compact=assume_compact,
+                         allow_keyless_loss=allow_keyless_loss)
+    render_clean(run, as_json=as_json)
+    if run.failures:
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)

@@ -1,0 +1,167 @@
+"""``kcompact inspect dirty-ratio``: the command, and its rendering: a table with the ratio drawn against
+its threshold, and advice.
+
+Only click is imported at module level (``kcompact --help`` stays fast); the library and rich are
+imported where they are used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import click
+
+from kcompact.cli import render
+from kcompact.cli.help_text import with_examples
+from kcompact.cli.options import (
+    EPILOG,
+    EXIT_BAD_INPUT,
+    METADATA_DIRS_HELP,
+    config_option,
+    config_source_options,
+    json_option,
+    now_ms_option,
+)
+
+if TYPE_CHECKING:
+    from kcompact.inspect.dirty_ratio import DirtyRatioRow
+
+BAR_WIDTH = 12
+
+
+def render_dirty_ratio(rows: Sequence[DirtyRatioRow], *, as_json: bool) -> None:
+    """Print the rows: a JSON list, or a rich table plus one advice line per blocking rule."""
+    from rich.table import Table
+
+    from kcompact.cleaner.logdir.run_summary import (
+        empty_partitions_line,
+        is_summarised,
+        repeated_warning_notes,
+    )
+    from kcompact.inspect.dirty_ratio import ADVICE
+
+    if as_json:
+        render.emit_json([row.as_dict() for row in rows])
+        return
+    empty = [row for row in rows if len(rows) > 1 and _plain_empty(row)]  # in the table; their detail counted
+    console = render.console()
+    table = Table(title="dirty ratio (what the broker's cleaner sees)", title_justify="left")
+    # On a narrow terminal the status column wraps at its spaces first; a partition name breaks only when
+    # it is wider than what is left, and then after a '-', '.' or '_' (never mid-word while a separator
+    # is near); the numbers and the bar stay on one line.
+    for column, justify in (("rank", "right"), ("partition", "left"), ("dirty", "right"),
+                            ("clean", "right"), ("ratio", "left"), ("status", "left")):
+        table.add_column(column, justify=justify, overflow="fold", no_wrap=column != "status")  # type: ignore[arg-type]
+    cells = [(
+        "-" if row.cleaner_rank is None else str(row.cleaner_rank),
+        f"{row.topic}-{row.partition}",
+        render.size_text(row.dirty_bytes),
+        render.size_text(row.clean_bytes),
+        _bar(row),
+        _status(row),
+    ) for row in rows]
+    name_width = _name_width(cells, console.width)
+    for rank, name, *rest in cells:
+        table.add_row(rank, break_name(name, name_width), *rest)
+    console.print(table)
+    for row in rows:
+        if row.error:
+            render.error_line(row.error)
+        elif row.blocking_detail and row not in empty:
+            console.print(f"{row.topic}-{row.partition}: {row.blocking_detail}", highlight=False)
+    for rule in sorted({r.blocking_rule for r in rows if r.blocking_rule and not r.error}):
+        console.print(f"[bold]{rule}[/bold]: {ADVICE.get(rule, '')}")
+    if empty:
+        render.plain(empty_partitions_line(len(empty)))
+    warnings = [r.warnings for r in rows]
+    notes = repeated_warning_notes(warnings)
+    for warning in sorted({w for ws in warnings for w in ws if not (notes and is_summarised(w))}):
+        render.warning_line(warning)
+    for note in notes:
+        render.warning_line(note)
+
+
+def _plain_empty(row: DirtyRatioRow) -> bool:
+    """An empty partition with nothing else to say (no error, no blocking detail of its own beyond being
+    empty)."""
+    return (row.error is None and row.log_end_offset is not None and row.log_end_offset == row.log_start_offset
+            and not row.eligible)
+
+
+_NAME_SEPARATORS = "-._"
+_TABLE_FRAME = 7 + 2 * 6  # the borders of six columns, and one space of padding each side of each cell
+
+
+def _name_width(cells: Sequence[tuple[str, ...]], width: int) -> int:
+    """The partition column's width: the longest name, or what the other columns leave of ``width`` (the
+    status column keeps room for its longest word)."""
+    fixed = [max((len(row[i]) for row in cells), default=0) for i in (0, 2, 3, 4)]
+    status_word = max((len(word) for row in cells for word in row[5].split()), default=0)
+    headers = (len("rank"), len("dirty"), len("clean"), len("ratio"))
+    left = width - _TABLE_FRAME - sum(map(max, zip(fixed, headers, strict=True))) - max(status_word, 6)
+    longest = max((len(row[1]) for row in cells), default=0)
+    return max(min(longest, left), len("partition"))
+
+
+def break_name(name: str, width: int) -> str:
+    """``name`` in lines of at most ``width`` characters, each broken after a '-', '.' or '_' where one
+    lies in the line, else (a run of ``width`` characters without one) cut at ``width``."""
+    lines: list[str] = []
+    while len(name) > width:
+        cut = max(name.rfind(sep, 0, width) for sep in _NAME_SEPARATORS) + 1
+        cut = cut if cut > 0 else width
+        lines.append(name[:cut])
+        name = name[cut:]
+    return "\n".join([*lines, name])
+
+
+def _status(row: DirtyRatioRow) -> str:
+    if row.error:
+        return "error"
+    if row.eligible:
+        return "eligible" + (f" (up to {row.blocking_rule})" if row.blocking_rule else "")
+    return row.blocking_rule or "-"
+
+
+def _bar(row: DirtyRatioRow) -> str:
+    filled = round(row.dirty_ratio * BAR_WIDTH)
+    mark = round(row.min_cleanable_dirty_ratio * BAR_WIDTH)
+    cells = ["#" if i < filled else "." for i in range(BAR_WIDTH)]
+    if 0 <= mark < BAR_WIDTH:
+        cells[mark] = "|"
+    return f"{''.join(cells)} {row.dirty_ratio:.2f}"
+
+
+@click.command("dirty-ratio", short_help="What the broker's cleaner sees: dirty ratio, eligibility, order.",
+                 epilog=with_examples(
+                     EPILOG,
+                     "kcompact inspect dirty-ratio /tmp/kafka-logs",
+                     "kcompact inspect dirty-ratio /tmp/kafka-logs/orders-0 --json",
+                 ))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=str))
+@config_option("A topic configuration by Kafka's name (min.cleanable.dirty.ratio, …). Repeatable.")
+@now_ms_option("The clock (default: now), in ms since the epoch.")
+@config_source_options(METADATA_DIRS_HELP)
+@json_option("Print a JSON list of rows (also for one partition).")
+def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], now_ms: int | None,
+                        server_properties: str | None, metadata_dir: str | None, as_json: bool) -> None:
+    """What the broker's log cleaner sees, per partition of the given log dirs or partition dirs:
+    clean and dirty bytes, the dirty ratio against min.cleanable.dirty.ratio, whether it is eligible,
+    the rule that stops cleaning, and the order in which the cleaner would pick partitions.
+
+    Reads sizes, checkpoints, index tails and batch headers, and checks the CRC of every batch of
+    the dirty section (what the next clean's offset map reads; the clean section is not read). Exits
+    2 when a partition's files do not parse or one of those batches fails its CRC (its row says why).
+    """
+    from kcompact.cli.progress_view import progress_bar
+    from kcompact.config.topic_config import parse_config_pairs
+    from kcompact.inspect.dirty_ratio import dirty_ratio_report
+
+    with progress_bar(enabled=not as_json, verb="reading", counts=True) as progress:
+        rows = dirty_ratio_report(paths, cli_overrides=parse_config_pairs(config_pairs), now_ms=now_ms,
+                                  server_properties=server_properties, metadata_dir=metadata_dir,
+                                  progress=progress)
+    render_dirty_ratio(rows, as_json=as_json)
+    if any(row.error for row in rows):
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)

@@ -1,0 +1,241 @@
+"""``kcompact inspect dump``: the command, and the rendering of its items: kafka-dump-log's lines for
+people, JSON lines for scripts.
+
+Text mode prints what ``kafka-dump-log --deep-iteration --print-data-log`` prints (``Dumping <file>``,
+``Log starting offset``, one ``baseOffset: … isvalid: …`` line per batch, ``| offset: …`` per record, the
+index entry lines), so an operator can compare the two side by side. Keys and values that are not printable
+UTF-8 are shown as ``base64:…`` instead of being written raw to the terminal. A record with a ``decoded``
+object (``__cluster_metadata``, ``__consumer_offsets``) shows it as compact JSON in place of the raw key and
+payload, like kafka-dump-log's ``--cluster-metadata-decoder`` / ``--offsets-decoder``: ``payload: {...}``
+for a metadata record, ``key: {...} payload: {...}`` (``payload: <DELETE>`` for a tombstone) for an offsets
+record; when it did not decode, the raw forms.
+
+``--json`` prints every item as one JSON object per line on stdout, nothing else. In both modes warnings, and
+one line per problem or CRC-invalid batch, go to stderr.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import click
+
+from kcompact.cli import render
+from kcompact.cli.help_text import with_examples
+from kcompact.cli.options import EPILOG, EXIT_BAD_INPUT, json_option
+
+Item = dict[str, Any]
+_CHUNK_LINES = 256
+
+
+def render_dump(items: Iterable[Item], *, as_json: bool) -> bool:
+    """Print every item; return True when any problem or CRC-invalid batch was seen (exit code 2).
+
+    Args:
+        items: what :func:`kcompact.inspect.dump.dump_path` yields.
+        as_json: one JSON object per line instead of kafka-dump-log's text.
+
+    Returns:
+        Whether the input had a problem.
+    """
+    problems = False
+    batch: Item | None = None  # the batch the next record lines belong to
+    pending: list[str] = []  # text lines, written in chunks: one echo per line costs a third
+    for item in items:
+        kind = item["type"]
+        if kind == "warning":
+            _flush(pending)
+            render.warning_line(f"{item['file']}: {item['message']}")
+            continue
+        if kind == "problem" or (kind == "batch" and not item["crc_valid"]):
+            problems = True
+            _flush(pending)  # keeps stdout and stderr lines in order on a terminal
+            render.error_line(_problem_text(item))
+        if as_json:
+            render.emit_json_line(item)
+            continue
+        if kind == "batch":
+            batch = item
+        pending += _lines(item, batch)
+        if len(pending) >= _CHUNK_LINES:
+            _flush(pending)
+    _flush(pending)
+    return problems
+
+
+def _flush(pending: list[str]) -> None:
+    if pending:
+        render.plain("\n".join(pending))
+        pending.clear()
+
+
+def _problem_text(item: Item) -> str:
+    where = item["file"] if item["position"] is None else f"{item['file']} at position {item['position']}"
+    if item["type"] == "problem":
+        return f"{where}: {item['message']}"
+    return (f"{where}: batch {item['base_offset']}..{item['last_offset']} fails its CRC check; "
+            f"expected a checksum matching its bytes, found crc {item['crc']}")
+
+
+def _lines(item: Item, batch: Item | None) -> list[str]:
+    kind = item["type"]
+    if kind == "file":
+        return _file_lines(item)
+    if kind == "batch":
+        return [_batch_line(item)]
+    if kind == "record" and batch is not None:
+        return [_record_line(item, batch)]
+    if kind == "offset_index_entry":
+        return [f"offset: {item['offset']} position: {item['position']}"]
+    if kind == "time_index_entry":
+        return [f"timestamp: {item['timestamp']} offset: {item['offset']}"]
+    if kind == "aborted_txn":
+        return [_aborted_txn_line(item)]
+    if kind == "index_check":
+        return [_index_check_line(item)]
+    return []  # problems were printed on stderr
+
+
+def _aborted_txn_line(item: Item) -> str:
+    return (f"version: {item['version']} producerId: {item['producer_id']} "
+            f"firstOffset: {item['first_offset']} lastOffset: {item['last_offset']} "
+            f"lastStableOffset: {item['last_stable_offset']}")
+
+
+def _file_lines(item: Item) -> list[str]:
+    lines = [f"Dumping {item['file']}"]
+    if item["kind"] == "log":
+        lines.append(f"Log starting offset: {item['base_offset']}")
+    elif item["size_in_bytes"] == 0:
+        lines.append(f"{item['file']} is empty.")
+    return lines
+
+
+def _index_check_line(item: Item) -> str:
+    against = "its own rules only (no .log)" if item["log_file"] is None else item["log_file"]
+    count = item["problems"]
+    verdict = "ok" if count == 0 else f"{count} problem{'s' if count > 1 else ''}"
+    return f"Verified {item['file']} against {against}: {verdict}"
+
+
+def _batch_line(item: Item) -> str:
+    if item["magic"] >= 2:
+        last_sequence = _sequence(item["base_sequence"], item["last_offset"] - item["base_offset"])
+        head = (
+            f"baseOffset: {item['base_offset']} lastOffset: {item['last_offset']} "
+            f"count: {item['count']} baseSequence: {item['base_sequence']} "
+            f"lastSequence: {last_sequence} producerId: {item['producer_id']} "
+            f"producerEpoch: {item['producer_epoch']} "
+            f"partitionLeaderEpoch: {item['partition_leader_epoch']} "
+            f"isTransactional: {_bool(item['is_transactional'])} "
+            f"isControl: {_bool(item['is_control'])} "
+            f"deleteHorizonMs: {_optional_long(item['delete_horizon_ms'])}"
+        )
+    else:
+        head = f"offset: {item['last_offset']}"
+    return (
+        f"{head} position: {item['position']} {item['timestamp_type']}: {item['max_timestamp']} "
+        f"size: {item['size_in_bytes']} magic: {item['magic']} "
+        f"compresscodec: {item['compression']} crc: {item['crc']} isvalid: {_bool(item['crc_valid'])}"
+    )
+
+
+def _record_line(item: Item, batch: Item) -> str:
+    key, value = _raw(item["key"]), _raw(item["value"])
+    parts = [
+        f"| offset: {item['offset']} {batch['timestamp_type']}: {item['timestamp']}",
+        f"keySize: {-1 if key is None else len(key)} valueSize: {-1 if value is None else len(value)}",
+    ]
+    if batch["magic"] >= 2:
+        sequence = _sequence(batch["base_sequence"], item["offset"] - batch["base_offset"])
+        keys = ",".join(render.printable(header["key"]) for header in item["headers"])
+        parts.append(f"sequence: {sequence} headerKeys: [{keys}]")
+    if batch["is_control"]:
+        if item["coordinator_epoch"] is not None:
+            parts.append(f"endTxnMarker: {item['control']} "
+                         f"coordinatorEpoch: {item['coordinator_epoch']}")
+        elif item["control"] is not None:
+            parts.append(f"controlType: {item['control']}")
+        return " ".join(parts)
+    if item.get("decoded") is not None:
+        return " ".join([*parts, _decoded_text(item["decoded"])])
+    if key is not None:
+        parts.append(f"key: {_text(key, item['key'])}")
+    if value is not None:
+        parts.append(f"payload: {_text(value, item['value'])}")
+    return " ".join(parts)
+
+
+def _decoded_text(decoded: Item) -> str:
+    """``key: {...} payload: {...}`` of an offsets record, ``payload: {...}`` of a metadata record."""
+    if decoded.keys() == {"key", "value"}:
+        value = decoded["value"]
+        payload = "<DELETE>" if value is None else _compact(value)
+        return f"key: {_compact(decoded['key'])} payload: {payload}"
+    return f"payload: {_compact(decoded)}"
+
+
+def _compact(obj: object) -> str:
+    # ensure_ascii: the JSON escapes every control or non-ASCII character, so data cannot drive the
+    # terminal
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def _sequence(base_sequence: int, offset_delta: int) -> int:
+    """Kafka's per-record sequence: the base sequence plus the offset delta, wrapping at 2^31."""
+    from kcompact.records.batch_header import NO_SEQUENCE, increment_sequence
+
+    if base_sequence == NO_SEQUENCE:
+        return NO_SEQUENCE
+    return increment_sequence(base_sequence, offset_delta)
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _optional_long(value: int | None) -> str:
+    """How Java prints the OptionalLong kafka-dump-log shows for deleteHorizonMs."""
+    return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
+
+
+def _raw(b64: str | None) -> bytes | None:
+    return None if b64 is None else base64.b64decode(b64)
+
+
+def _text(raw: bytes, b64: str) -> str:
+    """Printable UTF-8 as is (like kafka-dump-log's string decoder), anything else as base64:…"""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"base64:{b64}"
+    return text if text.isprintable() else f"base64:{b64}"
+
+
+@click.command("dump", short_help="Print segments and indexes, as kafka-dump-log does.", epilog=with_examples(
+    EPILOG,
+    "kcompact inspect dump /tmp/kafka-logs/orders-0/00000000000000000000.log",
+    "kcompact inspect dump /tmp/kafka-logs/orders-0 --verify-index --json",
+))
+@click.argument("path", type=click.Path(exists=True, path_type=str))
+@click.option("--records", is_flag=True, help="Also print every record of every batch.")
+@click.option(
+    "--verify-index", is_flag=True, help="Check .index/.timeindex/.txnindex files against the log."
+)
+@json_option("One JSON object per line (see README).")
+def dump_command(path: str, records: bool, verify_index: bool, as_json: bool) -> None:
+    """Print the batches of a .log file (or every segment of a partition directory), or the entries
+    of a .index, .timeindex or .txnindex file — what kafka-dump-log shows.
+
+    Exits 2 after printing everything it could when a batch fails its CRC, a record does not parse,
+    an index disagrees with the log, or the file's framing breaks off.
+    """
+    from kcompact.inspect.dump import dump_path
+
+    items = dump_path(path, records=records, verify_index=verify_index)
+    problems = render_dump(items, as_json=as_json)
+    if problems:
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)

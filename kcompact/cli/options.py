@@ -1,0 +1,164 @@
+"""The options and exit codes every command shares.
+
+``--config`` (:func:`config_option`), the two files beside it, ``--server-properties`` and
+``--metadata-dir`` (:func:`config_source_options`), the clock, ``--now-ms`` (:func:`now_ms_option`),
+``--jobs`` (:func:`parse_jobs`) and every command's ``--json`` (:func:`json_option`). Each command
+keeps its own help wording, so those are arguments.
+
+Only click is imported here, so that ``kcompact --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+EXIT_OK = 0
+EXIT_BUG = 1
+EXIT_BAD_INPUT = 2
+
+EPILOG = (
+    "Exit codes: 0 success; 2 bad input or refused (one line on stderr names the file and byte "
+    "position); 1 a bug in kcompact (with a traceback)."
+)
+SERVER_PROPERTIES_HELP = "The broker's server.properties (default: $KCOMPACT_SERVER_PROPERTIES)."
+METADATA_DIR_HELP = (
+    "metadata.log.dir or its __cluster_metadata-0 (default: the one server.properties names, "
+    "else the one beside the partition's log dir)."
+)
+METADATA_DIRS_HELP = METADATA_DIR_HELP.replace("the partition's", "each partition's")  # many paths
+
+F = TypeVar("F", bound=Callable[..., object])
+INT64_MAX = 2**63 - 1  # a Java long: Kafka's timestamps, and the delete horizons a clean stamps from the clock
+
+
+def parse_now_ms(_ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """``--now-ms``: a clock in ms since the epoch, as a Java long holds it (0 up to 2^63 - 1)."""
+    if value is not None and not 0 <= value <= INT64_MAX:
+        raise click.BadParameter(
+            f"a time in ms since the epoch; expected 0..{INT64_MAX}, found {value}", param=param)
+    return value
+
+
+def now_ms_option(help_text: str) -> Callable[[F], F]:
+    """``--now-ms MS``: the clock the time rules use; negative or beyond a Java long is refused (exit 2).
+
+    Args:
+        help_text: the command's own help for it.
+
+    Returns:
+        The click decorator (the command gets ``now_ms``, None when absent).
+    """
+    return click.option("--now-ms", type=int, default=None, callback=parse_now_ms, metavar="MS",
+                        help=help_text)
+
+
+JSON_REQUESTED = "kcompact.json"  # key of click's ctx.meta (shared by nested contexts): --json was given
+
+
+def json_option(help_text: str) -> Callable[[F], F]:
+    """``--json``, passed to the command as ``as_json``, and remembered for the error boundary.
+
+    ``KcompactGroup`` (kcompact.cli.main) prints a deliberate failure as one line on stderr; when the
+    command was given ``--json`` it also prints a JSON error object on stdout, so a script reading
+    stdout gets JSON either way. Every command's ``--json`` is this option, so none is missed.
+
+    Args:
+        help_text: the command's own help for it (what its JSON holds).
+
+    Returns:
+        The click decorator.
+    """
+
+    def remember(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+        if value:
+            ctx.meta[JSON_REQUESTED] = True
+        return value
+
+    return click.option("--json", "as_json", is_flag=True, callback=remember, help=help_text)
+
+
+def config_option(help_text: str) -> Callable[[F], F]:
+    """``--config KEY=VALUE`` (repeatable), passed to the command as ``config_pairs``.
+
+    Args:
+        help_text: the command's own help for it (which settings matter there).
+
+    Returns:
+        The click decorator.
+    """
+    return click.option("--config", "config_pairs", multiple=True, metavar="KEY=VALUE", help=help_text)
+
+
+def config_source_options(metadata_dir_help: str = METADATA_DIR_HELP) -> Callable[[F], F]:
+    """``--server-properties FILE`` and ``--metadata-dir DIR``, in that order: the broker's files a
+    partition's configuration is resolved from (``kcompact.config.effective.partition_config``).
+
+    Args:
+        metadata_dir_help: the help of ``--metadata-dir`` (where it is looked for by default).
+
+    Returns:
+        The click decorator (the command gets ``server_properties`` and ``metadata_dir``).
+    """
+    server_properties = click.option(
+        "--server-properties", type=click.Path(exists=True, dir_okay=False, path_type=str),
+        default=None, metavar="FILE", help=SERVER_PROPERTIES_HELP)
+    metadata_dir = click.option(
+        "--metadata-dir", type=click.Path(exists=True, file_okay=False, path_type=str),
+        default=None, metavar="DIR", help=metadata_dir_help)
+
+    def decorate(command: F) -> F:
+        return server_properties(metadata_dir(command))
+
+    return decorate
+
+
+def parse_jobs(_ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """``--jobs``: a number of worker processes (1 or more); ``auto`` or absent gives None (auto)."""
+    if value is None or value.strip().lower() == "auto":
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise click.BadParameter(
+            f"a number of worker processes; expected 1 or more, or 'auto', found {value!r}", param=param
+        )
+    return number
+
+
+PARTITION_CONFIG_HELP = "A topic or cleaner configuration by Kafka's name. Repeatable."
+
+
+def partition_config_options(command: Any) -> Any:
+    """``--config``, ``--now-ms``, ``--server-properties`` and ``--metadata-dir`` of one partition's report,
+    as clean and dirty-ratio take them (``inspect keys`` and ``inspect last-clean``)."""
+    command = config_source_options(METADATA_DIR_HELP)(command)
+    command = now_ms_option("The clock (default: now), in ms since the epoch.")(command)
+    return config_option(PARTITION_CONFIG_HELP)(command)
+
+
+def _absolute(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(os.path.abspath(v) for v in value)  # Spark executors: no path relative to the driver's cwd
+
+
+def fence_options(command: F) -> F:
+    """``--replica-dirs DIR`` (repeatable) and ``--safe-offset OFFSET``: the replica fence.
+
+    Passed to the command as ``replica_dirs`` (absolute paths) and ``safe_offset``.
+    """
+    command = click.option(
+        "--safe-offset", type=click.IntRange(min=0), default=None, metavar="OFFSET",
+        help="Replica fence: never remove a tombstone or transaction marker at or above OFFSET for "
+             "its age (delete.retention.ms), so a follower that has not fetched it yet cannot miss "
+             "it. One superseded by a newer record of its key still goes, as in Kafka.")(command)
+    return click.option(
+        "--replica-dirs", "replica_dirs", multiple=True, callback=_absolute,
+        type=click.Path(exists=True, file_okay=False, path_type=str), metavar="DIR",
+        help="Replica fence from the other replicas' copies (partition dirs or log dirs; "
+             "repeatable): the fence is the lowest of their log ends (and --safe-offset). A log "
+             "dir without a copy of a partition fences nothing for it.")(command)
