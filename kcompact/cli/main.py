@@ -41,9 +41,11 @@ from kcompact.cli.config_cmd import (
     now_ms_option,
 )
 from kcompact.cli.help_text import with_examples
+from kcompact.cli.partition_filter_options import partition_filter_options
 
 if TYPE_CHECKING:
     from kcompact.errors import KcompactError
+    from kcompact.segment.partition_filter import PartitionFilter
 
 EXIT_OK = 0
 EXIT_BUG = 1
@@ -177,14 +179,17 @@ def dump_command(path: str, records: bool, verify_index: bool, as_json: bool) ->
                      EPILOG,
                      "kcompact inspect dirty-ratio /tmp/kafka-logs",
                      "kcompact inspect dirty-ratio /tmp/kafka-logs/orders-0 --json",
+                     "kcompact inspect dirty-ratio /tmp/kafka-logs --topic 'orders.*' --exclude-topic orders-dlq",
                  ))
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=str))
+@partition_filter_options("paths")
 @config_option("A topic configuration by Kafka's name (min.cleanable.dirty.ratio, …). Repeatable.")
 @now_ms_option("The clock (default: now), in ms since the epoch.")
 @config_source_options(METADATA_DIRS_HELP)
 @json_option("Print a JSON list of rows (also for one partition).")
 def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], now_ms: int | None,
-                        server_properties: str | None, metadata_dir: str | None, as_json: bool) -> None:
+                        server_properties: str | None, metadata_dir: str | None, as_json: bool,
+                        selection: PartitionFilter | None = None) -> None:
     """What the broker's log cleaner sees, per partition of the given log dirs or partition dirs:
     clean and dirty bytes, the dirty ratio against min.cleanable.dirty.ratio, whether it is eligible,
     the rule that stops cleaning, and the order in which the cleaner would pick partitions.
@@ -201,7 +206,7 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
     with progress_bar(enabled=not as_json, verb="reading", counts=True) as progress:
         rows = dirty_ratio_report(paths, cli_overrides=parse_config_pairs(config_pairs), now_ms=now_ms,
                                   server_properties=server_properties, metadata_dir=metadata_dir,
-                                  progress=progress)
+                                  progress=progress, selection=selection)
     render_dirty_ratio(rows, as_json=as_json)
     if any(row.error for row in rows):
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
@@ -213,8 +218,10 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
                  "kcompact clean /tmp/kafka-logs/orders-0 --dry-run",
                  "kcompact clean /tmp/kafka-logs --roll --jobs 4 --json > report.json",
                  "kcompact clean /var/zk-era-logs --assume-compact --dry-run",
+                 "kcompact clean /tmp/kafka-logs --topic '__consumer_offsets' --partition 7 --dry-run",
              ))
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=str))
+@partition_filter_options("path")
 @config_option("A topic configuration, by Kafka's name (cleanup.policy, segment.bytes, "
                "delete.retention.ms, min.compaction.lag.ms, …). Repeatable.")
 @now_ms_option("The clock the time rules use (default: now), in ms since the epoch.")
@@ -268,6 +275,7 @@ def clean_command(
     metadata_dir: str | None,
     jobs: int | None,
     as_json: bool,
+    selection: PartitionFilter | None = None,
 ) -> None:
     """Compact PATH (a partition directory, or every compacted partition of a log dir) exactly as one
     round of Kafka 4.1's log cleaner would, while the broker is stopped.
@@ -295,7 +303,7 @@ def clean_command(
         run = clean_path(path, cli_overrides=overrides, options=options, only_eligible=only_eligible,
                          progress=progress, server_properties=server_properties,
                          metadata_dir=metadata_dir, jobs=jobs, assume_compact=assume_compact,
-                         allow_keyless_loss=allow_keyless_loss)
+                         allow_keyless_loss=allow_keyless_loss, selection=selection)
     render_clean(run, as_json=as_json)
     if run.failures:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
