@@ -179,7 +179,7 @@ def dump_command(path: str, records: bool, verify_index: bool, as_json: bool) ->
                      EPILOG,
                      "kcompact inspect dirty-ratio /tmp/kafka-logs",
                      "kcompact inspect dirty-ratio /tmp/kafka-logs/orders-0 --json",
-                     "kcompact inspect dirty-ratio /tmp/kafka-logs --topic 'orders.*' --exclude-topic orders-dlq",
+                     "kcompact inspect dirty-ratio /tmp/kafka-logs --topic 'orders.*' --partition 0",
                  ))
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=str))
 @partition_filter_options("paths")
@@ -216,9 +216,8 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
              epilog=with_examples(
                  EPILOG,
                  "kcompact clean /tmp/kafka-logs/orders-0 --dry-run",
-                 "kcompact clean /tmp/kafka-logs --roll --jobs 4 --json > report.json",
+                 "kcompact clean /tmp/kafka-logs --topic 'orders.*' --roll --jobs 4 --json",
                  "kcompact clean /var/zk-era-logs --assume-compact --dry-run",
-                 "kcompact clean /tmp/kafka-logs --topic '__consumer_offsets' --partition 7 --dry-run",
              ))
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=str))
 @partition_filter_options("path")

@@ -39,14 +39,12 @@ def _parse_jobs(ctx: click.Context, param: click.Parameter, value: str | None) -
     return parse_jobs(ctx, param, value)
 
 
-@click.command("repair", short_help="Verify a partition or log dir; repair it without losing a valid batch.",
+@click.command("repair", short_help="Verify and repair a partition or log dir, losing no valid batch.",
                epilog=with_examples(
                    EPILOG,
                    "kcompact repair /tmp/kafka-logs/orders-0 --dry-run",
-                   "kcompact repair /tmp/kafka-logs/orders-0 --backup-dir /backup/orders-0",
                    "kcompact repair --undo /backup/orders-0",
-                   "kcompact repair /tmp/kafka-logs --dry-run --json",
-                   "kcompact repair /tmp/kafka-logs --topic 'orders.*' --jobs 2 --backup-dir /backup/logs",
+                   "kcompact repair /tmp/kafka-logs --topic 'orders.*' --jobs 2 --dry-run",
                ))
 @click.argument("partition_dir", required=False, metavar="PARTITION_DIR|LOG_DIR",
                 type=click.Path(exists=True, file_okay=False, path_type=str))
