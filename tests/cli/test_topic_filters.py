@@ -82,8 +82,8 @@ def test_dirty_ratio_reports_exactly_the_matched_partitions_of_a_real_log_dir() 
     assert {Path(row["partition_dir"]).name for row in rows} == want
     total = sum(1 for p in log_dir.iterdir() if p.is_dir() and parse_partition_dir_name(p.name))
     assert not_warnings(result.stderr) == [
-        f"kcompact: --topic '__consumer_offsets' --topic '_schemas' --partition 0 --partition 1 matched "
-        f"3 of {total} partitions"]
+        (f"kcompact: --topic '__consumer_offsets' --topic '_schemas' --partition 0 --partition 1 matched "
+        f"3 of {total} partitions")]
 
 
 def test_exclude_topic_leaves_out_every_partition_of_the_topics_it_matches() -> None:
@@ -110,8 +110,8 @@ def test_a_bad_regex_is_one_line_and_exit_2(command: list[str]) -> None:
     result = run(*command, real_fixture(CONFLUENT), "--topic", "orders[")
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
-        "kcompact: error: --topic 'orders[': not a regular expression "
-        "(unterminated character set at position 6)"]
+        ("kcompact: error: --topic 'orders[': not a regular expression "
+        "(unterminated character set at position 6)")]
 
 
 def test_none_matched_is_one_line_and_exit_2_with_a_json_error(tmp_path: Path) -> None:
