@@ -161,7 +161,7 @@ def repair_log_dir(
     if options.dry_run and broker_holds_lock(root):
         raise RefusedError(f"{root}: held by a running Kafka broker; stop it or work on a copy")
     with contextlib.nullcontext() if options.dry_run else log_dir_writer(root):
-        workers = partition_workers(jobs, [open_partition(d).size_in_bytes for d in live])
+        workers = partition_workers(jobs, [_size_in_bytes(d) for d in live])
         work = partial(_repair_one, options, outcome.reported_only)
         if workers > 1:
             done = run_in_pool(live, work, workers, progress)
@@ -188,6 +188,14 @@ def _live(dirs: list[Path], outcome: LogDirRepair) -> list[Path]:
             outcome.reported_only.add(str(part))
         live.append(part)
     return live
+
+
+def _size_in_bytes(part: Path) -> int:
+    """A partition's segment bytes, for the pool's size; 0 when it cannot be listed (its repair says why)."""
+    try:
+        return open_partition(part).size_in_bytes
+    except (KcompactError, OSError):
+        return 0
 
 
 def _repair_one(options: RepairOptions, reported_only: set[str], part: Path,
