@@ -105,7 +105,7 @@ def repair_command(
     range, its offsets and how many records it held (unknown where the bytes do not decode).
     """
     if undo_dir is not None:
-        if partition_dir is not None or clean or backup_dir is not None:
+        if partition_dir is not None or clean or backup_dir is not None or selection is not None:
             raise click.UsageError("--undo takes a BACKUP_DIR only (with --dry-run or --json)")
         _undo(undo_dir, dry_run=dry_run, as_json=as_json)
         return

@@ -17,6 +17,7 @@ from tests.cli.test_dump_cli import broker_running
 from tests.conftest import copy_tree_writable, real_fixture
 from tests.records.test_batch import encode_records_batch
 from tests.repair.support import batch_positions, flip_byte, partition_digest, tree_digest
+from tests.unprivileged import run_kcompact_batch
 
 LOG0 = "00000000000000000000.log"
 RECORDS_PER_BATCH = 4
@@ -216,3 +217,33 @@ def test_bad_jobs_is_a_usage_error(tmp_path: Path, jobs: str) -> None:
     log_dir, _expected = damaged_log_dir(tmp_path)
     result = run(log_dir, "--jobs", jobs)
     assert result.exit_code == 2 and "a number of worker processes" in result.stderr
+
+
+def test_a_read_only_log_dir_is_refused_once_and_an_unreadable_partition_fails_alone(tmp_path: Path) -> None:
+    """File modes apply to the child (tests/unprivileged.py): a read-only log dir is one line for the run;
+    an unreadable segment fails its partition only, and the others are repaired."""
+    read_only, _expected = damaged_log_dir(tmp_path / "ro")
+    unreadable, _expected = damaged_log_dir(tmp_path / "unreadable")
+    segment = unreadable / "orders-0" / LOG0
+    before_ro, before_orders = tree_digest(read_only), partition_digest(unreadable / "orders-0")
+    read_only.chmod(0o555)
+    segment.chmod(0o000)
+    try:
+        refused, partial = run_kcompact_batch([
+            ["repair", str(read_only), "--backup-dir", str(tmp_path / "b1")],
+            ["repair", str(unreadable), "--json", "--backup-dir", str(tmp_path / "b2")],
+        ])
+    finally:
+        read_only.chmod(0o755)
+        segment.chmod(0o644)
+    assert refused.traceback is None and refused.exit_code == 2
+    (line,) = refused.stderr.splitlines()
+    assert line.startswith(f"kcompact: error: {read_only}") and "Permission denied" in line, line
+    assert tree_digest(read_only) == before_ro
+    assert partial.traceback is None and partial.exit_code == 2, partial.stderr
+    report = json.loads(partial.stdout)
+    assert [(r["partition"], r["status"]) for r in report["rows"]] == [
+        ("orders-0", "failed"), ("orders-1", "repaired"), ("payments-0", "repaired"), ("payments-1", "sound")]
+    (failure,) = report["failures"]
+    assert str(segment) in failure["error"] and "Permission denied" in failure["error"]
+    assert partition_digest(unreadable / "orders-0") == before_orders
