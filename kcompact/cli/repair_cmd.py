@@ -132,7 +132,7 @@ def repair_command(
     if as_json:
         render.emit_json(result.as_dict())
     else:
-        render_partition(result)
+        _render(result)
     if not result.ok:
         raise click.exceptions.Exit(EXIT_PROBLEMS)
 
@@ -157,8 +157,7 @@ def _undo(undo_dir: str, *, dry_run: bool, as_json: bool) -> None:
         render.plain(f"  {note}")
 
 
-def render_partition(result: Any) -> None:
-    """One partition's repair report in text (also each partition of a log dir's)."""
+def _render(result: Any) -> None:
     name = result.partition_dir
     verdict = ("the broker's cleaner would mark it uncleanable" if result.uncleanable
                else "nothing in it stops the broker's cleaner")
@@ -192,6 +191,10 @@ def render_partition(result: Any) -> None:
                  else f"after the repair: {len(left)} problem(s) left")
     for finding in left:
         _finding_lines(finding)
+
+
+render_partition = _render
+"""One partition's repair report in text (also each partition of a log dir's)."""
 
 
 def _given_up_lines(given_up: Any, verb: str) -> None:
