@@ -77,10 +77,12 @@ def given_up_fields(entry: dict[str, object]) -> dict[str, object]:
 
 def test_dry_run_reports_every_partitions_findings_and_what_it_would_give_up(tmp_path: Path) -> None:
     log_dir, expected = damaged_log_dir(tmp_path)
+    (log_dir / "lost+found").mkdir()  # every partition's check finds it: said once, for the log dir
     before = tree_digest(log_dir)
     result = run(log_dir, "--dry-run", "--json")
     assert result.exit_code == 2, result.output
     report = json.loads(result.stdout)
+    assert [(f["kind"], f["path"]) for f in report["log_dir_findings"]] == [("stray", str(log_dir / "lost+found"))]
     assert [(r["partition"], r["status"]) for r in report["rows"]] == [
         ("orders-0", "would repair"), ("orders-1", "would repair"), ("payments-0", "would repair"),
         ("payments-1", "sound")]
@@ -88,7 +90,7 @@ def test_dry_run_reports_every_partitions_findings_and_what_it_would_give_up(tmp
     for name, want in expected.items():
         (entry,) = by_name[name]["given_up"]
         assert given_up_fields(entry) == want
-        assert [f["kind"] for f in by_name[name]["findings"]] == [want["kind"]]
+        assert [f["kind"] for f in by_name[name]["findings"]] == [want["kind"]]  # no stray among them
     assert by_name["payments-1"]["findings"] == [] and by_name["payments-1"]["given_up"] == []
     assert tree_digest(log_dir) == before
 
