@@ -26,10 +26,12 @@ from kcompact.cli.options import (
     now_ms_option,
     parse_jobs,
 )
+from kcompact.cli.partition_filter_options import partition_filter_options
 
 if TYPE_CHECKING:
     from kcompact.cleaner.logdir.run import CleanRun
     from kcompact.cleaner.round.options import CleanResult
+    from kcompact.segment.partition_filter import PartitionFilter
 
 
 def render_clean(run: CleanRun, *, as_json: bool) -> None:
@@ -148,10 +150,11 @@ def _render_summary(run: CleanRun) -> None:
              epilog=with_examples(
                  EPILOG,
                  "kcompact clean /tmp/kafka-logs/orders-0 --dry-run",
-                 "kcompact clean /tmp/kafka-logs --roll --jobs 4 --json > report.json",
+                 "kcompact clean /tmp/kafka-logs --topic 'orders.*' --roll --jobs 4 --json",
                  "kcompact clean /var/zk-era-logs --assume-compact --dry-run",
              ))
 @click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=str))
+@partition_filter_options("path")
 @config_option("A topic configuration, by Kafka's name (cleanup.policy, segment.bytes, "
                "delete.retention.ms, min.compaction.lag.ms, …). Repeatable.")
 @now_ms_option("The clock the time rules use (default: now), in ms since the epoch.")
@@ -208,6 +211,7 @@ def clean_command(
     metadata_dir: str | None,
     jobs: int | None,
     as_json: bool,
+    selection: PartitionFilter | None = None,
 ) -> None:
     """Compact PATH (a partition directory, or every compacted partition of a log dir) exactly as one
     round of Kafka 4.1's log cleaner would, while the broker is stopped.
@@ -234,7 +238,7 @@ def clean_command(
         run = clean_path(path, cli_overrides=overrides, options=options, only_eligible=only_eligible,
                          progress=progress, server_properties=server_properties,
                          metadata_dir=metadata_dir, jobs=jobs, assume_compact=assume_compact,
-                         allow_keyless_loss=allow_keyless_loss)
+                         allow_keyless_loss=allow_keyless_loss, selection=selection)
     render_clean(run, as_json=as_json)
     if run.failures:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)

@@ -23,9 +23,11 @@ from kcompact.cli.options import (
     json_option,
     now_ms_option,
 )
+from kcompact.cli.partition_filter_options import partition_filter_options
 
 if TYPE_CHECKING:
     from kcompact.inspect.dirty_ratio import DirtyRatioRow
+    from kcompact.segment.partition_filter import PartitionFilter
 
 BAR_WIDTH = 12
 
@@ -138,14 +140,17 @@ def _bar(row: DirtyRatioRow) -> str:
                      EPILOG,
                      "kcompact inspect dirty-ratio /tmp/kafka-logs",
                      "kcompact inspect dirty-ratio /tmp/kafka-logs/orders-0 --json",
+    "kcompact inspect dirty-ratio /tmp/kafka-logs --topic 'orders.*' --partition 0",
                  ))
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=str))
+@partition_filter_options("paths")
 @config_option("A topic configuration by Kafka's name (min.cleanable.dirty.ratio, …). Repeatable.")
 @now_ms_option("The clock (default: now), in ms since the epoch.")
 @config_source_options(METADATA_DIRS_HELP)
 @json_option("Print a JSON list of rows (also for one partition).")
 def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], now_ms: int | None,
-                        server_properties: str | None, metadata_dir: str | None, as_json: bool) -> None:
+                        server_properties: str | None, metadata_dir: str | None, as_json: bool,
+                        selection: PartitionFilter | None = None) -> None:
     """What the broker's log cleaner sees, per partition of the given log dirs or partition dirs:
     clean and dirty bytes, the dirty ratio against min.cleanable.dirty.ratio, whether it is eligible,
     the rule that stops cleaning, and the order in which the cleaner would pick partitions.
@@ -161,7 +166,7 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
     with progress_bar(enabled=not as_json, verb="reading", counts=True) as progress:
         rows = dirty_ratio_report(paths, cli_overrides=parse_config_pairs(config_pairs), now_ms=now_ms,
                                   server_properties=server_properties, metadata_dir=metadata_dir,
-                                  progress=progress)
+                                  progress=progress, selection=selection)
     render_dirty_ratio(rows, as_json=as_json)
     if any(row.error for row in rows):
         raise click.exceptions.Exit(EXIT_BAD_INPUT)

@@ -1,38 +1,47 @@
-"""``kcompact repair``: verify a partition, repair it without losing a batch, and undo a repair.
+"""``kcompact repair``: verify a partition (or every partition of a log dir), repair it without losing a
+batch, and undo a repair.
 
-Parses the options, calls :func:`kcompact.repair.repair.repair_partition` (or
-:func:`kcompact.repair.undo.undo_repair`) and renders the result; the library is imported inside the
-command so ``kcompact --help`` stays fast. Exit codes: 0 when the partition is sound (``--dry-run``) or was
-repaired with nothing left that blocks cleaning; 2 when problems were found by a dry run, remain after the
-repair, the ``--clean`` failed, or the repair was refused.
+Parses the options, calls :func:`kcompact.repair.repair.repair_partition`,
+:func:`kcompact.repair.log_dir.repair_log_dir` (or :func:`kcompact.repair.undo.undo_repair`) and renders the
+result (a log dir's in ``repair_log_dir_view``); the library is imported inside the command so
+``kcompact --help`` stays fast. Exit codes: 0 when the partition (every partition of the log dir) is sound
+(``--dry-run``) or was repaired with nothing left that blocks cleaning; 2 when problems were found by a dry
+run, remain after the repair, the ``--clean`` failed, a partition's repair failed or was refused, or the
+repair was refused.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from kcompact.cli import render
 from kcompact.cli.help_text import with_examples
-from kcompact.cli.options import config_option, json_option, now_ms_option
+from kcompact.cli.options import config_option, json_option, now_ms_option, parse_jobs
+from kcompact.cli.partition_filter_options import partition_filter_options
+
+if TYPE_CHECKING:
+    from kcompact.segment.partition_filter import PartitionFilter
 
 EXIT_PROBLEMS = 2
 EPILOG = (
-    "Exit codes: 0 sound or repaired; 2 problems found (dry run) or left, bad input or refused (one "
-    "line on stderr names the file and byte position); 1 a bug in kcompact (with a traceback)."
+    "Exit codes: 0 sound or repaired (for a log dir: every partition); 2 problems found (dry run) or "
+    "left, a partition that could not be repaired, bad input or refused (one line on stderr names the "
+    "file and byte position); 1 a bug in kcompact (with a traceback)."
 )
 
 
-@click.command("repair", short_help="Verify a partition; repair it without losing a valid batch.",
+@click.command("repair", short_help="Verify and repair a partition or log dir, losing no valid batch.",
                epilog=with_examples(
                    EPILOG,
                    "kcompact repair /tmp/kafka-logs/orders-0 --dry-run",
-                   "kcompact repair /tmp/kafka-logs/orders-0 --backup-dir /backup/orders-0",
                    "kcompact repair --undo /backup/orders-0",
+                   "kcompact repair /tmp/kafka-logs --topic 'orders.*' --jobs 2 --dry-run",
                ))
-@click.argument("partition_dir", required=False,
+@click.argument("partition_dir", required=False, metavar="PARTITION_DIR|LOG_DIR",
                 type=click.Path(exists=True, file_okay=False, path_type=str))
+@partition_filter_options("partition_dir")
 @click.option("--dry-run", is_flag=True, help="Report the problems and the plan; write nothing.")
 @json_option("Print the report as JSON.")
 @click.option("--backup-dir", type=click.Path(file_okay=False, path_type=str), default=None,
@@ -48,6 +57,9 @@ EPILOG = (
 @config_option("A topic configuration by Kafka's name (index.interval.bytes, and for --clean "
                "cleanup.policy, delete.retention.ms, …). Repeatable.")
 @now_ms_option("The clock of --clean (default: now), in ms since the epoch.")
+@click.option("--jobs", default=None, callback=parse_jobs, metavar="N|auto",
+              help="For a log dir: worker processes verifying and repairing its partitions (as "
+                   "`kcompact clean --jobs`). Default auto.")
 @click.option("--undo", "undo_dir", metavar="BACKUP_DIR", default=None,
               type=click.Path(exists=True, file_okay=False, path_type=str),
               help="Put the partition a repair changed back, byte for byte, from its backup.")
@@ -61,7 +73,9 @@ def repair_command(
     allow_keyless_loss: bool,
     config_pairs: tuple[str, ...],
     now_ms: int | None,
+    jobs: int | None,
     undo_dir: str | None,
+    selection: PartitionFilter | None = None,
 ) -> None:
     """Verify PARTITION_DIR the way a broker recovering from an unclean shutdown would, say which
     problems make the broker's cleaner give up on it, and repair them while the broker is stopped.
@@ -76,24 +90,36 @@ def repair_command(
     or it is informational. Every file that changes is backed up first (with a manifest recording the
     partition after every step); `--undo BACKUP_DIR` restores it, and refuses when anything the repair
     cannot have written changed since.
+
+    Given a LOG_DIR, verifies every partition (in worker processes, --jobs), repairs those that need it
+    with one backup each (--backup-dir DIR: DIR/<partition>), and prints one summary table; causes of
+    the whole log dir (a broker's lock, a read-only log dir, a checkpoint file that does not parse) are
+    said once. Every report lists what the repair gives up: per damaged region of a segment its byte
+    range, its offsets and how many records it held (unknown where the bytes do not decode).
     """
     if undo_dir is not None:
-        if partition_dir is not None or clean or backup_dir is not None:
+        if partition_dir is not None or clean or backup_dir is not None or selection is not None:
             raise click.UsageError("--undo takes a BACKUP_DIR only (with --dry-run or --json)")
         _undo(undo_dir, dry_run=dry_run, as_json=as_json)
         return
     if partition_dir is None:
-        raise click.UsageError("missing PARTITION_DIR (or --undo BACKUP_DIR)")
+        raise click.UsageError("missing PARTITION_DIR or LOG_DIR (or --undo BACKUP_DIR)")
     from pathlib import Path
 
     from kcompact.cli.progress_view import progress_bar
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.repair.repair import RepairOptions, repair_partition
+    from kcompact.segment.partition import is_partition_dir
 
     overrides = tuple(parse_config_pairs(config_pairs).items())
     options = RepairOptions(dry_run=dry_run, backup_dir=None if backup_dir is None else Path(backup_dir),
                             clean=clean, config_overrides=overrides, now_ms=now_ms,
                             assume_compact=assume_compact, allow_keyless_loss=allow_keyless_loss)
+    if not is_partition_dir(partition_dir):
+        from kcompact.cli.repair_log_dir_view import repair_log_dir_command_body
+
+        repair_log_dir_command_body(partition_dir, options, selection, jobs, as_json=as_json)
+        return
     with progress_bar(enabled=not as_json, verb="reading") as progress:
         result = repair_partition(partition_dir, options, progress)
     if as_json:
@@ -137,6 +163,8 @@ def _render(result: Any) -> None:
         render.plain("plan (dry run, nothing written):" if result.plan else "nothing to repair")
         for step in result.plan:
             render.plain(f"  - {step}")
+        if result.plan:
+            _given_up_lines(result.given_up, "would give up")
         return
     for action in result.actions:
         render.plain(f"done: {action}")
@@ -144,6 +172,7 @@ def _render(result: Any) -> None:
         total = sum(q.size_in_bytes for q in result.quarantined)
         render.plain(f"quarantined: {len(result.quarantined)} region(s), {total} bytes")
     if result.backup_dir is not None:
+        _given_up_lines(result.given_up, "given up")
         render.plain(f"backup: {result.backup_dir} (undo: kcompact repair --undo {result.backup_dir})")
     if result.clean is not None:
         for run in result.clean.results:
@@ -155,6 +184,21 @@ def _render(result: Any) -> None:
                  else f"after the repair: {len(left)} problem(s) left")
     for finding in left:
         _finding_lines(finding)
+
+
+render_partition = _render
+"""One partition's repair report in text (also each partition of a log dir's)."""
+
+
+def _given_up_lines(given_up: Any, verb: str) -> None:
+    """What the quarantine takes out of the log: per region its bytes, offsets and records."""
+    if not given_up:
+        render.plain(f"{verb}: nothing (every batch that passes its CRC stays in the log)")
+        return
+    total = sum(g.size_in_bytes for g in given_up)
+    render.plain(f"{verb} ({len(given_up)} region(s), {total} bytes, moved to the quarantine):")
+    for entry in given_up:
+        render.plain(f"  - {entry.text()}")
 
 
 def _finding_lines(finding: Any) -> None:

@@ -43,11 +43,13 @@ from kcompact.cli.options import (
     json_option,
     now_ms_option,
 )
+from kcompact.cli.partition_filter_options import partition_filter_options
 from kcompact.cli.replicas_cmd import spark_replicas_command
 
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from kcompact.segment.partition_filter import PartitionFilter
     from kcompact.spark.clean_job import SparkCleanRun
     from kcompact.spark.export import ExportSummary
 
@@ -66,6 +68,7 @@ _now_ms = now_ms_option("The clock every task uses (default: the driver's now), 
 _config_sources = config_source_options("metadata.log.dir or its __cluster_metadata-0.")
 _paths = click.argument("paths", nargs=-1, required=True,
                         type=click.Path(exists=True, file_okay=False, path_type=str))
+_filter = partition_filter_options("paths")
 
 
 @click.group("spark", short_help="Run clean, dirty-ratio and export as Spark jobs.", epilog=with_examples(
@@ -86,8 +89,10 @@ def spark_group() -> None:
     SPARK_EPILOG,
     "kcompact spark clean /shared/kafka-logs --dry-run --json",
     "kcompact spark clean /shared/kafka-logs --map-budget 8589934592",
+    "kcompact spark clean /shared/kafka-logs --topic 'orders.*' --dry-run",
 ))
 @_paths
+@_filter
 @_master
 @_verbose
 @_config
@@ -126,6 +131,7 @@ def spark_clean_command(
     only_eligible: bool, assume_compact: bool, allow_keyless_loss: bool, map_budget: int | None,
     task_bytes: int | None, replica_dirs: tuple[str, ...], safe_offset: int | None,
     server_properties: str | None, metadata_dir: str | None, output: str | None, as_json: bool,
+    selection: PartitionFilter | None = None,
 ) -> None:
     """Clean partition directories and log dirs as Spark tasks (partitions packed into tasks by
     bytes): each partition runs the same clean_partition as `kcompact clean`, with one clock fixed by
@@ -148,7 +154,8 @@ def spark_clean_command(
         run = spark_clean(spark, paths, cli_overrides=overrides, options=options,
                           only_eligible=only_eligible, server_properties=server_properties,
                           metadata_dir=metadata_dir, map_budget_bytes=map_budget, task_bytes=task_bytes,
-                          assume_compact=assume_compact, allow_keyless_loss=allow_keyless_loss)
+                          assume_compact=assume_compact, allow_keyless_loss=allow_keyless_loss,
+                          selection=selection)
         if output is not None:
             run.frame.coalesce(1).write.parquet(output)
     render_spark_clean(run, startup_s, as_json=as_json)
@@ -173,8 +180,10 @@ spark_inspect.add_command(spark_replicas_command)
                            SPARK_EPILOG,
                            "kcompact spark inspect dirty-ratio /shared/kafka-logs --json",
                            "kcompact spark inspect dirty-ratio /shared/kafka-logs --output r.parquet",
+                           "kcompact spark inspect dirty-ratio /shared/kafka-logs --exclude-topic '__.*'",
                        ))
 @_paths
+@_filter
 @_master
 @_verbose
 @_config
@@ -186,7 +195,7 @@ spark_inspect.add_command(spark_replicas_command)
 def spark_dirty_ratio_command(
     paths: tuple[str, ...], master: str | None, verbose: bool, config_pairs: tuple[str, ...],
     now_ms: int | None, server_properties: str | None, metadata_dir: str | None, output: str | None,
-    as_json: bool,
+    as_json: bool, selection: PartitionFilter | None = None,
 ) -> None:
     """The rows of `kcompact inspect dirty-ratio` (same fields, same values, same order), computed
     by Spark tasks over slices of the log dirs. Exits 2 when a partition's files do not parse.
@@ -200,7 +209,8 @@ def spark_dirty_ratio_command(
     check_new_output(output)
     with command_session(master, verbose=verbose) as (spark, startup_s):
         report = spark_dirty_ratio(spark, paths, cli_overrides=overrides, now_ms=now_ms,
-                                   server_properties=server_properties, metadata_dir=metadata_dir)
+                                   server_properties=server_properties, metadata_dir=metadata_dir,
+                                   selection=selection)
         if output is not None:
             report.frame.coalesce(1).write.parquet(output)
     render_dirty_ratio(report.rows, as_json=as_json)
@@ -215,8 +225,10 @@ def spark_dirty_ratio_command(
                          SPARK_EPILOG,
                          "kcompact spark export /shared/kafka-logs --output records.parquet",
                          "kcompact spark export /shared/kafka-logs/orders-0 --latest --output o.parquet",
+                         "kcompact spark export /shared/kafka-logs --topic orders --output o.parquet",
                      ))
 @_paths
+@_filter
 @click.option("--output", type=click.Path(path_type=str), required=True, metavar="DIR",
               help="A new directory for the Parquet files.")
 @click.option("--latest", is_flag=True,
@@ -228,7 +240,7 @@ def spark_dirty_ratio_command(
 @_verbose
 @json_option("Print the summary as JSON.")
 def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, master: str | None,
-                         verbose: bool, as_json: bool) -> None:
+                         verbose: bool, as_json: bool, selection: PartitionFilter | None = None) -> None:
     """Write the records of partition directories or log dirs as Parquet: topic, partition, offset,
     timestamp, key, value, headers (key string, value binary), is_tombstone, is_control,
     is_transactional, producer_id. Without --latest every stored record is written (read_uncommitted:
@@ -240,7 +252,7 @@ def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, mast
 
     check_new_output(output)
     with command_session(master, verbose=verbose) as (spark, startup_s):
-        summary = spark_export(spark, paths, output, latest=latest)
+        summary = spark_export(spark, paths, output, latest=latest, selection=selection)
     render_export(summary, startup_s, as_json=as_json)
 
 

@@ -50,6 +50,7 @@ from kcompact.segment.partition import (
     open_partition,
     require_partition_dirs,
 )
+from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.progress import ProgressCallback
 
 RULE_TIERED_STORAGE = "tiered-storage"
@@ -119,6 +120,7 @@ def dirty_ratio_report(
     server_properties: str | Path | None = None,
     metadata_dir: str | Path | None = None,
     progress: ProgressCallback | None = None,
+    selection: PartitionFilter | None = None,
 ) -> list[DirtyRatioRow]:
     """Rows for every partition under ``paths`` (log dirs or partition dirs), in the cleaner's pick order.
 
@@ -131,6 +133,8 @@ def dirty_ratio_report(
             ``kcompact.config.effective.partition_config`` finds it).
         progress: told ``("partitions", partitions read, partitions in all)`` after each partition
             (a count, not bytes: each partition costs its headers and its dirty section's CRCs).
+        selection: the partitions to report on (``--topic``, ``--exclude-topic``, ``--partition``);
+            None: all. The others are not opened.
 
     Returns:
         One row per partition: ranked eligible ones first (rank 1 = the broker's next pick), then the
@@ -145,7 +149,7 @@ def dirty_ratio_report(
     rows: list[DirtyRatioRow] = []
     ranges: list[tuple[str, CleanableRange]] = []
     log_dirs: dict[Path, _LogDirFacts] = {}
-    found = partition_dirs(paths)
+    found = partition_dirs(paths, selection)
     for done, part_dir in enumerate(found, start=1):
         if progress is not None and done > 1:
             progress("partitions", done - 1, len(found))
@@ -180,18 +184,20 @@ def _config_error_row(part_dir: Path, err: KcompactError) -> DirtyRatioRow:
                          cleanup_policy="", error=str(explain_vanished(err)))
 
 
-def partition_dirs(paths: Iterable[str | Path]) -> list[Path]:
+def partition_dirs(paths: Iterable[str | Path], selection: PartitionFilter | None = None) -> list[Path]:
     """The partition directories a report covers: each path that is one, and every one of each log dir.
 
     Args:
         paths: partition directories and/or log dirs (kept as given: relative stays relative).
+        selection: keep only the partitions it matches (None: all).
 
     Returns:
         The partition directories, path after path (a log dir's in ``iter_partition_dirs`` order).
 
     Raises:
         KcompactError: a path is neither a directory nor a partition directory, or is a directory
-            holding no partition directory (a wrong path, not an empty report).
+            holding no partition directory (a wrong path, not an empty report); ``selection`` matches
+            no partition under any path.
     """
     found: list[Path] = []
     for raw in paths:
@@ -202,7 +208,13 @@ def partition_dirs(paths: Iterable[str | Path]) -> list[Path]:
             found.extend(require_partition_dirs(path))
         else:
             raise KcompactError(f"{path}: not a log dir or partition directory")
-    return found
+    if selection is None:
+        return found
+    kept = selection.select(found)
+    if not kept:
+        raise KcompactError(f"no partition under the given paths matches {selection.describe()} "
+                            f"(0 of {len(found)} partitions)")
+    return kept
 
 
 @dataclass(frozen=True, slots=True)

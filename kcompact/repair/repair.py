@@ -49,6 +49,7 @@ from kcompact.records.filter import BatchRetention, FilteredBatch, filter_legacy
 from kcompact.records.legacy import decode_legacy_entry, legacy_records
 from kcompact.repair.backup import Backup, QuarantinedRegion, default_backup_dir
 from kcompact.repair.findings import Finding
+from kcompact.repair.given_up import GivenUp, given_up_of
 from kcompact.repair.salvage import KeptBatch
 from kcompact.repair.verify import PartitionCheck, SegmentCheck, verify_partition
 from kcompact.segment.checkpoint import update_offset_checkpoint, write_offset_checkpoint
@@ -92,6 +93,7 @@ class RepairResult:
     quarantined: list[QuarantinedRegion] = field(default_factory=list)
     clean: CleanRun | None = None
     clean_error: str | None = None
+    given_up: list[GivenUp] = field(default_factory=list)  # what the quarantine takes (would take) out
 
     @property
     def uncleanable(self) -> bool:
@@ -119,6 +121,7 @@ class RepairResult:
             "remaining": [f.as_dict() for f in self.remaining],
             "backup_dir": self.backup_dir,
             "quarantined": [_quarantine_dict(q) for q in self.quarantined],
+            "given_up": [g.as_dict() for g in self.given_up],
             "clean": None if self.clean is None else _clean_dict(self.clean),
             "clean_error": self.clean_error,
         }
@@ -157,7 +160,8 @@ def _repair(path: str | Path, options: RepairOptions, progress: ProgressCallback
         if broker_holds_lock(log_dir):
             raise RefusedError(f"{log_dir}: held by a running Kafka broker; stop it or work on a copy")
         check = verify_partition(part, index_interval_bytes=interval, progress=progress)
-        return RepairResult(str(part), True, check.findings, plan_of(check))
+        return RepairResult(str(part), True, check.findings, plan_of(check),
+                            given_up=given_up_of(check.segments))
     if partition.is_metadata_log:
         raise RefusedError(f"{part}: __cluster_metadata is KRaft's own log; kcompact repair only "
                            "reports on it (use --dry-run)")
@@ -213,6 +217,7 @@ def _repair_locked(
         backup.save(check.partition.log_dir.cleaner_checkpoint)
     if check.recovery_plan:
         check = _recover_swaps(check, backup, result, interval, progress)
+    result.given_up = given_up_of(check.segments)  # damage is only in segments it rewrites
     for path in check.partition.orphan_indexes:
         with backup.step(_bases_of([path])):
             backup.save(path)

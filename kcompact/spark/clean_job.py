@@ -43,6 +43,7 @@ from kcompact.cleaner.logdir.run import ConfigSources, checkpoint_keys, settle_c
 from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions, with_cli_dedupe_buffer
 from kcompact.errors import KcompactError
+from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.spark.packing import pack_partitions, segment_bytes
 from kcompact.spark.plan import CleanTask, plan_clean
 from kcompact.spark.rows import CLEAN_COLUMNS, as_dicts, clean_row, ddl
@@ -91,6 +92,7 @@ def spark_clean(
     task_bytes: int | None = None,
     assume_compact: bool = False,
     allow_keyless_loss: bool = False,
+    selection: PartitionFilter | None = None,
 ) -> SparkCleanRun:
     """Clean partitions as Spark tasks, byte-identical to ``kcompact clean`` on each in turn.
 
@@ -110,6 +112,7 @@ def spark_clean(
         assume_compact: compact partitions whose ``cleanup.policy`` is unknown (as ``clean``).
         allow_keyless_loss: compact an explicitly compacted partition although most of its records
             have no key (as ``clean``).
+        selection: the partitions to clean (as ``clean``'s ``--topic``/``--exclude-topic``/``--partition``).
 
     Returns:
         The :class:`SparkCleanRun`; failed partitions are rows with ``status`` "failed" (or "bug"),
@@ -126,7 +129,7 @@ def spark_clean(
     options = replace(with_cli_dedupe_buffer(options, cli_overrides), now_ms=now_ms, jobs=1)
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact,
                             allow_keyless_loss)
-    plan = plan_clean(paths, sources, options=options, only_eligible=only_eligible)
+    plan = plan_clean(paths, sources, options=options, only_eligible=only_eligible, selection=selection)
     on_driver = _needs_distributed_map(plan.tasks, map_budget_bytes)
     before = {} if options.dry_run else _checkpoint_keys(plan.tasks)
     fanned = [task for i, task in enumerate(plan.tasks) if i not in on_driver]

@@ -50,6 +50,7 @@ from kcompact.segment.partition import (
     open_partition,
     require_partition_dirs,
 )
+from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.spark.rows import ddl
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ class ExportSummary:
     latest: bool
 
 
-def list_segments(paths: Iterable[str | Path]) -> list[SegmentRef]:
+def list_segments(paths: Iterable[str | Path], selection: PartitionFilter | None = None) -> list[SegmentRef]:
     """The non-empty segments of the partitions under ``paths``, partition by partition.
 
     A log dir contributes its live partitions (not ``-delete``/``-future``/``-stray`` directories, not
@@ -107,6 +108,7 @@ def list_segments(paths: Iterable[str | Path]) -> list[SegmentRef]:
 
     Args:
         paths: partition directories and/or log dirs.
+        selection: keep only the partitions it matches (None: all).
 
     Returns:
         One reference per segment holding bytes, in offset order within each partition.
@@ -125,6 +127,8 @@ def list_segments(paths: Iterable[str | Path]) -> list[SegmentRef]:
                      if p.name.kind == "live" and p.topic != METADATA_TOPIC]
         else:
             raise KcompactError(f"{path}: not a log dir or partition directory")
+        if selection is not None:
+            parts = [p for p in parts if selection.matches_dir(p.path)]
         refs += [SegmentRef(str(p.path), s.base_offset, s.size_in_bytes) for p in parts
                  for s in p.segments if s.size_in_bytes > 0]
     return refs
@@ -281,6 +285,7 @@ def spark_export(
     *,
     latest: bool = False,
     split_bytes: int = SPLIT_BYTES,
+    selection: PartitionFilter | None = None,
 ) -> ExportSummary:
     """Write the records under ``paths`` (or, with ``latest``, their compacted view) as Parquet.
 
@@ -290,6 +295,8 @@ def spark_export(
         output: a new directory for the Parquet files.
         latest: the latest live value per key (read_committed), instead of every record.
         split_bytes: segment bytes per Spark task (see :func:`split_segments`).
+        selection: export only the partitions it matches (``--topic``, ``--exclude-topic``,
+            ``--partition``); None: all.
 
     Returns:
         The :class:`ExportSummary`.
@@ -302,7 +309,9 @@ def spark_export(
     target = Path(output)
     if target.exists():
         raise KcompactError(f"{target}: the export's output directory; expected a new path, found it exists")
-    refs = list_segments(paths)
+    refs = list_segments(paths, selection)
+    if selection is not None:  # the data source reads the selected partitions, named one by one
+        paths = list(dict.fromkeys(ref.partition_dir for ref in refs))
     frame = read_records(spark, paths, isolation=READ_COMMITTED if latest else READ_UNCOMMITTED,
                          split_bytes=split_bytes)
     if latest:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from kcompact.cleaner.rules.ranges import pick_ranks
 from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report, partition_dirs
+from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.spark.rows import dataclass_columns, ddl
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ def spark_dirty_ratio(
     now_ms: int | None = None,
     server_properties: str | Path | None = None,
     metadata_dir: str | Path | None = None,
+    selection: PartitionFilter | None = None,
 ) -> SparkDirtyRatio:
     """The dirty-ratio report of every partition under ``paths``, computed on Spark.
 
@@ -70,6 +72,7 @@ def spark_dirty_ratio(
         now_ms: the clock (default: the driver's now), the same for every task.
         server_properties: the broker's server.properties.
         metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0``.
+        selection: the partitions to report on (as ``inspect dirty-ratio``'s ``--topic`` …).
 
     Returns:
         The rows, equal to :func:`~kcompact.inspect.dirty_ratio.dirty_ratio_report`'s for the same
@@ -79,7 +82,7 @@ def spark_dirty_ratio(
         KcompactError: a path is neither a log dir nor a partition directory.
     """
     now = now_ms if now_ms is not None else int(time.time() * 1000)
-    found = partition_dirs(Path(path).absolute() for path in paths)  # executors have another cwd
+    found = partition_dirs((Path(path).absolute() for path in paths), selection)  # executors have another cwd
     slices = _slices(found, spark.sparkContext.defaultParallelism * SLICES_PER_CORE,
                      lambda dirs: ReportSlice(dirs, dict(cli_overrides), now, _text(server_properties),
                                               _text(metadata_dir)))

@@ -35,7 +35,8 @@ from kcompact.cleaner.round.options import CleanOptions
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import KcompactError
 from kcompact.segment.log_dir_check import check_log_dir_writable
-from kcompact.segment.partition import is_partition_dir, named_path
+from kcompact.segment.partition import is_partition_dir, iter_partition_dirs, named_path
+from kcompact.segment.partition_filter import PartitionFilter
 
 PlannedFailure = PartitionFailure
 """A partition refused or unreadable before any task ran (it is left untouched): ``clean``'s own."""
@@ -75,6 +76,7 @@ def plan_clean(
     *,
     options: CleanOptions,
     only_eligible: bool = False,
+    selection: PartitionFilter | None = None,
 ) -> CleanPlan:
     """Plan a ``spark clean`` over partition directories and log dirs, path after path.
 
@@ -84,6 +86,8 @@ def plan_clean(
             validated, server.properties, the metadata log).
         options: the run's options; ``now_ms`` must already be fixed by the driver.
         only_eligible: for a log dir, keep only the partitions the broker would clean now.
+        selection: the partitions to clean (``--topic``, ``--exclude-topic``, ``--partition``);
+            None: all. A partition directory named alone that it leaves out is a failure.
 
     Returns:
         The :class:`CleanPlan`.
@@ -99,9 +103,10 @@ def plan_clean(
     for raw in paths:
         target = named_path(Path(raw).absolute())  # executors run elsewhere: no path relative to the driver's cwd
         if is_partition_dir(target):
-            _plan_partition(target, sources, options, plan)
+            if selection is None or selection.matches_dir(target):
+                _plan_partition(target, sources, options, plan)
         elif target.is_dir():
-            _plan_log_dir(target, sources, options, only_eligible, plan)
+            _plan_log_dir(target, sources, options, only_eligible, plan, selection)
         else:
             raise KcompactError(f"{target}: no such partition directory or log dir")
     _drop_repeats(plan)
@@ -134,13 +139,16 @@ def _plan_partition(target: Path, sources: ConfigSources, options: CleanOptions,
 
 
 def _plan_log_dir(
-    log_dir: Path, sources: ConfigSources, options: CleanOptions, only_eligible: bool, plan: CleanPlan
+    log_dir: Path, sources: ConfigSources, options: CleanOptions, only_eligible: bool, plan: CleanPlan,
+    selection: PartitionFilter | None = None,
 ) -> None:
     """A log dir's partitions, highest dirty ratio first, as the broker's cleaner picks them (a log dir
     that cannot be written, or that a broker holds, is refused once here, not in each executor)."""
     if not options.dry_run:
         check_log_dir_writable(log_dir)
-    order = cleaner_order(log_dir, sources, options, only_eligible=only_eligible)
+    if selection is not None and not selection.select(iter_partition_dirs(log_dir)):
+        return  # another path of the run holds the selected partitions
+    order = cleaner_order(log_dir, sources, options, only_eligible=only_eligible, selection=selection)
     plan.failures.extend(order.failures)
     plan.notes.extend(order.notes)
     plan.skipped.extend(order.skipped)

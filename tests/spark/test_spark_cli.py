@@ -218,3 +218,26 @@ def test_spark_clean_compacts_a_mostly_keyless_partition_only_with_the_acknowled
     assert allowed.exit_code == 0
     [row] = json.loads(allowed.stdout)["partitions"]
     assert row["status"] == "cleaned"
+
+
+def test_spark_commands_take_the_topic_filters_as_the_serial_ones_do(spark: SparkSession, tmp_path: Path) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 4)  # orders-0, orders-1, users-0, users-1
+    args = ("dirty-ratio", str(log_dir), "--now-ms", str(NOW), "--json", "--topic", "users", "--partition", "1")
+    serial, spark_json = run("inspect", *args), run("spark", "inspect", *args)
+    assert serial.exit_code == spark_json.exit_code == 0, spark_json.output
+    assert spark_json.stdout == serial.stdout
+    assert [Path(r["partition_dir"]).name for r in json.loads(serial.stdout)] == ["users-1"]
+    assert "kcompact: --topic 'users' --partition 1 matched 1 of 4 partitions" in spark_json.stderr.splitlines()
+
+    result = run("spark", "export", str(log_dir), "--output", str(tmp_path / "out"), "--exclude-topic", "users",
+                 "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["partitions"] == 2
+    assert {(row["topic"], row["partition"]) for row in parquet_rows(tmp_path / "out")} == {
+        ("orders", 0), ("orders", 1)}
+
+    cleaned = run("spark", "clean", str(log_dir), "--now-ms", str(NOW), "--config", "cleanup.policy=compact",
+                  "--dry-run", "--json",
+                  "--topic", "orders", "--partition", "0")
+    assert cleaned.exit_code == 0, cleaned.output
+    assert [Path(r["partition_dir"]).name for r in json.loads(cleaned.stdout)["partitions"]] == ["orders-0"]

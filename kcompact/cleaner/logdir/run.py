@@ -69,6 +69,7 @@ from kcompact.segment.partition import (
     open_partition,
     require_partition_dirs,
 )
+from kcompact.segment.partition_filter import PartitionFilter
 
 __all__ = [  # the pool's names stay importable from here, where they were first
     "PARTITION_WORK_BYTES",
@@ -189,6 +190,7 @@ def clean_path(
     jobs: int | None = None,
     assume_compact: bool = False,
     allow_keyless_loss: bool = False,
+    selection: PartitionFilter | None = None,
 ) -> CleanRun:
     """Clean a partition directory, or every compacted partition of a log dir.
 
@@ -207,6 +209,8 @@ def clean_path(
             :func:`not_compacted`).
         allow_keyless_loss: compact an explicitly compacted partition although most of its records
             have no key, deleting them (see :func:`not_compacted`).
+        selection: the partitions to work on (``--topic``, ``--exclude-topic``, ``--partition``);
+            None: all. Applied before anything is read.
 
     Returns:
         The :class:`CleanRun`; its notes say which configs were unknown or assumed, ``skipped`` which
@@ -216,8 +220,8 @@ def clean_path(
     Raises:
         ConfigError: ``jobs`` is below 1.
         RefusedError: a single partition is not known to be compacted (a log dir's are skipped).
-        KcompactError: a single partition failed (a log dir's failures are collected instead), or a
-            cause shared by the whole log dir: a checkpoint file that does not parse, a read-only log
+        KcompactError: ``selection`` matches no partition; a single partition failed (a log dir's
+            failures are collected instead); or a cause shared by the whole log dir: a checkpoint file that does not parse, a read-only log
             dir, a broker holding it (checked once, before any partition).
     """
     if jobs is not None and jobs < 1:
@@ -228,6 +232,8 @@ def clean_path(
     run = CleanRun()
     target = named_path(path)
     if is_partition_dir(target):
+        if selection is not None:
+            selection.require_match(target)
         check_log_dir_checkpoints(target.parent)
         task = partition_task(target, sources, run.notes)
         own = replace(options, apply_retention=task.apply_retention, jobs=jobs)
@@ -238,14 +244,15 @@ def clean_path(
         raise KcompactError(f"{target}: no such partition directory or log dir")
     check_log_dir_checkpoints(target)  # before the write guard, which creates a missing .lock
     with contextlib.nullcontext() if options.dry_run else log_dir_writer(target):
-        _clean_log_dir(target, sources, options, only_eligible, jobs, progress, run)
+        _clean_log_dir(target, sources, options, only_eligible, jobs, progress, run, selection)
     return run
 
 
 def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, only_eligible: bool,
-                   jobs: int | None, progress: ProgressCallback | None, run: CleanRun) -> None:
+                   jobs: int | None, progress: ProgressCallback | None, run: CleanRun,
+                   selection: PartitionFilter | None = None) -> None:
     """Every compacted partition of a log dir, in the cleaner's order (``clean_path``'s log-dir branch)."""
-    order = cleaner_order(target, sources, options, only_eligible=only_eligible)
+    order = cleaner_order(target, sources, options, only_eligible=only_eligible, selection=selection)
     run.failures.extend(order.failures)
     run.notes.extend(order.notes)
     run.skipped.extend(order.skipped)
@@ -308,7 +315,8 @@ def partition_task(part_dir: Path, sources: ConfigSources, notes: list[str]) -> 
 
 
 def cleaner_order(
-    log_dir: Path, sources: ConfigSources, options: CleanOptions, *, only_eligible: bool = False
+    log_dir: Path, sources: ConfigSources, options: CleanOptions, *, only_eligible: bool = False,
+    selection: PartitionFilter | None = None,
 ) -> LogDirOrder:
     """A log dir's live partitions in the broker cleaner's pick order (``rules.ranges.pick_order``: highest dirty
     ratio first, equal ratios by name, the listing order); those :func:`not_compacted` refuses are left
@@ -323,13 +331,14 @@ def cleaner_order(
         sources: where each partition's configuration comes from.
         options: ``now_ms`` (None: now) and ``from_start`` decide the ranges.
         only_eligible: keep only the partitions the broker would clean now.
+        selection: keep only the partitions it matches (None: all); the others are not opened.
 
     Returns:
         The :class:`LogDirOrder`; a partition whose files or configuration do not parse is a failure.
 
     Raises:
-        KcompactError: ``log_dir`` holds no partition directory, or none but KRaft's metadata log and
-            partitions being deleted or moved (a wrong path, not an empty run).
+        KcompactError: ``log_dir`` holds no partition directory (or none ``selection`` matches), or
+            none but KRaft's metadata log and partitions being deleted or moved (a wrong path, not an empty run).
     """
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     check_log_dir_checkpoints(log_dir)
@@ -337,7 +346,7 @@ def cleaner_order(
     ranked: list[tuple[float, PartitionTask]] = []  # in listing order (by name)
     notes: dict[str, list[str]] = {}
     candidates = 0
-    for part_dir in require_partition_dirs(log_dir):
+    for part_dir in require_partition_dirs(log_dir, selection):
         name = parse_partition_dir_name(part_dir.name)
         if name is None or name.topic == METADATA_TOPIC or name.kind != "live":
             continue

@@ -1,0 +1,88 @@
+"""``kcompact repair LOG_DIR``: run :func:`kcompact.repair.log_dir.repair_log_dir` and render its outcome.
+
+Text: the full report of every partition with findings (what each gives up included), the log dir's own
+findings once, then one summary table, one row per partition. ``--json``: one document holding the
+summary ``rows``, the full report of every partition (``partitions``, as ``repair PARTITION_DIR --json``
+prints each), the ``failures`` and the log dir's own findings. Exit 2 unless every partition is sound or
+repaired.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich.table import Table
+
+from kcompact.cli import render
+from kcompact.cli.repair_cmd import EXIT_PROBLEMS, render_partition
+
+if TYPE_CHECKING:
+    from kcompact.repair.log_dir import LogDirRepair
+    from kcompact.repair.repair import RepairOptions
+    from kcompact.segment.partition_filter import PartitionFilter
+
+
+def repair_log_dir_command_body(log_dir: str, options: RepairOptions, selection: PartitionFilter | None,
+                                jobs: int | None, *, as_json: bool) -> None:
+    """Repair (or with ``options.dry_run`` verify) every partition of ``log_dir``, render, and exit."""
+    from kcompact.cli.progress_view import progress_bar
+    from kcompact.repair.log_dir import repair_log_dir
+
+    with progress_bar(enabled=not as_json, verb="reading") as progress:
+        outcome = repair_log_dir(log_dir, options, selection=selection, jobs=jobs, progress=progress)
+    if as_json:
+        render.emit_json(outcome.as_dict())
+    else:
+        render_log_dir_repair(outcome)
+    if not outcome.ok:
+        raise click.exceptions.Exit(EXIT_PROBLEMS)
+
+
+def render_log_dir_repair(outcome: LogDirRepair) -> None:
+    """The text report (see the module docstring)."""
+    from kcompact.repair.log_dir import STATUS_SOUND
+
+    for result in sorted(outcome.results, key=lambda r: r.partition_dir):
+        if result.findings or outcome.status(result) != STATUS_SOUND:
+            render_partition(result)
+            render.plain("")
+    for finding in outcome.log_dir_findings:
+        render.plain(f"{outcome.log_dir} (the log dir): [{finding.kind}] {finding.located()}")
+        render.plain(f"      broker: {finding.broker_effect}")
+    for failure in outcome.failures:
+        render.error_line(f"{failure.partition_dir}: {failure.error}")
+    for note in outcome.notes:
+        render.plain(note)
+    _summary_table(outcome)
+
+
+def _summary_table(outcome: LogDirRepair) -> None:
+    verb = "repair --dry-run" if outcome.dry_run else "repair"
+    table = Table(title=f"{verb} {outcome.log_dir}", title_justify="left")
+    for column, justify in (("partition", "left"), ("status", "left"), ("problems", "right"),
+                            ("given up", "left"), ("backup", "left")):
+        table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for row in outcome.rows():
+        table.add_row(row["partition"], row["status"], _count(row["problems"]), _given_up_cell(row),
+                      row["backup_dir"] or "-")
+    render.console().print(table)
+    counts: dict[str, int] = {}
+    for row in outcome.rows():
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    render.plain(f"{len(outcome.rows())} partition(s): "
+                 + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
+
+
+def _count(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def _given_up_cell(row: dict[str, Any]) -> str:
+    """``-`` (nothing), or ``2 region(s), 180 B, 3 records`` / ``…, records unknown``."""
+    if not row["regions_given_up"]:
+        return "-"
+    records = ("records unknown" if row["records_given_up"] is None
+               else f"{row['records_given_up']} records")
+    return (f"{row['regions_given_up']} region(s), {render.size_text(row['bytes_given_up'])}, "
+            f"{records}")

@@ -1,0 +1,224 @@
+"""``kcompact repair LOG_DIR``: verify every partition of a log dir, repair those that need it.
+
+:func:`repair_log_dir` does for a log dir what :func:`~kcompact.repair.repair.repair_partition` does for one
+partition, once per partition, in forked worker processes as ``clean`` does for a log dir
+(``cleaner.workers.pool``: how many, and how; results in name order whatever the pool):
+
+* causes that belong to the whole log dir are said once, before any partition is read: a damaged or
+  unreadable offset checkpoint (``segment.log_dir_check``), a broker holding ``.lock``, a log dir this
+  process may not write (not for a dry run), a backup directory inside the log dir or already in use;
+  and a stray directory in the log dir, which every partition's verification finds, is one finding of
+  the log dir (:attr:`LogDirRepair.log_dir_findings`), not one per partition;
+* each partition that needs a repair gets its own backup (``--backup-dir DIR``: ``DIR/<partition>``;
+  default: next to the log dir, as for one partition), so each is undone on its own;
+* KRaft's ``__cluster_metadata`` is verified and reported, never rewritten (as for one partition), and
+  partitions being deleted or moved (``-delete``, ``-future``, ``-stray``) are left alone with a note;
+* one partition's failure is reported and does not stop the others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from kcompact.cleaner.workers.pool import ProgressCallback, partition_workers, run_in_pool
+from kcompact.errors import KcompactError, RefusedError
+from kcompact.repair.backup import check_backup_location
+from kcompact.repair.findings import KIND_STRAY, Finding
+from kcompact.repair.repair import RepairOptions, RepairResult, repair_partition
+from kcompact.segment.lock import broker_holds_lock
+from kcompact.segment.log_dir_check import check_log_dir_checkpoints, log_dir_writer
+from kcompact.segment.names import parse_partition_dir_name
+from kcompact.segment.partition import (
+    METADATA_TOPIC,
+    named_path,
+    open_partition,
+    require_partition_dirs,
+)
+from kcompact.segment.partition_filter import PartitionFilter
+
+STATUS_SOUND = "sound"  # nothing to repair
+STATUS_REPAIRED = "repaired"
+STATUS_WOULD_REPAIR = "would repair"  # dry run
+STATUS_LEFT = "problems left"  # repaired, but something still needs a repair or blocks the cleaner
+STATUS_REPORTED = "reported only"  # __cluster_metadata: verified, never rewritten
+STATUS_FAILED = "failed"  # refused or failed; left as it was
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRepairFailure:
+    """A partition whose repair was refused or failed; it was left as it was (or as its backup says)."""
+
+    partition_dir: str
+    error: str
+
+
+@dataclass(slots=True)
+class LogDirRepair:
+    """The outcome of ``kcompact repair LOG_DIR``."""
+
+    log_dir: str
+    dry_run: bool
+    results: list[RepairResult] = field(default_factory=list)
+    failures: list[PartitionRepairFailure] = field(default_factory=list)
+    log_dir_findings: list[Finding] = field(default_factory=list)  # said once, not per partition
+    notes: list[str] = field(default_factory=list)
+    reported_only: set[str] = field(default_factory=set)  # partition dirs verified, never rewritten
+
+    @property
+    def ok(self) -> bool:
+        """Every partition sound or repaired (a dry run: sound), none failed."""
+        return not self.failures and all(self.status(r) in (STATUS_SOUND, STATUS_REPAIRED)
+                                         for r in self.results)
+
+    def status(self, result: RepairResult) -> str:
+        """One partition's status in the summary (one of the ``STATUS_*`` constants)."""
+        if result.partition_dir in self.reported_only:
+            return STATUS_SOUND if result.ok else STATUS_REPORTED
+        if result.dry_run:
+            return STATUS_SOUND if result.ok else STATUS_WOULD_REPAIR
+        if result.backup_dir is not None:
+            return STATUS_REPAIRED if result.ok else STATUS_LEFT
+        return STATUS_SOUND if result.ok and not result.plan else STATUS_LEFT
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The summary table: one row per partition, in name order (failures among them)."""
+        rows = [self._row(r) for r in self.results]
+        rows += [_failure_row(f) for f in self.failures]
+        return sorted(rows, key=lambda row: row["partition"])
+
+    def _row(self, result: RepairResult) -> dict[str, Any]:
+        problems = [f for f in result.findings if not f.informational]
+        records = [g.records for g in result.given_up]
+        return {
+            "partition": Path(result.partition_dir).name,
+            "partition_dir": result.partition_dir,
+            "status": self.status(result),
+            "problems": len(problems),
+            "uncleanable": result.uncleanable,
+            "regions_given_up": len(result.given_up),
+            "bytes_given_up": sum(g.size_in_bytes for g in result.given_up),
+            "records_given_up": None if None in records else sum(r or 0 for r in records),
+            "backup_dir": result.backup_dir,
+            "error": result.clean_error,
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form (``kcompact repair LOG_DIR --json``)."""
+        return {
+            "log_dir": self.log_dir,
+            "dry_run": self.dry_run,
+            "ok": self.ok,
+            "rows": self.rows(),
+            "log_dir_findings": [f.as_dict() for f in self.log_dir_findings],
+            "partitions": [r.as_dict() for r in self.results],
+            "failures": [{"partition_dir": f.partition_dir, "error": f.error} for f in self.failures],
+            "notes": self.notes,
+        }
+
+
+def _failure_row(failure: PartitionRepairFailure) -> dict[str, Any]:
+    return {"partition": Path(failure.partition_dir).name, "partition_dir": failure.partition_dir,
+            "status": STATUS_FAILED, "problems": None, "uncleanable": None, "regions_given_up": None,
+            "bytes_given_up": None, "records_given_up": None, "backup_dir": None, "error": failure.error}
+
+
+def repair_log_dir(
+    log_dir: str | Path,
+    options: RepairOptions,
+    *,
+    selection: PartitionFilter | None = None,
+    jobs: int | None = None,
+    progress: ProgressCallback | None = None,
+) -> LogDirRepair:
+    """Verify every partition of ``log_dir`` and repair those that need it (see the module docstring).
+
+    Args:
+        log_dir: the log dir.
+        options: as for one partition; ``backup_dir`` is the root of one backup per partition.
+        selection: the partitions to work on (``--topic``, ``--exclude-topic``, ``--partition``).
+        jobs: worker processes (see :func:`~kcompact.cleaner.workers.pool.partition_workers`); None: auto.
+        progress: told each partition's walks, always in this process.
+
+    Returns:
+        The :class:`LogDirRepair`, partitions in name order.
+
+    Raises:
+        RefusedError: a broker holds the log dir, the backup directory is inside it or in use.
+        KcompactError: no partition directory (none matching ``selection``), an offset checkpoint that
+            does not parse, a log dir that cannot be written (not for a dry run).
+    """
+    root = named_path(log_dir)
+    dirs = require_partition_dirs(root, selection)
+    check_log_dir_checkpoints(root)
+    if options.backup_dir is not None:
+        check_backup_location(options.backup_dir, root)
+    outcome = LogDirRepair(str(root), options.dry_run)
+    live = _live(dirs, outcome)
+    if options.dry_run and broker_holds_lock(root):
+        raise RefusedError(f"{root}: held by a running Kafka broker; stop it or work on a copy")
+    with contextlib.nullcontext() if options.dry_run else log_dir_writer(root):
+        workers = partition_workers(jobs, [_size_in_bytes(d) for d in live])
+        work = partial(_repair_one, options, outcome.reported_only)
+        if workers > 1:
+            done = run_in_pool(live, work, workers, progress)
+        else:
+            done = [work(d, progress) for d in live]
+    for item in done:
+        if isinstance(item, PartitionRepairFailure):
+            outcome.failures.append(item)
+        else:
+            outcome.results.append(item)
+    _say_log_dir_findings_once(root, outcome)
+    return outcome
+
+
+def _live(dirs: list[Path], outcome: LogDirRepair) -> list[Path]:
+    """The partitions to verify; those being deleted or moved are left alone with a note."""
+    live = []
+    for part in dirs:
+        name = parse_partition_dir_name(part.name)
+        if name is None or name.kind != "live":
+            outcome.notes.append(f"{part.name}: a partition being deleted or moved; left alone")
+            continue
+        if name.topic == METADATA_TOPIC:
+            outcome.reported_only.add(str(part))
+        live.append(part)
+    return live
+
+
+def _size_in_bytes(part: Path) -> int:
+    """A partition's segment bytes, for the pool's size; 0 when it cannot be listed (its repair says why)."""
+    try:
+        return open_partition(part).size_in_bytes
+    except (KcompactError, OSError):
+        return 0
+
+
+def _repair_one(options: RepairOptions, reported_only: set[str], part: Path,
+                progress: ProgressCallback | None) -> RepairResult | PartitionRepairFailure:
+    """Verify and repair one partition of the log dir; its deliberate errors become its failure."""
+    own = options
+    if str(part) in reported_only:
+        own = replace(options, dry_run=True, clean=False)
+    elif options.backup_dir is not None:
+        own = replace(options, backup_dir=options.backup_dir / part.name)
+    try:
+        return repair_partition(part, own, progress)
+    except KcompactError as err:
+        return PartitionRepairFailure(str(part), str(err))
+
+
+def _say_log_dir_findings_once(root: Path, outcome: LogDirRepair) -> None:
+    """Move the findings about the log dir itself (stray directories) out of every partition's report."""
+    seen: dict[str, Finding] = {}
+    for result in outcome.results:
+        mine = [f for f in result.findings if f.kind == KIND_STRAY and Path(f.path).parent == root]
+        for finding in mine:
+            seen.setdefault(finding.path, finding)
+        result.findings = [f for f in result.findings if f not in mine]
+        result.remaining = [f for f in result.remaining if f not in mine]
+    outcome.log_dir_findings = list(seen.values())

@@ -1,0 +1,146 @@
+"""Which partitions of a log dir a command works on: ``--topic``, ``--exclude-topic``, ``--partition``.
+
+A broker's log dir holds hundreds of topics; an operator chasing one incident names a few. A
+:class:`PartitionFilter` is the one value every command that takes a log dir is given. It is applied
+where a log dir's partition directories are listed (:func:`kcompact.segment.partition.require_partition_dirs`),
+so a partition it leaves out is never opened, read, locked or changed.
+
+A partition matches when
+
+* its topic fully matches one of the ``topics`` patterns (Python regular expressions; none given: every
+  topic), and
+* its topic fully matches none of the ``exclude_topics`` patterns, and
+* its partition number is one of ``partitions`` (none given: every number).
+
+The topic is the one in the directory name (``orders-3``, ``orders-3.<id>-delete``), so a partition being
+deleted or moved matches as its topic does; the commands then treat it as they always do.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kcompact.errors import ConfigError, KcompactError
+from kcompact.segment.names import parse_partition_dir_name
+from kcompact.segment.partition import is_partition_dir, iter_partition_dirs, named_path
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionFilter:
+    """The partitions a command works on (see the module docstring). Build it with :meth:`of`."""
+
+    topics: tuple[re.Pattern[str], ...] = ()
+    exclude_topics: tuple[re.Pattern[str], ...] = ()
+    partitions: frozenset[int] = frozenset()
+
+    @classmethod
+    def of(cls, topics: Sequence[str] = (), exclude_topics: Sequence[str] = (),
+           partitions: Iterable[int] = ()) -> PartitionFilter:
+        """Compile the patterns of ``--topic`` and ``--exclude-topic``.
+
+        Args:
+            topics: regular expressions a topic must fully match (one of them).
+            exclude_topics: regular expressions a topic must fully match none of.
+            partitions: partition numbers to keep (empty: all).
+
+        Returns:
+            The filter.
+
+        Raises:
+            ConfigError: a pattern is not a regular expression, or a partition number is negative.
+        """
+        numbers = frozenset(partitions)
+        negative = sorted(n for n in numbers if n < 0)
+        if negative:
+            raise ConfigError(f"--partition: a partition number; expected 0 or more, found {negative[0]}")
+        return cls(_compile("--topic", topics), _compile("--exclude-topic", exclude_topics), numbers)
+
+    @property
+    def selects_all(self) -> bool:
+        """Whether the filter keeps every partition (no option given)."""
+        return not (self.topics or self.exclude_topics or self.partitions)
+
+    def matches(self, topic: str, partition: int) -> bool:
+        """Whether the partition ``topic``-``partition`` is selected."""
+        if self.topics and not any(p.fullmatch(topic) for p in self.topics):
+            return False
+        if any(p.fullmatch(topic) for p in self.exclude_topics):
+            return False
+        return not self.partitions or partition in self.partitions
+
+    def matches_dir(self, path: str | os.PathLike[str]) -> bool:
+        """Whether a partition directory is selected (a name that is no partition's never is)."""
+        name = parse_partition_dir_name(Path(path).name)
+        return name is not None and self.matches(name.topic, name.partition)
+
+    def select(self, dirs: Iterable[Path]) -> list[Path]:
+        """The selected ones of ``dirs``, in their order."""
+        return [d for d in dirs if self.matches_dir(d)]
+
+    def describe(self) -> str:
+        """The options as a user typed them, e.g. ``--topic 'orders.*' --partition 0``."""
+        words = [f"--topic '{p.pattern}'" for p in self.topics]
+        words += [f"--exclude-topic '{p.pattern}'" for p in self.exclude_topics]
+        words += [f"--partition {n}" for n in sorted(self.partitions)]
+        return " ".join(words) or "(no filter)"
+
+    def require_match(self, part_dir: Path) -> None:
+        """Refuse a partition directory named alone that the filter leaves out.
+
+        Raises:
+            KcompactError: ``part_dir`` is not selected.
+        """
+        if not self.matches_dir(part_dir):
+            raise KcompactError(f"{part_dir}: does not match {self.describe()}; nothing to do")
+
+
+@dataclass(frozen=True, slots=True)
+class FilterMatch:
+    """How many partition directories under a command's paths a filter selected."""
+
+    matched: int
+    total: int
+
+
+def count_matches(paths: Iterable[str | os.PathLike[str]], selection: PartitionFilter) -> FilterMatch:
+    """Count the partitions ``selection`` keeps under ``paths``, refusing when it keeps none.
+
+    Args:
+        paths: partition directories and/or log dirs, as a command was given them.
+        selection: the filter.
+
+    Returns:
+        The :class:`FilterMatch` (every partition directory of each log dir counts, including
+        ``__cluster_metadata`` and those being deleted or moved).
+
+    Raises:
+        KcompactError: no partition directory under ``paths`` matches (one line naming the paths and
+            the filter).
+        FileAccessError: a log dir cannot be listed.
+    """
+    matched = total = 0
+    named: list[str] = []
+    for raw in paths:
+        path = named_path(raw)
+        named.append(os.fspath(path))
+        dirs = [path] if is_partition_dir(path) else list(iter_partition_dirs(path)) if path.is_dir() else []
+        total += len(dirs)
+        matched += len(selection.select(dirs))
+    if not matched:
+        raise KcompactError(f"no partition under {', '.join(named)} matches {selection.describe()} "
+                            f"(0 of {total} partitions)")
+    return FilterMatch(matched, total)
+
+
+def _compile(option: str, patterns: Sequence[str]) -> tuple[re.Pattern[str], ...]:
+    compiled = []
+    for pattern in patterns:
+        try:
+            compiled.append(re.compile(pattern))
+        except re.error as err:
+            raise ConfigError(f"{option} '{pattern}': not a regular expression ({err})") from err
+    return tuple(compiled)
