@@ -308,6 +308,7 @@ def _register_optional_commands() -> None:
     for module, group, name in (
         ("kcompact.cli.keys_cmds", "inspect", "keys_command"),
         ("kcompact.cli.keys_cmds", "inspect", "last_clean_command"),
+        ("kcompact.cli.transactions_cmd", "inspect", "transactions_command"),
         ("kcompact.cli.repair_cmd", "cli", "repair_command"),
         ("kcompact.cli.config_cmd", "cli", "config_group"),
         ("kcompact.cli.spark_cmds", "cli", "spark_group"),
