@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from kcompact.cli import render
@@ -40,8 +41,13 @@ def render_dump(items: Iterable[Item], *, as_json: bool) -> bool:
     problems = False
     batch: Item | None = None  # the batch the next record lines belong to
     pending: list[str] = []  # text lines, written in chunks: one echo per line costs a third
+    table: list[Item] = []  # the entries of a checkpoint file, printed as one table
+    transaction_log = False  # the file's records are __transaction_state's
     for item in items:
         kind = item["type"]
+        if table and kind not in TABLE_COLUMNS:
+            pending += _table_lines(table)
+            table.clear()
         if kind == "warning":
             _flush(pending)
             render.warning_line(f"{item['file']}: {item['message']}")
@@ -55,11 +61,50 @@ def render_dump(items: Iterable[Item], *, as_json: bool) -> bool:
             continue
         if kind == "batch":
             batch = item
+        if kind == "file":
+            transaction_log = Path(item["file"]).parent.name.startswith(f"{TRANSACTION_STATE_TOPIC}-")
+        if kind in TABLE_COLUMNS:
+            table.append(item)
+            continue
+        if kind == "record" and transaction_log and item.get("decoded") is not None:
+            item = {**item, "decoded_text": _transaction_log_text(item["decoded"])}
         pending += _lines(item, batch)
         if len(pending) >= _CHUNK_LINES:
             _flush(pending)
+    pending += _table_lines(table)
     _flush(pending)
     return problems
+
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+# item type -> (column header, item field) of the tables of checkpoint files and partition.metadata
+TABLE_COLUMNS = {
+    "leader_epoch_entry": (("epoch", "epoch"), ("startOffset", "start_offset")),
+    "offset_checkpoint_entry": (("topic", "topic"), ("partition", "partition"), ("offset", "offset")),
+    "partition_metadata": (("version", "version"), ("topic_id", "topic_id")),
+}
+
+
+def _table_lines(rows: list[Item]) -> list[str]:
+    """An aligned text table of one file's entries (numbers right-aligned), header first."""
+    if not rows:
+        return []
+    columns = TABLE_COLUMNS[rows[0]["type"]]
+    cells = [[header for header, _field in columns]]
+    cells += [[_printable(str(row[field])) for _header, field in columns] for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    numeric = [all(isinstance(row[field], int) for row in rows) for _header, field in columns]
+    return ["  ".join(cell.rjust(width) if num else cell.ljust(width)
+                      for cell, width, num in zip(line, widths, numeric, strict=True)).rstrip()
+            for line in cells]
+
+
+def _transaction_log_text(decoded: Item) -> str:
+    """kafka-dump-log's ``--transaction-log-decoder`` text of a ``__transaction_state`` record."""
+    from kcompact.records.messages.transaction_log import kafka_text
+
+    key, payload = kafka_text(decoded["key"], decoded["value"])
+    return f"key: {_printable(key)}" + ("" if payload is None else f" payload: {_printable(payload)}")
 
 
 def _flush(pending: list[str]) -> None:
@@ -92,6 +137,8 @@ def _lines(item: Item, batch: Item | None) -> list[str]:
         return [_aborted_txn_line(item)]
     if kind == "index_check":
         return [_index_check_line(item)]
+    if kind == "producer_snapshot_entry":
+        return [_snapshot_line(item)]
     return []  # problems were printed on stderr
 
 
@@ -99,6 +146,20 @@ def _aborted_txn_line(item: Item) -> str:
     return (f"version: {item['version']} producerId: {item['producer_id']} "
             f"firstOffset: {item['first_offset']} lastOffset: {item['last_offset']} "
             f"lastStableOffset: {item['last_stable_offset']}")
+
+
+def _snapshot_line(item: Item) -> str:
+    """``DumpLogSegments.dumpProducerIdSnapshot``'s line (its trailing space included)."""
+    first = item["current_txn_first_offset"]
+    line = (f"producerId: {item['producer_id']} producerEpoch: {item['producer_epoch']} "
+            f"coordinatorEpoch: {item['coordinator_epoch']} currentTxnFirstOffset: "
+            f"{'OptionalLong.empty' if first is None else f'OptionalLong[{first}]'} "
+            f"lastTimestamp: {item['last_timestamp']} ")
+    if item["last_offset"] is not None:
+        line += (f"firstSequence: {item['first_sequence']} lastSequence: {item['last_sequence']} "
+                 f"lastOffset: {item['last_offset']} offsetDelta: {item['offset_delta']} "
+                 f"timestamp: {item['timestamp']}")
+    return line
 
 
 def _file_lines(item: Item) -> list[str]:
@@ -156,6 +217,8 @@ def _record_line(item: Item, batch: Item) -> str:
         elif item["control"] is not None:
             parts.append(f"controlType: {item['control']}")
         return " ".join(parts)
+    if item.get("decoded_text") is not None:
+        return " ".join([*parts, item["decoded_text"]])
     if item.get("decoded") is not None:
         return " ".join([*parts, _decoded_text(item["decoded"])])
     if key is not None:

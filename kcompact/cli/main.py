@@ -40,6 +40,7 @@ from kcompact.cli.config_cmd import (
     json_option,
     now_ms_option,
 )
+from kcompact.cli.dump_options import dump_filter, dump_selection_options
 from kcompact.cli.help_text import with_examples
 
 if TYPE_CHECKING:
@@ -149,16 +150,20 @@ def inspect() -> None:
     EPILOG,
     "kcompact inspect dump /tmp/kafka-logs/orders-0/00000000000000000000.log",
     "kcompact inspect dump /tmp/kafka-logs/orders-0 --verify-index --json",
+    "kcompact inspect dump /tmp/kafka-logs/orders-0 --from-offset 500 --key k1",
 ))
 @click.argument("path", type=click.Path(exists=True, path_type=str))
 @click.option("--records", is_flag=True, help="Also print every record of every batch.")
 @click.option(
     "--verify-index", is_flag=True, help="Check .index/.timeindex/.txnindex files against the log."
 )
+@dump_selection_options
 @json_option("One JSON object per line (see README).")
-def dump_command(path: str, records: bool, verify_index: bool, as_json: bool) -> None:
+def dump_command(path: str, records: bool, verify_index: bool, as_json: bool, **selection: Any) -> None:
     """Print the batches of a .log file (or every segment of a partition directory), or the entries
-    of a .index, .timeindex or .txnindex file — what kafka-dump-log shows.
+    of a .index, .timeindex or .txnindex file, a producer .snapshot, a leader-epoch-checkpoint, an
+    offset checkpoint file or partition.metadata — what kafka-dump-log shows. Records of
+    __cluster_metadata, __consumer_offsets and __transaction_state are decoded.
 
     Exits 2 after printing everything it could when a batch fails its CRC, a record does not parse,
     an index disagrees with the log, or the file's framing breaks off.
@@ -166,7 +171,9 @@ def dump_command(path: str, records: bool, verify_index: bool, as_json: bool) ->
     from kcompact.cli.dump_view import render_dump
     from kcompact.inspect.dump import dump_path
 
-    items = dump_path(path, records=records, verify_index=verify_index)
+    chosen = dump_filter(selection)
+    items = dump_path(path, records=records or chosen.key is not None, verify_index=verify_index,
+                      selection=chosen)
     problems = render_dump(items, as_json=as_json)
     if problems:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
