@@ -77,10 +77,13 @@ def render_transactions(rows: Sequence[object], *, as_json: bool) -> None:
         render.emit_json([row.as_dict() for row in typed])
         return
     console = render.console()
+    quiet = [row for row in typed if len(typed) > 1 and not row.error and not row.producers]
     for row in typed:
         name = f"{row.topic}-{row.partition}"
         if row.error:
             render.error_line(row.error)
+            continue
+        if row in quiet:
             continue
         source = ("the whole log" if row.snapshot_offset is None
                   else f"snapshot {row.snapshot_offset} plus the log after it")
@@ -109,5 +112,7 @@ def render_transactions(rows: Sequence[object], *, as_json: bool) -> None:
                          f"{txn.duration_ms} ms ago (> transaction.max.timeout.ms "
                          f"{row.transaction_max_timeout_ms}); {pin}. Abort it on the live cluster with:")
             render.plain(f"  {txn.abort_command}")
+    if quiet:
+        render.plain(f"{len(quiet)} partition(s) without an active producer (listed with --json)")
     for warning in sorted({w for row in typed for w in row.warnings}):
         render.warning_line(warning)

@@ -128,6 +128,7 @@ def test_expired_producers_are_left_out_as_kafka_loads_them(tmp_path: Path) -> N
 def test_cli_text_json_and_log_dir(tmp_path: Path) -> None:
     part = committed_aborted_open(tmp_path / "logdir")
     shutil.copytree(part, tmp_path / "logdir" / "orders-4")
+    PartitionBuilder("orders", 5).batch([(b"k", b"v")]).write(tmp_path / "logdir")  # no producer
     runner = CliRunner()
     now = str(BASE_TS + HOUR)
     text = runner.invoke(cli, ["inspect", "transactions", str(tmp_path / "logdir"), "--now-ms", now,
@@ -137,6 +138,8 @@ def test_cli_text_json_and_log_dir(tmp_path: Path) -> None:
         assert (f"kafka-transactions.sh --bootstrap-server kafka1:9092 abort --topic orders --partition "
                 f"{number} --start-offset 7") in text.stdout
     assert "hanging transaction of producer 9 (epoch 2) from offset 7" in text.stdout
+    assert "1 partition(s) without an active producer" in text.stdout
+    assert "orders-5" not in text.stdout
     done = runner.invoke(cli, ["inspect", "transactions", str(part), "--now-ms", now, "--json"])
     assert done.exit_code == 0, done.output
     (row,) = json.loads(done.stdout)
