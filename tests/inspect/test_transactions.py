@@ -97,6 +97,11 @@ def test_hanging_is_strictly_older_than_the_timeout(tmp_path: Path) -> None:
                                  now_ms=last + 1001)
     assert [t.producer_id for t in row.hanging] == [9]
     assert row.transaction_max_timeout_ms == 1000
+    properties = tmp_path / "server.properties"
+    properties.write_text("transaction.max.timeout.ms=2000\n")
+    (row,) = transactions_report([part], cli_overrides={}, now_ms=last + 1001,
+                                 server_properties=properties)
+    assert (row.transaction_max_timeout_ms, row.hanging) == (2000, [])
 
 
 def test_producer_state_from_an_older_broker_snapshot_plus_the_log_matches_the_newer_one(
