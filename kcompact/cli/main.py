@@ -136,14 +136,14 @@ def cli() -> None:
     """
 
 
-@cli.group(cls=KcompactGroup, short_help="Read-only reports: dump, dirty ratio, keys, last clean.",
+@cli.group(cls=KcompactGroup, short_help="Read-only reports: dump, dirty ratio, keys, last clean, transactions.",
            epilog=with_examples(
                EPILOG,
                "kcompact inspect dump /tmp/kafka-logs/orders-0 --records",
                "kcompact inspect keys /tmp/kafka-logs/orders-0",
            ))
 def inspect() -> None:
-    """Read-only reports: dump segments and indexes, dirty ratio, keys, last clean."""
+    """Read-only reports: dump segments and indexes, dirty ratio, keys, last clean, producers and transactions."""
 
 
 @inspect.command("dump", short_help="Print segments and indexes, as kafka-dump-log does.", epilog=with_examples(
