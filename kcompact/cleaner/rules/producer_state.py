@@ -190,7 +190,8 @@ class ProducerStateReplay:
                 current_txn_first_offset=(
                     item.current_txn_first_offset if item.current_txn_first_offset >= 0 else None
                 ),
-                last_sequence=item.last_sequence,
+                # ProducerStateManager.readSnapshot: no batch metadata (so no sequence) without an offset
+                last_sequence=item.last_sequence if item.last_offset >= 0 else NO_SEQUENCE,
                 coordinator_epoch=item.coordinator_epoch,
             )
             expired_at_load = (
