@@ -19,11 +19,13 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import click
 
 from kcompact.cli import render
+from kcompact.cli.dump_options import dump_filter, dump_selection_options
 from kcompact.cli.help_text import with_examples
 from kcompact.cli.options import EPILOG, EXIT_BAD_INPUT, json_option
 
@@ -44,8 +46,13 @@ def render_dump(items: Iterable[Item], *, as_json: bool) -> bool:
     problems = False
     batch: Item | None = None  # the batch the next record lines belong to
     pending: list[str] = []  # text lines, written in chunks: one echo per line costs a third
+    table: list[Item] = []  # the entries of a checkpoint file, printed as one table
+    transaction_log = False  # the file's records are __transaction_state's
     for item in items:
         kind = item["type"]
+        if table and kind not in TABLE_COLUMNS:
+            pending += _table_lines(table)
+            table.clear()
         if kind == "warning":
             _flush(pending)
             render.warning_line(f"{item['file']}: {item['message']}")
@@ -59,11 +66,50 @@ def render_dump(items: Iterable[Item], *, as_json: bool) -> bool:
             continue
         if kind == "batch":
             batch = item
+        if kind == "file":
+            transaction_log = Path(item["file"]).parent.name.startswith(f"{TRANSACTION_STATE_TOPIC}-")
+        if kind in TABLE_COLUMNS:
+            table.append(item)
+            continue
+        if kind == "record" and transaction_log and item.get("decoded") is not None:
+            item = {**item, "decoded_text": _transaction_log_text(item["decoded"])}
         pending += _lines(item, batch)
         if len(pending) >= _CHUNK_LINES:
             _flush(pending)
+    pending += _table_lines(table)
     _flush(pending)
     return problems
+
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+# item type -> (column header, item field) of the tables of checkpoint files and partition.metadata
+TABLE_COLUMNS = {
+    "leader_epoch_entry": (("epoch", "epoch"), ("startOffset", "start_offset")),
+    "offset_checkpoint_entry": (("topic", "topic"), ("partition", "partition"), ("offset", "offset")),
+    "partition_metadata": (("version", "version"), ("topic_id", "topic_id")),
+}
+
+
+def _table_lines(rows: list[Item]) -> list[str]:
+    """An aligned text table of one file's entries (numbers right-aligned), header first."""
+    if not rows:
+        return []
+    columns = TABLE_COLUMNS[rows[0]["type"]]
+    cells = [[header for header, _field in columns]]
+    cells += [[render.printable(str(row[field])) for _header, field in columns] for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    numeric = [all(isinstance(row[field], int) for row in rows) for _header, field in columns]
+    return ["  ".join(cell.rjust(width) if num else cell.ljust(width)
+                      for cell, width, num in zip(line, widths, numeric, strict=True)).rstrip()
+            for line in cells]
+
+
+def _transaction_log_text(decoded: Item) -> str:
+    """kafka-dump-log's ``--transaction-log-decoder`` text of a ``__transaction_state`` record."""
+    from kcompact.records.messages.transaction_log import kafka_text
+
+    key, payload = kafka_text(decoded["key"], decoded["value"])
+    return f"key: {render.printable(key)}" + ("" if payload is None else f" payload: {render.printable(payload)}")
 
 
 def _flush(pending: list[str]) -> None:
@@ -96,6 +142,8 @@ def _lines(item: Item, batch: Item | None) -> list[str]:
         return [_aborted_txn_line(item)]
     if kind == "index_check":
         return [_index_check_line(item)]
+    if kind == "producer_snapshot_entry":
+        return [_snapshot_line(item)]
     return []  # problems were printed on stderr
 
 
@@ -103,6 +151,20 @@ def _aborted_txn_line(item: Item) -> str:
     return (f"version: {item['version']} producerId: {item['producer_id']} "
             f"firstOffset: {item['first_offset']} lastOffset: {item['last_offset']} "
             f"lastStableOffset: {item['last_stable_offset']}")
+
+
+def _snapshot_line(item: Item) -> str:
+    """``DumpLogSegments.dumpProducerIdSnapshot``'s line (its trailing space included)."""
+    first = item["current_txn_first_offset"]
+    line = (f"producerId: {item['producer_id']} producerEpoch: {item['producer_epoch']} "
+            f"coordinatorEpoch: {item['coordinator_epoch']} currentTxnFirstOffset: "
+            f"{'OptionalLong.empty' if first is None else f'OptionalLong[{first}]'} "
+            f"lastTimestamp: {item['last_timestamp']} ")
+    if item["last_offset"] is not None:
+        line += (f"firstSequence: {item['first_sequence']} lastSequence: {item['last_sequence']} "
+                 f"lastOffset: {item['last_offset']} offsetDelta: {item['offset_delta']} "
+                 f"timestamp: {item['timestamp']}")
+    return line
 
 
 def _file_lines(item: Item) -> list[str]:
@@ -160,6 +222,8 @@ def _record_line(item: Item, batch: Item) -> str:
         elif item["control"] is not None:
             parts.append(f"controlType: {item['control']}")
         return " ".join(parts)
+    if item.get("decoded_text") is not None:
+        return " ".join([*parts, item["decoded_text"]])
     if item.get("decoded") is not None:
         return " ".join([*parts, _decoded_text(item["decoded"])])
     if key is not None:
@@ -219,23 +283,29 @@ def _text(raw: bytes, b64: str) -> str:
     EPILOG,
     "kcompact inspect dump /tmp/kafka-logs/orders-0/00000000000000000000.log",
     "kcompact inspect dump /tmp/kafka-logs/orders-0 --verify-index --json",
+    "kcompact inspect dump /tmp/kafka-logs/orders-0 --from-offset 500 --key k1",
 ))
 @click.argument("path", type=click.Path(exists=True, path_type=str))
 @click.option("--records", is_flag=True, help="Also print every record of every batch.")
 @click.option(
     "--verify-index", is_flag=True, help="Check .index/.timeindex/.txnindex files against the log."
 )
+@dump_selection_options
 @json_option("One JSON object per line (see README).")
-def dump_command(path: str, records: bool, verify_index: bool, as_json: bool) -> None:
+def dump_command(path: str, records: bool, verify_index: bool, as_json: bool, **selection: Any) -> None:
     """Print the batches of a .log file (or every segment of a partition directory), or the entries
-    of a .index, .timeindex or .txnindex file — what kafka-dump-log shows.
+    of a .index, .timeindex or .txnindex file, a producer .snapshot, a leader-epoch-checkpoint, an
+    offset checkpoint file or partition.metadata — what kafka-dump-log shows. Records of
+    __cluster_metadata, __consumer_offsets and __transaction_state are decoded.
 
     Exits 2 after printing everything it could when a batch fails its CRC, a record does not parse,
     an index disagrees with the log, or the file's framing breaks off.
     """
     from kcompact.inspect.dump import dump_path
 
-    items = dump_path(path, records=records, verify_index=verify_index)
+    chosen = dump_filter(selection)
+    items = dump_path(path, records=records or chosen.key is not None, verify_index=verify_index,
+                      selection=chosen)
     problems = render_dump(items, as_json=as_json)
     if problems:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)

@@ -103,14 +103,14 @@ def cli() -> None:
     """
 
 
-@cli.group(cls=KcompactGroup, short_help="Read-only reports: dump, dirty ratio, keys, last clean.",
+@cli.group(cls=KcompactGroup, short_help="Read-only reports: dump, dirty ratio, keys, last clean, transactions.",
            epilog=with_examples(
                EPILOG,
                "kcompact inspect dump /tmp/kafka-logs/orders-0 --records",
                "kcompact inspect keys /tmp/kafka-logs/orders-0",
            ))
 def inspect() -> None:
-    """Read-only reports: dump segments and indexes, dirty ratio, keys, last clean."""
+    """Read-only reports: dump segments and indexes, dirty ratio, keys, last clean, producers and transactions."""
 
 
 def _register_commands() -> None:
@@ -123,6 +123,7 @@ def _register_commands() -> None:
         ("kcompact.cli.keys_cmd", "inspect", "keys_command"),
         ("kcompact.cli.last_clean_cmd", "inspect", "last_clean_command"),
         ("kcompact.cli.replicas_cmd", "inspect", "replicas_command"),
+        ("kcompact.cli.transactions_cmd", "inspect", "transactions_command"),
         ("kcompact.cli.clean_cmd", "cli", "clean_command"),
         ("kcompact.cli.repair_cmd", "cli", "repair_command"),
         ("kcompact.cli.config_cmd", "cli", "config_group"),

@@ -104,6 +104,7 @@ CONFIG_KEYS: dict[str, ConfigKey] = {
         _k("log.cleaner.io.buffer.size", "int", 512 * 1024, minimum=0),
         _k("message.max.bytes", "int", 1024 * 1024 + 12, minimum=0),
         _k("producer.id.expiration.ms", "int", 24 * MS_PER_HOUR, minimum=1),
+        _k("transaction.max.timeout.ms", "int", 15 * MS_PER_MINUTE, minimum=1),  # TransactionStateManagerConfig
     )
 }  # fmt: skip
 
@@ -116,6 +117,7 @@ BROKER_ONLY_KEYS = frozenset(
         "log.cleaner.io.buffer.size",
         "message.max.bytes",
         "producer.id.expiration.ms",
+        "transaction.max.timeout.ms",
     }
 )
 

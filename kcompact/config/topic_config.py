@@ -111,6 +111,7 @@ class TopicConfig:
     io_buffer_size: int
     message_max_bytes: int
     producer_id_expiration_ms: int
+    transaction_max_timeout_ms: int
 
     def __post_init__(self) -> None:
         if self.min_compaction_lag_ms > self.max_compaction_lag_ms:

@@ -29,6 +29,7 @@ from kcompact.cleaner.logdir.run import ConfigSources
 from kcompact.cleaner.round.stages import unsupported_reason
 from kcompact.cleaner.rules.ranges import (
     RULE_CLEANUP_POLICY,
+    RULE_OPEN_TRANSACTION,
     CleanableRange,
     cleaner_order,
     compute_cleanable_range,
@@ -54,6 +55,10 @@ from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.progress import ProgressCallback
 
 RULE_TIERED_STORAGE = "tiered-storage"
+TRANSACTIONS_POINTER = (
+    "`kcompact inspect transactions` shows its producer's state, whether it hangs, and the line "
+    "that aborts it"
+)
 LIVE_BROKER_WARNING = "a running broker holds this log dir: the active segment may be moving"
 
 ADVICE = {
@@ -64,7 +69,8 @@ ADVICE = {
     "high-watermark": "records above the high watermark are not replicated yet; nothing to change offline",
     "open-transaction": (
         "an open transaction holds the last stable offset; the producer must commit or abort "
-        "(or the transaction coordinator times it out)"
+        "(or the transaction coordinator times it out); `kcompact inspect transactions PATH` says "
+        "whether it hangs and prints the kafka-transactions.sh line that aborts it"
     ),
     "min-compaction-lag": "recent segments are inside min.compaction.lag.ms; they become cleanable as they age",
     "below-dirty-ratio": (
@@ -352,3 +358,5 @@ def _fill(row: DirtyRatioRow, rng: CleanableRange) -> None:
     row.max_compaction_delay_ms = rng.max_compaction_delay_ms
     row.blocking_rule = rng.blocking_rule
     row.blocking_detail = rng.blocking_detail
+    if rng.blocking_rule == RULE_OPEN_TRANSACTION and rng.blocking_detail:
+        row.blocking_detail += f"; {TRANSACTIONS_POINTER}"

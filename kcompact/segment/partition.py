@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 METADATA_TOPIC = "__cluster_metadata"
 
 # Files of a partition directory that are neither segments nor leftovers, and that Kafka expects.

@@ -61,6 +61,7 @@ def test_show_real_consumer_offsets_table() -> None:
         ("log.cleaner.io.buffer.size", "524288", default),
         ("message.max.bytes", "1048588", default),
         ("producer.id.expiration.ms", "86400000", default),
+        ("transaction.max.timeout.ms", "900000", default),
     ]
     assert lines(result.output) == [
         "topic id: gSnfpEbtQfSDpxM2lhEn9A",

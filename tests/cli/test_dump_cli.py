@@ -229,7 +229,8 @@ def test_paths_that_are_not_segments(tmp_path: Path) -> None:
     result = run(tmp_path / "x.txt")
     assert result.exit_code == 2
     assert result.stderr == (f"kcompact: error: {tmp_path / 'x.txt'}: not a segment file; expected "
-                             "<offset>.log, .index, .timeindex or .txnindex\n")
+                             "<offset>.log, .index, .timeindex, .txnindex or .snapshot, a checkpoint file or "
+                             "partition.metadata\n")
     missing = run(tmp_path / "nope.log")
     assert missing.exit_code == 2 and "does not exist" in missing.stderr
 

@@ -112,6 +112,7 @@ CASES: dict[str, Case] = {
     "inspect keys": _corrupt("inspect", "keys"),
     "inspect last-clean": _corrupt("inspect", "last-clean"),
     "inspect dirty-ratio": _no_partitions("inspect", "dirty-ratio"),
+    "inspect transactions": _no_partitions("inspect", "transactions"),
     "inspect dump": _dump,
     "inspect replicas": _replicas,
     "config show": _config_show,

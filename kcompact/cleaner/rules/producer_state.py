@@ -49,7 +49,9 @@ from kcompact.cleaner.rules.transactions import (
 )
 
 __all__ = [
+    "NO_COORDINATOR_EPOCH",
     "NO_PRODUCER_EPOCH",
+    "NO_SEQUENCE",
     "NO_TIMESTAMP",
     "LastRecord",
     "OpenTxn",
@@ -63,6 +65,8 @@ __all__ = [
 # RecordBatch.NO_PRODUCER_EPOCH: the epoch of an entry that has seen no batch yet
 NO_PRODUCER_EPOCH = -1
 NO_TIMESTAMP = -1  # RecordBatch.NO_TIMESTAMP
+NO_SEQUENCE = -1  # RecordBatch.NO_SEQUENCE
+NO_COORDINATOR_EPOCH = -1  # ProducerStateEntry.empty's coordinator epoch
 
 
 class ProducerSnapshotEntryLike(Protocol):
@@ -82,6 +86,12 @@ class ProducerSnapshotEntryLike(Protocol):
 
     @property
     def current_txn_first_offset(self) -> int: ...  # -1 when no transaction is open
+
+    @property
+    def last_sequence(self) -> int: ...  # -1 when none
+
+    @property
+    def coordinator_epoch(self) -> int: ...  # -1 when no marker was seen
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +125,8 @@ class ProducerState:
     last_data_offset: int | None
     last_timestamp: int
     current_txn_first_offset: int | None
+    last_sequence: int = NO_SEQUENCE  # ProducerStateEntry.lastSeq
+    coordinator_epoch: int = NO_COORDINATOR_EPOCH  # the last marker's, -1 before any
 
 
 @dataclass(slots=True)
@@ -123,12 +135,16 @@ class _Entry:
     last_data_offset: int | None = None
     last_timestamp: int = NO_TIMESTAMP
     current_txn_first_offset: int | None = None
+    last_sequence: int = NO_SEQUENCE
+    coordinator_epoch: int = NO_COORDINATOR_EPOCH
 
     def switch_epoch(self, producer_epoch: int) -> None:
-        # ProducerStateEntry.maybeUpdateProducerEpoch: a new epoch drops the batch metadata
+        # ProducerStateEntry.maybeUpdateProducerEpoch: a new epoch drops the batch metadata (and
+        # with it the last sequence)
         if producer_epoch != self.producer_epoch:
             self.producer_epoch = producer_epoch
             self.last_data_offset = None
+            self.last_sequence = NO_SEQUENCE
 
     def is_expired(self, now_ms: int, expiration_ms: int) -> bool:
         return (
@@ -174,6 +190,9 @@ class ProducerStateReplay:
                 current_txn_first_offset=(
                     item.current_txn_first_offset if item.current_txn_first_offset >= 0 else None
                 ),
+                # ProducerStateManager.readSnapshot: no batch metadata (so no sequence) without an offset
+                last_sequence=item.last_sequence if item.last_offset >= 0 else NO_SEQUENCE,
+                coordinator_epoch=item.coordinator_epoch,
             )
             expired_at_load = (
                 now_ms is not None
@@ -189,6 +208,7 @@ class ProducerStateReplay:
         *,
         control_type: int | None = None,
         marker_timestamp: int | None = None,
+        coordinator_epoch: int | None = None,
     ) -> None:
         """Apply the next batch of the log.
 
@@ -198,6 +218,8 @@ class ProducerStateReplay:
                 has no records.
             marker_timestamp: for a marker, its record's timestamp. Defaults to ``batch.max_timestamp``,
                 which equals it for any one-record marker batch.
+            coordinator_epoch: for a marker, the coordinator epoch of its ``EndTransactionMarker``
+                (None leaves the producer's as it was).
         """
         producer_id = batch.producer_id
         if producer_id <= NO_PRODUCER_ID:
@@ -209,11 +231,15 @@ class ProducerStateReplay:
             self._apply_data(entry, batch)
         elif control_type in (CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT):
             self._apply_marker(entry, producer_id, batch, marker_timestamp)
+            if coordinator_epoch is not None:  # ProducerAppendInfo.appendEndTxnMarker
+                entry.coordinator_epoch = coordinator_epoch
 
     def _apply_data(self, entry: _Entry, batch: BatchLike) -> None:
         entry.switch_epoch(batch.producer_epoch)
         entry.last_data_offset = batch.last_offset
         entry.last_timestamp = batch.max_timestamp
+        # a v2 batch's base sequence plus its last offset delta; BatchLike fakes may not carry it
+        entry.last_sequence = getattr(batch, "last_sequence", NO_SEQUENCE)
         if batch.is_transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = batch.base_offset
 
@@ -305,6 +331,8 @@ class ProducerStateReplay:
                 e.last_data_offset,
                 e.last_timestamp,
                 e.current_txn_first_offset,
+                e.last_sequence,
+                e.coordinator_epoch,
             )
             for producer_id, e in self._producers.items()
         }

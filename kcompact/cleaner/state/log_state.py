@@ -29,7 +29,7 @@ from kcompact.cleaner.rules.ranges import RangeInputs, SegmentStats
 from kcompact.cleaner.rules.transactions import TXN_DATA
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError
-from kcompact.records.control import ControlRecordKey, ControlRecordType
+from kcompact.records.control import ControlRecordKey, ControlRecordType, EndTransactionMarker
 from kcompact.records.record import decode_records
 from kcompact.segment.files import file_access
 from kcompact.segment.index_builder import IndexBuilder
@@ -99,6 +99,7 @@ class LogState:
     transactions: list[TxnSpan]
     aborted_by_segment: list[tuple[int, list[AbortedTxn]]]
     warnings: list[str] = field(default_factory=list)
+    snapshot_offset: int | None = None  # the producer snapshot the state was seeded from, if any
 
     def open_transaction(self) -> OpenTxn | None:
         """The earliest transaction still unstable at the high watermark (it caps cleaning), if any."""
@@ -162,7 +163,8 @@ def load_log_state(partition: Partition, config: TopicConfig) -> LogState:
     hw_entry = partition.checkpointed(partition.log_dir.replication_checkpoint)
     replay = ProducerStateReplay(high_watermark=hw_entry)
     warnings: list[str] = []
-    replay_from = _seed_from_snapshot(partition, replay, warnings)
+    snapshot_offset = _seed_from_snapshot(partition, replay, warnings)
+    replay_from = snapshot_offset or 0
     tracker = _TxnTracker()
     segments = tuple(
         _load_segment(seg, replay, tracker, config.index_interval_bytes, replay_from)
@@ -190,6 +192,7 @@ def load_log_state(partition: Partition, config: TopicConfig) -> LogState:
         transactions=tracker.spans,
         aborted_by_segment=_aborted_by_segment(segments, tracker),
         warnings=warnings,
+        snapshot_offset=snapshot_offset,
     )
 
 
@@ -210,10 +213,13 @@ def _register_emptied_marker(replay: ProducerStateReplay, batch: Any) -> None:
     )])
 
 
-def _seed_from_snapshot(partition: Partition, replay: ProducerStateReplay, warnings: list[str]) -> int:
+def _seed_from_snapshot(
+    partition: Partition, replay: ProducerStateReplay, warnings: list[str]
+) -> int | None:
     """Seed producer state from the newest usable ``.snapshot``, as a broker's loader does.
 
-    Returns the offset from which batches must still be replayed (0 when no snapshot is used). A snapshot
+    Returns the snapshot's offset, from which batches must still be replayed (None when no snapshot is
+    used: the whole log is replayed). A snapshot
     past the log end is stale (Kafka deletes it); one that does not parse is ignored with a warning and the
     whole log is replayed instead.
     """
@@ -223,17 +229,17 @@ def _seed_from_snapshot(partition: Partition, replay: ProducerStateReplay, warni
         if parsed is not None:
             candidates.append((parsed.base_offset, path))
     if not candidates:
-        return 0
+        return None
     log_end = partition.log_end_offset()
     usable = [(offset, path) for offset, path in candidates if offset <= log_end]
     if not usable:
-        return 0
+        return None
     offset, path = max(usable)
     try:
         entries = read_producer_snapshot(path)
     except CorruptDataError as err:
         warnings.append(f"producer snapshot ignored, the whole log is replayed instead: {err}")
-        return 0
+        return None
     replay.seed(entries)
     return offset
 
@@ -252,9 +258,9 @@ def _load_segment(
     events: list[tuple[int, int, int]] = []
     with seg.open() as log:
         for batch in log.iter_batches():
-            control_type, marker_ts = None, None
+            control_type, marker_ts, coordinator_epoch = None, None, None
             if batch.is_control:
-                control_type, marker_ts = read_control(batch, log.path)
+                control_type, marker_ts, coordinator_epoch = read_marker(batch, log.path)
                 if control_type is not None and control_type in _MARKER_TYPES:
                     events.append((batch.last_offset, batch.producer_id, control_type))
             elif batch.is_transactional:
@@ -262,7 +268,8 @@ def _load_segment(
             if batch.base_offset >= replay_from:
                 if batch.is_control and control_type is None:
                     _register_emptied_marker(replay, batch)
-                replay.apply(batch, control_type=control_type, marker_timestamp=marker_ts)
+                replay.apply(batch, control_type=control_type, marker_timestamp=marker_ts,
+                             coordinator_epoch=coordinator_epoch)
             tracker.apply(batch, control_type)
             if builder is not None:
                 builder.append(batch.position, batch.size_in_bytes, batch.last_offset,
@@ -310,16 +317,25 @@ def _time_index_tail(seg: SegmentFiles) -> tuple[int, int]:
 
 def read_control(batch: object, path: object) -> tuple[int | None, int | None]:
     """The control type and timestamp of a control batch's first record (None for an emptied marker)."""
+    control_type, timestamp, _epoch = read_marker(batch, path)
+    return control_type, timestamp
+
+
+def read_marker(batch: object, path: object) -> tuple[int | None, int | None, int | None]:
+    """:func:`read_control` plus, for a COMMIT/ABORT marker, its coordinator epoch (else None)."""
     if getattr(batch, "records_count", 0) == 0:
-        return None, None
+        return None, None, None
     try:
         record = decode_records(batch)[0]  # type: ignore[arg-type]
         key = ControlRecordKey.parse(record.key or b"")
+        epoch = None
+        if key.type in _MARKER_TYPES:
+            epoch = EndTransactionMarker.parse(record.value).coordinator_epoch
     except CorruptDataError as err:
         if err.path is None:
             raise err.located(str(path), getattr(batch, "position", 0)) from err
         raise
-    return int(key.type), record.timestamp
+    return int(key.type), record.timestamp, epoch
 
 
 class _TxnTracker:

@@ -1,12 +1,18 @@
-"""``inspect dump``: the contents of segments and indexes as a stream of JSON-ready items.
+"""``inspect dump``: the contents of segments, indexes, snapshots and checkpoints as a stream of JSON-ready items.
 
 What ``kafka-dump-log`` prints, as data, for a ``.log``/``.index``/``.timeindex``/``.txnindex`` file or for
-every segment of a partition directory. Every item is a ``dict`` with a ``"type"``; names and key order are
+every segment of a partition directory; also for a producer ``.snapshot``, ``leader-epoch-checkpoint``,
+the log dir's offset checkpoints and ``partition.metadata`` (their items: :mod:`kcompact.inspect.dump.other_files`),
+and, for a ``.log`` or a partition, only the part a :class:`~kcompact.inspect.dump.window.DumpFilter` selects
+(offsets, times, a key, ``--max-bytes``; :mod:`kcompact.inspect.dump.window`). Every item is a ``dict`` with a ``"type"``; names and key order are
 part of kcompact's interface (``--json`` prints them as they are; tests/inspect/dump/test_dump.py fixes them):
 
 * ``file`` — ``file, kind, base_offset, size_in_bytes``: starts the items of one file (kind ``log``,
   ``index``, ``timeindex``, ``txnindex``, or ``checkpoint`` for a KRaft snapshot, whose ``base_offset``
-  is the end offset in its name), so an empty file still shows up;
+  is the end offset in its name; ``snapshot`` for a producer snapshot, ``leader-epoch-checkpoint``,
+  ``offset-checkpoint``, ``partition-metadata`` with ``base_offset`` null), so an empty file still shows
+  up; the entries of those four: ``producer_snapshot_entry``, ``leader_epoch_entry``,
+  ``offset_checkpoint_entry``, ``partition_metadata`` (fields in :mod:`kcompact.inspect.dump.other_files`);
 * ``batch`` — ``file, position, base_offset, last_offset, count, magic, compression, timestamp_type,
   is_control, is_transactional, producer_id, producer_epoch, base_sequence, partition_leader_epoch,
   max_timestamp, delete_horizon_ms, size_in_bytes, crc, crc_valid`` (a v0/v1 entry too: ``count`` is its
@@ -15,10 +21,11 @@ part of kcompact's interface (``--json`` prints them as they are; tests/inspect/
   [{key, value}], control, coordinator_epoch``; key, value and header values are base64 or null, header keys
   text; ``control`` is COMMIT/ABORT for transaction markers, the control type's name (LEADER_CHANGE,
   SNAPSHOT_HEADER, …, UNKNOWN) for other control records and null for data. Data records of
-  ``__cluster_metadata`` (a segment or a KRaft ``.checkpoint`` snapshot) and of ``__consumer_offsets`` get
-  one more field, ``decoded`` (what kafka-dump-log's ``--cluster-metadata-decoder`` and
-  ``--offsets-decoder`` show): the metadata record's ``{type, version, data}``, or ``{key, value}`` of
-  an offsets record (``value`` null for a tombstone); null, with a ``problem`` item, when it does not
+  ``__cluster_metadata`` (a segment or a KRaft ``.checkpoint`` snapshot), of ``__consumer_offsets`` and of
+  ``__transaction_state`` get one more field, ``decoded`` (what kafka-dump-log's
+  ``--cluster-metadata-decoder``, ``--offsets-decoder`` and ``--transaction-log-decoder`` show): the
+  metadata record's ``{type, version, data}``, or ``{key, value}`` of an offsets or transaction log record
+  (each ``{version, data}``; ``value`` null for a tombstone); null, with a ``problem`` item, when it does not
   decode. Records of other topics have no ``decoded`` field;
 * ``offset_index_entry`` — ``file, offset, position``; ``time_index_entry`` — ``file, timestamp, offset``;
   ``aborted_txn`` — ``file, version, producer_id, first_offset, last_offset, last_stable_offset``;
@@ -38,8 +45,9 @@ framing allows. It raises :class:`~kcompact.errors.KcompactError` only for a pat
 
 This module picks what to dump (a file by its kind, or every segment of a directory) and warns about a
 live broker; the dumpers per file kind are :mod:`kcompact.inspect.dump.log` (``.log``, ``.checkpoint``)
-and :mod:`kcompact.inspect.dump.index` (indexes and ``--verify-index``), and the item constructors are
-:mod:`kcompact.inspect.dump.items`.
+:mod:`kcompact.inspect.dump.index` (indexes and ``--verify-index``) and
+:mod:`kcompact.inspect.dump.other_files` (snapshots, checkpoints, ``partition.metadata``); the item
+constructors are :mod:`kcompact.inspect.dump.items`.
 """
 
 from __future__ import annotations
@@ -64,6 +72,8 @@ from kcompact.inspect.dump.log import (
     dump_log,
     record_decoder,
 )
+from kcompact.inspect.dump.other_files import NAMED_FILES, dump_named_file, dump_producer_snapshot
+from kcompact.inspect.dump.window import DumpFilter, DumpWindow
 from kcompact.segment.lock import BROKER_LOCK_FILE, broker_holds_lock
 from kcompact.segment.names import SegmentFileName, parse_segment_file_name
 from kcompact.segment.partition import is_partition_dir, named_path, open_partition
@@ -75,9 +85,11 @@ __all__ = [  # its own names and those that moved to the per-file-kind dumpers, 
     "LEGACY_MAX_CODEC",
     "METADATA_TOPIC",
     "MIN_SIZE_BY_MAGIC",
+    "NAMED_FILES",
     "OFFSETS_TOPIC",
     "RECORD_OVERHEAD_V1",
     "TIMESTAMP_TYPE_NAMES",
+    "DumpFilter",
     "Item",
     "RecordDecoder",
     "batch_item",
@@ -92,49 +104,69 @@ INDEX_KINDS = ("index", "timeindex", "txnindex")
 
 
 def dump_path(
-    path: str | os.PathLike[str], *, records: bool = False, verify_index: bool = False
+    path: str | os.PathLike[str], *, records: bool = False, verify_index: bool = False,
+    selection: DumpFilter | None = None,
 ) -> Iterator[Item]:
-    """Dump a ``.log``/``.index``/``.timeindex``/``.txnindex`` file or a whole partition directory.
+    """Dump a segment file, a producer snapshot, a checkpoint file or a whole partition directory.
 
     Args:
-        path: the file (a KRaft ``.checkpoint`` snapshot too) or partition directory.
+        path: the file (``.log``, ``.index``, ``.timeindex``, ``.txnindex``, a KRaft ``.checkpoint``
+            snapshot, a producer ``.snapshot``, one of :data:`NAMED_FILES`) or partition directory.
         records: also yield every record after its batch.
         verify_index: check index files against the log: ``problem`` items for disagreements and one
             ``index_check`` item per index file.
+        selection: which batches and records of a ``.log`` or partition to show (None: all).
 
     Yields:
         JSON-ready items as described in the module docstring.
 
     Raises:
-        KcompactError: the path is neither a segment file nor a partition directory.
+        KcompactError: the path is none of those, or a selection is asked of a file without records.
     """
     target = named_path(path)
+    window = None if selection is None or selection == DumpFilter() else DumpWindow(selection)
     if target.is_dir():
         if not is_partition_dir(target):
             raise KcompactError(
                 f"{target}: not a partition directory; expected a <topic>-<partition> directory "
                 f"or a .log, .index, .timeindex or .txnindex file")
-        yield from _dump_partition(target, records, verify_index)
+        yield from _dump_partition(target, records, verify_index, window)
         return
     parsed = parse_segment_file_name(target.name)
+    record_file = parsed is not None and parsed.kind in ("log", "checkpoint")
+    if window is not None and not record_file:
+        raise KcompactError(f"{target}: --from-offset, --to-offset, --from-time, --to-time, --key and "
+                            f"--max-bytes select records; expected a .log file or a partition directory")
+    if target.name in NAMED_FILES:
+        yield from dump_named_file(target)
+        return
+    if parsed is not None and parsed.kind == "snapshot" and parsed.temp_suffix is None:
+        yield from dump_producer_snapshot(target, parsed.base_offset)
+        return
     if parsed is None or parsed.kind not in DUMPABLE_KINDS:
         raise KcompactError(
-            f"{target}: not a segment file; expected <offset>.log, .index, .timeindex or .txnindex")
-    yield from _dump_file(target, parsed, records, verify_index)
+            f"{target}: not a segment file; expected <offset>.log, .index, .timeindex, "
+            f".txnindex or .snapshot, a checkpoint file or partition.metadata")
+    yield from _dump_file(target, parsed, records, verify_index, window)
 
 
 def _dump_file(target: Path, parsed: SegmentFileName, records: bool,
-               verify_index: bool) -> Iterator[Item]:
+               verify_index: bool, window: DumpWindow | None = None) -> Iterator[Item]:
     live = yield from _live_check(target.parent.parent)
     live_active = live and _is_active(target, parsed)
     decoder = record_decoder(target.parent.name)
     if parsed.kind == "checkpoint":  # a KRaft snapshot: batches like a segment's, no indexes
         yield from dump_log(target, parsed.base_offset, records, decoder, live_active=False,
-                            kind="checkpoint")
+                            kind="checkpoint", window=window)
         return
     sibling = {kind: _sibling(target, parsed, kind) for kind in ("log", *INDEX_KINDS)}
     if parsed.kind == "log":
-        yield from dump_log(target, parsed.base_offset, records, decoder, live_active=live_active)
+        start = 0 if window is None else window.start_position(
+            parsed.base_offset, None, sibling["index"], sibling["timeindex"])
+        if start is None:
+            return
+        yield from dump_log(target, parsed.base_offset, records, decoder, live_active=live_active,
+                            start=start, window=window)
         if verify_index:
             indexes = (sibling["index"], sibling["timeindex"], sibling["txnindex"])
             yield from check_segment_indexes(target, parsed.base_offset,
@@ -162,17 +194,27 @@ def _sibling(path: Path, parsed: SegmentFileName, kind: str) -> Path:
     return path.with_name(f"{parsed.name.split('.', 1)[0]}.{kind}{suffix}")
 
 
-def _dump_partition(directory: Path, records: bool, verify_index: bool) -> Iterator[Item]:
+def _dump_partition(directory: Path, records: bool, verify_index: bool,
+                    window: DumpWindow | None = None) -> Iterator[Item]:
     partition = open_partition(directory)
     live = yield from _live_check(directory.parent)
     decoder = record_decoder(directory.name)
     if not partition.segments:
         yield warning_item(directory, "no segment (no .log file): nothing to dump; a broker loading this "
                                       "directory creates an empty segment at its log start offset")
-    for number, segment in enumerate(partition.segments):
-        live_active = live and number == len(partition.segments) - 1
+    segments = partition.segments
+    for number, segment in enumerate(segments):
+        live_active = live and number == len(segments) - 1
+        start = 0
+        if window is not None:
+            next_base = segments[number + 1].base_offset if number + 1 < len(segments) else None
+            found = window.start_position(segment.base_offset, next_base, segment.index_path,
+                                          segment.time_index_path)
+            if found is None:
+                continue
+            start = found
         yield from dump_log(segment.log_path, segment.base_offset, records, decoder,
-                            live_active=live_active)
+                            live_active=live_active, start=start, window=window)
         if verify_index:
             indexes = (segment.index_path, segment.time_index_path, segment.txn_index_path)
             yield from check_segment_indexes(segment.log_path, segment.base_offset, indexes,

@@ -14,7 +14,7 @@ from typing import Any
 Item = dict[str, Any]
 
 
-def file_item(path: Path, kind: str, base_offset: int, size_in_bytes: int) -> Item:
+def file_item(path: Path, kind: str, base_offset: int | None, size_in_bytes: int) -> Item:
     """A ``file`` item: the items of ``path`` (a ``kind`` file of segment ``base_offset``) follow."""
     return {"type": "file", "file": str(path), "kind": kind, "base_offset": base_offset,
             "size_in_bytes": size_in_bytes}

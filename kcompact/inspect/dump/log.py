@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from kcompact.config.kraft import records as kraft_records
 from kcompact.errors import CorruptDataError, KcompactError, TruncatedDataError
 from kcompact.inspect.dump.items import Item, file_item, problem_item, warning_item
+from kcompact.inspect.dump.window import DumpWindow, Verdict
 from kcompact.records.batch import ENTRY_PREFIX_STRUCT, HEADER_SIZE_UP_TO_MAGIC, RECORD_OVERHEAD_V0
 from kcompact.records.batch_header import (
     LOG_OVERHEAD,
@@ -34,6 +35,7 @@ from kcompact.records.batch_header import (
 )
 from kcompact.records.control import ControlRecordKey, ControlRecordType, EndTransactionMarker
 from kcompact.records.messages import consumer_offsets as offsets_records
+from kcompact.records.messages import transaction_log as txn_log_records
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import parse_partition_dir_name
 
@@ -47,6 +49,7 @@ RecordDecoder = Callable[["Record"], Item]  # a data record -> its ``decoded`` o
 
 METADATA_TOPIC = "__cluster_metadata"
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
 LEGACY_MAX_CODEC = 3  # gzip, snappy, lz4: zstd needs magic 2
 RECORD_OVERHEAD_V1 = RECORD_OVERHEAD_V0 + 8  # v1 adds the timestamp
@@ -59,7 +62,8 @@ TIMESTAMP_TYPE_NAMES = {
 
 
 def dump_log(path: Path, base_offset: int, records: bool, decoder: RecordDecoder | None, *,
-             live_active: bool, kind: str = "log") -> Iterator[Item]:
+             live_active: bool, kind: str = "log", start: int = 0,
+             window: DumpWindow | None = None) -> Iterator[Item]:
     """Dump the batches (and, with ``records``, the records) of one ``.log`` or snapshot.
 
     Args:
@@ -70,6 +74,8 @@ def dump_log(path: Path, base_offset: int, records: bool, decoder: RecordDecoder
         live_active: the file is the active segment of a partition a running broker holds, so a
             partial last entry is a ``warning``, not a ``problem``.
         kind: the ``kind`` of the ``file`` item.
+        start: the byte position of the first entry to read (a batch boundary).
+        window: the selection (``--from-offset``, ``--key``, …): which batches and records are shown.
 
     Yields:
         A ``file`` item, then ``batch``, ``record``, ``problem`` and ``warning`` items.
@@ -81,18 +87,22 @@ def dump_log(path: Path, base_offset: int, records: bool, decoder: RecordDecoder
         return
     with log:
         yield file_item(path, kind, base_offset, log.size_in_bytes)
-        position: int | None = 0
+        position: int | None = min(start, log.size_in_bytes)
         while position is not None:
-            position = yield from _walk(log, position, records, decoder, live_active)
+            position = yield from _walk(log, position, records, decoder, live_active, window)
 
 
 def _walk(log: LogFile, start: int, records: bool, decoder: RecordDecoder | None,
-          live_active: bool) -> Generator[Item, None, int | None]:
+          live_active: bool, window: DumpWindow | None = None) -> Generator[Item, None, int | None]:
     """Yield the items of the entries from ``start``; return where to resume after a bad one, or None."""
     position = start
     try:
         for batch in log.iter_batches(start):
-            yield from _batch_items(batch, log.path, records, decoder)
+            verdict = Verdict.SHOW if window is None else window.verdict(batch)
+            if verdict in (Verdict.STOP, Verdict.STOP_FILE):
+                return None
+            if verdict is Verdict.SHOW:
+                yield from _batch_items(batch, log.path, records, decoder, window)
             position = batch.position + batch.size_in_bytes
     except CorruptDataError as err:
         if live_active and isinstance(err, TruncatedDataError):
@@ -130,11 +140,14 @@ def _without_buffer_prefix(message: str, position: int) -> str:
 
 
 def _batch_items(batch: AnyBatch, path: Path, records: bool,
-                 decoder: RecordDecoder | None) -> Iterator[Item]:
+                 decoder: RecordDecoder | None, window: DumpWindow | None = None) -> Iterator[Item]:
+    if window is not None and window.selection.selects_records:
+        yield from _selected_items(batch, path, decoder, window)
+        return
     if isinstance(batch, RecordBatch):
         yield batch_item(batch, path)
         if records:
-            yield from _record_items(batch, _decode_v2(batch), path, decoder)
+            yield from _record_items(batch, _decode_v2(batch), path, decoder, window)
         return
     if batch.compression > LEGACY_MAX_CODEC:
         yield problem_item(path, batch.position,
@@ -149,7 +162,32 @@ def _batch_items(batch: AnyBatch, path: Path, records: bool,
         item.update(base_offset=decoded[0].offset, count=len(decoded))
     yield item
     if isinstance(decoded, KcompactError) or records:
+        yield from _record_items(batch, decoded, path, decoder, window)
+
+
+def _selected_items(batch: AnyBatch, path: Path, decoder: RecordDecoder | None,
+                    window: DumpWindow) -> Iterator[Item]:
+    """``--key``: the batch and its matching records, only when it holds one (or does not decode)."""
+    if isinstance(batch, RecordBatch):
+        decoded = _decode_v2(batch)
+    elif batch.compression > LEGACY_MAX_CODEC:
+        decoded = KcompactError(f"unknown compression codec for a magic {batch.magic} message")
+    else:
+        decoded = _decode_legacy(batch)
+    if isinstance(decoded, KcompactError):
+        item = batch_item(batch, path)
+        if not isinstance(batch, RecordBatch):
+            item.update(base_offset=None, count=None)
+        yield item
         yield from _record_items(batch, decoded, path, decoder)
+        return
+    if not any(window.shows_record(r.offset, r.key) for r in decoded):
+        return
+    item = batch_item(batch, path)
+    if not isinstance(batch, RecordBatch):
+        item.update(base_offset=decoded[0].offset, count=len(decoded))
+    yield item
+    yield from _record_items(batch, decoded, path, decoder, window)
 
 
 def batch_item(batch: AnyBatch, path: Path) -> Item:
@@ -203,7 +241,7 @@ def _decode_legacy(entry: LegacyEntry) -> list[Record] | KcompactError:
 
 def _record_items(
     batch: AnyBatch, decoded: list[Record] | KcompactError, path: Path,
-    decoder: RecordDecoder | None = None,
+    decoder: RecordDecoder | None = None, window: DumpWindow | None = None,
 ) -> Iterator[Item]:
     if isinstance(decoded, KcompactError):
         position = decoded.position if isinstance(decoded, CorruptDataError) else None
@@ -211,6 +249,8 @@ def _record_items(
         yield problem_item(path, batch.position if position is None else position, message)
         return
     for record in decoded:
+        if window is not None and not window.shows_record(record.offset, record.key):
+            continue
         control: str | None = None
         coordinator_epoch: int | None = None
         if batch.is_control:
@@ -244,7 +284,7 @@ def record_decoder(partition_dir_name: str) -> RecordDecoder | None:
         partition_dir_name: the directory's name, ``<topic>-<partition>``.
 
     Returns:
-        The ``__cluster_metadata`` or ``__consumer_offsets`` decoder, else None.
+        The ``__cluster_metadata``, ``__consumer_offsets`` or ``__transaction_state`` decoder, else None.
     """
     parsed = parse_partition_dir_name(partition_dir_name)
     topic = None if parsed is None else parsed.topic
@@ -252,6 +292,8 @@ def record_decoder(partition_dir_name: str) -> RecordDecoder | None:
         return _decode_metadata
     if topic == OFFSETS_TOPIC:
         return _decode_offsets
+    if topic == TRANSACTION_STATE_TOPIC:
+        return _decode_transaction_log
     return None
 
 
@@ -263,6 +305,13 @@ def _decode_offsets(record: Record) -> Item:
     key = offsets_records.decode_offsets_key(record.key)
     value = offsets_records.decode_offsets_value(key, record.value)
     return {"key": offsets_records.as_json_dict(key), "value": offsets_records.as_json_dict(value)}
+
+
+def _decode_transaction_log(record: Record) -> Item:
+    key = txn_log_records.decode_txn_key(record.key)
+    value = None if isinstance(key, txn_log_records.UnknownTxnKey) else (
+        txn_log_records.decode_txn_value(record.value))
+    return {"key": txn_log_records.as_json_dict(key), "value": txn_log_records.as_json_dict(value)}
 
 
 def _decoded(decoder: RecordDecoder, record: Record, position: int,

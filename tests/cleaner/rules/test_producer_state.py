@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -232,3 +232,25 @@ def test_first_unstable_offset_is_the_earliest_open_transaction(
             model.setdefault(pid, offset)
     assert replay.first_unstable_offset() == (min(model.values()) if model else None)
     assert [t.first_offset for t in replay.open_transactions()] == sorted(model.values())
+
+
+@dataclass(frozen=True, slots=True)
+class SequencedBatch(FakeBatch):
+    """A fake batch with a v2 batch's last sequence (base sequence + last offset delta)."""
+
+    last_sequence: int = -1
+
+
+def test_last_sequence_and_coordinator_epoch_as_producer_state_entry_keeps_them() -> None:
+    replay = ProducerStateReplay()
+    first = data(0, 1, pid=1, txn=True)
+    replay.apply(SequencedBatch(**{f.name: getattr(first, f.name) for f in fields(first)}, last_sequence=7))
+    replay.apply(marker(2, 1, COMMIT), control_type=COMMIT, coordinator_epoch=5)
+    state = replay.producers()[1]
+    assert (state.last_sequence, state.coordinator_epoch) == (7, 5)  # a marker keeps the sequence
+    replay.apply(replace(marker(3, 1, ABORT), producer_epoch=1), control_type=ABORT, coordinator_epoch=6)
+    state = replay.producers()[1]
+    assert (state.producer_epoch, state.last_sequence, state.coordinator_epoch) == (1, -1, 6)
+    replay.seed([SnapshotEntry(2, 0, 9, -1, 0, 100, 4, -1), SnapshotEntry(3, 0, 9, 20, 0, 100, 4, -1)])
+    assert [(replay.producers()[p].last_sequence, replay.producers()[p].coordinator_epoch)
+            for p in (2, 3)] == [(-1, 4), (9, 4)]
