@@ -116,8 +116,10 @@ class ChildRun:
     worker_rss_mib: float
 
 
-def _child_clean(part: Path, jobs: str, *, reference: bool = False) -> ChildRun:
+def _child_clean(part: Path, jobs: str, *, reference: bool = False, pythonpath: Path | None = None) -> ChildRun:
     env = {**os.environ, "COLUMNS": "100"}
+    if pythonpath is not None:  # another kcompact source tree (scripts/bench_ratio.py --baseline)
+        env["PYTHONPATH"] = str(pythonpath)
     if reference:
         env["KCOMPACT_NO_ACCEL"] = "1"  # the records layer's pure-Python path
     command = [sys.executable, "-c", _CHILD, "clean", "--json", "--now-ms", str(FIRST_TS + 10**7),

@@ -78,6 +78,7 @@ __all__ = [
     "KAFKA_BYTES_PER_ENTRY",
     "KAFKA_MAX_MAP_MEMORY",
     "OffsetMap",
+    "digest_bytes",
     "key_digests",
     "thread_buffer",
 ]
@@ -112,6 +113,16 @@ _MERGE_RATIO = 4  # the newest run merges into the previous one once at least 1/
 _hash128 = xxhash.xxh3_128_digest  # module global so tests can force collisions
 
 
+def digest_bytes(keys: Sequence[bytes]) -> bytes:
+    """The keys' digests back to back, 16 bytes each in :data:`DIGEST_LAYOUT` (what the C scan
+    ``records.scan.scan_key_digests`` returns for a batch's keys).
+
+    Args:
+        keys: the record keys (bytes or any buffer); never None.
+    """
+    return b"".join(map(_hash128, keys))
+
+
 def key_digests(keys: Sequence[bytes]) -> tuple[U64, U64]:
     """Hash keys into the map's 128-bit digests.
 
@@ -121,7 +132,7 @@ def key_digests(keys: Sequence[bytes]) -> tuple[U64, U64]:
     Returns:
         ``(hi, lo)``: two uint64 arrays, the digest's first and last 8 bytes read big-endian.
     """
-    packed = np.frombuffer(b"".join(map(_hash128, keys)), dtype=DIGEST_LAYOUT)
+    packed = np.frombuffer(digest_bytes(keys), dtype=DIGEST_LAYOUT)
     return packed["hi"].astype(np.uint64), packed["lo"].astype(np.uint64)
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kcompact.cleaner.offset_map import OffsetMap, key_digests, thread_buffer
+from kcompact.cleaner.offset_map import DIGEST_LAYOUT, OffsetMap, digest_bytes, thread_buffer
 from kcompact.cleaner.round.chunks import batches_from
 from kcompact.cleaner.round.options import Progress
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
@@ -35,7 +35,7 @@ from kcompact.cleaner.state.log_state import read_control
 from kcompact.errors import CleanerStateError, CorruptDataError
 from kcompact.records.legacy import legacy_records
 from kcompact.records.record import records_bytes
-from kcompact.records.scan import scan_keys
+from kcompact.records.scan import scan_key_digests, scan_keys
 from kcompact.segment.log_file import LogFile, crc_error_or
 from kcompact.segment.txn_index import AbortedTxn
 
@@ -114,11 +114,12 @@ def iter_dirty_keys(
 
 
 class _Slice:
-    """Accumulates a slice's keys and per-batch bookkeeping (plain lists; arrays once per slice)."""
+    """Accumulates a slice's entries (offsets and digests as raw bytes, no Python object per key) and
+    per-batch bookkeeping; numpy arrays once per slice."""
 
     def __init__(self) -> None:
-        self.keys: list[bytes] = []
-        self.offsets = array("q")
+        self.digests = bytearray()
+        self.offsets = bytearray()  # native int64
         self.put_ends: list[int] = []
         self.last_offsets: list[int] = []
         self.scanned: list[int] = []
@@ -126,40 +127,56 @@ class _Slice:
         self.puts = 0
 
     def _reset(self) -> None:
-        self.keys, self.offsets = [], array("q")
+        self.digests, self.offsets = bytearray(), bytearray()
         self.put_ends, self.last_offsets, self.scanned = [], [], []
         self.puts = 0
 
     def add_batch(self, batch: Any, start: int, log: LogFile) -> None:
-        offsets, keys = batch_keys(batch, log)
-        self._batch_scanned = len(offsets)
-        if batch.base_offset >= start and None not in keys:
-            self.keys += keys  # type: ignore[arg-type]  # no None in it
-            self.offsets.extend(offsets)
-        else:
-            wanted = [i for i, k in enumerate(keys) if k is not None and offsets[i] >= start]
-            self.keys += [keys[i] for i in wanted]  # type: ignore[misc]  # None filtered out
-            self.offsets.extend([offsets[i] for i in wanted])
-        self.puts = len(self.offsets)
+        offsets, digests, self._batch_scanned = batch_key_digests(batch, start, log)
+        self.offsets += offsets
+        self.digests += digests
+        self.puts = len(self.offsets) // 8
 
     def end_batch(self, last_offset: int) -> None:
-        self.put_ends.append(len(self.offsets))
+        self.put_ends.append(self.puts)
         self.last_offsets.append(last_offset)
         self.scanned.append(self._batch_scanned)
         self._batch_scanned = 0
 
     def take(self) -> SegmentKeys:
-        if self.keys:
-            hi, lo = key_digests(self.keys)
-        else:
-            hi = lo = np.empty(0, dtype=np.uint64)
+        packed = np.frombuffer(self.digests, dtype=DIGEST_LAYOUT)
         out = SegmentKeys(
-            hi, lo, np.frombuffer(self.offsets, dtype=np.int64).copy(),
+            packed["hi"].astype(np.uint64), packed["lo"].astype(np.uint64),
+            np.frombuffer(self.offsets, dtype=np.int64).copy(),
             np.array(self.put_ends, dtype=np.int64), np.array(self.last_offsets, dtype=np.int64),
             np.array(self.scanned, dtype=np.int64),
         )
         self._reset()
         return out
+
+
+def batch_key_digests(batch: Any, start: int, log: LogFile) -> tuple[bytes, bytes, int]:
+    """The map entries of one data batch or legacy entry of ``log``: as ``Cleaner.buildOffsetMapForSegment``
+    puts them, the keyed records at offset ``start`` or later.
+
+    Returns:
+        Their offsets (native int64 bytes), their keys' digests (``DIGEST_LAYOUT``, 16 bytes each),
+        and how many records the batch has.
+
+    Raises:
+        CorruptDataError: its records do not parse (located in ``log``).
+    """
+    if batch.magic < 2:
+        offsets, keys = batch_keys(batch, log)
+        wanted = [i for i, key in enumerate(keys) if key is not None and offsets[i] >= start]
+        kept = array("q", [offsets[i] for i in wanted]).tobytes()
+        return kept, digest_bytes([keys[i] for i in wanted]), len(offsets)  # type: ignore[misc]
+    try:
+        found = scan_key_digests(records_bytes(batch), base_offset=batch.base_offset,
+                                 count=batch.records_count, min_offset=start)
+    except CorruptDataError as err:
+        raise crc_error_or(err, log.path, batch) from err
+    return found[0], found[1], batch.records_count
 
 
 def batch_keys(batch: Any, log: LogFile) -> tuple[Any, list[bytes | None]]:

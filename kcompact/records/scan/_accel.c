@@ -43,6 +43,11 @@
 #include <stdint.h>
 #include <string.h>
 
+/* XXH3-128, the offset map's key digest (cleaner/offset_map: key_digests), compiled in whole from the
+ * vendored single-header xxHash 0.8 (BSD 2-Clause, its licence at the top of xxhash.h). */
+#define XXH_INLINE_ALL
+#include "xxhash.h"
+
 #define MIN_RECORD_BODY 6  /* attributes + five 1-byte varints */
 #define MIN_RECORD_SIZE 7  /* the length varint + the smallest body */
 #define VARINT_MAX_BYTES 5
@@ -364,6 +369,92 @@ done:
     Py_XDECREF(raw);
     Py_XDECREF(keys);
     Py_XDECREF(offsets);
+    return result;
+}
+
+/* ---- scan_key_digests ------------------------------------------------------------------- */
+
+/* scan_keys' walk, keeping only keyed records at or above min_offset: their offsets and the
+ * canonical (big-endian) XXH3-128 digests of their keys. Returns how many it kept, or -1 with
+ * *err set (corrupt). `offsets` and `digests` have room for `count` entries. */
+static Py_ssize_t
+walk_key_digests(const uint8_t *d, Py_ssize_t n, int64_t base_offset, Py_ssize_t count,
+                 int64_t min_offset, int64_t *offsets, uint8_t *digests, Py_ssize_t *err)
+{
+    Py_ssize_t p = 0, kept = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        RecordHead head;
+        int32_t size;
+        Py_ssize_t q;
+        if (read_head(d, n, p, base_offset, &head, err) < 0)
+            return -1;
+        if (read_varint(d, n, head.body, p, &size, &q, err) < 0)
+            return -1;
+        if (size >= 0) {
+            if (q + size > head.end) {
+                *err = p;
+                return -1;
+            }
+            if (head.offset >= min_offset) {
+                XXH128_canonical_t canonical;
+                XXH128_canonicalFromHash(&canonical, XXH3_128bits(d + q, (size_t)size));
+                memcpy(digests + 16 * kept, canonical.digest, 16);
+                offsets[kept++] = head.offset;
+            }
+        }
+        else if (q > head.end) {
+            *err = p;
+            return -1;
+        }
+        p = head.end;
+    }
+    if (p != n) {
+        *err = p;
+        return -1;
+    }
+    return kept;
+}
+
+PyDoc_STRVAR(scan_key_digests_doc,
+"scan_key_digests(data, base_offset, count, min_offset) -> (offsets bytes, digests bytes)\n\n"
+"scan.scan_key_digests: native int64 offsets and 16-byte XXH3-128 digests of the keyed records\n"
+"at or above min_offset; raises ScanError(position) where scan_keys' reference would fail.");
+
+static PyObject *
+scan_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    int64_t base_offset, count, min_offset;
+    Py_ssize_t err = DECLINED, kept;
+    PyObject *offsets = NULL, *digests = NULL, *result = NULL;
+    if (check_nargs("scan_key_digests", nargs, 4) < 0)
+        return NULL;
+    if (as_int64(args[1], &base_offset) < 0 || as_int64(args[2], &count) < 0
+        || as_int64(args[3], &min_offset) < 0 || get_bytes(args[0], &view) < 0)
+        return scan_error(DECLINED);
+    if (check_count(count, view.len) < 0) {
+        PyBuffer_Release(&view);
+        return scan_error(0);
+    }
+    offsets = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * 8);
+    digests = offsets == NULL ? NULL : PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * 16);
+    if (digests == NULL)
+        goto done;
+    kept = walk_key_digests((const uint8_t *)view.buf, view.len, base_offset, (Py_ssize_t)count,
+                            min_offset, (int64_t *)PyBytes_AS_STRING(offsets),
+                            (uint8_t *)PyBytes_AS_STRING(digests), &err);
+    if (kept < 0) {
+        scan_error(err);
+        goto done;
+    }
+    /* shrink to what was kept: both objects are new and unshared, as _PyBytes_Resize needs */
+    if (_PyBytes_Resize(&offsets, kept * 8) < 0 || _PyBytes_Resize(&digests, kept * 16) < 0)
+        goto done;
+    result = PyTuple_Pack(2, offsets, digests);
+done:
+    PyBuffer_Release(&view);
+    Py_XDECREF(offsets);
+    Py_XDECREF(digests);
     return result;
 }
 
@@ -773,6 +864,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"scan_keys", (PyCFunction)(void (*)(void))scan_keys, METH_FASTCALL, scan_keys_doc},
+    {"scan_key_digests", (PyCFunction)(void (*)(void))scan_key_digests, METH_FASTCALL,
+     scan_key_digests_doc},
     {"scan_records", (PyCFunction)(void (*)(void))scan_records, METH_FASTCALL,
      scan_records_doc},
     {"rebuild_records", (PyCFunction)(void (*)(void))rebuild_records, METH_FASTCALL,

@@ -72,6 +72,26 @@ def scan_keys(data: Buffer, base_offset: int, count: int) -> KeyColumns | None:
     return result
 
 
+def scan_key_digests(
+    data: Buffer, base_offset: int, count: int, min_offset: int
+) -> tuple[bytes, bytes] | None:
+    """C :func:`~kcompact.records.scan.scan_key_digests` (XXH3-128 from the vendored ``xxhash.h``).
+
+    Args:
+        data, base_offset, count, min_offset: as for the reference.
+
+    Returns:
+        ``(offsets, digests)`` exactly as the reference, or None: run the reference.
+    """
+    if kernels is None:
+        return None
+    try:
+        result: tuple[bytes, bytes] = kernels.scan_key_digests(data, base_offset, count, min_offset)
+    except kernels.ScanError:
+        return None
+    return result
+
+
 def scan_records(
     data: Buffer, base_offset: int, base_timestamp: int, count: int, log_append_time: int | None
 ) -> ScannedColumns | None:
