@@ -75,6 +75,7 @@ def bench_ratio(args: object, workdir: Path) -> list[Row]:
         target = workdir / f"ratio-{name}"
         times: dict[str, list[float]] = {"cp": [], "sync": [], "clean": [], "base": []}
         rss: dict[str, list[float]] = {"clean": [], "base": []}
+        cpu: dict[str, list[float]] = {"clean": [], "base": []}
         loads, identical = [], True
         for _ in range(repeat):
             loads.append(os.getloadavg()[0])
@@ -87,6 +88,7 @@ def bench_ratio(args: object, workdir: Path) -> list[Row]:
                 run = _child_clean(target / source.name, "1", pythonpath=tree)
                 times[key].append(run.seconds)
                 rss[key].append(run.own_rss_mib)
+                cpu[key].append(run.cpu_seconds)
                 outputs.append(_digests(target))
             identical = identical and all(out == outputs[0] for out in outputs)
         shutil.rmtree(target, ignore_errors=True)
@@ -94,12 +96,14 @@ def bench_ratio(args: object, workdir: Path) -> list[Row]:
         rows += _summary(f"{name}: cp -r seconds", times["cp"])
         rows += _summary(f"{name}: cp -r + sync seconds", times["sync"])
         rows += _summary(f"{name}: clean --jobs 1 seconds", times["clean"])
+        rows += _summary(f"{name}: clean --jobs 1 CPU seconds (user + sys)", cpu["clean"])
         rows.append((f"{name}: clean --jobs 1 peak RSS (max)", max(rss["clean"]), "MiB"))
         best = min(times["clean"])
         rows.append((f"{name}: clean / cp -r (min/min)", best / min(times["cp"]), "x"))
         rows.append((f"{name}: clean / cp -r + sync (min/min)", best / min(times["sync"]), "x"))
         if baseline:
             rows += _summary(f"{name}: baseline clean --jobs 1 seconds", times["base"])
+            rows += _summary(f"{name}: baseline CPU seconds (user + sys)", cpu["base"])
             rows.append((f"{name}: baseline peak RSS (max)", max(rss["base"]), "MiB"))
             rows.append((f"{name}: baseline / this (min/min)", min(times["base"]) / best, "x"))
             rows.append((f"{name}: output identical to the baseline's (1 if yes)", float(identical), "yes"))

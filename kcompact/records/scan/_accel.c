@@ -860,6 +860,150 @@ done:
     return result;
 }
 
+/* ---- last_puts: the offset map's flush ------------------------------------------------------ */
+
+/* A flat buffer of native uint64 (a numpy uint64 array: format 'L' or 'Q'). 0 on success. */
+static int
+get_uint64s(PyObject *obj, Py_buffer *view)
+{
+    const char *format;
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    format = view->format == NULL ? "B" : view->format;
+    if (view->ndim != 1 || view->itemsize != 8 || format[1] != '\0'
+        || (format[0] != 'Q' && format[0] != 'L')) {
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    uint64_t hi, lo;
+    int64_t at;  /* the put's position */
+} Put;
+
+/* Order of two puts: by (hi, lo), then by position, so a key's last put ends its group. */
+static inline int
+put_before(const Put *a, const Put *b)
+{
+    if (a->hi != b->hi)
+        return a->hi < b->hi;
+    if (a->lo != b->lo)
+        return a->lo < b->lo;
+    return a->at < b->at;
+}
+
+static int
+compare_puts(const void *x, const void *y)
+{
+    return put_before(x, y) ? -1 : (put_before(y, x) ? 1 : 0);
+}
+
+/* Sort one bucket: insertion sort when small, nothing when already in order (one key's puts come
+ * in position order), else qsort (n log n whatever the input). */
+static void
+sort_bucket(Put *v, Py_ssize_t n)
+{
+    if (n > 32) {
+        for (Py_ssize_t i = 1; i < n; i++)
+            if (put_before(&v[i], &v[i - 1])) {
+                qsort(v, (size_t)n, sizeof(Put), compare_puts);
+                return;
+            }
+        return;
+    }
+    for (Py_ssize_t i = 1; i < n; i++) {
+        Put x = v[i];
+        Py_ssize_t j = i;
+        while (j > 0 && put_before(&x, &v[j - 1])) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = x;
+    }
+}
+
+static inline int
+same_key(const Put *a, const Put *b)
+{
+    return a->hi == b->hi && a->lo == b->lo;
+}
+
+PyDoc_STRVAR(last_puts_doc,
+"last_puts(hi, lo) -> bytes of native int64\n\n"
+"For each distinct (hi, lo) pair of two equal-length uint64 arrays, in ascending (hi, lo) order,\n"
+"the position of its last occurrence (offset_map's flush: each key's last put, sorted by key).\n"
+"Raises ScanError(-1) for arguments it does not take (the caller then uses numpy).");
+
+static PyObject *
+last_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer hv, lv;
+    PyObject *out = NULL;
+    Put *puts = NULL;
+    int64_t *result;
+    Py_ssize_t *starts = NULL, n, groups = 0, buckets;
+    const uint64_t *hi, *lo;
+    int bits = 1;
+    if (check_nargs("last_puts", nargs, 2) < 0)
+        return NULL;
+    if (get_uint64s(args[0], &hv) < 0)
+        return scan_error(DECLINED);
+    if (get_uint64s(args[1], &lv) < 0) {
+        PyBuffer_Release(&hv);
+        return scan_error(DECLINED);
+    }
+    if (lv.len != hv.len) {
+        scan_error(DECLINED);
+        goto done;
+    }
+    n = hv.len / 8;
+    hi = (const uint64_t *)hv.buf;
+    lo = (const uint64_t *)lv.buf;
+    while (bits < 24 && ((Py_ssize_t)1 << (bits + 2)) < n)  /* ~4 to 8 puts a bucket */
+        bits++;
+    buckets = (Py_ssize_t)1 << bits;
+    puts = PyMem_Malloc(n > 0 ? (size_t)n * sizeof(Put) : 1);
+    starts = PyMem_Calloc((size_t)buckets + 1, sizeof(Py_ssize_t));
+    if (puts == NULL || starts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* bucket by the top `bits` bits of hi (a stable counting sort), then sort each bucket */
+    for (Py_ssize_t i = 0; i < n; i++)
+        starts[(hi[i] >> (64 - bits)) + 1]++;
+    for (Py_ssize_t b = 0; b < buckets; b++)
+        starts[b + 1] += starts[b];
+    for (Py_ssize_t i = 0; i < n; i++) {  /* starts[b] ends as bucket b's end */
+        Put *p = &puts[starts[hi[i] >> (64 - bits)]++];
+        p->hi = hi[i];
+        p->lo = lo[i];
+        p->at = i;
+    }
+    for (Py_ssize_t b = 0, begin = 0; b < buckets; b++) {
+        sort_bucket(puts + begin, starts[b] - begin);
+        begin = starts[b];
+    }
+    for (Py_ssize_t i = 0; i < n; i++)  /* a group ends where the next put is another key's */
+        groups += i + 1 == n || !same_key(&puts[i], &puts[i + 1]);
+    out = PyBytes_FromStringAndSize(NULL, groups * 8);
+    if (out == NULL)
+        goto done;
+    result = (int64_t *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0, g = 0; i < n; i++)
+        if (i + 1 == n || !same_key(&puts[i], &puts[i + 1]))
+            result[g++] = puts[i].at;
+done:
+    PyMem_Free(puts);
+    PyMem_Free(starts);
+    PyBuffer_Release(&hv);
+    PyBuffer_Release(&lv);
+    return out;
+}
+
 /* ---- module ----------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -871,6 +1015,7 @@ static PyMethodDef methods[] = {
     {"rebuild_records", (PyCFunction)(void (*)(void))rebuild_records, METH_FASTCALL,
      rebuild_records_doc},
     {"decode_batch", (PyCFunction)(void (*)(void))decode_batch, METH_FASTCALL, decode_batch_doc},
+    {"last_puts", (PyCFunction)(void (*)(void))last_puts, METH_FASTCALL, last_puts_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -148,6 +148,25 @@ def rebuild_records(
     return result
 
 
+def last_puts(hi: Any, lo: Any) -> bytes | None:
+    """C flush step of the cleaner's offset map (``cleaner/offset_map``: ``OffsetMap._flush``).
+
+    Args:
+        hi, lo: two equal-length uint64 numpy arrays (digest words; ``lo`` already masked).
+
+    Returns:
+        Native int64 bytes: for each distinct ``(hi, lo)`` pair, in ascending ``(hi, lo)`` order, the
+        position of its last occurrence; or None: use the numpy reference (``_last_puts_reference``).
+    """
+    if kernels is None or not enabled:
+        return None
+    try:
+        result: bytes = kernels.last_puts(hi, lo)
+    except kernels.ScanError:
+        return None
+    return result
+
+
 def member_slots(cls: Any) -> tuple[object, ...]:
     """The slot descriptors of a ``slots=True`` dataclass, in field order (for decode_batch)."""
     return tuple(vars(cls)[field.name] for field in fields(cls))
