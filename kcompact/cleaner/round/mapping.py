@@ -35,7 +35,7 @@ from kcompact.cleaner.state.log_state import read_control
 from kcompact.errors import CleanerStateError, CorruptDataError
 from kcompact.records.legacy import legacy_records
 from kcompact.records.record import records_bytes
-from kcompact.records.scan import scan_key_digests, scan_keys
+from kcompact.records.scan import accel, scan_key_digests, scan_keys
 from kcompact.segment.log_file import LogFile, crc_error_or
 from kcompact.segment.txn_index import AbortedTxn
 
@@ -95,7 +95,9 @@ def iter_dirty_keys(
     start = plan.first_dirty_offset
     acc = _Slice()
     with LogFile(seg.log_path) as log:
-        for batch in batches_from(log, seg, start_position, txn):
+        limit = log.size_in_bytes if end_position is None else min(end_position, log.size_in_bytes)
+        batches = batches_from(log, seg, start_position, txn)
+        while (batch := next(batches, None)) is not None:
             if end_position is not None and batch.position >= end_position:
                 break
             if batch.is_control:
@@ -103,13 +105,20 @@ def iter_dirty_keys(
                 aborted = True
             else:
                 aborted = txn.on_batch_read(batch)
-            if batch.last_offset < start:
-                continue
-            if not aborted:
-                acc.add_batch(batch, start, log)
-            acc.end_batch(batch.last_offset)
-            if acc.puts >= SLICE_RECORDS:
-                yield acc.take()
+            if batch.last_offset >= start:
+                if not aborted:
+                    acc.add_batch(batch, start, log)
+                acc.end_batch(batch.last_offset)
+                if acc.puts >= SLICE_RECORDS:
+                    yield acc.take()
+            if batch.magic >= 2 and not seg.txn_batches:  # no transaction state: the C run
+                after = batch.position + batch.size_in_bytes
+                reached = acc.add_run(log, after, limit, start)
+                if acc.puts >= SLICE_RECORDS:
+                    yield acc.take()
+                if reached != after:
+                    batches = log.iter_batches(reached)
+        del batches
     yield acc.take()
 
 
@@ -136,6 +145,23 @@ class _Slice:
         self.offsets += offsets
         self.digests += digests
         self.puts = len(self.offsets) // 8
+
+    def add_run(self, log: LogFile, position: int, limit: int, start: int) -> int:
+        """The plain v2 batches from ``position`` on, in one C call (``scan_window_key_digests``),
+        up to the slice's size; returns where it stopped (``position``: nothing taken)."""
+        found = accel.scan_window_key_digests(
+            log.buffer, position, limit, start, SLICE_RECORDS - self.puts, self.puts)
+        if found is None:
+            return position
+        reached, offsets, digests, batches = found
+        self.offsets += offsets
+        self.digests += digests
+        self.puts = len(self.offsets) // 8
+        info = array("q", batches)
+        self.put_ends += info[0::3]
+        self.last_offsets += info[1::3]
+        self.scanned += info[2::3]
+        return reached
 
     def end_batch(self, last_offset: int) -> None:
         self.put_ends.append(self.puts)

@@ -1004,6 +1004,106 @@ done:
     return out;
 }
 
+/* ---- scan_window_key_digests: pass 1 over a run of plain batches ------------------------------ */
+
+typedef struct {
+    char *data;
+    Py_ssize_t size, capacity;
+} Grow;
+
+/* Room for `more` bytes past g->size; 0, or -1 with MemoryError set. */
+static int
+grow(Grow *g, Py_ssize_t more)
+{
+    Py_ssize_t want = g->size + more, capacity = g->capacity > 0 ? g->capacity : 4096;
+    char *data;
+    if (want <= g->capacity)
+        return 0;
+    while (capacity < want)
+        capacity *= 2;
+    data = PyMem_Realloc(g->data, (size_t)capacity);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    g->data = data;
+    g->capacity = capacity;
+    return 0;
+}
+
+PyDoc_STRVAR(scan_window_key_digests_doc,
+"scan_window_key_digests(buf, position, limit, min_offset, max_puts, base_puts)\n"
+"    -> (position, offsets bytes, digests bytes, batches bytes)\n\n"
+"Pass 1 (cleaner/round/mapping.iter_dirty_keys) over the batches starting at `position`, before\n"
+"`limit`: while each is a well-framed, uncompressed, non-transactional, non-control v2 batch whose\n"
+"records scan, the keyed records at or above min_offset (scan_key_digests) and, per batch whose\n"
+"last offset reaches min_offset, (put end counted from base_puts, last offset, records) as three\n"
+"native int64. Stops before any other batch (the caller's per-batch walk takes it), at `limit`, or\n"
+"after the batch that brings the puts to max_puts; returns where it stopped.");
+
+static PyObject *
+scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    int64_t position, limit, min_offset, max_puts, base_puts;
+    Grow offsets = {0}, digests = {0}, batches = {0};
+    Py_ssize_t puts = 0, err;
+    PyObject *result = NULL;
+    if (check_nargs("scan_window_key_digests", nargs, 6) < 0)
+        return NULL;
+    if (as_int64(args[1], &position) < 0 || as_int64(args[2], &limit) < 0
+        || as_int64(args[3], &min_offset) < 0 || as_int64(args[4], &max_puts) < 0
+        || as_int64(args[5], &base_puts) < 0 || get_bytes(args[0], &view) < 0)
+        return scan_error(DECLINED);
+    const uint8_t *d = (const uint8_t *)view.buf;
+    if (limit > view.len)
+        limit = view.len;
+    while (position >= 0 && position < limit && puts < max_puts) {
+        const uint8_t *h = d + position;
+        Py_ssize_t remaining = view.len - (Py_ssize_t)position, kept;
+        if (remaining < RECORD_BATCH_OVERHEAD)
+            break;
+        int16_t attributes = (int16_t)be(h + 21, 2);
+        int32_t batch_length = (int32_t)be(h + 8, 4), records_count = (int32_t)be(h + 57, 4);
+        int64_t base_offset = (int64_t)be(h, 8), last_offset;
+        /* what decode_batch takes, uncompressed (codec 0), neither transactional nor control */
+        if (h[16] != 2 || attributes < 0 || attributes > 0x7F || (attributes & 0x37) != 0
+            || batch_length < MIN_BATCH_LENGTH || records_count < 0
+            || (Py_ssize_t)batch_length + LOG_OVERHEAD > remaining
+            || __builtin_add_overflow(base_offset, (int64_t)(int32_t)be(h + 23, 4), &last_offset))
+            break;
+        if (last_offset >= min_offset) {
+            Py_ssize_t n = (Py_ssize_t)batch_length + LOG_OVERHEAD - RECORD_BATCH_OVERHEAD;
+            if (check_count(records_count, n) < 0)
+                break;  /* the per-batch walk reports it */
+            if (grow(&offsets, (Py_ssize_t)records_count * 8) < 0
+                || grow(&digests, (Py_ssize_t)records_count * 16) < 0 || grow(&batches, 24) < 0)
+                goto done;
+            kept = walk_key_digests(h + RECORD_BATCH_OVERHEAD, n, base_offset, records_count,
+                                    min_offset, (int64_t *)(offsets.data + offsets.size),
+                                    (uint8_t *)(digests.data + digests.size), &err);
+            if (kept < 0)
+                break;  /* corrupt records: nothing of this batch kept; the per-batch walk reports it */
+            offsets.size += kept * 8;
+            digests.size += kept * 16;
+            puts += kept;
+            int64_t info[3] = {base_puts + (int64_t)puts, last_offset, records_count};
+            memcpy(batches.data + batches.size, info, sizeof info);
+            batches.size += sizeof info;
+        }
+        position += (int64_t)batch_length + LOG_OVERHEAD;
+    }
+    result = Py_BuildValue("(Ly#y#y#)", (long long)position, offsets.data ? offsets.data : "",
+                           offsets.size, digests.data ? digests.data : "", digests.size,
+                           batches.data ? batches.data : "", batches.size);
+done:
+    PyMem_Free(offsets.data);
+    PyMem_Free(digests.data);
+    PyMem_Free(batches.data);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* ---- module ----------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -1016,6 +1116,8 @@ static PyMethodDef methods[] = {
      rebuild_records_doc},
     {"decode_batch", (PyCFunction)(void (*)(void))decode_batch, METH_FASTCALL, decode_batch_doc},
     {"last_puts", (PyCFunction)(void (*)(void))last_puts, METH_FASTCALL, last_puts_doc},
+    {"scan_window_key_digests", (PyCFunction)(void (*)(void))scan_window_key_digests,
+     METH_FASTCALL, scan_window_key_digests_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -167,6 +167,31 @@ def last_puts(hi: Any, lo: Any) -> bytes | None:
     return result
 
 
+def scan_window_key_digests(
+    buf: Buffer, position: int, limit: int, min_offset: int, max_puts: int, base_puts: int
+) -> tuple[int, bytes, bytes, bytes] | None:
+    """C pass 1 over a run of plain v2 batches (``cleaner/round/mapping.iter_dirty_keys``).
+
+    Its reference is that function's per-batch walk (``iter_batches`` then
+    :func:`~kcompact.records.scan.scan_key_digests`): the kernel stops before any batch it does not
+    take as is (compressed, transactional, control, legacy, badly framed, records that do not scan),
+    and the walk takes it.
+
+    Returns:
+        ``(position, offsets, digests, batches)``: where it stopped, the entries as native int64 and
+        16-byte digests, and per batch reaching ``min_offset`` (put end from ``base_puts``, last
+        offset, records) as native int64 triples; or None: walk batch by batch.
+    """
+    if kernels is None or not enabled:
+        return None
+    try:
+        result: tuple[int, bytes, bytes, bytes] = kernels.scan_window_key_digests(
+            buf, position, limit, min_offset, max_puts, base_puts)
+    except kernels.ScanError:
+        return None
+    return result
+
+
 def member_slots(cls: Any) -> tuple[object, ...]:
     """The slot descriptors of a ``slots=True`` dataclass, in field order (for decode_batch)."""
     return tuple(vars(cls)[field.name] for field in fields(cls))
