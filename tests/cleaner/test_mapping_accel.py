@@ -39,7 +39,10 @@ def _partition(log_dir: Path) -> Path:
     return b.write(log_dir, cleaner_checkpoint=9)
 
 
-def _walk(plan: CleanPlan, seg: SegmentPlan, start: int, end: int | None) -> object:
+Walked = tuple[list[object], object]
+
+
+def _walk(plan: CleanPlan, seg: SegmentPlan, start: int, end: int | None) -> Walked:
     """Every slice as plain lists, then the error (class and message) if one was raised."""
     seen: list[object] = []
 
@@ -54,7 +57,7 @@ def _walk(plan: CleanPlan, seg: SegmentPlan, start: int, end: int | None) -> obj
     return seen, None
 
 
-def _both(plan: CleanPlan, seg: SegmentPlan, start: int = 0, end: int | None = None) -> object:
+def _both(plan: CleanPlan, seg: SegmentPlan, start: int = 0, end: int | None = None) -> Walked:
     with accel_switched(False):
         reference = _walk(plan, seg, start, end)
     with accel_switched(True):
@@ -82,7 +85,7 @@ def test_c_run_equals_the_per_batch_walk(
     plan, dirty, _ = mixed
     monkeypatch.setattr(mapping, "SLICE_RECORDS", slice_records)
     for seg in dirty:
-        slices, error = _both(plan, seg)  # type: ignore[misc]
+        slices, error = _both(plan, seg)
         assert error is None and slices
         for cut in (1, 70, 200, 400):  # chunks: a batch belongs to the range it starts in
             _both(plan, seg, 0, cut)
