@@ -118,7 +118,10 @@ class ChildRun:
 
 
 def _child_clean(part: Path, jobs: str, *, reference: bool = False, pythonpath: Path | None = None) -> ChildRun:
-    env = {**os.environ, "COLUMNS": "100"}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["COLUMNS"] = "100"
+    # bytecode cached as an installed package has it (paths under the prefix mirror each source tree)
+    env["PYTHONPYCACHEPREFIX"] = str(part.parent.parent / "pycache")
     if pythonpath is not None:  # another kcompact source tree (scripts/bench_ratio.py --baseline)
         env["PYTHONPATH"] = str(pythonpath)
     if reference:

@@ -4,7 +4,8 @@ Same semantics as Kafka's ``SkimpyOffsetMap`` (a later put of a key wins, every 
 ``latest_offset``, Kafka's capacity rule on request), but fed whole batches: all per-key work is
 numpy, with no Python object per key. ``key_digests`` hashes keys with XXH3-128 (seed 0; per key
 from Python, 119 ns where ``md5(k).digest()`` takes 340) into ``hi``/``lo``: digest bits 0-63 and
-64-127, read big-endian per ``DIGEST_LAYOUT``.
+64-127, read big-endian per ``DIGEST_LAYOUT``. Pass 1 hashes in C instead, inside the record scan
+(``records.scan.scan_key_digests``, the vendored xxHash: a few ns a key), to the same digests.
 
 Storage (``runs``: what a run is and how two merge): 15 bytes a key plus a directory of at most 1 (at most 16 in
 all), in a few *runs* (no key in two), each sorted by digest under a bucket directory that implies
@@ -29,7 +30,8 @@ map keys). Both sit far below the chance that such a pass meets an unrecoverable
 batch, which Kafka accepts. (The previous layout kept all 128 bits, at 20.5-21 bytes a key.)
 
 Build: puts append to a *pending* list; a flush (at max(2**20, size / 32) puts, which bounds its
-sort's temporaries to ~2.5 bytes a key) keeps each key's last put, overwrites in place the offsets
+sort's temporaries to ~2.5 bytes a key) keeps each key's last put (``_last_puts``: a C bucket sort on
+the top bits of ``hi``, numpy's argsort as the reference), overwrites in place the offsets
 of keys a run holds (a merge-join for big flushes) and makes a run of the new keys; the newest run
 merges into the previous one while at least a quarter its size (``merge_runs``: front to back,
 giving the inputs' consumed pages back as it goes). ``freeze`` merges all runs into one.

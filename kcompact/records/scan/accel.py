@@ -5,7 +5,10 @@ Why: the cleaner's three per-record loops (:func:`~kcompact.records.scan.scan_ke
 :func:`~kcompact.records.filter.filter_v2_batch`) cost ~4.5 s of a 2M-record clean in pure
 Python, and batch headers (:func:`~kcompact.records.batch.decode_batch`, also inside
 ``iter_batches``) another ~0.15 s. ``_accel.c`` (built by setup.py as
-``kcompact.records.scan._accel``, ``optional=True``) does the same work in C. The pure-Python functions stay the reference and the only code where no C
+``kcompact.records.scan._accel``, ``optional=True``) does the same work in C. Pass 1 of a clean also
+hashes its keys there (:func:`scan_key_digests`, XXH3-128 from the vendored ``xxhash.h``), walks
+runs of plain batches in one call (:func:`scan_window_key_digests`), and the offset map sorts its
+puts there (:func:`last_puts`). The pure-Python functions stay the reference and the only code where no C
 compiler was found; tests compare the two on every input.
 
 Contract. Each wrapper here returns exactly what the reference returns, or ``None``: "run the
