@@ -30,10 +30,12 @@ Row = tuple[str, float, str]
 
 # (label, file suffix, function name): cumulative time of each, as a share of the whole clean.
 PROFILE_STAGES = [
-    ("imports (kcompact.cli.main and what it pulls in)", "", "<module>"),
-    ("load: log state, plan", "stages.py", "plan_clean"),
+    ("imports (kcompact.cli.main; first shape only: cached after)", "", "<module>"),
+    ("load: log state (load_log_state)", "log_state.py", "load_log_state"),
     ("pass 1: build the offset map (whole)", "parallel.py", "build_offset_map"),
-    ("  pass 1: key scan + hash (scan_key_digests)", "records/scan/__init__.py", "scan_key_digests"),
+    ("  pass 1: runs of plain batches in C (scan_window_key_digests)", "records/scan/accel.py",
+     "scan_window_key_digests"),
+    ("  pass 1: key scan + hash, per batch (scan_key_digests)", "records/scan/__init__.py", "scan_key_digests"),
     ("  pass 1: key scan (scan_keys, legacy/reference)", "records/scan/__init__.py", "scan_keys"),
     ("  pass 1: hashing in Python (key_digests/digest_bytes)", "offset_map/__init__.py", "digest_bytes"),
     ("  pass 1: map puts (OffsetMap.put_batch)", "offset_map/__init__.py", "put_batch"),
