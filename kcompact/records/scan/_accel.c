@@ -963,7 +963,7 @@ last_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     n = hv.len / 8;
     hi = (const uint64_t *)hv.buf;
     lo = (const uint64_t *)lv.buf;
-    while (bits < 24 && ((Py_ssize_t)1 << (bits + 2)) < n)  /* ~4 to 8 puts a bucket */
+    while (bits < 20 && ((Py_ssize_t)1 << (bits + 2)) < n)  /* ~4 to 8 puts a bucket; 8 MiB at most */
         bits++;
     buckets = (Py_ssize_t)1 << bits;
     puts = PyMem_Malloc(n > 0 ? (size_t)n * sizeof(Put) : 1);
