@@ -14,6 +14,7 @@ from setuptools import Extension, setup
 ACCEL = Extension(
     "kcompact.records.scan._accel",
     sources=["kcompact/records/scan/_accel.c"],
+    depends=["kcompact/records/scan/xxhash.h"],  # vendored xxHash 0.8 (BSD 2-Clause): key digests
     optional=True,  # no compiler: warn and install the pure-Python package
 )
 

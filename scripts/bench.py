@@ -8,6 +8,8 @@
 Sections:
     inspect  inspect dirty-ratio over 10 000 partitions (scripts/bench_inspect.py has the keys report too).
     clean  kcompact clean on two benchmark shapes (scripts/bench_clean.py), against a plain copy.
+    ratio  clean --jobs 1 against cp -r and cp -r + sync of the same bytes and (--baseline DIR) another
+           kcompact tree, interleaved, min and median (scripts/bench_ratio.py); --profile: time by stage.
     scan   records.scan over a generated segment: scan_keys, scan_records and the rebuild of
            filter_v2_batch over every batch, with the C kernels and with the pure-Python
            reference, against the cost of copying the same bytes (shutil.copyfile, in memory).
@@ -260,6 +262,13 @@ def _bench_clean(args: argparse.Namespace, workdir: Path) -> list[Row]:
     return bench_clean(args, workdir)
 
 
+def _bench_ratio(args: argparse.Namespace, workdir: Path) -> list[Row]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_ratio import bench_ratio
+
+    return bench_ratio(args, workdir)
+
+
 def _bench_inspect(args: argparse.Namespace, workdir: Path) -> list[Row]:
     """inspect dirty-ratio over a log dir of 10 000 small partitions (target: under 10 s)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -381,6 +390,7 @@ def _bench_distmap(args: argparse.Namespace, workdir: Path) -> list[Row]:
 SECTIONS: dict[str, Callable[[argparse.Namespace, Path], list[Row]]] = {
     "scan": bench_scan,
     "clean": _bench_clean,
+    "ratio": _bench_ratio,
     "inspect": _bench_inspect,
     "small": bench_small,
     "spark": _bench_spark,
@@ -414,6 +424,10 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                         help="records in the scan segment (default: 2,000,000)")
     parser.add_argument("--clean-scale", type=float, default=1.0,
                         help="fraction of the clean shapes' record counts (default: 1.0 = the shapes' full size)")
+    parser.add_argument("--baseline", type=Path,
+                        help="ratio: a kcompact source tree (extension built in place) to run beside this one")
+    parser.add_argument("--profile", action="store_true",
+                        help="ratio: also print each shape's clean time by stage (cProfile, in process)")
     parser.add_argument("--seed", type=int, default=20250101, help="data generator seed")
     parser.add_argument("--repeat", type=int, default=3,
                         help="passes per measurement; the fastest counts (default: 3)")

@@ -98,9 +98,9 @@ except SystemExit as done:
     code = done.code
 else:
     code = 0
-own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+usage = resource.getrusage(resource.RUSAGE_SELF)
 workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-print(f"RSS {own} {workers}", file=sys.stderr)
+print(f"RSS {usage.ru_maxrss} {workers} {usage.ru_utime + usage.ru_stime}", file=sys.stderr)
 sys.exit(code)
 """
 
@@ -114,21 +114,28 @@ class ChildRun:
     report: dict[str, Any]
     own_rss_mib: float
     worker_rss_mib: float
+    cpu_seconds: float = 0.0  # user + system of the clean process itself (less load-sensitive)
 
 
-def _child_clean(part: Path, jobs: str, *, reference: bool = False) -> ChildRun:
-    env = {**os.environ, "COLUMNS": "100"}
+def _child_clean(part: Path, jobs: str, *, reference: bool = False, pythonpath: Path | None = None) -> ChildRun:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["COLUMNS"] = "100"
+    # bytecode cached as an installed package has it (paths under the prefix mirror each source tree)
+    env["PYTHONPYCACHEPREFIX"] = str(part.parent.parent / "pycache")
+    if pythonpath is not None:  # another kcompact source tree (scripts/bench_ratio.py --baseline)
+        env["PYTHONPATH"] = str(pythonpath)
     if reference:
         env["KCOMPACT_NO_ACCEL"] = "1"  # the records layer's pure-Python path
     command = [sys.executable, "-c", _CHILD, "clean", "--json", "--now-ms", str(FIRST_TS + 10**7),
                "--config", "cleanup.policy=compact", "--jobs", jobs, str(part)]
     start = time.perf_counter()
-    proc = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+    # cwd away from any source tree: ``python -c`` puts the cwd first on sys.path, before PYTHONPATH
+    proc = subprocess.run(command, capture_output=True, text=True, check=False, env=env, cwd=part.parent.parent)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"clean failed: {proc.stderr.strip()}")
     rss = [line.split() for line in proc.stderr.splitlines() if line.startswith("RSS ")][-1]
-    return ChildRun(seconds, json.loads(proc.stdout), int(rss[1]) / 1024, int(rss[2]) / 1024)
+    return ChildRun(seconds, json.loads(proc.stdout), int(rss[1]) / 1024, int(rss[2]) / 1024, float(rss[3]))
 
 
 def _digests(log_dir: Path) -> dict[str, str]:

@@ -4,7 +4,8 @@ Same semantics as Kafka's ``SkimpyOffsetMap`` (a later put of a key wins, every 
 ``latest_offset``, Kafka's capacity rule on request), but fed whole batches: all per-key work is
 numpy, with no Python object per key. ``key_digests`` hashes keys with XXH3-128 (seed 0; per key
 from Python, 119 ns where ``md5(k).digest()`` takes 340) into ``hi``/``lo``: digest bits 0-63 and
-64-127, read big-endian per ``DIGEST_LAYOUT``.
+64-127, read big-endian per ``DIGEST_LAYOUT``. Pass 1 hashes in C instead, inside the record scan
+(``records.scan.scan_key_digests``, the vendored xxHash: a few ns a key), to the same digests.
 
 Storage (``runs``: what a run is and how two merge): 15 bytes a key plus a directory of at most 1 (at most 16 in
 all), in a few *runs* (no key in two), each sorted by digest under a bucket directory that implies
@@ -29,7 +30,8 @@ map keys). Both sit far below the chance that such a pass meets an unrecoverable
 batch, which Kafka accepts. (The previous layout kept all 128 bits, at 20.5-21 bytes a key.)
 
 Build: puts append to a *pending* list; a flush (at max(2**20, size / 32) puts, which bounds its
-sort's temporaries to ~2.5 bytes a key) keeps each key's last put, overwrites in place the offsets
+sort's temporaries to ~2.5 bytes a key) keeps each key's last put (``_last_puts``: a C bucket sort on
+the top bits of ``hi``, numpy's argsort as the reference), overwrites in place the offsets
 of keys a run holds (a merge-join for big flushes) and makes a run of the new keys; the newest run
 merges into the previous one while at least a quarter its size (``merge_runs``: front to back,
 giving the inputs' consumed pages back as it goes). ``freeze`` merges all runs into one.
@@ -71,6 +73,7 @@ from kcompact.cleaner.offset_map.runs import (
     merge_runs,
 )
 from kcompact.errors import ConfigError
+from kcompact.records.scan import accel
 
 __all__ = [
     "DEFAULT_LOAD_FACTOR",
@@ -78,6 +81,7 @@ __all__ = [
     "KAFKA_BYTES_PER_ENTRY",
     "KAFKA_MAX_MAP_MEMORY",
     "OffsetMap",
+    "digest_bytes",
     "key_digests",
     "thread_buffer",
 ]
@@ -112,6 +116,16 @@ _MERGE_RATIO = 4  # the newest run merges into the previous one once at least 1/
 _hash128 = xxhash.xxh3_128_digest  # module global so tests can force collisions
 
 
+def digest_bytes(keys: Sequence[bytes]) -> bytes:
+    """The keys' digests back to back, 16 bytes each in :data:`DIGEST_LAYOUT` (what the C scan
+    ``records.scan.scan_key_digests`` returns for a batch's keys).
+
+    Args:
+        keys: the record keys (bytes or any buffer); never None.
+    """
+    return b"".join(map(_hash128, keys))
+
+
 def key_digests(keys: Sequence[bytes]) -> tuple[U64, U64]:
     """Hash keys into the map's 128-bit digests.
 
@@ -121,7 +135,7 @@ def key_digests(keys: Sequence[bytes]) -> tuple[U64, U64]:
     Returns:
         ``(hi, lo)``: two uint64 arrays, the digest's first and last 8 bytes read big-endian.
     """
-    packed = np.frombuffer(b"".join(map(_hash128, keys)), dtype=DIGEST_LAYOUT)
+    packed = np.frombuffer(digest_bytes(keys), dtype=DIGEST_LAYOUT)
     return packed["hi"].astype(np.uint64), packed["lo"].astype(np.uint64)
 
 
@@ -138,6 +152,25 @@ def _key_groups(hi: U64, lo: U64) -> tuple[Index, Index]:
         same = (h[1:] == h[:-1]) & (lo_sorted[1:] == lo_sorted[:-1])
     starts = np.concatenate(([0], np.flatnonzero(~same) + 1))
     return order, starts
+
+
+def _last_puts(hi: U64, lo: U64) -> Index:
+    """For each distinct key, in ascending ``(hi, lo)`` order, the position of its last put: the C
+    kernel (``records/scan/_accel.c``: a bucket sort on the top bits of ``hi``, about twice numpy's
+    speed) when enabled, else :func:`_last_puts_reference`; the two are equal on every input."""
+    found = accel.last_puts(hi, lo)
+    if found is None:
+        return _last_puts_reference(hi, lo)
+    return np.frombuffer(found, dtype=np.int64)
+
+
+def _last_puts_reference(hi: U64, lo: U64) -> Index:
+    """:func:`_last_puts` in numpy."""
+    if len(hi) == 0:
+        return np.empty(0, dtype=np.int64)
+    order, starts = _key_groups(hi, lo)
+    last: Index = np.maximum.reduceat(order, starts)
+    return last
 
 
 def _digest_columns(hi: object, lo: object) -> tuple[U64, U64]:
@@ -319,9 +352,7 @@ class OffsetMap:
         self._pending, self._pending_puts = [], 0
         base = self._runs[0].base if self._runs else int(off[0])  # every run shares the first's
         lo &= compared_mask()  # in place: the flush's temporaries are the build's peak
-        order, starts = _key_groups(hi, lo)
-        last = np.maximum.reduceat(order, starts)  # the latest put of each key, sorted by key
-        del order, starts
+        last = _last_puts(hi, lo)  # the latest put of each key, sorted by key
         hi, lo, off = hi[last], lo[last], off[last]
         query = Query.of(hi, lo)
         for run in self._runs:  # the queries are sorted: a big batch is cheaper to merge-join

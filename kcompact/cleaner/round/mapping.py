@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kcompact.cleaner.offset_map import OffsetMap, key_digests, thread_buffer
+from kcompact.cleaner.offset_map import DIGEST_LAYOUT, OffsetMap, digest_bytes, thread_buffer
 from kcompact.cleaner.round.chunks import batches_from
 from kcompact.cleaner.round.options import Progress
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
@@ -35,7 +35,7 @@ from kcompact.cleaner.state.log_state import read_control
 from kcompact.errors import CleanerStateError, CorruptDataError
 from kcompact.records.legacy import legacy_records
 from kcompact.records.record import records_bytes
-from kcompact.records.scan import scan_keys
+from kcompact.records.scan import accel, scan_key_digests, scan_keys
 from kcompact.segment.log_file import LogFile, crc_error_or
 from kcompact.segment.txn_index import AbortedTxn
 
@@ -95,7 +95,9 @@ def iter_dirty_keys(
     start = plan.first_dirty_offset
     acc = _Slice()
     with LogFile(seg.log_path) as log:
-        for batch in batches_from(log, seg, start_position, txn):
+        limit = log.size_in_bytes if end_position is None else min(end_position, log.size_in_bytes)
+        batches = batches_from(log, seg, start_position, txn)
+        while (batch := next(batches, None)) is not None:
             if end_position is not None and batch.position >= end_position:
                 break
             if batch.is_control:
@@ -103,22 +105,30 @@ def iter_dirty_keys(
                 aborted = True
             else:
                 aborted = txn.on_batch_read(batch)
-            if batch.last_offset < start:
-                continue
-            if not aborted:
-                acc.add_batch(batch, start, log)
-            acc.end_batch(batch.last_offset)
-            if acc.puts >= SLICE_RECORDS:
-                yield acc.take()
+            if batch.last_offset >= start:
+                if not aborted:
+                    acc.add_batch(batch, start, log)
+                acc.end_batch(batch.last_offset)
+                if acc.puts >= SLICE_RECORDS:
+                    yield acc.take()
+            if batch.magic >= 2 and not seg.txn_batches:  # no transaction state: the C run
+                after = batch.position + batch.size_in_bytes
+                reached = acc.add_run(log, after, limit, start)
+                if acc.puts >= SLICE_RECORDS:
+                    yield acc.take()
+                if reached != after:
+                    batches = log.iter_batches(reached)
+        del batches
     yield acc.take()
 
 
 class _Slice:
-    """Accumulates a slice's keys and per-batch bookkeeping (plain lists; arrays once per slice)."""
+    """Accumulates a slice's entries (offsets and digests as raw bytes, no Python object per key) and
+    per-batch bookkeeping; numpy arrays once per slice."""
 
     def __init__(self) -> None:
-        self.keys: list[bytes] = []
-        self.offsets = array("q")
+        self.digests = bytearray()
+        self.offsets = bytearray()  # native int64
         self.put_ends: list[int] = []
         self.last_offsets: list[int] = []
         self.scanned: list[int] = []
@@ -126,40 +136,73 @@ class _Slice:
         self.puts = 0
 
     def _reset(self) -> None:
-        self.keys, self.offsets = [], array("q")
+        self.digests, self.offsets = bytearray(), bytearray()
         self.put_ends, self.last_offsets, self.scanned = [], [], []
         self.puts = 0
 
     def add_batch(self, batch: Any, start: int, log: LogFile) -> None:
-        offsets, keys = batch_keys(batch, log)
-        self._batch_scanned = len(offsets)
-        if batch.base_offset >= start and None not in keys:
-            self.keys += keys  # type: ignore[arg-type]  # no None in it
-            self.offsets.extend(offsets)
-        else:
-            wanted = [i for i, k in enumerate(keys) if k is not None and offsets[i] >= start]
-            self.keys += [keys[i] for i in wanted]  # type: ignore[misc]  # None filtered out
-            self.offsets.extend([offsets[i] for i in wanted])
-        self.puts = len(self.offsets)
+        offsets, digests, self._batch_scanned = batch_key_digests(batch, start, log)
+        self.offsets += offsets
+        self.digests += digests
+        self.puts = len(self.offsets) // 8
+
+    def add_run(self, log: LogFile, position: int, limit: int, start: int) -> int:
+        """The plain v2 batches from ``position`` on, in one C call (``scan_window_key_digests``),
+        up to the slice's size; returns where it stopped (``position``: nothing taken)."""
+        found = accel.scan_window_key_digests(
+            log.buffer, position, limit, start, SLICE_RECORDS - self.puts, self.puts)
+        if found is None:
+            return position
+        reached, offsets, digests, batches = found
+        self.offsets += offsets
+        self.digests += digests
+        self.puts = len(self.offsets) // 8
+        info = array("q", batches)
+        self.put_ends += info[0::3]
+        self.last_offsets += info[1::3]
+        self.scanned += info[2::3]
+        return reached
 
     def end_batch(self, last_offset: int) -> None:
-        self.put_ends.append(len(self.offsets))
+        self.put_ends.append(self.puts)
         self.last_offsets.append(last_offset)
         self.scanned.append(self._batch_scanned)
         self._batch_scanned = 0
 
     def take(self) -> SegmentKeys:
-        if self.keys:
-            hi, lo = key_digests(self.keys)
-        else:
-            hi = lo = np.empty(0, dtype=np.uint64)
+        packed = np.frombuffer(self.digests, dtype=DIGEST_LAYOUT)
         out = SegmentKeys(
-            hi, lo, np.frombuffer(self.offsets, dtype=np.int64).copy(),
+            packed["hi"].astype(np.uint64), packed["lo"].astype(np.uint64),
+            np.frombuffer(self.offsets, dtype=np.int64).copy(),
             np.array(self.put_ends, dtype=np.int64), np.array(self.last_offsets, dtype=np.int64),
             np.array(self.scanned, dtype=np.int64),
         )
         self._reset()
         return out
+
+
+def batch_key_digests(batch: Any, start: int, log: LogFile) -> tuple[bytes, bytes, int]:
+    """The map entries of one data batch or legacy entry of ``log``: as ``Cleaner.buildOffsetMapForSegment``
+    puts them, the keyed records at offset ``start`` or later.
+
+    Returns:
+        Their offsets (native int64 bytes), their keys' digests (``DIGEST_LAYOUT``, 16 bytes each),
+        and how many records the batch has.
+
+    Raises:
+        CorruptDataError: its records do not parse (located in ``log``).
+    """
+    if batch.magic < 2:
+        offsets, keys = batch_keys(batch, log)
+        wanted = [i for i, key in enumerate(keys) if key is not None and offsets[i] >= start]
+        kept = array("q", [offsets[i] for i in wanted]).tobytes()
+        return kept, digest_bytes([keys[i] for i in wanted]), len(offsets)  # type: ignore[misc]
+    try:
+        found = scan_key_digests(records_bytes(batch), base_offset=batch.base_offset,
+                                 count=batch.records_count, min_offset=start)
+    except CorruptDataError as err:
+        raise crc_error_or(err, log.path, batch) from err
+    return found[0], found[1], batch.records_count
 
 
 def batch_keys(batch: Any, log: LogFile) -> tuple[Any, list[bytes | None]]:

@@ -50,6 +50,7 @@ from kcompact.records.scan import accel
 from kcompact.records.scan.reference import (
     MIN_RECORD_BODY_SIZE_IN_BYTES,
     MIN_RECORD_SIZE_IN_BYTES,
+    scan_key_digests_reference,
     scan_keys_reference,
     scan_records_reference,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "MIN_RECORD_BODY_SIZE_IN_BYTES",
     "MIN_RECORD_SIZE_IN_BYTES",
     "RecordColumns",
+    "scan_key_digests",
     "scan_keys",
     "scan_records",
 ]
@@ -165,3 +167,33 @@ def scan_keys(
         if scanned is not None:
             return scanned
     return scan_keys_reference(data, base_offset, count)
+
+
+def scan_key_digests(
+    data: Buffer, *, base_offset: int, count: int, min_offset: int
+) -> tuple[bytes, bytes]:
+    """The offset map's entries of one batch: :func:`scan_keys` and the keys' digests in one walk.
+
+    Kafka's ``Cleaner.buildOffsetMapForSegment`` puts a record when it has a key and its offset is
+    at least the first dirty offset; this returns exactly those, hashed with XXH3-128 (seed 0, the
+    canonical big-endian digest: what ``kcompact.cleaner.offset_map.key_digests`` computes), with
+    no Python object per key. Validation and errors are :func:`scan_keys`' (all records are walked).
+
+    Args:
+        data: the decompressed record bytes of one v2 batch.
+        base_offset: the batch's baseOffset.
+        count: the batch's recordsCount.
+        min_offset: the first offset wanted (the round's first dirty offset).
+
+    Returns:
+        ``(offsets, digests)``: the wanted records' offsets as native int64 bytes (8 a record) and
+        their keys' digests (16 bytes a record), in record order.
+
+    Raises:
+        CorruptRecordError: the records do not frame as described in the module docstring.
+    """
+    if accel.enabled:
+        scanned = accel.scan_key_digests(data, base_offset, count, min_offset)
+        if scanned is not None:
+            return scanned
+    return scan_key_digests_reference(data, base_offset, count, min_offset)

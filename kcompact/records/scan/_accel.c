@@ -43,6 +43,11 @@
 #include <stdint.h>
 #include <string.h>
 
+/* XXH3-128, the offset map's key digest (cleaner/offset_map: key_digests), compiled in whole from the
+ * vendored single-header xxHash 0.8 (BSD 2-Clause, its licence at the top of xxhash.h). */
+#define XXH_INLINE_ALL
+#include "xxhash.h"
+
 #define MIN_RECORD_BODY 6  /* attributes + five 1-byte varints */
 #define MIN_RECORD_SIZE 7  /* the length varint + the smallest body */
 #define VARINT_MAX_BYTES 5
@@ -364,6 +369,92 @@ done:
     Py_XDECREF(raw);
     Py_XDECREF(keys);
     Py_XDECREF(offsets);
+    return result;
+}
+
+/* ---- scan_key_digests ------------------------------------------------------------------- */
+
+/* scan_keys' walk, keeping only keyed records at or above min_offset: their offsets and the
+ * canonical (big-endian) XXH3-128 digests of their keys. Returns how many it kept, or -1 with
+ * *err set (corrupt). `offsets` and `digests` have room for `count` entries. */
+static Py_ssize_t
+walk_key_digests(const uint8_t *d, Py_ssize_t n, int64_t base_offset, Py_ssize_t count,
+                 int64_t min_offset, int64_t *offsets, uint8_t *digests, Py_ssize_t *err)
+{
+    Py_ssize_t p = 0, kept = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        RecordHead head;
+        int32_t size;
+        Py_ssize_t q;
+        if (read_head(d, n, p, base_offset, &head, err) < 0)
+            return -1;
+        if (read_varint(d, n, head.body, p, &size, &q, err) < 0)
+            return -1;
+        if (size >= 0) {
+            if (q + size > head.end) {
+                *err = p;
+                return -1;
+            }
+            if (head.offset >= min_offset) {
+                XXH128_canonical_t canonical;
+                XXH128_canonicalFromHash(&canonical, XXH3_128bits(d + q, (size_t)size));
+                memcpy(digests + 16 * kept, canonical.digest, 16);
+                offsets[kept++] = head.offset;
+            }
+        }
+        else if (q > head.end) {
+            *err = p;
+            return -1;
+        }
+        p = head.end;
+    }
+    if (p != n) {
+        *err = p;
+        return -1;
+    }
+    return kept;
+}
+
+PyDoc_STRVAR(scan_key_digests_doc,
+"scan_key_digests(data, base_offset, count, min_offset) -> (offsets bytes, digests bytes)\n\n"
+"scan.scan_key_digests: native int64 offsets and 16-byte XXH3-128 digests of the keyed records\n"
+"at or above min_offset; raises ScanError(position) where scan_keys' reference would fail.");
+
+static PyObject *
+scan_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    int64_t base_offset, count, min_offset;
+    Py_ssize_t err = DECLINED, kept;
+    PyObject *offsets = NULL, *digests = NULL, *result = NULL;
+    if (check_nargs("scan_key_digests", nargs, 4) < 0)
+        return NULL;
+    if (as_int64(args[1], &base_offset) < 0 || as_int64(args[2], &count) < 0
+        || as_int64(args[3], &min_offset) < 0 || get_bytes(args[0], &view) < 0)
+        return scan_error(DECLINED);
+    if (check_count(count, view.len) < 0) {
+        PyBuffer_Release(&view);
+        return scan_error(0);
+    }
+    offsets = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * 8);
+    digests = offsets == NULL ? NULL : PyBytes_FromStringAndSize(NULL, (Py_ssize_t)count * 16);
+    if (digests == NULL)
+        goto done;
+    kept = walk_key_digests((const uint8_t *)view.buf, view.len, base_offset, (Py_ssize_t)count,
+                            min_offset, (int64_t *)PyBytes_AS_STRING(offsets),
+                            (uint8_t *)PyBytes_AS_STRING(digests), &err);
+    if (kept < 0) {
+        scan_error(err);
+        goto done;
+    }
+    /* shrink to what was kept: both objects are new and unshared, as _PyBytes_Resize needs */
+    if (_PyBytes_Resize(&offsets, kept * 8) < 0 || _PyBytes_Resize(&digests, kept * 16) < 0)
+        goto done;
+    result = PyTuple_Pack(2, offsets, digests);
+done:
+    PyBuffer_Release(&view);
+    Py_XDECREF(offsets);
+    Py_XDECREF(digests);
     return result;
 }
 
@@ -769,15 +860,264 @@ done:
     return result;
 }
 
+/* ---- last_puts: the offset map's flush ------------------------------------------------------ */
+
+/* A flat buffer of native uint64 (a numpy uint64 array: format 'L' or 'Q'). 0 on success. */
+static int
+get_uint64s(PyObject *obj, Py_buffer *view)
+{
+    const char *format;
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    format = view->format == NULL ? "B" : view->format;
+    if (view->ndim != 1 || view->itemsize != 8 || format[1] != '\0'
+        || (format[0] != 'Q' && format[0] != 'L')) {
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    uint64_t hi, lo;
+    int64_t at;  /* the put's position */
+} Put;
+
+/* Order of two puts: by (hi, lo), then by position, so a key's last put ends its group. */
+static inline int
+put_before(const Put *a, const Put *b)
+{
+    if (a->hi != b->hi)
+        return a->hi < b->hi;
+    if (a->lo != b->lo)
+        return a->lo < b->lo;
+    return a->at < b->at;
+}
+
+static int
+compare_puts(const void *x, const void *y)
+{
+    return put_before(x, y) ? -1 : (put_before(y, x) ? 1 : 0);
+}
+
+/* Sort one bucket: insertion sort when small, nothing when already in order (one key's puts come
+ * in position order), else qsort (n log n whatever the input). */
+static void
+sort_bucket(Put *v, Py_ssize_t n)
+{
+    if (n > 32) {
+        for (Py_ssize_t i = 1; i < n; i++)
+            if (put_before(&v[i], &v[i - 1])) {
+                qsort(v, (size_t)n, sizeof(Put), compare_puts);
+                return;
+            }
+        return;
+    }
+    for (Py_ssize_t i = 1; i < n; i++) {
+        Put x = v[i];
+        Py_ssize_t j = i;
+        while (j > 0 && put_before(&x, &v[j - 1])) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = x;
+    }
+}
+
+static inline int
+same_key(const Put *a, const Put *b)
+{
+    return a->hi == b->hi && a->lo == b->lo;
+}
+
+PyDoc_STRVAR(last_puts_doc,
+"last_puts(hi, lo) -> bytes of native int64\n\n"
+"For each distinct (hi, lo) pair of two equal-length uint64 arrays, in ascending (hi, lo) order,\n"
+"the position of its last occurrence (offset_map's flush: each key's last put, sorted by key).\n"
+"Raises ScanError(-1) for arguments it does not take (the caller then uses numpy).");
+
+static PyObject *
+last_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer hv, lv;
+    PyObject *out = NULL;
+    Put *puts = NULL;
+    int64_t *result;
+    Py_ssize_t *starts = NULL, n, groups = 0, buckets;
+    const uint64_t *hi, *lo;
+    int bits = 1;
+    if (check_nargs("last_puts", nargs, 2) < 0)
+        return NULL;
+    if (get_uint64s(args[0], &hv) < 0)
+        return scan_error(DECLINED);
+    if (get_uint64s(args[1], &lv) < 0) {
+        PyBuffer_Release(&hv);
+        return scan_error(DECLINED);
+    }
+    if (lv.len != hv.len) {
+        scan_error(DECLINED);
+        goto done;
+    }
+    n = hv.len / 8;
+    hi = (const uint64_t *)hv.buf;
+    lo = (const uint64_t *)lv.buf;
+    while (bits < 20 && ((Py_ssize_t)1 << (bits + 2)) < n)  /* ~4 to 8 puts a bucket; 8 MiB at most */
+        bits++;
+    buckets = (Py_ssize_t)1 << bits;
+    puts = PyMem_Malloc(n > 0 ? (size_t)n * sizeof(Put) : 1);
+    starts = PyMem_Calloc((size_t)buckets + 1, sizeof(Py_ssize_t));
+    if (puts == NULL || starts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* bucket by the top `bits` bits of hi (a stable counting sort), then sort each bucket */
+    for (Py_ssize_t i = 0; i < n; i++)
+        starts[(hi[i] >> (64 - bits)) + 1]++;
+    for (Py_ssize_t b = 0; b < buckets; b++)
+        starts[b + 1] += starts[b];
+    for (Py_ssize_t i = 0; i < n; i++) {  /* starts[b] ends as bucket b's end */
+        Put *p = &puts[starts[hi[i] >> (64 - bits)]++];
+        p->hi = hi[i];
+        p->lo = lo[i];
+        p->at = i;
+    }
+    for (Py_ssize_t b = 0, begin = 0; b < buckets; b++) {
+        sort_bucket(puts + begin, starts[b] - begin);
+        begin = starts[b];
+    }
+    for (Py_ssize_t i = 0; i < n; i++)  /* a group ends where the next put is another key's */
+        groups += i + 1 == n || !same_key(&puts[i], &puts[i + 1]);
+    out = PyBytes_FromStringAndSize(NULL, groups * 8);
+    if (out == NULL)
+        goto done;
+    result = (int64_t *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0, g = 0; i < n; i++)
+        if (i + 1 == n || !same_key(&puts[i], &puts[i + 1]))
+            result[g++] = puts[i].at;
+done:
+    PyMem_Free(puts);
+    PyMem_Free(starts);
+    PyBuffer_Release(&hv);
+    PyBuffer_Release(&lv);
+    return out;
+}
+
+/* ---- scan_window_key_digests: pass 1 over a run of plain batches ------------------------------ */
+
+typedef struct {
+    char *data;
+    Py_ssize_t size, capacity;
+} Grow;
+
+/* Room for `more` bytes past g->size; 0, or -1 with MemoryError set. */
+static int
+grow(Grow *g, Py_ssize_t more)
+{
+    Py_ssize_t want = g->size + more, capacity = g->capacity > 0 ? g->capacity : 4096;
+    char *data;
+    if (want <= g->capacity)
+        return 0;
+    while (capacity < want)
+        capacity *= 2;
+    data = PyMem_Realloc(g->data, (size_t)capacity);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    g->data = data;
+    g->capacity = capacity;
+    return 0;
+}
+
+PyDoc_STRVAR(scan_window_key_digests_doc,
+"scan_window_key_digests(buf, position, limit, min_offset, max_puts, base_puts)\n"
+"    -> (position, offsets bytes, digests bytes, batches bytes)\n\n"
+"Pass 1 (cleaner/round/mapping.iter_dirty_keys) over the batches starting at `position`, before\n"
+"`limit`: while each is a well-framed, uncompressed, non-transactional, non-control v2 batch whose\n"
+"records scan, the keyed records at or above min_offset (scan_key_digests) and, per batch whose\n"
+"last offset reaches min_offset, (put end counted from base_puts, last offset, records) as three\n"
+"native int64. Stops before any other batch (the caller's per-batch walk takes it), at `limit`, or\n"
+"after the batch that brings the puts to max_puts; returns where it stopped.");
+
+static PyObject *
+scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    int64_t position, limit, min_offset, max_puts, base_puts;
+    Grow offsets = {0}, digests = {0}, batches = {0};
+    Py_ssize_t puts = 0, err;
+    PyObject *result = NULL;
+    if (check_nargs("scan_window_key_digests", nargs, 6) < 0)
+        return NULL;
+    if (as_int64(args[1], &position) < 0 || as_int64(args[2], &limit) < 0
+        || as_int64(args[3], &min_offset) < 0 || as_int64(args[4], &max_puts) < 0
+        || as_int64(args[5], &base_puts) < 0 || get_bytes(args[0], &view) < 0)
+        return scan_error(DECLINED);
+    const uint8_t *d = (const uint8_t *)view.buf;
+    if (limit > view.len)
+        limit = view.len;
+    while (position >= 0 && position < limit && puts < max_puts) {
+        const uint8_t *h = d + position;
+        Py_ssize_t remaining = view.len - (Py_ssize_t)position, kept;
+        if (remaining < RECORD_BATCH_OVERHEAD)
+            break;
+        int16_t attributes = (int16_t)be(h + 21, 2);
+        int32_t batch_length = (int32_t)be(h + 8, 4), records_count = (int32_t)be(h + 57, 4);
+        int64_t base_offset = (int64_t)be(h, 8), last_offset;
+        /* what decode_batch takes, uncompressed (codec 0), neither transactional nor control */
+        if (h[16] != 2 || attributes < 0 || attributes > 0x7F || (attributes & 0x37) != 0
+            || batch_length < MIN_BATCH_LENGTH || records_count < 0
+            || (Py_ssize_t)batch_length + LOG_OVERHEAD > remaining
+            || __builtin_add_overflow(base_offset, (int64_t)(int32_t)be(h + 23, 4), &last_offset))
+            break;
+        if (last_offset >= min_offset) {
+            Py_ssize_t n = (Py_ssize_t)batch_length + LOG_OVERHEAD - RECORD_BATCH_OVERHEAD;
+            if (check_count(records_count, n) < 0)
+                break;  /* the per-batch walk reports it */
+            if (grow(&offsets, (Py_ssize_t)records_count * 8) < 0
+                || grow(&digests, (Py_ssize_t)records_count * 16) < 0 || grow(&batches, 24) < 0)
+                goto done;
+            kept = walk_key_digests(h + RECORD_BATCH_OVERHEAD, n, base_offset, records_count,
+                                    min_offset, (int64_t *)(offsets.data + offsets.size),
+                                    (uint8_t *)(digests.data + digests.size), &err);
+            if (kept < 0)
+                break;  /* corrupt records: nothing of this batch kept; the per-batch walk reports it */
+            offsets.size += kept * 8;
+            digests.size += kept * 16;
+            puts += kept;
+            int64_t info[3] = {base_puts + (int64_t)puts, last_offset, records_count};
+            memcpy(batches.data + batches.size, info, sizeof info);
+            batches.size += sizeof info;
+        }
+        position += (int64_t)batch_length + LOG_OVERHEAD;
+    }
+    result = Py_BuildValue("(Ly#y#y#)", (long long)position, offsets.data ? offsets.data : "",
+                           offsets.size, digests.data ? digests.data : "", digests.size,
+                           batches.data ? batches.data : "", batches.size);
+done:
+    PyMem_Free(offsets.data);
+    PyMem_Free(digests.data);
+    PyMem_Free(batches.data);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* ---- module ----------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
     {"scan_keys", (PyCFunction)(void (*)(void))scan_keys, METH_FASTCALL, scan_keys_doc},
+    {"scan_key_digests", (PyCFunction)(void (*)(void))scan_key_digests, METH_FASTCALL,
+     scan_key_digests_doc},
     {"scan_records", (PyCFunction)(void (*)(void))scan_records, METH_FASTCALL,
      scan_records_doc},
     {"rebuild_records", (PyCFunction)(void (*)(void))rebuild_records, METH_FASTCALL,
      rebuild_records_doc},
     {"decode_batch", (PyCFunction)(void (*)(void))decode_batch, METH_FASTCALL, decode_batch_doc},
+    {"last_puts", (PyCFunction)(void (*)(void))last_puts, METH_FASTCALL, last_puts_doc},
+    {"scan_window_key_digests", (PyCFunction)(void (*)(void))scan_window_key_digests,
+     METH_FASTCALL, scan_window_key_digests_doc},
     {NULL, NULL, 0, NULL},
 };
 

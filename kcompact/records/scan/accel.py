@@ -5,7 +5,10 @@ Why: the cleaner's three per-record loops (:func:`~kcompact.records.scan.scan_ke
 :func:`~kcompact.records.filter.filter_v2_batch`) cost ~4.5 s of a 2M-record clean in pure
 Python, and batch headers (:func:`~kcompact.records.batch.decode_batch`, also inside
 ``iter_batches``) another ~0.15 s. ``_accel.c`` (built by setup.py as
-``kcompact.records.scan._accel``, ``optional=True``) does the same work in C. The pure-Python functions stay the reference and the only code where no C
+``kcompact.records.scan._accel``, ``optional=True``) does the same work in C. Pass 1 of a clean also
+hashes its keys there (:func:`scan_key_digests`, XXH3-128 from the vendored ``xxhash.h``), walks
+runs of plain batches in one call (:func:`scan_window_key_digests`), and the offset map sorts its
+puts there (:func:`last_puts`). The pure-Python functions stay the reference and the only code where no C
 compiler was found; tests compare the two on every input.
 
 Contract. Each wrapper here returns exactly what the reference returns, or ``None``: "run the
@@ -72,6 +75,26 @@ def scan_keys(data: Buffer, base_offset: int, count: int) -> KeyColumns | None:
     return result
 
 
+def scan_key_digests(
+    data: Buffer, base_offset: int, count: int, min_offset: int
+) -> tuple[bytes, bytes] | None:
+    """C :func:`~kcompact.records.scan.scan_key_digests` (XXH3-128 from the vendored ``xxhash.h``).
+
+    Args:
+        data, base_offset, count, min_offset: as for the reference.
+
+    Returns:
+        ``(offsets, digests)`` exactly as the reference, or None: run the reference.
+    """
+    if kernels is None:
+        return None
+    try:
+        result: tuple[bytes, bytes] = kernels.scan_key_digests(data, base_offset, count, min_offset)
+    except kernels.ScanError:
+        return None
+    return result
+
+
 def scan_records(
     data: Buffer, base_offset: int, base_timestamp: int, count: int, log_append_time: int | None
 ) -> ScannedColumns | None:
@@ -123,6 +146,50 @@ def rebuild_records(
         result: tuple[bytes, int, int] = kernels.rebuild_records(
             data, *columns, keep, base_offset, horizon
         )
+    except kernels.ScanError:
+        return None
+    return result
+
+
+def last_puts(hi: Any, lo: Any) -> bytes | None:
+    """C flush step of the cleaner's offset map (``cleaner/offset_map``: ``OffsetMap._flush``).
+
+    Args:
+        hi, lo: two equal-length uint64 numpy arrays (digest words; ``lo`` already masked).
+
+    Returns:
+        Native int64 bytes: for each distinct ``(hi, lo)`` pair, in ascending ``(hi, lo)`` order, the
+        position of its last occurrence; or None: use the numpy reference (``_last_puts_reference``).
+    """
+    if kernels is None or not enabled:
+        return None
+    try:
+        result: bytes = kernels.last_puts(hi, lo)
+    except kernels.ScanError:
+        return None
+    return result
+
+
+def scan_window_key_digests(
+    buf: Buffer, position: int, limit: int, min_offset: int, max_puts: int, base_puts: int
+) -> tuple[int, bytes, bytes, bytes] | None:
+    """C pass 1 over a run of plain v2 batches (``cleaner/round/mapping.iter_dirty_keys``).
+
+    Its reference is that function's per-batch walk (``iter_batches`` then
+    :func:`~kcompact.records.scan.scan_key_digests`): the kernel stops before any batch it does not
+    take as is (compressed, transactional, control, legacy, badly framed, records that do not scan),
+    and the walk takes it.
+
+    Returns:
+        ``(position, offsets, digests, batches)``: where it stopped, the entries as native int64 and
+        16-byte digests, and per batch reaching ``min_offset`` (put end from ``base_puts``, last
+        offset, records) as native int64 triples; or None: walk batch by batch.
+    """
+    if kernels is None or not enabled:
+        return None
+    try:
+        result: tuple[int, bytes, bytes, bytes] = kernels.scan_window_key_digests(
+            buf, position, limit, min_offset, max_puts, base_puts)
     except kernels.ScanError:
         return None
     return result

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from array import array
 
+from xxhash import xxh3_128_digest
+
 from kcompact.errors import CorruptRecordError
 from kcompact.records.scan.accel import KeyColumns, ScannedColumns
 from kcompact.records.varint import INT64_MAX, Buffer, decode_varint, decode_varlong
@@ -299,3 +301,15 @@ def scan_keys_reference(data: Buffer, base_offset: int, count: int) -> KeyColumn
     if p != n:
         raise _leftover(count, n, p)
     return offs, keys
+
+
+def scan_key_digests_reference(
+    data: Buffer, base_offset: int, count: int, min_offset: int
+) -> tuple[bytes, bytes]:
+    """Pure-Python :func:`~kcompact.records.scan.scan_key_digests`: :func:`scan_keys_reference`,
+    then each wanted key through ``xxhash.xxh3_128_digest``."""
+    offsets, keys = scan_keys_reference(data, base_offset, count)
+    wanted = [i for i, key in enumerate(keys) if key is not None and offsets[i] >= min_offset]
+    kept = array("q", [offsets[i] for i in wanted])
+    digests = b"".join([xxh3_128_digest(keys[i]) for i in wanted])  # type: ignore[arg-type]
+    return kept.tobytes(), digests

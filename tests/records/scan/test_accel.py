@@ -20,17 +20,19 @@ from array import array
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kcompact.cleaner.offset_map import DIGEST_LAYOUT, key_digests
 from kcompact.errors import CorruptRecordError
 from kcompact.records.batch import decode_batch, iter_batches
 from kcompact.records.batch_encoding import encode_records_batch
 from kcompact.records.batch_header import RecordBatch
 from kcompact.records.filter import BatchRetention, filter_v2_batch
 from kcompact.records.record import records_bytes
-from kcompact.records.scan import RecordColumns, accel, scan_keys, scan_records
+from kcompact.records.scan import RecordColumns, accel, scan_key_digests, scan_keys, scan_records
 from tests.conftest import real_fixture
 from tests.records.scan.accel_compare import Outcome, accel_switched, both, needs_c
 
@@ -96,9 +98,15 @@ _timestamps = st.integers(-1000, 1 << 41) | st.integers(INT64_MIN, INT64_MAX) | 
 _append_times = st.none() | st.integers(INT64_MIN, INT64_MAX) | st.just(1 << 64)
 
 
+_MIN_OFFSETS = (INT64_MIN, 2)  # scan_key_digests: every keyed record, or those from offset 2
+
+
 def _scanboth(data: object, count: int, base_offset: int, base_timestamp: int,
                log_append_time: int | None) -> tuple[Outcome, Outcome]:
     keys = both(lambda: scan_keys(data, base_offset=base_offset, count=count))  # type: ignore[arg-type]
+    for min_offset in _MIN_OFFSETS:
+        both(lambda m=min_offset: scan_key_digests(  # type: ignore[misc]
+            data, base_offset=base_offset, count=count, min_offset=m))  # type: ignore[arg-type]
     return keys, both(lambda: scan_records(
         data, base_offset=base_offset, base_timestamp=base_timestamp,  # type: ignore[arg-type]
         count=count, log_append_time=log_append_time))
@@ -111,6 +119,9 @@ def _kernel_agrees(data: bytes, count: int, base_offset: int, base_timestamp: in
     calls: list[tuple[Callable[[], object], Callable[[], object]]] = [
         (lambda: kernels.scan_keys(data, base_offset, count),
          lambda: scan_keys(data, base_offset=base_offset, count=count)),
+        *[(lambda m=m: kernels.scan_key_digests(data, base_offset, count, m),
+           lambda m=m: scan_key_digests(data, base_offset=base_offset, count=count, min_offset=m))
+          for m in _MIN_OFFSETS],
         (lambda: kernels.scan_records(data, base_offset, base_timestamp, count, None),
          lambda: scan_records(data, base_offset=base_offset, base_timestamp=base_timestamp,
                               count=count)),
@@ -233,6 +244,26 @@ def test_odd_arguments_behave_like_the_reference(argument: object) -> None:
     _scanboth(_GOOD, 3, 0, argument, None)  # type: ignore[arg-type]
     _scanboth(_GOOD, 3, 0, 0, argument)  # type: ignore[arg-type]
     _scanboth(_GOOD, argument, 0, 0, None)  # type: ignore[arg-type]
+    both(lambda: scan_key_digests(_GOOD, base_offset=0, count=3, min_offset=argument))  # type: ignore[arg-type]
+
+
+@needs_c
+@given(_records, st.integers(-5, 400))
+def test_key_digests_are_the_offset_maps_digests_of_the_wanted_keys(
+    records: list[bytes], min_offset: int
+) -> None:
+    """scan_key_digests hashes in C what key_digests hashes in Python: the keyed records at or above
+    min_offset (Kafka's buildOffsetMapForSegment), XXH3-128 in DIGEST_LAYOUT."""
+    data = b"".join(records)
+    offsets, keys = scan_keys(data, base_offset=0, count=len(records))
+    wanted = [i for i, key in enumerate(keys) if key is not None and offsets[i] >= min_offset]
+    with accel_switched(True):
+        found_offsets, digests = scan_key_digests(data, base_offset=0, count=len(records),
+                                                  min_offset=min_offset)
+    assert array("q", found_offsets).tolist() == [offsets[i] for i in wanted]
+    hi, lo = key_digests([keys[i] for i in wanted])  # type: ignore[misc]
+    packed = np.frombuffer(digests, dtype=DIGEST_LAYOUT)
+    assert packed["hi"].tolist() == hi.tolist() and packed["lo"].tolist() == lo.tolist()
 
 
 @needs_c

@@ -1,0 +1,163 @@
+"""The ``ratio`` section of scripts/bench.py: ``clean --jobs 1`` against copying the same bytes, and
+against another kcompact tree, interleaved in one run; ``--profile``: where a clean's time goes.
+
+Per shape of ``bench_clean.SHAPES`` and per repetition (``--repeat``), back to back: ``cp -r`` of the
+log dir, ``cp -r`` + ``sync``, ``kcompact clean --jobs 1`` on a fresh copy, and with ``--baseline DIR``
+the same clean by the kcompact source tree at DIR (``PYTHONPATH=DIR``; build its extension in place
+first), its output checked identical to this tree's. Interleaving puts both under the same load (the
+machine is shared); rows give the min and the median of the repetitions and the load average.
+
+``--profile`` runs one clean of each shape in this process under ``cProfile`` and prints its time by
+stage (the functions below, cumulative, so nested rows are already inside their parents), so the
+next person sees where the time goes without a profiler of their own. Profiling slows Python calls,
+so the shares of Python-heavy stages come out a little high.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import os
+import pstats
+import shutil
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+from bench_clean import FIRST_TS, SHAPES, _child_clean, _digests, generate
+
+Row = tuple[str, float, str]
+
+# (label, file suffix, function name): cumulative time of each, as a share of the whole clean.
+PROFILE_STAGES = [
+    ("imports (kcompact.cli.main; first shape only: cached after)", "", "<module>"),
+    ("load: log state (load_log_state)", "log_state.py", "load_log_state"),
+    ("pass 1: build the offset map (whole)", "parallel.py", "build_offset_map"),
+    ("  pass 1: runs of plain batches in C (scan_window_key_digests)", "records/scan/accel.py",
+     "scan_window_key_digests"),
+    ("  pass 1: key scan + hash, per batch (scan_key_digests)", "records/scan/__init__.py", "scan_key_digests"),
+    ("  pass 1: key scan (scan_keys, legacy/reference)", "records/scan/__init__.py", "scan_keys"),
+    ("  pass 1: hashing in Python (key_digests/digest_bytes)", "offset_map/__init__.py", "digest_bytes"),
+    ("  pass 1: map puts (OffsetMap.put_batch)", "offset_map/__init__.py", "put_batch"),
+    ("  pass 1: map sort/merge (OffsetMap._flush)", "offset_map/__init__.py", "_flush"),
+    ("  pass 1: map freeze", "offset_map/__init__.py", "freeze"),
+    ("oracle (sorted map offsets)", "oracle.py", "__init__"),
+    ("pass 2: filter (whole)", "filtering.py", "filter_segment"),
+    ("  pass 2: record scan (scan_records)", "records/scan/__init__.py", "scan_records"),
+    ("  pass 2: record decisions (_keep_window)", "filtering.py", "_keep_window"),
+    ("  pass 2: rebuild (filter_v2_batch)", "records/filter.py", "filter_v2_batch"),
+    ("  pass 2: append + index (CleanedSegmentWriter.append)", "swap.py", "append"),
+    ("CRC checks (crc_valid)", "batch_header.py", "crc_valid"),
+    ("decompression (records_bytes)", "records/record.py", "records_bytes"),
+    ("compression (compress)", "records/compression.py", "compress"),
+    ("output self-check (check_cleaned_segment)", "verify_output.py", "check_cleaned_segment"),
+    ("swap + checkpoint (replace_segments)", "swap.py", "replace_segments"),
+]
+
+
+def _copy(source: Path, target: Path, sync: bool) -> float:
+    shutil.rmtree(target, ignore_errors=True)
+    command = f"cp -r '{source}' '{target}'" + (" && sync" if sync else "")
+    start = time.perf_counter()
+    subprocess.run(["sh", "-c", command], check=True)
+    return time.perf_counter() - start
+
+
+def _summary(tag: str, values: list[float], unit: str = "s") -> list[Row]:
+    return [(f"{tag} min", min(values), unit), (f"{tag} median", statistics.median(values), unit)]
+
+
+def bench_ratio(args: object, workdir: Path) -> list[Row]:
+    """cp -r, cp -r + sync, clean --jobs 1 (and the baseline tree's), interleaved; min and median."""
+    scale, seed = getattr(args, "clean_scale", 1.0), getattr(args, "seed", 1)
+    repeat, baseline = max(1, getattr(args, "repeat", 3)), getattr(args, "baseline", None)
+    rows: list[Row] = []
+    for name in SHAPES:
+        source = generate(workdir, name, scale, seed)
+        target = workdir / f"ratio-{name}"
+        times: dict[str, list[float]] = {"cp": [], "sync": [], "clean": [], "base": []}
+        rss: dict[str, list[float]] = {"clean": [], "base": []}
+        cpu: dict[str, list[float]] = {"clean": [], "base": []}
+        loads, identical = [], True
+        for _ in range(repeat):
+            loads.append(os.getloadavg()[0])
+            times["cp"].append(_copy(source.parent, target, sync=False))
+            times["sync"].append(_copy(source.parent, target, sync=True))
+            runs = [("clean", None)] + ([("base", baseline)] if baseline else [])
+            outputs = []
+            for key, tree in runs:
+                _copy(source.parent, target, sync=False)
+                run = _child_clean(target / source.name, "1", pythonpath=tree)
+                times[key].append(run.seconds)
+                rss[key].append(run.own_rss_mib)
+                cpu[key].append(run.cpu_seconds)
+                outputs.append(_digests(target))
+            identical = identical and all(out == outputs[0] for out in outputs)
+        shutil.rmtree(target, ignore_errors=True)
+        rows.append((f"{name}: 1-minute load average, median", statistics.median(loads), "load"))
+        rows += _summary(f"{name}: cp -r seconds", times["cp"])
+        rows += _summary(f"{name}: cp -r + sync seconds", times["sync"])
+        rows += _summary(f"{name}: clean --jobs 1 seconds", times["clean"])
+        rows += _summary(f"{name}: clean --jobs 1 CPU seconds (user + sys)", cpu["clean"])
+        rows.append((f"{name}: clean --jobs 1 peak RSS (max)", max(rss["clean"]), "MiB"))
+        best = min(times["clean"])
+        rows.append((f"{name}: clean / cp -r (min/min)", best / min(times["cp"]), "x"))
+        rows.append((f"{name}: clean / cp -r + sync (min/min)", best / min(times["sync"]), "x"))
+        if baseline:
+            rows += _summary(f"{name}: baseline clean --jobs 1 seconds", times["base"])
+            rows += _summary(f"{name}: baseline CPU seconds (user + sys)", cpu["base"])
+            rows.append((f"{name}: baseline peak RSS (max)", max(rss["base"]), "MiB"))
+            rows.append((f"{name}: baseline / this (min/min)", min(times["base"]) / best, "x"))
+            rows.append((f"{name}: output identical to the baseline's (1 if yes)", float(identical), "yes"))
+    if getattr(args, "profile", False):
+        for name in SHAPES:
+            print_profile(name, generate(workdir, name, scale, seed), workdir)
+    return rows
+
+
+def print_profile(name: str, partition: Path, workdir: Path) -> None:
+    """One in-process ``clean --jobs 1`` of a fresh copy under cProfile, printed by stage."""
+    target = workdir / f"profile-{name}"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(partition.parent, target)
+    argv = ["clean", "--json", "--now-ms", str(FIRST_TS + 10**7), "--config",
+            "cleanup.policy=compact", "--jobs", "1", str(target / partition.name)]
+    profiler = cProfile.Profile()
+    start = time.perf_counter()
+    profiler.enable()
+    try:
+        _run_cli(argv)
+    finally:
+        profiler.disable()
+    total = time.perf_counter() - start
+    shutil.rmtree(target, ignore_errors=True)
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    print(f"== profile: {name} clean --jobs 1, {total:.3f} s under cProfile ==")
+    for label, suffix, function in PROFILE_STAGES:
+        seconds = _cumulative(stats, suffix, function)
+        print(f"  {label:<58} {seconds:7.3f} s {100 * seconds / total:5.1f} %")
+
+
+def _run_cli(argv: list[str]) -> None:
+    import contextlib
+    import io
+
+    from kcompact.cli.main import cli  # imported here: its import time is a stage
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            cli(args=argv, prog_name="kcompact")
+        except SystemExit as done:
+            if done.code not in (0, None):
+                raise
+
+
+def _cumulative(stats: dict[tuple[str, int, str], tuple[int, int, float, float, object]],
+                suffix: str, function: str) -> float:
+    """Cumulative seconds of ``function`` in files ending with ``suffix`` (module bodies: kcompact's
+    own top-level imports, counted once each, outermost only)."""
+    if function == "<module>":
+        return max((cum for (path, _line, fn), (_c, _n, _t, cum, _callers) in stats.items()
+                    if fn == "<module>" and path.endswith("kcompact/cli/main.py")), default=0.0)
+    return sum(cum for (path, _line, fn), (_c, _n, _t, cum, _callers) in stats.items()
+               if fn == function and path.endswith(suffix) and "kcompact" in path)
