@@ -118,6 +118,7 @@ def spark_clean_command(
     from kcompact.cli.spark_view import check_new_output, render_spark_clean
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.spark.clean_job import spark_clean
+    from kcompact.spark.output import write_frame
     from kcompact.spark.session import command_session
 
     overrides = parse_config_pairs(config_pairs)
@@ -130,7 +131,7 @@ def spark_clean_command(
                           metadata_dir=metadata_dir, map_budget_bytes=map_budget, task_bytes=task_bytes,
                           assume_compact=assume_compact, allow_keyless_loss=allow_keyless_loss)
         if output is not None:
-            run.frame.coalesce(1).write.parquet(output)
+            write_frame(run.frame, output, spark.sparkContext.master)
     render_spark_clean(run, startup_s, as_json=as_json)
     statuses = {row["status"] for row in run.as_dicts()}
     if STATUS_BUG in statuses:
@@ -172,6 +173,7 @@ def spark_dirty_ratio_command(
     from kcompact.cli.spark_view import check_new_output, startup_line
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.spark.inspect_job import spark_dirty_ratio
+    from kcompact.spark.output import write_frame
     from kcompact.spark.session import command_session
 
     overrides = parse_config_pairs(config_pairs)
@@ -180,7 +182,7 @@ def spark_dirty_ratio_command(
         report = spark_dirty_ratio(spark, paths, cli_overrides=overrides, now_ms=now_ms,
                                    server_properties=server_properties, metadata_dir=metadata_dir)
         if output is not None:
-            report.frame.coalesce(1).write.parquet(output)
+            write_frame(report.frame, output, spark.sparkContext.master)
     render_dirty_ratio(report.rows, as_json=as_json)
     if not as_json:
         startup_line(startup_s)

@@ -9,7 +9,6 @@ renderer. Spark's progress bar and logs go to stderr, never into ``--json`` outp
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich import box
@@ -18,20 +17,21 @@ from rich.table import Table
 from kcompact.cleaner.logdir.report_row import STATUS_SKIPPED
 from kcompact.cleaner.logdir.run_summary import is_summarised, repeated_warning_notes
 from kcompact.cli import render
-from kcompact.errors import KcompactError
+from kcompact.spark.output import check_new_output as check_output
 
 if TYPE_CHECKING:
     from kcompact.spark.clean_job import SparkCleanRun
     from kcompact.spark.export import ExportSummary
 
 def check_new_output(output: str | None) -> None:
-    """Refuse an ``--output`` that exists before any Spark work starts.
+    """Refuse an ``--output`` that exists before any Spark work starts (a URI other than ``file://``
+    is checked by Spark when it writes).
 
     Raises:
         KcompactError: the path exists.
     """
-    if output is not None and Path(output).exists():
-        raise KcompactError(f"{output}: the --output directory; expected a new path, found it exists")
+    if output is not None:
+        check_output(output)
 
 
 def startup_line(startup_s: float) -> None:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +49,7 @@ from kcompact.segment.partition import (
     open_partition,
     require_partition_dirs,
 )
+from kcompact.spark.output import output_target, write_parquet
 from kcompact.spark.rows import ddl
 
 if TYPE_CHECKING:
@@ -76,7 +76,6 @@ EXPORT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("producer_id", "bigint"),
 )
 EXPORT_SCHEMA = ddl(EXPORT_COLUMNS)
-_TASK_ERROR = re.compile(r"kcompact\.errors\.(\w+): (.+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,7 +286,8 @@ def spark_export(
     Args:
         spark: the session.
         paths: partition directories and/or log dirs (executors must see them at these paths).
-        output: a new directory for the Parquet files.
+        output: a new directory for the Parquet files: a URI (``hdfs://``, ``s3a://``, ``file://``),
+            handed to Spark untouched, or a local path (with a ``local[…]`` master only).
         latest: the latest live value per key (read_committed), instead of every record.
         split_bytes: segment bytes per Spark task (see :func:`split_segments`).
 
@@ -295,24 +295,23 @@ def spark_export(
         The :class:`ExportSummary`.
 
     Raises:
-        KcompactError: ``output`` exists, a path is not a partition or log dir, or a segment does
-            not parse (the task's error, re-raised here as one line).
+        KcompactError: ``output`` exists (or is a plain path with a cluster master), a path is not a
+            partition or log dir, or a segment does not parse (the task's error, as one line).
     """
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
     paths = list(paths)
-    target = Path(output)
-    if target.exists():
-        raise KcompactError(f"{target}: the export's output directory; expected a new path, found it exists")
+    target = output_target(str(output), spark.sparkContext.master)
     refs = list_segments(paths)
     frame = read_records(spark, paths, isolation=READ_COMMITTED if latest else READ_UNCOMMITTED,
                          split_bytes=split_bytes)
     if latest:
         frame = latest_view(frame)
-    try:
-        frame.write.parquet(str(target))
-    except Exception as err:
-        raise task_error(err) from err
-    records = spark.read.parquet(str(target)).count()
-    return ExportSummary(str(target), records, len({r.partition_dir for r in refs}), len(refs), latest)
+    counted = Observation("kcompact export")  # the rows counted as they are written: no re-read
+    write_parquet(frame.observe(counted, F.count(F.lit(1)).alias("records")).write, target)
+    records = int(counted.get.get("records", 0))
+    return ExportSummary(target, records, len({r.partition_dir for r in refs}), len(refs), latest)
 
 
 def read_records(spark: SparkSession, paths: Iterable[str | Path], *,
@@ -353,18 +352,3 @@ def latest_view(frame: DataFrame) -> DataFrame:
             .withColumn("_newest", F.row_number().over(newest_first))
             .where((F.col("_newest") == 1) & ~F.col("is_tombstone"))
             .drop("_newest"))
-
-
-def task_error(err: Exception) -> Exception:
-    """A Spark job's failure: the kcompact error a task raised, as one line, or ``err`` itself.
-
-    Args:
-        err: what the Spark action raised (a PythonException or Py4J error carrying the traceback).
-
-    Returns:
-        A :class:`~kcompact.errors.KcompactError` with the task's message, or ``err`` unchanged.
-    """
-    found = _TASK_ERROR.findall(str(err))
-    if not found:
-        return err
-    return KcompactError(found[-1][1].strip())
