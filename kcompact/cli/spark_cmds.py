@@ -115,10 +115,11 @@ def spark_clean_command(
     """
     from kcompact.cleaner.logdir.report_row import STATUS_BUG, STATUS_FAILED
     from kcompact.cleaner.partition import CleanOptions
-    from kcompact.cli.spark_view import check_new_output, render_spark_clean
+    from kcompact.cli.spark_view import check_new_output, executors_line, render_spark_clean
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.spark.clean_job import spark_clean
     from kcompact.spark.output import write_frame
+    from kcompact.spark.probe import check_executors
     from kcompact.spark.session import command_session
 
     overrides = parse_config_pairs(config_pairs)
@@ -126,6 +127,7 @@ def spark_clean_command(
     options = CleanOptions(now_ms=now_ms, from_start=from_start, dedupe_buffer_size=dedupe_buffer_size,
                            dry_run=dry_run, roll=roll)
     with command_session(master, verbose=verbose) as (spark, startup_s):
+        executors_line(check_executors(spark.sparkContext, paths))
         run = spark_clean(spark, paths, cli_overrides=overrides, options=options,
                           only_eligible=only_eligible, server_properties=server_properties,
                           metadata_dir=metadata_dir, map_budget_bytes=map_budget, task_bytes=task_bytes,
@@ -170,15 +172,17 @@ def spark_dirty_ratio_command(
     by Spark tasks over slices of the log dirs. Exits 2 when a partition's files do not parse.
     """
     from kcompact.cli.dirty_ratio_view import render_dirty_ratio
-    from kcompact.cli.spark_view import check_new_output, startup_line
+    from kcompact.cli.spark_view import check_new_output, executors_line, startup_line
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.spark.inspect_job import spark_dirty_ratio
     from kcompact.spark.output import write_frame
+    from kcompact.spark.probe import check_executors
     from kcompact.spark.session import command_session
 
     overrides = parse_config_pairs(config_pairs)
     check_new_output(output)
     with command_session(master, verbose=verbose) as (spark, startup_s):
+        executors_line(check_executors(spark.sparkContext, paths))
         report = spark_dirty_ratio(spark, paths, cli_overrides=overrides, now_ms=now_ms,
                                    server_properties=server_properties, metadata_dir=metadata_dir)
         if output is not None:
@@ -215,12 +219,14 @@ def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, mast
     control records and aborted transactions included, flagged). Each Spark task reads about 64 MiB
     of segments.
     """
-    from kcompact.cli.spark_view import check_new_output, render_export
+    from kcompact.cli.spark_view import check_new_output, executors_line, render_export
     from kcompact.spark.export import spark_export
+    from kcompact.spark.probe import check_executors
     from kcompact.spark.session import command_session
 
     check_new_output(output)
     with command_session(master, verbose=verbose) as (spark, startup_s):
+        executors_line(check_executors(spark.sparkContext, paths))
         summary = spark_export(spark, paths, output, latest=latest)
     render_export(summary, startup_s, as_json=as_json)
 

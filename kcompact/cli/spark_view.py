@@ -22,6 +22,7 @@ from kcompact.spark.output import check_new_output as check_output
 if TYPE_CHECKING:
     from kcompact.spark.clean_job import SparkCleanRun
     from kcompact.spark.export import ExportSummary
+    from kcompact.spark.probe import ExecutorCheck
 
 def check_new_output(output: str | None) -> None:
     """Refuse an ``--output`` that exists before any Spark work starts (a URI other than ``file://``
@@ -32,6 +33,13 @@ def check_new_output(output: str | None) -> None:
     """
     if output is not None:
         check_output(output)
+
+
+def executors_line(check: ExecutorCheck) -> None:
+    """Which Python the executors run, when kcompact chose it (stderr)."""
+    note = check.note()
+    if note is not None:
+        render.err_console().print(note, highlight=False)
 
 
 def startup_line(startup_s: float) -> None:

@@ -29,9 +29,9 @@ def is_uri(text: str) -> bool:
     return _SCHEME.match(text) is not None
 
 
-def is_local_master(master: str) -> bool:
+def is_local_master(master: str | None) -> bool:
     """The master runs every executor inside this driver's machine (``local``, ``local[4]``, …)."""
-    return master.startswith("local")
+    return master is not None and master.startswith("local")
 
 
 def local_part(output: str) -> Path | None:
@@ -52,7 +52,7 @@ def check_new_output(output: str) -> None:
         raise KcompactError(f"{output}: the --output directory; expected a new path, found it exists")
 
 
-def output_target(output: str, master: str) -> str:
+def output_target(output: str, master: str | None) -> str:
     """What to hand Spark's writer for ``--output``, checked against the master.
 
     Args:
@@ -88,7 +88,7 @@ def write_parquet(writer: DataFrameWriter, output: str) -> None:
         raise _write_error(err, output) from err
 
 
-def write_frame(frame: DataFrame, output: str, master: str) -> None:
+def write_frame(frame: DataFrame, output: str, master: str | None) -> None:
     """Write a small report's rows as one Parquet file under ``output`` (checked by :func:`output_target`)."""
     write_parquet(frame.coalesce(1).write, output_target(output, master))
 
