@@ -39,7 +39,7 @@ def executors_line(check: ExecutorCheck) -> None:
     """Which Python the executors run, when kcompact chose it (stderr)."""
     note = check.note()
     if note is not None:
-        render.err_console().print(note, highlight=False)
+        render.err_console().print(note, highlight=False, soft_wrap=True)
 
 
 def startup_line(startup_s: float) -> None:
