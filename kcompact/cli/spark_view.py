@@ -20,8 +20,8 @@ from kcompact.cli import render
 from kcompact.spark.output import check_new_output as check_output
 
 if TYPE_CHECKING:
+    from kcompact.inspect.export import ExportSummary
     from kcompact.spark.clean_job import SparkCleanRun
-    from kcompact.spark.export import ExportSummary
     from kcompact.spark.probe import ExecutorCheck
 
 def check_new_output(output: str | None) -> None:

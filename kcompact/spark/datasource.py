@@ -8,10 +8,10 @@
 
 Options: ``paths`` (a JSON list of partition directories and/or log dirs; or ``path``, one of them,
 also given as ``load(path)``), ``isolation`` (``read_uncommitted``, the default, or
-``read_committed``; see ``kcompact.spark.export``) and ``split_bytes`` (segment bytes per input
-partition, default ``SPLIT_BYTES``). The schema is fixed (``kcompact.spark.export.EXPORT_COLUMNS``).
+``read_committed``; see ``kcompact.inspect.export``) and ``split_bytes`` (segment bytes per input
+partition, default ``SPLIT_BYTES``). The schema is fixed (``kcompact.inspect.export.EXPORT_COLUMNS``).
 The driver lists the segments and packs them into input partitions; each is read on an executor
-by ``kcompact.spark.export.iter_split_columns`` and handed to Spark as Arrow record batches.
+by ``kcompact.inspect.export.iter_split_columns`` and handed to Spark as Arrow record batches.
 
 This module imports pyspark and pyarrow at the top: import it only where Spark runs (the export job
 imports it inside a function).
@@ -28,31 +28,19 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from kcompact.errors import ConfigError
-from kcompact.spark.export import (
-    EXPORT_SCHEMA,
-    FORMAT_NAME,
+from kcompact.inspect.export import (
     ISOLATION_LEVELS,
     READ_UNCOMMITTED,
     SPLIT_BYTES,
     SegmentRef,
+    arrow_schema,
     iter_split_columns,
     list_segments,
     split_segments,
 )
+from kcompact.spark.export import EXPORT_SCHEMA, FORMAT_NAME
 
-ARROW_SCHEMA = pa.schema([  # EXPORT_COLUMNS, as Arrow types
-    ("topic", pa.string()),
-    ("partition", pa.int32()),
-    ("offset", pa.int64()),
-    ("timestamp", pa.int64()),
-    ("key", pa.binary()),
-    ("value", pa.binary()),
-    ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
-    ("is_tombstone", pa.bool_()),
-    ("is_control", pa.bool_()),
-    ("is_transactional", pa.bool_()),
-    ("producer_id", pa.int64()),
-])
+ARROW_SCHEMA = arrow_schema()
 
 
 class SegmentSplit(InputPartition):

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 FILE_SCHEME = "file://"
+_JAVA_CAUSE = re.compile(r"(?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error): [^\n]+")
 _TASK_ERROR = re.compile(r"kcompact\.errors\.(\w+): (.+)")
 
 
@@ -112,6 +113,8 @@ def _write_error(err: Exception, output: str) -> KcompactError:
     found = task_error(err)
     if isinstance(found, KcompactError):
         return found
-    text = str(err).strip().splitlines()
-    first = text[0] if text else type(err).__name__
+    text = str(err)
+    cause = _JAVA_CAUSE.search(text)
+    lines = text.strip().splitlines()
+    first = cause.group(0).strip() if cause else (lines[0] if lines else type(err).__name__)
     return KcompactError(f"{output}: the --output; Spark could not write it: {first}")

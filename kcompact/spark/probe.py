@@ -65,8 +65,8 @@ class ExecutorCheck:
     hosts: tuple[str, ...]
 
     def note(self) -> str | None:
-        """The line to tell the user when kcompact chose the executors' Python itself."""
-        if self.chosen_by != "kcompact":
+        """The line to tell the user when kcompact chose the executors' Python itself (and probed them)."""
+        if self.chosen_by != "kcompact" or not self.hosts:
             return None
         return (f"executors run {self.python} (the driver's Python; set PYSPARK_PYTHON or "
                 "spark.pyspark.python to choose another)")

@@ -55,5 +55,6 @@ def test_an_unwritable_uri_fails_with_one_line_naming_it_as_given(spark: SparkSe
 
     assert result.exit_code == 2
     assert result.stderr.startswith("kcompact: error: nosuchfs://host:9000/dir: the --output; Spark could "
-                                    "not write it: ")
+                                    "not write it: org.apache.hadoop.fs.UnsupportedFileSystemException: No "
+                                    'FileSystem for scheme "nosuchfs"')
     assert len(result.stderr.splitlines()) == 1
