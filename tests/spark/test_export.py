@@ -20,12 +20,12 @@ from kafka.record.memory_records import MemoryRecords
 
 from kcompact.cleaner.partition import CleanOptions
 from kcompact.errors import ConfigError, KcompactError
+from kcompact.inspect.export import EXPORT_COLUMNS, SegmentRef, split_segments
 from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import decode_records
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.partition import iter_partition_dirs, open_partition
 from kcompact.spark.clean_job import spark_clean
-from kcompact.inspect.export import EXPORT_COLUMNS, SegmentRef, split_segments
 from kcompact.spark.export import spark_export
 from tests.spark.logdirs import COMPACT, NOW, build_legacy_partition, build_log_dir, build_partition
 
