@@ -44,8 +44,11 @@ _verbose = click.option("--verbose", is_flag=True, help="Show Spark's own logs (
 _config = config_option("A topic configuration by Kafka's name. Repeatable.")
 _now_ms = now_ms_option("The clock every task uses (default: the driver's now), in ms since the epoch.")
 _config_sources = config_source_options("metadata.log.dir or its __cluster_metadata-0.")
-_paths = click.argument("paths", nargs=-1, required=True,
-                        type=click.Path(exists=True, file_okay=False, path_type=str))
+_paths = click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
+_storage_option = click.option(
+    "--storage-option", "storage_pairs", multiple=True, metavar="KEY=VALUE",
+    help="An fsspec storage option for URL inputs (s3://, gs://, hdfs://…), e.g. "
+         "endpoint_url=http://127.0.0.1:9000; or the usual environment (AWS_ENDPOINT_URL…). Repeatable.")
 
 
 @click.group("spark", short_help="Run clean, dirty-ratio and export as Spark jobs.", epilog=with_examples(
@@ -117,11 +120,13 @@ def spark_clean_command(
     from kcompact.cleaner.partition import CleanOptions
     from kcompact.cli.spark_view import check_new_output, executors_line, render_spark_clean
     from kcompact.config.topic_config import parse_config_pairs
+    from kcompact.segment.remote import refuse_urls
     from kcompact.spark.clean_job import spark_clean
     from kcompact.spark.output import write_frame
     from kcompact.spark.probe import check_executors
     from kcompact.spark.session import command_session
 
+    refuse_urls(paths, "spark clean")
     overrides = parse_config_pairs(config_pairs)
     check_new_output(output)
     options = CleanOptions(now_ms=now_ms, from_start=from_start, dedupe_buffer_size=dedupe_buffer_size,
@@ -160,20 +165,23 @@ def spark_inspect() -> None:
 @_config
 @_now_ms
 @_config_sources
+@_storage_option
 @click.option("--output", type=click.Path(path_type=str), default=None, metavar="REPORT.parquet",
               help="Also write the rows as Parquet (a new directory), same fields as --json.")
 @json_option("Print a JSON list of rows (as kcompact inspect dirty-ratio).")
 def spark_dirty_ratio_command(
     paths: tuple[str, ...], master: str | None, verbose: bool, config_pairs: tuple[str, ...],
-    now_ms: int | None, server_properties: str | None, metadata_dir: str | None, output: str | None,
-    as_json: bool,
+    now_ms: int | None, server_properties: str | None, metadata_dir: str | None, storage_pairs: tuple[str, ...],
+    output: str | None, as_json: bool,
 ) -> None:
     """The rows of `kcompact inspect dirty-ratio` (same fields, same values, same order), computed
-    by Spark tasks over slices of the log dirs. Exits 2 when a partition's files do not parse.
+    by Spark tasks over slices of the log dirs (local paths, or fsspec URLs such as s3://… read on
+    the executors). Exits 2 when a partition's files do not parse.
     """
     from kcompact.cli.dirty_ratio_view import render_dirty_ratio
     from kcompact.cli.spark_view import check_new_output, executors_line, startup_line
     from kcompact.config.topic_config import parse_config_pairs
+    from kcompact.segment.remote import parse_storage_options
     from kcompact.spark.inspect_job import spark_dirty_ratio
     from kcompact.spark.output import write_frame
     from kcompact.spark.probe import check_executors
@@ -184,7 +192,8 @@ def spark_dirty_ratio_command(
     with command_session(master, verbose=verbose) as (spark, startup_s):
         executors_line(check_executors(spark.sparkContext, paths))
         report = spark_dirty_ratio(spark, paths, cli_overrides=overrides, now_ms=now_ms,
-                                   server_properties=server_properties, metadata_dir=metadata_dir)
+                                   server_properties=server_properties, metadata_dir=metadata_dir,
+                                   storage_options=parse_storage_options(storage_pairs))
         if output is not None:
             write_frame(report.frame, output, spark.sparkContext.master)
     render_dirty_ratio(report.rows, as_json=as_json)
@@ -210,16 +219,19 @@ def spark_dirty_ratio_command(
                    "transactions).")
 @_master
 @_verbose
+@_storage_option
 @json_option("Print the summary as JSON.")
 def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, master: str | None,
-                         verbose: bool, as_json: bool) -> None:
+                         verbose: bool, storage_pairs: tuple[str, ...], as_json: bool) -> None:
     """Write the records of partition directories or log dirs as Parquet: topic, partition, offset,
     timestamp, key, value, headers (key string, value binary), is_tombstone, is_control,
     is_transactional, producer_id. Without --latest every stored record is written (read_uncommitted:
     control records and aborted transactions included, flagged). Each Spark task reads about 64 MiB
-    of segments.
+    of segments. PATHS may be fsspec URLs (s3://, gs://, hdfs://, file://: backups and archived
+    copies), read on the executors.
     """
     from kcompact.cli.spark_view import check_new_output, executors_line, render_export
+    from kcompact.segment.remote import parse_storage_options
     from kcompact.spark.export import spark_export
     from kcompact.spark.probe import check_executors
     from kcompact.spark.session import command_session
@@ -227,7 +239,8 @@ def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, mast
     check_new_output(output)
     with command_session(master, verbose=verbose) as (spark, startup_s):
         executors_line(check_executors(spark.sparkContext, paths))
-        summary = spark_export(spark, paths, output, latest=latest)
+        summary = spark_export(spark, paths, output, latest=latest,
+                               storage_options=parse_storage_options(storage_pairs))
     render_export(summary, startup_s, as_json=as_json)
 
 

@@ -33,7 +33,7 @@ import bisect
 import os
 import shutil
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,13 @@ from kcompact.segment.partition import (
     require_partition_dirs,
 )
 from kcompact.segment.progress import ProgressCallback, ReadProgress, read_progress
+from kcompact.segment.remote import (
+    StorageOptions,
+    is_url,
+    mirrored,
+    remote_partition_dirs,
+    remote_segments,
+)
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
@@ -94,14 +101,16 @@ class ExportSummary:
     latest: bool
 
 
-def list_segments(paths: Iterable[str | Path]) -> list[SegmentRef]:
+def list_segments(paths: Iterable[str | Path], storage_options: StorageOptions | None = None) -> list[SegmentRef]:
     """The non-empty segments of the partitions under ``paths``, partition by partition.
 
     A log dir contributes its live partitions (not ``-delete``/``-future``/``-stray`` directories, not
     ``__cluster_metadata``); a partition directory named explicitly is always read.
 
     Args:
-        paths: partition directories and/or log dirs.
+        paths: partition directories and/or log dirs, local or URLs (``s3://…``, see
+            ``kcompact.segment.remote``).
+        storage_options: fsspec options for the URLs.
 
     Returns:
         One reference per segment holding bytes, in offset order within each partition.
@@ -112,6 +121,10 @@ def list_segments(paths: Iterable[str | Path]) -> list[SegmentRef]:
     """
     refs: list[SegmentRef] = []
     for raw in paths:
+        if is_url(raw):
+            refs += [SegmentRef(part, base, size) for part in remote_partition_dirs(str(raw), storage_options or {})
+                     for base, size in remote_segments(part, storage_options or {}) if size > 0]
+            continue
         path = Path(raw).absolute()  # executors run elsewhere: no path relative to the driver's cwd
         if is_partition_dir(path):
             parts = [open_partition(path)]
@@ -150,20 +163,30 @@ def split_segments(refs: Sequence[SegmentRef], split_bytes: int = SPLIT_BYTES) -
 
 
 def iter_split_columns(refs: Sequence[SegmentRef], isolation: str = READ_UNCOMMITTED,
-                       chunk_rows: int = CHUNK_ROWS) -> Iterator[dict[str, list[Any]]]:
+                       chunk_rows: int = CHUNK_ROWS, storage_options: StorageOptions | None = None
+                       ) -> Iterator[dict[str, list[Any]]]:
     """:func:`iter_segment_columns` over a split's segments, each partition's transactions found once.
 
     Args:
         refs: the split's segments.
         isolation: :data:`READ_UNCOMMITTED` or :data:`READ_COMMITTED`.
         chunk_rows: the most records per yielded chunk.
+        storage_options: fsspec options for segments behind URLs (their partitions are mirrored to a
+            local temporary directory for the split's duration).
 
     Yields:
         Column chunks, segment after segment.
     """
     committed: dict[str, _CommittedFilter] = {}
-    for ref in refs:
-        yield from iter_segment_columns(ref, isolation, chunk_rows, committed)
+    remote = list(dict.fromkeys(ref.partition_dir for ref in refs if is_url(ref.partition_dir)))
+    if not remote:
+        for ref in refs:
+            yield from iter_segment_columns(ref, isolation, chunk_rows, committed)
+        return
+    with mirrored(remote, storage_options or {}) as local:
+        for ref in refs:
+            here = replace(ref, partition_dir=str(local.get(ref.partition_dir, ref.partition_dir)))
+            yield from iter_segment_columns(here, isolation, chunk_rows, committed)
 
 
 def iter_segment_columns(

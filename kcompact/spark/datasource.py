@@ -6,10 +6,10 @@
     spark.read.format("kcompact").option("paths", '["/var/kafka/logs"]')
          .option("isolation", "read_committed").load()
 
-Options: ``paths`` (a JSON list of partition directories and/or log dirs; or ``path``, one of them,
+Options: ``paths`` (a JSON list of partition directories and/or log dirs, local or fsspec URLs; or ``path``, one of them,
 also given as ``load(path)``), ``isolation`` (``read_uncommitted``, the default, or
 ``read_committed``; see ``kcompact.inspect.export``) and ``split_bytes`` (segment bytes per input
-partition, default ``SPLIT_BYTES``). The schema is fixed (``kcompact.inspect.export.EXPORT_COLUMNS``).
+partition, default ``SPLIT_BYTES``) and ``storage_options`` (a JSON object of fsspec options for URLs). The schema is fixed (``kcompact.inspect.export.EXPORT_COLUMNS``).
 The driver lists the segments and packs them into input partitions; each is read on an executor
 by ``kcompact.inspect.export.iter_split_columns`` and handed to Spark as Arrow record batches.
 
@@ -62,24 +62,28 @@ class KcompactDataSource(DataSource):
         return EXPORT_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KcompactReader(_paths(self.options), _isolation(self.options), _split_bytes(self.options))
+        return KcompactReader(_paths(self.options), _isolation(self.options), _split_bytes(self.options),
+                              _storage_options(self.options))
 
 
 class KcompactReader(DataSourceReader):
     """Lists and packs segments on the driver; reads one split per task."""
 
-    def __init__(self, paths: list[str], isolation: str, split_bytes: int = SPLIT_BYTES) -> None:
+    def __init__(self, paths: list[str], isolation: str, split_bytes: int = SPLIT_BYTES,
+                 storage_options: dict[str, Any] | None = None) -> None:
         self.paths = paths
         self.isolation = isolation
         self.split_bytes = split_bytes
+        self.storage_options = storage_options or {}
 
     def partitions(self) -> Sequence[InputPartition]:
-        return [SegmentSplit(refs) for refs in split_segments(list_segments(self.paths), self.split_bytes)]
+        listed = list_segments(self.paths, self.storage_options)
+        return [SegmentSplit(refs) for refs in split_segments(listed, self.split_bytes)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, SegmentSplit):  # Spark hands back what partitions() made
             raise TypeError(f"expected a SegmentSplit, found {type(partition).__name__}")
-        for columns in iter_split_columns(partition.refs, self.isolation):
+        for columns in iter_split_columns(partition.refs, self.isolation, storage_options=self.storage_options):
             yield pa.RecordBatch.from_pydict(columns, schema=ARROW_SCHEMA)
 
 
@@ -99,6 +103,20 @@ def _paths(options: Any) -> list[str]:
     if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
         raise ConfigError(f"kcompact data source: option 'paths'; expected a JSON list of paths, found {raw!r}")
     return paths
+
+
+def _storage_options(options: Any) -> dict[str, Any]:
+    raw = options.get("storage_options")
+    if raw is None:
+        return {}
+    try:
+        found = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"kcompact data source: option 'storage_options'; expected a JSON object, "
+                          f"found {raw!r}") from err
+    if not isinstance(found, dict):
+        raise ConfigError(f"kcompact data source: option 'storage_options'; expected a JSON object, found {raw!r}")
+    return found
 
 
 def _isolation(options: Any) -> str:

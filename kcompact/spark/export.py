@@ -23,6 +23,7 @@ from kcompact.inspect.export import (
     ExportSummary,
     list_segments,
 )
+from kcompact.segment.remote import StorageOptions, is_url
 from kcompact.spark.output import output_target, write_parquet
 from kcompact.spark.rows import ddl
 
@@ -40,16 +41,19 @@ def spark_export(
     *,
     latest: bool = False,
     split_bytes: int = SPLIT_BYTES,
+    storage_options: StorageOptions | None = None,
 ) -> ExportSummary:
     """Write the records under ``paths`` (or, with ``latest``, their compacted view) as Parquet.
 
     Args:
         spark: the session.
-        paths: partition directories and/or log dirs (executors must see them at these paths).
+        paths: partition directories and/or log dirs (executors must see them at these paths), or
+            fsspec URLs of them (``s3://``, ``gs://``, ``hdfs://``, ``file://``), read on the executors.
         output: a new directory for the Parquet files: a URI (``hdfs://``, ``s3a://``, ``file://``),
             handed to Spark untouched, or a local path (with a ``local[…]`` master only).
         latest: the latest live value per key (read_committed), instead of every record.
         split_bytes: segment bytes per Spark task (see :func:`split_segments`).
+        storage_options: fsspec options for URL inputs (``endpoint_url``, ``key``, …).
 
     Returns:
         The :class:`ExportSummary`.
@@ -63,9 +67,9 @@ def spark_export(
 
     paths = list(paths)
     target = output_target(str(output), spark.sparkContext.master)
-    refs = list_segments(paths)
+    refs = list_segments(paths, storage_options)
     frame = read_records(spark, paths, isolation=READ_COMMITTED if latest else READ_UNCOMMITTED,
-                         split_bytes=split_bytes)
+                         split_bytes=split_bytes, storage_options=storage_options)
     if latest:
         frame = latest_view(frame)
     counted = Observation("kcompact export")  # the rows counted as they are written: no re-read
@@ -74,8 +78,8 @@ def spark_export(
     return ExportSummary(target, records, len({r.partition_dir for r in refs}), len(refs), latest)
 
 
-def read_records(spark: SparkSession, paths: Iterable[str | Path], *,
-                 isolation: str = READ_UNCOMMITTED, split_bytes: int = SPLIT_BYTES) -> DataFrame:
+def read_records(spark: SparkSession, paths: Iterable[str | Path], *, isolation: str = READ_UNCOMMITTED,
+                 split_bytes: int = SPLIT_BYTES, storage_options: StorageOptions | None = None) -> DataFrame:
     """The records under ``paths`` as a DataFrame (:data:`EXPORT_COLUMNS`), lazily.
 
     Args:
@@ -83,6 +87,7 @@ def read_records(spark: SparkSession, paths: Iterable[str | Path], *,
         paths: partition directories and/or log dirs.
         isolation: :data:`READ_UNCOMMITTED` or :data:`READ_COMMITTED`.
         split_bytes: segment bytes per Spark task.
+        storage_options: fsspec options for URL inputs.
 
     Returns:
         ``spark.read.format("kcompact")`` over those paths.
@@ -90,9 +95,10 @@ def read_records(spark: SparkSession, paths: Iterable[str | Path], *,
     from kcompact.spark.datasource import KcompactDataSource
 
     spark.dataSource.register(KcompactDataSource)
-    listed = [str(Path(p).absolute()) for p in paths]
+    listed = [p if is_url(p) else str(Path(p).absolute()) for p in map(str, paths)]
     return (spark.read.format(FORMAT_NAME).option("paths", json.dumps(listed))
-            .option("isolation", isolation).option("split_bytes", str(split_bytes)).load())
+            .option("isolation", isolation).option("split_bytes", str(split_bytes))
+            .option("storage_options", json.dumps(dict(storage_options or {}))).load())
 
 
 def latest_view(frame: DataFrame) -> DataFrame:
