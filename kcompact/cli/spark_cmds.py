@@ -18,6 +18,7 @@ the ``kcompact`` command line; the session keeps the master ``spark-submit`` cho
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import click
@@ -44,7 +45,19 @@ _verbose = click.option("--verbose", is_flag=True, help="Show Spark's own logs (
 _config = config_option("A topic configuration by Kafka's name. Repeatable.")
 _now_ms = now_ms_option("The clock every task uses (default: the driver's now), in ms since the epoch.")
 _config_sources = config_source_options("metadata.log.dir or its __cluster_metadata-0.")
-_paths = click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
+class _InputPath(click.ParamType):  # type: ignore[type-arg]
+    """A directory that exists, or a URL (``s3://…``: its command reads it, or refuses it in one line)."""
+
+    name = "path"
+    _local = click.Path(exists=True, file_okay=False, path_type=str)
+
+    def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", value):
+            return value
+        return str(self._local.convert(value, param, ctx))
+
+
+_paths = click.argument("paths", nargs=-1, required=True, type=_InputPath())
 _storage_option = click.option(
     "--storage-option", "storage_pairs", multiple=True, metavar="KEY=VALUE",
     help="An fsspec storage option for URL inputs (s3://, gs://, hdfs://…), e.g. "

@@ -107,6 +107,7 @@ CASES: dict[str, Case] = {
     "spark clean": _spark("spark", "clean"),
     "spark inspect dirty-ratio": _spark("spark", "inspect", "dirty-ratio"),
     "spark export": _spark("spark", "export"),
+    "export": _spark("export"),
 }
 
 
