@@ -41,6 +41,7 @@ from kcompact.cli.config_cmd import (
     now_ms_option,
 )
 from kcompact.cli.help_text import with_examples
+from kcompact.cli.input_path import InputPath
 
 if TYPE_CHECKING:
     from kcompact.errors import KcompactError
@@ -214,7 +215,7 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
                  "kcompact clean /tmp/kafka-logs --roll --jobs 4 --json > report.json",
                  "kcompact clean /var/zk-era-logs --assume-compact --dry-run",
              ))
-@click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=str))
+@click.argument("path", type=InputPath(refuse_as="clean"))
 @config_option("A topic configuration, by Kafka's name (cleanup.policy, segment.bytes, "
                "delete.retention.ms, min.compaction.lag.ms, …). Repeatable.")
 @now_ms_option("The clock the time rules use (default: now), in ms since the epoch.")

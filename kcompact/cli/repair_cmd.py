@@ -16,6 +16,7 @@ import click
 from kcompact.cli import render
 from kcompact.cli.config_cmd import config_option, json_option, now_ms_option
 from kcompact.cli.help_text import with_examples
+from kcompact.cli.input_path import InputPath
 
 EXIT_PROBLEMS = 2
 EPILOG = (
@@ -31,8 +32,7 @@ EPILOG = (
                    "kcompact repair /tmp/kafka-logs/orders-0 --backup-dir /backup/orders-0",
                    "kcompact repair --undo /backup/orders-0",
                ))
-@click.argument("partition_dir", required=False,
-                type=click.Path(exists=True, file_okay=False, path_type=str))
+@click.argument("partition_dir", required=False, type=InputPath(refuse_as="repair"))
 @click.option("--dry-run", is_flag=True, help="Report the problems and the plan; write nothing.")
 @json_option("Print the report as JSON.")
 @click.option("--backup-dir", type=click.Path(file_okay=False, path_type=str), default=None,

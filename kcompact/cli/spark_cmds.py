@@ -18,13 +18,13 @@ the ``kcompact`` command line; the session keeps the master ``spark-submit`` cho
 from __future__ import annotations
 
 import os
-import re
 import sys
 
 import click
 
 from kcompact.cli.config_cmd import config_option, config_source_options, json_option, now_ms_option
 from kcompact.cli.help_text import with_examples
+from kcompact.cli.input_path import InputPath
 
 EXIT_BAD_INPUT = 2  # as kcompact.cli.main (not imported: main imports this module while it loads)
 EXIT_BUG = 1
@@ -45,19 +45,8 @@ _verbose = click.option("--verbose", is_flag=True, help="Show Spark's own logs (
 _config = config_option("A topic configuration by Kafka's name. Repeatable.")
 _now_ms = now_ms_option("The clock every task uses (default: the driver's now), in ms since the epoch.")
 _config_sources = config_source_options("metadata.log.dir or its __cluster_metadata-0.")
-class _InputPath(click.ParamType):  # type: ignore[type-arg]
-    """A directory that exists, or a URL (``s3://…``: its command reads it, or refuses it in one line)."""
-
-    name = "path"
-    _local = click.Path(exists=True, file_okay=False, path_type=str)
-
-    def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", value):
-            return value
-        return str(self._local.convert(value, param, ctx))
-
-
-_paths = click.argument("paths", nargs=-1, required=True, type=_InputPath())
+_paths = click.argument("paths", nargs=-1, required=True, type=InputPath())
+_local_paths = click.argument("paths", nargs=-1, required=True, type=InputPath(refuse_as="spark clean"))
 _storage_option = click.option(
     "--storage-option", "storage_pairs", multiple=True, metavar="KEY=VALUE",
     help="An fsspec storage option for URL inputs (s3://, gs://, hdfs://…), e.g. "
@@ -83,7 +72,7 @@ def spark_group() -> None:
     "kcompact spark clean /shared/kafka-logs --dry-run --json",
     "kcompact spark clean /shared/kafka-logs --map-budget 8589934592",
 ))
-@_paths
+@_local_paths
 @_master
 @_verbose
 @_config
@@ -133,13 +122,11 @@ def spark_clean_command(
     from kcompact.cleaner.partition import CleanOptions
     from kcompact.cli.spark_view import check_new_output, executors_line, render_spark_clean
     from kcompact.config.topic_config import parse_config_pairs
-    from kcompact.segment.remote import refuse_urls
     from kcompact.spark.clean_job import spark_clean
     from kcompact.spark.output import write_frame
     from kcompact.spark.probe import check_executors
     from kcompact.spark.session import command_session
 
-    refuse_urls(paths, "spark clean")
     overrides = parse_config_pairs(config_pairs)
     check_new_output(output)
     options = CleanOptions(now_ms=now_ms, from_start=from_start, dedupe_buffer_size=dedupe_buffer_size,

@@ -16,7 +16,6 @@ from kcompact.spark.export import spark_export
 from kcompact.spark.inspect_job import spark_dirty_ratio
 from tests.spark.logdirs import COMPACT, NOW
 from tests.spark.test_export import format_layer_rows, parquet_rows
-from tests.spark.test_spark_cli import run
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -86,12 +85,3 @@ def _located(row: DirtyRatioRow, log_dir: str) -> DirtyRatioRow:
     """The row with its log dir's location taken out of its texts."""
     return dataclasses.replace(row, partition_dir="", warnings=[w.replace(log_dir, "LOGDIR") for w in row.warnings],
                                error=row.error and row.error.replace(log_dir, "LOGDIR"))
-
-
-def test_spark_clean_refuses_a_url_with_one_line() -> None:
-    result = run("spark", "clean", "s3://backups/kafka-logs")
-
-    assert result.exit_code == 2
-    assert result.stderr == ("kcompact: error: s3://backups/kafka-logs: spark clean rewrites partitions in place "
-                             "(rename, fsync, fcntl locks); expected a local POSIX path, found a URL (only "
-                             "export and inspect dirty-ratio read URLs)\n")
