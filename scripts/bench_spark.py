@@ -22,7 +22,12 @@ the serial ``clean_path`` with 2 worker processes; and a second shape, ``SMALL_P
 of ``SMALL_RECORDS`` records (~0.26 MB each), where a Spark task's fixed cost (~20 ms) is most of a
 partition's work: local[2] packed (the default) against one task per partition.
 
-Run alone: ``python scripts/bench_spark.py [WORKDIR]``; as a child: ``--child MASTER LOG_DIR REPEAT
+Export (``--export``, also the last section of the full run): one partition of ``EXPORT_RECORDS``
+records (~1.3 MB), written as Parquet by ``kcompact export`` (in-process, pyarrow) and by ``kcompact
+spark export --master local[2]``, each a fresh command as a user runs it; Spark's session **start-up**
+(its ``startup_s``) is reported apart from the **work** (the command's wall time minus it).
+
+Run alone: ``python scripts/bench_spark.py [--export] [WORKDIR]``; as a child: ``--child MASTER LOG_DIR REPEAT
 TASK_BYTES`` (0 = automatic packing).
 """
 
@@ -50,6 +55,7 @@ PARTITIONS = 16
 RECORDS = 240_000
 SMALL_PARTITIONS = 400
 SMALL_RECORDS = 2_000
+EXPORT_RECORDS = 10_000
 KEYS = 60_000
 VALUE_BYTES = 100
 PER_BATCH = 200
@@ -176,7 +182,36 @@ def bench_spark(args: object, workdir: Path) -> list[Row]:
     rows.append(("serial clean_path (jobs=2) of the same log dir", _serial_seconds(log_dir, 2), "s"))
     rows.append(("local[2], one task per partition (--task-bytes 1): job", _run_child(
         MASTERS[1], log_dir, repeat, task_bytes=1)["clean_s"], "s"))
-    return rows + _small_partitions(args, workdir, repeat)
+    return rows + _small_partitions(args, workdir, repeat) + bench_export(workdir)
+
+
+def bench_export(workdir: Path) -> list[Row]:
+    """``kcompact export`` against ``kcompact spark export`` of one small partition: start-up apart from work."""
+    log_dir = generate(workdir / "export", 1.0, 1, partitions=1, per_partition=EXPORT_RECORDS)
+    size = sum(p.stat().st_size for p in log_dir.rglob("*.log"))
+    plain_s, _ = _export_command(["export"], log_dir, workdir / "export-plain")
+    spark_s, summary = _export_command(["spark", "export", "--master", MASTERS[1]], log_dir,
+                                       workdir / "export-spark")
+    return [
+        ("export: MB of segments (one partition)", size / 1e6, "MB"),
+        ("kcompact export (pyarrow, no Spark): whole command", plain_s, "s"),
+        ("kcompact spark export local[2]: whole command", spark_s, "s"),
+        ("kcompact spark export local[2]: session start-up", summary["startup_s"], "s"),
+        ("kcompact spark export local[2]: work (command minus start-up)", spark_s - summary["startup_s"], "s"),
+    ]
+
+
+def _export_command(command: list[str], log_dir: Path, output: Path) -> tuple[float, dict[str, Any]]:
+    shutil.rmtree(output, ignore_errors=True)
+    begun = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "kcompact", *command, str(log_dir), "--output", str(output),
+                           "--json"], capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - begun
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed: {proc.stderr.strip()[-2000:]}")
+    shutil.rmtree(output)
+    summary: dict[str, Any] = json.loads(proc.stdout)
+    return seconds, summary
 
 
 def _small_partitions(args: object, workdir: Path, repeat: int) -> list[Row]:
@@ -198,6 +233,8 @@ if __name__ == "__main__":
     if len(sys.argv) == 6 and sys.argv[1] == "--child":
         print(json.dumps(child(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]) or None)))
     else:
-        target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("/tmp/kcompact-bench-spark")
-        for name, value, unit in bench_spark(object(), target):
+        export_only = "--export" in sys.argv[1:]
+        given = [arg for arg in sys.argv[1:] if arg != "--export"]
+        target = Path(given[0]) if given else Path("/tmp/kcompact-bench-spark")
+        for name, value, unit in (bench_export(target) if export_only else bench_spark(object(), target)):
             print(f"{name:<60} {value:10.3f} {unit}")

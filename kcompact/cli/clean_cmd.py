@@ -15,6 +15,7 @@ import click
 
 from kcompact.cli import render
 from kcompact.cli.help_text import with_examples
+from kcompact.cli.input_path import InputPath
 from kcompact.cli.options import (
     EPILOG,
     EXIT_BAD_INPUT,
@@ -153,7 +154,7 @@ def _render_summary(run: CleanRun) -> None:
                  "kcompact clean /tmp/kafka-logs --topic 'orders.*' --roll --jobs 4 --json",
                  "kcompact clean /var/zk-era-logs --assume-compact --dry-run",
              ))
-@click.argument("path", type=click.Path(exists=True, file_okay=False, path_type=str))
+@click.argument("path", type=InputPath(refuse_as="clean"))
 @partition_filter_options("path")
 @config_option("A topic configuration, by Kafka's name (cleanup.policy, segment.bytes, "
                "delete.retention.ms, min.compaction.lag.ms, …). Repeatable.")

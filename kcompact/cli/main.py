@@ -128,6 +128,7 @@ def _register_commands() -> None:
         ("kcompact.cli.repair_cmd", "cli", "repair_command"),
         ("kcompact.cli.config_cmd", "cli", "config_group"),
         ("kcompact.cli.spark_cmds", "cli", "spark_group"),
+        ("kcompact.cli.export_cmd", "cli", "export_command"),
     ):
         try:
             command = getattr(importlib.import_module(module), name)

@@ -18,6 +18,7 @@ import click
 
 from kcompact.cli import render
 from kcompact.cli.help_text import with_examples
+from kcompact.cli.input_path import InputPath
 from kcompact.cli.options import config_option, json_option, now_ms_option, parse_jobs
 from kcompact.cli.partition_filter_options import partition_filter_options
 
@@ -39,8 +40,7 @@ EPILOG = (
                    "kcompact repair --undo /backup/orders-0",
                    "kcompact repair /tmp/kafka-logs --topic 'orders.*' --jobs 2 --dry-run",
                ))
-@click.argument("partition_dir", required=False, metavar="PARTITION_DIR|LOG_DIR",
-                type=click.Path(exists=True, file_okay=False, path_type=str))
+@click.argument("partition_dir", required=False, metavar="PARTITION_DIR|LOG_DIR", type=InputPath(refuse_as="repair"))
 @partition_filter_options("partition_dir")
 @click.option("--dry-run", is_flag=True, help="Report the problems and the plan; write nothing.")
 @json_option("Print the report as JSON.")

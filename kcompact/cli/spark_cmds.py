@@ -26,13 +26,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from kcompact.cli import render
 from kcompact.cli.help_text import with_examples
+from kcompact.cli.input_path import InputPath
 from kcompact.cli.options import (
     EPILOG,
     EXIT_BAD_INPUT,
@@ -49,9 +49,10 @@ from kcompact.cli.replicas_cmd import spark_replicas_command
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from kcompact.inspect.export import ExportSummary
     from kcompact.segment.partition_filter import PartitionFilter
     from kcompact.spark.clean_job import SparkCleanRun
-    from kcompact.spark.export import ExportSummary
+    from kcompact.spark.probe import ExecutorCheck
 
 STARTUP_NOTE = (
     "Starting Spark costs seconds (a JVM and Python workers): for one partition, or a few small "
@@ -66,8 +67,12 @@ _verbose = click.option("--verbose", is_flag=True, help="Show Spark's own logs (
 _config = config_option("A topic configuration by Kafka's name. Repeatable.")
 _now_ms = now_ms_option("The clock every task uses (default: the driver's now), in ms since the epoch.")
 _config_sources = config_source_options("metadata.log.dir or its __cluster_metadata-0.")
-_paths = click.argument("paths", nargs=-1, required=True,
-                        type=click.Path(exists=True, file_okay=False, path_type=str))
+_paths = click.argument("paths", nargs=-1, required=True, type=InputPath())
+_local_paths = click.argument("paths", nargs=-1, required=True, type=InputPath(refuse_as="spark clean"))
+_storage_option = click.option(
+    "--storage-option", "storage_pairs", multiple=True, metavar="KEY=VALUE",
+    help="An fsspec storage option for URL inputs (s3://, gs://, hdfs://…), e.g. "
+         "endpoint_url=http://127.0.0.1:9000; or the usual environment (AWS_ENDPOINT_URL…). Repeatable.")
 _filter = partition_filter_options("paths")
 
 
@@ -91,7 +96,7 @@ def spark_group() -> None:
     "kcompact spark clean /shared/kafka-logs --map-budget 8589934592",
     "kcompact spark clean /shared/kafka-logs --topic 'orders.*' --dry-run",
 ))
-@_paths
+@_local_paths
 @_filter
 @_master
 @_verbose
@@ -144,6 +149,8 @@ def spark_clean_command(
     from kcompact.cleaner.round.options import CleanOptions
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.spark.clean_job import spark_clean
+    from kcompact.spark.output import write_frame
+    from kcompact.spark.probe import check_executors
     from kcompact.spark.session import command_session
 
     overrides = parse_config_pairs(config_pairs)
@@ -151,13 +158,14 @@ def spark_clean_command(
     options = CleanOptions(now_ms=now_ms, from_start=from_start, dedupe_buffer_size=dedupe_buffer_size,
                            dry_run=dry_run, roll=roll, replica_dirs=replica_dirs, safe_offset=safe_offset)
     with command_session(master, verbose=verbose) as (spark, startup_s):
+        executors_line(check_executors(spark.sparkContext, paths))
         run = spark_clean(spark, paths, cli_overrides=overrides, options=options,
                           only_eligible=only_eligible, server_properties=server_properties,
                           metadata_dir=metadata_dir, map_budget_bytes=map_budget, task_bytes=task_bytes,
                           assume_compact=assume_compact, allow_keyless_loss=allow_keyless_loss,
                           selection=selection)
         if output is not None:
-            run.frame.coalesce(1).write.parquet(output)
+            write_frame(run.frame, output, spark.sparkContext.master)
     render_spark_clean(run, startup_s, as_json=as_json)
     statuses = {row["status"] for row in run.as_dicts()}
     if STATUS_BUG in statuses:
@@ -189,30 +197,36 @@ spark_inspect.add_command(spark_replicas_command)
 @_config
 @_now_ms
 @_config_sources
+@_storage_option
 @click.option("--output", type=click.Path(path_type=str), default=None, metavar="REPORT.parquet",
               help="Also write the rows as Parquet (a new directory), same fields as --json.")
 @json_option("Print a JSON list of rows (as kcompact inspect dirty-ratio).")
 def spark_dirty_ratio_command(
     paths: tuple[str, ...], master: str | None, verbose: bool, config_pairs: tuple[str, ...],
-    now_ms: int | None, server_properties: str | None, metadata_dir: str | None, output: str | None,
-    as_json: bool, selection: PartitionFilter | None = None,
+    now_ms: int | None, server_properties: str | None, metadata_dir: str | None, storage_pairs: tuple[str, ...],
+    output: str | None, as_json: bool, selection: PartitionFilter | None = None,
 ) -> None:
     """The rows of `kcompact inspect dirty-ratio` (same fields, same values, same order), computed
-    by Spark tasks over slices of the log dirs. Exits 2 when a partition's files do not parse.
+    by Spark tasks over slices of the log dirs (local paths, or fsspec URLs such as s3://… read on
+    the executors). Exits 2 when a partition's files do not parse.
     """
     from kcompact.cli.dirty_ratio_cmd import render_dirty_ratio
     from kcompact.config.topic_config import parse_config_pairs
+    from kcompact.segment.remote import parse_storage_options
     from kcompact.spark.inspect_job import spark_dirty_ratio
+    from kcompact.spark.output import write_frame
+    from kcompact.spark.probe import check_executors
     from kcompact.spark.session import command_session
 
     overrides = parse_config_pairs(config_pairs)
     check_new_output(output)
     with command_session(master, verbose=verbose) as (spark, startup_s):
+        executors_line(check_executors(spark.sparkContext, paths))
         report = spark_dirty_ratio(spark, paths, cli_overrides=overrides, now_ms=now_ms,
                                    server_properties=server_properties, metadata_dir=metadata_dir,
-                                   selection=selection)
+                                   selection=selection, storage_options=parse_storage_options(storage_pairs))
         if output is not None:
-            report.frame.coalesce(1).write.parquet(output)
+            write_frame(report.frame, output, spark.sparkContext.master)
     render_dirty_ratio(report.rows, as_json=as_json)
     if not as_json:
         startup_line(startup_s)
@@ -238,21 +252,28 @@ def spark_dirty_ratio_command(
                    "transactions).")
 @_master
 @_verbose
+@_storage_option
 @json_option("Print the summary as JSON.")
 def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, master: str | None,
-                         verbose: bool, as_json: bool, selection: PartitionFilter | None = None) -> None:
+                         verbose: bool, storage_pairs: tuple[str, ...], as_json: bool,
+                         selection: PartitionFilter | None = None) -> None:
     """Write the records of partition directories or log dirs as Parquet: topic, partition, offset,
     timestamp, key, value, headers (key string, value binary), is_tombstone, is_control,
     is_transactional, producer_id. Without --latest every stored record is written (read_uncommitted:
     control records and aborted transactions included, flagged). Each Spark task reads about 64 MiB
-    of segments.
+    of segments. PATHS may be fsspec URLs (s3://, gs://, hdfs://, file://: backups and archived
+    copies), read on the executors.
     """
+    from kcompact.segment.remote import parse_storage_options
     from kcompact.spark.export import spark_export
+    from kcompact.spark.probe import check_executors
     from kcompact.spark.session import command_session
 
     check_new_output(output)
     with command_session(master, verbose=verbose) as (spark, startup_s):
-        summary = spark_export(spark, paths, output, latest=latest, selection=selection)
+        executors_line(check_executors(spark.sparkContext, paths))
+        summary = spark_export(spark, paths, output, latest=latest, selection=selection,
+                               storage_options=parse_storage_options(storage_pairs))
     render_export(summary, startup_s, as_json=as_json)
 
 
@@ -260,15 +281,23 @@ def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, mast
 
 
 def check_new_output(output: str | None) -> None:
-    """Refuse an ``--output`` that exists before any Spark work starts.
+    """Refuse an ``--output`` that exists before any Spark work starts (a URI other than ``file://``
+    is checked by Spark when it writes).
 
     Raises:
         KcompactError: the path exists.
     """
-    from kcompact.errors import KcompactError
+    from kcompact.spark.output import check_new_output as check_output
 
-    if output is not None and Path(output).exists():
-        raise KcompactError(f"{output}: the --output directory; expected a new path, found it exists")
+    if output is not None:
+        check_output(output)
+
+
+def executors_line(check: ExecutorCheck) -> None:
+    """Which Python the executors run, when kcompact chose it (stderr)."""
+    note = check.note()
+    if note is not None:
+        render.err_console().print(note, highlight=False, soft_wrap=True)
 
 
 def startup_line(startup_s: float) -> None:

@@ -6,12 +6,12 @@
     spark.read.format("kcompact").option("paths", '["/var/kafka/logs"]')
          .option("isolation", "read_committed").load()
 
-Options: ``paths`` (a JSON list of partition directories and/or log dirs; or ``path``, one of them,
+Options: ``paths`` (a JSON list of partition directories and/or log dirs, local or fsspec URLs; or ``path``, one of them,
 also given as ``load(path)``), ``isolation`` (``read_uncommitted``, the default, or
-``read_committed``; see ``kcompact.spark.export``) and ``split_bytes`` (segment bytes per input
-partition, default ``SPLIT_BYTES``). The schema is fixed (``kcompact.spark.export.EXPORT_COLUMNS``).
+``read_committed``; see ``kcompact.inspect.export``) and ``split_bytes`` (segment bytes per input
+partition, default ``SPLIT_BYTES``) and ``storage_options`` (a JSON object of fsspec options for URLs). The schema is fixed (``kcompact.inspect.export.EXPORT_COLUMNS``).
 The driver lists the segments and packs them into input partitions; each is read on an executor
-by ``kcompact.spark.export.iter_split_columns`` and handed to Spark as Arrow record batches.
+by ``kcompact.inspect.export.iter_split_columns`` and handed to Spark as Arrow record batches.
 
 This module imports pyspark and pyarrow at the top: import it only where Spark runs (the export job
 imports it inside a function).
@@ -28,31 +28,19 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from kcompact.errors import ConfigError
-from kcompact.spark.export import (
-    EXPORT_SCHEMA,
-    FORMAT_NAME,
+from kcompact.inspect.export import (
     ISOLATION_LEVELS,
     READ_UNCOMMITTED,
     SPLIT_BYTES,
     SegmentRef,
+    arrow_schema,
     iter_split_columns,
     list_segments,
     split_segments,
 )
+from kcompact.spark.export import EXPORT_SCHEMA, FORMAT_NAME
 
-ARROW_SCHEMA = pa.schema([  # EXPORT_COLUMNS, as Arrow types
-    ("topic", pa.string()),
-    ("partition", pa.int32()),
-    ("offset", pa.int64()),
-    ("timestamp", pa.int64()),
-    ("key", pa.binary()),
-    ("value", pa.binary()),
-    ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
-    ("is_tombstone", pa.bool_()),
-    ("is_control", pa.bool_()),
-    ("is_transactional", pa.bool_()),
-    ("producer_id", pa.int64()),
-])
+ARROW_SCHEMA = arrow_schema()
 
 
 class SegmentSplit(InputPartition):
@@ -74,24 +62,28 @@ class KcompactDataSource(DataSource):
         return EXPORT_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KcompactReader(_paths(self.options), _isolation(self.options), _split_bytes(self.options))
+        return KcompactReader(_paths(self.options), _isolation(self.options), _split_bytes(self.options),
+                              _storage_options(self.options))
 
 
 class KcompactReader(DataSourceReader):
     """Lists and packs segments on the driver; reads one split per task."""
 
-    def __init__(self, paths: list[str], isolation: str, split_bytes: int = SPLIT_BYTES) -> None:
+    def __init__(self, paths: list[str], isolation: str, split_bytes: int = SPLIT_BYTES,
+                 storage_options: dict[str, Any] | None = None) -> None:
         self.paths = paths
         self.isolation = isolation
         self.split_bytes = split_bytes
+        self.storage_options = storage_options or {}
 
     def partitions(self) -> Sequence[InputPartition]:
-        return [SegmentSplit(refs) for refs in split_segments(list_segments(self.paths), self.split_bytes)]
+        listed = list_segments(self.paths, self.storage_options)
+        return [SegmentSplit(refs) for refs in split_segments(listed, self.split_bytes)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, SegmentSplit):  # Spark hands back what partitions() made
             raise TypeError(f"expected a SegmentSplit, found {type(partition).__name__}")
-        for columns in iter_split_columns(partition.refs, self.isolation):
+        for columns in iter_split_columns(partition.refs, self.isolation, storage_options=self.storage_options):
             yield pa.RecordBatch.from_pydict(columns, schema=ARROW_SCHEMA)
 
 
@@ -111,6 +103,20 @@ def _paths(options: Any) -> list[str]:
     if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
         raise ConfigError(f"kcompact data source: option 'paths'; expected a JSON list of paths, found {raw!r}")
     return paths
+
+
+def _storage_options(options: Any) -> dict[str, Any]:
+    raw = options.get("storage_options")
+    if raw is None:
+        return {}
+    try:
+        found = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"kcompact data source: option 'storage_options'; expected a JSON object, "
+                          f"found {raw!r}") from err
+    if not isinstance(found, dict):
+        raise ConfigError(f"kcompact data source: option 'storage_options'; expected a JSON object, found {raw!r}")
+    return found
 
 
 def _isolation(options: Any) -> str:

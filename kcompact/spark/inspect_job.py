@@ -20,11 +20,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kcompact.cleaner.rules.ranges import pick_ranks
 from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report, partition_dirs
 from kcompact.segment.partition_filter import PartitionFilter
+from kcompact.segment.remote import StorageOptions, is_url, mirrored, remote_partition_dirs
 from kcompact.spark.rows import dataclass_columns, ddl
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ class ReportSlice:
     now_ms: int
     server_properties: str | None
     metadata_dir: str | None
+    storage_options: tuple[tuple[str, Any], ...] = ()  # fsspec options for URL partition directories
 
 
 @dataclass(slots=True)
@@ -61,6 +63,7 @@ def spark_dirty_ratio(
     now_ms: int | None = None,
     server_properties: str | Path | None = None,
     metadata_dir: str | Path | None = None,
+    storage_options: StorageOptions | None = None,
     selection: PartitionFilter | None = None,
 ) -> SparkDirtyRatio:
     """The dirty-ratio report of every partition under ``paths``, computed on Spark.
@@ -72,6 +75,8 @@ def spark_dirty_ratio(
         now_ms: the clock (default: the driver's now), the same for every task.
         server_properties: the broker's server.properties.
         metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0``.
+        storage_options: fsspec options for URL paths (``s3://…``: read on the executors, see
+            ``kcompact.segment.remote``).
         selection: the partitions to report on (as ``inspect dirty-ratio``'s ``--topic`` …).
 
     Returns:
@@ -82,10 +87,11 @@ def spark_dirty_ratio(
         KcompactError: a path is neither a log dir nor a partition directory.
     """
     now = now_ms if now_ms is not None else int(time.time() * 1000)
-    found = partition_dirs((Path(path).absolute() for path in paths), selection)  # executors have another cwd
+    found = _partition_dirs(paths, storage_options or {}, selection)
+    options = tuple(sorted((storage_options or {}).items()))
     slices = _slices(found, spark.sparkContext.defaultParallelism * SLICES_PER_CORE,
                      lambda dirs: ReportSlice(dirs, dict(cli_overrides), now, _text(server_properties),
-                                              _text(metadata_dir)))
+                                              _text(metadata_dir), options))
     rows: list[DirtyRatioRow] = []
     if slices:
         spark.sparkContext.setJobDescription(f"kcompact spark inspect dirty-ratio: {len(slices)} slices")
@@ -108,8 +114,46 @@ def run_report_slice(part: ReportSlice) -> list[DirtyRatioRow]:
     Returns:
         Its rows, in the report's order (a row with ``error`` set for a partition that does not parse).
     """
-    return dirty_ratio_report(part.partition_dirs, cli_overrides=part.cli_overrides, now_ms=part.now_ms,
+    remote = [d for d in part.partition_dirs if is_url(d)]
+    if not remote:
+        return _report(part, part.partition_dirs)
+    with mirrored(remote, dict(part.storage_options)) as local:
+        rows = _report(part, [str(local.get(d, d)) for d in part.partition_dirs])
+        return [_named_as_given(row, {str(path): url for url, path in local.items()}) for row in rows]
+
+
+def _report(part: ReportSlice, dirs: Sequence[str]) -> list[DirtyRatioRow]:
+    return dirty_ratio_report(dirs, cli_overrides=part.cli_overrides, now_ms=part.now_ms,
                               server_properties=part.server_properties, metadata_dir=part.metadata_dir)
+
+
+def _named_as_given(row: DirtyRatioRow, urls: Mapping[str, str]) -> DirtyRatioRow:
+    """A row read from a local mirror, its paths (directory, error, warnings) the URLs the user gave."""
+    renames = dict(urls)
+    renames.update({path.rsplit("/", 1)[0]: url.rsplit("/", 1)[0] for path, url in urls.items()})
+
+    def given(text: str) -> str:
+        for path in sorted(renames, key=len, reverse=True):  # a partition before its log dir
+            text = text.replace(path, renames[path])
+        return text
+
+    return dataclasses.replace(row, partition_dir=urls.get(row.partition_dir, row.partition_dir),
+                               error=None if row.error is None else given(row.error),
+                               warnings=[given(warning) for warning in row.warnings])
+
+
+def _partition_dirs(paths: Iterable[str | Path], storage_options: StorageOptions,
+                    selection: PartitionFilter | None = None) -> list[str]:
+    """Partition directories path after path: a URL's listed through fsspec, a local one's absolute
+    (executors have another cwd); only those ``selection`` matches, when given."""
+    found: list[str] = []
+    for path in paths:
+        if is_url(path):
+            found += [d for d in remote_partition_dirs(str(path), storage_options)
+                      if selection is None or selection.matches_dir(d)]
+        else:
+            found += map(str, partition_dirs([Path(path).absolute()], selection))
+    return found
 
 
 def rank_rows(slices_rows: Sequence[DirtyRatioRow]) -> list[DirtyRatioRow]:
@@ -128,17 +172,17 @@ def rank_rows(slices_rows: Sequence[DirtyRatioRow]) -> list[DirtyRatioRow]:
 
 
 def _slices(
-    dirs: Sequence[Path], wanted: int, make: Callable[[tuple[str, ...]], ReportSlice]
+    dirs: Sequence[str], wanted: int, make: Callable[[tuple[str, ...]], ReportSlice]
 ) -> list[ReportSlice]:
     """Consecutive runs of one log dir's partitions, about ``wanted`` slices in all."""
     size = max(1, -(-len(dirs) // max(1, wanted)))
     slices: list[ReportSlice] = []
     run: list[str] = []
     for part_dir in dirs:
-        if run and (len(run) == size or Path(run[-1]).parent != part_dir.parent):
+        if run and (len(run) == size or run[-1].rsplit("/", 1)[0] != part_dir.rsplit("/", 1)[0]):
             slices.append(make(tuple(run)))
             run = []
-        run.append(str(part_dir))
+        run.append(part_dir)
     if run:
         slices.append(make(tuple(run)))
     return slices

@@ -14,8 +14,13 @@ session from :func:`spark_session`, so they all share the same choices:
   executors keep their operator's setting);
 * Spark's console progress bar on, its logs at ERROR (INFO with ``verbose``) so a run
   prints only the bar and kcompact's own summary;
-* in local mode the workers run this very interpreter (``sys.executable``), so they import the same
-  kcompact and codec libraries as the driver without any packaging.
+* the executors run the Python ``PYSPARK_PYTHON`` names (``spark-submit`` sets it from
+  ``spark.pyspark.python``); when neither is given, this very interpreter (``sys.executable``): in
+  local mode the workers then import the same kcompact and codec libraries as the driver without any
+  packaging, and on a cluster the same path is expected to hold the same installation (pyspark's own
+  default, ``python3`` on each worker's PATH, rarely has kcompact). Who chose is recorded in the
+  conf as :data:`CHOSEN_BY_CONF` (``kcompact`` or ``PYSPARK_PYTHON``) for ``kcompact.spark.probe``,
+  which checks the executors before any work.
 
 pyspark is imported inside the function: importing this module costs nothing and needs no JVM.
 """
@@ -38,6 +43,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+CHOSEN_BY_CONF = "spark.kcompact.executorPythonChosenBy"  # who chose the executors' Python
 MAX_COUNTED_EXECUTORS = 1024  # dynamic allocation's default maximum is unbounded: count no more than this
 QUIET_LOG_LEVEL = "ERROR"  # Spark's WARNs (native-hadoop, hostname loopback) mean nothing to a user
 VERBOSE_LOG_LEVEL = "INFO"
@@ -85,7 +91,7 @@ def spark_session(
         chosen = DEFAULT_MASTER
     if chosen is not None:
         builder = builder.master(chosen)
-        _local_workers_python(chosen)
+    builder = builder.config(CHOSEN_BY_CONF, _executors_python())
     launched = _master_set_by_launcher()
     local = chosen is not None and chosen.startswith("local")
     for key, value in _session_conf(verbose, local=local, launched=launched,
@@ -177,11 +183,13 @@ def _quiet_log4j2_file() -> Path:
     return path
 
 
-def _local_workers_python(master: str) -> None:
-    """Local workers run this interpreter: pyspark's default (``python3`` on the PATH) may be another
-    Python without kcompact. A cluster's executors keep their own setting (``PYSPARK_PYTHON``)."""
-    if master.startswith("local"):
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+def _executors_python() -> str:
+    """The executors run ``PYSPARK_PYTHON`` when given, else this interpreter (pyspark's default,
+    ``python3`` on the PATH, may be another Python without kcompact). Returns who chose."""
+    if os.environ.get("PYSPARK_PYTHON"):
+        return "PYSPARK_PYTHON"
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    return "kcompact"
 
 
 @contextmanager

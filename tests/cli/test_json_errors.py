@@ -121,6 +121,7 @@ CASES: dict[str, Case] = {
     "spark inspect dirty-ratio": _spark("spark", "inspect", "dirty-ratio"),
     "spark export": _spark("spark", "export"),
     "spark inspect replicas": _spark_replicas,
+    "export": _spark("export"),
 }
 
 

@@ -8,7 +8,10 @@ upgraded to v2, and a partition whose log start offset is above its first segmen
 
 from __future__ import annotations
 
+import json
 import struct
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,12 +20,13 @@ from kafka.record.memory_records import MemoryRecords
 
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.errors import ConfigError, KcompactError
+from kcompact.inspect.export import EXPORT_COLUMNS, SegmentRef, split_segments
 from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import decode_records
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.partition import iter_partition_dirs, open_partition
 from kcompact.spark.clean_job import spark_clean
-from kcompact.spark.export import EXPORT_COLUMNS, SegmentRef, spark_export, split_segments
+from kcompact.spark.export import spark_export
 from tests.spark.logdirs import COMPACT, NOW, build_legacy_partition, build_log_dir, build_partition
 
 if TYPE_CHECKING:
@@ -200,3 +204,23 @@ def test_unknown_isolation_is_a_config_error() -> None:
 
     with pytest.raises(ConfigError, match="expected one of read_uncommitted, read_committed, found 'dirty'"):
         _isolation({"isolation": "dirty"})
+
+
+@pytest.mark.parametrize("latest", [False, True], ids=["every-record", "latest"])
+def test_plain_kcompact_export_writes_the_same_schema_and_rows_as_spark_export(
+    spark: SparkSession, log_dir: Path, tmp_path: Path, latest: bool
+) -> None:
+    import pyarrow.parquet as pq
+
+    spark_summary = spark_export(spark, [log_dir], tmp_path / "spark", latest=latest, split_bytes=3000)
+    done = subprocess.run([sys.executable, "-m", "kcompact", "export", str(log_dir), "--output",
+                           str(tmp_path / "plain"), "--json", *(["--latest"] if latest else [])],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+    assert done.returncode == 0, done.stderr
+    assert pq.read_table(tmp_path / "plain").schema == pq.read_table(tmp_path / "spark").schema
+    assert parquet_rows(tmp_path / "plain") == parquet_rows(tmp_path / "spark")
+    summary = json.loads(done.stdout)
+    assert {key: summary[key] for key in ("records", "partitions", "segments", "latest")} == {
+        "records": spark_summary.records, "partitions": 7, "segments": spark_summary.segments, "latest": latest}
+    assert summary["output"] == str(tmp_path / "plain") and spark_summary.records > 0

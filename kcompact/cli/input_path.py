@@ -1,0 +1,29 @@
+"""The PATH arguments: a local directory that exists, or a URL (``s3://…``) where the command reads URLs.
+
+A command that rewrites partitions (``clean``, ``repair``, ``spark clean``) refuses a URL with one line
+(:func:`kcompact.segment.remote.refuse_urls`, exit 2) instead of click's "does not exist" usage text; the
+read-only Spark commands take it as given. A local path that does not exist stays click's usage error.
+"""
+
+from __future__ import annotations
+
+import click
+
+from kcompact.segment.remote import is_url, refuse_urls
+
+
+class InputPath(click.ParamType):  # type: ignore[type-arg]
+    """A directory that exists, or a URL: passed on (``refuse_as`` None) or refused by that command's name."""
+
+    name = "path"
+
+    def __init__(self, refuse_as: str | None = None) -> None:
+        self.refuse_as = refuse_as
+        self._local = click.Path(exists=True, file_okay=False, path_type=str)
+
+    def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        if is_url(value):
+            if self.refuse_as is not None:
+                refuse_urls([value], self.refuse_as)
+            return value
+        return str(self._local.convert(value, param, ctx))

@@ -1,0 +1,405 @@
+"""A partition's (or log dir's) records as columns, and ``kcompact export``: them as Parquet, in-process.
+
+The records come from kcompact's format layer only (``LogFile.iter_batches``, ``decode_records`` for
+v2, ``legacy_records`` for magic 0/1, every codec), segment by segment. ``spark export`` reads them
+with the same functions on its executors (``kcompact.spark.datasource``); ``kcompact export`` reads
+them here and writes Parquet with pyarrow (imported when it runs: the ``export`` or ``spark`` extra),
+without Spark's start-up. One row per record::
+
+    topic string, partition int, offset bigint, timestamp bigint,    (timestamp -1 for magic 0)
+    key binary, value binary,                                        (null key / null value kept)
+    headers array<struct<key: string, value: binary>>,               (key UTF-8, as Kafka's String)
+    is_tombstone boolean,                                            (value is null)
+    is_control boolean, is_transactional boolean, producer_id bigint (the batch's; legacy: false, -1)
+
+Two isolation levels:
+
+* ``read_uncommitted`` (the plain export): every record stored in the segments, control records and
+  aborted transactions included, flagged — a faithful copy of the log;
+* ``read_committed`` (what ``--latest`` reads): what a read_committed consumer fetching from the
+  log start receives — offsets at or above the partition's log start offset, no control records, no
+  records of aborted transactions nor of transactions still open at the log end (their outcome is
+  unknown offline; a consumer stops before them at the last stable offset). Transactions are the
+  spans ``kcompact.cleaner.state.log_state`` finds in the log (first data batch to COMMIT/ABORT marker).
+
+``--latest`` then keeps, per (topic, partition, key), the record with the highest offset, and drops
+it when it is a tombstone: the table a consumer reading the partition from the start ends up with.
+Keyless records have no place in that table and are left out.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import shutil
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from kcompact.cleaner.state.log_state import TxnSpan, load_log_state
+from kcompact.config.topic_config import TopicConfig
+from kcompact.errors import CorruptDataError, KcompactError, UnsupportedFormatError
+from kcompact.records.batch_header import RecordBatch
+from kcompact.records.legacy import LegacyEntry, legacy_records
+from kcompact.records.record import Record, decode_records
+from kcompact.segment.partition import (
+    METADATA_TOPIC,
+    Partition,
+    is_partition_dir,
+    open_partition,
+    require_partition_dirs,
+)
+from kcompact.segment.partition_filter import PartitionFilter
+from kcompact.segment.progress import ProgressCallback, ReadProgress, read_progress
+from kcompact.segment.remote import (
+    StorageOptions,
+    is_url,
+    mirrored,
+    remote_partition_dirs,
+    remote_segments,
+)
+
+READ_UNCOMMITTED = "read_uncommitted"
+READ_COMMITTED = "read_committed"
+ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
+CHUNK_ROWS = 8192  # records per Arrow batch
+SPLIT_BYTES = 64 * 1024 * 1024  # segment bytes per Spark input partition (a bigger segment is one alone)
+
+EXPORT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("topic", "string"),
+    ("partition", "int"),
+    ("offset", "bigint"),
+    ("timestamp", "bigint"),
+    ("key", "binary"),
+    ("value", "binary"),
+    ("headers", "array<struct<key: string, value: binary>>"),
+    ("is_tombstone", "boolean"),
+    ("is_control", "boolean"),
+    ("is_transactional", "boolean"),
+    ("producer_id", "bigint"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRef:
+    """One segment to read (a Spark input partition reads one or more)."""
+
+    partition_dir: str
+    base_offset: int
+    size_in_bytes: int
+
+
+
+@dataclass(frozen=True, slots=True)
+class ExportSummary:
+    """What ``kcompact export`` or ``spark export`` wrote."""
+
+    output: str
+    records: int
+    partitions: int
+    segments: int
+    latest: bool
+
+
+def list_segments(paths: Iterable[str | Path], storage_options: StorageOptions | None = None,
+                  selection: PartitionFilter | None = None) -> list[SegmentRef]:
+    """The non-empty segments of the partitions under ``paths``, partition by partition.
+
+    A log dir contributes its live partitions (not ``-delete``/``-future``/``-stray`` directories, not
+    ``__cluster_metadata``); a partition directory named explicitly is always read.
+
+    Args:
+        paths: partition directories and/or log dirs, local or URLs (``s3://…``, see
+            ``kcompact.segment.remote``).
+        storage_options: fsspec options for the URLs.
+        selection: keep only the partitions it matches (``--topic`` …; None: all).
+
+    Returns:
+        One reference per segment holding bytes, in offset order within each partition.
+
+    Raises:
+        KcompactError: a path is neither a partition directory nor a log dir (a directory holding no
+            partition directory is not one).
+    """
+    refs: list[SegmentRef] = []
+    for raw in paths:
+        if is_url(raw):
+            refs += [SegmentRef(part, base, size) for part in remote_partition_dirs(str(raw), storage_options or {})
+                     if selection is None or selection.matches_dir(part)
+                     for base, size in remote_segments(part, storage_options or {}) if size > 0]
+            continue
+        path = Path(raw).absolute()  # executors run elsewhere: no path relative to the driver's cwd
+        if is_partition_dir(path):
+            parts = [open_partition(path)]
+        elif path.is_dir():
+            parts = [p for p in map(open_partition, require_partition_dirs(path))
+                     if p.name.kind == "live" and p.topic != METADATA_TOPIC]
+        else:
+            raise KcompactError(f"{path}: not a log dir or partition directory")
+        if selection is not None:
+            parts = [p for p in parts if selection.matches_dir(p.path)]
+        refs += [SegmentRef(str(p.path), s.base_offset, s.size_in_bytes) for p in parts
+                 for s in p.segments if s.size_in_bytes > 0]
+    return refs
+
+
+def split_segments(refs: Sequence[SegmentRef], split_bytes: int = SPLIT_BYTES) -> list[tuple[SegmentRef, ...]]:
+    """Consecutive segments packed into splits of at most ``split_bytes`` (a bigger one alone).
+
+    Args:
+        refs: segments in reading order.
+        split_bytes: the most bytes of segments per split.
+
+    Returns:
+        The splits, in order; together they hold every reference once.
+    """
+    splits: list[tuple[SegmentRef, ...]] = []
+    current: list[SegmentRef] = []
+    size = 0
+    for ref in refs:
+        if current and size + ref.size_in_bytes > split_bytes:
+            splits.append(tuple(current))
+            current, size = [], 0
+        current.append(ref)
+        size += ref.size_in_bytes
+    if current:
+        splits.append(tuple(current))
+    return splits
+
+
+def iter_split_columns(refs: Sequence[SegmentRef], isolation: str = READ_UNCOMMITTED,
+                       chunk_rows: int = CHUNK_ROWS, storage_options: StorageOptions | None = None
+                       ) -> Iterator[dict[str, list[Any]]]:
+    """:func:`iter_segment_columns` over a split's segments, each partition's transactions found once.
+
+    Args:
+        refs: the split's segments.
+        isolation: :data:`READ_UNCOMMITTED` or :data:`READ_COMMITTED`.
+        chunk_rows: the most records per yielded chunk.
+        storage_options: fsspec options for segments behind URLs (their partitions are mirrored to a
+            local temporary directory for the split's duration).
+
+    Yields:
+        Column chunks, segment after segment.
+    """
+    committed: dict[str, _CommittedFilter] = {}
+    remote = list(dict.fromkeys(ref.partition_dir for ref in refs if is_url(ref.partition_dir)))
+    if not remote:
+        for ref in refs:
+            yield from iter_segment_columns(ref, isolation, chunk_rows, committed)
+        return
+    with mirrored(remote, storage_options or {}) as local:
+        for ref in refs:
+            here = replace(ref, partition_dir=str(local.get(ref.partition_dir, ref.partition_dir)))
+            yield from iter_segment_columns(here, isolation, chunk_rows, committed)
+
+
+def iter_segment_columns(
+    ref: SegmentRef,
+    isolation: str = READ_UNCOMMITTED,
+    chunk_rows: int = CHUNK_ROWS,
+    committed_cache: dict[str, _CommittedFilter] | None = None,
+) -> Iterator[dict[str, list[Any]]]:
+    """The records of one segment as column lists (:data:`EXPORT_COLUMNS`), ``chunk_rows`` at a time.
+
+    Args:
+        ref: the segment.
+        isolation: :data:`READ_UNCOMMITTED` or :data:`READ_COMMITTED` (see the module docstring).
+        chunk_rows: the most records per yielded chunk.
+        committed_cache: read_committed filters by partition directory, reused across segments.
+
+    Yields:
+        ``{column: [values…]}`` chunks, in offset order.
+
+    Raises:
+        CorruptDataError: a batch or record does not parse (names the file and position).
+    """
+    partition = open_partition(ref.partition_dir)
+    committed = None
+    if isolation == READ_COMMITTED:
+        cache = {} if committed_cache is None else committed_cache
+        committed = cache.get(ref.partition_dir) or cache.setdefault(
+            ref.partition_dir, _CommittedFilter.of(partition))
+    segment = next(s for s in partition.segments if s.base_offset == ref.base_offset)
+    columns = _empty_columns()
+    with segment.open() as log:
+        for batch in log.iter_batches():
+            if committed is not None and not committed.keeps_batch(batch):
+                continue
+            for record in _records(batch, log.path):
+                if committed is None or record.offset >= committed.log_start_offset:
+                    _append(columns, partition, batch, record)
+            if len(columns["offset"]) >= chunk_rows:
+                yield columns
+                columns = _empty_columns()
+    if columns["offset"]:
+        yield columns
+
+
+def _empty_columns() -> dict[str, list[Any]]:
+    return {name: [] for name, _ in EXPORT_COLUMNS}
+
+
+def _records(batch: RecordBatch | LegacyEntry, path: Path) -> list[Record]:
+    try:
+        if isinstance(batch, LegacyEntry):
+            return legacy_records(batch)
+        return decode_records(batch)
+    except CorruptDataError as err:
+        raise (err.located(path, batch.position) if err.path is None else err) from err
+
+
+def _append(columns: dict[str, list[Any]], partition: Partition, batch: RecordBatch | LegacyEntry,
+            record: Record) -> None:
+    columns["topic"].append(partition.topic)
+    columns["partition"].append(partition.partition)
+    columns["offset"].append(record.offset)
+    columns["timestamp"].append(record.timestamp)
+    columns["key"].append(record.key)
+    columns["value"].append(record.value)
+    columns["headers"].append([{"key": h.key.decode("utf-8", "replace"), "value": h.value}
+                               for h in record.headers])
+    columns["is_tombstone"].append(record.value is None)
+    columns["is_control"].append(batch.is_control)
+    columns["is_transactional"].append(batch.is_transactional)
+    columns["producer_id"].append(batch.producer_id)
+
+
+@dataclass(frozen=True, slots=True)
+class _CommittedFilter:
+    """What a read_committed consumer skips: control batches, aborted and open transactions."""
+
+    log_start_offset: int
+    spans: dict[int, list[TxnSpan]]  # producer id -> its transactions by first offset
+
+    @classmethod
+    def of(cls, partition: Partition) -> _CommittedFilter:
+        state = load_log_state(partition, TopicConfig.defaults())
+        spans: dict[int, list[TxnSpan]] = {}
+        for span in state.transactions:
+            spans.setdefault(span.producer_id, []).append(span)
+        for found in spans.values():
+            found.sort(key=lambda s: s.first_offset)
+        return cls(state.log_start_offset, spans)
+
+    def keeps_batch(self, batch: RecordBatch | LegacyEntry) -> bool:
+        if batch.is_control or batch.last_offset < self.log_start_offset:
+            return False
+        if not batch.is_transactional or batch.producer_id < 0:
+            return True
+        spans = self.spans.get(batch.producer_id, [])
+        i = bisect.bisect_right([s.first_offset for s in spans], batch.base_offset) - 1
+        if i < 0:
+            return True  # a transaction begun before anything left in the log: its marker is gone too
+        span = spans[i]
+        if span.marker_offset is not None and batch.base_offset > span.marker_offset:
+            return True
+        return span.marker_offset is not None and not span.aborted
+
+
+def arrow_schema() -> Any:
+    """:data:`EXPORT_COLUMNS` as a pyarrow schema (pyarrow imported here: the ``export`` or ``spark`` extra).
+
+    Raises:
+        UnsupportedFormatError: pyarrow is not installed.
+    """
+    pa = _pyarrow()
+    return pa.schema([
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.int64()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+        ("is_tombstone", pa.bool_()),
+        ("is_control", pa.bool_()),
+        ("is_transactional", pa.bool_()),
+        ("producer_id", pa.int64()),
+    ])
+
+
+def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: bool = False,
+                   progress: ProgressCallback | None = None,
+                   selection: PartitionFilter | None = None) -> ExportSummary:
+    """Write the records under ``paths`` (or, with ``latest``, their compacted view) as Parquet, in-process.
+
+    The output is a directory holding one ``part-00000.parquet`` (the shape Spark writes, so either
+    reads the other's), written under a temporary name and renamed into place when complete: a failed
+    export leaves nothing at ``output``.
+
+    Args:
+        paths: partition directories and/or log dirs.
+        output: a new local directory.
+        latest: the latest live value per key (read_committed), as ``spark export --latest``.
+        progress: called with the segment bytes read so far.
+        selection: export only the partitions it matches (``--topic`` …; None: all).
+
+    Returns:
+        The :class:`ExportSummary`.
+
+    Raises:
+        KcompactError: ``output`` exists, a path is not a partition or log dir, or a segment does not parse.
+        UnsupportedFormatError: pyarrow is not installed.
+    """
+    target = Path(output)
+    if target.exists():
+        raise KcompactError(f"{output}: the --output directory; expected a new path, found it exists")
+    refs = list_segments(paths, None, selection)
+    pa, schema = _pyarrow(), arrow_schema()
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    temporary = target.with_name(f".{target.name}.kcompact-{os.getpid()}.tmp")
+    temporary.mkdir(parents=True)
+    try:
+        records = 0
+        with pq.ParquetWriter(temporary / "part-00000.parquet", schema) as writer:
+            for columns in _export_chunks(refs, latest, read_progress(progress, "records", _total(refs))):
+                records += len(columns["offset"])
+                writer.write_batch(pa.RecordBatch.from_pydict(columns, schema=schema))
+        os.rename(temporary, target)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    return ExportSummary(str(output), records, len({r.partition_dir for r in refs}), len(refs), latest)
+
+
+def _export_chunks(refs: Sequence[SegmentRef], latest: bool, progress: ReadProgress | None
+                   ) -> Iterator[dict[str, list[Any]]]:
+    """Every record's columns, or per partition the latest live record per key (offset order)."""
+    committed: dict[str, _CommittedFilter] = {}
+    table: dict[bytes, tuple[Any, ...]] = {}
+    for i, ref in enumerate(refs):
+        for columns in iter_segment_columns(ref, READ_COMMITTED if latest else READ_UNCOMMITTED,
+                                            committed_cache=committed):
+            if not latest:
+                yield columns
+                continue
+            for row in zip(*(columns[name] for name, _ in EXPORT_COLUMNS), strict=True):
+                if row[4] is not None:  # the key: keyless records have no place in the table
+                    table[row[4]] = row
+        if progress is not None:
+            progress.advance(ref.size_in_bytes)
+        last_of_partition = i + 1 == len(refs) or refs[i + 1].partition_dir != ref.partition_dir
+        if latest and last_of_partition:
+            live = sorted((row for row in table.values() if not row[7]), key=lambda row: row[2])
+            table.clear()
+            if live:
+                yield {name: [row[j] for row in live] for j, (name, _) in enumerate(EXPORT_COLUMNS)}
+    if progress is not None:
+        progress.finish()
+
+
+def _total(refs: Sequence[SegmentRef]) -> int:
+    return sum(ref.size_in_bytes for ref in refs)
+
+
+def _pyarrow() -> Any:
+    try:
+        import pyarrow as pa
+    except ImportError as err:
+        raise UnsupportedFormatError(
+            "kcompact export writes Parquet with pyarrow; expected it installed (pip install "
+            f"'kcompact[export]'), found ImportError: {err}") from err
+    return pa

@@ -1,0 +1,120 @@
+"""Where a Spark command writes its Parquet ``--output``: a URI handed to Spark untouched, or a local path.
+
+An ``--output`` with a scheme (``hdfs://host:9000/dir``, ``s3a://bucket/dir``, ``abfss://…``,
+``file:///shared/dir``) is given to Spark's writer exactly as typed: ``Path()`` would fold its ``//``
+(``hdfs:/host:9000/dir``). A plain local path is fine with a ``local[…]`` master (the executors are
+threads of this machine) but not with a cluster's: each executor would leave its part files on its own
+disk and the driver would find an incomplete directory. There the user must say ``file://`` (a file
+system every executor and the driver share) or give a cluster file system's URI.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kcompact.errors import KcompactError, RefusedError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, DataFrameWriter
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+FILE_SCHEME = "file://"
+_JAVA_CAUSE = re.compile(r"(?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error): [^\n]+")
+_TASK_ERROR = re.compile(r"kcompact\.errors\.(\w+): (.+)")
+
+
+def is_uri(text: str) -> bool:
+    """``text`` starts with a URI scheme and ``//`` (``s3a://…``, ``file:///…``)."""
+    return _SCHEME.match(text) is not None
+
+
+def is_local_master(master: str | None) -> bool:
+    """The master runs every executor inside this driver's machine (``local``, ``local[4]``, …)."""
+    return master is not None and master.startswith("local")
+
+
+def local_part(output: str) -> Path | None:
+    """The local file system path ``output`` names: itself, or a ``file://`` URI's path; None for other URIs."""
+    if output.startswith(FILE_SCHEME):
+        return Path(output[len(FILE_SCHEME):] or "/")
+    return None if is_uri(output) else Path(output)
+
+
+def check_new_output(output: str) -> None:
+    """Refuse an ``--output`` that already exists on the local file system (other URIs: Spark says).
+
+    Raises:
+        KcompactError: it exists.
+    """
+    local = local_part(output)
+    if local is not None and local.exists():
+        raise KcompactError(f"{output}: the --output directory; expected a new path, found it exists")
+
+
+def output_target(output: str, master: str | None) -> str:
+    """What to hand Spark's writer for ``--output``, checked against the master.
+
+    Args:
+        output: the ``--output`` as given.
+        master: the running SparkContext's master.
+
+    Returns:
+        ``output`` itself, untouched.
+
+    Raises:
+        RefusedError: a plain local path with a cluster master.
+        KcompactError: the local path (or ``file://`` path) exists.
+    """
+    check_new_output(output)
+    if not is_uri(output) and not is_local_master(master):
+        absolute = Path(output).absolute()
+        raise RefusedError(
+            f"{output}: --output is a plain local path with master {master}; expected a URI every executor "
+            f"can write to (file://{absolute} on a file system the driver and all executors share, or "
+            "hdfs://, s3a://, abfss://…), found a path each executor would resolve on its own disk")
+    return output
+
+
+def write_parquet(writer: DataFrameWriter, output: str) -> None:
+    """``writer.parquet(output)``, a failure as one line naming the URI as given.
+
+    Raises:
+        KcompactError: a task's kcompact error, or Spark could not write there.
+    """
+    try:
+        writer.parquet(output)
+    except Exception as err:
+        raise _write_error(err, output) from err
+
+
+def write_frame(frame: DataFrame, output: str, master: str | None) -> None:
+    """Write a small report's rows as one Parquet file under ``output`` (checked by :func:`output_target`)."""
+    write_parquet(frame.coalesce(1).write, output_target(output, master))
+
+
+def task_error(err: Exception) -> Exception:
+    """A Spark job's failure: the kcompact error a task raised, as one line, or ``err`` itself.
+
+    Args:
+        err: what the Spark action raised (a PythonException or Py4J error carrying the traceback).
+
+    Returns:
+        A :class:`~kcompact.errors.KcompactError` with the task's message, or ``err`` unchanged.
+    """
+    found = _TASK_ERROR.findall(str(err))
+    if not found:
+        return err
+    return KcompactError(found[-1][1].strip())
+
+
+def _write_error(err: Exception, output: str) -> KcompactError:
+    found = task_error(err)
+    if isinstance(found, KcompactError):
+        return found
+    text = str(err)
+    cause = _JAVA_CAUSE.search(text)
+    lines = text.strip().splitlines()
+    first = cause.group(0).strip() if cause else (lines[0] if lines else type(err).__name__)
+    return KcompactError(f"{output}: the --output; Spark could not write it: {first}")

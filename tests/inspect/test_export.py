@@ -1,0 +1,40 @@
+"""``kcompact export``: Parquet written in-process, with progress, and nothing left at --output on failure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kcompact.cli.main import cli
+from kcompact.inspect.export import export_parquet
+from tests.spark.logdirs import build_log_dir, build_partition
+
+pq = pytest.importorskip("pyarrow.parquet", reason="kcompact export needs pyarrow (pip install '.[export]')")
+
+
+def test_export_reports_progress_up_to_every_segment_byte(tmp_path: Path) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 2)
+    seen: list[tuple[str, int, int]] = []
+
+    summary = export_parquet([log_dir], tmp_path / "out", progress=lambda *args: seen.append(args))
+
+    total = sum(p.stat().st_size for p in log_dir.rglob("*.log"))
+    assert seen[-1] == ("records", total, total)
+    assert pq.read_table(tmp_path / "out").num_rows == summary.records > 0
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["part-00000.parquet"]
+
+
+def test_a_corrupt_segment_exits_2_with_one_line_and_leaves_no_output(tmp_path: Path) -> None:
+    part = build_partition(tmp_path / "logs", "orders", 0)
+    segment = sorted(part.glob("*.log"))[1]
+    segment.write_bytes(segment.read_bytes()[:-5])
+
+    result = CliRunner().invoke(cli, ["export", str(part), "--output", str(tmp_path / "out")],
+                                prog_name="kcompact")
+
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"kcompact: error: {segment} at position ")
+    assert len(result.stderr.splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]
