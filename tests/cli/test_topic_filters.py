@@ -17,7 +17,7 @@ from kcompact.cleaner.partition import CleanOptions
 from kcompact.cli.main import cli
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition_filter import PartitionFilter
-from kcompact.spark.export import list_segments
+from kcompact.inspect.export import list_segments
 from kcompact.spark.plan import plan_clean
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.conftest import real_fixture
@@ -168,7 +168,7 @@ def test_spark_clean_plans_only_the_matched_partitions(tmp_path: Path) -> None:
 def test_spark_export_lists_only_the_matched_partitions_segments() -> None:
     log_dir = real_fixture(CONFLUENT)
     selection = PartitionFilter.of(["_schemas|__consumer_offsets"], (), [0])
-    refs = list_segments([log_dir], selection)
+    refs = list_segments([log_dir], selection=selection)
     assert {Path(r.partition_dir).name for r in refs} == {"_schemas-0", "__consumer_offsets-0"} & {
         Path(r.partition_dir).name for r in list_segments([log_dir])}
     assert refs
@@ -176,7 +176,7 @@ def test_spark_export_lists_only_the_matched_partitions_segments() -> None:
 
 def test_the_filter_options_are_on_every_command_that_takes_a_log_dir() -> None:
     for command in (["clean"], ["inspect", "dirty-ratio"], ["repair"], ["spark", "clean"],
-                    ["spark", "inspect", "dirty-ratio"], ["spark", "export"]):
+                    ["spark", "inspect", "dirty-ratio"], ["spark", "export"], ["export"]):
         text = " ".join(run(*command, "--help").stdout.split())
         for option in ("--topic REGEX", "--exclude-topic REGEX", "--partition N"):
             assert option in text, (command, option)

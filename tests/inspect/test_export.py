@@ -38,3 +38,19 @@ def test_a_corrupt_segment_exits_2_with_one_line_and_leaves_no_output(tmp_path: 
     assert result.stderr.startswith(f"kcompact: error: {segment} at position ")
     assert len(result.stderr.splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]
+
+
+def test_export_writes_only_the_partitions_the_topic_filter_matches(tmp_path: Path) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 2)
+    names = sorted(p.name for p in log_dir.iterdir() if p.is_dir() and not p.name.startswith("__"))
+    wanted = names[0]
+    topic, partition = wanted.rsplit("-", 1)
+
+    result = CliRunner().invoke(cli, ["export", str(log_dir), "--output", str(tmp_path / "out"), "--topic",
+                                      topic, "--partition", partition, "--json"], prog_name="kcompact")
+
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(tmp_path / "out")
+    assert table.num_rows > 0
+    assert {(t, p) for t, p in zip(table.column("topic").to_pylist(), table.column("partition").to_pylist())} \
+        == {(topic, int(partition))}
