@@ -15,9 +15,9 @@ from click.testing import CliRunner, Result
 from kcompact.cleaner.logdir.run import ConfigSources
 from kcompact.cleaner.partition import CleanOptions
 from kcompact.cli.main import cli
+from kcompact.inspect.export import list_segments
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition_filter import PartitionFilter
-from kcompact.inspect.export import list_segments
 from kcompact.spark.plan import plan_clean
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.conftest import real_fixture
