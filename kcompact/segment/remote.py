@@ -54,8 +54,8 @@ def refuse_urls(paths: Iterable[str], command: str) -> None:
     for path in paths:
         if is_url(path):
             raise RefusedError(f"{path}: {command} rewrites partitions in place (rename, fsync, fcntl locks); "
-                               "expected a local POSIX path, found a URL (only export and inspect "
-                               "dirty-ratio read URLs)")
+                               "expected a local POSIX path, found a URL (only spark export and spark "
+                               "inspect dirty-ratio read URLs)")
 
 
 def parse_storage_options(pairs: Iterable[str]) -> dict[str, Any]:

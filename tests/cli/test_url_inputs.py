@@ -17,7 +17,7 @@ def test_a_url_is_refused_with_one_line_naming_it(command: tuple[str, ...]) -> N
     assert result.exit_code == 2
     assert result.stderr == (f"kcompact: error: s3://backups/kafka-logs/orders-0: {' '.join(command)} rewrites "
                              "partitions in place (rename, fsync, fcntl locks); expected a local POSIX path, "
-                             "found a URL (only export and inspect dirty-ratio read URLs)\n")
+                             "found a URL (only spark export and spark inspect dirty-ratio read URLs)\n")
     assert json.loads(result.stdout)["error"]["kind"] == "RefusedError"
 
 
