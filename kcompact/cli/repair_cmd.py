@@ -21,6 +21,8 @@ from kcompact.cli.help_text import with_examples
 from kcompact.cli.input_path import InputPath
 from kcompact.cli.options import config_option, json_option, now_ms_option, parse_jobs
 from kcompact.cli.partition_filter_options import partition_filter_options
+from kcompact.errors import RefusedError
+from kcompact.segment.remote import is_url
 
 if TYPE_CHECKING:
     from kcompact.segment.partition_filter import PartitionFilter
@@ -60,8 +62,7 @@ EPILOG = (
 @click.option("--jobs", default=None, callback=parse_jobs, metavar="N|auto",
               help="For a log dir: worker processes verifying and repairing its partitions (as "
                    "`kcompact clean --jobs`). Default auto.")
-@click.option("--undo", "undo_dir", metavar="BACKUP_DIR", default=None,
-              type=click.Path(exists=True, file_okay=False, path_type=str),
+@click.option("--undo", "undo_dir", metavar="BACKUP_DIR", default=None, type=InputPath(refuse_as="repair --undo"),
               help="Put the partition a repair changed back, byte for byte, from its backup.")
 def repair_command(
     partition_dir: str | None,
@@ -97,6 +98,9 @@ def repair_command(
     said once. Every report lists what the repair gives up: per damaged region of a segment its byte
     range, its offsets and how many records it held (unknown where the bytes do not decode).
     """
+    if backup_dir is not None and is_url(backup_dir):  # else it would become a local ./s3:/… directory
+        raise RefusedError(f"{backup_dir}: --backup-dir of repair expected a local POSIX directory, found "
+                           "a URL (the backup is written with rename and fsync); nothing changed")
     if undo_dir is not None:
         if partition_dir is not None or clean or backup_dir is not None or selection is not None:
             raise click.UsageError("--undo takes a BACKUP_DIR only (with --dry-run or --json)")

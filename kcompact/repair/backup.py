@@ -90,7 +90,10 @@ class Manifest:
     # base offsets of the segments the step under way may change (None: no step under way); a
     # repair killed mid-step leaves it set, and undo accepts differences in those segments only
     step_bases: list[int] | None = None
-    undo_started: bool = False
+    undo_started: bool = False  # an undo began: a rerun after it was killed resumes it
+    # when an undo finished (ms since the epoch): a later undo of this backup is refused, since the
+    # partition is no longer the repair's and anything that differs now is somebody else's data
+    undo_finished_ms: int | None = None
     version: int = MANIFEST_VERSION
 
 

@@ -7,12 +7,15 @@ would lose that; only segments a failed or killed step had claimed may differ fr
 recorded after the last step), removes the files
 the repair created, and restores each saved file with its mode, owner and mtime. The log dir's
 ``cleaner-offset-checkpoint`` is restored byte for byte when nobody wrote it since; otherwise only this
-partition's entry is put back, so other partitions' entries are kept.
+partition's entry is put back, so other partitions' entries are kept. A finished undo is recorded in the
+manifest, and a second undo of the same backup is refused: the broker may have written since, and only an
+undo that was killed part-way (started, not finished) is resumed.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,6 +73,7 @@ def undo_repair(backup_dir: str | Path, *, dry_run: bool = False) -> UndoResult:
     """
     directory = Path(backup_dir)
     manifest = read_manifest(directory)
+    _refuse_finished(directory, manifest)
     log_dir = Path(manifest.log_dir)
     part = log_dir / manifest.partition_dir
     if not part.is_dir():
@@ -84,8 +88,16 @@ def undo_repair(backup_dir: str | Path, *, dry_run: bool = False) -> UndoResult:
         result.restored = [s.path for s in manifest.files]
         return result
     with log_dir_write_guard(log_dir), partition_lock(log_dir, part.name):
+        manifest = read_manifest(directory)  # another undo may have finished while we waited
+        _refuse_finished(directory, manifest)
         _undo_locked(directory, manifest, part, result)
     return result
+
+
+def _refuse_finished(directory: Path, manifest: Manifest) -> None:
+    if manifest.undo_finished_ms is not None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(manifest.undo_finished_ms / 1000))
+        raise RefusedError(f"{directory}: already undone at {stamp}; nothing changed")
 
 
 def _undo_locked(directory: Path, manifest: Manifest, part: Path, result: UndoResult) -> None:
@@ -110,6 +122,9 @@ def _undo_locked(directory: Path, manifest: Manifest, part: Path, result: UndoRe
             result.notes.append(note)
     fsync_dir(part)
     _check_restored(log_dir, manifest, part)
+    manifest.undo_finished_ms = int(time.time() * 1000)  # a later undo must not touch newer data
+    write_manifest(directory, manifest)
+    fsync_dir(directory)
 
 
 def _check_copies(directory: Path, manifest: Manifest) -> None:
