@@ -155,10 +155,12 @@ def fence_options(command: F) -> F:
         "--safe-offset", type=click.IntRange(min=0), default=None, metavar="OFFSET",
         help="Replica fence: never remove a tombstone or transaction marker at or above OFFSET for "
              "its age (delete.retention.ms), so a follower that has not fetched it yet cannot miss "
-             "it. One superseded by a newer record of its key still goes, as in Kafka.")(command)
+             "it. One superseded by a newer record of its key still goes, as in Kafka. An offset of "
+             "one partition: refused for a log dir.")(command)
     return click.option(
         "--replica-dirs", "replica_dirs", multiple=True, callback=_absolute,
         type=click.Path(exists=True, file_okay=False, path_type=str), metavar="DIR",
         help="Replica fence from the other replicas' copies (partition dirs or log dirs; "
-             "repeatable): the fence is the lowest of their log ends (and --safe-offset). A log "
-             "dir without a copy of a partition fences nothing for it.")(command)
+             "repeatable): the fence is the lowest of their log ends (and --safe-offset). In a log "
+             "dir's clean a partition without a copy fences nothing (its row says so); a partition "
+             "named alone without one is refused.")(command)

@@ -39,7 +39,7 @@ from typing import Any
 
 from kcompact.cleaner.state.log_state import TxnSpan, load_log_state
 from kcompact.config.topic_config import TopicConfig
-from kcompact.errors import CorruptDataError, KcompactError, UnsupportedFormatError
+from kcompact.errors import CorruptDataError, KcompactError, RefusedError, UnsupportedFormatError
 from kcompact.records.batch_header import RecordBatch
 from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import Record, decode_records
@@ -320,6 +320,32 @@ def arrow_schema() -> Any:
     ])
 
 
+def refuse_output_in_log_dir(output: Path, paths: Iterable[str | Path]) -> None:
+    """Refuse an output directory inside a log dir or partition directory the export reads.
+
+    A broker refuses to start on a log dir holding a directory it cannot parse as a partition
+    (``LogManager.loadLogs``), and a partition directory holds only the files Kafka names.
+
+    Args:
+        output: the ``--output`` directory (local).
+        paths: the export's inputs; URLs are skipped.
+
+    Raises:
+        RefusedError: ``output`` lies inside an input log dir, an input partition directory, or the
+            log dir holding one.
+    """
+    where = Path(os.path.abspath(output))
+    for raw in paths:
+        if is_url(raw):
+            continue
+        path = Path(os.path.abspath(raw))
+        for directory in (path, path.parent) if is_partition_dir(path) else (path,):
+            if where.is_relative_to(directory):
+                raise RefusedError(f"{output}: inside {directory}, which the export reads: a broker refuses "
+                                   "to start on a log dir holding a directory it does not know; write the "
+                                   "export elsewhere")
+
+
 def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: bool = False,
                    progress: ProgressCallback | None = None,
                    selection: PartitionFilter | None = None) -> ExportSummary:
@@ -346,6 +372,7 @@ def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: b
     target = Path(output)
     if target.exists():
         raise KcompactError(f"{output}: the --output directory; expected a new path, found it exists")
+    refuse_output_in_log_dir(target, paths)
     refs = list_segments(paths, None, selection)
     pa, schema = _pyarrow(), arrow_schema()
     import pyarrow.parquet as pq  # type: ignore[import-untyped]

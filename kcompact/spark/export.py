@@ -22,10 +22,11 @@ from kcompact.inspect.export import (
     SPLIT_BYTES,
     ExportSummary,
     list_segments,
+    refuse_output_in_log_dir,
 )
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.remote import StorageOptions, is_url
-from kcompact.spark.output import output_target, write_parquet
+from kcompact.spark.output import local_part, output_target, write_parquet
 from kcompact.spark.rows import ddl
 
 if TYPE_CHECKING:
@@ -71,6 +72,9 @@ def spark_export(
 
     paths = list(paths)
     target = output_target(str(output), spark.sparkContext.master)
+    local = local_part(target)
+    if local is not None:
+        refuse_output_in_log_dir(local, paths)
     refs = list_segments(paths, storage_options, selection)
     if selection is not None:  # the data source reads the selected partitions, named one by one
         paths = list(dict.fromkeys(ref.partition_dir for ref in refs))

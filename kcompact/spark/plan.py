@@ -30,6 +30,7 @@ from kcompact.cleaner.logdir.run import (
     PartitionTask,
     cleaner_order,
     partition_task,
+    refuse_log_dir_safe_offset,
 )
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.config.topic_config import TopicConfig
@@ -106,6 +107,7 @@ def plan_clean(
             if selection is None or selection.matches_dir(target):
                 _plan_partition(target, sources, options, plan)
         elif target.is_dir():
+            refuse_log_dir_safe_offset(target, options)
             _plan_log_dir(target, sources, options, only_eligible, plan, selection)
         else:
             raise KcompactError(f"{target}: no such partition directory or log dir")

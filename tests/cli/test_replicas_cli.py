@@ -7,9 +7,14 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
+from kcompact.cleaner.logdir.run import ConfigSources
+from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cli.main import cli
+from kcompact.errors import RefusedError
+from kcompact.spark.plan import plan_clean
 from tests.builders import PartitionBuilder, read_all_records
 from tests.inspect.test_replicas import CLOCKS, busy_log, race
 
@@ -89,3 +94,39 @@ def test_clean_with_the_fence_keeps_the_tombstone_the_lagging_copy_lacks(tmp_pat
     assert run("clean", str(leader), "--config", "cleanup.policy=compact", "--from-start",
                "--now-ms", str(CLOCKS[-1]), "--safe-offset", "2").exit_code == 0
     assert (1, b"k", None) not in read_all_records(leader)
+
+
+def _tree(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_a_partition_named_alone_whose_fence_copy_is_missing_is_refused(tmp_path: Path) -> None:
+    b = PartitionBuilder()
+    b.batch([(b"k", b"v1")]).batch([(b"k", None)]).batch([(b"x", b"1")]).roll().batch([(b"y", b"1")])
+    leader = b.write(tmp_path / "leader")
+    PartitionBuilder("orders", 1).batch([(b"k", b"v1")]).write(tmp_path / "other")  # another partition's copy
+    before = _tree(tmp_path / "leader")
+
+    result = run("clean", str(leader), "--config", "cleanup.policy=compact", "--from-start",
+                 "--now-ms", str(CLOCKS[-1]), "--replica-dirs", str(tmp_path / "other"), "--json")
+
+    assert result.exit_code == 2
+    assert f"--replica-dirs holds no copy of {leader.name}" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert json.loads(result.stdout)["error"]["kind"] == "RefusedError"
+    assert _tree(tmp_path / "leader") == before  # the tombstone and everything else stay
+
+
+def test_safe_offset_for_a_log_dir_is_refused(tmp_path: Path) -> None:
+    b = PartitionBuilder()
+    b.batch([(b"k", b"v1")]).batch([(b"k", None)]).roll().batch([(b"y", b"1")])
+    leader = b.write(tmp_path / "logdir")
+    before = _tree(leader.parent)
+
+    result = run("clean", str(leader.parent), "--config", "cleanup.policy=compact", "--safe-offset", "1")
+    assert result.exit_code == 2, result.output
+    assert "--safe-offset is an offset of one partition's log" in result.stderr
+    assert _tree(leader.parent) == before
+    with pytest.raises(RefusedError, match="--safe-offset is an offset of one partition's log"):
+        plan_clean([leader.parent], ConfigSources({"cleanup.policy": "compact"}),  # spark clean's plan
+                   options=CleanOptions(now_ms=CLOCKS[-1], safe_offset=1))

@@ -54,3 +54,14 @@ def test_export_writes_only_the_partitions_the_topic_filter_matches(tmp_path: Pa
     assert table.num_rows > 0
     assert {(t, p) for t, p in zip(table.column("topic").to_pylist(), table.column("partition").to_pylist())} \
         == {(topic, int(partition))}
+
+
+def test_an_output_inside_a_log_dir_is_refused(tmp_path: Path) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 2)
+    part = next(p for p in sorted(log_dir.iterdir()) if p.is_dir())
+    for output in (log_dir / "out", part / "out", log_dir / "a" / "b"):
+        result = CliRunner().invoke(cli, ["export", str(log_dir), "--output", str(output)], prog_name="kcompact")
+        assert result.exit_code == 2, result.output
+        assert "which the export reads: a broker refuses" in result.stderr
+        assert not output.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]

@@ -70,6 +70,7 @@ from kcompact.segment.partition import (
     require_partition_dirs,
 )
 from kcompact.segment.partition_filter import PartitionFilter
+from kcompact.segment.replica_copies import replica_log_ends
 
 __all__ = [  # the pool's names stay importable from here, where they were first
     "PARTITION_WORK_BYTES",
@@ -235,6 +236,7 @@ def clean_path(
         if selection is not None:
             selection.require_match(target)
         check_log_dir_checkpoints(target.parent)
+        _require_fence_copies(target, options)
         task = partition_task(target, sources, run.notes)
         own = replace(options, apply_retention=task.apply_retention, jobs=jobs)
         run.results.append(clean_partition(target, task.config, own, _progress_for(target, progress)))
@@ -242,10 +244,37 @@ def clean_path(
         return run
     if not target.is_dir():
         raise KcompactError(f"{target}: no such partition directory or log dir")
+    refuse_log_dir_safe_offset(target, options)
     check_log_dir_checkpoints(target)  # before the write guard, which creates a missing .lock
     with contextlib.nullcontext() if options.dry_run else log_dir_writer(target):
         _clean_log_dir(target, sources, options, only_eligible, jobs, progress, run, selection)
     return run
+
+
+def refuse_log_dir_safe_offset(target: Path, options: CleanOptions) -> None:
+    """``--safe-offset`` for a log dir: refused, since one partition's offsets mean nothing in another's
+    log (``--replica-dirs`` fences each partition of a log dir by its own copies).
+
+    Raises:
+        RefusedError: ``options.safe_offset`` is given.
+    """
+    if options.safe_offset is not None:
+        raise RefusedError(f"{target}: --safe-offset is an offset of one partition's log; name that "
+                           "partition directory alone (for a log dir, --replica-dirs fences each "
+                           "partition by its own copies); nothing was changed")
+
+
+def _require_fence_copies(target: Path, options: CleanOptions) -> None:
+    """A partition named alone with ``--replica-dirs`` must find a copy of itself there: a fence asked
+    for and not found would clean unfenced (in a log dir a partition without copies is one this broker
+    alone holds, and it is cleaned with a warning)."""
+    if not options.replica_dirs:
+        return
+    name = parse_partition_dir_name(target.name)
+    if name is not None and not replica_log_ends(options.replica_dirs, name.topic, name.partition):
+        raise RefusedError(f"{target}: --replica-dirs holds no copy of {target.name} (searched "
+                           f"{', '.join(options.replica_dirs)}); give the other replicas' partition "
+                           "directories or log dirs, or --safe-offset; nothing was changed")
 
 
 def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, only_eligible: bool,
