@@ -20,7 +20,7 @@ file to that order so that it is byte-identical to the serial run's (see ``clean
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kcompact.cleaner.logdir.run import (
@@ -56,8 +56,7 @@ class CleanTask:
     def of(cls, task: PartitionTask, options: CleanOptions) -> CleanTask:
         """The Spark task of a partition ``kcompact.cleaner.logdir.run`` planned, with the run's options."""
         topic, partition = task.topic_partition
-        own = replace(options, apply_retention=task.apply_retention)
-        return cls(str(task.part_dir), topic, partition, task.config, own)
+        return cls(str(task.part_dir), topic, partition, task.config, task.options(options))
 
 
 @dataclass(slots=True)
