@@ -51,12 +51,13 @@ class CleanTask:
     partition: int
     config: TopicConfig
     options: CleanOptions  # the run's options, clock fixed, retention resolved for this partition
+    in_log_dir: bool = False  # reached through its log dir: a round refused as mostly keyless is a skip
 
     @classmethod
-    def of(cls, task: PartitionTask, options: CleanOptions) -> CleanTask:
+    def of(cls, task: PartitionTask, options: CleanOptions, *, in_log_dir: bool = False) -> CleanTask:
         """The Spark task of a partition ``kcompact.cleaner.logdir.run`` planned, with the run's options."""
         topic, partition = task.topic_partition
-        return cls(str(task.part_dir), topic, partition, task.config, task.options(options))
+        return cls(str(task.part_dir), topic, partition, task.config, task.options(options), in_log_dir)
 
 
 @dataclass(slots=True)
@@ -151,4 +152,4 @@ def _plan_log_dir(
     plan.failures.extend(order.failures)
     plan.notes.extend(order.notes)
     plan.skipped.extend(order.skipped)
-    plan.tasks.extend(CleanTask.of(task, options) for task in order.tasks)
+    plan.tasks.extend(CleanTask.of(task, options, in_log_dir=True) for task in order.tasks)
