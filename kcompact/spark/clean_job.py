@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from kcompact.cleaner.logdir.run import ConfigSources, checkpoint_keys, settle_checkpoint_order
 from kcompact.cleaner.partition import clean_partition
-from kcompact.cleaner.round.options import CleanOptions, with_cli_dedupe_buffer
+from kcompact.cleaner.round.options import CleanOptions, KeylessLossRefused, with_cli_dedupe_buffer
 from kcompact.errors import KcompactError
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.spark.packing import pack_partitions, segment_bytes
@@ -159,10 +159,19 @@ def run_clean_task(task: CleanTask) -> tuple[Any, ...]:
     try:
         result = clean_partition(task.partition_dir, task.config, task.options)
     except KcompactError as err:
-        return _failure_row(task, str(err), bug=False, executor=host)
+        return _refused_row(task, err, executor=host)
     except Exception:  # noqa: BLE001 - a bug: reported with its traceback, the other partitions finish
         return _failure_row(task, traceback.format_exc(), bug=True, executor=host)
     return clean_row(task.partition_dir, result, executor=host, task_cpu_s=time.process_time() - cpu_before)
+
+
+def _refused_row(task: CleanTask, err: KcompactError, *, executor: str | None,
+                 distributed_map: bool = False) -> tuple[Any, ...]:
+    """A task's deliberate error as its row: a log dir's partition whose round was refused as mostly
+    keyless is skipped with its reason, as ``kcompact clean`` skips it; anything else failed."""
+    if isinstance(err, KeylessLossRefused) and task.in_log_dir:
+        return clean_row(task.partition_dir, None, skipped=str(err).removeprefix(f"{task.partition_dir}: "))
+    return _failure_row(task, str(err), bug=False, executor=executor, distributed_map=distributed_map)
 
 
 def _failure_row(task: CleanTask, error: str, *, bug: bool, executor: str | None,
@@ -232,7 +241,7 @@ def _clean_on_driver(spark: SparkSession, task: CleanTask) -> tuple[Any, ...]:
     try:
         result = module.clean_partition_distributed(spark, task.partition_dir, task.config, task.options)
     except KcompactError as err:
-        return _failure_row(task, str(err), bug=False, executor=host, distributed_map=True)
+        return _refused_row(task, err, executor=host, distributed_map=True)
     return clean_row(task.partition_dir, result, executor=host, distributed_map=True)
 
 

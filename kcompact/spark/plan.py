@@ -20,7 +20,7 @@ file to that order so that it is byte-identical to the serial run's (see ``clean
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kcompact.cleaner.logdir.run import (
@@ -52,13 +52,13 @@ class CleanTask:
     partition: int
     config: TopicConfig
     options: CleanOptions  # the run's options, clock fixed, retention resolved for this partition
+    in_log_dir: bool = False  # reached through its log dir: a round refused as mostly keyless is a skip
 
     @classmethod
-    def of(cls, task: PartitionTask, options: CleanOptions) -> CleanTask:
+    def of(cls, task: PartitionTask, options: CleanOptions, *, in_log_dir: bool = False) -> CleanTask:
         """The Spark task of a partition ``kcompact.cleaner.logdir.run`` planned, with the run's options."""
         topic, partition = task.topic_partition
-        own = replace(options, apply_retention=task.apply_retention)
-        return cls(str(task.part_dir), topic, partition, task.config, own)
+        return cls(str(task.part_dir), topic, partition, task.config, task.options(options), in_log_dir)
 
 
 @dataclass(slots=True)
@@ -154,4 +154,4 @@ def _plan_log_dir(
     plan.failures.extend(order.failures)
     plan.notes.extend(order.notes)
     plan.skipped.extend(order.skipped)
-    plan.tasks.extend(CleanTask.of(task, options) for task in order.tasks)
+    plan.tasks.extend(CleanTask.of(task, options, in_log_dir=True) for task in order.tasks)

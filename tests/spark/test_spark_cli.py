@@ -241,3 +241,32 @@ def test_spark_commands_take_the_topic_filters_as_the_serial_ones_do(spark: Spar
                   "--topic", "orders", "--partition", "0")
     assert cleaned.exit_code == 0, cleaned.output
     assert [Path(r["partition_dir"]).name for r in json.loads(cleaned.stdout)["partitions"]] == ["orders-0"]
+
+
+def test_spark_clean_refuses_a_partition_keyless_past_the_gates_sample(spark: SparkSession, tmp_path: Path) -> None:
+    """The round's own keyless guard runs in the Spark task as in ``kcompact clean``: keyed records first
+    (all the gate's sample sees), keyless ones after; skipped in its log dir (the others cleaned),
+    refused with the exact count when named alone, left as it was."""
+    from tests.cleaner.logdir.test_keyless_past_sample import READ, keyed, keyed_then_keyless
+    from tests.cleaner.round.test_clean_failures import log_dir_digest
+
+    part = keyed_then_keyless(tmp_path / "logs")
+    keyed(tmp_path / "logs")
+    before = log_dir_digest(part)
+    in_log_dir = run("spark", "clean", str(tmp_path / "logs"), "--now-ms", str(NOW), "--json", "--assume-compact",
+                     "--allow-keyless-loss")
+    assert in_log_dir.exit_code == 0, in_log_dir.output
+    rows = {Path(r["partition_dir"]).name: r for r in json.loads(in_log_dir.stdout)["partitions"]}
+    assert (rows["clicks-0"]["status"], rows["orders-0"]["status"]) == ("skipped", "cleaned")
+    assert rows["clicks-0"]["skipped_reason"].startswith(
+        f"cleanup.policy=compact is only assumed (--assume-compact), but {READ}")
+    assert log_dir_digest(part) == before
+    before = log_dir_digest(tmp_path / "logs")
+    refused = run("spark", "clean", str(part), "--now-ms", str(NOW), "--json", "--config", "cleanup.policy=compact")
+    assert refused.exit_code == 2
+    [row] = json.loads(refused.stdout)["partitions"]
+    assert row["status"] == "failed" and f"cleanup.policy=compact (--config), but {READ}" in row["error"]
+    assert log_dir_digest(tmp_path / "logs") == before
+    allowed = run("spark", "clean", str(part), "--now-ms", str(NOW), "--json", "--config", "cleanup.policy=compact",
+                  "--allow-keyless-loss")
+    assert allowed.exit_code == 0 and json.loads(allowed.stdout)["partitions"][0]["status"] == "cleaned"

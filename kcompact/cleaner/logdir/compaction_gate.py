@@ -16,8 +16,11 @@ the policy a broker uses Kafka's default ``delete``, and two cases differ:
 
 Keyless records are the other guard, whatever the policy's source, since a compacted topic holds none
 (a broker refuses them on produce, and its cleaner deletes any it meets: a topic made compacted
-after the fact). A partition whose sample (``keyless.py``) is mostly keyless is counted in full from
-the cleaner checkpoint to the log end; when most of those records have no key, it is compacted only
+after the fact). Early, before any work: a partition whose sample (``keyless.py``) is mostly keyless
+is counted in full from the cleaner checkpoint to the log end. Then, whatever the sample said, the
+round itself counts every record it reads (:func:`keyless_guard`, ``CleanOptions.keyless_guard``) and
+refuses before its first change when most of them would go as keyless. Either way, mostly keyless
+data is compacted only
 
 * with ``--allow-keyless-loss`` (the acknowledgement that they go) and a policy with ``compact`` from
   an explicit source for this partition: a topic override, a broker config, or ``--config`` with the
@@ -33,6 +36,7 @@ A policy without ``compact`` but with ``delete`` from an explicit source gets re
 from __future__ import annotations
 
 from kcompact.cleaner.logdir.keyless import KeylessSample, count_keyless, sample_keyless
+from kcompact.cleaner.round.options import KeylessGuard
 from kcompact.config.effective import SOURCE_ASSUME_COMPACT, EffectiveConfig, describe_source
 from kcompact.config.topic_config import ConfigValue, format_value
 from kcompact.segment.partition import Partition, open_partition
@@ -73,7 +77,7 @@ def not_compacted(
         if policy.source == "cli" and not named_alone and known is not None and not _compact(known):
             return (f"{_known_without_compact(effective, known)}; a --config for a whole log dir does "
                     f"not change a known policy: {alone} if it really is compacted")
-        return _keyless_refusal(effective, policy, named_alone, partition, allow_keyless_loss)
+        return _keyless_refusal(effective, named_alone, partition, allow_keyless_loss)
     if retention_allowed(effective):
         return None
     sample = _sample(effective, partition)
@@ -119,26 +123,47 @@ def _with_hint(why: str, sample: KeylessSample, named_alone: bool, *, known: boo
     return f"{why}; clean it alone with --config cleanup.policy=compact, or give --assume-compact, to compact it"
 
 
-def _keyless_refusal(effective: EffectiveConfig, policy: ConfigValue, named_alone: bool,
-                     partition: Partition | None, allow_keyless_loss: bool) -> str | None:
-    """Why a partition whose policy includes ``compact`` is not compacted: most of its records have no
-    key (counted exactly from the cleaner checkpoint), and nothing explicit says to delete them."""
-    if not _sample(effective, partition).mostly_keyless:
+def keyless_guard(effective: EffectiveConfig, *, named_alone: bool = True,
+                  allow_keyless_loss: bool = False) -> KeylessGuard | None:
+    """How a clean of this partition refuses to delete mostly keyless records; None when it may.
+
+    Args:
+        effective: the partition's configuration.
+        named_alone: the partition was named on its own (False: reached through its log dir).
+        allow_keyless_loss: ``--allow-keyless-loss`` was given.
+
+    Returns:
+        None when the policy has no ``compact`` (nothing is compacted) or includes it from an explicit
+        source and the loss is acknowledged; else the guard (``CleanOptions.keyless_guard``): never
+        acknowledged where ``compact`` is only assumed or comes from a log dir's ``--config``.
+    """
+    if not effective.config.is_compacted:
+        return None
+    policy = effective.value("cleanup.policy")
+    if policy.source == SOURCE_ASSUME_COMPACT or (policy.source == "cli" and not named_alone):
+        given = ("only assumed (--assume-compact)" if policy.source == SOURCE_ASSUME_COMPACT
+                 else "given with --config for the whole log dir")
+        return KeylessGuard(f"cleanup.policy=compact is {given}",
+                            f": {KEYS_EXPECTED}; {_alone(named_alone)} and {ALLOW_KEYLESS_LOSS} to "
+                            "compact it anyway")
+    if allow_keyless_loss:
+        return None
+    return KeylessGuard(f"cleanup.policy={format_value(policy.value)} ({describe_source(policy)})",
+                        f" (a topic made compacted after they were written); give {ALLOW_KEYLESS_LOSS} "
+                        "to compact it anyway, deleting them")
+
+
+def _keyless_refusal(effective: EffectiveConfig, named_alone: bool, partition: Partition | None, allow_keyless_loss: bool) -> str | None:
+    """Why a partition whose policy includes ``compact`` is not compacted: its sample is mostly keyless,
+    and so is the exact count from the cleaner checkpoint, and nothing explicit says to delete them.
+    The early word only: the round applies the same :func:`keyless_guard` to every record it reads."""
+    guard = keyless_guard(effective, named_alone=named_alone, allow_keyless_loss=allow_keyless_loss)
+    if guard is None or not _sample(effective, partition).mostly_keyless:
         return None
     count = count_keyless(partition or open_partition(effective.partition_dir))
     if not count.mostly_keyless:
         return None
-    lost = f"{count.describe()}, and a clean deletes every keyless record it reaches"
-    if policy.source == SOURCE_ASSUME_COMPACT or (policy.source == "cli" and not named_alone):
-        given = ("only assumed (--assume-compact)" if policy.source == SOURCE_ASSUME_COMPACT
-                 else "given with --config for the whole log dir")
-        return (f"cleanup.policy=compact is {given}, but {lost}: {KEYS_EXPECTED}; "
-                f"{_alone(named_alone)} and {ALLOW_KEYLESS_LOSS} to compact it anyway")
-    if allow_keyless_loss:
-        return None
-    return (f"cleanup.policy={format_value(policy.value)} ({describe_source(policy)}), but {lost} "
-            f"(a topic made compacted after they were written); give {ALLOW_KEYLESS_LOSS} to compact "
-            f"it anyway, deleting them")
+    return guard.refusal(count.describe())
 
 
 def _sample(effective: EffectiveConfig, partition: Partition | None) -> KeylessSample:

@@ -9,9 +9,11 @@ one without ``--allow-keyless-loss``.
 First only a sample is read — the first :data:`SAMPLE_BYTES` of batches from the cleaner checkpoint
 (else the log start) — so a log dir of thousands of partitions costs little. Only a partition that
 would be compacted and whose sample is mostly keyless is then counted in full
-(:func:`count_keyless`): every record from the cleaner checkpoint to the log end, the figure a
+(:func:`count_keyless`): every record from the cleaner checkpoint to the log end, the figure an early
 refusal states. Both are evidence, not checks: data that does not parse or cannot be read ends the
-count where it stands (the clean itself then reports it).
+count where it stands (the clean itself then reports it). What a sample misses (keyed records first,
+keyless ones past it) the round catches: it counts every record it reads and refuses before its first
+change (``CleanOptions.keyless_guard``).
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kcompact.cleaner.round.mapping import batch_keys
+from kcompact.cleaner.round.options import MOSTLY_KEYLESS
 from kcompact.errors import KcompactError
 from kcompact.segment.partition import Partition, SegmentFiles
 
 SAMPLE_BYTES = 256 * 1024  # batches read at most per partition (at least one batch)
-MOSTLY = 0.5  # a share of keyless records above this is "mostly keyless"
+MOSTLY = MOSTLY_KEYLESS  # a share of keyless records above this is "mostly keyless"
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,10 +36,16 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
-from kcompact.cleaner.logdir.compaction_gate import not_compacted, retention_allowed
+from kcompact.cleaner.logdir.compaction_gate import keyless_guard, not_compacted, retention_allowed
 from kcompact.cleaner.logdir.run_summary import repeated_warning_notes
 from kcompact.cleaner.partition import clean_partition
-from kcompact.cleaner.round.options import CleanOptions, CleanResult, with_cli_dedupe_buffer
+from kcompact.cleaner.round.options import (
+    CleanOptions,
+    CleanResult,
+    KeylessGuard,
+    KeylessLossRefused,
+    with_cli_dedupe_buffer,
+)
 from kcompact.cleaner.rules.ranges import compute_cleanable_range, pick_order
 from kcompact.cleaner.state.log_state import load_log_state
 from kcompact.cleaner.workers.pool import (
@@ -167,6 +173,11 @@ class PartitionTask:
     apply_retention: bool
     size_in_bytes: int  # of its segments: the work a clean may have to read
     topic_partition: tuple[str, int]
+    keyless_guard: KeylessGuard | None = None  # the round's refusal of mostly keyless data (``keyless_guard``)
+
+    def options(self, options: CleanOptions) -> CleanOptions:
+        """The run's options for this partition: its retention and its keyless guard."""
+        return replace(options, apply_retention=self.apply_retention, keyless_guard=self.keyless_guard)
 
 
 @dataclass(slots=True)
@@ -238,7 +249,7 @@ def clean_path(
         check_log_dir_checkpoints(target.parent)
         _require_fence_copies(target, options)
         task = partition_task(target, sources, run.notes)
-        own = replace(options, apply_retention=task.apply_retention, jobs=jobs)
+        own = replace(task.options(options), jobs=jobs)
         run.results.append(clean_partition(target, task.config, own, _progress_for(target, progress)))
         _note_jobs(run, jobs, None, "the round's segment ranges")
         return run
@@ -298,6 +309,8 @@ def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, 
     for outcome in outcomes:
         if isinstance(outcome, PartitionFailure):
             run.failures.append(outcome)
+        elif isinstance(outcome, PartitionSkip):
+            run.skipped.append(outcome)
         else:
             run.results.append(outcome)
     if workers > 1:
@@ -340,7 +353,8 @@ def partition_task(part_dir: Path, sources: ConfigSources, notes: list[str]) -> 
     if why is not None:
         raise RefusedError(f"{part_dir}: {why}")
     return PartitionTask(part_dir, effective.config, retention_allowed(effective), partition.size_in_bytes,
-                         partition.topic_partition)
+                         partition.topic_partition,
+                         keyless_guard(effective, allow_keyless_loss=sources.allow_keyless_loss))
 
 
 def cleaner_order(
@@ -397,8 +411,9 @@ def cleaner_order(
             continue
         if only_eligible and not rng.eligible:
             continue
+        guard = keyless_guard(effective, named_alone=False, allow_keyless_loss=sources.allow_keyless_loss)
         task = PartitionTask(part_dir, config, retention_allowed(effective), partition.size_in_bytes,
-                             partition.topic_partition)
+                             partition.topic_partition, guard)
         ranked.append((rng.dirty_ratio, task))
     if not candidates:
         raise KcompactError(f"no partition a cleaner works on under {log_dir}: only KRaft's metadata log "
@@ -470,11 +485,14 @@ def _settle(
 
 def _clean_task(
     options: CleanOptions, task: PartitionTask, progress: ProgressCallback | None
-) -> CleanResult | PartitionFailure:
-    """Clean one partition of a log dir; its deliberate errors become its failure."""
+) -> CleanResult | PartitionFailure | PartitionSkip:
+    """Clean one partition of a log dir; its deliberate errors become its failure, a round refused as
+    mostly keyless (found past the gate's sample) a skip with its reason, as the gate's are."""
     try:
-        own = replace(options, apply_retention=task.apply_retention)
+        own = task.options(options)
         return clean_partition(task.part_dir, task.config, own, _progress_for(task.part_dir, progress))
+    except KeylessLossRefused as err:
+        return PartitionSkip(str(task.part_dir), str(err).removeprefix(f"{task.part_dir}: "))
     except KcompactError as err:
         return PartitionFailure(str(task.part_dir), str(err))
 

@@ -15,10 +15,40 @@ from kcompact.cleaner.disk.swap import CrashHook
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.rules.ranges import CleanableRange
 from kcompact.config.topic_config import TopicConfig
+from kcompact.errors import RefusedError
 
 DEDUPE_BUFFER_KEY = "log.cleaner.dedupe.buffer.size"
+MOSTLY_KEYLESS = 0.5  # a share of keyless records above this is "mostly keyless"
 
 Progress = Callable[[int], None]  # called with bytes processed since the last call
+
+
+class KeylessLossRefused(RefusedError):
+    """A round would delete mostly keyless records that nothing acknowledged (:class:`KeylessGuard`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeylessGuard:
+    """How a clean refuses to delete mostly keyless data, given by ``logdir.compaction_gate.keyless_guard``.
+
+    The gate reads a sample before any work; the round counts every record it reads in pass 2 and,
+    when most would go as keyless, raises :class:`KeylessLossRefused` before its first change.
+
+    Attributes:
+        policy: the policy and its source, ``"cleanup.policy=compact (a topic override)"``.
+        advice: what follows the count: why it matters and the options that would compact it anyway.
+    """
+
+    policy: str
+    advice: str
+
+    def refuses(self, keyless: int, records: int) -> bool:
+        """Whether more than half of ``records`` have no key (never when none were counted)."""
+        return records > 0 and keyless > MOSTLY_KEYLESS * records
+
+    def refusal(self, counted: str) -> str:
+        """The reason, one sentence: ``counted`` says how many records have no key, out of how many."""
+        return f"{self.policy}, but {counted}, and a clean deletes every keyless record it reaches{self.advice}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +73,9 @@ class CleanOptions:
     # delete horizon; neither given: Kafka's rules alone
     safe_offset: int | None = None
     replica_dirs: tuple[str, ...] = ()
+    # refuse a round most of whose records would go as keyless (``clean``'s gate sets it unless
+    # --allow-keyless-loss acknowledges it for an explicitly compacted topic); None: no such guard
+    keyless_guard: KeylessGuard | None = None
 
 
 @dataclass(slots=True)

@@ -35,13 +35,14 @@ from pathlib import Path
 from kcompact.cleaner.disk.retention import RetentionResult, apply_retention, plan_retention
 from kcompact.cleaner.disk.roll import Roll, roll_active_segment
 from kcompact.cleaner.disk.swap import recover_interrupted_swaps, unsettled_files
-from kcompact.cleaner.round.options import CleanOptions, CleanResult, Progress
+from kcompact.cleaner.round.options import CleanOptions, CleanResult, KeylessLossRefused, Progress
 from kcompact.cleaner.round.plan import CleanPlan, build_plan
 from kcompact.cleaner.round.stages import (
     GroupOutput,
     commit_clean,
     nothing_to_clean,
     refuse_unsupported,
+    remove_outputs,
     write_checkpoint,
 )
 from kcompact.cleaner.round.stats import CleanStats
@@ -395,11 +396,29 @@ def _compact(here: _Round, partition: Partition, state: LogState) -> None:
     ran = here.runner(build_plan(state, rng, config, here.now_ms, fence), options, here.progress)
     result.end_offset = ran.plan.end_offset
     result.workers = ran.workers
+    _refuse_keyless_loss(options, ran)
     done = commit_clean(ran.plan, ran.outputs, options, stats=ran.map_stats, before_swap=here.before_change)
     if options.dry_run:
         here.before_change()  # notes what the round would keep (a dry run changes nothing)
     result.stats.add(done.stats)
     result.checkpoint_written = done.checkpoint_written
+
+
+def _refuse_keyless_loss(options: CleanOptions, ran: RoundOutput) -> None:
+    """Refuse the round, before its first change, when most records pass 2 read would go as keyless
+    (``options.keyless_guard``); its ``.cleaned`` files are removed, the caller undoes a roll."""
+    guard = options.keyless_guard
+    if guard is None:
+        return
+    keyless = sum(out.stats.invalid_records for out in ran.outputs)
+    records = sum(out.stats.records_read for out in ran.outputs)
+    if not guard.refuses(keyless, records):
+        return
+    if not options.dry_run:
+        remove_outputs(ran.plan, ran.outputs)
+    plan = ran.plan
+    counted = f"{keyless} of the {records} records the round reads (below offset {plan.end_offset}) have no key"
+    raise KeylessLossRefused(f"{plan.partition_dir}: {guard.refusal(counted)}")
 
 
 def _plan_retention(here: _Round, state: LogState, *, log_start_only: bool = False) -> RetentionResult:
