@@ -23,6 +23,7 @@ Kafka 4.1 facts (from ``LogConfig``, ``CleanerConfig``, ``ServerTopicConfigSynon
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -264,6 +265,31 @@ def resolve_config(
         ConfigError: a bad value in any source (the message names the source), an unknown cli key,
             or min.compaction.lag.ms above max.compaction.lag.ms.
     """
+    sources = (cli, topic_overrides, broker_dynamic, cluster_dynamic, server_properties)
+    try:
+        config, remembered = _resolve_memo(tuple(tuple(s.items()) for s in sources), broker_id)
+    except TypeError:  # an unhashable value (not a ConfigScalar): resolve without the memo
+        return _resolve_sources(sources, broker_id)
+    return config, list(remembered)
+
+
+_Items = tuple[tuple[str, ConfigScalar], ...]
+
+
+@functools.lru_cache(maxsize=64)
+def _resolve_memo(
+    sources: tuple[_Items, ...], broker_id: int | None
+) -> tuple[TopicConfig, tuple[ConfigValue, ...]]:
+    """:func:`resolve_config` of the same sources, once: the partitions of a log dir mostly share
+    their topic's and broker's configs, and ``inspect dirty-ratio`` resolves thousands of them."""
+    config, resolved = _resolve_sources(tuple(dict(items) for items in sources), broker_id)
+    return config, tuple(resolved)
+
+
+def _resolve_sources(
+    sources: tuple[Mapping[str, ConfigScalar], ...], broker_id: int | None
+) -> tuple[TopicConfig, list[ConfigValue]]:
+    cli, topic_overrides, broker_dynamic, cluster_dynamic, server_properties = sources
     for name in cli:
         config_key(name)
     broker_source = "broker" if broker_id is None else f"broker:{broker_id}"

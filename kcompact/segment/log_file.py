@@ -9,7 +9,9 @@ and the inspect reports ask for every batch they read), not by the walk itself: 
 
 The map is what makes large segments cheap: batches are ``memoryview`` slices of it, so walking headers of a
 1 GiB segment touches only the pages holding the headers, and the cleaner can copy a retained batch without
-an intermediate copy.
+an intermediate copy. A file under ``READ_BELOW`` bytes is read into memory instead: mapping and unmapping
+cost more than reading it, and ``inspect dirty-ratio`` over a log dir of many small partitions opens tens of
+thousands of them.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
     from kcompact.records.legacy import LegacyEntry
 
     AnyBatch = RecordBatch | LegacyEntry
+
+READ_BELOW = 1 << 16  # files smaller than this are read, not mapped (module docstring)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,14 +70,16 @@ class LogFile:
         try:
             with file_access(self.path, "read"):
                 self.size_in_bytes = os.fstat(self._file.fileno()).st_size
-                if self.size_in_bytes > 0:
+                if self.size_in_bytes >= READ_BELOW:
                     self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+                    self.buffer: memoryview = memoryview(self._map)
+                else:
+                    data = self._file.read(self.size_in_bytes) if self.size_in_bytes else b""
+                    self.size_in_bytes = len(data)  # what was read, should the file have shrunk
+                    self.buffer = memoryview(data)
         except BaseException:
             self._file.close()
             raise
-        self.buffer: memoryview = (
-            memoryview(self._map) if self._map is not None else memoryview(b"")
-        )
 
     def __enter__(self) -> Self:
         return self

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from kcompact.config.config_keys import CONFIG_KEYS, ConfigScalar, ParsedValue
 from kcompact.config.effective import (
     ASSUME_COMPACT_NOT_APPLIED,
     ASSUMED_COMPACT,
@@ -443,3 +444,31 @@ def test_real_zookeeper_log_dir_has_no_metadata_log() -> None:
     assert effective.node_id == 1001 and effective.metadata_dir is None  # broker.id, v0
     assert effective.notes[0].startswith("no KRaft metadata log (")
     assert effective.config.is_compacted and effective.value("cleanup.policy").source == "assumed"
+
+
+def test_partitions_sharing_their_sources_resolve_them_once(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from kcompact.config import topic_config
+
+    names = tuple(f"orders-{i}" for i in range(200)) + ("payments-0",)
+    log_dir = make_log_dir(tmp_path, metadata=[
+        *every_level_metadata(), [encode_topic("payments", uuid_bytes(12)), encode_partition(uuid_bytes(12), 0),
+                                  encode_config(TOPIC, "payments", "delete.retention.ms", "77")]],
+        partitions=names)
+    parsed: list[str] = []
+    real_parse = topic_config.parse_value
+
+    def counting(name: str, raw: ConfigScalar, **kwargs: int | None) -> ParsedValue:
+        parsed.append(name)
+        return real_parse(name, raw, **kwargs)
+
+    monkeypatch.setattr(topic_config, "parse_value", counting)
+    cli = {"segment.ms": "123457"}  # sources no other test resolved: nothing remembered yet
+    configs = [partition_config(log_dir / n, cli_overrides=cli) for n in names]
+    assert len(parsed) < 6 * len(CONFIG_KEYS)  # two topics, each once with and once without the cli's
+    assert {c.config.delete_retention_ms for c in configs[:-1]} == {21}
+    assert configs[-1].config.delete_retention_ms == 77
+    assert [v.source for v in configs[0].values] == [v.source for v in configs[1].values]
+    configs[0].values.clear()  # each caller owns its list
+    again = partition_config(log_dir / "orders-0", cli_overrides=cli)
+    assert again.value("delete.retention.ms").source == "topic" and again.config == configs[1].config
