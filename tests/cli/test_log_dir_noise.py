@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,6 +13,7 @@ from click.testing import CliRunner, Result
 
 from kcompact.cli.main import cli
 from tests.builders import BASE_TS, PartitionBuilder
+from tests.cli.test_dump_cli import broker_running
 from tests.unprivileged import run_kcompact
 
 NOW = BASE_TS + 1_000
@@ -85,27 +82,6 @@ def test_a_damaged_high_watermark_or_log_start_checkpoint_is_one_error(tmp_path:
     assert len(errors) == 1 and f"{log_dir / name} at position 0: " in errors[0], result.stderr
 
 
-_HOLDER = """
-import fcntl, os, sys
-fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
-fcntl.lockf(fd, fcntl.LOCK_EX)
-print("locked", flush=True)
-sys.stdin.read()
-"""
-
-
-@contextmanager
-def broker_running(log_dir: Path) -> Iterator[None]:
-    """A process holding ``<log_dir>/.lock`` as a running broker does."""
-    child = subprocess.Popen([sys.executable, "-c", _HOLDER, str(log_dir / ".lock")], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "locked"
-        yield
-    finally:
-        assert child.stdin is not None
-        child.stdin.close()
-        child.wait(timeout=10)
 
 
 def test_a_broker_holding_the_log_dir_is_one_refusal(tmp_path: Path) -> None:

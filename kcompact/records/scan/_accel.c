@@ -116,8 +116,10 @@ get_bytes(PyObject *obj, Py_buffer *view)
 }
 
 /* A flat buffer of native int64 (array('q'), or array('l') where long is 64 bits). */
+/* A 1-d C-contiguous buffer of 8-byte integers whose format is `letter` or `alias` (numpy names
+ * int64 q or l, uint64 Q or L); -1 without an exception when it is not one. */
 static int
-get_int64s(PyObject *obj, Py_buffer *view)
+get_8byte_ints(PyObject *obj, Py_buffer *view, char letter, char alias)
 {
     const char *format;
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
@@ -126,7 +128,7 @@ get_int64s(PyObject *obj, Py_buffer *view)
     }
     format = view->format == NULL ? "B" : view->format;
     if (view->ndim != 1 || view->itemsize != 8 || format[1] != '\0'
-        || (format[0] != 'q' && format[0] != 'l')) {
+        || (format[0] != letter && format[0] != alias)) {
         PyBuffer_Release(view);
         return -1;
     }
@@ -714,7 +716,7 @@ rebuild_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (as_int64(args[6], &r.base_offset) < 0 || get_bytes(args[0], &views[0]) < 0)
         return scan_error(DECLINED);
     for (held = 1; held <= N_REBUILD_COLUMNS; held++)
-        if (get_int64s(args[held], &views[held]) < 0)
+        if (get_8byte_ints(args[held], &views[held], 'q', 'l') < 0)
             goto declined;
     r.data = (const uint8_t *)views[0].buf;
     r.size = views[0].len;
@@ -863,22 +865,6 @@ done:
 /* ---- last_puts: the offset map's flush ------------------------------------------------------ */
 
 /* A flat buffer of native uint64 (a numpy uint64 array: format 'L' or 'Q'). 0 on success. */
-static int
-get_uint64s(PyObject *obj, Py_buffer *view)
-{
-    const char *format;
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        PyErr_Clear();
-        return -1;
-    }
-    format = view->format == NULL ? "B" : view->format;
-    if (view->ndim != 1 || view->itemsize != 8 || format[1] != '\0'
-        || (format[0] != 'Q' && format[0] != 'L')) {
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
 
 typedef struct {
     uint64_t hi, lo;
@@ -950,9 +936,9 @@ last_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int bits = 1;
     if (check_nargs("last_puts", nargs, 2) < 0)
         return NULL;
-    if (get_uint64s(args[0], &hv) < 0)
+    if (get_8byte_ints(args[0], &hv, 'Q', 'L') < 0)
         return scan_error(DECLINED);
-    if (get_uint64s(args[1], &lv) < 0) {
+    if (get_8byte_ints(args[1], &lv, 'Q', 'L') < 0) {
         PyBuffer_Release(&hv);
         return scan_error(DECLINED);
     }
