@@ -14,10 +14,7 @@ import click
 
 from kcompact.cli import render
 from kcompact.cli.help_text import with_examples
-from kcompact.cli.options import json_option
-
-EXIT_DIVERGED = 3
-"""``inspect replicas``: the copies diverge (0: they agree; 2: bad input; 1: a bug)."""
+from kcompact.cli.options import EXIT_DIVERGED, json_option
 
 EPILOG = (
     "Exit codes: 0 the replicas agree; 3 they diverge; 2 bad input or refused (one line on stderr "

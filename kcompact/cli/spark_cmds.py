@@ -37,6 +37,7 @@ from kcompact.cli.options import (
     EPILOG,
     EXIT_BAD_INPUT,
     EXIT_BUG,
+    GROUP_EPILOG,
     config_option,
     config_source_options,
     fence_options,
@@ -76,14 +77,15 @@ _storage_option = click.option(
 _filter = partition_filter_options("paths")
 
 
-@click.group("spark", short_help="Run clean, dirty-ratio and export as Spark jobs.", epilog=with_examples(
-    SPARK_EPILOG,
+@click.group("spark", short_help="Run clean, dirty-ratio, replicas and export as Spark jobs.", epilog=with_examples(
+    f"{STARTUP_NOTE}\n\n{GROUP_EPILOG}",
     "kcompact spark clean /shared/kafka-logs --master 'local[4]'",
     "kcompact spark inspect dirty-ratio /shared/kafka-logs --output ratio.parquet",
 ))
 def spark_group() -> None:
-    """Run clean, inspect dirty-ratio and export as Spark jobs: one task per partition (or segment),
-    the same library code as the serial commands, results as DataFrames (--output writes Parquet).
+    """Run clean, inspect dirty-ratio, inspect replicas and export as Spark jobs: one task per
+    partition (or segment), the same library code as the serial commands, results as DataFrames
+    (--output writes Parquet).
 
     Needs the spark extra (pip install 'kcompact[spark]') and Java. Every executor must see the log
     dirs at the same paths (a shared file system), or run one job per broker host.
@@ -175,7 +177,8 @@ def spark_clean_command(
 
 
 @spark_group.group("inspect", short_help="Read-only reports computed by Spark tasks.",
-                   epilog=with_examples(SPARK_EPILOG, "kcompact spark inspect dirty-ratio /shared/kafka-logs"))
+                   epilog=with_examples(f"{STARTUP_NOTE}\n\n{GROUP_EPILOG}",
+                                        "kcompact spark inspect dirty-ratio /shared/kafka-logs"))
 def spark_inspect() -> None:
     """Read-only reports computed by Spark tasks."""
 
