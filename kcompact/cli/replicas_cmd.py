@@ -74,10 +74,10 @@ def _print_report(report: Any) -> None:
         render.plain(f"log: [{part['replica']}] parts from [0] at offset {part['offset']} "
                      "(leader-epoch lineages)")
     for rec in report.records:
-        render.plain(f"log: [{rec.replica}] has {rec.count} record(s) unlike [0]'s at the same offset, "
+        render.plain(f"log: [{rec.replica}] has {render.plural(rec.count, 'record')} unlike [0]'s at the same offset, "
                      f"first {rec.first_offset}")
     if report.divergent_keys:
-        render.plain(f"state: {report.divergent_keys} of {report.keys_compared} key(s) differ")
+        render.plain(f"state: {report.divergent_keys} of {render.plural(report.keys_compared, 'key')} differ")
         for key in report.keys:
             sides = "; ".join(f"[{i}] {_side_text(s)}" for i, s in enumerate(key.sides))
             render.plain(f"  {key.key}: {sides}")
@@ -85,7 +85,7 @@ def _print_report(report: Any) -> None:
         render.plain(f"state: producer {txn.producer_id} at offset {txn.first_offset}: [0] {txn.reference}, "
                      f"[{txn.replica}] {txn.other}")
     verdict = "the replicas agree" if report.agree else "the replicas DIVERGE"
-    render.plain(f"{verdict} ({report.keys_compared} keys compared, {report.keys_not_comparable} "
+    render.plain(f"{verdict} ({render.plural(report.keys_compared, 'key')} compared, {report.keys_not_comparable} "
                  "not comparable: a later record above the limit)")
 
 
@@ -133,7 +133,7 @@ def spark_replicas_command(log_dirs: tuple[str, ...], master: str | None, verbos
     else:
         for row in run.rows:
             render.plain(_row_text(row))
-        render.plain(f"{len(run.rows)} partition(s) with two or more copies; "
+        render.plain(f"{render.plural(len(run.rows), 'partition')} with two or more copies; "
                      f"{sum(1 for r in run.rows if r.agree is False)} diverge")
         startup_line(startup_s)
     if any(row.error for row in run.rows):
@@ -158,5 +158,5 @@ def _row_text(row: Any) -> str:
     if row.agree:
         return f"{name}: {row.copies} copies agree"
     what = [w for w, flag in (("log", row.log_diverged), ("state", row.state_diverged)) if flag]
-    return (f"{name}: {row.copies} copies DIVERGE ({' and '.join(what)}: {row.divergent_keys} key(s), "
-            f"{row.divergent_transactions} transaction(s))")
+    return (f"{name}: {row.copies} copies DIVERGE ({' and '.join(what)}: {render.plural(row.divergent_keys, 'key')}, "
+            f"{render.plural(row.divergent_transactions, 'transaction')})")

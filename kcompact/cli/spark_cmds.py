@@ -376,7 +376,7 @@ def _clean_summary(rows: list[dict[str, Any]]) -> str:
     read = sum(row["bytes_read"] or 0 for row in rows)
     written = sum(row["bytes_written"] or 0 for row in rows)
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no partitions"
-    return f"{len(rows)} partitions: {parts}; {read} bytes read, {written} bytes written"
+    return f"{render.plural(len(rows), 'partition')}: {parts}; {read} bytes read, {written} bytes written"
 
 
 def render_export(summary: ExportSummary, startup_s: float, *, as_json: bool) -> None:
@@ -384,9 +384,7 @@ def render_export(summary: ExportSummary, startup_s: float, *, as_json: bool) ->
     if as_json:
         render.emit_json({**dataclasses.asdict(summary), "startup_s": round(startup_s, 3)})
         return
-    what = "latest live records (one per key)" if summary.latest else "records"
-    render.plain(f"{summary.records} {what} of {summary.partitions} partitions "
-                 f"({summary.segments} segments) written to {summary.output}")
+    render.plain(f"{render.export_text(summary)} written to {summary.output}")
     startup_line(startup_s)
 
 

@@ -43,7 +43,7 @@ def test_the_race_in_text(tmp_path: Path) -> None:
     result = run("inspect", "replicas", str(leader), str(follower))
     assert result.exit_code == 3
     lines = result.stdout.splitlines()
-    assert "state: 1 of 3 key(s) differ" in lines
+    assert "state: 1 of 3 keys differ" in lines
     assert any(line.startswith("  k: [0] absent; [1] value ") and line.endswith(" @0") for line in lines)
     assert lines[-1].startswith("the replicas DIVERGE")
 

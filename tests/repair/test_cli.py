@@ -39,7 +39,7 @@ def test_dry_run_report_whole_output(tmp_path: Path) -> None:
     assert code == 2
     log = part / LOG0
     assert out.replace(str(part), "PART").splitlines() == [
-        "PART: 1 problem(s) found; the broker's cleaner would mark it uncleanable",
+        "PART: 1 problem found; the broker's cleaner would mark it uncleanable",
         (f"  [corrupt-batch] PART/{LOG0} at position {position}: wrong batch length; expected "
         f"181, found 5 (a field outside the CRC; the batch is otherwise intact)"),
         "      impact: breaks the broker and its cleaner",
