@@ -82,7 +82,9 @@ def json_option(help_text: str) -> Callable[[F], F]:
             ctx.meta[JSON_REQUESTED] = True
         return value
 
-    return click.option("--json", "as_json", is_flag=True, callback=remember, help=help_text)
+    # eager: remembered before any other parameter is converted, so a refusal while converting one
+    # (a URL given to --undo before --json) gets its JSON error object too
+    return click.option("--json", "as_json", is_flag=True, is_eager=True, callback=remember, help=help_text)
 
 
 def config_option(help_text: str) -> Callable[[F], F]:
