@@ -7,7 +7,10 @@ so a repair that dies half-way still leaves a usable backup. Each step of a repa
 it — also when it fails — the manifest records the partition's files as the step left them. ``--undo``
 therefore knows, even after a failed or killed repair, exactly which differences the repair can have made
 and refuses to delete or overwrite anything else (a segment a broker wrote since). Damaged byte ranges
-cut out of a segment go to the quarantine with the file and position they came from. :func:`undo_repair` puts the partition back:
+cut out of a segment go to the quarantine with the file and position they came from. Every file and
+directory the backup creates, and every rename of its manifest, is durable before the repair goes on
+(the file fsynced, then the directory holding its name), as the cleaner's swap and the checkpoint writer
+do: a crash right after must not leave a partition changed and its backup's manifest or copies lost. :func:`undo_repair` puts the partition back:
 it removes what the repair (and a ``--clean`` after it) created, restores every saved file with its
 mode and mtime, and checks each restored file's sha256.
 
@@ -35,7 +38,7 @@ from typing import Any
 
 from kcompact.errors import KcompactError, RefusedError
 from kcompact.repair.salvage import DamagedRegion
-from kcompact.segment.files import write_synced
+from kcompact.segment.files import fsync_dir, write_synced
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
@@ -142,8 +145,8 @@ class Backup:
         self.log_dir = partition_dir.resolve().parent
         self.partition_dir = partition_dir.resolve()
         check_backup_location(directory, self.log_dir)
-        (directory / FILES_DIR / self.partition_dir.name).mkdir(parents=True, exist_ok=True)
-        (directory / QUARANTINE_DIR).mkdir(exist_ok=True)
+        make_dirs_synced(directory / FILES_DIR / self.partition_dir.name)
+        make_dirs_synced(directory / QUARANTINE_DIR)
         self.manifest = Manifest(
             log_dir=str(self.log_dir), partition_dir=self.partition_dir.name,
             listing_before=_listing(self.partition_dir), created_ms=int(time.time() * 1000))
@@ -163,8 +166,9 @@ class Backup:
             return
         st = path.stat()
         target = self.directory / FILES_DIR / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs_synced(target.parent)
         digest = copy_hashed(path, target)
+        fsync_dir(target.parent)
         self.manifest.files.append(SavedFile(relative, digest, st.st_size, st.st_mode & 0o7777,
                                              st.st_uid, st.st_gid, st.st_mtime_ns))
         self._write_manifest()
@@ -174,6 +178,7 @@ class Backup:
         name = f"{source.name}.{region.position:020d}.{region.kind}"
         path = self.directory / QUARANTINE_DIR / name
         write_synced(path, data)
+        fsync_dir(path.parent)
         entry = QuarantinedRegion(
             file=f"{QUARANTINE_DIR}/{name}", source=str(source.resolve().relative_to(self.log_dir)),
             position=region.position, size_in_bytes=region.size_in_bytes, kind=region.kind,
@@ -213,11 +218,20 @@ class Backup:
 
 
 def write_manifest(directory: Path, manifest: Manifest) -> None:
-    """Replace ``manifest.json`` atomically."""
+    """Create or replace ``manifest.json`` atomically and durably (``.tmp``, fsync, rename, fsync directory)."""
     data = json.dumps(asdict(manifest), indent=2).encode("utf-8")
     temporary = directory / f"{MANIFEST_NAME}.tmp"
     write_synced(temporary, data)
     os.replace(temporary, directory / MANIFEST_NAME)
+    fsync_dir(directory)
+
+
+def make_dirs_synced(directory: Path) -> None:
+    """``mkdir -p``, each directory it creates made durable in its parent (the parent fsynced)."""
+    missing = [d for d in (directory, *directory.parents) if not d.exists()]
+    for created in reversed(missing):
+        created.mkdir(exist_ok=True)
+        fsync_dir(created.parent)
 
 
 def read_manifest(directory: Path) -> Manifest:
