@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -145,6 +146,7 @@ class Backup:
         self.log_dir = partition_dir.resolve().parent
         self.partition_dir = partition_dir.resolve()
         check_backup_location(directory, self.log_dir)
+        self._made = [d for d in (directory, *directory.parents) if not d.exists()]  # discard() removes them
         make_dirs_synced(directory / FILES_DIR / self.partition_dir.name)
         make_dirs_synced(directory / QUARANTINE_DIR)
         self.manifest = Manifest(
@@ -153,6 +155,31 @@ class Backup:
         self._saved: set[str] = set()
         self.checkpoint = self.log_dir / CLEANER_CHECKPOINT
         self._record_state()
+        self._state_before = self._state_now()
+
+    def changed(self) -> bool:
+        """Whether the partition's files or the log dir's cleaner checkpoint differ from when the backup began."""
+        return self._state_now() != self._state_before
+
+    def discard(self) -> None:
+        """Remove the backup, and the directories it made for it: it holds nothing to undo (see :meth:`changed`)."""
+        if self.directory in self._made:
+            shutil.rmtree(self.directory)
+        else:  # an empty directory given by --backup-dir: left as it was given
+            for entry in self.directory.iterdir():
+                if entry.is_dir():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+        for made in self._made:
+            with suppress(OSError):  # a parent another backup has used since stays
+                made.rmdir()
+            with suppress(OSError):
+                fsync_dir(made.parent)
+
+    def _state_now(self) -> tuple[dict[str, list[int]], str | None]:
+        checkpoint = sha256_of(self.checkpoint) if self.checkpoint.is_file() else None
+        return partition_state(self.partition_dir), checkpoint
 
     def save(self, path: Path) -> None:
         """Copy ``path`` (in the partition dir or the log dir) into the backup, once."""
