@@ -24,6 +24,7 @@ Hierarchy::
 from __future__ import annotations
 
 import os
+import re
 
 
 class KcompactError(Exception):
@@ -48,16 +49,19 @@ class KcompactError(Exception):
 def _leading_path(message: str) -> str | None:
     """The file a message names first (house style: ``"<path>: what is wrong"``), None when it names none.
 
-    The text before the first ``": "`` counts as a path when it is an absolute or ``./``-relative path
-    or names something on disk, so an error raised with the path only in its words still carries it
-    (``--json``'s ``"path"``).
+    The text before the first ``": "`` counts as a path when it is an absolute or ``./``-relative path,
+    a storage URL (``s3://bucket/logs``) or names something on disk, so an error raised with the path
+    only in its words still carries it (``--json``'s ``"path"``).
     """
     head, sep, _ = message.partition(": ")
     if not sep or not head or "\n" in head:
         return None
-    if head.startswith(("/", "./", "../")) or os.path.lexists(head):
+    if head.startswith(("/", "./", "../")) or _URL.match(head) or os.path.lexists(head):
         return head
     return None
+
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S")  # a scheme, then anything: what fsspec is given
 
 
 class CorruptDataError(KcompactError):

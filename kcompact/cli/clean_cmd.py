@@ -103,9 +103,9 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
     from rich.table import Table
 
     table = Table(show_header=False, box=None, padding=(0, 2))
-    table.add_row("read", f"{render.size_text(s.bytes_read)}, {s.records_read} records in "
+    table.add_row("read", f"{render.size_text(s.bytes_read)}, {render.plural(s.records_read, 'record')} in "
                           f"{s.elapsed_s:.2f} s ({rate:.1f} MiB/s)")
-    table.add_row("written", f"{render.size_text(s.bytes_written)}, {s.records_written} records")
+    table.add_row("written", f"{render.size_text(s.bytes_written)}, {render.plural(s.records_written, 'record')}")
     table.add_row("size reduction", render.percent_text(s.size_reduction))
     table.add_row("removed", (
         f"{s.superseded_removed} superseded, {s.tombstones_removed} tombstones, "
@@ -130,7 +130,7 @@ def _render_retention(name: str, result: CleanResult) -> None:
     verb = "would delete" if result.dry_run else "deleted"
     reasons = ", ".join(sorted(set(plan.reasons.values())))
     render.plain(
-        f"{name}: retention {verb} {len(plan.deleted_segments)} segments ({plan.bytes_deleted} bytes, "
+        f"{name}: retention {verb} {render.plural(len(plan.deleted_segments), 'segment')} ({plan.bytes_deleted} bytes, "
         f"{reasons}); log start {plan.log_start_before} -> {plan.log_start_after}"
         + (" after rolling a new active segment" if plan.rolled else "")
     )
@@ -141,7 +141,7 @@ def _render_summary(run: CleanRun) -> None:
     total_written = sum(r.stats.bytes_written for r in run.results)
     cleaned = sum(1 for r in run.results if r.skipped_reason is None)
     render.plain(
-        f"{cleaned} partitions cleaned, {len(run.results) - cleaned} had nothing to clean, "
+        f"{render.plural(cleaned, 'partition')} cleaned, {len(run.results) - cleaned} had nothing to clean, "
         f"{len(run.skipped)} skipped, {len(run.failures)} failed; "
         f"{total_read} bytes read, {total_written} bytes written"
     )

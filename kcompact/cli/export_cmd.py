@@ -56,6 +56,4 @@ def export_command(paths: tuple[str, ...], output: str, latest: bool, as_json: b
     if as_json:
         render.emit_json({**dataclasses.asdict(summary), "elapsed_s": round(elapsed, 3)})
         return
-    what = "latest live records (one per key)" if summary.latest else "records"
-    render.plain(f"{summary.records} {what} of {summary.partitions} partitions "
-                 f"({summary.segments} segments) written to {summary.output} in {elapsed:.1f} s")
+    render.plain(f"{render.export_text(summary)} written to {summary.output} in {elapsed:.1f} s")

@@ -86,7 +86,7 @@ def _log_entries(r: Any) -> list[render.Entry]:
                  f"{r.last_stable_offset})")
     distinct = (f"{keys.distinct_keys} distinct; {keys.dirty_distinct_keys} in the dirty section, "
                 f"{keys.cleanable_distinct_keys} in the cleanable range")
-    duplicates = (f"{keys.duplicate_records} of {keys.keyed_records} keyed records "
+    duplicates = (f"{keys.duplicate_records} of {render.plural(keys.keyed_records, 'keyed record')} "
                   f"({keys.duplicate_bytes} bytes) have a later record of their key")
     return [
         ("offsets", [offsets]),
@@ -121,7 +121,7 @@ def _transaction_lines(txn: Any) -> list[str]:
             f"{render.plural(txn.aborted_transactions, 'aborted transaction')} "
             f"({render.plural(txn.aborted_records, 'record')}), {len(txn.open_transactions)} open")
     if txn.other_control_records:
-        head += f", {txn.other_control_records} other control records"
+        head += f", {render.plural(txn.other_control_records, 'other control record')}"
     lines = [head]
     for t in txn.open_transactions:
         lines.append(f"open: producer id {t.producer_id} (epoch {t.producer_epoch}) from offset "
@@ -135,15 +135,15 @@ def _clean_entries(r: Any) -> list[render.Entry]:
     one = plan.one_pass_dedupe_buffer_size
     need = "more than 2 GiB a thread" if one is None else f"a {one}-byte buffer"
     threads = render.plural(plan.cleaner_threads, "thread")
-    capacity = (f"{plan.keys_to_map} keys to map, {plan.keys_per_pass} a pass "
+    capacity = (f"{render.plural(plan.keys_to_map, 'key')} to map, {plan.keys_per_pass} a pass "
                 f"({plan.dedupe_buffer_size} bytes / {threads})")
     entries = [
         ("a clean now", _projection_lines(r.projection)),
         ("dedupe", [capacity, f"{passes}; one pass needs {need}"]),
     ]
     if p is not None:
-        misplaced = (f"{p.misplaced_keys} keys ({p.misplaced_records} records, "
-                     f"{p.misplaced_bytes} bytes) belong to another of {p.partitions} partitions")
+        misplaced = (f"{render.plural(p.misplaced_keys, 'key')} ({render.plural(p.misplaced_records, 'record')}, "
+                     f"{p.misplaced_bytes} bytes) belong to another of {render.plural(p.partitions, 'partition')}")
         entries.append(("partitioner", [misplaced]))
     return entries
 

@@ -87,7 +87,7 @@ def _print_last_clean(r: Any) -> None:
              f"(checkpoint {checkpoint})")
     horizons = "no batch carries a delete horizon"
     if r.newest_delete_horizon_ms is not None:
-        horizons = (f"{r.delete_horizon_batches} batches with a delete horizon, the newest "
+        horizons = (f"{render.plural(r.delete_horizon_batches, 'batch', 'batches')} with a delete horizon, the newest "
                     f"{render.utc_text(r.newest_delete_horizon_ms)}: stamped by a clean at "
                     f"{render.utc_text(r.horizon_stamped_at_ms)}")
     render.print_entries([first, ("since", [run, dirty]), ("horizons", [horizons]),

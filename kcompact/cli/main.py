@@ -15,9 +15,10 @@ Exit codes (documented in ``kcompact --help`` and README.md):
 
   A run over a log dir that fails for some partitions only is not this case: its normal JSON carries
   them (``clean``: ``failures``; ``inspect dirty-ratio``: each row's ``error``), and it exits 2 too.
-* 1 — a bug in kcompact: a traceback is printed; please report it.
+* 1 — a bug in kcompact: a traceback is printed; please report it;
+* 3 — ``inspect replicas`` and ``spark inspect replicas``: the copies diverge.
 
-Both are decided once, in :class:`KcompactGroup` (every command's ``--json`` is
+2 and 1 are decided once, in :class:`KcompactGroup` (every command's ``--json`` is
 ``options.json_option``, which tells it ``--json`` was given).
 
 Imports of the library happen inside the commands so that ``kcompact --help`` stays fast.
@@ -33,7 +34,7 @@ import click
 from kcompact import __version__
 from kcompact.cli import render
 from kcompact.cli.help_text import with_examples
-from kcompact.cli.options import EPILOG, EXIT_BAD_INPUT, EXIT_OK, JSON_REQUESTED
+from kcompact.cli.options import EXIT_BAD_INPUT, EXIT_OK, GROUP_EPILOG, JSON_REQUESTED
 
 if TYPE_CHECKING:
     from kcompact.errors import KcompactError
@@ -90,7 +91,7 @@ def _emit_json_error(ctx: click.Context, message: str, kind: str, path: str | No
 
 
 @click.group(cls=KcompactGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=with_examples(
-    EPILOG,
+    GROUP_EPILOG,
     "kcompact inspect dirty-ratio /tmp/kafka-logs",
     "kcompact clean /tmp/kafka-logs/orders-0 --dry-run",
 ))
@@ -103,14 +104,15 @@ def cli() -> None:
     """
 
 
-@cli.group(cls=KcompactGroup, short_help="Read-only reports: dump, dirty ratio, keys, last clean, transactions.",
+@cli.group(cls=KcompactGroup, short_help="dump, dirty-ratio, keys, last-clean, replicas, transactions.",
            epilog=with_examples(
-               EPILOG,
+               GROUP_EPILOG,
                "kcompact inspect dump /tmp/kafka-logs/orders-0 --records",
                "kcompact inspect keys /tmp/kafka-logs/orders-0",
            ))
 def inspect() -> None:
-    """Read-only reports: dump segments and indexes, dirty ratio, keys, last clean, producers and transactions."""
+    """Read-only reports: dump segments and indexes, dirty ratio, keys, last clean, whether replica copies
+    agree, producers and transactions."""
 
 
 def _register_commands() -> None:

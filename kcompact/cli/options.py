@@ -19,11 +19,15 @@ import click
 EXIT_OK = 0
 EXIT_BUG = 1
 EXIT_BAD_INPUT = 2
+EXIT_DIVERGED = 3  # inspect replicas, spark inspect replicas: the copies diverge
 
 EPILOG = (
     "Exit codes: 0 success; 2 bad input or refused (one line on stderr names the file and byte "
     "position); 1 a bug in kcompact (with a traceback)."
 )
+GROUP_EPILOG = EPILOG.replace("(with a traceback).", "(with a traceback); 3 inspect replicas: the "
+                                                     "copies diverge.")
+"""The exit codes of every command of a group (README's list): ``kcompact --help``, ``inspect``, ``spark``."""
 SERVER_PROPERTIES_HELP = "The broker's server.properties (default: $KCOMPACT_SERVER_PROPERTIES)."
 METADATA_DIR_HELP = (
     "metadata.log.dir or its __cluster_metadata-0 (default: the one server.properties names, "
@@ -78,7 +82,9 @@ def json_option(help_text: str) -> Callable[[F], F]:
             ctx.meta[JSON_REQUESTED] = True
         return value
 
-    return click.option("--json", "as_json", is_flag=True, callback=remember, help=help_text)
+    # eager: remembered before any other parameter is converted, so a refusal while converting one
+    # (a URL given to --undo before --json) gets its JSON error object too
+    return click.option("--json", "as_json", is_flag=True, is_eager=True, callback=remember, help=help_text)
 
 
 def config_option(help_text: str) -> Callable[[F], F]:

@@ -66,11 +66,12 @@ def partition_filter_options(paths_param: str) -> Callable[[F], F]:
 def _selection(topics: tuple[str, ...], excluded: tuple[str, ...], partitions: tuple[int, ...],
                paths: str | tuple[str, ...] | None) -> Any:
     """The filter, its matches counted and said (raises ``KcompactError`` when none match)."""
+    from kcompact.cli.render import plural
     from kcompact.segment.partition_filter import PartitionFilter, count_matches
 
     selection = PartitionFilter.of(topics, excluded, partitions)
     if paths is not None:
         match = count_matches((paths,) if isinstance(paths, str) else paths, selection)
-        click.echo(f"kcompact: {selection.describe()} matched {match.matched} of {match.total} "
-                   "partitions", err=True)
+        click.echo(f"kcompact: {selection.describe()} matched {match.matched} of "
+                   f"{plural(match.total, 'partition')}", err=True)
     return selection

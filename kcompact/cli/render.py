@@ -140,6 +140,14 @@ def plural(n: int, word: str, plural_word: str | None = None) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {plural_word or word + 's'}"
 
 
+def export_text(summary: Any) -> str:
+    """What an export wrote (``export``, ``spark export``): ``3 records of 1 partition (1 segment)``."""
+    what = "latest live record (one per key)" if summary.latest else "record"
+    whats = "latest live records (one per key)" if summary.latest else "records"
+    return (f"{plural(summary.records, what, whats)} of {plural(summary.partitions, 'partition')} "
+            f"({plural(summary.segments, 'segment')})")
+
+
 def printable(text: str) -> str:
     """Text as is when printable, else with escapes: data must not drive the terminal."""
     return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")

@@ -145,7 +145,7 @@ def _undo(undo_dir: str, *, dry_run: bool, as_json: bool) -> None:
         return
     verb = "would" if dry_run else "did"
     render.plain(f"{result.partition_dir}: undo from {result.backup_dir} ({verb}: "
-                 f"remove {len(result.removed)}, restore {len(result.restored)} files)")
+                 f"remove {len(result.removed)}, restore {render.plural(len(result.restored), 'file')})")
     for name in result.removed:
         render.plain(f"  remove  {name}")
     for name in result.restored:
@@ -159,8 +159,9 @@ def _render(result: Any) -> None:
     verdict = ("the broker's cleaner would mark it uncleanable" if result.uncleanable
                else "nothing in it stops the broker's cleaner")
     notes = sum(1 for f in result.findings if f.informational)
-    also = f" and {notes} informational finding(s)" if notes else ""
-    render.plain(f"{name}: {len(result.findings) - notes} problem(s){also} found; {verdict}")
+    also = f" and {render.plural(notes, 'informational finding')}" if notes else ""
+    problems = render.plural(len(result.findings) - notes, "problem")
+    render.plain(f"{name}: {problems}{also} found; {verdict}")
     for finding in result.findings:
         _finding_lines(finding)
     if result.dry_run:
@@ -174,7 +175,7 @@ def _render(result: Any) -> None:
         render.plain(f"done: {action}")
     if result.quarantined:
         total = sum(q.size_in_bytes for q in result.quarantined)
-        render.plain(f"quarantined: {len(result.quarantined)} region(s), {total} bytes")
+        render.plain(f"quarantined: {render.plural(len(result.quarantined), 'region')}, {total} bytes")
     if result.backup_dir is not None:
         _given_up_lines(result.given_up, "given up")
         render.plain(f"backup: {result.backup_dir} (undo: kcompact repair --undo {result.backup_dir})")
@@ -185,7 +186,7 @@ def _render(result: Any) -> None:
         render.error_line(f"clean failed: {result.clean_error}")
     left = [f for f in result.remaining if f.blocks_cleaning or f.action]
     render.plain("after the repair: nothing left to repair" if not left
-                 else f"after the repair: {len(left)} problem(s) left")
+                 else f"after the repair: {render.plural(len(left), 'problem')} left")
     for finding in left:
         _finding_lines(finding)
 
@@ -200,7 +201,7 @@ def _given_up_lines(given_up: Any, verb: str) -> None:
         render.plain(f"{verb}: nothing (every batch that passes its CRC stays in the log)")
         return
     total = sum(g.size_in_bytes for g in given_up)
-    render.plain(f"{verb} ({len(given_up)} region(s), {total} bytes, moved to the quarantine):")
+    render.plain(f"{verb} ({render.plural(len(given_up), 'region')}, {total} bytes, moved to the quarantine):")
     for entry in given_up:
         render.plain(f"  - {entry.text()}")
 

@@ -70,7 +70,7 @@ def _summary_table(outcome: LogDirRepair) -> None:
     counts: dict[str, int] = {}
     for row in outcome.rows():
         counts[row["status"]] = counts.get(row["status"], 0) + 1
-    render.plain(f"{len(outcome.rows())} partition(s): "
+    render.plain(f"{render.plural(len(outcome.rows()), 'partition')}: "
                  + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
 
 
@@ -79,10 +79,10 @@ def _count(value: Any) -> str:
 
 
 def _given_up_cell(row: dict[str, Any]) -> str:
-    """``-`` (nothing), or ``2 region(s), 180 B, 3 records`` / ``…, records unknown``."""
+    """``-`` (nothing), or ``2 regions, 180 B, 3 records`` / ``…, records unknown``."""
     if not row["regions_given_up"]:
         return "-"
     records = ("records unknown" if row["records_given_up"] is None
-               else f"{row['records_given_up']} records")
-    return (f"{row['regions_given_up']} region(s), {render.size_text(row['bytes_given_up'])}, "
+               else render.plural(row['records_given_up'], 'record'))
+    return (f"{render.plural(row['regions_given_up'], 'region')}, {render.size_text(row['bytes_given_up'])}, "
             f"{records}")

@@ -8,16 +8,17 @@ Registered into the ``inspect`` group by ``kcompact.cli.main``. Only click and `
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from kcompact.cli import render
 from kcompact.cli.help_text import with_examples
-from kcompact.cli.options import json_option
+from kcompact.cli.options import EXIT_DIVERGED, json_option
+from kcompact.cli.partition_filter_options import partition_filter_options
 
-EXIT_DIVERGED = 3
-"""``inspect replicas``: the copies diverge (0: they agree; 2: bad input; 1: a bug)."""
+if TYPE_CHECKING:
+    from kcompact.segment.partition_filter import PartitionFilter
 
 EPILOG = (
     "Exit codes: 0 the replicas agree; 3 they diverge; 2 bad input or refused (one line on stderr "
@@ -33,15 +34,14 @@ EPILOG = (
                    "kcompact inspect replicas b1/orders-0 b2/orders-0 --json --max-keys 1000",
                ))
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=str))
-@click.option("--topic", default=None, help="The topic, when the paths are log dirs.")
-@click.option("--partition", type=click.IntRange(min=0), default=None, help="The partition, likewise.")
+@partition_filter_options("paths")
 @click.option("--max-keys", type=click.IntRange(min=0), default=100, show_default=True, metavar="N",
               help="How many divergent keys to list (all are counted).")
 @json_option("Print the report as one JSON object (every divergent key up to --max-keys).")
-def replicas_command(paths: tuple[str, ...], topic: str | None, partition: int | None, max_keys: int,
+def replicas_command(paths: tuple[str, ...], selection: PartitionFilter | None, max_keys: int,
                      as_json: bool) -> None:
     """Compare two or more copies of one partition taken from its replicas (partition dirs, or log
-    dirs with --topic and --partition): per copy its log start, log end, high watermark
+    dirs with --topic and --partition selecting one partition in them): per copy its log start, log end, high watermark
     (replication-offset-checkpoint), last stable offset and leader epochs; then where the logs part
     (the first offset their leader-epoch lineages assign to different epochs, where Kafka would
     truncate a follower; records that differ at one offset below the lowest high watermark) and
@@ -51,7 +51,9 @@ def replicas_command(paths: tuple[str, ...], topic: str | None, partition: int |
     named is the reference. Reads every record; writes nothing.
     """
     from kcompact.inspect.replicas import replicas_report
+    from kcompact.segment.partition_filter import sole_partition
 
+    topic, partition = (None, None) if selection is None else sole_partition(paths, selection)
     report = replicas_report(paths, topic=topic, partition=partition, max_keys=max_keys)
     if as_json:
         render.emit_json(report.as_dict())
@@ -77,10 +79,10 @@ def _print_report(report: Any) -> None:
         render.plain(f"log: [{part['replica']}] parts from [0] at offset {part['offset']} "
                      "(leader-epoch lineages)")
     for rec in report.records:
-        render.plain(f"log: [{rec.replica}] has {rec.count} record(s) unlike [0]'s at the same offset, "
+        render.plain(f"log: [{rec.replica}] has {render.plural(rec.count, 'record')} unlike [0]'s at the same offset, "
                      f"first {rec.first_offset}")
     if report.divergent_keys:
-        render.plain(f"state: {report.divergent_keys} of {report.keys_compared} key(s) differ")
+        render.plain(f"state: {report.divergent_keys} of {render.plural(report.keys_compared, 'key')} differ")
         for key in report.keys:
             sides = "; ".join(f"[{i}] {_side_text(s)}" for i, s in enumerate(key.sides))
             render.plain(f"  {key.key}: {sides}")
@@ -88,7 +90,7 @@ def _print_report(report: Any) -> None:
         render.plain(f"state: producer {txn.producer_id} at offset {txn.first_offset}: [0] {txn.reference}, "
                      f"[{txn.replica}] {txn.other}")
     verdict = "the replicas agree" if report.agree else "the replicas DIVERGE"
-    render.plain(f"{verdict} ({report.keys_compared} keys compared, {report.keys_not_comparable} "
+    render.plain(f"{verdict} ({render.plural(report.keys_compared, 'key')} compared, {report.keys_not_comparable} "
                  "not comparable: a later record above the limit)")
 
 
@@ -106,6 +108,7 @@ def _side_text(side: dict[str, Any]) -> str:
                    "serial command is faster.\n\n" + EPILOG,
                    "kcompact spark inspect replicas /copies/b1/logs /copies/b2/logs /copies/b3",
                    "kcompact spark inspect replicas b1/logs b2/logs --json --max-keys 10",
+                   "kcompact spark inspect replicas b1/logs b2/logs --topic 'orders.*'",
                ))
 @click.argument("log_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=str))
 @click.option("--master", default=None, metavar="URL",
@@ -114,9 +117,10 @@ def _side_text(side: dict[str, Any]) -> str:
 @click.option("--verbose", is_flag=True, help="Show Spark's own logs (INFO); default: errors only.")
 @click.option("--max-keys", type=click.IntRange(min=0), default=100, show_default=True, metavar="N",
               help="How many divergent keys each partition's report lists (all are counted).")
+@partition_filter_options("log_dirs")
 @json_option("Print a JSON list of rows; each row's report is inspect replicas --json of that partition.")
 def spark_replicas_command(log_dirs: tuple[str, ...], master: str | None, verbose: bool, max_keys: int,
-                           as_json: bool) -> None:
+                           selection: PartitionFilter | None, as_json: bool) -> None:
     """Compare the copies of every partition found in two or more of LOG_DIRS (one log dir per
     broker, copied from a whole cluster) as Spark tasks, one partition a task: each row is the
     verdict of `kcompact inspect replicas` on that partition's copies (in the order of LOG_DIRS,
@@ -129,6 +133,7 @@ def spark_replicas_command(log_dirs: tuple[str, ...], master: str | None, verbos
     from kcompact.spark.session import command_session
 
     sets = replica_sets([os.path.abspath(d) for d in log_dirs])  # before Spark starts; executors: absolute
+    sets = [s for s in sets if selection is None or selection.matches(s.topic, s.partition)]
     with command_session(master, verbose=verbose) as (spark, startup_s):
         run = spark_replicas(spark, sets, max_keys=max_keys)
     if as_json:
@@ -136,7 +141,7 @@ def spark_replicas_command(log_dirs: tuple[str, ...], master: str | None, verbos
     else:
         for row in run.rows:
             render.plain(_row_text(row))
-        render.plain(f"{len(run.rows)} partition(s) with two or more copies; "
+        render.plain(f"{render.plural(len(run.rows), 'partition')} with two or more copies; "
                      f"{sum(1 for r in run.rows if r.agree is False)} diverge")
         startup_line(startup_s)
     if any(row.error for row in run.rows):
@@ -161,5 +166,5 @@ def _row_text(row: Any) -> str:
     if row.agree:
         return f"{name}: {row.copies} copies agree"
     what = [w for w, flag in (("log", row.log_diverged), ("state", row.state_diverged)) if flag]
-    return (f"{name}: {row.copies} copies DIVERGE ({' and '.join(what)}: {row.divergent_keys} key(s), "
-            f"{row.divergent_transactions} transaction(s))")
+    return (f"{name}: {row.copies} copies DIVERGE ({' and '.join(what)}: {render.plural(row.divergent_keys, 'key')}, "
+            f"{render.plural(row.divergent_transactions, 'transaction')})")

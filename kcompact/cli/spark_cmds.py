@@ -37,6 +37,7 @@ from kcompact.cli.options import (
     EPILOG,
     EXIT_BAD_INPUT,
     EXIT_BUG,
+    GROUP_EPILOG,
     config_option,
     config_source_options,
     fence_options,
@@ -76,14 +77,15 @@ _storage_option = click.option(
 _filter = partition_filter_options("paths")
 
 
-@click.group("spark", short_help="Run clean, dirty-ratio and export as Spark jobs.", epilog=with_examples(
-    SPARK_EPILOG,
+@click.group("spark", short_help="Run clean, dirty-ratio, replicas and export as Spark jobs.", epilog=with_examples(
+    f"{STARTUP_NOTE}\n\n{GROUP_EPILOG}",
     "kcompact spark clean /shared/kafka-logs --master 'local[4]'",
     "kcompact spark inspect dirty-ratio /shared/kafka-logs --output ratio.parquet",
 ))
 def spark_group() -> None:
-    """Run clean, inspect dirty-ratio and export as Spark jobs: one task per partition (or segment),
-    the same library code as the serial commands, results as DataFrames (--output writes Parquet).
+    """Run clean, inspect dirty-ratio, inspect replicas and export as Spark jobs: one task per
+    partition (or segment), the same library code as the serial commands, results as DataFrames
+    (--output writes Parquet).
 
     Needs the spark extra (pip install 'kcompact[spark]') and Java. Every executor must see the log
     dirs at the same paths (a shared file system), or run one job per broker host.
@@ -175,7 +177,8 @@ def spark_clean_command(
 
 
 @spark_group.group("inspect", short_help="Read-only reports computed by Spark tasks.",
-                   epilog=with_examples(SPARK_EPILOG, "kcompact spark inspect dirty-ratio /shared/kafka-logs"))
+                   epilog=with_examples(f"{STARTUP_NOTE}\n\n{GROUP_EPILOG}",
+                                        "kcompact spark inspect dirty-ratio /shared/kafka-logs"))
 def spark_inspect() -> None:
     """Read-only reports computed by Spark tasks."""
 
@@ -373,7 +376,7 @@ def _clean_summary(rows: list[dict[str, Any]]) -> str:
     read = sum(row["bytes_read"] or 0 for row in rows)
     written = sum(row["bytes_written"] or 0 for row in rows)
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no partitions"
-    return f"{len(rows)} partitions: {parts}; {read} bytes read, {written} bytes written"
+    return f"{render.plural(len(rows), 'partition')}: {parts}; {read} bytes read, {written} bytes written"
 
 
 def render_export(summary: ExportSummary, startup_s: float, *, as_json: bool) -> None:
@@ -381,9 +384,7 @@ def render_export(summary: ExportSummary, startup_s: float, *, as_json: bool) ->
     if as_json:
         render.emit_json({**dataclasses.asdict(summary), "startup_s": round(startup_s, 3)})
         return
-    what = "latest live records (one per key)" if summary.latest else "records"
-    render.plain(f"{summary.records} {what} of {summary.partitions} partitions "
-                 f"({summary.segments} segments) written to {summary.output}")
+    render.plain(f"{render.export_text(summary)} written to {summary.output}")
     startup_line(startup_s)
 
 

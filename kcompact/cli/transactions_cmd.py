@@ -82,7 +82,7 @@ def render_transactions(rows: Sequence[object], *, as_json: bool) -> None:
             continue
         source = ("the whole log" if row.snapshot_offset is None
                   else f"snapshot {row.snapshot_offset} plus the log after it")
-        title = (f"{name}: {len(row.producers)} active producer(s) (from {source}); "
+        title = (f"{name}: {render.plural(len(row.producers), 'active producer')} (from {source}); "
                  f"last stable offset {row.last_stable_offset}, high watermark {row.high_watermark}")
         if not row.producers:
             render.plain(title)
@@ -110,6 +110,6 @@ def render_transactions(rows: Sequence[object], *, as_json: bool) -> None:
                          f"{row.transaction_max_timeout_ms}); {pin}. Abort it on the live cluster with:")
             render.plain(f"  {txn.abort_command}")
     if quiet:
-        render.plain(f"{len(quiet)} partition(s) without an active producer (listed with --json)")
+        render.plain(f"{render.plural(len(quiet), 'partition')} without an active producer (listed with --json)")
     for warning in sorted({w for row in typed for w in row.warnings}):
         render.warning_line(warning)

@@ -7,7 +7,10 @@ so a repair that dies half-way still leaves a usable backup. Each step of a repa
 it — also when it fails — the manifest records the partition's files as the step left them. ``--undo``
 therefore knows, even after a failed or killed repair, exactly which differences the repair can have made
 and refuses to delete or overwrite anything else (a segment a broker wrote since). Damaged byte ranges
-cut out of a segment go to the quarantine with the file and position they came from. :func:`undo_repair` puts the partition back:
+cut out of a segment go to the quarantine with the file and position they came from. Every file and
+directory the backup creates, and every rename of its manifest, is durable before the repair goes on
+(the file fsynced, then the directory holding its name), as the cleaner's swap and the checkpoint writer
+do: a crash right after must not leave a partition changed and its backup's manifest or copies lost. :func:`undo_repair` puts the partition back:
 it removes what the repair (and a ``--clean`` after it) created, restores every saved file with its
 mode and mtime, and checks each restored file's sha256.
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -35,7 +39,7 @@ from typing import Any
 
 from kcompact.errors import KcompactError, RefusedError
 from kcompact.repair.salvage import DamagedRegion
-from kcompact.segment.files import write_synced
+from kcompact.segment.files import fsync_dir, write_synced
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
@@ -142,14 +146,40 @@ class Backup:
         self.log_dir = partition_dir.resolve().parent
         self.partition_dir = partition_dir.resolve()
         check_backup_location(directory, self.log_dir)
-        (directory / FILES_DIR / self.partition_dir.name).mkdir(parents=True, exist_ok=True)
-        (directory / QUARANTINE_DIR).mkdir(exist_ok=True)
+        self._made = [d for d in (directory, *directory.parents) if not d.exists()]  # discard() removes them
+        make_dirs_synced(directory / FILES_DIR / self.partition_dir.name)
+        make_dirs_synced(directory / QUARANTINE_DIR)
         self.manifest = Manifest(
             log_dir=str(self.log_dir), partition_dir=self.partition_dir.name,
             listing_before=_listing(self.partition_dir), created_ms=int(time.time() * 1000))
         self._saved: set[str] = set()
         self.checkpoint = self.log_dir / CLEANER_CHECKPOINT
         self._record_state()
+        self._state_before = self._state_now()
+
+    def changed(self) -> bool:
+        """Whether the partition's files or the log dir's cleaner checkpoint differ from when the backup began."""
+        return self._state_now() != self._state_before
+
+    def discard(self) -> None:
+        """Remove the backup, and the directories it made for it: it holds nothing to undo (see :meth:`changed`)."""
+        if self.directory in self._made:
+            shutil.rmtree(self.directory)
+        else:  # an empty directory given by --backup-dir: left as it was given
+            for entry in self.directory.iterdir():
+                if entry.is_dir():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+        for made in self._made:
+            with suppress(OSError):  # a parent another backup has used since stays
+                made.rmdir()
+            with suppress(OSError):
+                fsync_dir(made.parent)
+
+    def _state_now(self) -> tuple[dict[str, list[int]], str | None]:
+        checkpoint = sha256_of(self.checkpoint) if self.checkpoint.is_file() else None
+        return partition_state(self.partition_dir), checkpoint
 
     def save(self, path: Path) -> None:
         """Copy ``path`` (in the partition dir or the log dir) into the backup, once."""
@@ -163,8 +193,9 @@ class Backup:
             return
         st = path.stat()
         target = self.directory / FILES_DIR / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs_synced(target.parent)
         digest = copy_hashed(path, target)
+        fsync_dir(target.parent)
         self.manifest.files.append(SavedFile(relative, digest, st.st_size, st.st_mode & 0o7777,
                                              st.st_uid, st.st_gid, st.st_mtime_ns))
         self._write_manifest()
@@ -174,6 +205,7 @@ class Backup:
         name = f"{source.name}.{region.position:020d}.{region.kind}"
         path = self.directory / QUARANTINE_DIR / name
         write_synced(path, data)
+        fsync_dir(path.parent)
         entry = QuarantinedRegion(
             file=f"{QUARANTINE_DIR}/{name}", source=str(source.resolve().relative_to(self.log_dir)),
             position=region.position, size_in_bytes=region.size_in_bytes, kind=region.kind,
@@ -213,11 +245,20 @@ class Backup:
 
 
 def write_manifest(directory: Path, manifest: Manifest) -> None:
-    """Replace ``manifest.json`` atomically."""
+    """Create or replace ``manifest.json`` atomically and durably (``.tmp``, fsync, rename, fsync directory)."""
     data = json.dumps(asdict(manifest), indent=2).encode("utf-8")
     temporary = directory / f"{MANIFEST_NAME}.tmp"
     write_synced(temporary, data)
     os.replace(temporary, directory / MANIFEST_NAME)
+    fsync_dir(directory)
+
+
+def make_dirs_synced(directory: Path) -> None:
+    """``mkdir -p``, each directory it creates made durable in its parent (the parent fsynced)."""
+    missing = [d for d in (directory, *directory.parents) if not d.exists()]
+    for created in reversed(missing):
+        created.mkdir(exist_ok=True)
+        fsync_dir(created.parent)
 
 
 def read_manifest(directory: Path) -> Manifest:

@@ -172,7 +172,9 @@ def _repair(path: str | Path, options: RepairOptions, progress: ProgressCallback
             bases = [seg.base_offset for seg in open_partition(part).segments]
             with backup.step(bases):  # the clean may rewrite or delete any segment there is
                 _clean(part, options, result)
-        if backup is not None or options.clean:
+            if result.clean_error is not None:
+                result.clean_error = _after_failure(backup, result, result.clean_error)
+        if result.backup_dir is not None or options.clean:
             result.remaining = verify_partition(part, index_interval_bytes=interval, progress=progress,
                                                 stage="checking again").findings
     return result
@@ -211,6 +213,29 @@ def _repair_locked(
         return result, None
     backup = Backup(options.backup_dir or default_backup_dir(part), part)
     result.backup_dir = str(backup.directory)
+    try:
+        _repair_steps(check, backup, result, options, interval, progress)
+    except (KcompactError, OSError) as err:
+        failure = err if isinstance(err, KcompactError) else FileAccessError.from_os_error(err, part, "access")
+        failure.args = (_after_failure(backup, result, str(failure)),)
+        raise failure from err
+    return result, backup
+
+
+def _after_failure(backup: Backup, result: RepairResult, error: str) -> str:
+    """A failed repair's error message; its backup removed when nothing was changed, else named in it."""
+    if not backup.changed():
+        backup.discard()
+        result.backup_dir = None
+        return f"{error} (nothing was changed; no backup kept)"
+    return (f"{error} (what the repair changed before that is backed up in {backup.directory}; undo: "
+            f"kcompact repair --undo {backup.directory})")
+
+
+def _repair_steps(check: PartitionCheck, backup: Backup, result: RepairResult, options: RepairOptions,
+                  interval: int, progress: ProgressCallback | None) -> None:
+    """Every change of a repair, each behind ``backup`` (the module docstring's steps)."""
+    part = check.partition.path
     if options.clean:
         for path in sorted(part.iterdir()):
             _save_if_segment_file(backup, path)
@@ -229,7 +254,6 @@ def _repair_locked(
                 _rewrite_segment(seg, backup, result, interval)
     with backup.step([]):
         _fix_checkpoint(check, backup, result)
-    return result, backup
 
 
 def _bases_of(paths: list[Path]) -> list[int]:

@@ -162,8 +162,20 @@ def lookup(entries: Sequence[OffsetIndexEntry], target_offset: int) -> int:
         The position of the largest entry whose offset is ≤ ``target_offset``, or 0 when there
         is none.
     """
+    found = lookup_entry(entries, target_offset)
+    return 0 if found is None else found[1].position
+
+
+def lookup_entry(entries: Sequence[OffsetIndexEntry],
+                 target_offset: int) -> tuple[int, OffsetIndexEntry] | None:
+    """The largest entry whose offset is ≤ ``target_offset``, with its number; None when there is none.
+
+    Args:
+        entries: a segment's offset index entries, ascending.
+        target_offset: the absolute offset sought.
+    """
     slot = bisect.bisect_right(entries, target_offset, key=lambda entry: entry.offset)
-    return entries[slot - 1].position if slot else 0
+    return (slot - 1, entries[slot - 1]) if slot else None
 
 
 def check_offset_index(

@@ -136,6 +136,38 @@ def count_matches(paths: Iterable[str | os.PathLike[str]], selection: PartitionF
     return FilterMatch(matched, total)
 
 
+def sole_partition(paths: Iterable[str | os.PathLike[str]], selection: PartitionFilter) -> tuple[str, int]:
+    """The one partition ``selection`` keeps under ``paths`` (a command about one partition's copies).
+
+    Args:
+        paths: partition directories and/or log dirs (one per replica).
+        selection: the filter.
+
+    Returns:
+        ``(topic, partition)``.
+
+    Raises:
+        KcompactError: it keeps none, or more than one (the line names a few and says how to narrow it).
+        FileAccessError: a log dir cannot be listed.
+    """
+    found: set[tuple[str, int]] = set()
+    named: list[str] = []
+    for raw in paths:
+        path = named_path(raw)
+        named.append(os.fspath(path))
+        dirs = [path] if is_partition_dir(path) else list(iter_partition_dirs(path)) if path.is_dir() else []
+        for part in selection.select(dirs):
+            name = parse_partition_dir_name(part.name)
+            if name is not None:
+                found.add((name.topic, name.partition))
+    if len(found) == 1:
+        return next(iter(found))
+    listed = ", ".join(f"{t}-{n}" for t, n in sorted(found)[:3]) + (", …" if len(found) > 3 else "")
+    raise KcompactError(f"{selection.describe()} matches {len(found)} partitions under {', '.join(named)}"
+                        f"{f' ({listed})' if found else ''}; expected one: narrow it (--partition N, an "
+                        "exact --topic), or compare them all with spark inspect replicas")
+
+
 def _compile(option: str, patterns: Sequence[str]) -> tuple[re.Pattern[str], ...]:
     compiled = []
     for pattern in patterns:

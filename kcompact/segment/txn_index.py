@@ -18,7 +18,6 @@ Layout: no header; ``entries × 34`` bytes, big-endian::
 
 from __future__ import annotations
 
-import bisect
 import os
 import struct
 from collections.abc import Iterable, Sequence
@@ -172,44 +171,3 @@ def check_txn_index(entries: Sequence[AbortedTxn], base_offset: int) -> list[str
     below.report(problems)
     order.report(problems)
     return problems
-
-
-def collect_aborted(
-    indexes: Sequence[tuple[int, list[AbortedTxn]]],
-    start: int,
-    end: int,
-    *,
-    log_start_offset: int | None = None,
-) -> list[AbortedTxn]:
-    """The aborted transactions overlapping ``[start, end)``, by Kafka's range rules.
-
-    Walks the segments from the one containing ``start`` (none when ``start`` is below the first
-    base offset), keeps entries with ``last_offset ≥ start`` and ``first_offset < end``, and stops
-    after the first entry whose ``last_stable_offset ≥ end`` — no later transaction can then overlap
-    the range.
-
-    Args:
-        indexes: ``(base_offset, entries)`` for every segment of the partition, ascending base
-            offsets.
-        start: first offset of the range.
-        end: end of the range (exclusive).
-        log_start_offset: when given, the lower bound for ``last_offset`` instead of ``start`` —
-            what Kafka's cleaner gets from ``UnifiedLog.collectAbortedTransactions`` (the fetch path
-            uses ``start``).
-
-    Returns:
-        The matching entries in segment and file order.
-    """
-    bases = [base for base, _entries in indexes]
-    first = bisect.bisect_right(bases, start) - 1
-    if first < 0:
-        return []
-    lower = start if log_start_offset is None else log_start_offset
-    found: list[AbortedTxn] = []
-    for _base, entries in indexes[first:]:
-        for entry in entries:
-            if entry.overlaps(lower, end):
-                found.append(entry)
-            if entry.last_stable_offset >= end:
-                return found
-    return found

@@ -481,7 +481,7 @@ def test_log_dir_with_a_corrupt_partition_cleans_the_others_and_exits_2(tmp_path
     assert error.startswith(f"kcompact: error: {log} at position 0: ")
     assert "Traceback" not in result.stderr
     assert "good-0: cleaned dirty section [0, 30)" in result.stdout
-    assert result.stdout.splitlines()[-1].startswith("1 partitions cleaned, 0 had nothing to clean, 0 skipped, 1 failed; ")
+    assert result.stdout.splitlines()[-1].startswith("1 partition cleaned, 0 had nothing to clean, 0 skipped, 1 failed; ")
     assert [o for o, _k, _v in read_all_records(good)] == [26, 27, 28, 29, 30]
 
 

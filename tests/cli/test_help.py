@@ -136,3 +136,43 @@ def test_readme_command_table_names_every_command_and_option(path: tuple[str, ..
     listed = set(re.findall(r"--[a-z][a-z-]*", row))
     missing = sorted(name for name in option_names(command) if name.startswith("--") and name not in listed)
     assert missing == [], f"README's row for kcompact {' '.join(path)} does not name {missing}"
+
+
+# -- the exit codes: kcompact --help and README's list name every code a command exits with --
+
+def exit_codes(text: str) -> dict[int, str]:
+    """The codes of the first ``Exit codes: N what; N what.`` sentence (help's plain, README's bold)."""
+    flat = " ".join(text.replace("**", "").replace("`", "").split())
+    sentence = flat.split("Exit codes: ", 1)[1].split(". ", 1)[0].rstrip(".")
+    return {int(code): what for code, what in re.findall(r"(?:^|; )(\d+) ([^;]*)", sentence)}
+
+
+def cli_exit_constants() -> set[int]:
+    """Every ``EXIT_*`` code the CLI's modules define (what the commands exit with)."""
+    import importlib
+    import pkgutil
+
+    import kcompact.cli
+
+    codes = set()
+    for module in pkgutil.iter_modules(kcompact.cli.__path__):
+        names = vars(importlib.import_module(f"kcompact.cli.{module.name}"))
+        codes |= {value for name, value in names.items() if name.startswith("EXIT_") and isinstance(value, int)}
+    return codes
+
+
+def test_top_help_and_readme_list_the_same_exit_codes_every_command_uses() -> None:
+    top = exit_codes(help_text(()))
+    readme = exit_codes((REPO_ROOT / "README.md").read_text())
+    assert sorted(top) == sorted(readme) == sorted(cli_exit_constants() | {0})
+    assert "inspect replicas" in top[3] and "inspect replicas" in readme[3]
+    for path, _command in COMMANDS:
+        assert set(exit_codes(help_text(path))) <= set(top), f"kcompact {' '.join(path)}"
+
+
+@pytest.mark.parametrize("group", ["inspect", "spark"])
+def test_top_help_names_every_command_of_a_group(group: str) -> None:
+    section = help_text(()).split("\nCommands:\n", 1)[1].split("\n\n", 1)[0]
+    line = next(line for line in section.splitlines() if line.split()[0] == group)
+    names = {path[-1] for path, _command in LEAVES if path[0] == group}
+    assert sorted(name for name in names if name not in line) == []

@@ -43,7 +43,7 @@ def test_the_race_in_text(tmp_path: Path) -> None:
     result = run("inspect", "replicas", str(leader), str(follower))
     assert result.exit_code == 3
     lines = result.stdout.splitlines()
-    assert "state: 1 of 3 key(s) differ" in lines
+    assert "state: 1 of 3 keys differ" in lines
     assert any(line.startswith("  k: [0] absent; [1] value ") and line.endswith(" @0") for line in lines)
     assert lines[-1].startswith("the replicas DIVERGE")
 
@@ -130,3 +130,21 @@ def test_safe_offset_for_a_log_dir_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RefusedError, match="--safe-offset is an offset of one partition's log"):
         plan_clean([leader.parent], ConfigSources({"cleanup.policy": "compact"}),  # spark clean's plan
                    options=CleanOptions(now_ms=CLOCKS[-1], safe_offset=1))
+
+
+def test_log_dirs_take_the_shared_topic_filters(tmp_path: Path) -> None:
+    leader, follower = race(tmp_path)  # orders-0 in the log dirs leader/ and follower/
+    dirs = [str(tmp_path / "leader"), str(tmp_path / "follower")]
+    for filters in (["--topic", "ord.*", "--partition", "0"], ["--topic", "orders"],
+                    ["--exclude-topic", "users"]):
+        result = run("inspect", "replicas", *dirs, *filters, "--json")
+        assert result.exit_code == 3, (filters, result.output)
+        assert [r["path"] for r in json.loads(result.stdout)["replicas"]] == [str(leader), str(follower)]
+        assert result.stderr.startswith("kcompact: ") and " matched 2 of 2 partitions" in result.stderr
+    PartitionBuilder("orders", 1).batch([(b"a", b"1")]).write(tmp_path / "leader")
+    result = run("inspect", "replicas", *dirs, "--topic", "orders")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.splitlines()[-1] == (
+        f"kcompact: error: --topic 'orders' matches 2 partitions under {', '.join(dirs)} (orders-0, "
+        "orders-1); expected one: narrow it (--partition N, an exact --topic), or compare them all with "
+        "spark inspect replicas")

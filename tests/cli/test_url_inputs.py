@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from kcompact.cli.main import cli
 
 
-@pytest.mark.parametrize("command", [("clean",), ("repair",), ("spark", "clean")])
+@pytest.mark.parametrize("command", [("clean",), ("repair",), ("repair", "--undo"), ("spark", "clean")])
 def test_a_url_is_refused_with_one_line_naming_it(command: tuple[str, ...]) -> None:
     result = CliRunner().invoke(cli, [*command, "s3://backups/kafka-logs/orders-0", "--json"], prog_name="kcompact")
 
@@ -18,7 +18,8 @@ def test_a_url_is_refused_with_one_line_naming_it(command: tuple[str, ...]) -> N
     assert result.stderr == (f"kcompact: error: s3://backups/kafka-logs/orders-0: {' '.join(command)} rewrites "
                              "partitions in place (rename, fsync, fcntl locks); expected a local POSIX path, "
                              "found a URL (only spark export and spark inspect dirty-ratio read URLs)\n")
-    assert json.loads(result.stdout)["error"]["kind"] == "RefusedError"
+    error = json.loads(result.stdout)["error"]
+    assert (error["kind"], error["path"]) == ("RefusedError", "s3://backups/kafka-logs/orders-0")
 
 
 def test_a_missing_local_path_is_still_clicks_usage_error() -> None:

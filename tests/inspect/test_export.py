@@ -65,3 +65,19 @@ def test_an_output_inside_a_log_dir_is_refused(tmp_path: Path) -> None:
         assert "which the export reads: a broker refuses" in result.stderr
         assert not output.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]
+
+
+def test_the_summary_counts_one_of_each_in_the_singular(tmp_path: Path) -> None:
+    from tests.partition_builder import PartitionBuilder
+
+    builder = PartitionBuilder("orders", 0)
+    builder.batch([(b"k", b"v")])
+    log_dir = builder.write(tmp_path / "logs").parent
+    out = tmp_path / "out"
+
+    result = CliRunner().invoke(cli, ["export", str(log_dir), "--output", str(out), "--topic", "orders"],
+                                prog_name="kcompact")
+
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[0] == "kcompact: --topic 'orders' matched 1 of 1 partition"
+    assert result.stdout.startswith(f"1 record of 1 partition (1 segment) written to {out} in ")

@@ -143,7 +143,7 @@ def test_cli_text_json_and_log_dir(tmp_path: Path) -> None:
         assert (f"kafka-transactions.sh --bootstrap-server kafka1:9092 abort --topic orders --partition "
                 f"{number} --start-offset 7") in text.stdout
     assert "hanging transaction of producer 9 (epoch 2) from offset 7" in text.stdout
-    assert "1 partition(s) without an active producer" in text.stdout
+    assert "1 partition without an active producer" in text.stdout
     assert "orders-5" not in text.stdout
     done = runner.invoke(cli, ["inspect", "transactions", str(part), "--now-ms", now, "--json"])
     assert done.exit_code == 0, done.output

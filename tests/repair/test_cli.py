@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from kcompact.cli.main import cli
@@ -39,7 +40,7 @@ def test_dry_run_report_whole_output(tmp_path: Path) -> None:
     assert code == 2
     log = part / LOG0
     assert out.replace(str(part), "PART").splitlines() == [
-        "PART: 1 problem(s) found; the broker's cleaner would mark it uncleanable",
+        "PART: 1 problem found; the broker's cleaner would mark it uncleanable",
         (f"  [corrupt-batch] PART/{LOG0} at position {position}: wrong batch length; expected "
         f"181, found 5 (a field outside the CRC; the batch is otherwise intact)"),
         "      impact: breaks the broker and its cleaner",
@@ -129,3 +130,56 @@ def test_clean_after_repair_needs_the_acknowledgement_to_delete_a_mostly_keyless
                           "--now-ms", "1800000000000", "--json", str(part))
     assert code == 0 and json.loads(out)["clean"]["results"][0]["end_offset"] is not None
     assert partition_digest(part) != before
+
+
+def test_a_failed_clean_that_changed_nothing_keeps_no_backup(tmp_path: Path) -> None:
+    part = keyless_partition(tmp_path / "logdir")
+    before = sorted(p.name for p in tmp_path.iterdir())
+
+    code, out, err = run("repair", "--clean", "--config", "cleanup.policy=compact", "--now-ms", "1800000000000",
+                         "--json", str(part))
+
+    assert code == 2
+    report = json.loads(out)
+    assert report["backup_dir"] is None
+    assert report["clean_error"].endswith("(nothing was changed; no backup kept)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no <log dir>.kcompact-backup
+    code, out, err = run("repair", "--clean", "--config", "cleanup.policy=compact", "--now-ms", "1800000000000",
+                         str(part))
+    assert code == 2 and "backup" not in out
+    assert err.strip().endswith("(nothing was changed; no backup kept)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_failed_clean_after_a_repair_names_the_backup_of_its_changes(tmp_path: Path) -> None:
+    part, _position = damaged(tmp_path)
+    backup = tmp_path / "bk"
+
+    code, _out, err = run("repair", "--clean", "--now-ms", "1800000000000", "--backup-dir", str(backup),
+                          str(part))
+
+    assert code == 2
+    assert f"backed up in {backup}; undo: kcompact repair --undo {backup})" in err
+    code, _out, _err = run("repair", "--undo", str(backup))
+    assert code == 0
+
+
+def test_a_repair_failing_before_its_first_change_keeps_no_backup(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from kcompact.errors import CorruptDataError
+    from kcompact.repair import repair as repair_module
+
+    part, _position = damaged(tmp_path)
+    before = partition_digest(part)
+
+    def refuse(*_args: object) -> None:
+        raise CorruptDataError("the rewritten segment does not read back", path=part / LOG0)
+
+    monkeypatch.setattr(repair_module, "check_cleaned_segment", refuse)
+    code, _out, err = run("repair", "--backup-dir", str(tmp_path / "bk"), str(part))
+
+    assert code == 2
+    assert err == (f"kcompact: error: {part / LOG0}: the rewritten segment does not read back (nothing was "
+                   "changed; no backup kept)\n")
+    assert partition_digest(part) == before
+    assert not (tmp_path / "bk").exists()

@@ -112,7 +112,7 @@ def test_repair_gives_up_exactly_the_reported_offsets_with_one_backup_each(tmp_p
     lines = [line.split("│") for line in text.splitlines() if line.startswith("│")]
     assert [(cells[1].strip(), cells[2].strip()) for cells in lines] == [
         ("orders-0", "repaired"), ("orders-1", "repaired"), ("payments-0", "repaired"), ("payments-1", "sound")]
-    assert text.splitlines()[-1] == "4 partition(s): 3 repaired, 1 sound"
+    assert text.splitlines()[-1] == "4 partitions: 3 repaired, 1 sound"
     assert sorted(p.name for p in backups.iterdir()) == ["orders-0", "orders-1", "payments-0"]
     for name in ("orders-0", "orders-1"):
         lost = set(range(expected[name]["first_offset"], expected[name]["last_offset"] + 1))  # type: ignore[call-overload]

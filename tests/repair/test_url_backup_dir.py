@@ -45,7 +45,9 @@ def test_backup_dir_url_is_refused_and_nothing_is_written(
     assert code == 2 and out == ""
     assert err.startswith("kcompact: error: s3://bucket/x: --backup-dir ") and "found a URL" in err
     assert len(err.strip().splitlines()) == 1
-    assert json_code == 2 and json.loads(json_out)["error"]["kind"] == "RefusedError"
+    assert json_code == 2
+    assert {k: json.loads(json_out)["error"][k] for k in ("kind", "path")} == {
+        "kind": "RefusedError", "path": "s3://bucket/x"}
     assert list(cwd.iterdir()) == []
     assert tree_digest(tmp_path) == before
 

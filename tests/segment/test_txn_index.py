@@ -1,4 +1,4 @@
-"""Transaction index: round trips, checks, corruption, and Kafka's aborted-range lookup."""
+"""Transaction index: round trips, checks, corruption, and the overlap rule every reader uses."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from kcompact.segment.txn_index import (
     TXN_INDEX_ENTRY_SIZE,
     AbortedTxn,
     check_txn_index,
-    collect_aborted,
     decode_txn_index,
     encode_txn_index,
     read_txn_index,
@@ -83,42 +82,6 @@ def test_check_reports_kafkas_sanity_failure_and_order() -> None:
         "last offsets not strictly increasing: entry 2 has last offset 120 after 120",
     ]
     assert check_txn_index(entries[1:2], 100) == []
-
-
-# Two segments (bases 0 and 100): aborted transactions of producers 1..4.
-T1 = AbortedTxn(1, first_offset=5, last_offset=20, last_stable_offset=21)
-T2 = AbortedTxn(2, first_offset=30, last_offset=60, last_stable_offset=40)  # LSO held by producer 3
-T3 = AbortedTxn(3, first_offset=40, last_offset=110, last_stable_offset=111)
-T4 = AbortedTxn(4, first_offset=150, last_offset=160, last_stable_offset=161)
-INDEXES = [(0, [T1, T2]), (100, [T3, T4])]
-
-
-@pytest.mark.parametrize(
-    ("start", "end", "expected"),
-    [
-        (0, 200, [T1, T2, T3, T4]),
-        (21, 35, [T2]),  # T2's LSO 40 ≥ 35 ends the search in the first segment
-        (21, 45, [T2, T3]),  # T3 starts below 45; its LSO 111 stops the walk before T4
-        (61, 140, [T3]),  # T1, T2 end before 61
-        (100, 150, [T3]),  # T4 starts at 150, not below the end
-        (120, 170, [T4]),
-    ],
-)
-def test_collect_aborted_follows_kafkas_range_rules(
-    start: int, end: int, expected: list[AbortedTxn]
-) -> None:
-    assert collect_aborted(INDEXES, start, end) == expected
-
-
-def test_collect_aborted_starts_at_the_segment_containing_start() -> None:
-    assert collect_aborted([(50, [T2]), (100, [T3])], 10, 200) == []  # no segment holds offset 10
-    assert collect_aborted(INDEXES, 100, 200) == [T3, T4]  # T2 (in segment 0) ends at 60 anyway
-
-
-def test_collect_aborted_with_log_start_offset_is_the_cleaners_variant() -> None:
-    # The cleaner asks from a segment's base offset but bounds last_offset by the log start offset.
-    assert collect_aborted(INDEXES, 0, 200, log_start_offset=25) == [T2, T3, T4]
-    assert collect_aborted(INDEXES, 100, 200, log_start_offset=0) == [T3, T4]
 
 
 def test_an_aborted_transaction_overlaps_a_range_by_kafkas_bounds() -> None:

@@ -76,3 +76,13 @@ def test_spark_clean_keeps_tombstones_at_the_fence(spark: SparkSession, tmp_path
                         options=CleanOptions(now_ms=now, from_start=True, safe_offset=safe_offset))
     assert (1, b"k", None) in read_all_records(fenced)
     assert (1, b"k", None) not in read_all_records(unfenced)
+
+
+def test_the_command_takes_the_shared_topic_filters(spark: SparkSession, tmp_path: Path) -> None:
+    log_dirs = cluster(tmp_path)
+    runner = CliRunner(catch_exceptions=False, env={"COLUMNS": "80"})
+    result = runner.invoke(cli, ["spark", "inspect", "replicas", *map(str, log_dirs), "--master", "local[2]",
+                                 "--topic", "ord.*", "--partition", "1", "--json"], prog_name="kcompact")
+    assert result.exit_code == 0, result.output  # orders-0, the one that diverges, is left out
+    assert [(r["topic"], r["partition"], r["agree"]) for r in json.loads(result.stdout)] == [("orders", 1, True)]
+    assert "--topic 'ord.*' --partition 1 matched 2 of 5 partitions" in result.stderr  # copies counted

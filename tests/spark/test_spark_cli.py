@@ -156,7 +156,7 @@ def test_spark_export_latest_summary(spark: SparkSession, tmp_path: Path) -> Non
     result = run("spark", "export", str(log_dir), "--output", str(tmp_path / "out"), "--latest")
 
     assert result.exit_code == 0
-    assert result.stdout == (f"6 latest live records (one per key) of 1 partitions (4 segments) written "
+    assert result.stdout == (f"6 latest live records (one per key) of 1 partition (4 segments) written "
                              f"to {tmp_path / 'out'}\n")
     assert len(parquet_rows(tmp_path / "out")) == 6
 

@@ -56,7 +56,7 @@ import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
-from kcompact.errors import KcompactError
+from kcompact.errors import KcompactError, RefusedError
 from kcompact.inspect.dump.index import check_index, check_segment_indexes, dump_index
 from kcompact.inspect.dump.items import Item, problem_item, warning_item
 from kcompact.inspect.dump.log import (
@@ -122,8 +122,10 @@ def dump_path(
 
     Raises:
         KcompactError: the path is none of those, or a selection is asked of a file without records.
+        RefusedError: a selection whose ``from`` bound is after its ``to`` bound.
     """
     target = named_path(path)
+    _check_bounds(target, selection)
     window = None if selection is None or selection == DumpFilter() else DumpWindow(selection)
     if target.is_dir():
         if not is_partition_dir(target):
@@ -150,6 +152,17 @@ def dump_path(
     yield from _dump_file(target, parsed, records, verify_index, window)
 
 
+def _check_bounds(target: Path, selection: DumpFilter | None) -> None:
+    """Refuse a range that ends before it starts (it would show nothing, as if the log were empty)."""
+    if selection is None:
+        return
+    for name, low, high in (("offset", selection.from_offset, selection.to_offset),
+                            ("time", selection.from_time, selection.to_time)):
+        if low is not None and high is not None and low > high:
+            raise RefusedError(f"{target}: --from-{name} {low} is after --to-{name} {high}; expected "
+                               f"--from-{name} at or below --to-{name}")
+
+
 def _dump_file(target: Path, parsed: SegmentFileName, records: bool,
                verify_index: bool, window: DumpWindow | None = None) -> Iterator[Item]:
     live = yield from _live_check(target.parent.parent)
@@ -161,8 +174,8 @@ def _dump_file(target: Path, parsed: SegmentFileName, records: bool,
         return
     sibling = {kind: _sibling(target, parsed, kind) for kind in ("log", *INDEX_KINDS)}
     if parsed.kind == "log":
-        start = 0 if window is None else window.start_position(
-            parsed.base_offset, None, sibling["index"], sibling["timeindex"])
+        start = yield from _start(window, parsed.base_offset, None, target, sibling["index"],
+                                  sibling["timeindex"])
         if start is None:
             return
         yield from dump_log(target, parsed.base_offset, records, decoder, live_active=live_active,
@@ -205,14 +218,11 @@ def _dump_partition(directory: Path, records: bool, verify_index: bool,
     segments = partition.segments
     for number, segment in enumerate(segments):
         live_active = live and number == len(segments) - 1
-        start = 0
-        if window is not None:
-            next_base = segments[number + 1].base_offset if number + 1 < len(segments) else None
-            found = window.start_position(segment.base_offset, next_base, segment.index_path,
-                                          segment.time_index_path)
-            if found is None:
-                continue
-            start = found
+        next_base = segments[number + 1].base_offset if number + 1 < len(segments) else None
+        start = yield from _start(window, segment.base_offset, next_base, segment.log_path,
+                                  segment.index_path, segment.time_index_path)
+        if start is None:
+            continue
         yield from dump_log(segment.log_path, segment.base_offset, records, decoder,
                             live_active=live_active, start=start, window=window)
         if verify_index:
@@ -223,6 +233,17 @@ def _dump_partition(directory: Path, records: bool, verify_index: bool,
         for orphan in partition.orphan_indexes:
             yield warning_item(orphan, "index file without its .log (an orphan a broker deletes at "
                                        "startup); not checked")
+
+
+def _start(window: DumpWindow | None, base_offset: int, next_base: int | None, log_path: Path,
+           index_path: Path | None, time_index_path: Path | None) -> Generator[Item, None, int | None]:
+    """Where the walk of a segment starts (None: skip it); a warning when its index entry was wrong."""
+    if window is None:
+        return 0
+    found = window.start_position(base_offset, next_base, log_path, index_path, time_index_path)
+    if found is not None and found.note is not None and index_path is not None:
+        yield warning_item(index_path, found.note)
+    return None if found is None else found.position
 
 
 def _live_check(log_dir: Path) -> Generator[Item, None, bool]:

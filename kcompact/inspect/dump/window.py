@@ -19,6 +19,10 @@ before it:
 * ``--key``: only records with that key, and only the batches holding one (every batch is decoded).
 
 An index that is missing or does not decode only costs speed: the walk then starts at the segment's start.
+Nor is an entry that decodes trusted blindly: the position it gives must hold a sound batch (its frame, header
+and CRC) whose first offset is inside the segment and at or below the entry's offset — then no batch before
+it can hold the offset sought (offsets rise through a ``.log``). Otherwise the walk starts at the segment's
+start too, and a ``warning`` on the index file names the entry (``SegmentStart.note``).
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from kcompact.errors import KcompactError
-from kcompact.segment.offset_index import OffsetIndexEntry, lookup, read_offset_index
+from kcompact.records.batch_header import MAGIC_VALUE_V2
+from kcompact.segment.log_file import LogFile
+from kcompact.segment.offset_index import OffsetIndexEntry, lookup_entry, read_offset_index
 from kcompact.segment.time_index import TimeIndexEntry, read_time_index
 
 
@@ -49,6 +55,19 @@ class DumpFilter:
     def selects_records(self) -> bool:
         """Whether records are filtered (and therefore shown) one by one."""
         return self.key is not None
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentStart:
+    """Where the walk of one segment starts.
+
+    Attributes:
+        position: a byte position in the segment's ``.log`` (a batch boundary).
+        note: why the offset index's entry was not followed (the walk then starts at 0), or None.
+    """
+
+    position: int
+    note: str | None = None
 
 
 class Verdict(Enum):
@@ -73,18 +92,19 @@ class DumpWindow:
         self._time_reached = selection.from_time is None
         self._file_limit: int | None = None
 
-    def start_position(self, base_offset: int, next_base: int | None, index_path: Path | None,
-                       time_index_path: Path | None) -> int | None:
+    def start_position(self, base_offset: int, next_base: int | None, log_path: Path,
+                       index_path: Path | None, time_index_path: Path | None) -> SegmentStart | None:
         """Where the walk of a segment starts, or None to skip the segment.
 
         Args:
             base_offset: the segment's base offset.
             next_base: the next segment's base offset (None for the last segment or a lone file).
+            log_path: its ``.log`` (an index entry's position is checked against it).
             index_path: its ``.index``, if any.
             time_index_path: its ``.timeindex``, if any.
 
         Returns:
-            A byte position in the segment's ``.log`` (a batch boundary), or None.
+            The start (a batch boundary, with a note when the index entry was wrong), or None.
         """
         sel = self.selection
         if self.done or (sel.to_offset is not None and base_offset > sel.to_offset):
@@ -98,11 +118,12 @@ class DumpWindow:
             if next_base is not None and times and times[-1].timestamp < sel.from_time:
                 return None  # every batch of this closed segment is older
             target = max(target, _time_lookup(times, sel.from_time, base_offset))
-        position = 0
+        start = SegmentStart(0)
         if target > base_offset:
-            position = lookup(_offset_entries(index_path, base_offset), target)
-        self._file_limit = None if sel.max_bytes is None else position + sel.max_bytes
-        return position
+            start = _indexed_start(_offset_entries(index_path, base_offset), target, log_path,
+                                   base_offset)
+        self._file_limit = None if sel.max_bytes is None else start.position + sel.max_bytes
+        return start
 
     def verdict(self, batch: Any) -> Verdict:
         """Whether ``batch`` (a v2 batch or legacy entry, in walk order) is shown."""
@@ -132,6 +153,41 @@ class DumpWindow:
         if sel.to_offset is not None and offset > sel.to_offset:
             return False
         return sel.key is None or (key is not None and bytes(key) == sel.key)
+
+
+def _indexed_start(entries: list[OffsetIndexEntry], target: int, log_path: Path,
+                   base_offset: int) -> SegmentStart:
+    """Kafka's ``OffsetIndex.lookup`` (the largest entry at or below ``target``), checked against the log."""
+    found = lookup_entry(entries, target)
+    if found is None or found[1].position == 0:
+        return SegmentStart(0)
+    number, entry = found
+    fault = _entry_fault(log_path, entry, base_offset)
+    if fault is None:
+        return SegmentStart(entry.position)
+    return SegmentStart(0, f"entry {number} (offset {entry.offset}, position {entry.position}) is wrong: "
+                          f"{fault}; dumped {log_path.name} from its start instead")
+
+
+def _entry_fault(log_path: Path, entry: OffsetIndexEntry, base_offset: int) -> str | None:
+    """What is wrong with following ``entry`` into ``log_path``, in words; None when it can be followed."""
+    try:
+        with LogFile(log_path) as log:
+            if entry.position >= log.size_in_bytes:
+                return f"{log_path.name} ends at position {log.size_in_bytes}"
+            batch = next(log.iter_batches(entry.position), None)
+            if batch is None:
+                return f"no batch of {log_path.name} starts at that position"
+            first = batch.base_offset if batch.magic >= MAGIC_VALUE_V2 else batch.last_offset
+            crc_valid = batch.crc_valid()
+    except (KcompactError, OSError) as err:
+        return f"no batch of {log_path.name} starts at that position ({err})"
+    if not crc_valid:
+        return f"the batch of {log_path.name} at that position fails its CRC check"
+    if not base_offset <= first <= entry.offset:
+        return (f"the batch of {log_path.name} at that position starts at offset {first}; expected "
+                f"one from {base_offset} to {entry.offset}")
+    return None
 
 
 def _offset_entries(path: Path | None, base_offset: int) -> list[OffsetIndexEntry]:

@@ -313,3 +313,49 @@ def test_a_selection_on_a_file_without_records_is_refused(tmp_path: Path) -> Non
     done = CliRunner().invoke(cli, ["inspect", "dump", str(index), "--from-offset", "3"])
     assert done.exit_code == 2
     assert str(index) in done.stderr and "--from-offset" in done.stderr
+
+
+def index_entries(index: Path) -> list[tuple[int, int]]:
+    """(relative offset, position) of every slot of an offset index."""
+    data = index.read_bytes()
+    return [struct.unpack_from(">ii", data, at) for at in range(0, len(data), 8)]
+
+
+def set_index_entry(index: Path, number: int, relative_offset: int, position: int) -> None:
+    data = bytearray(index.read_bytes())
+    struct.pack_into(">ii", data, number * 8, relative_offset, position)
+    index.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("wrong", ["into a batch", "past the offset"])
+def test_a_wrong_index_entry_is_not_followed(tmp_path: Path, wrong: str) -> None:
+    part = segmented(tmp_path / "logdir")
+    index = sorted(part.glob("*.index"))[1]  # segment 40
+    entries = index_entries(index)
+    relative, position = entries[1]
+    if wrong == "into a batch":
+        set_index_entry(index, 1, relative, position + 5)
+    else:  # the next entry's batch: the records between the two would be skipped unseen
+        set_index_entry(index, 1, relative, entries[2][1])
+    start = 40 + relative + 1
+    expected = [o for o, _t, _k, _f in kafka_python_records(part) if start <= o <= 79]
+    done = CliRunner().invoke(cli, ["inspect", "dump", str(part), "--records", "--from-offset", str(start),
+                                    "--to-offset", "79", "--json"])
+    assert done.exit_code == 0, done.stderr
+    assert shown_offsets([json.loads(line) for line in done.stdout.splitlines()]) == expected
+    note = [line for line in done.stderr.splitlines() if str(index) in line]
+    assert len(note) == 1
+    followed = position + 5 if wrong == "into a batch" else entries[2][1]
+    assert f"entry 1 (offset {40 + relative}, position {followed})" in note[0]
+    assert "from its start" in note[0]
+
+
+def test_a_range_ending_before_it_starts_is_refused(tmp_path: Path) -> None:
+    part = segmented(tmp_path / "logdir")
+    for bounds in (["--from-offset", "100", "--to-offset", "5"], ["--from-time", "9", "--to-time", "8"]):
+        done = CliRunner().invoke(cli, ["inspect", "dump", str(part), *bounds])
+        assert done.exit_code == 2
+        assert done.stdout == ""
+        assert done.stderr.count("\n") == 1
+        assert str(part) in done.stderr
+        assert f"{bounds[0]} {bounds[1]} is after {bounds[2]} {bounds[3]}" in done.stderr
