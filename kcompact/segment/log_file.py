@@ -77,6 +77,7 @@ class LogFile:
                     data = self._file.read(self.size_in_bytes) if self.size_in_bytes else b""
                     self.size_in_bytes = len(data)  # what was read, should the file have shrunk
                     self.buffer = memoryview(data)
+                    self._file.close()  # all of it is read: no descriptor held while the view is used
         except BaseException:
             self._file.close()
             raise

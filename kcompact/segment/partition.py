@@ -23,6 +23,7 @@ from kcompact.errors import KcompactError
 from kcompact.segment.checkpoint import read_checkpoint_cached
 from kcompact.segment.files import file_access
 from kcompact.segment.log_file import LogFile
+from kcompact.segment.log_reads import LogReads, open_log
 from kcompact.segment.names import (
     PartitionDirName,
     parse_partition_dir_name,
@@ -134,20 +135,24 @@ class Partition:
         entry = self.checkpointed(self.log_dir.log_start_checkpoint)
         return max(first_base, entry) if entry is not None else first_base
 
-    def log_end_offset(self) -> int:
-        """Offset after the last batch of the last segment (its base when it is empty)."""
+    def log_end_offset(self, reads: LogReads | None = None) -> int:
+        """Offset after the last batch of the last segment (its base when it is empty).
+
+        Args:
+            reads: a report's shared reads of the ``.log`` files (None: the segment is opened for this).
+        """
         last = self.active_segment
         if last is None:
             return self.log_start_offset()
-        end = segment_next_offset(last)
+        end = segment_next_offset(last, reads)
         return last.base_offset if end is None else end
 
 
-def segment_next_offset(segment: SegmentFiles) -> int | None:
+def segment_next_offset(segment: SegmentFiles, reads: LogReads | None = None) -> int | None:
     """Offset after the last batch of ``segment``, or None when it holds no batch."""
     if segment.size_in_bytes == 0:
         return None
-    with segment.open() as log:
+    with open_log(segment, reads) as log:
         last = log.last_summary()
     return None if last is None else last.last_offset + 1
 
