@@ -37,7 +37,7 @@ from kcompact.segment.log_reads import LogReads, open_log
 from kcompact.segment.names import parse_segment_file_name
 from kcompact.segment.partition import Partition, SegmentFiles
 from kcompact.segment.snapshot import ProducerSnapshotEntry, read_producer_snapshot
-from kcompact.segment.time_index import TIME_INDEX_ENTRY_SIZE, read_time_index
+from kcompact.segment.time_index import TIME_INDEX_ENTRY_SIZE, read_time_index_tail
 from kcompact.segment.txn_index import AbortedTxn, read_txn_index
 
 NO_HIGH_WATERMARK_WARNING = "no high watermark in replication-offset-checkpoint"
@@ -314,12 +314,7 @@ def _time_index_tail(seg: SegmentFiles) -> tuple[int, int]:
     """(last time-index timestamp or -1, file size); a missing .timeindex is created empty by Kafka."""
     if seg.time_index_path is None:
         return -1, 0
-    size = _size_in_bytes(seg.time_index_path)
-    try:
-        entries = read_time_index(seg.time_index_path, seg.base_offset)
-    except CorruptDataError:
-        return -1, size
-    return (entries[-1].timestamp if entries else -1), size
+    return read_time_index_tail(seg.time_index_path)
 
 
 def read_control(batch: object, path: object) -> tuple[int | None, int | None]:
