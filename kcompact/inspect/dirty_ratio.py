@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +116,14 @@ class DirtyRatioRow:
     error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The row as ``dataclasses.asdict`` gives it (field order kept, ``warnings`` a copy), without its
+        recursive deep copy: ``--json`` of 10 000 rows spent more in it than in encoding them."""
+        row = {name: getattr(self, name) for name in _ROW_FIELD_NAMES}
+        row["warnings"] = list(self.warnings)
+        return row
+
+
+_ROW_FIELD_NAMES = tuple(f.name for f in fields(DirtyRatioRow))
 
 
 def dirty_ratio_report(

@@ -3,6 +3,8 @@ own log dirs, the cleaner's pick order across log dirs, and the JSON row's field
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 from collections import Counter
 from pathlib import Path
@@ -58,6 +60,16 @@ def only(*paths: Path, **config: str) -> DirtyRatioRow:
 def test_row_json_field_names_are_fixed(tmp_path: Path) -> None:
     row = only(segmented().write(tmp_path / "logdir"))
     assert list(row.as_dict()) == ROW_FIELDS
+
+
+def test_row_as_dict_is_dataclasses_asdict(tmp_path: Path) -> None:
+    """``--json`` prints ``as_dict``: the same values as ``dataclasses.asdict``, its list a copy."""
+    row = only(segmented().write(tmp_path / "logdir"))
+    assert row.warnings
+    as_dict = row.as_dict()
+    assert json.dumps(as_dict) == json.dumps(dataclasses.asdict(row))
+    as_dict["warnings"].append("changed")
+    assert "changed" not in row.warnings
 
 
 def test_fully_dirty_partition_numbers(tmp_path: Path) -> None:
