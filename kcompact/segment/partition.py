@@ -188,8 +188,8 @@ def open_partition(path: str | os.PathLike[str]) -> Partition:
         with os.scandir(directory) as listing:  # is_file() from the listing's file types: no stat each
             entries = sorted(listing, key=lambda e: e.name)
         for entry in entries:
-            _classify(directory / entry.name, entry.is_file, logs, indexes, leftovers, snapshots,
-                      strays, others)
+            _classify(directory / entry.name, entry.name, entry.is_file, logs, indexes, leftovers,
+                      snapshots, strays, others)
         segments = tuple(_segment(base, logs[base], indexes) for base in sorted(logs))
     orphans = tuple(sorted(p for (base, _kind), p in indexes.items() if base not in logs))
     return Partition(
@@ -206,6 +206,7 @@ def open_partition(path: str | os.PathLike[str]) -> Partition:
 
 def _classify(
     entry: Path,
+    name: str,
     is_file: Callable[[], bool],
     logs: dict[int, Path],
     indexes: dict[tuple[int, str], Path],
@@ -214,9 +215,9 @@ def _classify(
     strays: list[Path],
     others: list[Path],
 ) -> None:
-    parsed = parse_segment_file_name(entry.name)
+    parsed = parse_segment_file_name(name)
     if parsed is None or not is_file():
-        (others if entry.name in KNOWN_PARTITION_FILES else strays).append(entry)
+        (others if name in KNOWN_PARTITION_FILES else strays).append(entry)
     elif parsed.temp_suffix is not None:
         leftovers.append(entry)
     elif parsed.kind == "log":
@@ -230,7 +231,7 @@ def _classify(
 
 
 def _segment(base: int, log_path: Path, indexes: dict[tuple[int, str], Path]) -> SegmentFiles:
-    st = log_path.stat()
+    st = os.stat(log_path)
     return SegmentFiles(
         base_offset=base,
         log_path=log_path,
