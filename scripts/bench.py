@@ -270,18 +270,30 @@ def _bench_ratio(args: argparse.Namespace, workdir: Path) -> list[Row]:
 
 
 def _bench_inspect(args: argparse.Namespace, workdir: Path) -> list[Row]:
-    """inspect dirty-ratio over a log dir of 10 000 small partitions (target: under 10 s)."""
+    """inspect dirty-ratio over a log dir of 10 000 small partitions (target: under 5 s), wall and CPU."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_inspect import NOW_MS, best_of, make_log_dir
 
     from kcompact.inspect.dirty_ratio import dirty_ratio_report
 
-    log_dir = make_log_dir(workdir / "inspect", 10_000)
-    seconds, rows = best_of(args.repeat, lambda: dirty_ratio_report([log_dir], cli_overrides={}, now_ms=NOW_MS))
+    log_dir = workdir / "inspect" / "logdir"
+    if not (log_dir / "cleaner-offset-checkpoint").exists():  # made once per workdir (that file last)
+        shutil.rmtree(workdir / "inspect", ignore_errors=True)
+        log_dir = make_log_dir(workdir / "inspect", 10_000)
+    cpu: list[float] = []
+
+    def report() -> object:
+        started = time.process_time()
+        rows = dirty_ratio_report([log_dir], cli_overrides={}, now_ms=NOW_MS)
+        cpu.append(time.process_time() - started)
+        return rows
+
+    seconds, rows = best_of(args.repeat, report)
     count = len(rows) if isinstance(rows, list) else 0
     return [
         ("dirty-ratio partitions", count, "rec"),
-        ("dirty-ratio seconds (target < 10)", seconds, "s"),
+        ("dirty-ratio seconds (target < 5)", seconds, "s"),
+        ("dirty-ratio CPU seconds", min(cpu), "s"),
         ("dirty-ratio partitions/s", count / seconds, "rec/s"),
     ]
 

@@ -63,23 +63,22 @@ class LogFile:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        with file_access(self.path, "read"):
-            self._file = open(self.path, "rb")  # noqa: SIM115 - closed in close()
+        self.path = path if isinstance(path, Path) else Path(path)
         self._map: mmap.mmap | None = None
-        try:
-            with file_access(self.path, "read"):
-                self.size_in_bytes = os.fstat(self._file.fileno()).st_size
-                if self.size_in_bytes >= READ_BELOW:
-                    self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        with file_access(self.path, "read"):
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                size = os.fstat(fd).st_size
+                if size >= READ_BELOW:
+                    self._map = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
                     self.buffer: memoryview = memoryview(self._map)
                 else:
-                    data = self._file.read(self.size_in_bytes) if self.size_in_bytes else b""
-                    self.size_in_bytes = len(data)  # what was read, should the file have shrunk
+                    data = _read_up_to(fd, size)
+                    size = len(data)  # what was read, should the file have shrunk
                     self.buffer = memoryview(data)
-        except BaseException:
-            self._file.close()
-            raise
+            finally:
+                os.close(fd)  # read whole, or mapped (a map holds its own descriptor)
+        self.size_in_bytes = size
 
     def __enter__(self) -> Self:
         return self
@@ -93,7 +92,7 @@ class LogFile:
         self.close()
 
     def close(self) -> None:
-        """Release the map and the file. Outstanding batch views make the map linger until dropped."""
+        """Release the map or the bytes read. Outstanding batch views make the map linger until dropped."""
         self.buffer.release()
         if self._map is not None:
             try:
@@ -102,7 +101,6 @@ class LogFile:
                 # A caller still holds a view; the map is freed when the last view goes.
                 pass
             self._map = None
-        self._file.close()
 
     def iter_batches(self, start: int = 0, end: int | None = None) -> Iterator[AnyBatch]:
         """Yield every batch from byte ``start`` (a batch boundary) to ``end``.
@@ -147,6 +145,18 @@ class LogFile:
         for summary in self.summaries(start):
             last = summary
         return last
+
+
+def _read_up_to(fd: int, size: int) -> bytes:
+    """The first ``size`` bytes of the file open at ``fd`` (fewer if it ends before)."""
+    chunks = []
+    while size > 0:
+        chunk = os.read(fd, size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
 
 
 def crc_error(path: Path, batch: AnyBatch) -> BatchCrcError:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 OFFSET_DIGITS = 20
 """Offsets in file names have 20 digits, zero-padded (``LogFileUtils.filenamePrefixFromOffset``)."""
@@ -126,6 +127,7 @@ def segment_file_name(base_offset: int, kind: str, temp_suffix: str | None = Non
     return f"{name}.{temp_suffix}"
 
 
+@lru_cache(maxsize=1 << 14)  # a log dir's partitions share names (every first segment is 000…000.log)
 def parse_segment_file_name(name: str) -> SegmentFileName | None:
     """Recognise a segment, index, producer-snapshot or KRaft snapshot file name.
 

@@ -23,6 +23,7 @@ from kcompact.errors import KcompactError
 from kcompact.segment.checkpoint import read_checkpoint_cached
 from kcompact.segment.files import file_access
 from kcompact.segment.log_file import LogFile
+from kcompact.segment.log_reads import LogReads, open_log
 from kcompact.segment.names import (
     PartitionDirName,
     parse_partition_dir_name,
@@ -134,20 +135,24 @@ class Partition:
         entry = self.checkpointed(self.log_dir.log_start_checkpoint)
         return max(first_base, entry) if entry is not None else first_base
 
-    def log_end_offset(self) -> int:
-        """Offset after the last batch of the last segment (its base when it is empty)."""
+    def log_end_offset(self, reads: LogReads | None = None) -> int:
+        """Offset after the last batch of the last segment (its base when it is empty).
+
+        Args:
+            reads: a report's shared reads of the ``.log`` files (None: the segment is opened for this).
+        """
         last = self.active_segment
         if last is None:
             return self.log_start_offset()
-        end = segment_next_offset(last)
+        end = segment_next_offset(last, reads)
         return last.base_offset if end is None else end
 
 
-def segment_next_offset(segment: SegmentFiles) -> int | None:
+def segment_next_offset(segment: SegmentFiles, reads: LogReads | None = None) -> int | None:
     """Offset after the last batch of ``segment``, or None when it holds no batch."""
     if segment.size_in_bytes == 0:
         return None
-    with segment.open() as log:
+    with open_log(segment, reads) as log:
         last = log.last_summary()
     return None if last is None else last.last_offset + 1
 
@@ -183,8 +188,8 @@ def open_partition(path: str | os.PathLike[str]) -> Partition:
         with os.scandir(directory) as listing:  # is_file() from the listing's file types: no stat each
             entries = sorted(listing, key=lambda e: e.name)
         for entry in entries:
-            _classify(directory / entry.name, entry.is_file, logs, indexes, leftovers, snapshots,
-                      strays, others)
+            _classify(directory / entry.name, entry.name, entry.is_file, logs, indexes, leftovers,
+                      snapshots, strays, others)
         segments = tuple(_segment(base, logs[base], indexes) for base in sorted(logs))
     orphans = tuple(sorted(p for (base, _kind), p in indexes.items() if base not in logs))
     return Partition(
@@ -201,6 +206,7 @@ def open_partition(path: str | os.PathLike[str]) -> Partition:
 
 def _classify(
     entry: Path,
+    name: str,
     is_file: Callable[[], bool],
     logs: dict[int, Path],
     indexes: dict[tuple[int, str], Path],
@@ -209,9 +215,9 @@ def _classify(
     strays: list[Path],
     others: list[Path],
 ) -> None:
-    parsed = parse_segment_file_name(entry.name)
+    parsed = parse_segment_file_name(name)
     if parsed is None or not is_file():
-        (others if entry.name in KNOWN_PARTITION_FILES else strays).append(entry)
+        (others if name in KNOWN_PARTITION_FILES else strays).append(entry)
     elif parsed.temp_suffix is not None:
         leftovers.append(entry)
     elif parsed.kind == "log":
@@ -225,7 +231,7 @@ def _classify(
 
 
 def _segment(base: int, log_path: Path, indexes: dict[tuple[int, str], Path]) -> SegmentFiles:
-    st = log_path.stat()
+    st = os.stat(log_path)
     return SegmentFiles(
         base_offset=base,
         log_path=log_path,

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kcompact.errors import CorruptIndexError
-from kcompact.segment.files import write_synced
+from kcompact.segment.files import file_access, write_synced
 from kcompact.segment.fixed_index import (
     KAFKA_SANITY_FAILS,
     Finding,
@@ -112,6 +112,37 @@ def read_time_index(path: str | os.PathLike[str], base_offset: int) -> list[Time
         CorruptIndexError: the file's length is not a multiple of 12; the error names the file.
     """
     return read_index_file(path, lambda data: decode_time_index(data, base_offset))
+
+
+def read_time_index_tail(path: str | os.PathLike[str]) -> tuple[int, int]:
+    """The last slot's timestamp and the file's size, reading that slot only.
+
+    The largest timestamp of a segment is the last entry (module docstring); reading the whole file
+    for it costs a large partition's time indexes in full. Same answer as the last entry of
+    :func:`read_time_index`.
+
+    Args:
+        path: the ``.timeindex`` file.
+
+    Returns:
+        ``(timestamp, size in bytes)``; the timestamp is -1 for an empty file or one whose length is
+        not a multiple of 12 (which :func:`read_time_index` refuses).
+
+    Raises:
+        FileAccessError: the file cannot be opened or read (a missing one included), naming it.
+    """
+    with file_access(path, "read"):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            whole = size >= TIME_INDEX_ENTRY_SIZE and size % TIME_INDEX_ENTRY_SIZE == 0
+            last = os.pread(fd, TIME_INDEX_ENTRY_SIZE, size - TIME_INDEX_ENTRY_SIZE) if whole else b""
+        finally:
+            os.close(fd)
+    if len(last) != TIME_INDEX_ENTRY_SIZE:  # empty, not whole slots (or shrunk meanwhile)
+        return -1, size
+    timestamp: int = TIME_INDEX_ENTRY.unpack(last)[0]
+    return timestamp, size
 
 
 def write_time_index(

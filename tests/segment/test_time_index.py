@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcompact.errors import CorruptIndexError
+from kcompact.errors import CorruptIndexError, FileAccessError
 from kcompact.segment.time_index import (
     TIME_INDEX_ENTRY_SIZE,
     TimeIndexEntry,
@@ -16,6 +16,7 @@ from kcompact.segment.time_index import (
     decode_time_index,
     encode_time_index,
     read_time_index,
+    read_time_index_tail,
     write_time_index,
 )
 from tests.conftest import real_fixture
@@ -70,6 +71,27 @@ def test_encode_rejects_what_does_not_fit(entry: TimeIndexEntry, fragment: str) 
         encode_time_index([entry], BASE)
 
 
+@pytest.mark.parametrize("slots", [0, 1, 3])
+@pytest.mark.parametrize("extra", [b"", b"\x00" * 5, b"\x01" * 11])
+def test_the_tail_is_the_last_entry_of_the_whole_file(tmp_path: Path, slots: int, extra: bytes) -> None:
+    path = tmp_path / "00000000000000000500.timeindex"
+    entries = [TimeIndexEntry(1_000 + 7 * i, BASE + 3 * i) for i in range(slots)]
+    path.write_bytes(encode_time_index(entries, BASE) + extra)
+    try:
+        whole = read_time_index(path, BASE)
+    except CorruptIndexError:  # the largest timestamp of an index that does not parse is unknown
+        whole = []
+    expected = whole[-1].timestamp if whole else -1
+    assert read_time_index_tail(path) == (expected, path.stat().st_size)
+    assert (expected == -1) == (slots == 0 or extra != b"")
+
+
+def test_the_tail_of_a_missing_time_index_names_it(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000500.timeindex"
+    with pytest.raises(FileAccessError, match="00000000000000000500.timeindex"):
+        read_time_index_tail(path)
+
+
 def test_check_reports_kafkas_sanity_failures() -> None:
     problems = check_time_index([TimeIndexEntry(90, 510), TimeIndexEntry(80, 499)], BASE)
     sanity = "(Kafka's sanity check fails: CorruptIndexException)"
@@ -115,6 +137,7 @@ def test_every_real_time_index_decodes_and_passes_the_checks() -> None:
         base = int(index.name[:20])
         entries = read_time_index(index, base)
         assert entries, index  # every one of them was trimmed and holds at least the final entry
+        assert read_time_index_tail(index) == (entries[-1].timestamp, index.stat().st_size)
         log = index.with_suffix(".log")
         batches = [(b[2], b[3]) for b in segment_batches(log)] if log.exists() else None
         assert check_time_index(entries, base, log_batches=batches) == [], index

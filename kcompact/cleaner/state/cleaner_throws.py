@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from kcompact.errors import KcompactError
 from kcompact.records.legacy import LegacyEntry, legacy_records
+from kcompact.segment.log_reads import LogReads, open_log
 from kcompact.segment.offset_index import read_offset_index
 from kcompact.segment.partition import Partition, SegmentFiles
 
@@ -108,7 +109,7 @@ def find_legacy_hazards(partition: Partition, *, below: int | None = None) -> li
     return hazards
 
 
-def round_end_hazard(partition: Partition, end_offset: int) -> LegacyHazard | None:
+def round_end_hazard(partition: Partition, end_offset: int, reads: LogReads | None = None) -> LegacyHazard | None:
     """The hazard of a round that ends at ``end_offset``, if the entry ending right below it is at risk.
 
     That entry is the one Kafka's ``Cleaner.cleanInto`` must keep even when empty (its next offset is the
@@ -118,6 +119,7 @@ def round_end_hazard(partition: Partition, end_offset: int) -> LegacyHazard | No
     Args:
         partition: the partition.
         end_offset: the round's first uncleanable offset.
+        reads: the report's shared reads of the ``.log`` files (None: the segment is opened for this).
 
     Returns:
         The hazard, or None when that entry is magic 2, has a keyed record, or does not exist. Only
@@ -130,7 +132,7 @@ def round_end_hazard(partition: Partition, end_offset: int) -> LegacyHazard | No
         return None
     i = holding[-1]
     try:
-        with segments[i].open() as log:
+        with open_log(segments[i], reads) as log:
             entry = next((b for b in log.iter_batches() if b.last_offset == end_offset - 1), None)
             if not isinstance(entry, LegacyEntry):
                 return None
@@ -168,7 +170,7 @@ def _last_entry(seg: SegmentFiles) -> RecordBatch | LegacyEntry | None:
 
 
 def round_walk_problems(
-    partition: Partition, first_offset: int, end_offset: int
+    partition: Partition, first_offset: int, end_offset: int, reads: LogReads | None = None
 ) -> list[tuple[Path, int, str]]:
     """Where Kafka's cleaner throws walking the segments that hold ``[first_offset, end_offset)``.
 
@@ -176,6 +178,7 @@ def round_walk_problems(
         partition: the partition.
         first_offset: the first offset the round reads (its first dirty offset, for a report).
         end_offset: the round's first uncleanable offset.
+        reads: the report's shared reads of the ``.log`` files (None: each is opened for this walk).
 
     Returns:
         ``(file, position, why)`` per problem: trailing bytes too few to size an entry in a segment the
@@ -191,8 +194,7 @@ def round_walk_problems(
         if seg.base_offset >= end_offset or (upper is not None and upper <= first_offset):
             continue
         try:
-            found, previous, end = _walk(seg, previous)
-            size = seg.log_path.stat().st_size
+            found, previous, end, size = _walk(seg, previous, reads)
         except (KcompactError, OSError):
             continue
         out += found
@@ -204,12 +206,15 @@ def round_walk_problems(
     return out
 
 
-def _walk(seg: SegmentFiles, previous: int) -> tuple[list[tuple[Path, int, str]], int, int]:
-    """Offsets that go backwards in ``seg`` after ``previous``; the new previous; the end of its batches."""
+def _walk(
+    seg: SegmentFiles, previous: int, reads: LogReads | None
+) -> tuple[list[tuple[Path, int, str]], int, int, int]:
+    """Offsets that go backwards in ``seg`` after ``previous``; the new previous; the end of its batches;
+    the size of the file."""
     out: list[tuple[Path, int, str]] = []
     end = 0
-    with seg.open() as log:
-        for batch in log.summaries():
+    with open_log(seg, reads) as log:
+        for batch in log.iter_batches():
             if batch.base_offset <= previous:
                 why = (f"offsets go backwards (batch {batch.base_offset}..{batch.last_offset} after "
                        f"offset {previous}): the cleaned segment's offset index append throws "
@@ -217,4 +222,5 @@ def _walk(seg: SegmentFiles, previous: int) -> tuple[list[tuple[Path, int, str]]
                 out.append((seg.log_path, batch.position, why))
             previous = max(previous, batch.last_offset)
             end = batch.position + batch.size_in_bytes
-    return out, previous, end
+        size = log.size_in_bytes
+    return out, previous, end, size

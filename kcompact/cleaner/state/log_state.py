@@ -33,10 +33,11 @@ from kcompact.records.control import ControlRecordKey, ControlRecordType, EndTra
 from kcompact.records.record import decode_records
 from kcompact.segment.files import file_access
 from kcompact.segment.index_builder import IndexBuilder
+from kcompact.segment.log_reads import LogReads, open_log
 from kcompact.segment.names import parse_segment_file_name
 from kcompact.segment.partition import Partition, SegmentFiles
 from kcompact.segment.snapshot import ProducerSnapshotEntry, read_producer_snapshot
-from kcompact.segment.time_index import TIME_INDEX_ENTRY_SIZE, read_time_index
+from kcompact.segment.time_index import TIME_INDEX_ENTRY_SIZE, read_time_index_tail
 from kcompact.segment.txn_index import AbortedTxn, read_txn_index
 
 NO_HIGH_WATERMARK_WARNING = "no high watermark in replication-offset-checkpoint"
@@ -154,8 +155,13 @@ class LogState:
         ]
 
 
-def load_log_state(partition: Partition, config: TopicConfig) -> LogState:
+def load_log_state(partition: Partition, config: TopicConfig, reads: LogReads | None = None) -> LogState:
     """Walk every segment's batch headers once and gather the facts of the module docstring.
+
+    Args:
+        partition: the partition.
+        config: its configuration (``index.interval.bytes`` for a segment Kafka would recover).
+        reads: the report's shared reads of its ``.log`` files (None: each is opened for this walk).
 
     Raises:
         CorruptDataError: a segment's framing or a marker record does not parse (names file and position).
@@ -163,11 +169,11 @@ def load_log_state(partition: Partition, config: TopicConfig) -> LogState:
     hw_entry = partition.checkpointed(partition.log_dir.replication_checkpoint)
     replay = ProducerStateReplay(high_watermark=hw_entry)
     warnings: list[str] = []
-    snapshot_offset = _seed_from_snapshot(partition, replay, warnings)
+    snapshot_offset = _seed_from_snapshot(partition, replay, warnings, reads)
     replay_from = snapshot_offset or 0
     tracker = _TxnTracker()
     segments = tuple(
-        _load_segment(seg, replay, tracker, config.index_interval_bytes, replay_from)
+        _load_segment(seg, replay, tracker, config.index_interval_bytes, replay_from, reads)
         for seg in partition.segments
     )
     log_end = segments[-1].next_offset if segments else partition.log_start_offset()
@@ -214,7 +220,7 @@ def _register_emptied_marker(replay: ProducerStateReplay, batch: Any) -> None:
 
 
 def _seed_from_snapshot(
-    partition: Partition, replay: ProducerStateReplay, warnings: list[str]
+    partition: Partition, replay: ProducerStateReplay, warnings: list[str], reads: LogReads | None
 ) -> int | None:
     """Seed producer state from the newest usable ``.snapshot``, as a broker's loader does.
 
@@ -230,7 +236,7 @@ def _seed_from_snapshot(
             candidates.append((parsed.base_offset, path))
     if not candidates:
         return None
-    log_end = partition.log_end_offset()
+    log_end = partition.log_end_offset(reads)
     usable = [(offset, path) for offset, path in candidates if offset <= log_end]
     if not usable:
         return None
@@ -250,13 +256,14 @@ def _load_segment(
     tracker: _TxnTracker,
     interval: int,
     replay_from: int = 0,
+    reads: LogReads | None = None,
 ) -> SegmentState:
     needs_recovery = seg.index_path is None
     # Only a segment Kafka would recover needs its indexes derived (what recovery would rebuild).
     builder = IndexBuilder(seg.base_offset, interval) if needs_recovery else None
     first_ts, count, next_offset = -1, 0, seg.base_offset
     events: list[tuple[int, int, int]] = []
-    with seg.open() as log:
+    with open_log(seg, reads) as log:
         for batch in log.iter_batches():
             control_type, marker_ts, coordinator_epoch = None, None, None
             if batch.is_control:
@@ -307,12 +314,7 @@ def _time_index_tail(seg: SegmentFiles) -> tuple[int, int]:
     """(last time-index timestamp or -1, file size); a missing .timeindex is created empty by Kafka."""
     if seg.time_index_path is None:
         return -1, 0
-    size = _size_in_bytes(seg.time_index_path)
-    try:
-        entries = read_time_index(seg.time_index_path, seg.base_offset)
-    except CorruptDataError:
-        return -1, size
-    return (entries[-1].timestamp if entries else -1), size
+    return read_time_index_tail(seg.time_index_path)
 
 
 def read_control(batch: object, path: object) -> tuple[int | None, int | None]:

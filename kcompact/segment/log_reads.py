@@ -1,0 +1,124 @@
+"""A partition's small ``.log`` files each read and walked once, however many checks of one report read them.
+
+``inspect dirty-ratio`` reads a partition's segments for four things: its loaded state
+(``cleaner.state.log_state``), the CRCs of its dirty section, and the two places Kafka's cleaner throws on
+(``cleaner.state.cleaner_throws``). Each opened, read and walked the file again; over a log dir of
+10 000 small partitions those repeats were a third of the report. A :class:`LogReads` hands out one
+:class:`~kcompact.segment.log_file.LogFile` per segment instead, kept open while the bytes it keeps stay
+under a budget, and remembers the batches of its first whole walk so the next walk costs no parsing. Past
+the budget, and for a file too large to be read whole (``READ_BELOW``: it is mapped), each ask opens the
+file again, as without it, so a partition of many segments costs no more memory than the budget.
+
+What a check sees is the same either way: the same bytes, the same batches, and the same error at the
+same position for a segment that does not parse (a walk that fails is not remembered; the next one walks
+the same bytes again and fails the same way).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
+
+from kcompact.segment.log_file import READ_BELOW, LogFile
+
+if TYPE_CHECKING:
+    from kcompact.segment.log_file import AnyBatch
+    from kcompact.segment.partition import SegmentFiles
+
+KEEP_BUDGET = 4 << 20  # bytes of .log data one LogReads keeps (64 files of READ_BELOW at least)
+
+
+class LogReads:
+    """The ``.log`` files of one partition's report, each read once while they fit ``budget``.
+
+    Use as a context manager (leaving it releases what it kept); :meth:`open` replaces
+    ``SegmentFiles.open()`` in every check that shares it.
+
+    Args:
+        budget: the most bytes of file data kept at once.
+    """
+
+    def __init__(self, budget: int = KEEP_BUDGET) -> None:
+        self._budget = budget
+        self._kept: dict[str, _KeptLog] = {}
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def open(self, segment: SegmentFiles) -> LogFile:
+        """The segment's ``.log``, open (use as a context manager, as ``SegmentFiles.open()``).
+
+        Raises:
+            FileAccessError: the file cannot be opened or read.
+        """
+        key = os.fspath(segment.log_path)
+        kept = self._kept.get(key)
+        if kept is not None:
+            return kept
+        if not self._fits(segment.size_in_bytes):
+            return segment.open()
+        kept = _KeptLog(segment.log_path)
+        if not self._fits(kept.size_in_bytes):  # it grew since it was listed: mapped, or past the budget
+            return kept.detached()
+        self._budget -= kept.size_in_bytes
+        self._kept[key] = kept
+        return kept
+
+    def _fits(self, size: int) -> bool:
+        return size < READ_BELOW and size <= self._budget
+
+    def close(self) -> None:
+        """Release every kept file."""
+        for kept in self._kept.values():
+            kept.release()
+        self._kept.clear()
+
+
+def open_log(segment: SegmentFiles, reads: LogReads | None) -> LogFile:
+    """``segment``'s ``.log``, through ``reads`` when given (else opened afresh)."""
+    return segment.open() if reads is None else reads.open(segment)
+
+
+class _KeptLog(LogFile):
+    """A :class:`LogFile` that stays open when a check closes it, and replays its first whole walk."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__(path)
+        self._walked: list[AnyBatch] | None = None
+        self._detached = False
+
+    def detached(self) -> Self:
+        """This file, closed by the first check that closes it (not kept)."""
+        self._detached = True
+        return self
+
+    def close(self) -> None:
+        if self._detached:
+            self.release()
+
+    def release(self) -> None:
+        """Close the file for good."""
+        LogFile.close(self)
+
+    def iter_batches(self, start: int = 0, end: int | None = None) -> Iterator[AnyBatch]:
+        if start != 0 or end is not None or self._detached:
+            yield from super().iter_batches(start, end)
+            return
+        if self._walked is not None:
+            yield from self._walked
+            return
+        walked: list[AnyBatch] = []
+        for batch in super().iter_batches():
+            walked.append(batch)
+            yield batch
+        self._walked = walked
