@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import click
 
-from kcompact.segment.remote import is_url, refuse_urls
-
 
 class InputPath(click.ParamType):  # type: ignore[type-arg]
     """A directory that exists, or a URL: passed on (``refuse_as`` None) or refused by that command's name."""
@@ -22,6 +20,8 @@ class InputPath(click.ParamType):  # type: ignore[type-arg]
         self._local = click.Path(exists=True, file_okay=False, path_type=str)
 
     def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from kcompact.segment.remote import is_url, refuse_urls  # kept off the --help path
+
         if is_url(value):
             if self.refuse_as is not None:
                 refuse_urls([value], self.refuse_as)

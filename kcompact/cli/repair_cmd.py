@@ -22,7 +22,6 @@ from kcompact.cli.input_path import InputPath
 from kcompact.cli.options import config_option, json_option, now_ms_option, parse_jobs
 from kcompact.cli.partition_filter_options import partition_filter_options
 from kcompact.errors import RefusedError
-from kcompact.segment.remote import is_url
 
 if TYPE_CHECKING:
     from kcompact.segment.partition_filter import PartitionFilter
@@ -98,6 +97,8 @@ def repair_command(
     said once. Every report lists what the repair gives up: per damaged region of a segment its byte
     range, its offsets and how many records it held (unknown where the bytes do not decode).
     """
+    from kcompact.segment.remote import is_url  # kept off the --help path
+
     if backup_dir is not None and is_url(backup_dir):  # else it would become a local ./s3:/… directory
         raise RefusedError(f"{backup_dir}: --backup-dir of repair expected a local POSIX directory, found "
                            "a URL (the backup is written with rename and fsync); nothing changed")

@@ -26,3 +26,12 @@ def test_help_imports_no_heavy_library(argv: tuple[str, ...]) -> None:
     imported = _imported(*argv)
     assert "kcompact.cli.main" in imported  # the probe sees kcompact's own imports
     assert sorted(name for name in imported if name.split(".")[0] in HEAVY or name in HEAVY) == []
+
+
+def test_top_help_imports_only_the_cli_and_its_errors() -> None:
+    # The layers below the CLI (segment, cleaner, config, …) load with the command that runs, not with
+    # the help text: each one imported here costs the --help of every command.
+    kcompact_modules = {name for name in _imported("--help") if name.split(".")[0] == "kcompact"}
+    assert "kcompact.cli.main" in kcompact_modules
+    assert sorted(name for name in kcompact_modules
+                  if not name.startswith("kcompact.cli") and name not in ("kcompact", "kcompact.errors")) == []
