@@ -81,6 +81,9 @@ class Compression(IntEnum):
         return self.name.lower()
 
 
+_CODECS = tuple(Compression)  # by codec id: a lookup, not an enum call, on every batch's hot path
+
+
 class TimestampType(IntEnum):
     """Meaning of record timestamps; v2 batches are CREATE_TIME or LOG_APPEND_TIME (bit 3)."""
 
@@ -134,7 +137,8 @@ class RecordBatch:
     @property
     def compression(self) -> Compression:
         """Codec of the record bytes."""
-        return Compression(self.attributes & COMPRESSION_CODEC_MASK)
+        codec = self.attributes & COMPRESSION_CODEC_MASK
+        return _CODECS[codec] if codec < len(_CODECS) else Compression(codec)  # 5-7: ValueError
 
     @property
     def timestamp_type(self) -> TimestampType:

@@ -27,7 +27,10 @@ lz4: Kafka's subset of LZ4 frame v1.5.1 (``Lz4BlockOutputStream``), with its XXH
 checksum; the framing and its wire layout live in :mod:`kcompact.records.lz4_framing`.
 
 zstd: one standard frame per stream as zstd-jni's streaming writer makes it (level 3, content size
-not in the header, no checksum); reading accepts any sequence of frames.
+not in the header, no checksum); reading accepts any sequence of frames. A stream that is exactly one
+frame of one block (a batch of up to 128 KiB of records, the usual case) is decompressed in one call
+into a buffer of at most one block (or its stated content size); any other stream, and any that call
+refuses, is fed to a streaming decompressor a step at a time, which also words every error.
 
 Hostile input cannot exhaust memory: every decoder stops once the output would pass ``max_output``.
 The codec libraries are imported on first use, so a missing one only matters when its codec is met.
@@ -116,6 +119,16 @@ _XERIAL_MAGIC_HEAD = XERIAL_LENGTH_STRUCT.unpack(XERIAL_MAGIC[:4])[0]
 ZSTD_LEVEL = 3
 _ZSTD_FEED = 64 * 1024  # compressed bytes handed to zstd per step
 _ZSTD_MAX_RATIO = 32 * 1024  # a 4-byte RLE block can stand for 128 KiB
+_ZSTD_BLOCK_MAX = 128 * 1024  # the most one block inflates to (RFC 8878 Block_Maximum_Size)
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_START_STRUCT = struct.Struct(
+    "<I"  # magic
+    "B"  # frame header descriptor
+)
+_ZSTD_BLOCK_HEADER_STRUCT = struct.Struct("<HB")  # a 3-byte little-endian block header
+_ZSTD_MIN_FRAME = _ZSTD_START_STRUCT.size + _ZSTD_BLOCK_HEADER_STRUCT.size
+_ZSTD_DICT_ID_SIZES = (0, 1, 2, 4)  # by the descriptor's low two bits
+_ZSTD_CONTENT_SIZE_SIZES = (0, 2, 4, 8, 1, 2, 4, 8)  # by its top two bits, +4 when single segment
 
 _M32 = 0xFFFFFFFF
 
@@ -314,13 +327,59 @@ def _check_xerial_header(view: memoryview, position: int) -> None:
 def _zstd_decompress(view: memoryview, max_output: int) -> bytes:
     zstd: Any = _library(ZSTD)
     factory = _zstd_context("decompressor")
+    bound = _zstd_one_block_bound(view, max_output)
+    if bound:  # a batch's usual frame: one call into a buffer of at most ``bound`` bytes
+        try:
+            out: bytes = factory.decompress(view, max_output_size=bound)
+        except zstd.ZstdError:
+            pass  # more than the bound, or corrupt: the loop below says which
+        else:
+            _check_size(ZSTD, len(out), max_output)
+            return out
+    return _zstd_decompress_frames(view, max_output, factory, zstd.ZstdError)
+
+
+def _zstd_one_block_bound(view: memoryview, max_output: int) -> int:
+    """The output bound of a one-call decompression when ``view`` is exactly one zstd frame of one
+    block (RFC 8878), 0 otherwise.
+
+    One block inflates to at most ``_ZSTD_BLOCK_MAX`` bytes; a frame header that states its content
+    size (allocated whole by the codec library) is eligible only when that size is within bounds.
+    """
+    if len(view) < _ZSTD_MIN_FRAME:
+        return 0
+    magic, descriptor = _ZSTD_START_STRUCT.unpack_from(view)
+    single_segment = descriptor & 0x20
+    size_field = _ZSTD_CONTENT_SIZE_SIZES[descriptor >> 6 | (4 if single_segment else 0)]
+    header = 5 + (0 if single_segment else 1) + _ZSTD_DICT_ID_SIZES[descriptor & 3] + size_field
+    if magic != _ZSTD_MAGIC or len(view) < header + 3:
+        return 0
+    low, high = _ZSTD_BLOCK_HEADER_STRUCT.unpack_from(view, header)
+    block = low | high << 16  # Last_Block (bit 0), Block_Type (bits 1-2), Block_Size (bits 3-23)
+    content = 1 if block & 6 == 2 else block >> 3  # an RLE block stores one byte
+    checksum = 4 if descriptor & 4 else 0
+    if not block & 1 or header + 3 + content + checksum != len(view):
+        return 0  # more blocks or frames, or bytes after the frame: the loop
+    bound = min(max_output, _ZSTD_BLOCK_MAX)
+    if size_field:
+        stated = int.from_bytes(view[header - size_field : header], "little")
+        stated += 256 if size_field == 2 else 0
+        return stated if 0 < stated <= bound else 0
+    return bound
+
+
+def _zstd_step(max_output: int, produced: int) -> int:
+    """Compressed bytes to feed next: little enough that one step cannot inflate far past the bound."""
+    return max(64, min(_ZSTD_FEED, (max_output - produced) // _ZSTD_MAX_RATIO + 1))
+
+
+def _zstd_decompress_frames(view: memoryview, max_output: int, factory: Any, error: Any) -> bytes:
     pieces: list[bytes] = []
     produced, position = 0, 0
     reader = factory.decompressobj()
     try:
         while position < len(view):
-            # Feed little enough that one step cannot inflate far past what is still allowed.
-            step = max(64, min(_ZSTD_FEED, (max_output - produced) // _ZSTD_MAX_RATIO + 1))
+            step = _zstd_step(max_output, produced)
             piece = reader.decompress(view[position : position + step])
             position = min(position + step, len(view))
             produced += len(piece)
@@ -329,7 +388,7 @@ def _zstd_decompress(view: memoryview, max_output: int) -> bytes:
             if reader.eof and (reader.unused_data or position < len(view)):
                 position -= len(reader.unused_data)  # the next frame starts there
                 reader = factory.decompressobj()
-    except zstd.ZstdError as err:
+    except error as err:
         raise _corrupt(ZSTD, str(err)) from err
     if not reader.eof:
         raise _corrupt(ZSTD, f"stream truncated after {len(view)} bytes")

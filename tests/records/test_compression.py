@@ -7,6 +7,7 @@ import importlib
 import io
 import random
 import struct
+import threading
 import zlib
 
 import cramjam
@@ -395,3 +396,82 @@ def test_zstd_context_reused_cleanly_after_an_error() -> None:
         with pytest.raises(CorruptRecordError):
             decompress(ZSTD, bad)
         assert decompress(ZSTD, good) == b"hello" * 1000
+
+
+class _CountingDecompressor:
+    """A zstd decompression context that counts how it is used (one-shot calls and their output bound,
+    streaming objects)."""
+
+    def __init__(self) -> None:
+        self.real = zstandard.ZstdDecompressor()
+        self.one_shot_bounds: list[int] = []
+        self.streams = 0
+
+    def decompress(self, data: object, **kwargs: int) -> bytes:
+        self.one_shot_bounds.append(kwargs["max_output_size"])
+        return self.real.decompress(data, **kwargs)  # type: ignore[arg-type]
+
+    def decompressobj(self) -> object:
+        self.streams += 1
+        return self.real.decompressobj()
+
+
+@pytest.fixture
+def counting_zstd(monkeypatch: pytest.MonkeyPatch) -> _CountingDecompressor:
+    counting = _CountingDecompressor()
+    contexts = threading.local()
+    contexts.decompressor = counting
+    monkeypatch.setattr(compression, "_per_thread", contexts)
+    return counting
+
+
+@pytest.mark.parametrize("size", (1, 1000, 50_000, 131_071))
+def test_zstd_batch_of_one_block_is_one_bounded_call(counting_zstd: _CountingDecompressor, size: int) -> None:
+    data = make_data(size, size)
+    packed = compress(ZSTD, data)
+    assert decompress(ZSTD, packed) == data
+    assert counting_zstd.streams == 0  # no streaming object, no feeding loop
+    assert counting_zstd.one_shot_bounds == [128 * 1024]  # the output buffer: one block's worth
+    assert decompress(ZSTD, packed, max_output=size) == data
+    assert counting_zstd.one_shot_bounds[-1] == size
+
+
+def _single_block_frames() -> list[bytes]:
+    small = make_data(20_000, 5)
+    one = compress(ZSTD, small)
+    checked = zstandard.ZstdCompressor(write_checksum=True, write_content_size=False).compressobj()
+    with_checksum = checked.compress(small) + checked.flush()
+    sized = zstandard.ZstdCompressor(level=3).compress(small)  # single segment, content size set
+    zeros = compress(ZSTD, bytes(131_071))  # 19 bytes, one block
+    bad_checksum = with_checksum[:-1] + bytes([with_checksum[-1] ^ 1])
+    return [one, with_checksum, sized, zeros, compress(ZSTD, bytes(131_072)), one + b"junk", one + one, one[:-1], one + b"\0",
+            bad_checksum, one[:-3] + bytes(3), one[:6] + bytes([one[6] ^ 6]) + one[7:]]
+
+
+@pytest.mark.parametrize("stream", _single_block_frames())
+@pytest.mark.parametrize("max_output", (2**31, 131_072, 20_000, 19_999, 1000))
+def test_zstd_one_block_path_answers_as_the_stream_loop(stream: bytes, max_output: int) -> None:
+    view = memoryview(stream)
+    expected: bytes | str
+    try:
+        expected = compression._zstd_decompress_frames(
+            view, max_output, zstandard.ZstdDecompressor(), zstandard.ZstdError)
+    except CorruptRecordError as err:
+        expected = str(err)
+    try:
+        found: bytes | str = decompress(ZSTD, stream, max_output=max_output)
+    except CorruptRecordError as err:
+        found = str(err)
+    assert found == expected
+
+
+def test_zstd_stated_content_size_past_the_bound_is_not_allocated(
+        counting_zstd: _CountingDecompressor) -> None:
+    stated = (2**31).to_bytes(8, "little")  # single segment, 8-byte content size, then one raw block
+    liar = b"\x28\xb5\x2f\xfd\xe0" + stated + bytes((0x29, 0, 0)) + b"hello"
+    with pytest.raises(CorruptRecordError, match="zstd payload does not decompress"):
+        decompress(ZSTD, liar, max_output=1 << 20)
+    assert counting_zstd.one_shot_bounds == []  # never a buffer of the stated 2 GiB
+    honest = zstandard.ZstdCompressor(level=3).compress(b"hello" * 100)  # states 500 bytes
+    assert decompress(ZSTD, honest) == b"hello" * 100
+    assert counting_zstd.one_shot_bounds == [500]
