@@ -26,6 +26,7 @@ Imports of the library happen inside the commands so that ``kcompact --help`` st
 
 from __future__ import annotations
 
+import gc
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -146,6 +147,9 @@ _register_commands()
 
 def main() -> None:
     """Console-script entry point."""
+    # What is loaded by now lives for the whole run: out of the collector's way, a clean's full
+    # collections stop re-walking it (about 3 % of a clean's CPU, scripts/bench.py ratio).
+    gc.freeze()
     cli(prog_name="kcompact")
 
 
