@@ -34,8 +34,8 @@ from typing import Any
 
 from kcompact.cleaner.rules.producer_state import ProducerState
 from kcompact.cleaner.rules.ranges import compute_cleanable_range
-from kcompact.errors import KcompactError
 from kcompact.cleaner.state.log_state import LogState
+from kcompact.errors import KcompactError
 from kcompact.inspect.context import CrcTally, InspectContext, load_inspect_context
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import is_partition_dir, named_path, require_partition_dirs

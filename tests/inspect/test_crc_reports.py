@@ -190,7 +190,7 @@ def test_transactions_report_a_flipped_header_byte_as_corruption(tmp_path: Path)
     assert healthy.exit_code == 0 and json.loads(healthy.stdout)[0]["producers"]
     log = part / "00000000000000000003.log"
     data = bytearray(log.read_bytes())
-    batch = list(iter_batches(bytes(data)))[0]  # producer 7's transactional batch
+    batch = next(iter_batches(bytes(data)))  # producer 7's transactional batch
     data[batch.position + PRODUCER_ID_POSITION + 7] ^= 0x04  # producer id 7 -> 3
     log.write_bytes(bytes(data))
 

@@ -9,6 +9,7 @@ upgraded to v2, and a partition whose log start offset is above its first segmen
 from __future__ import annotations
 
 import json
+import re
 import struct
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import pytest
 from kafka.record.memory_records import MemoryRecords
 
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.errors import ConfigError, KcompactError
+from kcompact.errors import BatchCrcError, ConfigError, KcompactError
 from kcompact.inspect.export import EXPORT_COLUMNS, SegmentRef, split_segments
 from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import decode_records
@@ -27,7 +28,15 @@ from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.partition import iter_partition_dirs, open_partition
 from kcompact.spark.clean_job import spark_clean
 from kcompact.spark.export import spark_export
-from tests.spark.logdirs import COMPACT, NOW, build_legacy_partition, build_log_dir, build_partition
+from tests.spark.logdirs import (
+    COMPACT,
+    NOW,
+    build_legacy_partition,
+    build_log_dir,
+    build_partition,
+    flip_a_value_byte,
+    undecodable_batch,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -224,3 +233,39 @@ def test_plain_kcompact_export_writes_the_same_schema_and_rows_as_spark_export(
     assert {key: summary[key] for key in ("records", "partitions", "segments", "latest")} == {
         "records": spark_summary.records, "partitions": 7, "segments": spark_summary.segments, "latest": latest}
     assert summary["output"] == str(tmp_path / "plain") and spark_summary.records > 0
+
+
+def test_a_corrupt_partition_is_left_out_whole_and_the_others_exported(spark: SparkSession, tmp_path: Path) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 3)
+    sound = spark_export(spark, [log_dir / "users-0", log_dir / "orders-1"], tmp_path / "sound")
+    segment, position = flip_a_value_byte(log_dir / "orders-0")
+
+    summary = spark_export(spark, [log_dir], tmp_path / "out", split_bytes=3000)  # splits across partitions
+
+    [failure] = summary.failures
+    assert failure.partition_dir == str(log_dir / "orders-0") and isinstance(failure.error, BatchCrcError)
+    assert (failure.error.path, failure.error.position) == (str(segment), position)
+    assert (summary.records, summary.partitions, summary.segments) == (sound.records, 2, sound.segments)
+    assert parquet_rows(tmp_path / "out") == parquet_rows(tmp_path / "sound")  # none of orders-0's rows
+
+
+@pytest.mark.parametrize("latest", [False, True], ids=["every-record", "latest"])
+def test_a_corrupt_partition_named_alone_is_the_error_and_nothing_is_written(
+    spark: SparkSession, tmp_path: Path, latest: bool
+) -> None:
+    part = build_partition(tmp_path / "logs", "orders", 0)
+    segment, position = flip_a_value_byte(part)
+    with pytest.raises(BatchCrcError) as raised:
+        spark_export(spark, [part], tmp_path / "out", latest=latest)
+    assert (raised.value.path, raised.value.position) == (str(segment), position)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]
+
+
+def test_a_failing_task_leaves_no_output_directory(spark: SparkSession, tmp_path: Path) -> None:
+    """A batch that passes its CRC but whose records do not parse fails its task: one kcompact error,
+    and the directory Spark made for --output removed."""
+    part = build_partition(tmp_path / "logs", "orders", 0)
+    segment, _ = undecodable_batch(part)
+    with pytest.raises(KcompactError, match=rf"^{re.escape(str(segment))} at position \d+: .*expected 5 records"):
+        spark_export(spark, [part], tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]
