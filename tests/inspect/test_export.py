@@ -12,7 +12,13 @@ from click.testing import CliRunner
 
 from kcompact.cli.main import cli
 from kcompact.inspect.export import export_parquet
-from tests.spark.logdirs import build_log_dir, build_partition, flip_a_value_byte, undecodable_batch
+from tests.spark.logdirs import (
+    build_legacy_partition,
+    build_log_dir,
+    build_partition,
+    flip_a_value_byte,
+    undecodable_batch,
+)
 
 pq = pytest.importorskip("pyarrow.parquet", reason="kcompact export needs pyarrow (pip install '.[export]')")
 
@@ -130,4 +136,20 @@ def test_a_batch_that_passes_its_crc_but_does_not_parse_leaves_nothing(tmp_path:
                      "found 4$", result.stderr)
     assert found and int(found[1]) > position  # where in the batch its records stop parsing
     assert len(result.stderr.splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]
+
+
+def test_a_legacy_message_that_fails_its_crc_is_not_exported(tmp_path: Path) -> None:
+    part = build_legacy_partition(tmp_path / "logs")
+    segment = part / "00000000000000000000.log"
+    data = bytearray(segment.read_bytes())
+    at = data.find(b"v0-plain")  # the magic 0 message's value, stored as it is
+    data[at] ^= 0x01
+    segment.write_bytes(bytes(data))
+
+    result = CliRunner().invoke(cli, ["export", str(part), "--output", str(tmp_path / "out")], prog_name="kcompact")
+
+    assert result.exit_code == 2
+    assert re.fullmatch(rf"kcompact: error: {re.escape(str(segment))} at position 0: batch \(last offset 0\) fails "
+                        r"its CRC; expected 0x[0-9a-f]{8}, found 0x[0-9a-f]{8}; the data is corrupt .*\n", result.stderr)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]
