@@ -139,7 +139,10 @@ def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: i
         with quiet_task_failures(context, verbose=verbose):
             found = context.parallelize(splits, len(splits)).map(check).collect()
     except Exception as err:
-        raise task_error(err) from err
+        said = task_error(err)
+        if said is err:
+            raise
+        raise said from err
     finally:
         context.setJobDescription(None)  # type: ignore[arg-type]
     return [failure for part in found for failure in part]

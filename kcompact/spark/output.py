@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kcompact.errors import KcompactError, RefusedError
+from kcompact.spark.session import quiet_task_failures
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -109,8 +110,6 @@ def write_new_parquet(writer: DataFrameWriter, output: str, context: SparkContex
     Raises:
         KcompactError: a task's kcompact error, or Spark could not write there.
     """
-    from kcompact.spark.session import quiet_task_failures
-
     target = _hadoop_path(context, output)
     existed = target is None or _exists(*target)
     try:
