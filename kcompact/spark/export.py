@@ -11,8 +11,12 @@ Before it, a first job checks every batch's CRC and framing, split by split (``s
 record decoded, cheap next to the export's decoding), and returns the partitions that fail as values,
 never as a failing task: they are left out whole (``ExportSummary.failures``, exit 2), the others are
 exported, and Spark prints no task error. A partition named alone that fails, or every one failing, is
-the error (nothing written). What still fails a task (a batch that passes its CRC but whose records do
-not parse) is one kcompact line, Spark's own lines about it silenced, and leaves no ``--output``.
+the error (nothing written). Data that still does not parse (a batch that passes its CRC but whose
+records do not, bytes a faulty writer produced) fails no task either: the data source ends that split
+with an error row (``error_rows``), the write leaves it out, an observation brings it to the driver,
+which removes the output and raises it (its class, file and position). Should a task fail anyway (a
+file that cannot be read), Spark's own lines about it are silenced and it is one kcompact line; no
+``--output`` is left behind either way.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kcompact import errors
+from kcompact.errors import CorruptDataError, KcompactError
 from kcompact.inspect.export import (
     EXPORT_COLUMNS,
     READ_COMMITTED,
@@ -48,6 +54,7 @@ if TYPE_CHECKING:
 
 FORMAT_NAME = "kcompact"
 EXPORT_SCHEMA = ddl(EXPORT_COLUMNS)
+ERROR_COLUMN = "_kcompact_error"  # the data source's ``error_rows``: a split's error, as :func:`error_payload`
 
 
 def spark_export(
@@ -100,12 +107,21 @@ def spark_export(
     if selection is not None or failures:  # the data source reads these partitions, named one by one
         paths = list(dict.fromkeys(ref.partition_dir for ref in refs))
     frame = read_records(spark, paths, isolation=READ_COMMITTED if latest else READ_UNCOMMITTED,
-                         split_bytes=split_bytes, storage_options=storage_options)
+                         split_bytes=split_bytes, storage_options=storage_options, error_rows=True)
+    failed = Observation("kcompact export errors")  # a split that did not parse: its row, not its task
+    frame = (frame.observe(failed, F.min(ERROR_COLUMN).alias("error"))
+             .where(F.col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN))
     if latest:
         frame = latest_view(frame)
     counted = Observation("kcompact export")  # the rows counted as they are written: no re-read
+
+    def refuse_failed_split() -> None:
+        payload = failed.get.get("error")
+        if payload is not None:
+            raise error_from_payload(str(payload))
+
     write_new_parquet(frame.observe(counted, F.count(F.lit(1)).alias("records")).write, target,
-                      spark.sparkContext, verbose=verbose)
+                      spark.sparkContext, verbose=verbose, then=refuse_failed_split)
     records = int(counted.get.get("records", 0))
     return ExportSummary(target, records, len({r.partition_dir for r in refs}), len(refs), latest,
                          tuple(failures))
@@ -148,8 +164,33 @@ def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: i
     return [failure for part in found for failure in part]
 
 
+def error_payload(err: KcompactError) -> str:
+    """A task's error as text a row can carry (JSON: its class, message and location)."""
+    message = err.message if isinstance(err, CorruptDataError) else None
+    return json.dumps({"kind": type(err).__name__, "text": str(err), "message": message, "path": err.path,
+                       "position": err.position, "offset": err.offset})
+
+
+def error_from_payload(payload: str) -> KcompactError:
+    """The error :func:`error_payload` wrote, rebuilt on the driver (its class when it names where).
+
+    Args:
+        payload: the row's error text.
+
+    Returns:
+        A :class:`~kcompact.errors.CorruptDataError` subclass with its path and position, else a
+        :class:`~kcompact.errors.KcompactError` with the message.
+    """
+    found = json.loads(payload)
+    kind = getattr(errors, str(found.get("kind")), None)
+    if isinstance(kind, type) and issubclass(kind, CorruptDataError) and found.get("message") is not None:
+        return kind(found["message"], path=found["path"], position=found["position"], offset=found["offset"])
+    return KcompactError(found["text"])
+
+
 def read_records(spark: SparkSession, paths: Iterable[str | Path], *, isolation: str = READ_UNCOMMITTED,
-                 split_bytes: int = SPLIT_BYTES, storage_options: StorageOptions | None = None) -> DataFrame:
+                 split_bytes: int = SPLIT_BYTES, storage_options: StorageOptions | None = None,
+                 error_rows: bool = False) -> DataFrame:
     """The records under ``paths`` as a DataFrame (:data:`EXPORT_COLUMNS`), lazily.
 
     Args:
@@ -158,6 +199,8 @@ def read_records(spark: SparkSession, paths: Iterable[str | Path], *, isolation:
         isolation: :data:`READ_UNCOMMITTED` or :data:`READ_COMMITTED`.
         split_bytes: segment bytes per Spark task.
         storage_options: fsspec options for URL inputs.
+        error_rows: a split that does not parse ends with a row holding only :data:`ERROR_COLUMN`
+            (an extra column) instead of failing its task.
 
     Returns:
         ``spark.read.format("kcompact")`` over those paths.
@@ -168,7 +211,8 @@ def read_records(spark: SparkSession, paths: Iterable[str | Path], *, isolation:
     listed = [p if is_url(p) else str(Path(p).absolute()) for p in map(str, paths)]
     return (spark.read.format(FORMAT_NAME).option("paths", json.dumps(listed))
             .option("isolation", isolation).option("split_bytes", str(split_bytes))
-            .option("storage_options", json.dumps(dict(storage_options or {}))).load())
+            .option("storage_options", json.dumps(dict(storage_options or {})))
+            .option("error_rows", str(error_rows).lower()).load())
 
 
 def latest_view(frame: DataFrame) -> DataFrame:

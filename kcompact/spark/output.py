@@ -11,6 +11,7 @@ system every executor and the driver share) or give a cluster file system's URI.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,7 +93,7 @@ def write_parquet(writer: DataFrameWriter, output: str) -> None:
 
 
 def write_new_parquet(writer: DataFrameWriter, output: str, context: SparkContext, *,
-                      verbose: bool = False) -> None:
+                      verbose: bool = False, then: Callable[[], None] | None = None) -> None:
     """:func:`write_parquet` into a new ``output``, leaving nothing there when it fails.
 
     Spark creates the directory before its tasks run and, when one fails, aborts the job but leaves
@@ -106,15 +107,20 @@ def write_new_parquet(writer: DataFrameWriter, output: str, context: SparkContex
         output: the ``--output`` as given (checked by :func:`output_target`).
         context: the SparkContext (its JVM reaches the output's file system).
         verbose: keep Spark's logs of a failing task.
+        then: called once the write is done; should it raise, the output is removed all the same
+            (``spark export``: the data turned out not to parse).
 
     Raises:
-        KcompactError: a task's kcompact error, or Spark could not write there.
+        KcompactError: a task's kcompact error, or Spark could not write there (or what ``then``
+            raised).
     """
     target = _hadoop_path(context, output)
     existed = target is None or _exists(*target)
     try:
         with quiet_task_failures(context, verbose=verbose):
             write_parquet(writer, output)
+        if then is not None:
+            then()
     except BaseException:
         if target is not None and not existed:
             _remove_quietly(*target)

@@ -9,7 +9,6 @@ upgraded to v2, and a partition whose log start offset is above its first segmen
 from __future__ import annotations
 
 import json
-import re
 import struct
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import pytest
 from kafka.record.memory_records import MemoryRecords
 
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.errors import BatchCrcError, ConfigError, KcompactError
+from kcompact.errors import BatchCrcError, ConfigError, CorruptRecordError, KcompactError
 from kcompact.inspect.export import EXPORT_COLUMNS, SegmentRef, split_segments
 from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import decode_records
@@ -261,11 +260,15 @@ def test_a_corrupt_partition_named_alone_is_the_error_and_nothing_is_written(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]
 
 
-def test_a_failing_task_leaves_no_output_directory(spark: SparkSession, tmp_path: Path) -> None:
-    """A batch that passes its CRC but whose records do not parse fails its task: one kcompact error,
-    and the directory Spark made for --output removed."""
-    part = build_partition(tmp_path / "logs", "orders", 0)
-    segment, _ = undecodable_batch(part)
-    with pytest.raises(KcompactError, match=rf"^{re.escape(str(segment))} at position \d+: .*expected 5 records"):
-        spark_export(spark, [part], tmp_path / "out")
+@pytest.mark.parametrize("latest", [False, True], ids=["every-record", "latest"])
+def test_data_that_does_not_parse_is_the_error_and_leaves_no_output_directory(
+    spark: SparkSession, tmp_path: Path, latest: bool
+) -> None:
+    """A batch that passes its CRC but whose records do not parse, in a log dir: the error (its class,
+    file and position, from the task's error row), and the directory Spark made for --output removed."""
+    log_dir = build_log_dir(tmp_path / "logs", 3)
+    segment, position = undecodable_batch(log_dir / "orders-0")
+    with pytest.raises(CorruptRecordError, match=r"expected 5 records, found 4$") as raised:
+        spark_export(spark, [log_dir], tmp_path / "out", latest=latest, split_bytes=3000)
+    assert raised.value.path == str(segment) and (raised.value.position or 0) > position
     assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]
