@@ -272,3 +272,12 @@ def test_data_that_does_not_parse_is_the_error_and_leaves_no_output_directory(
         spark_export(spark, [log_dir], tmp_path / "out", latest=latest, split_bytes=3000)
     assert raised.value.path == str(segment) and (raised.value.position or 0) > position
     assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]
+
+
+def test_error_rows_is_true_or_false() -> None:
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install '.[spark]')")
+    from kcompact.spark.datasource import _error_rows
+
+    assert (_error_rows({}), _error_rows({"error_rows": "TRUE"})) == (False, True)
+    with pytest.raises(ConfigError, match="option 'error_rows'; expected true or false, found 'yes'"):
+        _error_rows({"error_rows": "yes"})
