@@ -7,7 +7,6 @@ functions), at a fraction of its fixed cost for a small partition: no JVM, no Py
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import TYPE_CHECKING
 
@@ -15,10 +14,11 @@ import click
 
 from kcompact.cli import render
 from kcompact.cli.help_text import with_examples
-from kcompact.cli.options import EPILOG, json_option
+from kcompact.cli.options import EPILOG, EXIT_BAD_INPUT, json_option
 from kcompact.cli.partition_filter_options import partition_filter_options
 
 if TYPE_CHECKING:
+    from kcompact.inspect.export import ExportSummary
     from kcompact.segment.partition_filter import PartitionFilter
 
 
@@ -44,7 +44,9 @@ def export_command(paths: tuple[str, ...], output: str, latest: bool, as_json: b
     the same columns and rows as `kcompact spark export` — topic, partition, offset, timestamp, key,
     value, headers, is_tombstone, is_control, is_transactional, producer_id — without Spark's
     start-up. Without --latest every stored record is written (control records and aborted
-    transactions included, flagged). Needs pyarrow (pip install 'kcompact[export]').
+    transactions included, flagged). Every batch's CRC is checked first: a partition with one that
+    fails is left out whole and named (exit 2); named alone, nothing is written. Needs pyarrow
+    (pip install 'kcompact[export]').
     """
     from kcompact.cli.progress_view import progress_bar
     from kcompact.inspect.export import export_parquet
@@ -54,6 +56,17 @@ def export_command(paths: tuple[str, ...], output: str, latest: bool, as_json: b
         summary = export_parquet(paths, output, latest=latest, progress=progress, selection=selection)
     elapsed = time.perf_counter() - started
     if as_json:
-        render.emit_json({**dataclasses.asdict(summary), "elapsed_s": round(elapsed, 3)})
-        return
-    render.plain(f"{render.export_text(summary)} written to {summary.output} in {elapsed:.1f} s")
+        render.emit_json({**summary.as_dict(), "elapsed_s": round(elapsed, 3)})
+    else:
+        render_export_summary(summary, f" in {elapsed:.1f} s")
+    if summary.failures:
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)
+
+
+def render_export_summary(summary: ExportSummary, took: str = "") -> None:
+    """What an export wrote (stdout), then each partition it left out as an error line (stderr)."""
+    left_out = (f"; {render.plural(len(summary.failures), 'partition')} left out, their data failing its checks"
+                if summary.failures else "")
+    render.plain(f"{render.export_text(summary)} written to {summary.output}{took}{left_out}")
+    for failure in summary.failures:
+        render.error_line(str(failure.error))

@@ -23,7 +23,6 @@ the ``kcompact`` command line; the session keeps the master ``spark-submit`` cho
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -265,7 +264,8 @@ def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, mast
     is_transactional, producer_id. Without --latest every stored record is written (read_uncommitted:
     control records and aborted transactions included, flagged). Each Spark task reads about 64 MiB
     of segments. PATHS may be fsspec URLs (s3://, gs://, hdfs://, file://: backups and archived
-    copies), read on the executors.
+    copies), read on the executors. Every batch's CRC is checked first: a partition with one that
+    fails is left out whole and named (exit 2); named alone, nothing is written.
     """
     from kcompact.segment.remote import parse_storage_options
     from kcompact.spark.export import spark_export
@@ -276,8 +276,10 @@ def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, mast
     with command_session(master, verbose=verbose) as (spark, startup_s):
         executors_line(check_executors(spark.sparkContext, paths))
         summary = spark_export(spark, paths, output, latest=latest, selection=selection,
-                               storage_options=parse_storage_options(storage_pairs))
+                               storage_options=parse_storage_options(storage_pairs), verbose=verbose)
     render_export(summary, startup_s, as_json=as_json)
+    if summary.failures:
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)
 
 
 # --- rendering -----------------------------------------------------------------------------------------
@@ -380,11 +382,13 @@ def _clean_summary(rows: list[dict[str, Any]]) -> str:
 
 
 def render_export(summary: ExportSummary, startup_s: float, *, as_json: bool) -> None:
-    """Print what ``spark export`` wrote."""
+    """Print what ``spark export`` wrote, and the partitions it left out."""
+    from kcompact.cli.export_cmd import render_export_summary
+
     if as_json:
-        render.emit_json({**dataclasses.asdict(summary), "startup_s": round(startup_s, 3)})
+        render.emit_json({**summary.as_dict(), "startup_s": round(startup_s, 3)})
         return
-    render.plain(f"{render.export_text(summary)} written to {summary.output}")
+    render_export_summary(summary)
     startup_line(startup_s)
 
 

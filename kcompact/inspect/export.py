@@ -25,6 +25,14 @@ Two isolation levels:
 ``--latest`` then keeps, per (topic, partition, key), the record with the highest offset, and drops
 it when it is a tombstone: the table a consumer reading the partition from the start ends up with.
 Keyless records have no place in that table and are left out.
+
+Corrupt data is never exported as data. Every batch's CRC (CRC-32C for v2, CRC-32 for a legacy entry)
+is checked before its records are read, and a partition is checked whole (:func:`check_segments`)
+before any of its rows is written: one that fails is left out whole, as a :class:`ExportFailure`
+naming the file and byte position (``inspect dirty-ratio``'s failed row, ``clean``'s ``failures``), and
+the others are exported; the command then exits 2. A partition named alone that fails, or every
+partition failing, is the error itself: nothing is written. A batch that passes its CRC but whose
+records do not parse (bytes a faulty writer produced) stops the export, leaving nothing either.
 """
 
 from __future__ import annotations
@@ -43,6 +51,8 @@ from kcompact.errors import CorruptDataError, KcompactError, RefusedError, Unsup
 from kcompact.records.batch_header import RecordBatch
 from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import Record, decode_records
+from kcompact.segment.log_file import LogFile, crc_error_or
+from kcompact.segment.names import segment_file_name
 from kcompact.segment.partition import (
     METADATA_TOPIC,
     Partition,
@@ -92,14 +102,39 @@ class SegmentRef:
 
 
 @dataclass(frozen=True, slots=True)
+class ExportFailure:
+    """A partition left out of an export: the first of its batches that fails (its CRC, or framing).
+
+    Attributes:
+        partition_dir: the partition directory (as listed: a URL for a remote one).
+        error: the error, naming the file and byte position (picklable: Spark tasks return it).
+    """
+
+    partition_dir: str
+    error: KcompactError
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``--json`` form: ``partition_dir`` and ``error`` (the one-line message)."""
+        return {"partition_dir": self.partition_dir, "error": str(self.error)}
+
+
+@dataclass(frozen=True, slots=True)
 class ExportSummary:
-    """What ``kcompact export`` or ``spark export`` wrote."""
+    """What ``kcompact export`` or ``spark export`` wrote (``partitions``: those exported), and the
+    partitions it left out (``failures``: the command exits 2)."""
 
     output: str
     records: int
     partitions: int
     segments: int
     latest: bool
+    failures: tuple[ExportFailure, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``--json`` form (``failures`` as :meth:`ExportFailure.as_dict`)."""
+        return {"output": self.output, "records": self.records, "partitions": self.partitions,
+                "segments": self.segments, "latest": self.latest,
+                "failures": [failure.as_dict() for failure in self.failures]}
 
 
 def list_segments(paths: Iterable[str | Path], storage_options: StorageOptions | None = None,
@@ -168,6 +203,78 @@ def split_segments(refs: Sequence[SegmentRef], split_bytes: int = SPLIT_BYTES) -
     return splits
 
 
+def by_partition(refs: Sequence[SegmentRef]) -> list[tuple[SegmentRef, ...]]:
+    """``refs`` cut where the partition changes (list order keeps a partition's segments together)."""
+    groups: list[list[SegmentRef]] = []
+    for ref in refs:
+        if not groups or groups[-1][0].partition_dir != ref.partition_dir:
+            groups.append([])
+        groups[-1].append(ref)
+    return [tuple(group) for group in groups]
+
+
+def check_segments(refs: Sequence[SegmentRef]) -> KcompactError | None:
+    """The first batch of these (local) segments that fails its CRC or does not frame, as its error.
+
+    One walk over the batch headers and a CRC over every byte, no record decoded: cheap next to the
+    export's decoding, and done before a partition's first row is written so that a corrupt one is
+    left out whole.
+
+    Args:
+        refs: segments (usually one partition's, in offset order).
+
+    Returns:
+        The error (naming the file and byte position), or None when every batch passes.
+    """
+    for ref in refs:
+        try:
+            with LogFile(segment_log_path(ref)) as log:
+                for batch in log.iter_batches():
+                    log.check_crc(batch)
+        except KcompactError as err:
+            return err
+    return None
+
+
+def split_failures(refs: Sequence[SegmentRef], storage_options: StorageOptions | None = None
+                   ) -> list[ExportFailure]:
+    """:func:`check_segments` per partition of a split (remote ones mirrored first), as failures.
+
+    Args:
+        refs: the split's segments.
+        storage_options: fsspec options for segments behind URLs.
+
+    Returns:
+        One :class:`ExportFailure` per partition of the split that fails (its paths as given).
+    """
+    remote = list(dict.fromkeys(ref.partition_dir for ref in refs if is_url(ref.partition_dir)))
+    if not remote:
+        return [ExportFailure(group[0].partition_dir, err) for group in by_partition(refs)
+                if (err := check_segments(group)) is not None]
+    failures: list[ExportFailure] = []
+    with mirrored(remote, storage_options or {}) as local:
+        for group in by_partition(refs):
+            given = group[0].partition_dir
+            here = str(local.get(given, given))
+            err = check_segments([replace(ref, partition_dir=here) for ref in group])
+            if err is not None:
+                failures.append(ExportFailure(given, _named_as_given(err, here, given)))
+    return failures
+
+
+def segment_log_path(ref: SegmentRef) -> Path:
+    """The ``.log`` file of a (local) segment reference."""
+    return Path(ref.partition_dir) / segment_file_name(ref.base_offset, "log")
+
+
+def _named_as_given(err: KcompactError, local_dir: str, given: str) -> KcompactError:
+    """An error about a local mirror's file, naming the file under the URL the user gave instead."""
+    if not isinstance(err, CorruptDataError) or err.path is None or not err.path.startswith(local_dir):
+        return err
+    return type(err)(err.message, path=given + err.path[len(local_dir):], position=err.position,
+                     offset=err.offset)
+
+
 def iter_split_columns(refs: Sequence[SegmentRef], isolation: str = READ_UNCOMMITTED,
                        chunk_rows: int = CHUNK_ROWS, storage_options: StorageOptions | None = None
                        ) -> Iterator[dict[str, list[Any]]]:
@@ -213,7 +320,8 @@ def iter_segment_columns(
         ``{column: [values…]}`` chunks, in offset order.
 
     Raises:
-        CorruptDataError: a batch or record does not parse (names the file and position).
+        CorruptDataError: a batch fails its CRC (``BatchCrcError``), or a batch or record does not
+            parse (names the file and position).
     """
     partition = open_partition(ref.partition_dir)
     committed = None
@@ -227,6 +335,7 @@ def iter_segment_columns(
         for batch in log.iter_batches():
             if committed is not None and not committed.keeps_batch(batch):
                 continue
+            log.check_crc(batch)  # never a flipped byte exported as data
             for record in _records(batch, log.path):
                 if committed is None or record.offset >= committed.log_start_offset:
                     _append(columns, partition, batch, record)
@@ -247,7 +356,7 @@ def _records(batch: RecordBatch | LegacyEntry, path: Path) -> list[Record]:
             return legacy_records(batch)
         return decode_records(batch)
     except CorruptDataError as err:
-        raise (err.located(path, batch.position) if err.path is None else err) from err
+        raise crc_error_or(err, path, batch) from err
 
 
 def _append(columns: dict[str, list[Any]], partition: Partition, batch: RecordBatch | LegacyEntry,
@@ -353,7 +462,8 @@ def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: b
 
     The output is a directory holding one ``part-00000.parquet`` (the shape Spark writes, so either
     reads the other's), written under a temporary name and renamed into place when complete: a failed
-    export leaves nothing at ``output``.
+    export leaves nothing at ``output``. Each partition is checked (:func:`check_segments`) before its
+    first row is written; one that fails is left out whole and named in ``failures``.
 
     Args:
         paths: partition directories and/or log dirs.
@@ -363,10 +473,11 @@ def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: b
         selection: export only the partitions it matches (``--topic`` …; None: all).
 
     Returns:
-        The :class:`ExportSummary`.
+        The :class:`ExportSummary` (``failures``: the partitions left out).
 
     Raises:
-        KcompactError: ``output`` exists, a path is not a partition or log dir, or a segment does not parse.
+        KcompactError: ``output`` exists, a path is not a partition or log dir, the one partition (or
+            every partition) fails its check (that error), or a segment does not parse.
         UnsupportedFormatError: pyarrow is not installed.
     """
     target = Path(output)
@@ -377,43 +488,64 @@ def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: b
     pa, schema = _pyarrow(), arrow_schema()
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
+    failures: list[ExportFailure] = []
     temporary = target.with_name(f".{target.name}.kcompact-{os.getpid()}.tmp")
     temporary.mkdir(parents=True)
     try:
         records = 0
         with pq.ParquetWriter(temporary / "part-00000.parquet", schema) as writer:
-            for columns in _export_chunks(refs, latest, read_progress(progress, "records", _total(refs))):
+            for columns in _export_chunks(refs, latest, read_progress(progress, "records", _total(refs)),
+                                          failures):
                 records += len(columns["offset"])
                 writer.write_batch(pa.RecordBatch.from_pydict(columns, schema=schema))
+        refuse_all_failed(refs, failures)
         os.rename(temporary, target)
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
-    return ExportSummary(str(output), records, len({r.partition_dir for r in refs}), len(refs), latest)
+    bad = {failure.partition_dir for failure in failures}
+    exported = [ref for ref in refs if ref.partition_dir not in bad]
+    return ExportSummary(str(output), records, len({r.partition_dir for r in exported}), len(exported), latest,
+                         tuple(failures))
 
 
-def _export_chunks(refs: Sequence[SegmentRef], latest: bool, progress: ReadProgress | None
-                   ) -> Iterator[dict[str, list[Any]]]:
-    """Every record's columns, or per partition the latest live record per key (offset order)."""
+def refuse_all_failed(refs: Sequence[SegmentRef], failures: Sequence[ExportFailure]) -> None:
+    """Raise the first failure when no partition is left to export (one named alone that fails).
+
+    Raises:
+        KcompactError: the first failure's error, when every partition of ``refs`` failed.
+    """
+    if failures and len({ref.partition_dir for ref in refs}) == len({f.partition_dir for f in failures}):
+        raise failures[0].error
+
+
+def _export_chunks(refs: Sequence[SegmentRef], latest: bool, progress: ReadProgress | None,
+                   failures: list[ExportFailure]) -> Iterator[dict[str, list[Any]]]:
+    """Every record's columns, or per partition the latest live record per key (offset order); a
+    partition that fails :func:`check_segments` is appended to ``failures`` instead."""
     committed: dict[str, _CommittedFilter] = {}
-    table: dict[bytes, tuple[Any, ...]] = {}
-    for i, ref in enumerate(refs):
-        for columns in iter_segment_columns(ref, READ_COMMITTED if latest else READ_UNCOMMITTED,
-                                            committed_cache=committed):
-            if not latest:
-                yield columns
-                continue
-            for row in zip(*(columns[name] for name, _ in EXPORT_COLUMNS), strict=True):
-                if row[4] is not None:  # the key: keyless records have no place in the table
-                    table[row[4]] = row
-        if progress is not None:
-            progress.advance(ref.size_in_bytes)
-        last_of_partition = i + 1 == len(refs) or refs[i + 1].partition_dir != ref.partition_dir
-        if latest and last_of_partition:
-            live = sorted((row for row in table.values() if not row[7]), key=lambda row: row[2])
-            table.clear()
-            if live:
-                yield {name: [row[j] for row in live] for j, (name, _) in enumerate(EXPORT_COLUMNS)}
+    for group in by_partition(refs):
+        error = check_segments(group)
+        if error is not None:
+            failures.append(ExportFailure(group[0].partition_dir, error))
+            if progress is not None:
+                progress.advance(_total(group))
+            continue
+        table: dict[bytes, tuple[Any, ...]] = {}
+        for ref in group:
+            for columns in iter_segment_columns(ref, READ_COMMITTED if latest else READ_UNCOMMITTED,
+                                                committed_cache=committed):
+                if not latest:
+                    yield columns
+                    continue
+                for row in zip(*(columns[name] for name, _ in EXPORT_COLUMNS), strict=True):
+                    if row[4] is not None:  # the key: keyless records have no place in the table
+                        table[row[4]] = row
+            if progress is not None:
+                progress.advance(ref.size_in_bytes)
+        live = sorted((row for row in table.values() if not row[7]), key=lambda row: row[2])
+        if live:
+            yield {name: [row[j] for row in live] for j, (name, _) in enumerate(EXPORT_COLUMNS)}
     if progress is not None:
         progress.finish()
 

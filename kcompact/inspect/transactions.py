@@ -16,6 +16,12 @@ its last batch's max timestamp, or its last marker's). For each one the report g
 offset it pins, the dirty bytes the cleaner would gain were it aborted (the cleanable range recomputed
 without it, by :func:`kcompact.cleaner.rules.ranges.compute_cleanable_range`), and the
 ``kafka-transactions.sh abort`` line that ends it on the live cluster.
+
+The producer state comes from batch headers (producer id, epoch, sequence, timestamps) and markers, so
+every batch the state replays (from the snapshot's offset on, else the whole log) has its CRC checked: a
+flipped byte there would show a producer or an open transaction that never was. A partition with one
+that fails is a row with ``error`` (the first failure's file and byte position, ``kcompact repair``
+to set it aside) and no producers, and the command exits 2.
 """
 
 from __future__ import annotations
@@ -28,8 +34,9 @@ from typing import Any
 
 from kcompact.cleaner.rules.producer_state import ProducerState
 from kcompact.cleaner.rules.ranges import compute_cleanable_range
+from kcompact.cleaner.state.log_state import LogState
 from kcompact.errors import KcompactError
-from kcompact.inspect.context import InspectContext, load_inspect_context
+from kcompact.inspect.context import CrcTally, InspectContext, load_inspect_context
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import is_partition_dir, named_path, require_partition_dirs
 
@@ -114,7 +121,8 @@ def transactions_report(
         broker: what the abort lines name after ``--bootstrap-server``.
 
     Returns:
-        One row per partition, in path order; a partition that does not load has ``error`` set.
+        One row per partition, in path order; a partition that does not load, or one of whose
+        replayed batches fails its CRC, has ``error`` set (and no producers).
 
     Raises:
         KcompactError: a path is neither a partition directory nor a log dir holding one.
@@ -127,8 +135,29 @@ def transactions_report(
         except KcompactError as err:
             rows.append(_empty_row(part, error=str(err)))
             continue
+        crc = _check_replayed_batches(ctx.state)
+        if crc.first_error is not None:
+            more = crc.corrupt_batches - 1
+            error = crc.first_error + (f" ({more} more batch(es) fail theirs)" if more else "")
+            rows.append(_empty_row(ctx.state.partition.path, error=error))
+            continue
         rows.append(partition_transactions(ctx, broker=broker))
     return rows
+
+
+def _check_replayed_batches(state: LogState) -> CrcTally:
+    """The CRC of every batch the producer state replays: those from the snapshot's offset on
+    (``ProducerStateManager`` loads the snapshot, then the log after it), else the whole log."""
+    tally = CrcTally()
+    start = state.snapshot_offset or 0
+    for seg in state.segments:
+        if seg.next_offset <= start:
+            continue
+        with seg.files.open() as log:
+            for batch in log.iter_batches():
+                if batch.last_offset >= start:
+                    tally.check(log.path, batch)
+    return tally
 
 
 def _partition_dirs(paths: Iterable[str | Path]) -> list[Path]:

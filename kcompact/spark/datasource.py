@@ -9,7 +9,10 @@
 Options: ``paths`` (a JSON list of partition directories and/or log dirs, local or fsspec URLs; or ``path``, one of them,
 also given as ``load(path)``), ``isolation`` (``read_uncommitted``, the default, or
 ``read_committed``; see ``kcompact.inspect.export``) and ``split_bytes`` (segment bytes per input
-partition, default ``SPLIT_BYTES``) and ``storage_options`` (a JSON object of fsspec options for URLs). The schema is fixed (``kcompact.inspect.export.EXPORT_COLUMNS``).
+partition, default ``SPLIT_BYTES``) and ``storage_options`` (a JSON object of fsspec options for URLs). The schema is fixed (``kcompact.inspect.export.EXPORT_COLUMNS``);
+``error_rows`` (``true``; default ``false``) adds an :data:`ERROR_COLUMN`: a split whose data does not
+parse then ends with one row holding only the error's one-line message, where by default its task
+fails (``spark export`` reads this way, so that no task fails and Spark prints no task error).
 The driver lists the segments and packs them into input partitions; each is read on an executor
 by ``kcompact.inspect.export.iter_split_columns`` and handed to Spark as Arrow record batches.
 
@@ -27,7 +30,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from kcompact.errors import ConfigError
+from kcompact.errors import ConfigError, KcompactError
 from kcompact.inspect.export import (
     ISOLATION_LEVELS,
     READ_UNCOMMITTED,
@@ -38,9 +41,10 @@ from kcompact.inspect.export import (
     list_segments,
     split_segments,
 )
-from kcompact.spark.export import EXPORT_SCHEMA, FORMAT_NAME
+from kcompact.spark.export import ERROR_COLUMN, EXPORT_SCHEMA, FORMAT_NAME, error_payload
 
 ARROW_SCHEMA = arrow_schema()
+ARROW_SCHEMA_WITH_ERRORS = ARROW_SCHEMA.append(pa.field(ERROR_COLUMN, pa.string()))
 
 
 class SegmentSplit(InputPartition):
@@ -59,22 +63,23 @@ class KcompactDataSource(DataSource):
         return FORMAT_NAME
 
     def schema(self) -> str:
-        return EXPORT_SCHEMA
+        return f"{EXPORT_SCHEMA}, {ERROR_COLUMN} string" if _error_rows(self.options) else EXPORT_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KcompactReader(_paths(self.options), _isolation(self.options), _split_bytes(self.options),
-                              _storage_options(self.options))
+                              _storage_options(self.options), error_rows=_error_rows(self.options))
 
 
 class KcompactReader(DataSourceReader):
     """Lists and packs segments on the driver; reads one split per task."""
 
     def __init__(self, paths: list[str], isolation: str, split_bytes: int = SPLIT_BYTES,
-                 storage_options: dict[str, Any] | None = None) -> None:
+                 storage_options: dict[str, Any] | None = None, *, error_rows: bool = False) -> None:
         self.paths = paths
         self.isolation = isolation
         self.split_bytes = split_bytes
         self.storage_options = storage_options or {}
+        self.error_rows = error_rows
 
     def partitions(self) -> Sequence[InputPartition]:
         listed = list_segments(self.paths, self.storage_options)
@@ -83,8 +88,18 @@ class KcompactReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, SegmentSplit):  # Spark hands back what partitions() made
             raise TypeError(f"expected a SegmentSplit, found {type(partition).__name__}")
-        for columns in iter_split_columns(partition.refs, self.isolation, storage_options=self.storage_options):
-            yield pa.RecordBatch.from_pydict(columns, schema=ARROW_SCHEMA)
+        if not self.error_rows:
+            for columns in iter_split_columns(partition.refs, self.isolation, storage_options=self.storage_options):
+                yield pa.RecordBatch.from_pydict(columns, schema=ARROW_SCHEMA)
+            return
+        try:
+            for columns in iter_split_columns(partition.refs, self.isolation, storage_options=self.storage_options):
+                yield pa.RecordBatch.from_pydict({**columns, ERROR_COLUMN: [None] * len(columns["offset"])},
+                                                 schema=ARROW_SCHEMA_WITH_ERRORS)
+        except KcompactError as err:  # the task ends well; the driver sees the row and fails the export
+            row: dict[str, list[Any]] = {field.name: [None] for field in ARROW_SCHEMA}
+            yield pa.RecordBatch.from_pydict({**row, ERROR_COLUMN: [error_payload(err)]},
+                                             schema=ARROW_SCHEMA_WITH_ERRORS)
 
 
 def _paths(options: Any) -> list[str]:
@@ -117,6 +132,13 @@ def _storage_options(options: Any) -> dict[str, Any]:
     if not isinstance(found, dict):
         raise ConfigError(f"kcompact data source: option 'storage_options'; expected a JSON object, found {raw!r}")
     return found
+
+
+def _error_rows(options: Any) -> bool:
+    raw = str(options.get("error_rows", "false")).lower()
+    if raw not in ("true", "false"):
+        raise ConfigError(f"kcompact data source: option 'error_rows'; expected true or false, found {raw!r}")
+    return raw == "true"
 
 
 def _isolation(options: Any) -> str:

@@ -11,12 +11,15 @@ system every executor and the driver share) or give a cluster file system's URI.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kcompact.errors import KcompactError, RefusedError
+from kcompact.spark.session import quiet_task_failures
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import DataFrame, DataFrameWriter
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -87,6 +90,69 @@ def write_parquet(writer: DataFrameWriter, output: str) -> None:
         writer.parquet(output)
     except Exception as err:
         raise _write_error(err, output) from err
+
+
+def write_new_parquet(writer: DataFrameWriter, output: str, context: SparkContext, *,
+                      verbose: bool = False, then: Callable[[], None] | None = None) -> None:
+    """:func:`write_parquet` into a new ``output``, leaving nothing there when it fails.
+
+    Spark creates the directory before its tasks run and, when one fails, aborts the job but leaves
+    the directory (empty, or with a ``_temporary`` of part files); a directory at ``--output`` would look
+    like an export. Removed here when it was not there before (through Hadoop's FileSystem: any URI
+    Spark writes). A failing task's own log lines are silenced (:func:`quiet_task_failures`): the
+    error is kcompact's one line.
+
+    Args:
+        writer: the DataFrame's writer.
+        output: the ``--output`` as given (checked by :func:`output_target`).
+        context: the SparkContext (its JVM reaches the output's file system).
+        verbose: keep Spark's logs of a failing task.
+        then: called once the write is done; should it raise, the output is removed all the same
+            (``spark export``: the data turned out not to parse).
+
+    Raises:
+        KcompactError: a task's kcompact error, or Spark could not write there (or what ``then``
+            raised).
+    """
+    target = _hadoop_path(context, output)
+    existed = target is None or _exists(*target)
+    try:
+        with quiet_task_failures(context, verbose=verbose):
+            write_parquet(writer, output)
+        if then is not None:
+            then()
+    except BaseException:
+        if target is not None and not existed:
+            _remove_quietly(*target)
+        raise
+
+
+def _hadoop_path(context: SparkContext, output: str) -> tuple[Any, Any] | None:
+    """Hadoop's ``(FileSystem, Path)`` for ``output``; None when it cannot be resolved (Spark says why
+    when it writes)."""
+    try:
+        jvm: Any = context._jvm
+        path = jvm.org.apache.hadoop.fs.Path(output)
+        hadoop: Any = context._jsc
+        return path.getFileSystem(hadoop.hadoopConfiguration()), path
+    except Exception:  # noqa: BLE001 - a URI Hadoop does not know: nothing to remove, Spark's error says so
+        return None
+
+
+def _exists(fs: Any, path: Any) -> bool:
+    """Whether ``path`` exists; True when that cannot be told (then nothing is ever removed)."""
+    try:
+        return bool(fs.exists(path))
+    except Exception:  # noqa: BLE001 - unknown: assume it was there
+        return True
+
+
+def _remove_quietly(fs: Any, path: Any) -> None:
+    try:
+        if fs.exists(path):
+            fs.delete(path, True)
+    except Exception:  # noqa: BLE001, S110 - best effort: the write's own error is what the user needs
+        pass
 
 
 def write_frame(frame: DataFrame, output: str, master: str | None) -> None:

@@ -34,7 +34,7 @@ import time
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kcompact.errors import RefusedError, UnsupportedFormatError
 
@@ -47,6 +47,7 @@ CHOSEN_BY_CONF = "spark.kcompact.executorPythonChosenBy"  # who chose the execut
 MAX_COUNTED_EXECUTORS = 1024  # dynamic allocation's default maximum is unbounded: count no more than this
 QUIET_LOG_LEVEL = "ERROR"  # Spark's WARNs (native-hadoop, hostname loopback) mean nothing to a user
 VERBOSE_LOG_LEVEL = "INFO"
+QUIETED_LOGGERS = ("org.apache.spark",)  # its own level in QUIET_LOG4J2: the root's does not reach it
 QUIET_LOG4J2 = f"""\
 rootLogger.level = {QUIET_LOG_LEVEL.lower()}
 rootLogger.appenderRef.stderr.ref = console
@@ -100,6 +101,40 @@ def spark_session(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel(VERBOSE_LOG_LEVEL if verbose else QUIET_LOG_LEVEL)
     return session
+
+
+@contextmanager
+def quiet_task_failures(context: SparkContext, *, verbose: bool = False) -> Iterator[None]:
+    """Spark's own log lines about a failing task (a Python traceback and a JVM stack per attempt,
+    ~200 lines) silenced for a job whose failure kcompact reports itself, as one line.
+
+    Spark logs a task's failure at ERROR from several loggers (``Utils``, ``Executor``,
+    ``TaskSetManager``, ``FileFormatWriter``) before the action raises; the action's exception still
+    carries the cause, which the caller turns into its line. Local mode only changes anything here (a
+    cluster's executors log on their own hosts); ``--verbose`` keeps every line.
+
+    Args:
+        context: the job's SparkContext.
+        verbose: keep Spark's logs (do nothing).
+
+    Yields:
+        Nothing; the levels are back as they were when the block ends.
+    """
+    if verbose:
+        yield
+        return
+    jvm: Any = context._jvm  # py4j's view of the driver JVM (classic sessions)
+    log4j = jvm.org.apache.logging.log4j
+    configurator = log4j.core.config.Configurator
+    names = [log4j.LogManager.ROOT_LOGGER_NAME, *QUIETED_LOGGERS]
+    before = [log4j.LogManager.getLogger(name).getLevel() for name in names]
+    for name in names:
+        configurator.setLevel(name, log4j.Level.OFF)
+    try:
+        yield
+    finally:
+        for name, level in zip(names, before, strict=True):
+            configurator.setLevel(name, level)
 
 
 def refuse_speculation(context: SparkContext, subject: str, why: str) -> None:

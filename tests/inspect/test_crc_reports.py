@@ -5,12 +5,16 @@ error (file, byte position, both checksums, ``kcompact repair``), and exit code 
   the row keeps its numbers and gets ``error``;
 * ``keys`` checks every batch (it reads every record); the projection says the clean would refuse;
 * ``last-clean`` checks every batch it walks (the evidence it reports comes from their headers).
+* ``replicas`` checks every batch it compares: a flipped byte is corruption (exit 2), not divergence (3);
+* ``transactions`` checks every batch the producer state replays; the row is an error without producers.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+import struct
 from pathlib import Path
 
 from click.testing import CliRunner, Result
@@ -18,12 +22,18 @@ from click.testing import CliRunner, Result
 from kcompact.cli.main import cli
 from kcompact.inspect.keys import keys_report
 from kcompact.inspect.last_clean import last_clean_report
+from kcompact.inspect.replicas import ReplicaSet, replicas_row
+from kcompact.inspect.transactions import transactions_report
 from kcompact.records.batch import iter_batches
+from kcompact.segment.snapshot import encode_producer_snapshot
+from tests.builders import PartitionBuilder
 from tests.inspect.keys.test_keys import COMPACT, mixed
 from tests.inspect.test_dirty_ratio import NOW, only, segmented
 from tests.inspect.test_last_clean import two_rounds
+from tests.inspect.test_transactions import committed_aborted_open
 
 CRC_POSITION = 17
+PRODUCER_ID_POSITION = struct.calcsize(">qiibIhiqq")  # 43: the v2 header's producerId (int64)
 
 
 def flip_crc(log: Path, index: int) -> tuple[int, int]:
@@ -121,3 +131,90 @@ def test_last_clean_counts_the_batch(tmp_path: Path) -> None:
     text = run("inspect", "last-clean", str(part), "--now-ms", str(NOW))
     assert text.exit_code == 2 and error_lines(text) == [f"kcompact: error: {got.crc_error}"]
     assert "corrupt       1 batch fails its CRC" in text.stdout
+
+
+def flip_value(log: Path, value: bytes) -> tuple[int, int]:
+    """Flip a byte inside the first stored copy of ``value`` in ``log`` (a record's value, uncompressed);
+    return the position and last offset of the batch holding it."""
+    data = bytearray(log.read_bytes())
+    at = data.find(value)
+    assert at >= 0, f"{value!r} is not stored in {log}"
+    batch = next(b for b in iter_batches(bytes(data)) if b.position <= at < b.position + b.size_in_bytes)
+    data[at] ^= 0x01
+    log.write_bytes(bytes(data))
+    return batch.position, batch.last_offset
+
+
+def copies(tmp_path: Path) -> tuple[Path, Path]:
+    """Two copies of one partition, byte for byte (replicas that agree)."""
+    one = PartitionBuilder("orders", 0)
+    one.batch([(b"a", b"first-value"), (b"b", b"second-value")]).roll()
+    one.batch([(b"a", b"third-value")])
+    leader = one.write(tmp_path / "b1")
+    follower = shutil.copytree(leader, tmp_path / "b2" / leader.name)
+    shutil.copy(leader.parent / "replication-offset-checkpoint", tmp_path / "b2")
+    return leader, follower
+
+
+def test_replicas_report_a_flipped_value_byte_as_corruption_not_divergence(tmp_path: Path) -> None:
+    leader, follower = copies(tmp_path)
+    assert run("inspect", "replicas", str(leader), str(follower)).exit_code == 0
+    log = follower / "00000000000000000000.log"
+    position, last = flip_value(log, b"second-value")
+
+    result = run("inspect", "replicas", str(leader), str(follower), "--json")
+
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.stdout)["error"]
+    assert re.match(crc_message(log, position, last), error["message"])
+    assert (error["path"], error["position"], error["kind"]) == (str(log), position, "BatchCrcError")
+    text = run("inspect", "replicas", str(leader), str(follower))
+    assert text.exit_code == 2 and error_lines(text) == [f"kcompact: error: {error['message']}"]
+
+
+def test_spark_replicas_row_of_a_corrupt_copy_is_an_error(tmp_path: Path) -> None:
+    """``spark inspect replicas`` runs ``replicas_row`` in its tasks: a corrupt copy is the row's error."""
+    leader, follower = copies(tmp_path)
+    log = follower / "00000000000000000000.log"
+    position, last = flip_value(log, b"first-value")
+
+    row = replicas_row(ReplicaSet("orders", 0, (str(leader), str(follower))))
+
+    assert (row.agree, row.report) == (None, None)
+    assert re.match(crc_message(log, position, last), row.error or "")
+
+
+def test_transactions_report_a_flipped_header_byte_as_corruption(tmp_path: Path) -> None:
+    part = committed_aborted_open(tmp_path / "logdir")
+    healthy = run("inspect", "transactions", str(part), "--json", "--now-ms", str(NOW))
+    assert healthy.exit_code == 0 and json.loads(healthy.stdout)[0]["producers"]
+    log = part / "00000000000000000003.log"
+    data = bytearray(log.read_bytes())
+    batch = next(iter_batches(bytes(data)))  # producer 7's transactional batch
+    data[batch.position + PRODUCER_ID_POSITION + 7] ^= 0x04  # producer id 7 -> 3
+    log.write_bytes(bytes(data))
+
+    result = run("inspect", "transactions", str(part), "--json", "--now-ms", str(NOW))
+
+    assert result.exit_code == 2, result.output
+    (row,) = json.loads(result.stdout)
+    assert re.match(crc_message(log, batch.position, batch.last_offset), row["error"])
+    assert row["producers"] == [] and row["hanging"] == []
+    text = run("inspect", "transactions", str(part), "--now-ms", str(NOW))
+    assert text.exit_code == 2 and error_lines(text) == [f"kcompact: error: {row['error']}"]
+
+
+def test_transactions_check_only_what_the_snapshot_does_not_cover(tmp_path: Path) -> None:
+    """A batch below the producer snapshot's offset is not replayed (``ProducerStateManager`` starts
+    from the snapshot): the report does not read it, so it does not judge it."""
+    part = committed_aborted_open(tmp_path / "logdir")
+    (part / "00000000000000000003.snapshot").write_bytes(encode_producer_snapshot([]))  # no producer before 3
+    flip_crc(part / "00000000000000000000.log", 0)
+
+    (row,) = transactions_report([part], cli_overrides={}, now_ms=NOW)
+
+    assert (row.error, row.snapshot_offset) == (None, 3)
+    assert [p.producer_id for p in row.producers] == [5, 7, 8, 9]
+    flip_crc(part / "00000000000000000003.log", 1)
+    (row,) = transactions_report([part], cli_overrides={}, now_ms=NOW)
+    assert (row.error or "").startswith(f"{part / '00000000000000000003.log'} at position ")

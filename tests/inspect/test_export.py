@@ -1,7 +1,10 @@
-"""``kcompact export``: Parquet written in-process, with progress, and nothing left at --output on failure."""
+"""``kcompact export``: Parquet written in-process, with progress, and nothing left at --output on failure;
+corrupt data never exported: a partition whose batch fails its CRC is left out whole and named (exit 2)."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -9,7 +12,13 @@ from click.testing import CliRunner
 
 from kcompact.cli.main import cli
 from kcompact.inspect.export import export_parquet
-from tests.spark.logdirs import build_log_dir, build_partition
+from tests.spark.logdirs import (
+    build_legacy_partition,
+    build_log_dir,
+    build_partition,
+    flip_a_value_byte,
+    undecodable_batch,
+)
 
 pq = pytest.importorskip("pyarrow.parquet", reason="kcompact export needs pyarrow (pip install '.[export]')")
 
@@ -81,3 +90,82 @@ def test_the_summary_counts_one_of_each_in_the_singular(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines()[0] == "kcompact: --topic 'orders' matched 1 of 1 partition"
     assert result.stdout.startswith(f"1 record of 1 partition (1 segment) written to {out} in ")
+
+
+def crc_line(segment: Path, position: int) -> re.Pattern[str]:
+    return re.compile(rf"{re.escape(str(segment))} at position {position}: batch \(last offset \d+\) fails its "
+                      r"CRC; expected 0x[0-9a-f]{8}, found 0x[0-9a-f]{8}; the data is corrupt")
+
+
+@pytest.mark.parametrize("latest", [False, True], ids=["every-record", "latest"])
+def test_a_flipped_value_byte_is_never_exported_as_data(tmp_path: Path, latest: bool) -> None:
+    part = build_partition(tmp_path / "logs", "orders", 0)
+    segment, position = flip_a_value_byte(part)
+
+    result = CliRunner().invoke(cli, ["export", str(part), "--output", str(tmp_path / "out"), "--json",
+                                      *(["--latest"] if latest else [])], prog_name="kcompact")
+
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.stdout)["error"]
+    assert crc_line(segment, position).match(error["message"])
+    assert (error["kind"], error["path"], error["position"]) == ("BatchCrcError", str(segment), position)
+    assert result.stderr == f"kcompact: error: {error['message']}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]  # no output, no temporary
+
+
+def test_a_log_dir_exports_its_sound_partitions_and_names_the_corrupt_one(tmp_path: Path) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 3)
+    sound = export_parquet([log_dir / "users-0", log_dir / "orders-1"], tmp_path / "sound")
+    segment, position = flip_a_value_byte(log_dir / "orders-0")
+
+    result = CliRunner().invoke(cli, ["export", str(log_dir), "--output", str(tmp_path / "out"), "--json"],
+                                prog_name="kcompact")
+
+    assert result.exit_code == 2, result.output
+    summary = json.loads(result.stdout)
+    [failure] = summary["failures"]
+    assert failure["partition_dir"] == str(log_dir / "orders-0")
+    assert crc_line(segment, position).match(failure["error"])
+    assert (summary["records"], summary["partitions"], summary["segments"]) == (
+        sound.records, 2, sound.segments)
+    key = ("topic", "partition", "offset")
+    assert pq.read_table(tmp_path / "out").sort_by([(k, "ascending") for k in key]) == \
+        pq.read_table(tmp_path / "sound").sort_by([(k, "ascending") for k in key])  # none of orders-0's rows
+    text = CliRunner().invoke(cli, ["export", str(log_dir), "--output", str(tmp_path / "text")],
+                              prog_name="kcompact")
+    assert text.exit_code == 2
+    assert text.stdout.startswith(f"{sound.records} records of 2 partitions ({sound.segments} segments) "
+                                  f"written to {tmp_path / 'text'} in ")
+    assert text.stdout.rstrip().endswith("; 1 partition left out, their data failing its checks")
+    assert text.stderr == f"kcompact: error: {failure['error']}\n"
+
+
+def test_a_batch_that_passes_its_crc_but_does_not_parse_leaves_nothing(tmp_path: Path) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 2)
+    segment, position = undecodable_batch(log_dir / "orders-0")
+
+    result = CliRunner().invoke(cli, ["export", str(log_dir), "--output", str(tmp_path / "out")],
+                                prog_name="kcompact")
+
+    assert result.exit_code == 2
+    found = re.match(rf"kcompact: error: {re.escape(str(segment))} at position (\d+): .*expected 5 records, "
+                     "found 4$", result.stderr)
+    assert found and int(found[1]) > position  # where in the batch its records stop parsing
+    assert len(result.stderr.splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]
+
+
+def test_a_legacy_message_that_fails_its_crc_is_not_exported(tmp_path: Path) -> None:
+    part = build_legacy_partition(tmp_path / "logs")
+    segment = part / "00000000000000000000.log"
+    data = bytearray(segment.read_bytes())
+    at = data.find(b"v0-plain")  # the magic 0 message's value, stored as it is
+    data[at] ^= 0x01
+    segment.write_bytes(bytes(data))
+
+    result = CliRunner().invoke(cli, ["export", str(part), "--output", str(tmp_path / "out")], prog_name="kcompact")
+
+    assert result.exit_code == 2
+    assert re.fullmatch(rf"kcompact: error: {re.escape(str(segment))} at position 0: batch \(last offset 0\) fails "
+                        r"its CRC; expected 0x[0-9a-f]{8}, found 0x[0-9a-f]{8}; the data is corrupt .*\n", result.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]

@@ -9,10 +9,12 @@ record headers, and an empty active segment so that everything else is cleanable
 from __future__ import annotations
 
 import hashlib
+import struct
 from pathlib import Path
 
 from kcompact.records.batch import iter_batches
 from kcompact.records.batch_encoding import encode_batch
+from kcompact.records.crc import crc32c
 from kcompact.records.legacy import encode_legacy_message, encode_legacy_wrapper
 from kcompact.records.record import Header, Record
 from kcompact.segment.checkpoint import update_offset_checkpoint
@@ -22,6 +24,7 @@ from tests.segment_writer import write_segment
 NOW = BASE_TS + 10_000_000  # every record is older than any lag and horizon rule with defaults
 COMPACT = {"cleanup.policy": "compact"}  # these log dirs have no metadata log to say so
 CRC_POSITION = 17  # baseOffset(8) batchLength(4) partitionLeaderEpoch(4) magic(1), then crc(4)
+RECORDS_COUNT_POSITION = 57  # ... baseSequence(4) at 53, then recordsCount(4)
 CODECS = (0, 1, 2, 3, 4)
 
 
@@ -99,3 +102,38 @@ def tree_digest(root: Path) -> dict[str, str]:
             continue
         out[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out
+
+
+def flip_a_value_byte(part: Path) -> tuple[Path, int]:
+    """Flip one byte of a record's value in the second segment's first batch (uncompressed: the value's
+    bytes are stored as they are), which every reader that skips the CRC would return as data.
+
+    Returns:
+        The segment and the batch's byte position.
+    """
+    segment = sorted(part.glob("*.log"))[1]
+    data = bytearray(segment.read_bytes())
+    first = next(iter_batches(bytes(data)))
+    value = f"{part.name}-v1-0".encode()
+    at = data.find(value, first.position, first.position + first.size_in_bytes)
+    assert at > 0, f"{value!r} is not stored plainly in {segment}"
+    data[at + len(value) - 1] ^= 0x01  # "...-v1-0" -> "...-v1-1": still a plausible value
+    segment.write_bytes(bytes(data))
+    return segment, first.position
+
+
+def undecodable_batch(part: Path) -> tuple[Path, int]:
+    """Make the second segment's first batch declare one record more than it holds, with a CRC that
+    matches (bytes a faulty writer produced): it passes its CRC, its records do not parse.
+
+    Returns:
+        The segment and the batch's byte position.
+    """
+    segment = sorted(part.glob("*.log"))[1]
+    data = bytearray(segment.read_bytes())
+    first = next(iter_batches(bytes(data)))
+    struct.pack_into(">i", data, first.position + RECORDS_COUNT_POSITION, first.records_count + 1)
+    end = first.position + first.size_in_bytes
+    struct.pack_into(">I", data, first.position + CRC_POSITION, crc32c(bytes(data[first.position + CRC_POSITION + 4:end])))
+    segment.write_bytes(bytes(data))
+    return segment, first.position

@@ -19,7 +19,7 @@ import pytest
 from kafka.record.memory_records import MemoryRecords
 
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.errors import ConfigError, KcompactError
+from kcompact.errors import BatchCrcError, ConfigError, CorruptRecordError, KcompactError
 from kcompact.inspect.export import EXPORT_COLUMNS, SegmentRef, split_segments
 from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import decode_records
@@ -27,7 +27,15 @@ from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.partition import iter_partition_dirs, open_partition
 from kcompact.spark.clean_job import spark_clean
 from kcompact.spark.export import spark_export
-from tests.spark.logdirs import COMPACT, NOW, build_legacy_partition, build_log_dir, build_partition
+from tests.spark.logdirs import (
+    COMPACT,
+    NOW,
+    build_legacy_partition,
+    build_log_dir,
+    build_partition,
+    flip_a_value_byte,
+    undecodable_batch,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -224,3 +232,52 @@ def test_plain_kcompact_export_writes_the_same_schema_and_rows_as_spark_export(
     assert {key: summary[key] for key in ("records", "partitions", "segments", "latest")} == {
         "records": spark_summary.records, "partitions": 7, "segments": spark_summary.segments, "latest": latest}
     assert summary["output"] == str(tmp_path / "plain") and spark_summary.records > 0
+
+
+def test_a_corrupt_partition_is_left_out_whole_and_the_others_exported(spark: SparkSession, tmp_path: Path) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 3)
+    sound = spark_export(spark, [log_dir / "users-0", log_dir / "orders-1"], tmp_path / "sound")
+    segment, position = flip_a_value_byte(log_dir / "orders-0")
+
+    summary = spark_export(spark, [log_dir], tmp_path / "out", split_bytes=3000)  # splits across partitions
+
+    [failure] = summary.failures
+    assert failure.partition_dir == str(log_dir / "orders-0") and isinstance(failure.error, BatchCrcError)
+    assert (failure.error.path, failure.error.position) == (str(segment), position)
+    assert (summary.records, summary.partitions, summary.segments) == (sound.records, 2, sound.segments)
+    assert parquet_rows(tmp_path / "out") == parquet_rows(tmp_path / "sound")  # none of orders-0's rows
+
+
+@pytest.mark.parametrize("latest", [False, True], ids=["every-record", "latest"])
+def test_a_corrupt_partition_named_alone_is_the_error_and_nothing_is_written(
+    spark: SparkSession, tmp_path: Path, latest: bool
+) -> None:
+    part = build_partition(tmp_path / "logs", "orders", 0)
+    segment, position = flip_a_value_byte(part)
+    with pytest.raises(BatchCrcError) as raised:
+        spark_export(spark, [part], tmp_path / "out", latest=latest)
+    assert (raised.value.path, raised.value.position) == (str(segment), position)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]
+
+
+@pytest.mark.parametrize("latest", [False, True], ids=["every-record", "latest"])
+def test_data_that_does_not_parse_is_the_error_and_leaves_no_output_directory(
+    spark: SparkSession, tmp_path: Path, latest: bool
+) -> None:
+    """A batch that passes its CRC but whose records do not parse, in a log dir: the error (its class,
+    file and position, from the task's error row), and the directory Spark made for --output removed."""
+    log_dir = build_log_dir(tmp_path / "logs", 3)
+    segment, position = undecodable_batch(log_dir / "orders-0")
+    with pytest.raises(CorruptRecordError, match=r"expected 5 records, found 4$") as raised:
+        spark_export(spark, [log_dir], tmp_path / "out", latest=latest, split_bytes=3000)
+    assert raised.value.path == str(segment) and (raised.value.position or 0) > position
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]
+
+
+def test_error_rows_is_true_or_false() -> None:
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install '.[spark]')")
+    from kcompact.spark.datasource import _error_rows
+
+    assert (_error_rows({}), _error_rows({"error_rows": "TRUE"})) == (False, True)
+    with pytest.raises(ConfigError, match="option 'error_rows'; expected true or false, found 'yes'"):
+        _error_rows({"error_rows": "yes"})

@@ -4,6 +4,7 @@ serial inspect, and a core install that never imports pyspark for help."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,14 @@ from kcompact.cleaner.logdir.run import clean_path
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cli.main import cli
 from tests.cleaner.logdir.test_run_config import keyless_partition
-from tests.spark.logdirs import COMPACT, NOW, build_log_dir, flip_crc_of_a_kept_batch
+from tests.spark.logdirs import (
+    COMPACT,
+    NOW,
+    build_log_dir,
+    build_partition,
+    flip_crc_of_a_kept_batch,
+    undecodable_batch,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -270,3 +278,25 @@ def test_spark_clean_refuses_a_partition_keyless_past_the_gates_sample(spark: Sp
     allowed = run("spark", "clean", str(part), "--now-ms", str(NOW), "--json", "--config", "cleanup.policy=compact",
                   "--allow-keyless-loss")
     assert allowed.exit_code == 0 and json.loads(allowed.stdout)["partitions"][0]["status"] == "cleaned"
+
+
+def test_spark_export_of_a_bad_segment_says_one_line_and_leaves_no_output(spark: SparkSession,
+                                                                          tmp_path: Path) -> None:
+    """A task that fails (a batch whose records do not parse though its CRC passes): Spark's own
+    tracebacks and stacks (~200 lines) silenced, kcompact's line, exit 2, no --output directory."""
+    part = build_partition(tmp_path / "logs", "orders", 0)
+    segment, _ = undecodable_batch(part)
+
+    done = subprocess.run([sys.executable, "-m", "kcompact", "spark", "export", str(part), "--output",
+                           str(tmp_path / "out"), "--master", "local[1]"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300, check=False)
+
+    assert done.returncode == 2, done.stderr
+    errors = re.findall(r"kcompact: error: .*", done.stderr)
+    assert len(errors) == 1 and errors[0].startswith(f"kcompact: error: {segment} at position ")
+    for noise in ("Traceback", "Exception", " ERROR ", "\tat "):
+        assert noise not in done.stderr
+    shown = [line.strip() for line in re.split(r"[\r\n]+", done.stderr)]
+    said = [line for line in shown if line and not line.startswith("[Stage ")]  # Spark's progress bar aside
+    assert [line for line in said if not line.startswith("WARNING: Using incubator modules")] == errors
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]

@@ -13,14 +13,15 @@ would be compacted and whose sample is mostly keyless is then counted in full
 refusal states. Both are evidence, not checks: data that does not parse or cannot be read ends the
 count where it stands (the clean itself then reports it). What a sample misses (keyed records first,
 keyless ones past it) the round catches: it counts every record it reads and refuses before its first
-change (``CleanOptions.keyless_guard``).
+change (``CleanOptions.keyless_guard``), counting the same way over its dirty section
+(``round.mapping.count_dirty_keyless``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kcompact.cleaner.round.mapping import batch_keys
+from kcompact.cleaner.round.mapping import iter_key_counts
 from kcompact.cleaner.round.options import MOSTLY_KEYLESS
 from kcompact.errors import KcompactError
 from kcompact.segment.partition import Partition, SegmentFiles
@@ -80,13 +81,10 @@ def sample_keyless(partition: Partition, budget_bytes: int | None = SAMPLE_BYTES
         start = partition.checkpointed(partition.log_dir.cleaner_checkpoint) or 0
         for seg in _segments_from(partition, start):
             with seg.open() as log:
-                for batch in log.iter_batches():
-                    if batch.last_offset < start or batch.is_control:
-                        continue
-                    _offsets, keys = batch_keys(batch, log)
-                    records += len(keys)
-                    keyless += keys.count(None)
-                    read += batch.size_in_bytes
+                for size, count, missing in iter_key_counts(log, start):
+                    records += count
+                    keyless += missing
+                    read += size
                     if budget_bytes is not None and read >= budget_bytes:
                         return KeylessSample(records, keyless, start)
     except (KcompactError, OSError):

@@ -221,6 +221,39 @@ def batch_keys(batch: Any, log: LogFile) -> tuple[Any, list[bytes | None]]:
         raise crc_error_or(err, log.path, batch) from err
 
 
+def iter_key_counts(log: LogFile, start: int, end: int | None = None) -> Iterator[tuple[int, int, int]]:
+    """``(size_in_bytes, records, keyless)`` of each data batch of ``log`` that holds an offset in
+    ``[start, end)`` (a batch straddling ``start`` counts whole; control batches are not counted,
+    legacy entries are): what the keyless guard and the log-dir gate's count (``logdir.keyless``) read.
+
+    Raises:
+        CorruptDataError: a batch's records do not parse (located in ``log``).
+    """
+    for batch in log.iter_batches():
+        if end is not None and batch.base_offset >= end:
+            return
+        if batch.last_offset < start or batch.is_control:
+            continue
+        _offsets, keys = batch_keys(batch, log)
+        yield batch.size_in_bytes, len(keys), keys.count(None)
+
+
+def count_dirty_keyless(plan: CleanPlan) -> tuple[int, int]:
+    """The data records of the round's dirty section, ``[first dirty offset, end offset)``, and how
+    many of them have no key (counted as :func:`iter_key_counts` counts them).
+
+    Returns:
+        ``(records, keyless)``.
+    """
+    records = keyless = 0
+    for base in plan.dirty_segments:
+        with LogFile(plan.segment(base).log_path) as log:
+            for _size, count, missing in iter_key_counts(log, plan.first_dirty_offset, plan.end_offset):
+                records += count
+                keyless += missing
+    return records, keyless
+
+
 @dataclass(slots=True)
 class MapProgress:
     """Where pass 1 stands: ``latest`` is the map's latest offset so far, ``full`` once it stopped."""

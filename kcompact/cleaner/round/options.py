@@ -31,8 +31,9 @@ class KeylessLossRefused(RefusedError):
 class KeylessGuard:
     """How a clean refuses to delete mostly keyless data, given by ``logdir.compaction_gate.keyless_guard``.
 
-    The gate reads a sample before any work; the round counts every record it reads in pass 2 and,
-    when most would go as keyless, raises :class:`KeylessLossRefused` before its first change.
+    The gate reads a sample before any work; the round counts every record it reads in pass 2, and
+    those of its dirty section alone (the range the gate counts), and when most of either would go
+    as keyless, raises :class:`KeylessLossRefused` before its first change.
 
     Attributes:
         policy: the policy and its source, ``"cleanup.policy=compact (a topic override)"``.

@@ -35,6 +35,7 @@ from pathlib import Path
 from kcompact.cleaner.disk.retention import RetentionResult, apply_retention, plan_retention
 from kcompact.cleaner.disk.roll import Roll, roll_active_segment
 from kcompact.cleaner.disk.swap import recover_interrupted_swaps, unsettled_files
+from kcompact.cleaner.round.mapping import count_dirty_keyless
 from kcompact.cleaner.round.options import CleanOptions, CleanResult, KeylessLossRefused, Progress
 from kcompact.cleaner.round.plan import CleanPlan, build_plan
 from kcompact.cleaner.round.stages import (
@@ -405,19 +406,31 @@ def _compact(here: _Round, partition: Partition, state: LogState) -> None:
 
 
 def _refuse_keyless_loss(options: CleanOptions, ran: RoundOutput) -> None:
-    """Refuse the round, before its first change, when most records pass 2 read would go as keyless
-    (``options.keyless_guard``); its ``.cleaned`` files are removed, the caller undoes a roll."""
+    """Refuse the round, before its first change, when most records it reads would go as keyless
+    (``options.keyless_guard``); its ``.cleaned`` files are removed, the caller undoes a roll.
+
+    Two counts, either refuses: every record pass 2 read (from the log start), and the dirty section
+    alone (from the first dirty offset, the range the log-dir gate counts from the cleaner checkpoint):
+    a large keyed clean section must not dilute a dirty section that is mostly keyless (a topic whose
+    policy became ``compact`` after they were written). The second is read only when pass 2 met a
+    keyless record and the round has a clean section (else it is the first count)."""
     guard = options.keyless_guard
     if guard is None:
         return
+    plan = ran.plan
     keyless = sum(out.stats.invalid_records for out in ran.outputs)
     records = sum(out.stats.records_read for out in ran.outputs)
+    counted = f"{keyless} of the {records} records the round reads (below offset {plan.end_offset}) have no key"
     if not guard.refuses(keyless, records):
-        return
+        if keyless == 0 or plan.first_dirty_offset <= plan.range.log_start_offset:
+            return
+        records, keyless = count_dirty_keyless(plan)
+        if not guard.refuses(keyless, records):
+            return
+        counted = (f"{keyless} of the {records} records of the dirty section [{plan.first_dirty_offset}, "
+                   f"{plan.end_offset}) have no key")
     if not options.dry_run:
         remove_outputs(ran.plan, ran.outputs)
-    plan = ran.plan
-    counted = f"{keyless} of the {records} records the round reads (below offset {plan.end_offset}) have no key"
     raise KeylessLossRefused(f"{plan.partition_dir}: {guard.refusal(counted)}")
 
 

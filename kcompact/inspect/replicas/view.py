@@ -137,7 +137,8 @@ def read_view(partition: Partition, facts: ReplicaFacts, spans: list[TxnSpan], s
         The view.
 
     Raises:
-        CorruptDataError: a batch or record that does not parse (names the file and position).
+        CorruptDataError: a batch that fails its CRC (``BatchCrcError``), or a batch or record that
+            does not parse (names the file and position).
     """
     view = ReplicaView()
     outcome_of = _Outcomes(spans)
@@ -148,6 +149,7 @@ def read_view(partition: Partition, facts: ReplicaFacts, spans: list[TxnSpan], s
                     continue
                 if batch.base_offset >= facts.readable_end:
                     return view
+                log.check_crc(batch)  # a flipped byte is corruption, never a divergence
                 _add_batch(view, batch, _records(batch, log.path), outcome_of(batch), start, limit)
     return view
 
