@@ -864,39 +864,67 @@ done:
 
 /* ---- last_puts: the offset map's flush ------------------------------------------------------ */
 
-/* A flat buffer of native uint64 (a numpy uint64 array: format 'L' or 'Q'). 0 on success. */
-
-typedef struct {
-    uint64_t hi, lo;
-    int64_t at;  /* the put's position */
+/* A put as the flush sorts it: 12 bytes (the digest's lo word is read from the caller's array
+ * through `at` only where two puts' hi words tie), half what (hi, lo, position) would take: the
+ * flush's sort is the peak of a clean's memory. */
+typedef struct __attribute__((packed)) {
+    uint64_t hi;
+    uint32_t at;  /* the put's position (the kernel declines 2**32 puts or more) */
 } Put;
 
 /* Order of two puts: by (hi, lo), then by position, so a key's last put ends its group. */
 static inline int
-put_before(const Put *a, const Put *b)
+put_before(const Put *a, const Put *b, const uint64_t *lo)
 {
     if (a->hi != b->hi)
         return a->hi < b->hi;
-    if (a->lo != b->lo)
-        return a->lo < b->lo;
+    if (lo[a->at] != lo[b->at])
+        return lo[a->at] < lo[b->at];
     return a->at < b->at;
 }
 
-static int
-compare_puts(const void *x, const void *y)
+/* Heapsort (n log n whatever the input; no recursion, no allocation) for the rare big bucket. */
+static void
+sift_down(Put *v, Py_ssize_t root, Py_ssize_t n, const uint64_t *lo)
 {
-    return put_before(x, y) ? -1 : (put_before(y, x) ? 1 : 0);
+    for (;;) {
+        Py_ssize_t child = 2 * root + 1;
+        Put x;
+        if (child >= n)
+            return;
+        if (child + 1 < n && put_before(&v[child], &v[child + 1], lo))
+            child++;
+        if (!put_before(&v[root], &v[child], lo))
+            return;
+        x = v[root];
+        v[root] = v[child];
+        v[child] = x;
+        root = child;
+    }
+}
+
+static void
+heap_sort(Put *v, Py_ssize_t n, const uint64_t *lo)
+{
+    for (Py_ssize_t i = n / 2; i-- > 0;)
+        sift_down(v, i, n, lo);
+    for (Py_ssize_t end = n - 1; end > 0; end--) {
+        Put x = v[0];
+        v[0] = v[end];
+        v[end] = x;
+        sift_down(v, 0, end, lo);
+    }
 }
 
 /* Sort one bucket: insertion sort when small, nothing when already in order (one key's puts come
- * in position order), else qsort (n log n whatever the input). */
+ * in position order), else heapsort. */
 static void
-sort_bucket(Put *v, Py_ssize_t n)
+sort_bucket(Put *v, Py_ssize_t n, const uint64_t *lo)
 {
     if (n > 32) {
         for (Py_ssize_t i = 1; i < n; i++)
-            if (put_before(&v[i], &v[i - 1])) {
-                qsort(v, (size_t)n, sizeof(Put), compare_puts);
+            if (put_before(&v[i], &v[i - 1], lo)) {
+                heap_sort(v, n, lo);
                 return;
             }
         return;
@@ -904,7 +932,7 @@ sort_bucket(Put *v, Py_ssize_t n)
     for (Py_ssize_t i = 1; i < n; i++) {
         Put x = v[i];
         Py_ssize_t j = i;
-        while (j > 0 && put_before(&x, &v[j - 1])) {
+        while (j > 0 && put_before(&x, &v[j - 1], lo)) {
             v[j] = v[j - 1];
             j--;
         }
@@ -913,9 +941,9 @@ sort_bucket(Put *v, Py_ssize_t n)
 }
 
 static inline int
-same_key(const Put *a, const Put *b)
+same_key(const Put *a, const Put *b, const uint64_t *lo)
 {
-    return a->hi == b->hi && a->lo == b->lo;
+    return a->hi == b->hi && lo[a->at] == lo[b->at];
 }
 
 PyDoc_STRVAR(last_puts_doc,
@@ -942,7 +970,7 @@ last_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyBuffer_Release(&hv);
         return scan_error(DECLINED);
     }
-    if (lv.len != hv.len) {
+    if (lv.len != hv.len || hv.len / 8 > (Py_ssize_t)UINT32_MAX) {
         scan_error(DECLINED);
         goto done;
     }
@@ -966,22 +994,21 @@ last_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     for (Py_ssize_t i = 0; i < n; i++) {  /* starts[b] ends as bucket b's end */
         Put *p = &puts[starts[hi[i] >> (64 - bits)]++];
         p->hi = hi[i];
-        p->lo = lo[i];
-        p->at = i;
+        p->at = (uint32_t)i;
     }
     for (Py_ssize_t b = 0, begin = 0; b < buckets; b++) {
-        sort_bucket(puts + begin, starts[b] - begin);
+        sort_bucket(puts + begin, starts[b] - begin, lo);
         begin = starts[b];
     }
     for (Py_ssize_t i = 0; i < n; i++)  /* a group ends where the next put is another key's */
-        groups += i + 1 == n || !same_key(&puts[i], &puts[i + 1]);
+        groups += i + 1 == n || !same_key(&puts[i], &puts[i + 1], lo);
     out = PyBytes_FromStringAndSize(NULL, groups * 8);
     if (out == NULL)
         goto done;
     result = (int64_t *)PyBytes_AS_STRING(out);
     for (Py_ssize_t i = 0, g = 0; i < n; i++)
-        if (i + 1 == n || !same_key(&puts[i], &puts[i + 1]))
-            result[g++] = puts[i].at;
+        if (i + 1 == n || !same_key(&puts[i], &puts[i + 1], lo))
+            result[g++] = (int64_t)puts[i].at;
 done:
     PyMem_Free(puts);
     PyMem_Free(starts);

@@ -78,3 +78,22 @@ def test_map_built_with_the_kernel_answers_as_the_reference_map() -> None:
             answers.append((offset_map.get_batch(hi, lo).tolist(), offset_map.latest_offsets_sorted().tolist()))
         rng = np.random.default_rng(7)
     assert answers[0] == answers[1]
+
+
+@needs_c
+def test_c_last_puts_sorts_in_at_most_16_bytes_a_put() -> None:
+    """The flush's sort is a clean's memory peak: 12 bytes a put (digest word and position) and its bucket directory, not 24 and more."""
+    import tracemalloc
+
+    n = 1 << 18
+    rng = np.random.default_rng(3)
+    hi = rng.integers(0, 1 << 63, n, dtype=np.uint64)
+    lo = rng.integers(0, 1 << 63, n, dtype=np.uint64)
+    tracemalloc.start()
+    try:
+        found = accel.last_puts(hi, lo)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert found is not None and len(found) == 8 * n  # distinct keys: one result each
+    assert peak - len(found) <= 16 * n
