@@ -224,3 +224,63 @@ def decode_batch(
     except kernels.ScanError:
         return None
     return batch
+
+
+WindowRecords = tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
+
+
+def scan_window_records(
+    buf: Buffer, position: int, limit: int, max_batches: int, max_records: int, protected: Any,
+    upper_bound: int, crc: Any,
+) -> WindowRecords | None:
+    """C pass 2 walk over a run of plain v2 batches (``cleaner/round/plain_runs``).
+
+    Its reference is pass 2's per-batch walk (``iter_batches``, the CRC check, the batch decision,
+    :func:`~kcompact.records.scan.scan_records`): the kernel stops before any batch it does not take
+    as is (compressed, transactional, control, empty, legacy, badly framed, a bad CRC, records that
+    do not scan, a last offset in ``protected``, a next offset equal to ``upper_bound``), and the
+    walk takes it.
+
+    Returns:
+        ``(position, batches, offsets, timestamps, key_starts, key_ends, body_starts, record_ends,
+        value_null)`` as the C docstring says; or None: walk batch by batch.
+    """
+    if kernels is None or not enabled:
+        return None
+    try:
+        result: WindowRecords = kernels.scan_window_records(
+            buf, position, limit, max_batches, max_records, protected, upper_bound, crc)
+    except kernels.ScanError:
+        return None
+    return result
+
+
+def emit_window(
+    buf: Buffer, batches: Buffer, columns: tuple[Buffer, Buffer, Buffer, Buffer], value_null: Buffer,
+    kept: Any, new_horizon: int, crc: Any,
+) -> tuple[bytes, bytes] | None:
+    """C :func:`~kcompact.records.filter.filter_v2_batch` over a run of
+    :func:`scan_window_records` (every batch ``DELETE_EMPTY``, its horizon as
+    ``cleaner.rules.policy.output_delete_horizon`` gives it).
+
+    Args:
+        buf, batches: the buffer and the run's ``batches``.
+        columns: the run's ``(offsets, timestamps, body_starts, record_ends)``.
+        value_null: the run's ``value_null``.
+        kept: one byte a record, nonzero where it is kept (any flat byte buffer: numpy's too).
+        new_horizon: the horizon this round stamps (negative: none).
+        crc: ``records.crc.crc32c``.
+
+    Returns:
+        ``(output, table)``: the output batches back to back and per input batch ``(outcome, size,
+        last offset, max timestamp, records kept)`` as native int64 (outcome 0 dropped, 1 copied,
+        2 rebuilt); or None: filter batch by batch.
+    """
+    if kernels is None or not enabled:
+        return None
+    try:
+        result: tuple[bytes, bytes] = kernels.emit_window(
+            buf, batches, *columns, value_null, kept, new_horizon, crc)
+    except kernels.ScanError:
+        return None
+    return result
