@@ -43,6 +43,7 @@ from kcompact.cleaner.round.chunks import batches_from
 from kcompact.cleaner.round.plain_runs import (
     RUN_BATCHES,
     RUN_RECORDS,
+    RunSink,
     keep_records,
     protected_offsets,
     take_runs,
@@ -143,8 +144,10 @@ def filter_segment(
     sink: Sink,
     start_position: int = 0,
     end_position: int | None = None,
+    sink_run: RunSink | None = None,
 ) -> None:
-    """Filter the batches of ``seg`` that start in ``[start_position, end_position)`` into ``sink``.
+    """Filter the batches of ``seg`` that start in ``[start_position, end_position)`` into ``sink``
+    (or, for the windows of plain batches ``plain_runs`` takes, into ``sink_run`` when given).
 
     ``ctx`` must be positioned at the start of ``seg`` (``FilterContext.at``, or the previous
     segment's walk); it is left at the end of the range. Batch decisions are taken one batch at a
@@ -181,7 +184,8 @@ def filter_segment(
             if batch.magic >= 2 and not batch.attributes & _NOT_PLAIN:  # plain_runs: in C from here
                 after = batch.position + batch.size_in_bytes
                 reached = take_runs(log.buffer, after, limit, ctx, protected, sink,
-                                    partial(_flush, window, ctx, sink, log.path, clear=True))
+                                    partial(_flush, window, ctx, sink, log.path, clear=True),
+                                    sink_run)
                 records = records if window else 0
                 if reached != after:
                     batches = log.iter_batches(reached)

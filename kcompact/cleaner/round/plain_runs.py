@@ -38,6 +38,9 @@ I64 = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
 KeysAt = Callable[[npt.NDArray[np.intp]], Sequence[bytes]]
 Sink = Callable[[bytes | memoryview, int, int], None]
+RunSink = Callable[[bytes, list[int], list[int], list[int]], None]
+"""Receives consecutive output batches at once: their bytes back to back, then per batch its size,
+last offset and max timestamp (``CleanedSegmentWriter.append_run``)."""
 
 RUN_RECORDS = 1 << 14  # records decided together (one oracle call, one set of masks)
 RUN_BATCHES = 128
@@ -103,7 +106,7 @@ def protected_offsets(last_records: Mapping[int, LastRecord]) -> I64:
 
 def take_runs(
     buffer: memoryview, position: int, limit: int, ctx: RunContext, protected: I64, sink: Sink,
-    before: Callable[[], None],
+    before: Callable[[], None], sink_run: RunSink | None = None,
 ) -> int:
     """Filter the plain batches from ``position`` on (before ``limit``) into ``sink``, a window at
     a time, until a batch the kernel does not take.
@@ -114,7 +117,8 @@ def take_runs(
         limit: batches starting here or later are not taken.
         ctx: the walk's context; its stats and transaction state move on as the per-batch walk's.
         protected: :func:`protected_offsets` of ``ctx.last_records``.
-        sink: receives each output batch.
+        sink: receives each output batch (unless ``sink_run`` is given).
+        sink_run: receives each window's output batches at once.
         before: called once before the first window is decided (the caller's pending output).
 
     Returns:
@@ -131,11 +135,15 @@ def take_runs(
         if emitted is None:
             break
         data, rows = emitted
-        view, at = memoryview(data), 0
-        for outcome, size, last_offset, max_timestamp, _kept in rows:
-            if outcome:
-                sink(view[at : at + size], last_offset, max_timestamp)
-                at += size
+        if sink_run is not None:
+            out = [row for row in rows if row[0]]
+            sink_run(data, [r[1] for r in out], [r[2] for r in out], [r[3] for r in out])
+        else:
+            view, at = memoryview(data), 0
+            for outcome, size, last_offset, max_timestamp, _kept in rows:
+                if outcome:
+                    sink(view[at : at + size], last_offset, max_timestamp)
+                    at += size
         position = run[0]
     return position
 

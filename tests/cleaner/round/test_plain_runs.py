@@ -78,13 +78,23 @@ Walked = tuple[list[tuple[bytes, int, int]], dict[str, object], object, object]
 
 
 def _walk(plan: CleanPlan, seg: SegmentPlan, oracle: RetentionOracle, start: int,
-          end: int | None) -> Walked:
+          end: int | None, by_runs: bool = False) -> Walked:
     """Every output batch, the counters and the retained aborted transactions; or only the error
-    (class and message) if one was raised (a round that fails keeps no output and no counters)."""
+    (class and message) if one was raised (a round that fails keeps no output and no counters).
+    ``by_runs``: the C windows' output goes to a ``sink_run``, split here into batches."""
     out: list[tuple[bytes, int, int]] = []
+
+    def run_sink(data: bytes, sizes: list[int], lasts: list[int], times: list[int]) -> None:
+        at = 0
+        for size, last, ts in zip(sizes, lasts, times, strict=True):
+            out.append((data[at : at + size], last, ts))
+            at += size
+        assert at == len(data)
+
     ctx = FilterContext.at(plan, seg, oracle, CleanStats())
     try:
-        filter_segment(plan, seg, ctx, lambda d, last, ts: out.append((bytes(d), last, ts)), start, end)
+        filter_segment(plan, seg, ctx, lambda d, last, ts: out.append((bytes(d), last, ts)), start, end,
+                       run_sink if by_runs else None)
     except Exception as err:  # noqa: BLE001 - comparing them is the point
         return [], {}, None, (type(err), str(err))
     return out, dataclasses.asdict(ctx.stats), ctx.txn.take_retained_aborted(), None
@@ -96,7 +106,9 @@ def _both(plan: CleanPlan, seg: SegmentPlan, oracle: RetentionOracle, start: int
         reference = _walk(plan, seg, oracle, start, end)
     with accel_switched(True):
         compiled = _walk(plan, seg, oracle, start, end)
+        by_runs = _walk(plan, seg, oracle, start, end, by_runs=True)
     assert compiled == reference
+    assert by_runs == reference
     return reference
 
 
