@@ -946,6 +946,108 @@ same_key(const Put *a, const Put *b, const uint64_t *lo)
     return a->hi == b->hi && lo[a->at] == lo[b->at];
 }
 
+/* The flush's usual case: lo masked to the map's compared bits (records.scan callers: offset_map
+ * `lo &= compared_mask()`, its low LOW_FREE_BITS bits zero) and fewer than 2**LOW_FREE_BITS puts.
+ * Then `lo | position` orders as (lo, position): a put is two words compared without a lookup. */
+#define LOW_FREE_BITS 28
+
+typedef struct {
+    uint64_t hi, lo_at;
+} PackedPut;
+
+static inline int
+packed_before(const PackedPut *a, const PackedPut *b)
+{
+    return a->hi != b->hi ? a->hi < b->hi : a->lo_at < b->lo_at;
+}
+
+static void
+packed_sift_down(PackedPut *v, Py_ssize_t root, Py_ssize_t n)
+{
+    for (;;) {
+        Py_ssize_t child = 2 * root + 1;
+        PackedPut x;
+        if (child >= n)
+            return;
+        if (child + 1 < n && packed_before(&v[child], &v[child + 1]))
+            child++;
+        if (!packed_before(&v[root], &v[child]))
+            return;
+        x = v[root];
+        v[root] = v[child];
+        v[child] = x;
+        root = child;
+    }
+}
+
+static void
+packed_sort_bucket(PackedPut *v, Py_ssize_t n)
+{
+    if (n > 32) {
+        for (Py_ssize_t i = 1; i < n; i++)
+            if (packed_before(&v[i], &v[i - 1])) {
+                for (Py_ssize_t k = n / 2; k-- > 0;)
+                    packed_sift_down(v, k, n);
+                for (Py_ssize_t end = n - 1; end > 0; end--) {
+                    PackedPut x = v[0];
+                    v[0] = v[end];
+                    v[end] = x;
+                    packed_sift_down(v, 0, end);
+                }
+                return;
+            }
+        return;
+    }
+    for (Py_ssize_t i = 1; i < n; i++) {
+        PackedPut x = v[i];
+        Py_ssize_t j = i;
+        while (j > 0 && packed_before(&x, &v[j - 1])) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = x;
+    }
+}
+
+#define LOW_MASK (((uint64_t)1 << LOW_FREE_BITS) - 1)
+
+static inline int
+packed_same_key(const PackedPut *a, const PackedPut *b)
+{
+    return a->hi == b->hi && (a->lo_at & ~LOW_MASK) == (b->lo_at & ~LOW_MASK);
+}
+
+/* last_puts for packable input (see LOW_FREE_BITS): the result bytes, or NULL with an error set. */
+static PyObject *
+last_puts_packed(const uint64_t *hi, const uint64_t *lo, Py_ssize_t n, int bits, Py_ssize_t *starts)
+{
+    Py_ssize_t buckets = (Py_ssize_t)1 << bits, groups = 0;
+    PackedPut *puts = PyMem_Malloc(n > 0 ? (size_t)n * sizeof(PackedPut) : 1);
+    PyObject *out = NULL;
+    if (puts == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {  /* starts[b] ends as bucket b's end */
+        PackedPut *p = &puts[starts[hi[i] >> (64 - bits)]++];
+        p->hi = hi[i];
+        p->lo_at = lo[i] | (uint64_t)i;
+    }
+    for (Py_ssize_t b = 0, begin = 0; b < buckets; b++) {
+        packed_sort_bucket(puts + begin, starts[b] - begin);
+        begin = starts[b];
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        groups += i + 1 == n || !packed_same_key(&puts[i], &puts[i + 1]);
+    out = PyBytes_FromStringAndSize(NULL, groups * 8);
+    if (out != NULL) {
+        int64_t *result = (int64_t *)PyBytes_AS_STRING(out);
+        for (Py_ssize_t i = 0, g = 0; i < n; i++)
+            if (i + 1 == n || !packed_same_key(&puts[i], &puts[i + 1]))
+                result[g++] = (int64_t)(puts[i].lo_at & LOW_MASK);
+    }
+    PyMem_Free(puts);
+    return out;
+}
+
 PyDoc_STRVAR(last_puts_doc,
 "last_puts(hi, lo) -> bytes of native int64\n\n"
 "For each distinct (hi, lo) pair of two equal-length uint64 arrays, in ascending (hi, lo) order,\n"
@@ -961,7 +1063,7 @@ last_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int64_t *result;
     Py_ssize_t *starts = NULL, n, groups = 0, buckets;
     const uint64_t *hi, *lo;
-    int bits = 1;
+    int bits = 1, packable = 1;
     if (check_nargs("last_puts", nargs, 2) < 0)
         return NULL;
     if (get_8byte_ints(args[0], &hv, 'Q', 'L') < 0)
@@ -980,17 +1082,27 @@ last_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     while (bits < 20 && ((Py_ssize_t)1 << (bits + 2)) < n)  /* ~4 to 8 puts a bucket; 8 MiB at most */
         bits++;
     buckets = (Py_ssize_t)1 << bits;
-    puts = PyMem_Malloc(n > 0 ? (size_t)n * sizeof(Put) : 1);
     starts = PyMem_Calloc((size_t)buckets + 1, sizeof(Py_ssize_t));
-    if (puts == NULL || starts == NULL) {
+    if (starts == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     /* bucket by the top `bits` bits of hi (a stable counting sort), then sort each bucket */
-    for (Py_ssize_t i = 0; i < n; i++)
+    for (Py_ssize_t i = 0; i < n; i++) {
         starts[(hi[i] >> (64 - bits)) + 1]++;
+        packable &= (lo[i] & LOW_MASK) == 0;
+    }
     for (Py_ssize_t b = 0; b < buckets; b++)
         starts[b + 1] += starts[b];
+    if (packable && n <= (Py_ssize_t)LOW_MASK) {
+        out = last_puts_packed(hi, lo, n, bits, starts);
+        goto done;
+    }
+    puts = PyMem_Malloc(n > 0 ? (size_t)n * sizeof(Put) : 1);
+    if (puts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {  /* starts[b] ends as bucket b's end */
         Put *p = &puts[starts[hi[i] >> (64 - bits)]++];
         p->hi = hi[i];
