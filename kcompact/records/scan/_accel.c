@@ -1595,6 +1595,62 @@ done:
     return result;
 }
 
+/* ---- batch_headers: the facts of a log of plain batches ------------------------------------ */
+
+PyDoc_STRVAR(batch_headers_doc,
+"batch_headers(buf, crc) -> (position, rows bytes)\n\n"
+"From position 0, while each batch is one decode_batch takes (v2, sizes inside the data) and not a\n"
+"control batch: per batch (position, base offset, last offset, max timestamp, 1 if its CRC-32C\n"
+"(crc: records.crc.crc32c) matches else 0) as native int64. Returns where it stopped.");
+
+static PyObject *
+batch_headers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    Grow rows = {0};
+    Py_ssize_t position = 0;
+    PyObject *result = NULL, *crc_fn;
+    if (check_nargs("batch_headers", nargs, 2) < 0)
+        return NULL;
+    crc_fn = args[1];
+    if (!PyCallable_Check(crc_fn) || get_bytes(args[0], &view) < 0)
+        return scan_error(DECLINED);
+    const uint8_t *d = (const uint8_t *)view.buf;
+    while (position < view.len) {
+        const uint8_t *h = d + position;
+        Py_ssize_t remaining = view.len - position, size;
+        int16_t attributes;
+        int32_t batch_length;
+        int64_t base_offset, last_offset;
+        uint32_t crc;
+        if (remaining < RECORD_BATCH_OVERHEAD)
+            break;
+        attributes = (int16_t)be(h + 21, 2);
+        batch_length = (int32_t)be(h + 8, 4);
+        base_offset = (int64_t)be(h, 8);
+        if (h[16] != 2 || attributes < 0 || attributes > 0x7F || (attributes & 0x07) > 4
+            || (attributes & 0x20) != 0 || batch_length < MIN_BATCH_LENGTH
+            || (int32_t)be(h + 57, 4) < 0 || (Py_ssize_t)batch_length + LOG_OVERHEAD > remaining
+            || __builtin_add_overflow(base_offset, (int64_t)(int32_t)be(h + 23, 4), &last_offset))
+            break;
+        size = (Py_ssize_t)batch_length + LOG_OVERHEAD;
+        if (crc_of(crc_fn, h + 21, size - 21, &crc) < 0 || grow(&rows, 5 * 8) < 0)
+            goto done;
+        {
+            int64_t row[5] = {position, base_offset, last_offset, (int64_t)be(h + 35, 8),
+                              crc == (uint32_t)be(h + 17, 4)};
+            memcpy(rows.data + rows.size, row, sizeof row);
+            rows.size += sizeof row;
+        }
+        position += size;
+    }
+    result = Py_BuildValue("(ny#)", position, rows.data ? rows.data : "", rows.size);
+done:
+    PyMem_Free(rows.data);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* ---- module ----------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -1612,6 +1668,8 @@ static PyMethodDef methods[] = {
     {"scan_window_records", (PyCFunction)(void (*)(void))scan_window_records, METH_FASTCALL,
      scan_window_records_doc},
     {"emit_window", (PyCFunction)(void (*)(void))emit_window, METH_FASTCALL, emit_window_doc},
+    {"batch_headers", (PyCFunction)(void (*)(void))batch_headers, METH_FASTCALL,
+     batch_headers_doc},
     {NULL, NULL, 0, NULL},
 };
 

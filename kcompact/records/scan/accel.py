@@ -284,3 +284,22 @@ def emit_window(
     except kernels.ScanError:
         return None
     return result
+
+
+def batch_headers(buf: Buffer, crc: Any) -> tuple[int, bytes] | None:
+    """C walk of a log's batch headers (``cleaner/round/verify_output``'s self-check of plain output).
+
+    Its reference is ``iter_batches`` with ``crc_valid``: from position 0, while each batch is one
+    :func:`decode_batch` takes and not a control batch, per batch ``(position, base offset, last
+    offset, max timestamp, CRC matches)`` as native int64 (five a batch).
+
+    Returns:
+        ``(position, rows)``: where it stopped and the rows; or None: walk with ``iter_batches``.
+    """
+    if kernels is None or not enabled:
+        return None
+    try:
+        result: tuple[int, bytes] = kernels.batch_headers(buf, crc)
+    except kernels.ScanError:
+        return None
+    return result
