@@ -11,7 +11,8 @@ over the scanned columns (``array('q')`` columns are viewed, not copied):
 with the reasons counted from the same masks (keyless records are "invalid", superseded values and
 tombstones counted apart). Legacy (magic 0/1) entries take the same decision over their decoded records.
 
-:func:`filter_segment` walks one source segment, or the batches starting in a byte range of it, and hands
+:func:`filter_segment` walks one source segment, or the batches starting in a byte range of it (runs
+of plain batches a window at a time in C: ``plain_runs``, the same decisions and bytes), and hands
 each output batch to a sink: the output segment's writer in the serial case, a buffer sent back to the
 parent from a worker (``parallel.py``). A range that starts inside a segment walks the headers before it
 for the transaction state only; ABORT markers retained there belong to the range before.

@@ -8,7 +8,9 @@ Python, and batch headers (:func:`~kcompact.records.batch.decode_batch`, also in
 ``kcompact.records.scan._accel``, ``optional=True``) does the same work in C. Pass 1 of a clean also
 hashes its keys there (:func:`scan_key_digests`, XXH3-128 from the vendored ``xxhash.h``), walks
 runs of plain batches in one call (:func:`scan_window_key_digests`), and the offset map sorts its
-puts there (:func:`last_puts`). The pure-Python functions stay the reference and the only code where no C
+puts there (:func:`last_puts`). Pass 2 reads and writes windows of plain batches in two calls
+(:func:`scan_window_records`, :func:`emit_window`), and the self-check walks plain output headers
+in one (:func:`batch_headers`). The pure-Python functions stay the reference and the only code where no C
 compiler was found; tests compare the two on every input.
 
 Contract. Each wrapper here returns exactly what the reference returns, or ``None``: "run the
