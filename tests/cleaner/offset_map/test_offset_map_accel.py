@@ -113,3 +113,20 @@ def test_c_last_puts_sorts_in_at_most_18_bytes_a_put(masked: bool) -> None:
         tracemalloc.stop()
     assert found is not None and len(found) == 8 * n  # distinct keys: one result each
     assert peak - len(found) <= (18 if masked else 14) * n + 4096  # and a few small objects
+
+
+@settings(max_examples=300)
+@given(st.lists(st.integers(-(2**63), 2**63 - 1) | st.integers(0, 60), max_size=200))
+def test_latest_offsets_sort_as_numpy_sorts_them(offsets: list[int]) -> None:
+    """The oracle's sorted offsets: marked over their span when dense and distinct, else sorted."""
+    column = np.array(offsets, dtype=np.int64)
+    assert om._sorted_distinct(column.copy()).tolist() == sorted(offsets)
+
+
+@pytest.mark.parametrize("repeat", [False, True])
+def test_latest_offsets_of_a_dense_map_come_out_sorted(repeat: bool) -> None:
+    offsets = np.random.default_rng(5).permutation(50_000)[:20_000].astype(np.int64) + 1000
+    if repeat:
+        offsets[7] = offsets[8]  # not one per key: the marking would lose one, so it sorts
+    result = om._sorted_distinct(offsets.copy())
+    assert result.dtype == np.int64 and result.tolist() == sorted(offsets.tolist())
