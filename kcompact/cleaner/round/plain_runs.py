@@ -3,7 +3,7 @@
 Why: in a log of uncompressed, non-transactional batches (the common case) pass 2's per-batch Python
 — header decode, CRC check, batch decision, record scan, rebuild, stats, one sink call each — cost
 more than the record work itself. Here a window of up to :data:`RUN_BATCHES` batches (or
-:data:`RUN_RECORDS` records) is read by one C call (``accel.scan_window_records``: headers, CRCs and
+:data:`RUN_RECORDS` records, or :data:`RUN_BYTES` bytes) is read by one C call (``accel.scan_window_records``: headers, CRCs and
 record columns), its records decided together by :func:`keep_records` (the very function the
 per-batch path decides with), and its output written by a second C call (``accel.emit_window``:
 dropped, copied byte for byte or rebuilt, exactly as ``records.filter.filter_v2_batch``).
@@ -44,6 +44,7 @@ last offset and max timestamp (``CleanedSegmentWriter.append_run``)."""
 
 RUN_RECORDS = 1 << 14  # records decided together (one oracle call, one set of masks)
 RUN_BATCHES = 128
+RUN_BYTES = 4 << 20  # a window's batches: its output (copies too) is one buffer of at most about this
 _BATCH_FIELDS = 8  # scan_window_records' per-batch row
 _LAST_OFFSET, _COUNT, _ATTRIBUTES, _BASE_TIMESTAMP = 3, 4, 5, 6
 _DELETE_HORIZON_BIT = 0x40
@@ -125,7 +126,7 @@ def take_runs(
         Where the per-batch walk goes on (``position``: nothing was taken).
     """
     while position < limit:
-        run = accel.scan_window_records(buffer, position, limit, RUN_BATCHES, RUN_RECORDS,
+        run = accel.scan_window_records(buffer, position, limit, RUN_BATCHES, RUN_RECORDS, RUN_BYTES,
                                         protected, ctx.upper_bound, crc32c)
         if run is None or run[0] == position:
             break

@@ -1278,7 +1278,8 @@ in_sorted(const int64_t *v, Py_ssize_t n, int64_t offset)
 }
 
 PyDoc_STRVAR(scan_window_records_doc,
-"scan_window_records(buf, position, limit, max_batches, max_records, protected, upper_bound, crc)\n"
+"scan_window_records(buf, position, limit, max_batches, max_records, max_bytes, protected,\n"
+"                    upper_bound, crc)\n"
 "    -> (position, batches, offsets, timestamps, key_starts, key_ends, body_starts, record_ends,\n"
 "        value_null)\n\n"
 "Pass 2 (cleaner/round/filtering) over the batches starting at `position`, before `limit`: while\n"
@@ -1288,32 +1289,35 @@ PyDoc_STRVAR(scan_window_records_doc,
 "(position, size, base offset, last offset, count, attributes, base and max timestamp: native\n"
 "int64) and its records' columns (native int64, positions absolute in buf; value_null one byte a\n"
 "record). Stops before any other batch (the caller's per-batch walk takes it), at `limit`, or\n"
-"after max_batches batches or the batch that brings the records to max_records.");
+"after max_batches batches or the batch that brings the records to max_records or the bytes to\n"
+"max_bytes.");
 
 static PyObject *
 scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     Py_buffer view, prot;
-    int64_t position, limit, max_batches, max_records, upper_bound;
+    int64_t position, limit, max_batches, max_records, max_bytes, upper_bound, start;
     Grow batches = {0}, columns[N_WR_COLUMNS] = {{0}}, value_null = {0};
     Py_ssize_t records = 0, taken = 0, err;
     PyObject *result = NULL, *crc_fn;
-    if (check_nargs("scan_window_records", nargs, 8) < 0)
+    if (check_nargs("scan_window_records", nargs, 9) < 0)
         return NULL;
-    crc_fn = args[7];
+    crc_fn = args[8];
     if (as_int64(args[1], &position) < 0 || as_int64(args[2], &limit) < 0
         || as_int64(args[3], &max_batches) < 0 || as_int64(args[4], &max_records) < 0
-        || as_int64(args[6], &upper_bound) < 0 || !PyCallable_Check(crc_fn)
-        || get_bytes(args[0], &view) < 0)
+        || as_int64(args[5], &max_bytes) < 0 || as_int64(args[7], &upper_bound) < 0
+        || !PyCallable_Check(crc_fn) || get_bytes(args[0], &view) < 0)
         return scan_error(DECLINED);
-    if (get_8byte_ints(args[5], &prot, 'q', 'l') < 0) {
+    if (get_8byte_ints(args[6], &prot, 'q', 'l') < 0) {
         PyBuffer_Release(&view);
         return scan_error(DECLINED);
     }
     const uint8_t *d = (const uint8_t *)view.buf;
     if (limit > view.len)
         limit = view.len;
-    while (position >= 0 && position < limit && taken < max_batches && records < max_records) {
+    start = position;
+    while (position >= 0 && position < limit && taken < max_batches && records < max_records
+           && position - start < max_bytes) {
         const uint8_t *h = d + position;
         Py_ssize_t remaining = view.len - (Py_ssize_t)position, n, size;
         int16_t attributes;

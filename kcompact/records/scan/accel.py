@@ -232,8 +232,8 @@ WindowRecords = tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, bytes, byte
 
 
 def scan_window_records(
-    buf: Buffer, position: int, limit: int, max_batches: int, max_records: int, protected: Any,
-    upper_bound: int, crc: Any,
+    buf: Buffer, position: int, limit: int, max_batches: int, max_records: int, max_bytes: int,
+    protected: Any, upper_bound: int, crc: Any,
 ) -> WindowRecords | None:
     """C pass 2 walk over a run of plain v2 batches (``cleaner/round/plain_runs``).
 
@@ -251,7 +251,7 @@ def scan_window_records(
         return None
     try:
         result: WindowRecords = kernels.scan_window_records(
-            buf, position, limit, max_batches, max_records, protected, upper_bound, crc)
+            buf, position, limit, max_batches, max_records, max_bytes, protected, upper_bound, crc)
     except kernels.ScanError:
         return None
     return result

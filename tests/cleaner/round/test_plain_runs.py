@@ -148,17 +148,19 @@ def _kept_offsets(plan: CleanPlan, seg: SegmentPlan, oracle: RetentionOracle) ->
 
 
 @needs_c
-@pytest.mark.parametrize("window", [(1, 1 << 14), (2, 3), (128, 1 << 14)])
+@pytest.mark.parametrize("window", [(1, 1 << 14, 1 << 22), (2, 3, 1 << 22), (128, 1 << 14, 1 << 22),
+                                    (128, 1 << 14, 150)])
 @pytest.mark.parametrize("oracle_name", ["map", "sorted"])
 @pytest.mark.parametrize("fence", [None, 12])
 def test_c_runs_equal_the_per_batch_walk(
-    mixed: Round, window: tuple[int, int], oracle_name: str, fence: int | None,
+    mixed: Round, window: tuple[int, int, int], oracle_name: str, fence: int | None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     plan, oracles, _ = mixed
     plan = dataclasses.replace(plan, fence_offset=fence)
     monkeypatch.setattr(plain_runs, "RUN_BATCHES", window[0])
     monkeypatch.setattr(plain_runs, "RUN_RECORDS", window[1])
+    monkeypatch.setattr(plain_runs, "RUN_BYTES", window[2])
     outcomes = {"batches_copied": 0, "batches_rebuilt": 0, "batches_dropped": 0}
     for seg in plan.segments:
         out, stats, _, error = _both(plan, seg, oracles[oracle_name])
@@ -216,3 +218,30 @@ def test_c_runs_on_corrupted_segments_fail_or_filter_like_the_walk(
               data.draw(st.none() | st.integers(0, len(mutated))))
     finally:
         path.write_bytes(originals[k])
+
+
+@needs_c
+def test_a_window_holds_about_run_bytes_of_batches(mixed: Round, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of big values: a window's output buffer (copies included) stays near RUN_BYTES."""
+    plan, oracles, _ = mixed
+    monkeypatch.setattr(plain_runs, "RUN_BYTES", 300)
+    largest = max(b1 - b0 for s in plan.segments for b0, b1 in _spans(s))
+    windows: list[int] = []
+    kernel = accel.scan_window_records
+
+    def measured(*args: object) -> object:
+        found = kernel(*args)  # type: ignore[arg-type]
+        if found is not None:
+            windows.append(found[0] - args[1])  # type: ignore[operator]
+        return found
+
+    monkeypatch.setattr(accel, "scan_window_records", measured)
+    with accel_switched(True):
+        for seg in plan.segments:
+            _walk(plan, seg, oracles["map"], 0, None)
+    assert windows and max(windows) < 300 + largest and sum(w > 0 for w in windows) > 5
+
+
+def _spans(seg: SegmentPlan) -> list[tuple[int, int]]:
+    with LogFile(seg.log_path) as log:
+        return [(b.position, b.position + b.size_in_bytes) for b in log.iter_batches()]
