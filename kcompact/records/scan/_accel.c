@@ -1519,6 +1519,8 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 if (ts[i] > max_ts)
                     max_ts = ts[i];
             }
+            if (bytes - LOG_OVERHEAD > INT32_MAX)  /* deltas can grow a record: the reference refuses */
+                goto declined;
             e[E_OUTCOME] = E_REBUILT;
             e[E_SIZE] = bytes;
             e[E_MAX_TIMESTAMP] = bi[W_ATTRIBUTES] & TIMESTAMP_TYPE_BIT ? bi[W_MAX_TIMESTAMP] : max_ts;
