@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from functools import cache
 from typing import TYPE_CHECKING
 
 from kcompact.records.batch_encoding import encode_batch, encode_empty_batch, encode_under_header_of
@@ -127,15 +128,20 @@ def _max_timestamp(batch: RecordBatch, columns: RecordColumns, keep: Sequence[in
 
 
 _TABLE_LIMIT = 1 << 14
-# Zig-zag encodings of -2^14..2^14-1: identical for varint and varlong, and they cover the deltas and
-# record lengths of almost every record, so the rebuild loop is a few list lookups per record.
-_SMALL = [encode_varlong(v) for v in range(-_TABLE_LIMIT, _TABLE_LIMIT)]
 
 
-def _zigzag_bytes(value: int) -> bytes:
+@cache
+def _small() -> list[bytes]:
+    """Zig-zag encodings of -2^14..2^14-1: identical for varint and varlong, and they cover the deltas
+    and record lengths of almost every record, so the rebuild loop is a few list lookups per record.
+    Built on first use (~20 ms at import otherwise): with the compiled kernels no clean needs it."""
+    return [encode_varlong(v) for v in range(-_TABLE_LIMIT, _TABLE_LIMIT)]
+
+
+def _zigzag_bytes(value: int, small: list[bytes]) -> bytes:
     index = value + _TABLE_LIMIT
     if 0 <= index < 2 * _TABLE_LIMIT:
-        return _SMALL[index]
+        return small[index]
     return encode_varlong(value)
 
 
@@ -146,7 +152,7 @@ def _rebuild(
     body_starts, record_ends, data = columns.body_starts, columns.record_ends, columns.data
     base_offset = batch.base_offset
     base_timestamp = timestamps[keep[0]] if horizon is None else horizon
-    small, limit = _SMALL, _TABLE_LIMIT
+    small, limit = _small(), _TABLE_LIMIT
     parts: list[bytes] = []
     append = parts.append
     for i in keep:
@@ -156,7 +162,7 @@ def _rebuild(
             small[ts_index] if 0 <= ts_index < 2 * limit else encode_varlong(ts_index - limit)
         ) + (small[off_index] if 0 <= off_index < 2 * limit else encode_varint(off_index - limit))
         body = bytes(data[body_starts[i] : record_ends[i]])
-        append(_zigzag_bytes(len(prefix) + len(body)))
+        append(_zigzag_bytes(len(prefix) + len(body), small))
         append(prefix)
         append(body)
     max_timestamp = _max_timestamp(batch, columns, keep)

@@ -173,6 +173,26 @@ def _last_puts_reference(hi: U64, lo: U64) -> Index:
     return last
 
 
+_DENSE_SPAN = 16  # a span of offsets up to this many times their count is sorted by marking it
+
+
+def _sorted_distinct(offsets: I64) -> I64:
+    """``offsets`` ascending; when they are distinct and dense (a map's latest offsets mostly are:
+    one per key, a record per offset) by marking a byte per offset of their span, several times
+    faster than a sort. Sorts in place otherwise."""
+    if len(offsets):
+        low, span = int(offsets.min()), int(offsets.max()) - int(offsets.min()) + 1
+        if span <= _DENSE_SPAN * len(offsets):
+            seen = np.zeros(span, dtype=bool)
+            seen[offsets - low] = True
+            marked: I64 = np.flatnonzero(seen).astype(np.int64)
+            if len(marked) == len(offsets):  # distinct; else a repeated offset: sort them
+                marked += low
+                return marked
+    offsets.sort()
+    return offsets
+
+
 def _digest_columns(hi: object, lo: object) -> tuple[U64, U64]:
     h = np.ascontiguousarray(hi, dtype=np.uint64)
     lo_ = np.ascontiguousarray(lo, dtype=np.uint64)
@@ -317,8 +337,7 @@ class OffsetMap:
             latest = np.concatenate(
                 [run.offsets() for run in self._runs] or [np.empty(0, np.int64)]
             )
-        latest.sort()
-        return latest
+        return _sorted_distinct(latest)
 
     def freeze(self) -> None:
         """End of build: merge everything into one run so lookups search once."""

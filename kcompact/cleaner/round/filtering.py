@@ -11,7 +11,8 @@ over the scanned columns (``array('q')`` columns are viewed, not copied):
 with the reasons counted from the same masks (keyless records are "invalid", superseded values and
 tombstones counted apart). Legacy (magic 0/1) entries take the same decision over their decoded records.
 
-:func:`filter_segment` walks one source segment, or the batches starting in a byte range of it, and hands
+:func:`filter_segment` walks one source segment, or the batches starting in a byte range of it (runs
+of plain batches a window at a time in C: ``plain_runs``, the same decisions and bytes), and hands
 each output batch to a sink: the output segment's writer in the serial case, a buffer sent back to the
 parent from a worker (``parallel.py``). A range that starts inside a segment walks the headers before it
 for the transaction state only; ABORT markers retained there belong to the range before.
@@ -31,6 +32,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,14 @@ import numpy.typing as npt
 
 from kcompact.cleaner.offset_map.oracle import RetentionOracle
 from kcompact.cleaner.round.chunks import batches_from
+from kcompact.cleaner.round.plain_runs import (
+    RUN_BATCHES,
+    RUN_RECORDS,
+    RunSink,
+    keep_records,
+    protected_offsets,
+    take_runs,
+)
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.rules.fence import age_removal_allowed
@@ -51,6 +61,11 @@ from kcompact.cleaner.rules.producer_state import LastRecord
 from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
 from kcompact.cleaner.state.log_state import read_control
 from kcompact.errors import CleanerStateError, CorruptDataError
+from kcompact.records.batch_header import (
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+)
 from kcompact.records.filter import (
     BatchRetention,
     FilteredBatch,
@@ -108,8 +123,9 @@ class FilterContext:
         )
 
 
-_WINDOW_RECORDS = 1 << 14  # records decided together (one oracle call, one set of masks)
-_WINDOW_BATCHES = 128
+_WINDOW_RECORDS = RUN_RECORDS  # records decided together (one oracle call, one set of masks)
+_WINDOW_BATCHES = RUN_BATCHES
+_NOT_PLAIN = COMPRESSION_CODEC_MASK | TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK
 
 
 @dataclass(slots=True)
@@ -129,8 +145,10 @@ def filter_segment(
     sink: Sink,
     start_position: int = 0,
     end_position: int | None = None,
+    sink_run: RunSink | None = None,
 ) -> None:
-    """Filter the batches of ``seg`` that start in ``[start_position, end_position)`` into ``sink``.
+    """Filter the batches of ``seg`` that start in ``[start_position, end_position)`` into ``sink``
+    (or, for the windows of plain batches ``plain_runs`` takes, into ``sink_run`` when given).
 
     ``ctx`` must be positioned at the start of ``seg`` (``FilterContext.at``, or the previous
     segment's walk); it is left at the end of the range. Batch decisions are taken one batch at a
@@ -142,28 +160,36 @@ def filter_segment(
     ctx.txn.add_aborted(plan.aborted_in(seg.base_offset, seg.upper_offset))
     retain_legacy = seg.mtime_ms > plan.legacy_delete_horizon_ms
     with LogFile(seg.log_path) as log:
+        limit = log.size_in_bytes if end_position is None else min(end_position, log.size_in_bytes)
+        protected = protected_offsets(ctx.last_records)
         batches = batches_from(log, seg, start_position, ctx.txn)
         if start_position > 0:
             ctx.txn.take_retained_aborted()  # markers before the range are the previous range's
         window: list[_Pending] = []
         records = 0
-        for batch in batches:
+        while (batch := next(batches, None)) is not None:
             if end_position is not None and batch.position >= end_position:
                 break
             log.check_crc(batch)  # dropped, rebuilt or copied: each batch read is checked (module doc)
             pending = _decide_batch(batch, ctx, log.path)
-            if pending is None:
-                continue
-            if batch.magic < 2:  # legacy: decided alone, after everything before it
+            if pending is not None and batch.magic < 2:  # legacy: decided alone, after the rest
                 _flush(window, ctx, sink, log.path)
                 window, records = [], 0
                 _emit(sink, _legacy(pending, ctx, retain_legacy, log.path))
-                continue
-            window.append(pending)
-            records += pending.cols.count if pending.cols is not None else 0
-            if records >= _WINDOW_RECORDS or len(window) >= _WINDOW_BATCHES:
-                _flush(window, ctx, sink, log.path)
-                window, records = [], 0
+            elif pending is not None:
+                window.append(pending)
+                records += pending.cols.count if pending.cols is not None else 0
+                if records >= _WINDOW_RECORDS or len(window) >= _WINDOW_BATCHES:
+                    _flush(window, ctx, sink, log.path)
+                    window, records = [], 0
+            if batch.magic >= 2 and not batch.attributes & _NOT_PLAIN:  # plain_runs: in C from here
+                after = batch.position + batch.size_in_bytes
+                reached = take_runs(log.buffer, after, limit, ctx, protected, sink,
+                                    partial(_flush, window, ctx, sink, log.path, clear=True),
+                                    sink_run)
+                records = records if window else 0
+                if reached != after:
+                    batches = log.iter_batches(reached)
         _flush(window, ctx, sink, log.path)
         del batches, window  # copied batches are views into the map: let them go before it closes
     stop = seg.size_in_bytes if end_position is None else min(end_position, seg.size_in_bytes)
@@ -204,8 +230,11 @@ def _decide_batch(batch: Any, ctx: FilterContext, path: Path) -> _Pending | None
     return _Pending(batch, decision, control_type, cols)
 
 
-def _flush(window: list[_Pending], ctx: FilterContext, sink: Sink, path: Path) -> None:
-    """Decide the window's records together, then rewrite and emit its batches in order."""
+def _flush(
+    window: list[_Pending], ctx: FilterContext, sink: Sink, path: Path, *, clear: bool = False
+) -> None:
+    """Decide the window's records together, then rewrite and emit its batches in order (and
+    empty it with ``clear``)."""
     scanned = [p for p in window if p.cols is not None]
     keeps = iter(_keep_window(scanned, ctx) if scanned else [])
     for pending in window:
@@ -214,6 +243,8 @@ def _flush(window: list[_Pending], ctx: FilterContext, sink: Sink, path: Path) -
             _emit(sink, _filter_v2(pending, keep, ctx))
         except CorruptDataError as err:
             raise (err.located(path, pending.batch.position) if err.path is None else err) from err
+    if clear:
+        window.clear()
 
 
 def _filter_v2(
@@ -267,25 +298,15 @@ def _keep_window(scanned: list[_Pending], ctx: FilterContext) -> list[tuple[list
         [np.frombuffer(c.key_starts, dtype=np.int64, count=c.count) for c in cols]) >= 0
     tombstone = np.concatenate(
         [np.frombuffer(c.value_null, dtype=np.uint8, count=c.count) for c in cols]).astype(bool)
-    covered = offsets <= ctx.oracle.map_latest_offset
-    asked = np.flatnonzero(covered & keyed)
-    is_latest = np.zeros(len(offsets), dtype=bool)
-    if len(asked):
-        def keys_at(at: npt.NDArray[np.intp]) -> list[bytes | None]:
-            where = asked[at]
-            owner = np.searchsorted(starts, where, side="right") - 1
-            local = (where - starts[owner]).tolist()
-            return [cols[b].key(i) for b, i in zip(owner.tolist(), local)]
 
-        is_latest[asked] = ctx.oracle.is_latest(offsets[asked], keys_at)  # type: ignore[arg-type]
+    def keys_at(where: npt.NDArray[np.intp]) -> list[bytes | None]:
+        owner = np.searchsorted(starts, where, side="right") - 1
+        local = (where - starts[owner]).tolist()
+        return [cols[b].key(i) for b, i in zip(owner.tolist(), local)]
+
     keep_delete = np.repeat([_keeps_tombstones(p.batch, ctx.now_ms) for p in scanned], counts)
-    if ctx.fence is not None:  # rules.fence: at or above it, no tombstone goes for its age
-        keep_delete |= offsets >= ctx.fence
-    kept = ~covered | (is_latest & (~tombstone | keep_delete))
-    stats = ctx.stats
-    stats.invalid_records += int(np.count_nonzero(covered & ~keyed))
-    stats.tombstones_removed += int(np.count_nonzero(covered & keyed & tombstone & ~kept))
-    stats.superseded_removed += int(np.count_nonzero(covered & keyed & ~tombstone & ~kept))
+    kept = keep_records(offsets, keyed, tombstone, keep_delete, keys_at,  # type: ignore[arg-type]
+                        ctx.oracle, ctx.fence, ctx.stats)
     per_batch = np.add.reduceat(kept, starts, dtype=np.intp).tolist()
     local = (np.flatnonzero(kept) - np.repeat(starts, per_batch)).tolist()
     tombs = np.logical_or.reduceat(kept & tombstone, starts).tolist()

@@ -263,7 +263,7 @@ def write_group(
     )
     try:
         for seg in segs:
-            filter_segment(plan, seg, ctx, writer.append)
+            filter_segment(plan, seg, ctx, writer.append, sink_run=writer.append_run)
             if progress is not None:
                 progress(seg.size_in_bytes)
         writer.aborted = ctx.txn.take_retained_aborted()

@@ -302,6 +302,13 @@ class _Collector:
         self.last_offsets.append(last_offset)
         self.max_timestamps.append(max_timestamp)
 
+    def append_run(self, data: bytes, sizes: list[int], last_offsets: list[int],
+                   max_timestamps: list[int]) -> None:
+        self.out.write(data)
+        self.sizes.extend(sizes)
+        self.last_offsets.extend(last_offsets)
+        self.max_timestamps.extend(max_timestamps)
+
 
 def write_groups(
     plan: CleanPlan,
@@ -352,7 +359,7 @@ def _filter_chunk(chunk: Chunk) -> ChunkOutput:
     stats = CleanStats()
     ctx = FilterContext.at(plan, seg, oracle, stats)
     out = _Collector(directory)
-    filter_segment(plan, seg, ctx, out.append, start, end)
+    filter_segment(plan, seg, ctx, out.append, start, end, out.append_run)
     stop = seg.size_in_bytes if end is None else min(end, seg.size_in_bytes)
     return ChunkOutput(out.out.close(), out.sizes, out.last_offsets, out.max_timestamps,
                        max(0, stop - start), stats, tuple(ctx.txn.take_retained_aborted()))

@@ -864,39 +864,67 @@ done:
 
 /* ---- last_puts: the offset map's flush ------------------------------------------------------ */
 
-/* A flat buffer of native uint64 (a numpy uint64 array: format 'L' or 'Q'). 0 on success. */
-
-typedef struct {
-    uint64_t hi, lo;
-    int64_t at;  /* the put's position */
+/* A put as the flush sorts it: 12 bytes (the digest's lo word is read from the caller's array
+ * through `at` only where two puts' hi words tie), half what (hi, lo, position) would take: the
+ * flush's sort is the peak of a clean's memory. */
+typedef struct __attribute__((packed)) {
+    uint64_t hi;
+    uint32_t at;  /* the put's position (the kernel declines 2**32 puts or more) */
 } Put;
 
 /* Order of two puts: by (hi, lo), then by position, so a key's last put ends its group. */
 static inline int
-put_before(const Put *a, const Put *b)
+put_before(const Put *a, const Put *b, const uint64_t *lo)
 {
     if (a->hi != b->hi)
         return a->hi < b->hi;
-    if (a->lo != b->lo)
-        return a->lo < b->lo;
+    if (lo[a->at] != lo[b->at])
+        return lo[a->at] < lo[b->at];
     return a->at < b->at;
 }
 
-static int
-compare_puts(const void *x, const void *y)
+/* Heapsort (n log n whatever the input; no recursion, no allocation) for the rare big bucket. */
+static void
+sift_down(Put *v, Py_ssize_t root, Py_ssize_t n, const uint64_t *lo)
 {
-    return put_before(x, y) ? -1 : (put_before(y, x) ? 1 : 0);
+    for (;;) {
+        Py_ssize_t child = 2 * root + 1;
+        Put x;
+        if (child >= n)
+            return;
+        if (child + 1 < n && put_before(&v[child], &v[child + 1], lo))
+            child++;
+        if (!put_before(&v[root], &v[child], lo))
+            return;
+        x = v[root];
+        v[root] = v[child];
+        v[child] = x;
+        root = child;
+    }
+}
+
+static void
+heap_sort(Put *v, Py_ssize_t n, const uint64_t *lo)
+{
+    for (Py_ssize_t i = n / 2; i-- > 0;)
+        sift_down(v, i, n, lo);
+    for (Py_ssize_t end = n - 1; end > 0; end--) {
+        Put x = v[0];
+        v[0] = v[end];
+        v[end] = x;
+        sift_down(v, 0, end, lo);
+    }
 }
 
 /* Sort one bucket: insertion sort when small, nothing when already in order (one key's puts come
- * in position order), else qsort (n log n whatever the input). */
+ * in position order), else heapsort. */
 static void
-sort_bucket(Put *v, Py_ssize_t n)
+sort_bucket(Put *v, Py_ssize_t n, const uint64_t *lo)
 {
     if (n > 32) {
         for (Py_ssize_t i = 1; i < n; i++)
-            if (put_before(&v[i], &v[i - 1])) {
-                qsort(v, (size_t)n, sizeof(Put), compare_puts);
+            if (put_before(&v[i], &v[i - 1], lo)) {
+                heap_sort(v, n, lo);
                 return;
             }
         return;
@@ -904,7 +932,7 @@ sort_bucket(Put *v, Py_ssize_t n)
     for (Py_ssize_t i = 1; i < n; i++) {
         Put x = v[i];
         Py_ssize_t j = i;
-        while (j > 0 && put_before(&x, &v[j - 1])) {
+        while (j > 0 && put_before(&x, &v[j - 1], lo)) {
             v[j] = v[j - 1];
             j--;
         }
@@ -913,9 +941,111 @@ sort_bucket(Put *v, Py_ssize_t n)
 }
 
 static inline int
-same_key(const Put *a, const Put *b)
+same_key(const Put *a, const Put *b, const uint64_t *lo)
 {
-    return a->hi == b->hi && a->lo == b->lo;
+    return a->hi == b->hi && lo[a->at] == lo[b->at];
+}
+
+/* The flush's usual case: lo masked to the map's compared bits (records.scan callers: offset_map
+ * `lo &= compared_mask()`, its low LOW_FREE_BITS bits zero) and fewer than 2**LOW_FREE_BITS puts.
+ * Then `lo | position` orders as (lo, position): a put is two words compared without a lookup. */
+#define LOW_FREE_BITS 28
+
+typedef struct {
+    uint64_t hi, lo_at;
+} PackedPut;
+
+static inline int
+packed_before(const PackedPut *a, const PackedPut *b)
+{
+    return a->hi != b->hi ? a->hi < b->hi : a->lo_at < b->lo_at;
+}
+
+static void
+packed_sift_down(PackedPut *v, Py_ssize_t root, Py_ssize_t n)
+{
+    for (;;) {
+        Py_ssize_t child = 2 * root + 1;
+        PackedPut x;
+        if (child >= n)
+            return;
+        if (child + 1 < n && packed_before(&v[child], &v[child + 1]))
+            child++;
+        if (!packed_before(&v[root], &v[child]))
+            return;
+        x = v[root];
+        v[root] = v[child];
+        v[child] = x;
+        root = child;
+    }
+}
+
+static void
+packed_sort_bucket(PackedPut *v, Py_ssize_t n)
+{
+    if (n > 32) {
+        for (Py_ssize_t i = 1; i < n; i++)
+            if (packed_before(&v[i], &v[i - 1])) {
+                for (Py_ssize_t k = n / 2; k-- > 0;)
+                    packed_sift_down(v, k, n);
+                for (Py_ssize_t end = n - 1; end > 0; end--) {
+                    PackedPut x = v[0];
+                    v[0] = v[end];
+                    v[end] = x;
+                    packed_sift_down(v, 0, end);
+                }
+                return;
+            }
+        return;
+    }
+    for (Py_ssize_t i = 1; i < n; i++) {
+        PackedPut x = v[i];
+        Py_ssize_t j = i;
+        while (j > 0 && packed_before(&x, &v[j - 1])) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = x;
+    }
+}
+
+#define LOW_MASK (((uint64_t)1 << LOW_FREE_BITS) - 1)
+
+static inline int
+packed_same_key(const PackedPut *a, const PackedPut *b)
+{
+    return a->hi == b->hi && (a->lo_at & ~LOW_MASK) == (b->lo_at & ~LOW_MASK);
+}
+
+/* last_puts for packable input (see LOW_FREE_BITS): the result bytes, or NULL with an error set. */
+static PyObject *
+last_puts_packed(const uint64_t *hi, const uint64_t *lo, Py_ssize_t n, int bits, Py_ssize_t *starts)
+{
+    Py_ssize_t buckets = (Py_ssize_t)1 << bits, groups = 0;
+    PackedPut *puts = PyMem_Malloc(n > 0 ? (size_t)n * sizeof(PackedPut) : 1);
+    PyObject *out = NULL;
+    if (puts == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {  /* starts[b] ends as bucket b's end */
+        PackedPut *p = &puts[starts[hi[i] >> (64 - bits)]++];
+        p->hi = hi[i];
+        p->lo_at = lo[i] | (uint64_t)i;
+    }
+    for (Py_ssize_t b = 0, begin = 0; b < buckets; b++) {
+        packed_sort_bucket(puts + begin, starts[b] - begin);
+        begin = starts[b];
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        groups += i + 1 == n || !packed_same_key(&puts[i], &puts[i + 1]);
+    out = PyBytes_FromStringAndSize(NULL, groups * 8);
+    if (out != NULL) {
+        int64_t *result = (int64_t *)PyBytes_AS_STRING(out);
+        for (Py_ssize_t i = 0, g = 0; i < n; i++)
+            if (i + 1 == n || !packed_same_key(&puts[i], &puts[i + 1]))
+                result[g++] = (int64_t)(puts[i].lo_at & LOW_MASK);
+    }
+    PyMem_Free(puts);
+    return out;
 }
 
 PyDoc_STRVAR(last_puts_doc,
@@ -933,7 +1063,7 @@ last_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int64_t *result;
     Py_ssize_t *starts = NULL, n, groups = 0, buckets;
     const uint64_t *hi, *lo;
-    int bits = 1;
+    int bits = 1, packable = 1;
     if (check_nargs("last_puts", nargs, 2) < 0)
         return NULL;
     if (get_8byte_ints(args[0], &hv, 'Q', 'L') < 0)
@@ -942,7 +1072,7 @@ last_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyBuffer_Release(&hv);
         return scan_error(DECLINED);
     }
-    if (lv.len != hv.len) {
+    if (lv.len != hv.len || hv.len / 8 > (Py_ssize_t)UINT32_MAX) {
         scan_error(DECLINED);
         goto done;
     }
@@ -952,36 +1082,45 @@ last_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     while (bits < 20 && ((Py_ssize_t)1 << (bits + 2)) < n)  /* ~4 to 8 puts a bucket; 8 MiB at most */
         bits++;
     buckets = (Py_ssize_t)1 << bits;
-    puts = PyMem_Malloc(n > 0 ? (size_t)n * sizeof(Put) : 1);
     starts = PyMem_Calloc((size_t)buckets + 1, sizeof(Py_ssize_t));
-    if (puts == NULL || starts == NULL) {
+    if (starts == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     /* bucket by the top `bits` bits of hi (a stable counting sort), then sort each bucket */
-    for (Py_ssize_t i = 0; i < n; i++)
+    for (Py_ssize_t i = 0; i < n; i++) {
         starts[(hi[i] >> (64 - bits)) + 1]++;
+        packable &= (lo[i] & LOW_MASK) == 0;
+    }
     for (Py_ssize_t b = 0; b < buckets; b++)
         starts[b + 1] += starts[b];
+    if (packable && n <= (Py_ssize_t)LOW_MASK) {
+        out = last_puts_packed(hi, lo, n, bits, starts);
+        goto done;
+    }
+    puts = PyMem_Malloc(n > 0 ? (size_t)n * sizeof(Put) : 1);
+    if (puts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {  /* starts[b] ends as bucket b's end */
         Put *p = &puts[starts[hi[i] >> (64 - bits)]++];
         p->hi = hi[i];
-        p->lo = lo[i];
-        p->at = i;
+        p->at = (uint32_t)i;
     }
     for (Py_ssize_t b = 0, begin = 0; b < buckets; b++) {
-        sort_bucket(puts + begin, starts[b] - begin);
+        sort_bucket(puts + begin, starts[b] - begin, lo);
         begin = starts[b];
     }
     for (Py_ssize_t i = 0; i < n; i++)  /* a group ends where the next put is another key's */
-        groups += i + 1 == n || !same_key(&puts[i], &puts[i + 1]);
+        groups += i + 1 == n || !same_key(&puts[i], &puts[i + 1], lo);
     out = PyBytes_FromStringAndSize(NULL, groups * 8);
     if (out == NULL)
         goto done;
     result = (int64_t *)PyBytes_AS_STRING(out);
     for (Py_ssize_t i = 0, g = 0; i < n; i++)
-        if (i + 1 == n || !same_key(&puts[i], &puts[i + 1]))
-            result[g++] = puts[i].at;
+        if (i + 1 == n || !same_key(&puts[i], &puts[i + 1], lo))
+            result[g++] = (int64_t)puts[i].at;
 done:
     PyMem_Free(puts);
     PyMem_Free(starts);
@@ -1090,6 +1229,434 @@ done:
     return result;
 }
 
+/* ---- pass 2 over a run of plain batches: scan_window_records, then emit_window ---------------- */
+
+/* Per batch of a scanned run, native int64 (the `batches` bytes of scan_window_records). */
+enum { W_POSITION, W_SIZE, W_BASE_OFFSET, W_LAST_OFFSET, W_COUNT, W_ATTRIBUTES, W_BASE_TIMESTAMP,
+       W_MAX_TIMESTAMP, N_W_FIELDS };
+/* Per record of a run, native int64 columns, positions absolute in the buffer. */
+enum { WR_OFFSETS, WR_TIMESTAMPS, WR_KEY_STARTS, WR_KEY_ENDS, WR_BODY_STARTS, WR_RECORD_ENDS,
+       N_WR_COLUMNS };
+
+#define TIMESTAMP_TYPE_BIT 0x08
+#define DELETE_HORIZON_BIT 0x40
+
+/* CRC-32C of n bytes at p through the caller's function (records.crc.crc32c: the one checksum
+ * implementation of both paths). 0, or -1 with a Python error set. */
+static int
+crc_of(PyObject *crc_fn, const uint8_t *p, Py_ssize_t n, uint32_t *crc)
+{
+    PyObject *view = PyMemoryView_FromMemory((char *)p, n, PyBUF_READ), *value;
+    unsigned long long result;
+    if (view == NULL)
+        return -1;
+    value = PyObject_CallOneArg(crc_fn, view);
+    Py_DECREF(view);
+    if (value == NULL)
+        return -1;
+    result = PyLong_AsUnsignedLongLong(value);
+    Py_DECREF(value);
+    if (result == (unsigned long long)-1 && PyErr_Occurred())
+        return -1;
+    *crc = (uint32_t)result;
+    return 0;
+}
+
+/* Whether `offset` is in the ascending int64 array v[0..n). */
+static int
+in_sorted(const int64_t *v, Py_ssize_t n, int64_t offset)
+{
+    Py_ssize_t low = 0, high = n;
+    while (low < high) {
+        Py_ssize_t mid = low + (high - low) / 2;
+        if (v[mid] < offset)
+            low = mid + 1;
+        else
+            high = mid;
+    }
+    return low < n && v[low] == offset;
+}
+
+PyDoc_STRVAR(scan_window_records_doc,
+"scan_window_records(buf, position, limit, max_batches, max_records, max_bytes, protected,\n"
+"                    upper_bound, crc)\n"
+"    -> (position, batches, offsets, timestamps, key_starts, key_ends, body_starts, record_ends,\n"
+"        value_null)\n\n"
+"Pass 2 (cleaner/round/filtering) over the batches starting at `position`, before `limit`: while\n"
+"each is a well-framed, uncompressed, non-transactional, non-control v2 batch with records, a valid\n"
+"CRC (crc: records.crc.crc32c), records that scan (scan_records), a last offset not in the\n"
+"ascending int64 array `protected` and a next offset other than upper_bound, its header fields\n"
+"(position, size, base offset, last offset, count, attributes, base and max timestamp: native\n"
+"int64) and its records' columns (native int64, positions absolute in buf; value_null one byte a\n"
+"record). Stops before any other batch (the caller's per-batch walk takes it), at `limit`, or\n"
+"after max_batches batches or the batch that brings the records to max_records or the bytes to\n"
+"max_bytes.");
+
+static PyObject *
+scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view, prot;
+    int64_t position, limit, max_batches, max_records, max_bytes, upper_bound, start;
+    Grow batches = {0}, columns[N_WR_COLUMNS] = {{0}}, value_null = {0};
+    Py_ssize_t records = 0, taken = 0, err;
+    PyObject *result = NULL, *crc_fn;
+    if (check_nargs("scan_window_records", nargs, 9) < 0)
+        return NULL;
+    crc_fn = args[8];
+    if (as_int64(args[1], &position) < 0 || as_int64(args[2], &limit) < 0
+        || as_int64(args[3], &max_batches) < 0 || as_int64(args[4], &max_records) < 0
+        || as_int64(args[5], &max_bytes) < 0 || as_int64(args[7], &upper_bound) < 0
+        || !PyCallable_Check(crc_fn) || get_bytes(args[0], &view) < 0)
+        return scan_error(DECLINED);
+    if (get_8byte_ints(args[6], &prot, 'q', 'l') < 0) {
+        PyBuffer_Release(&view);
+        return scan_error(DECLINED);
+    }
+    const uint8_t *d = (const uint8_t *)view.buf;
+    if (limit > view.len)
+        limit = view.len;
+    start = position;
+    while (position >= 0 && position < limit && taken < max_batches && records < max_records
+           && position - start < max_bytes) {
+        const uint8_t *h = d + position;
+        Py_ssize_t remaining = view.len - (Py_ssize_t)position, n, size;
+        int16_t attributes;
+        int32_t batch_length, count;
+        int64_t base_offset, last_offset, next_offset;
+        uint32_t crc;
+        Columns c;
+        if (remaining < RECORD_BATCH_OVERHEAD)
+            break;
+        attributes = (int16_t)be(h + 21, 2);
+        batch_length = (int32_t)be(h + 8, 4);
+        count = (int32_t)be(h + 57, 4);
+        base_offset = (int64_t)be(h, 8);
+        /* what decode_batch takes; uncompressed, neither transactional nor control, with records */
+        if (h[16] != 2 || attributes < 0 || attributes > 0x7F || (attributes & 0x37) != 0
+            || batch_length < MIN_BATCH_LENGTH || count <= 0
+            || (Py_ssize_t)batch_length + LOG_OVERHEAD > remaining
+            || __builtin_add_overflow(base_offset, (int64_t)(int32_t)be(h + 23, 4), &last_offset)
+            || __builtin_add_overflow(last_offset, (int64_t)1, &next_offset)
+            || next_offset == upper_bound
+            || in_sorted((const int64_t *)prot.buf, prot.len / 8, last_offset))
+            break;
+        size = (Py_ssize_t)batch_length + LOG_OVERHEAD;
+        if (crc_of(crc_fn, h + 21, size - 21, &crc) < 0)
+            goto done;
+        if (crc != (uint32_t)be(h + 17, 4))
+            break;  /* the per-batch walk reports it */
+        n = size - RECORD_BATCH_OVERHEAD;
+        if (check_count(count, n) < 0)
+            break;
+        for (int k = 0; k < N_WR_COLUMNS; k++)
+            if (grow(&columns[k], (Py_ssize_t)count * 8) < 0)
+                goto done;
+        if (grow(&value_null, count) < 0 || grow(&batches, N_W_FIELDS * 8) < 0)
+            goto done;
+        /* scan_records' walk into the run's columns (record starts are not kept: they share the
+         * record ends' column, each overwritten by its record's end), positions then made absolute */
+        c.column[OFFSETS] = (int64_t *)(columns[WR_OFFSETS].data + columns[WR_OFFSETS].size);
+        c.column[TIMESTAMPS] = (int64_t *)(columns[WR_TIMESTAMPS].data + columns[WR_TIMESTAMPS].size);
+        c.column[KEY_STARTS] = (int64_t *)(columns[WR_KEY_STARTS].data + columns[WR_KEY_STARTS].size);
+        c.column[KEY_ENDS] = (int64_t *)(columns[WR_KEY_ENDS].data + columns[WR_KEY_ENDS].size);
+        c.column[BODY_STARTS] = (int64_t *)(columns[WR_BODY_STARTS].data + columns[WR_BODY_STARTS].size);
+        c.column[RECORD_ENDS] = (int64_t *)(columns[WR_RECORD_ENDS].data + columns[WR_RECORD_ENDS].size);
+        c.column[RECORD_STARTS] = c.column[RECORD_ENDS];  /* written before record_ends, per record */
+        c.value_null = value_null.data + value_null.size;
+        c.log_append = (attributes & TIMESTAMP_TYPE_BIT) != 0;
+        c.timestamp = c.log_append ? (int64_t)be(h + 35, 8) : (int64_t)be(h + 27, 8);
+        if (walk_records(h + RECORD_BATCH_OVERHEAD, n, base_offset, count, &c, &err) < 0)
+            break;  /* nothing of this batch kept; the per-batch walk reports it */
+        for (Py_ssize_t i = 0; i < count; i++) {
+            int64_t at = position + RECORD_BATCH_OVERHEAD;
+            if (c.column[KEY_STARTS][i] >= 0) {
+                c.column[KEY_STARTS][i] += at;
+                c.column[KEY_ENDS][i] += at;
+            }
+            c.column[BODY_STARTS][i] += at;
+            c.column[RECORD_ENDS][i] += at;
+        }
+        for (int k = 0; k < N_WR_COLUMNS; k++)
+            columns[k].size += (Py_ssize_t)count * 8;
+        value_null.size += count;
+        {
+            int64_t info[N_W_FIELDS] = {position, size, base_offset, last_offset, count, attributes,
+                                        (int64_t)be(h + 27, 8), (int64_t)be(h + 35, 8)};
+            memcpy(batches.data + batches.size, info, sizeof info);
+            batches.size += sizeof info;
+        }
+        records += count;
+        taken++;
+        position += size;
+    }
+    result = Py_BuildValue("(Ly#y#y#y#y#y#y#y#)", (long long)position,
+                           batches.data ? batches.data : "", batches.size,
+#define COL(k) columns[k].data ? columns[k].data : "", columns[k].size
+                           COL(WR_OFFSETS), COL(WR_TIMESTAMPS), COL(WR_KEY_STARTS),
+                           COL(WR_KEY_ENDS), COL(WR_BODY_STARTS), COL(WR_RECORD_ENDS),
+#undef COL
+                           value_null.data ? value_null.data : "", value_null.size);
+done:
+    PyMem_Free(batches.data);
+    PyMem_Free(value_null.data);
+    for (int k = 0; k < N_WR_COLUMNS; k++)
+        PyMem_Free(columns[k].data);
+    PyBuffer_Release(&prot);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static inline void
+put_be(uint8_t *p, uint64_t value, int size)
+{
+    for (int k = size - 1; k >= 0; k--) {
+        p[k] = (uint8_t)value;
+        value >>= 8;
+    }
+}
+
+/* Outcomes of emit_window, one per input batch (records.filter.Outcome). */
+enum { E_DROPPED, E_COPIED, E_REBUILT };
+enum { E_OUTCOME, E_SIZE, E_LAST_OFFSET, E_MAX_TIMESTAMP, E_KEPT, N_E_FIELDS };
+
+PyDoc_STRVAR(emit_window_doc,
+"emit_window(buf, batches, offsets, timestamps, body_starts, record_ends, value_null, kept,\n"
+"            new_horizon, crc) -> (output bytes, per batch (outcome, size, last offset,\n"
+"            max timestamp, records kept) as native int64)\n\n"
+"records.filter.filter_v2_batch over a run of scan_window_records, all DELETE_EMPTY: per batch,\n"
+"nothing kept: dropped (outcome 0); all kept and the horizon unchanged: its bytes (1); else rebuilt\n"
+"(2) with the horizon policy.output_delete_horizon gives (new_horizon, negative for none, when a\n"
+"kept record is a tombstone and the batch has none). kept: one byte a record. Raises\n"
+"ScanError(-1) where the reference would fail or the arguments do not match.");
+
+static PyObject *
+emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    enum { N_VIEWS = 8 };
+    Py_buffer views[N_VIEWS];
+    int held = 0;
+    int64_t new_horizon;
+    Py_ssize_t n_batches, n_records, total = 0;
+    const int64_t *info, *off, *ts, *body, *end;
+    const uint8_t *d, *nul, *kept;
+    PyObject *out = NULL, *table = NULL, *result = NULL, *crc_fn;
+    int64_t *row;
+    uint8_t *w;
+    if (check_nargs("emit_window", nargs, 10) < 0)
+        return NULL;
+    crc_fn = args[9];
+    if (as_int64(args[8], &new_horizon) < 0 || !PyCallable_Check(crc_fn))
+        return scan_error(DECLINED);
+    for (held = 0; held < N_VIEWS; held++)  /* the int64 ones as scan_window_records made them: bytes */
+        if (get_bytes(args[held], &views[held]) < 0)
+            goto declined;
+    d = views[0].buf;
+    info = views[1].buf;
+    off = views[2].buf;
+    ts = views[3].buf;
+    body = views[4].buf;
+    end = views[5].buf;
+    nul = views[6].buf;
+    kept = views[7].buf;
+    n_batches = views[1].len / (8 * N_W_FIELDS);
+    n_records = views[2].len / 8;
+    if (views[1].len != n_batches * 8 * N_W_FIELDS || views[3].len != n_records * 8
+        || views[4].len != n_records * 8 || views[5].len != n_records * 8
+        || views[6].len != n_records || views[7].len != n_records)
+        goto declined;
+    table = PyBytes_FromStringAndSize(NULL, n_batches * N_E_FIELDS * 8);
+    if (table == NULL)
+        goto done;
+    row = (int64_t *)PyBytes_AS_STRING(table);
+    /* first pass: every batch's fate and size, everything checked */
+    for (Py_ssize_t b = 0, r0 = 0; b < n_batches; b++) {
+        const int64_t *bi = info + b * N_W_FIELDS;
+        int64_t count = bi[W_COUNT], k = 0, max_ts = -1, horizon, base_ts = 0;
+        int has_h = (bi[W_ATTRIBUTES] & DELETE_HORIZON_BIT) != 0, any_tomb = 0, first = 1;
+        int64_t *e = row + b * N_E_FIELDS;
+        Py_ssize_t bytes = 0;
+        if (count <= 0 || r0 + count > n_records || bi[W_POSITION] < 0
+            || bi[W_SIZE] < RECORD_BATCH_OVERHEAD || bi[W_POSITION] + bi[W_SIZE] > views[0].len)
+            goto declined;
+        for (Py_ssize_t i = r0; i < r0 + count; i++)
+            if (kept[i]) {
+                k++;
+                any_tomb |= nul[i] != 0;
+            }
+        horizon = any_tomb && !has_h ? new_horizon : (has_h ? bi[W_BASE_TIMESTAMP] : -1);
+        e[E_LAST_OFFSET] = bi[W_LAST_OFFSET];
+        e[E_KEPT] = k;
+        if (k == 0) {
+            e[E_OUTCOME] = E_DROPPED;
+            e[E_SIZE] = 0;
+            e[E_MAX_TIMESTAMP] = -1;
+        }
+        else if (k == count && (horizon < 0 ? !has_h
+                                            : has_h && horizon == bi[W_BASE_TIMESTAMP])) {
+            e[E_OUTCOME] = E_COPIED;
+            e[E_SIZE] = bi[W_SIZE];
+            e[E_MAX_TIMESTAMP] = bi[W_MAX_TIMESTAMP];
+        }
+        else {
+            bytes = RECORD_BATCH_OVERHEAD;
+            for (Py_ssize_t i = r0; i < r0 + count; i++) {
+                int64_t ts_delta, off_delta;
+                Py_ssize_t length;
+                if (!kept[i])
+                    continue;
+                if (first) {
+                    base_ts = horizon >= 0 ? horizon : ts[i];
+                    first = 0;
+                }
+                if (body[i] < 0 || body[i] > end[i] || end[i] > views[0].len
+                    || __builtin_sub_overflow(ts[i], base_ts, &ts_delta)
+                    || __builtin_sub_overflow(off[i], bi[W_BASE_OFFSET], &off_delta)
+                    || off_delta < INT32_MIN || off_delta > INT32_MAX)
+                    goto declined;
+                length = 1 + unsigned_size(zigzag64(ts_delta)) + unsigned_size(zigzag64(off_delta))
+                    + (Py_ssize_t)(end[i] - body[i]);
+                bytes += unsigned_size(zigzag64(length)) + length;
+                if (ts[i] > max_ts)
+                    max_ts = ts[i];
+            }
+            if (bytes - LOG_OVERHEAD > INT32_MAX)  /* deltas can grow a record: the reference refuses */
+                goto declined;
+            e[E_OUTCOME] = E_REBUILT;
+            e[E_SIZE] = bytes;
+            e[E_MAX_TIMESTAMP] = bi[W_ATTRIBUTES] & TIMESTAMP_TYPE_BIT ? bi[W_MAX_TIMESTAMP] : max_ts;
+        }
+        total += (Py_ssize_t)e[E_SIZE];
+        r0 += count;
+    }
+    out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL)
+        goto done;
+    w = (uint8_t *)PyBytes_AS_STRING(out);
+    /* second pass: write */
+    for (Py_ssize_t b = 0, r0 = 0; b < n_batches; b++) {
+        const int64_t *bi = info + b * N_W_FIELDS;
+        const int64_t *e = row + b * N_E_FIELDS;
+        const uint8_t *h = d + bi[W_POSITION];
+        int64_t count = bi[W_COUNT];
+        if (e[E_OUTCOME] == E_COPIED) {
+            memcpy(w, h, (size_t)bi[W_SIZE]);
+        }
+        else if (e[E_OUTCOME] == E_REBUILT) {
+            int has_h = (bi[W_ATTRIBUTES] & DELETE_HORIZON_BIT) != 0, any_tomb = 0, first = 1;
+            int64_t horizon, base_ts = 0;
+            uint8_t *p = w + RECORD_BATCH_OVERHEAD;
+            uint32_t crc;
+            for (Py_ssize_t i = r0; i < r0 + count; i++)
+                any_tomb |= kept[i] && nul[i];
+            horizon = any_tomb && !has_h ? new_horizon : (has_h ? bi[W_BASE_TIMESTAMP] : -1);
+            for (Py_ssize_t i = r0; i < r0 + count; i++) {
+                uint64_t ts_delta, off_delta;
+                Py_ssize_t length;
+                if (!kept[i])
+                    continue;
+                if (first) {
+                    base_ts = horizon >= 0 ? horizon : ts[i];
+                    first = 0;
+                }
+                ts_delta = zigzag64(ts[i] - base_ts);  /* checked in the first pass */
+                off_delta = zigzag64(off[i] - bi[W_BASE_OFFSET]);
+                length = 1 + unsigned_size(ts_delta) + unsigned_size(off_delta)
+                    + (Py_ssize_t)(end[i] - body[i]);
+                p = put_unsigned(p, zigzag64(length));
+                *p++ = 0;  /* attributes */
+                p = put_unsigned(p, ts_delta);
+                p = put_unsigned(p, off_delta);
+                memcpy(p, d + body[i], (size_t)(end[i] - body[i]));
+                p += end[i] - body[i];
+            }
+            /* the header: encode_under_header_of's fields, codec 0 */
+            memcpy(w, h, 8);                                     /* base offset */
+            put_be(w + 8, (uint64_t)(e[E_SIZE] - LOG_OVERHEAD), 4);  /* batch length */
+            memcpy(w + 12, h + 12, 4);                           /* partition leader epoch */
+            w[16] = 2;                                           /* magic */
+            put_be(w + 21, (uint64_t)((bi[W_ATTRIBUTES] & TIMESTAMP_TYPE_BIT)
+                                      | (horizon >= 0 ? DELETE_HORIZON_BIT : 0)), 2);
+            memcpy(w + 23, h + 23, 4);                           /* last offset delta */
+            put_be(w + 27, (uint64_t)base_ts, 8);
+            put_be(w + 35, (uint64_t)e[E_MAX_TIMESTAMP], 8);
+            memcpy(w + 43, h + 43, 14);                          /* producer id, epoch, base sequence */
+            put_be(w + 57, (uint64_t)e[E_KEPT], 4);
+            if (crc_of(crc_fn, w + 21, (Py_ssize_t)e[E_SIZE] - 21, &crc) < 0)
+                goto done;
+            put_be(w + 17, crc, 4);
+        }
+        w += e[E_SIZE];
+        r0 += count;
+    }
+    result = PyTuple_Pack(2, out, table);
+    goto done;
+declined:
+    PyErr_Clear();
+    scan_error(DECLINED);
+done:
+    for (int v = 0; v < held; v++)
+        PyBuffer_Release(&views[v]);
+    Py_XDECREF(out);
+    Py_XDECREF(table);
+    return result;
+}
+
+/* ---- batch_headers: the facts of a log of plain batches ------------------------------------ */
+
+PyDoc_STRVAR(batch_headers_doc,
+"batch_headers(buf, crc) -> (position, rows bytes)\n\n"
+"From position 0, while each batch is one decode_batch takes (v2, sizes inside the data) and not a\n"
+"control batch: per batch (position, base offset, last offset, max timestamp, 1 if its CRC-32C\n"
+"(crc: records.crc.crc32c) matches else 0) as native int64. Returns where it stopped.");
+
+static PyObject *
+batch_headers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    Grow rows = {0};
+    Py_ssize_t position = 0;
+    PyObject *result = NULL, *crc_fn;
+    if (check_nargs("batch_headers", nargs, 2) < 0)
+        return NULL;
+    crc_fn = args[1];
+    if (!PyCallable_Check(crc_fn) || get_bytes(args[0], &view) < 0)
+        return scan_error(DECLINED);
+    const uint8_t *d = (const uint8_t *)view.buf;
+    while (position < view.len) {
+        const uint8_t *h = d + position;
+        Py_ssize_t remaining = view.len - position, size;
+        int16_t attributes;
+        int32_t batch_length;
+        int64_t base_offset, last_offset;
+        uint32_t crc;
+        if (remaining < RECORD_BATCH_OVERHEAD)
+            break;
+        attributes = (int16_t)be(h + 21, 2);
+        batch_length = (int32_t)be(h + 8, 4);
+        base_offset = (int64_t)be(h, 8);
+        if (h[16] != 2 || attributes < 0 || attributes > 0x7F || (attributes & 0x07) > 4
+            || (attributes & 0x20) != 0 || batch_length < MIN_BATCH_LENGTH
+            || (int32_t)be(h + 57, 4) < 0 || (Py_ssize_t)batch_length + LOG_OVERHEAD > remaining
+            || __builtin_add_overflow(base_offset, (int64_t)(int32_t)be(h + 23, 4), &last_offset))
+            break;
+        size = (Py_ssize_t)batch_length + LOG_OVERHEAD;
+        if (crc_of(crc_fn, h + 21, size - 21, &crc) < 0 || grow(&rows, 5 * 8) < 0)
+            goto done;
+        {
+            int64_t row[5] = {position, base_offset, last_offset, (int64_t)be(h + 35, 8),
+                              crc == (uint32_t)be(h + 17, 4)};
+            memcpy(rows.data + rows.size, row, sizeof row);
+            rows.size += sizeof row;
+        }
+        position += size;
+    }
+    result = Py_BuildValue("(ny#)", position, rows.data ? rows.data : "", rows.size);
+done:
+    PyMem_Free(rows.data);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* ---- module ----------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -1104,6 +1671,11 @@ static PyMethodDef methods[] = {
     {"last_puts", (PyCFunction)(void (*)(void))last_puts, METH_FASTCALL, last_puts_doc},
     {"scan_window_key_digests", (PyCFunction)(void (*)(void))scan_window_key_digests,
      METH_FASTCALL, scan_window_key_digests_doc},
+    {"scan_window_records", (PyCFunction)(void (*)(void))scan_window_records, METH_FASTCALL,
+     scan_window_records_doc},
+    {"emit_window", (PyCFunction)(void (*)(void))emit_window, METH_FASTCALL, emit_window_doc},
+    {"batch_headers", (PyCFunction)(void (*)(void))batch_headers, METH_FASTCALL,
+     batch_headers_doc},
     {NULL, NULL, 0, NULL},
 };
 

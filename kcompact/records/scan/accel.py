@@ -8,7 +8,9 @@ Python, and batch headers (:func:`~kcompact.records.batch.decode_batch`, also in
 ``kcompact.records.scan._accel``, ``optional=True``) does the same work in C. Pass 1 of a clean also
 hashes its keys there (:func:`scan_key_digests`, XXH3-128 from the vendored ``xxhash.h``), walks
 runs of plain batches in one call (:func:`scan_window_key_digests`), and the offset map sorts its
-puts there (:func:`last_puts`). The pure-Python functions stay the reference and the only code where no C
+puts there (:func:`last_puts`). Pass 2 reads and writes windows of plain batches in two calls
+(:func:`scan_window_records`, :func:`emit_window`), and the self-check walks plain output headers
+in one (:func:`batch_headers`). The pure-Python functions stay the reference and the only code where no C
 compiler was found; tests compare the two on every input.
 
 Contract. Each wrapper here returns exactly what the reference returns, or ``None``: "run the
@@ -224,3 +226,82 @@ def decode_batch(
     except kernels.ScanError:
         return None
     return batch
+
+
+WindowRecords = tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
+
+
+def scan_window_records(
+    buf: Buffer, position: int, limit: int, max_batches: int, max_records: int, max_bytes: int,
+    protected: Any, upper_bound: int, crc: Any,
+) -> WindowRecords | None:
+    """C pass 2 walk over a run of plain v2 batches (``cleaner/round/plain_runs``).
+
+    Its reference is pass 2's per-batch walk (``iter_batches``, the CRC check, the batch decision,
+    :func:`~kcompact.records.scan.scan_records`): the kernel stops before any batch it does not take
+    as is (compressed, transactional, control, empty, legacy, badly framed, a bad CRC, records that
+    do not scan, a last offset in ``protected``, a next offset equal to ``upper_bound``), and the
+    walk takes it.
+
+    Returns:
+        ``(position, batches, offsets, timestamps, key_starts, key_ends, body_starts, record_ends,
+        value_null)`` as the C docstring says; or None: walk batch by batch.
+    """
+    if kernels is None or not enabled:
+        return None
+    try:
+        result: WindowRecords = kernels.scan_window_records(
+            buf, position, limit, max_batches, max_records, max_bytes, protected, upper_bound, crc)
+    except kernels.ScanError:
+        return None
+    return result
+
+
+def emit_window(
+    buf: Buffer, batches: Buffer, columns: tuple[Buffer, Buffer, Buffer, Buffer], value_null: Buffer,
+    kept: Any, new_horizon: int, crc: Any,
+) -> tuple[bytes, bytes] | None:
+    """C :func:`~kcompact.records.filter.filter_v2_batch` over a run of
+    :func:`scan_window_records` (every batch ``DELETE_EMPTY``, its horizon as
+    ``cleaner.rules.policy.output_delete_horizon`` gives it).
+
+    Args:
+        buf, batches: the buffer and the run's ``batches``.
+        columns: the run's ``(offsets, timestamps, body_starts, record_ends)``.
+        value_null: the run's ``value_null``.
+        kept: one byte a record, nonzero where it is kept (any flat byte buffer: numpy's too).
+        new_horizon: the horizon this round stamps (negative: none).
+        crc: ``records.crc.crc32c``.
+
+    Returns:
+        ``(output, table)``: the output batches back to back and per input batch ``(outcome, size,
+        last offset, max timestamp, records kept)`` as native int64 (outcome 0 dropped, 1 copied,
+        2 rebuilt); or None: filter batch by batch.
+    """
+    if kernels is None or not enabled:
+        return None
+    try:
+        result: tuple[bytes, bytes] = kernels.emit_window(
+            buf, batches, *columns, value_null, kept, new_horizon, crc)
+    except kernels.ScanError:
+        return None
+    return result
+
+
+def batch_headers(buf: Buffer, crc: Any) -> tuple[int, bytes] | None:
+    """C walk of a log's batch headers (``cleaner/round/verify_output``'s self-check of plain output).
+
+    Its reference is ``iter_batches`` with ``crc_valid``: from position 0, while each batch is one
+    :func:`decode_batch` takes and not a control batch, per batch ``(position, base offset, last
+    offset, max timestamp, CRC matches)`` as native int64 (five a batch).
+
+    Returns:
+        ``(position, rows)``: where it stopped and the rows; or None: walk with ``iter_batches``.
+    """
+    if kernels is None or not enabled:
+        return None
+    try:
+        result: tuple[int, bytes] = kernels.batch_headers(buf, crc)
+    except kernels.ScanError:
+        return None
+    return result

@@ -288,8 +288,14 @@ def test_kill_while_writing_the_cleaned_log_leaves_a_partial_file_that_recovery_
                 self._file.flush()
                 os._exit(137)
             return original(self, data, last_offset, max_timestamp)
+        def append_run(self, data, sizes, last_offsets, max_timestamps):  # batch by batch
+            at = 0
+            for size, last_offset, max_timestamp in zip(sizes, last_offsets, max_timestamps):
+                append(self, memoryview(data)[at : at + size], last_offset, max_timestamp)
+                at += size
         original = swap.CleanedSegmentWriter.append
         swap.CleanedSegmentWriter.append = append
+        swap.CleanedSegmentWriter.append_run = append_run
         from kcompact.cli.main import main
         sys.argv = ["kcompact", *sys.argv[1:]]
         main()

@@ -464,6 +464,36 @@ def test_writer_output_matches_a_segment_written_by_the_fixture_writer(tmp_path:
     assert [b.base_offset for b in iter_batches(cleaned.files["log"].read_bytes())] == [100, 101, 105]
 
 
+@pytest.mark.parametrize("split", [0, 1, 2, 3])
+def test_writer_append_run_writes_what_appending_each_batch_writes(tmp_path: Path, split: int) -> None:
+    batches = three_batches()
+    outputs = []
+    for name, by_run in (("each", False), ("run", True)):
+        (tmp_path / name).mkdir()
+        writer = CleanedSegmentWriter(tmp_path / name, 100, index_interval_bytes=1)
+        if by_run:  # the first `split` batches one by one, the rest as one run
+            for data, last, ts in batches[:split]:
+                writer.append(data, last, ts)
+            rest = batches[split:]
+            writer.append_run(b"".join(d for d, _l, _t in rest), [len(d) for d, _l, _t in rest],
+                              [last for _d, last, _t in rest], [ts for _d, _l, ts in rest])
+        else:
+            for data, last, ts in batches:
+                writer.append(data, last, ts)
+        cleaned = writer.finish(0, template=None)
+        outputs.append({kind: path.read_bytes() for kind, path in cleaned.files.items()})
+    assert outputs[0] == outputs[1] and len(outputs[0]["index"]) > 0
+
+
+def test_writer_append_run_refuses_an_offset_beyond_the_32_bit_window(tmp_path: Path) -> None:
+    writer = CleanedSegmentWriter(tmp_path, 0, index_interval_bytes=1)
+    data = batch(5, b"k") + batch(2**31, b"k")
+    with pytest.raises(CleanerStateError, match="offset 2147483648 does not fit a segment based at 0"):
+        writer.append_run(data, [len(data) // 2] * 2, [5, 2**31], [BASE_TS] * 2)
+    writer.abort()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_writer_dry_run_counts_and_writes_nothing(tmp_path: Path) -> None:
     writer = CleanedSegmentWriter(tmp_path, 100, index_interval_bytes=1, dry_run=True)
     for data, last, ts in three_batches():

@@ -27,7 +27,9 @@ from kcompact.segment.verify_index import (
     verify_index_file,
     verify_index_with_facts,
 )
+from tests.builders import PartitionBuilder
 from tests.cleaner.workers.test_parallel import NOW, config, transactions
+from tests.records.scan.accel_compare import accel_switched, needs_c
 
 INDEX_KINDS = ("index", "timeindex", "txnindex")
 
@@ -166,3 +168,73 @@ def test_a_batch_problem_names_the_source_segment_and_its_position_there(tmp_pat
         f"{seg.files['log']}: the cleaned output of  fails kcompact's self-check, nothing was changed: batch "
         f"(offsets {first} to {last}) at position {position} reaches past the cleanable range, which ends "
         f"before {last}")
+
+
+def plain_cleaned(tmp_path: Path) -> CleanedSegment:
+    """The first output segment of a cleaned partition of data batches only (no marker, no txn)."""
+    b = PartitionBuilder("plain")
+    for n in range(12):
+        b.batch([(b"k%d" % (i % 7), b"v%d" % n) for i in range(n, n + 5)] + [(b"u%d" % n, b"x")])
+    b.roll()
+    b.batch([(b"k0", b"active")])
+    part = b.write(tmp_path / "logdir")
+    clean_partition(part, config({"index.interval.bytes": "0"}), CleanOptions(now_ms=NOW))
+    log_path = min(part.glob("*.log"))
+    files = {"log": log_path, **{k: log_path.with_suffix("." + k) for k in ("index", "timeindex")}}
+    return CleanedSegment(part, int(log_path.name.split(".")[0]), log_path.stat().st_size, files)
+
+
+def _swap_batches(path: Path) -> None:
+    with LogFile(path) as log:
+        spans = [(b.position, b.position + b.size_in_bytes) for b in log.iter_batches()]
+    data = path.read_bytes()
+    (a0, a1), (b0, b1) = spans[1], spans[2]
+    path.write_bytes(data[:a0] + data[b0:b1] + data[a0:a1] + data[b1:])
+
+
+def _flip_record_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x40  # inside a batch's records: only its CRC tells
+    path.write_bytes(bytes(data))
+
+
+PLAIN_CASES: dict[str, Callable[[CleanedSegment], tuple[CleanedSegment, int]]] = {
+    "none": lambda seg: (seg, NOW),
+    "crc": lambda seg: (_flip_record_byte(seg.files["log"]), (seg, NOW))[1],
+    "order": lambda seg: (_swap_batches(seg.files["log"]), (seg, NOW))[1],
+    "past the range": lambda seg: (seg, 10),
+    "below the base": lambda seg: (replace(seg, base_offset=seg.base_offset + 3), NOW),
+    "overflow": lambda seg: (replace(seg, base_offset=seg.base_offset - 2**31 + 5), NOW),
+}
+
+
+@needs_c
+@pytest.mark.parametrize("case", list(PLAIN_CASES))
+def test_the_c_walk_of_a_plain_output_checks_as_the_batch_walk(tmp_path: Path, case: str) -> None:
+    seg, first_uncleanable = PLAIN_CASES[case](plain_cleaned(tmp_path))
+    outcomes: list[str | None] = []
+    for on in (False, True):
+        with accel_switched(on):
+            try:
+                check_cleaned_segment(seg, [], first_uncleanable)
+                outcomes.append(None)
+            except CleanerStateError as err:
+                outcomes.append(str(err))
+    assert outcomes[0] == outcomes[1]
+    assert (outcomes[0] is None) == (case == "none"), outcomes[0]
+
+
+@needs_c
+def test_the_self_check_of_a_plain_output_walks_it_in_c(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seg = plain_cleaned(tmp_path)
+    walks: list[str] = []
+    real = LogFile.iter_batches
+
+    def counted(self: LogFile, *args: int) -> object:
+        walks.append(self.path.name)
+        return real(self, *args)
+
+    monkeypatch.setattr(LogFile, "iter_batches", counted)
+    with accel_switched(True):
+        check_cleaned_segment(seg, [], NOW)
+    assert walks == []
