@@ -27,6 +27,7 @@ Imports of the library happen inside the commands so that ``kcompact --help`` st
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -150,6 +151,9 @@ def main() -> None:
     # What is loaded by now lives for the whole run: out of the collector's way, a clean's full
     # collections stop re-walking it (about 3 % of a clean's CPU, scripts/bench.py ratio).
     gc.freeze()
+    # kcompact does no linear algebra: without this, numpy's OpenBLAS starts a thread per core on import
+    # (~45 ms of CPU in each process, workers included, that imports numpy).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     cli(prog_name="kcompact")
 
 
