@@ -158,8 +158,15 @@ class Backup:
         self._state_before = self._state_now()
 
     def changed(self) -> bool:
-        """Whether the partition's files or the log dir's cleaner checkpoint differ from when the backup began."""
-        return self._state_now() != self._state_before
+        """Whether the partition's files or the log dir's cleaner checkpoint differ from when the backup began.
+
+        A file's name, size and mtime are not enough: a repair can rewrite a segment in place at its old size
+        (a batch length or base offset restored) and stamp it with its old mtime, as Kafka's cleaner does; so
+        every file the backup saved is also compared by content with its saved copy.
+        """
+        if self._state_now() != self._state_before:
+            return True
+        return any(_differs(self.log_dir / saved.path, saved.sha256) for saved in self.manifest.files)
 
     def discard(self) -> None:
         """Remove the backup, and the directories it made for it: it holds nothing to undo (see :meth:`changed`)."""
@@ -299,6 +306,14 @@ def copy_hashed(source: Path, target: Path) -> str:
         fout.flush()
         os.fsync(fout.fileno())
     return digest.hexdigest()
+
+
+def _differs(path: Path, sha256: str) -> bool:
+    """Whether ``path`` no longer holds the bytes whose digest is ``sha256`` (a missing file differs)."""
+    try:
+        return sha256_of(path) != sha256
+    except FileNotFoundError:
+        return True
 
 
 def sha256_of(path: Path) -> str:

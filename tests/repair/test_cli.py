@@ -164,6 +164,36 @@ def test_a_failed_clean_after_a_repair_names_the_backup_of_its_changes(tmp_path:
     assert code == 0
 
 
+def test_a_failed_clean_keeps_the_backup_of_a_segment_rewritten_at_its_size_and_mtime(tmp_path: Path) -> None:
+    # A wrong batch length is restored in place: same size, and the rewrite is stamped with the old .log's
+    # mtime, which its indexes already shared (as Kafka's cleaner leaves them). A failure after that is not
+    # "nothing changed": the original bytes stay backed up, and undo brings them back.
+    import hashlib
+    import os
+
+    part = keyless_partition(tmp_path / "logdir")
+    log = part / LOG0
+    position, _size = batch_positions(log)[0]
+    patch(log, position + 8, ">i", 5)
+    mtime = log.stat().st_mtime_ns
+    for path in part.glob("00000000000000000000.*"):
+        os.utime(path, ns=(mtime, mtime))
+    damaged_bytes = hashlib.sha256(log.read_bytes()).hexdigest()
+
+    code, out, _err = run("repair", "--clean", "--config", "cleanup.policy=compact", "--now-ms", "1800000000000",
+                          "--json", str(part))
+
+    assert code == 2
+    report = json.loads(out)
+    assert (log.stat().st_size, log.stat().st_mtime_ns) == (len(log.read_bytes()), mtime)
+    assert hashlib.sha256(log.read_bytes()).hexdigest() != damaged_bytes  # the repair did rewrite it
+    assert report["backup_dir"] is not None
+    assert report["clean_error"].endswith(f"undo: kcompact repair --undo {report['backup_dir']})")
+    code, _out, _err = run("repair", "--undo", report["backup_dir"])
+    assert code == 0
+    assert hashlib.sha256(log.read_bytes()).hexdigest() == damaged_bytes
+
+
 def test_a_repair_failing_before_its_first_change_keeps_no_backup(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from kcompact.errors import CorruptDataError
