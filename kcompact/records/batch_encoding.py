@@ -33,6 +33,7 @@ from kcompact.records.batch_header import (
 from kcompact.records.compression import compress
 from kcompact.records.crc import crc32c
 from kcompact.records.record import Record, encode_record
+from kcompact.records.varint import wrap_int64
 
 CRC_STRUCT = struct.Struct(">I")  # crc, patched in after the covered bytes are in place
 
@@ -136,7 +137,7 @@ def encode_batch(
         max_timestamp = max(NO_TIMESTAMP, *(record.timestamp for record in records))
     base_timestamp = records[0].timestamp if delete_horizon_ms is None else delete_horizon_ms
     raw = b"".join(
-        encode_record(r.offset - base_offset, r.timestamp - base_timestamp, r.key, r.value,
+        encode_record(r.offset - base_offset, wrap_int64(r.timestamp - base_timestamp), r.key, r.value,
                       r.headers) for r in records)
     if last_offset_delta is None:
         last_offset_delta = records[-1].offset - base_offset

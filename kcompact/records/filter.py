@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from kcompact.records.batch_encoding import encode_batch, encode_empty_batch, encode_under_header_of
 from kcompact.records.batch_header import NO_TIMESTAMP, RecordBatch, TimestampType
 from kcompact.records.scan import accel
-from kcompact.records.varint import encode_varint, encode_varlong
+from kcompact.records.varint import encode_varint, encode_varlong, wrap_int64
 
 if TYPE_CHECKING:
     from kcompact.records.legacy import LegacyEntry
@@ -89,8 +89,8 @@ def filter_v2_batch(
         keep: indices of the kept records, ascending.
         retention: what to do if nothing is kept.
         delete_horizon_ms: the horizon the output must carry, or None for none. Pass the batch's own
-            horizon to carry it over; a batch that needs no change keeps its bytes only if this equals
-            its current horizon.
+            horizon to carry it over; a batch kept whole keeps its bytes unless this sets a horizon it
+            lacks.
 
     Returns:
         The output batch.
@@ -101,7 +101,9 @@ def filter_v2_batch(
                 Outcome.EMPTY, encode_empty_batch(batch), batch.last_offset, batch.max_timestamp, 0
             )
         return DROPPED
-    if len(keep) == batch.records_count and delete_horizon_ms == batch.delete_horizon_ms:
+    # Kafka's filterTo copies a batch it keeps whole unless it must set a delete horizon the batch lacks; a
+    # batch with one (even a negative one, which a rebuild would clear) is copied as it is.
+    if len(keep) == batch.records_count and (batch.has_delete_horizon or delete_horizon_ms is None):
         return FilteredBatch(
             Outcome.COPIED, batch.buffer, batch.last_offset, batch.max_timestamp, len(keep)
         )
@@ -159,7 +161,7 @@ def _rebuild(
         ts_index = timestamps[i] - base_timestamp + limit
         off_index = offsets[i] - base_offset + limit
         prefix = b"\x00" + (
-            small[ts_index] if 0 <= ts_index < 2 * limit else encode_varlong(ts_index - limit)
+            small[ts_index] if 0 <= ts_index < 2 * limit else encode_varlong(wrap_int64(ts_index - limit))
         ) + (small[off_index] if 0 <= off_index < 2 * limit else encode_varint(off_index - limit))
         body = bytes(data[body_starts[i] : record_ends[i]])
         append(_zigzag_bytes(len(prefix) + len(body), small))

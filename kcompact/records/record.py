@@ -40,15 +40,14 @@ from kcompact.records.batch_header import (
 )
 from kcompact.records.compression import decompress
 from kcompact.records.varint import (
-    INT64_MAX,
     decode_varint,
     decode_varlong,
     encode_varint,
     encode_varlong,
+    wrap_int64,
 )
 
 _RECORD_ATTRIBUTES = b"\x00"  # what Kafka writes in every record's attribute byte
-_TWO_TO_64 = 1 << 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,13 +90,6 @@ def records_bytes(batch: RecordBatch) -> bytes | memoryview:
     except CorruptRecordError as err:
         raise CorruptRecordError(
             err.message, position=RECORD_BATCH_OVERHEAD, offset=batch.base_offset) from err
-
-
-def _wrap_int64(value: int) -> int:
-    # Java adds longs modulo 2**64; a corrupt delta must not yield an out-of-range Python int.
-    if value > INT64_MAX or value < -INT64_MAX - 1:
-        return (value + (1 << 63)) % _TWO_TO_64 - (1 << 63)
-    return value
 
 
 def _read_bytes(
@@ -174,7 +166,7 @@ def decode_record(
             f"found {length - (end - position)}", position=start)
     timestamp = log_append_time
     if timestamp is None:
-        timestamp = _wrap_int64(base_timestamp + timestamp_delta)
+        timestamp = wrap_int64(base_timestamp + timestamp_delta)
     record = Record(base_offset + offset_delta, timestamp, key, value, headers)
     return record, end
 

@@ -221,3 +221,14 @@ def size_of_varlong(value: int) -> int:
     """
     _check_range(value, INT64_MIN, INT64_MAX, "varlong")
     return _size_of_unsigned(((value << 1) ^ (value >> 63)) & _MASK64)
+
+
+def wrap_int64(value: int) -> int:
+    """Java's ``long`` arithmetic: ``value`` kept to its low 64 bits, signed.
+
+    Kafka computes a record's timestamp as base + delta and writes delta as timestamp - base in ``long``s,
+    which wrap; so must a reader and a writer of the same bytes.
+    """
+    if -INT64_MAX - 1 <= value <= INT64_MAX:
+        return value
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)

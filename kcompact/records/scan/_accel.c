@@ -1424,7 +1424,7 @@ PyDoc_STRVAR(emit_window_doc,
 "            new_horizon, crc) -> (output bytes, per batch (outcome, size, last offset,\n"
 "            max timestamp, records kept) as native int64)\n\n"
 "records.filter.filter_v2_batch over a run of scan_window_records, all DELETE_EMPTY: per batch,\n"
-"nothing kept: dropped (outcome 0); all kept and the horizon unchanged: its bytes (1); else rebuilt\n"
+"nothing kept: dropped (outcome 0); all kept and no horizon to set: its bytes (1); else rebuilt\n"
 "(2) with the horizon policy.output_delete_horizon gives (new_horizon, negative for none, when a\n"
 "kept record is a tombstone and the batch has none). kept: one byte a record. Raises\n"
 "ScanError(-1) where the reference would fail or the arguments do not match.");
@@ -1491,8 +1491,7 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             e[E_SIZE] = 0;
             e[E_MAX_TIMESTAMP] = -1;
         }
-        else if (k == count && (horizon < 0 ? !has_h
-                                            : has_h && horizon == bi[W_BASE_TIMESTAMP])) {
+        else if (k == count && (has_h || horizon < 0)) {  /* filterTo: no horizon to set */
             e[E_OUTCOME] = E_COPIED;
             e[E_SIZE] = bi[W_SIZE];
             e[E_MAX_TIMESTAMP] = bi[W_MAX_TIMESTAMP];

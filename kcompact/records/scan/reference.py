@@ -20,17 +20,12 @@ from xxhash import xxh3_128_digest
 
 from kcompact.errors import CorruptRecordError
 from kcompact.records.scan.accel import KeyColumns, ScannedColumns
-from kcompact.records.varint import INT64_MAX, Buffer, decode_varint, decode_varlong
+from kcompact.records.varint import INT64_MAX, Buffer, decode_varint, decode_varlong, wrap_int64
 
 MIN_RECORD_BODY_SIZE_IN_BYTES = 6
 """attributes + timestampDelta + offsetDelta + keyLength + valueLength + headersCount, 1 byte each."""
 MIN_RECORD_SIZE_IN_BYTES = 1 + MIN_RECORD_BODY_SIZE_IN_BYTES
 """The length varint plus the smallest body; bounds how many records ``data`` can hold."""
-
-
-def _wrap_int64(value: int) -> int:
-    """Java's long addition: keep the low 64 bits, as Kafka does for base + delta timestamps."""
-    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
 def _zigzag(raw: int) -> int:
@@ -134,7 +129,7 @@ def scan_records_reference(
         _scan_columns(buf, count, columns, base_offset, base_timestamp)
     else:  # a sum could pass the int64 range; Java wraps it, so collect deltas and wrap here
         _scan_columns(buf, count, columns, base_offset, 0)
-        timestamps = array("q", [_wrap_int64(base_timestamp + delta) for delta in timestamps])
+        timestamps = array("q", [wrap_int64(base_timestamp + delta) for delta in timestamps])
     return (
         offsets, timestamps, key_starts, key_ends, value_null, record_starts, body_starts,
         record_ends, buf,
@@ -181,7 +176,7 @@ def _scan_columns(
                 q += 3
             else:
                 delta, q = decode_varlong(d, q + 1)
-                tss[i] = _wrap_int64(base_timestamp + delta)
+                tss[i] = wrap_int64(base_timestamp + delta)
             b = d[q]
             if b < 0x80:
                 offs[i] = base_offset + zz[b]
