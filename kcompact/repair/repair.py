@@ -77,6 +77,14 @@ class RepairOptions:
     now_ms: int | None = None  # the clock of the clean
     assume_compact: bool = False  # the clean's --assume-compact (cleaner.compaction_gate)
     allow_keyless_loss: bool = False  # the clean's --allow-keyless-loss (cleaner.compaction_gate)
+    server_properties: str | None = None  # the broker's file (default: $KCOMPACT_SERVER_PROPERTIES)
+    metadata_dir: str | None = None  # metadata.log.dir (default: as partition_config finds it)
+    replica_dirs: tuple[str, ...] = ()  # the clean's replica fence (cleaner.rules.fence)
+    safe_offset: int | None = None  # the clean's replica fence: an offset of this partition
+
+    def clean_options(self) -> CleanOptions:
+        """The options of the clean ``clean`` runs (``kcompact clean``'s, as the CLI passes them)."""
+        return CleanOptions(now_ms=self.now_ms, replica_dirs=self.replica_dirs, safe_offset=self.safe_offset)
 
 
 @dataclass(slots=True)
@@ -189,13 +197,14 @@ def plan_of(check: PartitionCheck) -> list[str]:
 
 
 def _config(part: Path, options: RepairOptions) -> TopicConfig:
-    """The partition's real configuration (KRaft metadata, server.properties via
-    KCOMPACT_SERVER_PROPERTIES, --config); Kafka's defaults when those cannot be read — a repair must not
-    be blocked by a damaged metadata log."""
+    """The partition's real configuration (KRaft metadata, server.properties, --config); Kafka's defaults
+    when those cannot be read — a repair must not be blocked by a damaged metadata log."""
     from kcompact.config.effective import partition_config
 
     try:
-        return partition_config(part, cli_overrides=dict(options.config_overrides)).config
+        return partition_config(part, cli_overrides=dict(options.config_overrides),
+                                server_properties=options.server_properties,
+                                metadata_dir=options.metadata_dir).config
     except KcompactError:
         return TopicConfig.defaults().with_overrides(dict(options.config_overrides))
 
@@ -372,7 +381,9 @@ def _fix_checkpoint(check: PartitionCheck, backup: Backup, result: RepairResult)
 def _clean(part: Path, options: RepairOptions, result: RepairResult) -> None:
     try:
         result.clean = clean_path(part, cli_overrides=dict(options.config_overrides),
-                                  options=CleanOptions(now_ms=options.now_ms),
+                                  options=options.clean_options(),
+                                  server_properties=options.server_properties,
+                                  metadata_dir=options.metadata_dir,
                                   assume_compact=options.assume_compact,
                                   allow_keyless_loss=options.allow_keyless_loss)
     except KcompactError as err:
