@@ -62,6 +62,7 @@ from kcompact.segment.lock import (
 from kcompact.segment.names import parse_segment_file_name
 from kcompact.segment.partition import open_partition
 from kcompact.segment.progress import ProgressCallback
+from kcompact.text import plural
 
 NO_UPPER_BOUND = 2**63 - 1
 
@@ -342,7 +343,8 @@ def _append_kept(
 def _rewritten(seg: SegmentCheck) -> str:
     """What the rewrite of ``seg`` changed, in words."""
     scan = seg.scan
-    parts = [f"kept {len(scan.kept)} batches, quarantined {len(scan.damaged)} damaged region(s)"
+    parts = [(f"kept {plural(len(scan.kept), 'batch', 'batches')}, quarantined "
+              f"{plural(len(scan.damaged), 'damaged region')}")
              if scan.log_changed else "log unchanged"]
     if seg.convert_legacy:
         legacy = sum(1 for kept in scan.kept if kept.magic < 2)
