@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from kcompact import text
 from kcompact.cli.options import EXIT_BAD_INPUT
 
 if TYPE_CHECKING:
@@ -135,9 +136,8 @@ def utc_text(ms: int | None) -> str:
         return f"{ms} ms"
 
 
-def plural(n: int, word: str, plural_word: str | None = None) -> str:
-    """``1 batch``, ``2 batches``: a count and its noun."""
-    return f"{n} {word}" if n == 1 else f"{n} {plural_word or word + 's'}"
+plural = text.plural
+"""``1 batch``, ``2 batches`` (``kcompact.text.plural``): the CLI counts as the library's messages do."""
 
 
 def export_text(summary: Any) -> str:
@@ -166,5 +166,6 @@ def exit_if_corrupt(report: Any) -> None:
     """After the report: exit 2 with the first CRC failure when a batch failed its CRC."""
     if report.corrupt_batches:
         more = report.corrupt_batches - 1
-        error_line(report.crc_error + (f" ({more} more batch(es) fail theirs)" if more else ""))
+        failing = plural(more, "more batch fails its CRC", "more batches fail their CRCs")
+        error_line(report.crc_error + (f" ({failing})" if more else ""))
         raise click.exceptions.Exit(EXIT_BAD_INPUT)

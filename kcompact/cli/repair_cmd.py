@@ -15,11 +15,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 
 from kcompact.cli import render
 from kcompact.cli.help_text import with_examples
 from kcompact.cli.input_path import InputPath
-from kcompact.cli.options import config_option, json_option, now_ms_option, parse_jobs
+from kcompact.cli.options import (
+    METADATA_DIRS_HELP,
+    config_option,
+    config_source_options,
+    fence_options,
+    json_option,
+    now_ms_option,
+    parse_jobs,
+)
 from kcompact.cli.partition_filter_options import partition_filter_options
 from kcompact.errors import RefusedError
 
@@ -48,7 +57,10 @@ EPILOG = (
 @click.option("--backup-dir", type=click.Path(file_okay=False, path_type=str), default=None,
               help="Where originals and quarantined bytes go (default: next to the log dir, in "
                    "<log dir>.kcompact-backup/; never inside the log dir).")
-@click.option("--clean", is_flag=True, help="Then compact the repaired partition (as `kcompact clean`).")
+@click.option("--clean", is_flag=True,
+              help="Then compact the repaired partition (as `kcompact clean`). --assume-compact, "
+                   "--allow-keyless-loss, --now-ms, --replica-dirs and --safe-offset are for it alone "
+                   "(refused without it).")
 @click.option("--assume-compact", is_flag=True,
               help="For --clean: as `kcompact clean --assume-compact` (compact where "
                    "cleanup.policy is unknown).")
@@ -58,6 +70,8 @@ EPILOG = (
 @config_option("A topic configuration by Kafka's name (index.interval.bytes, and for --clean "
                "cleanup.policy, delete.retention.ms, …). Repeatable.")
 @now_ms_option("The clock of --clean (default: now), in ms since the epoch.")
+@fence_options
+@config_source_options(METADATA_DIRS_HELP)
 @click.option("--jobs", default=None, callback=parse_jobs, metavar="N|auto",
               help="For a log dir: worker processes verifying and repairing its partitions (as "
                    "`kcompact clean --jobs`). Default auto.")
@@ -73,6 +87,10 @@ def repair_command(
     allow_keyless_loss: bool,
     config_pairs: tuple[str, ...],
     now_ms: int | None,
+    replica_dirs: tuple[str, ...],
+    safe_offset: int | None,
+    server_properties: str | None,
+    metadata_dir: str | None,
     jobs: int | None,
     undo_dir: str | None,
     selection: PartitionFilter | None = None,
@@ -102,8 +120,10 @@ def repair_command(
     if backup_dir is not None and is_url(backup_dir):  # else it would become a local ./s3:/… directory
         raise RefusedError(f"{backup_dir}: --backup-dir of repair expected a local POSIX directory, found "
                            "a URL (the backup is written with rename and fsync); nothing changed")
+    _refuse_clean_only_options(clean)
     if undo_dir is not None:
-        if partition_dir is not None or clean or backup_dir is not None or selection is not None:
+        if (partition_dir is not None or clean or backup_dir is not None or selection is not None
+                or server_properties is not None or metadata_dir is not None):
             raise click.UsageError("--undo takes a BACKUP_DIR only (with --dry-run or --json)")
         _undo(undo_dir, dry_run=dry_run, as_json=as_json)
         return
@@ -119,7 +139,9 @@ def repair_command(
     overrides = tuple(parse_config_pairs(config_pairs).items())
     options = RepairOptions(dry_run=dry_run, backup_dir=None if backup_dir is None else Path(backup_dir),
                             clean=clean, config_overrides=overrides, now_ms=now_ms,
-                            assume_compact=assume_compact, allow_keyless_loss=allow_keyless_loss)
+                            assume_compact=assume_compact, allow_keyless_loss=allow_keyless_loss,
+                            server_properties=server_properties, metadata_dir=metadata_dir,
+                            replica_dirs=replica_dirs, safe_offset=safe_offset)
     if not is_partition_dir(partition_dir):
         from kcompact.cli.repair_log_dir_view import repair_log_dir_command_body
 
@@ -133,6 +155,24 @@ def repair_command(
         _render(result)
     if not result.ok:
         raise click.exceptions.Exit(EXIT_PROBLEMS)
+
+
+CLEAN_ONLY_OPTIONS = (("assume_compact", "--assume-compact"), ("allow_keyless_loss", "--allow-keyless-loss"),
+                      ("now_ms", "--now-ms"), ("replica_dirs", "--replica-dirs"), ("safe_offset", "--safe-offset"))
+"""The options only ``--clean`` uses (parameter name, option), in the order a refusal names them."""
+
+
+def _refuse_clean_only_options(clean: bool) -> None:
+    """Without ``--clean``, an option only the clean uses would be ignored: refuse it (a usage error)."""
+    if clean:
+        return
+    ctx = click.get_current_context()
+    given = [option for name, option in CLEAN_ONLY_OPTIONS
+             if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)]
+    if given:
+        one = len(given) == 1
+        raise click.UsageError(f"{', '.join(given)} {'is' if one else 'are'} for --clean only; give --clean "
+                               f"or leave {'it' if one else 'them'} out")
 
 
 def _undo(undo_dir: str, *, dry_run: bool, as_json: bool) -> None:

@@ -14,7 +14,7 @@ import click
 
 from kcompact.cli import render
 from kcompact.cli.help_text import with_examples
-from kcompact.cli.options import EXIT_DIVERGED, json_option
+from kcompact.cli.options import EXIT_BAD_INPUT, EXIT_DIVERGED, json_option
 from kcompact.cli.partition_filter_options import partition_filter_options
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ def spark_replicas_command(log_dirs: tuple[str, ...], master: str | None, verbos
                      f"{sum(1 for r in run.rows if r.agree is False)} diverge")
         startup_line(startup_s)
     if any(row.error for row in run.rows):
-        raise click.exceptions.Exit(2)
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)
     if any(row.agree is False for row in run.rows):
         raise click.exceptions.Exit(EXIT_DIVERGED)
 

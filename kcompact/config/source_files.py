@@ -23,6 +23,7 @@ from kcompact.config.server_properties import (
 )
 from kcompact.errors import ConfigError
 from kcompact.segment.metadata_files import read_partition_topic_id
+from kcompact.text import plural_noun
 
 SERVER_PROPERTIES_ENV = "KCOMPACT_SERVER_PROPERTIES"
 METADATA_PARTITION = "__cluster_metadata-0"
@@ -141,7 +142,8 @@ def _broker_levels(state: MetadataState, node: int | None,
         notes.append(f"the metadata log's history is incomplete: {state.unresolved_reason}")
     others = sorted(name for name in state.broker_configs if name != "")
     if node is None and others:
-        notes.append(f"dynamic configs exist for broker(s) {', '.join(others)} but this log dir's "
+        brokers = f"{plural_noun(len(others), 'broker')} {', '.join(others)}"
+        notes.append(f"dynamic configs exist for {brokers} but this log dir's "
                      "node id is unknown (no meta.properties, no node.id); they are not applied")
     return state.broker_config(node), state.cluster_default_config()
 

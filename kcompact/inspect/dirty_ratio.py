@@ -54,6 +54,7 @@ from kcompact.segment.partition import (
 )
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.progress import ProgressCallback
+from kcompact.text import plural
 
 RULE_TIERED_STORAGE = "tiered-storage"
 TRANSACTIONS_POINTER = (
@@ -296,7 +297,8 @@ def _row(
         _check_legacy(row, partition, rng, reads)
     if crc.first_error is not None:
         more = crc.corrupt_batches - 1
-        row.error = crc.first_error + (f" ({more} more batch(es) of the dirty section fail theirs)" if more else "")
+        failing = plural(more, "more batch fails its CRC", "more batches fail their CRCs")
+        row.error = crc.first_error + (f" (in the dirty section, {failing})" if more else "")
     if unsupported is not None:  # `clean` refuses it (tiered storage): never eligible, never ranked
         row.eligible = row.must_clean = False
         row.blocking_rule, row.blocking_detail = RULE_TIERED_STORAGE, unsupported

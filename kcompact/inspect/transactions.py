@@ -39,6 +39,7 @@ from kcompact.errors import KcompactError
 from kcompact.inspect.context import CrcTally, InspectContext, load_inspect_context
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import is_partition_dir, named_path, require_partition_dirs
+from kcompact.text import plural
 
 BROKER_PLACEHOLDER = "<broker:9092>"
 ABORT_COMMAND = (
@@ -138,7 +139,8 @@ def transactions_report(
         crc = _check_replayed_batches(ctx.state)
         if crc.first_error is not None:
             more = crc.corrupt_batches - 1
-            error = crc.first_error + (f" ({more} more batch(es) fail theirs)" if more else "")
+            failing = plural(more, "more batch fails its CRC", "more batches fail their CRCs")
+            error = crc.first_error + (f" ({failing})" if more else "")
             rows.append(_empty_row(ctx.state.partition.path, error=error))
             continue
         rows.append(partition_transactions(ctx, broker=broker))

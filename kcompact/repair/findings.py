@@ -24,6 +24,7 @@ from kcompact.repair.salvage import (
     DamagedRegion,
     KeptBatch,
 )
+from kcompact.text import plural
 
 KIND_INDEX_CORRUPT = "index-corrupt"  # an index fails Kafka's checks or disagrees with the log
 KIND_INDEX_MISSING = "index-missing"
@@ -191,7 +192,7 @@ def recovery_effect(kind: str, position: int, later_segments: int) -> str:
         return ("log recovery does not check offset order: an index append may fail "
                 "(InvalidOffsetException, the segment is truncated to empty) and fetches of these "
                 "offsets find the wrong batch")
-    later = f" and deletes the {later_segments} later segment(s)" if later_segments else ""
+    later = f" and deletes the {plural(later_segments, 'later segment')}" if later_segments else ""
     return (f"log recovery stops at the first bad entry: it truncates this segment at or before "
             f"position {position}{later}")
 
@@ -210,7 +211,7 @@ def legacy_finding(hazard: LegacyHazard) -> Finding:
         position=hazard.position,
         offset=hazard.offset,
         message=(f"last entry is legacy (magic {hazard.magic}) and has no keyed value; expected a "
-                 f"magic 2 batch or a kept record, found {hazard.records} record(s), "
+                 f"magic 2 batch or a kept record, found {plural(hazard.records, 'record')}, "
                  f"{hazard.keyless} keyless"),
         blocks_cleaning=fails_now,
         cleaner_effect=hazard.reason() + ("" if fails_now else

@@ -51,6 +51,7 @@ from kcompact.segment.time_index import (
     decode_time_index,
 )
 from kcompact.segment.txn_index import AbortedTxn, check_txn_index, decode_txn_index
+from kcompact.text import plural
 
 if TYPE_CHECKING:
     from kcompact.repair.verify import SegmentCheck
@@ -198,7 +199,7 @@ def _txn_index(
                             f"their producer in this segment; expected one at each last offset")
         lacking = [d for d in derived if (d.producer_id, d.last_offset) not in known]
         if lacking:
-            problems.append(f"lacks {len(lacking)} aborted transaction(s) the data shows; first: "
+            problems.append(f"lacks {plural(len(lacking), 'aborted transaction')} the data shows; first: "
                             f"producer {lacking[0].producer_id} aborted at offset "
                             f"{lacking[0].last_offset}")
         result = tuple(sorted(inside + lacking, key=lambda e: e.last_offset))

@@ -24,6 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from kcompact.cleaner.logdir.run import refuse_log_dir_safe_offset
 from kcompact.cleaner.workers.pool import ProgressCallback, partition_workers, run_in_pool
 from kcompact.errors import KcompactError, RefusedError
 from kcompact.repair.backup import check_backup_location
@@ -147,11 +148,13 @@ def repair_log_dir(
         The :class:`LogDirRepair`, partitions in name order.
 
     Raises:
-        RefusedError: a broker holds the log dir, the backup directory is inside it or in use.
+        RefusedError: a broker holds the log dir, the backup directory is inside it or in use, or
+            ``options.safe_offset`` is given (an offset of one partition's log).
         KcompactError: no partition directory (none matching ``selection``), an offset checkpoint that
             does not parse, a log dir that cannot be written (not for a dry run).
     """
     root = named_path(log_dir)
+    refuse_log_dir_safe_offset(root, options.clean_options())
     dirs = require_partition_dirs(root, selection)
     check_log_dir_checkpoints(root)
     if options.backup_dir is not None:

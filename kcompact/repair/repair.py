@@ -62,6 +62,7 @@ from kcompact.segment.lock import (
 from kcompact.segment.names import parse_segment_file_name
 from kcompact.segment.partition import open_partition
 from kcompact.segment.progress import ProgressCallback
+from kcompact.text import plural
 
 NO_UPPER_BOUND = 2**63 - 1
 
@@ -77,6 +78,14 @@ class RepairOptions:
     now_ms: int | None = None  # the clock of the clean
     assume_compact: bool = False  # the clean's --assume-compact (cleaner.compaction_gate)
     allow_keyless_loss: bool = False  # the clean's --allow-keyless-loss (cleaner.compaction_gate)
+    server_properties: str | None = None  # the broker's file (default: $KCOMPACT_SERVER_PROPERTIES)
+    metadata_dir: str | None = None  # metadata.log.dir (default: as partition_config finds it)
+    replica_dirs: tuple[str, ...] = ()  # the clean's replica fence (cleaner.rules.fence)
+    safe_offset: int | None = None  # the clean's replica fence: an offset of this partition
+
+    def clean_options(self) -> CleanOptions:
+        """The options of the clean ``clean`` runs (``kcompact clean``'s, as the CLI passes them)."""
+        return CleanOptions(now_ms=self.now_ms, replica_dirs=self.replica_dirs, safe_offset=self.safe_offset)
 
 
 @dataclass(slots=True)
@@ -189,13 +198,14 @@ def plan_of(check: PartitionCheck) -> list[str]:
 
 
 def _config(part: Path, options: RepairOptions) -> TopicConfig:
-    """The partition's real configuration (KRaft metadata, server.properties via
-    KCOMPACT_SERVER_PROPERTIES, --config); Kafka's defaults when those cannot be read — a repair must not
-    be blocked by a damaged metadata log."""
+    """The partition's real configuration (KRaft metadata, server.properties, --config); Kafka's defaults
+    when those cannot be read — a repair must not be blocked by a damaged metadata log."""
     from kcompact.config.effective import partition_config
 
     try:
-        return partition_config(part, cli_overrides=dict(options.config_overrides)).config
+        return partition_config(part, cli_overrides=dict(options.config_overrides),
+                                server_properties=options.server_properties,
+                                metadata_dir=options.metadata_dir).config
     except KcompactError:
         return TopicConfig.defaults().with_overrides(dict(options.config_overrides))
 
@@ -333,7 +343,8 @@ def _append_kept(
 def _rewritten(seg: SegmentCheck) -> str:
     """What the rewrite of ``seg`` changed, in words."""
     scan = seg.scan
-    parts = [f"kept {len(scan.kept)} batches, quarantined {len(scan.damaged)} damaged region(s)"
+    parts = [(f"kept {plural(len(scan.kept), 'batch', 'batches')}, quarantined "
+              f"{plural(len(scan.damaged), 'damaged region')}")
              if scan.log_changed else "log unchanged"]
     if seg.convert_legacy:
         legacy = sum(1 for kept in scan.kept if kept.magic < 2)
@@ -372,7 +383,9 @@ def _fix_checkpoint(check: PartitionCheck, backup: Backup, result: RepairResult)
 def _clean(part: Path, options: RepairOptions, result: RepairResult) -> None:
     try:
         result.clean = clean_path(part, cli_overrides=dict(options.config_overrides),
-                                  options=CleanOptions(now_ms=options.now_ms),
+                                  options=options.clean_options(),
+                                  server_properties=options.server_properties,
+                                  metadata_dir=options.metadata_dir,
                                   assume_compact=options.assume_compact,
                                   allow_keyless_loss=options.allow_keyless_loss)
     except KcompactError as err:

@@ -295,7 +295,7 @@ def test_node_id_sources(tmp_path: Path) -> None:
         encode_config(BROKER, "3", "log.cleaner.delete.retention.ms", "6")]])
     unknown = partition_config(log_dir / "orders-0", cli_overrides={})
     assert unknown.node_id is None and unknown.config.delete_retention_ms == 86400000
-    assert "dynamic configs exist for broker(s) 3 but this log dir's node id is unknown" in (
+    assert "dynamic configs exist for broker 3 but this log dir's node id is unknown" in (
         unknown.notes[0])
     props = tmp_path / "server.properties"
     props.write_text("node.id=3\n")

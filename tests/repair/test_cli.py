@@ -48,7 +48,7 @@ def test_dry_run_report_whole_output(tmp_path: Path) -> None:
         "(CorruptRecordException / InvalidRecordException), so the broker marks the partition "
         "uncleanable and never cleans it again until it restarts"),
         (f"      broker: log recovery stops at the first bad entry: it truncates this segment at or "
-        f"before position {position} and deletes the 1 later segment(s)"),
+        f"before position {position} and deletes the 1 later segment"),
         ("      repair: restore the field: the batch passes its CRC and fits the offsets around it "
         "with offsets 8..11"),
         "plan (dry run, nothing written):",
@@ -68,7 +68,7 @@ def test_repair_json_then_undo(tmp_path: Path) -> None:
     assert report["uncleanable"] is True and report["remaining"] == []
     assert [(f["kind"], f["position"]) for f in report["findings"]] == [("corrupt-batch", position)]
     assert report["actions"] == [(f"rewrote segment {LOG0} (kept 5 batches, quarantined 0 damaged "
-                                 "region(s); indexes rebuilt)")]
+                                 "regions; indexes rebuilt)")]
     code, out, _err = run("repair", "--undo", report["backup_dir"])
     assert code == 0 and "restore 3 files" in out
     assert partition_digest(part) == before

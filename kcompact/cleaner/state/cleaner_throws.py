@@ -39,6 +39,7 @@ from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.segment.log_reads import LogReads, open_log
 from kcompact.segment.offset_index import read_offset_index
 from kcompact.segment.partition import Partition, SegmentFiles
+from kcompact.text import plural
 
 if TYPE_CHECKING:
     from kcompact.records.batch_header import RecordBatch
@@ -63,8 +64,8 @@ class LegacyHazard:
 
     def reason(self, when: str | None = None) -> str:
         """Why the broker's cleaner fails here, in one sentence (``when``: which round ends here)."""
-        what = (f"all {self.records} record(s) keyless" if self.keyless == self.records
-                else f"{self.keyless} keyless record(s), the others tombstones")
+        what = (f"all {plural(self.records, 'record')} keyless" if self.keyless == self.records
+                else f"{plural(self.keyless, 'keyless record')}, the others tombstones")
         if when is None:
             when = ("every round that reaches the active segment ends with it" if self.next_to_active
                     else "a round whose offset map fills here ends with it")
@@ -199,7 +200,7 @@ def round_walk_problems(
             continue
         out += found
         if upper is not None and upper <= end_offset and 0 < size - end < _LOG_OVERHEAD:
-            why = (f"{size - end} byte(s) after the last batch, too few to size an entry: Kafka's "
+            why = (f"{plural(size - end, 'byte')} after the last batch, too few to size an entry: Kafka's "
                    "loader ignores them, its cleaner throws (IllegalStateException: Could not "
                    "determine next batch size)")
             out.append((seg.log_path, end, why))

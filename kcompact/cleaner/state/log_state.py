@@ -145,15 +145,6 @@ class LogState:
             policy=config.cleanup_policy,
         )
 
-    def aborted_in(self, start: int, end: int) -> list[AbortedTxn]:
-        """Aborted transactions overlapping ``[start, end)``, the way the cleaner asks its txn indexes."""
-        return [
-            txn
-            for _base, entries in self.aborted_by_segment
-            for txn in entries
-            if txn.overlaps(start, end)
-        ]
-
 
 def load_log_state(partition: Partition, config: TopicConfig, reads: LogReads | None = None) -> LogState:
     """Walk every segment's batch headers once and gather the facts of the module docstring.

@@ -1,0 +1,26 @@
+"""Counted nouns in messages: ``1 segment``, ``3 segments``, never ``3 segment(s)``.
+
+Below every layer (like ``errors``), so a message built anywhere — a finding of ``repair``, a reason of
+the cleaner, a note of ``config`` — and the CLI's own text (``cli.render``) count the same way.
+"""
+
+from __future__ import annotations
+
+
+def plural_noun(n: int, word: str, plural_word: str | None = None) -> str:
+    """The noun alone, as ``n`` of it reads: ``broker`` for 1, ``brokers`` otherwise.
+
+    Args:
+        n: how many.
+        word: the singular.
+        plural_word: the plural where it is not ``word + "s"`` (``batches``, ``entries``).
+
+    Returns:
+        ``word`` when ``n`` is 1, else the plural.
+    """
+    return word if n == 1 else plural_word or f"{word}s"
+
+
+def plural(n: int, word: str, plural_word: str | None = None) -> str:
+    """``1 batch``, ``2 batches``: a count and its noun (see :func:`plural_noun`)."""
+    return f"{n} {plural_noun(n, word, plural_word)}"

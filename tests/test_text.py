@@ -1,0 +1,55 @@
+"""Counted nouns (``kcompact.text``): a message built below the CLI says ``1 later segment`` and
+``2 later segments``, never ``segment(s)``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kcompact.cli import render
+from kcompact.cli.main import cli
+from kcompact.text import plural, plural_noun
+from tests.repair.support import batch_positions, build_partition, flip_byte
+
+LOG0 = "00000000000000000000.log"
+
+
+@pytest.mark.parametrize("n, word, plural_word, expected", [
+    (0, "region", None, "0 regions"),
+    (1, "region", None, "1 region"),
+    (2, "region", None, "2 regions"),
+    (1, "batch", "batches", "1 batch"),
+    (3, "batch", "batches", "3 batches"),
+])
+def test_plural(n: int, word: str, plural_word: str | None, expected: str) -> None:
+    assert plural(n, word, plural_word) == expected
+    assert plural_noun(n, word, plural_word) == expected.split(" ", 1)[1]
+    assert render.plural(n, word, plural_word) == expected  # the CLI counts the same way
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(cli, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout
+
+
+@pytest.mark.parametrize("closed_segments, later", [(1, "the 1 later segment"), (2, "the 2 later segments")])
+def test_repair_counts_the_later_segments_and_the_quarantined_regions(
+    tmp_path: Path, closed_segments: int, later: str
+) -> None:
+    """A CRC failure in the first segment: recovery would delete every later segment (the active one
+    too); the repair quarantines one region and keeps the four other batches."""
+    part = build_partition(tmp_path / "logdir", segments=closed_segments, batches=5)
+    position, _size = batch_positions(part / LOG0)[2]
+    flip_byte(part / LOG0, position + 61)
+
+    code, out = run("repair", "--dry-run", str(part))
+    assert code == 2
+    assert (f"      broker: log recovery stops at the first bad entry: it truncates this segment at or before "
+            f"position {position} and deletes {later}") in out.splitlines()
+    code, out = run("repair", "--json", str(part))
+    assert code == 0
+    assert json.loads(out)["actions"] == [
+        f"rewrote segment {LOG0} (kept 4 batches, quarantined 1 damaged region; indexes rebuilt)"]
