@@ -23,7 +23,8 @@ offsets (``LogSegmentOffsetOverflowException``) and an index entry that would no
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from itertools import pairwise
 
 from kcompact.errors import CorruptIndexError
 from kcompact.segment.offset_index import (
@@ -102,6 +103,41 @@ class IndexBuilder:
             self._bytes_since_last_entry = 0
         self._bytes_since_last_entry += size_in_bytes
         self._next_position += size_in_bytes
+
+    def append_run(
+        self, position: int, sizes: Sequence[int], last_offsets: Sequence[int], max_timestamps: Sequence[int]
+    ) -> None:
+        """Account for consecutive batches starting at ``position``: what :meth:`append` of each does, in one
+        loop (the cleaner's output arrives a window of batches at a time).
+
+        Raises:
+            CorruptIndexError, ValueError: as :meth:`append`, for the first batch that fails.
+        """
+        base, interval = self.base_offset, self.index_interval_bytes
+        ok = (not self._finished and position == self._next_position and len(sizes) > 0
+              and min(sizes) > 0 and base <= min(last_offsets) and max(last_offsets) - base <= MAX_RELATIVE_OFFSET
+              and (not self._offset_entries or last_offsets[0] > self._offset_entries[-1].offset)
+              and all(a < b for a, b in pairwise(last_offsets)))
+        if not ok:  # an unusual run: batch by batch, to fail where append fails
+            for size, last_offset, max_timestamp in zip(sizes, last_offsets, max_timestamps):
+                self.append(position, size, last_offset, max_timestamp)
+                position += size
+            return
+        since, max_ts, max_ts_offset = self._bytes_since_last_entry, self._max_timestamp, self._offset_of_max_timestamp
+        offsets, times = self._offset_entries, self._time_entries
+        for size, last_offset, max_timestamp in zip(sizes, last_offsets, max_timestamps):
+            if max_timestamp > max_ts:
+                max_ts, max_ts_offset = max_timestamp, last_offset
+            if since > interval:  # the increasing last offsets keep offset entries increasing
+                offsets.append(OffsetIndexEntry(offset=last_offset, position=position))
+                self._max_timestamp, self._offset_of_max_timestamp = max_ts, max_ts_offset
+                if not times or max_ts > times[-1].timestamp:
+                    self._offer_time_entry()
+                since = 0
+            since += size
+            position += size
+        self._bytes_since_last_entry, self._next_position = since, position
+        self._max_timestamp, self._offset_of_max_timestamp = max_ts, max_ts_offset
 
     def restart(self) -> None:
         """Model a broker restart while this segment is active.

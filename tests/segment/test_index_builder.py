@@ -260,3 +260,47 @@ def test_builder_with_restarts_reproduces_long_lived_active_segments(
     index = log.with_suffix(".index")
     if index.exists():
         assert offsets == read_offset_index(index, 0)
+
+
+def _outcome(builder: IndexBuilder, runs: list[list[tuple[int, int, int]]], by_run: bool) -> object:
+    """Feed ``runs`` of (size, last offset, max timestamp) batch by batch or a run at a time: the entries,
+    or the error and the entries made before it."""
+    position = 0
+    try:
+        for run in runs:
+            sizes, lasts, stamps = [b[0] for b in run], [b[1] for b in run], [b[2] for b in run]
+            if by_run:
+                builder.append_run(position, sizes, lasts, stamps)
+            else:
+                at = position
+                for size, last, stamp in run:
+                    builder.append(at, size, last, stamp)
+                    at += size
+            position += sum(sizes)
+        return builder.finish()
+    except (CorruptIndexError, ValueError) as err:
+        try:
+            after: object = builder.finish()
+        except (CorruptIndexError, ValueError) as again:  # the state the failure left cannot close either
+            after = type(again), str(again)
+        return type(err), str(err), after
+
+
+_batch = st.tuples(st.integers(-3, 9000), st.integers(-5, 400), st.integers(-3, 50))
+
+
+@given(st.lists(st.lists(_batch, max_size=12), max_size=6), st.integers(0, 5000), st.integers(0, 120))
+def test_a_run_at_a_time_builds_what_batch_by_batch_builds(
+    raw: list[list[tuple[int, int, int]]], interval: int, base: int
+) -> None:
+    # Mostly increasing last offsets (each a step after the last), now and then going back or out of range;
+    # sizes now and then not positive: the run path must fail exactly where append fails.
+    runs, last = [], base - 1
+    for raw_run in raw:
+        run = []
+        for size, step, stamp in raw_run:
+            last = last + step if step > -5 else last - 1
+            run.append((size, last, stamp * 1000))
+        runs.append(run)
+    assert _outcome(IndexBuilder(base, interval), runs, by_run=True) == \
+        _outcome(IndexBuilder(base, interval), runs, by_run=False)

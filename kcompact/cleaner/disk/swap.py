@@ -151,16 +151,14 @@ class CleanedSegmentWriter:
             CleanerStateError: a batch's last offset does not fit the segment's 32-bit relative range.
             KcompactError: the write fails.
         """
-        for last_offset in last_offsets:
-            self._check_fits(last_offset)
+        if last_offsets and max(last_offsets) - self.base_offset > 0x7FFFFFFF:
+            for last_offset in last_offsets:
+                self._check_fits(last_offset)  # raises for the first that does not fit
         if self._file is not None:
             with _write_errors(self._log_path):
                 self._file.write(data)
-        builder, position = self._builder, self.position
-        for size, last_offset, max_timestamp in zip(sizes, last_offsets, max_timestamps):
-            builder.append(position, size, last_offset, max_timestamp)
-            position += size
-        self.position = position
+        self._builder.append_run(self.position, sizes, last_offsets, max_timestamps)
+        self.position += sum(sizes)
 
     def _check_fits(self, last_offset: int) -> None:
         if last_offset - self.base_offset > 0x7FFFFFFF:
