@@ -152,11 +152,25 @@ def _absolute(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ..
     return tuple(os.path.abspath(v) for v in value)  # Spark executors: no path relative to the driver's cwd
 
 
+_LOG_DIR_FENCE = ("In a log dir's clean a partition without a copy fences nothing (its row says so); a "
+                  "partition named alone without one is refused.")
+
+
 def fence_options(command: F) -> F:
     """``--replica-dirs DIR`` (repeatable) and ``--safe-offset OFFSET``: the replica fence.
 
     Passed to the command as ``replica_dirs`` (absolute paths) and ``safe_offset``.
     """
+    return _fence_options(command, _LOG_DIR_FENCE)
+
+
+def repair_fence_options(command: F) -> F:
+    """:func:`fence_options` for ``repair --clean``, whose log dir cleans each partition as one named alone."""
+    return _fence_options(command, "For --clean, of a partition or each partition of a log dir: one "
+                                   "without a copy is not cleaned (the repair itself still runs).")
+
+
+def _fence_options(command: F, without_a_copy: str) -> F:
     command = click.option(
         "--safe-offset", type=click.IntRange(min=0), default=None, metavar="OFFSET",
         help="Replica fence: never remove a tombstone or transaction marker at or above OFFSET for "
@@ -167,6 +181,5 @@ def fence_options(command: F) -> F:
         "--replica-dirs", "replica_dirs", multiple=True, callback=_absolute,
         type=click.Path(exists=True, file_okay=False, path_type=str), metavar="DIR",
         help="Replica fence from the other replicas' copies (partition dirs or log dirs; "
-             "repeatable): the fence is the lowest of their log ends (and --safe-offset). In a log "
-             "dir's clean a partition without a copy fences nothing (its row says so); a partition "
-             "named alone without one is refused.")(command)
+             f"repeatable): the fence is the lowest of their log ends (and --safe-offset). {without_a_copy}"
+    )(command)

@@ -24,10 +24,10 @@ from kcompact.cli.options import (
     METADATA_DIRS_HELP,
     config_option,
     config_source_options,
-    fence_options,
     json_option,
     now_ms_option,
     parse_jobs,
+    repair_fence_options,
 )
 from kcompact.cli.partition_filter_options import partition_filter_options
 from kcompact.errors import RefusedError
@@ -70,7 +70,7 @@ EPILOG = (
 @config_option("A topic configuration by Kafka's name (index.interval.bytes, and for --clean "
                "cleanup.policy, delete.retention.ms, …). Repeatable.")
 @now_ms_option("The clock of --clean (default: now), in ms since the epoch.")
-@fence_options
+@repair_fence_options
 @config_source_options(METADATA_DIRS_HELP)
 @click.option("--jobs", default=None, callback=parse_jobs, metavar="N|auto",
               help="For a log dir: worker processes verifying and repairing its partitions (as "

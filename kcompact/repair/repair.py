@@ -199,7 +199,9 @@ def plan_of(check: PartitionCheck) -> list[str]:
 
 def _config(part: Path, options: RepairOptions) -> TopicConfig:
     """The partition's real configuration (KRaft metadata, server.properties, --config); Kafka's defaults
-    when those cannot be read — a repair must not be blocked by a damaged metadata log."""
+    when the sources kcompact finds itself cannot be read — a repair must not be blocked by a damaged
+    metadata log. A source the user named (``--server-properties``, ``--metadata-dir``) that cannot be read
+    is the error, before any change, as for ``clean``."""
     from kcompact.config.effective import partition_config
 
     try:
@@ -207,6 +209,8 @@ def _config(part: Path, options: RepairOptions) -> TopicConfig:
                                 server_properties=options.server_properties,
                                 metadata_dir=options.metadata_dir).config
     except KcompactError:
+        if options.server_properties is not None or options.metadata_dir is not None:
+            raise
         return TopicConfig.defaults().with_overrides(dict(options.config_overrides))
 
 
@@ -237,7 +241,8 @@ def _after_failure(backup: Backup, result: RepairResult, error: str) -> str:
     if not backup.changed():
         backup.discard()
         result.backup_dir = None
-        return f"{error} (nothing was changed; no backup kept)"
+        said = error.endswith("nothing was changed")  # a refusal that says so already
+        return f"{error} ({'no backup kept' if said else 'nothing was changed; no backup kept'})"
     return (f"{error} (what the repair changed before that is backed up in {backup.directory}; undo: "
             f"kcompact repair --undo {backup.directory})")
 

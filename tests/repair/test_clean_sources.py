@@ -62,6 +62,27 @@ def test_the_repair_reads_index_interval_bytes_from_server_properties(tmp_path: 
     assert code == 0 and json.loads(out)["findings"] == []
 
 
+@pytest.mark.parametrize("source", ["--server-properties", "--metadata-dir"])
+def test_a_named_source_that_cannot_be_read_stops_the_repair_before_any_change(tmp_path: Path, source: str) -> None:
+    # Kafka's defaults stand in only for sources kcompact finds itself: one the user names is meant.
+    part = indexed_partition(tmp_path, index_interval_bytes=600)
+    before = partition_digest(part)
+    if source == "--server-properties":
+        named = tmp_path / "server.properties"
+        named.write_text("log.index.interval.bytes=abc\n")
+    else:
+        named = tmp_path / "empty-metadata-dir"
+        named.mkdir()
+
+    for extra in ((), ("--clean", "--config", "cleanup.policy=compact")):
+        code, out, err = run("repair", *extra, source, str(named), str(part))
+
+        assert code == 2, out
+        assert len(err.splitlines()) == 1 and err.startswith("kcompact: error: ")
+        assert partition_digest(part) == before
+        assert not list(tmp_path.glob("*.kcompact-backup"))
+
+
 def stamped_tombstones(tmp_path: Path) -> Path:
     """a's tombstone at offset 2, its delete horizon stamped by a clean at NOW, the checkpoint back at 0 so
     the next clean re-reads the whole log (as after a lost cleaner checkpoint)."""
@@ -126,3 +147,18 @@ def test_options_of_the_clean_alone_are_refused_without_clean(
 def test_undo_takes_no_config_source(tmp_path: Path) -> None:
     code, _out, err = run("repair", "--undo", str(tmp_path), "--metadata-dir", str(tmp_path))
     assert code == 2 and "--undo takes a BACKUP_DIR only" in err
+
+
+def test_a_clean_refused_for_want_of_a_fence_copy_says_nothing_was_changed_once(tmp_path: Path) -> None:
+    part = build_partition(tmp_path / "logs")
+    empty = tmp_path / "follower"
+    empty.mkdir()
+    before = partition_digest(part)
+
+    code, _out, err = run("repair", "--clean", "--config", "cleanup.policy=compact", "--replica-dirs", str(empty),
+                          str(part))
+
+    assert code == 2
+    assert "--replica-dirs holds no copy" in err
+    assert err.count("nothing was changed") == 1 and err.rstrip().endswith("(no backup kept)")
+    assert partition_digest(part) == before
