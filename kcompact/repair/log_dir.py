@@ -45,6 +45,7 @@ STATUS_SOUND = "sound"  # nothing to repair
 STATUS_REPAIRED = "repaired"
 STATUS_WOULD_REPAIR = "would repair"  # dry run
 STATUS_LEFT = "problems left"  # repaired, but something still needs a repair or blocks the cleaner
+STATUS_CLEAN_FAILED = "clean failed"  # --clean: the repair left nothing, its clean failed or was refused
 STATUS_REPORTED = "reported only"  # __cluster_metadata: verified, never rewritten
 STATUS_FAILED = "failed"  # refused or failed; left as it was
 
@@ -81,6 +82,8 @@ class LogDirRepair:
             return STATUS_SOUND if result.ok else STATUS_REPORTED
         if result.dry_run:
             return STATUS_SOUND if result.ok else STATUS_WOULD_REPAIR
+        if result.clean_error is not None and not any(f.blocks_cleaning or f.action for f in result.remaining):
+            return STATUS_CLEAN_FAILED  # the row's error says why
         if result.backup_dir is not None:
             return STATUS_REPAIRED if result.ok else STATUS_LEFT
         return STATUS_SOUND if result.ok and not result.plan else STATUS_LEFT

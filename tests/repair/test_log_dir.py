@@ -249,3 +249,16 @@ def test_a_read_only_log_dir_is_refused_once_and_an_unreadable_partition_fails_a
     (failure,) = report["failures"]
     assert str(segment) in failure["error"] and "Permission denied" in failure["error"]
     assert partition_digest(unreadable / "orders-0") == before_orders
+
+
+def test_a_partition_whose_clean_is_refused_reads_clean_failed_not_problems_left(tmp_path: Path) -> None:
+    # No metadata log and no --config: the policy is unknown, so each sound partition's clean is refused.
+    log_dir = tmp_path / "logs"
+    partition(log_dir, "orders", 0)
+
+    result = run(log_dir, "--clean", "--json")
+
+    assert result.exit_code == 2, result.output
+    [row] = json.loads(result.stdout)["rows"]
+    assert (row["status"], row["problems"]) == ("clean failed", 0)
+    assert "cleanup.policy is not known" in row["error"]
