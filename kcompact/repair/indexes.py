@@ -195,8 +195,10 @@ def _txn_index(
         inside = [e for e in entries if e.first_offset <= e.last_offset
                   and markers.get(e.last_offset) == (e.producer_id, ControlRecordType.ABORT)]
         if len(inside) < len(entries):
-            problems.append(f"{len(entries) - len(inside)} entries do not end at an ABORT marker of "
-                            f"their producer in this segment; expected one at each last offset")
+            wrong = len(entries) - len(inside)
+            does = "does" if wrong == 1 else "do"
+            problems.append(f"{plural(wrong, 'entry', 'entries')} {does} not end at an ABORT marker of "
+                            f"the producer in this segment; expected one at each last offset")
         lacking = [d for d in derived if (d.producer_id, d.last_offset) not in known]
         if lacking:
             problems.append(f"lacks {plural(len(lacking), 'aborted transaction')} the data shows; first: "

@@ -178,3 +178,18 @@ def test_missing_txn_index_entries_are_found(tmp_path: Path) -> None:
     assert finding.kind == "txn-index" and Path(finding.path).name == txn.name
     assert "lacks 1 aborted transaction the data shows" in finding.message
     assert "keep aborted data" in finding.cleaner_effect
+
+
+def test_a_txn_index_entry_at_no_abort_marker_is_counted_in_words(tmp_path: Path) -> None:
+    from kcompact.segment.txn_index import AbortedTxn, decode_txn_index, encode_txn_index
+
+    part = build_transactional(tmp_path / "logdir")
+    txn = part / segment_file_name(0, "txnindex")
+    [real] = decode_txn_index(txn.read_bytes())
+    def stray(n: int) -> AbortedTxn:  # after the real one, of a producer with no marker there
+        return AbortedTxn(real.producer_id + 1, real.last_offset + n, real.last_offset + n, real.last_stable_offset)
+
+    for extra, counted in ((1, "1 entry does not end"), (2, "2 entries do not end")):
+        txn.write_bytes(encode_txn_index([real, *(stray(n) for n in range(1, extra + 1))]))
+        messages = [f.message for f in verify_partition(part).findings if f.kind == "txn-index"]
+        assert any(counted + " at an ABORT marker of the producer" in m for m in messages), messages
