@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,7 +57,11 @@ def test_executors_whose_python_lacks_kcompact_exit_2_with_one_line_saying_what_
 
     errors = [line for line in done.stderr.splitlines() if "kcompact: error:" in line]
     assert done.returncode == 2, done.stderr
-    assert len(errors) == 1 and "Traceback" not in done.stderr
+    assert len(errors) == 1
+    # No traceback of kcompact's. Spark's own Python worker daemon may print the start of one while the JVM
+    # shuts it down (an idle reused worker reading EOF, copied by a JVM thread that dies mid-copy); seen only
+    # under heavy load, never with a frame of kcompact's.
+    assert not re.search(r'File "[^"]*kcompact[/\\]', done.stderr), done.stderr
     assert f"Python {SYSTEM_PYTHON} (from PYSPARK_PYTHON) cannot import kcompact" in errors[0]
     assert errors[0].endswith("set PYSPARK_PYTHON (or spark.pyspark.python) to a Python that has kcompact "
                               f"{__version__} at the same path on every worker")
