@@ -108,8 +108,9 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
     table.add_row("written", f"{render.size_text(s.bytes_written)}, {render.plural(s.records_written, 'record')}")
     table.add_row("size reduction", render.percent_text(s.size_reduction))
     table.add_row("removed", (
-        f"{s.superseded_removed} superseded, {s.tombstones_removed} tombstones, "
-        f"{s.aborted_records_removed} aborted, {s.markers_removed} markers, {s.invalid_records} keyless"
+        f"{s.superseded_removed} superseded, {render.plural(s.tombstones_removed, 'tombstone')}, "
+        f"{s.aborted_records_removed} aborted, {render.plural(s.markers_removed, 'marker')}, "
+        f"{s.invalid_records} keyless"
     ))
     table.add_row("batches", (
         f"{s.batches_copied} copied, {s.batches_rebuilt} rebuilt, "

@@ -538,3 +538,14 @@ def test_a_dir_holding_no_partition_a_cleaner_works_on_is_an_error(tmp_path: Pat
         "partitions being deleted or moved (-delete, -future, -stray)")]
 
 
+
+
+def test_the_removed_line_counts_one_in_the_singular(tmp_path: Path) -> None:
+    log_dir = tmp_path / "sample"
+    copy_tree_writable(PROJECT_FIXTURES / "sample-logdir", log_dir)  # README's demo: one tombstone goes
+
+    result = run(log_dir / "orders-0")
+
+    assert result.exit_code == 0, result.output
+    [removed] = [line for line in result.stdout.splitlines() if line.lstrip().startswith("removed")]
+    assert removed.split(None, 1)[1].strip() == "119 superseded, 1 tombstone, 1 aborted, 0 markers, 1 keyless"
