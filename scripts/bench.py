@@ -291,10 +291,10 @@ def _bench_inspect(args: argparse.Namespace, workdir: Path) -> list[Row]:
     seconds, rows = best_of(args.repeat, report)
     count = len(rows) if isinstance(rows, list) else 0
     return [
-        ("dirty-ratio partitions", count, "rec"),
+        ("dirty-ratio partitions", count, "part"),
         ("dirty-ratio seconds (target < 5)", seconds, "s"),
         ("dirty-ratio CPU seconds", min(cpu), "s"),
-        ("dirty-ratio partitions/s", count / seconds, "rec/s"),
+        ("dirty-ratio partitions/s", count / seconds, "part/s"),
     ]
 
 
@@ -373,7 +373,7 @@ def bench_small(args: argparse.Namespace, workdir: Path) -> list[Row]:
     auto = _small_run(workdir, [*clean, "--jobs", "auto", "{copy}"], args.repeat, fresh=log_dir)
     size = sum(p.stat().st_size for p in partition.glob("*.log"))
     return [
-        ("usable cores", usable_cpus(), "rec"),
+        ("usable cores", usable_cpus(), "cores"),
         ("kcompact --version seconds (interpreter + CLI start)", version_seconds, "s"),
         ("kcompact --help seconds", help_seconds, "s"),
         ("kcompact clean --help seconds", clean_help, "s"),
@@ -411,7 +411,7 @@ SECTIONS: dict[str, Callable[[argparse.Namespace, Path], list[Row]]] = {
 
 
 def _format(value: float, unit: str) -> str:
-    if unit in ("rec", "batch"):
+    if unit in ("rec", "batch", "part", "part/s", "cores"):
         return f"{value:,.0f}"
     if unit == "rec/s":
         return f"{value / 1e6:,.2f} M"
