@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,19 @@ def copy_tree_writable(src: Path, dst: Path) -> Path:
 def real_fixtures() -> Path:
     """The directory of broker-written log dirs (skips when absent)."""
     return real_fixture()
+
+
+@pytest.fixture
+def log_opens(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How many times each file was opened as a ``LogFile`` in the test (by file name)."""
+    from kcompact.segment.log_file import LogFile
+
+    counted: Counter[str] = Counter()
+    real_init = LogFile.__init__
+
+    def counting_init(self: LogFile, path: str | os.PathLike[str]) -> None:
+        counted[Path(path).name] += 1
+        real_init(self, path)
+
+    monkeypatch.setattr(LogFile, "__init__", counting_init)
+    return counted

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections import Counter
 from pathlib import Path
 
@@ -13,7 +12,6 @@ import pytest
 
 from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report
 from kcompact.segment.checkpoint import write_offset_checkpoint
-from kcompact.segment.log_file import LogFile
 from kcompact.segment.snapshot import encode_producer_snapshot
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.conftest import real_fixture
@@ -87,22 +85,14 @@ def test_fully_dirty_partition_numbers(tmp_path: Path) -> None:
     assert any("no KRaft metadata log" in w for w in row.warnings)
 
 
-def test_each_log_is_read_once_per_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_log_is_read_once_per_report(tmp_path: Path, log_opens: Counter[str]) -> None:
     """The loaded state, the dirty section's CRCs and the two places Kafka's cleaner throws on all read a
     segment; a report over 10 000 small partitions stays fast when each .log is opened and read once."""
     part = segmented().write(tmp_path / "logdir")
     (part / f"{30:020d}.snapshot").write_bytes(encode_producer_snapshot([]))  # the log end is read for it
-    opened: Counter[str] = Counter()
-    real_init = LogFile.__init__
-
-    def counting_init(self: LogFile, path: str | os.PathLike[str]) -> None:
-        opened[Path(path).name] += 1
-        real_init(self, path)
-
-    monkeypatch.setattr(LogFile, "__init__", counting_init)
     row = only(part)
     assert (row.eligible, row.first_dirty_offset, row.first_uncleanable_offset, row.error) == (True, 0, 30, None)
-    assert opened == {f"{base:020d}.log": 1 for base in (0, 10, 20, 30)}
+    assert log_opens == {f"{base:020d}.log": 1 for base in (0, 10, 20, 30)}
 
 
 # -- one hand-built partition per blocking rule --

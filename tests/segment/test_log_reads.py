@@ -29,26 +29,12 @@ def _segments(part: Path) -> tuple[SegmentFiles, ...]:
     return open_partition(part).segments
 
 
-@pytest.fixture
-def opens(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """How many times each .log was opened (by file name)."""
-    counted: Counter[str] = Counter()
-    real_init = LogFile.__init__
-
-    def counting_init(self: LogFile, path: str | os.PathLike[str]) -> None:
-        counted[Path(path).name] += 1
-        real_init(self, path)
-
-    monkeypatch.setattr(LogFile, "__init__", counting_init)
-    return counted
-
-
 def _walk(reads: LogReads, seg: SegmentFiles) -> list[bytes]:
     with reads.open(seg) as log:
         return [bytes(b.buffer) for b in log.iter_batches()]
 
 
-def test_a_small_log_is_read_once_and_walks_the_same_every_time(tmp_path: Path, opens: Counter[str]) -> None:
+def test_a_small_log_is_read_once_and_walks_the_same_every_time(tmp_path: Path, log_opens: Counter[str]) -> None:
     part = tmp_path / "t-0"
     part.mkdir()
     data = _write(part, 0, 5)
@@ -60,7 +46,7 @@ def test_a_small_log_is_read_once_and_walks_the_same_every_time(tmp_path: Path, 
             assert [b.base_offset for b in log.iter_batches(second)] == [1, 2, 3, 4]
             assert log.size_in_bytes == len(data)
     assert walks == [walks[0]] * 3 and b"".join(walks[0]) == data
-    assert opens == {seg.log_path.name: 1}
+    assert log_opens == {seg.log_path.name: 1}
 
 
 def test_an_interrupted_walk_is_not_replayed_as_whole(tmp_path: Path) -> None:
@@ -75,7 +61,7 @@ def test_an_interrupted_walk_is_not_replayed_as_whole(tmp_path: Path) -> None:
             assert [b.base_offset for b in log.iter_batches()] == [0, 1, 2, 3]
 
 
-def test_past_the_budget_and_for_large_files_each_ask_opens_the_file(tmp_path: Path, opens: Counter[str]) -> None:
+def test_past_the_budget_and_for_large_files_each_ask_opens_the_file(tmp_path: Path, log_opens: Counter[str]) -> None:
     part = tmp_path / "t-0"
     part.mkdir()
     first = _write(part, 0, 4)
@@ -87,7 +73,7 @@ def test_past_the_budget_and_for_large_files_each_ask_opens_the_file(tmp_path: P
         for _ in range(2):
             for seg in segments:
                 _walk(reads, seg)
-    assert [opens[seg.log_path.name] for seg in segments] == [1, 2, 2]
+    assert [log_opens[seg.log_path.name] for seg in segments] == [1, 2, 2]
 
 
 def test_a_segment_that_does_not_parse_fails_the_same_way_on_every_walk(tmp_path: Path) -> None:

@@ -40,18 +40,26 @@ def _records(part: Path) -> list[tuple[int, int, bytes | None, bytes | None]]:
         return [(r.offset, r.timestamp, r.key, r.value) for batch in log.iter_batches() for r in decode_records(batch)]
 
 
-def test_a_kept_tombstone_whose_delta_to_the_new_horizon_wraps_is_written_as_kafka_writes_it(tmp_path: Path) -> None:
-    original = _partition_with_an_ancient_tombstone(tmp_path / "original")
-    before = _records(original)
-    outputs = []
+def _cleaned_both_ways(source: Path, tmp_path: Path) -> list[tuple[Path, str]]:
+    """Copies of ``source`` cleaned with the C kernels and with the pure-Python reference: (partition, stdout)."""
+    cleaned = []
     for accelerated in (True, False):
-        part = tmp_path / f"accel-{accelerated}" / original.name
-        shutil.copytree(original, part)
+        part = tmp_path / f"accel-{accelerated}" / source.name
+        shutil.copytree(source, part)
         with accel_switched(accelerated):
             result = CliRunner().invoke(cli, ["clean", "--config", "cleanup.policy=compact", "--now-ms",
                                               str(NOW_MS), str(part)], prog_name="kcompact")
         assert result.exit_code == 0, result.output
-        assert "rebuilt" in result.stdout  # the tombstone's batch took the new delete horizon
+        cleaned.append((part, result.stdout))
+    return cleaned
+
+
+def test_a_kept_tombstone_whose_delta_to_the_new_horizon_wraps_is_written_as_kafka_writes_it(tmp_path: Path) -> None:
+    original = _partition_with_an_ancient_tombstone(tmp_path / "original")
+    before = _records(original)
+    outputs = []
+    for part, stdout in _cleaned_both_ways(original, tmp_path):
+        assert "rebuilt" in stdout  # the tombstone's batch took the new delete horizon
         assert _records(part) == before  # every timestamp reads back as it was, the wrapped delta included
         outputs.append((part / "00000000000000000000.log").read_bytes())
     assert outputs[0] == outputs[1]
@@ -70,13 +78,7 @@ def test_a_batch_kept_whole_with_a_negative_delete_horizon_is_copied_as_kafka_co
     builder.roll()
     builder.batch([(b"z", b"active")])
     source = builder.write(tmp_path / "original")
-    for accelerated in (True, False):
-        part = tmp_path / f"accel-{accelerated}" / source.name
-        shutil.copytree(source, part)
-        with accel_switched(accelerated):
-            result = CliRunner().invoke(cli, ["clean", "--config", "cleanup.policy=compact", "--now-ms",
-                                              str(NOW_MS), str(part)], prog_name="kcompact")
-        assert result.exit_code == 0, result.output
+    for part, _stdout in _cleaned_both_ways(source, tmp_path):
         with LogFile(part / "00000000000000000000.log") as log:
             [kept] = [batch for batch in log.iter_batches() if batch.base_offset == start]
             assert bytes(kept.buffer) == original

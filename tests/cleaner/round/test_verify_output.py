@@ -121,17 +121,27 @@ def test_the_self_check_message_is_the_first_problem_of_the_log_then_of_each_ind
                                f"was changed: {problems[0]}{more}")
 
 
-def test_the_self_check_reads_the_output_log_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def count_walks(monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[str]]:
+    """Call it to start listing each file a ``LogFile`` walks batch by batch (its name, once a walk)."""
+    def start() -> list[str]:
+        walked: list[str] = []
+        real = LogFile.iter_batches
+
+        def counted(self: LogFile, *args: int) -> object:
+            walked.append(self.path.name)
+            return real(self, *args)
+
+        monkeypatch.setattr(LogFile, "iter_batches", counted)
+        return walked
+
+    return start
+
+
+def test_the_self_check_reads_the_output_log_once(tmp_path: Path, count_walks: Callable[[], list[str]]) -> None:
     seg = cleaned_segment(tmp_path)
     flip_last_byte(seg.files["index"])  # the index checks still compare with the log
-    walks: list[str] = []
-    real = LogFile.iter_batches
-
-    def counted(self: LogFile, *args: int) -> object:
-        walks.append(self.path.name)
-        return real(self, *args)
-
-    monkeypatch.setattr(LogFile, "iter_batches", counted)
+    walks = count_walks()
     with pytest.raises(CleanerStateError, match=r"\.index: entry"):
         check_cleaned_segment(seg, [], NOW)
     assert walks == [seg.files["log"].name]
@@ -225,16 +235,9 @@ def test_the_c_walk_of_a_plain_output_checks_as_the_batch_walk(tmp_path: Path, c
 
 
 @needs_c
-def test_the_self_check_of_a_plain_output_walks_it_in_c(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_self_check_of_a_plain_output_walks_it_in_c(tmp_path: Path, count_walks: Callable[[], list[str]]) -> None:
     seg = plain_cleaned(tmp_path)
-    walks: list[str] = []
-    real = LogFile.iter_batches
-
-    def counted(self: LogFile, *args: int) -> object:
-        walks.append(self.path.name)
-        return real(self, *args)
-
-    monkeypatch.setattr(LogFile, "iter_batches", counted)
+    walks = count_walks()
     with accel_switched(True):
         check_cleaned_segment(seg, [], NOW)
     assert walks == []
