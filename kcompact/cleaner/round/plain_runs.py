@@ -20,7 +20,7 @@ byte for byte.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -29,10 +29,11 @@ from kcompact.cleaner.offset_map.oracle import RetentionOracle
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.rules.policy import new_delete_horizon
 from kcompact.cleaner.rules.producer_state import LastRecord
-from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
 from kcompact.records.crc import crc32c
 from kcompact.records.scan import accel
-from kcompact.segment.txn_index import AbortedTxn
+
+if TYPE_CHECKING:  # filtering imports this module; the annotations only name its context
+    from kcompact.cleaner.round.filtering import FilterContext
 
 I64 = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
@@ -50,19 +51,6 @@ _LAST_OFFSET, _COUNT, _ATTRIBUTES, _BASE_TIMESTAMP = 3, 4, 5, 6
 _DELETE_HORIZON_BIT = 0x40
 _OUTCOME_FIELDS = 5  # emit_window's per-batch row: outcome, size, last offset, max timestamp, kept
 _COPIED, _REBUILT = 1, 2
-
-
-class RunContext(Protocol):
-    """What a run needs of the walk's context (``filtering.FilterContext``)."""
-
-    oracle: RetentionOracle
-    txn: CleanedTransactionMetadata[AbortedTxn]
-    last_records: dict[int, LastRecord]
-    upper_bound: int
-    now_ms: int
-    delete_retention_ms: int
-    stats: CleanStats
-    fence: int | None
 
 
 def keep_records(
@@ -106,7 +94,7 @@ def protected_offsets(last_records: Mapping[int, LastRecord]) -> I64:
 
 
 def take_runs(
-    buffer: memoryview, position: int, limit: int, ctx: RunContext, protected: I64, sink: Sink,
+    buffer: memoryview, position: int, limit: int, ctx: FilterContext, protected: I64, sink: Sink,
     before: Callable[[], None], sink_run: RunSink | None = None,
 ) -> int:
     """Filter the plain batches from ``position`` on (before ``limit``) into ``sink``, a window at
@@ -154,7 +142,7 @@ def _nothing() -> None:
 
 
 def _filter_run(
-    buffer: memoryview, run: accel.WindowRecords, ctx: RunContext
+    buffer: memoryview, run: accel.WindowRecords, ctx: FilterContext
 ) -> tuple[bytes, list[list[int]]] | None:
     """Decide and emit one scanned window; None (nothing counted) where the C rebuild declines."""
     _, batches, offsets_raw, timestamps, key_starts_raw, key_ends_raw, body_starts, record_ends, \
