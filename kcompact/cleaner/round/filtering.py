@@ -61,11 +61,7 @@ from kcompact.cleaner.rules.producer_state import LastRecord
 from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
 from kcompact.cleaner.state.log_state import read_control
 from kcompact.errors import CleanerStateError, CorruptDataError
-from kcompact.records.batch_header import (
-    COMPRESSION_CODEC_MASK,
-    CONTROL_FLAG_MASK,
-    TRANSACTIONAL_FLAG_MASK,
-)
+from kcompact.records.batch_header import CONTROL_FLAG_MASK, TRANSACTIONAL_FLAG_MASK
 from kcompact.records.filter import (
     BatchRetention,
     FilteredBatch,
@@ -125,7 +121,7 @@ class FilterContext:
 
 _WINDOW_RECORDS = RUN_RECORDS  # records decided together (one oracle call, one set of masks)
 _WINDOW_BATCHES = RUN_BATCHES
-_NOT_PLAIN = COMPRESSION_CODEC_MASK | TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK
+_NOT_DATA = TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK
 
 
 @dataclass(slots=True)
@@ -182,7 +178,7 @@ def filter_segment(
                 if records >= _WINDOW_RECORDS or len(window) >= _WINDOW_BATCHES:
                     _flush(window, ctx, sink, log.path)
                     window, records = [], 0
-            if batch.magic >= 2 and not batch.attributes & _NOT_PLAIN:  # plain_runs: in C from here
+            if batch.magic >= 2 and not batch.attributes & _NOT_DATA:  # plain_runs: in C from here
                 after = batch.position + batch.size_in_bytes
                 reached = take_runs(log.buffer, after, limit, ctx, protected, sink,
                                     partial(_flush, window, ctx, sink, log.path, clear=True),

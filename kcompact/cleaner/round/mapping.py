@@ -33,6 +33,7 @@ from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
 from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
 from kcompact.cleaner.state.log_state import read_control
 from kcompact.errors import CleanerStateError, CorruptDataError
+from kcompact.records.compression import decompress
 from kcompact.records.legacy import legacy_records
 from kcompact.records.record import records_bytes
 from kcompact.records.scan import accel, scan_key_digests, scan_keys
@@ -147,10 +148,11 @@ class _Slice:
         self.puts = len(self.offsets) // 8
 
     def add_run(self, log: LogFile, position: int, limit: int, start: int) -> int:
-        """The plain v2 batches from ``position`` on, in one C call (``scan_window_key_digests``),
+        """The v2 data batches from ``position`` on, compressed or not, in one C call
+        (``scan_window_key_digests``, decompressing through ``records_bytes``' own ``decompress``),
         up to the slice's size; returns where it stopped (``position``: nothing taken)."""
         found = accel.scan_window_key_digests(
-            log.buffer, position, limit, start, SLICE_RECORDS - self.puts, self.puts)
+            log.buffer, position, limit, start, SLICE_RECORDS - self.puts, self.puts, decompress)
         if found is None:
             return position
         reached, offsets, digests, batches = found

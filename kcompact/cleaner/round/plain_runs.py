@@ -19,6 +19,8 @@ byte for byte.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -29,6 +31,7 @@ from kcompact.cleaner.offset_map.oracle import RetentionOracle
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.rules.policy import new_delete_horizon
 from kcompact.cleaner.rules.producer_state import LastRecord
+from kcompact.records.compression import compress, decompress
 from kcompact.records.crc import crc32c
 from kcompact.records.scan import accel
 
@@ -115,7 +118,7 @@ def take_runs(
     """
     while position < limit:
         run = accel.scan_window_records(buffer, position, limit, RUN_BATCHES, RUN_RECORDS, RUN_BYTES,
-                                        protected, ctx.upper_bound, crc32c)
+                                        protected, ctx.upper_bound, crc32c, decompress)
         if run is None or run[0] == position:
             break
         before()
@@ -146,7 +149,7 @@ def _filter_run(
 ) -> tuple[bytes, list[list[int]]] | None:
     """Decide and emit one scanned window; None (nothing counted) where the C rebuild declines."""
     _, batches, offsets_raw, timestamps, key_starts_raw, key_ends_raw, body_starts, record_ends, \
-        value_null = run
+        value_null, inflated = run
     info = np.frombuffer(batches, dtype=np.int64).reshape(-1, _BATCH_FIELDS)
     counts = info[:, _COUNT]
     offsets = np.frombuffer(offsets_raw, dtype=np.int64)
@@ -154,7 +157,15 @@ def _filter_run(
     key_ends = np.frombuffer(key_ends_raw, dtype=np.int64)
 
     def keys_at(at: npt.NDArray[np.intp]) -> list[bytes]:
-        return [bytes(buffer[s:e]) for s, e in zip(key_starts[at].tolist(), key_ends[at].tolist())]
+        return [bytes(buffer[s:e]) if s < len(buffer) else _inflated_bytes(s, e)
+                for s, e in zip(key_starts[at].tolist(), key_ends[at].tolist())]
+
+    piece_starts = list(itertools.accumulate(map(len, inflated), initial=len(buffer)))
+
+    def _inflated_bytes(start: int, end: int) -> bytes:
+        """Bytes of a compressed batch's records: its item of ``inflated``, placed after ``buffer``."""
+        item = bisect.bisect_right(piece_starts, start) - 1
+        return inflated[item][start - piece_starts[item] : end - piece_starts[item]]
 
     has_horizon = (info[:, _ATTRIBUTES] & _DELETE_HORIZON_BIT) != 0
     keeps = np.repeat(~has_horizon | (ctx.now_ms < info[:, _BASE_TIMESTAMP]), counts)
@@ -163,7 +174,8 @@ def _filter_run(
                         keys_at, ctx.oracle, ctx.fence, stats)
     emitted = accel.emit_window(
         buffer, batches, (offsets_raw, timestamps, body_starts, record_ends), value_null,
-        kept.view(np.uint8), new_delete_horizon(ctx.now_ms, ctx.delete_retention_ms), crc32c)
+        kept.view(np.uint8), new_delete_horizon(ctx.now_ms, ctx.delete_retention_ms), crc32c,
+        inflated, compress)
     if emitted is None:
         return None
     data, table = emitted

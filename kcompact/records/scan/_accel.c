@@ -1156,12 +1156,51 @@ grow(Grow *g, Py_ssize_t more)
     return 0;
 }
 
+#define CODEC_MASK 0x07
+#define MAX_CODEC 4  /* zstd */
+
+/* A compressed batch's records through the caller's decompress(codec, payload) (the reference's
+ * records_bytes): 1 with *out a new bytes object; 0 where it raised an ordinary error (the
+ * caller's per-batch walk then raises it with its location), nothing set; -1 with a Python error
+ * set for anything else (out of memory within the kernel, an interrupt). */
+static int
+decompressed(PyObject *fn, int codec, const uint8_t *p, Py_ssize_t n, PyObject **out)
+{
+    PyObject *view = PyMemoryView_FromMemory((char *)p, n, PyBUF_READ), *args[2], *value;
+    PyObject *code = PyLong_FromLong(codec);
+    *out = NULL;
+    if (view == NULL || code == NULL) {
+        Py_XDECREF(view);
+        Py_XDECREF(code);
+        return -1;
+    }
+    args[0] = code;
+    args[1] = view;
+    value = PyObject_Vectorcall(fn, args, 2, NULL);
+    Py_DECREF(code);
+    Py_DECREF(view);
+    if (value == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception) || PyErr_ExceptionMatches(PyExc_MemoryError))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    if (!PyBytes_Check(value)) {
+        Py_DECREF(value);
+        return 0;
+    }
+    *out = value;
+    return 1;
+}
+
 PyDoc_STRVAR(scan_window_key_digests_doc,
-"scan_window_key_digests(buf, position, limit, min_offset, max_puts, base_puts)\n"
+"scan_window_key_digests(buf, position, limit, min_offset, max_puts, base_puts, decompress)\n"
 "    -> (position, offsets bytes, digests bytes, batches bytes)\n\n"
 "Pass 1 (cleaner/round/mapping.iter_dirty_keys) over the batches starting at `position`, before\n"
-"`limit`: while each is a well-framed, uncompressed, non-transactional, non-control v2 batch whose\n"
-"records scan, the keyed records at or above min_offset (scan_key_digests) and, per batch whose\n"
+"`limit`: while each is a well-framed, non-transactional, non-control v2 batch whose records scan\n"
+"(compressed ones only with `decompress`, records.compression.decompress: called as (codec, payload)\n"
+"for each, the kernel stopping before a batch it raises on), the keyed records at or above\n"
+"min_offset (scan_key_digests) and, per batch whose\n"
 "last offset reaches min_offset, (put end counted from base_puts, last offset, records) as three\n"
 "native int64. Stops before any other batch (the caller's per-batch walk takes it), at `limit`, or\n"
 "after the batch that brings the puts to max_puts; returns where it stopped.");
@@ -1173,12 +1212,15 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
     int64_t position, limit, min_offset, max_puts, base_puts;
     Grow offsets = {0}, digests = {0}, batches = {0};
     Py_ssize_t puts = 0, err;
-    PyObject *result = NULL;
-    if (check_nargs("scan_window_key_digests", nargs, 6) < 0)
+    PyObject *result = NULL, *decompress_fn;
+    if (check_nargs("scan_window_key_digests", nargs, 7) < 0)
         return NULL;
+    decompress_fn = args[6] == Py_None ? NULL : args[6];
     if (as_int64(args[1], &position) < 0 || as_int64(args[2], &limit) < 0
         || as_int64(args[3], &min_offset) < 0 || as_int64(args[4], &max_puts) < 0
-        || as_int64(args[5], &base_puts) < 0 || get_bytes(args[0], &view) < 0)
+        || as_int64(args[5], &base_puts) < 0
+        || (decompress_fn != NULL && !PyCallable_Check(decompress_fn))
+        || get_bytes(args[0], &view) < 0)
         return scan_error(DECLINED);
     const uint8_t *d = (const uint8_t *)view.buf;
     if (limit > view.len)
@@ -1191,22 +1233,39 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
         int16_t attributes = (int16_t)be(h + 21, 2);
         int32_t batch_length = (int32_t)be(h + 8, 4), records_count = (int32_t)be(h + 57, 4);
         int64_t base_offset = (int64_t)be(h, 8), last_offset;
-        /* what decode_batch takes, uncompressed (codec 0), neither transactional nor control */
-        if (h[16] != 2 || attributes < 0 || attributes > 0x7F || (attributes & 0x37) != 0
+        int codec = attributes & CODEC_MASK;
+        /* what decode_batch takes, neither transactional nor control; compressed with decompress */
+        if (h[16] != 2 || attributes < 0 || attributes > 0x7F || (attributes & 0x30) != 0
+            || (codec != 0 && (decompress_fn == NULL || codec > MAX_CODEC))
             || batch_length < MIN_BATCH_LENGTH || records_count < 0
             || (Py_ssize_t)batch_length + LOG_OVERHEAD > remaining
             || __builtin_add_overflow(base_offset, (int64_t)(int32_t)be(h + 23, 4), &last_offset))
             break;
         if (last_offset >= min_offset) {
             Py_ssize_t n = (Py_ssize_t)batch_length + LOG_OVERHEAD - RECORD_BATCH_OVERHEAD;
-            if (check_count(records_count, n) < 0)
+            const uint8_t *records = h + RECORD_BATCH_OVERHEAD;
+            PyObject *inflated = NULL;
+            if (codec != 0) {
+                int got = decompressed(decompress_fn, codec, records, n, &inflated);
+                if (got < 0)
+                    goto done;
+                if (got == 0)
+                    break;  /* the per-batch walk raises the codec's error */
+                records = (const uint8_t *)PyBytes_AS_STRING(inflated);
+                n = PyBytes_GET_SIZE(inflated);
+            }
+            if (check_count(records_count, n) < 0
+                || grow(&offsets, (Py_ssize_t)records_count * 8) < 0
+                || grow(&digests, (Py_ssize_t)records_count * 16) < 0 || grow(&batches, 24) < 0) {
+                Py_XDECREF(inflated);
+                if (PyErr_Occurred())
+                    goto done;
                 break;  /* the per-batch walk reports it */
-            if (grow(&offsets, (Py_ssize_t)records_count * 8) < 0
-                || grow(&digests, (Py_ssize_t)records_count * 16) < 0 || grow(&batches, 24) < 0)
-                goto done;
-            kept = walk_key_digests(h + RECORD_BATCH_OVERHEAD, n, base_offset, records_count,
+            }
+            kept = walk_key_digests(records, n, base_offset, records_count,
                                     min_offset, (int64_t *)(offsets.data + offsets.size),
                                     (uint8_t *)(digests.data + digests.size), &err);
+            Py_XDECREF(inflated);
             if (kept < 0)
                 break;  /* corrupt records: nothing of this batch kept; the per-batch walk reports it */
             offsets.size += kept * 8;
@@ -1279,18 +1338,21 @@ in_sorted(const int64_t *v, Py_ssize_t n, int64_t offset)
 
 PyDoc_STRVAR(scan_window_records_doc,
 "scan_window_records(buf, position, limit, max_batches, max_records, max_bytes, protected,\n"
-"                    upper_bound, crc)\n"
+"                    upper_bound, crc, decompress)\n"
 "    -> (position, batches, offsets, timestamps, key_starts, key_ends, body_starts, record_ends,\n"
-"        value_null)\n\n"
+"        value_null, inflated)\n\n"
 "Pass 2 (cleaner/round/filtering) over the batches starting at `position`, before `limit`: while\n"
-"each is a well-framed, uncompressed, non-transactional, non-control v2 batch with records, a valid\n"
-"CRC (crc: records.crc.crc32c), records that scan (scan_records), a last offset not in the\n"
-"ascending int64 array `protected` and a next offset other than upper_bound, its header fields\n"
-"(position, size, base offset, last offset, count, attributes, base and max timestamp: native\n"
-"int64) and its records' columns (native int64, positions absolute in buf; value_null one byte a\n"
-"record). Stops before any other batch (the caller's per-batch walk takes it), at `limit`, or\n"
-"after max_batches batches or the batch that brings the records to max_records or the bytes to\n"
-"max_bytes.");
+"each is a well-framed, non-transactional, non-control v2 batch with records, a valid CRC (crc:\n"
+"records.crc.crc32c), records that scan (scan_records; a compressed batch's only with\n"
+"`decompress`, records.compression.decompress called as (codec, payload), and where it does not\n"
+"raise), a last offset not in the ascending int64 array `protected` and a next offset other than\n"
+"upper_bound, its header fields (position, size, base offset, last offset, count, attributes, base\n"
+"and max timestamp: native int64) and its records' columns (native int64; value_null one byte a\n"
+"record). Record positions are absolute in buf, or, for a compressed batch's, len(buf) plus their\n"
+"position in its records, decompressed: `inflated`, a list with one bytes a compressed batch, as\n"
+"if its items were back to back after buf. Stops before any other\n"
+"batch (the caller's per-batch walk takes it), at `limit`, or after max_batches batches or the\n"
+"batch that brings the records to max_records or the bytes read and inflated to max_bytes.");
 
 static PyObject *
 scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -1298,15 +1360,17 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_buffer view, prot;
     int64_t position, limit, max_batches, max_records, max_bytes, upper_bound, start;
     Grow batches = {0}, columns[N_WR_COLUMNS] = {{0}}, value_null = {0};
-    Py_ssize_t records = 0, taken = 0, err;
-    PyObject *result = NULL, *crc_fn;
-    if (check_nargs("scan_window_records", nargs, 9) < 0)
+    Py_ssize_t records = 0, taken = 0, err, inflated_size = 0;
+    PyObject *result = NULL, *crc_fn, *decompress_fn, *inflated = NULL;
+    if (check_nargs("scan_window_records", nargs, 10) < 0)
         return NULL;
     crc_fn = args[8];
+    decompress_fn = args[9] == Py_None ? NULL : args[9];
     if (as_int64(args[1], &position) < 0 || as_int64(args[2], &limit) < 0
         || as_int64(args[3], &max_batches) < 0 || as_int64(args[4], &max_records) < 0
         || as_int64(args[5], &max_bytes) < 0 || as_int64(args[7], &upper_bound) < 0
-        || !PyCallable_Check(crc_fn) || get_bytes(args[0], &view) < 0)
+        || !PyCallable_Check(crc_fn) || (decompress_fn != NULL && !PyCallable_Check(decompress_fn))
+        || get_bytes(args[0], &view) < 0)
         return scan_error(DECLINED);
     if (get_8byte_ints(args[6], &prot, 'q', 'l') < 0) {
         PyBuffer_Release(&view);
@@ -1315,24 +1379,32 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     const uint8_t *d = (const uint8_t *)view.buf;
     if (limit > view.len)
         limit = view.len;
+    inflated = PyList_New(0);
+    if (inflated == NULL)
+        goto done;
     start = position;
     while (position >= 0 && position < limit && taken < max_batches && records < max_records
-           && position - start < max_bytes) {
-        const uint8_t *h = d + position;
+           && position - start + inflated_size < max_bytes) {
+        const uint8_t *h = d + position, *body;
         Py_ssize_t remaining = view.len - (Py_ssize_t)position, n, size;
         int16_t attributes;
         int32_t batch_length, count;
-        int64_t base_offset, last_offset, next_offset;
+        int64_t base_offset, last_offset, next_offset, at;
         uint32_t crc;
+        int codec;
         Columns c;
+        PyObject *piece = NULL;  /* a compressed batch's records, decompressed */
         if (remaining < RECORD_BATCH_OVERHEAD)
             break;
         attributes = (int16_t)be(h + 21, 2);
         batch_length = (int32_t)be(h + 8, 4);
         count = (int32_t)be(h + 57, 4);
         base_offset = (int64_t)be(h, 8);
-        /* what decode_batch takes; uncompressed, neither transactional nor control, with records */
-        if (h[16] != 2 || attributes < 0 || attributes > 0x7F || (attributes & 0x37) != 0
+        codec = attributes & CODEC_MASK;
+        /* what decode_batch takes; neither transactional nor control, with records; compressed
+         * only with decompress */
+        if (h[16] != 2 || attributes < 0 || attributes > 0x7F || (attributes & 0x30) != 0
+            || (codec != 0 && (decompress_fn == NULL || codec > MAX_CODEC))
             || batch_length < MIN_BATCH_LENGTH || count <= 0
             || (Py_ssize_t)batch_length + LOG_OVERHEAD > remaining
             || __builtin_add_overflow(base_offset, (int64_t)(int32_t)be(h + 23, 4), &last_offset)
@@ -1346,13 +1418,31 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (crc != (uint32_t)be(h + 17, 4))
             break;  /* the per-batch walk reports it */
         n = size - RECORD_BATCH_OVERHEAD;
-        if (check_count(count, n) < 0)
-            break;
-        for (int k = 0; k < N_WR_COLUMNS; k++)
-            if (grow(&columns[k], (Py_ssize_t)count * 8) < 0)
+        body = h + RECORD_BATCH_OVERHEAD;
+        at = position + RECORD_BATCH_OVERHEAD;
+        if (codec != 0) {  /* the records: one more item of `inflated` (appended once scanned) */
+            int got = decompressed(decompress_fn, codec, body, n, &piece);
+            if (got < 0)
                 goto done;
-        if (grow(&value_null, count) < 0 || grow(&batches, N_W_FIELDS * 8) < 0)
+            if (got == 0)
+                break;  /* the per-batch walk raises the codec's error */
+            n = PyBytes_GET_SIZE(piece);
+            body = (const uint8_t *)PyBytes_AS_STRING(piece);
+            at = (int64_t)view.len + inflated_size;
+        }
+        if (check_count(count, n) < 0) {
+            Py_CLEAR(piece);
+            break;
+        }
+        for (int k = 0; k < N_WR_COLUMNS; k++)
+            if (grow(&columns[k], (Py_ssize_t)count * 8) < 0) {
+                Py_XDECREF(piece);
+                goto done;
+            }
+        if (grow(&value_null, count) < 0 || grow(&batches, N_W_FIELDS * 8) < 0) {
+            Py_XDECREF(piece);
             goto done;
+        }
         /* scan_records' walk into the run's columns (record starts are not kept: they share the
          * record ends' column, each overwritten by its record's end), positions then made absolute */
         c.column[OFFSETS] = (int64_t *)(columns[WR_OFFSETS].data + columns[WR_OFFSETS].size);
@@ -1365,10 +1455,18 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         c.value_null = value_null.data + value_null.size;
         c.log_append = (attributes & TIMESTAMP_TYPE_BIT) != 0;
         c.timestamp = c.log_append ? (int64_t)be(h + 35, 8) : (int64_t)be(h + 27, 8);
-        if (walk_records(h + RECORD_BATCH_OVERHEAD, n, base_offset, count, &c, &err) < 0)
+        if (walk_records(body, n, base_offset, count, &c, &err) < 0) {
+            Py_CLEAR(piece);
             break;  /* nothing of this batch kept; the per-batch walk reports it */
+        }
+        if (piece != NULL) {
+            int appended = PyList_Append(inflated, piece);
+            Py_CLEAR(piece);
+            if (appended < 0)
+                goto done;
+            inflated_size += n;
+        }
         for (Py_ssize_t i = 0; i < count; i++) {
-            int64_t at = position + RECORD_BATCH_OVERHEAD;
             if (c.column[KEY_STARTS][i] >= 0) {
                 c.column[KEY_STARTS][i] += at;
                 c.column[KEY_ENDS][i] += at;
@@ -1389,16 +1487,17 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         taken++;
         position += size;
     }
-    result = Py_BuildValue("(Ly#y#y#y#y#y#y#y#)", (long long)position,
+    result = Py_BuildValue("(Ly#y#y#y#y#y#y#y#O)", (long long)position,
                            batches.data ? batches.data : "", batches.size,
 #define COL(k) columns[k].data ? columns[k].data : "", columns[k].size
                            COL(WR_OFFSETS), COL(WR_TIMESTAMPS), COL(WR_KEY_STARTS),
                            COL(WR_KEY_ENDS), COL(WR_BODY_STARTS), COL(WR_RECORD_ENDS),
 #undef COL
-                           value_null.data ? value_null.data : "", value_null.size);
+                           value_null.data ? value_null.data : "", value_null.size, inflated);
 done:
     PyMem_Free(batches.data);
     PyMem_Free(value_null.data);
+    Py_XDECREF(inflated);
     for (int k = 0; k < N_WR_COLUMNS; k++)
         PyMem_Free(columns[k].data);
     PyBuffer_Release(&prot);
@@ -1419,45 +1518,164 @@ put_be(uint8_t *p, uint64_t value, int size)
 enum { E_DROPPED, E_COPIED, E_REBUILT };
 enum { E_OUTCOME, E_SIZE, E_LAST_OFFSET, E_MAX_TIMESTAMP, E_KEPT, N_E_FIELDS };
 
+/* A scanned window's record columns, and where their positions point (scan_window_records):
+ * buf, or for a compressed batch's records its item of `inflated`, `piece`, which starts at
+ * position piece_start (len(buf) plus the items before it). */
+typedef struct {
+    const uint8_t *buf, *piece, *kept, *nul;
+    Py_ssize_t buf_len, piece_len;
+    int64_t piece_start;
+    const int64_t *off, *ts, *body, *end;
+} Window;
+
+/* The bytes at position `pos` of the batch being written: buf's, or its piece's. */
+static inline const uint8_t *
+window_at(const Window *x, int64_t pos)
+{
+    return pos >= x->buf_len ? x->piece + (pos - x->piece_start) : x->buf + pos;
+}
+
+/* Whether record i's body lies whole in buf (uncompressed batch) or in the piece (compressed). */
+static inline int
+body_inside(const Window *x, Py_ssize_t i, int compressed)
+{
+    int64_t body = x->body[i], end = x->end[i];
+    if (body > end)
+        return 0;
+    if (compressed)
+        return body >= x->piece_start && end - x->piece_start <= x->piece_len;
+    return body >= 0 && end <= x->buf_len;
+}
+
+/* Point x at the next item of `inflated` (a compressed batch's records): 0, or -1 where there is
+ * none or it is not bytes. */
+static int
+next_piece(Window *x, PyObject *inflated, Py_ssize_t *item)
+{
+    PyObject *piece;
+    if (*item >= PyList_GET_SIZE(inflated))
+        return -1;
+    piece = PyList_GET_ITEM(inflated, *item);
+    if (!PyBytes_Check(piece))
+        return -1;
+    if (*item > 0)
+        x->piece_start += x->piece_len;
+    x->piece = (const uint8_t *)PyBytes_AS_STRING(piece);
+    x->piece_len = PyBytes_GET_SIZE(piece);
+    (*item)++;
+    return 0;
+}
+
+/* The kept records of rows [r0, r0 + count) written from p as filterTo rebuilds them (deltas from
+ * base_offset and base_ts, checked by the caller); returns the end. */
+static uint8_t *
+write_kept(const Window *x, uint8_t *p, Py_ssize_t r0, int64_t count, int64_t base_offset,
+           int64_t base_ts)
+{
+    for (Py_ssize_t i = r0; i < r0 + count; i++) {
+        uint64_t ts_delta, off_delta;
+        Py_ssize_t length;
+        if (!x->kept[i])
+            continue;
+        ts_delta = zigzag64(x->ts[i] - base_ts);
+        off_delta = zigzag64(x->off[i] - base_offset);
+        length = 1 + unsigned_size(ts_delta) + unsigned_size(off_delta)
+            + (Py_ssize_t)(x->end[i] - x->body[i]);
+        p = put_unsigned(p, zigzag64(length));
+        *p++ = 0;  /* attributes */
+        p = put_unsigned(p, ts_delta);
+        p = put_unsigned(p, off_delta);
+        memcpy(p, window_at(x, x->body[i]), (size_t)(x->end[i] - x->body[i]));
+        p += x->end[i] - x->body[i];
+    }
+    return p;
+}
+
+/* A compressed batch's rebuilt records, `raw` bytes long, through compress(codec, records) (the
+ * reference's records.compression.compress): a new bytes object, or NULL with *declined set where
+ * compress raised an ordinary error (the reference then raises it), or a Python error set. */
+static PyObject *
+compressed_records(PyObject *compress_fn, int codec, const Window *x, Py_ssize_t r0,
+                   int64_t count, int64_t base_offset, int64_t base_ts, Py_ssize_t raw,
+                   int *declined)
+{
+    PyObject *records = PyBytes_FromStringAndSize(NULL, raw), *code, *value, *call[2];
+    if (records == NULL)
+        return NULL;
+    write_kept(x, (uint8_t *)PyBytes_AS_STRING(records), r0, count, base_offset, base_ts);
+    code = PyLong_FromLong(codec);
+    if (code == NULL) {
+        Py_DECREF(records);
+        return NULL;
+    }
+    call[0] = code;
+    call[1] = records;
+    value = PyObject_Vectorcall(compress_fn, call, 2, NULL);
+    Py_DECREF(code);
+    Py_DECREF(records);
+    if (value == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_Exception) && !PyErr_ExceptionMatches(PyExc_MemoryError))
+            *declined = 1;
+        return NULL;
+    }
+    if (!PyBytes_Check(value)) {
+        Py_DECREF(value);
+        *declined = 1;
+        return NULL;
+    }
+    return value;
+}
+
 PyDoc_STRVAR(emit_window_doc,
 "emit_window(buf, batches, offsets, timestamps, body_starts, record_ends, value_null, kept,\n"
-"            new_horizon, crc) -> (output bytes, per batch (outcome, size, last offset,\n"
-"            max timestamp, records kept) as native int64)\n\n"
+"            new_horizon, crc, inflated, compress) -> (output bytes, per batch (outcome, size,\n"
+"            last offset, max timestamp, records kept) as native int64)\n\n"
 "records.filter.filter_v2_batch over a run of scan_window_records, all DELETE_EMPTY: per batch,\n"
 "nothing kept: dropped (outcome 0); all kept and no horizon to set: its bytes (1); else rebuilt\n"
 "(2) with the horizon policy.output_delete_horizon gives (new_horizon, negative for none, when a\n"
-"kept record is a tombstone and the batch has none). kept: one byte a record. Raises\n"
-"ScanError(-1) where the reference would fail or the arguments do not match.");
+"kept record is a tombstone and the batch has none), a compressed batch's records compressed again\n"
+"with its codec by compress (records.compression.compress, called as (codec, records)). kept: one\n"
+"byte a record; inflated: the run's list of decompressed record sections. Raises ScanError(-1)\n"
+"where the reference would fail or the arguments do not match.");
 
 static PyObject *
 emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     enum { N_VIEWS = 8 };
     Py_buffer views[N_VIEWS];
-    int held = 0;
+    int held = 0, declined = 0;
     int64_t new_horizon;
-    Py_ssize_t n_batches, n_records, total = 0;
-    const int64_t *info, *off, *ts, *body, *end;
-    const uint8_t *d, *nul, *kept;
-    PyObject *out = NULL, *table = NULL, *result = NULL, *crc_fn;
+    Py_ssize_t n_batches = 0, n_records, total = 0;
+    const int64_t *info;
+    Window x;
+    Py_ssize_t item = 0;
+    PyObject *out = NULL, *table = NULL, *result = NULL, *crc_fn, *compress_fn, *inflated;
+    PyObject **payloads = NULL;
     int64_t *row;
     uint8_t *w;
-    if (check_nargs("emit_window", nargs, 10) < 0)
+    if (check_nargs("emit_window", nargs, 12) < 0)
         return NULL;
     crc_fn = args[9];
-    if (as_int64(args[8], &new_horizon) < 0 || !PyCallable_Check(crc_fn))
+    inflated = args[10];
+    compress_fn = args[11] == Py_None ? NULL : args[11];
+    if (as_int64(args[8], &new_horizon) < 0 || !PyCallable_Check(crc_fn)
+        || (compress_fn != NULL && !PyCallable_Check(compress_fn)) || !PyList_CheckExact(inflated))
         return scan_error(DECLINED);
     for (held = 0; held < N_VIEWS; held++)  /* the int64 ones as scan_window_records made them: bytes */
         if (get_bytes(args[held], &views[held]) < 0)
             goto declined;
-    d = views[0].buf;
+    x.buf = views[0].buf;
+    x.buf_len = views[0].len;
     info = views[1].buf;
-    off = views[2].buf;
-    ts = views[3].buf;
-    body = views[4].buf;
-    end = views[5].buf;
-    nul = views[6].buf;
-    kept = views[7].buf;
+    x.off = views[2].buf;
+    x.ts = views[3].buf;
+    x.body = views[4].buf;
+    x.end = views[5].buf;
+    x.nul = views[6].buf;
+    x.kept = views[7].buf;
+    x.piece = NULL;
+    x.piece_len = 0;
+    x.piece_start = x.buf_len;
     n_batches = views[1].len / (8 * N_W_FIELDS);
     n_records = views[2].len / 8;
     if (views[1].len != n_batches * 8 * N_W_FIELDS || views[3].len != n_records * 8
@@ -1465,23 +1683,30 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         || views[6].len != n_records || views[7].len != n_records)
         goto declined;
     table = PyBytes_FromStringAndSize(NULL, n_batches * N_E_FIELDS * 8);
-    if (table == NULL)
+    payloads = PyMem_Calloc(n_batches > 0 ? (size_t)n_batches : 1, sizeof(PyObject *));
+    if (table == NULL || payloads == NULL) {
+        if (payloads == NULL)
+            PyErr_NoMemory();
         goto done;
+    }
     row = (int64_t *)PyBytes_AS_STRING(table);
-    /* first pass: every batch's fate and size, everything checked */
+    /* first pass: every batch's fate and size, everything checked, compressed rebuilds made */
     for (Py_ssize_t b = 0, r0 = 0; b < n_batches; b++) {
         const int64_t *bi = info + b * N_W_FIELDS;
         int64_t count = bi[W_COUNT], k = 0, max_ts = -1, horizon, base_ts = 0;
         int has_h = (bi[W_ATTRIBUTES] & DELETE_HORIZON_BIT) != 0, any_tomb = 0, first = 1;
+        int codec = (int)(bi[W_ATTRIBUTES] & CODEC_MASK);
         int64_t *e = row + b * N_E_FIELDS;
         Py_ssize_t bytes = 0;
         if (count <= 0 || r0 + count > n_records || bi[W_POSITION] < 0
-            || bi[W_SIZE] < RECORD_BATCH_OVERHEAD || bi[W_POSITION] + bi[W_SIZE] > views[0].len)
+            || bi[W_SIZE] < RECORD_BATCH_OVERHEAD || bi[W_POSITION] + bi[W_SIZE] > x.buf_len
+            || codec > MAX_CODEC || (codec != 0 && (compress_fn == NULL
+                                                    || next_piece(&x, inflated, &item) < 0)))
             goto declined;
         for (Py_ssize_t i = r0; i < r0 + count; i++)
-            if (kept[i]) {
+            if (x.kept[i]) {
                 k++;
-                any_tomb |= nul[i] != 0;
+                any_tomb |= x.nul[i] != 0;
             }
         horizon = any_tomb && !has_h ? new_horizon : (has_h ? bi[W_BASE_TIMESTAMP] : -1);
         e[E_LAST_OFFSET] = bi[W_LAST_OFFSET];
@@ -1501,25 +1726,35 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             for (Py_ssize_t i = r0; i < r0 + count; i++) {
                 int64_t ts_delta, off_delta;
                 Py_ssize_t length;
-                if (!kept[i])
+                if (!x.kept[i])
                     continue;
                 if (first) {
-                    base_ts = horizon >= 0 ? horizon : ts[i];
+                    base_ts = horizon >= 0 ? horizon : x.ts[i];
                     first = 0;
                 }
-                if (body[i] < 0 || body[i] > end[i] || end[i] > views[0].len
-                    || __builtin_sub_overflow(ts[i], base_ts, &ts_delta)
-                    || __builtin_sub_overflow(off[i], bi[W_BASE_OFFSET], &off_delta)
+                if (!body_inside(&x, i, codec != 0)
+                    || __builtin_sub_overflow(x.ts[i], base_ts, &ts_delta)
+                    || __builtin_sub_overflow(x.off[i], bi[W_BASE_OFFSET], &off_delta)
                     || off_delta < INT32_MIN || off_delta > INT32_MAX)
                     goto declined;
                 length = 1 + unsigned_size(zigzag64(ts_delta)) + unsigned_size(zigzag64(off_delta))
-                    + (Py_ssize_t)(end[i] - body[i]);
+                    + (Py_ssize_t)(x.end[i] - x.body[i]);
                 bytes += unsigned_size(zigzag64(length)) + length;
-                if (ts[i] > max_ts)
-                    max_ts = ts[i];
+                if (x.ts[i] > max_ts)
+                    max_ts = x.ts[i];
             }
             if (bytes - LOG_OVERHEAD > INT32_MAX)  /* deltas can grow a record: the reference refuses */
                 goto declined;
+            if (codec != 0) {
+                payloads[b] = compressed_records(compress_fn, codec, &x, r0, count,
+                                                 bi[W_BASE_OFFSET], base_ts,
+                                                 bytes - RECORD_BATCH_OVERHEAD, &declined);
+                if (payloads[b] == NULL)
+                    goto failed;
+                bytes = RECORD_BATCH_OVERHEAD + PyBytes_GET_SIZE(payloads[b]);
+                if (bytes - LOG_OVERHEAD > INT32_MAX)
+                    goto declined;
+            }
             e[E_OUTCOME] = E_REBUILT;
             e[E_SIZE] = bytes;
             e[E_MAX_TIMESTAMP] = bi[W_ATTRIBUTES] & TIMESTAMP_TYPE_BIT ? bi[W_MAX_TIMESTAMP] : max_ts;
@@ -1527,53 +1762,44 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         total += (Py_ssize_t)e[E_SIZE];
         r0 += count;
     }
+    if (item != PyList_GET_SIZE(inflated))
+        goto declined;
     out = PyBytes_FromStringAndSize(NULL, total);
     if (out == NULL)
         goto done;
     w = (uint8_t *)PyBytes_AS_STRING(out);
-    /* second pass: write */
+    /* second pass: write (the pieces' records were compressed in the first) */
     for (Py_ssize_t b = 0, r0 = 0; b < n_batches; b++) {
         const int64_t *bi = info + b * N_W_FIELDS;
         const int64_t *e = row + b * N_E_FIELDS;
-        const uint8_t *h = d + bi[W_POSITION];
+        const uint8_t *h = x.buf + bi[W_POSITION];
         int64_t count = bi[W_COUNT];
         if (e[E_OUTCOME] == E_COPIED) {
             memcpy(w, h, (size_t)bi[W_SIZE]);
         }
         else if (e[E_OUTCOME] == E_REBUILT) {
-            int has_h = (bi[W_ATTRIBUTES] & DELETE_HORIZON_BIT) != 0, any_tomb = 0, first = 1;
-            int64_t horizon, base_ts = 0;
-            uint8_t *p = w + RECORD_BATCH_OVERHEAD;
+            int has_h = (bi[W_ATTRIBUTES] & DELETE_HORIZON_BIT) != 0, any_tomb = 0;
+            int64_t horizon, base_ts, codec = bi[W_ATTRIBUTES] & CODEC_MASK;
+            Py_ssize_t first_kept = -1;  /* there is one: the batch is not dropped */
             uint32_t crc;
-            for (Py_ssize_t i = r0; i < r0 + count; i++)
-                any_tomb |= kept[i] && nul[i];
-            horizon = any_tomb && !has_h ? new_horizon : (has_h ? bi[W_BASE_TIMESTAMP] : -1);
             for (Py_ssize_t i = r0; i < r0 + count; i++) {
-                uint64_t ts_delta, off_delta;
-                Py_ssize_t length;
-                if (!kept[i])
-                    continue;
-                if (first) {
-                    base_ts = horizon >= 0 ? horizon : ts[i];
-                    first = 0;
-                }
-                ts_delta = zigzag64(ts[i] - base_ts);  /* checked in the first pass */
-                off_delta = zigzag64(off[i] - bi[W_BASE_OFFSET]);
-                length = 1 + unsigned_size(ts_delta) + unsigned_size(off_delta)
-                    + (Py_ssize_t)(end[i] - body[i]);
-                p = put_unsigned(p, zigzag64(length));
-                *p++ = 0;  /* attributes */
-                p = put_unsigned(p, ts_delta);
-                p = put_unsigned(p, off_delta);
-                memcpy(p, d + body[i], (size_t)(end[i] - body[i]));
-                p += end[i] - body[i];
+                any_tomb |= x.kept[i] && x.nul[i];
+                if (first_kept < 0 && x.kept[i])
+                    first_kept = i;
             }
-            /* the header: encode_under_header_of's fields, codec 0 */
+            horizon = any_tomb && !has_h ? new_horizon : (has_h ? bi[W_BASE_TIMESTAMP] : -1);
+            base_ts = horizon >= 0 ? horizon : x.ts[first_kept];
+            if (payloads[b] != NULL)
+                memcpy(w + RECORD_BATCH_OVERHEAD, PyBytes_AS_STRING(payloads[b]),
+                       (size_t)PyBytes_GET_SIZE(payloads[b]));
+            else
+                write_kept(&x, w + RECORD_BATCH_OVERHEAD, r0, count, bi[W_BASE_OFFSET], base_ts);
+            /* the header: encode_under_header_of's fields, the batch's own codec */
             memcpy(w, h, 8);                                     /* base offset */
             put_be(w + 8, (uint64_t)(e[E_SIZE] - LOG_OVERHEAD), 4);  /* batch length */
             memcpy(w + 12, h + 12, 4);                           /* partition leader epoch */
             w[16] = 2;                                           /* magic */
-            put_be(w + 21, (uint64_t)((bi[W_ATTRIBUTES] & TIMESTAMP_TYPE_BIT)
+            put_be(w + 21, (uint64_t)((bi[W_ATTRIBUTES] & TIMESTAMP_TYPE_BIT) | codec
                                       | (horizon >= 0 ? DELETE_HORIZON_BIT : 0)), 2);
             memcpy(w + 23, h + 23, 4);                           /* last offset delta */
             put_be(w + 27, (uint64_t)base_ts, 8);
@@ -1589,12 +1815,20 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     result = PyTuple_Pack(2, out, table);
     goto done;
+failed:
+    if (!declined)
+        goto done;
 declined:
     PyErr_Clear();
     scan_error(DECLINED);
 done:
     for (int v = 0; v < held; v++)
         PyBuffer_Release(&views[v]);
+    if (payloads != NULL) {
+        for (Py_ssize_t b = 0; b < n_batches; b++)
+            Py_XDECREF(payloads[b]);
+        PyMem_Free(payloads);
+    }
     Py_XDECREF(out);
     Py_XDECREF(table);
     return result;

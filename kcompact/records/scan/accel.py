@@ -173,14 +173,19 @@ def last_puts(hi: Any, lo: Any) -> bytes | None:
 
 
 def scan_window_key_digests(
-    buf: Buffer, position: int, limit: int, min_offset: int, max_puts: int, base_puts: int
+    buf: Buffer, position: int, limit: int, min_offset: int, max_puts: int, base_puts: int,
+    decompress: Any = None,
 ) -> tuple[int, bytes, bytes, bytes] | None:
-    """C pass 1 over a run of plain v2 batches (``cleaner/round/mapping.iter_dirty_keys``).
+    """C pass 1 over a run of v2 data batches (``cleaner/round/mapping.iter_dirty_keys``).
 
-    Its reference is that function's per-batch walk (``iter_batches`` then
+    Its reference is that function's per-batch walk (``iter_batches``, ``records_bytes`` then
     :func:`~kcompact.records.scan.scan_key_digests`): the kernel stops before any batch it does not
-    take as is (compressed, transactional, control, legacy, badly framed, records that do not scan),
-    and the walk takes it.
+    take as is (transactional, control, legacy, badly framed, records that do not scan, compressed
+    without ``decompress`` or where it raises), and the walk takes it.
+
+    Args:
+        decompress: ``records.compression.decompress``, called as ``(codec, payload)`` for each
+            compressed batch (None: the kernel takes uncompressed batches only).
 
     Returns:
         ``(position, offsets, digests, batches)``: where it stopped, the entries as native int64 and
@@ -191,7 +196,7 @@ def scan_window_key_digests(
         return None
     try:
         result: tuple[int, bytes, bytes, bytes] = kernels.scan_window_key_digests(
-            buf, position, limit, min_offset, max_puts, base_puts)
+            buf, position, limit, min_offset, max_puts, base_puts, decompress)
     except kernels.ScanError:
         return None
     return result
@@ -228,30 +233,37 @@ def decode_batch(
     return batch
 
 
-WindowRecords = tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes]
+WindowRecords = tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, list[bytes]]
 
 
 def scan_window_records(
     buf: Buffer, position: int, limit: int, max_batches: int, max_records: int, max_bytes: int,
-    protected: Any, upper_bound: int, crc: Any,
+    protected: Any, upper_bound: int, crc: Any, decompress: Any = None,
 ) -> WindowRecords | None:
-    """C pass 2 walk over a run of plain v2 batches (``cleaner/round/plain_runs``).
+    """C pass 2 walk over a run of v2 data batches (``cleaner/round/plain_runs``).
 
     Its reference is pass 2's per-batch walk (``iter_batches``, the CRC check, the batch decision,
-    :func:`~kcompact.records.scan.scan_records`): the kernel stops before any batch it does not take
-    as is (compressed, transactional, control, empty, legacy, badly framed, a bad CRC, records that
-    do not scan, a last offset in ``protected``, a next offset equal to ``upper_bound``), and the
-    walk takes it.
+    ``records_bytes``, :func:`~kcompact.records.scan.scan_records`): the kernel stops before any
+    batch it does not take as is (transactional, control, empty, legacy, badly framed, a bad CRC,
+    records that do not scan, a last offset in ``protected``, a next offset equal to
+    ``upper_bound``, compressed without ``decompress`` or where it raises), and the walk takes it.
+
+    Args:
+        decompress: ``records.compression.decompress``, called as ``(codec, payload)`` for each
+            compressed batch (None: the kernel takes uncompressed batches only).
 
     Returns:
         ``(position, batches, offsets, timestamps, key_starts, key_ends, body_starts, record_ends,
-        value_null)`` as the C docstring says; or None: walk batch by batch.
+        value_null, inflated)`` as the C docstring says (``inflated``: each compressed batch's
+        records, decompressed, their positions counted as if the items followed ``buf``); or None:
+        walk batch by batch.
     """
     if kernels is None or not enabled:
         return None
     try:
         result: WindowRecords = kernels.scan_window_records(
-            buf, position, limit, max_batches, max_records, max_bytes, protected, upper_bound, crc)
+            buf, position, limit, max_batches, max_records, max_bytes, protected, upper_bound, crc,
+            decompress)
     except kernels.ScanError:
         return None
     return result
@@ -259,7 +271,7 @@ def scan_window_records(
 
 def emit_window(
     buf: Buffer, batches: Buffer, columns: tuple[Buffer, Buffer, Buffer, Buffer], value_null: Buffer,
-    kept: Any, new_horizon: int, crc: Any,
+    kept: Any, new_horizon: int, crc: Any, inflated: list[bytes] | None = None, compress: Any = None,
 ) -> tuple[bytes, bytes] | None:
     """C :func:`~kcompact.records.filter.filter_v2_batch` over a run of
     :func:`scan_window_records` (every batch ``DELETE_EMPTY``, its horizon as
@@ -272,6 +284,9 @@ def emit_window(
         kept: one byte a record, nonzero where it is kept (any flat byte buffer: numpy's too).
         new_horizon: the horizon this round stamps (negative: none).
         crc: ``records.crc.crc32c``.
+        inflated: the run's ``inflated`` (its compressed batches' records).
+        compress: ``records.compression.compress``, called as ``(codec, records)`` for each
+            compressed batch rebuilt (None: the run must have none).
 
     Returns:
         ``(output, table)``: the output batches back to back and per input batch ``(outcome, size,
@@ -282,7 +297,8 @@ def emit_window(
         return None
     try:
         result: tuple[bytes, bytes] = kernels.emit_window(
-            buf, batches, *columns, value_null, kept, new_horizon, crc)
+            buf, batches, *columns, value_null, kept, new_horizon, crc,
+            [] if inflated is None else inflated, compress)
     except kernels.ScanError:
         return None
     return result

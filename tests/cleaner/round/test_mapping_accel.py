@@ -15,6 +15,7 @@ from kcompact.cleaner.round import mapping
 from kcompact.cleaner.round.mapping import SegmentKeys, iter_dirty_keys
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
 from kcompact.cleaner.round.stages import plan_clean
+from kcompact.records import compression
 from kcompact.records.scan import accel
 from tests.builders import PartitionBuilder
 from tests.cleaner.round.test_stages import OPTIONS
@@ -24,7 +25,8 @@ from tests.records.scan.accel_compare import accel_switched, needs_c
 
 def _partition(log_dir: Path) -> Path:
     """Plain batches (null keys among them), a compressed one, a transaction-free control-free run
-    across two segments; the checkpoint falls inside the second batch."""
+    across two segments, the second ending with a batch of each codec; the checkpoint falls inside
+    the second batch."""
     b = PartitionBuilder("mix")
     b.batch([(key(i), b"v%d" % i) for i in range(6)])
     b.batch([(key(i % 4), b"w") for i in range(6, 14)] + [(None, b"no key")])
@@ -34,6 +36,10 @@ def _partition(log_dir: Path) -> Path:
     b.roll()
     for n in range(5):
         b.batch([(key(n), b"y"), (None, b"nk"), (key(n + 1), b"y")])
+    for codec in (1, 2, 3, 4, 4):  # every codec, then two zstd batches in a row
+        b.batch([(key(codec + i), b"c" * codec) for i in range(4)] + [(None, b"nk")],
+                compression=codec)
+    b.batch([(key(7), b"after")])
     b.roll()
     b.batch([(key(0), b"active")])
     return b.write(log_dir, cleaner_checkpoint=9)
@@ -109,6 +115,21 @@ def test_c_run_is_taken_for_plain_batches(
     with accel_switched(True):
         list(iter_dirty_keys(plan, dirty[1]))
     assert sum(calls) > 0  # the second segment's batches after its first went through C
+
+
+@needs_c
+def test_c_run_takes_compressed_batches_of_every_codec(
+    mixed: tuple[CleanPlan, list[SegmentPlan], list[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan, dirty, _ = mixed
+    seen: list[int] = []
+    monkeypatch.setattr(mapping, "decompress", lambda codec, data: seen.append(codec) or
+                        compression.decompress(codec, data))
+    with accel_switched(True):
+        walked = [keys.offsets.tolist() for keys in iter_dirty_keys(plan, dirty[1])]
+    assert seen == [1, 2, 3, 4, 4]  # each compressed batch decompressed once, inside the C run
+    with accel_switched(False):
+        assert walked == [keys.offsets.tolist() for keys in iter_dirty_keys(plan, dirty[1])]
 
 
 @needs_c

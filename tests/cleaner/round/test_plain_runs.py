@@ -20,6 +20,7 @@ from kcompact.cleaner.round.filtering import FilterContext, filter_segment
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
 from kcompact.cleaner.round.stages import plan_clean
 from kcompact.cleaner.round.stats import CleanStats
+from kcompact.records import compression
 from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.record import Record, decode_records
 from kcompact.records.scan import accel
@@ -40,9 +41,9 @@ def _raw(b: PartitionBuilder, kvs: list[tuple[bytes | None, bytes | None]], **fi
 
 def _partition(log_dir: Path) -> Path:
     """A clean section, then plain runs broken by everything the kernel leaves to the per-batch walk:
-    a compressed batch, a transaction and its ABORT marker, an idempotent producer's last batch, the
-    batch ending at the round's upper bound; with null keys, tombstones, delete horizons past and
-    ahead, LogAppendTime, and batches kept whole, rebuilt and dropped."""
+    a transaction and its ABORT marker, an idempotent producer's last batch, the batch ending at the
+    round's upper bound; with null keys, tombstones, delete horizons past and ahead, LogAppendTime,
+    batches kept whole, rebuilt and dropped, and compressed batches of every codec among them."""
     b = PartitionBuilder("runs")
     for n in range(4):
         b.batch([(key(i), b"old%d" % n) for i in range(n, 12, 2)])
@@ -68,6 +69,15 @@ def _partition(log_dir: Path) -> Path:
     b.roll()
     for n in range(6):
         b.batch([(key(i), b"f%d" % n) for i in range(n, 20, 3)])
+    for codec in (1, 2, 3, 4):  # compressed: rebuilt (a tombstone kept too), whole, dropped
+        b.batch([(key(i), b"g%d" % codec) for i in range(codec, 9, 2)] + [(key(80 + codec), None)],
+                compression=codec)
+        b.batch([(key(90 + codec), b"whole"), (key(95 + codec), b"whole")], compression=codec)
+        b.batch([(key(100), b"gone"), (key(101), b"gone")], compression=codec)
+    _raw(b, [(key(5), b"lat"), (key(102), b"lat")], compression=4, timestamp_type=1,
+         max_timestamp=NOW - DAY)
+    _raw(b, [(key(103), None), (key(104), b"h")], compression=1, delete_horizon_ms=NOW - 5)
+    b.batch([(key(i), b"later") for i in (1, 2, 3, 100, 101)])
     _raw(b, [(key(4), None)], delete_horizon_ms=NOW - 5)  # ends at the upper bound: a shell
     b.roll()
     b.batch([(key(0), b"active")])
@@ -190,6 +200,28 @@ def test_c_runs_are_taken_for_plain_batches(mixed: Round, monkeypatch: pytest.Mo
             _walk(plan, seg, oracles["map"], 0, None)
     batches = sum(1 for s in plan.segments for _ in _batches(s))
     assert sum(taken) >= batches // 2  # most batches went through C
+
+
+@needs_c
+def test_c_runs_take_compressed_batches_of_every_codec(
+    mixed: Round, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compressed batches are decompressed and rebuilt inside the windows (once each), and the
+    result is the per-batch walk's (``test_c_runs_equal_the_per_batch_walk``)."""
+    plan, oracles, _ = mixed
+    inflated: list[int] = []
+    deflated: list[int] = []
+    monkeypatch.setattr(plain_runs, "decompress", lambda codec, data: inflated.append(codec) or
+                        compression.decompress(codec, data))
+    monkeypatch.setattr(plain_runs, "compress", lambda codec, data: deflated.append(codec) or
+                        compression.compress(codec, data))
+    with accel_switched(True):
+        out, _, _, error = _walk(plan, plan.segments[-1], oracles["map"], 0, None)
+    assert error is None and out
+    assert sorted(set(inflated)) == [1, 2, 3, 4] and len(inflated) == 14
+    assert sorted(set(deflated)) == [1, 2, 3, 4]  # each codec's first batch rebuilt in C
+    with accel_switched(False):
+        assert _walk(plan, plan.segments[-1], oracles["map"], 0, None)[0] == out
 
 
 def _batches(seg: SegmentPlan) -> list[int]:
