@@ -14,8 +14,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kcompact.config.kraft.metadata_state import MetadataState, cached_metadata_state
 from kcompact.config.server_properties import (
     metadata_log_dir,
     node_id,
@@ -24,6 +24,9 @@ from kcompact.config.server_properties import (
 from kcompact.errors import ConfigError
 from kcompact.segment.metadata_files import read_partition_topic_id
 from kcompact.text import plural_noun
+
+if TYPE_CHECKING:  # the metadata log's reader is imported where one is read (most runs have none)
+    from kcompact.config.kraft.metadata_state import MetadataState
 
 SERVER_PROPERTIES_ENV = "KCOMPACT_SERVER_PROPERTIES"
 METADATA_PARTITION = "__cluster_metadata-0"
@@ -192,6 +195,8 @@ def gather_sources(part: Path, topic: str, server_properties: str | os.PathLike[
         found.topic_unknown = "no KRaft metadata log was found"
         return found
     _check_same_cluster(part.parent, found.metadata_dir)
+    from kcompact.config.kraft.metadata_state import cached_metadata_state
+
     found.state = cached_metadata_state(found.metadata_dir)
     found.broker, found.cluster = _broker_levels(found.state, found.node, notes)
     if topic == METADATA_TOPIC:

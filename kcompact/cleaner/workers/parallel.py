@@ -31,7 +31,6 @@ add their overhead (plain bench shape at load 5 on 2 cores: 2.7 s with two worke
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import os
 import threading
 from array import array
@@ -39,9 +38,8 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from multiprocessing.pool import AsyncResult, Pool
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -73,6 +71,9 @@ from kcompact.cleaner.workers.spill import (
 )
 from kcompact.errors import ConfigError
 from kcompact.segment.txn_index import AbortedTxn
+
+if TYPE_CHECKING:  # imported where a pool starts: a clean in this process never needs them
+    from multiprocessing.pool import AsyncResult, Pool
 
 AUTO_PARALLEL_BYTES = 64 * 1024 * 1024
 """Above this many bytes read by pass 2, ``jobs=None`` uses two workers (measured: see the report)."""
@@ -183,6 +184,8 @@ def _pool(jobs: int, plan: CleanPlan, oracle: RetentionOracle | None) -> Iterato
     with _POOL_LOCK, spool() as directory:
         _worker_state = (plan, oracle, directory)
         try:
+            import multiprocessing
+
             pool = multiprocessing.get_context("fork").Pool(processes=jobs)
             try:
                 yield pool

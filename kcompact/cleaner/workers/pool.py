@@ -14,7 +14,6 @@ no (it also guards cleaner/parallel.py's pools), :func:`partition_workers` picks
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -105,6 +104,8 @@ def fork_available() -> bool:
         False where the "fork" start method is missing (Windows; macOS has it but not by default)
         or in a daemonic process (a pool's worker), which may not start processes of its own.
     """
+    import multiprocessing  # here: a clean in this process never needs it (~5 ms to import)
+
     if "fork" not in multiprocessing.get_all_start_methods():
         return False
     return not multiprocessing.current_process().daemon
@@ -138,6 +139,7 @@ def run_in_pool(
     Raises:
         Exception: whatever a ``work`` call raised (a bug); the pool stops, queued items are not started.
     """
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("fork")
