@@ -127,12 +127,15 @@ def resolve_jobs(jobs: int | None, plan: CleanPlan) -> int:
     """
     if jobs is not None and jobs < 1:
         raise ConfigError(f"jobs; expected at least 1, found {jobs}")
-    if not fork_available():
+    if jobs == 1:
         return 1
     if jobs is None:
         read = sum(s.size_in_bytes for s in plan.segments if s.base_offset < plan.end_offset)
         if read <= AUTO_PARALLEL_BYTES:
             return 1
+    if not fork_available():
+        return 1
+    if jobs is None:
         jobs = AUTO_MAX_JOBS
         cpus = _spare_cpus()
     else:
