@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+import numpy as np
+import numpy.typing as npt
+
 from kcompact.errors import KcompactError, TruncatedDataError
 from kcompact.records.batch_header import RecordBatch
 from kcompact.records.control import ControlRecordKey
@@ -30,12 +33,18 @@ from kcompact.segment.fixed_index import trailing_zero_slots
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import parse_segment_file_name
 from kcompact.segment.offset_index import (
+    OFFSET_INDEX_ENTRY,
     Finding,
     OffsetIndexEntry,
     check_offset_index,
     decode_offset_index,
 )
-from kcompact.segment.time_index import TimeIndexEntry, check_time_index, decode_time_index
+from kcompact.segment.time_index import (
+    TIME_INDEX_ENTRY,
+    TimeIndexEntry,
+    check_time_index,
+    decode_time_index,
+)
 from kcompact.segment.txn_index import AbortedTxn, check_txn_index, decode_txn_index
 
 if TYPE_CHECKING:
@@ -43,17 +52,32 @@ if TYPE_CHECKING:
 
 _Entry = TypeVar("_Entry", OffsetIndexEntry, TimeIndexEntry)
 
+I64 = npt.NDArray[np.int64]
+_OFFSET_SLOT = np.dtype([("relative", ">i4"), ("position", ">i4")])  # OFFSET_INDEX_ENTRY
+_TIME_SLOT = np.dtype([("timestamp", ">i8"), ("relative", ">i4")])  # TIME_INDEX_ENTRY
+
 MARKER_NONE = "no records"  # a control batch emptied to a shell by the cleaner
 MARKER_UNREADABLE = "unreadable"
 
 
 @dataclass(slots=True)
 class LogFacts:
-    """What the index checks need of a segment's ``.log``, from one walk of its batch headers."""
+    """What the index checks need of a segment's ``.log``, from one walk of its batch headers.
+
+    ``columns``: the same facts as three int64 arrays (positions, last offsets, max timestamps) of a
+    log with no control batch, where a C walk gave them (:meth:`of_columns`); ``starts`` and ``times``
+    are then filled only if an index needs the entry-by-entry check.
+    """
 
     starts: list[tuple[int, int]] = field(default_factory=list)  # (position, last_offset)
     times: list[tuple[int, int]] = field(default_factory=list)  # (last_offset, max_timestamp)
     markers: dict[int, tuple[int, str]] = field(default_factory=dict)  # offset -> (producer, type)
+    columns: tuple[I64, I64, I64] | None = None
+
+    @classmethod
+    def of_columns(cls, positions: I64, last_offsets: I64, max_timestamps: I64) -> LogFacts:
+        """The facts of a log of data batches only, in file order."""
+        return cls(columns=(positions, last_offsets, max_timestamps))
 
     def add(self, batch: RecordBatch | LegacyEntry) -> None:
         """Take the next batch of the walk, in file order."""
@@ -62,6 +86,14 @@ class LogFacts:
         self.times.append((last_offset, batch.max_timestamp))
         if batch.is_control:
             self.markers[last_offset] = (batch.producer_id, _marker_type(batch))
+
+    def listed(self) -> LogFacts:
+        """These facts with ``starts`` and ``times`` filled (from ``columns`` when given)."""
+        if self.columns is None or self.starts:
+            return self
+        positions, lasts, times = (column.tolist() for column in self.columns)
+        return LogFacts(list(zip(positions, lasts)), list(zip(lasts, times)), self.markers,
+                        self.columns)
 
 
 def verify_index_file(
@@ -116,7 +148,57 @@ def verify_index_with_facts(
     loaded = _read_index(index_path)
     if isinstance(loaded, str):
         return [loaded]
+    if isinstance(walked, LogFacts) and walked.columns is not None:
+        if _agrees(*loaded, base_offset, walked.columns):
+            return []
+        walked = walked.listed()
     return _verify(*loaded, base_offset, log_path, walked, False)
+
+
+def _agrees(kind: str, data: bytes, base_offset: int, columns: tuple[I64, I64, I64]) -> bool:
+    """Whether :func:`_check` of a closed segment's index finds nothing, decided over whole arrays
+    (True only then; False sends the index to the entry-by-entry check, which says what is wrong).
+
+    The rules are :func:`check_offset_index`'s and :func:`check_time_index`'s with ``log_batches``; a
+    ``.txnindex`` is always checked entry by entry (a log of data batches has no ABORT marker).
+    """
+    positions, lasts, max_timestamps = columns
+    if kind == "index":
+        if len(data) % OFFSET_INDEX_ENTRY.size:
+            return False
+        slots = np.frombuffer(data, dtype=_OFFSET_SLOT)
+        relative, position = slots["relative"].astype(np.int64), slots["position"].astype(np.int64)
+        if not len(slots):
+            return True
+        at = np.minimum(np.searchsorted(positions, position), max(len(positions) - 1, 0))
+        return bool(
+            len(positions) and relative[-1] >= 0 and (relative[-1] != 0 or position[-1] != 0)
+            and (relative >= 0).all() and (position >= 0).all()
+            and (np.diff(relative) > 0).all() and (np.diff(position) > 0).all()
+            and (positions[at] == position).all() and (lasts[at] == base_offset + relative).all())
+    if kind == "timeindex":
+        if len(data) % TIME_INDEX_ENTRY.size:
+            return False
+        slots = np.frombuffer(data, dtype=_TIME_SLOT)
+        stamps, relative = slots["timestamp"].astype(np.int64), slots["relative"].astype(np.int64)
+        if not len(slots):
+            return True
+        if not len(lasts) or not (np.diff(lasts) > 0).all():
+            return False
+        # Kafka's running maximum after each batch, and the last offset of the batch that set it
+        running = np.maximum.accumulate(np.maximum(max_timestamps, -1))
+        before = np.concatenate(([-1], running[:-1]))
+        setter = np.maximum.accumulate(np.where(max_timestamps > before, np.arange(len(lasts)), -1))
+        reached_at = np.where(setter >= 0, lasts[np.maximum(setter, 0)], -1)
+        offsets = base_offset + relative
+        at = np.minimum(np.searchsorted(lasts, offsets), len(lasts) - 1)
+        return bool(
+            relative[-1] >= 0 and stamps[-1] >= stamps[0]
+            and (len(slots) == 1 or stamps[-1] != 0 or relative[-1] != 0)
+            and (relative >= 0).all() and (np.diff(stamps) >= 0).all() and (np.diff(offsets) >= 0).all()
+            and (lasts[at] == offsets).all() and (running[at] == stamps).all()
+            and (reached_at[at] == offsets).all())
+    return False
 
 
 def _read_index(index_path: Path) -> tuple[str, bytes] | str:

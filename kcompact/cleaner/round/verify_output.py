@@ -148,8 +148,7 @@ def _plain_facts(log: LogFile, base_offset: int, first_uncleanable: int) -> LogF
     if not (crc_ok.all() and (first > previous).all() and (last - base_offset <= MAX_RELATIVE_OFFSET).all()
             and (last < first_uncleanable).all()):
         return None
-    lasts = last.tolist()
-    return LogFacts(list(zip(positions.tolist(), lasts)), list(zip(lasts, max_timestamps.tolist())))
+    return LogFacts.of_columns(positions, last, max_timestamps)
 
 
 def _check_batch(batch: RecordBatch | LegacyEntry, previous_last: int, base_offset: int,
