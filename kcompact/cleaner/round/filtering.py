@@ -12,7 +12,7 @@ with the reasons counted from the same masks (keyless records are "invalid", sup
 tombstones counted apart). Legacy (magic 0/1) entries take the same decision over their decoded records.
 
 :func:`filter_segment` walks one source segment, or the batches starting in a byte range of it (runs
-of plain batches a window at a time in C: ``plain_runs``, the same decisions and bytes), and hands
+of data batches a window at a time in C: ``filter_windows``, the same decisions and bytes), and hands
 each output batch to a sink: the output segment's writer in the serial case, a buffer sent back to the
 parent from a worker (``parallel.py``). A range that starts inside a segment walks the headers before it
 for the transaction state only; ABORT markers retained there belong to the range before.
@@ -41,7 +41,7 @@ import numpy.typing as npt
 
 from kcompact.cleaner.offset_map.oracle import RetentionOracle
 from kcompact.cleaner.round.chunks import batches_from
-from kcompact.cleaner.round.plain_runs import (
+from kcompact.cleaner.round.filter_windows import (
     RUN_BATCHES,
     RUN_RECORDS,
     RunSink,
@@ -144,7 +144,7 @@ def filter_segment(
     sink_run: RunSink | None = None,
 ) -> None:
     """Filter the batches of ``seg`` that start in ``[start_position, end_position)`` into ``sink``
-    (or, for the windows of plain batches ``plain_runs`` takes, into ``sink_run`` when given).
+    (or, for the windows of data batches ``filter_windows`` takes, into ``sink_run`` when given).
 
     ``ctx`` must be positioned at the start of ``seg`` (``FilterContext.at``, or the previous
     segment's walk); it is left at the end of the range. Batch decisions are taken one batch at a
@@ -178,7 +178,7 @@ def filter_segment(
                 if records >= _WINDOW_RECORDS or len(window) >= _WINDOW_BATCHES:
                     _flush(window, ctx, sink, log.path)
                     window, records = [], 0
-            if batch.magic >= 2 and not batch.attributes & _NOT_DATA:  # plain_runs: in C from here
+            if batch.magic >= 2 and not batch.attributes & _NOT_DATA:  # filter_windows: C from here
                 after = batch.position + batch.size_in_bytes
                 reached = take_runs(log.buffer, after, limit, ctx, protected, sink,
                                     partial(_flush, window, ctx, sink, log.path, clear=True),

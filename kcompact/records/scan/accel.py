@@ -7,8 +7,9 @@ Python, and batch headers (:func:`~kcompact.records.batch.decode_batch`, also in
 ``iter_batches``) another ~0.15 s. ``_accel.c`` (built by setup.py as
 ``kcompact.records.scan._accel``, ``optional=True``) does the same work in C. Pass 1 of a clean also
 hashes its keys there (:func:`scan_key_digests`, XXH3-128 from the vendored ``xxhash.h``), walks
-runs of plain batches in one call (:func:`scan_window_key_digests`), and the offset map sorts its
-puts there (:func:`last_puts`). Pass 2 reads and writes windows of plain batches in two calls
+runs of data batches in one call (:func:`scan_window_key_digests`, compressed ones decompressed
+through the caller's function), and the offset map sorts its puts there (:func:`last_puts`). Pass 2
+reads and writes windows of data batches in two calls
 (:func:`scan_window_records`, :func:`emit_window`), and the self-check walks plain output headers
 in one (:func:`batch_headers`). The pure-Python functions stay the reference and the only code where no C
 compiler was found; tests compare the two on every input.
@@ -240,7 +241,7 @@ def scan_window_records(
     buf: Buffer, position: int, limit: int, max_batches: int, max_records: int, max_bytes: int,
     protected: Any, upper_bound: int, crc: Any, decompress: Any = None,
 ) -> WindowRecords | None:
-    """C pass 2 walk over a run of v2 data batches (``cleaner/round/plain_runs``).
+    """C pass 2 walk over a run of v2 data batches (``cleaner/round/filter_windows``).
 
     Its reference is pass 2's per-batch walk (``iter_batches``, the CRC check, the batch decision,
     ``records_bytes``, :func:`~kcompact.records.scan.scan_records`): the kernel stops before any

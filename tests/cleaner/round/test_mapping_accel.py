@@ -1,4 +1,4 @@
-"""Pass 1's C run over plain batches (``_accel.scan_window_key_digests``, taken by
+"""Pass 1's C run over data batches (``_accel.scan_window_key_digests``, taken by
 ``mapping.iter_dirty_keys``) gives exactly what the per-batch walk gives, on intact and corrupted
 segments, for whole segments and chunks, at any slice size."""
 

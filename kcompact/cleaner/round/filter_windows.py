@@ -1,20 +1,21 @@
-"""Pass 2 over runs of plain batches in two C calls a window (``filtering.filter_segment``'s fast path).
+"""Pass 2 over windows of data batches in two C calls a window (``filtering.filter_segment``'s fast path).
 
-Why: in a log of uncompressed, non-transactional batches (the common case) pass 2's per-batch Python
-— header decode, CRC check, batch decision, record scan, rebuild, stats, one sink call each — cost
-more than the record work itself. Here a window of up to :data:`RUN_BATCHES` batches (or
-:data:`RUN_RECORDS` records, or :data:`RUN_BYTES` bytes) is read by one C call (``accel.scan_window_records``: headers, CRCs and
-record columns), its records decided together by :func:`keep_records` (the very function the
-per-batch path decides with), and its output written by a second C call (``accel.emit_window``:
-dropped, copied byte for byte or rebuilt, exactly as ``records.filter.filter_v2_batch``).
+Why: in a log of non-transactional batches (the common case) pass 2's per-batch Python — header decode,
+CRC check, batch decision, decompression, record scan, rebuild, recompression, stats, one sink call each —
+cost more than the record work itself. Here a window of up to :data:`RUN_BATCHES` batches (or
+:data:`RUN_RECORDS` records, or :data:`RUN_BYTES` bytes read and decompressed) is read by one C call
+(``accel.scan_window_records``: headers, CRCs, each compressed batch's records decompressed through
+``records.compression.decompress``, record columns), its records decided together by :func:`keep_records`
+(the very function the per-batch path decides with), and its output written by a second C call
+(``accel.emit_window``: dropped, copied byte for byte or rebuilt — a compressed batch's kept records
+compressed again through ``records.compression.compress`` — exactly as ``records.filter.filter_v2_batch``).
 
 What the kernel takes is what makes the batch decision trivial (``rules.policy.check_batch_retention``
-gives ``DELETE_EMPTY``, and the transaction state only moves its aborted queue on): a v2 batch,
-uncompressed, neither transactional nor control, with records, whose last offset is no live
-producer's last and whose next offset is not the round's upper bound. It stops before any other
-batch, a bad CRC or records that do not scan included, and the per-batch walk takes that one (and
-raises its exact error). The pure-Python path stays the reference; tests compare the two outputs
-byte for byte.
+gives ``DELETE_EMPTY``, and the transaction state only moves its aborted queue on): a v2 batch, neither
+transactional nor control, with records, whose last offset is no live producer's last and whose next
+offset is not the round's upper bound. It stops before any other batch — a bad CRC, a stream the codec
+refuses or records that do not scan included — and the per-batch walk takes that one (and raises its
+exact error). The pure-Python path stays the reference; tests compare the two outputs byte for byte.
 """
 
 from __future__ import annotations

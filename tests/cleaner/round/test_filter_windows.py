@@ -1,4 +1,4 @@
-"""Pass 2's C runs over plain batches (``plain_runs``: ``_accel.scan_window_records`` and
+"""Pass 2's C windows over data batches (``filter_windows``: ``_accel.scan_window_records`` and
 ``_accel.emit_window``, taken by ``filtering.filter_segment``) give exactly what the per-batch walk
 gives: every output batch's bytes, last offset and max timestamp, the counters and the transaction
 state, on intact and corrupted segments, for whole segments and chunks, at any window size."""
@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kcompact.cleaner.offset_map.oracle import OffsetMapOracle, RetentionOracle, SortedOffsetsOracle
-from kcompact.cleaner.round import plain_runs
+from kcompact.cleaner.round import filter_windows
 from kcompact.cleaner.round.filtering import FilterContext, filter_segment
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
 from kcompact.cleaner.round.stages import plan_clean
@@ -168,9 +168,9 @@ def test_c_runs_equal_the_per_batch_walk(
 ) -> None:
     plan, oracles, _ = mixed
     plan = dataclasses.replace(plan, fence_offset=fence)
-    monkeypatch.setattr(plain_runs, "RUN_BATCHES", window[0])
-    monkeypatch.setattr(plain_runs, "RUN_RECORDS", window[1])
-    monkeypatch.setattr(plain_runs, "RUN_BYTES", window[2])
+    monkeypatch.setattr(filter_windows, "RUN_BATCHES", window[0])
+    monkeypatch.setattr(filter_windows, "RUN_RECORDS", window[1])
+    monkeypatch.setattr(filter_windows, "RUN_BYTES", window[2])
     outcomes = {"batches_copied": 0, "batches_rebuilt": 0, "batches_dropped": 0}
     for seg in plan.segments:
         out, stats, _, error = _both(plan, seg, oracles[oracle_name])
@@ -211,9 +211,9 @@ def test_c_runs_take_compressed_batches_of_every_codec(
     plan, oracles, _ = mixed
     inflated: list[int] = []
     deflated: list[int] = []
-    monkeypatch.setattr(plain_runs, "decompress", lambda codec, data: inflated.append(codec) or
+    monkeypatch.setattr(filter_windows, "decompress", lambda codec, data: inflated.append(codec) or
                         compression.decompress(codec, data))
-    monkeypatch.setattr(plain_runs, "compress", lambda codec, data: deflated.append(codec) or
+    monkeypatch.setattr(filter_windows, "compress", lambda codec, data: deflated.append(codec) or
                         compression.compress(codec, data))
     with accel_switched(True):
         out, _, _, error = _walk(plan, plan.segments[-1], oracles["map"], 0, None)
@@ -242,7 +242,7 @@ def test_c_runs_on_corrupted_segments_fail_or_filter_like_the_walk(
         mutated[data.draw(st.integers(0, len(mutated) - 1))] = data.draw(st.integers(0, 255))
     if data.draw(st.booleans()):
         mutated = mutated[: data.draw(st.integers(0, len(mutated)))]
-    monkeypatch.setattr(plain_runs, "RUN_BATCHES", data.draw(st.sampled_from([2, 128])))
+    monkeypatch.setattr(filter_windows, "RUN_BATCHES", data.draw(st.sampled_from([2, 128])))
     path = Path(plan.segments[k].log_path)
     path.write_bytes(bytes(mutated))
     try:
@@ -256,7 +256,7 @@ def test_c_runs_on_corrupted_segments_fail_or_filter_like_the_walk(
 def test_a_window_holds_about_run_bytes_of_batches(mixed: Round, monkeypatch: pytest.MonkeyPatch) -> None:
     """Batches of big values: a window's output buffer (copies included) stays near RUN_BYTES."""
     plan, oracles, _ = mixed
-    monkeypatch.setattr(plain_runs, "RUN_BYTES", 300)
+    monkeypatch.setattr(filter_windows, "RUN_BYTES", 300)
     largest = max(b1 - b0 for s in plan.segments for b0, b1 in _spans(s))
     windows: list[int] = []
     kernel = accel.scan_window_records
