@@ -17,11 +17,14 @@ from hypothesis import strategies as st
 from kcompact.cleaner.offset_map.oracle import OffsetMapOracle, RetentionOracle, SortedOffsetsOracle
 from kcompact.cleaner.round import filter_windows
 from kcompact.cleaner.round.filtering import FilterContext, filter_segment
+from kcompact.cleaner.round.mapping import iter_dirty_keys
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
 from kcompact.cleaner.round.stages import plan_clean
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.records import compression
 from kcompact.records.batch_encoding import encode_batch
+from kcompact.records.batch_header import ATTRIBUTES_OFFSET, CRC_OFFSET, RECORD_BATCH_OVERHEAD
+from kcompact.records.crc import crc32c
 from kcompact.records.record import Record, decode_records
 from kcompact.records.scan import accel
 from kcompact.segment.log_file import LogFile
@@ -277,3 +280,55 @@ def test_a_window_holds_about_run_bytes_of_batches(mixed: Round, monkeypatch: py
 def _spans(seg: SegmentPlan) -> list[tuple[int, int]]:
     with LogFile(seg.log_path) as log:
         return [(b.position, b.position + b.size_in_bytes) for b in log.iter_batches()]
+
+
+def _refused_stream(b: PartitionBuilder) -> None:
+    """Append a zstd batch whose CRC is right but whose stream the codec refuses (a producer's bug)."""
+    records = [Record(b.next_offset, b.ts, key(120), b"lost")]
+    batch = bytearray(encode_batch(records, base_offset=b.next_offset, compression=4))
+    batch[RECORD_BATCH_OVERHEAD + 4 :] = bytes(len(batch) - RECORD_BATCH_OVERHEAD - 4)  # after the magic
+    batch[CRC_OFFSET : CRC_OFFSET + 4] = crc32c(bytes(batch[ATTRIBUTES_OFFSET:])).to_bytes(4, "big")
+    b.segments[-1].batches.append(bytes(batch))
+    b.next_offset += 1
+    b.ts += 1
+
+
+@needs_c
+def test_a_stream_the_codec_refuses_fails_like_the_walk(tmp_path: Path) -> None:
+    """The windows stop before a compressed batch whose stream does not decompress, and the per-batch
+    walk raises its exact error (file and position), in both passes."""
+    b = PartitionBuilder("refused")
+    b.batch([(key(0), b"first")])
+    for n in range(3):
+        b.batch([(key(n), b"z%d" % n)], compression=4)
+    _refused_stream(b)
+    b.batch([(key(9), b"after")], compression=4)
+    b.roll()
+    b.batch([(key(0), b"active")])
+    part = b.write(tmp_path, cleaner_checkpoint=0)
+    plan = plan_clean(part, config(), OPTIONS)
+    assert plan is not None
+    for oracle_error in ("map", "walk"):
+        with accel_switched(False):
+            reference = _error_of(plan, oracle_error)
+        with accel_switched(True):
+            compiled = _error_of(plan, oracle_error)
+        assert compiled == reference and reference is not None
+        assert "00000000000000000000.log" in reference[1] and "position" in reference[1]
+
+
+def _error_of(plan: CleanPlan, stage: str) -> tuple[type, str] | None:
+    """The error pass 1 (``map``) or pass 2 (``walk``, after a map built without the bad batch's
+    segment) raises on the plan's first segment."""
+    seg = plan.segments[0]
+    try:
+        if stage == "map":
+            for _ in iter_dirty_keys(plan, seg):
+                pass
+        else:
+            oracle = SortedOffsetsOracle(np.arange(plan.end_offset, dtype=np.int64), plan.map_latest_offset)
+            filter_segment(plan, seg, FilterContext.at(plan, seg, oracle, CleanStats()),
+                           lambda *_: None)
+    except Exception as err:  # noqa: BLE001 - comparing them is the point
+        return type(err), str(err)
+    return None
