@@ -24,15 +24,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from kcompact.cleaner.rules.producer_state import OpenTxn, ProducerStateReplay
 from kcompact.cleaner.rules.ranges import RangeInputs, SegmentStats
 from kcompact.cleaner.rules.transactions import TXN_DATA
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError
+from kcompact.records.batch_header import NO_PRODUCER_ID
 from kcompact.records.control import ControlRecordKey, ControlRecordType, EndTransactionMarker
 from kcompact.records.record import decode_records
+from kcompact.records.scan import accel
 from kcompact.segment.files import file_access
 from kcompact.segment.index_builder import IndexBuilder
+from kcompact.segment.log_file import LogFile
 from kcompact.segment.log_reads import LogReads, open_log
 from kcompact.segment.names import parse_segment_file_name
 from kcompact.segment.partition import Partition, SegmentFiles
@@ -255,7 +260,12 @@ def _load_segment(
     first_ts, count, next_offset = -1, 0, seg.base_offset
     events: list[tuple[int, int, int]] = []
     with open_log(seg, reads) as log:
-        for batch in log.iter_batches():
+        # a shared read (``reads``) replays its Python walk for the checks after this one
+        quick = None if needs_recovery or reads is not None else _data_only(
+            log, replay, replay_from, seg.base_offset)
+        if quick is not None:
+            first_ts, count, next_offset = quick
+        for batch in log.iter_batches() if quick is None else ():
             control_type, marker_ts, coordinator_epoch = None, None, None
             if batch.is_control:
                 control_type, marker_ts, coordinator_epoch = read_marker(batch, log.path)
@@ -294,6 +304,35 @@ def _load_segment(
         needs_recovery=needs_recovery,
         txn_events=tuple(events),
     )
+
+
+def _data_only(
+    log: LogFile, replay: ProducerStateReplay, replay_from: int, base_offset: int
+) -> tuple[int, int, int] | None:
+    """``(first batch's max timestamp, batches, next offset)`` of a log of data batches that are not
+    transactional, from one C walk of its headers (``accel.batch_producers``), with each producer's
+    first and last batch (from ``replay_from`` on) applied to ``replay`` in log order; None where the
+    walk stops early (a control, transactional or legacy batch, bad framing): walk batch by batch.
+
+    Why only those two: a non-transactional data batch overwrites everything ``replay`` keeps of its
+    producer (epoch, last offset, timestamp and sequence), so the last one decides the state; the first
+    one keeps the order in which producers first appear.
+    """
+    found = accel.batch_producers(log.buffer)
+    if found is None or found[0] != log.size_in_bytes:
+        return None
+    rows = np.frombuffer(found[1], dtype=np.int64).reshape(-1, 5)
+    if not len(rows):
+        return -1, 0, base_offset
+    positions, base_offsets, last_offsets, max_timestamps, producers = rows.T
+    applied = np.flatnonzero((producers > NO_PRODUCER_ID) & (base_offsets >= replay_from))
+    if len(applied):
+        ids = producers[applied]
+        first = np.unique(ids, return_index=True)[1]
+        last = len(ids) - 1 - np.unique(ids[::-1], return_index=True)[1]
+        for at in np.union1d(applied[first], applied[last]).tolist():
+            replay.apply(next(log.iter_batches(int(positions[at]))))
+    return int(max_timestamps[0]), len(rows), int(last_offsets[-1]) + 1
 
 
 def _size_in_bytes(path: Path) -> int:

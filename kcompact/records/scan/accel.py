@@ -322,3 +322,22 @@ def batch_headers(buf: Buffer, crc: Any) -> tuple[int, bytes] | None:
     except kernels.ScanError:
         return None
     return result
+
+
+def batch_producers(buf: Buffer) -> tuple[int, bytes] | None:
+    """C walk of a log's batch headers for the producer state (``cleaner/state/log_state``).
+
+    Its reference is ``iter_batches``: from position 0, while each batch is one :func:`decode_batch`
+    takes and neither a control nor a transactional batch, per batch ``(position, base offset, last
+    offset, max timestamp, producer id)`` as native int64 (five a batch). No CRC is computed.
+
+    Returns:
+        ``(position, rows)``: where it stopped and the rows; or None: walk with ``iter_batches``.
+    """
+    if kernels is None or not enabled:
+        return None
+    try:
+        result: tuple[int, bytes] = kernels.batch_producers(buf)
+    except kernels.ScanError:
+        return None
+    return result
