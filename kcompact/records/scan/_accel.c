@@ -1160,15 +1160,22 @@ grow(Grow *g, Py_ssize_t more)
 #define MAX_CODEC 4  /* zstd */
 
 /* A compressed batch's records through the caller's decompress(codec, payload) (the reference's
- * records_bytes): 1 with *out a new bytes object; 0 where it raised an ordinary error (the
- * caller's per-batch walk then raises it with its location), nothing set; -1 with a Python error
- * set for anything else (out of memory within the kernel, an interrupt). */
+ * records_bytes), the payload bytes [start, start + n) of `source` handed over as a slice of it (a
+ * view the source knows of: an mmap stays mapped while the function, or an error it raised, still
+ * holds it): 1 with *out a new bytes object; 0 where it raised an ordinary error (the caller's
+ * per-batch walk then raises it with its location), nothing set; -1 with a Python error set for
+ * anything else (out of memory within the kernel, an interrupt). *whole: the caller's memoryview of
+ * the source, made here at its first compressed batch (the caller releases it). */
 static int
-decompressed(PyObject *fn, int codec, const uint8_t *p, Py_ssize_t n, PyObject **out)
+decompressed(PyObject *fn, int codec, PyObject *source, PyObject **whole, Py_ssize_t start,
+             Py_ssize_t n, PyObject **out)
 {
-    PyObject *view = PyMemoryView_FromMemory((char *)p, n, PyBUF_READ), *args[2], *value;
-    PyObject *code = PyLong_FromLong(codec);
+    PyObject *view, *args[2], *value, *code;
     *out = NULL;
+    if (*whole == NULL && (*whole = PyMemoryView_FromObject(source)) == NULL)
+        return -1;
+    view = PySequence_GetSlice(*whole, start, start + n);
+    code = PyLong_FromLong(codec);
     if (view == NULL || code == NULL) {
         Py_XDECREF(view);
         Py_XDECREF(code);
@@ -1212,7 +1219,7 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
     int64_t position, limit, min_offset, max_puts, base_puts;
     Grow offsets = {0}, digests = {0}, batches = {0};
     Py_ssize_t puts = 0, err;
-    PyObject *result = NULL, *decompress_fn;
+    PyObject *result = NULL, *decompress_fn, *source_view = NULL;
     if (check_nargs("scan_window_key_digests", nargs, 7) < 0)
         return NULL;
     decompress_fn = args[6] == Py_None ? NULL : args[6];
@@ -1246,7 +1253,8 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
             const uint8_t *records = h + RECORD_BATCH_OVERHEAD;
             PyObject *inflated = NULL;
             if (codec != 0) {
-                int got = decompressed(decompress_fn, codec, records, n, &inflated);
+                int got = decompressed(decompress_fn, codec, args[0], &source_view,
+                                       (Py_ssize_t)position + RECORD_BATCH_OVERHEAD, n, &inflated);
                 if (got < 0)
                     goto done;
                 if (got == 0)
@@ -1284,6 +1292,7 @@ done:
     PyMem_Free(offsets.data);
     PyMem_Free(digests.data);
     PyMem_Free(batches.data);
+    Py_XDECREF(source_view);
     PyBuffer_Release(&view);
     return result;
 }
@@ -1361,7 +1370,7 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int64_t position, limit, max_batches, max_records, max_bytes, upper_bound, start;
     Grow batches = {0}, columns[N_WR_COLUMNS] = {{0}}, value_null = {0};
     Py_ssize_t records = 0, taken = 0, err, inflated_size = 0;
-    PyObject *result = NULL, *crc_fn, *decompress_fn, *inflated = NULL;
+    PyObject *result = NULL, *crc_fn, *decompress_fn, *inflated = NULL, *source_view = NULL;
     if (check_nargs("scan_window_records", nargs, 10) < 0)
         return NULL;
     crc_fn = args[8];
@@ -1421,7 +1430,8 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         body = h + RECORD_BATCH_OVERHEAD;
         at = position + RECORD_BATCH_OVERHEAD;
         if (codec != 0) {  /* the records: one more item of `inflated` (appended once scanned) */
-            int got = decompressed(decompress_fn, codec, body, n, &piece);
+            int got = decompressed(decompress_fn, codec, args[0], &source_view,
+                                   (Py_ssize_t)position + RECORD_BATCH_OVERHEAD, n, &piece);
             if (got < 0)
                 goto done;
             if (got == 0)
@@ -1498,6 +1508,7 @@ done:
     PyMem_Free(batches.data);
     PyMem_Free(value_null.data);
     Py_XDECREF(inflated);
+    Py_XDECREF(source_view);
     for (int k = 0; k < N_WR_COLUMNS; k++)
         PyMem_Free(columns[k].data);
     PyBuffer_Release(&prot);
