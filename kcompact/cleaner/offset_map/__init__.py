@@ -30,8 +30,9 @@ map keys). Both sit far below the chance that such a pass meets an unrecoverable
 batch, which Kafka accepts. (The previous layout kept all 128 bits, at 20.5-21 bytes a key.)
 
 Build: puts append to a *pending* list; a flush (at max(2**20, size / 32) puts, which bounds its
-sort's temporaries to ~2.5 bytes a key) keeps each key's last put (``_last_puts``: a C bucket sort on
-the top bits of ``hi``, numpy's argsort as the reference), overwrites in place the offsets
+sort's temporaries to ~2.5 bytes a key) keeps each key's last put (``_flush_columns``: a C bucket sort
+on the top bits of ``hi`` reading the pending chunks where they are, numpy's argsort as the
+reference), overwrites in place the offsets
 of keys a run holds (a merge-join for big flushes) and makes a run of the new keys; the newest run
 merges into the previous one while at least a quarter its size (``merge_runs``: front to back,
 giving the inputs' consumed pages back as it goes). ``freeze`` merges all runs into one.
@@ -63,6 +64,7 @@ from collections.abc import Sequence
 import numpy as np
 import xxhash
 
+from kcompact.cleaner.offset_map import runs
 from kcompact.cleaner.offset_map.runs import (
     I64,
     U64,
@@ -154,18 +156,36 @@ def _key_groups(hi: U64, lo: U64) -> tuple[Index, Index]:
     return order, starts
 
 
-def _last_puts(hi: U64, lo: U64) -> Index:
-    """For each distinct key, in ascending ``(hi, lo)`` order, the position of its last put: the C
-    kernel (``records/scan/_accel.c``: a bucket sort on the top bits of ``hi``, about twice numpy's
-    speed) when enabled, else :func:`_last_puts_reference`; the two are equal on every input."""
-    found = accel.last_puts(hi, lo)
+def _flush_columns(pending: list[tuple[U64, U64, I64]]) -> tuple[Query, I64]:
+    """For each distinct key of the pending puts (equal on the compared bits), in ascending digest
+    order, its digest (as a ``Query``) and the offset of its last put; empties ``pending``. The C
+    kernel (``records/scan/_accel.c`` ``flush_puts``: a bucket sort on the top bits of ``hi``, reading
+    the chunks where they are) when enabled, else :func:`_flush_columns_reference`; the two are
+    equal on every input."""
+    found = accel.flush_puts(pending, runs.IMPLIED_BITS)  # read late: tests shrink it
     if found is None:
-        return _last_puts_reference(hi, lo)
-    return np.frombuffer(found, dtype=np.int64)
+        return _flush_columns_reference(pending)
+    pending.clear()
+    hi, key, mid, low, off = found
+    query = Query(
+        np.frombuffer(hi, dtype=np.uint64), np.frombuffer(key, dtype=np.uint64),
+        np.frombuffer(mid, dtype=np.uint16), np.frombuffer(low, dtype=np.uint8),
+    )
+    return query, np.frombuffer(off, dtype=np.int64)
+
+
+def _flush_columns_reference(pending: list[tuple[U64, U64, I64]]) -> tuple[Query, I64]:
+    """:func:`_flush_columns` in numpy."""
+    empty = (np.empty(0, np.uint64), np.empty(0, np.uint64), np.empty(0, np.int64))
+    hi, lo, off = (np.concatenate(cols) for cols in zip(empty, *pending))
+    pending.clear()  # the chunks go before the sort's temporaries come: the build's peak
+    lo &= compared_mask()
+    last = _last_puts_reference(hi, lo)
+    return Query.of(hi[last], lo[last]), off[last]
 
 
 def _last_puts_reference(hi: U64, lo: U64) -> Index:
-    """:func:`_last_puts` in numpy."""
+    """For each distinct key, in ascending ``(hi, lo)`` order, the position of its last put."""
     if len(hi) == 0:
         return np.empty(0, dtype=np.int64)
     order, starts = _key_groups(hi, lo)
@@ -367,22 +387,18 @@ class OffsetMap:
         """Fold pending puts into the runs (last put of each key wins)."""
         if not self._pending:
             return
-        hi, lo, off = (np.concatenate(cols) for cols in zip(*self._pending))
-        self._pending, self._pending_puts = [], 0
-        base = self._runs[0].base if self._runs else int(off[0])  # every run shares the first's
-        lo &= compared_mask()  # in place: the flush's temporaries are the build's peak
-        last = _last_puts(hi, lo)  # the latest put of each key, sorted by key
-        hi, lo, off = hi[last], lo[last], off[last]
-        query = Query.of(hi, lo)
+        pending, self._pending, self._pending_puts = self._pending, [], 0
+        base = self._runs[0].base if self._runs else int(pending[0][2][0])  # every run shares the first's
+        query, off = _flush_columns(pending)  # the latest put of each key, sorted by key
         for run in self._runs:  # the queries are sorted: a big batch is cheaper to merge-join
-            big = len(hi) * 8 >= len(run)
+            big = len(off) * 8 >= len(run)
             pos, found = run.find_sorted(query) if big else run.find(query)
             if found.any():
                 run.set_offsets(pos[found], off[found])
                 keep = ~found
-                hi, lo, off, query = hi[keep], lo[keep], off[keep], query.take(keep)
-        if len(hi):
-            self._runs.append(Run.encode(hi, lo, off, base))
+                off, query = off[keep], query.take(keep)
+        if len(off):
+            self._runs.append(Run.encode(query, off, base))
         self._merge_tail(everything=False)
 
     def _merge_tail(self, *, everything: bool) -> None:

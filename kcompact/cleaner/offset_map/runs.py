@@ -157,17 +157,17 @@ class Run:
         self.released = 0
 
     @classmethod
-    def encode(cls, hi: U64, lo: U64, offsets: I64, base: int) -> Run:
+    def encode(cls, q: Query, offsets: I64, base: int) -> Run:
         """A run of keys sorted by digest, without duplicates."""
-        bits = directory_bits(len(hi))
-        counts = np.bincount((hi >> np.uint64(64 - bits)).astype(np.intp), minlength=1 << bits)
-        q = Query.of(hi, lo)
+        n = len(q.key)
+        bits = directory_bits(n)
+        counts = np.bincount((q.top >> np.uint64(64 - bits)).astype(np.intp), minlength=1 << bits)
         delta = offsets - base
         narrow = bool(delta.min() >= 0 and delta.max() < _OFFSET_DELTA_LIMIT)
-        rest = np.empty(len(hi), dtype=REST if narrow else REST_WIDE)
+        rest = np.empty(n, dtype=REST if narrow else REST_WIDE)
         rest["mid"], rest["low"], rest["off"] = q.mid, q.low, delta if narrow else offsets
-        padded = np.empty(len(hi) + _WINDOW, dtype=np.uint64)
-        padded[: len(hi)] = q.key
+        padded = np.empty(n + _WINDOW, dtype=np.uint64)
+        padded[:n] = q.key
         return cls(padded, _void(rest), _starts(counts), base)
 
     @staticmethod

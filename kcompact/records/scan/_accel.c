@@ -862,93 +862,12 @@ done:
     return result;
 }
 
-/* ---- last_puts: the offset map's flush ------------------------------------------------------ */
+/* ---- flush_puts: the offset map's flush, from its pending chunks to sorted distinct keys ------ */
 
-/* A put as the flush sorts it: 12 bytes (the digest's lo word is read from the caller's array
- * through `at` only where two puts' hi words tie), half what (hi, lo, position) would take: the
- * flush's sort is the peak of a clean's memory. */
-typedef struct __attribute__((packed)) {
-    uint64_t hi;
-    uint32_t at;  /* the put's position (the kernel declines 2**32 puts or more) */
-} Put;
-
-/* Order of two puts: by (hi, lo), then by position, so a key's last put ends its group. */
-static inline int
-put_before(const Put *a, const Put *b, const uint64_t *lo)
-{
-    if (a->hi != b->hi)
-        return a->hi < b->hi;
-    if (lo[a->at] != lo[b->at])
-        return lo[a->at] < lo[b->at];
-    return a->at < b->at;
-}
-
-/* Heapsort (n log n whatever the input; no recursion, no allocation) for the rare big bucket. */
-static void
-sift_down(Put *v, Py_ssize_t root, Py_ssize_t n, const uint64_t *lo)
-{
-    for (;;) {
-        Py_ssize_t child = 2 * root + 1;
-        Put x;
-        if (child >= n)
-            return;
-        if (child + 1 < n && put_before(&v[child], &v[child + 1], lo))
-            child++;
-        if (!put_before(&v[root], &v[child], lo))
-            return;
-        x = v[root];
-        v[root] = v[child];
-        v[child] = x;
-        root = child;
-    }
-}
-
-static void
-heap_sort(Put *v, Py_ssize_t n, const uint64_t *lo)
-{
-    for (Py_ssize_t i = n / 2; i-- > 0;)
-        sift_down(v, i, n, lo);
-    for (Py_ssize_t end = n - 1; end > 0; end--) {
-        Put x = v[0];
-        v[0] = v[end];
-        v[end] = x;
-        sift_down(v, 0, end, lo);
-    }
-}
-
-/* Sort one bucket: insertion sort when small, nothing when already in order (one key's puts come
- * in position order), else heapsort. */
-static void
-sort_bucket(Put *v, Py_ssize_t n, const uint64_t *lo)
-{
-    if (n > 32) {
-        for (Py_ssize_t i = 1; i < n; i++)
-            if (put_before(&v[i], &v[i - 1], lo)) {
-                heap_sort(v, n, lo);
-                return;
-            }
-        return;
-    }
-    for (Py_ssize_t i = 1; i < n; i++) {
-        Put x = v[i];
-        Py_ssize_t j = i;
-        while (j > 0 && put_before(&x, &v[j - 1], lo)) {
-            v[j] = v[j - 1];
-            j--;
-        }
-        v[j] = x;
-    }
-}
-
-static inline int
-same_key(const Put *a, const Put *b, const uint64_t *lo)
-{
-    return a->hi == b->hi && lo[a->at] == lo[b->at];
-}
-
-/* The flush's usual case: lo masked to the map's compared bits (records.scan callers: offset_map
- * `lo &= compared_mask()`, its low LOW_FREE_BITS bits zero) and fewer than 2**LOW_FREE_BITS puts.
- * Then `lo | position` orders as (lo, position): a put is two words compared without a lookup. */
+/* A put as the flush sorts it: 16 bytes, hi and lo masked to the map's compared bits (its low
+ * LOW_FREE_BITS bits then zero) holding the put's position there (the kernel declines
+ * 2**LOW_FREE_BITS puts or more). `lo | position` orders as (lo, position), so a key's last put
+ * ends its group; the flush's sort is the peak of a clean's memory. */
 #define LOW_FREE_BITS 28
 
 typedef struct {
@@ -1017,19 +936,157 @@ packed_same_key(const PackedPut *a, const PackedPut *b)
     return a->hi == b->hi && (a->lo_at & ~LOW_MASK) == (b->lo_at & ~LOW_MASK);
 }
 
-/* last_puts for packable input (see LOW_FREE_BITS): the result bytes, or NULL with an error set. */
-static PyObject *
-last_puts_packed(const uint64_t *hi, const uint64_t *lo, Py_ssize_t n, int bits, Py_ssize_t *starts)
+#define BLOCK_SHIFT 12  /* positions a chunk-table entry covers (flush_puts finds a put's chunk) */
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+/* PyMem_Malloc, asking for huge pages when big (as numpy does for its arrays): the flush scatters
+ * its puts over the whole buffer, and fresh 4 KiB pages cost a fault each. */
+static void *
+big_malloc(size_t size)
 {
-    Py_ssize_t buckets = (Py_ssize_t)1 << bits, groups = 0;
-    PackedPut *puts = PyMem_Malloc(n > 0 ? (size_t)n * sizeof(PackedPut) : 1);
-    PyObject *out = NULL;
-    if (puts == NULL)
-        return PyErr_NoMemory();
-    for (Py_ssize_t i = 0; i < n; i++) {  /* starts[b] ends as bucket b's end */
-        PackedPut *p = &puts[starts[hi[i] >> (64 - bits)]++];
-        p->hi = hi[i];
-        p->lo_at = lo[i] | (uint64_t)i;
+    void *p = PyMem_Malloc(size > 0 ? size : 1);
+#if defined(MADV_HUGEPAGE)
+    if (p != NULL && size >= ((size_t)4 << 20)) {
+        uintptr_t page = (uintptr_t)1 << 21, first = ((uintptr_t)p + page - 1) & ~(page - 1),
+                  end = ((uintptr_t)p + size) & ~(page - 1);
+        if (end > first)
+            madvise((void *)first, end - first, MADV_HUGEPAGE);  /* a hint: failure is harmless */
+    }
+#endif
+    return p;
+}
+
+/* An uninitialised bytes object of `size` bytes, its pages as big_malloc's. */
+static PyObject *
+big_bytes(Py_ssize_t size)
+{
+    PyObject *b = PyBytes_FromStringAndSize(NULL, size);
+#if defined(MADV_HUGEPAGE)
+    if (b != NULL && size >= ((Py_ssize_t)4 << 20)) {
+        uintptr_t page = (uintptr_t)1 << 21, start = (uintptr_t)PyBytes_AS_STRING(b),
+                  first = (start + page - 1) & ~(page - 1), end = (start + (size_t)size) & ~(page - 1);
+        if (end > first)
+            madvise((void *)first, end - first, MADV_HUGEPAGE);
+    }
+#endif
+    return b;
+}
+
+/* The pending chunks' buffers: hi, lo (uint64) and offsets (int64) of each, and where each
+ * chunk's puts begin (`first[k]`; `first[chunks]`: all puts). */
+typedef struct {
+    Py_ssize_t chunks, acquired;
+    Py_buffer *views;  /* 3 a chunk */
+    Py_ssize_t *first;
+} Chunks;
+
+static void
+chunks_release(Chunks *c)
+{
+    for (Py_ssize_t i = 0; i < c->acquired; i++)
+        PyBuffer_Release(&c->views[i]);
+    PyMem_Free(c->views);
+    PyMem_Free(c->first);
+}
+
+/* Acquire a list of (hi, lo, offsets) tuples of one length each; 0, or -1 (declined, or an error
+ * set: MemoryError) with everything released. */
+static int
+chunks_acquire(PyObject *list, Chunks *c)
+{
+    memset(c, 0, sizeof(*c));
+    if (!PyList_CheckExact(list))
+        return -1;
+    c->chunks = PyList_GET_SIZE(list);
+    c->views = PyMem_Calloc((size_t)c->chunks * 3 + 1, sizeof(Py_buffer));
+    c->first = PyMem_Calloc((size_t)c->chunks + 1, sizeof(Py_ssize_t));
+    if (c->views == NULL || c->first == NULL) {
+        chunks_release(c);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < c->chunks; k++) {
+        PyObject *item = PyList_GET_ITEM(list, k);
+        Py_buffer *v = &c->views[3 * k];
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 3)
+            goto declined;
+        for (int j = 0; j < 3; j++) {
+            if (get_8byte_ints(PyTuple_GET_ITEM(item, j), &v[j], j < 2 ? 'Q' : 'q', j < 2 ? 'L' : 'l') < 0)
+                goto declined;
+            c->acquired++;
+        }
+        if (v[1].len != v[0].len || v[2].len != v[0].len)
+            goto declined;
+        c->first[k + 1] = c->first[k] + v[0].len / 8;
+    }
+    return 0;
+declined:
+    chunks_release(c);
+    return -1;
+}
+
+PyDoc_STRVAR(flush_puts_doc,
+"flush_puts(chunks, implied_bits) -> (hi, key, mid, low, offsets): bytes\n\n"
+"offset_map's flush: `chunks` is a list of (hi, lo, offsets) tuples (uint64, uint64, int64\n"
+"arrays of one length), the puts in order. For each distinct key (hi and the top\n"
+"implied_bits + 24 bits of lo), in ascending order, its last put: hi (native uint64), the\n"
+"run's key (hi << implied_bits | lo >> (64 - implied_bits), uint64), mid (the next 16 bits of\n"
+"lo, uint16), low (the next 8, uint8) and the put's offset (int64).\n"
+"Raises ScanError(-1) for arguments it does not take (the caller then uses numpy).");
+
+static PyObject *
+flush_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Chunks c;
+    PyObject *cols[5] = {NULL, NULL, NULL, NULL, NULL}, *result = NULL;
+    PackedPut *puts = NULL;
+    Py_ssize_t *starts = NULL, *block_chunk = NULL, n, groups = 0, buckets;
+    uint64_t mask;
+    long s;
+    int bits = 1;
+    if (check_nargs("flush_puts", nargs, 2) < 0)
+        return NULL;
+    s = PyLong_CheckExact(args[1]) ? PyLong_AsLong(args[1]) : -1;
+    if (s < 1 || s + 24 > 64 - LOW_FREE_BITS) {  /* the compared bits must leave lo's low bits free */
+        PyErr_Clear();
+        return scan_error(DECLINED);
+    }
+    if (chunks_acquire(args[0], &c) < 0)
+        return PyErr_Occurred() ? NULL : scan_error(DECLINED);
+    n = c.first[c.chunks];
+    if (n > (Py_ssize_t)LOW_MASK) {
+        scan_error(DECLINED);
+        goto done;
+    }
+    mask = ~(uint64_t)0 << (64 - (s + 24));
+    while (bits < 20 && ((Py_ssize_t)1 << (bits + 2)) < n)  /* ~4 to 8 puts a bucket; 8 MiB at most */
+        bits++;
+    buckets = (Py_ssize_t)1 << bits;
+    starts = PyMem_Calloc((size_t)buckets + 1, sizeof(Py_ssize_t));
+    block_chunk = PyMem_Malloc(((size_t)(n >> BLOCK_SHIFT) + 1) * sizeof(Py_ssize_t));
+    puts = big_malloc((size_t)n * sizeof(PackedPut));
+    if (starts == NULL || block_chunk == NULL || puts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* bucket by the top `bits` bits of hi (a stable counting sort), then sort each bucket */
+    for (Py_ssize_t k = 0; k < c.chunks; k++) {
+        const uint64_t *hi = c.views[3 * k].buf;
+        for (Py_ssize_t i = 0, m = c.first[k + 1] - c.first[k]; i < m; i++)
+            starts[(hi[i] >> (64 - bits)) + 1]++;
+    }
+    for (Py_ssize_t b = 0; b < buckets; b++)
+        starts[b + 1] += starts[b];
+    for (Py_ssize_t k = 0; k < c.chunks; k++) {  /* starts[b] ends as bucket b's end */
+        const uint64_t *hi = c.views[3 * k].buf, *lo = c.views[3 * k + 1].buf;
+        for (Py_ssize_t i = 0, m = c.first[k + 1] - c.first[k], at = c.first[k]; i < m; i++) {
+            PackedPut *p = &puts[starts[hi[i] >> (64 - bits)]++];
+            p->hi = hi[i];
+            p->lo_at = (lo[i] & mask) | (uint64_t)(at + i);
+        }
     }
     for (Py_ssize_t b = 0, begin = 0; b < buckets; b++) {
         packed_sort_bucket(puts + begin, starts[b] - begin);
@@ -1037,98 +1094,49 @@ last_puts_packed(const uint64_t *hi, const uint64_t *lo, Py_ssize_t n, int bits,
     }
     for (Py_ssize_t i = 0; i < n; i++)
         groups += i + 1 == n || !packed_same_key(&puts[i], &puts[i + 1]);
-    out = PyBytes_FromStringAndSize(NULL, groups * 8);
-    if (out != NULL) {
-        int64_t *result = (int64_t *)PyBytes_AS_STRING(out);
-        for (Py_ssize_t i = 0, g = 0; i < n; i++)
-            if (i + 1 == n || !packed_same_key(&puts[i], &puts[i + 1]))
-                result[g++] = (int64_t)(puts[i].lo_at & LOW_MASK);
+    for (Py_ssize_t b = 0, k = 0; b <= (n >> BLOCK_SHIFT); b++) {  /* the chunk of each block's first put */
+        while (k + 1 < c.chunks && c.first[k + 1] <= (b << BLOCK_SHIFT))
+            k++;
+        block_chunk[b] = k;
     }
-    PyMem_Free(puts);
-    return out;
-}
-
-PyDoc_STRVAR(last_puts_doc,
-"last_puts(hi, lo) -> bytes of native int64\n\n"
-"For each distinct (hi, lo) pair of two equal-length uint64 arrays, in ascending (hi, lo) order,\n"
-"the position of its last occurrence (offset_map's flush: each key's last put, sorted by key).\n"
-"Raises ScanError(-1) for arguments it does not take (the caller then uses numpy).");
-
-static PyObject *
-last_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    Py_buffer hv, lv;
-    PyObject *out = NULL;
-    Put *puts = NULL;
-    int64_t *result;
-    Py_ssize_t *starts = NULL, n, groups = 0, buckets;
-    const uint64_t *hi, *lo;
-    int bits = 1, packable = 1;
-    if (check_nargs("last_puts", nargs, 2) < 0)
-        return NULL;
-    if (get_8byte_ints(args[0], &hv, 'Q', 'L') < 0)
-        return scan_error(DECLINED);
-    if (get_8byte_ints(args[1], &lv, 'Q', 'L') < 0) {
-        PyBuffer_Release(&hv);
-        return scan_error(DECLINED);
+    cols[0] = big_bytes(groups * 8);
+    cols[1] = big_bytes(groups * 8);
+    cols[2] = big_bytes(groups * 2);
+    cols[3] = big_bytes(groups);
+    cols[4] = big_bytes(groups * 8);
+    if (cols[0] && cols[1] && cols[2] && cols[3] && cols[4]) {
+        uint64_t *hi = (uint64_t *)PyBytes_AS_STRING(cols[0]), *key = (uint64_t *)PyBytes_AS_STRING(cols[1]);
+        uint16_t *mid = (uint16_t *)PyBytes_AS_STRING(cols[2]);
+        uint8_t *low = (uint8_t *)PyBytes_AS_STRING(cols[3]);
+        int64_t *off = (int64_t *)PyBytes_AS_STRING(cols[4]);
+        for (Py_ssize_t i = 0, g = 0; i < n; i++) {  /* each key's last put, its position in off */
+            const PackedPut *p = &puts[i];
+            uint64_t lo = p->lo_at & ~LOW_MASK;
+            if (i + 1 < n && packed_same_key(p, &puts[i + 1]))
+                continue;
+            hi[g] = p->hi;
+            key[g] = (p->hi << s) | (lo >> (64 - s));
+            mid[g] = (uint16_t)(lo >> (48 - s));
+            low[g] = (uint8_t)(lo >> (40 - s));
+            off[g++] = (int64_t)(p->lo_at & LOW_MASK);
+        }
+        for (Py_ssize_t g = 0; g < groups; g++) {  /* then the offsets at those positions */
+            Py_ssize_t at = (Py_ssize_t)off[g], k = block_chunk[at >> BLOCK_SHIFT];
+            while (c.first[k + 1] <= at)
+                k++;
+            off[g] = ((const int64_t *)c.views[3 * k + 2].buf)[at - c.first[k]];
+        }
+        result = PyTuple_Pack(5, cols[0], cols[1], cols[2], cols[3], cols[4]);
     }
-    if (lv.len != hv.len || hv.len / 8 > (Py_ssize_t)UINT32_MAX) {
-        scan_error(DECLINED);
-        goto done;
-    }
-    n = hv.len / 8;
-    hi = (const uint64_t *)hv.buf;
-    lo = (const uint64_t *)lv.buf;
-    while (bits < 20 && ((Py_ssize_t)1 << (bits + 2)) < n)  /* ~4 to 8 puts a bucket; 8 MiB at most */
-        bits++;
-    buckets = (Py_ssize_t)1 << bits;
-    starts = PyMem_Calloc((size_t)buckets + 1, sizeof(Py_ssize_t));
-    if (starts == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    /* bucket by the top `bits` bits of hi (a stable counting sort), then sort each bucket */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        starts[(hi[i] >> (64 - bits)) + 1]++;
-        packable &= (lo[i] & LOW_MASK) == 0;
-    }
-    for (Py_ssize_t b = 0; b < buckets; b++)
-        starts[b + 1] += starts[b];
-    if (packable && n <= (Py_ssize_t)LOW_MASK) {
-        out = last_puts_packed(hi, lo, n, bits, starts);
-        goto done;
-    }
-    puts = PyMem_Malloc(n > 0 ? (size_t)n * sizeof(Put) : 1);
-    if (puts == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {  /* starts[b] ends as bucket b's end */
-        Put *p = &puts[starts[hi[i] >> (64 - bits)]++];
-        p->hi = hi[i];
-        p->at = (uint32_t)i;
-    }
-    for (Py_ssize_t b = 0, begin = 0; b < buckets; b++) {
-        sort_bucket(puts + begin, starts[b] - begin, lo);
-        begin = starts[b];
-    }
-    for (Py_ssize_t i = 0; i < n; i++)  /* a group ends where the next put is another key's */
-        groups += i + 1 == n || !same_key(&puts[i], &puts[i + 1], lo);
-    out = PyBytes_FromStringAndSize(NULL, groups * 8);
-    if (out == NULL)
-        goto done;
-    result = (int64_t *)PyBytes_AS_STRING(out);
-    for (Py_ssize_t i = 0, g = 0; i < n; i++)
-        if (i + 1 == n || !same_key(&puts[i], &puts[i + 1], lo))
-            result[g++] = (int64_t)puts[i].at;
 done:
+    for (int j = 0; j < 5; j++)
+        Py_XDECREF(cols[j]);
     PyMem_Free(puts);
+    PyMem_Free(block_chunk);
     PyMem_Free(starts);
-    PyBuffer_Release(&hv);
-    PyBuffer_Release(&lv);
-    return out;
+    chunks_release(&c);
+    return result;
 }
-
 /* ---- scan_window_key_digests: pass 1 over a run of plain batches ------------------------------ */
 
 typedef struct {
@@ -1667,7 +1675,7 @@ static PyMethodDef methods[] = {
     {"rebuild_records", (PyCFunction)(void (*)(void))rebuild_records, METH_FASTCALL,
      rebuild_records_doc},
     {"decode_batch", (PyCFunction)(void (*)(void))decode_batch, METH_FASTCALL, decode_batch_doc},
-    {"last_puts", (PyCFunction)(void (*)(void))last_puts, METH_FASTCALL, last_puts_doc},
+    {"flush_puts", (PyCFunction)(void (*)(void))flush_puts, METH_FASTCALL, flush_puts_doc},
     {"scan_window_key_digests", (PyCFunction)(void (*)(void))scan_window_key_digests,
      METH_FASTCALL, scan_window_key_digests_doc},
     {"scan_window_records", (PyCFunction)(void (*)(void))scan_window_records, METH_FASTCALL,

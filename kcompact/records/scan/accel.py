@@ -8,7 +8,7 @@ Python, and batch headers (:func:`~kcompact.records.batch.decode_batch`, also in
 ``kcompact.records.scan._accel``, ``optional=True``) does the same work in C. Pass 1 of a clean also
 hashes its keys there (:func:`scan_key_digests`, XXH3-128 from the vendored ``xxhash.h``), walks
 runs of plain batches in one call (:func:`scan_window_key_digests`), and the offset map sorts its
-puts there (:func:`last_puts`). Pass 2 reads and writes windows of plain batches in two calls
+puts there (:func:`flush_puts`). Pass 2 reads and writes windows of plain batches in two calls
 (:func:`scan_window_records`, :func:`emit_window`), and the self-check walks plain output headers
 in one (:func:`batch_headers`). The pure-Python functions stay the reference and the only code where no C
 compiler was found; tests compare the two on every input.
@@ -153,25 +153,6 @@ def rebuild_records(
     return result
 
 
-def last_puts(hi: Any, lo: Any) -> bytes | None:
-    """C flush step of the cleaner's offset map (``cleaner/offset_map``: ``OffsetMap._flush``).
-
-    Args:
-        hi, lo: two equal-length uint64 numpy arrays (digest words; ``lo`` already masked).
-
-    Returns:
-        Native int64 bytes: for each distinct ``(hi, lo)`` pair, in ascending ``(hi, lo)`` order, the
-        position of its last occurrence; or None: use the numpy reference (``_last_puts_reference``).
-    """
-    if kernels is None or not enabled:
-        return None
-    try:
-        result: bytes = kernels.last_puts(hi, lo)
-    except kernels.ScanError:
-        return None
-    return result
-
-
 def scan_window_key_digests(
     buf: Buffer, position: int, limit: int, min_offset: int, max_puts: int, base_puts: int
 ) -> tuple[int, bytes, bytes, bytes] | None:
@@ -302,6 +283,31 @@ def batch_headers(buf: Buffer, crc: Any) -> tuple[int, bytes] | None:
         return None
     try:
         result: tuple[int, bytes] = kernels.batch_headers(buf, crc)
+    except kernels.ScanError:
+        return None
+    return result
+
+
+def flush_puts(
+    chunks: list[tuple[Any, Any, Any]], implied_bits: int
+) -> tuple[bytes, bytes, bytes, bytes, bytes] | None:
+    """C flush of the cleaner's offset map (``cleaner/offset_map``: ``OffsetMap._flush``).
+
+    Args:
+        chunks: the pending puts in order, as ``(hi, lo, offsets)`` tuples of equal-length 1-D
+            uint64, uint64 and int64 numpy arrays (read, never written).
+        implied_bits: the runs' ``IMPLIED_BITS``: a key is ``hi`` and the top ``implied_bits + 24``
+            bits of ``lo``.
+
+    Returns:
+        For each distinct key, in ascending order, its last put as native ``(hi, key, mid, low,
+        offsets)`` columns (uint64, uint64, uint16, uint8, int64: ``runs.Query``'s fields and the
+        offset); or None: use the numpy reference (``offset_map._flush_columns_reference``).
+    """
+    if kernels is None or not enabled:
+        return None
+    try:
+        result: tuple[bytes, bytes, bytes, bytes, bytes] = kernels.flush_puts(chunks, implied_bits)
     except kernels.ScanError:
         return None
     return result

@@ -1,4 +1,4 @@
-"""The offset map's C flush kernel (``_accel.last_puts``) against its numpy reference, on random,
+"""The offset map's C flush kernel (``_accel.flush_puts``) against its numpy reference, on random,
 skewed and hostile input; and the map built either way answers the same."""
 
 from __future__ import annotations
@@ -9,110 +9,167 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kcompact.cleaner import offset_map as om
-from kcompact.cleaner.offset_map import OffsetMap, key_digests
-from kcompact.cleaner.offset_map.runs import compared_mask
+from kcompact.cleaner.offset_map import OffsetMap, key_digests, runs
 from kcompact.records.scan import accel
 from tests.records.scan.accel_compare import accel_switched, needs_c
 
 U64_MAX = (1 << 64) - 1
-# few distinct words, so that equal hi with different lo, and repeated keys, are common
-_words = st.sampled_from([0, 1, 2, 1 << 63, U64_MAX, U64_MAX - 1, 0x8000_0000_0000_0001])
-_puts = st.lists(st.tuples(_words | st.integers(0, U64_MAX), _words), max_size=300)
+# few distinct words, so that equal hi with different lo, repeated keys, and keys equal on the
+# compared bits (lo differing only in its low 28 bits: one key) are common
+_words = st.sampled_from([
+    0, 1, 2, (1 << 28) - 1, 1 << 28, 1 << 63, U64_MAX, U64_MAX - 1, 0x8000_0000_0000_0001,
+])  # fmt: skip
+_puts = st.lists(st.tuples(_words | st.integers(0, U64_MAX), _words), max_size=120)
+_chunks = st.lists(_puts, max_size=5)  # empty chunks and no chunk at all included
+Pending = list[tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
-def _columns(puts: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    return (np.array([h for h, _ in puts], dtype=np.uint64),
-            np.array([lo for _, lo in puts], dtype=np.uint64))
+def _pending(chunks: list[list[tuple[int, int]]], first: int = 0, step: int = 1) -> Pending:
+    """The chunks as ``OffsetMap._pending`` holds them, offsets increasing by ``step``."""
+    pending, offset = [], first
+    for puts in chunks:
+        offsets = offset + step * np.arange(len(puts), dtype=np.int64)
+        offset += step * len(puts)
+        pending.append((np.array([h for h, _ in puts], dtype=np.uint64),
+                        np.array([lo for _, lo in puts], dtype=np.uint64), offsets))
+    return pending
+
+
+def _columns_both_ways(pending: Pending) -> tuple[list[list[int]], list[list[int]]]:
+    """``_flush_columns`` by the kernel and by the reference, each as plain lists."""
+    found = []
+    for on in (True, False):
+        with accel_switched(on):
+            consumed = list(pending)
+            query, off = om._flush_columns(consumed)
+            assert consumed == []  # the flush gives the chunks up
+            found.append([query.top.tolist(), query.key.tolist(), query.mid.tolist(),
+                          query.low.tolist(), off.tolist()])
+    return found[0], found[1]
 
 
 @needs_c
-@settings(max_examples=300)
-@given(_puts)
-def test_c_last_puts_equals_the_numpy_reference(puts: list[tuple[int, int]]) -> None:
-    hi, lo = _columns(puts)
-    found = accel.last_puts(hi, lo)
-    assert found is not None
-    expected = om._last_puts_reference(hi, lo)
-    assert np.frombuffer(found, dtype=np.int64).tolist() == expected.tolist()
+@settings(max_examples=400)
+@given(_chunks, st.sampled_from([0, 2**31 - 5, 2**62]), st.sampled_from([1, 3, 2**32 + 1]))
+def test_c_flush_equals_the_numpy_reference(
+    chunks: list[list[tuple[int, int]]], first: int, step: int
+) -> None:
+    pending = _pending(chunks, first, step)
+    assert accel.flush_puts(list(pending), runs.IMPLIED_BITS) is not None  # the kernel took it
+    kernel, reference = _columns_both_ways(pending)
+    assert kernel == reference
 
 
 @needs_c
-@settings(max_examples=300)
-@given(_puts)
-def test_c_last_puts_of_masked_digests_equals_the_numpy_reference(puts: list[tuple[int, int]]) -> None:
-    """What the flush passes (lo masked to the compared bits): the kernel's packed sort."""
-    hi, lo = _columns(puts)
-    lo &= compared_mask()
-    found = accel.last_puts(hi, lo)
-    assert found is not None
-    assert np.frombuffer(found, dtype=np.int64).tolist() == om._last_puts_reference(hi, lo).tolist()
+@settings(max_examples=100)
+@given(_chunks)
+def test_c_flush_with_fewer_implied_bits_equals_the_numpy_reference(
+    chunks: list[list[tuple[int, int]]]
+) -> None:
+    """Tests shrink ``IMPLIED_BITS`` (tiny directories): the kernel reads it at each flush."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(runs, "IMPLIED_BITS", 2)
+        kernel, reference = _columns_both_ways(_pending(chunks))
+    assert kernel == reference
+
+
+def test_the_flush_takes_each_keys_last_put_on_100_bits() -> None:
+    """Puts of keys equal on the compared bits are one key's; its last put wins (both ways)."""
+    same = [(5, 1 << 40), (5, (1 << 40) | 7), (5, (1 << 40) | ((1 << 28) - 1))]
+    other = [(5, 1 << 28), (4, 1 << 40)]
+    pending = _pending([same[:2], other + same[2:]], first=10)
+    for on in (False, True):
+        with accel_switched(on):
+            query, off = om._flush_columns(list(pending))
+            assert off.tolist() == [13, 12, 14]  # (4, ..), (5, 1 << 28), (5, 1 << 40) ascending
+            assert query.top.tolist() == [4, 5, 5]
 
 
 @needs_c
-@pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("keys", [1, 7, 1000, 300_000])
-def test_c_last_puts_on_skewed_and_large_inputs(keys: int, masked: bool) -> None:
+def test_c_flush_on_skewed_and_large_inputs(keys: int) -> None:
     rng = np.random.default_rng(keys)
-    ids = rng.integers(0, keys, 400_000)
     hi, lo = key_digests([b"k%d" % i for i in range(keys)])
-    hi, lo = hi[ids], lo[ids] & (compared_mask() if masked else np.uint64(2**64 - 1))
-    hi[::5] &= np.uint64(0xFF)  # a fifth of the puts in the first bucket, many sharing hi
-    found = accel.last_puts(hi, lo)
-    assert found is not None
-    assert np.array_equal(np.frombuffer(found, dtype=np.int64), om._last_puts_reference(hi, lo))
+    pending, at = [], 0
+    for size in (1, 70_000, 3, 200_000, 130_000):  # chunks across the kernel's 4096-put blocks
+        ids = rng.integers(0, keys, size)
+        h = hi[ids]
+        h[::5] &= np.uint64(0xFF)  # a fifth of the puts in the first bucket, many sharing hi
+        pending.append((h, lo[ids], np.arange(at, at + size, dtype=np.int64) * 3))
+        at += size
+    kernel, reference = _columns_both_ways(pending)
+    assert kernel == reference
 
 
 @needs_c
-@pytest.mark.parametrize("columns", [
-    (np.zeros(3, np.uint64), np.zeros(2, np.uint64)),  # lengths differ
-    (np.zeros(3, np.int64), np.zeros(3, np.uint64)),  # signed
-    (np.zeros((2, 2), np.uint64), np.zeros((2, 2), np.uint64)),  # not 1-D
-    (np.zeros(6, np.uint64)[::2], np.zeros(3, np.uint64)),  # not contiguous
-    (b"x" * 24, np.zeros(3, np.uint64)),  # not uint64
-    ("abc", None),
+@pytest.mark.parametrize("pending", [
+    [(np.zeros(3, np.uint64), np.zeros(2, np.uint64), np.zeros(3, np.int64))],  # lengths differ
+    [(np.zeros(3, np.uint64), np.zeros(3, np.uint64), np.zeros(2, np.int64))],
+    [(np.zeros(3, np.int64), np.zeros(3, np.uint64), np.zeros(3, np.int64))],  # signed hi
+    [(np.zeros(3, np.uint64), np.zeros(3, np.uint64), np.zeros(3, np.uint64))],  # unsigned offsets
+    [(np.zeros((2, 2), np.uint64), np.zeros((2, 2), np.uint64), np.zeros((2, 2), np.int64))],
+    [(np.zeros(6, np.uint64)[::2], np.zeros(3, np.uint64), np.zeros(3, np.int64))],  # strided
+    [(b"x" * 24, np.zeros(3, np.uint64), np.zeros(3, np.int64))],  # not uint64
+    [(np.zeros(3, np.uint64), np.zeros(3, np.uint64))],  # not a triple
+    [[np.zeros(3, np.uint64), np.zeros(3, np.uint64), np.zeros(3, np.int64)]],  # not a tuple
+    ((np.zeros(3, np.uint64), np.zeros(3, np.uint64), np.zeros(3, np.int64)),),  # not a list
+    "abc",
 ])
-def test_c_last_puts_declines_what_it_does_not_take(columns: tuple[object, object]) -> None:
-    assert accel.last_puts(*columns) is None
+def test_c_flush_declines_what_it_does_not_take(pending: object) -> None:
+    assert accel.flush_puts(pending, runs.IMPLIED_BITS) is None  # type: ignore[arg-type]
 
 
 @needs_c
-def test_map_built_with_the_kernel_answers_as_the_reference_map() -> None:
-    rng = np.random.default_rng(7)
+@pytest.mark.parametrize("implied_bits", [0, -1, 13, 2**70, 12.0, None])
+def test_c_flush_declines_a_layout_it_cannot_pack(implied_bits: object) -> None:
+    """Positions ride in lo's low 28 bits: more than 12 implied bits would compare them."""
+    pending = [(np.zeros(3, np.uint64), np.zeros(3, np.uint64), np.zeros(3, np.int64))]
+    assert accel.flush_puts(pending, implied_bits) is None  # type: ignore[arg-type]
+
+
+@needs_c
+@pytest.mark.parametrize("max_entries", [None, 4000, 4999])
+def test_map_built_with_the_kernel_answers_as_the_reference_map(max_entries: int | None) -> None:
     keys = [b"key-%d" % i for i in range(5000)]
     hi, lo = key_digests(keys)
     answers = []
     for on in (False, True):
+        rng = np.random.default_rng(7)
         with accel_switched(on):
-            offset_map = OffsetMap()
+            offset_map, accepted = OffsetMap(max_entries=max_entries), []
             for start in range(0, 200_000, 40_000):  # several flushes and merges
                 ids = rng.integers(0, len(keys), 40_000)
-                offset_map.put_batch(hi[ids], lo[ids], np.arange(start, start + 40_000))
+                accepted.append(offset_map.put_batch(hi[ids], lo[ids], np.arange(start, start + 40_000)))
                 offset_map._flush()
             offset_map.freeze()
-            answers.append((offset_map.get_batch(hi, lo).tolist(), offset_map.latest_offsets_sorted().tolist()))
-        rng = np.random.default_rng(7)
+            answers.append((accepted, offset_map.get_batch(hi, lo).tolist(),
+                            offset_map.latest_offsets_sorted().tolist()))
     assert answers[0] == answers[1]
+    assert (sum(answers[1][0]) < 200_000) == (max_entries is not None)  # the bound was reached
 
 
 @needs_c
-@pytest.mark.parametrize("masked", [False, True])
-def test_c_last_puts_sorts_in_at_most_18_bytes_a_put(masked: bool) -> None:
-    """The flush's sort is a clean's memory peak: 16 bytes a put for masked digests (hi, lo and the
-    position in its free low bits), 12 else (hi and position), and the bucket directory; not 26."""
+def test_c_flush_sorts_in_at_most_18_bytes_a_put() -> None:
+    """The flush's sort is a clean's memory peak: 16 bytes a put (hi, and lo masked with the
+    position in its free low bits) and the bucket directory, besides the chunks and the result."""
     import tracemalloc
 
     n = 1 << 18
     rng = np.random.default_rng(3)
     hi = rng.integers(0, 1 << 63, n, dtype=np.uint64)
-    lo = rng.integers(0, 1 << 63, n, dtype=np.uint64) & (compared_mask() if masked else np.uint64(2**64 - 1))
+    lo = rng.integers(0, 1 << 63, n, dtype=np.uint64)
+    offsets = np.arange(n, dtype=np.int64)
+    quarter = n // 4
+    pending = [(hi[at : at + quarter], lo[at : at + quarter], offsets[at : at + quarter])
+               for at in range(0, n, quarter)]
     tracemalloc.start()
     try:
-        found = accel.last_puts(hi, lo)
+        found = accel.flush_puts(pending, runs.IMPLIED_BITS)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert found is not None and len(found) == 8 * n  # distinct keys: one result each
-    assert peak - len(found) <= (18 if masked else 14) * n + 4096  # and a few small objects
+    assert found is not None and len(found[0]) == 8 * n  # distinct keys: one result each
+    assert peak - sum(map(len, found)) <= 18 * n + 4096  # and a few small objects
 
 
 @settings(max_examples=300)
