@@ -184,6 +184,36 @@ def _flush_columns_reference(pending: list[tuple[U64, U64, I64]]) -> tuple[Query
     return Query.of(hi[last], lo[last]), off[last]
 
 
+def _fold_into(run: Run, query: Query, off: I64) -> tuple[Query, I64]:
+    """Give the keys ``run`` holds their new offsets; the other keys (``query`` sorted, without
+    duplicates), with their offsets. The C kernel (``fold_into_run``: a bisection of each key's
+    bucket) when enabled and the run can hold the offsets as they are, else
+    :func:`_fold_into_reference`."""
+    folded = accel.fold_into_run(
+        (run.key, run.rest.view(np.uint8), run.starts, run.bits, run.base),
+        (query.top, query.key, query.mid, query.low), off,
+    )
+    if folded is None:
+        return _fold_into_reference(run, query, off)
+    _, top, key, mid, low, rest_off = folded
+    rest = Query(
+        np.frombuffer(top, dtype=np.uint64), np.frombuffer(key, dtype=np.uint64),
+        np.frombuffer(mid, dtype=np.uint16), np.frombuffer(low, dtype=np.uint8),
+    )
+    return rest, np.frombuffer(rest_off, dtype=np.int64)
+
+
+def _fold_into_reference(run: Run, query: Query, off: I64) -> tuple[Query, I64]:
+    """:func:`_fold_into` in numpy (sorted queries: a big batch is cheaper to merge-join)."""
+    big = len(off) * 8 >= len(run)
+    pos, found = run.find_sorted(query) if big else run.find(query)
+    if found.any():
+        run.set_offsets(pos[found], off[found])
+        keep = ~found
+        off, query = off[keep], query.take(keep)
+    return query, off
+
+
 def _last_puts_reference(hi: U64, lo: U64) -> Index:
     """For each distinct key, in ascending ``(hi, lo)`` order, the position of its last put."""
     if len(hi) == 0:
@@ -390,13 +420,8 @@ class OffsetMap:
         pending, self._pending, self._pending_puts = self._pending, [], 0
         base = self._runs[0].base if self._runs else int(pending[0][2][0])  # every run shares the first's
         query, off = _flush_columns(pending)  # the latest put of each key, sorted by key
-        for run in self._runs:  # the queries are sorted: a big batch is cheaper to merge-join
-            big = len(off) * 8 >= len(run)
-            pos, found = run.find_sorted(query) if big else run.find(query)
-            if found.any():
-                run.set_offsets(pos[found], off[found])
-                keep = ~found
-                off, query = off[keep], query.take(keep)
+        for run in self._runs:
+            query, off = _fold_into(run, query, off)
         if len(off):
             self._runs.append(Run.encode(query, off, base))
         self._merge_tail(everything=False)

@@ -1137,6 +1137,164 @@ done:
     chunks_release(&c);
     return result;
 }
+
+/* ---- fold_into_run: the offset map's flush, its keys a run holds ------------------------------ */
+
+/* A 1-d C-contiguous buffer of `itemsize`-byte items whose format letter is one of `letters`
+ * (writable when asked); -1 without an exception when it is not one. */
+static int
+get_column(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *letters, int writable)
+{
+    const char *format;
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    format = view->format == NULL ? "B" : view->format;
+    if (view->ndim != 1 || view->itemsize != itemsize || format[0] == '\0' || format[1] != '\0'
+        || strchr(letters, format[0]) == NULL) {
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+enum { F_KEY, F_REST, F_STARTS, F_TOP, F_QKEY, F_MID, F_LOW, F_OFF, F_VIEWS };
+
+PyDoc_STRVAR(fold_into_run_doc,
+"fold_into_run(key, rest, starts, bits, base, top, qkey, mid, low, offsets)\n"
+"    -> (found, top, qkey, mid, low, offsets)\n\n"
+"offset_map's flush, for one run (runs.Run: `key` uint64, `rest` its items as uint8 (7 or 11\n"
+"bytes a key: mid, low, then offset - base as uint32 or the offset as int64, little-endian),\n"
+"`starts` uint32 or uint64, `bits` its directory bits, `base`): writes the offset of each query\n"
+"key (runs.Query's columns top, qkey, mid, low: uint64, uint64, uint16, uint8, sorted, no\n"
+"duplicates) the run holds into `rest`; returns how many it held and the other queries' columns\n"
+"(bytes, native). Raises ScanError(-1) for arguments it does not take, among them offsets a\n"
+"narrow run cannot hold (the caller then uses numpy); nothing is written then.");
+
+static PyObject *
+fold_into_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer v[F_VIEWS];
+    static const struct { int arg; Py_ssize_t size; const char *letters; int writable; } spec[F_VIEWS] = {
+        {0, 8, "QL", 0}, {1, 1, "B", 1}, {2, 0, "", 0}, {5, 8, "QL", 0}, {6, 8, "QL", 0},
+        {7, 2, "H", 0}, {8, 1, "B", 0}, {9, 8, "ql", 0},
+    };
+    PyObject *cols[5] = {NULL, NULL, NULL, NULL, NULL}, *result = NULL;
+    int acquired = 0, wide;
+    long bits;
+    int64_t base;
+    Py_ssize_t n, q, width, found = 0, kept = 0;
+    if (check_nargs("fold_into_run", nargs, 10) < 0)
+        return NULL;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+    return scan_error(DECLINED);  /* rest is little-endian */
+#endif
+    bits = PyLong_CheckExact(args[3]) ? PyLong_AsLong(args[3]) : -1;
+    if (bits < 0 || bits > 40 || as_int64(args[4], &base) < 0) {
+        PyErr_Clear();
+        return scan_error(DECLINED);
+    }
+    for (; acquired < F_VIEWS; acquired++) {
+        int ok;
+        if (acquired == F_STARTS)  /* uint32 or uint64 */
+            ok = get_column(args[2], &v[F_STARTS], 4, "I", 0) == 0
+                 || get_column(args[2], &v[F_STARTS], 8, "QL", 0) == 0;
+        else
+            ok = get_column(args[spec[acquired].arg], &v[acquired], spec[acquired].size,
+                            spec[acquired].letters, spec[acquired].writable) == 0;
+        if (!ok) {
+            scan_error(DECLINED);
+            goto done;
+        }
+    }
+    n = v[F_KEY].len / 8;
+    q = v[F_TOP].len / 8;
+    width = n > 0 ? v[F_REST].len / n : 0;
+    wide = width == 11;
+    if (n == 0 || v[F_REST].len != n * width || (width != 7 && width != 11)
+        || v[F_STARTS].len / v[F_STARTS].itemsize != ((Py_ssize_t)1 << bits) + 1
+        || v[F_QKEY].len != q * 8 || v[F_MID].len != q * 2 || v[F_LOW].len != q || v[F_OFF].len != q * 8) {
+        scan_error(DECLINED);
+        goto done;
+    }
+    {
+        const uint64_t *key = v[F_KEY].buf, *top = v[F_TOP].buf, *qkey = v[F_QKEY].buf;
+        const uint16_t *mid = v[F_MID].buf;
+        const uint8_t *low = v[F_LOW].buf;
+        const int64_t *off = v[F_OFF].buf;
+        uint8_t *rest = v[F_REST].buf;
+        const void *starts = v[F_STARTS].buf;
+        int starts64 = v[F_STARTS].itemsize == 8;
+        uint64_t *o_top, *o_key;
+        uint16_t *o_mid;
+        uint8_t *o_low;
+        int64_t *o_off;
+        if (!wide)  /* every offset must fit the run's uint32 deltas: else numpy widens the run */
+            for (Py_ssize_t i = 0; i < q; i++)
+                if (off[i] < base || (uint64_t)off[i] - (uint64_t)base >= ((uint64_t)1 << 32)) {
+                    scan_error(DECLINED);
+                    goto done;
+                }
+        for (int k = 0; k < 5; k++) {  /* room for every query; shrunk to the keys not found */
+            cols[k] = PyBytes_FromStringAndSize(NULL, q * (k == 2 ? 2 : k == 3 ? 1 : 8));
+            if (cols[k] == NULL)
+                goto done;
+        }
+        o_top = (uint64_t *)PyBytes_AS_STRING(cols[0]);
+        o_key = (uint64_t *)PyBytes_AS_STRING(cols[1]);
+        o_mid = (uint16_t *)PyBytes_AS_STRING(cols[2]);
+        o_low = (uint8_t *)PyBytes_AS_STRING(cols[3]);
+        o_off = (int64_t *)PyBytes_AS_STRING(cols[4]);
+        for (Py_ssize_t i = 0; i < q; i++) {
+            Py_ssize_t b = bits > 0 ? (Py_ssize_t)(top[i] >> (64 - bits)) : 0, first, end, stop;
+            first = starts64 ? (Py_ssize_t)((const uint64_t *)starts)[b]
+                             : (Py_ssize_t)((const uint32_t *)starts)[b];
+            stop = end = starts64 ? (Py_ssize_t)((const uint64_t *)starts)[b + 1]
+                                  : (Py_ssize_t)((const uint32_t *)starts)[b + 1];
+            while (first < end) {  /* the bucket's first key >= the query's */
+                Py_ssize_t m = first + (end - first) / 2;
+                if (key[m] < qkey[i])
+                    first = m + 1;
+                else
+                    end = m;
+            }
+            for (; first < stop && key[first] == qkey[i]; first++) {  /* keys sharing bits 0-75 */
+                uint8_t *r = rest + first * width;
+                uint16_t r_mid;
+                memcpy(&r_mid, r, 2);
+                if (r_mid == mid[i] && r[2] == low[i])
+                    break;
+            }
+            if (first < stop && key[first] == qkey[i]) {  /* held: its offset is this put's */
+                if (wide) {
+                    memcpy(rest + first * width + 3, &off[i], 8);
+                } else {
+                    uint32_t delta = (uint32_t)((uint64_t)off[i] - (uint64_t)base);
+                    memcpy(rest + first * width + 3, &delta, 4);
+                }
+                found++;
+                continue;
+            }
+            o_top[kept] = top[i];
+            o_key[kept] = qkey[i];
+            o_mid[kept] = mid[i];
+            o_low[kept] = low[i];
+            o_off[kept++] = off[i];
+        }
+        for (int k = 0; k < 5; k++)
+            if (_PyBytes_Resize(&cols[k], kept * (k == 2 ? 2 : k == 3 ? 1 : 8)) < 0)
+                goto done;  /* cols[k] is NULL then */
+        result = Py_BuildValue("(nOOOOO)", found, cols[0], cols[1], cols[2], cols[3], cols[4]);
+    }
+done:
+    for (int k = 0; k < 5; k++)
+        Py_XDECREF(cols[k]);
+    for (int k = 0; k < acquired; k++)
+        PyBuffer_Release(&v[k]);
+    return result;
+}
 /* ---- scan_window_key_digests: pass 1 over a run of plain batches ------------------------------ */
 
 typedef struct {
@@ -1676,6 +1834,7 @@ static PyMethodDef methods[] = {
      rebuild_records_doc},
     {"decode_batch", (PyCFunction)(void (*)(void))decode_batch, METH_FASTCALL, decode_batch_doc},
     {"flush_puts", (PyCFunction)(void (*)(void))flush_puts, METH_FASTCALL, flush_puts_doc},
+    {"fold_into_run", (PyCFunction)(void (*)(void))fold_into_run, METH_FASTCALL, fold_into_run_doc},
     {"scan_window_key_digests", (PyCFunction)(void (*)(void))scan_window_key_digests,
      METH_FASTCALL, scan_window_key_digests_doc},
     {"scan_window_records", (PyCFunction)(void (*)(void))scan_window_records, METH_FASTCALL,

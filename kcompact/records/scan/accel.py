@@ -311,3 +311,29 @@ def flush_puts(
     except kernels.ScanError:
         return None
     return result
+
+
+def fold_into_run(
+    run: tuple[Any, Any, Any, int, int], query: tuple[Any, Any, Any, Any], offsets: Any
+) -> tuple[int, bytes, bytes, bytes, bytes, bytes] | None:
+    """C step of the offset map's flush for one run (``cleaner/offset_map``: ``OffsetMap._flush``).
+
+    Args:
+        run: ``(key, rest, starts, bits, base)`` of a ``runs.Run``, ``rest`` viewed as uint8
+            (written in place).
+        query: the flush's distinct keys sorted, as ``runs.Query``'s ``(top, key, mid, low)``.
+        offsets: their offsets (int64).
+
+    Returns:
+        ``(found, top, key, mid, low, offsets)``: how many of the keys the run holds (their
+        offsets now the run's), and the other keys' columns as native bytes; or None, nothing
+        written: use the numpy reference (``offset_map._fold_into_reference``).
+    """
+    if kernels is None or not enabled:
+        return None
+    try:
+        result: tuple[int, bytes, bytes, bytes, bytes, bytes] = kernels.fold_into_run(
+            *run, *query, offsets)
+    except kernels.ScanError:
+        return None
+    return result

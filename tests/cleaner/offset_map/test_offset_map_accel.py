@@ -187,3 +187,71 @@ def test_latest_offsets_of_a_dense_map_come_out_sorted(repeat: bool) -> None:
         offsets[7] = offsets[8]  # not one per key: the marking would lose one, so it sorts
     result = om._sorted_distinct(offsets.copy())
     assert result.dtype == np.int64 and result.tolist() == sorted(offsets.tolist())
+
+
+# digest words whose keys collide on a run's ``key`` (digest bits 0-75: hi and lo's top 12 bits)
+# and differ in ``mid`` (lo bits 36-51) or ``low`` (lo bits 28-35)
+_lo_words = st.sampled_from([0, 1 << 28, 1 << 36, 1 << 52, (1 << 52) | (1 << 36), U64_MAX])
+_keys = st.lists(st.tuples(_words | st.integers(0, U64_MAX), _lo_words), min_size=1, max_size=80)
+_BASE = 1000
+
+
+def _run_of(keys: list[tuple[int, int]], offsets: list[int]) -> runs.Run:
+    query, off = om._flush_columns_reference(
+        [(np.array([h for h, _ in keys], np.uint64), np.array([lo for _, lo in keys], np.uint64),
+          np.array(offsets[: len(keys)], np.int64))])
+    return runs.Run.encode(query, off, _BASE)
+
+
+def _fold_both_ways(run: runs.Run, query: runs.Query, off: np.ndarray) -> list[object]:
+    """``_fold_into`` by the kernel and by the reference, each on its own copy of ``run``:
+    what comes back and what the run then holds."""
+    import pickle
+
+    found = []
+    for on in (True, False):
+        copy = pickle.loads(pickle.dumps(run))
+        with accel_switched(on):
+            rest, rest_off = om._fold_into(copy, query, off)
+        found.append([rest.top.tolist(), rest.key.tolist(), rest.mid.tolist(), rest.low.tolist(),
+                      rest_off.tolist(), copy.rest.tobytes(), copy.wide, copy.offsets().tolist()])
+    return found
+
+
+@needs_c
+@settings(max_examples=300)
+@given(_keys, _keys, st.lists(st.sampled_from([_BASE, _BASE + 7, 2**32 + _BASE]), min_size=80,
+                              max_size=80),
+       st.sampled_from([_BASE + 5, _BASE - 1, _BASE + 2**32]))
+def test_c_fold_into_a_run_equals_the_numpy_reference(
+    run_keys: list[tuple[int, int]], put_keys: list[tuple[int, int]], run_offsets: list[int],
+    put_offset: int,
+) -> None:
+    """Keys the run holds get their new offsets in place; the others come back, in order. Offsets
+    a narrow run cannot hold (below its base, 2**32 past it) are the reference's (it widens)."""
+    run = _run_of(run_keys, run_offsets)
+    query, off = om._flush_columns_reference(
+        [(np.array([h for h, _ in put_keys], np.uint64), np.array([lo for _, lo in put_keys], np.uint64),
+          put_offset + np.arange(len(put_keys), dtype=np.int64))])
+    kernel, reference = _fold_both_ways(run, query, off)
+    assert kernel == reference
+    fits = run.wide or (int(off.min()) >= _BASE and int(off.max()) < _BASE + 2**32)
+    column = (run.key, run.rest.view(np.uint8), run.starts, run.bits, run.base)
+    taken = accel.fold_into_run(column, (query.top, query.key, query.mid, query.low), off)
+    assert (taken is not None) == fits
+
+
+@needs_c
+def test_c_fold_declines_a_run_it_cannot_write() -> None:
+    run = _run_of([(5, 0), (6, 1 << 36)], [_BASE, _BASE + 1])
+    query, off = om._flush_columns_reference(
+        [(np.array([5], np.uint64), np.array([0], np.uint64), np.array([_BASE + 9], np.int64))])
+    rest = run.rest.view(np.uint8)
+    rest.flags.writeable = False
+    before = run.rest.tobytes()
+    found = accel.fold_into_run((run.key, rest, run.starts, run.bits, run.base),
+                                (query.top, query.key, query.mid, query.low), off)
+    assert found is None and run.rest.tobytes() == before
+    found = accel.fold_into_run((run.key, run.rest.view(np.uint8), run.starts, run.bits + 1, run.base),
+                                (query.top, query.key, query.mid, query.low), off)
+    assert found is None and run.rest.tobytes() == before  # a directory of another size
