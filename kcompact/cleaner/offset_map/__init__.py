@@ -327,13 +327,15 @@ class OffsetMap:
         """True once the next put would be refused (bounded maps only)."""
         return self.max_entries is not None and self.size >= self.max_entries
 
-    def put_batch(self, hi: U64, lo: U64, offsets: I64) -> int:
+    def put_batch(self, hi: U64, lo: U64, offsets: I64, *, owned: bool = False) -> int:
         """Put keys in array order (a later put of a key overwrites its offset).
 
         Args:
             hi: first digest words (``key_digests``).
             lo: second digest words.
             offsets: the records' offsets, increasing across calls.
+            owned: the caller gives the three arrays up (never writes them again): the map keeps
+                them until its next flush instead of a copy.
 
         Returns:
             How many leading puts were accepted: fewer than ``len(offsets)`` only when a bounded map
@@ -353,7 +355,8 @@ class OffsetMap:
         accepted = len(off) if limit is None else self._accept_count(h, lo_, limit)
         if accepted == 0:
             return 0
-        self._pending.append((h[:accepted].copy(), lo_[:accepted].copy(), off[:accepted].copy()))
+        kept = (h[:accepted], lo_[:accepted], off[:accepted])
+        self._pending.append(kept if owned else (kept[0].copy(), kept[1].copy(), kept[2].copy()))
         self._pending_puts += accepted
         self.latest_offset = int(off[accepted - 1])
         if self._pending_puts >= max(_FLUSH_MIN_PUTS, self._stored // _FLUSH_SHARE):
