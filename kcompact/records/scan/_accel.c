@@ -1043,10 +1043,12 @@ flush_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Chunks c;
     PyObject *cols[5] = {NULL, NULL, NULL, NULL, NULL}, *result = NULL;
     PackedPut *puts = NULL;
-    Py_ssize_t *starts = NULL, *block_chunk = NULL, n, groups = 0, buckets;
+    uint32_t *starts = NULL;  /* fewer than 2**LOW_FREE_BITS puts */
+    Py_ssize_t *block_chunk = NULL, n, groups = 0, buckets;
     uint64_t mask;
+    int64_t first_offset = 0, previous = INT64_MIN;
     long s;
-    int bits = 1;
+    int bits = 1, by_offset = 1;
     if (check_nargs("flush_puts", nargs, 2) < 0)
         return NULL;
     s = PyLong_CheckExact(args[1]) ? PyLong_AsLong(args[1]) : -1;
@@ -1065,27 +1067,44 @@ flush_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     while (bits < 20 && ((Py_ssize_t)1 << (bits + 2)) < n)  /* ~4 to 8 puts a bucket; 8 MiB at most */
         bits++;
     buckets = (Py_ssize_t)1 << bits;
-    starts = PyMem_Calloc((size_t)buckets + 1, sizeof(Py_ssize_t));
+    starts = PyMem_Calloc((size_t)buckets + 1, sizeof(uint32_t));
     block_chunk = PyMem_Malloc(((size_t)(n >> BLOCK_SHIFT) + 1) * sizeof(Py_ssize_t));
     puts = big_malloc((size_t)n * sizeof(PackedPut));
     if (starts == NULL || block_chunk == NULL || puts == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    /* bucket by the top `bits` bits of hi (a stable counting sort), then sort each bucket */
+    /* bucket by the top `bits` bits of hi (a stable counting sort), then sort each bucket; a put
+     * keeps its offset past the first in lo's free bits when the offsets increase strictly (the
+     * cleaner's puts: then they order as positions do) and span fewer than 2**LOW_FREE_BITS, else
+     * its position (its offset is looked up at the end) */
     for (Py_ssize_t k = 0; k < c.chunks; k++) {
         const uint64_t *hi = c.views[3 * k].buf;
-        for (Py_ssize_t i = 0, m = c.first[k + 1] - c.first[k]; i < m; i++)
+        const int64_t *off = c.views[3 * k + 2].buf;
+        for (Py_ssize_t i = 0, m = c.first[k + 1] - c.first[k]; i < m; i++) {
             starts[(hi[i] >> (64 - bits)) + 1]++;
+            by_offset &= off[i] > previous;
+            previous = off[i];
+        }
     }
+    for (Py_ssize_t k = 0; k < c.chunks; k++)
+        if (c.first[k + 1] > c.first[k]) {  /* the first chunk with a put */
+            first_offset = ((const int64_t *)c.views[3 * k + 2].buf)[0];
+            by_offset &= (uint64_t)previous - (uint64_t)first_offset <= LOW_MASK;
+            break;
+        }
+    if (!by_offset)
+        first_offset = 0;  /* lo's free bits hold the position */
     for (Py_ssize_t b = 0; b < buckets; b++)
         starts[b + 1] += starts[b];
     for (Py_ssize_t k = 0; k < c.chunks; k++) {  /* starts[b] ends as bucket b's end */
         const uint64_t *hi = c.views[3 * k].buf, *lo = c.views[3 * k + 1].buf;
+        const int64_t *off = c.views[3 * k + 2].buf;
         for (Py_ssize_t i = 0, m = c.first[k + 1] - c.first[k], at = c.first[k]; i < m; i++) {
             PackedPut *p = &puts[starts[hi[i] >> (64 - bits)]++];
             p->hi = hi[i];
-            p->lo_at = (lo[i] & mask) | (uint64_t)(at + i);
+            p->lo_at = (lo[i] & mask)
+                       | (by_offset ? (uint64_t)off[i] - (uint64_t)first_offset : (uint64_t)(at + i));
         }
     }
     for (Py_ssize_t b = 0, begin = 0; b < buckets; b++) {
@@ -1109,7 +1128,7 @@ flush_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         uint16_t *mid = (uint16_t *)PyBytes_AS_STRING(cols[2]);
         uint8_t *low = (uint8_t *)PyBytes_AS_STRING(cols[3]);
         int64_t *off = (int64_t *)PyBytes_AS_STRING(cols[4]);
-        for (Py_ssize_t i = 0, g = 0; i < n; i++) {  /* each key's last put, its position in off */
+        for (Py_ssize_t i = 0, g = 0; i < n; i++) {  /* each key's last put */
             const PackedPut *p = &puts[i];
             uint64_t lo = p->lo_at & ~LOW_MASK;
             if (i + 1 < n && packed_same_key(p, &puts[i + 1]))
@@ -1118,9 +1137,9 @@ flush_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             key[g] = (p->hi << s) | (lo >> (64 - s));
             mid[g] = (uint16_t)(lo >> (48 - s));
             low[g] = (uint8_t)(lo >> (40 - s));
-            off[g++] = (int64_t)(p->lo_at & LOW_MASK);
+            off[g++] = (int64_t)((uint64_t)first_offset + (p->lo_at & LOW_MASK));  /* or position */
         }
-        for (Py_ssize_t g = 0; g < groups; g++) {  /* then the offsets at those positions */
+        for (Py_ssize_t g = 0; g < groups && !by_offset; g++) {  /* then the offsets there */
             Py_ssize_t at = (Py_ssize_t)off[g], k = block_chunk[at >> BLOCK_SHIFT];
             while (c.first[k + 1] <= at)
                 k++;

@@ -50,10 +50,12 @@ def _columns_both_ways(pending: Pending) -> tuple[list[list[int]], list[list[int
 
 @needs_c
 @settings(max_examples=400)
-@given(_chunks, st.sampled_from([0, 2**31 - 5, 2**62]), st.sampled_from([1, 3, 2**32 + 1]))
+@given(_chunks, st.sampled_from([0, 2**31 - 5, 2**62]), st.sampled_from([1, 3, 0, -2, 2**32 + 1]))
 def test_c_flush_equals_the_numpy_reference(
     chunks: list[list[tuple[int, int]]], first: int, step: int
 ) -> None:
+    """Offsets increasing over a span of fewer than 2**28 ride in the sort (the kernel's usual
+    case); others (a bigger span, repeated or decreasing offsets) are looked up by position."""
     pending = _pending(chunks, first, step)
     assert accel.flush_puts(list(pending), runs.IMPLIED_BITS) is not None  # the kernel took it
     kernel, reference = _columns_both_ways(pending)
@@ -86,8 +88,9 @@ def test_the_flush_takes_each_keys_last_put_on_100_bits() -> None:
 
 
 @needs_c
+@pytest.mark.parametrize("offsets", ["dense", "sparse", "shuffled"])
 @pytest.mark.parametrize("keys", [1, 7, 1000, 300_000])
-def test_c_flush_on_skewed_and_large_inputs(keys: int) -> None:
+def test_c_flush_on_skewed_and_large_inputs(keys: int, offsets: str) -> None:
     rng = np.random.default_rng(keys)
     hi, lo = key_digests([b"k%d" % i for i in range(keys)])
     pending, at = [], 0
@@ -97,6 +100,10 @@ def test_c_flush_on_skewed_and_large_inputs(keys: int) -> None:
         h[::5] &= np.uint64(0xFF)  # a fifth of the puts in the first bucket, many sharing hi
         pending.append((h, lo[ids], np.arange(at, at + size, dtype=np.int64) * 3))
         at += size
+    if offsets == "sparse":  # a span of 2**28 or more
+        pending = [(h, lo_, off * 1000) for h, lo_, off in pending]
+    elif offsets == "shuffled":
+        pending = [(h, lo_, rng.permutation(off)) for h, lo_, off in pending]
     kernel, reference = _columns_both_ways(pending)
     assert kernel == reference
 
