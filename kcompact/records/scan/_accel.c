@@ -936,6 +936,7 @@ packed_same_key(const PackedPut *a, const PackedPut *b)
     return a->hi == b->hi && (a->lo_at & ~LOW_MASK) == (b->lo_at & ~LOW_MASK);
 }
 
+#define PREFETCH_AHEAD 16  /* puts the flush's scatter looks ahead */
 #define BLOCK_SHIFT 12  /* positions a chunk-table entry covers (flush_puts finds a put's chunk) */
 
 #if defined(__linux__)
@@ -1101,7 +1102,10 @@ flush_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         const uint64_t *hi = c.views[3 * k].buf, *lo = c.views[3 * k + 1].buf;
         const int64_t *off = c.views[3 * k + 2].buf;
         for (Py_ssize_t i = 0, m = c.first[k + 1] - c.first[k], at = c.first[k]; i < m; i++) {
-            PackedPut *p = &puts[starts[hi[i] >> (64 - bits)]++];
+            PackedPut *p;
+            if (i + PREFETCH_AHEAD < m)  /* the puts' slots are random: ask for them early */
+                __builtin_prefetch(&puts[starts[hi[i + PREFETCH_AHEAD] >> (64 - bits)]], 1);
+            p = &puts[starts[hi[i] >> (64 - bits)]++];
             p->hi = hi[i];
             p->lo_at = (lo[i] & mask)
                        | (by_offset ? (uint64_t)off[i] - (uint64_t)first_offset : (uint64_t)(at + i));
