@@ -189,10 +189,7 @@ def _fold_into(run: Run, query: Query, off: I64) -> tuple[Query, I64]:
     duplicates), with their offsets. The C kernel (``fold_into_run``: a bisection of each key's
     bucket) when enabled and the run can hold the offsets as they are, else
     :func:`_fold_into_reference`."""
-    folded = accel.fold_into_run(
-        (run.key, run.rest.view(np.uint8), run.starts, run.bits, run.base),
-        (query.top, query.key, query.mid, query.low), off,
-    )
+    folded = accel.fold_into_run(run.columns(), (query.top, query.key, query.mid, query.low), off)
     if folded is None:
         return _fold_into_reference(run, query, off)
     _, top, key, mid, low, rest_off = folded

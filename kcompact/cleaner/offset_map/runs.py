@@ -27,6 +27,8 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
 
+from kcompact.records.scan import accel
+
 U64 = npt.NDArray[np.uint64]
 U16 = npt.NDArray[np.uint16]
 U8 = npt.NDArray[np.uint8]
@@ -179,6 +181,10 @@ class Run:
 
     def __len__(self) -> int:
         return len(self.key)
+
+    def columns(self) -> tuple[U64, U8, npt.NDArray[Any], int, int]:
+        """``(key, rest as bytes, starts, bits, base)``: the run as the C kernels take it."""
+        return self.key, self.rest.view(np.uint8), self.starts, self.bits, self.base
 
     def __reduce__(self) -> tuple[object, ...]:  # not ``windows``: a view, pickled as a copy
         return (Run, (self.padded, self.rest, self.starts, self.base))
@@ -353,6 +359,30 @@ def compared_mask() -> np.uint64:
 
 def merge_runs(a: Run, b: Run) -> Run:
     """Union of two runs without common keys, written front to back into a new run.
+
+    In C (``merge_runs_step``: one walk over both, counting the output's directory as the keys
+    go by) a chunk of output slots at a time, giving back the pages both inputs have given up
+    after each (``Run.release``); else :func:`_merge_runs_reference`. The two write the same run.
+    """
+    n = len(a) + len(b)
+    bits = directory_bits(n)
+    padded, rest = Run.allocate(n, a.wide or b.wide)
+    starts = np.zeros((1 << bits) + 1, dtype=np.uint32 if n < 2**32 else np.uint64)
+    out = (padded, rest.view(np.uint8), starts, bits, a.base)
+    ia = ib = 0
+    for stop in range(_MERGE_CHUNK, n + _MERGE_CHUNK, _MERGE_CHUNK):
+        step = accel.merge_runs_step(a.columns(), b.columns(), out, IMPLIED_BITS, ia, ib, min(stop, n))
+        if step is None:  # declined before writing anything (it takes a run whole or not at all)
+            return _merge_runs_reference(a, b)
+        ia, ib = step
+        a.release(ia)
+        b.release(ib)
+    np.cumsum(starts, out=starts)  # one directory-sized array, no int64 copies (128 MiB at 100M)
+    return Run(padded, rest, starts, a.base)
+
+
+def _merge_runs_reference(a: Run, b: Run) -> Run:
+    """:func:`merge_runs` in numpy.
 
     Both are walked in chunks of ``b``: a chunk's keys are located in ``a`` (as lookups do), then
     the keys of ``a`` before the chunk's last and the chunk are woven into the output, and the

@@ -1318,6 +1318,194 @@ done:
         PyBuffer_Release(&v[k]);
     return result;
 }
+
+/* ---- merge_runs_step: two runs of the offset map into one --------------------------------------- */
+
+/* A run as (key, rest, starts, bits, base): runs.Run's arrays (rest as uint8), its directory bits
+ * and base. */
+typedef struct {
+    Py_buffer views[3];
+    int acquired, bits, starts64;
+    const uint64_t *key;
+    uint8_t *rest;
+    const void *starts;
+    Py_ssize_t n, width, buckets;
+    int64_t base;
+} RunView;
+
+static void
+run_release(RunView *r)
+{
+    for (int k = 0; k < r->acquired; k++)
+        PyBuffer_Release(&r->views[k]);
+    r->acquired = 0;
+}
+
+static inline Py_ssize_t
+run_start(const RunView *r, Py_ssize_t b)
+{
+    return r->starts64 ? (Py_ssize_t)((const uint64_t *)r->starts)[b]
+                       : (Py_ssize_t)((const uint32_t *)r->starts)[b];
+}
+
+/* Acquire a run tuple; `keys`: how many keys `key` has (-1: all of it; else it is padded longer).
+ * 0, or -1 (declined) with everything released. */
+static int
+run_acquire(PyObject *tuple, RunView *r, Py_ssize_t keys, int writable)
+{
+    long bits;
+    memset(r, 0, sizeof(*r));
+    if (!PyTuple_CheckExact(tuple) || PyTuple_GET_SIZE(tuple) != 5)
+        return -1;
+    bits = PyLong_CheckExact(PyTuple_GET_ITEM(tuple, 3)) ? PyLong_AsLong(PyTuple_GET_ITEM(tuple, 3)) : -1;
+    if (bits < 1 || bits > 40 || as_int64(PyTuple_GET_ITEM(tuple, 4), &r->base) < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    r->bits = (int)bits;
+    if (get_column(PyTuple_GET_ITEM(tuple, 0), &r->views[0], 8, "QL", writable) < 0)
+        return -1;
+    r->acquired = 1;
+    if (get_column(PyTuple_GET_ITEM(tuple, 1), &r->views[1], 1, "B", writable) < 0)
+        goto declined;
+    r->acquired = 2;
+    if (get_column(PyTuple_GET_ITEM(tuple, 2), &r->views[2], 4, "I", writable) == 0)
+        r->starts64 = 0;
+    else if (get_column(PyTuple_GET_ITEM(tuple, 2), &r->views[2], 8, "QL", writable) == 0)
+        r->starts64 = 1;
+    else
+        goto declined;
+    r->acquired = 3;
+    r->key = r->views[0].buf;
+    r->rest = r->views[1].buf;
+    r->starts = r->views[2].buf;
+    r->n = keys < 0 ? r->views[0].len / 8 : keys;
+    r->buckets = (Py_ssize_t)1 << bits;
+    r->width = r->n > 0 ? r->views[1].len / r->n : 0;
+    if (r->n > r->views[0].len / 8 || r->views[1].len != r->n * r->width
+        || (r->width != 7 && r->width != 11)
+        || r->views[2].len / r->views[2].itemsize != r->buckets + 1)
+        goto declined;
+    return 0;
+declined:
+    run_release(r);
+    return -1;
+}
+
+PyDoc_STRVAR(merge_runs_step_doc,
+"merge_runs_step(a, b, out, implied_bits, ia, ib, stop) -> (ia, ib)\n\n"
+"offset_map's merge_runs: a, b and out are runs as (key, rest, starts, bits, base) (runs.Run's\n"
+"arrays, rest as uint8; out's key is its padded array, its rest and keys uninitialised, its\n"
+"starts zero and counting: out starts[1 + bucket] gains one a key). Writes the union of a and b\n"
+"(no key in both), in digest order (a key of b before a's sharing its digest bits 0-75, as\n"
+"merge_runs's numpy weave places it), from output slot ia + ib (a's keys from ia, b's from ib)\n"
+"up to slot `stop`, and returns where a and b then stand. Raises ScanError(-1) for arguments it\n"
+"does not take (the caller then uses numpy); nothing is written then.");
+
+static PyObject *
+merge_runs_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    RunView a, b, out;
+    Py_ssize_t ia, ib, stop, o, ba, bb;
+    long s;
+    PyObject *result = NULL;
+    if (check_nargs("merge_runs_step", nargs, 7) < 0)
+        return NULL;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+    return scan_error(DECLINED);  /* rest is little-endian */
+#endif
+    s = PyLong_CheckExact(args[3]) ? PyLong_AsLong(args[3]) : -1;
+    ia = PyLong_CheckExact(args[4]) ? PyLong_AsSsize_t(args[4]) : -1;
+    ib = PyLong_CheckExact(args[5]) ? PyLong_AsSsize_t(args[5]) : -1;
+    stop = PyLong_CheckExact(args[6]) ? PyLong_AsSsize_t(args[6]) : -1;
+    if (PyErr_Occurred() || s < 1 || s > 63 || ia < 0 || ib < 0 || stop < 0) {
+        PyErr_Clear();
+        return scan_error(DECLINED);
+    }
+    if (run_acquire(args[0], &a, -1, 0) < 0)
+        return scan_error(DECLINED);
+    if (run_acquire(args[1], &b, -1, 0) < 0) {
+        run_release(&a);
+        return scan_error(DECLINED);
+    }
+    if (run_acquire(args[2], &out, a.n + b.n, 1) < 0) {
+        run_release(&a);
+        run_release(&b);
+        return scan_error(DECLINED);
+    }
+    if (a.bits < s || b.bits < s || out.bits < s || ia > a.n || ib > b.n || stop > a.n + b.n
+        || out.width != (a.width == 11 || b.width == 11 ? 11 : 7)) {
+        scan_error(DECLINED);
+        goto done;
+    }
+    {
+        uint32_t *counts32 = out.starts64 ? NULL : (uint32_t *)out.starts + 1;
+        uint64_t *counts64 = out.starts64 ? (uint64_t *)out.starts + 1 : NULL;
+        Py_ssize_t lo_b, hi_b;
+        /* the buckets of a[ia] and b[ib]: the last whose start is at most the position */
+        for (lo_b = 0, hi_b = a.buckets; lo_b + 1 < hi_b;) {
+            Py_ssize_t m = (lo_b + hi_b) / 2;
+            if (run_start(&a, m) <= ia) lo_b = m; else hi_b = m;
+        }
+        ba = lo_b;
+        for (lo_b = 0, hi_b = b.buckets; lo_b + 1 < hi_b;) {
+            Py_ssize_t m = (lo_b + hi_b) / 2;
+            if (run_start(&b, m) <= ib) lo_b = m; else hi_b = m;
+        }
+        bb = lo_b;
+        for (o = ia + ib; o < stop; o++) {
+            uint64_t ta = 0, tb = 0;
+            int take_a;
+            if (ia < a.n) {
+                while (run_start(&a, ba + 1) <= ia)
+                    ba++;
+                ta = ((uint64_t)ba << (64 - a.bits)) | (a.key[ia] >> s);
+            }
+            if (ib < b.n) {
+                while (run_start(&b, bb + 1) <= ib)
+                    bb++;
+                tb = ((uint64_t)bb << (64 - b.bits)) | (b.key[ib] >> s);
+            }
+            if (ia >= a.n)
+                take_a = 0;
+            else if (ib >= b.n)
+                take_a = 1;
+            else if (ta != tb)
+                take_a = ta < tb;
+            else  /* keys sharing digest bits 0-75: b's first, as merge_runs places them */
+                take_a = a.key[ia] < b.key[ib];
+            {
+                const RunView *r = take_a ? &a : &b;
+                Py_ssize_t i = take_a ? ia++ : ib++;
+                uint64_t top = take_a ? ta : tb;
+                const uint8_t *from = r->rest + i * r->width;
+                uint8_t *to = out.rest + o * out.width;
+                Py_ssize_t bucket = (Py_ssize_t)(top >> (64 - out.bits));
+                ((uint64_t *)out.views[0].buf)[o] = r->key[i];
+                if (counts32 != NULL)
+                    counts32[bucket]++;
+                else
+                    counts64[bucket]++;
+                if (r->width == out.width) {
+                    memcpy(to, from, (size_t)r->width);
+                } else {  /* a narrow run into a wide output: the offset itself */
+                    uint32_t delta;
+                    int64_t offset;
+                    memcpy(&delta, from + 3, 4);
+                    offset = (int64_t)((uint64_t)r->base + delta);
+                    memcpy(to, from, 3);
+                    memcpy(to + 3, &offset, 8);
+                }
+            }
+        }
+        result = Py_BuildValue("(nn)", ia, ib);
+    }
+done:
+    run_release(&a);
+    run_release(&b);
+    run_release(&out);
+    return result;
+}
 /* ---- scan_window_key_digests: pass 1 over a run of plain batches ------------------------------ */
 
 typedef struct {
@@ -1858,6 +2046,7 @@ static PyMethodDef methods[] = {
     {"decode_batch", (PyCFunction)(void (*)(void))decode_batch, METH_FASTCALL, decode_batch_doc},
     {"flush_puts", (PyCFunction)(void (*)(void))flush_puts, METH_FASTCALL, flush_puts_doc},
     {"fold_into_run", (PyCFunction)(void (*)(void))fold_into_run, METH_FASTCALL, fold_into_run_doc},
+    {"merge_runs_step", (PyCFunction)(void (*)(void))merge_runs_step, METH_FASTCALL, merge_runs_step_doc},
     {"scan_window_key_digests", (PyCFunction)(void (*)(void))scan_window_key_digests,
      METH_FASTCALL, scan_window_key_digests_doc},
     {"scan_window_records", (PyCFunction)(void (*)(void))scan_window_records, METH_FASTCALL,

@@ -337,3 +337,32 @@ def fold_into_run(
     except kernels.ScanError:
         return None
     return result
+
+
+RunColumns = tuple[Any, Any, Any, int, int]
+
+
+def merge_runs_step(
+    a: RunColumns, b: RunColumns, out: RunColumns, implied_bits: int, ia: int, ib: int, stop: int
+) -> tuple[int, int] | None:
+    """C step of the offset map's ``merge_runs`` (``cleaner/offset_map/runs.py``).
+
+    Args:
+        a, b: the runs merged, as ``(key, rest, starts, bits, base)`` (``rest`` viewed as uint8).
+        out: the output run the same way, ``key`` its padded array, ``starts`` zero (it counts
+            each bucket's keys at ``starts[1 + bucket]``).
+        implied_bits: the runs' ``IMPLIED_BITS``.
+        ia, ib: the keys of ``a`` and ``b`` already written (slots ``0 : ia + ib``).
+        stop: write output slots up to this one.
+
+    Returns:
+        ``(ia, ib)`` after the step; or None, nothing written: use the numpy reference
+        (``runs._merge_runs_reference``).
+    """
+    if kernels is None or not enabled:
+        return None
+    try:
+        result: tuple[int, int] = kernels.merge_runs_step(a, b, out, implied_bits, ia, ib, stop)
+    except kernels.ScanError:
+        return None
+    return result

@@ -262,3 +262,44 @@ def test_c_fold_declines_a_run_it_cannot_write() -> None:
     found = accel.fold_into_run((run.key, run.rest.view(np.uint8), run.starts, run.bits + 1, run.base),
                                 (query.top, query.key, query.mid, query.low), off)
     assert found is None and run.rest.tobytes() == before  # a directory of another size
+
+
+def _merge_both_ways(a: runs.Run, b: runs.Run) -> list[object]:
+    """``merge_runs`` by the kernel and by the reference, on copies: the run each writes."""
+    import pickle
+
+    found = []
+    for on in (True, False):
+        a_copy, b_copy = pickle.loads(pickle.dumps(a)), pickle.loads(pickle.dumps(b))
+        with accel_switched(on):
+            merged = runs.merge_runs(a_copy, b_copy)
+        found.append([merged.key.tolist(), merged.rest.tobytes(), merged.starts.tolist(),
+                      merged.starts.dtype, merged.wide, merged.base, merged.bits])
+    return found
+
+
+@needs_c
+@settings(max_examples=300)
+@given(_keys, _keys, st.sampled_from([_BASE, _BASE + 2**32]), st.sampled_from([_BASE, _BASE + 2**32]),
+       st.sampled_from([1, 2, 3, 1 << 16]), st.booleans())
+def test_c_merge_of_two_runs_equals_the_numpy_reference(
+    a_keys: list[tuple[int, int]], b_keys: list[tuple[int, int]], a_offset: int, b_offset: int,
+    chunk: int, small: bool,
+) -> None:
+    """Narrow and wide runs, keys sharing digest bits 0-75 across the two, steps of a few keys;
+    with 2 implied bits (``small``) the runs' directories are finer than the implied bits."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(runs, "_MERGE_CHUNK", chunk)
+        mp.setattr(runs, "_MMAP_MIN_BYTES", 1)  # outputs in their own mappings, given back
+        if small:
+            mp.setattr(runs, "IMPLIED_BITS", 2)
+            mp.setattr(runs, "_BUCKET_KEYS", 2)
+        a = _run_of(a_keys, [a_offset + i for i in range(len(a_keys))])
+        free_bits = 64 - (runs.IMPLIED_BITS + 24)  # lo's bits no key is told apart by
+        held = {(h, lo >> free_bits) for h, lo in a_keys}
+        b_keys = [(h, lo) for h, lo in b_keys if (h, lo >> free_bits) not in held]  # no key in both
+        if not b_keys:
+            return
+        b = _run_of(b_keys, [b_offset + i for i in range(len(b_keys))])
+        kernel, reference = _merge_both_ways(a, b)
+    assert kernel == reference
