@@ -29,13 +29,16 @@ map keys). Both sit far below the chance that such a pass meets an unrecoverable
 (~1e-15 a bit read: ~1e-3 over 100 GB) and the 2**-32 chance that CRC32C misses a corrupted
 batch, which Kafka accepts. (The previous layout kept all 128 bits, at 20.5-21 bytes a key.)
 
-Build: puts append to a *pending* list; a flush (at max(2**20, size / 32) puts, which bounds its
-sort's temporaries to ~2.5 bytes a key) keeps each key's last put (``_flush_columns``: a C bucket sort
-on the top bits of ``hi`` reading the pending chunks where they are, numpy's argsort as the
-reference), overwrites in place the offsets
-of keys a run holds (a merge-join for big flushes) and makes a run of the new keys; the newest run
-merges into the previous one while at least a quarter its size (``merge_runs``: front to back,
-giving the inputs' consumed pages back as it goes). ``freeze`` merges all runs into one.
+Build: puts append to a *pending* list (the caller's arrays when it gives them up, else copies); a
+flush (at max(2**20, size / 32) puts, which bounds its temporaries, 18 bytes a put to sort and 27 a
+key for the result, to ~1.5 bytes a key) keeps each key's last put (``_flush_columns``: a C bucket
+sort on the top bits of ``hi`` reading the pending chunks where they are, numpy's argsort as the
+reference), overwrites in place the offsets of keys a run holds (``_fold_into``: a bisection of each
+key's bucket in C, find/find_sorted as the reference) and makes a run of the new keys; the newest run
+merges into the previous one while at least a quarter its size (``merge_runs``: front to back in C,
+giving the inputs' consumed pages back as it goes; numpy's weave as the reference). ``freeze`` merges
+all runs into one. Each C kernel (``records/scan/_accel.c``) writes what its reference writes, or
+declines before writing anything.
 
 Capacity: Kafka checks ``entries < floor(slots * load_factor)`` before every put, even of a key it
 holds. ``put_batch`` takes a batch blind while ``size + pending + len(batch) <= max_entries``, else
@@ -47,14 +50,20 @@ end of ``freeze`` over the frozen map, which includes ~100 MiB of flush floor, a
 chunks, whatever the map's size; shared 2-core VM)::
 
     keys   bytes/key   put keys/s   freeze   get keys/s   build peak / map   peak RSS
-    1M     15.52       5.6M         0.15 s   9.3M         5.7                114 MiB
-    10M    15.84       3.0M         0.29 s   6.0M         1.86               363 MiB
+    1M     15.52       19M          0.04 s   7.1M         4.8                108 MiB
+    10M    15.84       5.7M         0.24 s   6.1M         1.64               465 MiB
     100M   15.67       1.9M         1.6 s    5.0M         1.31               2.5 GiB
 
-The previous layout (all 128 bits), same day and machine: 100M keys at 20.67 bytes a key, put at 1.8M/s
-(9.8 s freeze), got at 5.3M/s, build peak 2.36, peak RSS 4.4 GiB. The clean bench's map work
-(``--clean-shape``: 2M records over 500k keys, 200 a batch): put 0.23 s, get 0.45 s (0.27 s and
-0.52 s before).
+Same day, before the flush, fold and merge kernels: 1M put at 7.3M/s (0.12 s freeze), build peak 5.8,
+123 MiB; 10M at 3.4M/s (0.27 s), build peak 1.76, 479 MiB (10M's peak RSS is
+``latest_offsets_sorted``'s, after the build, and varies by ~30 MiB between runs). The 100M row
+predates them (not re-run: too big for the shared VM); they add no temporary that scales past the old
+ones (the flush's 42 bytes a put and 27 a key replace a 48-byte concatenation and a 43-byte gather;
+the merge drops numpy's per-chunk arrays and its directory-sized ``np.diff``, 64 MiB at 100M).
+The previous layout (all 128 bits): 100M keys at 20.67 bytes a key, put at 1.8M/s (9.8 s freeze),
+got at 5.3M/s, build peak 2.36, peak RSS 4.4 GiB. The clean bench's map work (``--clean-shape``: 2M
+records over 500k keys, 200 a batch): put 0.13 s, get 0.61 s (0.19 s and 0.62 s before the kernels,
+same day).
 """
 
 from __future__ import annotations

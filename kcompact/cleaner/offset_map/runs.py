@@ -6,7 +6,8 @@ A *run* holds keys (no duplicates) sorted by digest and split into ``2**bits`` b
 ``bits`` digest bits, ``bits = max(IMPLIED_BITS, log2(keys / 4))``; ``starts`` (uint32, ``2**bits
 + 1`` entries: at most a byte a key from 2**14 keys on, 16 KiB below) says where each bucket
 begins, so a key's first ``IMPLIED_BITS`` (12) digest bits are given by its position. Per key a
-run keeps ``key`` (uint64: digest bits 12-75, sorted within a bucket) and the 7 bytes of ``REST``
+run keeps ``key`` (uint64: digest bits 12-75, sorted within a bucket; keys sharing them, in any
+order: lookups compare them all) and the 7 bytes of ``REST``
 (bits 76-99, ``offset - base`` in uint32; base: the map's first offset): 15 bytes a key. A run
 whose offsets do not fit (a span of 2**32 or more, or one below base) keeps ``REST_WIDE`` (19).
 
@@ -350,8 +351,9 @@ def compared_mask() -> np.uint64:
 #
 # The merge: ``OffsetMap`` merges its newest run into the previous one while the newest is at
 # least a quarter its size, and all runs into one at ``freeze``. A merge writes the new run front to
-# back, locating chunks of the newer run in the older as lookups do (``Run.locate``), weaving the two
-# into the output and counting the output's bucket directory as the keys go by. It gives each
+# back (in C one walk over both; the numpy reference locates chunks of the newer run in the older as
+# lookups do, ``Run.locate``, and weaves the two), counting the output's bucket directory as the keys
+# go by. It gives each
 # input's consumed 2 MiB pages back to the system as it goes (``Run.release``): it needs the output
 # plus a chunk, not the output plus both inputs (a merge that fails part way, out of memory, leaves
 # the map unusable).
