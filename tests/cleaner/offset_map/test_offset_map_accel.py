@@ -3,6 +3,8 @@ skewed and hostile input; and the map built either way answers the same."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -22,6 +24,13 @@ _words = st.sampled_from([
 _puts = st.lists(st.tuples(_words | st.integers(0, U64_MAX), _words), max_size=120)
 _chunks = st.lists(_puts, max_size=5)  # empty chunks and no chunk at all included
 Pending = list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+@pytest.fixture(autouse=True)
+def _kernels_on() -> Iterator[None]:
+    """The kernels, when built, even where ``KCOMPACT_NO_ACCEL`` turned them off."""
+    with accel_switched(accel.kernels is not None):
+        yield
 
 
 def _pending(chunks: list[list[tuple[int, int]]], first: int = 0, step: int = 1) -> Pending:
@@ -57,7 +66,8 @@ def test_c_flush_equals_the_numpy_reference(
     """Offsets increasing over a span of fewer than 2**28 ride in the sort (the kernel's usual
     case); others (a bigger span, repeated or decreasing offsets) are looked up by position."""
     pending = _pending(chunks, first, step)
-    assert accel.flush_puts(list(pending), runs.IMPLIED_BITS) is not None  # the kernel took it
+    with accel_switched(True):
+        assert accel.flush_puts(list(pending), runs.IMPLIED_BITS) is not None  # the kernel took it
     kernel, reference = _columns_both_ways(pending)
     assert kernel == reference
 
@@ -171,7 +181,8 @@ def test_c_flush_sorts_in_at_most_18_bytes_a_put() -> None:
                for at in range(0, n, quarter)]
     tracemalloc.start()
     try:
-        found = accel.flush_puts(pending, runs.IMPLIED_BITS)
+        with accel_switched(True):
+            found = accel.flush_puts(pending, runs.IMPLIED_BITS)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -243,8 +254,8 @@ def test_c_fold_into_a_run_equals_the_numpy_reference(
     kernel, reference = _fold_both_ways(run, query, off)
     assert kernel == reference
     fits = run.wide or (int(off.min()) >= _BASE and int(off.max()) < _BASE + 2**32)
-    column = (run.key, run.rest.view(np.uint8), run.starts, run.bits, run.base)
-    taken = accel.fold_into_run(column, (query.top, query.key, query.mid, query.low), off)
+    with accel_switched(True):
+        taken = accel.fold_into_run(run.columns(), (query.top, query.key, query.mid, query.low), off)
     assert (taken is not None) == fits
 
 
