@@ -374,7 +374,9 @@ def merge_runs(a: Run, b: Run) -> Run:
     ia = ib = 0
     for stop in range(_MERGE_CHUNK, n + _MERGE_CHUNK, _MERGE_CHUNK):
         step = accel.merge_runs_step(a.columns(), b.columns(), out, IMPLIED_BITS, ia, ib, min(stop, n))
-        if step is None:  # declined before writing anything (it takes a run whole or not at all)
+        if step is None:  # declined, before writing anything: the runs as they are are not its
+            if ia or ib:  # the same runs at every step: a step after the first never declines
+                raise RuntimeError("merge_runs_step declined a merge it had begun")
             return _merge_runs_reference(a, b)
         ia, ib = step
         a.release(ia)

@@ -1065,7 +1065,7 @@ flush_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     }
     mask = ~(uint64_t)0 << (64 - (s + 24));
-    while (bits < 20 && ((Py_ssize_t)1 << (bits + 2)) < n)  /* ~4 to 8 puts a bucket; 8 MiB at most */
+    while (bits < 20 && ((Py_ssize_t)1 << (bits + 2)) < n)  /* ~4 to 8 puts a bucket; 4 MiB at most */
         bits++;
     buckets = (Py_ssize_t)1 << bits;
     starts = PyMem_Calloc((size_t)buckets + 1, sizeof(uint32_t));

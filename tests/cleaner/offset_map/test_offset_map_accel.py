@@ -314,3 +314,26 @@ def test_c_merge_of_two_runs_equals_the_numpy_reference(
         b = _run_of(b_keys, [b_offset + i for i in range(len(b_keys))])
         kernel, reference = _merge_both_ways(a, b)
     assert kernel == reference
+
+
+@needs_c
+def test_c_merge_declines_what_it_does_not_take() -> None:
+    """Nothing is written then: ``merge_runs`` falls back to numpy only before its first step."""
+    a = _run_of([(5, 0), (9, 0)], [_BASE, _BASE + 1])
+    b = _run_of([(7, 0)], [_BASE + 2**32])  # wide
+    padded, rest = runs.Run.allocate(3, wide=True)
+    padded[:] = 7
+    starts = np.zeros((1 << a.bits) + 1, dtype=np.uint32)
+    out = (padded, rest.view(np.uint8), starts, a.bits, _BASE)
+    narrow_rest = np.zeros(3 * 7, dtype=np.uint8)
+    for args in [
+        (a.columns(), b.columns(), (padded, narrow_rest, starts, a.bits, _BASE), 12, 0, 0, 3),
+        (a.columns(), b.columns(), (padded, rest.view(np.uint8), starts[:-1], a.bits, _BASE), 12, 0, 0, 3),
+        (a.columns(), b.columns(), out, 12, 0, 0, 4),  # past the output's end
+        (a.columns(), b.columns(), out, 12, 3, 0, 3),  # past a's end
+        (a.columns(), b.columns(), out, 13, 0, 0, 3),  # more implied bits than the directories
+    ]:
+        assert accel.merge_runs_step(*args) is None
+        assert padded.tolist() == [7] * len(padded) and not starts.any()
+    assert accel.merge_runs_step(a.columns(), b.columns(), out, 12, 0, 0, 3) == (2, 1)
+    assert padded[:3].tolist() == [a.key[0], b.key[0], a.key[1]] and starts.sum() == 3
