@@ -936,6 +936,26 @@ packed_same_key(const PackedPut *a, const PackedPut *b)
     return a->hi == b->hi && (a->lo_at & ~LOW_MASK) == (b->lo_at & ~LOW_MASK);
 }
 
+/* A 1-d C-contiguous buffer of `itemsize`-byte items whose format letter is one of `letters`
+ * (writable when asked); -1 without an exception when it is not one. */
+static int
+get_column(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *letters, int writable)
+{
+    const char *format;
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    format = view->format == NULL ? "B" : view->format;
+    if (view->ndim != 1 || view->itemsize != itemsize || format[0] == '\0' || format[1] != '\0'
+        || strchr(letters, format[0]) == NULL) {
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
 #define PREFETCH_AHEAD 16  /* puts the flush's scatter looks ahead */
 #define BLOCK_SHIFT 12  /* positions a chunk-table entry covers (flush_puts finds a put's chunk) */
 
@@ -1163,26 +1183,6 @@ done:
 
 /* ---- fold_into_run: the offset map's flush, its keys a run holds ------------------------------ */
 
-/* A 1-d C-contiguous buffer of `itemsize`-byte items whose format letter is one of `letters`
- * (writable when asked); -1 without an exception when it is not one. */
-static int
-get_column(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *letters, int writable)
-{
-    const char *format;
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, view, flags) < 0) {
-        PyErr_Clear();
-        return -1;
-    }
-    format = view->format == NULL ? "B" : view->format;
-    if (view->ndim != 1 || view->itemsize != itemsize || format[0] == '\0' || format[1] != '\0'
-        || strchr(letters, format[0]) == NULL) {
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
-
 enum { F_KEY, F_REST, F_STARTS, F_TOP, F_QKEY, F_MID, F_LOW, F_OFF, F_VIEWS };
 
 PyDoc_STRVAR(fold_into_run_doc,
@@ -1348,6 +1348,15 @@ run_start(const RunView *r, Py_ssize_t b)
                        : (Py_ssize_t)((const uint32_t *)r->starts)[b];
 }
 
+/* Digest bits 0-63 of run r's key i, `*bucket` advanced to its bucket (from one at or before it). */
+static inline uint64_t
+run_top(const RunView *r, Py_ssize_t i, Py_ssize_t *bucket, long implied_bits)
+{
+    while (run_start(r, *bucket + 1) <= i)
+        (*bucket)++;
+    return ((uint64_t)*bucket << (64 - r->bits)) | (r->key[i] >> implied_bits);
+}
+
 /* Acquire a run tuple; `keys`: how many keys `key` has (-1: all of it; else it is padded longer).
  * 0, or -1 (declined) with everything released. */
 static int
@@ -1442,6 +1451,7 @@ merge_runs_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         uint32_t *counts32 = out.starts64 ? NULL : (uint32_t *)out.starts + 1;
         uint64_t *counts64 = out.starts64 ? (uint64_t *)out.starts + 1 : NULL;
         Py_ssize_t lo_b, hi_b;
+        uint64_t ta, tb;  /* digest bits 0-63 of a[ia] and b[ib] */
         /* the buckets of a[ia] and b[ib]: the last whose start is at most the position */
         for (lo_b = 0, hi_b = a.buckets; lo_b + 1 < hi_b;) {
             Py_ssize_t m = (lo_b + hi_b) / 2;
@@ -1453,49 +1463,39 @@ merge_runs_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (run_start(&b, m) <= ib) lo_b = m; else hi_b = m;
         }
         bb = lo_b;
+        ta = ia < a.n ? run_top(&a, ia, &ba, s) : 0;
+        tb = ib < b.n ? run_top(&b, ib, &bb, s) : 0;
         for (o = ia + ib; o < stop; o++) {
-            uint64_t ta = 0, tb = 0;
-            int take_a;
-            if (ia < a.n) {
-                while (run_start(&a, ba + 1) <= ia)
-                    ba++;
-                ta = ((uint64_t)ba << (64 - a.bits)) | (a.key[ia] >> s);
+            int take_a = ib >= b.n || (ia < a.n && (ta != tb ? ta < tb : a.key[ia] < b.key[ib]));
+            /* (keys sharing digest bits 0-75: b's first, as merge_runs places them) */
+            const RunView *r = take_a ? &a : &b;
+            Py_ssize_t i = take_a ? ia : ib;
+            uint64_t top = take_a ? ta : tb;
+            const uint8_t *from = r->rest + i * r->width;
+            uint8_t *to = out.rest + o * out.width;
+            Py_ssize_t bucket = (Py_ssize_t)(top >> (64 - out.bits));
+            ((uint64_t *)out.views[0].buf)[o] = r->key[i];
+            if (counts32 != NULL)
+                counts32[bucket]++;
+            else
+                counts64[bucket]++;
+            if (r->width == 7 && out.width == 7) {  /* constant sizes: no call a key */
+                memcpy(to, from, 7);
+            } else if (r->width == 11) {
+                memcpy(to, from, 11);
+            } else {  /* a narrow run into a wide output: the offset itself */
+                uint32_t delta;
+                int64_t offset;
+                memcpy(&delta, from + 3, 4);
+                offset = (int64_t)((uint64_t)r->base + delta);
+                memcpy(to, from, 3);
+                memcpy(to + 3, &offset, 8);
             }
-            if (ib < b.n) {
-                while (run_start(&b, bb + 1) <= ib)
-                    bb++;
-                tb = ((uint64_t)bb << (64 - b.bits)) | (b.key[ib] >> s);
-            }
-            if (ia >= a.n)
-                take_a = 0;
-            else if (ib >= b.n)
-                take_a = 1;
-            else if (ta != tb)
-                take_a = ta < tb;
-            else  /* keys sharing digest bits 0-75: b's first, as merge_runs places them */
-                take_a = a.key[ia] < b.key[ib];
-            {
-                const RunView *r = take_a ? &a : &b;
-                Py_ssize_t i = take_a ? ia++ : ib++;
-                uint64_t top = take_a ? ta : tb;
-                const uint8_t *from = r->rest + i * r->width;
-                uint8_t *to = out.rest + o * out.width;
-                Py_ssize_t bucket = (Py_ssize_t)(top >> (64 - out.bits));
-                ((uint64_t *)out.views[0].buf)[o] = r->key[i];
-                if (counts32 != NULL)
-                    counts32[bucket]++;
-                else
-                    counts64[bucket]++;
-                if (r->width == out.width) {
-                    memcpy(to, from, (size_t)r->width);
-                } else {  /* a narrow run into a wide output: the offset itself */
-                    uint32_t delta;
-                    int64_t offset;
-                    memcpy(&delta, from + 3, 4);
-                    offset = (int64_t)((uint64_t)r->base + delta);
-                    memcpy(to, from, 3);
-                    memcpy(to + 3, &offset, 8);
-                }
+            if (take_a) {
+                if (++ia < a.n)
+                    ta = run_top(&a, ia, &ba, s);
+            } else if (++ib < b.n) {
+                tb = run_top(&b, ib, &bb, s);
             }
         }
         result = Py_BuildValue("(nn)", ia, ib);
