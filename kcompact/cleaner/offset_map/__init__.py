@@ -29,12 +29,16 @@ map keys). Both sit far below the chance that such a pass meets an unrecoverable
 (~1e-15 a bit read: ~1e-3 over 100 GB) and the 2**-32 chance that CRC32C misses a corrupted
 batch, which Kafka accepts. (The previous layout kept all 128 bits, at 20.5-21 bytes a key.)
 
-Build: puts append to a *pending* list; a flush (at max(2**20, size / 32) puts, which bounds its
-sort's temporaries to ~2.5 bytes a key) keeps each key's last put (``_last_puts``: a C bucket sort on
-the top bits of ``hi``, numpy's argsort as the reference), overwrites in place the offsets
-of keys a run holds (a merge-join for big flushes) and makes a run of the new keys; the newest run
-merges into the previous one while at least a quarter its size (``merge_runs``: front to back,
-giving the inputs' consumed pages back as it goes). ``freeze`` merges all runs into one.
+Build: puts append to a *pending* list (the caller's arrays when it gives them up, else copies); a
+flush (at max(2**20, size / 32) puts, which bounds its temporaries, 18 bytes a put to sort and 27 a
+key for the result, to ~1.5 bytes a key) keeps each key's last put (``_flush_columns``: a C bucket
+sort on the top bits of ``hi`` reading the pending chunks where they are, numpy's argsort as the
+reference), overwrites in place the offsets of keys a run holds (``_fold_into``: a bisection of each
+key's bucket in C, find/find_sorted as the reference) and makes a run of the new keys; the newest run
+merges into the previous one while at least a quarter its size (``merge_runs``: front to back in C,
+giving the inputs' consumed pages back as it goes; numpy's weave as the reference). ``freeze`` merges
+all runs into one. Each C kernel (``records/scan/_accel.c``) writes what its reference writes, or
+declines before writing anything.
 
 Capacity: Kafka checks ``entries < floor(slots * load_factor)`` before every put, even of a key it
 holds. ``put_batch`` takes a batch blind while ``size + pending + len(batch) <= max_entries``, else
@@ -46,14 +50,20 @@ end of ``freeze`` over the frozen map, which includes ~100 MiB of flush floor, a
 chunks, whatever the map's size; shared 2-core VM)::
 
     keys   bytes/key   put keys/s   freeze   get keys/s   build peak / map   peak RSS
-    1M     15.52       5.6M         0.15 s   9.3M         5.7                114 MiB
-    10M    15.84       3.0M         0.29 s   6.0M         1.86               363 MiB
+    1M     15.52       19M          0.04 s   7.1M         4.8                108 MiB
+    10M    15.84       5.7M         0.24 s   6.1M         1.64               465 MiB
     100M   15.67       1.9M         1.6 s    5.0M         1.31               2.5 GiB
 
-The previous layout (all 128 bits), same day and machine: 100M keys at 20.67 bytes a key, put at 1.8M/s
-(9.8 s freeze), got at 5.3M/s, build peak 2.36, peak RSS 4.4 GiB. The clean bench's map work
-(``--clean-shape``: 2M records over 500k keys, 200 a batch): put 0.23 s, get 0.45 s (0.27 s and
-0.52 s before).
+Same day, before the flush, fold and merge kernels: 1M put at 7.3M/s (0.12 s freeze), build peak 5.8,
+123 MiB; 10M at 3.4M/s (0.27 s), build peak 1.76, 479 MiB (10M's peak RSS is
+``latest_offsets_sorted``'s, after the build, and varies by ~30 MiB between runs). The 100M row
+predates them (not re-run: too big for the shared VM); they add no temporary that scales past the old
+ones (the flush's 42 bytes a put and 27 a key replace a 48-byte concatenation and a 43-byte gather;
+the merge drops numpy's per-chunk arrays and its directory-sized ``np.diff``, 64 MiB at 100M).
+The previous layout (all 128 bits): 100M keys at 20.67 bytes a key, put at 1.8M/s (9.8 s freeze),
+got at 5.3M/s, build peak 2.36, peak RSS 4.4 GiB. The clean bench's map work (``--clean-shape``: 2M
+records over 500k keys, 200 a batch): put 0.13 s, get 0.61 s (0.19 s and 0.62 s before the kernels,
+same day).
 """
 
 from __future__ import annotations
@@ -63,6 +73,7 @@ from collections.abc import Sequence
 import numpy as np
 import xxhash
 
+from kcompact.cleaner.offset_map import runs
 from kcompact.cleaner.offset_map.runs import (
     I64,
     U64,
@@ -154,18 +165,63 @@ def _key_groups(hi: U64, lo: U64) -> tuple[Index, Index]:
     return order, starts
 
 
-def _last_puts(hi: U64, lo: U64) -> Index:
-    """For each distinct key, in ascending ``(hi, lo)`` order, the position of its last put: the C
-    kernel (``records/scan/_accel.c``: a bucket sort on the top bits of ``hi``, about twice numpy's
-    speed) when enabled, else :func:`_last_puts_reference`; the two are equal on every input."""
-    found = accel.last_puts(hi, lo)
+def _flush_columns(pending: list[tuple[U64, U64, I64]]) -> tuple[Query, I64]:
+    """For each distinct key of the pending puts (equal on the compared bits), in ascending digest
+    order, its digest (as a ``Query``) and the offset of its last put; empties ``pending``. The C
+    kernel (``records/scan/_accel.c`` ``flush_puts``: a bucket sort on the top bits of ``hi``, reading
+    the chunks where they are) when enabled, else :func:`_flush_columns_reference`; the two are
+    equal on every input."""
+    found = accel.flush_puts(pending, runs.IMPLIED_BITS)  # read late: tests shrink it
     if found is None:
-        return _last_puts_reference(hi, lo)
-    return np.frombuffer(found, dtype=np.int64)
+        return _flush_columns_reference(pending)
+    pending.clear()
+    hi, key, mid, low, off = found
+    query = Query(
+        np.frombuffer(hi, dtype=np.uint64), np.frombuffer(key, dtype=np.uint64),
+        np.frombuffer(mid, dtype=np.uint16), np.frombuffer(low, dtype=np.uint8),
+    )
+    return query, np.frombuffer(off, dtype=np.int64)
+
+
+def _flush_columns_reference(pending: list[tuple[U64, U64, I64]]) -> tuple[Query, I64]:
+    """:func:`_flush_columns` in numpy."""
+    empty = (np.empty(0, np.uint64), np.empty(0, np.uint64), np.empty(0, np.int64))
+    hi, lo, off = (np.concatenate(cols) for cols in zip(empty, *pending))
+    pending.clear()  # the chunks go before the sort's temporaries come: the build's peak
+    lo &= compared_mask()
+    last = _last_puts_reference(hi, lo)
+    return Query.of(hi[last], lo[last]), off[last]
+
+
+def _fold_into(run: Run, query: Query, off: I64) -> tuple[Query, I64]:
+    """Give the keys ``run`` holds their new offsets; the other keys (``query`` sorted, without
+    duplicates), with their offsets. The C kernel (``fold_into_run``: a bisection of each key's
+    bucket) when enabled and the run can hold the offsets as they are, else
+    :func:`_fold_into_reference`."""
+    folded = accel.fold_into_run(run.columns(), (query.top, query.key, query.mid, query.low), off)
+    if folded is None:
+        return _fold_into_reference(run, query, off)
+    _, top, key, mid, low, rest_off = folded
+    rest = Query(
+        np.frombuffer(top, dtype=np.uint64), np.frombuffer(key, dtype=np.uint64),
+        np.frombuffer(mid, dtype=np.uint16), np.frombuffer(low, dtype=np.uint8),
+    )
+    return rest, np.frombuffer(rest_off, dtype=np.int64)
+
+
+def _fold_into_reference(run: Run, query: Query, off: I64) -> tuple[Query, I64]:
+    """:func:`_fold_into` in numpy (sorted queries: a big batch is cheaper to merge-join)."""
+    big = len(off) * 8 >= len(run)
+    pos, found = run.find_sorted(query) if big else run.find(query)
+    if found.any():
+        run.set_offsets(pos[found], off[found])
+        keep = ~found
+        off, query = off[keep], query.take(keep)
+    return query, off
 
 
 def _last_puts_reference(hi: U64, lo: U64) -> Index:
-    """:func:`_last_puts` in numpy."""
+    """For each distinct key, in ascending ``(hi, lo)`` order, the position of its last put."""
     if len(hi) == 0:
         return np.empty(0, dtype=np.int64)
     order, starts = _key_groups(hi, lo)
@@ -277,13 +333,15 @@ class OffsetMap:
         """True once the next put would be refused (bounded maps only)."""
         return self.max_entries is not None and self.size >= self.max_entries
 
-    def put_batch(self, hi: U64, lo: U64, offsets: I64) -> int:
+    def put_batch(self, hi: U64, lo: U64, offsets: I64, *, owned: bool = False) -> int:
         """Put keys in array order (a later put of a key overwrites its offset).
 
         Args:
             hi: first digest words (``key_digests``).
             lo: second digest words.
             offsets: the records' offsets, increasing across calls.
+            owned: the caller gives the three arrays up (never writes them again): the map keeps
+                them until its next flush instead of a copy.
 
         Returns:
             How many leading puts were accepted: fewer than ``len(offsets)`` only when a bounded map
@@ -303,7 +361,8 @@ class OffsetMap:
         accepted = len(off) if limit is None else self._accept_count(h, lo_, limit)
         if accepted == 0:
             return 0
-        self._pending.append((h[:accepted].copy(), lo_[:accepted].copy(), off[:accepted].copy()))
+        kept = (h[:accepted], lo_[:accepted], off[:accepted])
+        self._pending.append(kept if owned else (kept[0].copy(), kept[1].copy(), kept[2].copy()))
         self._pending_puts += accepted
         self.latest_offset = int(off[accepted - 1])
         if self._pending_puts >= max(_FLUSH_MIN_PUTS, self._stored // _FLUSH_SHARE):
@@ -367,22 +426,13 @@ class OffsetMap:
         """Fold pending puts into the runs (last put of each key wins)."""
         if not self._pending:
             return
-        hi, lo, off = (np.concatenate(cols) for cols in zip(*self._pending))
-        self._pending, self._pending_puts = [], 0
-        base = self._runs[0].base if self._runs else int(off[0])  # every run shares the first's
-        lo &= compared_mask()  # in place: the flush's temporaries are the build's peak
-        last = _last_puts(hi, lo)  # the latest put of each key, sorted by key
-        hi, lo, off = hi[last], lo[last], off[last]
-        query = Query.of(hi, lo)
-        for run in self._runs:  # the queries are sorted: a big batch is cheaper to merge-join
-            big = len(hi) * 8 >= len(run)
-            pos, found = run.find_sorted(query) if big else run.find(query)
-            if found.any():
-                run.set_offsets(pos[found], off[found])
-                keep = ~found
-                hi, lo, off, query = hi[keep], lo[keep], off[keep], query.take(keep)
-        if len(hi):
-            self._runs.append(Run.encode(hi, lo, off, base))
+        pending, self._pending, self._pending_puts = self._pending, [], 0
+        base = self._runs[0].base if self._runs else int(pending[0][2][0])  # every run shares the first's
+        query, off = _flush_columns(pending)  # the latest put of each key, sorted by key
+        for run in self._runs:
+            query, off = _fold_into(run, query, off)
+        if len(off):
+            self._runs.append(Run.encode(query, off, base))
         self._merge_tail(everything=False)
 
     def _merge_tail(self, *, everything: bool) -> None:

@@ -6,7 +6,8 @@ A *run* holds keys (no duplicates) sorted by digest and split into ``2**bits`` b
 ``bits`` digest bits, ``bits = max(IMPLIED_BITS, log2(keys / 4))``; ``starts`` (uint32, ``2**bits
 + 1`` entries: at most a byte a key from 2**14 keys on, 16 KiB below) says where each bucket
 begins, so a key's first ``IMPLIED_BITS`` (12) digest bits are given by its position. Per key a
-run keeps ``key`` (uint64: digest bits 12-75, sorted within a bucket) and the 7 bytes of ``REST``
+run keeps ``key`` (uint64: digest bits 12-75, sorted within a bucket; keys sharing them, in any
+order: lookups compare them all) and the 7 bytes of ``REST``
 (bits 76-99, ``offset - base`` in uint32; base: the map's first offset): 15 bytes a key. A run
 whose offsets do not fit (a span of 2**32 or more, or one below base) keeps ``REST_WIDE`` (19).
 
@@ -26,6 +27,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
+
+from kcompact.records.scan import accel
 
 U64 = npt.NDArray[np.uint64]
 U16 = npt.NDArray[np.uint16]
@@ -157,17 +160,17 @@ class Run:
         self.released = 0
 
     @classmethod
-    def encode(cls, hi: U64, lo: U64, offsets: I64, base: int) -> Run:
+    def encode(cls, q: Query, offsets: I64, base: int) -> Run:
         """A run of keys sorted by digest, without duplicates."""
-        bits = directory_bits(len(hi))
-        counts = np.bincount((hi >> np.uint64(64 - bits)).astype(np.intp), minlength=1 << bits)
-        q = Query.of(hi, lo)
+        n = len(q.key)
+        bits = directory_bits(n)
+        counts = np.bincount((q.top >> np.uint64(64 - bits)).astype(np.intp), minlength=1 << bits)
         delta = offsets - base
         narrow = bool(delta.min() >= 0 and delta.max() < _OFFSET_DELTA_LIMIT)
-        rest = np.empty(len(hi), dtype=REST if narrow else REST_WIDE)
+        rest = np.empty(n, dtype=REST if narrow else REST_WIDE)
         rest["mid"], rest["low"], rest["off"] = q.mid, q.low, delta if narrow else offsets
-        padded = np.empty(len(hi) + _WINDOW, dtype=np.uint64)
-        padded[: len(hi)] = q.key
+        padded = np.empty(n + _WINDOW, dtype=np.uint64)
+        padded[:n] = q.key
         return cls(padded, _void(rest), _starts(counts), base)
 
     @staticmethod
@@ -179,6 +182,10 @@ class Run:
 
     def __len__(self) -> int:
         return len(self.key)
+
+    def columns(self) -> tuple[U64, U8, npt.NDArray[Any], int, int]:
+        """``(key, rest as bytes, starts, bits, base)``: the run as the C kernels take it."""
+        return self.key, self.rest.view(np.uint8), self.starts, self.bits, self.base
 
     def __reduce__(self) -> tuple[object, ...]:  # not ``windows``: a view, pickled as a copy
         return (Run, (self.padded, self.rest, self.starts, self.base))
@@ -344,8 +351,9 @@ def compared_mask() -> np.uint64:
 #
 # The merge: ``OffsetMap`` merges its newest run into the previous one while the newest is at
 # least a quarter its size, and all runs into one at ``freeze``. A merge writes the new run front to
-# back, locating chunks of the newer run in the older as lookups do (``Run.locate``), weaving the two
-# into the output and counting the output's bucket directory as the keys go by. It gives each
+# back (in C one walk over both; the numpy reference locates chunks of the newer run in the older as
+# lookups do, ``Run.locate``, and weaves the two), counting the output's bucket directory as the keys
+# go by. It gives each
 # input's consumed 2 MiB pages back to the system as it goes (``Run.release``): it needs the output
 # plus a chunk, not the output plus both inputs (a merge that fails part way, out of memory, leaves
 # the map unusable).
@@ -353,6 +361,32 @@ def compared_mask() -> np.uint64:
 
 def merge_runs(a: Run, b: Run) -> Run:
     """Union of two runs without common keys, written front to back into a new run.
+
+    In C (``merge_runs_step``: one walk over both, counting the output's directory as the keys
+    go by) a chunk of output slots at a time, giving back the pages both inputs have given up
+    after each (``Run.release``); else :func:`_merge_runs_reference`. The two write the same run.
+    """
+    n = len(a) + len(b)
+    bits = directory_bits(n)
+    padded, rest = Run.allocate(n, a.wide or b.wide)
+    starts = np.zeros((1 << bits) + 1, dtype=np.uint32 if n < 2**32 else np.uint64)
+    out = (padded, rest.view(np.uint8), starts, bits, a.base)
+    ia = ib = 0
+    for stop in range(_MERGE_CHUNK, n + _MERGE_CHUNK, _MERGE_CHUNK):
+        step = accel.merge_runs_step(a.columns(), b.columns(), out, IMPLIED_BITS, ia, ib, min(stop, n))
+        if step is None:  # declined, before writing anything: the runs as they are are not its
+            if ia or ib:  # the same runs at every step: a step after the first never declines
+                raise RuntimeError("merge_runs_step declined a merge it had begun")
+            return _merge_runs_reference(a, b)
+        ia, ib = step
+        a.release(ia)
+        b.release(ib)
+    np.cumsum(starts, out=starts)  # one directory-sized array, no int64 copies (128 MiB at 100M)
+    return Run(padded, rest, starts, a.base)
+
+
+def _merge_runs_reference(a: Run, b: Run) -> Run:
+    """:func:`merge_runs` in numpy.
 
     Both are walked in chunks of ``b``: a chunk's keys are located in ``a`` (as lookups do), then
     the keys of ``a`` before the chunk's last and the chunk are woven into the output, and the

@@ -274,7 +274,7 @@ def insert_keys(offset_map: OffsetMap, keys: SegmentKeys, progress: MapProgress)
         progress: updated in place; once ``full`` is set the remaining slices must be dropped.
     """
     n = len(keys.offsets)
-    accepted = offset_map.put_batch(keys.hi, keys.lo, keys.offsets) if n else 0
+    accepted = offset_map.put_batch(keys.hi, keys.lo, keys.offsets, owned=True) if n else 0
     if accepted == n:
         progress.records_scanned += int(keys.batch_scanned.sum())
         if len(keys.batch_last_offsets):

@@ -8,7 +8,7 @@ Python, and batch headers (:func:`~kcompact.records.batch.decode_batch`, also in
 ``kcompact.records.scan._accel``, ``optional=True``) does the same work in C. Pass 1 of a clean also
 hashes its keys there (:func:`scan_key_digests`, XXH3-128 from the vendored ``xxhash.h``), walks
 runs of data batches in one call (:func:`scan_window_key_digests`, compressed ones decompressed
-through the caller's function), and the offset map sorts its puts there (:func:`last_puts`). Pass 2
+through the caller's function), and the offset map sorts its puts there (:func:`flush_puts`). Pass 2
 reads and writes windows of data batches in two calls
 (:func:`scan_window_records`, :func:`emit_window`), and the self-check walks plain output headers
 in one (:func:`batch_headers`). The pure-Python functions stay the reference and the only code where no C
@@ -149,25 +149,6 @@ def rebuild_records(
         result: tuple[bytes, int, int] = kernels.rebuild_records(
             data, *columns, keep, base_offset, horizon
         )
-    except kernels.ScanError:
-        return None
-    return result
-
-
-def last_puts(hi: Any, lo: Any) -> bytes | None:
-    """C flush step of the cleaner's offset map (``cleaner/offset_map``: ``OffsetMap._flush``).
-
-    Args:
-        hi, lo: two equal-length uint64 numpy arrays (digest words; ``lo`` already masked).
-
-    Returns:
-        Native int64 bytes: for each distinct ``(hi, lo)`` pair, in ascending ``(hi, lo)`` order, the
-        position of its last occurrence; or None: use the numpy reference (``_last_puts_reference``).
-    """
-    if kernels is None or not enabled:
-        return None
-    try:
-        result: bytes = kernels.last_puts(hi, lo)
     except kernels.ScanError:
         return None
     return result
@@ -319,6 +300,86 @@ def batch_headers(buf: Buffer, crc: Any) -> tuple[int, bytes] | None:
         return None
     try:
         result: tuple[int, bytes] = kernels.batch_headers(buf, crc)
+    except kernels.ScanError:
+        return None
+    return result
+
+
+def flush_puts(
+    chunks: list[tuple[Any, Any, Any]], implied_bits: int
+) -> tuple[bytes, bytes, bytes, bytes, bytes] | None:
+    """C flush of the cleaner's offset map (``cleaner/offset_map``: ``OffsetMap._flush``).
+
+    Args:
+        chunks: the pending puts in order, as ``(hi, lo, offsets)`` tuples of equal-length 1-D
+            uint64, uint64 and int64 numpy arrays (read, never written).
+        implied_bits: the runs' ``IMPLIED_BITS``: a key is ``hi`` and the top ``implied_bits + 24``
+            bits of ``lo``.
+
+    Returns:
+        For each distinct key, in ascending order, its last put as native ``(hi, key, mid, low,
+        offsets)`` columns (uint64, uint64, uint16, uint8, int64: ``runs.Query``'s fields and the
+        offset); or None: use the numpy reference (``offset_map._flush_columns_reference``).
+    """
+    if kernels is None or not enabled:
+        return None
+    try:
+        result: tuple[bytes, bytes, bytes, bytes, bytes] = kernels.flush_puts(chunks, implied_bits)
+    except kernels.ScanError:
+        return None
+    return result
+
+
+def fold_into_run(
+    run: tuple[Any, Any, Any, int, int], query: tuple[Any, Any, Any, Any], offsets: Any
+) -> tuple[int, bytes, bytes, bytes, bytes, bytes] | None:
+    """C step of the offset map's flush for one run (``cleaner/offset_map``: ``OffsetMap._flush``).
+
+    Args:
+        run: ``(key, rest, starts, bits, base)`` of a ``runs.Run``, ``rest`` viewed as uint8
+            (written in place).
+        query: the flush's distinct keys sorted, as ``runs.Query``'s ``(top, key, mid, low)``.
+        offsets: their offsets (int64).
+
+    Returns:
+        ``(found, top, key, mid, low, offsets)``: how many of the keys the run holds (their
+        offsets now the run's), and the other keys' columns as native bytes; or None, nothing
+        written: use the numpy reference (``offset_map._fold_into_reference``).
+    """
+    if kernels is None or not enabled:
+        return None
+    try:
+        result: tuple[int, bytes, bytes, bytes, bytes, bytes] = kernels.fold_into_run(
+            *run, *query, offsets)
+    except kernels.ScanError:
+        return None
+    return result
+
+
+RunColumns = tuple[Any, Any, Any, int, int]
+
+
+def merge_runs_step(
+    a: RunColumns, b: RunColumns, out: RunColumns, implied_bits: int, ia: int, ib: int, stop: int
+) -> tuple[int, int] | None:
+    """C step of the offset map's ``merge_runs`` (``cleaner/offset_map/runs.py``).
+
+    Args:
+        a, b: the runs merged, as ``(key, rest, starts, bits, base)`` (``rest`` viewed as uint8).
+        out: the output run the same way, ``key`` its padded array, ``starts`` zero (it counts
+            each bucket's keys at ``starts[1 + bucket]``).
+        implied_bits: the runs' ``IMPLIED_BITS``.
+        ia, ib: the keys of ``a`` and ``b`` already written (slots ``0 : ia + ib``).
+        stop: write output slots up to this one.
+
+    Returns:
+        ``(ia, ib)`` after the step; or None, nothing written: use the numpy reference
+        (``runs._merge_runs_reference``).
+    """
+    if kernels is None or not enabled:
+        return None
+    try:
+        result: tuple[int, int] = kernels.merge_runs_step(a, b, out, implied_bits, ia, ib, stop)
     except kernels.ScanError:
         return None
     return result

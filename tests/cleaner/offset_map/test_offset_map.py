@@ -396,3 +396,29 @@ def test_latest_offset_is_settable_and_starts_at_minus_one() -> None:
     offset_map.latest_offset = 41  # the cleaner's updateLatestOffset after a whole batch
     assert offset_map.latest_offset == 41
     assert _get_keys(offset_map, [b"a"]) == [7]
+
+
+def test_a_batch_is_copied_unless_the_caller_gives_it_up() -> None:
+    """By default the caller may reuse its arrays after ``put_batch``; with ``owned=True`` the map
+    keeps them as they are (no copy: what pass 1 hands over per slice)."""
+    import tracemalloc
+
+    n = 100_000
+    hi, lo = key_digests([b"k%d" % i for i in range(n)])
+    offsets = np.arange(n, dtype=np.int64)
+    answers = []
+    for owned in (False, True):
+        offset_map = OffsetMap()
+        columns = (hi.copy(), lo.copy(), offsets.copy())
+        tracemalloc.start()
+        try:
+            assert offset_map.put_batch(*columns, owned=owned) == n
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert (peak >= 24 * n) == (not owned)  # three 8-byte columns copied, or none
+        if not owned:
+            for column in columns:
+                column[:] = 0  # the caller reuses its arrays
+        answers.append(offset_map.get_batch(hi, lo).tolist())
+    assert answers[0] == answers[1] == offsets.tolist()
