@@ -339,6 +339,18 @@ def _zstd_decompress(view: memoryview, max_output: int) -> bytes:
     return _zstd_decompress_frames(view, max_output, factory, zstd.ZstdError)
 
 
+def zstd_one_call() -> Any:
+    """This thread's zstd decompressor's ``decompress`` method, which :func:`decompress` calls once,
+    bounded, for a batch's usual stream (one frame of one block, ``max_output_size`` from
+    ``_zstd_one_block_bound``): for the C windows (``records.scan.accel``), which compute that bound
+    themselves and run :func:`decompress` for anything else. None where zstandard is missing or not
+    imported yet (a log with no zstd batch never imports it; the first zstd batch does, through
+    :func:`decompress`)."""
+    if ZSTD not in _loaded:
+        return None
+    return _zstd_context("decompressor").decompress
+
+
 def _zstd_one_block_bound(view: memoryview, max_output: int) -> int:
     """The output bound of a one-call decompression when ``view`` is exactly one zstd frame of one
     block (RFC 8878), 0 otherwise.

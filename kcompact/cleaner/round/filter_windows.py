@@ -32,7 +32,7 @@ from kcompact.cleaner.offset_map.oracle import RetentionOracle
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.rules.policy import new_delete_horizon
 from kcompact.cleaner.rules.producer_state import LastRecord
-from kcompact.records.compression import compress, decompress
+from kcompact.records.compression import compress, decompress, zstd_one_call
 from kcompact.records.crc import crc32c
 from kcompact.records.scan import accel
 
@@ -119,7 +119,7 @@ def take_runs(
     """
     while position < limit:
         run = accel.scan_window_records(buffer, position, limit, RUN_BATCHES, RUN_RECORDS, RUN_BYTES,
-                                        protected, ctx.upper_bound, crc32c, decompress)
+                                        protected, ctx.upper_bound, crc32c, decompress, zstd_one_call())
         if run is None or run[0] == position:
             break
         before()

@@ -33,7 +33,7 @@ from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
 from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
 from kcompact.cleaner.state.log_state import read_control
 from kcompact.errors import CleanerStateError, CorruptDataError
-from kcompact.records.compression import decompress
+from kcompact.records.compression import decompress, zstd_one_call
 from kcompact.records.legacy import legacy_records
 from kcompact.records.record import records_bytes
 from kcompact.records.scan import accel, scan_key_digests, scan_keys
@@ -152,7 +152,8 @@ class _Slice:
         (``scan_window_key_digests``, decompressing through ``records_bytes``' own ``decompress``),
         up to the slice's size; returns where it stopped (``position``: nothing taken)."""
         found = accel.scan_window_key_digests(
-            log.buffer, position, limit, start, SLICE_RECORDS - self.puts, self.puts, decompress)
+            log.buffer, position, limit, start, SLICE_RECORDS - self.puts, self.puts, decompress,
+            zstd_one_call())
         if found is None:
             return position
         reached, offsets, digests, batches = found

@@ -1537,21 +1537,109 @@ grow(Grow *g, Py_ssize_t more)
 #define MAX_CODEC 4  /* zstd */
 
 /* A compressed batch's records through the caller's decompress(codec, payload) (the reference's
- * records_bytes), the payload bytes [start, start + n) of `source` handed over as a slice of it (a
+ * records_bytes) — for zstd's usual stream (one frame of one block) first through zstd_one_call with
+ * the caller's zstd (a zstandard decompressor's decompress method, or NULL) — the payload bytes [start, start + n) of `source` handed over as a slice of it (a
  * view the source knows of: an mmap stays mapped while the function, or an error it raised, still
  * holds it): 1 with *out a new bytes object; 0 where it raised an ordinary error (the caller's
  * per-batch walk then raises it with its location), nothing set; -1 with a Python error set for
  * anything else (out of memory within the kernel, an interrupt). *whole: the caller's memoryview of
  * the source, made here at its first compressed batch (the caller releases it). */
+#define ZSTD_CODEC 4
+#define ZSTD_FRAME_MAGIC 0xFD2FB528u
+#define ZSTD_BLOCK_MAX (128 * 1024)  /* the most one block inflates to (RFC 8878) */
+
+/* records.compression._zstd_one_block_bound (max_output 2**31): the output bound of one
+ * decompression call when p[0, n) is exactly one zstd frame of one block, 0 otherwise. */
+static Py_ssize_t
+zstd_one_block_bound(const uint8_t *p, Py_ssize_t n)
+{
+    static const int dict_id_sizes[4] = {0, 1, 2, 4};
+    static const int content_size_sizes[8] = {0, 2, 4, 8, 1, 2, 4, 8};
+    uint32_t magic, block;
+    int single, size_field, checksum;
+    Py_ssize_t header, content;
+    if (n < 5 + 3)
+        return 0;
+    magic = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    single = (p[4] & 0x20) != 0;
+    size_field = content_size_sizes[(p[4] >> 6) | (single ? 4 : 0)];
+    header = 5 + (single ? 0 : 1) + dict_id_sizes[p[4] & 3] + size_field;
+    if (magic != ZSTD_FRAME_MAGIC || n < header + 3)
+        return 0;
+    block = (uint32_t)p[header] | (uint32_t)p[header + 1] << 8 | (uint32_t)p[header + 2] << 16;
+    content = (block & 6) == 2 ? 1 : (Py_ssize_t)(block >> 3);  /* an RLE block stores one byte */
+    checksum = (p[4] & 4) ? 4 : 0;
+    if (!(block & 1) || header + 3 + content + checksum != n)
+        return 0;  /* more blocks or frames, or bytes after the frame */
+    if (size_field) {
+        uint64_t stated = 0;
+        for (int k = size_field - 1; k >= 0; k--)
+            stated = stated << 8 | p[header - size_field + k];
+        if (size_field == 2)
+            stated += 256;
+        return stated > 0 && stated <= ZSTD_BLOCK_MAX ? (Py_ssize_t)stated : 0;
+    }
+    return ZSTD_BLOCK_MAX;
+}
+
+/* zstd(view, max_output_size=bound): records.compression._zstd_decompress's one bounded call, made
+ * here without its Python frames. A new bytes object, or NULL: nothing set where the call raised an
+ * ordinary error or returned no bytes (the caller then runs the whole reference), else an error. */
+static PyObject *
+zstd_one_call(PyObject *zstd_fn, PyObject *view, Py_ssize_t bound)
+{
+    static PyObject *kwnames = NULL;
+    PyObject *args[2], *value;
+    if (kwnames == NULL && (kwnames = Py_BuildValue("(s)", "max_output_size")) == NULL)
+        return NULL;
+    args[0] = view;
+    args[1] = PyLong_FromSsize_t(bound);
+    if (args[1] == NULL)
+        return NULL;
+    value = PyObject_Vectorcall(zstd_fn, args, 1, kwnames);
+    Py_DECREF(args[1]);
+    if (value == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_Exception) && !PyErr_ExceptionMatches(PyExc_MemoryError))
+            PyErr_Clear();
+        return NULL;
+    }
+    if (!PyBytes_Check(value) || PyBytes_GET_SIZE(value) > bound) {
+        Py_DECREF(value);
+        return NULL;
+    }
+    return value;
+}
+
 static int
-decompressed(PyObject *fn, int codec, PyObject *source, PyObject **whole, Py_ssize_t start,
-             Py_ssize_t n, PyObject **out)
+decompressed(PyObject *fn, PyObject *zstd_fn, int codec, PyObject *source, PyObject **whole,
+             Py_ssize_t start, Py_ssize_t n, PyObject **out)
 {
     PyObject *view, *args[2], *value, *code;
     *out = NULL;
     if (*whole == NULL && (*whole = PyMemoryView_FromObject(source)) == NULL)
         return -1;
     view = PySequence_GetSlice(*whole, start, start + n);
+    if (view != NULL && codec == ZSTD_CODEC && zstd_fn != NULL) {
+        Py_buffer payload;
+        Py_ssize_t bound = 0;
+        if (PyObject_GetBuffer(view, &payload, PyBUF_SIMPLE) == 0) {
+            bound = zstd_one_block_bound((const uint8_t *)payload.buf, payload.len);
+            PyBuffer_Release(&payload);
+        }
+        else
+            PyErr_Clear();
+        if (bound > 0) {
+            *out = zstd_one_call(zstd_fn, view, bound);
+            if (*out != NULL) {
+                Py_DECREF(view);
+                return 1;
+            }
+            if (PyErr_Occurred()) {
+                Py_DECREF(view);
+                return -1;
+            }
+        }
+    }
     code = PyLong_FromLong(codec);
     if (view == NULL || code == NULL) {
         Py_XDECREF(view);
@@ -1578,12 +1666,13 @@ decompressed(PyObject *fn, int codec, PyObject *source, PyObject **whole, Py_ssi
 }
 
 PyDoc_STRVAR(scan_window_key_digests_doc,
-"scan_window_key_digests(buf, position, limit, min_offset, max_puts, base_puts, decompress)\n"
+"scan_window_key_digests(buf, position, limit, min_offset, max_puts, base_puts, decompress, zstd)\n"
 "    -> (position, offsets bytes, digests bytes, batches bytes)\n\n"
 "Pass 1 (cleaner/round/mapping.iter_dirty_keys) over the batches starting at `position`, before\n"
 "`limit`: while each is a well-framed, non-transactional, non-control v2 batch whose records scan\n"
 "(compressed ones only with `decompress`, records.compression.decompress: called as (codec, payload)\n"
-"for each, the kernel stopping before a batch it raises on), the keyed records at or above\n"
+"for each, the kernel stopping before a batch it raises on; a zstd batch's usual stream first\n"
+"through `zstd`, records.compression.zstd_one_call(), when given), the keyed records at or above\n"
 "min_offset (scan_key_digests) and, per batch whose\n"
 "last offset reaches min_offset, (put end counted from base_puts, last offset, records) as three\n"
 "native int64. Stops before any other batch (the caller's per-batch walk takes it), at `limit`, or\n"
@@ -1596,14 +1685,16 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
     int64_t position, limit, min_offset, max_puts, base_puts;
     Grow offsets = {0}, digests = {0}, batches = {0};
     Py_ssize_t puts = 0, err;
-    PyObject *result = NULL, *decompress_fn, *source_view = NULL;
-    if (check_nargs("scan_window_key_digests", nargs, 7) < 0)
+    PyObject *result = NULL, *decompress_fn, *zstd_fn, *source_view = NULL;
+    if (check_nargs("scan_window_key_digests", nargs, 8) < 0)
         return NULL;
     decompress_fn = args[6] == Py_None ? NULL : args[6];
+    zstd_fn = args[7] == Py_None ? NULL : args[7];
     if (as_int64(args[1], &position) < 0 || as_int64(args[2], &limit) < 0
         || as_int64(args[3], &min_offset) < 0 || as_int64(args[4], &max_puts) < 0
         || as_int64(args[5], &base_puts) < 0
         || (decompress_fn != NULL && !PyCallable_Check(decompress_fn))
+        || (zstd_fn != NULL && !PyCallable_Check(zstd_fn))
         || get_bytes(args[0], &view) < 0)
         return scan_error(DECLINED);
     const uint8_t *d = (const uint8_t *)view.buf;
@@ -1630,7 +1721,7 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
             const uint8_t *records = h + RECORD_BATCH_OVERHEAD;
             PyObject *inflated = NULL;
             if (codec != 0) {
-                int got = decompressed(decompress_fn, codec, args[0], &source_view,
+                int got = decompressed(decompress_fn, zstd_fn, codec, args[0], &source_view,
                                        (Py_ssize_t)position + RECORD_BATCH_OVERHEAD, n, &inflated);
                 if (got < 0)
                     goto done;
@@ -1724,14 +1815,14 @@ in_sorted(const int64_t *v, Py_ssize_t n, int64_t offset)
 
 PyDoc_STRVAR(scan_window_records_doc,
 "scan_window_records(buf, position, limit, max_batches, max_records, max_bytes, protected,\n"
-"                    upper_bound, crc, decompress)\n"
+"                    upper_bound, crc, decompress, zstd)\n"
 "    -> (position, batches, offsets, timestamps, key_starts, key_ends, body_starts, record_ends,\n"
 "        value_null, inflated)\n\n"
 "Pass 2 (cleaner/round/filtering) over the batches starting at `position`, before `limit`: while\n"
 "each is a well-framed, non-transactional, non-control v2 batch with records, a valid CRC (crc:\n"
 "records.crc.crc32c), records that scan (scan_records; a compressed batch's only with\n"
-"`decompress`, records.compression.decompress called as (codec, payload), and where it does not\n"
-"raise), a last offset not in the ascending int64 array `protected` and a next offset other than\n"
+"`decompress`, records.compression.decompress called as (codec, payload), a zstd batch's usual\n"
+"stream first through `zstd` when given, and where it does not raise), a last offset not in the ascending int64 array `protected` and a next offset other than\n"
 "upper_bound, its header fields (position, size, base offset, last offset, count, attributes, base\n"
 "and max timestamp: native int64) and its records' columns (native int64; value_null one byte a\n"
 "record). Record positions are absolute in buf, or, for a compressed batch's, len(buf) plus their\n"
@@ -1747,16 +1838,17 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int64_t position, limit, max_batches, max_records, max_bytes, upper_bound, start;
     Grow batches = {0}, columns[N_WR_COLUMNS] = {{0}}, value_null = {0};
     Py_ssize_t records = 0, taken = 0, err, inflated_size = 0;
-    PyObject *result = NULL, *crc_fn, *decompress_fn, *inflated = NULL, *source_view = NULL;
-    if (check_nargs("scan_window_records", nargs, 10) < 0)
+    PyObject *result = NULL, *crc_fn, *decompress_fn, *zstd_fn, *inflated = NULL, *source_view = NULL;
+    if (check_nargs("scan_window_records", nargs, 11) < 0)
         return NULL;
     crc_fn = args[8];
     decompress_fn = args[9] == Py_None ? NULL : args[9];
+    zstd_fn = args[10] == Py_None ? NULL : args[10];
     if (as_int64(args[1], &position) < 0 || as_int64(args[2], &limit) < 0
         || as_int64(args[3], &max_batches) < 0 || as_int64(args[4], &max_records) < 0
         || as_int64(args[5], &max_bytes) < 0 || as_int64(args[7], &upper_bound) < 0
         || !PyCallable_Check(crc_fn) || (decompress_fn != NULL && !PyCallable_Check(decompress_fn))
-        || get_bytes(args[0], &view) < 0)
+        || (zstd_fn != NULL && !PyCallable_Check(zstd_fn)) || get_bytes(args[0], &view) < 0)
         return scan_error(DECLINED);
     if (get_8byte_ints(args[6], &prot, 'q', 'l') < 0) {
         PyBuffer_Release(&view);
@@ -1807,7 +1899,7 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         body = h + RECORD_BATCH_OVERHEAD;
         at = position + RECORD_BATCH_OVERHEAD;
         if (codec != 0) {  /* the records: one more item of `inflated` (appended once scanned) */
-            int got = decompressed(decompress_fn, codec, args[0], &source_view,
+            int got = decompressed(decompress_fn, zstd_fn, codec, args[0], &source_view,
                                    (Py_ssize_t)position + RECORD_BATCH_OVERHEAD, n, &piece);
             if (got < 0)
                 goto done;

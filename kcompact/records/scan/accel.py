@@ -156,7 +156,7 @@ def rebuild_records(
 
 def scan_window_key_digests(
     buf: Buffer, position: int, limit: int, min_offset: int, max_puts: int, base_puts: int,
-    decompress: Any = None,
+    decompress: Any = None, zstd: Any = None,
 ) -> tuple[int, bytes, bytes, bytes] | None:
     """C pass 1 over a run of v2 data batches (``cleaner/round/mapping.iter_dirty_keys``).
 
@@ -168,6 +168,9 @@ def scan_window_key_digests(
     Args:
         decompress: ``records.compression.decompress``, called as ``(codec, payload)`` for each
             compressed batch (None: the kernel takes uncompressed batches only).
+        zstd: ``records.compression.zstd_one_call()``: a zstd batch's usual stream (one frame of one
+            block) is decompressed by it in one bounded call, as ``decompress`` would (None: all
+            through ``decompress``).
 
     Returns:
         ``(position, offsets, digests, batches)``: where it stopped, the entries as native int64 and
@@ -178,7 +181,7 @@ def scan_window_key_digests(
         return None
     try:
         result: tuple[int, bytes, bytes, bytes] = kernels.scan_window_key_digests(
-            buf, position, limit, min_offset, max_puts, base_puts, decompress)
+            buf, position, limit, min_offset, max_puts, base_puts, decompress, zstd)
     except kernels.ScanError:
         return None
     return result
@@ -220,7 +223,7 @@ WindowRecords = tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, bytes, byte
 
 def scan_window_records(
     buf: Buffer, position: int, limit: int, max_batches: int, max_records: int, max_bytes: int,
-    protected: Any, upper_bound: int, crc: Any, decompress: Any = None,
+    protected: Any, upper_bound: int, crc: Any, decompress: Any = None, zstd: Any = None,
 ) -> WindowRecords | None:
     """C pass 2 walk over a run of v2 data batches (``cleaner/round/filter_windows``).
 
@@ -233,6 +236,9 @@ def scan_window_records(
     Args:
         decompress: ``records.compression.decompress``, called as ``(codec, payload)`` for each
             compressed batch (None: the kernel takes uncompressed batches only).
+        zstd: ``records.compression.zstd_one_call()``: a zstd batch's usual stream (one frame of one
+            block) is decompressed by it in one bounded call, as ``decompress`` would (None: all
+            through ``decompress``).
 
     Returns:
         ``(position, batches, offsets, timestamps, key_starts, key_ends, body_starts, record_ends,
@@ -245,7 +251,7 @@ def scan_window_records(
     try:
         result: WindowRecords = kernels.scan_window_records(
             buf, position, limit, max_batches, max_records, max_bytes, protected, upper_bound, crc,
-            decompress)
+            decompress, zstd)
     except kernels.ScanError:
         return None
     return result

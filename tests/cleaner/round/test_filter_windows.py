@@ -31,7 +31,7 @@ from kcompact.segment.log_file import LogFile
 from tests.builders import PartitionBuilder
 from tests.cleaner.round.test_stages import OPTIONS, serial_map
 from tests.cleaner.workers.test_parallel import DAY, NOW, config, key
-from tests.records.scan.accel_compare import accel_switched, needs_c
+from tests.records.scan.accel_compare import accel_switched, counted_zstd_one_call, needs_c
 
 
 def _raw(b: PartitionBuilder, kvs: list[tuple[bytes | None, bytes | None]], **fields: object) -> None:
@@ -212,19 +212,22 @@ def test_c_runs_take_compressed_batches_of_every_codec(
     """Compressed batches are decompressed and rebuilt inside the windows (once each), and the
     result is the per-batch walk's (``test_c_runs_equal_the_per_batch_walk``)."""
     plan, oracles, _ = mixed
-    inflated: list[int] = []
-    deflated: list[int] = []
-    monkeypatch.setattr(filter_windows, "decompress", lambda codec, data: inflated.append(codec) or
-                        compression.decompress(codec, data))
-    monkeypatch.setattr(filter_windows, "compress", lambda codec, data: deflated.append(codec) or
-                        compression.compress(codec, data))
-    with accel_switched(True):
-        out, _, _, error = _walk(plan, plan.segments[-1], oracles["map"], 0, None)
-    assert error is None and out
-    assert sorted(set(inflated)) == [1, 2, 3, 4] and len(inflated) == 14
-    assert sorted(set(deflated)) == [1, 2, 3, 4]  # each codec's first batch rebuilt in C
     with accel_switched(False):
-        assert _walk(plan, plan.segments[-1], oracles["map"], 0, None)[0] == out
+        expected = _walk(plan, plan.segments[-1], oracles["map"], 0, None)[0]
+    for zstd_loaded in (False, True):
+        inflated: list[str] = []
+        deflated: list[int] = []
+        monkeypatch.setattr(filter_windows, "decompress", lambda codec, data, seen=inflated: seen.append(
+            f"codec {codec}") or compression.decompress(codec, data))
+        monkeypatch.setattr(filter_windows, "zstd_one_call", counted_zstd_one_call(inflated, zstd_loaded))
+        monkeypatch.setattr(filter_windows, "compress", lambda codec, data, seen=deflated: seen.append(
+            codec) or compression.compress(codec, data))
+        with accel_switched(True):
+            out, _, _, error = _walk(plan, plan.segments[-1], oracles["map"], 0, None)
+        assert error is None and out == expected
+        assert len(inflated) == 14 and {"codec 1", "codec 2", "codec 3"} <= set(inflated)
+        assert ("zstd one call" in inflated) is zstd_loaded and ("codec 4" in inflated) is not zstd_loaded
+        assert sorted(set(deflated)) == [1, 2, 3, 4]  # each codec's first batch rebuilt in C
 
 
 def _batches(seg: SegmentPlan) -> list[int]:

@@ -20,7 +20,7 @@ from kcompact.records.scan import accel
 from tests.builders import PartitionBuilder
 from tests.cleaner.round.test_stages import OPTIONS
 from tests.cleaner.workers.test_parallel import config, key
-from tests.records.scan.accel_compare import accel_switched, needs_c
+from tests.records.scan.accel_compare import accel_switched, counted_zstd_one_call, needs_c
 
 
 def _partition(log_dir: Path) -> Path:
@@ -122,14 +122,19 @@ def test_c_run_takes_compressed_batches_of_every_codec(
     mixed: tuple[CleanPlan, list[SegmentPlan], list[bytes]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plan, dirty, _ = mixed
-    seen: list[int] = []
-    monkeypatch.setattr(mapping, "decompress", lambda codec, data: seen.append(codec) or
-                        compression.decompress(codec, data))
-    with accel_switched(True):
-        walked = [keys.offsets.tolist() for keys in iter_dirty_keys(plan, dirty[1])]
-    assert seen == [1, 2, 3, 4, 4]  # each compressed batch decompressed once, inside the C run
     with accel_switched(False):
-        assert walked == [keys.offsets.tolist() for keys in iter_dirty_keys(plan, dirty[1])]
+        expected = [keys.offsets.tolist() for keys in iter_dirty_keys(plan, dirty[1])]
+    for zstd_loaded in (False, True):
+        seen: list[str] = []
+        monkeypatch.setattr(mapping, "decompress", lambda codec, data, seen=seen: seen.append(
+            f"codec {codec}") or compression.decompress(codec, data))
+        monkeypatch.setattr(mapping, "zstd_one_call", counted_zstd_one_call(seen, zstd_loaded))
+        with accel_switched(True):
+            walked = [keys.offsets.tolist() for keys in iter_dirty_keys(plan, dirty[1])]
+        # each compressed batch decompressed once, inside the C run; zstd's usual stream in one call
+        zstd = ["zstd one call"] * 2 if zstd_loaded else ["codec 4"] * 2
+        assert seen == ["codec 1", "codec 2", "codec 3", *zstd]
+        assert walked == expected
 
 
 @needs_c

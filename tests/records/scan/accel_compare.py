@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from kcompact.records import compression
 from kcompact.records.scan import accel
 
 Outcome = tuple[object, ...]
@@ -85,3 +86,15 @@ def both(fn: Callable[[], Any], run: Callable[[Callable[[], Any]], Outcome] = ou
         compiled = run(fn)
     assert compiled == reference
     return reference
+
+
+def counted_zstd_one_call(seen: list[str], loaded: bool) -> Callable[[], object]:
+    """A stand-in for ``compression.zstd_one_call`` that notes each call of the method it returns
+    (None, as before zstandard is imported, when not ``loaded``)."""
+    def one_call(data: object, max_output_size: int) -> bytes:
+        seen.append("zstd one call")
+        assert max_output_size == compression._zstd_one_block_bound(memoryview(data), 2**31)  # type: ignore[arg-type]
+        out: bytes = compression._zstd_context("decompressor").decompress(data, max_output_size=max_output_size)
+        return out
+
+    return lambda: one_call if loaded else None
