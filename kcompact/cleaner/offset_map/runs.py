@@ -55,6 +55,7 @@ _RELEASE_SHIFT = 21  # give memory back by whole 2 MiB (huge) pages
 _OFFSET_DELTA_LIMIT = 2**32
 _MADV_HUGEPAGE: int | None = getattr(mmap, "MADV_HUGEPAGE", None)  # Linux only
 _MADV_DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
+_MAP_PRIVATE: int | None = getattr(mmap, "MAP_PRIVATE", None)  # POSIX
 
 REST = np.dtype([
     ("mid", "<u2"),  # digest bits 76-91
@@ -99,7 +100,9 @@ def _alloc(n: int, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
     size = n * dtype.itemsize
     if size < max(_MMAP_MIN_BYTES, 1):
         return np.empty(n, dtype=dtype)
-    mapping = mmap.mmap(-1, size)
+    # private: MADV_DONTNEED then frees the pages (on a shared anonymous mapping it only unmaps them
+    # from this process, and the memory stays allocated until the whole mapping goes)
+    mapping = mmap.mmap(-1, size, flags=_MAP_PRIVATE) if _MAP_PRIVATE is not None else mmap.mmap(-1, size)
     if _MADV_HUGEPAGE is not None:  # as numpy does for its big arrays: random gathers need it
         mapping.madvise(_MADV_HUGEPAGE)
     return np.frombuffer(mapping, dtype=dtype, count=n)

@@ -60,15 +60,13 @@ def spill_arrays(directory: Path, arrays: Sequence[npt.NDArray[np.generic]]) -> 
 
 
 def load_arrays(spilled: Spilled) -> list[npt.NDArray[np.generic]]:
-    """Read the arrays of a :class:`Spilled` back (one read) and remove its file."""
-    data = np.fromfile(spilled.path, dtype=np.uint8)
+    """Read the arrays of a :class:`Spilled` back (one read each, into its own memory: the offset map
+    keeps pass 1's digest and offset columns until its next flush, and they keep nothing else alive)
+    and remove its file."""
+    with open(spilled.path, "rb") as file:
+        arrays = [np.fromfile(file, dtype=np.dtype(dtype_str), count=length)
+                  for dtype_str, length in spilled.columns]
     os.unlink(spilled.path)
-    arrays, at = [], 0
-    for dtype_str, length in spilled.columns:
-        dtype = np.dtype(dtype_str)
-        size = length * dtype.itemsize
-        arrays.append(data[at : at + size].view(dtype))
-        at += size
     return arrays
 
 

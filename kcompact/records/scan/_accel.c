@@ -1254,6 +1254,13 @@ fold_into_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         uint16_t *o_mid;
         uint8_t *o_low;
         int64_t *o_off;
+        Py_ssize_t last_start = starts64 ? (Py_ssize_t)((const uint64_t *)starts)[(Py_ssize_t)1 << bits]
+                                         : (Py_ssize_t)((const uint32_t *)starts)[(Py_ssize_t)1 << bits];
+        if ((starts64 ? ((const uint64_t *)starts)[0] : ((const uint32_t *)starts)[0]) != 0
+            || last_start != n) {  /* a directory that is not this run's: never read past it */
+            scan_error(DECLINED);
+            goto done;
+        }
         if (!wide)  /* every offset must fit the run's uint32 deltas: else numpy widens the run */
             for (Py_ssize_t i = 0; i < q; i++)
                 if (off[i] < base || (uint64_t)off[i] - (uint64_t)base >= ((uint64_t)1 << 32)) {
@@ -1276,6 +1283,10 @@ fold_into_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                              : (Py_ssize_t)((const uint32_t *)starts)[b];
             stop = end = starts64 ? (Py_ssize_t)((const uint64_t *)starts)[b + 1]
                                   : (Py_ssize_t)((const uint32_t *)starts)[b + 1];
+            if (stop > n)  /* a directory out of order (not a run's): stay inside the keys */
+                stop = end = n;
+            if (first > end)
+                first = end;
             while (first < end) {  /* the bucket's first key >= the query's */
                 Py_ssize_t m = first + (end - first) / 2;
                 if (key[m] < qkey[i])
@@ -1443,7 +1454,9 @@ merge_runs_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return scan_error(DECLINED);
     }
     if (a.bits < s || b.bits < s || out.bits < s || ia > a.n || ib > b.n || stop > a.n + b.n
-        || out.width != (a.width == 11 || b.width == 11 ? 11 : 7)) {
+        || out.width != (a.width == 11 || b.width == 11 ? 11 : 7)
+        || run_start(&a, 0) != 0 || run_start(&a, a.buckets) != a.n  /* directories that are */
+        || run_start(&b, 0) != 0 || run_start(&b, b.buckets) != b.n) {  /* not the runs': declined */
         scan_error(DECLINED);
         goto done;
     }

@@ -422,3 +422,15 @@ def test_a_batch_is_copied_unless_the_caller_gives_it_up() -> None:
                 column[:] = 0  # the caller reuses its arrays
         answers.append(offset_map.get_batch(hi, lo).tolist())
     assert answers[0] == answers[1] == offsets.tolist()
+
+
+@pytest.mark.skipif(runs._MADV_DONTNEED is None, reason="no madvise(MADV_DONTNEED) on this platform")
+def test_pages_a_merge_gives_back_are_freed_not_just_unmapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A released prefix of a run's own mapping is really returned to the system: read again, it is
+    zero-filled (a shared mapping would only drop it from this process and keep its memory, contents
+    and all, until the whole mapping goes)."""
+    monkeypatch.setattr(runs, "_RELEASE_SHIFT", 12)
+    array = runs._alloc(1 << 20, np.dtype(np.uint64))  # 8 MiB: its own mapping
+    array[:] = 1
+    runs._release_prefix(array, 0, 1 << 16)  # the first 512 KiB
+    assert not array[: 1 << 16].any() and array[1 << 16 :].all()

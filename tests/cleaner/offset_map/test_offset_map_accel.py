@@ -273,6 +273,11 @@ def test_c_fold_declines_a_run_it_cannot_write() -> None:
     found = accel.fold_into_run((run.key, run.rest.view(np.uint8), run.starts, run.bits + 1, run.base),
                                 (query.top, query.key, query.mid, query.low), off)
     assert found is None and run.rest.tobytes() == before  # a directory of another size
+    for bad in ([0] * (len(run.starts) - 1) + [len(run.key) + 9], [1] + [len(run.key)] * (len(run.starts) - 1)):
+        found = accel.fold_into_run(
+            (run.key, run.rest.view(np.uint8), np.array(bad, dtype=run.starts.dtype), run.bits, run.base),
+            (query.top, query.key, query.mid, query.low), off)
+        assert found is None and run.rest.tobytes() == before  # a directory not the run's own
 
 
 def _merge_both_ways(a: runs.Run, b: runs.Run) -> list[object]:
@@ -332,6 +337,8 @@ def test_c_merge_declines_what_it_does_not_take() -> None:
         (a.columns(), b.columns(), out, 12, 0, 0, 4),  # past the output's end
         (a.columns(), b.columns(), out, 12, 3, 0, 3),  # past a's end
         (a.columns(), b.columns(), out, 13, 0, 0, 3),  # more implied bits than the directories
+        (a.columns()[:2] + (a.starts + 1, *a.columns()[3:]), b.columns(), out, 12, 0, 0, 3),  # not a's
+        (a.columns(), b.columns()[:2] + (b.starts * 5, *b.columns()[3:]), out, 12, 0, 0, 3),  # not b's
     ]:
         assert accel.merge_runs_step(*args) is None
         assert padded.tolist() == [7] * len(padded) and not starts.any()
