@@ -52,14 +52,15 @@ chunks, whatever the map's size; shared 2-core VM)::
     keys   bytes/key   put keys/s   freeze   get keys/s   build peak / map   peak RSS
     1M     15.52       19M          0.04 s   7.1M         4.8                108 MiB
     10M    15.84       5.7M         0.24 s   6.1M         1.64               465 MiB
-    100M   15.67       1.9M         1.6 s    5.0M         1.31               2.5 GiB
+    100M   15.67       4.4M         1.2 s    5.4M         1.27               4.0 GiB
 
 Same day, before the flush, fold and merge kernels: 1M put at 7.3M/s (0.12 s freeze), build peak 5.8,
 123 MiB; 10M at 3.4M/s (0.27 s), build peak 1.76, 479 MiB (10M's peak RSS is
-``latest_offsets_sorted``'s, after the build, and varies by ~30 MiB between runs). The 100M row
-predates them (not re-run: too big for the shared VM); they add no temporary that scales past the old
-ones (the flush's 42 bytes a put and 27 a key replace a 48-byte concatenation and a 43-byte gather;
-the merge drops numpy's per-chunk arrays and its directory-sized ``np.diff``, 64 MiB at 100M).
+``latest_offsets_sorted``'s, after the build, and varies by ~30 MiB between runs); 100M at 1.9M/s
+(1.6 s freeze), build peak 1.31. The runs' big arrays live in *private* anonymous mappings: the 1.31
+was measured when they were shared, where the pages a merge gives back left the process's RSS but not
+the machine's memory; the 1.27 above is with private ones, which give them back for real (the 100M
+peak RSS is the lookups', after the build).
 The previous layout (all 128 bits): 100M keys at 20.67 bytes a key, put at 1.8M/s (9.8 s freeze),
 got at 5.3M/s, build peak 2.36, peak RSS 4.4 GiB. The clean bench's map work (``--clean-shape``: 2M
 records over 500k keys, 200 a batch): put 0.13 s, get 0.61 s (0.19 s and 0.62 s before the kernels,
