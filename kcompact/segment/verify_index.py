@@ -33,14 +33,12 @@ from kcompact.segment.fixed_index import trailing_zero_slots
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import parse_segment_file_name
 from kcompact.segment.offset_index import (
-    OFFSET_INDEX_ENTRY,
     Finding,
     OffsetIndexEntry,
     check_offset_index,
     decode_offset_index,
 )
 from kcompact.segment.time_index import (
-    TIME_INDEX_ENTRY,
     TimeIndexEntry,
     check_time_index,
     decode_time_index,
@@ -164,41 +162,50 @@ def _agrees(kind: str, data: bytes, base_offset: int, columns: tuple[I64, I64, I
     """
     positions, lasts, max_timestamps = columns
     if kind == "index":
-        if len(data) % OFFSET_INDEX_ENTRY.size:
-            return False
-        slots = np.frombuffer(data, dtype=_OFFSET_SLOT)
-        relative, position = slots["relative"].astype(np.int64), slots["position"].astype(np.int64)
-        if not len(slots):
-            return True
-        at = np.minimum(np.searchsorted(positions, position), max(len(positions) - 1, 0))
-        return bool(
-            len(positions) and relative[-1] >= 0 and (relative[-1] != 0 or position[-1] != 0)
-            and (relative >= 0).all() and (position >= 0).all()
-            and (np.diff(relative) > 0).all() and (np.diff(position) > 0).all()
-            and (positions[at] == position).all() and (lasts[at] == base_offset + relative).all())
+        slots = _slots(data, _OFFSET_SLOT)
+        return slots is not None and _offset_slots_agree(slots, base_offset, positions, lasts)
     if kind == "timeindex":
-        if len(data) % TIME_INDEX_ENTRY.size:
-            return False
-        slots = np.frombuffer(data, dtype=_TIME_SLOT)
-        stamps, relative = slots["timestamp"].astype(np.int64), slots["relative"].astype(np.int64)
-        if not len(slots):
-            return True
-        if not len(lasts) or not (np.diff(lasts) > 0).all():
-            return False
-        # Kafka's running maximum after each batch, and the last offset of the batch that set it
-        running = np.maximum.accumulate(np.maximum(max_timestamps, -1))
-        before = np.concatenate(([-1], running[:-1]))
-        setter = np.maximum.accumulate(np.where(max_timestamps > before, np.arange(len(lasts)), -1))
-        reached_at = np.where(setter >= 0, lasts[np.maximum(setter, 0)], -1)
-        offsets = base_offset + relative
-        at = np.minimum(np.searchsorted(lasts, offsets), len(lasts) - 1)
-        return bool(
-            relative[-1] >= 0 and stamps[-1] >= stamps[0]
-            and (len(slots) == 1 or stamps[-1] != 0 or relative[-1] != 0)
-            and (relative >= 0).all() and (np.diff(stamps) >= 0).all() and (np.diff(offsets) >= 0).all()
-            and (lasts[at] == offsets).all() and (running[at] == stamps).all()
-            and (reached_at[at] == offsets).all())
+        slots = _slots(data, _TIME_SLOT)
+        return slots is not None and _time_slots_agree(slots, base_offset, lasts, max_timestamps)
     return False
+
+
+def _slots(data: bytes, slot: np.dtype[np.void]) -> npt.NDArray[np.void] | None:
+    """The file's slots, or None where its length is not a whole number of them."""
+    return None if len(data) % slot.itemsize else np.frombuffer(data, dtype=slot)
+
+
+def _offset_slots_agree(slots: npt.NDArray[np.void], base_offset: int, positions: I64, lasts: I64) -> bool:
+    relative, position = slots["relative"].astype(np.int64), slots["position"].astype(np.int64)
+    if not len(slots):
+        return True
+    at = np.minimum(np.searchsorted(positions, position), max(len(positions) - 1, 0))
+    return bool(
+        len(positions) and relative[-1] >= 0 and (relative[-1] != 0 or position[-1] != 0)
+        and (relative >= 0).all() and (position >= 0).all()
+        and (np.diff(relative) > 0).all() and (np.diff(position) > 0).all()
+        and (positions[at] == position).all() and (lasts[at] == base_offset + relative).all())
+
+
+def _time_slots_agree(slots: npt.NDArray[np.void], base_offset: int, lasts: I64, max_timestamps: I64) -> bool:
+    stamps, relative = slots["timestamp"].astype(np.int64), slots["relative"].astype(np.int64)
+    if not len(slots):
+        return True
+    if not len(lasts) or not (np.diff(lasts) > 0).all():
+        return False
+    # Kafka's running maximum after each batch, and the last offset of the batch that set it
+    running = np.maximum.accumulate(np.maximum(max_timestamps, -1))
+    before = np.concatenate(([-1], running[:-1]))
+    setter = np.maximum.accumulate(np.where(max_timestamps > before, np.arange(len(lasts)), -1))
+    reached_at = np.where(setter >= 0, lasts[np.maximum(setter, 0)], -1)
+    offsets = base_offset + relative
+    at = np.minimum(np.searchsorted(lasts, offsets), len(lasts) - 1)
+    return bool(
+        relative[-1] >= 0 and stamps[-1] >= stamps[0]
+        and (len(slots) == 1 or stamps[-1] != 0 or relative[-1] != 0)
+        and (relative >= 0).all() and (np.diff(stamps) >= 0).all() and (np.diff(offsets) >= 0).all()
+        and (lasts[at] == offsets).all() and (running[at] == stamps).all()
+        and (reached_at[at] == offsets).all())
 
 
 def _read_index(index_path: Path) -> tuple[str, bytes] | str:

@@ -2335,42 +2335,46 @@ PyDoc_STRVAR(batch_headers_doc,
 "control batch: per batch (position, base offset, last offset, max timestamp, 1 if its CRC-32C\n"
 "(crc: records.crc.crc32c) matches else 0) as native int64. Returns where it stopped.");
 
+/* The walk batch_headers and batch_producers share: from position 0, while each batch is one
+ * decode_batch takes and has none of the attribute bits `refused`, a row of five native int64 a batch:
+ * position, base offset, last offset, max timestamp, then whether its CRC-32C matches (crc_fn given)
+ * or else its producer id. Returns (where it stopped, rows), or NULL with an error set. */
 static PyObject *
-batch_headers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+header_rows(const Py_buffer *view, int refused, PyObject *crc_fn)
 {
-    Py_buffer view;
     Grow rows = {0};
     Py_ssize_t position = 0;
-    PyObject *result = NULL, *crc_fn;
-    if (check_nargs("batch_headers", nargs, 2) < 0)
-        return NULL;
-    crc_fn = args[1];
-    if (!PyCallable_Check(crc_fn) || get_bytes(args[0], &view) < 0)
-        return scan_error(DECLINED);
-    const uint8_t *d = (const uint8_t *)view.buf;
-    while (position < view.len) {
+    PyObject *result = NULL;
+    const uint8_t *d = (const uint8_t *)view->buf;
+    while (position < view->len) {
         const uint8_t *h = d + position;
-        Py_ssize_t remaining = view.len - position, size;
+        Py_ssize_t remaining = view->len - position, size;
         int16_t attributes;
         int32_t batch_length;
-        int64_t base_offset, last_offset;
-        uint32_t crc;
+        int64_t base_offset, last_offset, last_column;
         if (remaining < RECORD_BATCH_OVERHEAD)
             break;
         attributes = (int16_t)be(h + 21, 2);
         batch_length = (int32_t)be(h + 8, 4);
         base_offset = (int64_t)be(h, 8);
         if (h[16] != 2 || attributes < 0 || attributes > 0x7F || (attributes & 0x07) > 4
-            || (attributes & 0x20) != 0 || batch_length < MIN_BATCH_LENGTH
+            || (attributes & refused) != 0 || batch_length < MIN_BATCH_LENGTH
             || (int32_t)be(h + 57, 4) < 0 || (Py_ssize_t)batch_length + LOG_OVERHEAD > remaining
             || __builtin_add_overflow(base_offset, (int64_t)(int32_t)be(h + 23, 4), &last_offset))
             break;
         size = (Py_ssize_t)batch_length + LOG_OVERHEAD;
-        if (crc_of(crc_fn, h + 21, size - 21, &crc) < 0 || grow(&rows, 5 * 8) < 0)
+        if (crc_fn != NULL) {
+            uint32_t crc;
+            if (crc_of(crc_fn, h + 21, size - 21, &crc) < 0)
+                goto done;
+            last_column = crc == (uint32_t)be(h + 17, 4);
+        }
+        else
+            last_column = (int64_t)be(h + 43, 8);  /* producer id */
+        if (grow(&rows, 5 * 8) < 0)
             goto done;
         {
-            int64_t row[5] = {position, base_offset, last_offset, (int64_t)be(h + 35, 8),
-                              crc == (uint32_t)be(h + 17, 4)};
+            int64_t row[5] = {position, base_offset, last_offset, (int64_t)be(h + 35, 8), last_column};
             memcpy(rows.data + rows.size, row, sizeof row);
             rows.size += sizeof row;
         }
@@ -2379,6 +2383,19 @@ batch_headers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     result = Py_BuildValue("(ny#)", position, rows.data ? rows.data : "", rows.size);
 done:
     PyMem_Free(rows.data);
+    return result;
+}
+
+static PyObject *
+batch_headers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    PyObject *result;
+    if (check_nargs("batch_headers", nargs, 2) < 0)
+        return NULL;
+    if (!PyCallable_Check(args[1]) || get_bytes(args[0], &view) < 0)
+        return scan_error(DECLINED);
+    result = header_rows(&view, 0x20, args[1]);  /* not control */
     PyBuffer_Release(&view);
     return result;
 }
@@ -2395,43 +2412,12 @@ static PyObject *
 batch_producers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     Py_buffer view;
-    Grow rows = {0};
-    Py_ssize_t position = 0;
-    PyObject *result = NULL;
+    PyObject *result;
     if (check_nargs("batch_producers", nargs, 1) < 0)
         return NULL;
     if (get_bytes(args[0], &view) < 0)
         return scan_error(DECLINED);
-    const uint8_t *d = (const uint8_t *)view.buf;
-    while (position < view.len) {
-        const uint8_t *h = d + position;
-        Py_ssize_t remaining = view.len - position;
-        int16_t attributes;
-        int32_t batch_length;
-        int64_t base_offset, last_offset;
-        if (remaining < RECORD_BATCH_OVERHEAD)
-            break;
-        attributes = (int16_t)be(h + 21, 2);
-        batch_length = (int32_t)be(h + 8, 4);
-        base_offset = (int64_t)be(h, 8);
-        if (h[16] != 2 || attributes < 0 || attributes > 0x7F || (attributes & 0x07) > 4
-            || (attributes & 0x30) != 0 || batch_length < MIN_BATCH_LENGTH
-            || (int32_t)be(h + 57, 4) < 0 || (Py_ssize_t)batch_length + LOG_OVERHEAD > remaining
-            || __builtin_add_overflow(base_offset, (int64_t)(int32_t)be(h + 23, 4), &last_offset))
-            break;
-        if (grow(&rows, 5 * 8) < 0)
-            goto done;
-        {
-            int64_t row[5] = {position, base_offset, last_offset, (int64_t)be(h + 35, 8),
-                              (int64_t)be(h + 43, 8)};
-            memcpy(rows.data + rows.size, row, sizeof row);
-            rows.size += sizeof row;
-        }
-        position += (Py_ssize_t)batch_length + LOG_OVERHEAD;
-    }
-    result = Py_BuildValue("(ny#)", position, rows.data ? rows.data : "", rows.size);
-done:
-    PyMem_Free(rows.data);
+    result = header_rows(&view, 0x30, NULL);  /* neither transactional nor control */
     PyBuffer_Release(&view);
     return result;
 }
