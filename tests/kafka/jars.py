@@ -1,0 +1,105 @@
+"""Kafka 4.1's jars, resolved from Maven Central through ``tests/kafka/pom.xml`` into a cache outside the
+repository, once per machine.
+
+The cache is ``$KCOMPACT_KAFKA_LIBS`` or ``~/.cache/kcompact/kafka-<version>``; a ``.complete`` marker is
+written only after Maven copied every jar, so an interrupted download is done again. ``.ci/run`` calls
+``python -m tests.kafka.jars`` before the tests (one line: the directory); a test that needs the jars calls
+:func:`kafka_classpath`, which resolves on first use, or skips with the reason where Java or Maven is missing
+(never in CI: ``KCOMPACT_REQUIRE_KAFKA=1`` turns that skip into a failure).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+POM = Path(__file__).with_name("pom.xml")
+REQUIRE_ENV = "KCOMPACT_REQUIRE_KAFKA"
+LIBS_ENV = "KCOMPACT_KAFKA_LIBS"
+COMPLETE_MARKER = ".complete"
+
+
+class KafkaUnavailable(RuntimeError):
+    """Java or Maven is missing, or Maven could not resolve the jars."""
+
+
+def kafka_version() -> str:
+    """The Kafka version the pom pins."""
+    match = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", POM.read_text())
+    if match is None:
+        raise KafkaUnavailable(f"{POM}: no <kafka.version> property")
+    return match.group(1)
+
+
+def libs_dir() -> Path:
+    """Where the jars are cached (outside the repository)."""
+    override = os.environ.get(LIBS_ENV)
+    if override:
+        return Path(override)
+    return Path.home() / ".cache" / "kcompact" / f"kafka-{kafka_version()}"
+
+
+def why_unavailable() -> str | None:
+    """Why Kafka cannot run here (no java or no mvn on PATH), or None."""
+    for tool in ("java", "mvn"):
+        if shutil.which(tool) is None:
+            return f"{tool} not on PATH: Kafka {kafka_version()}'s broker cannot run in the tests"
+    return None
+
+
+def resolve() -> Path:
+    """Copy the pom's dependencies into :func:`libs_dir` unless already there; returns that directory.
+
+    Raises:
+        KafkaUnavailable: java or mvn is missing, or Maven failed (its output in the message).
+    """
+    reason = why_unavailable()
+    if reason is not None:
+        raise KafkaUnavailable(reason)
+    target = libs_dir()
+    if (target / COMPLETE_MARKER).exists():
+        return target
+    target.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # several pytest processes may ask at once
+        if (target / COMPLETE_MARKER).exists():
+            return target
+        command = ["mvn", "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
+                   f"-DoutputDirectory={target}", "-DincludeScope=runtime"]
+        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            raise KafkaUnavailable(f"mvn failed ({done.returncode}):\n{done.stdout[-4000:]}{done.stderr[-4000:]}")
+        (target / COMPLETE_MARKER).write_text(kafka_version() + "\n")
+    return target
+
+
+def kafka_classpath() -> str:
+    """The classpath of every resolved jar; skips the calling test where Kafka cannot run (fails in CI)."""
+    import pytest
+
+    try:
+        directory = resolve()
+    except KafkaUnavailable as err:
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"{REQUIRE_ENV}=1 but Kafka is unavailable: {err}")
+        pytest.skip(str(err))
+    return os.pathsep.join(str(jar) for jar in sorted(directory.glob("*.jar")))
+
+
+def main() -> int:
+    """``python -m tests.kafka.jars``: resolve, print the directory."""
+    try:
+        print(resolve())
+    except KafkaUnavailable as err:
+        print(f"kafka jars: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
