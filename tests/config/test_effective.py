@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -355,10 +354,8 @@ def test_metadata_log_is_replayed_once_per_log_dir(tmp_path: Path,
         return real_load(directory)
 
     monkeypatch.setattr(metadata_state, "load_metadata_state", counting)
-    started = time.perf_counter()
     configs = [partition_config(log_dir / n, cli_overrides={}) for n in names]
-    elapsed = time.perf_counter() - started
-    assert len(calls) == 1 and elapsed < 3.0  # ~0.2 ms per partition measured
+    assert len(calls) == 1  # one replay serves all 300 partitions
     assert {c.config.delete_retention_ms for c in configs} == {21}
     write_log(log_dir / "__cluster_metadata-0", 9, [[
         encode_config(TOPIC, "orders", "delete.retention.ms", "22")]])  # a new segment: re-read
