@@ -10,36 +10,11 @@ Both return the checksum as an unsigned 32-bit int, the way the header stores it
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
-import os
 import zlib
-from types import ModuleType
+
+import crc32c as _crc32c
 
 from kcompact.records.varint import Buffer
-
-
-def _load_crc32c() -> ModuleType:
-    """The ``crc32c`` package's compiled module, loaded without the package's ``__init__``, which reads
-    the package version through ``importlib.metadata`` (~20 ms of every command's start); the package
-    itself where that module is not where this release of it keeps it."""
-    package = importlib.util.find_spec("crc32c")  # finds, does not run, the package
-    for folder in (package.submodule_search_locations or []) if package else []:
-        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-            path = os.path.join(folder, "_crc32c" + suffix)
-            if os.path.exists(path):
-                loader = importlib.machinery.ExtensionFileLoader("crc32c._crc32c", path)
-                spec = importlib.util.spec_from_file_location("crc32c._crc32c", path, loader=loader)
-                if spec is not None:
-                    module = importlib.util.module_from_spec(spec)
-                    loader.exec_module(module)
-                    return module
-    import crc32c
-
-    return crc32c
-
-
-_crc32c = _load_crc32c()
 
 
 def crc32c(data: Buffer, value: int = 0) -> int:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+import xxhash
+
 from kcompact.errors import CorruptRecordError
 
 LZ4_MAGIC = 0x184D2204
@@ -43,13 +45,8 @@ _FLG_CONTENT_CHECKSUM = 0x04
 _FLG_RESERVED = 0x03
 _BD_RESERVED = 0x8F
 
-_XXH_P1, _XXH_P2, _XXH_P3 = 2654435761, 2246822519, 3266489917
-_XXH_P4, _XXH_P5 = 668265263, 374761393
-_M32 = 0xFFFFFFFF
-
-
 def xxh32(data: bytes | memoryview, seed: int = 0) -> int:
-    """XXH32 of ``data`` (LZ4 header and block checksums); pure Python, for short or rare inputs.
+    """XXH32 of ``data`` (LZ4 header and block checksums), from the ``xxhash`` package.
 
     Args:
         data: the bytes to hash.
@@ -58,29 +55,7 @@ def xxh32(data: bytes | memoryview, seed: int = 0) -> int:
     Returns:
         The 32-bit hash; ``xxh32(b"") == 0x02CC5D05``.
     """
-    view = memoryview(data).cast("B")
-    size = len(view)
-    stripes = size // 16
-    if stripes:
-        acc = [seed + _XXH_P1 + _XXH_P2, seed + _XXH_P2, seed, seed - _XXH_P1]
-        acc = [value & _M32 for value in acc]
-        for index, lane in enumerate(struct.unpack_from(f"<{stripes * 4}I", view)):
-            value = (acc[index & 3] + lane * _XXH_P2) & _M32
-            acc[index & 3] = (((value << 13) | (value >> 19)) & _M32) * _XXH_P1 & _M32
-        h = sum(((v << r) | (v >> (32 - r))) & _M32 for v, r in zip(acc, (1, 7, 12, 18)))
-    else:
-        h = seed + _XXH_P5
-    h = (h + size) & _M32
-    position, tail = stripes * 16, stripes * 16 + (size - stripes * 16) // 4 * 4
-    for (lane,) in struct.iter_unpack("<I", view[position:tail]):
-        h = (h + lane * _XXH_P3) & _M32
-        h = (((h << 17) | (h >> 15)) & _M32) * _XXH_P4 & _M32
-    for byte in view[tail:]:
-        h = (h + byte * _XXH_P5) & _M32
-        h = (((h << 11) | (h >> 21)) & _M32) * _XXH_P1 & _M32
-    h = ((h ^ (h >> 15)) * _XXH_P2) & _M32
-    h = ((h ^ (h >> 13)) * _XXH_P3) & _M32
-    return h ^ (h >> 16)
+    return int(xxhash.xxh32_intdigest(data, seed))
 
 
 def encode_lz4_frame(view: memoryview, magic: int, block_codec: Any) -> bytes:

@@ -61,20 +61,3 @@ def test_accepts_memoryview_slices_and_mmap() -> None:
         mapped[3:12] = b"123456789"
         assert crc32c(memoryview(mapped)[3:]) == 0xE3069283
         assert crc32(memoryview(mapped)[3:]) == 0xCBF43926
-
-
-def test_the_compiled_checksum_is_loaded_without_the_package_metadata_lookup() -> None:
-    # The crc32c package's __init__ asks importlib.metadata for its version (~20 ms of every command's
-    # start); kcompact loads the package's compiled module alone, the same functions.
-    import subprocess
-    import sys
-
-    import crc32c as package
-
-    from kcompact.records import crc
-
-    assert crc._crc32c.__name__ == "crc32c._crc32c"
-    assert crc32c(b"kafka", 7) == package.crc32c(b"kafka", 7)
-    probe = "import sys, kcompact.records.crc; print('importlib.metadata' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          check=True).stdout.strip() == "False"
