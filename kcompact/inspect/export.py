@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import bisect
 import os
-import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -51,6 +50,7 @@ from kcompact.errors import CorruptDataError, KcompactError, RefusedError, Unsup
 from kcompact.records.batch_header import RecordBatch
 from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import Record, decode_records
+from kcompact.segment.files import replacing
 from kcompact.segment.log_file import LogFile, crc_error_or
 from kcompact.segment.names import segment_file_name
 from kcompact.segment.partition import (
@@ -489,9 +489,9 @@ def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: b
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     failures: list[ExportFailure] = []
-    temporary = target.with_name(f".{target.name}.kcompact-{os.getpid()}.tmp")
-    temporary.mkdir(parents=True)
-    try:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with replacing(target, target.with_name(f".{target.name}.kcompact-{os.getpid()}.tmp")) as temporary:
+        temporary.mkdir()
         records = 0
         with pq.ParquetWriter(temporary / "part-00000.parquet", schema) as writer:
             for columns in _export_chunks(refs, latest, read_progress(progress, "records", _total(refs)),
@@ -499,10 +499,6 @@ def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: b
                 records += len(columns["offset"])
                 writer.write_batch(pa.RecordBatch.from_pydict(columns, schema=schema))
         refuse_all_failed(refs, failures)
-        os.rename(temporary, target)
-    except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
     bad = {failure.partition_dir for failure in failures}
     exported = [ref for ref in refs if ref.partition_dir not in bad]
     return ExportSummary(str(output), records, len({r.partition_dir for r in exported}), len(exported), latest,

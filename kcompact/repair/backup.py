@@ -39,7 +39,7 @@ from typing import Any
 
 from kcompact.errors import KcompactError, RefusedError
 from kcompact.repair.salvage import DamagedRegion
-from kcompact.segment.files import fsync_dir, write_synced
+from kcompact.segment.files import fsync_dir, write_replacing, write_synced
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
@@ -253,11 +253,7 @@ class Backup:
 
 def write_manifest(directory: Path, manifest: Manifest) -> None:
     """Create or replace ``manifest.json`` atomically and durably (``.tmp``, fsync, rename, fsync directory)."""
-    data = json.dumps(asdict(manifest), indent=2).encode("utf-8")
-    temporary = directory / f"{MANIFEST_NAME}.tmp"
-    write_synced(temporary, data)
-    os.replace(temporary, directory / MANIFEST_NAME)
-    fsync_dir(directory)
+    write_replacing(directory / MANIFEST_NAME, json.dumps(asdict(manifest), indent=2).encode("utf-8"))
 
 
 def make_dirs_synced(directory: Path) -> None:

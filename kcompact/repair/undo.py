@@ -34,7 +34,7 @@ from kcompact.segment.checkpoint import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
-from kcompact.segment.files import fsync_dir
+from kcompact.segment.files import fsync_dir, replacing
 from kcompact.segment.lock import (
     broker_holds_lock,
     checkpoint_lock,
@@ -169,13 +169,12 @@ def _created(part: Path, manifest: Manifest) -> list[str]:
 
 
 def _restore(copy: Path, saved: SavedFile, target: Path) -> None:
-    temporary = target.with_name(f".{target.name}.kcompact-undo")
-    copy_hashed(copy, temporary)
-    os.chmod(temporary, saved.mode)
-    if os.geteuid() == 0:
-        os.chown(temporary, saved.uid, saved.gid)
-    os.utime(temporary, ns=(saved.mtime_ns, saved.mtime_ns))
-    os.replace(temporary, target)
+    with replacing(target, target.with_name(f".{target.name}.kcompact-undo")) as temporary:
+        copy_hashed(copy, temporary)
+        os.chmod(temporary, saved.mode)
+        if os.geteuid() == 0:
+            os.chown(temporary, saved.uid, saved.gid)
+        os.utime(temporary, ns=(saved.mtime_ns, saved.mtime_ns))
 
 
 def _restore_checkpoint(copy: Path, saved: SavedFile, target: Path, manifest: Manifest) -> str:

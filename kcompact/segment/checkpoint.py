@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from kcompact.errors import CorruptCheckpointError, FileAccessError
-from kcompact.segment.files import read_file
+from kcompact.segment.files import read_file, write_replacing
 from kcompact.segment.lock import checkpoint_lock
 
 CHECKPOINT_VERSION = 0
@@ -217,19 +217,7 @@ def write_offset_checkpoint(
     Raises:
         ValueError: as :func:`encode_offset_checkpoint`; nothing is written then.
     """
-    target = Path(path)
-    data = encode_offset_checkpoint(entries)
-    temporary = target.with_name(target.name + ".tmp")
-    with open(temporary, "wb") as file:
-        file.write(data)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, target)
-    directory = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    write_replacing(path, encode_offset_checkpoint(entries))
 
 
 def update_offset_checkpoint(

@@ -1,8 +1,11 @@
-"""Durable writes: the two primitives every writer of a partition directory needs.
+"""Durable writes: the primitives every writer of a partition directory needs.
 
 A file is durable once its bytes are fsynced; a rename or unlink is durable once its directory is fsynced.
-Every writer (indexes, cleaned segments, swaps, rolls, repair backups) goes through these two, so the
-crash-safety argument has one place to check. Both raise ``OSError`` as the OS does: the swap protocol
+Every writer (indexes, cleaned segments, swaps, rolls, repair backups) goes through these, so the
+crash-safety argument has one place to check: :func:`write_synced` and :func:`fsync_dir`, and built on them
+:func:`replacing` (a file or directory written under a temporary name, then renamed over its final one:
+checkpoints, manifests, undone files, a roll's indexes, exports) and :func:`link_or_else` (a second name
+for a file). The segment swap keeps its own renames (``cleaner.disk.swap``): its steps are Kafka's. Both raise ``OSError`` as the OS does: the swap protocol
 tells apart a failure it must recover from, and its callers say what the partition was left as. A file
 kcompact creates in place of a broker's takes that file's mode and owner (:func:`copy_ownership`), so the
 broker's user can still open it for writing.
@@ -19,6 +22,7 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 from kcompact.errors import FileAccessError
 
@@ -38,6 +42,47 @@ def fsync_dir(directory: str | os.PathLike[str]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+@contextmanager
+def replacing(path: str | os.PathLike[str], temporary: str | os.PathLike[str] | None = None, *,
+              sync_directory: bool = True) -> Iterator[Path]:
+    """Replace ``path`` atomically and durably with what the block writes under a temporary name.
+
+    The block creates the new file (or directory) at the yielded path and makes its bytes durable
+    (:func:`write_synced` does). When the block returns, the temporary is renamed over ``path``
+    (``os.replace``) and the directory holding both fsynced: a crash leaves either the old ``path`` or the
+    new one, never a torn one. When the block raises, the temporary is removed and ``path`` is as it was.
+
+    Args:
+        path: the file or directory to create or replace.
+        temporary: the temporary name (beside ``path``, on the same file system); ``<name>.tmp`` by default.
+        sync_directory: False where the caller fsyncs the directory once after several replacements
+            (a roll's two indexes); the rename is durable only then.
+
+    Yields:
+        The temporary path to write.
+    """
+    target = Path(path)
+    scratch = Path(temporary) if temporary is not None else target.with_name(target.name + ".tmp")
+    try:
+        yield scratch
+        os.replace(scratch, target)
+    except BaseException:
+        if scratch.is_dir() and not scratch.is_symlink():
+            shutil.rmtree(scratch, ignore_errors=True)
+        else:
+            scratch.unlink(missing_ok=True)
+        raise
+    if sync_directory:
+        fsync_dir(target.parent)
+
+
+def write_replacing(path: str | os.PathLike[str], data: bytes,
+                    temporary: str | os.PathLike[str] | None = None) -> None:
+    """Create or replace the file ``path`` with ``data``, atomically and durably (see :func:`replacing`)."""
+    with replacing(path, temporary) as scratch:
+        write_synced(scratch, data)
 
 
 @contextmanager
@@ -91,13 +136,18 @@ def copy_ownership(template: str | os.PathLike[str], path: str | os.PathLike[str
             pass  # not root: the files stay ours, which the broker's user may still read
 
 
-def link_or_copy(source: Path, target: Path) -> None:
-    """Give ``source`` a second name ``target`` (a hard link; a copy with its mode and times where the file
-    system refuses links). Used to keep an original intact while its name is given to a new file."""
+def link_or_else(source: Path, target: Path, otherwise: Literal["copy", "symlink"]) -> None:
+    """Give ``source`` a second name ``target``: a hard link, or where the file system refuses links (another
+    file system, links not allowed) a copy with its mode and times (``"copy"``: keeping an original intact
+    while its name is given to a new file) or a symbolic link to it (``"symlink"``: staging a whole partition,
+    where copying segments would cost their size)."""
     try:
         os.link(source, target)
-    except OSError:  # another file system, or links not allowed: a real copy
-        shutil.copy2(source, target)
+    except OSError:
+        if otherwise == "copy":
+            shutil.copy2(source, target)
+        else:
+            os.symlink(source.resolve(), target)
 
 
 def require_writable(directory: str | os.PathLike[str]) -> None:

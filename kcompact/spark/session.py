@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kcompact.errors import RefusedError, UnsupportedFormatError
+from kcompact.segment.files import write_replacing
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -212,9 +213,7 @@ def _quiet_log4j2_file() -> Path:
     """A log4j2 configuration sending only ERRORs to stderr (written once per user, reused)."""
     path = Path(tempfile.gettempdir()) / f"kcompact-log4j2-{os.getuid()}.properties"
     if not path.exists() or path.read_text() != QUIET_LOG4J2:
-        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        temporary.write_text(QUIET_LOG4J2)
-        os.replace(temporary, path)
+        write_replacing(path, QUIET_LOG4J2.encode(), path.with_name(f"{path.name}.{os.getpid()}.tmp"))
     return path
 
 

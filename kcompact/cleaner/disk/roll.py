@@ -34,7 +34,8 @@ from kcompact.segment.files import (
     copy_ownership,
     file_access,
     fsync_dir,
-    link_or_copy,
+    link_or_else,
+    replacing,
     write_synced,
 )
 from kcompact.segment.index_builder import build_indexes
@@ -142,18 +143,14 @@ def roll_active_segment(partition: Partition, config: TopicConfig) -> Roll | Non
 def _replace(roll: Roll, active: SegmentFiles, kind: str, data: bytes) -> None:
     """Write ``data`` as the active segment's ``kind`` index, its original kept as ``….deleted``."""
     path = roll.directory / segment_file_name(active.base_offset, kind)
-    tmp = path.with_name(path.name + ".kcompact-tmp")
     original = roll.directory / segment_file_name(active.base_offset, kind, "deleted")
-    try:
+    with replacing(path, path.with_name(path.name + ".kcompact-tmp"), sync_directory=False) as tmp:
         write_synced(tmp, data)
         os.utime(tmp, ns=(active.mtime_ns, active.mtime_ns))
         copy_ownership(path if path.exists() else active.log_path, tmp)
         if path.exists():
             original.unlink(missing_ok=True)
-            link_or_copy(path, original)
+            link_or_else(path, original, "copy")
             roll.replaced.append((path, original))
         else:
             roll.replaced.append((path, None))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

@@ -52,7 +52,7 @@ from kcompact.cleaner.rules.ranges import checkpoint_reset_warning, compute_clea
 from kcompact.cleaner.state.log_state import LogState, load_log_state
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError, FileAccessError, KcompactError
-from kcompact.segment.files import file_access, require_writable
+from kcompact.segment.files import file_access, link_or_else, require_writable
 from kcompact.segment.lock import log_dir_write_guard, partition_lock
 from kcompact.segment.names import parse_segment_file_name
 from kcompact.segment.partition import (
@@ -210,7 +210,7 @@ def _staged_copy(partition: Partition) -> Iterator[Path]:
             stage_part.mkdir(parents=True)
             for source in partition.path.iterdir():
                 if source.is_file():
-                    _link(source, stage_part / source.name)
+                    link_or_else(source, stage_part / source.name, "symlink")
             for name in (CLEANER_CHECKPOINT, REPLICATION_CHECKPOINT, LOG_START_CHECKPOINT):
                 if (log_dir / name).exists():
                     shutil.copy2(log_dir / name, stage_part.parent / name)
@@ -222,13 +222,6 @@ def _staged_copy(partition: Partition) -> Iterator[Path]:
         raise mapped from err
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-
-
-def _link(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError:  # another file system, or links not allowed: never a copy of a whole segment
-        os.symlink(source.resolve(), target)
 
 
 def _unstaged_error(err: KcompactError, staged_log_dir: Path, log_dir: Path) -> KcompactError:

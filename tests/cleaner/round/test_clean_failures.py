@@ -411,7 +411,7 @@ def test_full_disk_at_the_checkpoint_write_is_one_line_and_leaves_the_checkpoint
     def full(path: object, *args: object, **kwargs: object) -> object:
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
-    monkeypatch.setattr(checkpoint_module, "open", full, raising=False)
+    monkeypatch.setattr(checkpoint_module, "write_replacing", full)  # the checkpoint's one write
     with pytest.raises(KcompactError, match="No space left on device"):
         clean_partition(part, topic_config(), CleanOptions(now_ms=NOW))
     monkeypatch.undo()
