@@ -274,17 +274,33 @@ class _PoolRun(Generic[OutcomeT]):
             pass  # it died meanwhile: its sentinel says so, and ``serve`` gives the item to ``died``
 
     def stop(self) -> None:
-        """Let every worker finish the item it holds and end (also when this process is interrupted)."""
+        """Let every worker finish the item it holds and end, its messages read and dropped so that none
+        blocks on a full pipe (reached with workers left only when this process raised or was interrupted)."""
+        from multiprocessing.connection import wait
+
         for worker in self.workers:
-            if worker.index is None:
-                try:
-                    worker.conn.send(None)
-                except OSError:
-                    pass
-        for worker in self.workers:
-            worker.process.join()
-            worker.conn.close()
-        self.workers.clear()
+            try:
+                worker.conn.send(None)  # read once its item is done
+            except OSError:
+                pass
+        while self.workers:
+            waitables: list[Any] = [w.conn for w in self.workers if not w.at_eof]
+            ready = set(wait(waitables + [w.process.sentinel for w in self.workers]))
+            for worker in list(self.workers):
+                if worker.conn in ready:
+                    self._drop_messages(worker)
+                if worker.process.sentinel in ready:
+                    worker.process.join()
+                    worker.conn.close()
+                    self.workers.remove(worker)
+
+    @staticmethod
+    def _drop_messages(worker: _Worker) -> None:
+        while not worker.at_eof and worker.conn.poll():
+            try:
+                worker.conn.recv()
+            except (EOFError, OSError):
+                worker.at_eof = True
 
 
 class _RemoteTraceback(Exception):

@@ -72,3 +72,16 @@ def test_the_locks_a_killed_process_left_are_removed(tmp_path: Path) -> None:
     with partition_lock(tmp_path, "orders-0"):  # and it is free
         assert clear_abandoned_locks(tmp_path, "orders-0") == []  # held by this process: left to it
         assert path.exists()
+
+
+def test_an_error_here_lets_busy_workers_end_without_a_hang() -> None:
+    def work(item: int, report: object) -> bytes:
+        assert callable(report)
+        report("p", item, 1)
+        return b"x" * 1_000_000  # more than a pipe holds: a worker blocks until it is read
+
+    def progress(name: str, done: int, total: int) -> None:
+        raise KeyError("the progress view broke")
+
+    with pytest.raises(KeyError, match="the progress view broke"):
+        run_in_pool(list(range(6)), work, 2, progress, lambda i, d: b"")
