@@ -144,7 +144,9 @@ def spark_clean_command(
     the driver, and ends byte-identical to a serial clean of each partition in turn (cleaner
     checkpoint included). A failing partition is reported and left untouched; the others finish.
     As with `kcompact clean`, a partition not known to be compacted is skipped (a log dir's) or
-    fails (one named alone). Exits 2 when a partition failed, 1 on a bug.
+    fails (one named alone). A Spark task lost (its Python worker or the JVM died) is one error line:
+    the partitions that finished are reported, the others named; the next run settles them (Spark's
+    own error with --verbose). Exits 2 when a partition failed or was not finished, 1 on a bug.
     """
     from kcompact.cleaner.logdir.report_row import STATUS_BUG, STATUS_FAILED
     from kcompact.cleaner.round.options import CleanOptions
@@ -164,10 +166,13 @@ def spark_clean_command(
                           only_eligible=only_eligible, server_properties=server_properties,
                           metadata_dir=metadata_dir, map_budget_bytes=map_budget, task_bytes=task_bytes,
                           assume_compact=assume_compact, allow_keyless_loss=allow_keyless_loss,
-                          selection=selection)
-        if output is not None:
+                          selection=selection, verbose=verbose)
+        lost_jvm = run.job_failure is not None and run.job_failure.jvm_lost
+        if output is not None and not lost_jvm:
             write_frame(run.frame, output, spark.sparkContext.master)
-    render_spark_clean(run, startup_s, as_json=as_json)
+        elif output is not None:
+            run.notes.append(f"{output}: not written: Spark's JVM is gone (the rows are in this report)")
+    render_spark_clean(run, startup_s, as_json=as_json, verbose=verbose)
     statuses = {row["status"] for row in run.as_dicts()}
     if STATUS_BUG in statuses:
         raise click.exceptions.Exit(EXIT_BUG)
@@ -310,17 +315,24 @@ def startup_line(startup_s: float) -> None:
     render.err_console().print(f"Spark session start-up: {startup_s:.1f} s", highlight=False)
 
 
-def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool) -> None:
-    """Print a ``spark clean`` run: JSON rows, or notes, a table, error lines and a summary."""
+def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool, verbose: bool = False) -> None:
+    """Print a ``spark clean`` run: JSON rows, or notes, a table, error lines and a summary; a failed
+    Spark job as one error line (its whole error too with ``verbose``)."""
     from kcompact.cleaner.logdir.report_row import STATUS_SKIPPED
     from kcompact.cleaner.logdir.run_summary import is_summarised, repeated_warning_notes
 
     rows = run.as_dicts()
     counted = repeated_warning_notes([row["warnings"] for row in rows])  # each row keeps its own warning
     notes = [*run.notes, *counted]
+    failure_line = run.failure_line()
+    if verbose and run.job_failure is not None:
+        render.err_console().print(run.job_failure.detail, highlight=False, markup=False, soft_wrap=True)
     if as_json:
         render.emit_json({"now_ms": run.now_ms, "partitions": rows, "notes": notes,
-                          "spark_tasks": run.spark_tasks, "startup_s": round(startup_s, 3)})
+                          "spark_tasks": run.spark_tasks, "startup_s": round(startup_s, 3),
+                          "job_error": failure_line, "not_finished": run.unreported})
+        if failure_line is not None:
+            render.error_line(failure_line)
         return
     for note in notes:
         render.warning_line(note)
@@ -329,9 +341,12 @@ def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool) -
     for row in rows:
         if row["skipped_reason"] is not None and row["status"] == STATUS_SKIPPED:
             render.plain(f"{row['topic']}-{row['partition']}: skipped — {row['skipped_reason']}")
+    unreported = set(run.unreported)  # said together in the failure line
     for row in rows:
-        if row["error"] is not None:
+        if row["error"] is not None and row["partition_dir"] not in unreported:
             render.error_line(row["error"].rstrip())
+    if failure_line is not None:
+        render.error_line(failure_line)
     for row in rows:
         for warning in row["warnings"]:
             if not (counted and is_summarised(warning)):

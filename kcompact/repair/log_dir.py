@@ -13,7 +13,9 @@ partition, once per partition, in forked worker processes as ``clean`` does for 
   default: next to the log dir, as for one partition), so each is undone on its own;
 * KRaft's ``__cluster_metadata`` is verified and reported, never rewritten (as for one partition), and
   partitions being deleted or moved (``-delete``, ``-future``, ``-stray``) are left alone with a note;
-* one partition's failure is reported and does not stop the others.
+* one partition's failure is reported and does not stop the others; nor does a worker process that dies
+  (killed, out of memory): that partition fails, the lock files it held are removed, and the others go
+  on in a new worker.
 """
 
 from __future__ import annotations
@@ -25,12 +27,17 @@ from pathlib import Path
 from typing import Any
 
 from kcompact.cleaner.logdir.run import refuse_log_dir_safe_offset
-from kcompact.cleaner.workers.pool import ProgressCallback, partition_workers, run_in_pool
+from kcompact.cleaner.workers.pool import (
+    ProgressCallback,
+    WorkerDeath,
+    partition_workers,
+    run_in_pool,
+)
 from kcompact.errors import KcompactError, RefusedError
-from kcompact.repair.backup import check_backup_location
+from kcompact.repair.backup import BACKUP_SUFFIX, check_backup_location
 from kcompact.repair.findings import KIND_STRAY, Finding
 from kcompact.repair.repair import RepairOptions, RepairResult, repair_partition
-from kcompact.segment.lock import broker_holds_lock
+from kcompact.segment.lock import broker_holds_lock, clear_abandoned_locks
 from kcompact.segment.log_dir_check import check_log_dir_checkpoints, log_dir_writer
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import (
@@ -170,7 +177,7 @@ def repair_log_dir(
         workers = partition_workers(jobs, [_size_in_bytes(d) for d in live])
         work = partial(_repair_one, options, outcome.reported_only)
         if workers > 1:
-            done = run_in_pool(live, work, workers, progress)
+            done = run_in_pool(live, work, workers, progress, partial(_repair_died, options))
         else:
             done = [work(d, progress) for d in live]
     for item in done:
@@ -216,6 +223,19 @@ def _repair_one(options: RepairOptions, reported_only: set[str], part: Path,
         return repair_partition(part, own, progress)
     except KcompactError as err:
         return PartitionRepairFailure(str(part), str(err))
+
+
+def _repair_died(options: RepairOptions, part: Path, death: WorkerDeath) -> PartitionRepairFailure:
+    """A partition whose worker process ended mid-repair: its failure, and the lock files it left removed.
+
+    Every rewrite of a repair is swapped in crash-safely and backed up first (``repair.repair``), so a
+    new repair settles what it left, and its backup (if it made one) can undo it."""
+    clear_abandoned_locks(part.parent, part.name)
+    backups = options.backup_dir / part.name if options.backup_dir is not None else \
+        part.resolve().parent.parent / f"{part.resolve().parent.name}{BACKUP_SUFFIX}"
+    return PartitionRepairFailure(str(part), (
+        f"{part}: the worker process repairing it was {death.describe()}; nothing is lost (rewrites are "
+        f"backed up and swapped in crash-safely): repair it again, or undo it with its backup under {backups}"))
 
 
 def _say_log_dir_findings_once(root: Path, outcome: LogDirRepair) -> None:

@@ -345,6 +345,38 @@ def _release_removable_lock(path: Path, fd: int) -> None:
         os.close(fd)
 
 
+def clear_abandoned_locks(log_dir: str | os.PathLike[str], partition_dir_name: str) -> list[str]:
+    """Remove the lock files a dead process left for this partition: its partition lock, and the log
+    dir's checkpoint lock when nobody holds it.
+
+    The kernel released the dead process's record locks; only the files are left (see the module
+    docstring). Each is taken without waiting and removed as its holder would: a file another process
+    holds now is that holder's, and it removes it when done.
+
+    Args:
+        log_dir: the log dir holding the partition.
+        partition_dir_name: the partition directory's name.
+
+    Returns:
+        The names of the files removed (none when the dead process held no lock).
+    """
+    removed = []
+    for path in (partition_lock_path(log_dir, partition_dir_name), Path(log_dir) / CHECKPOINT_LOCK_FILE):
+        mutex = _mutex(_key(path))
+        if not os.path.lexists(path) or not mutex.acquire(blocking=False):
+            continue  # no file, or a thread of this process holds it (and removes it when done)
+        try:
+            fd = _take_removable_lock(path, blocking=False)
+            if fd is not None:
+                _release_removable_lock(path, fd)
+                removed.append(path.name)
+        except KcompactError:
+            pass  # it cannot be opened: left as it is (the next taker says why)
+        finally:
+            mutex.release()
+    return removed
+
+
 def clean_in_progress(partition_dir: str | os.PathLike[str]) -> str | None:
     """What shows a kcompact clean at work on a partition (or one that was interrupted), None when nothing.
 

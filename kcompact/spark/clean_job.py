@@ -24,6 +24,16 @@ into cleaning order under the same lock (values untouched), which is the order a
 them in (``kcompact.cleaner.logdir.run.settle_checkpoint_order``, as ``kcompact clean --jobs`` does). A driver
 that dies before that leaves a valid file with the same entries in another order.
 
+**A lost task.** A Spark task whose Python worker dies (or a JVM that dies) fails the Spark job: its
+action raises, and ``collect`` hands back nothing, not even the rows of the tasks that finished. So each
+task also adds its rows to an accumulator, which Spark merges on the driver as each task succeeds: when
+the job fails, the partitions those rows name are reported as they finished, and every other one is a
+"failed" row saying its task was lost (the one Spark names) or did not finish, with the lock files a
+killed task left removed (``segment.lock.clear_abandoned_locks``). :attr:`SparkCleanRun.job_failure`
+says why in one line (:class:`kcompact.spark.job_failure.JobFailure`). Nothing is lost: a task changes a
+partition only through the cleaner's crash-safe swap, which the partition's next clean settles first.
+Partitions left for the distributed map are not started after such a failure.
+
 **Distributed map.** With ``map_budget_bytes``, a partition whose distinct keys would not fit that
 budget is not shipped to a task: the driver cleans it with
 ``kcompact.spark.distributed_map.clean_partition_distributed``, after the fan-out job.
@@ -31,28 +41,33 @@ budget is not shipped to a task: the driver cleans it with
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import socket
 import time
 import traceback
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kcompact.cleaner.logdir.run import ConfigSources, checkpoint_keys, settle_checkpoint_order
 from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions, KeylessLossRefused, with_cli_dedupe_buffer
 from kcompact.errors import KcompactError
+from kcompact.segment.lock import clear_abandoned_locks
 from kcompact.segment.partition_filter import PartitionFilter
+from kcompact.spark.job_failure import JobFailure
 from kcompact.spark.packing import pack_partitions, segment_bytes
 from kcompact.spark.plan import CleanTask, plan_clean
 from kcompact.spark.rows import CLEAN_COLUMNS, as_dicts, clean_row, ddl
-from kcompact.spark.session import cluster_cores, refuse_speculation
+from kcompact.spark.session import cluster_cores, jvm_alive, quiet_task_failures, refuse_speculation
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 TopicPartition = tuple[str, int]
+Row = tuple[Any, ...]
 
 
 @dataclass(slots=True)
@@ -64,7 +79,20 @@ class SparkCleanRun:
     notes: list[str] = field(default_factory=list)
     now_ms: int = 0
     spark_tasks: int = 0  # the Spark tasks the partitions were packed into
+    job_failure: JobFailure | None = None  # the Spark job failed: these rows are what finished, and why not
+    unreported: list[str] = field(default_factory=list)  # partition dirs whose task was lost or never ran
     _frame: DataFrame | None = None
+
+    def failure_line(self) -> str | None:
+        """The job's failure in one line: what was lost, why, what did not finish; None when it did not fail."""
+        if self.job_failure is None:
+            return None
+        names = ", ".join(Path(d).name for d in self.unreported)
+        count = len(self.unreported)
+        return (f"the Spark job failed: {self.job_failure.cause}; {count} of {len(self.rows)} "
+                f"partition{'s' if len(self.rows) != 1 else ''} not finished ({names}), the others as "
+                "reported; nothing is lost (segments are swapped in crash-safely): spark clean again "
+                "settles the rest")
 
     @property
     def frame(self) -> DataFrame:
@@ -93,6 +121,7 @@ def spark_clean(
     assume_compact: bool = False,
     allow_keyless_loss: bool = False,
     selection: PartitionFilter | None = None,
+    verbose: bool = False,
 ) -> SparkCleanRun:
     """Clean partitions as Spark tasks, byte-identical to ``kcompact clean`` on each in turn.
 
@@ -113,10 +142,13 @@ def spark_clean(
         allow_keyless_loss: compact an explicitly compacted partition although most of its records
             have no key (as ``clean``).
         selection: the partitions to clean (as ``clean``'s ``--topic``/``--exclude-topic``/``--partition``).
+        verbose: keep Spark's own log lines about a failing task.
 
     Returns:
         The :class:`SparkCleanRun`; failed partitions are rows with ``status`` "failed" (or "bug"),
-        a log dir's partitions not known to be compacted rows with ``status`` "skipped".
+        a log dir's partitions not known to be compacted rows with ``status`` "skipped". When the Spark
+        job failed (a task lost, a JVM gone), ``job_failure`` says why and ``unreported`` names the
+        partitions whose tasks did not finish (each also a "failed" row).
 
     Raises:
         KcompactError: a path is not a partition directory or log dir.
@@ -133,16 +165,18 @@ def spark_clean(
     on_driver = _needs_distributed_map(plan.tasks, map_budget_bytes)
     before = {} if options.dry_run else _checkpoint_keys(plan.tasks)
     fanned = [task for i, task in enumerate(plan.tasks) if i not in on_driver]
-    fanned_rows, spark_tasks = _fan_out(spark, fanned, task_bytes)
-    by_dir = dict(zip((t.partition_dir for t in fanned), fanned_rows, strict=True))
-    for i in sorted(on_driver):
-        by_dir[plan.tasks[i].partition_dir] = _clean_on_driver(spark, plan.tasks[i])
-    rows = [by_dir[task.partition_dir] for task in plan.tasks]
+    fan_out = _fan_out(spark, fanned, task_bytes, verbose=verbose)
+    by_dir = dict(zip((t.partition_dir for t in fanned), fan_out.rows, strict=True))
+    for i in sorted(on_driver):  # after a failed job nothing new is started: named as not cleaned below
+        task = plan.tasks[i]
+        by_dir[task.partition_dir] = None if fan_out.failure else _clean_on_driver(spark, task)
+    unreported = [task.partition_dir for task in plan.tasks if by_dir[task.partition_dir] is None]
+    rows = [by_dir[task.partition_dir] or _unreported_row(task, fan_out) for task in plan.tasks]
     rows += [clean_row(f.partition_dir, None, error=f.error) for f in plan.failures]
     rows += [clean_row(k.partition_dir, None, skipped=k.reason) for k in plan.skipped]
     for log_dir, keys in before.items():
         settle_checkpoint_order(log_dir, keys, [(t.topic, t.partition) for t in plan.tasks])
-    return SparkCleanRun(rows, spark, plan.notes, now_ms, spark_tasks)
+    return SparkCleanRun(rows, spark, plan.notes, now_ms, len(fan_out.packs), fan_out.failure, unreported)
 
 
 def run_clean_task(task: CleanTask) -> tuple[Any, ...]:
@@ -196,20 +230,83 @@ def run_clean_tasks(packed: Sequence[tuple[int, CleanTask]]) -> list[tuple[int, 
     return [(index, run_clean_task(task)) for index, task in packed]
 
 
-def _fan_out(spark: SparkSession, tasks: Sequence[CleanTask],
-             task_bytes: int | None) -> tuple[list[tuple[Any, ...]], int]:
-    """The partitions packed into Spark tasks: their rows in ``tasks``' order, and the Spark tasks."""
+@dataclass(slots=True)
+class _FanOut:
+    """What the fan-out job gave: a row per partition (None: its task was lost or never ran), the packs."""
+
+    rows: list[Row | None]
+    packs: list[list[int]] = field(default_factory=list)  # indexes into the partitions, one list a Spark task
+    failure: JobFailure | None = None
+    lost: set[str] = field(default_factory=set)  # the partition dirs of the task Spark names as lost
+    shipped: set[str] = field(default_factory=set)  # the partition dirs handed to Spark tasks
+
+
+def _fan_out(spark: SparkSession, tasks: Sequence[CleanTask], task_bytes: int | None, *,
+             verbose: bool = False) -> _FanOut:
+    """The partitions packed into Spark tasks: their rows in ``tasks``' order (see the module docstring:
+    a failed job gives the rows of the tasks that finished, None for the others)."""
     if not tasks:
-        return [], 0
+        return _FanOut([])
     context = spark.sparkContext
     packs = pack_partitions([segment_bytes(t.partition_dir) for t in tasks], cluster_cores(context), task_bytes)
     shipped = [[(i, tasks[i]) for i in pack] for pack in packs]
+    finished: Any = context.accumulator([], cast(Any, _RowsParam()))
     context.setJobDescription(f"kcompact spark clean: {len(tasks)} partitions in {len(packs)} tasks")
+    failure = None
     try:
-        found = dict(context.parallelize(shipped, len(shipped)).flatMap(run_clean_tasks).collect())
+        with quiet_task_failures(context, verbose=verbose):
+            found = dict(context.parallelize(shipped, len(shipped))
+                         .flatMap(functools.partial(_run_and_report, run_clean_tasks, finished)).collect())
+    except Exception as err:  # noqa: BLE001 - a lost task or JVM (Py4JJavaError, py4j's network errors,
+        # ConnectionRefusedError): what finished is in the accumulator, the rest is named
+        failure = JobFailure.of(err, jvm_lost=not jvm_alive(context))
+        found = dict(finished.value)
     finally:
-        context.setJobDescription(None)  # type: ignore[arg-type]
-    return [found[i] for i in range(len(tasks))], len(packs)
+        with contextlib.suppress(Exception):  # a JVM that is gone has no description to reset
+            context.setJobDescription(None)  # type: ignore[arg-type]
+    fan_out = _FanOut([found.get(i) for i in range(len(tasks))], packs, failure,
+                      shipped={task.partition_dir for task in tasks})
+    if failure is not None and failure.lost_task is not None and failure.lost_task < len(packs):
+        fan_out.lost = {tasks[i].partition_dir for i in packs[failure.lost_task]}
+    for i, row in enumerate(fan_out.rows):
+        if row is None:  # its task was killed, maybe holding its locks
+            part = Path(tasks[i].partition_dir)
+            with contextlib.suppress(OSError):  # the driver may not see an executor's paths
+                clear_abandoned_locks(part.parent, part.name)
+    return fan_out
+
+
+def _unreported_row(task: CleanTask, fan_out: _FanOut) -> Row:
+    """The "failed" row of a partition whose Spark task did not finish (it may have cleaned the partition
+    and been lost before it reported), or that was not started."""
+    if fan_out.failure is not None and task.partition_dir in fan_out.lost:
+        why = f"its Spark task was lost ({fan_out.failure.cause})"
+    elif task.partition_dir in fan_out.shipped:
+        why = "the Spark job failed before its task finished"
+    else:
+        why = "the Spark job failed before its distributed map started"
+    return _failure_row(task, f"{task.partition_dir}: not reported: {why}", bug=False, executor=None)
+
+
+class _RowsParam:
+    """An accumulator of (index, row) pairs (pyspark's ``AccumulatorParam`` protocol; pyspark is not
+    imported here): each finished task's rows, merged on the driver as the task succeeds."""
+
+    def zero(self, value: list[tuple[int, Row]]) -> list[tuple[int, Row]]:
+        return []
+
+    def addInPlace(self, value1: list[tuple[int, Row]], value2: list[tuple[int, Row]]) -> list[tuple[int, Row]]:
+        value1.extend(value2)
+        return value1
+
+
+def _run_and_report(run: Callable[[Sequence[tuple[int, CleanTask]]], list[tuple[int, Row]]], finished: Any,
+                    packed: Sequence[tuple[int, CleanTask]]) -> list[tuple[int, Row]]:
+    """A Spark task: ``run`` (:func:`run_clean_tasks`), its rows also added to the accumulator ``finished``
+    (what the driver has should the job fail)."""
+    rows = run(packed)
+    finished.add(rows)
+    return rows
 
 
 def _distributed_map_module() -> Any:

@@ -13,7 +13,8 @@ session from :func:`spark_session`, so they all share the same choices:
   trivial tasks on ``local[1]`` take 55 ms each over TCP and 14 ms over the Unix socket (a cluster's
   executors keep their operator's setting);
 * Spark's console progress bar on, its logs at ERROR (INFO with ``verbose``) so a run
-  prints only the bar and kcompact's own summary;
+  prints only the bar and kcompact's own summary; pyspark's Python-side tracebacks about a JVM that
+  died (py4j's logs, the accumulator server's errors) off unless ``verbose``;
 * the executors run the Python ``PYSPARK_PYTHON`` names (``spark-submit`` sets it from
   ``spark.pyspark.python``); when neither is given, this very interpreter (``sys.executable``): in
   local mode the workers then import the same kcompact and codec libraries as the driver without any
@@ -27,12 +28,13 @@ pyspark is imported inside the function: importing this module costs nothing and
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
 import time
 from collections.abc import Collection, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -101,7 +103,22 @@ def spark_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel(VERBOSE_LOG_LEVEL if verbose else QUIET_LOG_LEVEL)
+    _quiet_python_side(session.sparkContext, verbose=verbose)
     return session
+
+
+def _quiet_python_side(context: SparkContext, *, verbose: bool) -> None:
+    """A JVM that dies makes pyspark's Python side print tracebacks of its own: py4j logs each failed call
+    into it, and the accumulator server (a ``socketserver``) prints the connection's ``EOFError``. The
+    command says the failure in one line (``spark.job_failure``); ``verbose`` keeps them."""
+    logging.getLogger("py4j").setLevel(logging.DEBUG if verbose else logging.CRITICAL)
+    server: Any = getattr(context, "_accumulatorServer", None)  # pyspark's own (SparkContext.__init__)
+    if server is not None and not verbose:
+        server.handle_error = _ignore_request_error
+
+
+def _ignore_request_error(request: object, client_address: object) -> None:
+    """``socketserver.BaseServer.handle_error`` that prints nothing."""
 
 
 @contextmanager
@@ -134,8 +151,9 @@ def quiet_task_failures(context: SparkContext, *, verbose: bool = False) -> Iter
     try:
         yield
     finally:
-        for name, level in zip(names, before, strict=True):
-            configurator.setLevel(name, level)
+        with suppress(Exception):  # a JVM that died in the block has no levels to restore
+            for name, level in zip(names, before, strict=True):
+                configurator.setLevel(name, level)
 
 
 def refuse_speculation(context: SparkContext, subject: str, why: str) -> None:
@@ -254,4 +272,31 @@ def command_session(
         yield session, time.perf_counter() - started
     finally:
         if already is None:
-            session.stop()
+            _stop(session)
+
+
+def _stop(session: SparkSession) -> None:
+    """Stop the session; a JVM that is already gone (the command reported its job's failure) has nothing
+    to stop, and pyspark's attempt to tell it raises."""
+    try:
+        session.stop()
+    except Exception:
+        if jvm_alive(session.sparkContext):
+            raise
+
+
+def jvm_alive(context: SparkContext) -> bool:
+    """Whether the SparkContext's JVM still answers (a trivial call through py4j).
+
+    Args:
+        context: the SparkContext.
+
+    Returns:
+        False when the call fails: the JVM died or its gateway is closed.
+    """
+    try:
+        jvm: Any = context._jvm
+        jvm.java.lang.System.currentTimeMillis()
+    except Exception:  # noqa: BLE001 - any failure of the call means there is no JVM to talk to
+        return False
+    return True

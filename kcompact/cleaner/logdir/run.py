@@ -8,7 +8,8 @@ default), then calls :func:`clean_partition`.
 not): any other is refused when named alone (exit 2) and skipped with its reason in a log dir. For a log dir the
 partitions are cleaned in the order the broker's cleaner would pick them (highest dirty ratio first);
 ``only_eligible`` keeps just those the broker would clean now. One partition's failure is reported and
-does not stop the others.
+does not stop the others; nor does a worker process that dies (killed, out of memory): that partition
+fails, the lock files it held are removed, and the others go on in a new worker.
 
 **Worker processes.** Several partitions of a log dir are cleaned at once in forked worker processes
 (``pool.py``: how many, and how). The parent still picks the order, and collects results, failures
@@ -52,6 +53,7 @@ from kcompact.cleaner.workers.pool import (
     PARTITION_WORK_BYTES,
     POOL_MIN_WORK_BYTES,
     ProgressCallback,
+    WorkerDeath,
     clamped_jobs_note,
     partition_workers,
     run_in_pool,
@@ -64,7 +66,7 @@ from kcompact.config.effective import (
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError, KcompactError, RefusedError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
-from kcompact.segment.lock import checkpoint_lock, log_dir_write_guard
+from kcompact.segment.lock import checkpoint_lock, clear_abandoned_locks, log_dir_write_guard
 from kcompact.segment.log_dir_check import check_log_dir_checkpoints, log_dir_writer
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import (
@@ -300,7 +302,8 @@ def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, 
     workers = partition_workers(jobs, [task.size_in_bytes for task in tasks])
     if workers > 1:
         before = checkpoint_keys(target)
-        outcomes = run_in_pool(tasks, partial(_clean_task, replace(options, jobs=1)), workers, progress)
+        outcomes = run_in_pool(tasks, partial(_clean_task, replace(options, jobs=1)), workers, progress,
+                               _clean_task_died)
         if before is not None and not options.dry_run and any(
                 getattr(outcome, "checkpoint_written", False) for outcome in outcomes):
             _settle(target, before, [task.topic_partition for task in tasks], run)
@@ -495,6 +498,17 @@ def _clean_task(
         return PartitionSkip(str(task.part_dir), str(err).removeprefix(f"{task.part_dir}: "))
     except KcompactError as err:
         return PartitionFailure(str(task.part_dir), str(err))
+
+
+def _clean_task_died(task: PartitionTask, death: WorkerDeath) -> PartitionFailure:
+    """A partition whose worker process ended mid-clean: its failure, and the lock files it left removed.
+
+    Nothing is lost: a round changes the partition only through the crash-safe swap (``disk.swap``), whose
+    recovery the partition's next clean runs first, and advances the checkpoint last."""
+    clear_abandoned_locks(task.part_dir.parent, task.part_dir.name)
+    return PartitionFailure(str(task.part_dir), (
+        f"{task.part_dir}: the worker process cleaning it was {death.describe()}; nothing is lost (segments "
+        "are swapped in crash-safely): clean it again to settle what it left"))
 
 
 def _progress_for(

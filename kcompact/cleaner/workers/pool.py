@@ -10,21 +10,35 @@ workers through fork (nothing but an index is pickled on the way in); each outco
 and the parent collects outcomes in the items' order and relays the workers' progress in this process,
 so a pooled run reports as a serial one does, except for timings. Where :func:`fork_available` says
 no (it also guards cleaner/parallel.py's pools), :func:`partition_workers` picks one.
+
+**A worker that dies** (killed by a signal, the OOM killer, an ``os._exit`` in a codec) costs only the
+item it was working on. Each worker has its own pipe, and the parent knows which item each worker holds,
+so when a worker's process ends while it holds one, that item's outcome is the caller's ``died(item,
+death)`` and a new worker takes the items still to do (a ``concurrent.futures`` pool cannot do this: a
+dead worker breaks the whole pool, its other workers are terminated mid-item, and it does not say
+which item the dead one held). What the dead worker left on disk is the caller's to settle in ``died``
+(for a partition: the lock files it held, see ``segment.lock.clear_abandoned_locks``).
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import traceback
+from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
+    from multiprocessing.connection import Connection
+    from multiprocessing.context import ForkProcess
 
 __all__ = [
     "PARTITION_WORK_BYTES",
     "POOL_MIN_WORK_BYTES",
     "ProgressCallback",
+    "WorkerDeath",
     "clamped_jobs_note",
     "fork_available",
     "partition_workers",
@@ -52,8 +66,8 @@ ProgressCallback = Callable[[str, int, int], None]
 ItemT = TypeVar("ItemT")
 OutcomeT = TypeVar("OutcomeT")
 
-# What each forked worker inherits from the parent: (items, work, progress queue or None).
-_worker_state: tuple[Sequence[Any], Callable[[Any, ProgressCallback | None], Any], Any] | None = None
+# What each forked worker inherits from the parent: (items, work, whether progress is wanted).
+_worker_state: tuple[Sequence[Any], Callable[[Any, ProgressCallback | None], Any], bool] | None = None
 
 
 def partition_workers(jobs: int | None, sizes_in_bytes: Sequence[int]) -> int:
@@ -118,11 +132,31 @@ def usable_cpus() -> int:
     return os.cpu_count() or 1
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerDeath:
+    """How a worker process ended while it held an item (``multiprocessing``'s ``exitcode``)."""
+
+    exitcode: int | None  # negative: killed by that signal; None: not known
+
+    def describe(self) -> str:
+        """``"killed by signal 9 (SIGKILL)"``, ``"exited with status 3"``."""
+        if self.exitcode is None:
+            return "ended without a result"
+        if self.exitcode < 0:
+            number = -self.exitcode
+            try:
+                return f"killed by signal {number} ({signal.Signals(number).name})"
+            except ValueError:
+                return f"killed by signal {number}"
+        return f"exited with status {self.exitcode} before it gave a result"
+
+
 def run_in_pool(
     items: Sequence[ItemT],
     work: Callable[[ItemT, ProgressCallback | None], OutcomeT],
     workers: int,
     progress: ProgressCallback | None,
+    died: Callable[[ItemT, WorkerDeath], OutcomeT],
 ) -> list[OutcomeT]:
     """``work(item, report)`` for every item, in ``workers`` forked processes (see :func:`fork_available`).
 
@@ -130,65 +164,183 @@ def run_in_pool(
         items: what to work on (inherited through fork, never pickled).
         work: called in a worker with an item and a progress reporter (None without ``progress``);
             its outcome must pickle. It catches the errors that belong to its item.
-        workers: how many processes.
+        workers: how many processes at once.
         progress: called in this process with what the workers report.
+        died: called in this process for an item whose worker ended before it gave the item's outcome;
+            its return is that item's outcome. The other items go on, in a new worker.
 
     Returns:
         The outcomes, in the items' order.
 
     Raises:
-        Exception: whatever a ``work`` call raised (a bug); the pool stops, queued items are not started.
+        Exception: whatever a ``work`` call raised (a bug), once the items under way are done; items not
+            yet started are not started.
     """
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
-    context = multiprocessing.get_context("fork")
-    queue = None if progress is None else context.Queue()
-    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
-                               initargs=(items, work, queue))
-    try:
-        futures: list[Future[OutcomeT]] = [pool.submit(_work_in_worker, index) for index in range(len(items))]
-        _relay_progress(futures, queue, progress)
-        return [future.result() for future in futures]
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        if queue is not None:
-            queue.close()
-
-
-def _init_worker(
-    items: Sequence[Any], work: Callable[[Any, ProgressCallback | None], Any], queue: Any
-) -> None:
     global _worker_state
-    _worker_state = (items, work, queue)
-    if queue is not None:
-        queue.cancel_join_thread()  # progress is best effort: never hang a worker's exit on it
+    context = multiprocessing.get_context("fork")
+    _worker_state = (items, work, progress is not None)  # inherited by every fork below
+    run: _PoolRun[OutcomeT] = _PoolRun(deque(range(len(items))))
+    try:
+        while run.to_do or run.workers:
+            while run.to_do and len(run.workers) < workers and run.error is None:
+                run.start(context)
+            run.serve(progress, lambda index, death: died(items[index], death))
+            if run.error is not None:
+                run.to_do.clear()
+    finally:
+        run.stop()
+        _worker_state = None
+    if run.error is not None:
+        raise run.error
+    return [run.outcomes[index] for index in range(len(items))]
 
 
-def _work_in_worker(index: int) -> Any:
-    if _worker_state is None:  # pragma: no cover - only reachable if the initializer did not run
+@dataclass(slots=True)
+class _Worker:
+    """One worker process, its end of its pipe, and the item it holds (None: idle)."""
+
+    process: ForkProcess
+    conn: Connection
+    index: int | None = None
+    at_eof: bool = False
+
+
+@dataclass(slots=True)
+class _PoolRun(Generic[OutcomeT]):
+    """The parent's side of :func:`run_in_pool`: who holds what, and what came back."""
+
+    to_do: deque[int]
+    workers: list[_Worker] = field(default_factory=list)
+    outcomes: dict[int, OutcomeT] = field(default_factory=dict)
+    error: BaseException | None = None
+
+    def start(self, context: Any) -> None:
+        """Fork one worker and hand it the next item."""
+        parent_end, child_end = context.Pipe()
+        process = context.Process(target=_worker_main, args=(child_end,), daemon=True)
+        process.start()
+        child_end.close()
+        worker = _Worker(process, parent_end)
+        self.workers.append(worker)
+        self._hand_next(worker)
+
+    def serve(self, progress: ProgressCallback | None, died: Callable[[int, WorkerDeath], OutcomeT]) -> None:
+        """Wait for a message or an exit, and act on it: relay progress, keep an outcome, replace a death."""
+        from multiprocessing.connection import wait
+
+        waitables: list[Any] = [w.conn for w in self.workers if not w.at_eof]
+        waitables += [w.process.sentinel for w in self.workers]
+        ready = set(wait(waitables))
+        for worker in list(self.workers):
+            if worker.conn in ready or worker.process.sentinel in ready:
+                self._read(worker, progress)
+            if worker.process.sentinel in ready:
+                worker.process.join()
+                self._read(worker, progress)  # what it sent just before it ended
+                worker.conn.close()
+                self.workers.remove(worker)
+                if worker.index is not None:
+                    self.outcomes[worker.index] = died(worker.index, WorkerDeath(worker.process.exitcode))
+
+    def _read(self, worker: _Worker, progress: ProgressCallback | None) -> None:
+        while not worker.at_eof and worker.conn.poll():
+            try:
+                message = worker.conn.recv()
+            except (EOFError, OSError):
+                worker.at_eof = True
+                return
+            kind = message[0]
+            if kind == "progress":
+                if progress is not None:
+                    progress(*message[1:])
+            elif kind == "done":
+                self.outcomes[message[1]] = message[2]
+                worker.index = None
+                self._hand_next(worker)
+            else:  # "error": a bug in ``work``; the pool stops
+                error: BaseException = message[2]
+                error.__cause__ = _RemoteTraceback(message[3])
+                worker.index = None
+                self.error = self.error or error
+
+    def _hand_next(self, worker: _Worker) -> None:
+        index = self.to_do.popleft() if self.to_do and self.error is None else None
+        worker.index = index
+        try:
+            worker.conn.send(index)  # None: stop
+        except OSError:
+            pass  # it died meanwhile: its sentinel says so, and ``serve`` gives the item to ``died``
+
+    def stop(self) -> None:
+        """Let every worker finish the item it holds and end, its messages read and dropped so that none
+        blocks on a full pipe (reached with workers left only when this process raised or was interrupted)."""
+        from multiprocessing.connection import wait
+
+        for worker in self.workers:
+            try:
+                worker.conn.send(None)  # read once its item is done
+            except OSError:
+                pass
+        while self.workers:
+            waitables: list[Any] = [w.conn for w in self.workers if not w.at_eof]
+            ready = set(wait(waitables + [w.process.sentinel for w in self.workers]))
+            for worker in list(self.workers):
+                if worker.conn in ready:
+                    self._drop_messages(worker)
+                if worker.process.sentinel in ready:
+                    worker.process.join()
+                    worker.conn.close()
+                    self.workers.remove(worker)
+
+    @staticmethod
+    def _drop_messages(worker: _Worker) -> None:
+        while not worker.at_eof and worker.conn.poll():
+            try:
+                worker.conn.recv()
+            except (EOFError, OSError):
+                worker.at_eof = True
+
+
+class _RemoteTraceback(Exception):
+    """The traceback of a worker's exception, as its text (the ``__cause__`` of the re-raised error)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _worker_main(conn: Connection) -> None:
+    """A worker: take an item's index, send its outcome (and its progress) back, until told to stop."""
+    if _worker_state is None:  # pragma: no cover - only reachable if it was not forked by run_in_pool
         raise RuntimeError("kcompact.cleaner.workers.pool: a worker started without its state")
-    items, work, queue = _worker_state
+    items, work, wants_progress = _worker_state
     report: ProgressCallback | None = None
-    if queue is not None:
+    if wants_progress:
         def report(name: str, done: int, total: int) -> None:
-            queue.put((name, done, total))
-    return work(items[index], report)
-
-
-def _relay_progress(futures: Sequence[Future[Any]], queue: Any, progress: ProgressCallback | None) -> None:
-    """Hand the workers' progress to ``progress`` in this process until every item is done."""
-    from concurrent.futures import wait
-    from queue import Empty
-
-    if queue is None or progress is None:
-        wait(futures)
-        return
+            conn.send(("progress", name, done, total))
     while True:
         try:
-            name, done, total = queue.get(timeout=0.05)
-        except Empty:
-            if all(future.done() for future in futures):
-                return
-            continue
-        progress(name, done, total)
+            index = conn.recv()
+        except (EOFError, KeyboardInterrupt):
+            return
+        if index is None:
+            return
+        try:
+            outcome = work(items[index], report)
+        except BaseException as err:  # noqa: BLE001 - handed to the parent, which re-raises it
+            _send_error(conn, index, err)
+            return
+        conn.send(("done", index, outcome))
+
+
+def _send_error(conn: Connection, index: int, err: BaseException) -> None:
+    text = "".join(traceback.format_exception(err))
+    try:
+        conn.send(("error", index, err, text))
+    except Exception:  # noqa: BLE001 - the error does not pickle: send what it said
+        conn.send(("error", index, RuntimeError(f"{type(err).__name__}: {err}"), text))

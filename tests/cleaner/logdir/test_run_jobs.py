@@ -189,11 +189,11 @@ def refuse_large_pools(monkeypatch: pytest.MonkeyPatch, cores: int) -> list[int]
     sizes: list[int] = []
     original = run_module.run_in_pool
 
-    def guarded(items: Any, work: Any, workers: int, progress: Any) -> Any:
+    def guarded(items: Any, work: Any, workers: int, progress: Any, died: Any) -> Any:
         sizes.append(workers)
         if workers > cores:
             raise AssertionError(f"a pool of {workers} processes")
-        return original(items, work, workers, progress)
+        return original(items, work, workers, progress, died)
 
     original_pool = parallel_module._pool
 

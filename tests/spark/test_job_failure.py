@@ -1,0 +1,37 @@
+"""A failed Spark job said in one line: the lost task and its cause, or a JVM that is gone."""
+
+from __future__ import annotations
+
+from kcompact.spark.job_failure import JobFailure
+
+LOST_WORKER = (
+    "An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.\n"
+    ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 3 in stage 0.0 failed 1 times, "
+    "most recent failure: Lost task 3.0 in stage 0.0 (TID 3) (192.0.2.2 executor driver): "
+    "org.apache.spark.SparkException: Python worker exited unexpectedly (crashed). Consider setting "
+    "'spark.sql.execution.pyspark.udf.faulthandler.enabled' or'spark.python.worker.faulthandler.enabled' "
+    "configuration to 'true' for the better Python traceback.\n"
+    "\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator$$anonfun$1.applyOrElse(PythonRunner.scala:1136)\n"
+)
+
+
+def test_a_lost_python_worker_names_its_task_and_cause() -> None:
+    failure = JobFailure.of(RuntimeError(LOST_WORKER), jvm_lost=False)
+    assert (failure.lost_task, failure.cause, failure.jvm_lost) == (
+        3, "Python worker exited unexpectedly (crashed)", False)
+    assert failure.detail == LOST_WORKER
+
+
+def test_a_lost_executor_names_its_task() -> None:
+    text = ("Job aborted due to stage failure: Task 1 in stage 2.0 failed 4 times, most recent failure: Lost "
+            "task 1.3 in stage 2.0 (TID 9) (10.0.0.7 executor 2): ExecutorLostFailure (executor 2 exited "
+            "caused by one of the running tasks) Reason: Remote RPC client disassociated.\n")
+    failure = JobFailure.of(RuntimeError(text), jvm_lost=False)
+    assert failure.lost_task == 1
+    assert failure.cause.startswith("ExecutorLostFailure (executor 2 exited caused by one of the running tasks)")
+
+
+def test_a_jvm_that_is_gone_is_said_as_such() -> None:
+    failure = JobFailure.of(ConnectionRefusedError(111, "Connection refused"), jvm_lost=True)
+    assert (failure.lost_task, failure.jvm_lost) == (None, True)
+    assert failure.cause == "Spark's JVM is gone (ConnectionRefusedError: [Errno 111] Connection refused)"

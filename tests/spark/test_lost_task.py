@@ -1,0 +1,108 @@
+"""``kcompact spark clean`` whose Python worker dies (SIGKILL) half-way through one partition's swap: the
+partitions that finished are reported, the lost one is named, one error line, exit 2, no lock file left,
+and the next run settles the lost partition (byte for byte as a serial clean)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from kcompact.cleaner.logdir.run import clean_path
+from kcompact.cleaner.round.options import CleanOptions
+from kcompact.cli.main import cli
+from kcompact.segment.checkpoint import read_offset_checkpoint
+from kcompact.spark import clean_job
+from tests.spark.logdirs import COMPACT, NOW, build_log_dir, tree_digest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+VICTIM = "users-0"
+
+
+def spark_clean(log_dir: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["spark", "clean", str(log_dir), "--master", "local[2]", "--config",
+                                    "cleanup.policy=compact", "--now-ms", str(NOW), *args],
+                              env={"COLUMNS": "80"}, catch_exceptions=False, prog_name="kcompact")
+
+
+def kill_python_worker_in(monkeypatch: pytest.MonkeyPatch, victim: Path, others: int) -> None:
+    """The test hook: the Spark task holding ``victim`` waits until the ``others`` partitions have been
+    cleaned and their tasks reported, then its Python worker SIGKILLs itself right after renaming the
+    victim's first output file to ``.swap`` (its partition lock held). The wrapper is a closure, so
+    Spark ships it by value to the Python workers, where kcompact itself is unpatched."""
+    victim_dir, checkpoint = str(victim), str(victim.parent / "cleaner-offset-checkpoint")
+
+    def killing(packed: Any) -> Any:
+        import os
+        import signal
+        import time
+
+        from kcompact.cleaner.disk import swap
+        from kcompact.segment.checkpoint import read_offset_checkpoint as read
+        from kcompact.spark.clean_job import run_clean_tasks
+
+        if any(task.partition_dir == victim_dir for _index, task in packed):
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and (not os.path.exists(checkpoint) or len(read(checkpoint)) < others):
+                time.sleep(0.05)
+            time.sleep(2)  # their tasks' results reach the driver
+            rename = swap._rename
+
+            def dying_rename(src: Path, dst: Path) -> None:
+                rename(src, dst)
+                if dst.name.endswith(".swap") and dst.parent.name == os.path.basename(victim_dir):
+                    os.kill(os.getpid(), signal.SIGKILL)
+
+            swap._rename = dying_rename
+            try:
+                return run_clean_tasks(packed)
+            finally:
+                swap._rename = rename  # not reached when killed; a reused worker must not keep it
+        return run_clean_tasks(packed)
+
+    monkeypatch.setattr(clean_job, "run_clean_tasks", killing)
+
+
+def test_a_lost_task_reports_what_finished_and_the_next_run_settles_the_rest(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 4)  # orders-0, orders-1, users-0, users-1
+    serial = Path(shutil.copytree(log_dir, tmp_path / "serial"))
+    clean_path(serial, cli_overrides=COMPACT, options=CleanOptions(now_ms=NOW))
+    kill_python_worker_in(monkeypatch, log_dir / VICTIM, others=3)
+
+    result = spark_clean(log_dir, "--task-bytes", "1", "--json")  # a task per partition
+
+    assert result.exit_code == 2, result.output
+    report = json.loads(result.stdout)
+    statuses = {Path(row["partition_dir"]).name: row["status"] for row in report["partitions"]}
+    assert statuses == {"orders-0": "cleaned", "orders-1": "cleaned", "users-0": "failed", "users-1": "cleaned"}
+    (lost,) = [row for row in report["partitions"] if row["status"] == "failed"]
+    assert lost["error"] == (f"{log_dir / VICTIM}: not reported: its Spark task was lost (Python worker "
+                             "exited unexpectedly (crashed))")
+    assert report["not_finished"] == [str(log_dir / VICTIM)]
+    assert result.stderr.strip().splitlines() == [
+        ("kcompact: error: the Spark job failed: Python worker exited unexpectedly (crashed); 1 of 4 "
+         "partitions not finished (users-0), the others as reported; nothing is lost (segments are swapped "
+         "in crash-safely): spark clean again settles the rest")]
+    assert sorted(read_offset_checkpoint(log_dir / "cleaner-offset-checkpoint")) == [
+        ("orders", 0), ("orders", 1), ("users", 1)]
+    assert sorted(p.name for p in log_dir.iterdir() if p.name.startswith(".kcompact-")) == []
+    assert any(p.suffix == ".swap" for p in (log_dir / VICTIM).iterdir())  # killed mid-swap
+
+    monkeypatch.undo()
+    again = spark_clean(log_dir, "--json")
+
+    assert again.exit_code == 0, again.output
+    rows = {Path(row["partition_dir"]).name: row for row in json.loads(again.stdout)["partitions"]}
+    assert rows[VICTIM]["status"] == "cleaned" and rows[VICTIM]["recovery_actions"]
+    checkpoint = "cleaner-offset-checkpoint"  # the same entries; users-0's line last, as cleaned last
+    assert read_offset_checkpoint(log_dir / checkpoint) == read_offset_checkpoint(serial / checkpoint)
+    assert {name: digest for name, digest in tree_digest(log_dir).items() if name != checkpoint} == {
+        name: digest for name, digest in tree_digest(serial).items() if name != checkpoint}
