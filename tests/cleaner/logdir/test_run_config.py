@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kcompact.cleaner.logdir.run import PartitionSkip, clean_path
+from kcompact.cleaner.logdir.run import ConfigSources, PartitionSkip, clean_path
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cli.main import cli
 from kcompact.config.effective import ASSUMED_COMPACT, SERVER_PROPERTIES_ENV
 from kcompact.errors import RefusedError
 from kcompact.inspect.dirty_ratio import dirty_ratio_report
+from kcompact.spark.plan import plan_clean
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.cleaner.round.test_clean_failures import log_dir_digest
 from tests.config.test_effective import snapshot_without_its_tail
@@ -90,6 +91,21 @@ def test_a_policy_only_last_known_runs_neither_compaction_nor_retention(tmp_path
     assert log_dir_digest(log_dir) == before
     assumed = clean_path(log_dir, cli_overrides={}, assume_compact=True, options=CleanOptions(now_ms=NOW))
     assert sorted(r.topic for r in assumed.results if r.end_offset is not None) == ["events", "orders", "plain"]
+
+
+def test_spark_clean_plans_a_policy_only_last_known_as_an_unknown_one(tmp_path: Path) -> None:
+    log_dir = log_dir_with_overrides(tmp_path)
+    snapshot_without_its_tail(log_dir / "__cluster_metadata-0")
+    options = CleanOptions(now_ms=NOW)
+
+    alone = plan_clean([log_dir / "orders-0"], ConfigSources({}), options=options)
+    walked = plan_clean([log_dir], ConfigSources({}), options=options)
+    assumed = plan_clean([log_dir / "orders-0"], ConfigSources({}, assume_compact=True), options=options)
+
+    assert alone.tasks == [] and "cleanup.policy is not known: compact (topic override, last known" in (
+        alone.failures[0].error)
+    assert walked.tasks == [] and len(walked.skipped) == 3
+    assert [task.topic for task in assumed.tasks] == ["orders"]
 
 
 def test_clean_partition_with_a_delete_policy_from_server_properties_runs_retention_only(
