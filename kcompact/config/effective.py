@@ -18,9 +18,11 @@ directory itself), else ``metadata.log.dir`` (or the first ``log.dirs``) of ``se
 when that directory is on disk, else ``<log-dir>/__cluster_metadata-0`` beside the partition.
 
 Never guessed, always said: when the history is incomplete, the topic id is unknown or there is no
-metadata log, a note says so and the lower sources decide. A value an incomplete history does give
-(from a snapshot, or the log before the gap) is the value as of the last record read, not the
-present: a record missing from disk may have changed it. Each such value carries
+metadata log, a note says so and the lower sources decide. A value a history missing records *after*
+those it read does give (a snapshot's with the log after it gone, the log's before a gap) is the value
+as of the last record read, not the present: a record missing from disk may have changed it
+(``MetadataState.later_records_missing``; a history missing only its beginning is the latest word on
+what it read). Each such value carries
 ``ConfigValue.last_known_offset`` ("last known at metadata offset N" in reports) and a
 ``cleanup.policy`` of that kind is *unknown* for what ``clean`` may do (:attr:`EffectiveConfig.known_policy`
 is None; ``--assume-compact`` stands in for it). ``cleanup.policy`` is shown as a broker
@@ -210,8 +212,9 @@ def is_last_known(value: ConfigValue) -> bool:
 
 
 def _last_known(values: list[ConfigValue], state: MetadataState | None) -> list[ConfigValue]:
-    """The values an incomplete metadata history gave, marked as last known at its last record read."""
-    if state is None or state.complete:
+    """The values a metadata history missing records after those it read gave, marked as last known
+    at its last record read (a history missing only its beginning gives the latest word on what it read)."""
+    if state is None or not state.later_records_missing:
         return values
     return [dataclasses.replace(v, last_known_offset=state.end_offset - 1)
             if v.source in METADATA_LOG_SOURCES or v.source.startswith("broker:") else v for v in values]
@@ -303,8 +306,8 @@ def _product_rules(topic: str, config: TopicConfig, values: list[ConfigValue], f
 
 def _last_known_policy_note(policy: ConfigValue) -> str:
     """Why a ``cleanup.policy`` from an incomplete metadata history is treated as unknown."""
-    return (f"cleanup.policy={format_value(policy.value)} ({describe_source(policy)}): the metadata "
-            "log's history after that offset is incomplete, and a record missing from disk may have "
+    return (f"cleanup.policy={format_value(policy.value)} ({describe_source(policy)}): records of the "
+            "metadata log are missing from disk (or unread) after what was read, and one may have "
             "changed it")
 
 

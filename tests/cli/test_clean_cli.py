@@ -428,8 +428,9 @@ def test_a_policy_only_last_known_from_a_snapshot_is_not_acted_on_alone(tmp_path
     assert alone.exit_code == 2
     assert error_lines(alone.stderr)[0].startswith(
         f"kcompact: error: {log_dir / 'orders-0'}: cleanup.policy is not known: compact (topic override, last "
-        f"known at metadata offset {last}) is where the metadata log's history stops, and a later record, missing "
-        f"from disk, may have changed it; kcompact compacts only a partition known to be compacted")
+        f"known at metadata offset {last}) is where what was read of the metadata log ends, and a later record, "
+        f"missing from disk (or unread), may have changed it; kcompact compacts only a partition known to be "
+        f"compacted")
     assert error_lines(alone.stderr)[0].endswith("give --config cleanup.policy=compact or --assume-compact to "
                                                  "compact it")
     assert walked.exit_code == 0, walked.output

@@ -235,7 +235,7 @@ def test_show_says_a_policy_from_a_snapshot_without_the_log_after_it_is_only_las
     assert [cell.strip() for cell in policy.split("│")] == [
         "cleanup.policy", "compact", f"topic override, last known at metadata offset {last}"]
     assert any(line.startswith(f"note: cleanup.policy=compact (topic override, last known at metadata offset "
-                               f"{last}): the metadata log's history after that offset is incomplete")
+                               f"{last}): records of the metadata log are missing from disk")
                for line in out)
     shown = json.loads(run("show", str(log_dir / "orders-0"), "--json").stdout)
     (value,) = [v for v in shown["values"] if v["key"] == "cleanup.policy"]

@@ -226,8 +226,8 @@ def test_a_policy_an_incomplete_history_gives_is_only_last_known(tmp_path: Path)
     ]
     assert effective.known_policy is None  # unknown for what clean may do
     assert effective.notes[-1] == (
-        "cleanup.policy=compact,delete (topic override, last known at metadata offset 4): the metadata log's "
-        "history after that offset is incomplete, and a record missing from disk may have changed it; "
+        "cleanup.policy=compact,delete (topic override, last known at metadata offset 4): records of the "
+        "metadata log are missing from disk (or unread) after what was read, and one may have changed it; "
         "kcompact treats the policy as unknown (clean compacts it only with --assume-compact or --config "
         "cleanup.policy=..., and runs no retention on it)")
     values = {v["key"]: v for v in effective.as_dict()["values"]}
@@ -346,6 +346,8 @@ def test_incomplete_history_uses_what_it_saw_and_says_so(tmp_path: Path) -> None
     effective = partition_config(log_dir / "orders-0", cli_overrides={})
     assert (effective.config.segment_ms, effective.config.delete_retention_ms) == (5, 6)
     assert effective.metadata_complete is False
+    # only the beginning is missing: what was read is the latest word on it, not merely last known
+    assert effective.value("segment.ms").last_known_offset is None
     assert effective.notes[0].startswith("the metadata log's history is incomplete: no snapshot "
                                          "and the metadata log starts at offset 500, not 0")
     (log_dir / "__consumer_offsets-4").mkdir()

@@ -84,8 +84,8 @@ def not_compacted(
     alone = _alone(named_alone)
     if is_last_known(policy):
         why = (f"cleanup.policy is not known: {format_value(policy.value)} ({describe_source(policy)}) "
-               f"is where the metadata log's history stops, and a later record, missing from disk, may "
-               f"have changed it; kcompact compacts only a partition known to be compacted")
+               f"is where what was read of the metadata log ends, and a later record, missing from disk "
+               f"(or unread), may have changed it; kcompact compacts only a partition known to be compacted")
         return _with_hint(why, _sample(effective, partition), named_alone, known=False)
     if effective.config.is_compacted:
         known = effective.known_policy
