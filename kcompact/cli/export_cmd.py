@@ -22,6 +22,12 @@ if TYPE_CHECKING:
     from kcompact.segment.partition_filter import PartitionFilter
 
 
+LATEST_HELP = ("Write the compacted view: per (topic, partition, key) the latest value, as a read_committed "
+               "consumer reading from the log start ends up with it: nothing at or above the last stable "
+               "offset (the first open transaction, else the high watermark; said per partition), no "
+               "tombstones, control records, keyless records or aborted transactions.")
+
+
 @click.command("export", short_help="Write records as Parquet here, without Spark.", epilog=with_examples(
     EPILOG,
     "kcompact export /var/kafka-logs/orders-0 --output orders.parquet",
@@ -33,10 +39,7 @@ if TYPE_CHECKING:
 @click.option("--output", type=click.Path(path_type=str), required=True, metavar="DIR",
               help="A new directory for the Parquet file (part-00000.parquet, as Spark names it).")
 @click.option("--latest", is_flag=True,
-              help="Write the compacted view: per (topic, partition, key) the latest value, as a "
-                   "read_committed consumer reading from the log start ends up with it (no "
-                   "tombstones, control records, keyless records, aborted or still-open "
-                   "transactions).")
+              help=LATEST_HELP)
 @json_option("Print the summary as JSON.")
 def export_command(paths: tuple[str, ...], output: str, latest: bool, as_json: bool,
                    selection: PartitionFilter | None = None) -> None:
@@ -64,9 +67,15 @@ def export_command(paths: tuple[str, ...], output: str, latest: bool, as_json: b
 
 
 def render_export_summary(summary: ExportSummary, took: str = "") -> None:
-    """What an export wrote (stdout), then each partition it left out as an error line (stderr)."""
+    """What an export wrote (stdout), where a read_committed view stops short of its log end or without
+    a high watermark (stdout), then each partition it left out as an error line (stderr)."""
+    from kcompact.inspect.export import STOP_LOG_END
+
     left_out = (f"; {render.plural(len(summary.failures), 'partition')} left out, their data failing its checks"
                 if summary.failures else "")
     render.plain(f"{render.export_text(summary)} written to {summary.output}{took}{left_out}")
+    for stop in summary.stops:
+        if stop.reason != STOP_LOG_END or stop.high_watermark is None:
+            render.plain(stop.describe())
     for failure in summary.failures:
         render.error_line(str(failure.error))

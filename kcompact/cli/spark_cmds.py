@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kcompact.cli import render
+from kcompact.cli.export_cmd import LATEST_HELP
 from kcompact.cli.help_text import with_examples
 from kcompact.cli.input_path import InputPath
 from kcompact.cli.options import (
@@ -253,10 +254,7 @@ def spark_dirty_ratio_command(
 @click.option("--output", type=click.Path(path_type=str), required=True, metavar="DIR",
               help="A new directory for the Parquet files.")
 @click.option("--latest", is_flag=True,
-              help="Write the compacted view: per (topic, partition, key) the latest value, as a "
-                   "read_committed consumer reading from the log start ends up with it (no "
-                   "tombstones, control records, keyless records, aborted or still-open "
-                   "transactions).")
+              help=LATEST_HELP)
 @_master
 @_verbose
 @_storage_option

@@ -18,7 +18,14 @@ directory itself), else ``metadata.log.dir`` (or the first ``log.dirs``) of ``se
 when that directory is on disk, else ``<log-dir>/__cluster_metadata-0`` beside the partition.
 
 Never guessed, always said: when the history is incomplete, the topic id is unknown or there is no
-metadata log, a note says so and the lower sources decide. ``cleanup.policy`` is shown as a broker
+metadata log, a note says so and the lower sources decide. A value a history missing records *after*
+those it read does give (a snapshot's with the log after it gone, the log's before a gap) is the value
+as of the last record read, not the present: a record missing from disk may have changed it
+(``MetadataState.later_records_missing``; a history missing only its beginning is the latest word on
+what it read). Each such value carries
+``ConfigValue.last_known_offset`` ("last known at metadata offset N" in reports) and a
+``cleanup.policy`` of that kind is *unknown* for what ``clean`` may do (:attr:`EffectiveConfig.known_policy`
+is None; ``--assume-compact`` stands in for it). ``cleanup.policy`` is shown as a broker
 would use it: Kafka's default ``delete`` when no source sets it. Whether that default is *known*
 (the topic's overrides were read from a complete metadata log) or only the fallback for overrides
 kcompact could not read is kept in :attr:`EffectiveConfig.topic_config_unknown` and said in a note,
@@ -43,6 +50,7 @@ replays its metadata log once, and a changed file is read again.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -50,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from kcompact.config.internal_topics import internal_topic_configs
+from kcompact.config.kraft.metadata_state import MetadataState
 from kcompact.config.source_files import (
     META_PROPERTIES,
     METADATA_PARTITION,
@@ -70,6 +79,7 @@ from kcompact.segment.names import parse_partition_dir_name
 
 __all__ = [  # the source-file names stay importable from here, where they were first
     "ASSUMED_COMPACT",
+    "ASSUMED_COMPACT_FOR_LAST_KNOWN",
     "ASSUME_COMPACT_NOT_APPLIED",
     "METADATA_PARTITION",
     "METADATA_TOPIC",
@@ -80,6 +90,7 @@ __all__ = [  # the source-file names stay importable from here, where they were 
     "EffectiveConfig",
     "describe_source",
     "describe_sources",
+    "is_last_known",
     "partition_config",
 ]
 
@@ -90,10 +101,15 @@ ASSUMED_COMPACT = (
     "log.cleanup.policy); compact assumed by --assume-compact, where a broker would use Kafka's "
     "default 'delete'"
 )
+ASSUMED_COMPACT_FOR_LAST_KNOWN = (
+    "cleanup.policy: only last known (the metadata history is incomplete); compact assumed by "
+    "--assume-compact"
+)
 ASSUME_COMPACT_NOT_APPLIED = (
     "--assume-compact was not applied: it stands in for a cleanup.policy that is unknown, and this "
     "topic's is known (its overrides were read from a complete metadata log)"
 )
+METADATA_LOG_SOURCES = ("topic", "cluster-default")  # and "broker:<id>": the sources a metadata log gives
 SOURCE_LABELS = {
     "cli": "--config",
     "topic": "topic override",
@@ -125,7 +141,9 @@ class EffectiveConfig:
             Kafka's default is then known, not merely the fallback.
         known_policy: ``cleanup.policy`` as the broker's own files give it (no ``--config``, no
             ``--assume-compact``) when that is known: set by some source, or Kafka's default for a
-            topic whose overrides were read; None when it is unknown.
+            topic whose overrides were read; None when it is unknown (no source sets it and the
+            topic's overrides could not be read, or it is only last known: an incomplete metadata
+            history gave it).
     """
 
     config: TopicConfig
@@ -158,7 +176,8 @@ class EffectiveConfig:
             "metadata_complete": self.metadata_complete,
             "topic_config_unknown": self.topic_config_unknown,
             "values": [{"key": v.key, "value": None if v.value is None else format_value(v.value),
-                        "source": v.source, "synonym": v.synonym} for v in self.values],
+                        "source": v.source, "synonym": v.synonym,
+                        "last_known_at_metadata_offset": v.last_known_offset} for v in self.values],
             "notes": list(self.notes),
         }  # fmt: skip
 
@@ -181,7 +200,24 @@ def describe_source(value: ConfigValue) -> str:
         label = f"dynamic config of broker {value.source.removeprefix('broker:')}"
     else:
         label = SOURCE_LABELS.get(value.source, value.source)
-    return label if value.synonym is None else f"{label}: {value.synonym}"
+    label = label if value.synonym is None else f"{label}: {value.synonym}"
+    if value.last_known_offset is not None:
+        label += f", last known at metadata offset {value.last_known_offset}"
+    return label
+
+
+def is_last_known(value: ConfigValue) -> bool:
+    """Whether ``value`` is only the last known one of an incomplete metadata history (not the present)."""
+    return value.last_known_offset is not None
+
+
+def _last_known(values: list[ConfigValue], state: MetadataState | None) -> list[ConfigValue]:
+    """The values a metadata history missing records after those it read gave, marked as last known
+    at its last record read (a history missing only its beginning gives the latest word on what it read)."""
+    if state is None or not state.later_records_missing:
+        return values
+    return [dataclasses.replace(v, last_known_offset=state.end_offset - 1)
+            if v.source in METADATA_LOG_SOURCES or v.source.startswith("broker:") else v for v in values]
 
 
 def describe_sources(values: Iterable[ConfigValue], *, include_defaults: bool = False) -> list[str]:
@@ -236,6 +272,22 @@ def _product_rules(topic: str, config: TopicConfig, values: list[ConfigValue], f
     if topic == METADATA_TOPIC:
         notes.append("__cluster_metadata is KRaft's own log (metadata.log.* broker configs govern "
                      "it); no cleaner touches it")  # fmt: skip
+    elif is_last_known(policy) and internal_topic_configs(topic, found.props, found.server_properties):
+        # as where its overrides are unknown: the policy the broker creates the topic with
+        notes.append(f"{_last_known_policy_note(policy)}; {topic} is an internal topic the broker creates "
+                     "with cleanup.policy=compact, so kcompact assumes that")
+        assumed = (CLEANUP_POLICY_COMPACT,)
+        config = config.with_overrides({"cleanup.policy": assumed})
+        values = _replace(values, ConfigValue("cleanup.policy", assumed, SOURCE_ASSUMED))
+    elif is_last_known(policy):
+        notes.append(f"{_last_known_policy_note(policy)}; kcompact treats the policy as unknown (clean "
+                     "compacts it only with --assume-compact or --config cleanup.policy=..., and runs no "
+                     "retention on it)")
+        if assume_compact:
+            notes.append(ASSUMED_COMPACT_FOR_LAST_KNOWN)
+            assumed = (CLEANUP_POLICY_COMPACT,)
+            config = config.with_overrides({"cleanup.policy": assumed})
+            values = _replace(values, ConfigValue("cleanup.policy", assumed, SOURCE_ASSUME_COMPACT))
     elif policy.source == "default" and assume_compact and found.topic_unknown is not None:
         notes.append(ASSUMED_COMPACT)
         assumed = (CLEANUP_POLICY_COMPACT,)
@@ -250,6 +302,13 @@ def _product_rules(topic: str, config: TopicConfig, values: list[ConfigValue], f
         notes.append(f"internal.segment.bytes={internal.value} ({describe_source(internal)}) sets "
                      "the segment size; segment.bytes is not used (Kafka's LogConfig.segmentSize)")
     return config, values
+
+
+def _last_known_policy_note(policy: ConfigValue) -> str:
+    """Why a ``cleanup.policy`` from an incomplete metadata history is treated as unknown."""
+    return (f"cleanup.policy={format_value(policy.value)} ({describe_source(policy)}): records of the "
+            "metadata log are missing from disk (or unread) after what was read, and one may have "
+            "changed it")
 
 
 def _default_policy_note(found: FoundSources) -> str:
@@ -303,8 +362,9 @@ def partition_config(
     found = gather_sources(part, name.topic, server_properties, metadata_dir, notes)
     overrides, assumed = _internal_topic_overrides(name.topic, found.topic_overrides, found, notes)
     config, values = _resolve(part, cli_overrides, overrides, found, assumed)
-    brokers_own = _resolve(part, {k: v for k, v in cli_overrides.items() if k != "cleanup.policy"},
-                           overrides, found, assumed)[1]
+    values = _last_known(values, found.state)
+    brokers_own = _last_known(_resolve(part, {k: v for k, v in cli_overrides.items() if k != "cleanup.policy"},
+                                       overrides, found, assumed)[1], found.state)
     known_policy = next(v for v in brokers_own if v.key == "cleanup.policy")
     unknown = None if assumed is not None else found.topic_unknown
     config, values = _product_rules(name.topic, config, values, found, assume_compact, notes)
@@ -314,7 +374,8 @@ def partition_config(
         metadata_dir=found.metadata_dir,
         metadata_complete=None if found.state is None else found.state.complete,
         topic_config_unknown=unknown,
-        known_policy=None if known_policy.source == "default" and unknown is not None else known_policy)
+        known_policy=None if (known_policy.source == "default" and unknown is not None)
+        or is_last_known(known_policy) else known_policy)
 
 
 def _resolve(part: Path, cli: Mapping[str, str], overrides: Mapping[str, str], found: FoundSources,

@@ -204,12 +204,16 @@ class ConfigValue:
         value: the typed value.
         source: "cli", "topic", "broker:<id>", "cluster-default", "server.properties" or "default".
         synonym: the key actually set when it differs from ``key`` (``log.retention.hours``).
+        last_known_offset: for a value read from a KRaft metadata log whose history is incomplete, the
+            offset of the last metadata record read: the value as of that offset, which a later record
+            (missing from disk) may have changed. None: the value is current.
     """
 
     key: str
     value: ParsedValue
     source: str
     synonym: str | None = None
+    last_known_offset: int | None = None
 
 
 def _broker_value(

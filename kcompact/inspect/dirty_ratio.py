@@ -94,6 +94,8 @@ class DirtyRatioRow:
     partition: int
     partition_dir: str
     cleanup_policy: str
+    # the metadata offset ``cleanup_policy`` is last known at (an incomplete metadata history); None: current
+    cleanup_policy_last_known_at: int | None = None
     log_start_offset: int | None = None
     log_end_offset: int | None = None
     high_watermark: int | None = None
@@ -274,6 +276,7 @@ def _row(
         partition=partition.partition,
         partition_dir=str(partition.path),
         cleanup_policy=",".join(config.cleanup_policy),
+        cleanup_policy_last_known_at=effective.value("cleanup.policy").last_known_offset,
         min_cleanable_dirty_ratio=config.min_cleanable_dirty_ratio,
     )
     row.warnings.extend(effective.notes)

@@ -17,10 +17,19 @@ Two isolation levels:
 * ``read_uncommitted`` (the plain export): every record stored in the segments, control records and
   aborted transactions included, flagged — a faithful copy of the log;
 * ``read_committed`` (what ``--latest`` reads): what a read_committed consumer fetching from the
-  log start receives — offsets at or above the partition's log start offset, no control records, no
-  records of aborted transactions nor of transactions still open at the log end (their outcome is
-  unknown offline; a consumer stops before them at the last stable offset). Transactions are the
-  spans ``kcompact.cleaner.state.log_state`` finds in the log (first data batch to COMMIT/ABORT marker).
+  log start receives — offsets at or above the partition's log start offset and below its last stable
+  offset, no control records, no records of aborted transactions. A broker answers a read_committed
+  fetch with nothing at or above the last stable offset (``UnifiedLog.read`` with
+  ``FetchIsolation.TXN_COMMITTED``): ``UnifiedLog.lastStableOffset``, the first offset of the earliest
+  transaction that is undecided (no COMMIT/ABORT marker) or decided but whose marker is not yet below
+  the high watermark (``ProducerStateManager.firstUnstableOffset``), else the high watermark. So the
+  view stops there, even where later records are plainly committed: a consumer reads none of them
+  until that transaction ends. The high watermark is the log dir's ``replication-offset-checkpoint``
+  entry; a partition without one is bounded by its open transactions and its log end only (what a
+  broker would have is unknown offline), and says so. :class:`ViewStop` says, per partition, where
+  the view stops and why (the rule is ``kcompact.cleaner.rules.producer_state``'s, fed by
+  ``kcompact.cleaner.state.log_state``). Transactions are the spans ``log_state`` finds in the log
+  (first data batch to COMMIT/ABORT marker).
 
 ``--latest`` then keeps, per (topic, partition, key), the record with the highest offset, and drops
 it when it is a tombstone: the table a consumer reading the partition from the start ends up with.
@@ -38,13 +47,14 @@ records do not parse (bytes a faulty writer produced) stops the export, leaving 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.state.log_state import TxnSpan, load_log_state
+from kcompact.cleaner.state.log_state import HW_FROM_CHECKPOINT, LogState, TxnSpan, load_log_state
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError, KcompactError, RefusedError, UnsupportedFormatError
 from kcompact.records.batch_header import RecordBatch
@@ -118,6 +128,94 @@ class ExportFailure:
         return {"partition_dir": self.partition_dir, "error": str(self.error)}
 
 
+STOP_OPEN_TRANSACTION = "open transaction"
+STOP_UNREPLICATED_TRANSACTION = "transaction marker not below the high watermark"
+STOP_HIGH_WATERMARK = "high watermark"
+STOP_LOG_END = "log end"
+
+
+@dataclass(frozen=True, slots=True)
+class ViewStop:
+    """Where a partition's read_committed view stops (its last stable offset), and why.
+
+    Attributes:
+        partition_dir: the partition directory (as listed: a URL for a remote one).
+        topic: its topic.
+        partition: its partition number.
+        stops_at: the first offset left out (records below it are read, none at or above it).
+        reason: :data:`STOP_OPEN_TRANSACTION` (a transaction without a marker),
+            :data:`STOP_UNREPLICATED_TRANSACTION` (its marker is at or above the high watermark),
+            :data:`STOP_HIGH_WATERMARK` or :data:`STOP_LOG_END`.
+        log_end_offset: the partition's log end offset.
+        high_watermark: its ``replication-offset-checkpoint`` entry (capped at the log end); None when
+            it has none (then only transactions and the log end bound the view).
+        producer_id: the transaction's producer (a transaction reason), else None.
+        first_offset: the transaction's first offset (a transaction reason), else None.
+    """
+
+    partition_dir: str
+    topic: str
+    partition: int
+    stops_at: int
+    reason: str
+    log_end_offset: int
+    high_watermark: int | None
+    producer_id: int | None = None
+    first_offset: int | None = None
+
+    def describe(self) -> str:
+        """One sentence: where the view stops and why (``orders-0: read_committed view stops …``)."""
+        head = f"{self.topic}-{self.partition}: the read_committed view stops at offset {self.stops_at}"
+        if self.reason == STOP_OPEN_TRANSACTION:
+            why = (f"producer {self.producer_id}'s transaction from offset {self.first_offset} has no "
+                   f"COMMIT or ABORT marker (a consumer reads nothing at or after it until it ends)")
+        elif self.reason == STOP_UNREPLICATED_TRANSACTION:
+            why = (f"producer {self.producer_id}'s transaction from offset {self.first_offset} has its "
+                   f"marker at or above the high watermark {self.high_watermark} (not yet replicated)")
+        elif self.reason == STOP_HIGH_WATERMARK:
+            why = f"the high watermark (replication-offset-checkpoint; the log ends at {self.log_end_offset})"
+        else:
+            why = "the log end"
+        unknown = ("" if self.high_watermark is not None else
+                   "; no high watermark in replication-offset-checkpoint: bounded by the last stable "
+                   "offset and the log end only")
+        return f"{head}: {why}{unknown}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``--json`` form: every attribute, and ``text`` (:meth:`describe`)."""
+        return {"partition_dir": self.partition_dir, "topic": self.topic, "partition": self.partition,
+                "stops_at": self.stops_at, "reason": self.reason, "producer_id": self.producer_id,
+                "first_offset": self.first_offset, "high_watermark": self.high_watermark,
+                "log_end_offset": self.log_end_offset, "text": self.describe()}
+
+
+def view_stop(state: LogState, partition_dir: str | None = None) -> ViewStop:
+    """Where a read_committed consumer's view of a loaded partition stops: Kafka's last stable offset.
+
+    Args:
+        state: the partition as loaded (its producer state replayed with the high watermark).
+        partition_dir: the name to report it under (None: its local path).
+
+    Returns:
+        The :class:`ViewStop` (never below the log start offset, never above the log end).
+    """
+    partition = state.partition
+    has_hw = state.high_watermark_source == HW_FROM_CHECKPOINT
+    lso = max(state.log_start_offset,
+              state.producers.last_stable_offset(log_end_offset=state.log_end_offset))
+    stop = ViewStop(str(partition.path) if partition_dir is None else partition_dir, partition.topic,
+                    partition.partition, lso, STOP_LOG_END, state.log_end_offset,
+                    state.high_watermark if has_hw else None)
+    pending = state.open_transaction()
+    if pending is not None and max(pending.first_offset, state.log_start_offset) == lso:
+        undecided = any(t.first_offset == pending.first_offset for t in state.producers.open_transactions())
+        return replace(stop, reason=STOP_OPEN_TRANSACTION if undecided else STOP_UNREPLICATED_TRANSACTION,
+                       producer_id=pending.producer_id, first_offset=pending.first_offset)
+    if lso < state.log_end_offset:
+        return replace(stop, reason=STOP_HIGH_WATERMARK)
+    return stop
+
+
 @dataclass(frozen=True, slots=True)
 class ExportSummary:
     """What ``kcompact export`` or ``spark export`` wrote (``partitions``: those exported), and the
@@ -129,12 +227,15 @@ class ExportSummary:
     segments: int
     latest: bool
     failures: tuple[ExportFailure, ...] = ()
+    stops: tuple[ViewStop, ...] = ()  # with ``latest``: where each exported partition's view stops
 
     def as_dict(self) -> dict[str, Any]:
-        """The ``--json`` form (``failures`` as :meth:`ExportFailure.as_dict`)."""
+        """The ``--json`` form (``failures`` as :meth:`ExportFailure.as_dict`, ``stops`` as
+        :meth:`ViewStop.as_dict`: empty without ``latest``)."""
         return {"output": self.output, "records": self.records, "partitions": self.partitions,
                 "segments": self.segments, "latest": self.latest,
-                "failures": [failure.as_dict() for failure in self.failures]}
+                "failures": [failure.as_dict() for failure in self.failures],
+                "stops": [stop.as_dict() for stop in self.stops]}
 
 
 def list_segments(paths: Iterable[str | Path], storage_options: StorageOptions | None = None,
@@ -236,30 +337,40 @@ def check_segments(refs: Sequence[SegmentRef]) -> KcompactError | None:
     return None
 
 
-def split_failures(refs: Sequence[SegmentRef], storage_options: StorageOptions | None = None
-                   ) -> list[ExportFailure]:
-    """:func:`check_segments` per partition of a split (remote ones mirrored first), as failures.
+def split_report(refs: Sequence[SegmentRef], storage_options: StorageOptions | None = None, *,
+                 latest: bool = False) -> tuple[list[ExportFailure], list[ViewStop]]:
+    """:func:`check_segments` per partition of a split (remote ones mirrored first), as failures, and
+    with ``latest`` where each sound partition's read_committed view stops.
 
     Args:
         refs: the split's segments.
         storage_options: fsspec options for segments behind URLs.
+        latest: also find each partition's :class:`ViewStop` (its whole log's batch headers read).
 
     Returns:
-        One :class:`ExportFailure` per partition of the split that fails (its paths as given).
+        The failures, and the stops of the partitions that do not fail (named as given).
     """
     remote = list(dict.fromkeys(ref.partition_dir for ref in refs if is_url(ref.partition_dir)))
-    if not remote:
-        return [ExportFailure(group[0].partition_dir, err) for group in by_partition(refs)
-                if (err := check_segments(group)) is not None]
     failures: list[ExportFailure] = []
-    with mirrored(remote, storage_options or {}) as local:
+    stops: list[ViewStop] = []
+    mirror: contextlib.AbstractContextManager[dict[str, Path]] = (
+        mirrored(remote, storage_options or {}) if remote else contextlib.nullcontext({}))
+    with mirror as local:
         for group in by_partition(refs):
             given = group[0].partition_dir
             here = str(local.get(given, given))
             err = check_segments([replace(ref, partition_dir=here) for ref in group])
             if err is not None:
                 failures.append(ExportFailure(given, _named_as_given(err, here, given)))
-    return failures
+            elif latest:
+                stops.append(_stop_of(here, given))
+    return failures, stops
+
+
+def _stop_of(local_dir: str, given: str) -> ViewStop:
+    """The :class:`ViewStop` of a (local) partition, named as given."""
+    state = load_log_state(open_partition(local_dir), TopicConfig.defaults())
+    return view_stop(state, given)
 
 
 def segment_log_path(ref: SegmentRef) -> Path:
@@ -337,7 +448,7 @@ def iter_segment_columns(
                 continue
             log.check_crc(batch)  # never a flipped byte exported as data
             for record in _records(batch, log.path):
-                if committed is None or record.offset >= committed.log_start_offset:
+                if committed is None or committed.keeps_record(record.offset):
                     _append(columns, partition, batch, record)
             if len(columns["offset"]) >= chunk_rows:
                 yield columns
@@ -377,10 +488,12 @@ def _append(columns: dict[str, list[Any]], partition: Partition, batch: RecordBa
 
 @dataclass(frozen=True, slots=True)
 class _CommittedFilter:
-    """What a read_committed consumer skips: control batches, aborted and open transactions."""
+    """What a read_committed consumer skips: control batches, aborted transactions, and everything at
+    or above the last stable offset (``stop``)."""
 
     log_start_offset: int
     spans: dict[int, list[TxnSpan]]  # producer id -> its transactions by first offset
+    stop: ViewStop
 
     @classmethod
     def of(cls, partition: Partition) -> _CommittedFilter:
@@ -390,10 +503,15 @@ class _CommittedFilter:
             spans.setdefault(span.producer_id, []).append(span)
         for found in spans.values():
             found.sort(key=lambda s: s.first_offset)
-        return cls(state.log_start_offset, spans)
+        return cls(state.log_start_offset, spans, view_stop(state))
+
+    def keeps_record(self, offset: int) -> bool:
+        return self.log_start_offset <= offset < self.stop.stops_at
 
     def keeps_batch(self, batch: RecordBatch | LegacyEntry) -> bool:
         if batch.is_control or batch.last_offset < self.log_start_offset:
+            return False
+        if batch.base_offset >= self.stop.stops_at:
             return False
         if not batch.is_transactional or batch.producer_id < 0:
             return True
@@ -468,7 +586,8 @@ def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: b
     Args:
         paths: partition directories and/or log dirs.
         output: a new local directory.
-        latest: the latest live value per key (read_committed), as ``spark export --latest``.
+        latest: the latest live value per key (read_committed: below each partition's last stable
+            offset, see :class:`ViewStop`), as ``spark export --latest``.
         progress: called with the segment bytes read so far.
         selection: export only the partitions it matches (``--topic`` …; None: all).
 
@@ -489,20 +608,21 @@ def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: b
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     failures: list[ExportFailure] = []
+    stops: list[ViewStop] = []
     target.parent.mkdir(parents=True, exist_ok=True)
     with replacing(target, target.with_name(f".{target.name}.kcompact-{os.getpid()}.tmp")) as temporary:
         temporary.mkdir()
         records = 0
         with pq.ParquetWriter(temporary / "part-00000.parquet", schema) as writer:
             for columns in _export_chunks(refs, latest, read_progress(progress, "records", _total(refs)),
-                                          failures):
+                                          failures, stops):
                 records += len(columns["offset"])
                 writer.write_batch(pa.RecordBatch.from_pydict(columns, schema=schema))
         refuse_all_failed(refs, failures)
     bad = {failure.partition_dir for failure in failures}
     exported = [ref for ref in refs if ref.partition_dir not in bad]
     return ExportSummary(str(output), records, len({r.partition_dir for r in exported}), len(exported), latest,
-                         tuple(failures))
+                         tuple(failures), tuple(stops))
 
 
 def refuse_all_failed(refs: Sequence[SegmentRef], failures: Sequence[ExportFailure]) -> None:
@@ -516,9 +636,10 @@ def refuse_all_failed(refs: Sequence[SegmentRef], failures: Sequence[ExportFailu
 
 
 def _export_chunks(refs: Sequence[SegmentRef], latest: bool, progress: ReadProgress | None,
-                   failures: list[ExportFailure]) -> Iterator[dict[str, list[Any]]]:
-    """Every record's columns, or per partition the latest live record per key (offset order); a
-    partition that fails :func:`check_segments` is appended to ``failures`` instead."""
+                   failures: list[ExportFailure], stops: list[ViewStop]) -> Iterator[dict[str, list[Any]]]:
+    """Every record's columns, or per partition the latest live record per key (offset order, with its
+    :class:`ViewStop` appended to ``stops``); a partition that fails :func:`check_segments` is appended
+    to ``failures`` instead."""
     committed: dict[str, _CommittedFilter] = {}
     for group in by_partition(refs):
         error = check_segments(group)
@@ -539,6 +660,8 @@ def _export_chunks(refs: Sequence[SegmentRef], latest: bool, progress: ReadProgr
                         table[row[4]] = row
             if progress is not None:
                 progress.advance(ref.size_in_bytes)
+        if latest:
+            stops.append(committed[group[0].partition_dir].stop)
         live = sorted((row for row in table.values() if not row[7]), key=lambda row: row[2])
         if live:
             yield {name: [row[j] for row in live] for j, (name, _) in enumerate(EXPORT_COLUMNS)}

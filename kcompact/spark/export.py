@@ -7,8 +7,10 @@ two isolation levels), read on the executors through the ``kcompact`` Python dat
 partitions together: a task costs more than reading a small segment). ``--latest`` is a window over
 (topic, partition, key) on the cluster.
 
-Before it, a first job checks every batch's CRC and framing, split by split (``split_failures``: no
-record decoded, cheap next to the export's decoding), and returns the partitions that fail as values,
+Before it, a first job checks every batch's CRC and framing, split by split (``split_report``: no
+record decoded, cheap next to the export's decoding; with ``--latest`` it also finds where each
+partition's read_committed view stops, its last stable offset, as the executors' reads do), and
+returns the partitions that fail as values,
 never as a failing task: they are left out whole (``ExportSummary.failures``, exit 2), the others are
 exported, and Spark prints no task error. A partition named alone that fails, or every one failing, is
 the error (nothing written). Data that still does not parse (a batch that passes its CRC but whose
@@ -37,10 +39,11 @@ from kcompact.inspect.export import (
     ExportFailure,
     ExportSummary,
     SegmentRef,
+    ViewStop,
     list_segments,
     refuse_all_failed,
     refuse_output_in_log_dir,
-    split_failures,
+    split_report,
     split_segments,
 )
 from kcompact.segment.partition_filter import PartitionFilter
@@ -76,7 +79,8 @@ def spark_export(
             fsspec URLs of them (``s3://``, ``gs://``, ``hdfs://``, ``file://``), read on the executors.
         output: a new directory for the Parquet files: a URI (``hdfs://``, ``s3a://``, ``file://``),
             handed to Spark untouched, or a local path (with a ``local[…]`` master only).
-        latest: the latest live value per key (read_committed), instead of every record.
+        latest: the latest live value per key (read_committed: below each partition's last stable
+            offset, ``ExportSummary.stops`` saying where and why), instead of every record.
         split_bytes: segment bytes per Spark task (see :func:`split_segments`).
         storage_options: fsspec options for URL inputs (``endpoint_url``, ``key``, …).
         selection: export only the partitions it matches (``--topic``, ``--exclude-topic``,
@@ -100,7 +104,8 @@ def spark_export(
     if local is not None:
         refuse_output_in_log_dir(local, paths)
     refs = list_segments(paths, storage_options, selection)
-    failures = check_partitions(spark, refs, split_bytes, storage_options, verbose=verbose)
+    failures, stops = check_partitions(spark, refs, split_bytes, storage_options, verbose=verbose,
+                                       latest=latest)
     refuse_all_failed(refs, failures)
     bad = {failure.partition_dir for failure in failures}
     refs = [ref for ref in refs if ref.partition_dir not in bad]
@@ -124,13 +129,14 @@ def spark_export(
                       spark.sparkContext, verbose=verbose, then=refuse_failed_split)
     records = int(counted.get.get("records", 0))
     return ExportSummary(target, records, len({r.partition_dir for r in refs}), len(refs), latest,
-                         tuple(failures))
+                         tuple(failures), stops)
 
 
 def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: int = SPLIT_BYTES,
-                     storage_options: StorageOptions | None = None, *, verbose: bool = False
-                     ) -> list[ExportFailure]:
-    """Every batch's CRC and framing checked by Spark tasks, split by split (``split_failures``).
+                     storage_options: StorageOptions | None = None, *, verbose: bool = False,
+                     latest: bool = False) -> tuple[list[ExportFailure], tuple[ViewStop, ...]]:
+    """Every batch's CRC and framing checked by Spark tasks, split by split (``split_report``), and with
+    ``latest`` where each partition's read_committed view stops.
 
     Args:
         spark: the session.
@@ -138,17 +144,20 @@ def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: i
         split_bytes: segment bytes per task.
         storage_options: fsspec options for URL inputs.
         verbose: keep Spark's own log lines should a task fail.
+        latest: also find each sound partition's :class:`~kcompact.inspect.export.ViewStop` (the data
+            source's read_committed reads stop at the same offsets: the same files, the same rule).
 
     Returns:
-        The partitions that fail, each with its first error (in listing order).
+        The partitions that fail, each with its first error (in listing order), and the stops of the
+        others (one per partition, in listing order; empty without ``latest``).
 
     Raises:
         KcompactError: a task could not run the check (a remote file that cannot be read), as one line.
     """
     splits = split_segments(refs, split_bytes)
     if not splits:
-        return []
-    check = functools.partial(split_failures, storage_options=dict(storage_options or {}))
+        return [], ()
+    check = functools.partial(split_report, storage_options=dict(storage_options or {}), latest=latest)
     context = spark.sparkContext
     context.setJobDescription(f"kcompact spark export: checking {len(refs)} segments")
     try:
@@ -161,7 +170,11 @@ def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: i
         raise said from err
     finally:
         context.setJobDescription(None)  # type: ignore[arg-type]
-    return [failure for part in found for failure in part]
+    failures = [failure for part, _ in found for failure in part]
+    bad = {failure.partition_dir for failure in failures}
+    stops = {stop.partition_dir: stop for _, part in found for stop in part  # a partition split in two: once
+             if stop.partition_dir not in bad}
+    return failures, tuple(stops.values())
 
 
 def error_payload(err: KcompactError) -> str:

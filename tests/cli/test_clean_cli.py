@@ -16,6 +16,7 @@ from kcompact.cli.main import cli
 from kcompact.records.batch_header import CRC_OFFSET, MAGIC_OFFSET
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from tests.builders import BASE_TS, PartitionBuilder, read_all_records
+from tests.config.test_effective import snapshot_without_its_tail
 from tests.conftest import PROJECT_FIXTURES, copy_tree_writable, real_fixture
 
 NOW = BASE_TS + 1_000
@@ -411,6 +412,35 @@ def test_readme_demo_cleans_the_sample_partition_its_metadata_log_calls_compacte
     assert result.stdout.startswith("orders-0: cleaned dirty section [0, 142)")
     keys = [k for _o, k, _v in read_all_records(log_dir / "orders-0")[:-1] if k is not None]
     assert len(keys) == len(set(keys))  # one record per key left in the cleaned section
+
+
+def test_a_policy_only_last_known_from_a_snapshot_is_not_acted_on_alone(tmp_path: Path) -> None:
+    """The README demo's log dir whose metadata log is only a snapshot, the log after it gone: its
+    cleanup.policy=compact is as of the snapshot, a later record may have changed it, so clean treats
+    the policy as unknown: refused alone, skipped in its log dir, compacted with --assume-compact."""
+    log_dir = copy_tree_writable(PROJECT_FIXTURES / "sample-logdir", tmp_path / "demo")
+    last = snapshot_without_its_tail(log_dir / "__cluster_metadata-0")
+    before = digest(log_dir / "orders-0")
+
+    alone = run(log_dir / "orders-0", "--roll")
+    walked = run(log_dir, "--roll", "--json")
+
+    assert alone.exit_code == 2
+    assert error_lines(alone.stderr)[0].startswith(
+        f"kcompact: error: {log_dir / 'orders-0'}: cleanup.policy is not known: compact (topic override, last "
+        f"known at metadata offset {last}) is where what was read of the metadata log ends, and a later record, "
+        f"missing from disk (or unread), may have changed it; kcompact compacts only a partition known to be "
+        f"compacted")
+    assert error_lines(alone.stderr)[0].endswith("give --config cleanup.policy=compact or --assume-compact to "
+                                                 "compact it")
+    assert walked.exit_code == 0, walked.output
+    (skipped,) = json.loads(walked.stdout)["skipped"]
+    assert skipped["skipped_reason"].startswith("cleanup.policy is not known: compact (topic override, last known")
+    assert digest(log_dir / "orders-0") == before  # not even rolled
+
+    assumed = run(log_dir / "orders-0", "--assume-compact")
+    assert assumed.exit_code == 0, assumed.output
+    assert assumed.stdout.startswith("orders-0: cleaned dirty section [0, 142)")
 
 
 def corrupt_magic(part: Path) -> Path:

@@ -15,9 +15,10 @@ from tests.config.test_effective import (
     every_level_metadata,
     make_log_dir,
     set_topic_id,
+    snapshot_without_its_tail,
 )
 from tests.config.test_kraft_records import uuid_bytes
-from tests.conftest import real_fixture
+from tests.conftest import PROJECT_FIXTURES, copy_tree_writable, real_fixture
 
 ENV = {"COLUMNS": "80", SERVER_PROPERTIES_ENV: None}
 
@@ -126,8 +127,9 @@ def test_show_reads_server_properties_from_the_environment(tmp_path: Path) -> No
                  env={SERVER_PROPERTIES_ENV: str(props)})
     data = json.loads(result.output)
     assert {"key": "delete.retention.ms", "value": "77", "source": "server.properties",
-            "synonym": "log.cleaner.delete.retention.ms"} in data["values"]
-    assert {"key": "cleanup.policy", "value": "delete", "source": "default", "synonym": None} in data["values"]
+            "synonym": "log.cleaner.delete.retention.ms", "last_known_at_metadata_offset": None} in data["values"]
+    assert {"key": "cleanup.policy", "value": "delete", "source": "default", "synonym": None,
+            "last_known_at_metadata_offset": None} in data["values"]
     assert data["notes"][-1] == ("cleanup.policy: Kafka's default 'delete' unless the topic overrides it, "
                                  "and its overrides are unknown (no KRaft metadata log was found)")
     assert data["topic_config_unknown"] == "no KRaft metadata log was found"
@@ -160,15 +162,17 @@ def test_show_zookeeper_internal_topics_use_the_segment_size_the_broker_created_
                                 ("__transaction_state-2", "20971520", "transaction.state.log.segment.bytes")):
         data = json.loads(run("show", str(log_dir / name), "--json", "--server-properties", str(props)).output)
         assert {"key": "segment.bytes", "value": expected, "source": "assumed",
-                "synonym": f"{key} in server.properties"} in data["values"]
+                "synonym": f"{key} in server.properties", "last_known_at_metadata_offset": None} in data["values"]
     txn = json.loads(run("show", str(log_dir / "__transaction_state-2"), "--json").output)
     assert {"key": "segment.bytes", "value": "104857600", "source": "assumed",
-            "synonym": "transaction.state.log.segment.bytes, Kafka's default"} in txn["values"]
+            "synonym": "transaction.state.log.segment.bytes, Kafka's default",
+            "last_known_at_metadata_offset": None} in txn["values"]
     assert {"key": "compression.type", "value": "uncompressed", "source": "assumed",
-            "synonym": None} in txn["values"]
+            "synonym": None, "last_known_at_metadata_offset": None} in txn["values"]
     forced = json.loads(run("show", str(log_dir / "__transaction_state-2"), "--json",
                             "--config", "segment.bytes=2097152").output)
-    assert {"key": "segment.bytes", "value": "2097152", "source": "cli", "synonym": None} in forced["values"]
+    assert {"key": "segment.bytes", "value": "2097152", "source": "cli", "synonym": None,
+            "last_known_at_metadata_offset": None} in forced["values"]
     props.write_text("offsets.topic.segment.bytes=many\n")
     bad = run("show", str(log_dir / "__consumer_offsets-7"), "--server-properties", str(props))
     assert bad.exit_code == 2 and str(props) in bad.stderr and "many" in bad.stderr
@@ -216,3 +220,24 @@ def test_help() -> None:
     for fragment in ("Usage: cli config show [OPTIONS] PARTITION_DIR", "--server-properties FILE",
                      "--metadata-dir DIR", "--config KEY=VALUE", "--json", "Exit codes: 0 success"):
         assert fragment in show.output
+
+
+def test_show_says_a_policy_from_a_snapshot_without_the_log_after_it_is_only_last_known(tmp_path: Path) -> None:
+    log_dir = copy_tree_writable(PROJECT_FIXTURES / "sample-logdir", tmp_path / "logs")
+    last = snapshot_without_its_tail(log_dir / "__cluster_metadata-0")
+
+    result = run("show", str(log_dir / "orders-0"))
+
+    assert result.exit_code == 0, result.output
+    out = lines(result.stdout)
+    assert f"metadata log: {log_dir / '__cluster_metadata-0'} (incomplete history)" in out
+    (policy,) = [line for line in out if line.startswith(" cleanup.policy")]
+    assert [cell.strip() for cell in policy.split("│")] == [
+        "cleanup.policy", "compact", f"topic override, last known at metadata offset {last}"]
+    assert any(line.startswith(f"note: cleanup.policy=compact (topic override, last known at metadata offset "
+                               f"{last}): records of the metadata log are missing from disk")
+               for line in out)
+    shown = json.loads(run("show", str(log_dir / "orders-0"), "--json").stdout)
+    (value,) = [v for v in shown["values"] if v["key"] == "cleanup.policy"]
+    assert value == {"key": "cleanup.policy", "value": "compact", "source": "topic", "synonym": None,
+                     "last_known_at_metadata_offset": last}

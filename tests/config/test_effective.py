@@ -25,13 +25,14 @@ from kcompact.config.effective import (
 from kcompact.config.kraft import metadata_state
 from kcompact.config.kraft.records import format_uuid
 from kcompact.errors import ConfigError, CorruptDataError
+from kcompact.records.control import ControlRecordType
 from tests.config.test_kraft_records import (
     encode_config,
     encode_partition,
     encode_topic,
     uuid_bytes,
 )
-from tests.config.test_metadata_state import write_log
+from tests.config.test_metadata_state import control, write_log
 from tests.conftest import real_fixture
 
 TOPIC, BROKER = 2, 4
@@ -57,6 +58,22 @@ def make_log_dir(root: Path, *, node: int | None = 1, cluster_id: str = "cluster
     for name in partitions:
         (log_dir / name).mkdir()
     return log_dir
+
+
+def snapshot_without_its_tail(metadata_dir: Path) -> int:
+    """Turn a metadata partition whose one ``.log`` starts at 0 into a KRaft snapshot of that log, with
+    the segment after it gone but for its index files (a copy that lost the log after the newest
+    snapshot). Returns the offset of the last record the snapshot holds."""
+    log = metadata_dir / f"{0:020d}.log"
+    end = metadata_state.load_metadata_state(metadata_dir).end_offset
+    (metadata_dir / f"{end:020d}-{1:010d}.checkpoint").write_bytes(
+        control(0, ControlRecordType.SNAPSHOT_HEADER) + log.read_bytes()
+        + control(end, ControlRecordType.SNAPSHOT_FOOTER))
+    for old in metadata_dir.glob(f"{0:020d}.*"):
+        old.unlink()
+    for kind in ("index", "timeindex"):  # the segment the broker wrote after the snapshot: its .log is gone
+        (metadata_dir / f"{end:020d}.{kind}").write_bytes(b"")
+    return end - 1
 
 
 def set_topic_id(partition_dir: Path, topic_id: bytes) -> None:
@@ -188,6 +205,54 @@ def test_cleanup_policy_is_kafkas_default_without_a_source_and_compact_only_when
     assert known.notes == [KNOWN_DEFAULT]  # server.properties was read and has no log.cleanup.policy
 
 
+def test_a_policy_an_incomplete_history_gives_is_only_last_known(tmp_path: Path) -> None:
+    log_dir = make_log_dir(tmp_path, metadata=[
+        [encode_topic("orders", ORDERS_ID), encode_partition(ORDERS_ID, 0)],
+        [encode_config(TOPIC, "orders", "cleanup.policy", "compact,delete"),
+         encode_config(TOPIC, "orders", "segment.ms", "5")],
+        [encode_config(BROKER, "1", "log.cleaner.delete.retention.ms", "6")]])
+    set_topic_id(log_dir / "orders-0", ORDERS_ID)
+    last = snapshot_without_its_tail(log_dir / "__cluster_metadata-0")
+
+    effective = partition_config(log_dir / "orders-0", cli_overrides={})
+
+    assert last == 4 and effective.metadata_complete is False
+    assert describe_sources(effective.values) == [
+        "cleanup.policy=compact,delete (topic override, last known at metadata offset 4)",
+        "segment.ms=5 (topic override, last known at metadata offset 4)",
+        ("delete.retention.ms=6 (dynamic config of broker 1: log.cleaner.delete.retention.ms, last known at "
+         "metadata offset 4)"),
+    ]
+    assert effective.known_policy is None  # unknown for what clean may do
+    assert effective.notes[-1] == (
+        "cleanup.policy=compact,delete (topic override, last known at metadata offset 4): records of the "
+        "metadata log are missing from disk (or unread) after what was read, and one may have changed it; "
+        "kcompact treats the policy as unknown (clean compacts it only with --assume-compact or --config "
+        "cleanup.policy=..., and runs no retention on it)")
+    values = {v["key"]: v for v in effective.as_dict()["values"]}
+    assert values["cleanup.policy"]["last_known_at_metadata_offset"] == 4
+    assert values["segment.jitter.ms"]["last_known_at_metadata_offset"] is None  # Kafka's default: current
+    assumed = partition_config(log_dir / "orders-0", cli_overrides={}, assume_compact=True)
+    assert assumed.config.cleanup_policy == ("compact",) and assumed.value("cleanup.policy").source == "assume-compact"
+    given = partition_config(log_dir / "orders-0", cli_overrides={"cleanup.policy": "compact"})
+    assert given.value("cleanup.policy").last_known_offset is None and given.known_policy is None
+
+
+def test_an_internal_topics_last_known_policy_is_the_one_the_broker_creates_it_with(tmp_path: Path) -> None:
+    offsets_id = uuid_bytes(12)
+    log_dir = make_log_dir(tmp_path, partitions=("__consumer_offsets-3",), metadata=[
+        [encode_topic("__consumer_offsets", offsets_id)],
+        [encode_config(TOPIC, "__consumer_offsets", "cleanup.policy", "compact")]])
+    snapshot_without_its_tail(log_dir / "__cluster_metadata-0")
+
+    effective = partition_config(log_dir / "__consumer_offsets-3", cli_overrides={})
+
+    assert effective.config.is_compacted and effective.value("cleanup.policy").source == "assumed"
+    assert effective.notes[-1].endswith(
+        "; __consumer_offsets is an internal topic the broker creates with cleanup.policy=compact, so "
+        "kcompact assumes that")
+
+
 def test_metadata_log_dir_from_server_properties(tmp_path: Path) -> None:
     log_dir = make_log_dir(tmp_path, metadata=[[encode_topic("orders", ORDERS_ID),
                                                 encode_config(TOPIC, "orders", "segment.ms", "5")]])
@@ -280,6 +345,8 @@ def test_incomplete_history_uses_what_it_saw_and_says_so(tmp_path: Path) -> None
     effective = partition_config(log_dir / "orders-0", cli_overrides={})
     assert (effective.config.segment_ms, effective.config.delete_retention_ms) == (5, 6)
     assert effective.metadata_complete is False
+    # only the beginning is missing: what was read is the latest word on it, not merely last known
+    assert effective.value("segment.ms").last_known_offset is None
     assert effective.notes[0].startswith("the metadata log's history is incomplete: no snapshot "
                                          "and the metadata log starts at offset 500, not 0")
     (log_dir / "__consumer_offsets-4").mkdir()
@@ -369,7 +436,7 @@ def test_as_dict_is_json(tmp_path: Path) -> None:
     data = json.loads(json.dumps(effective.as_dict()))
     by_key = {v["key"]: v for v in data["values"]}
     assert by_key["segment.ms"] == {"key": "segment.ms", "value": "32", "source": "broker:1",
-                                    "synonym": "log.roll.ms"}
+                                    "synonym": "log.roll.ms", "last_known_at_metadata_offset": None}
     assert by_key["internal.segment.bytes"]["value"] is None
     assert data["node_id"] == 1 and data["metadata_complete"] is True
     assert data["notes"] == [KNOWN_DEFAULT + NO_SERVER_PROPERTIES] and data["topic_config_unknown"] is None

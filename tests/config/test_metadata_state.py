@@ -170,7 +170,7 @@ def test_snapshot_without_footer_or_with_gap_is_incomplete(tmp_path: Path) -> No
     assert not state.complete and state.unresolved_reason is not None
     assert "does not end with a SNAPSHOT_FOOTER" in state.unresolved_reason
     assert "jumps from offset 2 to 5" in state.unresolved_reason
-    assert set(state.topics_by_name) == {"t", "u"}
+    assert set(state.topics_by_name) == {"t", "u"} and state.later_records_missing
 
 
 def test_empty_directory_is_incomplete_and_missing_one_is_an_error(tmp_path: Path) -> None:
@@ -256,3 +256,23 @@ def test_checkpoints_past_the_replay_make_the_history_incomplete(
     state = load_metadata_state(directory)
     assert not state.complete and state.unresolved_reason is not None
     assert says in state.unresolved_reason
+
+
+def test_records_missing_after_those_read_are_told_apart_from_a_missing_beginning(tmp_path: Path) -> None:
+    """What a history missing only its beginning read is the latest word on it; records missing after
+    what was read (a gap, a missing tail, a snapshot without its footer) make it only as of then."""
+    start_only = tmp_path / "start" / "__cluster_metadata-0"
+    start_only.parent.mkdir()
+    write_log(start_only, 500, [[encode_topic("a", uuid_bytes(1))]])
+    gap = tmp_path / "gap" / "__cluster_metadata-0"
+    gap.parent.mkdir()
+    write_log(gap, 500, [[encode_topic("a", uuid_bytes(1))]])
+    write_log(gap, 700, [[encode_topic("b", uuid_bytes(2))]])
+    tail = snapshot_only(tmp_path / "tail")
+    (tail / f"{66046:020d}.snapshot").write_bytes(b"")
+
+    found = {name: load_metadata_state(d) for name, d in (("start", start_only), ("gap", gap), ("tail", tail))}
+
+    assert {name: (s.complete, s.later_records_missing) for name, s in found.items()} == {
+        "start": (False, False), "gap": (False, True), "tail": (False, True)}
+    assert not load_metadata_state(snapshot_only(tmp_path / "whole")).later_records_missing

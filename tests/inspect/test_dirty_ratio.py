@@ -14,7 +14,8 @@ from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.snapshot import encode_producer_snapshot
 from tests.builders import BASE_TS, PartitionBuilder
-from tests.conftest import real_fixture
+from tests.config.test_effective import snapshot_without_its_tail
+from tests.conftest import PROJECT_FIXTURES, copy_tree_writable, real_fixture
 
 NOW = BASE_TS + 10_000_000
 DAY = 86_400_000
@@ -26,7 +27,8 @@ REAL_LOG_DIRS = (
 )
 
 ROW_FIELDS = [
-    "topic", "partition", "partition_dir", "cleanup_policy", "log_start_offset", "log_end_offset",
+    "topic", "partition", "partition_dir", "cleanup_policy", "cleanup_policy_last_known_at",
+    "log_start_offset", "log_end_offset",
     "high_watermark", "high_watermark_source", "last_stable_offset", "first_dirty_offset",
     "first_uncleanable_offset", "clean_bytes", "dirty_bytes", "dirty_ratio",
     "min_cleanable_dirty_ratio", "eligible", "must_clean", "max_compaction_delay_ms", "blocking_rule",
@@ -256,3 +258,15 @@ def test_broker_log_dirs_report_without_errors_and_nothing_eligible() -> None:
     assert not any(name.startswith("__consumer_offsets") for name in not_compacted)
     metadata = [r for r in rows if r.topic == "__cluster_metadata"]
     assert len(metadata) == 3 and {r.blocking_rule for r in metadata} == {"cleanup-policy"}
+
+
+def test_a_policy_only_last_known_says_so(tmp_path: Path) -> None:
+    log_dir = copy_tree_writable(PROJECT_FIXTURES / "sample-logdir", tmp_path / "logs")
+    last = snapshot_without_its_tail(log_dir / "__cluster_metadata-0")
+
+    (row,) = dirty_ratio_report([log_dir / "orders-0"], cli_overrides={}, now_ms=NOW)
+
+    assert (row.cleanup_policy, row.cleanup_policy_last_known_at) == ("compact", last)
+    assert row.as_dict()["cleanup_policy_last_known_at"] == last
+    assert any(w.startswith(f"cleanup.policy=compact (topic override, last known at metadata offset {last}): ")
+               for w in row.warnings)

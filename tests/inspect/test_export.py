@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from kcompact.cli.main import cli
 from kcompact.inspect.export import export_parquet
 from tests.spark.logdirs import (
+    build_hanging_txn_partition,
     build_legacy_partition,
     build_log_dir,
     build_partition,
@@ -169,3 +170,80 @@ def test_a_legacy_message_that_fails_its_crc_is_not_exported(tmp_path: Path) -> 
     assert re.fullmatch(rf"kcompact: error: {re.escape(str(segment))} at position 0: batch \(last offset 0\) fails "
                         r"its CRC; expected 0x[0-9a-f]{8}, found 0x[0-9a-f]{8}; the data is corrupt .*\n", result.stderr)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]
+
+
+def latest_table(out: Path) -> dict[bytes, tuple[int, bytes | None]]:
+    return {row["key"]: (row["offset"], row["value"]) for row in pq.read_table(out).to_pylist()}
+
+
+def test_latest_stops_at_the_last_stable_offset_and_names_the_open_transaction(tmp_path: Path) -> None:
+    part = build_hanging_txn_partition(tmp_path / "logs")
+    out = tmp_path / "out"
+
+    result = CliRunner().invoke(cli, ["export", str(part), "--latest", "--output", str(out), "--json"],
+                                prog_name="kcompact")
+
+    assert result.exit_code == 0, result.output
+    # what a read_committed consumer's table holds: nothing from offset 11 (producer 13's open
+    # transaction) on, so neither k1@13, k2@14, the tombstone of k0 at 16 nor k5@19
+    assert latest_table(out) == {b"k0": (5, b"committed-5"), b"k1": (6, b"committed-6"), b"k2": (2, b"v2"),
+                                 b"k3": (10, b"plain-10"), b"k4": (4, b"v4")}
+    stop = json.loads(result.stdout)["stops"]
+    assert [{k: s[k] for k in ("stops_at", "reason", "producer_id", "first_offset", "high_watermark",
+                                "log_end_offset")} for s in stop] == [
+        {"stops_at": 11, "reason": "open transaction", "producer_id": 13, "first_offset": 11,
+         "high_watermark": 20, "log_end_offset": 20}]
+
+    text = CliRunner().invoke(cli, ["export", str(part), "--latest", "--output", str(tmp_path / "text")],
+                              prog_name="kcompact")
+    assert text.exit_code == 0, text.output
+    assert text.stdout.splitlines()[1] == (
+        "ledger-0: the read_committed view stops at offset 11: producer 13's transaction from offset 11 "
+        "has no COMMIT or ABORT marker (a consumer reads nothing at or after it until it ends)")
+
+
+def test_latest_stops_at_a_transaction_whose_marker_is_not_below_the_high_watermark(tmp_path: Path) -> None:
+    # high watermark 8: the COMMIT of offsets 5-6 (at offset 8) is not replicated, so that transaction
+    # is still unstable (ProducerStateManager.firstUnstableOffset): a consumer sees offsets 0-4 only
+    part = build_hanging_txn_partition(tmp_path / "logs", high_watermark=8)
+
+    summary = export_parquet([part], tmp_path / "out", latest=True)
+
+    assert latest_table(tmp_path / "out") == {f"k{i}".encode(): (i, f"v{i}".encode()) for i in range(5)}
+    assert [(s.stops_at, s.reason, s.producer_id, s.first_offset, s.high_watermark) for s in summary.stops] == [
+        (5, "transaction marker not below the high watermark", 11, 5, 8)]
+    assert summary.stops[0].describe() == (
+        "ledger-0: the read_committed view stops at offset 5: producer 11's transaction from offset 5 has its "
+        "marker at or above the high watermark 8 (not yet replicated)")
+
+
+def test_latest_stops_at_the_high_watermark(tmp_path: Path) -> None:
+    part = build_hanging_txn_partition(tmp_path / "logs", high_watermark=3)
+
+    summary = export_parquet([part], tmp_path / "out", latest=True)
+
+    assert latest_table(tmp_path / "out") == {f"k{i}".encode(): (i, f"v{i}".encode()) for i in range(3)}
+    assert summary.stops[0].describe() == (
+        "ledger-0: the read_committed view stops at offset 3: the high watermark "
+        "(replication-offset-checkpoint; the log ends at 20)")
+
+
+def test_latest_without_a_high_watermark_is_bounded_by_the_open_transaction_and_says_so(tmp_path: Path) -> None:
+    part = build_hanging_txn_partition(tmp_path / "logs", high_watermark=None)
+
+    summary = export_parquet([part], tmp_path / "out", latest=True)
+
+    assert latest_table(tmp_path / "out")[b"k1"] == (6, b"committed-6")
+    assert summary.as_dict()["stops"][0]["high_watermark"] is None
+    assert summary.stops[0].describe().endswith(
+        "until it ends); no high watermark in replication-offset-checkpoint: bounded by the last stable "
+        "offset and the log end only")
+
+
+def test_the_plain_export_still_holds_every_stored_record(tmp_path: Path) -> None:
+    part = build_hanging_txn_partition(tmp_path / "logs", high_watermark=8)
+
+    summary = export_parquet([part], tmp_path / "out")
+
+    assert [row["offset"] for row in pq.read_table(tmp_path / "out").to_pylist()] == list(range(20))
+    assert summary.stops == () and summary.as_dict()["stops"] == []

@@ -15,6 +15,7 @@ from kcompact.cli.main import cli
 from kcompact.segment.checkpoint import update_offset_checkpoint
 from tests.builders import PartitionBuilder, read_all_records
 from tests.cleaner.rules.test_fence import DAY, NOW, _tombstones
+from tests.config.test_effective import snapshot_without_its_tail
 from tests.conftest import PROJECT_FIXTURES
 from tests.repair.support import build_partition, partition_digest
 from tests.repair.test_valid_indexes import partition as indexed_partition
@@ -47,6 +48,24 @@ def test_clean_reads_the_policy_from_a_metadata_log_dir_of_its_own(tmp_path: Pat
     assert cleaned["end_offset"] == 142
     keys = [k for _o, k, _v in read_all_records(part)[:-1] if k is not None]
     assert len(keys) == len(set(keys))  # one record per key left in the cleaned section
+
+
+def test_clean_refuses_a_policy_only_last_known_from_a_snapshot(tmp_path: Path) -> None:
+    """The sample's metadata log as a snapshot whose log after it is gone: orders' compact is only last
+    known, so the clean refuses it as an unknown policy, and --assume-compact compacts it."""
+    log_dir = Path(shutil.copytree(PROJECT_FIXTURES / "sample-logdir", tmp_path / "logdir"))
+    last = snapshot_without_its_tail(log_dir / "__cluster_metadata-0")
+    part = log_dir / "orders-0"
+    before = tree(part)
+
+    code, _out, err = run("repair", "--clean", str(part))
+    assert code == 2 and (f"clean failed: {part}: cleanup.policy is not known: compact (topic override, last "
+                          f"known at metadata offset {last})") in err
+    assert tree(part) == before
+
+    code, out, _err = run("repair", "--clean", "--assume-compact", "--json", str(part))
+    assert code == 0
+    assert [r["end_offset"] for r in json.loads(out)["clean"]["results"]] == [142]
 
 
 def test_the_repair_reads_index_interval_bytes_from_server_properties(tmp_path: Path) -> None:

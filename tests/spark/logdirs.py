@@ -137,3 +137,29 @@ def undecodable_batch(part: Path) -> tuple[Path, int]:
     struct.pack_into(">I", data, first.position + CRC_POSITION, crc32c(bytes(data[first.position + CRC_POSITION + 4:end])))
     segment.write_bytes(bytes(data))
     return segment, first.position
+
+
+def build_hanging_txn_partition(log_dir: Path, *, high_watermark: int | None = 20,
+                                topic: str = "ledger") -> Path:
+    """A partition whose last stable offset is not its log end: a transaction is never ended.
+
+    Offsets 0-4 plain ``k0..k4``; 5-6 producer 11's transaction (``k0``, ``k1``); 7 producer 12's
+    (``k2``); 8 COMMIT of 11, 9 ABORT of 12; 10 plain ``k3``; 11-12 producer 13's transaction
+    (``k4``, ``k2``), never ended; 13 plain ``k1``; 14 producer 14's transaction (``k2``), 15 its
+    COMMIT; 16 a tombstone of ``k0``; 17 producer 15's transaction (``k3``), 18 its ABORT; 19 plain
+    ``k5``. A broker's last stable offset is 11 with the high watermark at the log end (20).
+    """
+    b = PartitionBuilder(topic, 0)
+    b.batch([(f"k{i}".encode(), f"v{i}".encode()) for i in range(5)])
+    b.batch([(b"k0", b"committed-5"), (b"k1", b"committed-6")], producer_id=11, transactional=True)
+    b.batch([(b"k2", b"aborted-7")], producer_id=12, transactional=True)
+    b.marker(11, commit=True).marker(12, commit=False)
+    b.batch([(b"k3", b"plain-10")])
+    b.batch([(b"k4", b"open-11"), (b"k2", b"open-12")], producer_id=13, transactional=True)
+    b.batch([(b"k1", b"plain-13")])
+    b.batch([(b"k2", b"committed-14")], producer_id=14, transactional=True).marker(14, commit=True)
+    b.batch([(b"k0", None)])
+    b.batch([(b"k3", b"aborted-17")], producer_id=15, transactional=True).marker(15, commit=False)
+    b.batch([(b"k5", b"plain-19")])
+    assert b.next_offset == 20
+    return b.write(log_dir, high_watermark=high_watermark)

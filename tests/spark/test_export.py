@@ -30,6 +30,7 @@ from kcompact.spark.export import spark_export
 from tests.spark.logdirs import (
     COMPACT,
     NOW,
+    build_hanging_txn_partition,
     build_legacy_partition,
     build_log_dir,
     build_partition,
@@ -129,7 +130,10 @@ def _committed(records: list[Row]) -> list[Row]:
             pending.setdefault(row["producer_id"], []).append(row)
         else:
             visible.append(row)
-    return visible  # whatever is still pending belongs to an open transaction
+    # whatever is still pending belongs to an open transaction, and a consumer reads nothing from its
+    # first offset on (the last stable offset; these log dirs' high watermarks are their log ends)
+    stable = min((rows[0]["offset"] for rows in pending.values()), default=None)
+    return [row for row in visible if stable is None or row["offset"] < stable]
 
 
 def test_export_holds_every_stored_record_as_the_format_layer_and_kafka_python_read_it(
@@ -281,3 +285,29 @@ def test_error_rows_is_true_or_false() -> None:
     assert (_error_rows({}), _error_rows({"error_rows": "TRUE"})) == (False, True)
     with pytest.raises(ConfigError, match="option 'error_rows'; expected true or false, found 'yes'"):
         _error_rows({"error_rows": "yes"})
+
+
+@pytest.mark.parametrize("high_watermark, table, stop", [
+    (20, {b"k0": 5, b"k1": 6, b"k2": 2, b"k3": 10, b"k4": 4}, (11, "open transaction", 13, 20)),
+    (8, {b"k0": 0, b"k1": 1, b"k2": 2, b"k3": 3, b"k4": 4},
+     (5, "transaction marker not below the high watermark", 11, 8)),
+], ids=["open-transaction", "high-watermark-8"])
+def test_latest_stops_where_a_read_committed_consumer_stops(
+    spark: SparkSession, tmp_path: Path, high_watermark: int, table: dict[bytes, int],
+    stop: tuple[int, str, int, int],
+) -> None:
+    log_dir = tmp_path / "logs"
+    build_hanging_txn_partition(log_dir, high_watermark=high_watermark)
+    build_partition(log_dir, "orders", 0)  # a partition whose view reaches its log end
+
+    summary = spark_export(spark, [log_dir], tmp_path / "latest", latest=True, split_bytes=3000)
+
+    rows = parquet_rows(tmp_path / "latest")
+    assert {r["key"]: r["offset"] for r in rows if r["topic"] == "ledger"} == table
+    stops = {s["topic"]: s for s in summary.as_dict()["stops"]}
+    ledger = stops["ledger"]
+    assert (ledger["stops_at"], ledger["reason"], ledger["producer_id"], ledger["high_watermark"]) == stop
+    assert ledger["text"].startswith(f"ledger-0: the read_committed view stops at offset {stop[0]}: producer "
+                                     f"{stop[2]}'s transaction from offset {stop[0]}")
+    assert (stops["orders"]["reason"], stops["orders"]["stops_at"]) == ("log end",
+                                                                        stops["orders"]["log_end_offset"])

@@ -12,7 +12,10 @@ the policy a broker uses Kafka's default ``delete``, and two cases differ:
   sets it without ``compact``): only ``--config cleanup.policy=compact`` given with this partition
   named alone changes it — not ``--assume-compact``, not a ``--config`` given for a whole log dir;
 * the policy is *unknown* (no metadata log, an incomplete history, a topic id it does not know):
-  ``--assume-compact`` treats the partition as compacted, as does a log dir's ``--config``.
+  ``--assume-compact`` treats the partition as compacted, as does a log dir's ``--config``. So is a
+  policy an incomplete history gives (``effective.is_last_known``: a snapshot's, say, with the log
+  after it gone): it is the policy as of that metadata offset, which a record missing from disk may
+  have changed, so it neither compacts (``compact``) nor deletes by retention (``delete``) on its own.
 
 Keyless records are the other guard, whatever the policy's source, since a compacted topic holds none
 (a broker refuses them on produce, and its cleaner deletes any it meets: a topic made compacted
@@ -37,7 +40,12 @@ from __future__ import annotations
 
 from kcompact.cleaner.logdir.keyless import KeylessSample, count_keyless, sample_keyless
 from kcompact.cleaner.round.options import KeylessGuard
-from kcompact.config.effective import SOURCE_ASSUME_COMPACT, EffectiveConfig, describe_source
+from kcompact.config.effective import (
+    SOURCE_ASSUME_COMPACT,
+    EffectiveConfig,
+    describe_source,
+    is_last_known,
+)
 from kcompact.config.topic_config import ConfigValue, format_value
 from kcompact.segment.partition import Partition, open_partition
 
@@ -46,9 +54,11 @@ KEYS_EXPECTED = "a compacted topic's records carry keys, and compaction would de
 
 
 def retention_allowed(effective: EffectiveConfig) -> bool:
-    """Retention deletes data: it runs only when a policy with ``delete`` comes from an explicit source."""
+    """Retention deletes data: it runs only when a policy with ``delete`` comes from an explicit source
+    (not one only last known from an incomplete metadata history)."""
     policy = effective.value("cleanup.policy")
-    return effective.config.has_delete and policy.source not in ("default", "assumed")
+    return (effective.config.has_delete and policy.source not in ("default", "assumed")
+            and not is_last_known(policy))
 
 
 def not_compacted(
@@ -72,6 +82,11 @@ def not_compacted(
     """
     policy = effective.value("cleanup.policy")
     alone = _alone(named_alone)
+    if is_last_known(policy):
+        why = (f"cleanup.policy is not known: {format_value(policy.value)} ({describe_source(policy)}) "
+               f"is where what was read of the metadata log ends, and a later record, missing from disk "
+               f"(or unread), may have changed it; kcompact compacts only a partition known to be compacted")
+        return _with_hint(why, _sample(effective, partition), named_alone, known=False)
     if effective.config.is_compacted:
         known = effective.known_policy
         if policy.source == "cli" and not named_alone and known is not None and not _compact(known):

@@ -77,6 +77,11 @@ class MetadataState:
         end_offset: the offset after the last record read.
         complete: False when the history does not reach back to the start of the cluster.
         unresolved_reason: why it is incomplete (None when complete).
+        later_records_missing: True when records may be missing or unread *after* records that were
+            read (a gap past the first record, a snapshot without its footer, a missing tail, a
+            config-shaping record kcompact does not read): then what was read is only as of
+            ``end_offset - 1``, and a later record may have changed it. False when the history is
+            complete or misses only its beginning (what was read is then the latest word on it).
         unknown_record_counts: api-key name -> how many records were kept generic.
     """
 
@@ -91,6 +96,7 @@ class MetadataState:
     complete: bool
     unresolved_reason: str | None
     unknown_record_counts: Mapping[str, int] = field(default_factory=dict)
+    later_records_missing: bool = False
 
     def topic_config_overrides(self, topic: str) -> dict[str, str]:
         """The dynamic config of a topic (empty when it has none)."""
@@ -197,7 +203,8 @@ class _Replayer:
         if record.api_key in (2, 4, 9):  # a newer version of a record that shapes configs
             self.problems.append(f"{name} version {record.version} is newer than kcompact reads")
 
-    def freeze(self, snapshot: Path | None, end_offset: int, gap: str | None) -> MetadataState:
+    def freeze(self, snapshot: Path | None, end_offset: int, gap: str | None,
+               later_missing: bool = False) -> MetadataState:
         reasons = ([gap] if gap else []) + self.problems
         if self.pending is not None:
             self.pending = None  # an unterminated transaction at the tail is not applied
@@ -210,6 +217,7 @@ class _Replayer:
             partition_counts=dict(self.partition_counts), feature_levels=dict(self.feature_levels),
             snapshot=snapshot, end_offset=end_offset, complete=not reasons,
             unresolved_reason="; ".join(reasons) or None, unknown_record_counts=dict(self.unknown),
+            later_records_missing=later_missing or bool(self.problems),
         )  # fmt: skip
 
 
@@ -265,24 +273,28 @@ def _read_snapshot(path: Path, replayer: _Replayer) -> bool:
 
 
 def _replay_log(
-    segments: list[tuple[int, Path]], start: int, replayer: _Replayer
-) -> tuple[int, str | None]:
-    """Replay segment records at or after ``start``; returns the end offset and any gap found."""
-    next_offset, gap = start, None
+    segments: list[tuple[int, Path]], start: int, replayer: _Replayer, *, read_before: bool = False
+) -> tuple[int, str | None, bool]:
+    """Replay segment records at or after ``start``; returns the end offset, the first gap found, and
+    whether a gap follows records already read (a snapshot's, with ``read_before``, or the log's)."""
+    next_offset, gap, later_gap = start, None, False
     for _, path in segments:
         for batch in _iter_file_batches(path):
             if batch.last_offset < start:
                 continue  # already in the snapshot
-            if batch.base_offset > next_offset and gap is None:
-                gap = (f"the metadata log jumps from offset {next_offset} to {batch.base_offset} "
-                       f"in {path.name}; records in between are unknown")  # fmt: skip
+            if batch.base_offset > next_offset:
+                later_gap = later_gap or read_before
+                if gap is None:
+                    gap = (f"the metadata log jumps from offset {next_offset} to {batch.base_offset} "
+                           f"in {path.name}; records in between are unknown")  # fmt: skip
+            read_before = True
             next_offset = max(next_offset, batch.next_offset)
             if batch.is_control:
                 continue
             for offset, record in _decode_batch(path, batch):
                 if offset >= start:
                     replayer.offer(record)
-    return next_offset, gap
+    return next_offset, gap, later_gap
 
 
 def load_metadata_state(metadata_partition_dir: str | os.PathLike[str]) -> MetadataState:
@@ -311,7 +323,7 @@ def load_metadata_state(metadata_partition_dir: str | os.PathLike[str]) -> Metad
         if not _read_snapshot(snapshot, replayer):
             problem = f"snapshot {snapshot.name} does not end with a SNAPSHOT_FOOTER"
     segments = _files(directory, "log")
-    end_offset, gap = _replay_log(segments, start, replayer)
+    end_offset, gap, later_gap = _replay_log(segments, start, replayer, read_before=snapshot is not None)
     if not snapshots and not segments:
         gap = "no snapshot and no log segment; nothing to replay"
     elif not snapshots and gap and segments[0][0] > 0:
@@ -319,7 +331,7 @@ def load_metadata_state(metadata_partition_dir: str | os.PathLike[str]) -> Metad
                f"topics and configs set before it are unknown")  # fmt: skip
     short = _tail_missing(directory, segments, end_offset)
     reason = "; ".join(p for p in (problem, gap, short) if p) or None
-    return replayer.freeze(snapshot, end_offset, reason)
+    return replayer.freeze(snapshot, end_offset, reason, later_missing=bool(problem or short or later_gap))
 
 
 def _tail_missing(directory: Path, segments: list[tuple[int, Path]],

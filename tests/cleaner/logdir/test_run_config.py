@@ -9,14 +9,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kcompact.cleaner.logdir.run import PartitionSkip, clean_path
+from kcompact.cleaner.logdir.run import ConfigSources, PartitionSkip, clean_path
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cli.main import cli
 from kcompact.config.effective import ASSUMED_COMPACT, SERVER_PROPERTIES_ENV
 from kcompact.errors import RefusedError
 from kcompact.inspect.dirty_ratio import dirty_ratio_report
+from kcompact.spark.plan import plan_clean
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.cleaner.round.test_clean_failures import log_dir_digest
+from tests.config.test_effective import snapshot_without_its_tail
 from tests.config.test_kraft_records import encode_config, encode_topic, uuid_bytes
 from tests.config.test_metadata_state import snapshot_only, write_log
 from tests.conftest import copy_tree_writable, real_fixture
@@ -69,6 +71,41 @@ def test_clean_log_dir_applies_retention_only_to_an_explicit_delete_topic(tmp_pa
     assert [skip.partition_dir for skip in run.skipped] == [str(log_dir / "plain-0")]
     # nothing about configuration (each builder's write keeps only its own high-watermark entry: counted)
     assert [n for n in run.notes if not n.startswith("no replication-offset-checkpoint entry for ")] == []
+
+
+def test_a_policy_only_last_known_runs_neither_compaction_nor_retention(tmp_path: Path) -> None:
+    """The same log dir, its metadata log now a snapshot whose log after it is gone: orders' compact and
+    events' delete are as of that snapshot, and a later record may have changed either."""
+    log_dir = log_dir_with_overrides(tmp_path)
+    snapshot_without_its_tail(log_dir / "__cluster_metadata-0")
+    before = log_dir_digest(log_dir)
+
+    run = clean_path(log_dir, cli_overrides={"retention.ms": "1"}, options=CleanOptions(now_ms=NOW, roll=True))
+
+    assert run.results == [] and not run.failures
+    reasons = {Path(skip.partition_dir).name: skip.reason for skip in run.skipped}
+    assert sorted(reasons) == ["events-0", "orders-0", "plain-0"]
+    assert reasons["events-0"].startswith("cleanup.policy is not known: delete (topic override, last known at "
+                                          "metadata offset 5) is where what was read of the metadata log ends")
+    assert reasons["orders-0"].startswith("cleanup.policy is not known: compact (topic override, last known")
+    assert log_dir_digest(log_dir) == before
+    assumed = clean_path(log_dir, cli_overrides={}, assume_compact=True, options=CleanOptions(now_ms=NOW))
+    assert sorted(r.topic for r in assumed.results if r.end_offset is not None) == ["events", "orders", "plain"]
+
+
+def test_spark_clean_plans_a_policy_only_last_known_as_an_unknown_one(tmp_path: Path) -> None:
+    log_dir = log_dir_with_overrides(tmp_path)
+    snapshot_without_its_tail(log_dir / "__cluster_metadata-0")
+    options = CleanOptions(now_ms=NOW)
+
+    alone = plan_clean([log_dir / "orders-0"], ConfigSources({}), options=options)
+    walked = plan_clean([log_dir], ConfigSources({}), options=options)
+    assumed = plan_clean([log_dir / "orders-0"], ConfigSources({}, assume_compact=True), options=options)
+
+    assert alone.tasks == [] and "cleanup.policy is not known: compact (topic override, last known" in (
+        alone.failures[0].error)
+    assert walked.tasks == [] and len(walked.skipped) == 3
+    assert [task.topic for task in assumed.tasks] == ["orders"]
 
 
 def test_clean_partition_with_a_delete_policy_from_server_properties_runs_retention_only(
