@@ -106,7 +106,7 @@ def test_clean_after_repair_compacts_only_a_partition_known_to_be_compacted(tmp_
     code, _out, err = run("repair", "--clean", "--now-ms", "1800000000000", str(part))
     assert code == 2
     assert f"kcompact: error: clean failed: {part}: cleanup.policy is not known (no KRaft metadata log " in err
-    assert "give --config cleanup.policy=compact or --assume-compact to compact it" in err
+    assert "if the topic is compacted, give --config cleanup.policy=compact or --assume-compact to compact it" in err
     repaired = partition_digest(part)
     code, out, err = run("repair", "--clean", "--assume-compact", "--now-ms", "1800000000000", "--json",
                           str(part))
