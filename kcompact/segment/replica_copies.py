@@ -106,6 +106,7 @@ def replica_log_ends(paths: tuple[str, ...], topic: str, partition: int) -> list
 
 def truncation_warnings(ends: list[RecoveredEnd]) -> list[str]:
     """One line per copy whose recovery truncates it: where, and the log end the fence takes."""
-    return [f"--replica-dirs: {path} at position {position}: a batch fails its checks; a broker "
-            f"recovering this copy truncates it there, so its log end is taken as {end.log_end_offset}"
+    return [f"--replica-dirs: {path} at position {position}: a broker recovering this copy truncates it "
+            "there (the entry there fails its framing or CRC check, or is partial), so its log end is taken "
+            f"as {end.log_end_offset}"
             for end in ends if end.stopped_at is not None for path, position in (end.stopped_at,)]
