@@ -193,6 +193,7 @@ def open_partition(path: str | os.PathLike[str]) -> Partition:
     with file_access(directory, "list"):
         with os.scandir(directory) as listing:  # is_file() from the listing's file types: no stat each
             entries = sorted(listing, key=lambda e: e.name)
+        _refuse_log_dir(directory, entries)
         for entry in entries:
             _classify(directory / entry.name, entry.name, entry.is_file, logs, indexes, leftovers,
                       snapshots, strays, others)
@@ -208,6 +209,29 @@ def open_partition(path: str | os.PathLike[str]) -> Partition:
         strays=tuple(strays),
         other_files=tuple(others),
     )
+
+
+def refuse_log_dir(path: str | os.PathLike[str]) -> None:
+    """Refuse a directory named like a partition that is a log dir by what it holds (``kafka-logs-1``).
+
+    Raises:
+        KcompactError: naming what it holds.
+        FileAccessError: it cannot be listed.
+    """
+    directory = named_path(path)
+    with file_access(directory, "list"), os.scandir(directory) as listing:
+        _refuse_log_dir(directory, list(listing))
+
+
+def _refuse_log_dir(directory: Path, entries: list[os.DirEntry[str]]) -> None:
+    """A log dir named like a partition (``kafka-logs-1``) is no partition (:func:`is_log_dir_listing`)."""
+    dirs = [entry.name for entry in entries if entry.is_dir()]
+    files = [entry.name for entry in entries if not entry.is_dir()]
+    if is_log_dir_listing(files, dirs):
+        held = next((name for name in files if name in LOG_DIR_FILES), None)
+        what = held if held is not None else next(n for n in dirs if parse_partition_dir_name(n) is not None)
+        raise KcompactError(f"{directory}: a log dir (it holds {what}), not a partition directory; expected "
+                            "one of its <topic>-<partition> directories")
 
 
 def _classify(

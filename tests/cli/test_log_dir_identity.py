@@ -115,3 +115,14 @@ def test_a_log_dir_of_set_aside_partitions_only_is_refused_in_one_line(tmp_path:
     assert result.stderr.splitlines() == [
         (f"kcompact: error: no partition directories found under {log_dir}: only 1 partition Kafka set "
          "aside (being deleted or moved: -delete, -future, -stray); name one alone to read it")]
+
+
+@pytest.mark.parametrize("command", [("inspect", "last-clean"), ("inspect", "keys"), ("config", "show")],
+                         ids=lambda c: " ".join(c))
+def test_a_command_of_one_partition_refuses_a_log_dir_named_like_one(quickstart_log_dir: Path,
+                                                                     command: tuple[str, ...]) -> None:
+    result = run(*command, str(quickstart_log_dir))
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        (f"kcompact: error: {quickstart_log_dir}: a log dir (it holds cleaner-offset-checkpoint), not a "
+         "partition directory; expected one of its <topic>-<partition> directories")]
