@@ -53,7 +53,9 @@ def show_command(partition_dir: str, server_properties: str | None, metadata_dir
     """
     from kcompact.config.effective import partition_config
     from kcompact.config.topic_config import parse_config_pairs
+    from kcompact.segment.partition import refuse_log_dir
 
+    refuse_log_dir(partition_dir)  # a log dir named like a partition (kafka-logs-1) has no topic config
     effective = partition_config(partition_dir, cli_overrides=parse_config_pairs(config_pairs),
                                  server_properties=server_properties, metadata_dir=metadata_dir)
     if as_json:

@@ -47,6 +47,15 @@ def parse_now_ms(_ctx: click.Context, param: click.Parameter, value: int | None)
     return value
 
 
+def parse_safe_offset(_ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """``--safe-offset``: an offset of the partition's log, as a Java long holds it (0 up to 2^63 - 1);
+    a value beyond would fence nothing, the opposite of what was asked."""
+    if value is not None and not 0 <= value <= INT64_MAX:
+        raise click.BadParameter(
+            f"an offset of the partition's log; expected 0..{INT64_MAX}, found {value}", param=param)
+    return value
+
+
 def now_ms_option(help_text: str) -> Callable[[F], F]:
     """``--now-ms MS``: the clock the time rules use; negative or beyond a Java long is refused (exit 2).
 
@@ -172,7 +181,7 @@ def repair_fence_options(command: F) -> F:
 
 def _fence_options(command: F, without_a_copy: str) -> F:
     command = click.option(
-        "--safe-offset", type=click.IntRange(min=0), default=None, metavar="OFFSET",
+        "--safe-offset", type=int, default=None, callback=parse_safe_offset, metavar="OFFSET",
         help="Replica fence: never remove a tombstone or transaction marker at or above OFFSET for "
              "its age (delete.retention.ms), so a follower that has not fetched it yet cannot miss "
              "it. One superseded by a newer record of its key still goes, as in Kafka. An offset of "

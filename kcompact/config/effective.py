@@ -60,7 +60,6 @@ from typing import Any
 from kcompact.config.internal_topics import internal_topic_configs
 from kcompact.config.kraft.metadata_state import MetadataState
 from kcompact.config.source_files import (
-    META_PROPERTIES,
     METADATA_PARTITION,
     METADATA_TOPIC,
     SERVER_PROPERTIES_ENV,
@@ -76,6 +75,7 @@ from kcompact.config.topic_config import (
 )
 from kcompact.errors import ConfigError
 from kcompact.segment.names import parse_partition_dir_name
+from kcompact.segment.partition import META_PROPERTIES
 
 __all__ = [  # the source-file names stay importable from here, where they were first
     "ASSUMED_COMPACT",

@@ -63,6 +63,12 @@ TRANSACTIONS_POINTER = (
 )
 LIVE_BROKER_WARNING = "a running broker holds this log dir: the active segment may be moving"
 
+RULE_POLICY_UNKNOWN = "cleanup-policy-unknown"
+"""A row's ``blocking_rule`` where ``cleanup.policy`` is unknown (``cleanup_policy``: ``"unknown"``): Kafka's
+default stands in for topic overrides that could not be read, so whether the broker's cleaner compacts the
+topic is not known (``--config cleanup.policy=...`` makes it known)."""
+POLICY_UNKNOWN = "unknown"
+
 ADVICE = {
     "active-segment": (
         "the data waits in the active segment: lower segment.ms (or max.compaction.lag.ms, which also "
@@ -81,6 +87,11 @@ ADVICE = {
     ),
     "checkpoint-reset": "cleaner-offset-checkpoint points outside the log; the broker resets it to the log start",
     "cleanup-policy": "the topic is not compacted (cleanup.policy has no 'compact'); the cleaner skips it",
+    RULE_POLICY_UNKNOWN: (
+        "cleanup.policy is unknown (the topic's overrides could not be read): a broker uses Kafka's default "
+        "'delete' unless the topic overrides it; if the topic is compacted, give --config "
+        "cleanup.policy=compact (`kcompact clean` of a log dir also takes --assume-compact)"
+    ),
     "tiered-storage": "remote.storage.enable=true: Kafka does not compact a tiered-storage topic, and kcompact "
                       "does not clean one",
 }
@@ -275,7 +286,8 @@ def _row(
         topic=partition.topic,
         partition=partition.partition,
         partition_dir=str(partition.path),
-        cleanup_policy=",".join(config.cleanup_policy),
+        cleanup_policy=(POLICY_UNKNOWN if partition.topic != METADATA_TOPIC and _policy_unknown(effective)
+                        else ",".join(config.cleanup_policy)),
         cleanup_policy_last_known_at=effective.value("cleanup.policy").last_known_offset,
         min_cleanable_dirty_ratio=config.min_cleanable_dirty_ratio,
     )
@@ -307,6 +319,7 @@ def _row(
         row.blocking_rule, row.blocking_detail = RULE_TIERED_STORAGE, unsupported
         return row, None
     if row.blocking_rule == RULE_CLEANUP_POLICY and _policy_unknown(effective):
+        row.blocking_rule = RULE_POLICY_UNKNOWN
         row.blocking_detail = (
             f"cleanup.policy is not known ({effective.topic_config_unknown}): a broker uses Kafka's default "
             "'delete' unless the topic overrides it, and `kcompact clean` compacts only a partition known to "

@@ -39,7 +39,7 @@ from typing import Any
 
 from kcompact.errors import KcompactError, RefusedError
 from kcompact.repair.salvage import DamagedRegion
-from kcompact.segment.files import fsync_dir, write_replacing, write_synced
+from kcompact.segment.files import file_access, fsync_dir, write_replacing, write_synced
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
@@ -133,6 +133,32 @@ def check_backup_location(backup_dir: Path, log_dir: Path) -> None:
         raise RefusedError(f"{backup_dir}: expected a new or empty backup directory, found one in use")
 
 
+def refuse_linked_files(partition_dir: Path, *log_dir_files: Path) -> None:
+    """Refuse a partition whose files (or the given files of its log dir) are symbolic links.
+
+    A backup saves each file it may change under its path in the log dir, and the repair replaces a
+    segment by renaming a new file over it: a link would be backed up as its target (outside the log dir:
+    no path to save it under) and then replaced by a plain file, the target left behind. Checked before
+    the backup directory is made, so a refusal leaves nothing.
+
+    Args:
+        partition_dir: the partition directory about to be repaired.
+        log_dir_files: files of the log dir the repair may change (the cleaner checkpoint).
+
+    Raises:
+        RefusedError: naming the first link and its target.
+    """
+    with file_access(partition_dir, "list"), os.scandir(partition_dir) as listing:
+        linked = sorted(Path(entry.path) for entry in listing if entry.is_symlink())
+    linked += [path for path in log_dir_files if path.is_symlink()]
+    if linked:
+        path = linked[0]
+        raise RefusedError(
+            f"{path}: a symbolic link (to {os.readlink(path)}); repair backs up and rewrites the files of the "
+            "log dir in place and would replace the link by a plain file; put the file itself where the "
+            "link is, or repair a copy of the log dir; nothing was changed")
+
+
 class Backup:
     """A backup being written (see the module docstring).
 
@@ -146,6 +172,7 @@ class Backup:
         self.log_dir = partition_dir.resolve().parent
         self.partition_dir = partition_dir.resolve()
         check_backup_location(directory, self.log_dir)
+        refuse_linked_files(partition_dir, self.log_dir / CLEANER_CHECKPOINT)
         self._made = [d for d in (directory, *directory.parents) if not d.exists()]  # discard() removes them
         make_dirs_synced(directory / FILES_DIR / self.partition_dir.name)
         make_dirs_synced(directory / QUARANTINE_DIR)

@@ -42,6 +42,7 @@ from kcompact.segment.log_dir_check import check_log_dir_checkpoints, log_dir_wr
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import (
     METADATA_TOPIC,
+    iter_set_aside_dirs,
     named_path,
     open_partition,
     require_partition_dirs,
@@ -171,6 +172,9 @@ def repair_log_dir(
         check_backup_location(options.backup_dir, root)
     outcome = LogDirRepair(str(root), options.dry_run)
     live = _live(dirs, outcome)
+    set_aside = list(iter_set_aside_dirs(root))
+    outcome.notes.extend(f"{part.name}: a partition being deleted or moved; left alone"
+                         for part in (set_aside if selection is None else selection.select(set_aside)))
     if options.dry_run and broker_holds_lock(root):
         raise RefusedError(f"{root}: held by a running Kafka broker; stop it or work on a copy")
     with contextlib.nullcontext() if options.dry_run else log_dir_writer(root):
@@ -190,17 +194,13 @@ def repair_log_dir(
 
 
 def _live(dirs: list[Path], outcome: LogDirRepair) -> list[Path]:
-    """The partitions to verify; those being deleted or moved are left alone with a note."""
-    live = []
+    """The partitions to verify (``require_partition_dirs`` lists none Kafka set aside); KRaft's metadata
+    log is reported only."""
     for part in dirs:
         name = parse_partition_dir_name(part.name)
-        if name is None or name.kind != "live":
-            outcome.notes.append(f"{part.name}: a partition being deleted or moved; left alone")
-            continue
-        if name.topic == METADATA_TOPIC:
+        if name is not None and name.topic == METADATA_TOPIC:
             outcome.reported_only.add(str(part))
-        live.append(part)
-    return live
+    return dirs
 
 
 def _size_in_bytes(part: Path) -> int:

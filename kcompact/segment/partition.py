@@ -14,7 +14,7 @@ A partition directory lives in a *log dir* (one entry of ``log.dirs``), whose to
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +29,7 @@ from kcompact.segment.names import (
     parse_partition_dir_name,
     parse_segment_file_name,
 )
+from kcompact.text import plural
 
 if TYPE_CHECKING:
     from kcompact.segment.partition_filter import PartitionFilter
@@ -37,7 +38,12 @@ CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+META_PROPERTIES = "meta.properties"
 METADATA_TOPIC = "__cluster_metadata"
+
+# Files at the top of a log dir and never in a partition directory (``LogManager``): what makes a log dir.
+LOG_DIR_FILES = (META_PROPERTIES, CLEANER_CHECKPOINT, REPLICATION_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+                 LOG_START_CHECKPOINT)
 
 # Files of a partition directory that are neither segments nor leftovers, and that Kafka expects.
 KNOWN_PARTITION_FILES = frozenset({"leader-epoch-checkpoint", "partition.metadata", "quorum-state"})
@@ -187,6 +193,7 @@ def open_partition(path: str | os.PathLike[str]) -> Partition:
     with file_access(directory, "list"):
         with os.scandir(directory) as listing:  # is_file() from the listing's file types: no stat each
             entries = sorted(listing, key=lambda e: e.name)
+        _refuse_log_dir(directory, entries)
         for entry in entries:
             _classify(directory / entry.name, entry.name, entry.is_file, logs, indexes, leftovers,
                       snapshots, strays, others)
@@ -202,6 +209,29 @@ def open_partition(path: str | os.PathLike[str]) -> Partition:
         strays=tuple(strays),
         other_files=tuple(others),
     )
+
+
+def refuse_log_dir(path: str | os.PathLike[str]) -> None:
+    """Refuse a directory named like a partition that is a log dir by what it holds (``kafka-logs-1``).
+
+    Raises:
+        KcompactError: naming what it holds.
+        FileAccessError: it cannot be listed.
+    """
+    directory = named_path(path)
+    with file_access(directory, "list"), os.scandir(directory) as listing:
+        _refuse_log_dir(directory, list(listing))
+
+
+def _refuse_log_dir(directory: Path, entries: list[os.DirEntry[str]]) -> None:
+    """A log dir named like a partition (``kafka-logs-1``) is no partition (:func:`is_log_dir_listing`)."""
+    dirs = [entry.name for entry in entries if entry.is_dir()]
+    files = [entry.name for entry in entries if not entry.is_dir()]
+    if is_log_dir_listing(files, dirs):
+        held = next((name for name in files if name in LOG_DIR_FILES), None)
+        what = held if held is not None else next(n for n in dirs if parse_partition_dir_name(n) is not None)
+        raise KcompactError(f"{directory}: a log dir (it holds {what}), not a partition directory; expected "
+                            "one of its <topic>-<partition> directories")
 
 
 def _classify(
@@ -243,18 +273,73 @@ def _segment(base: int, log_path: Path, indexes: dict[tuple[int, str], Path]) ->
     )
 
 
-def iter_partition_dirs(log_dir: str | os.PathLike[str]) -> Iterator[Path]:
-    """Every partition directory of a log dir, sorted by name (other entries are skipped).
+def holds_log_dir_files(path: str | os.PathLike[str]) -> bool:
+    """Whether the directory ``path`` is a log dir by what it holds (:func:`is_log_dir_listing`).
 
     Raises:
-        FileAccessError: the log dir cannot be listed (permissions, an I/O error).
+        FileAccessError: the directory cannot be listed.
     """
+    with file_access(path, "list"), os.scandir(path) as listing:
+        entries = [(entry.name, entry.is_dir()) for entry in listing]
+    return is_log_dir_listing([name for name, is_dir in entries if not is_dir],
+                              [name for name, is_dir in entries if is_dir])
+
+
+def is_log_dir_listing(file_names: Iterable[str], dir_names: Iterable[str]) -> bool:
+    """Whether a directory holding these entries is a log dir, whatever its own name: it holds its
+    ``meta.properties``, one of its offset checkpoint files, or a partition directory (``LogManager``
+    keeps all of them at a log dir's top, never in a partition directory). So a log dir named like a
+    partition (Kafka's quickstart ``kafka-logs-1``) is still a log dir.
+
+    Args:
+        file_names: the names of the files directly in it.
+        dir_names: the names of the directories directly in it.
+
+    Returns:
+        True when any of them says log dir.
+    """
+    return (any(name in LOG_DIR_FILES for name in file_names)
+            or any(parse_partition_dir_name(name) is not None for name in dir_names))
+
+
+def is_set_aside(name: PartitionDirName) -> bool:
+    """Whether Kafka has set this partition directory aside (``UnifiedLog``'s ``-delete``: being deleted,
+    ``-future``: being moved to this log dir, ``-stray``: not a replica here): it is none of the log dir's
+    partitions the broker serves or cleans, so no command lists it as one (name it alone to read it)."""
+    return name.kind != "live"
+
+
+def iter_partition_dirs(log_dir: str | os.PathLike[str]) -> Iterator[Path]:
+    """Every partition directory of a log dir, sorted by name (other entries and the directories Kafka set
+    aside, :func:`is_set_aside`, are skipped).
+
+    Raises:
+        FileAccessError: the log dir cannot be listed.
+    """
+    for entry, name in _named_dirs(log_dir):
+        if not is_set_aside(name):
+            yield entry
+
+
+def iter_set_aside_dirs(log_dir: str | os.PathLike[str]) -> Iterator[Path]:
+    """The partition directories of a log dir Kafka set aside (:func:`is_set_aside`), sorted by name.
+
+    Raises:
+        FileAccessError: the log dir cannot be listed.
+    """
+    for entry, name in _named_dirs(log_dir):
+        if is_set_aside(name):
+            yield entry
+
+
+def _named_dirs(log_dir: str | os.PathLike[str]) -> Iterator[tuple[Path, PartitionDirName]]:
     root = Path(log_dir)
     with file_access(root, "list"):
         entries = sorted(root.iterdir())
     for entry in entries:
-        if entry.is_dir() and parse_partition_dir_name(entry.name) is not None:
-            yield entry
+        name = parse_partition_dir_name(entry.name)
+        if name is not None and entry.is_dir():
+            yield entry, name
 
 
 def require_partition_dirs(
@@ -273,12 +358,18 @@ def require_partition_dirs(
         Its (selected) partition directories, sorted by name; never empty.
 
     Raises:
-        KcompactError: no directory under ``log_dir`` is named like a partition, or none matches
+        KcompactError: no directory under ``log_dir`` is a partition directory, or none matches
             ``selection``.
         FileAccessError: ``log_dir`` cannot be listed.
     """
     found = list(iter_partition_dirs(log_dir))
     if not found:
+        set_aside = list(iter_set_aside_dirs(log_dir))
+        if set_aside:
+            raise KcompactError(
+                f"no partition directories found under {os.fspath(log_dir)}: only "
+                f"{plural(len(set_aside), 'partition')} Kafka set aside (being deleted or moved: "
+                "-delete, -future, -stray); name one alone to read it")
         raise KcompactError(
             f"no partition directories found under {os.fspath(log_dir)} (expected a log dir, which "
             "holds <topic>-<partition> directories, or one of them)"
@@ -293,9 +384,10 @@ def require_partition_dirs(
 
 
 def is_partition_dir(path: str | os.PathLike[str]) -> bool:
-    """True when ``path`` is a directory named like a partition."""
+    """True when ``path`` is a directory named like a partition that is not a log dir by what it holds
+    (:func:`holds_log_dir_files`): the one test of partition directory against log dir of every command."""
     p = named_path(path)
-    return p.is_dir() and parse_partition_dir_name(p.name) is not None
+    return p.is_dir() and parse_partition_dir_name(p.name) is not None and not holds_log_dir_files(p)
 
 
 def named_path(path: str | os.PathLike[str]) -> Path:

@@ -26,16 +26,14 @@ from typing import Any
 
 from kcompact.errors import ConfigError, KcompactError, RefusedError, UnsupportedFormatError
 from kcompact.segment.names import parse_partition_dir_name, parse_segment_file_name
+from kcompact.segment.partition import (
+    LOG_DIR_FILES,
+    METADATA_TOPIC,
+    is_log_dir_listing,
+    is_set_aside,
+)
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-METADATA_TOPIC = "__cluster_metadata"
-LOG_DIR_FILES = (  # what a log dir holds beside its partitions that a read may consult
-    "log-start-offset-checkpoint",
-    "recovery-point-offset-checkpoint",
-    "replication-offset-checkpoint",
-    "cleaner-offset-checkpoint",
-    "meta.properties",
-)
 
 StorageOptions = Mapping[str, Any]
 
@@ -81,13 +79,14 @@ def remote_partition_dirs(url: str, storage_options: StorageOptions) -> list[str
     """
     base = url.rstrip("/")
     name = base.rsplit("/", 1)[-1]
-    if parse_partition_dir_name(name) is not None:
-        return [base]
     children = _names(base, storage_options, directories=True)
+    if parse_partition_dir_name(name) is not None and not is_log_dir_listing(
+            _names(base, storage_options, directories=False), children):  # the rule of segment.partition
+        return [base]
     found = []
     for child in sorted(children):
         parsed = parse_partition_dir_name(child)
-        if parsed is not None and parsed.kind == "live" and parsed.topic != METADATA_TOPIC:
+        if parsed is not None and not is_set_aside(parsed) and parsed.topic != METADATA_TOPIC:
             found.append(f"{base}/{child}")
     if not found:
         raise KcompactError(f"{url}: not a log dir or partition directory (no partition directory found there)")

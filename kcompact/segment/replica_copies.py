@@ -6,6 +6,9 @@ broker: the partition directory itself (``<copy>/orders-0``), or the whole log d
 (``<copy>/kafka-logs``, holding ``orders-0`` among others, and the ``replication-offset-checkpoint``
 the high watermark lives in). Both name one partition directory once the topic and partition are
 known.
+
+A copy's log end is what a broker recovering it would keep (``segment.recovery``): a batch that fails its
+CRC ends the copy there, as the broker's restart on it would, whatever later batch headers say.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from pathlib import Path
 
 from kcompact.errors import KcompactError
 from kcompact.segment.partition import is_partition_dir, named_path, open_partition
+from kcompact.segment.recovery import RecoveredEnd, recovered_log_end
 
-__all__ = ["locate_replica", "replica_log_ends"]
+__all__ = ["locate_replica", "replica_copy_dirs", "replica_log_ends", "truncation_warnings"]
 
 
 def locate_replica(path: str | os.PathLike[str], topic: str | None, partition: int | None) -> Path:
@@ -52,8 +56,8 @@ def locate_replica(path: str | os.PathLike[str], topic: str | None, partition: i
     return found
 
 
-def replica_log_ends(paths: tuple[str, ...], topic: str, partition: int) -> list[int]:
-    """The log end offsets of the copies of ``topic``-``partition`` among ``paths``.
+def replica_copy_dirs(paths: tuple[str, ...], topic: str, partition: int) -> list[Path]:
+    """The partition directories of the copies of ``topic``-``partition`` among ``paths``.
 
     A log dir without the partition, or a partition directory of another partition, holds no copy of
     it (a broker is a replica of some partitions only; ``--replica-dirs`` serves a whole log dir's clean).
@@ -64,18 +68,45 @@ def replica_log_ends(paths: tuple[str, ...], topic: str, partition: int) -> list
         partition: the partition number.
 
     Returns:
-        One log end offset per copy found, in the order of ``paths``.
+        One partition directory per copy found, in the order of ``paths``.
 
     Raises:
-        KcompactError: a path is not a directory, or a copy's segments do not parse.
+        KcompactError: a path is not a directory.
     """
     wanted = f"{topic}-{partition}"
-    ends = []
+    found = []
     for raw in paths:
         target = named_path(raw)
         if not target.is_dir():
             raise KcompactError(f"{target}: no such partition directory or log dir")
         copy = target if is_partition_dir(target) else target / wanted
         if copy.name == wanted and is_partition_dir(copy):
-            ends.append(open_partition(copy).log_end_offset())
-    return ends
+            found.append(copy)
+    return found
+
+
+def replica_log_ends(paths: tuple[str, ...], topic: str, partition: int) -> list[RecoveredEnd]:
+    """The log ends of the copies of ``topic``-``partition`` among ``paths``, as recovery leaves them:
+    each copy's end is that of its valid prefix (``segment.recovery.recovered_log_end``), not its last
+    batch header's.
+
+    Args:
+        paths: partition directories and/or log dirs of the other replicas.
+        topic: the topic.
+        partition: the partition number.
+
+    Returns:
+        One recovered log end per copy found (:func:`replica_copy_dirs`), in the order of ``paths``.
+
+    Raises:
+        KcompactError: a path is not a directory, or a copy's files cannot be read.
+    """
+    return [recovered_log_end(open_partition(copy)) for copy in replica_copy_dirs(paths, topic, partition)]
+
+
+def truncation_warnings(ends: list[RecoveredEnd]) -> list[str]:
+    """One line per copy whose recovery truncates it: where, and the log end the fence takes."""
+    return [f"--replica-dirs: {path} at position {position}: a broker recovering this copy truncates it "
+            "there (the entry there fails its framing or CRC check, or is partial), so its log end is taken "
+            f"as {end.log_end_offset}"
+            for end in ends if end.stopped_at is not None for path, position in (end.stopped_at,)]

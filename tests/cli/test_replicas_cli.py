@@ -16,6 +16,7 @@ from kcompact.cli.main import cli
 from kcompact.errors import RefusedError
 from kcompact.spark.plan import plan_clean
 from tests.builders import PartitionBuilder, read_all_records
+from tests.cli.test_help import COMMANDS
 from tests.inspect.test_replicas import CLOCKS, busy_log, race
 
 
@@ -148,3 +149,27 @@ def test_log_dirs_take_the_shared_topic_filters(tmp_path: Path) -> None:
         f"kcompact: error: --topic 'orders' matches 2 partitions under {', '.join(dirs)} (orders-0, "
         "orders-1); expected one: narrow it (--partition N, an exact --topic), or compare them all with "
         "spark inspect replicas")
+
+
+TAKING_SAFE_OFFSET = [path for path, command in COMMANDS if any(p.name == "safe_offset" for p in command.params)]
+
+
+def test_the_commands_taking_safe_offset_are_known() -> None:
+    assert {" ".join(path) for path in TAKING_SAFE_OFFSET} == {"clean", "repair", "spark clean"}
+
+
+@pytest.mark.parametrize("value", ["-1", str(2**63), str(2**64 + 5)])
+@pytest.mark.parametrize("path", TAKING_SAFE_OFFSET, ids=[" ".join(p) for p in TAKING_SAFE_OFFSET])
+def test_a_safe_offset_beyond_a_java_long_is_refused(path: tuple[str, ...], value: str, tmp_path: Path) -> None:
+    """2^63 or more would fence nothing (no offset reaches it): refused in one line, nothing read or written."""
+    b = PartitionBuilder()
+    b.batch([(b"k", b"v1")]).batch([(b"k", None)]).roll().batch([(b"y", b"1")])
+    leader = b.write(tmp_path / "logdir")
+    before = _tree(leader.parent)
+    clean = ("--clean",) if path == ("repair",) else ()
+    result = run(*path, str(leader), *clean, f"--safe-offset={value}", "--config", "cleanup.policy=compact")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.splitlines()[-1] == (
+        f"Error: Invalid value for '--safe-offset': an offset of the partition's log; expected "
+        f"0..9223372036854775807, found {value}")
+    assert _tree(leader.parent) == before

@@ -154,11 +154,35 @@ def test_dirty_ratio_says_an_unknown_policy_is_unknown(tmp_path: Path) -> None:
     """No metadata log: the topic's overrides are unknown, so its policy is not "delete", only unknown."""
     part = log_dir_of(tmp_path, topics=("orders",)) / "orders-0"
     (row,) = json.loads(run("inspect", "dirty-ratio", part, "--json", "--now-ms", str(NOW)).stdout)
-    assert row["blocking_rule"] == "cleanup-policy" and not row["eligible"]
+    assert (row["cleanup_policy"], row["blocking_rule"], row["eligible"]) == (
+        "unknown", "cleanup-policy-unknown", False)
     assert row["blocking_detail"].startswith(
         "cleanup.policy is not known (no KRaft metadata log was found): a broker uses Kafka's default "
         "'delete' unless the topic overrides it")
     assert "cleanup.policy is delete" not in row["blocking_detail"]
+
+
+def test_dirty_ratio_s_legend_says_unknown_not_not_compacted(tmp_path: Path) -> None:
+    """The legend under the table names the unknown policy as unknown, and suggests compacting it only
+    if the topic is compacted."""
+    log_dir = log_dir_of(tmp_path, topics=("orders",))
+    lines = run("inspect", "dirty-ratio", log_dir, "--now-ms", str(NOW)).stdout.splitlines()
+    assert "cleanup-policy-unknown: cleanup.policy is unknown (the topic's overrides could not be read): a " \
+           "broker uses Kafka's default 'delete' unless the topic overrides it; if the topic is compacted, give " \
+           "--config cleanup.policy=compact (`kcompact clean` of a log dir also takes --assume-compact)" in lines
+    assert not any("not compacted" in line for line in lines)
+
+
+def test_assume_compact_is_never_suggested_without_if_the_topic_is_compacted(tmp_path: Path) -> None:
+    log_dir = log_dir_of(tmp_path, topics=("orders",))
+    outputs = [run("inspect", "dirty-ratio", log_dir, "--now-ms", str(NOW)),
+               run("inspect", "dirty-ratio", log_dir, "--now-ms", str(NOW), "--json"),
+               run("clean", log_dir, "--now-ms", str(NOW)), run("clean", log_dir, "--now-ms", str(NOW), "--json"),
+               run("clean", log_dir / "orders-0", "--now-ms", str(NOW))]
+    said = [line for result in outputs for line in (result.stdout + result.stderr).splitlines()
+            if "--assume-compact" in line]
+    assert said
+    assert all("if the topic is compacted" in line for line in said), said
 
 
 def test_dirty_ratio_never_calls_eligible_what_clean_refuses(tmp_path: Path) -> None:

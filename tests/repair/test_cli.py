@@ -106,7 +106,7 @@ def test_clean_after_repair_compacts_only_a_partition_known_to_be_compacted(tmp_
     code, _out, err = run("repair", "--clean", "--now-ms", "1800000000000", str(part))
     assert code == 2
     assert f"kcompact: error: clean failed: {part}: cleanup.policy is not known (no KRaft metadata log " in err
-    assert "give --config cleanup.policy=compact or --assume-compact to compact it" in err
+    assert "if the topic is compacted, give --config cleanup.policy=compact or --assume-compact to compact it" in err
     repaired = partition_digest(part)
     code, out, err = run("repair", "--clean", "--assume-compact", "--now-ms", "1800000000000", "--json",
                           str(part))
@@ -213,3 +213,30 @@ def test_a_repair_failing_before_its_first_change_keeps_no_backup(tmp_path: Path
                    "changed; no backup kept)\n")
     assert partition_digest(part) == before
     assert not (tmp_path / "bk").exists()
+
+
+@pytest.mark.parametrize("whole_log_dir", [False, True], ids=["partition", "log-dir"])
+def test_a_segment_linked_from_outside_the_log_dir_is_refused_in_one_line(
+        tmp_path: Path, whole_log_dir: bool) -> None:
+    """The backup saves files by their path in the log dir and the rewrite renames over the link: refused
+    before any backup is made, the link and its damaged target as they were."""
+    part, _position = damaged(tmp_path)
+    outside = tmp_path / "elsewhere" / LOG0
+    outside.parent.mkdir()
+    (part / LOG0).rename(outside)
+    (part / LOG0).symlink_to(outside)
+    before, target_before = partition_digest(part), outside.read_bytes()
+
+    code, out, err = run("repair", *([str(part.parent), "--json"] if whole_log_dir else [str(part)]))
+
+    assert code == 2
+    message = (f"{part / LOG0}: a symbolic link (to {outside}); repair backs up and rewrites the files of "
+               "the log dir in place and would replace the link by a plain file; put the file itself where "
+               "the link is, or repair a copy of the log dir; nothing was changed")
+    if whole_log_dir:
+        assert [row["error"] for row in json.loads(out)["rows"]] == [message]
+    else:
+        assert err.splitlines() == [f"kcompact: error: {message}"]
+    assert (part / LOG0).is_symlink() and outside.read_bytes() == target_before
+    assert partition_digest(part) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "logdir"]  # no backup directory

@@ -134,8 +134,10 @@ def _with_hint(why: str, sample: KeylessSample, named_alone: bool, *, known: boo
     if known:
         return f"{why}; {alone} if it really is compacted"
     if named_alone:
-        return f"{why}; give --config cleanup.policy=compact or --assume-compact to compact it"
-    return f"{why}; clean it alone with --config cleanup.policy=compact, or give --assume-compact, to compact it"
+        return (f"{why}; if the topic is compacted, give --config cleanup.policy=compact or "
+                "--assume-compact to compact it")
+    return (f"{why}; if the topic is compacted, clean it alone with --config cleanup.policy=compact, or give "
+            "--assume-compact, to compact it")
 
 
 def keyless_guard(effective: EffectiveConfig, *, named_alone: bool = True,

@@ -78,7 +78,7 @@ from kcompact.segment.partition import (
     require_partition_dirs,
 )
 from kcompact.segment.partition_filter import PartitionFilter
-from kcompact.segment.replica_copies import replica_log_ends
+from kcompact.segment.replica_copies import replica_copy_dirs
 
 __all__ = [  # the pool's names stay importable from here, where they were first
     "PARTITION_WORK_BYTES",
@@ -284,7 +284,7 @@ def _require_fence_copies(target: Path, options: CleanOptions) -> None:
     if not options.replica_dirs:
         return
     name = parse_partition_dir_name(target.name)
-    if name is not None and not replica_log_ends(options.replica_dirs, name.topic, name.partition):
+    if name is not None and not replica_copy_dirs(options.replica_dirs, name.topic, name.partition):
         raise RefusedError(f"{target}: --replica-dirs holds no copy of {target.name} (searched "
                            f"{', '.join(options.replica_dirs)}); give the other replicas' partition "
                            "directories or log dirs, or --safe-offset; nothing was changed")

@@ -62,7 +62,7 @@ from kcompact.segment.partition import (
     Partition,
     open_partition,
 )
-from kcompact.segment.replica_copies import replica_log_ends
+from kcompact.segment.replica_copies import replica_log_ends, truncation_warnings
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,10 +383,11 @@ def _compact(here: _Round, partition: Partition, state: LogState) -> None:
                 write_checkpoint(partition, rng.first_dirty_offset)
                 result.checkpoint_written = True
         return
-    fence = fence_offset(options.safe_offset,
-                         replica_log_ends(options.replica_dirs, partition.topic, partition.partition))
+    ends = replica_log_ends(options.replica_dirs, partition.topic, partition.partition)
+    fence = fence_offset(options.safe_offset, [end.log_end_offset for end in ends])
     if options.replica_dirs and fence is None:
         result.warnings.append("--replica-dirs: no copy of this partition found; no fence")
+    result.warnings.extend(truncation_warnings(ends))
     ran = here.runner(build_plan(state, rng, config, here.now_ms, fence), options, here.progress)
     result.end_offset = ran.plan.end_offset
     result.workers = ran.workers

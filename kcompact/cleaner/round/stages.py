@@ -149,8 +149,8 @@ def plan_clean(
     rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)
     if nothing_to_clean(rng):
         return None
-    fence = fence_offset(options.safe_offset,
-                         replica_log_ends(options.replica_dirs, partition.topic, partition.partition))
+    ends = replica_log_ends(options.replica_dirs, partition.topic, partition.partition)
+    fence = fence_offset(options.safe_offset, [end.log_end_offset for end in ends])
     return build_plan(state, rng, config, now_ms, fence)
 
 

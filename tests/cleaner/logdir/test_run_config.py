@@ -168,7 +168,7 @@ def test_policy_unknown_without_a_metadata_log_is_skipped_with_the_reason(tmp_pa
     assert str(err.value) == (
         f"{part}: cleanup.policy is not known (no KRaft metadata log was found); Kafka's default is 'delete', "
         "and kcompact compacts only a partition known to be compacted; all 2 records sampled carry a key; "
-        "give --config cleanup.policy=compact or --assume-compact to compact it")
+        "if the topic is compacted, give --config cleanup.policy=compact or --assume-compact to compact it")
 
 
 def test_assume_compact_compacts_a_keyed_partition_whose_policy_is_unknown(tmp_path: Path) -> None:
@@ -274,7 +274,8 @@ def test_a_metadata_log_missing_its_tail_leaves_the_policy_unknown(tmp_path: Pat
     assert skip.reason == (
         "cleanup.policy is not known (the metadata log's history is incomplete); Kafka's default is 'delete', "
         "and kcompact compacts only a partition known to be compacted; all 11 records sampled carry a key; "
-        "clean it alone with --config cleanup.policy=compact, or give --assume-compact, to compact it")
+        "if the topic is compacted, clean it alone with --config cleanup.policy=compact, or give "
+        "--assume-compact, to compact it")
     shown = CliRunner(env={"COLUMNS": "200"}).invoke(cli, ["config", "show", str(log_dir / "plain-0")],
                                                      catch_exceptions=False)
     assert shown.exit_code == 0 and "(incomplete history)" in shown.stdout and "(complete)" not in shown.stdout

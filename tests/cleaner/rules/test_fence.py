@@ -6,10 +6,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from kcompact.cleaner.partition import CleanOptions, clean_partition
 from kcompact.cleaner.rules.fence import age_removal_allowed, fence_offset
 from kcompact.records.batch import iter_batches
 from kcompact.segment.partition import open_partition
+from kcompact.segment.replica_copies import replica_log_ends
 from tests.builders import BASE_TS, PartitionBuilder, read_all_records
 from tests.cleaner.round.test_clean_partition import compact_config
 
@@ -114,3 +117,62 @@ def test_fence_offset_is_the_lowest_given() -> None:
     assert age_removal_allowed(2, None) and age_removal_allowed(2, 3)
     assert not age_removal_allowed(3, 3)
 
+
+
+def _flip_byte_in_batch(part: Path, offset: int) -> None:
+    """Flip one byte of the records of the batch holding ``offset`` (its CRC then fails)."""
+    for seg in open_partition(part).segments:
+        data = bytearray(seg.log_path.read_bytes())
+        for batch in iter_batches(bytes(data)):
+            if batch.base_offset <= offset <= batch.last_offset:
+                data[batch.position + batch.size_in_bytes - 2] ^= 0x01
+                seg.log_path.write_bytes(bytes(data))
+                return
+    raise AssertionError(f"no batch holds offset {offset}")
+
+
+def _four_tombstones(rolls: tuple[int, ...] = (8,)) -> PartitionBuilder:
+    """a..d = 1 at 0-3, their tombstones at 4-7 (one batch each), e = 1 at 8; a segment starts at each
+    offset of ``rolls``."""
+    builder = PartitionBuilder().batch([(b"a", b"1"), (b"b", b"1"), (b"c", b"1"), (b"d", b"1")])
+    for offset, key in enumerate((b"a", b"b", b"c", b"d", b"e"), start=4):
+        if offset in rolls:
+            builder.roll()
+        builder.batch([(key, None if key != b"e" else b"1")])
+    return builder
+
+
+@pytest.mark.parametrize("follower_rolls", [(), (8,), (6,)],
+                         ids=["active-segment", "earlier-segment", "active-segment-wholly-invalid"])
+def test_the_fence_stops_at_a_copy_s_crc_valid_prefix(tmp_path: Path, follower_rolls: tuple[int, ...]) -> None:
+    """A follower whose batch at offset 6 fails its CRC restarts truncated to 6 (LogSegment.recover): its
+    log end is 6, not the 9 its last header says, so the tombstones at 6 and 7 must outlive their horizon."""
+    leader = _four_tombstones().write(tmp_path / "leader")
+    copy = _four_tombstones(follower_rolls).write(tmp_path / "follower")
+    _flip_byte_in_batch(copy, 6)
+
+    [end] = replica_log_ends((str(copy.parent),), "orders", 0)
+    assert end.log_end_offset == 6
+    assert open_partition(copy).log_end_offset() == 9  # what the last header says
+    _clean_twice(leader, replica_dirs=(str(copy.parent),))
+    assert read_all_records(leader) == [(6, b"c", None), (7, b"d", None), (8, b"e", b"1")]
+
+
+def test_a_sound_copy_fences_at_its_log_end(tmp_path: Path) -> None:
+    leader = _four_tombstones().write(tmp_path / "leader")
+    copy = tmp_path / "follower" / leader.name
+    shutil.copytree(leader, copy)
+    [end] = replica_log_ends((str(copy),), "orders", 0)
+    assert (end.log_end_offset, end.stopped_at) == (9, None)
+    _clean_twice(leader, replica_dirs=(str(copy),))
+    assert read_all_records(leader) == [(8, b"e", b"1")]
+
+
+def test_a_truncated_copy_is_named_in_the_round_s_warnings(tmp_path: Path) -> None:
+    leader = _four_tombstones().write(tmp_path / "leader")
+    copy = _four_tombstones().write(tmp_path / "follower")
+    _flip_byte_in_batch(copy, 6)
+    result = clean_partition(leader, compact_config(), CleanOptions(now_ms=NOW, replica_dirs=(str(copy),)))
+    [warning] = result.warnings
+    assert warning.startswith(f"--replica-dirs: {copy / '00000000000000000000.log'} at position ")
+    assert warning.endswith("its log end is taken as 6")
