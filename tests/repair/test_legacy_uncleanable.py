@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
+from kafka.record.memory_records import MemoryRecords
 
 from kcompact.cli.main import cli
 from kcompact.records.batch import iter_batches
@@ -168,3 +169,38 @@ def test_a_damaged_index_does_not_hide_the_legacy_entry(tmp_path: Path) -> None:
     assert code == 2
     kinds = {f["kind"] for f in json.loads(out)["findings"]}
     assert kinds == {"legacy-empty-batch", "index-corrupt"}
+
+
+def kafka_010_keyless_topic(log_dir: Path) -> Path:
+    """A topic a Kafka 0.10 producer wrote without keys (one magic 1 message per entry), made compacted
+    after the fact; one segment, the active one, copied without its indexes as log dirs often are."""
+    part = log_dir / "topic1-0"
+    write_segment(part, 0, [encode_legacy_message(offset=i, magic=1, key=None, value=b"v%d" % i,
+                                                  timestamp=T0 + i) for i in range(5)], with_indexes=False)
+    write_offset_checkpoint(log_dir / "replication-offset-checkpoint", {("topic1", 0): 5})
+    return part
+
+
+def test_clean_and_repair_do_not_send_each_other_round_on_keyless_legacy_data(tmp_path: Path) -> None:
+    part = kafka_010_keyless_topic(tmp_path / "logdir")
+    clean = ("clean", str(part), "--roll", *COMPACT, "--allow-keyless-loss")
+    code, _out, err = run(*clean)
+    assert code == 2 and "offset 4" in err and "`kcompact repair` rewrites" in err
+
+    code, out, err = run("repair", str(part), *COMPACT, "--json", "--backup-dir", str(tmp_path / "backup"))
+
+    assert code == 0, err
+    report = json.loads(out)
+    legacy = [f for f in report["findings"] if f["kind"] == "legacy-empty-batch"]
+    assert [(f["offset"], f["impact"]) for f in legacy] == [(4, "cleaner")] and legacy[0]["action"]
+    assert "kcompact clean --roll" in legacy[0]["cleaner_effect"]
+    assert set(magics(part / segment_file_name(0, "log"))) == {2}
+    code, out, err = run(*clean)  # exactly the clean that sent the user to repair
+    assert code == 0, err
+    assert records_of(part) == []  # every record was keyless: all went, as the flag acknowledged
+    (kept,) = list(MemoryRecords((part / segment_file_name(0, "log")).read_bytes()))  # kafka-python reads it
+    assert (kept.base_offset, kept.last_offset_delta, list(kept)) == (4, 0, [])  # the log end kept
+    assert broker_would_change(part) == []
+    code, out, err = run("repair", "--dry-run", "--json", str(part))
+    assert code == 0, err
+    assert json.loads(out)["findings"] == []
