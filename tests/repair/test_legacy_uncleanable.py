@@ -11,6 +11,7 @@ timestamps (what Kafka's cleaner writes for kept legacy data), after which both 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -204,3 +205,25 @@ def test_clean_and_repair_do_not_send_each_other_round_on_keyless_legacy_data(tm
     code, out, err = run("repair", "--dry-run", "--json", str(part))
     assert code == 0, err
     assert json.loads(out)["findings"] == []
+
+
+def test_kafkas_own_reader_takes_the_round_trips_result(tmp_path: Path) -> None:
+    """Kafka 4.1's DumpLogSegments (its FileRecords and index readers) reads every file of the result."""
+    from tests.kafka.jars import kafka_classpath
+
+    classpath = kafka_classpath()
+    part = kafka_010_keyless_topic(tmp_path / "logdir")
+    assert run("repair", str(part), *COMPACT, "--backup-dir", str(tmp_path / "backup"))[0] == 0
+    assert run("clean", str(part), "--roll", *COMPACT, "--allow-keyless-loss")[0] == 0
+    files = sorted(str(p) for p in part.iterdir() if p.suffix in (".log", ".index", ".timeindex"))
+
+    done = subprocess.run(["java", "-cp", classpath, "kafka.tools.DumpLogSegments", "--deep-iteration",
+                           "--index-sanity-check", "--files", ",".join(files)],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+    assert (done.returncode, done.stderr) == (0, ""), done.stdout
+    batches = [line for line in done.stdout.splitlines() if line.startswith("baseOffset:")]
+    assert len(batches) == 1 and "magic: 2" in batches[0] and "isvalid: true" in batches[0]
+    assert "Exception" not in done.stdout and "Corrupt" not in done.stdout
+    checked = [line for line in done.stdout.splitlines() if line.endswith(("passed sanity check.", "is empty."))]
+    assert len(checked) == sum(1 for f in files if not f.endswith(".log"))
