@@ -53,7 +53,7 @@ StorageOptions = Mapping[str, Any]
 T = TypeVar("T")
 
 
-def is_url(path: str | Path) -> bool:
+def is_url(path: str | os.PathLike[str]) -> bool:
     """``path`` is a URL (``scheme://…``), not a local path."""
     return isinstance(path, str) and _URL.match(path) is not None
 
@@ -106,6 +106,20 @@ def remote_partition_dirs(url: str, storage_options: StorageOptions) -> list[str
     if not found:
         raise KcompactError(f"{url}: not a log dir or partition directory (no partition directory found there)")
     return found
+
+
+def partition_dir_names(url: str, storage_options: StorageOptions) -> list[str]:
+    """The names of every partition directory ``url`` names (itself, or each of a log dir's, of any kind),
+    as a filter counts them (``segment.partition_filter.count_matches``).
+
+    Raises:
+        KcompactError: the URL cannot be listed.
+    """
+    name = url.rstrip("/").rsplit("/", 1)[-1]
+    if parse_partition_dir_name(name) is not None:
+        return [name]
+    return sorted(child for child in _names(url.rstrip("/"), storage_options, directories=True)
+                  if parse_partition_dir_name(child) is not None)
 
 
 def remote_segments(part_url: str, storage_options: StorageOptions) -> list[tuple[int, int]]:

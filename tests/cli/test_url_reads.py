@@ -51,6 +51,7 @@ def run(*args: str) -> tuple[int, str, str]:
     (("inspect", "dirty-ratio", "--now-ms", NOW), ""),
     (("inspect", "dirty-ratio", "--now-ms", NOW, "--json"), ""),
     (("inspect", "dirty-ratio", "--now-ms", NOW, "--json"), f"/{PART}"),
+    (("inspect", "dirty-ratio", "--now-ms", NOW, "--topic", "topic_.*", "--partition", "0"), ""),
     (("inspect", "keys", "--now-ms", NOW), f"/{PART}"),
     (("inspect", "keys", "--now-ms", NOW, "--json"), f"/{PART}"),
     (("inspect", "transactions", "--now-ms", NOW, "--json"), ""),
