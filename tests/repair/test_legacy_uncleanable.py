@@ -140,25 +140,41 @@ def test_undo_of_the_conversion_restores_the_legacy_segment(tmp_path: Path) -> N
     assert partition_digest(part) == original
 
 
-def test_a_legacy_segment_that_ends_no_round_is_informational_and_left_alone(tmp_path: Path) -> None:
-    log_dir = tmp_path / "logdir"
+def upgraded_kafka_010_partition(log_dir: Path) -> Path:
+    """:func:`kafka_010_partition` after a broker upgrade: two later segments of magic 2 batches."""
     part = kafka_010_partition(log_dir)
-    for base in (10, 11):  # a broker upgraded since: the active segment moved on, in magic 2 batches
+    for base in (10, 11):
         (part / segment_file_name(base, "log")).unlink(missing_ok=True)
         for kind in ("index", "timeindex"):
             (part / segment_file_name(base, kind)).unlink(missing_ok=True)
     write_segment(part, 10, [encode_batch([Record(10, T0 + 10, b"k1", b"x")], base_offset=10)])
     write_segment(part, 11, [encode_batch([Record(11, T0 + 11, b"k2", b"y")], base_offset=11)])
-    before = partition_digest(part)
+    return part
+
+
+def test_a_legacy_segment_that_ends_no_round_now_is_converted_for_the_rounds_that_end_there(
+        tmp_path: Path) -> None:
+    part = upgraded_kafka_010_partition(tmp_path / "logdir")
+    # min.compaction.lag.ms holds segment 10 back (its batch is the only one newer than now - lag), so
+    # the round's first uncleanable offset is 10 and the legacy entry ending at 9 is its last batch
+    lagged = ("--config", f"min.compaction.lag.ms={10**9 - 9}", "--now-ms", str(T0 + 10**9))
+    code, _out, err = run("clean", str(part), *COMPACT, *lagged)
+    assert code == 2 and "offset 9" in err and "`kcompact repair` rewrites" in err
 
     code, out, err = run("repair", "--dry-run", "--json", str(part))
-
-    assert code == 0, err
+    assert code == 2, err
     (finding,) = json.loads(out)["findings"]
-    assert (finding["kind"], finding["impact"], finding["action"]) == (
-        "legacy-empty-batch", "informational", None)
-    assert run("clean", str(part), *COMPACT)[0] == 0  # the round ends at the active segment
-    assert partition_digest(part) != before
+    assert (finding["kind"], finding["impact"], finding["blocks_cleaning"]) == (
+        "legacy-empty-batch", "cleaner", False)
+    assert "min.compaction.lag.ms" in finding["cleaner_effect"] and finding["action"]
+
+    code, _out, err = run("repair", str(part), "--backup-dir", str(tmp_path / "backup"))
+    assert code == 0, err
+    assert set(magics(part / segment_file_name(0, "log"))) == {2}
+    code, _out, err = run("clean", str(part), *COMPACT, *lagged)  # the same clean
+    assert code == 0, err
+    assert [r for r in records_of(part) if r[0] < 10 and r[2] is None] == []
+    assert broker_would_change(part) == []
 
 
 def test_a_damaged_index_does_not_hide_the_legacy_entry(tmp_path: Path) -> None:

@@ -14,13 +14,15 @@ converts them.
 
 Kafka's ``Cleaner.cleanInto`` keeps the last batch of a cleaning round even when none of its records
 survive (``BatchRetention.RETAIN_EMPTY`` for the batch whose next offset is the round's upper bound, so
-the log end offset is preserved), and ``MemoryRecords.filterTo`` can write such an empty batch only as
+the log end offset is preserved; ``Cleaner.doClean`` passes the round's first uncleanable offset as that
+bound, not the end of its offset map), and ``MemoryRecords.filterTo`` can write such an empty batch only as
 magic 2: for a legacy entry it throws ``IllegalStateException("Empty batches are only supported for magic
 v2 and above")``. The cleaner thread then marks the partition uncleanable, every round again.
 
-A round ends at a segment boundary (the active segment's base offset, or where the offset map is full), so
-the entry at risk is the *last* entry of a segment below the active one, and it loses every record when none
-of them is a keyed value: keyless records are always removed from a compacted topic, and tombstones once
+That bound is a segment boundary (``LogCleanerManager.cleanableOffsets``: the active segment's base offset,
+or the base of the first segment ``min.compaction.lag.ms`` holds back — any closed segment's end as time
+passes; a first unstable offset may fall there too), so the entry at risk is the *last* entry of a segment
+below the active one, and it loses every record when none of them is a keyed value: keyless records are always removed from a compacted topic, and tombstones once
 past the legacy delete horizon (a round's own map holds nothing after the entry to supersede a keyed
 value). The active segment's last entry is at risk too: the cleaner never reads the active segment, but a
 broker rolls it before its next append (``UnifiedLog.maybeRoll``), which leaves that entry the last of the
@@ -63,14 +65,9 @@ class LegacyHazard:
     magic: int
     records: int
     keyless: int  # how many of its records have no key (the others are tombstones)
-    next_to_active: bool  # the segment right below the active one: the end of an unbounded round
+    next_to_active: bool  # the segment right below the active one: the end of a round without compaction lag
     next_base_offset: int  # the base offset of the segment after it (where a round ending here ends)
     active: bool = False  # the active segment: the end of the first round after it rolls
-
-    @property
-    def ends_next_round(self) -> bool:
-        """Whether the next unbounded round ends with this entry (now, or once the active segment rolls)."""
-        return self.next_to_active or self.active
 
     def reason(self, when: str | None = None) -> str:
         """Why the broker's cleaner fails here, in one sentence (``when``: which round ends here)."""
@@ -80,7 +77,7 @@ class LegacyHazard:
             when = ("every round that reaches the active segment ends with it" if self.next_to_active
                     else "the first round after the active segment rolls (a broker's next roll, or "
                     "`kcompact clean --roll`) ends with it" if self.active
-                    else "a round whose offset map fills here ends with it")
+                    else "a round ends with it while min.compaction.lag.ms holds the next segment back")
         return (f"the legacy entry at position {self.position} of {self.log_path.name} (magic "
                 f"{self.magic}, offset {self.offset}, {what}) loses every record in a clean, and {when}: Kafka's cleaner must keep "
                 f"it as an empty batch, which needs magic 2 ({KAFKA_EXCEPTION}), so the broker marks "
