@@ -7,10 +7,12 @@ this setup) those tests skip with a reason that says so.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import stat
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -66,3 +68,25 @@ def log_opens(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 
     monkeypatch.setattr(LogFile, "__init__", counting_init)
     return counted
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An S3-protocol server on 127.0.0.1: ``$KCOMPACT_TEST_S3_ENDPOINT`` (CI starts one, ``.ci/run``),
+    else moto's standalone server started here and stopped at the end."""
+    from tests.services import S3_ENDPOINT_ENV, Services, start_s3
+
+    given = os.environ.get(S3_ENDPOINT_ENV)
+    if given:
+        yield given
+        return
+    for module in ("moto.server", "s3fs"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pytest.skip(f"{module} is not installed (pip install '.[test]')")
+    services = Services(tmp_path_factory.mktemp("s3-server"))
+    try:
+        yield start_s3(services)
+    finally:
+        services.stop()

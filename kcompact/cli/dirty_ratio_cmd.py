@@ -14,6 +14,7 @@ import click
 
 from kcompact.cli import render
 from kcompact.cli.help_text import with_examples
+from kcompact.cli.input_path import InputPath, storage_option
 from kcompact.cli.options import (
     EPILOG,
     EXIT_BAD_INPUT,
@@ -175,15 +176,16 @@ def _bar(row: DirtyRatioRow) -> str:
                      "kcompact inspect dirty-ratio /tmp/kafka-logs/orders-0 --json",
     "kcompact inspect dirty-ratio /tmp/kafka-logs --topic 'orders.*' --partition 0",
                  ))
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=str))
+@click.argument("paths", nargs=-1, required=True, type=InputPath())
 @partition_filter_options("paths")
 @config_option("A topic configuration by Kafka's name (min.cleanable.dirty.ratio, …). Repeatable.")
 @now_ms_option("The clock (default: now), in ms since the epoch.")
 @config_source_options(METADATA_DIRS_HELP)
+@storage_option
 @json_option("Print a JSON list of rows (also for one partition).")
 def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], now_ms: int | None,
-                        server_properties: str | None, metadata_dir: str | None, as_json: bool,
-                        selection: PartitionFilter | None = None) -> None:
+                        server_properties: str | None, metadata_dir: str | None, storage_pairs: tuple[str, ...],
+                        as_json: bool, selection: PartitionFilter | None = None) -> None:
     """What the broker's log cleaner sees, per partition of the given log dirs or partition dirs:
     clean and dirty bytes, the dirty ratio against min.cleanable.dirty.ratio, whether it is eligible,
     the rule that stops cleaning, and the order in which the cleaner would pick partitions.
@@ -195,11 +197,14 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
     from kcompact.cli.progress_view import progress_bar
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.inspect.dirty_ratio import dirty_ratio_report
+    from kcompact.segment.remote import local_inputs, parse_storage_options
 
-    with progress_bar(enabled=not as_json, verb="reading", counts=True) as progress:
-        rows = dirty_ratio_report(paths, cli_overrides=parse_config_pairs(config_pairs), now_ms=now_ms,
-                                  server_properties=server_properties, metadata_dir=metadata_dir,
-                                  progress=progress, selection=selection)
+    with (local_inputs(paths, parse_storage_options(storage_pairs)) as inputs,
+          progress_bar(enabled=not as_json, verb="reading", counts=True) as progress):
+        rows = inputs.named(dirty_ratio_report(
+            inputs.paths, cli_overrides=parse_config_pairs(config_pairs), now_ms=now_ms,
+            server_properties=server_properties, metadata_dir=metadata_dir, progress=progress,
+            selection=selection))
     render_dirty_ratio(rows, as_json=as_json)
     if any(row.error for row in rows):
         raise click.exceptions.Exit(EXIT_BAD_INPUT)

@@ -27,6 +27,7 @@ import click
 from kcompact.cli import render
 from kcompact.cli.dump_options import dump_filter, dump_selection_options
 from kcompact.cli.help_text import with_examples
+from kcompact.cli.input_path import InputPath, storage_option
 from kcompact.cli.options import EPILOG, EXIT_BAD_INPUT, json_option
 
 Item = dict[str, Any]
@@ -285,14 +286,16 @@ def _text(raw: bytes, b64: str) -> str:
     "kcompact inspect dump /tmp/kafka-logs/orders-0 --verify-index --json",
     "kcompact inspect dump /tmp/kafka-logs/orders-0 --from-offset 500 --key k1",
 ))
-@click.argument("path", type=click.Path(exists=True, path_type=str))
+@click.argument("path", type=InputPath(file_okay=True))
 @click.option("--records", is_flag=True, help="Also print every record of every batch.")
 @click.option(
     "--verify-index", is_flag=True, help="Check .index/.timeindex/.txnindex files against the log."
 )
 @dump_selection_options
+@storage_option
 @json_option("One JSON object per line (see README).")
-def dump_command(path: str, records: bool, verify_index: bool, as_json: bool, **selection: Any) -> None:
+def dump_command(path: str, records: bool, verify_index: bool, storage_pairs: tuple[str, ...], as_json: bool,
+                 **selection: Any) -> None:
     """Print the batches of a .log file (or every segment of a partition directory), or the entries
     of a .index, .timeindex or .txnindex file, a producer .snapshot, a leader-epoch-checkpoint, an
     offset checkpoint file or partition.metadata — what kafka-dump-log shows. Records of
@@ -302,10 +305,12 @@ def dump_command(path: str, records: bool, verify_index: bool, as_json: bool, **
     an index disagrees with the log, or the file's framing breaks off.
     """
     from kcompact.inspect.dump import dump_path
+    from kcompact.segment.remote import local_inputs, parse_storage_options
 
     chosen = dump_filter(selection)
-    items = dump_path(path, records=records or chosen.key is not None, verify_index=verify_index,
-                      selection=chosen)
-    problems = render_dump(items, as_json=as_json)
+    with local_inputs([path], parse_storage_options(storage_pairs)) as inputs:
+        items = dump_path(inputs.paths[0], records=records or chosen.key is not None,
+                          verify_index=verify_index, selection=chosen)
+        problems = render_dump(map(inputs.named, items), as_json=as_json)
     if problems:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)

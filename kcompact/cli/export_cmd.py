@@ -14,6 +14,7 @@ import click
 
 from kcompact.cli import render
 from kcompact.cli.help_text import with_examples
+from kcompact.cli.input_path import InputPath, storage_option
 from kcompact.cli.options import EPILOG, EXIT_BAD_INPUT, json_option
 from kcompact.cli.partition_filter_options import partition_filter_options
 
@@ -31,32 +32,36 @@ LATEST_HELP = ("Write the compacted view: per (topic, partition, key) the latest
 @click.command("export", short_help="Write records as Parquet here, without Spark.", epilog=with_examples(
     EPILOG,
     "kcompact export /var/kafka-logs/orders-0 --output orders.parquet",
-    "kcompact export /var/kafka-logs --latest --output latest.parquet --json",
     "kcompact export /var/kafka-logs --topic orders --output orders.parquet",
+    "kcompact export s3://backups/logs --output out --storage-option anon=true",
 ))
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=str))
+@click.argument("paths", nargs=-1, required=True, type=InputPath())
 @partition_filter_options("paths")
 @click.option("--output", type=click.Path(path_type=str), required=True, metavar="DIR",
               help="A new directory for the Parquet file (part-00000.parquet, as Spark names it).")
 @click.option("--latest", is_flag=True,
               help=LATEST_HELP)
+@storage_option
 @json_option("Print the summary as JSON.")
-def export_command(paths: tuple[str, ...], output: str, latest: bool, as_json: bool,
-                   selection: PartitionFilter | None = None) -> None:
+def export_command(paths: tuple[str, ...], output: str, latest: bool, storage_pairs: tuple[str, ...],
+                   as_json: bool, selection: PartitionFilter | None = None) -> None:
     """Write the records of partition directories or log dirs as Parquet, in this process (pyarrow):
     the same columns and rows as `kcompact spark export` — topic, partition, offset, timestamp, key,
     value, headers, is_tombstone, is_control, is_transactional, producer_id — without Spark's
     start-up. Without --latest every stored record is written (control records and aborted
     transactions included, flagged). Every batch's CRC is checked first: a partition with one that
-    fails is left out whole and named (exit 2); named alone, nothing is written. Needs pyarrow
-    (pip install 'kcompact[export]').
+    fails is left out whole and named (exit 2); named alone, nothing is written. A URL (s3://…, with
+    --storage-option) is read through fsspec, one partition at a time. Needs pyarrow (pip install
+    'kcompact[export]').
     """
     from kcompact.cli.progress_view import progress_bar
     from kcompact.inspect.export import export_parquet
+    from kcompact.segment.remote import parse_storage_options
 
     started = time.perf_counter()
     with progress_bar(enabled=not as_json, verb="exporting") as progress:
-        summary = export_parquet(paths, output, latest=latest, progress=progress, selection=selection)
+        summary = export_parquet(paths, output, latest=latest, progress=progress, selection=selection,
+                                 storage_options=parse_storage_options(storage_pairs))
     elapsed = time.perf_counter() - started
     if as_json:
         render.emit_json({**summary.as_dict(), "elapsed_s": round(elapsed, 3)})

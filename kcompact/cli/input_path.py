@@ -2,7 +2,9 @@
 
 A command that rewrites partitions (``clean``, ``repair``, ``spark clean``) refuses a URL with one line
 (:func:`kcompact.segment.remote.refuse_urls`, exit 2) instead of click's "does not exist" usage text; the
-read-only Spark commands take it as given. A local path that does not exist stays click's usage error.
+read-only commands take it as given, with ``--storage-option`` (:data:`storage_option`), and read it
+through :func:`kcompact.segment.remote.local_inputs` (serial) or on Spark's executors. A local path that
+does not exist stays click's usage error.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ class InputPath(click.ParamType):  # type: ignore[type-arg]
 
     name = "path"
 
-    def __init__(self, refuse_as: str | None = None) -> None:
+    def __init__(self, refuse_as: str | None = None, *, file_okay: bool = False) -> None:
         self.refuse_as = refuse_as
-        self._local = click.Path(exists=True, file_okay=False, path_type=str)
+        self._local = click.Path(exists=True, file_okay=file_okay, path_type=str)
 
     def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> str:
         from kcompact.segment.remote import is_url, refuse_urls  # kept off the --help path
@@ -27,3 +29,11 @@ class InputPath(click.ParamType):  # type: ignore[type-arg]
                 refuse_urls([value], self.refuse_as)
             return value
         return str(self._local.convert(value, param, ctx))
+
+
+storage_option = click.option(
+    "--storage-option", "storage_pairs", multiple=True, metavar="KEY=VALUE",
+    help="An fsspec storage option for URL inputs (s3://, gs://, hdfs://…), e.g. "
+         "endpoint_url=http://127.0.0.1:9000; or the usual environment (AWS_ENDPOINT_URL…). Repeatable.")
+"""``--storage-option`` of every command that reads URLs (``storage_pairs``: parse them with
+``kcompact.segment.remote.parse_storage_options``)."""

@@ -14,6 +14,7 @@ import click
 
 from kcompact.cli import render
 from kcompact.cli.help_text import with_examples
+from kcompact.cli.input_path import InputPath, storage_option
 from kcompact.cli.options import EPILOG, json_option, partition_config_options
 
 
@@ -23,7 +24,7 @@ from kcompact.cli.options import EPILOG, json_option, partition_config_options
                    "kcompact inspect keys /tmp/kafka-logs/orders-0 --partitions 12",
                    "kcompact inspect keys /tmp/kafka-logs/__consumer_offsets-31 --top 5",
                ))
-@click.argument("partition_dir", type=click.Path(exists=True, file_okay=False, path_type=str))
+@click.argument("partition_dir", type=InputPath())
 @partition_config_options
 @click.option("--partitions", type=click.IntRange(min=1), default=None, metavar="N",
               help="The topic's partition count: count the keys Kafka's default partitioner "
@@ -31,10 +32,11 @@ from kcompact.cli.options import EPILOG, json_option, partition_config_options
 @click.option("--top", type=click.IntRange(min=0), default=10, show_default=True, metavar="N",
               help="How many of the most duplicated keys (and, for __consumer_offsets, of the "
                    "consumer groups with the most bytes) to list.")
+@storage_option
 @json_option("Print the report as one JSON object.")
 def keys_command(partition_dir: str, config_pairs: tuple[str, ...], now_ms: int | None,
                  server_properties: str | None, metadata_dir: str | None, partitions: int | None,
-                 top: int, as_json: bool) -> None:
+                 top: int, storage_pairs: tuple[str, ...], as_json: bool) -> None:
     """Read every record of PARTITION_DIR and report on its keys: distinct keys (whole log,
     dirty section, cleanable range), duplicates and their bytes, tombstones and when they become
     removable, transaction markers, aborted data and open transactions, exact record counts, what
@@ -48,12 +50,14 @@ def keys_command(partition_dir: str, config_pairs: tuple[str, ...], now_ms: int 
     from kcompact.cli.progress_view import progress_bar
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.inspect.keys import keys_report
+    from kcompact.segment.remote import local_inputs, parse_storage_options
 
-    with progress_bar(enabled=not as_json, verb="reading") as progress:
-        report = keys_report(partition_dir, cli_overrides=parse_config_pairs(config_pairs),
-                             now_ms=now_ms, partitions=partitions, top=top,
-                             server_properties=server_properties, metadata_dir=metadata_dir,
-                             progress=progress)
+    with (local_inputs([partition_dir], parse_storage_options(storage_pairs)) as inputs,
+          progress_bar(enabled=not as_json, verb="reading") as progress):
+        report = inputs.named(keys_report(inputs.paths[0], cli_overrides=parse_config_pairs(config_pairs),
+                                          now_ms=now_ms, partitions=partitions, top=top,
+                                          server_properties=server_properties, metadata_dir=metadata_dir,
+                                          progress=progress))
     if as_json:
         render.emit_json(report.as_dict())
     else:

@@ -45,7 +45,7 @@ def partition_filter_options(paths_param: str) -> Callable[[F], F]:
             selection = None
             if topic_patterns or exclude_topic_patterns or partition_numbers:
                 selection = _selection(topic_patterns, exclude_topic_patterns, partition_numbers,
-                                       kwargs.get(paths_param))
+                                       kwargs.get(paths_param), kwargs.get("storage_pairs", ()))
             return command(*args, selection=selection, **kwargs)
 
         options = (
@@ -64,14 +64,16 @@ def partition_filter_options(paths_param: str) -> Callable[[F], F]:
 
 
 def _selection(topics: tuple[str, ...], excluded: tuple[str, ...], partitions: tuple[int, ...],
-               paths: str | tuple[str, ...] | None) -> Any:
+               paths: str | tuple[str, ...] | None, storage_pairs: tuple[str, ...]) -> Any:
     """The filter, its matches counted and said (raises ``KcompactError`` when none match)."""
     from kcompact.cli.render import plural
     from kcompact.segment.partition_filter import PartitionFilter, count_matches
+    from kcompact.segment.remote import parse_storage_options
 
     selection = PartitionFilter.of(topics, excluded, partitions)
     if paths is not None:
-        match = count_matches((paths,) if isinstance(paths, str) else paths, selection)
+        match = count_matches((paths,) if isinstance(paths, str) else paths, selection,
+                              parse_storage_options(storage_pairs))
         click.echo(f"kcompact: {selection.describe()} matched {match.matched} of "
                    f"{plural(match.total, 'partition')}", err=True)
     return selection

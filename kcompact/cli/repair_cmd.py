@@ -43,7 +43,20 @@ EPILOG = (
 )
 
 
-@click.command("repair", short_help="Verify and repair a partition or log dir, losing no valid batch.",
+UNDO_FORM = "--undo BACKUP_DIR"
+UNDO_OWN_PARAMS = frozenset({"undo_dir", "dry_run", "as_json"})
+"""The parameters ``--undo`` takes; the backup's manifest names the partition, so no PARTITION_DIR."""
+
+
+class RepairCommand(click.Command):
+    """``repair`` has two forms, and its usage line shows both (also above every usage error)."""
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage(ctx.command_path, "[OPTIONS] PARTITION_DIR|LOG_DIR")
+        formatter.write_usage(ctx.command_path, f"{UNDO_FORM} [--dry-run] [--json]", prefix="   or: ")
+
+
+@click.command("repair", cls=RepairCommand, short_help="Verify and repair a partition or log dir, losing no valid batch.",
                epilog=with_examples(
                    EPILOG,
                    "kcompact repair /tmp/kafka-logs/orders-0 --dry-run",
@@ -76,7 +89,8 @@ EPILOG = (
               help="For a log dir: worker processes verifying and repairing its partitions (as "
                    "`kcompact clean --jobs`). Default auto.")
 @click.option("--undo", "undo_dir", metavar="BACKUP_DIR", default=None, type=InputPath(refuse_as="repair --undo"),
-              help="Put the partition a repair changed back, byte for byte, from its backup.")
+              help="Put back, byte for byte, the partition a repair changed, from the backup it printed "
+                   "(the manifest names the partition): alone, or with --dry-run or --json.")
 def repair_command(
     partition_dir: str | None,
     dry_run: bool,
@@ -120,13 +134,11 @@ def repair_command(
     if backup_dir is not None and is_url(backup_dir):  # else it would become a local ./s3:/… directory
         raise RefusedError(f"{backup_dir}: --backup-dir of repair expected a local POSIX directory, found "
                            "a URL (the backup is written with rename and fsync); nothing changed")
-    _refuse_clean_only_options(clean)
     if undo_dir is not None:
-        if (partition_dir is not None or clean or backup_dir is not None or selection is not None
-                or server_properties is not None or metadata_dir is not None):
-            raise click.UsageError("--undo takes a BACKUP_DIR only (with --dry-run or --json)")
+        _refuse_with_undo()
         _undo(undo_dir, dry_run=dry_run, as_json=as_json)
         return
+    _refuse_clean_only_options(clean)
     if partition_dir is None:
         raise click.UsageError("missing PARTITION_DIR or LOG_DIR (or --undo BACKUP_DIR)")
     from pathlib import Path
@@ -173,6 +185,18 @@ def _refuse_clean_only_options(clean: bool) -> None:
         one = len(given) == 1
         raise click.UsageError(f"{', '.join(given)} {'is' if one else 'are'} for --clean only; give --clean "
                                f"or leave {'it' if one else 'them'} out")
+
+
+def _refuse_with_undo() -> None:
+    """``--undo`` with anything but ``--dry-run`` or ``--json``: a usage error naming what was given."""
+    ctx = click.get_current_context()
+    given = [param.opts[0] if isinstance(param, click.Option) else "PARTITION_DIR|LOG_DIR"
+             for param in ctx.command.params
+             if param.name not in UNDO_OWN_PARAMS and param.name is not None
+             and ctx.get_parameter_source(param.name) not in (None, ParameterSource.DEFAULT)]
+    if given:
+        raise click.UsageError("--undo takes a BACKUP_DIR only (its manifest names the partition it puts "
+                               f"back), with --dry-run or --json; found {', '.join(given)}")
 
 
 def _undo(undo_dir: str, *, dry_run: bool, as_json: bool) -> None:

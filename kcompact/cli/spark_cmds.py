@@ -32,7 +32,7 @@ import click
 from kcompact.cli import render
 from kcompact.cli.export_cmd import LATEST_HELP
 from kcompact.cli.help_text import with_examples
-from kcompact.cli.input_path import InputPath
+from kcompact.cli.input_path import InputPath, storage_option
 from kcompact.cli.options import (
     EPILOG,
     EXIT_BAD_INPUT,
@@ -70,10 +70,7 @@ _now_ms = now_ms_option("The clock every task uses (default: the driver's now), 
 _config_sources = config_source_options("metadata.log.dir or its __cluster_metadata-0.")
 _paths = click.argument("paths", nargs=-1, required=True, type=InputPath())
 _local_paths = click.argument("paths", nargs=-1, required=True, type=InputPath(refuse_as="spark clean"))
-_storage_option = click.option(
-    "--storage-option", "storage_pairs", multiple=True, metavar="KEY=VALUE",
-    help="An fsspec storage option for URL inputs (s3://, gs://, hdfs://…), e.g. "
-         "endpoint_url=http://127.0.0.1:9000; or the usual environment (AWS_ENDPOINT_URL…). Repeatable.")
+_storage_option = storage_option
 _filter = partition_filter_options("paths")
 
 

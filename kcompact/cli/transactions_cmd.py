@@ -13,6 +13,7 @@ import click
 
 from kcompact.cli import render
 from kcompact.cli.help_text import with_examples
+from kcompact.cli.input_path import InputPath, storage_option
 from kcompact.cli.options import (
     EPILOG,
     EXIT_BAD_INPUT,
@@ -31,17 +32,18 @@ from kcompact.cli.options import (
                    "kcompact inspect transactions /tmp/kafka-logs/orders-0 --json",
                    "kcompact inspect transactions /tmp/kafka-logs --bootstrap-server k1:9092",
                ))
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=str))
+@click.argument("paths", nargs=-1, required=True, type=InputPath())
 @config_option("A configuration by Kafka's name (transaction.max.timeout.ms, producer.id.expiration.ms, "
                "…). Repeatable.")
 @now_ms_option("The clock (default: now), in ms since the epoch.")
 @config_source_options(METADATA_DIRS_HELP)
 @click.option("--bootstrap-server", "broker", default="<broker:9092>", metavar="HOST:PORT",
               help="The broker the printed kafka-transactions.sh lines name (default: a placeholder).")
+@storage_option
 @json_option("Print a JSON list of rows (also for one partition).")
 def transactions_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], now_ms: int | None,
                          server_properties: str | None, metadata_dir: str | None, broker: str,
-                         as_json: bool) -> None:
+                         storage_pairs: tuple[str, ...], as_json: bool) -> None:
     """The producer state a broker rebuilds when it loads each partition of the given log dirs or
     partition dirs (the newest .snapshot plus the log after it): producer id, epoch, last sequence,
     last timestamp, coordinator epoch and the first offset of its open transaction.
@@ -54,10 +56,12 @@ def transactions_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], 
     """
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.inspect.transactions import transactions_report
+    from kcompact.segment.remote import local_inputs, parse_storage_options
 
-    rows = transactions_report(paths, cli_overrides=parse_config_pairs(config_pairs), now_ms=now_ms,
-                               server_properties=server_properties, metadata_dir=metadata_dir,
-                               broker=broker)
+    with local_inputs(paths, parse_storage_options(storage_pairs)) as inputs:
+        rows = inputs.named(transactions_report(
+            inputs.paths, cli_overrides=parse_config_pairs(config_pairs), now_ms=now_ms,
+            server_properties=server_properties, metadata_dir=metadata_dir, broker=broker))
     render_transactions(rows, as_json=as_json)
     if any(row.error for row in rows):
         raise click.exceptions.Exit(EXIT_BAD_INPUT)

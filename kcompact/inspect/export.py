@@ -575,7 +575,8 @@ def refuse_output_in_log_dir(output: Path, paths: Iterable[str | Path]) -> None:
 
 def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: bool = False,
                    progress: ProgressCallback | None = None,
-                   selection: PartitionFilter | None = None) -> ExportSummary:
+                   selection: PartitionFilter | None = None,
+                   storage_options: StorageOptions | None = None) -> ExportSummary:
     """Write the records under ``paths`` (or, with ``latest``, their compacted view) as Parquet, in-process.
 
     The output is a directory holding one ``part-00000.parquet`` (the shape Spark writes, so either
@@ -584,12 +585,15 @@ def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: b
     first row is written; one that fails is left out whole and named in ``failures``.
 
     Args:
-        paths: partition directories and/or log dirs.
+        paths: partition directories and/or log dirs, local or URLs (``s3://…``: each partition is
+            copied to a local temporary directory while it is read, one at a time, see
+            ``kcompact.segment.remote``).
         output: a new local directory.
         latest: the latest live value per key (read_committed: below each partition's last stable
             offset, see :class:`ViewStop`), as ``spark export --latest``.
         progress: called with the segment bytes read so far.
         selection: export only the partitions it matches (``--topic`` …; None: all).
+        storage_options: fsspec options for the URLs.
 
     Returns:
         The :class:`ExportSummary` (``failures``: the partitions left out).
@@ -603,7 +607,7 @@ def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: b
     if target.exists():
         raise KcompactError(f"{output}: the --output directory; expected a new path, found it exists")
     refuse_output_in_log_dir(target, paths)
-    refs = list_segments(paths, None, selection)
+    refs = list_segments(paths, storage_options, selection)
     pa, schema = _pyarrow(), arrow_schema()
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
@@ -615,7 +619,7 @@ def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: b
         records = 0
         with pq.ParquetWriter(temporary / "part-00000.parquet", schema) as writer:
             for columns in _export_chunks(refs, latest, read_progress(progress, "records", _total(refs)),
-                                          failures, stops):
+                                          failures, stops, storage_options or {}):
                 records += len(columns["offset"])
                 writer.write_batch(pa.RecordBatch.from_pydict(columns, schema=schema))
         refuse_all_failed(refs, failures)
@@ -636,37 +640,55 @@ def refuse_all_failed(refs: Sequence[SegmentRef], failures: Sequence[ExportFailu
 
 
 def _export_chunks(refs: Sequence[SegmentRef], latest: bool, progress: ReadProgress | None,
-                   failures: list[ExportFailure], stops: list[ViewStop]) -> Iterator[dict[str, list[Any]]]:
+                   failures: list[ExportFailure], stops: list[ViewStop], storage_options: StorageOptions
+                   ) -> Iterator[dict[str, list[Any]]]:
     """Every record's columns, or per partition the latest live record per key (offset order, with its
     :class:`ViewStop` appended to ``stops``); a partition that fails :func:`check_segments` is appended
-    to ``failures`` instead."""
-    committed: dict[str, _CommittedFilter] = {}
+    to ``failures`` instead. A partition behind a URL is copied locally while it is read."""
     for group in by_partition(refs):
-        error = check_segments(group)
-        if error is not None:
-            failures.append(ExportFailure(group[0].partition_dir, error))
-            if progress is not None:
-                progress.advance(_total(group))
+        given = group[0].partition_dir
+        if not is_url(given):
+            yield from _partition_chunks(group, latest, progress, failures, stops)
             continue
-        table: dict[bytes, tuple[Any, ...]] = {}
-        for ref in group:
-            for columns in iter_segment_columns(ref, READ_COMMITTED if latest else READ_UNCOMMITTED,
-                                                committed_cache=committed):
-                if not latest:
-                    yield columns
-                    continue
-                for row in zip(*(columns[name] for name, _ in EXPORT_COLUMNS), strict=True):
-                    if row[4] is not None:  # the key: keyless records have no place in the table
-                        table[row[4]] = row
-            if progress is not None:
-                progress.advance(ref.size_in_bytes)
-        if latest:
-            stops.append(committed[group[0].partition_dir].stop)
-        live = sorted((row for row in table.values() if not row[7]), key=lambda row: row[2])
-        if live:
-            yield {name: [row[j] for row in live] for j, (name, _) in enumerate(EXPORT_COLUMNS)}
+        with mirrored([given], storage_options) as local:
+            here = str(local[given])
+            named: list[ExportFailure] = []
+            local_stops: list[ViewStop] = []
+            yield from _partition_chunks([replace(ref, partition_dir=here) for ref in group], latest, progress,
+                                         named, local_stops)
+            failures += [ExportFailure(given, _named_as_given(f.error, here, given)) for f in named]
+            stops += [replace(stop, partition_dir=given) for stop in local_stops]
     if progress is not None:
         progress.finish()
+
+
+def _partition_chunks(group: Sequence[SegmentRef], latest: bool, progress: ReadProgress | None,
+                      failures: list[ExportFailure], stops: list[ViewStop]) -> Iterator[dict[str, list[Any]]]:
+    """One (local) partition's chunks for :func:`_export_chunks`."""
+    committed: dict[str, _CommittedFilter] = {}
+    error = check_segments(group)
+    if error is not None:
+        failures.append(ExportFailure(group[0].partition_dir, error))
+        if progress is not None:
+            progress.advance(_total(group))
+        return
+    table: dict[bytes, tuple[Any, ...]] = {}
+    for ref in group:
+        for columns in iter_segment_columns(ref, READ_COMMITTED if latest else READ_UNCOMMITTED,
+                                            committed_cache=committed):
+            if not latest:
+                yield columns
+                continue
+            for row in zip(*(columns[name] for name, _ in EXPORT_COLUMNS), strict=True):
+                if row[4] is not None:  # the key: keyless records have no place in the table
+                    table[row[4]] = row
+        if progress is not None:
+            progress.advance(ref.size_in_bytes)
+    if latest:
+        stops.append(committed[group[0].partition_dir].stop)
+    live = sorted((row for row in table.values() if not row[7]), key=lambda row: row[2])
+    if live:
+        yield {name: [row[j] for row in live] for j, (name, _) in enumerate(EXPORT_COLUMNS)}
 
 
 def _total(refs: Sequence[SegmentRef]) -> int:

@@ -198,13 +198,20 @@ def recovery_effect(kind: str, position: int, later_segments: int) -> str:
 
 
 def legacy_finding(hazard: LegacyHazard) -> Finding:
-    """The finding for a segment whose last legacy entry makes Kafka's cleaner throw.
+    """The finding for a segment whose last legacy entry makes Kafka's cleaner throw; repair converts it.
 
     The segment right below the active one ends every round that reaches the active segment: the
-    cleaner fails there, and repair converts it. Another one fails only a round whose offset map fills
-    exactly at its end: reported as informational, not converted.
+    cleaner fails there now. The active segment's own last entry ends the first round after it rolls (a
+    broker's next roll, or ``kcompact clean --roll``), and any other one a round while
+    ``min.compaction.lag.ms`` holds the next segment back: not a failure yet, but the one that stops a
+    clean then (``kcompact clean`` refuses there too, pointing here), so repair converts them as well.
     """
     fails_now = hazard.next_to_active
+    cleaner_effect = hazard.reason()
+    if hazard.active:
+        cleaner_effect = f"not yet (the cleaner never reads the active segment): {cleaner_effect}"
+    elif not fails_now:
+        cleaner_effect = f"not while no round ends here: {cleaner_effect}"
     return Finding(
         kind=KIND_LEGACY_EMPTY,
         path=str(hazard.log_path),
@@ -214,11 +221,9 @@ def legacy_finding(hazard: LegacyHazard) -> Finding:
                  f"magic 2 batch or a kept record, found {plural(hazard.records, 'record')}, "
                  f"{hazard.keyless} keyless"),
         blocks_cleaning=fails_now,
-        cleaner_effect=hazard.reason() + ("" if fails_now else
-                                          "; repair leaves it (it ends no round of an unbounded map)"),
+        cleaner_effect=cleaner_effect,
         broker_effect="none: brokers serve legacy entries as they are",
         action=("rewrite the segment's legacy entries as magic 2 batches with the same records, "
-                "offsets and timestamps (as Kafka's cleaner writes kept legacy data); indexes rebuilt"
-                if fails_now else None),
-        impact=IMPACT_CLEANER if fails_now else IMPACT_NONE,
+                "offsets and timestamps (as Kafka's cleaner writes kept legacy data); indexes rebuilt"),
+        impact=IMPACT_CLEANER,
     )

@@ -223,7 +223,7 @@ def _check_legacy(partition: Partition, check: PartitionCheck) -> None:
     for hazard in find_legacy_hazards(partition):
         seg = by_log.get(hazard.log_path)
         if seg is not None:
-            seg.convert_legacy = seg.convert_legacy or hazard.next_to_active
+            seg.convert_legacy = True
             check.findings.append(legacy_finding(hazard))
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from kcompact.errors import ConfigError, KcompactError
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import is_partition_dir, iter_partition_dirs, named_path
+from kcompact.segment.remote import StorageOptions, is_url, partition_dir_names
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,12 +107,15 @@ class FilterMatch:
     total: int
 
 
-def count_matches(paths: Iterable[str | os.PathLike[str]], selection: PartitionFilter) -> FilterMatch:
+def count_matches(paths: Iterable[str | os.PathLike[str]], selection: PartitionFilter,
+                  storage_options: StorageOptions | None = None) -> FilterMatch:
     """Count the partitions ``selection`` keeps under ``paths``, refusing when it keeps none.
 
     Args:
-        paths: partition directories and/or log dirs, as a command was given them.
+        paths: partition directories and/or log dirs, as a command was given them (URLs listed
+            through fsspec).
         selection: the filter.
+        storage_options: fsspec options for the URLs.
 
     Returns:
         The :class:`FilterMatch` (every partition directory of each log dir counts, including
@@ -125,6 +129,12 @@ def count_matches(paths: Iterable[str | os.PathLike[str]], selection: PartitionF
     matched = total = 0
     named: list[str] = []
     for raw in paths:
+        if is_url(raw):
+            named.append(str(raw))
+            names = [Path(name) for name in partition_dir_names(str(raw), storage_options or {})]
+            total += len(names)
+            matched += len(selection.select(names))
+            continue
         path = named_path(raw)
         named.append(os.fspath(path))
         dirs = [path] if is_partition_dir(path) else list(iter_partition_dirs(path)) if path.is_dir() else []

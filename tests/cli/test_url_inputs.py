@@ -17,7 +17,8 @@ def test_a_url_is_refused_with_one_line_naming_it(command: tuple[str, ...]) -> N
     assert result.exit_code == 2
     assert result.stderr == (f"kcompact: error: s3://backups/kafka-logs/orders-0: {' '.join(command)} rewrites "
                              "partitions in place (rename, fsync, fcntl locks); expected a local POSIX path, "
-                             "found a URL (only spark export and spark inspect dirty-ratio read URLs)\n")
+                             "found a URL (the read-only commands read URLs: export, inspect dirty-ratio, keys, "
+                             "dump, transactions, spark export, spark inspect dirty-ratio)\n")
     error = json.loads(result.stdout)["error"]
     assert (error["kind"], error["path"]) == ("RefusedError", "s3://backups/kafka-logs/orders-0")
 

@@ -240,3 +240,42 @@ def test_a_segment_linked_from_outside_the_log_dir_is_refused_in_one_line(
     assert (part / LOG0).is_symlink() and outside.read_bytes() == target_before
     assert partition_digest(part) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "logdir"]  # no backup directory
+
+
+UNDO_USAGE = ["Usage: kcompact repair [OPTIONS] PARTITION_DIR|LOG_DIR",
+              "   or: kcompact repair --undo BACKUP_DIR [--dry-run] [--json]"]
+
+
+def kcompact(*args: str) -> tuple[int, str, str]:
+    """``run`` as the installed ``kcompact`` script names itself in usage lines."""
+    result = CliRunner(env={"COLUMNS": "80"}).invoke(cli, list(args), prog_name="kcompact",
+                                                     catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_undo_with_a_partition_says_its_one_form_and_the_usage_shows_it(tmp_path: Path) -> None:
+    part, _position = damaged(tmp_path)
+    code, _out, _err = run("repair", "--json", str(part), "--backup-dir", str(tmp_path / "bk"))
+    assert code == 0
+    before = partition_digest(part)
+
+    code, _out, err = kcompact("repair", str(part), "--undo", str(tmp_path / "bk"))
+
+    assert code == 2
+    lines = err.splitlines()
+    assert lines[:2] == UNDO_USAGE
+    assert lines[-1] == ("Error: --undo takes a BACKUP_DIR only (its manifest names the partition it "
+                         "puts back), with --dry-run or --json; found PARTITION_DIR|LOG_DIR")
+    assert partition_digest(part) == before
+    code, _out, err = kcompact("repair", "--undo", str(tmp_path / "bk"), "--clean", "--config", "a=b")
+    assert code == 2 and err.splitlines()[-1].endswith("; found --clean, --config")
+
+
+def test_repair_help_shows_both_forms_and_what_undo_takes() -> None:
+    code, out, _err = kcompact("repair", "--help")
+
+    assert code == 0
+    assert out.splitlines()[:2] == UNDO_USAGE
+    flat = " ".join(out.split())
+    assert ("--undo BACKUP_DIR Put back, byte for byte, the partition a repair changed, from the backup "
+            "it printed (the manifest names the partition): alone, or with --dry-run or --json") in flat

@@ -11,9 +11,11 @@ timestamps (what Kafka's cleaner writes for kept legacy data), after which both 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from click.testing import CliRunner
+from kafka.record.memory_records import MemoryRecords
 
 from kcompact.cli.main import cli
 from kcompact.records.batch import iter_batches
@@ -138,25 +140,41 @@ def test_undo_of_the_conversion_restores_the_legacy_segment(tmp_path: Path) -> N
     assert partition_digest(part) == original
 
 
-def test_a_legacy_segment_that_ends_no_round_is_informational_and_left_alone(tmp_path: Path) -> None:
-    log_dir = tmp_path / "logdir"
+def upgraded_kafka_010_partition(log_dir: Path) -> Path:
+    """:func:`kafka_010_partition` after a broker upgrade: two later segments of magic 2 batches."""
     part = kafka_010_partition(log_dir)
-    for base in (10, 11):  # a broker upgraded since: the active segment moved on, in magic 2 batches
+    for base in (10, 11):
         (part / segment_file_name(base, "log")).unlink(missing_ok=True)
         for kind in ("index", "timeindex"):
             (part / segment_file_name(base, kind)).unlink(missing_ok=True)
     write_segment(part, 10, [encode_batch([Record(10, T0 + 10, b"k1", b"x")], base_offset=10)])
     write_segment(part, 11, [encode_batch([Record(11, T0 + 11, b"k2", b"y")], base_offset=11)])
-    before = partition_digest(part)
+    return part
+
+
+def test_a_legacy_segment_that_ends_no_round_now_is_converted_for_the_rounds_that_end_there(
+        tmp_path: Path) -> None:
+    part = upgraded_kafka_010_partition(tmp_path / "logdir")
+    # min.compaction.lag.ms holds segment 10 back (its batch is the only one newer than now - lag), so
+    # the round's first uncleanable offset is 10 and the legacy entry ending at 9 is its last batch
+    lagged = ("--config", f"min.compaction.lag.ms={10**9 - 9}", "--now-ms", str(T0 + 10**9))
+    code, _out, err = run("clean", str(part), *COMPACT, *lagged)
+    assert code == 2 and "offset 9" in err and "`kcompact repair` rewrites" in err
 
     code, out, err = run("repair", "--dry-run", "--json", str(part))
-
-    assert code == 0, err
+    assert code == 2, err
     (finding,) = json.loads(out)["findings"]
-    assert (finding["kind"], finding["impact"], finding["action"]) == (
-        "legacy-empty-batch", "informational", None)
-    assert run("clean", str(part), *COMPACT)[0] == 0  # the round ends at the active segment
-    assert partition_digest(part) != before
+    assert (finding["kind"], finding["impact"], finding["blocks_cleaning"]) == (
+        "legacy-empty-batch", "cleaner", False)
+    assert "min.compaction.lag.ms" in finding["cleaner_effect"] and finding["action"]
+
+    code, _out, err = run("repair", str(part), "--backup-dir", str(tmp_path / "backup"))
+    assert code == 0, err
+    assert set(magics(part / segment_file_name(0, "log"))) == {2}
+    code, _out, err = run("clean", str(part), *COMPACT, *lagged)  # the same clean
+    assert code == 0, err
+    assert [r for r in records_of(part) if r[0] < 10 and r[2] is None] == []
+    assert broker_would_change(part) == []
 
 
 def test_a_damaged_index_does_not_hide_the_legacy_entry(tmp_path: Path) -> None:
@@ -168,3 +186,60 @@ def test_a_damaged_index_does_not_hide_the_legacy_entry(tmp_path: Path) -> None:
     assert code == 2
     kinds = {f["kind"] for f in json.loads(out)["findings"]}
     assert kinds == {"legacy-empty-batch", "index-corrupt"}
+
+
+def kafka_010_keyless_topic(log_dir: Path) -> Path:
+    """A topic a Kafka 0.10 producer wrote without keys (one magic 1 message per entry), made compacted
+    after the fact; one segment, the active one, copied without its indexes as log dirs often are."""
+    part = log_dir / "topic1-0"
+    write_segment(part, 0, [encode_legacy_message(offset=i, magic=1, key=None, value=b"v%d" % i,
+                                                  timestamp=T0 + i) for i in range(5)], with_indexes=False)
+    write_offset_checkpoint(log_dir / "replication-offset-checkpoint", {("topic1", 0): 5})
+    return part
+
+
+def test_clean_and_repair_do_not_send_each_other_round_on_keyless_legacy_data(tmp_path: Path) -> None:
+    part = kafka_010_keyless_topic(tmp_path / "logdir")
+    clean = ("clean", str(part), "--roll", *COMPACT, "--allow-keyless-loss")
+    code, _out, err = run(*clean)
+    assert code == 2 and "offset 4" in err and "`kcompact repair` rewrites" in err
+
+    code, out, err = run("repair", str(part), *COMPACT, "--json", "--backup-dir", str(tmp_path / "backup"))
+
+    assert code == 0, err
+    report = json.loads(out)
+    legacy = [f for f in report["findings"] if f["kind"] == "legacy-empty-batch"]
+    assert [(f["offset"], f["impact"]) for f in legacy] == [(4, "cleaner")] and legacy[0]["action"]
+    assert "kcompact clean --roll" in legacy[0]["cleaner_effect"]
+    assert set(magics(part / segment_file_name(0, "log"))) == {2}
+    code, out, err = run(*clean)  # exactly the clean that sent the user to repair
+    assert code == 0, err
+    assert records_of(part) == []  # every record was keyless: all went, as the flag acknowledged
+    (kept,) = list(MemoryRecords((part / segment_file_name(0, "log")).read_bytes()))  # kafka-python reads it
+    assert (kept.base_offset, kept.last_offset_delta, list(kept)) == (4, 0, [])  # the log end kept
+    assert broker_would_change(part) == []
+    code, out, err = run("repair", "--dry-run", "--json", str(part))
+    assert code == 0, err
+    assert json.loads(out)["findings"] == []
+
+
+def test_kafkas_own_reader_takes_the_round_trips_result(tmp_path: Path) -> None:
+    """Kafka 4.1's DumpLogSegments (its FileRecords and index readers) reads every file of the result."""
+    from tests.kafka.jars import kafka_classpath
+
+    classpath = kafka_classpath()
+    part = kafka_010_keyless_topic(tmp_path / "logdir")
+    assert run("repair", str(part), *COMPACT, "--backup-dir", str(tmp_path / "backup"))[0] == 0
+    assert run("clean", str(part), "--roll", *COMPACT, "--allow-keyless-loss")[0] == 0
+    files = sorted(str(p) for p in part.iterdir() if p.suffix in (".log", ".index", ".timeindex"))
+
+    done = subprocess.run(["java", "-cp", classpath, "kafka.tools.DumpLogSegments", "--deep-iteration",
+                           "--index-sanity-check", "--files", ",".join(files)],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+    assert (done.returncode, done.stderr) == (0, ""), done.stdout
+    batches = [line for line in done.stdout.splitlines() if line.startswith("baseOffset:")]
+    assert len(batches) == 1 and "magic: 2" in batches[0] and "isvalid: true" in batches[0]
+    assert "Exception" not in done.stdout and "Corrupt" not in done.stdout
+    checked = [line for line in done.stdout.splitlines() if line.endswith(("passed sanity check.", "is empty."))]
+    assert len(checked) == sum(1 for f in files if not f.endswith(".log"))

@@ -92,25 +92,3 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield start_spark(services)
     finally:
         services.stop()
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """An S3-protocol server on 127.0.0.1: ``$KCOMPACT_TEST_S3_ENDPOINT`` (CI starts one, ``.ci/run``),
-    else moto's standalone server started here and stopped at the end."""
-    from tests.services import S3_ENDPOINT_ENV, Services, start_s3
-
-    given = os.environ.get(S3_ENDPOINT_ENV)
-    if given:
-        yield given
-        return
-    for module in ("moto.server", "s3fs"):
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            pytest.skip(f"{module} is not installed (pip install '.[test]')")
-    services = Services(tmp_path_factory.mktemp("s3-server"))
-    try:
-        yield start_s3(services)
-    finally:
-        services.stop()

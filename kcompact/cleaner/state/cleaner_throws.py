@@ -14,17 +14,23 @@ converts them.
 
 Kafka's ``Cleaner.cleanInto`` keeps the last batch of a cleaning round even when none of its records
 survive (``BatchRetention.RETAIN_EMPTY`` for the batch whose next offset is the round's upper bound, so
-the log end offset is preserved), and ``MemoryRecords.filterTo`` can write such an empty batch only as
+the log end offset is preserved; ``Cleaner.doClean`` passes the round's first uncleanable offset as that
+bound, not the end of its offset map), and ``MemoryRecords.filterTo`` can write such an empty batch only as
 magic 2: for a legacy entry it throws ``IllegalStateException("Empty batches are only supported for magic
 v2 and above")``. The cleaner thread then marks the partition uncleanable, every round again.
 
-A round ends at a segment boundary (the active segment's base offset, or where the offset map is full), so
-the entry at risk is the *last* entry of a segment below the active one, and it loses every record when none
-of them is a keyed value: keyless records are always removed from a compacted topic, and tombstones once
+That bound is a segment boundary (``LogCleanerManager.cleanableOffsets``: the active segment's base offset,
+or the base of the first segment ``min.compaction.lag.ms`` holds back — any closed segment's end as time
+passes; a first unstable offset may fall there too), so the entry at risk is the *last* entry of a segment
+below the active one, and it loses every record when none of them is a keyed value: keyless records are always removed from a compacted topic, and tombstones once
 past the legacy delete horizon (a round's own map holds nothing after the entry to supersede a keyed
-value). :func:`find_legacy_hazards` lists those entries; the way out that keeps every record is to rewrite
-the segment's legacy entries as magic 2 batches with the same records, offsets and timestamps — what
-Kafka's cleaner writes for kept legacy data (``records.filter.filter_legacy_entry``).
+value). The active segment's last entry is at risk too: the cleaner never reads the active segment, but a
+broker rolls it before its next append (``UnifiedLog.maybeRoll``), which leaves that entry the last of the
+next round — and ``kcompact clean --roll`` rolls it the same way. A legacy partition a broker no longer
+appends to is cleanable only after such a roll, so that entry is what stops its first clean.
+:func:`find_legacy_hazards` lists those entries; the way out that keeps every record is to rewrite the
+segment's legacy entries as magic 2 batches with the same records, offsets and timestamps — what Kafka's
+cleaner writes for kept legacy data (``records.filter.filter_legacy_entry``).
 """
 
 from __future__ import annotations
@@ -59,8 +65,9 @@ class LegacyHazard:
     magic: int
     records: int
     keyless: int  # how many of its records have no key (the others are tombstones)
-    next_to_active: bool  # the segment right below the active one: the end of an unbounded round
+    next_to_active: bool  # the segment right below the active one: the end of a round without compaction lag
     next_base_offset: int  # the base offset of the segment after it (where a round ending here ends)
+    active: bool = False  # the active segment: the end of the first round after it rolls
 
     def reason(self, when: str | None = None) -> str:
         """Why the broker's cleaner fails here, in one sentence (``when``: which round ends here)."""
@@ -68,7 +75,9 @@ class LegacyHazard:
                 else f"{plural(self.keyless, 'keyless record')}, the others tombstones")
         if when is None:
             when = ("every round that reaches the active segment ends with it" if self.next_to_active
-                    else "a round whose offset map fills here ends with it")
+                    else "the first round after the active segment rolls (a broker's next roll, or "
+                    "`kcompact clean --roll`) ends with it" if self.active
+                    else "a round ends with it while min.compaction.lag.ms holds the next segment back")
         return (f"the legacy entry at position {self.position} of {self.log_path.name} (magic "
                 f"{self.magic}, offset {self.offset}, {what}) loses every record in a clean, and {when}: Kafka's cleaner must keep "
                 f"it as an empty batch, which needs magic 2 ({KAFKA_EXCEPTION}), so the broker marks "
@@ -87,13 +96,14 @@ def find_legacy_hazards(partition: Partition, *, below: int | None = None) -> li
         below: only segments that end at or below this offset (a round's first uncleanable offset).
 
     Returns:
-        One hazard per closed segment whose last entry is at risk, in offset order.
+        One hazard per segment whose last entry is at risk, in offset order (the active segment's
+        included when ``below`` is None).
     """
     segments = partition.segments
     hazards: list[LegacyHazard] = []
-    for i, seg in enumerate(segments[:-1]):
-        next_base = segments[i + 1].base_offset
-        if below is not None and next_base > below:
+    for i, seg in enumerate(segments):
+        active = i == len(segments) - 1
+        if below is not None and (active or segments[i + 1].base_offset > below):
             break
         last = _last_entry(seg)
         if not isinstance(last, LegacyEntry):
@@ -105,8 +115,9 @@ def find_legacy_hazards(partition: Partition, *, below: int | None = None) -> li
         if not records or any(r.key is not None and r.value is not None for r in records):
             continue
         keyless = sum(1 for r in records if r.key is None)
+        next_base = last.last_offset + 1 if active else segments[i + 1].base_offset
         hazards.append(LegacyHazard(seg.log_path, last.position, last.last_offset, last.magic,
-                                    len(records), keyless, i == len(segments) - 2, next_base))
+                                    len(records), keyless, i == len(segments) - 2, next_base, active))
     return hazards
 
 
