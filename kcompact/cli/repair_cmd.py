@@ -200,8 +200,10 @@ def _render(result: Any) -> None:
     verdict = ("the broker's cleaner would mark it uncleanable" if result.uncleanable
                else "nothing in it stops the broker's cleaner")
     notes = sum(1 for f in result.findings if f.informational)
+    settled = sum(1 for f in result.findings if f.settled_unrepaired)
     also = f" and {render.plural(notes, 'informational finding')}" if notes else ""
-    problems = render.plural(len(result.findings) - notes, "problem")
+    also += f" and {render.plural(settled, 'finding')} Kafka settles itself" if settled else ""
+    problems = render.plural(sum(1 for f in result.findings if f.problem), "problem")
     render.plain(f"{name}: {problems}{also} found; {verdict}")
     for finding in result.findings:
         _finding_lines(finding)

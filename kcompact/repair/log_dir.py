@@ -95,7 +95,7 @@ class LogDirRepair:
         return sorted(rows, key=lambda row: row["partition"])
 
     def _row(self, result: RepairResult) -> dict[str, Any]:
-        problems = [f for f in result.findings if not f.informational]
+        problems = [f for f in result.findings if f.problem]
         records = [g.records for g in result.given_up]
         return {
             "partition": Path(result.partition_dir).name,
