@@ -195,7 +195,12 @@ def _undo(undo_dir: str, *, dry_run: bool, as_json: bool) -> None:
         render.plain(f"  {note}")
 
 
-def _render(result: Any) -> None:
+REPORTED_ONLY = "reported only, nothing written (kcompact never rewrites KRaft's metadata log); not done:"
+"""Where a real ``repair LOG_DIR`` shows what it left alone in ``__cluster_metadata``."""
+
+
+def _render(result: Any, *, reported_only: bool = False) -> None:
+    """One partition's report; ``reported_only``: a real run's ``__cluster_metadata``, verified only."""
     name = result.partition_dir
     verdict = ("the broker's cleaner would mark it uncleanable" if result.uncleanable
                else "nothing in it stops the broker's cleaner")
@@ -206,9 +211,10 @@ def _render(result: Any) -> None:
     problems = render.plural(sum(1 for f in result.findings if f.problem), "problem")
     render.plain(f"{name}: {problems}{also} found; {verdict}")
     for finding in result.findings:
-        _finding_lines(finding)
+        _finding_lines(finding, reported_only=reported_only)
     if result.dry_run:
-        render.plain("plan (dry run, nothing written):" if result.plan else "nothing to repair")
+        heading = REPORTED_ONLY if reported_only else "plan (dry run, nothing written):"
+        render.plain(heading if result.plan else "nothing to repair")
         for step in result.plan:
             render.plain(f"  - {step}")
         if result.plan:
@@ -249,12 +255,13 @@ def _given_up_lines(given_up: Any, verb: str) -> None:
         render.plain(f"  - {entry.text()}")
 
 
-def _finding_lines(finding: Any) -> None:
+def _finding_lines(finding: Any, *, reported_only: bool = False) -> None:
     render.plain(f"  [{finding.kind}] {finding.located()}")
-    render.plain(f"      impact: {finding.impact_text()}")
+    render.plain(f"      impact: {finding.impact_text(repaired=not reported_only)}")
     if finding.cleaner_effect:
         mark = "uncleanable" if finding.blocks_cleaning else "cleaner"
         render.plain(f"      {mark}: {finding.cleaner_effect}")
     if finding.broker_effect:
         render.plain(f"      broker: {finding.broker_effect}")
-    render.plain(f"      repair: {finding.action or 'none (reported only)'}")
+    action = None if reported_only else finding.action
+    render.plain(f"      repair: {action or 'none (reported only)'}")

@@ -115,9 +115,10 @@ class Finding:
         """Whether it counts as a problem: neither informational nor left for Kafka to settle."""
         return not (self.informational or self.settled_unrepaired)
 
-    def impact_text(self) -> str:
-        """The impact in words (``repair`` prints it per finding)."""
-        if self.settled_unrepaired:
+    def impact_text(self, *, repaired: bool = True) -> str:
+        """The impact in words (``repair`` prints it per finding); ``repaired`` False: of a partition
+        repair only reports on."""
+        if self.settled_unrepaired or (self.impact == IMPACT_SETTLED and not repaired):
             return SETTLED_UNREPAIRED
         return IMPACT_TEXT.get(self.impact, self.impact)
 

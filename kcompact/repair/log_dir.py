@@ -12,7 +12,7 @@ partition, once per partition, in forked worker processes as ``clean`` does for 
 * each partition that needs a repair gets its own backup (``--backup-dir DIR``: ``DIR/<partition>``;
   default: next to the log dir, as for one partition), so each is undone on its own;
 * KRaft's ``__cluster_metadata`` is verified and reported, never rewritten (as for one partition), and
-  partitions being deleted or moved (``-delete``, ``-future``, ``-stray``) are left alone with a note;
+  decides no exit code (:attr:`LogDirRepair.ok`); partitions being deleted or moved (``-delete``, ``-future``, ``-stray``) are left alone with a note;
 * one partition's failure is reported and does not stop the others.
 """
 
@@ -72,9 +72,11 @@ class LogDirRepair:
 
     @property
     def ok(self) -> bool:
-        """Every partition sound or repaired (a dry run: sound), none failed."""
+        """Every partition sound or repaired (a dry run: sound), none failed; a partition reported only
+        (``__cluster_metadata``, never rewritten) decides nothing: its report is all there is to it."""
         return not self.failures and all(self.status(r) in (STATUS_SOUND, STATUS_REPAIRED)
-                                         for r in self.results)
+                                         for r in self.results
+                                         if r.partition_dir not in self.reported_only)
 
     def status(self, result: RepairResult) -> str:
         """One partition's status in the summary (one of the ``STATUS_*`` constants)."""
