@@ -231,6 +231,8 @@ def _render(result: Any, *, reported_only: bool = False) -> None:
     if result.clean is not None:
         for run in result.clean.results:
             render.plain(f"clean: {run.skipped_reason or f'cleaned up to offset {run.end_offset}'}")
+    if result.nothing_changed:
+        render.plain("nothing changed: nothing needed a repair and the clean changed nothing (no backup kept)")
     if result.clean_error is not None:
         render.error_line(f"clean failed: {result.clean_error}")
     left = [f for f in result.remaining if f.blocks_cleaning or f.action]
