@@ -36,11 +36,7 @@ def render_dirty_ratio(rows: Sequence[DirtyRatioRow], *, as_json: bool) -> None:
     """Print the rows: a JSON list, or a rich table plus one advice line per blocking rule."""
     from rich.table import Table
 
-    from kcompact.cleaner.logdir.run_summary import (
-        empty_partitions_line,
-        is_summarised,
-        repeated_warning_notes,
-    )
+    from kcompact.cleaner.logdir.run_summary import empty_partitions_line, warning_lines
     from kcompact.inspect.dirty_ratio import ADVICE
 
     if as_json:
@@ -80,12 +76,8 @@ def render_dirty_ratio(rows: Sequence[DirtyRatioRow], *, as_json: bool) -> None:
         console.print(f"[bold]{rule}[/bold]: {ADVICE.get(rule, '')}")
     if empty:
         render.plain(empty_partitions_line(len(empty)))
-    warnings = [r.warnings for r in rows]
-    notes = repeated_warning_notes(warnings)
-    for warning in sorted({w for ws in warnings for w in ws if not (notes and is_summarised(w))}):
-        render.warning_line(warning)
-    for note in notes:
-        render.warning_line(note)
+    for line in warning_lines([(f"{r.topic}-{r.partition}", r.warnings) for r in rows]):
+        render.warning_line(line)
 
 
 def _plain_empty(row: DirtyRatioRow) -> bool:

@@ -8,7 +8,7 @@ how many partitions it concerns, in one line, and counts the empty partitions in
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from kcompact.cleaner.rules.ranges import CleanableRange
 from kcompact.cleaner.state.log_state import NO_HIGH_WATERMARK_WARNING
@@ -20,11 +20,17 @@ def is_summarised(warning: str) -> bool:
     return warning.startswith(NO_HIGH_WATERMARK_WARNING)
 
 
-def repeated_warning_notes(warnings_per_partition: Iterable[Sequence[str]]) -> list[str]:
+CLEANING_EFFECT = "a broker would clean nothing in them until they are replicated"
+"""What a missing high watermark means to a report about cleaning."""
+
+
+def repeated_warning_notes(warnings_per_partition: Iterable[Sequence[str]],
+                           effect: str = CLEANING_EFFECT) -> list[str]:
     """One note per warning that repeats on several partitions, saying how many.
 
     Args:
         warnings_per_partition: each partition's warnings.
+        effect: what it means to the report's command (``CLEANING_EFFECT``: cleaning).
 
     Returns:
         The notes (none when no such warning concerns two partitions or more).
@@ -33,7 +39,34 @@ def repeated_warning_notes(warnings_per_partition: Iterable[Sequence[str]]) -> l
     if count < 2:
         return []
     return [(f"no replication-offset-checkpoint entry for {count} partitions: high watermark taken as "
-             "the log end (a broker would clean nothing in them until they are replicated)")]
+             f"the log end ({effect})")]
+
+
+def warning_lines(named_warnings: Sequence[tuple[str, Sequence[str]]], effect: str = CLEANING_EFFECT,
+                  own_effect: Callable[[str], str] | None = None) -> list[str]:
+    """What a report for people prints of its partitions' warnings: each naming its partition, once; the
+    missing high watermark of several partitions in one line with their count (:func:`repeated_warning_notes`).
+
+    Args:
+        named_warnings: ``(partition name, its warnings)`` per partition.
+        effect: what a missing high watermark means to the command, for the counted line.
+        own_effect: rewrites one partition's own missing-high-watermark warning for the command (None: as it is).
+
+    Returns:
+        The lines, in partition order, the counted line last.
+    """
+    notes = repeated_warning_notes([warnings for _name, warnings in named_warnings], effect)
+    lines: list[str] = []
+    for name, warnings in named_warnings:
+        for warning in warnings:
+            if is_summarised(warning):
+                if notes:
+                    continue
+                warning = own_effect(warning) if own_effect is not None else warning
+            line = warning if warning.startswith(f"{name}: ") else f"{name}: {warning}"
+            if line not in lines:
+                lines.append(line)
+    return lines + notes
 
 
 def holds_no_records(rng: CleanableRange | None) -> bool:

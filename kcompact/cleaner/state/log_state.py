@@ -47,6 +47,8 @@ from kcompact.segment.txn_index import AbortedTxn, read_txn_index
 
 NO_HIGH_WATERMARK_WARNING = "no high watermark in replication-offset-checkpoint"
 """How the warning of a partition without a high-watermark entry starts (a run over a log dir counts them)."""
+NO_HIGH_WATERMARK_CLEANING = " (a broker would start from the log start and clean nothing until replicated)"
+"""How that warning ends: what it means for cleaning (a report that is not about cleaning leaves it out)."""
 
 _MARKER_TYPES = (ControlRecordType.ABORT, ControlRecordType.COMMIT)
 HW_FROM_CHECKPOINT = "replication-offset-checkpoint"
@@ -176,10 +178,9 @@ def load_log_state(partition: Partition, config: TopicConfig, reads: LogReads | 
     log_start = partition.log_start_offset()
     if hw_entry is None:
         hw, hw_source = log_end, HW_FROM_LOG_END
-        warnings.append(
-            f"{NO_HIGH_WATERMARK_WARNING}: using the log end offset "
-            f"{log_end} (a broker would start from the log start and clean nothing until replicated)"
-        )
+        if not partition.is_metadata_log:  # KRaft never keeps its metadata log's high watermark there
+            warnings.append(f"{NO_HIGH_WATERMARK_WARNING}: using the log end offset {log_end}"
+                            f"{NO_HIGH_WATERMARK_CLEANING}")
     else:
         hw, hw_source = min(hw_entry, log_end), HW_FROM_CHECKPOINT
     return LogState(
