@@ -38,7 +38,11 @@ if TYPE_CHECKING:
 def render_clean(run: CleanRun, *, as_json: bool) -> None:
     """Print the run's report."""
     from kcompact.cleaner.logdir.report_row import partition_row
-    from kcompact.cleaner.logdir.run_summary import empty_partitions_line, repeated_warning_notes
+    from kcompact.cleaner.logdir.run_summary import (
+        active_only_line,
+        empty_partitions_line,
+        repeated_warning_notes,
+    )
 
     if as_json:  # the rows every clean report shares (``kcompact spark clean`` adds to them)
         render.emit_json({
@@ -53,9 +57,14 @@ def render_clean(run: CleanRun, *, as_json: bool) -> None:
         render.warning_line(note)
     folded = bool(repeated_warning_notes([r.warnings for r in run.results]))  # counted in a note
     empty = [r for r in run.results if len(run.results) > 1 and _plain_empty(r)]
+    active_only = [r for r in run.results if _plain_active_only(r)]
+    if len(active_only) < 2:
+        active_only = []
     for result in run.results:
-        if result not in empty:
+        if result not in empty and result not in active_only:
             _render_one(result, shown, folded)
+    if active_only:
+        render.plain(active_only_line([f"{r.topic}-{r.partition}" for r in active_only]))
     if empty:
         render.plain(empty_partitions_line(len(empty)))
     for skip in run.skipped:
@@ -72,6 +81,18 @@ def _plain_empty(result: CleanResult) -> bool:
 
     return (result.skipped_reason is not None and holds_no_records(result.range)
             and not result.recovery_actions and not (result.retention and result.retention.deleted_segments)
+            and all(is_summarised(w) for w in result.warnings))
+
+
+def _plain_active_only(result: CleanResult) -> bool:
+    """A partition whose records are all in its active segment, with nothing else to say."""
+    from kcompact.cleaner.logdir.run_summary import holds_no_records, is_summarised
+    from kcompact.cleaner.rules.ranges import RULE_ACTIVE_SEGMENT
+
+    rng = result.range
+    return (result.skipped_reason is not None and rng is not None and rng.blocking_rule == RULE_ACTIVE_SEGMENT
+            and not holds_no_records(rng) and not result.recovery_actions and not result.rolled
+            and not (result.retention and result.retention.deleted_segments)
             and all(is_summarised(w) for w in result.warnings))
 
 

@@ -271,3 +271,42 @@ def test_the_kraft_metadata_log_has_no_high_watermark_warning(command: list[str]
 
     result = run(*command, real_fixture("kraft37-cleaned-logdir"), "--now-ms", NOW)
     assert "high watermark" not in result.stderr
+
+
+def active_only_log_dir(where: Path) -> Path:
+    """Four partitions whose records are all in their active segment, and EMPTY empty ones."""
+    log_dir = where / "logdir"
+    for number in range(4):
+        PartitionBuilder("orders", number).batch([(b"k", b"v")]).write(log_dir, high_watermark="log-end")
+    for number in range(EMPTY):
+        PartitionBuilder("idle", number).write(log_dir, high_watermark=0)
+    return log_dir
+
+
+ACTIVE_ONLY = ("4 partitions (orders-0, orders-1, orders-2 and 1 more): data only in the active segment, which "
+               "is never cleaned; --roll cleans it (--json: each one's detail)")
+
+
+def test_clean_says_once_that_the_data_is_only_in_active_segments(tmp_path: Path) -> None:
+    log_dir = active_only_log_dir(tmp_path)
+    result = run("clean", log_dir, "--dry-run", "--now-ms", NOW, *COMPACT)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        ACTIVE_ONLY, f"{EMPTY} empty partitions (no records): nothing to clean",
+        "0 partitions cleaned, 7 had nothing to clean, 0 skipped, 0 failed; 0 bytes read, 0 bytes written"]
+
+
+def test_dirty_ratio_counts_empty_partitions_instead_of_listing_them_and_says_active_only_once(
+    tmp_path: Path
+) -> None:
+    log_dir = active_only_log_dir(tmp_path)
+    result = run("inspect", "dirty-ratio", log_dir, "--now-ms", NOW, *COMPACT)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert not [line for line in lines if "idle-" in line]  # counted, not a row each
+    assert [line for line in lines if line.startswith("│")] == [
+        line for line in lines if line.startswith("│") and "orders-" in line]
+    assert len([line for line in lines if line.startswith("│")]) == 4
+    assert not [line for line in lines if line.startswith("orders-")]  # no paragraph each
+    assert lines[-3:] == [ACTIVE_ONLY, lines[-2], f"{EMPTY} empty partitions (no records): nothing to clean"]
+    assert lines[-2].startswith("active-segment: ")

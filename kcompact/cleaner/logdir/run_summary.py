@@ -56,17 +56,32 @@ def warning_lines(named_warnings: Sequence[tuple[str, Sequence[str]]], effect: s
         The lines, in partition order, the counted line last.
     """
     notes = repeated_warning_notes([warnings for _name, warnings in named_warnings], effect)
-    lines: list[str] = []
+    concerns: dict[str, list[str]] = {}  # warning -> the partitions it concerns, in order
     for name, warnings in named_warnings:
         for warning in warnings:
             if is_summarised(warning):
                 if notes:
                     continue
                 warning = own_effect(warning) if own_effect is not None else warning
-            line = warning if warning.startswith(f"{name}: ") else f"{name}: {warning}"
-            if line not in lines:
-                lines.append(line)
-    return lines + notes
+            if warning.startswith(f"{name}: "):  # it names its partition already
+                concerns.setdefault(warning, [])
+            elif name not in concerns.setdefault(warning, []):
+                concerns[warning].append(name)
+    return [f"{partitions_text(names)}: {warning}" if names else warning
+            for warning, names in concerns.items()] + notes
+
+
+NAMED_PARTITIONS = 3
+"""How many partitions a line that stands for several names before it counts the rest."""
+
+
+def partitions_text(names: Sequence[str]) -> str:
+    """``orders-0``, ``orders-0, orders-1``, or ``5 partitions (orders-0, orders-1, orders-2 and 2 more)``
+    (never an ellipsis, which would read as a name cut short)."""
+    if len(names) <= NAMED_PARTITIONS:
+        return ", ".join(names)
+    rest = len(names) - NAMED_PARTITIONS
+    return f"{len(names)} partitions ({', '.join(names[:NAMED_PARTITIONS])} and {rest} more)"
 
 
 def holds_no_records(rng: CleanableRange | None) -> bool:
@@ -77,3 +92,9 @@ def holds_no_records(rng: CleanableRange | None) -> bool:
 def empty_partitions_line(count: int) -> str:
     """The one line that stands for ``count`` empty partitions in a report for people."""
     return f"{count} empty partition{'' if count == 1 else 's'} (no records): nothing to clean"
+
+
+def active_only_line(names: Sequence[str]) -> str:
+    """The one line that stands for several partitions whose data is all in the active segment."""
+    return (f"{partitions_text(names)}: data only in the active segment, which is never cleaned; --roll "
+            "cleans it (--json: each one's detail)")
