@@ -116,7 +116,6 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
         return
     s, rng = result.stats, result.range
     assert rng is not None  # set whenever a clean ran
-    rate = s.bytes_read / render.MIB / s.elapsed_s if s.elapsed_s else 0.0
     console.print(
         f"{name}: {verb} dirty section [{rng.first_dirty_offset}, {result.end_offset})"
         f" (dirty ratio {rng.dirty_ratio:.3f})"
@@ -125,7 +124,7 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
 
     table = Table(show_header=False, box=None, padding=(0, 2))
     table.add_row("read", f"{render.size_text(s.bytes_read)}, {render.plural(s.records_read, 'record')} in "
-                          f"{s.elapsed_s:.2f} s ({rate:.1f} MiB/s)")
+                          f"{s.elapsed_s:.2f} s ({render.rate_text(s.bytes_read, s.elapsed_s)})")
     table.add_row("written", f"{render.size_text(s.bytes_written)}, {render.plural(s.records_written, 'record')}")
     table.add_row("size reduction", render.percent_text(s.size_reduction))
     table.add_row("removed", (
@@ -152,7 +151,7 @@ def _render_retention(name: str, result: CleanResult) -> None:
     verb = "would delete" if result.dry_run else "deleted"
     reasons = ", ".join(sorted(set(plan.reasons.values())))
     render.plain(
-        f"{name}: retention {verb} {render.plural(len(plan.deleted_segments), 'segment')} ({plan.bytes_deleted} bytes, "
+        f"{name}: retention {verb} {render.plural(len(plan.deleted_segments), 'segment')} ({render.size_text(plan.bytes_deleted)}, "
         f"{reasons}); log start {plan.log_start_before} -> {plan.log_start_after}"
         + (" after rolling a new active segment" if plan.rolled else "")
     )
@@ -165,7 +164,7 @@ def _render_summary(run: CleanRun) -> None:
     render.plain(
         f"{render.plural(cleaned, 'partition')} cleaned, {len(run.results) - cleaned} had nothing to clean, "
         f"{len(run.skipped)} skipped, {len(run.failures)} failed; "
-        f"{total_read} bytes read, {total_written} bytes written"
+        f"{render.size_text(total_read)} read, {render.size_text(total_written)} written"
     )
 
 

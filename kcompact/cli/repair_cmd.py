@@ -224,7 +224,7 @@ def _render(result: Any, *, reported_only: bool = False) -> None:
         render.plain(f"done: {action}")
     if result.quarantined:
         total = sum(q.size_in_bytes for q in result.quarantined)
-        render.plain(f"quarantined: {render.plural(len(result.quarantined), 'region')}, {total} bytes")
+        render.plain(f"quarantined: {render.plural(len(result.quarantined), 'region')}, {render.size_text(total)}")
     if result.backup_dir is not None:
         _given_up_lines(result.given_up, "given up")
         render.plain(f"backup: {result.backup_dir} (undo: kcompact repair --undo {result.backup_dir})")
@@ -252,7 +252,7 @@ def _given_up_lines(given_up: Any, verb: str) -> None:
         render.plain(f"{verb}: nothing (every batch that passes its CRC stays in the log)")
         return
     total = sum(g.size_in_bytes for g in given_up)
-    render.plain(f"{verb} ({render.plural(len(given_up), 'region')}, {total} bytes, moved to the quarantine):")
+    render.plain(f"{verb} ({render.plural(len(given_up), 'region')}, {render.size_text(total)}, moved to the quarantine):")
     for entry in given_up:
         render.plain(f"  - {entry.text()}")
 

@@ -70,7 +70,7 @@ def _print_report(report: Any) -> None:
         hw = "-" if r.high_watermark is None else str(r.high_watermark)
         epochs = ", ".join(f"{e}@{s}" for e, s in r.leader_epochs[-4:]) or "-"
         render.plain(f"  [{i}] {r.path}")
-        render.plain(f"      log {r.log_start_offset}..{r.log_end_offset}, high watermark {hw}, "
+        render.plain(f"      log start offset {r.log_start_offset}, log end offset {r.log_end_offset}, high watermark {hw}, "
                      f"last stable {r.last_stable_offset}, epochs {epochs}")
     for i, r in enumerate(report.replicas):
         for warning in r.warnings:

@@ -378,7 +378,8 @@ def _clean_summary(rows: list[dict[str, Any]]) -> str:
     read = sum(row["bytes_read"] or 0 for row in rows)
     written = sum(row["bytes_written"] or 0 for row in rows)
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no partitions"
-    return f"{render.plural(len(rows), 'partition')}: {parts}; {read} bytes read, {written} bytes written"
+    return (f"{render.plural(len(rows), 'partition')}: {parts}; {render.size_text(read)} read, "
+            f"{render.size_text(written)} written")
 
 
 def render_export(summary: ExportSummary, startup_s: float, *, as_json: bool) -> None:

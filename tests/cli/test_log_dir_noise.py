@@ -293,7 +293,7 @@ def test_clean_says_once_that_the_data_is_only_in_active_segments(tmp_path: Path
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
         ACTIVE_ONLY, f"{EMPTY} empty partitions (no records): nothing to clean",
-        "0 partitions cleaned, 7 had nothing to clean, 0 skipped, 0 failed; 0 bytes read, 0 bytes written"]
+        "0 partitions cleaned, 7 had nothing to clean, 0 skipped, 0 failed; 0 B read, 0 B written"]
 
 
 def test_dirty_ratio_counts_empty_partitions_instead_of_listing_them_and_says_active_only_once(
