@@ -146,8 +146,8 @@ def test_log_dirs_take_the_shared_topic_filters(tmp_path: Path) -> None:
     assert result.exit_code == 3, result.output
     assert result.stdout.splitlines() == [
         "orders-0: 2 copies DIVERGE (state: 1 key, 0 transactions)",
-        "1 partition with two or more copies; 1 diverge (one partition's full report: --topic and "
-        "--partition naming it)"]  # orders-1 has a single copy: nothing to compare it with
+        ("1 partition with two or more copies; 1 diverge (one partition's full report: --topic and "
+        "--partition naming it)")]  # orders-1 has a single copy: nothing to compare it with
 
 
 def test_log_dirs_without_a_filter_compare_every_partition_they_share(tmp_path: Path) -> None:
