@@ -154,7 +154,8 @@ def _side_text(side: dict[str, Any]) -> str:
 @click.option("--master", default=None, metavar="URL",
               help="Spark master (local[4], spark://host:7077, yarn…). Default: what spark-submit set, "
                    "else local[*].")
-@click.option("--verbose", is_flag=True, help="Show Spark's own logs (INFO); default: errors only.")
+@click.option("--verbose", is_flag=True,
+                        help="Show Spark's own logs (INFO) and its Python workers' stderr; default: errors only.")
 @click.option("--max-keys", type=click.IntRange(min=0), default=100, show_default=True, metavar="N",
               help="How many divergent keys each partition's report lists (all are counted).")
 @partition_filter_options("log_dirs")
