@@ -126,3 +126,17 @@ def test_zero_slots_are_not_decoded_one_by_one(crashed: Path, monkeypatch: pytes
     (crashed.parent / ".kafka_cleanshutdown").write_text("")  # the path that reports them, too
     repair_partition(crashed, RepairOptions(dry_run=True))
     assert decoded["slots"] < 1000  # of 1310720 + 873813 slots per run
+
+
+@pytest.mark.parametrize(("retention_ms", "deleted"), [(10 * 365 * 86_400_000, []), (3_600_000, [0])])
+def test_retention_judges_a_preallocated_segment_by_its_data_not_by_the_zero_slot(
+    crashed: Path, retention_ms: int, deleted: list[int]
+) -> None:
+    # the time index's last slot (timestamp 0) is no timestamp of the data: the broker rebuilds the index
+    # as it starts, so only data older than retention.ms goes
+    result = CliRunner(env={"COLUMNS": "80"}).invoke(
+        cli, ["clean", str(crashed), "--dry-run", "--json", "--config", "cleanup.policy=delete",
+              "--config", f"retention.ms={retention_ms}"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)["results"]
+    assert row["retention_deleted_segments"] == deleted
