@@ -267,7 +267,7 @@ def refuse_earlier_backup(backup_dir: Path, part: Path, check: PartitionCheck) -
     if manifest.undo_finished_ms is not None:
         raise RefusedError(f"{backup_dir}: holds the backup of an earlier repair of {of}, undone since; "
                            "give a new --backup-dir; nothing changed")
-    killed = " that stopped during a step (killed or failed)" if manifest.step_bases is not None else ""
+    killed = " that was killed during a step" if manifest.step_bases is not None else ""
     if manifest.partition_dir != part.name:
         state = ""
     elif check.needs_repair:
@@ -373,7 +373,8 @@ def _rewrite_segment(seg: SegmentCheck, backup: Backup, result: RepairResult, in
     except BaseException as err:
         writer.abort()
         remove_cleaned(files.log_path.parent, files.base_offset)
-        if isinstance(err, KcompactError) and isinstance(err.__cause__, OSError):
+        if (isinstance(err, KcompactError) and isinstance(err.__cause__, OSError)
+                and "cannot write the cleaned segment" in str(err)):  # swap's CleanedSegmentWriter
             # the writer's words are the clean's, which changes nothing before all its output is written
             cause = err.__cause__
             where = cause.filename if cause.filename is not None else err.path
