@@ -37,6 +37,7 @@ class KcompactError(Exception):
     path: str | None = None  # the file concerned
     position: int | None = None  # byte position inside it
     offset: int | None = None  # the Kafka offset concerned
+    backup_dir: str | None = None  # a repair that failed after changing the partition: its backup
 
     def __init__(self, *args: object, path: str | os.PathLike[str] | None = None) -> None:
         super().__init__(*args)

@@ -29,12 +29,27 @@ settings.register_profile("slow", max_examples=2000, deadline=None)
 settings.load_profile("slow" if os.environ.get("KCOMPACT_SLOW") else "default")
 
 
+NO_REAL_FIXTURES = "broker-written fixtures not available at"
+"""How the skip reason of a test that needs the broker-written fixtures starts (counted at the end of a run)."""
+
+
 def real_fixture(*parts: str) -> Path:
     """Path of a broker-written fixture, or skip the test when ../shared is not there."""
     path = REAL_FIXTURES.joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"broker-written fixtures not available at {REAL_FIXTURES} (../shared absent)")
+        pytest.skip(f"{NO_REAL_FIXTURES} {REAL_FIXTURES} (../shared absent; README: Tests)")
     return path
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say once, at the end, how many tests skipped for want of the broker-written fixtures."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    missing = sum(1 for report in skipped if NO_REAL_FIXTURES in str(getattr(report, "longrepr", "")))
+    if missing:
+        terminalreporter.write_line(
+            f"kcompact: {missing} tests skipped: the broker-written fixtures are not at {REAL_FIXTURES} "
+            "(put them at ../shared/fixtures/real beside the clone, or set KCOMPACT_REAL_FIXTURES; README: Tests)",
+            yellow=True)
 
 
 def copy_tree_writable(src: Path, dst: Path) -> Path:

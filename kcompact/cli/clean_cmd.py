@@ -38,7 +38,11 @@ if TYPE_CHECKING:
 def render_clean(run: CleanRun, *, as_json: bool) -> None:
     """Print the run's report."""
     from kcompact.cleaner.logdir.report_row import partition_row
-    from kcompact.cleaner.logdir.run_summary import empty_partitions_line, repeated_warning_notes
+    from kcompact.cleaner.logdir.run_summary import (
+        active_only_line,
+        empty_partitions_line,
+        repeated_warning_notes,
+    )
 
     if as_json:  # the rows every clean report shares (``kcompact spark clean`` adds to them)
         render.emit_json({
@@ -53,9 +57,14 @@ def render_clean(run: CleanRun, *, as_json: bool) -> None:
         render.warning_line(note)
     folded = bool(repeated_warning_notes([r.warnings for r in run.results]))  # counted in a note
     empty = [r for r in run.results if len(run.results) > 1 and _plain_empty(r)]
+    active_only = [r for r in run.results if _plain_active_only(r)]
+    if len(active_only) < 2:
+        active_only = []
     for result in run.results:
-        if result not in empty:
+        if result not in empty and result not in active_only:
             _render_one(result, shown, folded)
+    if active_only:
+        render.plain(active_only_line([f"{r.topic}-{r.partition}" for r in active_only]))
     if empty:
         render.plain(empty_partitions_line(len(empty)))
     for skip in run.skipped:
@@ -72,6 +81,18 @@ def _plain_empty(result: CleanResult) -> bool:
 
     return (result.skipped_reason is not None and holds_no_records(result.range)
             and not result.recovery_actions and not (result.retention and result.retention.deleted_segments)
+            and all(is_summarised(w) for w in result.warnings))
+
+
+def _plain_active_only(result: CleanResult) -> bool:
+    """A partition whose records are all in its active segment, with nothing else to say."""
+    from kcompact.cleaner.logdir.run_summary import holds_no_records, is_summarised
+    from kcompact.cleaner.rules.ranges import RULE_ACTIVE_SEGMENT
+
+    rng = result.range
+    return (result.skipped_reason is not None and rng is not None and rng.blocking_rule == RULE_ACTIVE_SEGMENT
+            and not holds_no_records(rng) and not result.recovery_actions and not result.rolled
+            and not (result.retention and result.retention.deleted_segments)
             and all(is_summarised(w) for w in result.warnings))
 
 
@@ -95,7 +116,6 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
         return
     s, rng = result.stats, result.range
     assert rng is not None  # set whenever a clean ran
-    rate = s.bytes_read / render.MIB / s.elapsed_s if s.elapsed_s else 0.0
     console.print(
         f"{name}: {verb} dirty section [{rng.first_dirty_offset}, {result.end_offset})"
         f" (dirty ratio {rng.dirty_ratio:.3f})"
@@ -104,7 +124,7 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
 
     table = Table(show_header=False, box=None, padding=(0, 2))
     table.add_row("read", f"{render.size_text(s.bytes_read)}, {render.plural(s.records_read, 'record')} in "
-                          f"{s.elapsed_s:.2f} s ({rate:.1f} MiB/s)")
+                          f"{s.elapsed_s:.2f} s ({render.rate_text(s.bytes_read, s.elapsed_s)})")
     table.add_row("written", f"{render.size_text(s.bytes_written)}, {render.plural(s.records_written, 'record')}")
     table.add_row("size reduction", render.percent_text(s.size_reduction))
     table.add_row("removed", (
@@ -131,7 +151,7 @@ def _render_retention(name: str, result: CleanResult) -> None:
     verb = "would delete" if result.dry_run else "deleted"
     reasons = ", ".join(sorted(set(plan.reasons.values())))
     render.plain(
-        f"{name}: retention {verb} {render.plural(len(plan.deleted_segments), 'segment')} ({plan.bytes_deleted} bytes, "
+        f"{name}: retention {verb} {render.plural(len(plan.deleted_segments), 'segment')} ({render.size_text(plan.bytes_deleted)}, "
         f"{reasons}); log start {plan.log_start_before} -> {plan.log_start_after}"
         + (" after rolling a new active segment" if plan.rolled else "")
     )
@@ -144,7 +164,7 @@ def _render_summary(run: CleanRun) -> None:
     render.plain(
         f"{render.plural(cleaned, 'partition')} cleaned, {len(run.results) - cleaned} had nothing to clean, "
         f"{len(run.skipped)} skipped, {len(run.failures)} failed; "
-        f"{total_read} bytes read, {total_written} bytes written"
+        f"{render.size_text(total_read)} read, {render.size_text(total_written)} written"
     )
 
 

@@ -8,7 +8,7 @@ imported where they are used.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -34,21 +34,46 @@ BAR_WIDTH = 12
 
 
 def render_dirty_ratio(rows: Sequence[DirtyRatioRow], *, as_json: bool) -> None:
-    """Print the rows: a JSON list, or a rich table plus one advice line per blocking rule."""
-    from rich.table import Table
-
+    """Print the rows: a JSON list, or a rich table plus one advice line per blocking rule; several empty
+    partitions are counted in one line instead of listed, and several whose data is all in the active
+    segment are said once."""
     from kcompact.cleaner.logdir.run_summary import (
+        active_only_line,
         empty_partitions_line,
-        is_summarised,
-        repeated_warning_notes,
+        warning_lines,
     )
     from kcompact.inspect.dirty_ratio import ADVICE
 
     if as_json:
         render.emit_json([row.as_dict() for row in rows])
         return
-    empty = [row for row in rows if len(rows) > 1 and _plain_empty(row)]  # in the table; their detail counted
+    empty = [row for row in rows if len(rows) > 1 and _plain_empty(row)]  # counted in one line, not listed
+    empty_ids = {id(row) for row in empty}
+    listed = [row for row in rows if id(row) not in empty_ids]
     console = render.console()
+    if listed:
+        _print_table(listed, console)
+    active_only = [row for row in listed if _plain_active_only(row)]
+    active_ids = {id(row) for row in active_only} if len(active_only) > 1 else set()
+    for row in listed:
+        if row.error:
+            render.error_line(row.error)
+        elif row.blocking_detail and id(row) not in active_ids:
+            console.print(f"{row.topic}-{row.partition}: {row.blocking_detail}", highlight=False)
+    if active_ids:
+        console.print(active_only_line([f"{row.topic}-{row.partition}" for row in active_only]), highlight=False)
+    for rule in sorted({r.blocking_rule for r in rows if r.blocking_rule and not r.error}):
+        console.print(f"[bold]{rule}[/bold]: {ADVICE.get(rule, '')}")
+    if empty:
+        render.plain(empty_partitions_line(len(empty)))
+    for line in warning_lines([(f"{r.topic}-{r.partition}", r.warnings) for r in rows]):
+        render.warning_line(line)
+
+
+def _print_table(rows: Sequence[DirtyRatioRow], console: Any) -> None:
+    """The table of ``rows``, one line each where the terminal is wide enough."""
+    from rich.table import Table
+
     table = Table(title="dirty ratio (what the broker's cleaner sees)", title_justify="left")
     # On a narrow terminal the status column wraps at its spaces first; a partition name breaks only when
     # it is wider than what is left, and then after a '-', '.' or '_' (never mid-word while a separator
@@ -71,22 +96,13 @@ def render_dirty_ratio(rows: Sequence[DirtyRatioRow], *, as_json: bool) -> None:
         for row_cells in broken:
             table.add_row(*row_cells)
     console.print(table)
-    empty_ids = {id(row) for row in empty}
-    for row in rows:
-        if row.error:
-            render.error_line(row.error)
-        elif row.blocking_detail and id(row) not in empty_ids:
-            console.print(f"{row.topic}-{row.partition}: {row.blocking_detail}", highlight=False)
-    for rule in sorted({r.blocking_rule for r in rows if r.blocking_rule and not r.error}):
-        console.print(f"[bold]{rule}[/bold]: {ADVICE.get(rule, '')}")
-    if empty:
-        render.plain(empty_partitions_line(len(empty)))
-    warnings = [r.warnings for r in rows]
-    notes = repeated_warning_notes(warnings)
-    for warning in sorted({w for ws in warnings for w in ws if not (notes and is_summarised(w))}):
-        render.warning_line(warning)
-    for note in notes:
-        render.warning_line(note)
+
+
+def _plain_active_only(row: DirtyRatioRow) -> bool:
+    """A partition holding records, all of them in its active segment, with nothing else to say."""
+    from kcompact.cleaner.rules.ranges import RULE_ACTIVE_SEGMENT
+
+    return row.error is None and row.blocking_rule == RULE_ACTIVE_SEGMENT and not _plain_empty(row)
 
 
 def _plain_empty(row: DirtyRatioRow) -> bool:

@@ -88,6 +88,7 @@ TABLE_COLUMNS = {
     "leader_epoch_entry": (("epoch", "epoch"), ("startOffset", "start_offset")),
     "offset_checkpoint_entry": (("topic", "topic"), ("partition", "partition"), ("offset", "offset")),
     "partition_metadata": (("version", "version"), ("topic_id", "topic_id")),
+    "property": (("key", "key"), ("value", "value")),
 }
 
 
@@ -291,15 +292,20 @@ def _text(raw: bytes, b64: str) -> str:
 @click.option(
     "--verify-index", is_flag=True, help="Check .index/.timeindex/.txnindex files against the log."
 )
+@click.option("--all-files", is_flag=True,
+              help="Of a partition directory: after its segments, also every other file in it (indexes, "
+                   "producer snapshots, leader-epoch-checkpoint, partition.metadata, quorum-state).")
 @dump_selection_options
 @storage_option
 @json_option("One JSON object per line (see README).")
-def dump_command(path: str, records: bool, verify_index: bool, storage_pairs: tuple[str, ...], as_json: bool,
-                 **selection: Any) -> None:
-    """Print the batches of a .log file (or every segment of a partition directory), or the entries
-    of a .index, .timeindex or .txnindex file, a producer .snapshot, a leader-epoch-checkpoint, an
-    offset checkpoint file or partition.metadata — what kafka-dump-log shows. Records of
-    __cluster_metadata, __consumer_offsets and __transaction_state are decoded.
+def dump_command(path: str, records: bool, verify_index: bool, all_files: bool, storage_pairs: tuple[str, ...],
+                 as_json: bool, **selection: Any) -> None:
+    """Print the batches of a .log file (or every segment of a partition directory; with --all-files
+    its other files too), or the entries of a .index, .timeindex or .txnindex file, a producer
+    .snapshot, a leader-epoch-checkpoint, an offset checkpoint file, partition.metadata, KRaft's
+    quorum-state or a log dir's meta.properties — what kafka-dump-log shows. Records of
+    __cluster_metadata, __consumer_offsets and __transaction_state are decoded. A --key no record
+    has is said on stderr.
 
     Exits 2 after printing everything it could when a batch fails its CRC, a record does not parse,
     an index disagrees with the log, or the file's framing breaks off.
@@ -310,7 +316,7 @@ def dump_command(path: str, records: bool, verify_index: bool, storage_pairs: tu
     chosen = dump_filter(selection)
     with local_inputs([path], parse_storage_options(storage_pairs)) as inputs:
         items = dump_path(inputs.paths[0], records=records or chosen.key is not None,
-                          verify_index=verify_index, selection=chosen)
+                          verify_index=verify_index, selection=chosen, all_files=all_files)
         problems = render_dump(map(inputs.named, items), as_json=as_json)
     if problems:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)

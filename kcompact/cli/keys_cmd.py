@@ -68,7 +68,7 @@ def keys_command(partition_dir: str, config_pairs: tuple[str, ...], now_ms: int 
 def _print_keys(r: Any) -> None:
     rec = r.records
     render.plain(f"{r.topic}-{r.partition}: {render.plural(rec.records, 'record')} in "
-                 f"{render.plural(rec.batches, 'batch', 'batches')}, {r.size_in_bytes} bytes")
+                 f"{render.plural(rec.batches, 'batch', 'batches')}, {render.size_text(r.size_in_bytes)}")
     render.print_entries(_log_entries(r) + _clean_entries(r) + render.corrupt_entry(r))
     if r.top_duplicated_keys:
         _print_top_keys(r.top_duplicated_keys)
@@ -80,8 +80,8 @@ def _print_keys(r: Any) -> None:
 
 def _log_entries(r: Any) -> list[render.Entry]:
     rec, keys = r.records, r.keys
-    offsets = (f"{r.log_start_offset}..{r.log_end_offset}, first dirty {r.first_dirty_offset}, "
-               f"first uncleanable {r.first_uncleanable_offset}")
+    offsets = (f"log start offset {r.log_start_offset}, log end offset {r.log_end_offset}, first dirty "
+               f"{r.first_dirty_offset}, first uncleanable {r.first_uncleanable_offset}")
     records = (f"{rec.data_records} data, {rec.control_records} control, "
                f"{rec.keyless_records} keyless")
     uncommitted = (f"{rec.read_uncommitted} read_uncommitted (to the high watermark "
@@ -91,7 +91,7 @@ def _log_entries(r: Any) -> list[render.Entry]:
     distinct = (f"{keys.distinct_keys} distinct; {keys.dirty_distinct_keys} in the dirty section, "
                 f"{keys.cleanable_distinct_keys} in the cleanable range")
     duplicates = (f"{keys.duplicate_records} of {render.plural(keys.keyed_records, 'keyed record')} "
-                  f"({keys.duplicate_bytes} bytes) have a later record of their key")
+                  f"({render.size_text(keys.duplicate_bytes)}) have a later record of their key")
     return [
         ("offsets", [offsets]),
         ("records", [records]),
@@ -135,21 +135,34 @@ def _transaction_lines(txn: Any) -> list[str]:
 
 def _clean_entries(r: Any) -> list[render.Entry]:
     plan, p = r.dedupe, r.partitioner
-    passes = "no cleaner thread" if plan.passes is None else render.plural(plan.passes, "pass", "passes")
-    one = plan.one_pass_dedupe_buffer_size
-    need = "more than 2 GiB a thread" if one is None else f"a {one}-byte buffer"
-    threads = render.plural(plan.cleaner_threads, "thread")
-    capacity = (f"{render.plural(plan.keys_to_map, 'key')} to map, {plan.keys_per_pass} a pass "
-                f"({plan.dedupe_buffer_size} bytes / {threads})")
     entries = [
         ("a clean now", _projection_lines(r.projection)),
-        ("dedupe", [capacity, f"{passes}; one pass needs {need}"]),
+        ("dedupe", _dedupe_lines(plan)),
     ]
     if p is not None:
         misplaced = (f"{render.plural(p.misplaced_keys, 'key')} ({render.plural(p.misplaced_records, 'record')}, "
-                     f"{p.misplaced_bytes} bytes) belong to another of {render.plural(p.partitions, 'partition')}")
+                     f"{render.size_text(p.misplaced_bytes)}) belong to another of "
+                     f"{render.plural(p.partitions, 'partition')}")
         entries.append(("partitioner", [misplaced]))
     return entries
+
+
+def _dedupe_lines(plan: Any) -> list[str]:
+    """What the broker's offset map needs for the cleanable range, in words a person can act on."""
+    buffer = (f"log.cleaner.dedupe.buffer.size {render.size_text(plan.dedupe_buffer_size)} over "
+              f"{render.plural(plan.cleaner_threads, 'cleaner thread')}")
+    if plan.keys_to_map == 0:
+        return [f"no key to map: nothing in the cleanable range ({buffer})"]
+    if plan.passes is None:
+        return [(f"{render.plural(plan.keys_to_map, 'key')} to map, but the broker's cleaner maps none "
+                f"({buffer})")]
+    holds = f"the broker's map holds {plan.keys_per_pass} keys a round ({buffer})"
+    one = plan.one_pass_dedupe_buffer_size
+    if plan.passes <= 1:
+        return [f"{render.plural(plan.keys_to_map, 'key')} to map: one cleaning round; {holds}"]
+    fix = ("no buffer size does it in one (more than 2 GiB a thread)" if one is None else
+           f"a buffer of {render.size_text(one)} a thread does it in one")
+    return [f"{render.plural(plan.keys_to_map, 'key')} to map: {plan.passes} cleaning rounds; {holds}", fix]
 
 
 def _projection_lines(p: Any) -> list[str]:
@@ -157,8 +170,9 @@ def _projection_lines(p: Any) -> list[str]:
         return [f"changes nothing: {p.skipped_reason}"]
     saved = p.size_in_bytes_before - p.size_in_bytes_after
     share = saved / p.size_in_bytes_before if p.size_in_bytes_before else 0.0
-    sizes = (f"{p.records_before} -> {p.records_after} records, {p.size_in_bytes_before} -> "
-             f"{p.size_in_bytes_after} bytes (-{render.percent_text(share)}), checkpoint -> {p.end_offset}")
+    sizes = (f"{p.records_before} -> {p.records_after} records, {render.size_text(p.size_in_bytes_before)} -> "
+             f"{render.size_text(p.size_in_bytes_after)} (-{render.percent_text(share)}), checkpoint -> "
+             f"{p.end_offset}")
     removed = (f"removes {p.superseded_removed} superseded, "
                f"{render.plural(p.tombstones_removed, 'tombstone')}, {p.keyless_removed} keyless, "
                f"{p.aborted_records_removed} aborted, {render.plural(p.markers_removed, 'marker')}")
@@ -172,8 +186,8 @@ def _print_top_keys(top: Any) -> None:
     table.add_column("records", justify="right")
     table.add_column("latest", justify="right")
     table.add_column("key", overflow="fold")
-    for k in top:
-        table.add_row(str(k.records), str(k.latest_offset), k.key)
+    for k in top:  # a key of __consumer_offsets / __transaction_state as inspect dump decodes it
+        table.add_row(str(k.records), str(k.latest_offset), k.decoded or k.key)
     render.console().print(table)
 
 
@@ -182,7 +196,7 @@ def _print_groups(groups: Any) -> None:
 
     other = ""
     if groups.other_records:
-        other = (f"; {render.plural(groups.other_records, 'record')} ({groups.other_bytes} bytes) of "
+        other = (f"; {render.plural(groups.other_records, 'record')} ({render.size_text(groups.other_bytes)}) of "
                  "other keys")
     title = f"consumer groups by bytes ({groups.groups} in all{other})"
     table = Table(title=title, title_justify="left")

@@ -70,7 +70,7 @@ def _print_last_clean(r: Any) -> None:
         render.plain(f"{name}: no sign of compaction")
     gap = r.newest_gap
     if gap is None:
-        contiguous = f"{r.log_start_offset}..{r.log_end_offset}: contiguous, no gap"
+        contiguous = f"log start offset {r.log_start_offset}, log end offset {r.log_end_offset}: contiguous, no gap"
         first: render.Entry = ("offsets", [contiguous])
     else:
         after = "the log start" if gap.after_offset is None else f"offset {gap.after_offset}"

@@ -61,16 +61,6 @@ def err_console() -> Console:
 MIB = 1024 * 1024
 
 
-def size_text(size_in_bytes: int) -> str:
-    """A size for people, in binary units: ``512 B``, ``1.5 KiB``, ``20.0 MiB``, ``3.1 GiB``."""
-    size = float(size_in_bytes)
-    for unit in ("B", "KiB", "MiB"):
-        if abs(size) < 1024:
-            return f"{size_in_bytes} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GiB"
-
-
 def percent_text(fraction: float) -> str:
     """A share for people to one decimal, never rounded to a bound it does not reach: ``79.9%``,
     ``> 99.9%`` (not ``100.0%`` while anything is left), ``< 0.1%`` (not ``0.0%`` once anything went)."""
@@ -138,6 +128,13 @@ def utc_text(ms: int | None) -> str:
 
 plural = text.plural
 """``1 batch``, ``2 batches`` (``kcompact.text.plural``): the CLI counts as the library's messages do."""
+size_text = text.size_text
+"""``512 B``, ``1.5 KiB`` (``kcompact.text.size_text``): the CLI's sizes are the library's."""
+
+
+def rate_text(size_in_bytes: int, elapsed_s: float) -> str:
+    """A throughput for people: ``1.5 MiB/s``, ``3.9 KiB/s`` (never ``0.1 MiB/s`` for a few KiB)."""
+    return f"{size_text(int(size_in_bytes / elapsed_s))}/s" if elapsed_s > 0 else "-"
 
 
 def export_text(summary: Any) -> str:

@@ -219,18 +219,26 @@ def _undo(undo_dir: str, *, dry_run: bool, as_json: bool) -> None:
         render.plain(f"  {note}")
 
 
-def _render(result: Any) -> None:
+REPORTED_ONLY = "reported only, nothing written (kcompact never rewrites KRaft's metadata log); not done:"
+"""Where a real ``repair LOG_DIR`` shows what it left alone in ``__cluster_metadata``."""
+
+
+def _render(result: Any, *, reported_only: bool = False) -> None:
+    """One partition's report; ``reported_only``: a real run's ``__cluster_metadata``, verified only."""
     name = result.partition_dir
     verdict = ("the broker's cleaner would mark it uncleanable" if result.uncleanable
                else "nothing in it stops the broker's cleaner")
     notes = sum(1 for f in result.findings if f.informational)
+    settled = sum(1 for f in result.findings if f.settled_unrepaired)
     also = f" and {render.plural(notes, 'informational finding')}" if notes else ""
-    problems = render.plural(len(result.findings) - notes, "problem")
+    also += f" and {render.plural(settled, 'finding')} Kafka settles itself" if settled else ""
+    problems = render.plural(sum(1 for f in result.findings if f.problem), "problem")
     render.plain(f"{name}: {problems}{also} found; {verdict}")
     for finding in result.findings:
-        _finding_lines(finding)
+        _finding_lines(finding, reported_only=reported_only)
     if result.dry_run:
-        render.plain("plan (dry run, nothing written):" if result.plan else "nothing to repair")
+        heading = REPORTED_ONLY if reported_only else "plan (dry run, nothing written):"
+        render.plain(heading if result.plan else "nothing to repair")
         for step in result.plan:
             render.plain(f"  - {step}")
         if result.plan:
@@ -240,13 +248,15 @@ def _render(result: Any) -> None:
         render.plain(f"done: {action}")
     if result.quarantined:
         total = sum(q.size_in_bytes for q in result.quarantined)
-        render.plain(f"quarantined: {render.plural(len(result.quarantined), 'region')}, {total} bytes")
+        render.plain(f"quarantined: {render.plural(len(result.quarantined), 'region')}, {render.size_text(total)}")
     if result.backup_dir is not None:
         _given_up_lines(result.given_up, "given up")
         render.plain(f"backup: {result.backup_dir} (undo: kcompact repair --undo {result.backup_dir})")
     if result.clean is not None:
         for run in result.clean.results:
             render.plain(f"clean: {run.skipped_reason or f'cleaned up to offset {run.end_offset}'}")
+    if result.nothing_changed:
+        render.plain("nothing changed: nothing needed a repair and the clean changed nothing (no backup kept)")
     if result.clean_error is not None:
         render.error_line(f"clean failed: {result.clean_error}")
     left = [f for f in result.remaining if f.blocks_cleaning or f.action]
@@ -266,17 +276,18 @@ def _given_up_lines(given_up: Any, verb: str) -> None:
         render.plain(f"{verb}: nothing (every batch that passes its CRC stays in the log)")
         return
     total = sum(g.size_in_bytes for g in given_up)
-    render.plain(f"{verb} ({render.plural(len(given_up), 'region')}, {total} bytes, moved to the quarantine):")
+    render.plain(f"{verb} ({render.plural(len(given_up), 'region')}, {render.size_text(total)}, moved to the quarantine):")
     for entry in given_up:
         render.plain(f"  - {entry.text()}")
 
 
-def _finding_lines(finding: Any) -> None:
+def _finding_lines(finding: Any, *, reported_only: bool = False) -> None:
     render.plain(f"  [{finding.kind}] {finding.located()}")
-    render.plain(f"      impact: {finding.impact_text()}")
+    render.plain(f"      impact: {finding.impact_text(repaired=not reported_only)}")
     if finding.cleaner_effect:
         mark = "uncleanable" if finding.blocks_cleaning else "cleaner"
         render.plain(f"      {mark}: {finding.cleaner_effect}")
     if finding.broker_effect:
         render.plain(f"      broker: {finding.broker_effect}")
-    render.plain(f"      repair: {finding.action or 'none (reported only)'}")
+    action = None if reported_only else finding.action
+    render.plain(f"      repair: {action or 'none (reported only)'}")

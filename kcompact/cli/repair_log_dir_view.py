@@ -4,7 +4,7 @@ Text: the full report of every partition with findings (what each gives up inclu
 findings once, then one summary table, one row per partition. ``--json``: one document holding the
 summary ``rows``, the full report of every partition (``partitions``, as ``repair PARTITION_DIR --json``
 prints each), the ``failures`` and the log dir's own findings. Exit 2 unless every partition is sound or
-repaired.
+repaired (``__cluster_metadata``, reported only, decides nothing).
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def render_log_dir_repair(outcome: LogDirRepair) -> None:
 
     for result in sorted(outcome.results, key=lambda r: r.partition_dir):
         if result.findings or outcome.status(result) != STATUS_SOUND:
-            render_partition(result)
+            reported_only = result.partition_dir in outcome.reported_only and not outcome.dry_run
+            render_partition(result, reported_only=reported_only)
             render.plain("")
     for finding in outcome.log_dir_findings:
         render.plain(f"{outcome.log_dir} (the log dir): [{finding.kind}] {finding.located()}")

@@ -41,7 +41,9 @@ EPILOG = (
 def replicas_command(paths: tuple[str, ...], selection: PartitionFilter | None, max_keys: int,
                      as_json: bool) -> None:
     """Compare two or more copies of one partition taken from its replicas (partition dirs, or log
-    dirs with --topic and --partition selecting one partition in them): per copy its log start, log end, high watermark
+    dirs with --topic and --partition selecting one partition in them; log dirs without them: every
+    partition they share, one line each, as `spark inspect replicas` in this process): per copy its
+    log start, log end, high watermark
     (replication-offset-checkpoint), last stable offset and leader epochs; then where the logs part
     (the first offset their leader-epoch lineages assign to different epochs, where Kafka would
     truncate a follower; records that differ at one offset below the lowest high watermark) and
@@ -51,8 +53,12 @@ def replicas_command(paths: tuple[str, ...], selection: PartitionFilter | None, 
     named is the reference. Reads every record; writes nothing.
     """
     from kcompact.inspect.replicas import replicas_report
+    from kcompact.segment.partition import is_partition_dir
     from kcompact.segment.partition_filter import sole_partition
 
+    if not any(is_partition_dir(path) for path in paths) and not _one_partition(paths, selection):
+        _every_shared_partition(paths, selection, max_keys, as_json=as_json)
+        return
     topic, partition = (None, None) if selection is None else sole_partition(paths, selection)
     report = replicas_report(paths, topic=topic, partition=partition, max_keys=max_keys)
     if as_json:
@@ -63,6 +69,40 @@ def replicas_command(paths: tuple[str, ...], selection: PartitionFilter | None, 
         raise click.exceptions.Exit(EXIT_DIVERGED)
 
 
+def _one_partition(log_dirs: tuple[str, ...], selection: PartitionFilter | None) -> bool:
+    """Whether ``selection`` keeps exactly one partition of the log dirs (its full report is printed)."""
+    from kcompact.errors import KcompactError
+    from kcompact.segment.partition_filter import sole_partition
+
+    if selection is None:
+        return False
+    try:
+        sole_partition(log_dirs, selection)
+    except KcompactError:
+        return False
+    return True
+
+
+def _every_shared_partition(log_dirs: tuple[str, ...], selection: PartitionFilter | None, max_keys: int, *,
+                            as_json: bool) -> None:
+    """Log dirs: every partition with copies in two or more of them, one row each (as spark's rows)."""
+    from kcompact.inspect.replicas import replicas_rows
+
+    rows = replicas_rows(log_dirs, selection=selection, max_keys=max_keys)
+    if as_json:
+        render.emit_json([_row_dict(row) for row in rows])
+    else:
+        for row in rows:
+            render.plain(_row_text(row))
+        render.plain(f"{render.plural(len(rows), 'partition')} with two or more copies; "
+                     f"{sum(1 for r in rows if r.agree is False)} diverge (one partition's full report: "
+                     "--topic and --partition naming it)")
+    if any(row.error for row in rows):
+        raise click.exceptions.Exit(EXIT_BAD_INPUT)
+    if any(row.agree is False for row in rows):
+        raise click.exceptions.Exit(EXIT_DIVERGED)
+
+
 def _print_report(report: Any) -> None:
     render.plain(f"{report.topic}-{report.partition}: {len(report.replicas)} copies, compared from offset "
                  f"{report.start} (the highest log start) below {report.limit} (the lowest high watermark)")
@@ -70,7 +110,7 @@ def _print_report(report: Any) -> None:
         hw = "-" if r.high_watermark is None else str(r.high_watermark)
         epochs = ", ".join(f"{e}@{s}" for e, s in r.leader_epochs[-4:]) or "-"
         render.plain(f"  [{i}] {r.path}")
-        render.plain(f"      log {r.log_start_offset}..{r.log_end_offset}, high watermark {hw}, "
+        render.plain(f"      log start offset {r.log_start_offset}, log end offset {r.log_end_offset}, high watermark {hw}, "
                      f"last stable {r.last_stable_offset}, epochs {epochs}")
     for i, r in enumerate(report.replicas):
         for warning in r.warnings:
@@ -114,7 +154,8 @@ def _side_text(side: dict[str, Any]) -> str:
 @click.option("--master", default=None, metavar="URL",
               help="Spark master (local[4], spark://host:7077, yarn…). Default: what spark-submit set, "
                    "else local[*].")
-@click.option("--verbose", is_flag=True, help="Show Spark's own logs (INFO); default: errors only.")
+@click.option("--verbose", is_flag=True,
+                        help="Show Spark's own logs (INFO) and its Python workers' stderr; default: errors only.")
 @click.option("--max-keys", type=click.IntRange(min=0), default=100, show_default=True, metavar="N",
               help="How many divergent keys each partition's report lists (all are counted).")
 @partition_filter_options("log_dirs")

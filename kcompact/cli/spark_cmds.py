@@ -64,7 +64,8 @@ SPARK_EPILOG = f"{STARTUP_NOTE}\n\n{EPILOG}"
 _master = click.option("--master", default=None, metavar="URL",
                        help="Spark master (local[4], spark://host:7077, yarn…). Default: what "
                             "spark-submit set, else local[*].")
-_verbose = click.option("--verbose", is_flag=True, help="Show Spark's own logs (INFO); default: errors only.")
+_verbose = click.option("--verbose", is_flag=True,
+                        help="Show Spark's own logs (INFO) and its Python workers' stderr; default: errors only.")
 _config = config_option("A topic configuration by Kafka's name. Repeatable.")
 _now_ms = now_ms_option("The clock every task uses (default: the driver's now), in ms since the epoch.")
 _config_sources = config_source_options("metadata.log.dir or its __cluster_metadata-0.")
@@ -388,7 +389,8 @@ def _clean_summary(rows: list[dict[str, Any]]) -> str:
     read = sum(row["bytes_read"] or 0 for row in rows)
     written = sum(row["bytes_written"] or 0 for row in rows)
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no partitions"
-    return f"{render.plural(len(rows), 'partition')}: {parts}; {read} bytes read, {written} bytes written"
+    return (f"{render.plural(len(rows), 'partition')}: {parts}; {render.size_text(read)} read, "
+            f"{render.size_text(written)} written")
 
 
 def render_export(summary: ExportSummary, startup_s: float, *, as_json: bool) -> None:

@@ -69,6 +69,7 @@ def transactions_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], 
 
 def render_transactions(rows: Sequence[object], *, as_json: bool) -> None:
     """Print the rows: a JSON list, or a producers table per partition and the hanging transactions."""
+    from kcompact.cleaner.logdir.run_summary import warning_lines
     from kcompact.inspect.transactions import TransactionsRow
 
     typed = [row for row in rows if isinstance(row, TransactionsRow)]
@@ -115,5 +116,18 @@ def render_transactions(rows: Sequence[object], *, as_json: bool) -> None:
             render.plain(f"  {txn.abort_command}")
     if quiet:
         render.plain(f"{render.plural(len(quiet), 'partition')} without an active producer (listed with --json)")
-    for warning in sorted({w for row in typed for w in row.warnings}):
-        render.warning_line(warning)
+    for line in warning_lines([(f"{row.topic}-{row.partition}", row.warnings) for row in typed],
+                              HIGH_WATERMARK_EFFECT, _own_high_watermark_warning):
+        render.warning_line(line)
+
+
+HIGH_WATERMARK_EFFECT = "their last stable offsets are taken no higher than that"
+"""What a missing high watermark means to a transactions report (the last stable offset is below it)."""
+
+
+def _own_high_watermark_warning(warning: str) -> str:
+    """One partition's missing-high-watermark warning, without what it means for cleaning."""
+    from kcompact.cleaner.state.log_state import NO_HIGH_WATERMARK_CLEANING
+
+    return (f"{warning.removesuffix(NO_HIGH_WATERMARK_CLEANING)} as the high watermark "
+            "(the last stable offset is taken no higher)")

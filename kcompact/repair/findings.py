@@ -29,6 +29,7 @@ from kcompact.text import plural
 KIND_INDEX_CORRUPT = "index-corrupt"  # an index fails Kafka's checks or disagrees with the log
 KIND_INDEX_MISSING = "index-missing"
 KIND_INDEX_DIFFERS = "index-differs"  # valid, but not what Kafka 4.1 builds from this log
+KIND_INDEX_PREALLOCATED = "index-preallocated"  # never trimmed; the broker rebuilds it as it starts
 KIND_TXN_INDEX = "txn-index"  # aborted transactions missing from (or wrong in) the .txnindex
 KIND_ORPHAN_INDEX = "orphan-index"
 KIND_LEFTOVER = "leftover"  # .cleaned / .swap / .deleted of an interrupted clean
@@ -52,6 +53,8 @@ IMPACT_TEXT = {
     IMPACT_SETTLED: "Kafka settles it itself; repair does the same now",
     IMPACT_NONE: "informational: a broker and its cleaner accept it; not repaired",
 }
+SETTLED_UNREPAIRED = "Kafka settles it itself when the broker starts; not repaired"
+"""The impact in words of a finding Kafka settles and repair leaves alone (no action)."""
 
 # The cleaner thread catches the exception and marks the partition uncleanable (LogCleaner.CleanerThread,
 # LogCleanerManager.markPartitionUncleanable).
@@ -102,8 +105,21 @@ class Finding:
         """Whether a broker and its cleaner accept it (reported, not repaired)."""
         return self.impact == IMPACT_NONE
 
-    def impact_text(self) -> str:
-        """The impact in words (``repair`` prints it per finding)."""
+    @property
+    def settled_unrepaired(self) -> bool:
+        """Whether Kafka settles it itself and repair leaves it to Kafka (reported, not repaired)."""
+        return self.impact == IMPACT_SETTLED and self.action is None
+
+    @property
+    def problem(self) -> bool:
+        """Whether it counts as a problem: neither informational nor left for Kafka to settle."""
+        return not (self.informational or self.settled_unrepaired)
+
+    def impact_text(self, *, repaired: bool = True) -> str:
+        """The impact in words (``repair`` prints it per finding); ``repaired`` False: of a partition
+        repair only reports on."""
+        if self.settled_unrepaired or (self.impact == IMPACT_SETTLED and not repaired):
+            return SETTLED_UNREPAIRED
         return IMPACT_TEXT.get(self.impact, self.impact)
 
     def where(self) -> str:

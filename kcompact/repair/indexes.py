@@ -13,11 +13,18 @@ the file lacks makes the cleaner keep aborted data as committed (``TransactionIn
 sanity check makes the broker recover the segment, which re-derives the entries from the data — what a
 rewritten index then holds. A sane file keeps its entries (the cleaner's and recovery's may differ
 legitimately, ``LogSegment.recover``) plus the ones it lacks.
+
+A preallocated offset or time index that was never trimmed (zero slots after its entries: a broker that
+did not shut down cleanly) is settled by Kafka when the broker recovers the segment as it starts
+(``segment.startup_recovery``): reported, not rebuilt, when its entries are sound. Otherwise — after a clean
+shutdown, or below the recovery point — the broker reads every zero slot as an entry, and it is rebuilt. The
+zero slots are counted from the end of the file (``split_offset_index``), never walked one by one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +38,7 @@ from kcompact.repair.findings import (
     KIND_INDEX_CORRUPT,
     KIND_INDEX_DIFFERS,
     KIND_INDEX_MISSING,
+    KIND_INDEX_PREALLOCATED,
     KIND_TXN_INDEX,
     Finding,
 )
@@ -39,16 +47,18 @@ from kcompact.segment.files import read_file
 from kcompact.segment.index_builder import build_indexes
 from kcompact.segment.names import segment_file_name
 from kcompact.segment.offset_index import (
+    OFFSET_INDEX_ENTRY_SIZE,
     OffsetIndexEntry,
     check_offset_index,
     check_offset_lookups,
-    decode_offset_index,
+    split_offset_index,
 )
 from kcompact.segment.time_index import (
+    TIME_INDEX_ENTRY_SIZE,
     TimeIndexEntry,
     check_time_index,
     check_time_lookups,
-    decode_time_index,
+    split_time_index,
 )
 from kcompact.segment.txn_index import AbortedTxn, check_txn_index, decode_txn_index
 from kcompact.text import plural
@@ -64,6 +74,13 @@ _TIME_EFFECT = ("the cleaner takes the segment's largest timestamp from the time
 # The loader only sanity-checks an index it did not recover (``LogSegment.sanityCheck``).
 _TRUSTED = ("Kafka's loader trusts an index that passes its sanity checks: a fetch that meets a wrong "
             "entry reads the wrong batch or fails")
+# LogManager.loadLogs / LogLoader.recoverLog / LogSegment.recover (segment.startup_recovery)
+_RECOVERED = ("the broker recovers this segment when it starts (no .kafka_cleanshutdown in the log dir, and "
+              "the segment is at or past the partition's recovery point; KRaft's metadata log always): "
+              "LogSegment.recover rebuilds the index from the log and trims it")
+_NOT_RECOVERED = ("the broker does not recover this segment when it starts ({why}), so it reads every zero "
+                  "slot as an entry (offset {base} at position 0; in a time index timestamp 0, which becomes "
+                  "the segment's largest timestamp)")
 
 
 def expected_indexes(
@@ -78,7 +95,8 @@ def expected_indexes(
 
 
 def check_segment_indexes(
-    seg: SegmentCheck, derived: list[AbortedTxn], index_interval_bytes: int
+    seg: SegmentCheck, derived: list[AbortedTxn], index_interval_bytes: int, *,
+    recovered_at_start: bool = False, not_recovered_why: str = "",
 ) -> list[Finding]:
     """Findings for one segment's indexes; sets ``seg.rebuild_indexes`` and ``seg.txn_entries``.
 
@@ -86,6 +104,9 @@ def check_segment_indexes(
         seg: the segment and its scan.
         derived: the aborted transactions whose markers its kept batches hold.
         index_interval_bytes: the topic's ``index.interval.bytes``.
+        recovered_at_start: whether a broker starting on the log dir recovers this segment
+            (``segment.startup_recovery``), rebuilding its offset and time indexes.
+        not_recovered_why: otherwise, why not (for the finding of a preallocated index).
 
     Returns:
         One finding per index file that is missing, fails a check, or differs from the rebuilt one
@@ -95,15 +116,24 @@ def check_segment_indexes(
     offsets, times = expected_indexes(seg.scan, base, index_interval_bytes)
     findings: list[Finding] = []
     if not seg.scan.log_changed:
+        recovery = _Recovery(recovered_at_start, not_recovered_why)
         log_pairs = [(k.position, k.last_offset) for k in seg.scan.kept]
-        findings += _offset_index(files.index_path, files.log_path, base, offsets, log_pairs)
+        findings += _offset_index(files.index_path, files.log_path, base, offsets, log_pairs, recovery)
         time_pairs = [(k.last_offset, k.max_timestamp) for k in seg.scan.kept]
-        findings += _time_index(files.time_index_path, files.log_path, base, times, time_pairs)
+        findings += _time_index(files.time_index_path, files.log_path, base, times, time_pairs, recovery)
     markers = {k.last_offset: (k.producer_id, k.control_type) for k in seg.scan.kept if k.is_control}
     txn_findings, seg.txn_entries = _txn_index(files, derived, markers)
     findings += txn_findings
     seg.rebuild_indexes = any(f.action for f in findings)
     return findings
+
+
+@dataclass(frozen=True, slots=True)
+class _Recovery:
+    """Whether the broker recovers the segment as it starts, and if not why (for a preallocated index)."""
+
+    at_start: bool
+    why_not: str
 
 
 def _missing(
@@ -117,33 +147,63 @@ def _missing(
 
 def _offset_index(
     path: Path | None, log_path: Path, base: int, expected: list[OffsetIndexEntry],
-    log_pairs: list[tuple[int, int]],
+    log_pairs: list[tuple[int, int]], recovery: _Recovery,
 ) -> list[Finding]:
     if path is None:
         return [_missing(log_path, base, "index", "Kafka's loader recovers the whole segment "
                          "(NoSuchFileException)", _OFFSET_EFFECT, IMPACT_SETTLED)]
     try:
-        entries = decode_offset_index(read_file(path), base)
+        entries, zeros = split_offset_index(read_file(path), base)
     except CorruptIndexError as err:
         return [_bad(path, err, _OFFSET_EFFECT)]
-    problems = check_offset_index(entries, base) or check_offset_lookups(entries, log_pairs)
-    return _compare(path, problems, entries, expected, _OFFSET_EFFECT)
+    own = check_offset_index(entries, base) or check_offset_lookups(entries, log_pairs)
+    if zeros and not own and recovery.at_start:
+        return [_preallocated(path, zeros, len(entries), _OFFSET_EFFECT)]
+    problems = check_offset_index(entries, base, zero_slots=zeros) or own
+    return _compare(path, problems, entries, expected, _OFFSET_EFFECT, _zero_effect(zeros, base, recovery))
 
 
 def _time_index(
     path: Path | None, log_path: Path, base: int, expected: list[TimeIndexEntry],
-    log_pairs: list[tuple[int, int]],
+    log_pairs: list[tuple[int, int]], recovery: _Recovery,
 ) -> list[Finding]:
     if path is None:
         return [_missing(log_path, base, "timeindex", "Kafka's loader creates it empty and does not "
                          "rebuild it: the segment's largest timestamp becomes the .log mtime",
                          _TIME_EFFECT, IMPACT_BROKER)]
     try:
-        entries = decode_time_index(read_file(path), base)
+        entries, zeros = split_time_index(read_file(path), base)
     except CorruptIndexError as err:
         return [_bad(path, err, _TIME_EFFECT)]
-    problems = check_time_index(entries, base) or check_time_lookups(entries, log_pairs)
-    return _compare(path, problems, entries, expected, _TIME_EFFECT)
+    own = check_time_index(entries, base) or check_time_lookups(entries, log_pairs)
+    if zeros and not own and recovery.at_start:
+        return [_preallocated(path, zeros, len(entries), _TIME_EFFECT)]
+    problems = check_time_index(entries, base, zero_slots=zeros) or own
+    return _compare(path, problems, entries, expected, _TIME_EFFECT, _zero_effect(zeros, base, recovery))
+
+
+def _preallocated(path: Path, zeros: int, real: int, cleaner: str) -> Finding:
+    """A never-trimmed preallocated index whose entries are sound, which the broker rebuilds as it starts."""
+    return Finding(kind=KIND_INDEX_PREALLOCATED, path=str(path), position=real * _slot_size(path),
+                   message=(f"{plural(zeros, 'zero-filled slot')} " + (
+                       f"after its {plural(real, 'entry', 'entries')}, which are sound" if real else
+                       "and no entry") + " (preallocated by a broker that did not shut down cleanly, "
+                       "never trimmed)"),
+                   cleaner_effect=f"{cleaner}; the broker rebuilds the index before its cleaner runs",
+                   broker_effect=_RECOVERED, action=None, impact=IMPACT_SETTLED)
+
+
+def _slot_size(path: Path) -> int:
+    return OFFSET_INDEX_ENTRY_SIZE if path.name.endswith(".index") else TIME_INDEX_ENTRY_SIZE
+
+
+def _zero_effect(zeros: int, base: int, recovery: _Recovery) -> str:
+    """What the broker makes of an index's zero slots when it does not rebuild it ("" without any)."""
+    if not zeros:
+        return _TRUSTED
+    if recovery.at_start:  # the entries before them are wrong too: the broker rebuilds it anyway
+        return _RECOVERED
+    return _NOT_RECOVERED.format(why=recovery.why_not or "it is below the recovery point", base=base)
 
 
 def _bad(path: Path, err: CorruptIndexError, cleaner: str) -> Finding:
@@ -154,12 +214,12 @@ def _bad(path: Path, err: CorruptIndexError, cleaner: str) -> Finding:
 
 def _compare(
     path: Path, problems: list[str], entries: Sequence[object], expected: Sequence[object],
-    cleaner: str,
+    cleaner: str, broker: str = _TRUSTED,
 ) -> list[Finding]:
     if problems:
         return [Finding(kind=KIND_INDEX_CORRUPT, path=str(path), position=None,
                         message="; ".join(problems), cleaner_effect=cleaner,
-                        broker_effect=_TRUSTED, action=REBUILD, impact=IMPACT_BROKER)]
+                        broker_effect=broker, action=REBUILD, impact=IMPACT_BROKER)]
     if entries != expected:  # another broker version's, or another index.interval.bytes: left alone
         return [Finding(kind=KIND_INDEX_DIFFERS, path=str(path), position=None,
                         message=f"valid: Kafka's loader and reads accept every entry (it differs "

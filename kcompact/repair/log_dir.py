@@ -12,7 +12,8 @@ partition, once per partition, in forked worker processes as ``clean`` does for 
 * each partition that needs a repair gets its own backup (``--backup-dir DIR``: ``DIR/<partition>``;
   default: next to the log dir, as for one partition), so each is undone on its own;
 * KRaft's ``__cluster_metadata`` is verified and reported, never rewritten (as for one partition), and
-  partitions being deleted or moved (``-delete``, ``-future``, ``-stray``) are left alone with a note;
+  decides no exit code (:attr:`LogDirRepair.ok`); partitions being deleted or moved (``-delete``,
+  ``-future``, ``-stray``) are left alone with a note;
 * one partition's failure is reported and does not stop the others; nor does a worker process that dies
   (killed, out of memory): that partition fails, the lock files it held are removed, and the others go
   on in a new worker.
@@ -34,9 +35,10 @@ from kcompact.cleaner.workers.pool import (
     run_in_pool,
 )
 from kcompact.errors import KcompactError, RefusedError
-from kcompact.repair.backup import BACKUP_SUFFIX, check_backup_location
+from kcompact.repair.backup import BACKUP_SUFFIX, MANIFEST_NAME, check_backup_location
 from kcompact.repair.findings import KIND_STRAY, Finding
 from kcompact.repair.repair import RepairOptions, RepairResult, repair_partition
+from kcompact.repair.verify import verify_partition
 from kcompact.segment.lock import broker_holds_lock, clear_abandoned_locks
 from kcompact.segment.log_dir_check import check_log_dir_checkpoints, log_dir_writer
 from kcompact.segment.names import parse_partition_dir_name
@@ -55,15 +57,17 @@ STATUS_WOULD_REPAIR = "would repair"  # dry run
 STATUS_LEFT = "problems left"  # repaired, but something still needs a repair or blocks the cleaner
 STATUS_CLEAN_FAILED = "clean failed"  # --clean: the repair left nothing, its clean failed or was refused
 STATUS_REPORTED = "reported only"  # __cluster_metadata: verified, never rewritten
-STATUS_FAILED = "failed"  # refused or failed; left as it was
+STATUS_FAILED = "failed"  # refused or failed: left as it was, or changed in part with its backup named
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionRepairFailure:
-    """A partition whose repair was refused or failed; it was left as it was (or as its backup says)."""
+    """A partition whose repair was refused or failed: left as it was, or — ``backup_dir`` — changed in part,
+    its originals in that backup (the error says what was changed)."""
 
     partition_dir: str
     error: str
+    backup_dir: str | None = None
 
 
 @dataclass(slots=True)
@@ -80,9 +84,11 @@ class LogDirRepair:
 
     @property
     def ok(self) -> bool:
-        """Every partition sound or repaired (a dry run: sound), none failed."""
+        """Every partition sound or repaired (a dry run: sound), none failed; a partition reported only
+        (``__cluster_metadata``, never rewritten) decides nothing: its report is all there is to it."""
         return not self.failures and all(self.status(r) in (STATUS_SOUND, STATUS_REPAIRED)
-                                         for r in self.results)
+                                         for r in self.results
+                                         if r.partition_dir not in self.reported_only)
 
     def status(self, result: RepairResult) -> str:
         """One partition's status in the summary (one of the ``STATUS_*`` constants)."""
@@ -103,7 +109,7 @@ class LogDirRepair:
         return sorted(rows, key=lambda row: row["partition"])
 
     def _row(self, result: RepairResult) -> dict[str, Any]:
-        problems = [f for f in result.findings if not f.informational]
+        problems = [f for f in result.findings if f.problem]
         records = [g.records for g in result.given_up]
         return {
             "partition": Path(result.partition_dir).name,
@@ -127,7 +133,8 @@ class LogDirRepair:
             "rows": self.rows(),
             "log_dir_findings": [f.as_dict() for f in self.log_dir_findings],
             "partitions": [r.as_dict() for r in self.results],
-            "failures": [{"partition_dir": f.partition_dir, "error": f.error} for f in self.failures],
+            "failures": [{"partition_dir": f.partition_dir, "error": f.error, "backup_dir": f.backup_dir}
+                         for f in self.failures],
             "notes": self.notes,
         }
 
@@ -135,7 +142,8 @@ class LogDirRepair:
 def _failure_row(failure: PartitionRepairFailure) -> dict[str, Any]:
     return {"partition": Path(failure.partition_dir).name, "partition_dir": failure.partition_dir,
             "status": STATUS_FAILED, "problems": None, "uncleanable": None, "regions_given_up": None,
-            "bytes_given_up": None, "records_given_up": None, "backup_dir": None, "error": failure.error}
+            "bytes_given_up": None, "records_given_up": None, "backup_dir": failure.backup_dir,
+            "error": failure.error}
 
 
 def repair_log_dir(
@@ -169,6 +177,7 @@ def repair_log_dir(
     dirs = require_partition_dirs(root, selection)
     check_log_dir_checkpoints(root)
     if options.backup_dir is not None:
+        _refuse_earlier_backups(options.backup_dir, root, dirs)
         check_backup_location(options.backup_dir, root)
     outcome = LogDirRepair(str(root), options.dry_run)
     live = _live(dirs, outcome)
@@ -191,6 +200,21 @@ def repair_log_dir(
             outcome.results.append(item)
     _say_log_dir_findings_once(root, outcome)
     return outcome
+
+
+def _refuse_earlier_backups(backup_dir: Path, root: Path, dirs: list[Path]) -> None:
+    """Refuse a ``--backup-dir`` holding an earlier repair's backups of this log dir's partitions, saying
+    which of those partitions are finished and how to undo each (a killed run rerun as it was)."""
+    names = {part.name for part in dirs}
+    found = backup_dir.glob(f"*/{MANIFEST_NAME}") if backup_dir.is_dir() else iter(())
+    earlier = sorted(manifest.parent.name for manifest in found if manifest.parent.name in names)
+    if not earlier:
+        return
+    states = ", ".join(f"{name}: {'not finished' if verify_partition(root / name).needs_repair else 'finished'}"
+                       for name in earlier)
+    raise RefusedError(f"{backup_dir}: holds the backups of an earlier repair of this log dir ({states}); run "
+                       "the repair again with a new --backup-dir (or none) to finish it; undo a partition's "
+                       f"repair with: kcompact repair --undo {backup_dir}/<partition>; nothing changed")
 
 
 def _live(dirs: list[Path], outcome: LogDirRepair) -> list[Path]:
@@ -222,7 +246,7 @@ def _repair_one(options: RepairOptions, reported_only: set[str], part: Path,
     try:
         return repair_partition(part, own, progress)
     except KcompactError as err:
-        return PartitionRepairFailure(str(part), str(err))
+        return PartitionRepairFailure(str(part), str(err), err.backup_dir)
 
 
 def _repair_died(options: RepairOptions, part: Path, death: WorkerDeath) -> PartitionRepairFailure:

@@ -47,7 +47,13 @@ from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CleanerStateError, FileAccessError, KcompactError, RefusedError
 from kcompact.records.filter import BatchRetention, FilteredBatch, filter_legacy_entry
 from kcompact.records.legacy import decode_legacy_entry, legacy_records
-from kcompact.repair.backup import Backup, QuarantinedRegion, default_backup_dir
+from kcompact.repair.backup import (
+    MANIFEST_NAME,
+    Backup,
+    QuarantinedRegion,
+    default_backup_dir,
+    read_manifest,
+)
 from kcompact.repair.findings import Finding
 from kcompact.repair.given_up import GivenUp, given_up_of
 from kcompact.repair.salvage import KeptBatch
@@ -103,6 +109,7 @@ class RepairResult:
     clean: CleanRun | None = None
     clean_error: str | None = None
     given_up: list[GivenUp] = field(default_factory=list)  # what the quarantine takes (would take) out
+    nothing_changed: bool = False  # --clean of a sound partition changed nothing: its backup was removed
 
     @property
     def uncleanable(self) -> bool:
@@ -133,6 +140,7 @@ class RepairResult:
             "given_up": [g.as_dict() for g in self.given_up],
             "clean": None if self.clean is None else _clean_dict(self.clean),
             "clean_error": self.clean_error,
+            "nothing_changed": self.nothing_changed,
         }
 
 
@@ -183,6 +191,9 @@ def _repair(path: str | Path, options: RepairOptions, progress: ProgressCallback
                 _clean(part, options, result)
             if result.clean_error is not None:
                 result.clean_error = _after_failure(backup, result, result.clean_error)
+            elif not backup.changed():  # every file byte for byte what the backup holds: nothing to undo
+                backup.discard()
+                result.backup_dir, result.nothing_changed = None, True
         if result.backup_dir is not None or options.clean:
             result.remaining = verify_partition(part, index_interval_bytes=interval, progress=progress,
                                                 stage="checking again").findings
@@ -225,6 +236,8 @@ def _repair_locked(
     result = RepairResult(str(part), False, list(check.findings), plan_of(check))
     if not check.needs_repair and not options.clean:
         return result, None
+    if options.backup_dir is not None:
+        refuse_earlier_backup(options.backup_dir, part, check)
     backup = Backup(options.backup_dir or default_backup_dir(part), part)
     result.backup_dir = str(backup.directory)
     try:
@@ -232,19 +245,51 @@ def _repair_locked(
     except (KcompactError, OSError) as err:
         failure = err if isinstance(err, KcompactError) else FileAccessError.from_os_error(err, part, "access")
         failure.args = (_after_failure(backup, result, str(failure)),)
+        failure.backup_dir = result.backup_dir
         raise failure from err
     return result, backup
 
 
+def refuse_earlier_backup(backup_dir: Path, part: Path, check: PartitionCheck) -> None:
+    """Refuse a ``--backup-dir`` holding an earlier repair's backup, saying whether that repair finished
+    and how to undo it (a killed repair rerun with the same options meets its own backup).
+
+    Raises:
+        RefusedError: ``backup_dir`` holds a manifest.
+    """
+    if not (backup_dir / MANIFEST_NAME).is_file():
+        return
+    try:
+        manifest = read_manifest(backup_dir)
+    except KcompactError:
+        return  # not one to describe: check_backup_location refuses a directory in use
+    of = "this partition" if manifest.partition_dir == part.name else f"partition {manifest.partition_dir}"
+    if manifest.undo_finished_ms is not None:
+        raise RefusedError(f"{backup_dir}: holds the backup of an earlier repair of {of}, undone since; "
+                           "give a new --backup-dir; nothing changed")
+    killed = " that was killed during a step" if manifest.step_bases is not None else ""
+    if manifest.partition_dir != part.name:
+        state = ""
+    elif check.needs_repair:
+        state = (f"; this partition is not finished ({plural(sum(1 for f in check.findings if f.action), 'problem')} "
+                 "still to repair): run the repair again with a new --backup-dir (or none) to finish it")
+    else:
+        state = "; this partition is finished (nothing left to repair)"
+    raise RefusedError(f"{backup_dir}: holds the backup of an earlier repair of {of}{killed}{state}; "
+                       f"undo that repair with: kcompact repair --undo {backup_dir}; nothing changed")
+
+
 def _after_failure(backup: Backup, result: RepairResult, error: str) -> str:
-    """A failed repair's error message; its backup removed when nothing was changed, else named in it."""
+    """A failed repair's error message; its backup removed when nothing was changed, else named in it with
+    what the repair changed before the failure and the undo line."""
     if not backup.changed():
         backup.discard()
         result.backup_dir = None
         said = error.endswith("nothing was changed")  # a refusal that says so already
         return f"{error} ({'no backup kept' if said else 'nothing was changed; no backup kept'})"
-    return (f"{error} (what the repair changed before that is backed up in {backup.directory}; undo: "
-            f"kcompact repair --undo {backup.directory})")
+    done = "; ".join(result.actions) or "changed files of the partition"
+    return (f"{error}. Changed before that: {done}. The originals are backed up in {backup.directory} "
+            f"(undo: kcompact repair --undo {backup.directory})")
 
 
 def _repair_steps(check: PartitionCheck, backup: Backup, result: RepairResult, options: RepairOptions,
@@ -325,9 +370,16 @@ def _rewrite_segment(seg: SegmentCheck, backup: Backup, result: RepairResult, in
         writer.aborted = list(seg.txn_entries)
         cleaned = writer.finish(files.mtime_ns, template=files)
         check_cleaned_segment(cleaned, [seg], NO_UPPER_BOUND)
-    except BaseException:
+    except BaseException as err:
         writer.abort()
         remove_cleaned(files.log_path.parent, files.base_offset)
+        if (isinstance(err, KcompactError) and isinstance(err.__cause__, OSError)
+                and "cannot write the cleaned segment" in str(err)):  # swap's CleanedSegmentWriter
+            # the writer's words are the clean's, which changes nothing before all its output is written
+            cause = err.__cause__
+            where = cause.filename if cause.filename is not None else err.path
+            raise KcompactError(f"{where}: cannot write the repaired segment ({cause.strerror or cause}); "
+                                "that segment is as it was (its .cleaned files removed)") from cause
         raise
     replace_segments(cleaned, [files])
     result.actions.append(f"rewrote segment {files.log_path.name} ({_rewritten(seg)}; indexes rebuilt)")

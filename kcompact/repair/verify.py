@@ -51,6 +51,7 @@ from kcompact.segment.index_builder import DEFAULT_INDEX_INTERVAL_BYTES
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import Partition, SegmentFiles, open_partition
 from kcompact.segment.progress import ProgressCallback, ReadProgress, read_progress
+from kcompact.segment.startup_recovery import CLEAN_SHUTDOWN_MARKER, recovered_at_start
 from kcompact.segment.txn_index import AbortedTxn
 
 # Log dir entries Kafka's loader skips although they are not partition names.
@@ -131,8 +132,11 @@ def verify_partition(
     if walk is not None:
         walk.finish()
     aborted = derive_aborted([s.scan for s in check.segments])
+    recovered, why_not = recovered_at_start(partition), _not_recovered_why(partition)
     for seg, derived in zip(check.segments, aborted, strict=True):
-        check.findings += check_segment_indexes(seg, derived, index_interval_bytes)
+        check.findings += check_segment_indexes(
+            seg, derived, index_interval_bytes,
+            recovered_at_start=seg.files.base_offset in recovered, not_recovered_why=why_not)
     _check_legacy(partition, check)
     check.log_start_offset = _log_start(partition, check.findings)
     last = check.segments[-1] if check.segments else None
@@ -140,6 +144,13 @@ def verify_partition(
         last.next_offset if last.next_offset is not None else last.files.base_offset)
     _check_checkpoints(check)
     return check
+
+
+def _not_recovered_why(partition: Partition) -> str:
+    """Why a broker starting on the log dir would not recover a segment (``segment.startup_recovery``)."""
+    if (partition.path.parent / CLEAN_SHUTDOWN_MARKER).exists():
+        return f"the log dir holds {CLEAN_SHUTDOWN_MARKER}: a clean shutdown, so no recovery"
+    return "it is below the partition's recovery point"
 
 
 def _check_leftovers(

@@ -34,6 +34,7 @@ from kcompact.segment.fixed_index import (
     report_zero_slots,
     require_fits_segment,
     trailing_zero_slots,
+    zero_tail_slots,
 )
 
 # MAX_RELATIVE_OFFSET, Finding and fits_relative_offset lived here before fixed_index.py; other
@@ -52,6 +53,7 @@ __all__ = [
     "fits_relative_offset",
     "lookup",
     "read_offset_index",
+    "split_offset_index",
     "write_offset_index",
 ]
 
@@ -89,6 +91,28 @@ def decode_offset_index(data: bytes | memoryview, base_offset: int) -> list[Offs
         OffsetIndexEntry(offset=base_offset + relative, position=position)
         for relative, position in iter_slots(data, OFFSET_INDEX_ENTRY, "offset index")
     ]
+
+
+def split_offset_index(data: bytes | memoryview, base_offset: int) -> tuple[list[OffsetIndexEntry], int]:
+    """Decode an offset index up to its trailing zero-filled slots, and count those.
+
+    A preallocated file that was never trimmed is mostly zero slots; decoding only what comes before them
+    keeps its check proportional to its real entries. ``check_offset_index(entries, base, zero_slots=n)``
+    says of the pair what it says of the whole file.
+
+    Args:
+        data: the whole file.
+        base_offset: the segment's base offset.
+
+    Returns:
+        ``(entries, zero_slots)``: the entries before the trailing all-zero slots, and how many of
+        those there are.
+
+    Raises:
+        CorruptIndexError: the length is not a multiple of 8 (``position`` = the partial slot).
+    """
+    zeros = zero_tail_slots(data, OFFSET_INDEX_ENTRY_SIZE)
+    return decode_offset_index(data[: len(data) - zeros * OFFSET_INDEX_ENTRY_SIZE], base_offset), zeros
 
 
 def encode_offset_index(entries: Iterable[OffsetIndexEntry], base_offset: int) -> bytes:
@@ -183,6 +207,7 @@ def check_offset_index(
     base_offset: int,
     *,
     log_batches: Sequence[tuple[int, int]] | None = None,
+    zero_slots: int = 0,
 ) -> list[str]:
     """Everything wrong with an offset index, in words (empty list: nothing found).
 
@@ -192,17 +217,20 @@ def check_offset_index(
     batches — that every entry names a batch start whose last offset is the entry's offset.
 
     Args:
-        entries: every slot of the file (as :func:`decode_offset_index` returns them).
+        entries: every slot of the file (as :func:`decode_offset_index` returns them), or with
+            ``zero_slots`` those before them (as :func:`split_offset_index` returns them).
         base_offset: the segment's base offset.
         log_batches: ``(position, last_offset)`` of each batch of the segment's ``.log``, if known.
+        zero_slots: how many all-zero slots follow ``entries`` in the file.
 
     Returns:
         One sentence per failed rule, naming how many entries fail it and the first one.
     """
     problems: list[str] = []
-    check_last_offset(entries[-1].offset if entries else None, base_offset, problems)
+    last = base_offset if zero_slots else entries[-1].offset if entries else None
+    check_last_offset(last, base_offset, problems)
     real = trailing_zero_slots(entries, OffsetIndexEntry(base_offset, 0))
-    report_zero_slots(len(entries), real, problems)
+    report_zero_slots(len(entries) + zero_slots, real, problems)
     _check_order(entries[:real], base_offset, problems)
     if log_batches is not None:
         _check_against_log(entries[:real], log_batches, problems)

@@ -32,6 +32,7 @@ from kcompact.segment.fixed_index import (
     report_zero_slots,
     require_fits_segment,
     trailing_zero_slots,
+    zero_tail_slots,
 )
 
 TIME_INDEX_ENTRY = struct.Struct(
@@ -68,6 +69,27 @@ def decode_time_index(data: bytes | memoryview, base_offset: int) -> list[TimeIn
         TimeIndexEntry(timestamp=timestamp, offset=base_offset + relative)
         for timestamp, relative in iter_slots(data, TIME_INDEX_ENTRY, "time index")
     ]
+
+
+def split_time_index(data: bytes | memoryview, base_offset: int) -> tuple[list[TimeIndexEntry], int]:
+    """Decode a time index up to its trailing zero-filled slots, and count those (as
+    :func:`~kcompact.segment.offset_index.split_offset_index`); a file of one slot keeps it, since a
+    lone ``(0, base_offset)`` entry can be real.
+
+    Args:
+        data: the whole file.
+        base_offset: the segment's base offset.
+
+    Returns:
+        ``(entries, zero_slots)``, for ``check_time_index(entries, base, zero_slots=n)``.
+
+    Raises:
+        CorruptIndexError: the length is not a multiple of 12 (``position`` = the partial slot).
+    """
+    zeros = zero_tail_slots(data, TIME_INDEX_ENTRY_SIZE)
+    if zeros * TIME_INDEX_ENTRY_SIZE == len(data) == TIME_INDEX_ENTRY_SIZE:
+        zeros = 0
+    return decode_time_index(data[: len(data) - zeros * TIME_INDEX_ENTRY_SIZE], base_offset), zeros
 
 
 def encode_time_index(entries: Iterable[TimeIndexEntry], base_offset: int) -> bytes:
@@ -166,6 +188,7 @@ def check_time_index(
     base_offset: int,
     *,
     log_batches: Sequence[tuple[int, int]] | None = None,
+    zero_slots: int = 0,
 ) -> list[str]:
     """Everything wrong with a time index, in words (empty list: nothing found).
 
@@ -175,36 +198,43 @@ def check_time_index(
     maximum timestamp at a batch's last offset, at the batch that first reached it.
 
     Args:
-        entries: every slot of the file (as :func:`decode_time_index` returns them).
+        entries: every slot of the file (as :func:`decode_time_index` returns them), or with
+            ``zero_slots`` those before them (as :func:`split_time_index` returns them).
         base_offset: the segment's base offset.
         log_batches: ``(last_offset, max_timestamp)`` of each batch of the ``.log``, in file order.
+        zero_slots: how many all-zero slots follow ``entries`` in the file.
 
     Returns:
         One sentence per failed rule, naming how many entries fail it and the first one.
     """
     problems: list[str] = []
-    check_last_offset(entries[-1].offset if entries else None, base_offset, problems)
-    if entries and entries[-1].timestamp < entries[0].timestamp:
+    zero = TimeIndexEntry(0, base_offset)
+    last = zero if zero_slots else entries[-1] if entries else None
+    first = entries[0] if entries else last
+    check_last_offset(None if last is None else last.offset, base_offset, problems)
+    if last is not None and first is not None and last.timestamp < first.timestamp:
         problems.append(
-            f"last timestamp {entries[-1].timestamp} is below the first {entries[0].timestamp} "
+            f"last timestamp {last.timestamp} is below the first {first.timestamp} "
             f"{KAFKA_SANITY_FAILS}"
         )
-    real = _without_zero_slots(entries, base_offset)
-    report_zero_slots(len(entries), real, problems)
+    total = len(entries) + zero_slots
+    real = _without_zero_slots(entries, base_offset, total)
+    report_zero_slots(total, real, problems)
     _check_order(entries[:real], base_offset, problems)
     if log_batches is not None:
         _check_against_log(entries[:real], log_batches, problems)
     return problems
 
 
-def _without_zero_slots(entries: Sequence[TimeIndexEntry], base_offset: int) -> int:
-    """Length of ``entries`` without its trailing run of all-zero slots.
+def _without_zero_slots(entries: Sequence[TimeIndexEntry], base_offset: int, total: int) -> int:
+    """How many of the file's ``total`` slots come before its trailing run of all-zero slots (``entries``
+    being the first of them, the rest zero).
 
     A lone ``(0, base_offset)`` entry can be real (a first batch stamped at the epoch), so it only
     counts as a zero slot when another entry precedes it or the run is longer than one.
     """
     real = trailing_zero_slots(entries, TimeIndexEntry(0, base_offset))
-    return real if real or len(entries) > 1 else len(entries)
+    return real if real or total > 1 else total
 
 
 def _check_order(entries: Sequence[TimeIndexEntry], base_offset: int, problems: list[str]) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -29,26 +29,22 @@ import numpy.typing as npt
 from kcompact.errors import KcompactError, TruncatedDataError
 from kcompact.records.batch_header import RecordBatch
 from kcompact.records.control import ControlRecordKey
-from kcompact.segment.fixed_index import trailing_zero_slots
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import parse_segment_file_name
 from kcompact.segment.offset_index import (
     Finding,
-    OffsetIndexEntry,
     check_offset_index,
-    decode_offset_index,
+    split_offset_index,
 )
 from kcompact.segment.time_index import (
     TimeIndexEntry,
     check_time_index,
-    decode_time_index,
+    split_time_index,
 )
 from kcompact.segment.txn_index import AbortedTxn, check_txn_index, decode_txn_index
 
 if TYPE_CHECKING:
     from kcompact.records.legacy import LegacyEntry
-
-_Entry = TypeVar("_Entry", OffsetIndexEntry, TimeIndexEntry)
 
 I64 = npt.NDArray[np.int64]
 _OFFSET_SLOT = np.dtype([("relative", ">i4"), ("position", ">i4")])  # OFFSET_INDEX_ENTRY
@@ -246,30 +242,28 @@ def _verify(
 def _check(
     kind: str, data: bytes, base_offset: int, facts: LogFacts | None, allow_preallocated: bool
 ) -> list[str]:
-    """Decode ``data`` as an index of ``kind`` and apply its rules (and the log's, given ``facts``)."""
+    """Decode ``data`` as an index of ``kind`` and apply its rules (and the log's, given ``facts``).
+
+    Trailing zero-filled slots are counted from the end of the file, not decoded one by one.
+    """
     if kind == "index":
-        entries = decode_offset_index(data, base_offset)
-        if allow_preallocated:
-            entries = _trim(entries, OffsetIndexEntry(base_offset, 0), keep_one=False)
+        entries, zeros = split_offset_index(data, base_offset)
         return check_offset_index(
-            entries, base_offset, log_batches=None if facts is None else facts.starts
+            entries, base_offset, log_batches=None if facts is None else facts.starts,
+            zero_slots=0 if allow_preallocated else zeros,
         )
     if kind == "timeindex":
-        tentries = decode_time_index(data, base_offset)
-        if allow_preallocated:
-            tentries = _trim(tentries, TimeIndexEntry(0, base_offset), keep_one=True)
+        tentries, tzeros = split_time_index(data, base_offset)
+        if allow_preallocated and tzeros and not tentries:  # a lone first slot may be real
+            tentries, tzeros = [TimeIndexEntry(0, base_offset)], 0
         return check_time_index(
-            tentries, base_offset, log_batches=None if facts is None else facts.times
+            tentries, base_offset, log_batches=None if facts is None else facts.times,
+            zero_slots=0 if allow_preallocated else tzeros,
         )
     txns = decode_txn_index(data)
     problems = check_txn_index(txns, base_offset)
     _check_txns(txns, facts, problems)
     return problems
-
-
-def _trim(entries: list[_Entry], zero: _Entry, *, keep_one: bool) -> list[_Entry]:
-    """``entries`` without their trailing zero-filled slots (a lone first one may be real)."""
-    return entries[: max(trailing_zero_slots(entries, zero), 1 if keep_one else 0)]
 
 
 def _check_txns(txns: Sequence[AbortedTxn], facts: LogFacts | None, problems: list[str]) -> None:

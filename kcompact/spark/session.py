@@ -14,7 +14,8 @@ session from :func:`spark_session`, so they all share the same choices:
   executors keep their operator's setting);
 * Spark's console progress bar on, its logs at ERROR (INFO with ``verbose``) so a run
   prints only the bar and kcompact's own summary; pyspark's Python-side tracebacks about a JVM that
-  died (py4j's logs, the accumulator server's errors) off unless ``verbose``;
+  died (py4j's logs, the accumulator server's errors) off unless ``verbose``, and so (in local mode) is
+  the Python workers' stderr (pyspark's daemon's tracebacks under load: ``quiet_daemon``);
 * the executors run the Python ``PYSPARK_PYTHON`` names (``spark-submit`` sets it from
   ``spark.pyspark.python``); when neither is given, this very interpreter (``sys.executable``): in
   local mode the workers then import the same kcompact and codec libraries as the driver without any
@@ -50,6 +51,8 @@ CHOSEN_BY_CONF = "spark.kcompact.executorPythonChosenBy"  # who chose the execut
 MAX_COUNTED_EXECUTORS = 1024  # dynamic allocation's default maximum is unbounded: count no more than this
 QUIET_LOG_LEVEL = "ERROR"  # Spark's WARNs (native-hadoop, hostname loopback) mean nothing to a user
 VERBOSE_LOG_LEVEL = "INFO"
+DAEMON_MODULE_CONF = "spark.python.daemon.module"  # PythonWorkerFactory: python -m <it> starts the daemon
+QUIET_DAEMON_MODULE = "kcompact.spark.quiet_daemon"  # pyspark.daemon with stderr silenced
 QUIETED_LOGGERS = ("org.apache.spark",)  # its own level in QUIET_LOG4J2: the root's does not reach it
 QUIET_LOG4J2 = f"""\
 rootLogger.level = {QUIET_LOG_LEVEL.lower()}
@@ -95,10 +98,11 @@ def spark_session(
         chosen = DEFAULT_MASTER
     if chosen is not None:
         builder = builder.master(chosen)
-    builder = builder.config(CHOSEN_BY_CONF, _executors_python())
+    chosen_by = _executors_python()
+    builder = builder.config(CHOSEN_BY_CONF, chosen_by)
     launched = _master_set_by_launcher()
     local = chosen is not None and chosen.startswith("local")
-    for key, value in _session_conf(verbose, local=local, launched=launched,
+    for key, value in _session_conf(verbose, local=local, launched=launched, own_python=chosen_by == "kcompact",
                                     already_set=_launcher_conf_keys() if launched else frozenset()).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
@@ -211,15 +215,21 @@ def _launcher_conf_keys() -> frozenset[str]:
     return frozenset(key for key, _ in SparkConf().getAll())
 
 
-def _session_conf(verbose: bool, *, local: bool, launched: bool,
+def _session_conf(verbose: bool, *, local: bool, launched: bool, own_python: bool = False,
                   already_set: Collection[str] = frozenset()) -> dict[str, str]:
-    """kcompact's session defaults, minus what the operator set (``already_set``)."""
+    """kcompact's session defaults, minus what the operator set (``already_set``); ``own_python``: the
+    executors run this interpreter (so they can import ``kcompact.spark.quiet_daemon``)."""
     conf = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "true",
     }
     if local:
         conf["spark.python.unix.domain.socket.enabled"] = "true"
+    if not verbose and local and own_python:
+        # In local mode the Python workers' stderr goes through their daemon to the JVM's, the user's:
+        # pyspark's daemon prints BrokenPipeError tracebacks there under load (kcompact.spark.quiet_daemon).
+        # On a cluster it goes to the executor's log, where it belongs.
+        conf[DAEMON_MODULE_CONF] = QUIET_DAEMON_MODULE
     if not verbose and not launched:
         # The driver JVM logs before setLogLevel can run: give it a configuration at the quiet level
         # (under spark-submit the driver JVM is already running: too late, and the operator's choice).

@@ -289,3 +289,43 @@ def test_live_broker_appending_to_the_active_segment_is_not_bad_input(tmp_path: 
         f"kcompact: warning: {log}: ends in a partial entry at position {size}, which the running "
         "broker may be writing; stopped there")
     assert result.stdout.count(": ok\n") == 3
+
+
+def test_dump_reads_kraft_quorum_state_and_meta_properties() -> None:
+    log_dir = real_fixture("kraft37-cleaned-logdir")
+    quorum = run(log_dir / "__cluster_metadata-0" / "quorum-state")
+    assert quorum.exit_code == 0, quorum.output
+    assert quorum.stdout.splitlines()[1:] == [
+        "key               value", "leaderId          1", "leaderEpoch       1", "votedId           -1",
+        "votedDirectoryId  AAAAAAAAAAAAAAAAAAAAAA", "data_version      1"]
+    meta = run(log_dir / "meta.properties", "--json")
+    assert meta.exit_code == 0, meta.output
+    items = [json.loads(line) for line in meta.stdout.splitlines()]
+    assert items[0]["kind"] == "meta-properties"
+    assert {i["key"]: i["value"] for i in items[1:]} == {
+        "cluster.id": "0wHLXdrKStejkyBzi8qBEw", "directory.id": "yYuMrFRVQVSX0VVQPcMSrA", "node.id": "1",
+        "version": "1"}
+
+
+def test_dump_of_a_partition_with_all_files_includes_its_indexes_snapshots_and_checkpoints() -> None:
+    part = real_fixture("kraft37-cleaned-logdir", "__consumer_offsets-31")
+    result = run(part, "--all-files", "--json")
+    assert result.exit_code == 0, result.output
+    files = [(Path(i["file"]).name, i["kind"]) for i in map(json.loads, result.stdout.splitlines())
+             if i["type"] == "file"]
+    assert files == [(p.name, kind) for p, kind in (
+        (part / "00000000000000000000.log", "log"), (part / "00000000000000000003.log", "log"),
+        (part / "00000000000000000000.timeindex", "timeindex"), (part / "00000000000000000003.snapshot", "snapshot"),
+        (part / "00000000000000000003.timeindex", "timeindex"), (part / "00000000000000000005.snapshot", "snapshot"),
+        (part / "leader-epoch-checkpoint", "leader-epoch-checkpoint"),
+        (part / "partition.metadata", "partition-metadata"))]
+
+
+def test_a_key_no_record_has_is_said() -> None:
+    part = real_fixture("kraft37-cleaned-logdir", "__consumer_offsets-31")
+    result = run(part, "--key", "nosuch")
+    assert result.exit_code == 0
+    assert result.stderr.splitlines() == [f"kcompact: warning: {part}: no record has the key 'nosuch'"]
+    ranged = run(part, "--key", "nosuch", "--from-offset", "3")
+    assert ranged.stderr.splitlines() == [
+        f"kcompact: warning: {part}: no record has the key 'nosuch' in the selected range"]

@@ -67,9 +67,9 @@ def test_dirty_ratio_table(tmp_path: Path) -> None:
         "┡━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━╇━━━━━━━╇━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┩\n"
         "│    1 │ orders-0  │ 1.0 KiB │ 512 B │ ######|#.... 0.67 │ eligible (up to active-segment) │\n"
         "└──────┴───────────┴─────────┴───────┴───────────────────┴─────────────────────────────────┘\n"
-        "orders-0: the active segment (base offset 30, 76 bytes) is never cleaned; its first batch is "
+        "orders-0: the active segment (base offset 30, 76 B) is never cleaned; its first batch is "
         "2h 46m old; a batch stamped after 2023-11-21T22:13:20Z (in 6d 21h; segment.ms 7d) rolls it; or "
-        "an append that would take it past segment.bytes 1073741824 (1073741748 bytes left) rolls it\n"
+        "an append that would take it past segment.bytes 1.0 GiB (1.0 GiB left) rolls it\n"
         "active-segment: the data waits in the active segment: lower segment.ms (or "
         "max.compaction.lag.ms, which also rolls compacted topics) so the broker rolls it; offline, "
         "`kcompact clean --roll`\n"
@@ -91,10 +91,10 @@ def test_dirty_ratio_table_on_a_terminal(tmp_path: Path) -> None:
         "│    1 │ orders-0  │ 1.0 KiB │ 512 B │ ######|#.... 0.67 │ eligible (up to     │\n"
         "│      │           │         │       │                   │ active-segment)     │\n"
         "└──────┴───────────┴─────────┴───────┴───────────────────┴─────────────────────┘\n"
-        "orders-0: the active segment (base offset 30, 76 bytes) is never cleaned; its \n"
-        "first batch is 2h 46m old; a batch stamped after 2023-11-21T22:13:20Z (in 6d \n"
-        "21h; segment.ms 7d) rolls it; or an append that would take it past segment.bytes\n"
-        "1073741824 (1073741748 bytes left) rolls it\n"
+        "orders-0: the active segment (base offset 30, 76 B) is never cleaned; its first \n"
+        "batch is 2h 46m old; a batch stamped after 2023-11-21T22:13:20Z (in 6d 21h; \n"
+        "segment.ms 7d) rolls it; or an append that would take it past segment.bytes 1.0 \n"
+        "GiB (1.0 GiB left) rolls it\n"
         "active-segment: the data waits in the active segment: lower segment.ms (or \n"
         "max.compaction.lag.ms, which also rolls compacted topics) so the broker rolls \n"
         "it; offline, `kcompact clean --roll`\n"
@@ -142,14 +142,14 @@ def test_keys_text(tmp_path: Path) -> None:
                  "3", "--config", "cleanup.policy=compact")
     assert result.exit_code == 0
     assert result.stdout == (
-        "orders-0: 37 records in 14 batches, 1360 bytes\n"
-        "offsets       0..37, first dirty 0, first uncleanable 32\n"
+        "orders-0: 37 records in 14 batches, 1.3 KiB\n"
+        "offsets       log start offset 0, log end offset 37, first dirty 0, first\n"
+        "              uncleanable 32\n"
         "records       35 data, 2 control, 2 keyless\n"
         "consumers     35 read_uncommitted (to the high watermark 37)\n"
         "              29 read_committed (to the last stable offset 34)\n"
         "keys          14 distinct; 14 in the dirty section, 11 in the cleanable range\n"
-        "duplicates    16 of 30 keyed records (219 bytes) have a later record of their\n"
-        "              key\n"
+        "duplicates    16 of 30 keyed records (219 B) have a later record of their key\n"
         "tombstones    3, 0 with a delete horizon; the oldest at offset 23\n"
         "              (2023-11-14T22:13:20Z)\n"
         "              superseded: 1, removed by the next clean that covers them\n"
@@ -159,12 +159,13 @@ def test_keys_text(tmp_path: Path) -> None:
         "              open\n"
         "              open: producer id 9 (epoch 0) from offset 34, last write\n"
         "              2023-11-14T22:13:20Z\n"
-        "a clean now   37 -> 18 records, 1360 -> 985 bytes (-27.6%), checkpoint -> 32\n"
+        "a clean now   37 -> 18 records, 1.3 KiB -> 985 B (-27.6%), checkpoint -> 32\n"
         "              removes 14 superseded, 1 tombstone, 1 keyless, 3 aborted, 0\n"
         "              markers\n"
-        "dedupe        11 keys to map, 5033164 a pass (134217728 bytes / 1 thread)\n"
-        "              1 pass; one pass needs a 336-byte buffer\n"
-        "partitioner   9 keys (18 records, 238 bytes) belong to another of 4 partitions\n"
+        "dedupe        11 keys to map: one cleaning round; the broker's map holds 5033164\n"
+        "              keys a round (log.cleaner.dedupe.buffer.size 128.0 MiB over 1\n"
+        "              cleaner thread)\n"
+        "partitioner   9 keys (18 records, 238 B) belong to another of 4 partitions\n"
         "most duplicated keys      \n"
         "┏━━━━━━━━━┳━━━━━━━━┳━━━━━┓\n"
         "┃ records ┃ latest ┃ key ┃\n"
@@ -177,10 +178,12 @@ def test_keys_text(tmp_path: Path) -> None:
     assert result.stderr.startswith("kcompact: warning: no KRaft metadata log")
 
 
-def test_keys_of_unprintable_keys_are_escaped() -> None:
+def test_keys_of_consumer_offsets_are_decoded_as_dump_decodes_them() -> None:
     result = run("inspect", "keys", str(real_fixture(*CONSUMER_OFFSETS_44)), "--now-ms", str(NOW))
     assert result.exit_code == 0
-    assert "│       2 │     10 │ \\x00\\x02\\x00\\x17rupia-transaction-group" in result.stdout
+    # __consumer_offsets keys decoded as `inspect dump` decodes them, not as escaped bytes
+    assert '│       2 │     10 │ {"version":2,"data":{"group":"rupia-transaction-group"}}' in result.stdout
+    assert "\\x00" not in result.stdout
     assert "\x00" not in result.stdout
 
 
@@ -221,7 +224,7 @@ def test_last_clean_text_without_evidence(tmp_path: Path) -> None:
     result = run("inspect", "last-clean", str(part), "--now-ms", str(BASE_TS))
     assert result.stdout == (
         "orders-0: no sign of compaction\n"
-        "offsets       0..2: contiguous, no gap\n"
+        "offsets       log start offset 0, log end offset 2: contiguous, no gap\n"
         "since         offset 0: 2 records in one contiguous run, possibly never cleaned\n"
         "              2 at or after the first dirty offset 0 (checkpoint none)\n"
         "horizons      no batch carries a delete horizon\n"

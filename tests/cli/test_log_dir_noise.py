@@ -241,3 +241,72 @@ def test_spark_clean_report_counts_a_missing_high_watermark_once(
     report = json.loads(capsys.readouterr().out)
     assert HW_SUMMARY.removeprefix("kcompact: warning: ") in report["notes"]
     assert all(row["warnings"] for row in report["partitions"])
+
+
+def test_transactions_counts_the_missing_high_watermarks_once_and_says_nothing_of_cleaning(tmp_path: Path) -> None:
+    log_dir = make_log_dir(tmp_path, high_watermarks=False)
+    result = run("inspect", "transactions", log_dir, "--now-ms", NOW)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        (f"kcompact: warning: no replication-offset-checkpoint entry for {PARTITIONS + EMPTY} partitions: high "
+        "watermark taken as the log end (their last stable offsets are taken no higher than that)")]
+    one = run("inspect", "transactions", log_dir / "orders-0", "--now-ms", NOW)
+    assert one.stderr.splitlines() == [
+        ("kcompact: warning: orders-0: no high watermark in replication-offset-checkpoint: using the log end "
+        "offset 5 as the high watermark (the last stable offset is taken no higher)")]
+
+
+def test_dirty_ratio_names_the_partition_of_a_warning(tmp_path: Path) -> None:
+    log_dir = make_log_dir(tmp_path, high_watermarks=False)
+    result = run("inspect", "dirty-ratio", log_dir / "orders-0", "--now-ms", NOW, *COMPACT)
+    assert [line for line in result.stderr.splitlines() if "high watermark" in line] == [
+        ("kcompact: warning: orders-0: no high watermark in replication-offset-checkpoint: using the log end "
+        "offset 5 (a broker would start from the log start and clean nothing until replicated)")]
+
+
+@pytest.mark.parametrize("command", [["inspect", "transactions"], ["inspect", "dirty-ratio"]])
+def test_the_kraft_metadata_log_has_no_high_watermark_warning(command: list[str]) -> None:
+    # KRaft keeps its metadata log's high watermark out of replication-offset-checkpoint: nothing is missing
+    from tests.conftest import real_fixture
+
+    result = run(*command, real_fixture("kraft37-cleaned-logdir"), "--now-ms", NOW)
+    assert "high watermark" not in result.stderr
+
+
+def active_only_log_dir(where: Path) -> Path:
+    """Four partitions whose records are all in their active segment, and EMPTY empty ones."""
+    log_dir = where / "logdir"
+    for number in range(4):
+        PartitionBuilder("orders", number).batch([(b"k", b"v")]).write(log_dir, high_watermark="log-end")
+    for number in range(EMPTY):
+        PartitionBuilder("idle", number).write(log_dir, high_watermark=0)
+    return log_dir
+
+
+ACTIVE_ONLY = ("4 partitions (orders-0, orders-1, orders-2 and 1 more): data only in the active segment, which "
+               "is never cleaned; --roll cleans it (--json: each one's detail)")
+
+
+def test_clean_says_once_that_the_data_is_only_in_active_segments(tmp_path: Path) -> None:
+    log_dir = active_only_log_dir(tmp_path)
+    result = run("clean", log_dir, "--dry-run", "--now-ms", NOW, *COMPACT)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        ACTIVE_ONLY, f"{EMPTY} empty partitions (no records): nothing to clean",
+        "0 partitions cleaned, 7 had nothing to clean, 0 skipped, 0 failed; 0 B read, 0 B written"]
+
+
+def test_dirty_ratio_counts_empty_partitions_instead_of_listing_them_and_says_active_only_once(
+    tmp_path: Path
+) -> None:
+    log_dir = active_only_log_dir(tmp_path)
+    result = run("inspect", "dirty-ratio", log_dir, "--now-ms", NOW, *COMPACT)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert not [line for line in lines if "idle-" in line]  # counted, not a row each
+    assert [line for line in lines if line.startswith("│")] == [
+        line for line in lines if line.startswith("│") and "orders-" in line]
+    assert len([line for line in lines if line.startswith("│")]) == 4
+    assert not [line for line in lines if line.startswith("orders-")]  # no paragraph each
+    assert lines[-3:] == [ACTIVE_ONLY, lines[-2], f"{EMPTY} empty partitions (no records): nothing to clean"]
+    assert lines[-2].startswith("active-segment: ")

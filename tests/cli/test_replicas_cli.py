@@ -143,12 +143,12 @@ def test_log_dirs_take_the_shared_topic_filters(tmp_path: Path) -> None:
         assert [r["path"] for r in json.loads(result.stdout)["replicas"]] == [str(leader), str(follower)]
         assert result.stderr.startswith("kcompact: ") and " matched 2 of 2 partitions" in result.stderr
     PartitionBuilder("orders", 1).batch([(b"a", b"1")]).write(tmp_path / "leader")
-    result = run("inspect", "replicas", *dirs, "--topic", "orders")
-    assert result.exit_code == 2 and result.stdout == ""
-    assert result.stderr.splitlines()[-1] == (
-        f"kcompact: error: --topic 'orders' matches 2 partitions under {', '.join(dirs)} (orders-0, "
-        "orders-1); expected one: narrow it (--partition N, an exact --topic), or compare them all with "
-        "spark inspect replicas")
+    result = run("inspect", "replicas", *dirs, "--topic", "orders")  # two partitions: each shared one a row
+    assert result.exit_code == 3, result.output
+    assert result.stdout.splitlines() == [
+        "orders-0: 2 copies DIVERGE (state: 1 key, 0 transactions)",
+        ("1 partition with two or more copies; 1 diverge (one partition's full report: --topic and "
+        "--partition naming it)")]  # orders-1 has a single copy: nothing to compare it with
 
 
 TAKING_SAFE_OFFSET = [path for path, command in COMMANDS if any(p.name == "safe_offset" for p in command.params)]
@@ -173,3 +173,17 @@ def test_a_safe_offset_beyond_a_java_long_is_refused(path: tuple[str, ...], valu
         f"Error: Invalid value for '--safe-offset': an offset of the partition's log; expected "
         f"0..9223372036854775807, found {value}")
     assert _tree(leader.parent) == before
+
+
+def test_log_dirs_without_a_filter_compare_every_partition_they_share(tmp_path: Path) -> None:
+    race(tmp_path)  # orders-0 in the log dirs leader/ and follower/: they diverge
+    for log_dir in ("leader", "follower"):
+        PartitionBuilder("users", 0).batch([(b"u", b"1")]).write(tmp_path / log_dir)
+    dirs = [str(tmp_path / "leader"), str(tmp_path / "follower")]
+    result = run("inspect", "replicas", *dirs)
+    assert result.exit_code == 3, result.output
+    assert result.stdout.splitlines()[:2] == ["orders-0: 2 copies DIVERGE (state: 1 key, 0 transactions)",
+                                              "users-0: 2 copies agree"]
+    rows = json.loads(run("inspect", "replicas", *dirs, "--json").stdout)
+    assert [(r["topic"], r["partition"], r["agree"]) for r in rows] == [("orders", 0, False), ("users", 0, True)]
+    assert rows[0]["report"]["divergent_keys"] == 1  # each row carries the partition's own report

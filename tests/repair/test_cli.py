@@ -159,7 +159,8 @@ def test_a_failed_clean_after_a_repair_names_the_backup_of_its_changes(tmp_path:
                           str(part))
 
     assert code == 2
-    assert f"backed up in {backup}; undo: kcompact repair --undo {backup})" in err
+    assert "Changed before that: rewrote segment" in err
+    assert f"backed up in {backup} (undo: kcompact repair --undo {backup})" in err
     code, _out, _err = run("repair", "--undo", str(backup))
     assert code == 0
 

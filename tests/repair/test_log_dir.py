@@ -173,17 +173,31 @@ def test_a_broker_holding_the_log_dir_is_refused_once(tmp_path: Path) -> None:
         assert tree_digest(log_dir) == before
 
 
-def test_a_partition_that_cannot_be_repaired_exits_2_and_the_others_are_repaired(tmp_path: Path) -> None:
+def test_a_reported_only_metadata_log_decides_no_exit_code_and_the_others_are_repaired(tmp_path: Path) -> None:
     log_dir, _expected = damaged_log_dir(tmp_path)
     meta = PartitionBuilder("__cluster_metadata", 0).batch([(b"k", b"v")]).write(log_dir)
     (meta / segment_file_name(7, "index")).write_bytes(b"")  # an orphan: repair reports, never rewrites
     before = partition_digest(meta)
     result = run(log_dir, "--json", "--backup-dir", tmp_path / "b")
-    assert result.exit_code == 2, result.output
-    statuses = {r["partition"]: r["status"] for r in json.loads(result.stdout)["rows"]}
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    statuses = {r["partition"]: r["status"] for r in report["rows"]}
     assert statuses == {"__cluster_metadata-0": "reported only", "orders-0": "repaired",
                         "orders-1": "repaired", "payments-0": "repaired", "payments-1": "sound"}
-    assert partition_digest(meta) == before
+    assert report["ok"] and partition_digest(meta) == before
+
+
+def test_repair_of_a_kraft_log_dir_exits_0_and_says_the_metadata_log_was_only_reported(tmp_path: Path) -> None:
+    log_dir = copy_tree_writable(real_fixture("kraft37-cleaned-logdir"), tmp_path / "logs")
+    meta_before = partition_digest(log_dir / "__cluster_metadata-0")
+    result = run(log_dir, "--backup-dir", tmp_path / "b")
+    assert result.exit_code == 0, result.output
+    assert "plan (dry run, nothing written)" not in result.stdout
+    assert ("reported only, nothing written (kcompact never rewrites KRaft's metadata log); not done:"
+            in result.stdout)
+    assert "repair does the same now" not in result.stdout.split("__consumer_offsets")[0]
+    assert partition_digest(log_dir / "__cluster_metadata-0") == meta_before
+    assert run(log_dir, "--dry-run").exit_code == 0  # the metadata log's orphans are its loader's to settle
 
 
 def test_repair_of_a_broker_written_log_dir(tmp_path: Path) -> None:

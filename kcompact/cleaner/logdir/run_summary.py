@@ -8,7 +8,7 @@ how many partitions it concerns, in one line, and counts the empty partitions in
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from kcompact.cleaner.rules.ranges import CleanableRange
 from kcompact.cleaner.state.log_state import NO_HIGH_WATERMARK_WARNING
@@ -20,11 +20,17 @@ def is_summarised(warning: str) -> bool:
     return warning.startswith(NO_HIGH_WATERMARK_WARNING)
 
 
-def repeated_warning_notes(warnings_per_partition: Iterable[Sequence[str]]) -> list[str]:
+CLEANING_EFFECT = "a broker would clean nothing in them until they are replicated"
+"""What a missing high watermark means to a report about cleaning."""
+
+
+def repeated_warning_notes(warnings_per_partition: Iterable[Sequence[str]],
+                           effect: str = CLEANING_EFFECT) -> list[str]:
     """One note per warning that repeats on several partitions, saying how many.
 
     Args:
         warnings_per_partition: each partition's warnings.
+        effect: what it means to the report's command (``CLEANING_EFFECT``: cleaning).
 
     Returns:
         The notes (none when no such warning concerns two partitions or more).
@@ -33,7 +39,49 @@ def repeated_warning_notes(warnings_per_partition: Iterable[Sequence[str]]) -> l
     if count < 2:
         return []
     return [(f"no replication-offset-checkpoint entry for {count} partitions: high watermark taken as "
-             "the log end (a broker would clean nothing in them until they are replicated)")]
+             f"the log end ({effect})")]
+
+
+def warning_lines(named_warnings: Sequence[tuple[str, Sequence[str]]], effect: str = CLEANING_EFFECT,
+                  own_effect: Callable[[str], str] | None = None) -> list[str]:
+    """What a report for people prints of its partitions' warnings: each naming its partition, once; the
+    missing high watermark of several partitions in one line with their count (:func:`repeated_warning_notes`).
+
+    Args:
+        named_warnings: ``(partition name, its warnings)`` per partition.
+        effect: what a missing high watermark means to the command, for the counted line.
+        own_effect: rewrites one partition's own missing-high-watermark warning for the command (None: as it is).
+
+    Returns:
+        The lines, in partition order, the counted line last.
+    """
+    notes = repeated_warning_notes([warnings for _name, warnings in named_warnings], effect)
+    concerns: dict[str, list[str]] = {}  # warning -> the partitions it concerns, in order
+    for name, warnings in named_warnings:
+        for warning in warnings:
+            if is_summarised(warning):
+                if notes:
+                    continue
+                warning = own_effect(warning) if own_effect is not None else warning
+            if warning.startswith(f"{name}: "):  # it names its partition already
+                concerns.setdefault(warning, [])
+            elif name not in concerns.setdefault(warning, []):
+                concerns[warning].append(name)
+    return [f"{partitions_text(names)}: {warning}" if names else warning
+            for warning, names in concerns.items()] + notes
+
+
+NAMED_PARTITIONS = 3
+"""How many partitions a line that stands for several names before it counts the rest."""
+
+
+def partitions_text(names: Sequence[str]) -> str:
+    """``orders-0``, ``orders-0, orders-1``, or ``5 partitions (orders-0, orders-1, orders-2 and 2 more)``
+    (never an ellipsis, which would read as a name cut short)."""
+    if len(names) <= NAMED_PARTITIONS:
+        return ", ".join(names)
+    rest = len(names) - NAMED_PARTITIONS
+    return f"{len(names)} partitions ({', '.join(names[:NAMED_PARTITIONS])} and {rest} more)"
 
 
 def holds_no_records(rng: CleanableRange | None) -> bool:
@@ -44,3 +92,9 @@ def holds_no_records(rng: CleanableRange | None) -> bool:
 def empty_partitions_line(count: int) -> str:
     """The one line that stands for ``count`` empty partitions in a report for people."""
     return f"{count} empty partition{'' if count == 1 else 's'} (no records): nothing to clean"
+
+
+def active_only_line(names: Sequence[str]) -> str:
+    """The one line that stands for several partitions whose data is all in the active segment."""
+    return (f"{partitions_text(names)}: data only in the active segment, which is never cleaned; --roll "
+            "cleans it (--json: each one's detail)")

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from kcompact.errors import CleanerStateError
+from kcompact.text import size_text
 
 LONG_MAX = 2**63 - 1  # Java Long.MAX_VALUE: an unlimited max.compaction.lag.ms
 
@@ -430,14 +431,14 @@ def _cap_detail(
 
 def _active_detail(inp: RangeInputs, active: SegmentStats) -> str:
     head = (
-        f"the active segment (base offset {active.base_offset}, {active.size_in_bytes} bytes) "
+        f"the active segment (base offset {active.base_offset}, {size_text(active.size_in_bytes)}) "
         f"is never cleaned"
     )
     if active.size_in_bytes == 0:
         return f"{head}; it is empty and rolls only once data is appended"
     by_size = (
-        f"an append that would take it past segment.bytes {inp.segment_bytes} "
-        f"({max(inp.segment_bytes - active.size_in_bytes, 0)} bytes left) rolls it"
+        f"an append that would take it past segment.bytes {size_text(inp.segment_bytes)} "
+        f"({size_text(max(inp.segment_bytes - active.size_in_bytes, 0))} left) rolls it"
     )
     first_ts = active.first_batch_timestamp_ms
     if first_ts < 0:

@@ -36,10 +36,12 @@ from kcompact.records.control import ControlRecordKey, ControlRecordType, EndTra
 from kcompact.records.record import decode_records
 from kcompact.records.scan import accel
 from kcompact.segment.files import file_access
+from kcompact.segment.fixed_index import ends_in_zero_slots
 from kcompact.segment.index_builder import IndexBuilder
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.log_reads import LogReads, open_log
 from kcompact.segment.names import parse_segment_file_name
+from kcompact.segment.offset_index import OFFSET_INDEX_ENTRY_SIZE
 from kcompact.segment.partition import Partition, SegmentFiles
 from kcompact.segment.snapshot import ProducerSnapshotEntry, read_producer_snapshot
 from kcompact.segment.time_index import TIME_INDEX_ENTRY_SIZE, read_time_index_tail
@@ -47,6 +49,8 @@ from kcompact.segment.txn_index import AbortedTxn, read_txn_index
 
 NO_HIGH_WATERMARK_WARNING = "no high watermark in replication-offset-checkpoint"
 """How the warning of a partition without a high-watermark entry starts (a run over a log dir counts them)."""
+NO_HIGH_WATERMARK_CLEANING = " (a broker would start from the log start and clean nothing until replicated)"
+"""How that warning ends: what it means for cleaning (a report that is not about cleaning leaves it out)."""
 
 _MARKER_TYPES = (ControlRecordType.ABORT, ControlRecordType.COMMIT)
 HW_FROM_CHECKPOINT = "replication-offset-checkpoint"
@@ -64,7 +68,7 @@ class SegmentState:
     largest_timestamp_ms: int  # time-index last entry (or recovered max), else the .log mtime
     offset_index_bytes: int  # the .index size Kafka would have (entries × 8)
     time_index_bytes: int
-    needs_recovery: bool  # no .index: Kafka recovers the segment on load
+    needs_recovery: bool  # no .index, or preallocated indexes: their contents are derived from the log
     # (last_offset, producer_id, kind) of its transactional data batches (kind TXN_DATA) and
     # COMMIT/ABORT markers (kind = the control type), in log order
     txn_events: tuple[tuple[int, int, int], ...] = ()
@@ -176,10 +180,9 @@ def load_log_state(partition: Partition, config: TopicConfig, reads: LogReads | 
     log_start = partition.log_start_offset()
     if hw_entry is None:
         hw, hw_source = log_end, HW_FROM_LOG_END
-        warnings.append(
-            f"{NO_HIGH_WATERMARK_WARNING}: using the log end offset "
-            f"{log_end} (a broker would start from the log start and clean nothing until replicated)"
-        )
+        if not partition.is_metadata_log:  # KRaft never keeps its metadata log's high watermark there
+            warnings.append(f"{NO_HIGH_WATERMARK_WARNING}: using the log end offset {log_end}"
+                            f"{NO_HIGH_WATERMARK_CLEANING}")
     else:
         hw, hw_source = min(hw_entry, log_end), HW_FROM_CHECKPOINT
     return LogState(
@@ -254,7 +257,7 @@ def _load_segment(
     replay_from: int = 0,
     reads: LogReads | None = None,
 ) -> SegmentState:
-    needs_recovery = seg.index_path is None
+    needs_recovery = seg.index_path is None or _preallocated(seg)
     # Only a segment Kafka would recover needs its indexes derived (what recovery would rebuild).
     builder = IndexBuilder(seg.base_offset, interval) if needs_recovery else None
     first_ts, count, next_offset = -1, 0, seg.base_offset
@@ -338,6 +341,16 @@ def _data_only(
 def _size_in_bytes(path: Path) -> int:
     with file_access(path, "read"):
         return path.stat().st_size
+
+
+def _preallocated(seg: SegmentFiles) -> bool:
+    """Whether the segment's indexes end in zero slots: preallocated by a broker that did not shut down cleanly
+    and never trimmed. Its time index's last slot would give it a largest timestamp of 0 — every retention.ms
+    and min.compaction.lag.ms passed — where the broker, recovering the segment as it starts
+    (``LogLoader.recoverLog``, ``segment.startup_recovery``), rebuilds the indexes from the log: so are they
+    derived here."""
+    return any(path is not None and ends_in_zero_slots(path, size) for path, size in (
+        (seg.time_index_path, TIME_INDEX_ENTRY_SIZE), (seg.index_path, OFFSET_INDEX_ENTRY_SIZE)))
 
 
 def _time_index_tail(seg: SegmentFiles) -> tuple[int, int]:

@@ -52,6 +52,7 @@ constructors are :mod:`kcompact.inspect.dump.items`.
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -105,7 +106,7 @@ INDEX_KINDS = ("index", "timeindex", "txnindex")
 
 def dump_path(
     path: str | os.PathLike[str], *, records: bool = False, verify_index: bool = False,
-    selection: DumpFilter | None = None,
+    selection: DumpFilter | None = None, all_files: bool = False,
 ) -> Iterator[Item]:
     """Dump a segment file, a producer snapshot, a checkpoint file or a whole partition directory.
 
@@ -115,7 +116,9 @@ def dump_path(
         records: also yield every record after its batch.
         verify_index: check index files against the log: ``problem`` items for disagreements and one
             ``index_check`` item per index file.
-        selection: which batches and records of a ``.log`` or partition to show (None: all).
+        selection: which batches and records of a ``.log`` or partition to show (None: all); a
+            ``key`` no record has ends the dump with a ``warning`` item saying so.
+        all_files: of a partition directory, also every file in it besides the ``.log`` files.
 
     Yields:
         JSON-ready items as described in the module docstring.
@@ -126,6 +129,29 @@ def dump_path(
     """
     target = named_path(path)
     _check_bounds(target, selection)
+    if selection is not None and selection.key is not None:
+        found = 0
+        for item in _dump_target(target, records, verify_index, selection, all_files):
+            found += item["type"] == "record"
+            yield item
+        if not found:
+            yield warning_item(target, f"no record has the key {_key_text(selection.key)}"
+                               + ("" if selection == DumpFilter(key=selection.key) else " in the selected range"))
+        return
+    yield from _dump_target(target, records, verify_index, selection, all_files)
+
+
+def _key_text(key: bytes) -> str:
+    """A key as the user gave it: UTF-8 text, else ``base64:…``."""
+    try:
+        text = key.decode("utf-8")
+    except UnicodeDecodeError:
+        text = ""
+    return repr(text) if text and text.isprintable() else f"base64:{base64.b64encode(key).decode('ascii')}"
+
+
+def _dump_target(target: Path, records: bool, verify_index: bool, selection: DumpFilter | None,
+                 all_files: bool) -> Iterator[Item]:
     window = None if selection is None or selection == DumpFilter() else DumpWindow(selection)
     if target.is_dir():
         if not is_partition_dir(target):
@@ -133,6 +159,8 @@ def dump_path(
                 f"{target}: not a partition directory; expected a <topic>-<partition> directory "
                 f"or a .log, .index, .timeindex or .txnindex file")
         yield from _dump_partition(target, records, verify_index, window)
+        if all_files:
+            yield from _dump_other_files(target)
         return
     parsed = parse_segment_file_name(target.name)
     record_file = parsed is not None and parsed.kind in ("log", "checkpoint")
@@ -233,6 +261,23 @@ def _dump_partition(directory: Path, records: bool, verify_index: bool,
         for orphan in partition.orphan_indexes:
             yield warning_item(orphan, "index file without its .log (an orphan a broker deletes at "
                                        "startup); not checked")
+
+
+def _dump_other_files(directory: Path) -> Iterator[Item]:
+    """Every file of a partition directory besides its ``.log`` files, in name order (``--all-files``)."""
+    for path in sorted(p for p in directory.iterdir() if p.is_file()):
+        parsed = parse_segment_file_name(path.name)
+        if path.name in NAMED_FILES:
+            yield from dump_named_file(path)
+        elif parsed is None or parsed.temp_suffix is not None:
+            yield warning_item(path, "not a file inspect dump reads; left out")
+        elif parsed.kind in INDEX_KINDS:
+            yield from dump_index(path, parsed.kind, parsed.base_offset)
+        elif parsed.kind == "snapshot":
+            yield from dump_producer_snapshot(path, parsed.base_offset)
+        elif parsed.kind == "checkpoint":  # a KRaft snapshot
+            yield from dump_log(path, parsed.base_offset, False, record_decoder(directory.name),
+                                live_active=False, kind="checkpoint")
 
 
 def _start(window: DumpWindow | None, base_offset: int, next_base: int | None, log_path: Path,

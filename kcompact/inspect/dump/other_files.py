@@ -10,7 +10,9 @@ the checkpoint files Kafka keeps beside the segments are dumped here as well, ea
 * ``leader-epoch-checkpoint`` — ``leader_epoch_entry``: ``file, epoch, start_offset``;
 * ``cleaner-offset-checkpoint``, ``replication-offset-checkpoint``, ``recovery-point-offset-checkpoint``,
   ``log-start-offset-checkpoint`` — ``offset_checkpoint_entry``: ``file, topic, partition, offset``;
-* ``partition.metadata`` — ``partition_metadata``: ``file, version, topic_id``.
+* ``partition.metadata`` — ``partition_metadata``: ``file, version, topic_id``;
+* ``quorum-state`` (KRaft's vote state, in ``__cluster_metadata-0``) and a log dir's ``meta.properties`` —
+  ``property``: ``file, key, value``, one per JSON field or property, as the file holds them.
 
 Each file starts with a ``file`` item (``base_offset`` the snapshot's offset, null for the others); a file
 that does not decode gives a ``problem`` item naming the position, as Kafka's readers refuse it.
@@ -18,9 +20,11 @@ that does not decode gives a ``problem`` item naming the position, as Kafka's re
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from kcompact.config.server_properties import decode_properties
 from kcompact.errors import CorruptDataError, KcompactError
 from kcompact.inspect.dump.items import Item, file_item, problem_item
 from kcompact.records.varint import INT32_MAX
@@ -37,7 +41,10 @@ from kcompact.segment.snapshot import ProducerSnapshotEntry, decode_producer_sna
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 OFFSET_CHECKPOINTS = (CLEANER_CHECKPOINT, REPLICATION_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
                       LOG_START_CHECKPOINT)
-NAMED_FILES = (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA_FILE, *OFFSET_CHECKPOINTS)
+QUORUM_STATE = "quorum-state"
+META_PROPERTIES = "meta.properties"
+NAMED_FILES = (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA_FILE, QUORUM_STATE, META_PROPERTIES,
+               *OFFSET_CHECKPOINTS)
 """Files recognised by their whole name (a snapshot by its ``.snapshot`` suffix)."""
 
 
@@ -54,6 +61,10 @@ def dump_named_file(path: Path) -> Iterator[Item]:
         yield from _dump(path, "leader-epoch-checkpoint", None, _leader_epochs)
     elif path.name == PARTITION_METADATA_FILE:
         yield from _dump(path, "partition-metadata", None, _partition_metadata)
+    elif path.name == QUORUM_STATE:
+        yield from _dump(path, "quorum-state", None, _quorum_state)
+    elif path.name == META_PROPERTIES:
+        yield from _dump(path, "meta-properties", None, _meta_properties)
     else:
         yield from _dump(path, "offset-checkpoint", None, _offsets)
 
@@ -126,3 +137,28 @@ def _offsets(path: Path, data: bytes) -> list[Item]:
 def _partition_metadata(path: Path, _data: bytes) -> list[Item]:
     topic_id = read_partition_metadata(path)  # the one reader: it checks the version and the id
     return [{"type": "partition_metadata", "file": str(path), "version": 0, "topic_id": topic_id}]
+
+
+def _quorum_state(path: Path, data: bytes) -> list[Item]:
+    """KRaft's ``quorum-state`` (``FileQuorumStateStore``): one JSON object, each field a ``property``."""
+    try:
+        state = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise CorruptDataError(f"not JSON ({err}); expected KRaft's quorum state object", path=path,
+                               position=getattr(err, "pos", None)) from err
+    if not isinstance(state, dict):
+        raise CorruptDataError(f"expected a JSON object, found {type(state).__name__}", path=path, position=0)
+    return [_property(path, key, value) for key, value in state.items()]
+
+
+def _meta_properties(path: Path, data: bytes) -> list[Item]:
+    """A log dir's ``meta.properties`` (``MetaProperties``): each property, as Java reads the file."""
+    try:
+        properties = decode_properties(data.decode("latin-1"))
+    except KcompactError as err:
+        raise CorruptDataError(str(err), path=path) from err
+    return [_property(path, key, value) for key, value in properties.items()]
+
+
+def _property(path: Path, key: str, value: object) -> Item:
+    return {"type": "property", "file": str(path), "key": key, "value": value}

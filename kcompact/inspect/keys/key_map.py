@@ -16,8 +16,12 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import json
 import math
 from array import array
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,8 +35,12 @@ from kcompact.cleaner.offset_map import (
 from kcompact.cleaner.rules.ranges import CleanableRange
 from kcompact.cleaner.state.log_state import LogState
 from kcompact.config.topic_config import TopicConfig
+from kcompact.errors import KcompactError
+from kcompact.inspect.dump.log import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from kcompact.inspect.keys.batches import CHUNK_RECORDS, DATA, batch_records, iter_batches
 from kcompact.inspect.keys.model import KEY_DISPLAY_BYTES, DedupePlan, KeyCount, printable
+from kcompact.records.messages import consumer_offsets as offsets_records
+from kcompact.records.messages import transaction_log as txn_log_records
 from kcompact.segment.progress import ReadProgress
 
 U64 = npt.NDArray[np.uint64]
@@ -185,8 +193,30 @@ def top_keys(
                     recs = batch_records(batch, log.path, full=False)
                     found.update((o, k) for o, k in zip(recs.offsets, recs.keys) if o in latest_set)
     out = []
+    decode = _key_decoder(state.partition.topic)
     for (_hi, _lo, duplicates), offset in zip(top, latest):
         key = found.get(offset) or b""
         shown = key[:KEY_DISPLAY_BYTES]
-        out.append(KeyCount(printable(shown), shown.hex(), len(key), duplicates + 1, offset))
+        out.append(KeyCount(printable(shown), shown.hex(), len(key), duplicates + 1, offset,
+                            None if decode is None else decode(key)))
     return sorted(out, key=lambda k: (-k.records, k.latest_offset))
+
+
+def _key_decoder(topic: str) -> Callable[[bytes], str | None] | None:
+    """How ``inspect dump`` decodes the keys of ``topic`` (compact JSON), for the internal topics it knows."""
+    if topic == OFFSETS_TOPIC:
+        def offsets_key(key: bytes) -> Any:
+            return offsets_records.as_json_dict(offsets_records.decode_offsets_key(key))
+        return partial(_decoded_key, offsets_key)
+    if topic == TRANSACTION_STATE_TOPIC:
+        def txn_key(key: bytes) -> Any:
+            return txn_log_records.as_json_dict(txn_log_records.decode_txn_key(key))
+        return partial(_decoded_key, txn_key)
+    return None
+
+
+def _decoded_key(decode: Callable[[bytes], Any], key: bytes) -> str | None:
+    try:
+        return json.dumps(decode(key), separators=(",", ":"))
+    except KcompactError:  # shown as bytes, as dump shows a record that does not decode
+        return None

@@ -137,6 +137,9 @@ class KeyCount:
     key_size_in_bytes: int
     records: int
     latest_offset: int
+    # the key as ``inspect dump`` decodes it (__consumer_offsets, __transaction_state): compact JSON
+    # ``{"version":…,"data":…}``; None for other topics or a key that does not decode
+    decoded: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,10 +45,11 @@ from kcompact.segment.partition import (
     named_path,
     open_partition,
 )
+from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.replica_copies import locate_replica
 
 __all__ = ["DivergentKey", "DivergentRecords", "DivergentTxn", "ReplicaSet", "ReplicasReport", "ReplicasRow",
-           "replica_sets", "replicas_report", "replicas_row"]
+           "replica_sets", "replicas_report", "replicas_row", "replicas_rows"]
 
 DEFAULT_MAX_KEYS = 100
 ABSENT = "absent"  # a key's state when its latest record is a tombstone, or it has none
@@ -308,3 +309,23 @@ def replicas_row(replica_set: ReplicaSet, max_keys: int = DEFAULT_MAX_KEYS) -> R
     return ReplicasRow(replica_set.topic, replica_set.partition, len(replica_set.partition_dirs),
                        report.agree, report.log_diverged, report.state_diverged, report.divergent_keys,
                        len(report.transactions), None, json.dumps(report.as_dict(), sort_keys=True))
+
+
+def replicas_rows(log_dirs: Sequence[str | os.PathLike[str]], *, selection: PartitionFilter | None = None,
+                  max_keys: int = DEFAULT_MAX_KEYS) -> list[ReplicasRow]:
+    """Compare, in this process, every partition with a copy in two or more of ``log_dirs`` (what
+    ``spark inspect replicas`` does as Spark tasks), one :func:`replicas_row` each.
+
+    Args:
+        log_dirs: one log dir per broker (copies taken from each).
+        selection: the partitions to compare (``--topic``, ``--exclude-topic``, ``--partition``).
+        max_keys: as :func:`replicas_report`.
+
+    Returns:
+        One row per partition, by topic and partition.
+
+    Raises:
+        KcompactError: a path is not a directory that can be listed.
+    """
+    sets = [s for s in replica_sets(log_dirs) if selection is None or selection.matches(s.topic, s.partition)]
+    return [replicas_row(s, max_keys) for s in sets]

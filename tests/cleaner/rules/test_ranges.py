@@ -342,9 +342,9 @@ def test_rule_active_segment() -> None:
     rng = compute_cleanable_range(inputs(segs, checkpoint_offset=0))
     assert rng.blocking_rule == "active-segment" and rng.eligible
     assert rng.blocking_detail == (
-        "the active segment (base offset 10, 150 bytes) is never cleaned; its first batch is "
+        "the active segment (base offset 10, 150 B) is never cleaned; its first batch is "
         "2h old; a batch stamped after 2014-05-20T14:53:20Z (in 6d 22h; segment.ms 7d) rolls it; "
-        "or an append that would take it past segment.bytes 1024 (874 bytes left) rolls it"
+        "or an append that would take it past segment.bytes 1.0 KiB (874 B left) rolls it"
     )
 
 
@@ -360,9 +360,9 @@ def test_rule_active_segment_without_timestamps() -> None:
     segs = [seg(0, 10), SegmentStats(10, 150, NOW, -1, 12)]
     rng = compute_cleanable_range(inputs(segs, checkpoint_offset=10))
     assert rng.blocking_detail == (
-        "the active segment (base offset 10, 150 bytes) is never cleaned; its first batch has no "
+        "the active segment (base offset 10, 150 B) is never cleaned; its first batch has no "
         "timestamp, so time rolls it only once the broker has held it open for segment.ms; or an "
-        "append that would take it past segment.bytes 1024 (874 bytes left) rolls it"
+        "append that would take it past segment.bytes 1.0 KiB (874 B left) rolls it"
     )
 
 
@@ -373,7 +373,7 @@ def test_rule_active_segment_empty_log() -> None:
     assert (rng.total_bytes, rng.dirty_ratio, rng.eligible) == (0, 0.0, False)
     assert (rng.first_dirty_offset, rng.first_uncleanable_offset) == (7, 7)
     assert rng.blocking_detail == (
-        "the active segment (base offset 7, 0 bytes) is never cleaned; it is empty and rolls "
+        "the active segment (base offset 7, 0 B) is never cleaned; it is empty and rolls "
         "only once data is appended"
     )
 
@@ -470,7 +470,7 @@ def test_rule_checkpoint_reset() -> None:
     assert rng.blocking_detail.startswith(
         "cleaner-offset-checkpoint holds 200, past the log end offset 20; the broker resets the "
         "first dirty offset to the log start offset 0 and rewrites the checkpoint; then the "
-        "active segment (base offset 20, 0 bytes) is never cleaned"
+        "active segment (base offset 20, 0 B) is never cleaned"
     )
 
 

@@ -54,7 +54,7 @@ NESTED_FIELDS = {
                     "misplaced_bytes"],
 }
 GROUP_FIELDS = ["kind", "tombstones", "delete_horizon_ms", "removable_at_ms", "removable_now"]
-TOP_KEY_FIELDS = ["key", "key_hex", "key_size_in_bytes", "records", "latest_offset"]
+TOP_KEY_FIELDS = ["key", "key_hex", "key_size_in_bytes", "records", "latest_offset", "decoded"]
 OPEN_TXN_FIELDS = ["producer_id", "producer_epoch", "first_offset", "last_timestamp_ms"]
 
 
