@@ -42,8 +42,9 @@ from typing import TYPE_CHECKING
 
 from kcompact.errors import KcompactError
 from kcompact.records.legacy import LegacyEntry, legacy_records
+from kcompact.segment.fixed_index import read_index_file
 from kcompact.segment.log_reads import LogReads, open_log
-from kcompact.segment.offset_index import read_offset_index
+from kcompact.segment.offset_index import split_offset_index
 from kcompact.segment.partition import Partition, SegmentFiles
 from kcompact.text import plural
 
@@ -164,7 +165,8 @@ def _last_entry(seg: SegmentFiles) -> RecordBatch | LegacyEntry | None:
     start = 0
     if seg.index_path is not None:
         with suppress(KcompactError, OSError):
-            entries = read_offset_index(seg.index_path, seg.base_offset)
+            # a crashed broker's preallocated index: its trailing zero slots are not decoded one by one
+            entries = read_index_file(seg.index_path, lambda data: split_offset_index(data, seg.base_offset)[0])
             start = entries[-1].position if entries else 0
             if not 0 <= start < seg.log_path.stat().st_size:  # a damaged index: walk it all
                 start = 0
