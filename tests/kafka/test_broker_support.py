@@ -38,3 +38,17 @@ def test_java_producer_in_every_codec_read_back_across_a_restart(kafka: Kafka, t
     assert (tmp_path / "logs" / "codecs-0" / "00000000000000000000.log").stat().st_size > 0
     broker.start()
     assert read() == sent
+
+
+def test_three_brokers_replicate_and_stop_clean(kafka: Kafka) -> None:
+    cluster = kafka.three()
+    clients = kafka.clients
+    assert clients.run("admin", {"bootstrap": cluster.bootstrap, "brokers": 3}) == [{"brokers": 3}]
+    clients.create_topic(cluster.bootstrap, "replicated", {"min.insync.replicas": "2"}, replication_factor=3)
+    records = [{"key": f"k{i}", "value": f"v{i}"} for i in range(20)]
+    clients.produce(cluster.bootstrap, "replicated", [{"send": records}], {"compression.type": "zstd", "acks": "all"})
+    assert [(r.key, r.value) for r in clients.consume(cluster.bootstrap, "replicated", "read_committed")] == [
+        (r["key"], r["value"]) for r in records]
+    cluster.stop()
+    for broker in cluster.brokers:  # each broker holds its own replica in its own log dir
+        assert (broker.log_dir / "replicated-0" / "00000000000000000000.log").stat().st_size > 0
