@@ -271,9 +271,20 @@ class KafkaCluster:
         return "\n".join(node.report() for node in self.nodes if node.runs)
 
 
+# A single broker's internal topics have one replica.
+SINGLE_NODE_PROPERTIES = {
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+}
+
+
 def single_node(classpath: str, log_dir: Path, home: Path, node_id: int = 1) -> KafkaCluster:
     """One combined broker and controller on ``log_dir`` (formatted by the caller where new)."""
-    return KafkaCluster([KafkaNode(classpath, node_id, "broker,controller", log_dir, home)])
+    return KafkaCluster([KafkaNode(classpath, node_id, "broker,controller", log_dir, home)],
+                        dict(SINGLE_NODE_PROPERTIES))
 
 
 def three_brokers(classpath: str, root: Path) -> KafkaCluster:

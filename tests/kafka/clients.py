@@ -86,10 +86,16 @@ class Clients:
              "configs": configs or {}}]})
 
     def produce(self, bootstrap: str, topic: str, steps: list[dict[str, Any]],
-                config: dict[str, str] | None = None) -> list[int]:
-        """Runs the producer's steps (see the Java source); the offset of every record sent, in order."""
-        lines = self.run("produce", {"bootstrap": bootstrap, "topic": topic, "config": config or {},
-                                     "steps": steps})
+                config: dict[str, str] | None = None,
+                producers: dict[str, dict[str, str]] | None = None) -> list[int]:
+        """Runs the producers' steps (see the Java source); the offset of every record sent, in order.
+
+        ``config`` applies to every producer; ``producers`` names several (a step's ``producer`` picks one).
+        """
+        spec: dict[str, Any] = {"bootstrap": bootstrap, "topic": topic, "config": config or {}, "steps": steps}
+        if producers:
+            spec["producers"] = producers
+        lines = self.run("produce", spec)
         return [line["offset"] for line in lines if "offset" in line]
 
     def produce_then_hang(self, bootstrap: str, topic: str, steps: list[dict[str, Any]],

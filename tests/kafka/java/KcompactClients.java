@@ -1,7 +1,9 @@
 // Kafka's own Java clients for the tests that run a real broker (tests/kafka/clients.py compiles and runs this).
 //
 // One command per run, its spec as JSON on stdin, its results as JSON lines on stdout:
-//   produce  {"bootstrap", "topic", "config": {producer settings}, "steps": [...]} where a step is one of
+//   produce  {"bootstrap", "topic", "config": {producer settings}, "steps": [...]}, or several producers in one
+//            run: "producers": {name: {settings}} and "producer": name in each step (steps interleave them);
+//            a step is one of
 //            {"send": [record, ...], "partition": P}  sends, then flushes (one batch per step where linger and
 //                                                     batch.size allow); prints {"partition", "offset"} per record
 //            {"begin": true} | {"commit": true} | {"abort": true}   a transaction (transactional.id set)
@@ -82,17 +84,31 @@ public final class KcompactClients {
         return props;
     }
 
-    private static void produce(JsonNode spec) throws Exception {
-        Properties props = settings(spec);
-        props.putIfAbsent("linger.ms", "60000");  // a step's records wait for its flush: one batch per step
-        props.putIfAbsent("batch.size", "1048576");
-        String topic = spec.get("topic").asText();
-        KafkaProducer<byte[], byte[]> producer =
-            new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer());
-        if (props.containsKey("transactional.id")) {
-            producer.initTransactions();
+    private static KafkaProducer<byte[], byte[]> producer(
+            Map<String, KafkaProducer<byte[], byte[]>> producers, JsonNode spec, String name) {
+        KafkaProducer<byte[], byte[]> producer = producers.get(name);
+        if (producer == null) {
+            Properties props = settings(spec);
+            if (spec.has("producers")) {
+                spec.get("producers").get(name).fields().forEachRemaining(
+                    e -> props.put(e.getKey(), e.getValue().asText()));
+            }
+            props.putIfAbsent("linger.ms", "60000");  // a step's records wait for its flush: one batch per step
+            props.putIfAbsent("batch.size", "1048576");
+            producer = new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer());
+            if (props.containsKey("transactional.id")) {
+                producer.initTransactions();
+            }
+            producers.put(name, producer);
         }
+        return producer;
+    }
+
+    private static void produce(JsonNode spec) throws Exception {
+        String topic = spec.get("topic").asText();
+        Map<String, KafkaProducer<byte[], byte[]>> producers = new HashMap<>();
         for (JsonNode step : spec.get("steps")) {
+            KafkaProducer<byte[], byte[]> producer = producer(producers, spec, step.path("producer").asText("default"));
             if (step.has("send")) {
                 Integer partition = step.has("partition") ? step.get("partition").asInt() : null;
                 List<Future<RecordMetadata>> sent = new ArrayList<>();
@@ -126,7 +142,9 @@ public final class KcompactClients {
                 throw new IllegalArgumentException("unknown step " + step);
             }
         }
-        producer.close();
+        for (KafkaProducer<byte[], byte[]> producer : producers.values()) {
+            producer.close();
+        }
     }
 
     private static void consume(JsonNode spec) throws Exception {
