@@ -238,13 +238,16 @@ class KafkaCluster:
         for node in self.nodes:
             node.format(cluster_id, self.voters(), self.overrides)
 
-    def start(self, nodes: list[KafkaNode] | None = None) -> None:
-        """Starts the given nodes (all by default) on fresh ports and waits until each is ready."""
+    def start(self, nodes: list[KafkaNode] | None = None, same_ports: bool = False) -> None:
+        """Starts the given nodes (all by default) and waits until each is ready: on fresh ports, or
+        ``same_ports`` on those of their last start (an address printed while they were stopped)."""
         chosen = self.nodes if nodes is None else nodes
         for node in chosen:
-            node.broker_port = free_port() if node.is_broker else 0
+            if not (same_ports and node.broker_port):
+                node.broker_port = free_port() if node.is_broker else 0
             # a controller's port is in every node's quorum: it moves only when all of them start
-            if node.is_controller and (nodes is None or node.controller_port == 0):
+            if node.is_controller and (nodes is None or node.controller_port == 0) and not (
+                    same_ports and node.controller_port):
                 node.controller_port = free_port()
         started_at = time.monotonic()
         for node in chosen:

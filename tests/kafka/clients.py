@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,7 @@ class Clients:
 
     classpath: str
     work: Path
+    hung: list[subprocess.Popen[str]] = field(default_factory=list)  # producers waiting to be killed
 
     def _command(self, *args: str) -> list[str]:
         classes = compiled_classes(self.classpath)
@@ -99,17 +100,22 @@ class Clients:
         return [line["offset"] for line in lines if "offset" in line]
 
     def produce_then_hang(self, bootstrap: str, topic: str, steps: list[dict[str, Any]],
-                          config: dict[str, str]) -> subprocess.Popen[str]:
-        """Starts a producer that runs ``steps``, flushes and waits to be killed; returns it once it waits."""
+                          config: dict[str, str]) -> tuple[subprocess.Popen[str], list[int]]:
+        """Starts a producer that runs ``steps``, flushes and waits to be killed (``kill -9``: it never ends
+        its transaction); returns it once it waits, and the offsets of the records it sent."""
         process = subprocess.Popen(self._command("produce"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
+        self.hung.append(process)
         assert process.stdin is not None and process.stdout is not None
         spec = {"bootstrap": bootstrap, "topic": topic, "config": config, "steps": [*steps, {"await_kill": True}]}
         process.stdin.write(json.dumps(spec))
         process.stdin.close()
+        offsets = []
         for line in process.stdout:
             if '"awaiting_kill"' in line:
-                return process
+                return process, offsets
+            if line.startswith("{") and '"offset"' in line:
+                offsets.append(json.loads(line)["offset"])
         process.wait()
         assert process.stderr is not None
         raise ClientError(f"producer exited before it was killed:\n{process.stderr.read()[-6000:]}")
@@ -129,6 +135,12 @@ class Clients:
         lines = self.run("consume", {"bootstrap": bootstrap, "topic": topic, "partitions": list(partitions),
                                      "isolation_level": isolation_level})
         return {line["partition"]: line["end_offset"] for line in lines if "end_offset" in line}
+
+    def kill_hung(self) -> None:
+        for process in self.hung:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
 
     def tool(self, main_class: str, *args: str) -> subprocess.CompletedProcess[str]:
         """One of Kafka's command-line tools by its main class (``kafka-transactions`` is

@@ -62,6 +62,7 @@ class Kafka:
         return "\n".join(cluster.report() for cluster in self.clusters)
 
     def kill_all(self) -> None:
+        self.clients.kill_hung()
         for cluster in self.clusters:
             cluster.kill()
 
