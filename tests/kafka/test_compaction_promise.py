@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,7 +122,8 @@ class TwoCleans:
     recompressed: list[str]  # batches whose compressed bytes differ (see recompressed_differences)
 
 
-def clean_both(kafka: Kafka, source: Path, root: Path, delete_retention_ms: int) -> TwoCleans:
+def clean_both(kafka: Kafka, source: Path, root: Path, delete_retention_ms: int,
+               settled: Callable[[Path], bool] | None = None) -> TwoCleans:
     """Copies a stopped broker's log dir twice; B: a broker's own cleaner, one round up to the active segment,
     then stopped; A: ``kcompact clean`` of the same round (the broker's clock, its dedupe buffer; no roll: the
     broker does not roll). Same checkpoint, same segment files but for the known codec difference."""
@@ -132,6 +134,10 @@ def clean_both(kafka: Kafka, source: Path, root: Path, delete_retention_ms: int)
 
     broker_b = kafka.on(copy_b, EAGER_CLEANER)
     checkpoint_b = wait_cleaner_checkpoint(copy_b, TOPIC, upper)
+    deadline = time.monotonic() + 60
+    while settled is not None and not settled(copy_b / partition):  # what the cleaner thread does next
+        assert time.monotonic() < deadline, "the broker's cleaner thread did not settle"
+        time.sleep(0.3)
     from_b = read_all(kafka.clients, broker_b.bootstrap)
     broker_b.stop()
 
@@ -204,4 +210,34 @@ def test_a_second_round_past_the_delete_horizon_removes_tombstones_as_the_broker
     assert not any(b["delete_horizon_ms"] for b in batches(log_dir / f"{TOPIC}-0") if b["is_control"])
     assert any(b["delete_horizon_ms"] for b in markers)
     assert len(after) < len(original["read_uncommitted"]) + len(before["read_uncommitted"])
+    report_recompressed(cleans.recompressed)
+
+
+def test_compact_delete_retention_after_the_round_as_the_brokers_cleaner_thread_does(
+        kafka: Kafka, tmp_path: Path) -> None:
+    """cleanup.policy=compact,delete: the broker's cleaner thread cleans, then deletes the segments past
+    retention.ms (``LogCleaner.CleanerThread`` with ``LogCleanerManager.deletableLogs``); kcompact clean the same."""
+    day = 86_400_000
+    now = int(time.time() * 1000)
+    log_dir = tmp_path / "produced"
+    produced = kafka.single(log_dir, NO_CLEANER)
+    kafka.clients.create_topic(produced.bootstrap, TOPIC, {**TOPIC_CONFIGS, "cleanup.policy": "compact,delete",
+                                                           "retention.ms": str(day)})
+    sends = []
+    for i in range(40):  # the first half two days old (past retention.ms), keys of their own: their segments
+        old = i < 20     # stay full when cleaned, so whole groups of them pass retention.ms; the rest recent
+        stamp = now - 2 * day + i if old else now - 60_000 + i
+        sends.append({"send": [{"key": f"old-{i}-{j}" if old else f"k{(i * 5 + j) % 23}",
+                                "value": None if j == 4 and i % 3 == 0 else f"value {i}.{j} " * (3 + j),
+                                "timestamp": stamp} for j in range(5)]})
+    kafka.clients.produce(produced.bootstrap, TOPIC, sends, {"compression.type": "gzip"})
+    produced.stop()
+    first_segment = min(p.stem for p in (log_dir / f"{TOPIC}-0").glob("*.log"))
+
+    def retention_ran(partition_dir: Path) -> bool:
+        return min(p.stem for p in partition_dir.glob("*.log")) != first_segment
+
+    cleans = clean_both(kafka, log_dir, tmp_path, DELETE_RETENTION_MS, settled=retention_ran)
+    assert retention_ran(cleans.copy_a / f"{TOPIC}-0")
+    assert all(r.timestamp >= now - day for r in cleans.from_a["read_uncommitted"])
     report_recompressed(cleans.recompressed)
