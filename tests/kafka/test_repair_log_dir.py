@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,17 @@ import pytest
 
 from tests.kafka.clients import ClientError
 from tests.kafka.conftest import Kafka
-from tests.kafka.scenario import batches, copy_log_dir, digests, kcompact
+from tests.kafka.scenario import (
+    active_base_offset,
+    batches,
+    copy_log_dir,
+    digests,
+    kcompact,
+    segment_files,
+    wait_cleaner_checkpoint,
+)
+from tests.kafka.test_compaction_promise import EAGER_CLEANER, READS, TOPIC_CONFIGS, produce_log
+from tests.kafka.test_compaction_promise import TOPIC as PROMISE
 
 pytestmark = pytest.mark.broker
 
@@ -129,3 +140,40 @@ def test_repair_of_a_damaged_log_dir_serves_what_it_kept_and_undo_restores_the_d
     # lock on it, so that no broker starts meanwhile) creates it, and a lock file is not removed after use
     assert {name: d for name, d in digests(log_dir).items() if name != ".lock"} == damaged
     assert served(kafka, log_dir) == on_damage
+
+
+def test_repair_settles_an_interrupted_swap_as_kafkas_own_loader_does(kafka: Kafka, tmp_path: Path) -> None:
+    """A clean killed mid-swap (``LocalLog.replaceSegments``): the first group's cleaned segment renamed to
+    ``.swap`` (log and indexes), the segments it replaces still in place, the checkpoint not yet advanced.
+    A broker started on it finishes the swap in its loader; ``kcompact repair`` finishes it the same way."""
+    source = tmp_path / "produced"
+    produce_log(kafka, source, TOPIC_CONFIGS)
+    cleaned = copy_log_dir(source, tmp_path / "cleaned")
+    broker = kafka.on(cleaned, EAGER_CLEANER)
+    wait_cleaner_checkpoint(cleaned, PROMISE, active_base_offset(source / f"{PROMISE}-0"))
+    broker.stop()
+
+    interrupted = copy_log_dir(source, tmp_path / "interrupted")
+    partition = f"{PROMISE}-0"
+    group_base = min(p.stem for p in (cleaned / partition).glob("*.log"))
+    for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+        made = cleaned / partition / f"{group_base}{suffix}"
+        if made.exists():
+            shutil.copy2(made, interrupted / partition / f"{group_base}{suffix}.swap")
+    assert (interrupted / partition / f"{group_base}.log").exists()  # the old segment is still there
+
+    by_kafka = copy_log_dir(interrupted, tmp_path / "by-kafka")
+    broker = kafka.on(by_kafka)
+    kafka_reads = {isolation: kafka.clients.consume(broker.bootstrap, PROMISE, isolation) for isolation in READS}
+    broker.stop()
+
+    done = kcompact("repair", interrupted, "--backup-dir", tmp_path / "backup", "--json")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert not list((interrupted / partition).glob("*.swap"))
+    assert segment_files(interrupted / partition) == segment_files(by_kafka / partition)
+    swapped_in = (cleaned / partition / f"{group_base}.log").read_bytes()
+    assert (interrupted / partition / f"{group_base}.log").read_bytes() == swapped_in  # finished, not undone
+    broker = kafka.on(interrupted)
+    assert {isolation: kafka.clients.consume(broker.bootstrap, PROMISE, isolation)
+            for isolation in READS} == kafka_reads
+    broker.stop()
