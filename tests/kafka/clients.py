@@ -147,3 +147,36 @@ class Clients:
         ``org.apache.kafka.tools.TransactionsCommand``)."""
         return subprocess.run(java_command(self.classpath, main_class, *args, logs_dir=self.work),
                               capture_output=True, text=True, check=False, timeout=RUN_TIMEOUT_S)
+
+
+def python_consume(bootstrap: str, topic: str, isolation_level: str, partition: int = 0,
+                   timeout_s: float = 60.0) -> list[Record]:
+    """What kafka-python's consumer reads of one partition, from the log start to the end offset."""
+    import time
+
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation_level,
+                             enable_auto_commit=False, auto_offset_reset="earliest")
+    try:
+        assigned = TopicPartition(topic, partition)
+        consumer.assign([assigned])
+        consumer.seek_to_beginning(assigned)
+        end = consumer.end_offsets([assigned])[assigned]
+        records: list[Record] = []
+        deadline = time.monotonic() + timeout_s
+        while consumer.position(assigned) < end:
+            if time.monotonic() > deadline:
+                raise ClientError(f"kafka-python did not reach offset {end} of {topic}-{partition}")
+            for record in consumer.poll(timeout_ms=200).get(assigned, []):
+                records.append(Record(
+                    record.partition, record.offset, _text(record.key), _text(record.value),
+                    tuple((key, _text(value)) for key, value in record.headers), record.timestamp,
+                    "CreateTime" if record.timestamp_type == 0 else "LogAppendTime"))
+        return records
+    finally:
+        consumer.close()
+
+
+def _text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode()

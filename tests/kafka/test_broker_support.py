@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.kafka.broker import CLEAN_SHUTDOWN_MARKER
+from tests.kafka.clients import python_consume
 from tests.kafka.conftest import Kafka
 
 pytestmark = pytest.mark.broker
@@ -33,6 +34,9 @@ def test_java_producer_in_every_codec_read_back_across_a_restart(kafka: Kafka, t
                 for r in clients.consume(broker.bootstrap, "codecs", "read_committed")]
 
     assert read() == sent
+    # kafka-python reads the same records, headers and timestamps as Kafka's own consumer, every codec
+    assert python_consume(broker.bootstrap, "codecs", "read_committed") == clients.consume(
+        broker.bootstrap, "codecs", "read_committed")
     broker.stop()
     assert (tmp_path / "logs" / CLEAN_SHUTDOWN_MARKER).exists()
     assert (tmp_path / "logs" / "codecs-0" / "00000000000000000000.log").stat().st_size > 0
