@@ -150,13 +150,15 @@ def spark_clean_command(
     from kcompact.cleaner.logdir.report_row import STATUS_BUG, STATUS_FAILED
     from kcompact.cleaner.round.options import CleanOptions
     from kcompact.config.topic_config import parse_config_pairs
-    from kcompact.spark.clean_job import spark_clean
+    from kcompact.spark.clean_job import refuse_live_brokers, spark_clean
     from kcompact.spark.output import write_frame
     from kcompact.spark.probe import check_executors
     from kcompact.spark.session import command_session
 
     overrides = parse_config_pairs(config_pairs)
     check_new_output(output)
+    if not dry_run:
+        refuse_live_brokers(paths)
     options = CleanOptions(now_ms=now_ms, from_start=from_start, dedupe_buffer_size=dedupe_buffer_size,
                            dry_run=dry_run, roll=roll, replica_dirs=replica_dirs, safe_offset=safe_offset)
     with command_session(master, verbose=verbose) as (spark, startup_s):

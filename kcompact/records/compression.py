@@ -26,9 +26,12 @@ length is expected end the stream, as in snappy-java.
 lz4: Kafka's subset of LZ4 frame v1.5.1 (``Lz4BlockOutputStream``), with its XXH32 header
 checksum; the framing and its wire layout live in :mod:`kcompact.records.lz4_framing`.
 
-zstd: one standard frame per stream as zstd-jni's streaming writer makes it (level 3, content size
-not in the header, no checksum); reading accepts any sequence of frames. A stream that is exactly one
-frame of one block (a batch of up to 128 KiB of records, the usual case) is decompressed in one call
+zstd: one standard frame per stream as Kafka's ``ZstdCompression`` writes it through zstd-jni's
+streaming writer (level 3, content size not in the header, no checksum): the writer is flushed when the
+batch closes (its data ends in blocks that are not last) and then ended, which adds an empty last block
+(``01 00 00``); reading accepts any sequence of frames. A stream that is exactly one
+frame of one block, or of one block and the empty last one (a batch of up to 128 KiB of records, the
+usual case) is decompressed in one call
 into a buffer of at most one block (or its stated content size); any other stream, and any that call
 refuses, is fed to a streaming decompressor a step at a time, which also words every error.
 
@@ -126,6 +129,7 @@ _ZSTD_START_STRUCT = struct.Struct(
     "B"  # frame header descriptor
 )
 _ZSTD_BLOCK_HEADER_STRUCT = struct.Struct("<HB")  # a 3-byte little-endian block header
+_ZSTD_EMPTY_LAST_BLOCK = b"\x01\x00\x00"  # Last_Block 1, Raw_Block, size 0: how Kafka's frames end
 _ZSTD_MIN_FRAME = _ZSTD_START_STRUCT.size + _ZSTD_BLOCK_HEADER_STRUCT.size
 _ZSTD_DICT_ID_SIZES = (0, 1, 2, 4)  # by the descriptor's low two bits
 _ZSTD_CONTENT_SIZE_SIZES = (0, 2, 4, 8, 1, 2, 4, 8)  # by its top two bits, +4 when single segment
@@ -164,7 +168,12 @@ def compress(codec: int, data: bytes | memoryview, *, magic: int = 2) -> bytes:
     if codec == LZ4:
         return encode_lz4_frame(view, magic, _library(LZ4))
     writer = _zstd_context("compressor").compressobj()
-    return bytes(writer.compress(view) + writer.flush())
+    zstd: Any = _library(ZSTD)
+    # ZstdCompression.wrapForOutput: closing its BufferedOutputStream flushes the zstd stream (ZSTD_e_flush,
+    # the data's blocks end there), then ZstdOutputStreamNoFinalizer.close ends the frame (ZSTD_e_end):
+    # an empty last block, as Kafka's producer and cleaner leave every zstd batch.
+    return bytes(writer.compress(view) + writer.flush(zstd.COMPRESSOBJ_FLUSH_BLOCK)
+                 + writer.flush(zstd.COMPRESSOBJ_FLUSH_FINISH))
 
 
 def decompress(
@@ -341,7 +350,8 @@ def _zstd_decompress(view: memoryview, max_output: int) -> bytes:
 
 def zstd_one_call() -> Any:
     """This thread's zstd decompressor's ``decompress`` method, which :func:`decompress` calls once,
-    bounded, for a batch's usual stream (one frame of one block, ``max_output_size`` from
+    bounded, for a batch's usual stream (one frame of one block, or of one block and the empty last one
+    Kafka writes, ``max_output_size`` from
     ``_zstd_one_block_bound``): for the C windows (``records.scan.accel``), which compute that bound
     themselves and run :func:`decompress` for anything else. None where zstandard is missing or not
     imported yet (a log with no zstd batch never imports it; the first zstd batch does, through
@@ -353,7 +363,8 @@ def zstd_one_call() -> Any:
 
 def _zstd_one_block_bound(view: memoryview, max_output: int) -> int:
     """The output bound of a one-call decompression when ``view`` is exactly one zstd frame of one
-    block (RFC 8878), 0 otherwise.
+    block (RFC 8878), or of one block and an empty last one (as Kafka's producer and cleaner write every
+    zstd batch), 0 otherwise.
 
     One block inflates to at most ``_ZSTD_BLOCK_MAX`` bytes; a frame header that states its content
     size (allocated whole by the codec library) is eligible only when that size is within bounds.
@@ -370,7 +381,12 @@ def _zstd_one_block_bound(view: memoryview, max_output: int) -> int:
     block = low | high << 16  # Last_Block (bit 0), Block_Type (bits 1-2), Block_Size (bits 3-23)
     content = 1 if block & 6 == 2 else block >> 3  # an RLE block stores one byte
     checksum = 4 if descriptor & 4 else 0
-    if not block & 1 or header + 3 + content + checksum != len(view):
+    end = header + 3 + content
+    if not block & 1:  # Kafka's own shape: the data's one block, then an empty last block
+        if bytes(view[end : end + 3]) != _ZSTD_EMPTY_LAST_BLOCK:
+            return 0
+        end += 3
+    if end + checksum != len(view):
         return 0  # more blocks or frames, or bytes after the frame: the loop
     bound = min(max_output, _ZSTD_BLOCK_MAX)
     if size_field:

@@ -55,7 +55,7 @@ from kcompact.cleaner.logdir.run import ConfigSources, checkpoint_keys, settle_c
 from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions, KeylessLossRefused, with_cli_dedupe_buffer
 from kcompact.errors import KcompactError
-from kcompact.segment.lock import clear_abandoned_locks
+from kcompact.segment.lock import BROKER_LOCK_FILE, clear_abandoned_locks, log_dir_write_guard
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.spark.job_failure import JobFailure
 from kcompact.spark.packing import pack_partitions, segment_bytes
@@ -105,6 +105,25 @@ class SparkCleanRun:
     def as_dicts(self) -> list[dict[str, Any]]:
         """The rows as ``{column: value}`` dicts (``--json``)."""
         return as_dicts(CLEAN_COLUMNS, self.rows)
+
+
+def refuse_live_brokers(paths: Iterable[str | Path]) -> None:
+    """Refuse, before a Spark session starts, a path the driver sees whose log dir a running broker holds.
+
+    Every task would refuse its partitions anyway, but only after the session's start-up (seconds, and the
+    JVM's own lines on stderr); paths the driver does not see are left to the tasks.
+
+    Args:
+        paths: the partition directories and log dirs of the run.
+
+    Raises:
+        RefusedError: a broker holds the ``.lock`` of a path or of its parent.
+    """
+    for path in map(Path, paths):
+        for log_dir in (path, path.parent):
+            if (log_dir / BROKER_LOCK_FILE).is_file():
+                with log_dir_write_guard(log_dir):
+                    pass
 
 
 def spark_clean(

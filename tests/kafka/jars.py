@@ -1,8 +1,9 @@
 """Kafka 4.1's jars, resolved from Maven Central through ``tests/kafka/pom.xml`` into a cache outside the
 repository, once per machine.
 
-The cache is ``$KCOMPACT_KAFKA_LIBS`` or ``~/.cache/kcompact/kafka-<version>``; a ``.complete`` marker is
-written only after Maven copied every jar, so an interrupted download is done again. ``.ci/run`` calls
+The cache is ``$KCOMPACT_KAFKA_LIBS`` or ``~/.cache/kcompact/kafka-<version>``; a ``.complete`` marker holding
+the pom's sha256 is written only after Maven copied every jar, so an interrupted download is done again, and so
+is one made for an older pom (a dependency added later is copied in on first use). ``.ci/run`` calls
 ``python -m tests.kafka.jars`` before the tests (one line: the directory); a test that needs the jars calls
 :func:`kafka_classpath`, which resolves on first use, or skips with the reason where Java or Maven is missing
 (never in CI: ``KCOMPACT_REQUIRE_KAFKA=1`` turns that skip into a failure).
@@ -11,6 +12,7 @@ written only after Maven copied every jar, so an interrupted download is done ag
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -44,6 +46,15 @@ def libs_dir() -> Path:
     return Path.home() / ".cache" / "kcompact" / f"kafka-{kafka_version()}"
 
 
+def _pom_digest() -> str:
+    return hashlib.sha256(POM.read_bytes()).hexdigest()
+
+
+def _complete(target: Path) -> bool:
+    marker = target / COMPLETE_MARKER
+    return marker.exists() and marker.read_text().strip() == _pom_digest()
+
+
 def why_unavailable() -> str | None:
     """Why Kafka cannot run here (no java or no mvn on PATH), or None."""
     for tool in ("java", "mvn"):
@@ -62,19 +73,19 @@ def resolve() -> Path:
     if reason is not None:
         raise KafkaUnavailable(reason)
     target = libs_dir()
-    if (target / COMPLETE_MARKER).exists():
+    if _complete(target):
         return target
     target.mkdir(parents=True, exist_ok=True)
     with open(target.parent / f".{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # several pytest processes may ask at once
-        if (target / COMPLETE_MARKER).exists():
+        if _complete(target):
             return target
         command = ["mvn", "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
                    f"-DoutputDirectory={target}", "-DincludeScope=runtime"]
         done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=900)
         if done.returncode != 0:
             raise KafkaUnavailable(f"mvn failed ({done.returncode}):\n{done.stdout[-4000:]}{done.stderr[-4000:]}")
-        (target / COMPLETE_MARKER).write_text(kafka_version() + "\n")
+        (target / COMPLETE_MARKER).write_text(_pom_digest() + "\n")
     return target
 
 

@@ -19,6 +19,7 @@ from kcompact.cleaner.logdir.run import clean_path
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cli.main import cli
 from tests.cleaner.logdir.test_run_config import keyless_partition
+from tests.cleaner.round.test_clean_failures import BROKER, child_process
 from tests.spark.logdirs import (
     COMPACT,
     NOW,
@@ -98,6 +99,26 @@ def test_without_pyspark_a_spark_command_exits_2_saying_what_to_install(tmp_path
     assert proc.returncode == 2
     assert proc.stderr.startswith("kcompact: error: the Spark commands need pyspark and pyarrow; "
                                   "expected them installed (pip install 'kcompact[spark]'), found ")
+
+
+def test_spark_clean_refuses_a_running_brokers_log_dir_before_starting_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kcompact.spark.session
+
+    def no_session(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a Spark session was started")
+
+    monkeypatch.setattr(kcompact.spark.session, "command_session", no_session)
+    log_dir = build_log_dir(tmp_path / "logs", count=2)
+    with child_process(BROKER, str(log_dir / ".lock")):
+        before = {p: p.read_bytes() for p in log_dir.rglob("*") if p.is_file()}
+        for target in (log_dir, log_dir / "orders-0"):
+            result = CliRunner().invoke(cli, ["spark", "clean", str(target)])
+            assert result.exit_code == 2, result.output
+            assert result.output == f"kcompact: error: {log_dir / '.lock'} is held by a running Kafka broker; " \
+                                    "stop it or work on a copy\n"
+    assert {p: p.read_bytes() for p in log_dir.rglob("*") if p.is_file()} == before
 
 
 def test_spark_clean_json_and_parquet_rows_exit_2_for_a_failed_partition(

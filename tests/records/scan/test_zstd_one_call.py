@@ -1,8 +1,9 @@
 """The C windows' zstd shortcut (``_accel.c`` ``zstd_one_block_bound`` + ``zstd_one_call``) asks
 zstandard for exactly the one bounded call ``records.compression.decompress`` makes: the same bound
 on every payload shape (stated content sizes of each width, single segment, dictionary ids, checksum,
-RLE and multi-block frames, bytes after the frame, truncations), none where the reference makes none,
-and whatever the call raises sends the batch through ``decompress`` itself."""
+RLE and multi-block frames, Kafka's data block and empty last block, bytes after the frame,
+truncations), none where the reference makes none, and whatever the call raises sends the batch
+through ``decompress`` itself."""
 
 from __future__ import annotations
 
@@ -39,7 +40,10 @@ def zstd_shaped(draw: st.DrawFn) -> bytes:
     content = draw(st.integers(0, 300))
     block = draw(st.sampled_from([1, 1, 1, 0])) | kind << 1 | content << 3  # mostly the last block
     stored = 1 if kind == 1 else content
-    frame = header + block.to_bytes(3, "little") + bytes(stored) + bytes(4 if descriptor & 4 else 0)
+    frame = header + block.to_bytes(3, "little") + bytes(stored)
+    if not block & 1:  # Kafka's own shape (an empty last block after the data's), or blocks that are almost it
+        frame += draw(st.sampled_from([b"\x01\x00\x00", b"\x01\x00\x00", b"\x00\x00\x00", b"\x01\x08\x00", b""]))
+    frame += bytes(4 if descriptor & 4 else 0)
     if draw(st.integers(0, 3)) == 0:
         frame = frame[: draw(st.integers(0, len(frame)))]
     return frame + bytes(draw(st.sampled_from([0] * 5 + [1, 5])))
