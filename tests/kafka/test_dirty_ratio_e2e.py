@@ -11,7 +11,8 @@ of dirty data into each, and reads the gauge over JMX with Kafka's ``JmxTool``. 
 ``kcompact inspect dirty-ratio --json`` must give the same maximum, and none eligible. Restarted with a low
 minimum, the broker's cleaner cleans them in its pick order (highest ratio first): the order of its
 ``Beginning cleaning of log`` lines and each round's ``dirty section = [first, end]`` must be kcompact's
-``cleaner_rank`` order and each row's ``first_dirty_offset``/``first_uncleanable_offset``.
+``cleaner_rank`` order and each row's ``first_dirty_offset``/``first_uncleanable_offset``; ``kcompact clean``
+of a copy of the log dir taken before that restart writes the same segment files and checkpoints.
 """
 
 from __future__ import annotations
@@ -25,7 +26,14 @@ import pytest
 from tests.kafka.broker import KafkaCluster, free_port
 from tests.kafka.conftest import Kafka
 from tests.kafka.jmx import jmx_options, read_gauge
-from tests.kafka.scenario import active_base_offset, cleaner_checkpoint, kcompact_json
+from tests.kafka.scenario import (
+    active_base_offset,
+    cleaner_checkpoint,
+    copy_log_dir,
+    kcompact,
+    kcompact_json,
+    segment_files,
+)
 
 pytestmark = pytest.mark.broker
 
@@ -108,9 +116,17 @@ def test_max_dirty_percent_and_pick_order_agree_with_kcompact(kafka: Kafka, tmp_
     order = [row["partition"] for row in sorted(low, key=lambda row: row["cleaner_rank"])]
     sections = {row["partition"]: (row["first_dirty_offset"], row["first_uncleanable_offset"]) for row in low}
     assert order == [2, 1, 0]
+    ours = copy_log_dir(log_dir, tmp_path / "kcompact")
     start_with(broker, CLEANS_AT_ONCE)
     wait_cleaned_to_active(log_dir)
     broker.stop()
+    # kcompact's round on a copy of the same stopped log dir: the broker's bytes, the broker's checkpoints
+    done = kcompact("clean", ours, "--topic", TOPIC, "--server-properties", server_properties,
+                    "--config", "min.cleanable.dirty.ratio=0.01")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for p in PARTITIONS:
+        assert segment_files(ours / f"{TOPIC}-{p}") == segment_files(log_dir / f"{TOPIC}-{p}"), p
+        assert cleaner_checkpoint(ours, TOPIC, p) == cleaner_checkpoint(log_dir, TOPIC, p) == sections[p][1]
     cleaned = [(int(p), (int(first), int(end))) for topic, p, first, end
                in CLEANED_LINE.findall(node.server_log.read_text()) if topic == TOPIC]
     assert [p for p, _ in cleaned] == order
