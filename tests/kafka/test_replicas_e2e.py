@@ -11,12 +11,12 @@ epoch, and the leader, whose epoch never moved (KRaft changes the ISR without a 
 diverging epoch: epochs and offsets are compared, never contents. What it receives first is the tombstone's
 batch, emptied: the cleaner keeps a producer's last batch (its sequence state) without its records.
 
-Then the follower is stopped again and a second tombstone (``k5``) is written and stamped by the leader's
-cleaner; all three brokers stop. ``kcompact inspect replicas`` on the three log dirs names ``k3`` (the leader
-and the in-sync follower: absent; the lagging one: its old value) and exits 3. A clean of a copy of the
-leader's log dir past ``k5``'s horizon removes that tombstone; with ``--replica-dirs`` naming the lagging
-follower's log dir it keeps it (it lies above that replica's log end: removing it would make a second key
-come back), and removes nothing the unfenced clean keeps.
+Then the leader stops: that follower, first in assignment order, leads, and a consumer gets the deleted key
+back. A second tombstone (``k5``) is written and stamped by its cleaner while the first leader is away; all
+three brokers stop. ``kcompact inspect replicas`` on the three log dirs names ``k3`` (the first leader and the
+in-sync follower: absent; the other: its old value) and exits 3. A clean of a copy of the new leader's log
+dir past ``k5``'s horizon removes that tombstone; with ``--replica-dirs`` naming the first leader's log dir it
+keeps it (it lies at that replica's log end: removing it would make a second key come back), and nothing else.
 """
 
 from __future__ import annotations
@@ -32,7 +32,14 @@ import pytest
 from tests.kafka.broker import KafkaCluster, KafkaNode
 from tests.kafka.clients import Clients
 from tests.kafka.conftest import Kafka
-from tests.kafka.scenario import batches, cleaner_checkpoint, copy_log_dir, kcompact, kcompact_json
+from tests.kafka.scenario import (
+    batches,
+    cleaner_checkpoint,
+    copy_log_dir,
+    kcompact,
+    kcompact_json,
+    latest_by_key,
+)
 
 pytestmark = pytest.mark.broker
 
@@ -61,13 +68,13 @@ def describe(clients: Clients, bootstrap: str) -> tuple[int, list[int], set[int]
     return int(leader), [int(r) for r in replicas.split(",")], {int(r) for r in isr.split(",") if r}
 
 
-def wait_isr(clients: Clients, cluster: KafkaCluster, isr: set[int]) -> int:
-    """Waits until the in-sync replicas are ``isr``; the leader."""
+def wait_isr(clients: Clients, cluster: KafkaCluster, isr: set[int]) -> tuple[int, list[int]]:
+    """Waits until the in-sync replicas are ``isr``; the leader and the replicas in assignment order."""
     deadline = time.monotonic() + WAIT_S
     while True:
-        leader, _, seen = describe(clients, cluster.bootstrap)
+        leader, replicas, seen = describe(clients, cluster.bootstrap)
         if seen == isr:
-            return leader
+            return leader, replicas
         assert time.monotonic() < deadline, f"ISR {seen}, waited for {isr}"
         time.sleep(0.5)
 
@@ -114,7 +121,7 @@ def wait_tombstone_removed(clients: Clients, cluster: KafkaCluster, leader: Kafk
 
 
 def wait_stamped(leader: KafkaNode, tombstone: int) -> None:
-    """Waits until a round of the leader's cleaner has passed ``tombstone`` (stamping its delete horizon)."""
+    """Waits until a round of ``leader``'s cleaner has passed ``tombstone`` (stamping its delete horizon)."""
     deadline = time.monotonic() + WAIT_S
     while (cleaner_checkpoint(leader.log_dir, TOPIC) or 0) <= tombstone:
         assert time.monotonic() < deadline, "the leader's cleaner did not pass the tombstone"
@@ -128,19 +135,22 @@ def test_a_follower_that_missed_a_removed_tombstone_keeps_the_old_value(kafka: K
     clients.create_topic(cluster.bootstrap, TOPIC, TOPIC_CONFIG, replication_factor=3)
     old = send(clients, cluster, [{"key": f"k{i}", "value": f"old value {i}"} for i in range(10)])
     send(clients, cluster, fillers(0))
-    leader_id = wait_isr(clients, cluster, {1, 2, 3})
+    leader_id, replicas = wait_isr(clients, cluster, {1, 2, 3})
     nodes = {node.node_id: node for node in cluster.brokers}
-    leader = nodes[leader_id]
-    lagging, in_sync = (nodes[i] for i in sorted(set(nodes) - {leader_id}))
+    first = nodes[leader_id]
+    # When the leader stops, the controller elects the first in-sync replica in assignment order
+    # (PartitionChangeBuilder.electAnyLeader): that one is made to lag.
+    lagging, in_sync = (nodes[i] for i in replicas if i != leader_id)
 
     cluster.stop([lagging])
-    assert wait_isr(clients, cluster, {leader.node_id, in_sync.node_id}) == leader.node_id
+    assert wait_isr(clients, cluster, {first.node_id, in_sync.node_id})[0] == first.node_id
     (tombstone,) = send(clients, cluster, [{"key": "k3", "value": None}])
     assert tombstone > old[3]
-    rounds = wait_tombstone_removed(clients, cluster, leader, "k3", tombstone)
+    rounds = wait_tombstone_removed(clients, cluster, first, "k3", tombstone)
+    assert "k3" not in latest_by_key(clients.consume(cluster.bootstrap, TOPIC, "read_uncommitted"))
 
     cluster.start([lagging])
-    assert wait_isr(clients, cluster, {1, 2, 3}) == leader.node_id
+    assert wait_isr(clients, cluster, {1, 2, 3})[0] == first.node_id
     # It resumed at its own log end, the tombstone's offset, and got the tombstone's batch emptied.
     assert f"Follower {TOPIC}-0 starts at leader epoch 0 from offset {tombstone} " in lagging.server_log.read_text()
     (gap,) = [b for b in batches(lagging.log_dir / f"{TOPIC}-0") if b["base_offset"] == tombstone]
@@ -149,17 +159,20 @@ def test_a_follower_that_missed_a_removed_tombstone_keeps_the_old_value(kafka: K
     assert lagging_k3 == [(old[3], "old value 3")]  # the tombstone never reached it
     assert key_records(in_sync.log_dir / f"{TOPIC}-0", "k3") in ([], [(tombstone, None)])
 
-    # A second tombstone, stamped by the leader's cleaner while the same follower is away again.
-    cluster.stop([lagging])
-    assert wait_isr(clients, cluster, {leader.node_id, in_sync.node_id}) == leader.node_id
+    # The leader stops: the replica that missed the tombstone leads, and consumers get the deleted key back.
+    cluster.stop([first])
+    assert wait_isr(clients, cluster, {lagging.node_id, in_sync.node_id})[0] == lagging.node_id
+    assert latest_by_key(clients.consume(cluster.bootstrap, TOPIC, "read_uncommitted"))["k3"] == "old value 3"
+
+    # A second tombstone, stamped by the new leader's cleaner while the first leader is away.
     (fenced,) = send(clients, cluster, [{"key": "k5", "value": None}])
     send(clients, cluster, fillers(900))
     send(clients, cluster, fillers(901))
-    wait_stamped(leader, fenced)
+    wait_stamped(lagging, fenced)
     cluster.stop()
-    assert key_records(leader.log_dir / f"{TOPIC}-0", "k5") == [(fenced, None)]
+    assert key_records(lagging.log_dir / f"{TOPIC}-0", "k5") == [(fenced, None)]
 
-    dirs = [leader.log_dir, in_sync.log_dir, lagging.log_dir]
+    dirs = [first.log_dir, in_sync.log_dir, lagging.log_dir]
     done = kcompact("inspect", "replicas", *dirs, "--topic", TOPIC, "--partition", "0", "--json")
     assert done.returncode == 3, done.stdout + done.stderr
     (report,) = kcompact_json("inspect", "replicas", *dirs, "--topic", TOPIC, "--partition", "0")
@@ -171,14 +184,14 @@ def test_a_follower_that_missed_a_removed_tombstone_keeps_the_old_value(kafka: K
     assert k3["key"] == "k3"
     assert [side["state"] for side in k3["sides"]] == ["absent", "absent", "value"]
     assert k3["sides"][2]["offset"] == old[3]
-    assert report["limit"] == fenced  # compared below the lagging replica's log end: k5 is not (yet) divergent
+    assert report["limit"] == fenced  # compared below the first leader's log end: k5 is not (yet) divergent
 
-    # The fence: k5's tombstone lies above the lagging replica's log end; past its horizon only the
-    # unfenced clean removes it.
+    # The fence: k5's tombstone lies at or above the first leader's log end; past its horizon only the
+    # unfenced clean of the new leader's copy removes it.
     now_ms = str(int(time.time() * 1000) + 10 * DELETE_RETENTION_MS)
-    plain = copy_log_dir(leader.log_dir, tmp_path / "plain")
-    fenced_copy = copy_log_dir(leader.log_dir, tmp_path / "fenced")
-    for copy, extra in ((plain, ()), (fenced_copy, ("--replica-dirs", str(lagging.log_dir)))):
+    plain = copy_log_dir(lagging.log_dir, tmp_path / "plain")
+    fenced_copy = copy_log_dir(lagging.log_dir, tmp_path / "fenced")
+    for copy, extra in ((plain, ()), (fenced_copy, ("--replica-dirs", str(first.log_dir)))):
         # --roll: as the broker's next round would, once an append rolls the active segment
         done = kcompact("clean", copy / f"{TOPIC}-0", "--roll", "--now-ms", now_ms, "--json", *extra)
         assert done.returncode == 0, done.stdout + done.stderr
