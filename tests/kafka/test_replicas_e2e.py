@@ -24,8 +24,9 @@ from __future__ import annotations
 import base64
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -57,6 +58,7 @@ CLUSTER_CONFIG = {"log.cleaner.backoff.ms": "200", "auto.leader.rebalance.enable
 ACKS_ALL = {"acks": "all"}
 DESCRIBE_LINE = re.compile(r"Partition: 0\s+Leader: (\d+)\s+Replicas: ([\d,]+)\s+Isr: ([\d,]*)")
 WAIT_S = 120.0
+T = TypeVar("T")
 
 
 def describe(clients: Clients, bootstrap: str) -> tuple[int, list[int], set[int]]:
@@ -94,6 +96,17 @@ def key_records(partition_dir: Path, key: str) -> list[tuple[int, str | None]]:
             for row in rows if row.get("type") == "record"]
 
 
+def while_running(read: Callable[[], T]) -> T:
+    """``read`` of a running broker's partition, read again if a segment swap of its cleaner got in the way
+    (``kcompact inspect dump`` then fails on a file that vanished)."""
+    for _ in range(9):
+        try:
+            return read()
+        except AssertionError:
+            time.sleep(0.3)
+    return read()
+
+
 def records(partition_dir: Path) -> set[tuple[int, str, str | None]]:
     """(offset, key, value in base64) of every record in the partition's segments."""
     rows = kcompact_json("inspect", "dump", partition_dir, "--records")
@@ -110,12 +123,9 @@ def wait_tombstone_removed(clients: Clients, cluster: KafkaCluster, leader: Kafk
         send(clients, cluster, fillers(100 + round_))
         time.sleep(0.5)
         checkpoint = cleaner_checkpoint(leader.log_dir, TOPIC)
-        if checkpoint is not None and checkpoint > tombstone:
-            try:
-                if not key_records(leader.log_dir / f"{TOPIC}-0", key):
-                    return round_
-            except AssertionError:  # read while the cleaner swapped a segment in: read again
-                pass
+        if (checkpoint is not None and checkpoint > tombstone
+                and not while_running(lambda: key_records(leader.log_dir / f"{TOPIC}-0", key))):
+            return round_
         assert time.monotonic() < deadline, f"the leader still holds {key} (checkpoint {checkpoint})"
     raise AssertionError("unreachable")
 
@@ -157,11 +167,12 @@ def test_a_follower_that_missed_a_removed_tombstone_keeps_the_old_value(kafka: K
     assert wait_isr(clients, cluster, {1, 2, 3})[0] == first.node_id
     # It resumed at its own log end, the tombstone's offset, and got the tombstone's batch emptied.
     assert f"Follower {TOPIC}-0 starts at leader epoch 0 from offset {tombstone} " in lagging.server_log.read_text()
-    (gap,) = [b for b in batches(lagging.log_dir / f"{TOPIC}-0") if b["base_offset"] == tombstone]
+    (gap,) = [b for b in while_running(lambda: batches(lagging.log_dir / f"{TOPIC}-0"))
+              if b["base_offset"] == tombstone]
     assert (gap["last_offset"], gap["count"]) == (tombstone, 0)
-    lagging_k3 = key_records(lagging.log_dir / f"{TOPIC}-0", "k3")
+    lagging_k3 = while_running(lambda: key_records(lagging.log_dir / f"{TOPIC}-0", "k3"))
     assert lagging_k3 == [(old[3], "old value 3")]  # the tombstone never reached it
-    assert key_records(in_sync.log_dir / f"{TOPIC}-0", "k3") in ([], [(tombstone, None)])
+    assert while_running(lambda: key_records(in_sync.log_dir / f"{TOPIC}-0", "k3")) in ([], [(tombstone, None)])
 
     # The leader stops: the replica that missed the tombstone leads, and consumers get the deleted key back.
     cluster.stop([first])
