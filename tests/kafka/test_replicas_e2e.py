@@ -7,8 +7,9 @@ at its own log end, which is below the removed tombstone, so it receives what th
 that point, never the tombstone, and keeps ``k3``'s old value for good. ``Cleaner.shouldRetainRecord`` does
 not ask whether every replica has fetched a tombstone; on restart the follower's fetcher
 (``AbstractFetcherThread``, truncation on fetch) resumes at its own log end with its last fetched leader
-epoch, and the leader, whose epoch never moved (KRaft changes the ISR without a new leader epoch), reports no
-diverging epoch: epochs and offsets are compared, never contents. What it receives first is the tombstone's
+epoch, and the leader, whose epoch never moved (from metadata version 3.6 on, KRaft shrinks the ISR without a
+new leader epoch: ``PartitionChangeBuilder.triggerLeaderEpochBumpForIsrShrinkIfNeeded``), reports no diverging
+epoch: epochs and offsets are compared, never contents. What it receives first is the tombstone's
 batch, emptied: the cleaner keeps a producer's last batch (its sequence state) without its records.
 
 Then the leader stops: that follower, first in assignment order, leads, and a consumer gets the deleted key
