@@ -67,9 +67,11 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def java_command(classpath: str, main_class: str, *args: str, logs_dir: Path) -> list[str]:
-    """``java`` with the tests' small JVM, Kafka's classpath and its log4j2 config writing to ``logs_dir``."""
-    return ["java", *JVM_OPTIONS, f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
+def java_command(classpath: str, main_class: str, *args: str, logs_dir: Path,
+                 jvm_options: tuple[str, ...] = ()) -> list[str]:
+    """``java`` with the tests' small JVM (and ``jvm_options``), Kafka's classpath and its log4j2 config writing
+    to ``logs_dir``."""
+    return ["java", *JVM_OPTIONS, *jvm_options, f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
             f"-Dkafka.logs.dir={logs_dir}", "-cp", classpath, main_class, *args]
 
 
@@ -98,6 +100,7 @@ class KafkaNode:
     process: subprocess.Popen[bytes] | None = None
     runs: int = 0
     start_seconds: list[float] = field(default_factory=list)
+    jvm_options: tuple[str, ...] = ()  # added to the broker's JVM at its next start (e.g. JMX)
 
     @property
     def run_dir(self) -> Path:
@@ -154,7 +157,8 @@ class KafkaNode:
         write_properties(config, self.properties(voters, overrides))
         with open(self.run_dir / "stdout.txt", "wb") as stdout:
             self.process = subprocess.Popen(
-                java_command(self.classpath, "kafka.Kafka", str(config), logs_dir=self.run_dir),
+                java_command(self.classpath, "kafka.Kafka", str(config), logs_dir=self.run_dir,
+                             jvm_options=self.jvm_options),
                 stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_started(self, started_at: float, deadline: float) -> None:
