@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,15 @@ from typing import TYPE_CHECKING, Self
 
 from kcompact.errors import BatchCrcError, CorruptDataError, UnsupportedFormatError
 from kcompact.records.batch import iter_batches
+from kcompact.records.scan.legacy_rows import (
+    LEGACY_COMPRESSED,
+    OFFSET,
+    POSITION,
+    ROW_FIELDS,
+    SIZE,
+    TIMESTAMP,
+    legacy_entries,
+)
 from kcompact.segment.files import file_access
 
 if TYPE_CHECKING:
@@ -138,6 +148,30 @@ class LogFile:
                 max_timestamp=batch.max_timestamp,
                 magic=batch.magic,
             )
+
+    def index_entries(self) -> list[tuple[int, int, int, int]]:
+        """``(position, size_in_bytes, last_offset, max_timestamp)`` of every batch: what the offset and
+        time indexes are built from. Runs of legacy entries are read by one C walk each
+        (``records.scan.legacy_rows``), compressed wrappers included: none is decompressed here.
+
+        Raises:
+            CorruptDataError: as :meth:`iter_batches`.
+        """
+        entries: list[tuple[int, int, int, int]] = []
+        batches = self.iter_batches()
+        while (batch := next(batches, None)) is not None:
+            if batch.magic < 2:
+                run = legacy_entries(self.buffer, batch.position, self.size_in_bytes, 1 << 62,
+                                     LEGACY_COMPRESSED)
+                if run is not None and run[0] != batch.position:
+                    rows = array("q", run[1])
+                    entries += zip(rows[POSITION::ROW_FIELDS], rows[SIZE::ROW_FIELDS],
+                                   rows[OFFSET::ROW_FIELDS], rows[TIMESTAMP::ROW_FIELDS])
+                    batches = self.iter_batches(run[0])
+                    continue
+            entries.append((batch.position, batch.size_in_bytes, batch.last_offset,
+                            batch.max_timestamp))
+        return entries
 
     def last_summary(self, start: int = 0) -> BatchSummary | None:
         """The last batch of the file, walking from ``start`` (0 or an offset-index position)."""

@@ -41,7 +41,7 @@ from kcompact.segment.index_builder import build_indexes
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import segment_file_name
 from kcompact.segment.offset_index import encode_offset_index
-from kcompact.segment.partition import Partition, SegmentFiles, segment_next_offset
+from kcompact.segment.partition import Partition, SegmentFiles
 from kcompact.segment.time_index import encode_time_index
 
 
@@ -113,11 +113,13 @@ def roll_active_segment(partition: Partition, config: TopicConfig) -> Roll | Non
     active = partition.active_segment
     if active is None:
         return None
-    end = segment_next_offset(active)
-    if end is None:
+    if active.size_in_bytes == 0:
         return None  # the active segment is empty already
     with LogFile(active.log_path) as log:
-        summaries = [(s.position, s.size_in_bytes, s.last_offset, s.max_timestamp) for s in log.summaries()]
+        summaries = log.index_entries()  # one walk: the indexes, and the next offset from the last
+    if not summaries:
+        return None  # no batch: as empty
+    end = summaries[-1][2] + 1
     offsets, times = build_indexes(
         summaries, base_offset=active.base_offset, index_interval_bytes=config.index_interval_bytes
     )

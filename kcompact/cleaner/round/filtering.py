@@ -12,7 +12,8 @@ with the reasons counted from the same masks (keyless records are "invalid", sup
 tombstones counted apart). Legacy (magic 0/1) entries take the same decision over their decoded records.
 
 :func:`filter_segment` walks one source segment, or the batches starting in a byte range of it (runs
-of data batches a window at a time in C: ``filter_windows``, the same decisions and bytes), and hands
+of data batches a window at a time in C: ``filter_windows``; of plain legacy entries a run at a time:
+``legacy_runs``; the same decisions and bytes), and hands
 each output batch to a sink: the output segment's writer in the serial case, a buffer sent back to the
 parent from a worker (``parallel.py``). A range that starts inside a segment walks the headers before it
 for the transaction state only; ABORT markers retained there belong to the range before.
@@ -49,6 +50,7 @@ from kcompact.cleaner.round.filter_windows import (
     protected_offsets,
     take_runs,
 )
+from kcompact.cleaner.round.legacy_runs import take_legacy_run
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.rules.fence import age_removal_allowed
@@ -166,6 +168,13 @@ def filter_segment(
         while (batch := next(batches, None)) is not None:
             if end_position is not None and batch.position >= end_position:
                 break
+            if batch.magic < 2:  # legacy_runs: plain entries a run at a time in C, from this one
+                reached = take_legacy_run(log.buffer, batch.position, limit, ctx, retain_legacy,
+                                          sink, partial(_flush, window, ctx, sink, log.path, clear=True))
+                if reached != batch.position:
+                    records = 0
+                    batches = log.iter_batches(reached)
+                    continue
             log.check_crc(batch)  # dropped, rebuilt or copied: each batch read is checked (module doc)
             pending = _decide_batch(batch, ctx, log.path)
             if pending is not None and batch.magic < 2:  # legacy: decided alone, after the rest

@@ -37,6 +37,13 @@ from kcompact.records.compression import decompress, zstd_one_call
 from kcompact.records.legacy import legacy_records
 from kcompact.records.record import records_bytes
 from kcompact.records.scan import accel, scan_key_digests, scan_keys
+from kcompact.records.scan.legacy_rows import (
+    KEY_START,
+    LEGACY_DIGESTS,
+    OFFSET,
+    ROW_FIELDS,
+    legacy_entries,
+)
 from kcompact.segment.log_file import LogFile, crc_error_or
 from kcompact.segment.txn_index import AbortedTxn
 
@@ -101,6 +108,13 @@ def iter_dirty_keys(
         while (batch := next(batches, None)) is not None:
             if end_position is not None and batch.position >= end_position:
                 break
+            if batch.magic < 2:  # plain legacy entries from this one: a C run
+                reached = acc.add_legacy_run(log, batch.position, limit, start, txn)
+                if reached != batch.position:
+                    if acc.puts >= SLICE_RECORDS:
+                        yield acc.take()
+                    batches = log.iter_batches(reached)
+                    continue
             if batch.is_control:
                 txn.on_control_batch_read(batch, read_control(batch, log.path)[0])
                 aborted = True
@@ -165,6 +179,31 @@ class _Slice:
         self.last_offsets += info[1::3]
         self.scanned += info[2::3]
         return reached
+
+    def add_legacy_run(
+        self, log: LogFile, position: int, limit: int, start: int,
+        txn: CleanedTransactionMetadata[AbortedTxn],
+    ) -> int:
+        """The plain legacy entries from ``position`` on in one C call (``legacy_rows.legacy_entries``),
+        up to the slice's size, as the per-entry walk puts them (a legacy entry is never transactional:
+        the transaction state only takes aborted transactions off its queue); returns where it stopped
+        (``position``: nothing taken)."""
+        run = legacy_entries(log.buffer, position, limit, max(1, SLICE_RECORDS - self.puts),
+                             LEGACY_DIGESTS)
+        if run is None or run[0] == position:
+            return position
+        rows = np.frombuffer(run[1], dtype=np.int64).reshape(-1, ROW_FIELDS)
+        offsets = rows[:, OFFSET]
+        counted = offsets >= start  # the entries that move latest_offset (each its own last offset)
+        wanted = counted & (rows[:, KEY_START] >= 0)
+        self.offsets += offsets[wanted].tobytes()
+        self.digests += np.frombuffer(run[2], dtype=np.uint8).reshape(-1, 16)[wanted].tobytes()
+        self.put_ends += (self.puts + np.cumsum(wanted))[counted].tolist()
+        self.last_offsets += offsets[counted].tolist()
+        self.scanned += [1] * int(np.count_nonzero(counted))
+        self.puts = len(self.offsets) // 8
+        txn.advance_to(int(offsets[-1]))  # what each entry's on_batch_read does first
+        return run[0]
 
     def end_batch(self, last_offset: int) -> None:
         self.put_ends.append(self.puts)

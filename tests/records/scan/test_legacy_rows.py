@@ -15,7 +15,11 @@ from hypothesis import strategies as st
 from xxhash import xxh3_128_digest
 
 from kcompact.records.batch_encoding import encode_batch
-from kcompact.records.legacy import decode_legacy_entry, encode_legacy_message, encode_legacy_wrapper
+from kcompact.records.legacy import (
+    decode_legacy_entry,
+    encode_legacy_message,
+    encode_legacy_wrapper,
+)
 from kcompact.records.record import Record
 from kcompact.records.scan.legacy_rows import (
     KEY_END,
