@@ -43,6 +43,7 @@ from kcompact.records.scan.legacy_rows import (
     OFFSET,
     ROW_FIELDS,
     legacy_entries,
+    wrapper_columns,
 )
 from kcompact.segment.log_file import LogFile, crc_error_or
 from kcompact.segment.txn_index import AbortedTxn
@@ -235,6 +236,12 @@ def batch_key_digests(batch: Any, start: int, log: LogFile) -> tuple[bytes, byte
         CorruptDataError: its records do not parse (located in ``log``).
     """
     if batch.magic < 2:
+        inner = wrapper_columns(batch)  # a compressed wrapper in one C walk, its keys hashed there
+        if inner is not None:
+            inner_offsets = np.frombuffer(inner.offsets, dtype=np.int64)
+            put = (inner_offsets >= start) & (np.frombuffer(inner.key_starts, dtype=np.int64) >= 0)
+            hashed = np.frombuffer(inner.digests, dtype=np.uint8).reshape(-1, 16)
+            return inner_offsets[put].tobytes(), hashed[put].tobytes(), len(inner_offsets)
         offsets, keys = batch_keys(batch, log)
         wanted = [i for i, key in enumerate(keys) if key is not None and offsets[i] >= start]
         kept = array("q", [offsets[i] for i in wanted]).tobytes()

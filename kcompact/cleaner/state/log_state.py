@@ -36,6 +36,7 @@ from kcompact.records.control import ControlRecordKey, ControlRecordType, EndTra
 from kcompact.records.record import decode_records
 from kcompact.records.scan import accel
 from kcompact.records.scan.legacy_rows import (
+    LEGACY_COMPRESSED,
     OFFSET,
     POSITION,
     ROW_FIELDS,
@@ -331,10 +332,12 @@ def _legacy_run(
     None where the walk takes none: the batch-by-batch walk goes on.
 
     Why nothing else: a legacy entry has no producer and is neither control nor transactional, so
-    the producer state and the transaction tracker ignore it. Compressed wrappers are left to the
-    batch-by-batch walk, which decompresses each one (its ``base_offset``) and so reports a bad one.
+    the producer state and the transaction tracker ignore it. A compressed wrapper is taken as its
+    header says (its offset is its last inner offset), not decompressed: as a v2 batch's records, its
+    messages are read by the passes that clean them.
     """
-    run = legacy_entries(log.buffer, position, log.size_in_bytes, _LEGACY_RUN_ENTRIES, 0)
+    run = legacy_entries(log.buffer, position, log.size_in_bytes, _LEGACY_RUN_ENTRIES,
+                         LEGACY_COMPRESSED)
     if run is None or run[0] == position:
         return None
     rows = np.frombuffer(run[1], dtype=np.int64).reshape(-1, ROW_FIELDS)

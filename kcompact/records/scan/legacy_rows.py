@@ -19,22 +19,27 @@ Row fields, in order (positions are in ``buf``; ``-1`` start and end for a null 
     position  offset  size_in_bytes  magic  attributes  timestamp  key_start  key_end  value_start  value_end
 
 :func:`legacy_entries_reference` is the same walk in Python over ``decode_legacy_entry``: the reference
-the C code is tested against.
+the C code is tested against. :func:`wrapper_columns` reads a compressed wrapper's inner messages the
+same way, as columns (its reference is ``legacy.legacy_records``).
 """
 
 from __future__ import annotations
 
 from array import array
+from dataclasses import dataclass
 
 from xxhash import xxh3_128_digest
 
-from kcompact.errors import CorruptDataError
+from kcompact.errors import CorruptDataError, KcompactError
+from kcompact.records.compression import decompress
 from kcompact.records.legacy import (
     ENTRY_HEADER_SIZE,
     MAGIC_POSITION,
     TIMESTAMP_STRUCT,
+    LegacyEntry,
     decode_legacy_entry,
 )
+from kcompact.records.record import Record
 from kcompact.records.scan import accel
 from kcompact.records.varint import Buffer
 
@@ -107,3 +112,69 @@ def legacy_entries_reference(
         position += entry.size_in_bytes
     return position, rows.tobytes(), b"".join(digests) if flags & LEGACY_DIGESTS else b""
 
+
+
+@dataclass(frozen=True, slots=True)
+class WrapperColumns:
+    """The inner messages of a compressed wrapper as columns, read by one C walk of its decompressed value.
+
+    Offsets and timestamps are what :func:`~kcompact.records.legacy.legacy_records` gives each inner
+    message (absolute; a LogAppendTime wrapper's time for its v1 messages); key and value positions are
+    in :attr:`data` (-1 for null); ``digests`` holds each key's XXH3-128 digest (zeros for a null key).
+    """
+
+    offsets: array[int]
+    timestamps: array[int]
+    key_starts: array[int]
+    key_ends: array[int]
+    value_starts: array[int]
+    value_ends: array[int]
+    digests: bytes
+    data: bytes
+
+    def record(self, i: int) -> Record:
+        """Inner message ``i`` as the :class:`Record` ``legacy_records`` gives."""
+        key = None if self.key_starts[i] < 0 else self.data[self.key_starts[i] : self.key_ends[i]]
+        value = (None if self.value_starts[i] < 0
+                 else self.data[self.value_starts[i] : self.value_ends[i]])
+        return Record(self.offsets[i], self.timestamps[i], key, value)
+
+
+def wrapper_columns(entry: LegacyEntry) -> WrapperColumns | None:
+    """A compressed wrapper's inner messages as :class:`WrapperColumns`, without a Python object each.
+
+    Args:
+        entry: a decoded v0/v1 entry.
+
+    Returns:
+        The columns; None for an uncompressed entry, without the C kernels, and wherever
+        :func:`~kcompact.records.legacy.legacy_records` would raise or decide otherwise (a null or
+        undecompressable value, no or a malformed or a compressed inner message, a wrapper offset below
+        the last inner offset, offsets past the int64 range): call it instead.
+    """
+    if entry.compression == 0 or entry.value is None or accel.kernels is None or not accel.enabled:
+        return None
+    try:
+        data = decompress(entry.compression, entry.value, magic=entry.magic)
+    except KcompactError:
+        return None
+    run = legacy_entries(data, 0, len(data), len(data), LEGACY_DIGESTS)
+    if run is None or run[0] != len(data) or not run[1]:
+        return None
+    rows = array("q", run[1])
+    inner = rows[OFFSET::ROW_FIELDS]
+    base = 0
+    if entry.magic == 1 and entry.offset != 0:
+        if entry.offset < inner[-1]:
+            return None
+        base = entry.offset - inner[-1]
+    timestamps = rows[TIMESTAMP::ROW_FIELDS]
+    if entry.magic == 1 and entry.timestamp_type == 1:  # LogAppendTime: lent to the v1 messages
+        timestamps = array("q", [entry.timestamp if magic == 1 else ts
+                                 for magic, ts in zip(rows[MAGIC::ROW_FIELDS], timestamps)])
+    try:
+        offsets = array("q", [base + offset for offset in inner]) if base else inner
+    except OverflowError:
+        return None
+    return WrapperColumns(offsets, timestamps, rows[KEY_START::ROW_FIELDS], rows[KEY_END::ROW_FIELDS],
+                          rows[VALUE_START::ROW_FIELDS], rows[VALUE_END::ROW_FIELDS], run[2], data)
