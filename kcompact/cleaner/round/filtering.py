@@ -170,7 +170,8 @@ def filter_segment(
                 break
             if batch.magic < 2:  # legacy_runs: plain entries a run at a time in C, from this one
                 reached = take_legacy_run(log.buffer, batch.position, limit, ctx, retain_legacy,
-                                          sink, partial(_flush, window, ctx, sink, log.path, clear=True))
+                                          sink, partial(_flush, window, ctx, sink, log.path, clear=True),
+                                          sink_run)
                 if reached != batch.position:
                     records = 0
                     batches = log.iter_batches(reached)

@@ -8,7 +8,8 @@ uncompressed entries with sound CRCs is read by one C call
 (``records.scan.legacy_rows.legacy_entries``), its records decided together by
 :func:`~kcompact.cleaner.round.filter_windows.keep_records` (the rule v2 windows use; for legacy data a
 tombstone outlives the map while the segment is newer than the legacy delete horizon), and each kept
-message written as the one-record v2 batch ``records.filter.filter_legacy_entry`` writes for it.
+message written as the one-record v2 batch ``records.filter.filter_legacy_entry`` writes for it, all
+of them by one more C call (``legacy_rows.legacy_emit``).
 
 What a run takes is what makes the batch decision trivial: a legacy entry has no producer and is never
 transactional or control, so ``rules.policy.check_batch_retention`` gives ``DELETE_EMPTY`` and only moves
@@ -26,13 +27,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from kcompact.cleaner.round.filter_windows import RUN_RECORDS, keep_records
+from kcompact.cleaner.round.filter_windows import RUN_RECORDS, RunSink, keep_records
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.rules.policy import new_delete_horizon
-from kcompact.records.batch_encoding import encode_batch
-from kcompact.records.batch_header import NO_TIMESTAMP, TimestampType
+from kcompact.records.batch_header import NO_TIMESTAMP
 from kcompact.records.legacy import TIMESTAMP_TYPE_MASK
-from kcompact.records.record import Record
 from kcompact.records.scan.legacy_rows import (
     ATTRIBUTES,
     KEY_END,
@@ -43,8 +42,9 @@ from kcompact.records.scan.legacy_rows import (
     POSITION,
     ROW_FIELDS,
     TIMESTAMP,
-    VALUE_END,
     VALUE_START,
+    legacy_emit,
+    legacy_emit_reference,
     legacy_entries,
 )
 
@@ -56,7 +56,7 @@ Sink = Callable[[bytes | memoryview, int, int], None]
 
 def take_legacy_run(
     buffer: memoryview, position: int, limit: int, ctx: FilterContext, retain_legacy: bool,
-    sink: Sink, before: Callable[[], None],
+    sink: Sink, before: Callable[[], None], sink_run: RunSink | None = None,
 ) -> int:
     """Filter the plain legacy entries from ``position`` on (before ``limit``) into ``sink``, one run.
 
@@ -66,7 +66,8 @@ def take_legacy_run(
         limit: entries starting here or later are not taken.
         ctx: the walk's context; its stats and transaction state move on as the per-entry walk's.
         retain_legacy: the segment is newer than the legacy delete horizon (tombstones stay).
-        sink: receives each output batch.
+        sink: receives each output batch (unless ``sink_run`` is given).
+        sink_run: receives the run's output batches at once.
         before: called once before the run is decided (the caller's pending output).
 
     Returns:
@@ -94,10 +95,7 @@ def take_legacy_run(
     tombstone = rows[:, VALUE_START] < 0
     kept = keep_records(offsets, key_starts >= 0, tombstone, np.full(len(rows), retain_legacy),
                         keys_at, ctx.oracle, ctx.fence, stats)
-    horizon = new_delete_horizon(ctx.now_ms, ctx.delete_retention_ms)
-    for row in rows[kept].tolist():
-        data, max_timestamp = _one_record_batch(buffer, row, horizon if horizon >= 0 else None)
-        sink(data, row[OFFSET], max_timestamp)
+    _emit(buffer, rows[kept], new_delete_horizon(ctx.now_ms, ctx.delete_retention_ms), sink, sink_run)
     written = int(np.count_nonzero(kept))
     stats.batches_read = stats.records_read = len(rows)
     stats.batches_rebuilt = stats.records_written = written
@@ -107,19 +105,23 @@ def take_legacy_run(
     return reached
 
 
-def _one_record_batch(buffer: memoryview, row: list[int], horizon: int | None) -> tuple[bytes, int]:
-    """The kept message as ``records.filter.filter_legacy_entry`` writes it: one v2 batch of one record,
-    uncompressed, its timestamp type kept (v0: CreateTime, timestamp -1), a horizon when a tombstone."""
-    key = None if row[KEY_START] < 0 else bytes(buffer[row[KEY_START] : row[KEY_END]])
-    value = None if row[VALUE_START] < 0 else bytes(buffer[row[VALUE_START] : row[VALUE_END]])
-    timestamp = row[TIMESTAMP]
-    log_append = row[MAGIC] == 1 and bool(row[ATTRIBUTES] & TIMESTAMP_TYPE_MASK)
-    data = encode_batch(
-        [Record(row[OFFSET], timestamp, key, value)],
-        base_offset=row[OFFSET],
-        compression=0,
-        timestamp_type=int(TimestampType.LOG_APPEND_TIME if log_append else TimestampType.CREATE_TIME),
-        delete_horizon_ms=horizon if value is None else None,
-        max_timestamp=timestamp if log_append else None,
-    )
-    return data, timestamp if log_append else max(NO_TIMESTAMP, timestamp)
+def _emit(buffer: memoryview, kept: npt.NDArray[np.int64], horizon: int, sink: Sink,
+          sink_run: RunSink | None) -> None:
+    """Write the kept messages as ``records.filter.filter_legacy_entry`` does, one v2 batch each
+    (``legacy_rows.legacy_emit``), into ``sink_run`` at once or ``sink`` one by one."""
+    rows = np.ascontiguousarray(kept)
+    emitted = legacy_emit(buffer, rows.data, horizon)
+    data, raw_sizes = (emitted if emitted is not None
+                       else legacy_emit_reference(buffer, rows.data, horizon))
+    sizes = np.frombuffer(raw_sizes, dtype=np.int64).tolist()
+    timestamps = rows[:, TIMESTAMP]
+    log_append = (rows[:, MAGIC] == 1) & ((rows[:, ATTRIBUTES] & TIMESTAMP_TYPE_MASK) != 0)
+    max_timestamps = np.where(log_append, timestamps, np.maximum(timestamps, NO_TIMESTAMP)).tolist()
+    last_offsets = rows[:, OFFSET].tolist()
+    if sink_run is not None:
+        sink_run(data, sizes, last_offsets, max_timestamps)
+        return
+    view, at = memoryview(data), 0
+    for size, last_offset, max_timestamp in zip(sizes, last_offsets, max_timestamps):
+        sink(view[at : at + size], last_offset, max_timestamp)
+        at += size

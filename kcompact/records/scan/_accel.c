@@ -2456,6 +2456,7 @@ static PyMethodDef methods[] = {
      batch_producers_doc},
     {"legacy_entries", (PyCFunction)(void (*)(void))legacy_entries, METH_FASTCALL,
      legacy_entries_doc},
+    {"legacy_emit", (PyCFunction)(void (*)(void))legacy_emit, METH_FASTCALL, legacy_emit_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -46,27 +46,38 @@
 #define OVERHEAD_V0 14
 #define OVERHEAD_V1 22
 
-static uint32_t crc_table[8][256];
+#define POLY_CRC32 0xEDB88320u   /* IEEE 802.3, reflected: legacy messages (zlib's crc32) */
+#define POLY_CRC32C 0x82F63B78u  /* Castagnoli, reflected: v2 batches */
+
+static uint32_t crc32_tables[8][256], crc32c_tables[8][256];
 static int crc_ready;
 
-/* CRC-32 (IEEE 802.3, reflected, zlib's crc32) by eight tables of 256 (slicing-by-8). */
+/* Eight tables of 256 for the reflected polynomial `poly` (slicing-by-8). */
 static void
-crc_init(void)
+crc_tables(uint32_t table[8][256], uint32_t poly)
 {
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
         for (int k = 0; k < 8; k++)
-            c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[0][i] = c;
+            c = c & 1 ? poly ^ (c >> 1) : c >> 1;
+        table[0][i] = c;
     }
     for (uint32_t i = 0; i < 256; i++)
         for (int t = 1; t < 8; t++)
-            crc_table[t][i] = crc_table[0][crc_table[t - 1][i] & 0xFF] ^ (crc_table[t - 1][i] >> 8);
+            table[t][i] = table[0][table[t - 1][i] & 0xFF] ^ (table[t - 1][i] >> 8);
+}
+
+static void
+crc_init(void)
+{
+    crc_tables(crc32_tables, POLY_CRC32);
+    crc_tables(crc32c_tables, POLY_CRC32C);
     crc_ready = 1;
 }
 
+/* The reflected CRC of p[0..n) by `table` (CRC-32 or CRC-32C: initial and final value all ones). */
 static uint32_t
-crc32_ieee(const uint8_t *p, Py_ssize_t n)
+crc_sliced(uint32_t table[8][256], const uint8_t *p, Py_ssize_t n)
 {
     uint32_t c = 0xFFFFFFFFu;
     while (n >= 8) {
@@ -74,15 +85,14 @@ crc32_ieee(const uint8_t *p, Py_ssize_t n)
                            | (uint32_t)p[3] << 24);
         uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16
                       | (uint32_t)p[7] << 24;
-        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF]
-            ^ crc_table[5][(lo >> 16) & 0xFF] ^ crc_table[4][lo >> 24]
-            ^ crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF]
-            ^ crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+        c = table[7][lo & 0xFF] ^ table[6][(lo >> 8) & 0xFF] ^ table[5][(lo >> 16) & 0xFF]
+            ^ table[4][lo >> 24] ^ table[3][hi & 0xFF] ^ table[2][(hi >> 8) & 0xFF]
+            ^ table[1][(hi >> 16) & 0xFF] ^ table[0][hi >> 24];
         p += 8;
         n -= 8;
     }
     while (n-- > 0)
-        c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+        c = table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
     return c ^ 0xFFFFFFFFu;
 }
 
@@ -162,7 +172,7 @@ take_entry(const uint8_t *d, Py_ssize_t n, Py_ssize_t p, int flags, int64_t *row
         || sized_field(d, end, &cursor, &row[8], &row[9]) < 0 || cursor != end)
         return -1;
     if ((flags & LEGACY_CRC)
-        && crc32_ieee(d + p + 16, end - p - 16) != (uint32_t)be32(d + p + 12))
+        && crc_sliced(crc32_tables, d + p + 16, end - p - 16) != (uint32_t)be32(d + p + 12))
         return -1;
     if (flags & LEGACY_DIGESTS) {
         if (row[6] >= 0) {
@@ -256,6 +266,196 @@ legacy_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_XDECREF(rows);
     Py_XDECREF(digests);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ---- legacy_emit: kept messages as v2 batches of one record ---------------------------------- */
+
+#define V2_HEADER 61
+#define V2_TIMESTAMP_TYPE 0x08
+#define V2_DELETE_HORIZON 0x40
+#define V2_RECORD_ROOM 12  /* a record's fixed part: attributes, timestamp delta (<= 10), offset delta */
+#define V2_EXTRA 40        /* a batch's bytes beyond its header, key and value: varints and the fixed part */
+
+static void
+put_be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static void
+put_be32(uint8_t *p, uint32_t v)
+{
+    for (int i = 3; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+/* The unsigned base-128 encoding of v at p; returns its length (the zig-zag is the caller's). */
+static Py_ssize_t
+put_uvarint(uint8_t *p, uint64_t v)
+{
+    Py_ssize_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+static Py_ssize_t
+uvarint_size(uint64_t v)
+{
+    Py_ssize_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static uint64_t
+zigzag32(int32_t v)
+{
+    return (uint32_t)(((uint32_t)v << 1) ^ (uint32_t)(v >> 31));
+}
+
+static uint64_t
+zigzag64(int64_t v)
+{
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+/* The sized field (key or value) of a record at p: its zig-zag length (-1 for null), then its bytes. */
+static uint8_t *
+put_sized(uint8_t *p, const uint8_t *d, int64_t from, int64_t to)
+{
+    if (from < 0)
+        return p + put_uvarint(p, zigzag32(-1));
+    p += put_uvarint(p, zigzag32((int32_t)(to - from)));
+    memcpy(p, d + from, (size_t)(to - from));
+    return p + (to - from);
+}
+
+/* One kept message (its row) as the v2 batch records.filter.filter_legacy_entry writes for it, at out;
+ * returns the batch's size. `out` has room for V2_HEADER + 30 + key + value bytes. */
+static Py_ssize_t
+emit_one(const uint8_t *d, const int64_t *row, int64_t horizon, uint8_t *out)
+{
+    int64_t ts = row[5];
+    int log_append = row[3] == 1 && (row[4] & 0x08);
+    int with_horizon = row[8] < 0 && horizon >= 0;  /* a tombstone kept: the round's horizon */
+    int64_t base_ts = with_horizon ? horizon : ts;
+    uint8_t record[V2_RECORD_ROOM], *p = record, *q;
+    Py_ssize_t n;
+    *p++ = 0;  /* record attributes */
+    p += put_uvarint(p, zigzag64((int64_t)((uint64_t)ts - (uint64_t)base_ts)));
+    *p++ = 0;  /* offset delta */
+    q = out + V2_HEADER;
+    {  /* the record: its length, the head above, key, value, no headers */
+        int64_t key = row[6] < 0 ? 0 : row[7] - row[6], value = row[8] < 0 ? 0 : row[9] - row[8];
+        int64_t length = (p - record) + key + value + 1
+                         + uvarint_size(zigzag32(row[6] < 0 ? -1 : (int32_t)key))
+                         + uvarint_size(zigzag32(row[8] < 0 ? -1 : (int32_t)value));
+        q += put_uvarint(q, zigzag32((int32_t)length));
+    }
+    memcpy(q, record, (size_t)(p - record));
+    q += p - record;
+    q = put_sized(q, d, row[6], row[7]);
+    q = put_sized(q, d, row[8], row[9]);
+    *q++ = 0;  /* headers count */
+    n = q - out;
+    put_be64(out, (uint64_t)row[1]);                           /* base offset */
+    put_be32(out + 8, (uint32_t)(n - 12));                     /* batch length */
+    put_be32(out + 12, 0xFFFFFFFFu);                           /* partition leader epoch -1 */
+    out[16] = 2;                                               /* magic */
+    out[21] = 0;                                               /* attributes, high byte */
+    out[22] = (uint8_t)((log_append ? V2_TIMESTAMP_TYPE : 0) | (with_horizon ? V2_DELETE_HORIZON : 0));
+    put_be32(out + 23, 0);                                     /* last offset delta */
+    put_be64(out + 27, (uint64_t)base_ts);                     /* base timestamp */
+    put_be64(out + 35, (uint64_t)(log_append || ts >= -1 ? ts : -1));  /* max timestamp */
+    put_be64(out + 43, UINT64_MAX);                            /* producer id -1 */
+    out[51] = out[52] = 0xFF;                                  /* producer epoch -1 */
+    put_be32(out + 53, 0xFFFFFFFFu);                           /* base sequence -1 */
+    put_be32(out + 57, 1);                                     /* records */
+    put_be32(out + 17, crc_sliced(crc32c_tables, out + 21, n - 21));
+    return n;
+}
+
+const char legacy_emit_doc[] =
+    "legacy_emit(buf, rows, horizon) -> (batches, sizes)\n\n"
+    "Each kept message (rows: legacy_entries' rows of plain messages of buf) as the v2 batch of one\n"
+    "record records.filter.filter_legacy_entry writes for it, a tombstone with the delete horizon\n"
+    "`horizon` when it is not negative; the batches back to back, and their sizes as native int64.\n"
+    "Declined arguments (a compressed row, a row outside buf): ScanError(-1).";
+
+PyObject *
+legacy_emit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view, rows_view;
+    int64_t horizon;
+    PyObject *data = NULL, *sizes = NULL, *result = NULL;
+    Py_ssize_t count, total = 0, at = 0;
+    (void)self;
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "legacy_emit() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (legacy_int64(args[2], &horizon) < 0)
+        return accel_declined();
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        return accel_declined();
+    }
+    if (PyObject_GetBuffer(args[1], &rows_view, PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(&view);
+        return accel_declined();
+    }
+    if (!crc_ready)
+        crc_init();
+    count = rows_view.len / (Py_ssize_t)(sizeof(int64_t) * ROW_FIELDS);
+    if (rows_view.len % (Py_ssize_t)(sizeof(int64_t) * ROW_FIELDS) != 0) {
+        PyBuffer_Release(&rows_view);
+        PyBuffer_Release(&view);
+        return accel_declined();
+    }
+    {
+        const int64_t *rows = (const int64_t *)rows_view.buf;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            const int64_t *row = rows + ROW_FIELDS * i;
+            int64_t key = row[6] < 0 ? 0 : row[7] - row[6];
+            int64_t value = row[8] < 0 ? 0 : row[9] - row[8];
+            if ((row[4] & 0x07) != 0 || (row[3] != 0 && row[3] != 1)
+                || row[0] < 0 || row[0] + row[2] > view.len || key < 0 || value < 0
+                || row[7] > row[0] + row[2] || row[9] > row[0] + row[2]
+                || (row[6] >= 0 && row[6] < row[0]) || (row[8] >= 0 && row[8] < row[0])) {
+                PyBuffer_Release(&rows_view);
+                PyBuffer_Release(&view);
+                return accel_declined();
+            }
+            total += V2_HEADER + V2_EXTRA + key + value;
+        }
+    }
+    data = PyBytes_FromStringAndSize(NULL, total);
+    sizes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sizeof(int64_t) * count);
+    if (data != NULL && sizes != NULL) {
+        uint8_t *out = (uint8_t *)PyBytes_AS_STRING(data);
+        int64_t *size_out = (int64_t *)PyBytes_AS_STRING(sizes);
+        const int64_t *rows = (const int64_t *)rows_view.buf;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            size_out[i] = emit_one((const uint8_t *)view.buf, rows + ROW_FIELDS * i, horizon,
+                                   out + at);
+            at += (Py_ssize_t)size_out[i];
+        }
+        if (_PyBytes_Resize(&data, at) == 0)
+            result = Py_BuildValue("(OO)", data, sizes);
+    }
+    Py_XDECREF(data);
+    Py_XDECREF(sizes);
+    PyBuffer_Release(&rows_view);
     PyBuffer_Release(&view);
     return result;
 }

@@ -9,5 +9,7 @@ PyObject *accel_declined(void);
 
 extern const char legacy_entries_doc[];
 PyObject *legacy_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char legacy_emit_doc[];
+PyObject *legacy_emit(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

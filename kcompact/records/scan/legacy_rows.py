@@ -19,7 +19,9 @@ Row fields, in order (positions are in ``buf``; ``-1`` start and end for a null 
     position  offset  size_in_bytes  magic  attributes  timestamp  key_start  key_end  value_start  value_end
 
 :func:`legacy_entries_reference` is the same walk in Python over ``decode_legacy_entry``: the reference
-the C code is tested against. :func:`wrapper_columns` reads a compressed wrapper's inner messages the
+the C code is tested against. :func:`legacy_emit` writes kept plain messages as the v2 batches of one
+record the cleaner turns them into (reference: :func:`legacy_emit_reference`, ``encode_batch``'s).
+:func:`wrapper_columns` reads a compressed wrapper's inner messages the
 same way, as columns (its reference is ``legacy.legacy_records``).
 """
 
@@ -31,11 +33,13 @@ from dataclasses import dataclass
 from xxhash import xxh3_128_digest
 
 from kcompact.errors import CorruptDataError, KcompactError
+from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.compression import decompress
 from kcompact.records.legacy import (
     ENTRY_HEADER_SIZE,
     MAGIC_POSITION,
     TIMESTAMP_STRUCT,
+    TIMESTAMP_TYPE_MASK,
     LegacyEntry,
     decode_legacy_entry,
 )
@@ -178,3 +182,41 @@ def wrapper_columns(entry: LegacyEntry) -> WrapperColumns | None:
         return None
     return WrapperColumns(offsets, timestamps, rows[KEY_START::ROW_FIELDS], rows[KEY_END::ROW_FIELDS],
                           rows[VALUE_START::ROW_FIELDS], rows[VALUE_END::ROW_FIELDS], run[2], data)
+
+
+def legacy_emit(buf: Buffer, rows: Buffer, horizon: int) -> tuple[bytes, bytes] | None:
+    """Kept plain messages as the v2 batches ``records.filter.filter_legacy_entry`` writes, in C.
+
+    Args:
+        buf: the bytes the rows were read from.
+        rows: the kept messages' rows (:func:`legacy_entries`' layout; uncompressed entries only).
+        horizon: the delete horizon a batch holding a kept tombstone carries (negative: none).
+
+    Returns:
+        ``(batches, sizes)``: the batches back to back and their sizes (native int64), exactly as
+        :func:`legacy_emit_reference`; None without the C kernels: call it.
+    """
+    if accel.kernels is None or not accel.enabled:
+        return None
+    try:
+        emitted: tuple[bytes, bytes] = accel.kernels.legacy_emit(buf, rows, horizon)
+    except accel.kernels.ScanError:
+        return None
+    return emitted
+
+
+def legacy_emit_reference(buf: Buffer, rows: Buffer, horizon: int) -> tuple[bytes, bytes]:
+    """The pure-Python :func:`legacy_emit`: ``filter_legacy_entry``'s v2 batch of one record for each."""
+    view, columns = memoryview(buf), array("q", bytes(rows))
+    batches: list[bytes] = []
+    for at in range(0, len(columns), ROW_FIELDS):
+        row = columns[at : at + ROW_FIELDS]
+        key = None if row[KEY_START] < 0 else bytes(view[row[KEY_START] : row[KEY_END]])
+        value = None if row[VALUE_START] < 0 else bytes(view[row[VALUE_START] : row[VALUE_END]])
+        log_append = row[MAGIC] == 1 and bool(row[ATTRIBUTES] & TIMESTAMP_TYPE_MASK)
+        batches.append(encode_batch(
+            [Record(row[OFFSET], row[TIMESTAMP], key, value)], base_offset=row[OFFSET],
+            timestamp_type=int(log_append),  # TimestampType: 1 LogAppendTime, 0 CreateTime
+            delete_horizon_ms=horizon if value is None and horizon >= 0 else None,
+            max_timestamp=row[TIMESTAMP] if log_append else None))
+    return b"".join(batches), array("q", map(len, batches)).tobytes()

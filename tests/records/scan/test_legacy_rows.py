@@ -15,10 +15,12 @@ from hypothesis import strategies as st
 from xxhash import xxh3_128_digest
 
 from kcompact.records.batch_encoding import encode_batch
+from kcompact.records.filter import BatchRetention, filter_legacy_entry
 from kcompact.records.legacy import (
     decode_legacy_entry,
     encode_legacy_message,
     encode_legacy_wrapper,
+    legacy_records,
 )
 from kcompact.records.record import Record
 from kcompact.records.scan.legacy_rows import (
@@ -31,6 +33,8 @@ from kcompact.records.scan.legacy_rows import (
     ROW_FIELDS,
     SIZE,
     VALUE_START,
+    legacy_emit,
+    legacy_emit_reference,
     legacy_entries,
     legacy_entries_reference,
 )
@@ -108,3 +112,22 @@ def test_a_bad_crc_a_wrapper_and_a_v2_batch_each_end_a_run() -> None:
     assert legacy_entries_reference(plain + wrapper, 0, 999, 9, LEGACY_COMPRESSED)[0] == \
         len(plain) + len(wrapper)
     assert legacy_entries_reference(plain + v2, 0, 999, 9, 0)[0] == len(plain)
+
+
+@needs_c
+@given(st.lists(_entry(), max_size=6), st.sampled_from([-1, 0, 5, 1 << 40, (1 << 63) - 1]))
+def test_the_emitter_writes_what_filter_legacy_entry_writes(entries: list[bytes], horizon: int) -> None:
+    data = b"".join(entries)
+    _, raw, _ = legacy_entries_reference(data, 0, len(data), 100, 0)  # plain messages only
+    assert legacy_emit(data, raw, horizon) == legacy_emit_reference(data, raw, horizon)
+    expected = []
+    at = 0
+    for _ in range(len(raw) // (8 * ROW_FIELDS)):
+        entry = decode_legacy_entry(data, at)
+        record = legacy_records(entry)[0]
+        out = filter_legacy_entry(entry, [record], [0], retention=BatchRetention.DELETE_EMPTY,
+                                  delete_horizon_ms=horizon if record.value is None and horizon >= 0
+                                  else None)
+        expected.append(bytes(out.data))
+        at += entry.size_in_bytes
+    assert legacy_emit_reference(data, raw, horizon)[0] == b"".join(expected)
