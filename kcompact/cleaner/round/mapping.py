@@ -42,6 +42,7 @@ from kcompact.records.scan.legacy_rows import (
     LEGACY_DIGESTS,
     OFFSET,
     ROW_FIELDS,
+    SIZE,
     legacy_entries,
     wrapper_columns,
 )
@@ -278,7 +279,20 @@ def iter_key_counts(log: LogFile, start: int, end: int | None = None) -> Iterato
     Raises:
         CorruptDataError: a batch's records do not parse (located in ``log``).
     """
-    for batch in log.iter_batches():
+    batches = log.iter_batches()
+    while (batch := next(batches, None)) is not None:
+        if batch.magic < 2:  # plain legacy entries from this one: a C run, no object each
+            run = legacy_entries(log.buffer, batch.position, log.size_in_bytes, SLICE_RECORDS, 0)
+            if run is not None and run[0] != batch.position:
+                rows = array("q", run[1])
+                for offset, size, key_start in zip(rows[OFFSET::ROW_FIELDS], rows[SIZE::ROW_FIELDS],
+                                                   rows[KEY_START::ROW_FIELDS]):
+                    if end is not None and offset >= end:
+                        return
+                    if offset >= start:
+                        yield size, 1, int(key_start < 0)
+                batches = log.iter_batches(run[0])
+                continue
         if end is not None and batch.base_offset >= end:
             return
         if batch.last_offset < start or batch.is_control:

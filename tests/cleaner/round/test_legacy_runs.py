@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from kcompact.cleaner.logdir.keyless import count_keyless, sample_keyless
 from kcompact.cleaner.partition import clean_partition
+from kcompact.cleaner.round.mapping import iter_key_counts
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.workers import parallel
 from kcompact.errors import KcompactError
@@ -23,6 +25,8 @@ from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.legacy import encode_legacy_message, encode_legacy_wrapper
 from kcompact.records.record import Record
 from kcompact.segment.checkpoint import write_offset_checkpoint
+from kcompact.segment.log_file import LogFile
+from kcompact.segment.partition import open_partition
 from tests.builders import BASE_TS
 from tests.cleaner.workers.test_parallel import DAY, NOW, config, counters, tree
 from tests.records.scan.accel_compare import accel_switched, needs_c
@@ -151,3 +155,20 @@ def _entry_start_after(data: bytes, position: int) -> int:
     while at < position:
         at += 12 + int.from_bytes(data[at + 8 : at + 12], "big")
     return at
+
+
+@needs_c
+def test_keyless_counts_of_legacy_data_are_the_per_entry_walks(tmp_path: Path) -> None:
+    part = open_partition(legacy_partition(tmp_path / "logdir"))
+    counts = {}
+    for on in (False, True):
+        with accel_switched(on):
+            counts[on] = (sample_keyless(part), count_keyless(part),
+                          [_key_counts(seg.log_path) for seg in part.segments])
+    assert counts[True] == counts[False]
+    assert counts[True][1].exhaustive and counts[True][1].keyless > 10
+
+
+def _key_counts(path: Path) -> list[tuple[int, int, int]]:
+    with LogFile(path) as log:
+        return list(iter_key_counts(log, 100, 700))
