@@ -30,7 +30,6 @@ from kcompact.records.batch import iter_batches
 from kcompact.records.scan.legacy_rows import (
     LEGACY_COMPRESSED,
     OFFSET,
-    POSITION,
     ROW_FIELDS,
     SIZE,
     TIMESTAMP,
@@ -149,15 +148,16 @@ class LogFile:
                 magic=batch.magic,
             )
 
-    def index_entries(self) -> list[tuple[int, int, int, int]]:
-        """``(position, size_in_bytes, last_offset, max_timestamp)`` of every batch: what the offset and
-        time indexes are built from. Runs of legacy entries are read by one C walk each
-        (``records.scan.legacy_rows``), compressed wrappers included: none is decompressed here.
+    def index_columns(self) -> tuple[array[int], array[int], array[int]]:
+        """``(sizes_in_bytes, last_offsets, max_timestamps)`` of every batch, in file order from position
+        0: what the offset and time indexes are built from (``IndexBuilder.append_run``). Runs of legacy
+        entries are read by one C walk each (``records.scan.legacy_rows``), compressed wrappers
+        included: none is decompressed here.
 
         Raises:
             CorruptDataError: as :meth:`iter_batches`.
         """
-        entries: list[tuple[int, int, int, int]] = []
+        sizes, last_offsets, max_timestamps = array("q"), array("q"), array("q")
         batches = self.iter_batches()
         while (batch := next(batches, None)) is not None:
             if batch.magic < 2:
@@ -165,13 +165,15 @@ class LogFile:
                                      LEGACY_COMPRESSED)
                 if run is not None and run[0] != batch.position:
                     rows = array("q", run[1])
-                    entries += zip(rows[POSITION::ROW_FIELDS], rows[SIZE::ROW_FIELDS],
-                                   rows[OFFSET::ROW_FIELDS], rows[TIMESTAMP::ROW_FIELDS])
+                    sizes += rows[SIZE::ROW_FIELDS]
+                    last_offsets += rows[OFFSET::ROW_FIELDS]
+                    max_timestamps += rows[TIMESTAMP::ROW_FIELDS]
                     batches = self.iter_batches(run[0])
                     continue
-            entries.append((batch.position, batch.size_in_bytes, batch.last_offset,
-                            batch.max_timestamp))
-        return entries
+            sizes.append(batch.size_in_bytes)
+            last_offsets.append(batch.last_offset)
+            max_timestamps.append(batch.max_timestamp)
+        return sizes, last_offsets, max_timestamps
 
     def last_summary(self, start: int = 0) -> BatchSummary | None:
         """The last batch of the file, walking from ``start`` (0 or an offset-index position)."""

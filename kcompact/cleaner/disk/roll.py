@@ -37,7 +37,7 @@ from kcompact.segment.files import (
     link_or_copy,
     write_synced,
 )
-from kcompact.segment.index_builder import build_indexes
+from kcompact.segment.index_builder import IndexBuilder
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import segment_file_name
 from kcompact.segment.offset_index import encode_offset_index
@@ -116,13 +116,13 @@ def roll_active_segment(partition: Partition, config: TopicConfig) -> Roll | Non
     if active.size_in_bytes == 0:
         return None  # the active segment is empty already
     with LogFile(active.log_path) as log:
-        summaries = log.index_entries()  # one walk: the indexes, and the next offset from the last
-    if not summaries:
+        sizes, last_offsets, max_timestamps = log.index_columns()  # one walk: indexes and next offset
+    if not sizes:
         return None  # no batch: as empty
-    end = summaries[-1][2] + 1
-    offsets, times = build_indexes(
-        summaries, base_offset=active.base_offset, index_interval_bytes=config.index_interval_bytes
-    )
+    end = last_offsets[-1] + 1
+    builder = IndexBuilder(active.base_offset, config.index_interval_bytes)
+    builder.append_run(0, sizes, last_offsets, max_timestamps)
+    offsets, times = builder.finish()
     roll = Roll(partition.path)
     try:
         with file_access(partition.path, "write"):

@@ -38,7 +38,6 @@ from kcompact.records.scan import accel
 from kcompact.records.scan.legacy_rows import (
     LEGACY_COMPRESSED,
     OFFSET,
-    POSITION,
     ROW_FIELDS,
     SIZE,
     TIMESTAMP,
@@ -342,8 +341,8 @@ def _legacy_run(
         return None
     rows = np.frombuffer(run[1], dtype=np.int64).reshape(-1, ROW_FIELDS)
     if builder is not None:
-        for at, size, offset, timestamp in rows[:, [POSITION, SIZE, OFFSET, TIMESTAMP]].tolist():
-            builder.append(at, size, offset, timestamp)
+        builder.append_run(position, rows[:, SIZE].tolist(), rows[:, OFFSET].tolist(),
+                           rows[:, TIMESTAMP].tolist())
     return run[0], int(rows[0, TIMESTAMP]), len(rows), int(rows[-1, OFFSET]) + 1
 
 
