@@ -28,7 +28,6 @@ import numpy as np
 import numpy.typing as npt
 
 from kcompact.cleaner.round.filter_windows import RUN_RECORDS, RunSink, keep_records
-from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.rules.policy import new_delete_horizon
 from kcompact.records.batch_header import NO_TIMESTAMP
 from kcompact.records.legacy import TIMESTAMP_TYPE_MASK
@@ -91,16 +90,17 @@ def take_legacy_run(
     def keys_at(at: npt.NDArray[np.intp]) -> list[bytes]:
         return [bytes(buffer[s:e]) for s, e in zip(key_starts[at].tolist(), key_ends[at].tolist())]
 
-    stats = CleanStats()
+    stats = ctx.stats
     tombstone = rows[:, VALUE_START] < 0
     kept = keep_records(offsets, key_starts >= 0, tombstone, np.full(len(rows), retain_legacy),
                         keys_at, ctx.oracle, ctx.fence, stats)
     _emit(buffer, rows[kept], new_delete_horizon(ctx.now_ms, ctx.delete_retention_ms), sink, sink_run)
     written = int(np.count_nonzero(kept))
-    stats.batches_read = stats.records_read = len(rows)
-    stats.batches_rebuilt = stats.records_written = written
-    stats.batches_dropped = len(rows) - written
-    ctx.stats.add(stats)
+    stats.batches_read += len(rows)
+    stats.records_read += len(rows)
+    stats.batches_rebuilt += written
+    stats.records_written += written
+    stats.batches_dropped += len(rows) - written
     ctx.txn.advance_to(int(offsets[-1]))  # what each entry's on_batch_read does first
     return reached
 

@@ -146,15 +146,15 @@ class _Slice:
     def __init__(self) -> None:
         self.digests = bytearray()
         self.offsets = bytearray()  # native int64
-        self.put_ends: list[int] = []
-        self.last_offsets: list[int] = []
-        self.scanned: list[int] = []
+        self.put_ends = array("q")  # per batch: array('q') grows by memcpy from the C runs
+        self.last_offsets = array("q")
+        self.scanned = array("q")
         self._batch_scanned = 0
         self.puts = 0
 
     def _reset(self) -> None:
         self.digests, self.offsets = bytearray(), bytearray()
-        self.put_ends, self.last_offsets, self.scanned = [], [], []
+        self.put_ends, self.last_offsets, self.scanned = array("q"), array("q"), array("q")
         self.puts = 0
 
     def add_batch(self, batch: Any, start: int, log: LogFile) -> None:
@@ -200,9 +200,9 @@ class _Slice:
         wanted = counted & (rows[:, KEY_START] >= 0)
         self.offsets += offsets[wanted].tobytes()
         self.digests += np.frombuffer(run[2], dtype=np.uint8).reshape(-1, 16)[wanted].tobytes()
-        self.put_ends += (self.puts + np.cumsum(wanted))[counted].tolist()
-        self.last_offsets += offsets[counted].tolist()
-        self.scanned += [1] * int(np.count_nonzero(counted))
+        self.put_ends.frombytes((self.puts + np.cumsum(wanted))[counted].tobytes())
+        self.last_offsets.frombytes(offsets[counted].tobytes())
+        self.scanned.frombytes(np.ones(int(np.count_nonzero(counted)), dtype=np.int64).tobytes())
         self.puts = len(self.offsets) // 8
         txn.advance_to(int(offsets[-1]))  # what each entry's on_batch_read does first
         return run[0]
@@ -218,8 +218,9 @@ class _Slice:
         out = SegmentKeys(
             packed["hi"].astype(np.uint64), packed["lo"].astype(np.uint64),
             np.frombuffer(self.offsets, dtype=np.int64).copy(),
-            np.array(self.put_ends, dtype=np.int64), np.array(self.last_offsets, dtype=np.int64),
-            np.array(self.scanned, dtype=np.int64),
+            np.frombuffer(self.put_ends, dtype=np.int64).copy(),
+            np.frombuffer(self.last_offsets, dtype=np.int64).copy(),
+            np.frombuffer(self.scanned, dtype=np.int64).copy(),
         )
         self._reset()
         return out
