@@ -20,6 +20,14 @@
  *     ..  int32   key length    < 0: null key, then the key
  *     ..  int32   value length  < 0: null value, then the value
  *
+ * legacy_emit writes kept plain messages as the v2 batches of one record records.filter writes for them.
+ *
+ * Checksums: both kernels compute theirs here (CRC-32 of a message, CRC-32C of a batch, by tables) rather
+ * than through records.crc as _accel.c's window kernels do: a legacy message is ~140 bytes, and a Python
+ * call per message would cost as much as the whole walk. The hypothesis tests hold both to records.crc
+ * (tests/records/scan/test_legacy_rows.py: a flipped CRC stops a run as crc_valid() says; the batches
+ * written are encode_batch's, byte for byte).
+ *
  * It stops (and returns where) before an entry that starts at or past `limit`, once `max_entries`
  * are taken, and before any entry that legacy.decode_legacy_entry or batch.iter_batches would
  * refuse or treat otherwise: fewer than 17 bytes left, a magic other than 0/1, a size below the
