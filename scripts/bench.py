@@ -10,6 +10,8 @@ Sections:
     clean  kcompact clean on two benchmark shapes (scripts/bench_clean.py), against a plain copy.
     ratio  clean --jobs 1 against cp -r and cp -r + sync of the same bytes and (--baseline DIR) another
            kcompact tree, interleaved, min and median (scripts/bench_ratio.py); --profile: time by stage.
+    legacy clean legacy (magic 0/1) data, plain and gzip wrappers, against the same records as v2
+           (scripts/bench_legacy.py): CPU seconds and their ratios; --baseline DIR: before and after.
     scan   records.scan over a generated segment: scan_keys, scan_records and the rebuild of
            filter_v2_batch over every batch, with the C kernels and with the pure-Python
            reference, against the cost of copying the same bytes (shutil.copyfile, in memory).
@@ -269,6 +271,13 @@ def _bench_ratio(args: argparse.Namespace, workdir: Path) -> list[Row]:
     return bench_ratio(args, workdir)
 
 
+def _bench_legacy(args: argparse.Namespace, workdir: Path) -> list[Row]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_legacy import bench_legacy
+
+    return bench_legacy(args, workdir)
+
+
 def _bench_inspect(args: argparse.Namespace, workdir: Path) -> list[Row]:
     """inspect dirty-ratio over a log dir of 10 000 small partitions (target: under 5 s), wall and CPU."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -403,6 +412,7 @@ SECTIONS: dict[str, Callable[[argparse.Namespace, Path], list[Row]]] = {
     "scan": bench_scan,
     "clean": _bench_clean,
     "ratio": _bench_ratio,
+    "legacy": _bench_legacy,
     "inspect": _bench_inspect,
     "small": bench_small,
     "spark": _bench_spark,
@@ -437,7 +447,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--clean-scale", type=float, default=1.0,
                         help="fraction of the clean shapes' record counts (default: 1.0 = the shapes' full size)")
     parser.add_argument("--baseline", type=Path,
-                        help="ratio: a kcompact source tree (extension built in place) to run beside this one")
+                        help="ratio, legacy: a kcompact source tree (extension built in place) to run beside this one")
     parser.add_argument("--profile", action="store_true",
                         help="ratio: also print each shape's clean time by stage (cProfile, in process)")
     parser.add_argument("--seed", type=int, default=20250101, help="data generator seed")

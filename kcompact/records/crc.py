@@ -30,6 +30,11 @@ def crc32c(data: Buffer, value: int = 0) -> int:
     return int(_crc32c.crc32c(data, value))
 
 
+crc32c_callback = _crc32c.crc32c
+"""The package's own function, equal to :func:`crc32c` on one buffer: what a C kernel calls per batch
+(``accel.batch_headers``), without the Python frame of the wrapper (half the cost of a small batch)."""
+
+
 def crc32(data: Buffer) -> int:
     """CRC-32 (IEEE, zlib) of ``data``.
 

@@ -23,8 +23,12 @@ offsets (``LogSegmentOffsetOverflowException``) and an index entry that would no
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
+
+import numpy as np
+import numpy.typing as npt
 
 from kcompact.errors import CorruptIndexError
 from kcompact.segment.offset_index import (
@@ -36,6 +40,9 @@ from kcompact.segment.time_index import TimeIndexEntry
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 """Kafka's ``index.interval.bytes`` default."""
+VECTOR_RUN = 256
+"""A run of at least this many batches, with few index entries among them, is indexed by entries, not
+batches (:meth:`IndexBuilder._append_run_by_entries`)."""
 
 
 class IndexBuilder:
@@ -114,14 +121,20 @@ class IndexBuilder:
             CorruptIndexError, ValueError: as :meth:`append`, for the first batch that fails.
         """
         base, interval = self.base_offset, self.index_interval_bytes
+        long_run = len(sizes) >= VECTOR_RUN
+        lasts = np.asarray(last_offsets, dtype=np.int64) if long_run else None
         ok = (not self._finished and position == self._next_position and len(sizes) > 0
               and min(sizes) > 0 and base <= min(last_offsets) and max(last_offsets) - base <= MAX_RELATIVE_OFFSET
               and (not self._offset_entries or last_offsets[0] > self._offset_entries[-1].offset)
-              and all(a < b for a, b in pairwise(last_offsets)))
+              and (bool((lasts[1:] > lasts[:-1]).all()) if lasts is not None
+                   else all(a < b for a, b in pairwise(last_offsets))))
         if not ok:  # an unusual run: batch by batch, to fail where append fails
             for size, last_offset, max_timestamp in zip(sizes, last_offsets, max_timestamps):
                 self.append(position, size, last_offset, max_timestamp)
                 position += size
+            return
+        if lasts is not None and sum(sizes) // (interval + 1) < len(sizes) // 8:  # few entries
+            self._append_run_by_entries(position, sizes, lasts, max_timestamps)
             return
         since, max_ts, max_ts_offset = self._bytes_since_last_entry, self._max_timestamp, self._offset_of_max_timestamp
         offsets, times = self._offset_entries, self._time_entries
@@ -138,6 +151,45 @@ class IndexBuilder:
             position += size
         self._bytes_since_last_entry, self._next_position = since, position
         self._max_timestamp, self._offset_of_max_timestamp = max_ts, max_ts_offset
+
+    def _append_run_by_entries(
+        self, position: int, sizes: Sequence[int], last: npt.NDArray[np.int64], max_timestamps: Sequence[int]
+    ) -> None:
+        """:meth:`append_run`'s loop for a long run of small batches (a cleaned legacy log writes one
+        batch per message): the batches that get an index entry found by binary search over the
+        cumulative sizes, and the running maximum timestamp by numpy, so that Python steps once per
+        entry (about every ``index_interval_bytes``) instead of once per batch. Same entries, same
+        state after: the run passed :meth:`append_run`'s checks."""
+        size = np.asarray(sizes, dtype=np.int64)
+        stamps = np.asarray(max_timestamps, dtype=np.int64)
+        count, interval = len(size), self.index_interval_bytes
+        before = np.zeros(count + 1, dtype=np.int64)  # bytes of the run before each batch
+        np.cumsum(size, out=before[1:])
+        start_max, start_offset = self._max_timestamp, self._offset_of_max_timestamp
+        below = np.maximum(np.maximum.accumulate(stamps), start_max)  # the maximum after each batch
+        raised = stamps > np.concatenate(([start_max], below[:-1]))  # a batch that set a new maximum
+        setter = np.maximum.accumulate(np.where(raised, np.arange(count), -1)).tolist()
+        cum, lasts, times_at = before.tolist(), last.tolist(), stamps.tolist()
+
+        def maximum_after(i: int) -> tuple[int, int]:
+            at = setter[i]
+            return (start_max, start_offset) if at < 0 else (times_at[at], lasts[at])
+
+        offsets, times = self._offset_entries, self._time_entries
+        since = self._bytes_since_last_entry
+        entry = bisect.bisect_right(cum, interval - since, 0, count)
+        last_entry = -1
+        while entry < count:
+            offsets.append(OffsetIndexEntry(offset=lasts[entry], position=position + cum[entry]))
+            self._max_timestamp, self._offset_of_max_timestamp = maximum_after(entry)
+            if not times or self._max_timestamp > times[-1].timestamp:
+                self._offer_time_entry()
+            last_entry = entry
+            entry = bisect.bisect_right(cum, cum[entry] + interval, entry + 1, count)
+        self._bytes_since_last_entry = (since + cum[count] if last_entry < 0
+                                        else cum[count] - cum[last_entry])
+        self._next_position = position + cum[count]
+        self._max_timestamp, self._offset_of_max_timestamp = maximum_after(count - 1)
 
     def restart(self) -> None:
         """Model a broker restart while this segment is active.

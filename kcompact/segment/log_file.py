@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,14 @@ from typing import TYPE_CHECKING, Self
 
 from kcompact.errors import BatchCrcError, CorruptDataError, UnsupportedFormatError
 from kcompact.records.batch import iter_batches
+from kcompact.records.scan.legacy_rows import (
+    LEGACY_COMPRESSED,
+    OFFSET,
+    ROW_FIELDS,
+    SIZE,
+    TIMESTAMP,
+    legacy_entries,
+)
 from kcompact.segment.files import file_access
 
 if TYPE_CHECKING:
@@ -138,6 +147,33 @@ class LogFile:
                 max_timestamp=batch.max_timestamp,
                 magic=batch.magic,
             )
+
+    def index_columns(self) -> tuple[array[int], array[int], array[int]]:
+        """``(sizes_in_bytes, last_offsets, max_timestamps)`` of every batch, in file order from position
+        0: what the offset and time indexes are built from (``IndexBuilder.append_run``). Runs of legacy
+        entries are read by one C walk each (``records.scan.legacy_rows``), compressed wrappers
+        included: none is decompressed here.
+
+        Raises:
+            CorruptDataError: as :meth:`iter_batches`.
+        """
+        sizes, last_offsets, max_timestamps = array("q"), array("q"), array("q")
+        batches = self.iter_batches()
+        while (batch := next(batches, None)) is not None:
+            if batch.magic < 2:
+                run = legacy_entries(self.buffer, batch.position, self.size_in_bytes, 1 << 62,
+                                     LEGACY_COMPRESSED)
+                if run is not None and run[0] != batch.position:
+                    rows = array("q", run[1])
+                    sizes += rows[SIZE::ROW_FIELDS]
+                    last_offsets += rows[OFFSET::ROW_FIELDS]
+                    max_timestamps += rows[TIMESTAMP::ROW_FIELDS]
+                    batches = self.iter_batches(run[0])
+                    continue
+            sizes.append(batch.size_in_bytes)
+            last_offsets.append(batch.last_offset)
+            max_timestamps.append(batch.max_timestamp)
+        return sizes, last_offsets, max_timestamps
 
     def last_summary(self, start: int = 0) -> BatchSummary | None:
         """The last batch of the file, walking from ``start`` (0 or an offset-index position)."""

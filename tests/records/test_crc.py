@@ -7,7 +7,7 @@ import mmap
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcompact.records.crc import crc32, crc32c
+from kcompact.records.crc import crc32, crc32c, crc32c_callback
 
 
 def test_check_values() -> None:
@@ -61,3 +61,9 @@ def test_accepts_memoryview_slices_and_mmap() -> None:
         mapped[3:12] = b"123456789"
         assert crc32c(memoryview(mapped)[3:]) == 0xE3069283
         assert crc32(memoryview(mapped)[3:]) == 0xCBF43926
+
+
+@given(st.binary(max_size=300))
+def test_the_kernels_callback_is_crc32c(data: bytes) -> None:
+    assert crc32c_callback(memoryview(data)) == crc32c(data)
+    assert type(crc32c_callback(data)) is int

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kcompact.errors import CorruptIndexError
-from kcompact.segment.index_builder import IndexBuilder, build_indexes
+from kcompact.segment.index_builder import VECTOR_RUN, IndexBuilder, build_indexes
 from kcompact.segment.offset_index import (
     OffsetIndexEntry,
     check_offset_index,
@@ -304,3 +305,35 @@ def test_a_run_at_a_time_builds_what_batch_by_batch_builds(
         runs.append(run)
     assert _outcome(IndexBuilder(base, interval), runs, by_run=True) == \
         _outcome(IndexBuilder(base, interval), runs, by_run=False)
+
+
+@given(st.lists(st.tuples(st.integers(1, 300), st.integers(1, 3), st.integers(-3, 50)), min_size=1,
+                max_size=1200), st.integers(0, 5000), st.integers(0, 3000), st.integers(-2, 40))
+def test_a_long_run_of_small_batches_builds_what_batch_by_batch_builds(
+    raw: list[tuple[int, int, int]], interval: int, split: int, first_stamp: int
+) -> None:
+    """Runs of VECTOR_RUN batches or more are indexed entry by entry (binary search over the sizes)."""
+    last = 9
+    run: list[tuple[int, int, int]] = []
+    for size, step, stamp in raw:
+        last += step
+        run.append((size, last, stamp * 1000))
+    runs = [[(40, 9, first_stamp * 1000)], run[:split], run[split:]]
+    assert _outcome(IndexBuilder(9, interval), runs, by_run=True) == \
+        _outcome(IndexBuilder(9, interval), runs, by_run=False)
+
+
+def test_a_long_run_takes_the_entry_by_entry_path_and_builds_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    taken: list[int] = []
+    by_entries = IndexBuilder._append_run_by_entries
+
+    def spying(self: IndexBuilder, *args: Any) -> None:
+        taken.append(len(args[1]))
+        by_entries(self, *args)
+
+    monkeypatch.setattr(IndexBuilder, "_append_run_by_entries", spying)
+    run = [(100 + i % 7, 10 + i, (i * 37) % 500) for i in range(3000)]
+    assert _outcome(IndexBuilder(10, 4096), [run[:1000], run[1000:]], by_run=True) == \
+        _outcome(IndexBuilder(10, 4096), [run], by_run=False)
+    assert taken == [1000, 2000]
+    assert VECTOR_RUN <= 1000

@@ -38,11 +38,11 @@ from kcompact.segment.files import (
     replacing,
     write_synced,
 )
-from kcompact.segment.index_builder import build_indexes
+from kcompact.segment.index_builder import IndexBuilder
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import segment_file_name
 from kcompact.segment.offset_index import encode_offset_index
-from kcompact.segment.partition import Partition, SegmentFiles, segment_next_offset
+from kcompact.segment.partition import Partition, SegmentFiles
 from kcompact.segment.time_index import encode_time_index
 
 
@@ -114,14 +114,16 @@ def roll_active_segment(partition: Partition, config: TopicConfig) -> Roll | Non
     active = partition.active_segment
     if active is None:
         return None
-    end = segment_next_offset(active)
-    if end is None:
+    if active.size_in_bytes == 0:
         return None  # the active segment is empty already
     with LogFile(active.log_path) as log:
-        summaries = [(s.position, s.size_in_bytes, s.last_offset, s.max_timestamp) for s in log.summaries()]
-    offsets, times = build_indexes(
-        summaries, base_offset=active.base_offset, index_interval_bytes=config.index_interval_bytes
-    )
+        sizes, last_offsets, max_timestamps = log.index_columns()  # one walk: indexes and next offset
+    if not sizes:
+        return None  # no batch: as empty
+    end = last_offsets[-1] + 1
+    builder = IndexBuilder(active.base_offset, config.index_interval_bytes)
+    builder.append_run(0, sizes, last_offsets, max_timestamps)
+    offsets, times = builder.finish()
     roll = Roll(partition.path)
     try:
         with file_access(partition.path, "write"):

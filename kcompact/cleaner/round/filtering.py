@@ -12,7 +12,8 @@ with the reasons counted from the same masks (keyless records are "invalid", sup
 tombstones counted apart). Legacy (magic 0/1) entries take the same decision over their decoded records.
 
 :func:`filter_segment` walks one source segment, or the batches starting in a byte range of it (runs
-of data batches a window at a time in C: ``filter_windows``, the same decisions and bytes), and hands
+of data batches a window at a time in C: ``filter_windows``; of plain legacy entries a run at a time:
+``legacy_runs``; the same decisions and bytes), and hands
 each output batch to a sink: the output segment's writer in the serial case, a buffer sent back to the
 parent from a worker (``parallel.py``). A range that starts inside a segment walks the headers before it
 for the transaction state only; ABORT markers retained there belong to the range before.
@@ -49,9 +50,9 @@ from kcompact.cleaner.round.filter_windows import (
     protected_offsets,
     take_runs,
 )
+from kcompact.cleaner.round.legacy_runs import take_legacy_run
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
 from kcompact.cleaner.round.stats import CleanStats
-from kcompact.cleaner.rules.fence import age_removal_allowed
 from kcompact.cleaner.rules.policy import (
     BatchDecision,
     check_batch_retention,
@@ -70,8 +71,9 @@ from kcompact.records.filter import (
     filter_v2_batch,
 )
 from kcompact.records.legacy import legacy_records
-from kcompact.records.record import records_bytes
+from kcompact.records.record import Record, records_bytes
 from kcompact.records.scan import RecordColumns, scan_records
+from kcompact.records.scan.legacy_rows import wrapper_columns
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.txn_index import AbortedTxn
 
@@ -166,6 +168,14 @@ def filter_segment(
         while (batch := next(batches, None)) is not None:
             if end_position is not None and batch.position >= end_position:
                 break
+            if batch.magic < 2:  # legacy_runs: plain entries a run at a time in C, from this one
+                reached = take_legacy_run(log.buffer, batch.position, limit, ctx, retain_legacy,
+                                          sink, partial(_flush, window, ctx, sink, log.path, clear=True),
+                                          sink_run)
+                if reached != batch.position:
+                    records = 0
+                    batches = log.iter_batches(reached)
+                    continue
             log.check_crc(batch)  # dropped, rebuilt or copied: each batch read is checked (module doc)
             pending = _decide_batch(batch, ctx, log.path)
             if pending is not None and batch.magic < 2:  # legacy: decided alone, after the rest
@@ -328,43 +338,43 @@ def _legacy(pending: _Pending, ctx: FilterContext, retain_legacy: bool, path: Pa
 def _filter_legacy(
     entry: Any, decision: BatchDecision, ctx: FilterContext, retain_legacy: bool
 ) -> FilteredBatch:
-    recs = legacy_records(entry)
+    """An entry the runs of ``legacy_runs`` do not take (a compressed wrapper, the entry at the round's
+    upper bound): its records decided by ``filter_windows.keep_records``, as a run's are."""
+    offsets, keyed, tombstone, record = _legacy_columns(entry)
     stats = ctx.stats
-    stats.records_read += len(recs)
-    latest = ctx.oracle.map_latest_offset
-    keep: list[int] = []
+    stats.records_read += len(offsets)
+    kept: list[Record] = []
     if not decision.discard_batch_records:
-        keyed = [i for i, r in enumerate(recs) if r.key is not None and r.offset <= latest]
-        is_latest: dict[int, bool] = {}
-        if keyed:
-            offsets = np.array([recs[i].offset for i in keyed], dtype=np.int64)
-            answers = ctx.oracle.is_latest(
-                offsets, lambda at: [recs[keyed[i]].key for i in at.tolist()]
-            )
-            is_latest = dict(zip(keyed, answers.tolist()))
-        for i, r in enumerate(recs):
-            if r.offset > latest:
-                keep.append(i)
-            elif r.key is None:
-                stats.invalid_records += 1
-            elif is_latest[i] and (r.value is not None or retain_legacy
-                                   or not age_removal_allowed(r.offset, ctx.fence)):
-                keep.append(i)
-            elif r.value is None:
-                stats.tombstones_removed += 1
-            else:
-                stats.superseded_removed += 1
+        keep = keep_records(offsets, keyed, tombstone, np.full(len(offsets), retain_legacy),
+                            lambda at: [record(i).key for i in at.tolist()],  # type: ignore[misc]
+                            ctx.oracle, ctx.fence, stats)
+        kept = [record(i) for i in np.flatnonzero(keep).tolist()]
     horizon = output_delete_horizon(
         entry,
         decision=decision,
-        any_retained_tombstone=any(recs[i].value is None for i in keep),
+        any_retained_tombstone=any(r.value is None for r in kept),
         now_ms=ctx.now_ms,
         delete_retention_ms=ctx.delete_retention_ms,
     )
     try:
-        out = filter_legacy_entry(entry, recs, keep, retention=decision.retention,
+        out = filter_legacy_entry(entry, kept, range(len(kept)), retention=decision.retention,
                                   delete_horizon_ms=horizon)
     except ValueError as err:
         raise CleanerStateError(str(err)) from err
-    stats.note_output(out, len(recs))
+    stats.note_output(out, len(offsets))
     return out
+
+
+def _legacy_columns(entry: Any) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_],
+                                         npt.NDArray[np.bool_], Callable[[int], Record]]:
+    """``(offsets, keyed, tombstone, record)`` of a legacy entry's records: a compressed wrapper's
+    from one C walk of its messages (``legacy_rows.wrapper_columns``), else from ``legacy_records``."""
+    inner = wrapper_columns(entry)
+    if inner is not None:
+        return (np.frombuffer(inner.offsets, dtype=np.int64),
+                np.frombuffer(inner.key_starts, dtype=np.int64) >= 0,
+                np.frombuffer(inner.value_starts, dtype=np.int64) < 0, inner.record)
+    recs = legacy_records(entry)
+    return (np.array([r.offset for r in recs], dtype=np.int64),
+            np.array([r.key is not None for r in recs], dtype=bool),
+            np.array([r.value is None for r in recs], dtype=bool), recs.__getitem__)

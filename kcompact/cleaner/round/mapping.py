@@ -37,6 +37,15 @@ from kcompact.records.compression import decompress, zstd_one_call
 from kcompact.records.legacy import legacy_records
 from kcompact.records.record import records_bytes
 from kcompact.records.scan import accel, scan_key_digests, scan_keys
+from kcompact.records.scan.legacy_rows import (
+    KEY_START,
+    LEGACY_DIGESTS,
+    OFFSET,
+    ROW_FIELDS,
+    SIZE,
+    legacy_entries,
+    wrapper_columns,
+)
 from kcompact.segment.log_file import LogFile, crc_error_or
 from kcompact.segment.txn_index import AbortedTxn
 
@@ -101,6 +110,13 @@ def iter_dirty_keys(
         while (batch := next(batches, None)) is not None:
             if end_position is not None and batch.position >= end_position:
                 break
+            if batch.magic < 2:  # plain legacy entries from this one: a C run
+                reached = acc.add_legacy_run(log, batch.position, limit, start, txn)
+                if reached != batch.position:
+                    if acc.puts >= SLICE_RECORDS:
+                        yield acc.take()
+                    batches = log.iter_batches(reached)
+                    continue
             if batch.is_control:
                 txn.on_control_batch_read(batch, read_control(batch, log.path)[0])
                 aborted = True
@@ -130,15 +146,15 @@ class _Slice:
     def __init__(self) -> None:
         self.digests = bytearray()
         self.offsets = bytearray()  # native int64
-        self.put_ends: list[int] = []
-        self.last_offsets: list[int] = []
-        self.scanned: list[int] = []
+        self.put_ends = array("q")  # per batch: array('q') grows by memcpy from the C runs
+        self.last_offsets = array("q")
+        self.scanned = array("q")
         self._batch_scanned = 0
         self.puts = 0
 
     def _reset(self) -> None:
         self.digests, self.offsets = bytearray(), bytearray()
-        self.put_ends, self.last_offsets, self.scanned = [], [], []
+        self.put_ends, self.last_offsets, self.scanned = array("q"), array("q"), array("q")
         self.puts = 0
 
     def add_batch(self, batch: Any, start: int, log: LogFile) -> None:
@@ -166,6 +182,31 @@ class _Slice:
         self.scanned += info[2::3]
         return reached
 
+    def add_legacy_run(
+        self, log: LogFile, position: int, limit: int, start: int,
+        txn: CleanedTransactionMetadata[AbortedTxn],
+    ) -> int:
+        """The plain legacy entries from ``position`` on in one C call (``legacy_rows.legacy_entries``),
+        up to the slice's size, as the per-entry walk puts them (a legacy entry is never transactional:
+        the transaction state only takes aborted transactions off its queue); returns where it stopped
+        (``position``: nothing taken)."""
+        run = legacy_entries(log.buffer, position, limit, max(1, SLICE_RECORDS - self.puts),
+                             LEGACY_DIGESTS)
+        if run is None or run[0] == position:
+            return position
+        rows = np.frombuffer(run[1], dtype=np.int64).reshape(-1, ROW_FIELDS)
+        offsets = rows[:, OFFSET]
+        counted = offsets >= start  # the entries that move latest_offset (each its own last offset)
+        wanted = counted & (rows[:, KEY_START] >= 0)
+        self.offsets += offsets[wanted].tobytes()
+        self.digests += np.frombuffer(run[2], dtype=np.uint8).reshape(-1, 16)[wanted].tobytes()
+        self.put_ends.frombytes((self.puts + np.cumsum(wanted))[counted].tobytes())
+        self.last_offsets.frombytes(offsets[counted].tobytes())
+        self.scanned.frombytes(np.ones(int(np.count_nonzero(counted)), dtype=np.int64).tobytes())
+        self.puts = len(self.offsets) // 8
+        txn.advance_to(int(offsets[-1]))  # what each entry's on_batch_read does first
+        return run[0]
+
     def end_batch(self, last_offset: int) -> None:
         self.put_ends.append(self.puts)
         self.last_offsets.append(last_offset)
@@ -177,8 +218,9 @@ class _Slice:
         out = SegmentKeys(
             packed["hi"].astype(np.uint64), packed["lo"].astype(np.uint64),
             np.frombuffer(self.offsets, dtype=np.int64).copy(),
-            np.array(self.put_ends, dtype=np.int64), np.array(self.last_offsets, dtype=np.int64),
-            np.array(self.scanned, dtype=np.int64),
+            np.frombuffer(self.put_ends, dtype=np.int64).copy(),
+            np.frombuffer(self.last_offsets, dtype=np.int64).copy(),
+            np.frombuffer(self.scanned, dtype=np.int64).copy(),
         )
         self._reset()
         return out
@@ -196,6 +238,12 @@ def batch_key_digests(batch: Any, start: int, log: LogFile) -> tuple[bytes, byte
         CorruptDataError: its records do not parse (located in ``log``).
     """
     if batch.magic < 2:
+        inner = wrapper_columns(batch)  # a compressed wrapper in one C walk, its keys hashed there
+        if inner is not None:
+            inner_offsets = np.frombuffer(inner.offsets, dtype=np.int64)
+            put = (inner_offsets >= start) & (np.frombuffer(inner.key_starts, dtype=np.int64) >= 0)
+            hashed = np.frombuffer(inner.digests, dtype=np.uint8).reshape(-1, 16)
+            return inner_offsets[put].tobytes(), hashed[put].tobytes(), len(inner_offsets)
         offsets, keys = batch_keys(batch, log)
         wanted = [i for i, key in enumerate(keys) if key is not None and offsets[i] >= start]
         kept = array("q", [offsets[i] for i in wanted]).tobytes()
@@ -232,7 +280,20 @@ def iter_key_counts(log: LogFile, start: int, end: int | None = None) -> Iterato
     Raises:
         CorruptDataError: a batch's records do not parse (located in ``log``).
     """
-    for batch in log.iter_batches():
+    batches = log.iter_batches()
+    while (batch := next(batches, None)) is not None:
+        if batch.magic < 2:  # plain legacy entries from this one: a C run, no object each
+            run = legacy_entries(log.buffer, batch.position, log.size_in_bytes, SLICE_RECORDS, 0)
+            if run is not None and run[0] != batch.position:
+                rows = array("q", run[1])
+                for offset, size, key_start in zip(rows[OFFSET::ROW_FIELDS], rows[SIZE::ROW_FIELDS],
+                                                   rows[KEY_START::ROW_FIELDS]):
+                    if end is not None and offset >= end:
+                        return
+                    if offset >= start:
+                        yield size, 1, int(key_start < 0)
+                batches = log.iter_batches(run[0])
+                continue
         if end is not None and batch.base_offset >= end:
             return
         if batch.last_offset < start or batch.is_control:

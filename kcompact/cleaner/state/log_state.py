@@ -35,6 +35,14 @@ from kcompact.records.batch_header import NO_PRODUCER_ID
 from kcompact.records.control import ControlRecordKey, ControlRecordType, EndTransactionMarker
 from kcompact.records.record import decode_records
 from kcompact.records.scan import accel
+from kcompact.records.scan.legacy_rows import (
+    LEGACY_COMPRESSED,
+    OFFSET,
+    ROW_FIELDS,
+    SIZE,
+    TIMESTAMP,
+    legacy_entries,
+)
 from kcompact.segment.files import file_access
 from kcompact.segment.fixed_index import ends_in_zero_slots
 from kcompact.segment.index_builder import IndexBuilder
@@ -53,6 +61,7 @@ NO_HIGH_WATERMARK_CLEANING = " (a broker would start from the log start and clea
 """How that warning ends: what it means for cleaning (a report that is not about cleaning leaves it out)."""
 
 _MARKER_TYPES = (ControlRecordType.ABORT, ControlRecordType.COMMIT)
+_LEGACY_RUN_ENTRIES = 1 << 16  # legacy entries read by one C call (bounds the rows' memory)
 HW_FROM_CHECKPOINT = "replication-offset-checkpoint"
 HW_FROM_LOG_END = "log-end (no replication-offset-checkpoint entry)"
 
@@ -268,7 +277,15 @@ def _load_segment(
             log, replay, replay_from, seg.base_offset)
         if quick is not None:
             first_ts, count, next_offset = quick
-        for batch in log.iter_batches() if quick is None else ():
+        batches = log.iter_batches() if quick is None else iter(())
+        while (batch := next(batches, None)) is not None:
+            if batch.magic < 2 and reads is None and (
+                    run := _legacy_run(log, batch.position, builder)) is not None:
+                reached, run_first_ts, run_count, next_offset = run
+                first_ts = run_first_ts if count == 0 else first_ts
+                count += run_count
+                batches = log.iter_batches(reached)
+                continue
             control_type, marker_ts, coordinator_epoch = None, None, None
             if batch.is_control:
                 control_type, marker_ts, coordinator_epoch = read_marker(batch, log.path)
@@ -307,6 +324,29 @@ def _load_segment(
         needs_recovery=needs_recovery,
         txn_events=tuple(events),
     )
+
+
+def _legacy_run(
+    log: LogFile, position: int, builder: IndexBuilder | None
+) -> tuple[int, int, int, int] | None:
+    """``(reached, first max timestamp, entries, next offset)`` of the plain legacy entries from
+    ``position`` on, from one C walk (``legacy_rows.legacy_entries``), each appended to ``builder``;
+    None where the walk takes none: the batch-by-batch walk goes on.
+
+    Why nothing else: a legacy entry has no producer and is neither control nor transactional, so
+    the producer state and the transaction tracker ignore it. A compressed wrapper is taken as its
+    header says (its offset is its last inner offset), not decompressed: as a v2 batch's records, its
+    messages are read by the passes that clean them.
+    """
+    run = legacy_entries(log.buffer, position, log.size_in_bytes, _LEGACY_RUN_ENTRIES,
+                         LEGACY_COMPRESSED)
+    if run is None or run[0] == position:
+        return None
+    rows = np.frombuffer(run[1], dtype=np.int64).reshape(-1, ROW_FIELDS)
+    if builder is not None:
+        builder.append_run(position, rows[:, SIZE].tolist(), rows[:, OFFSET].tolist(),
+                           rows[:, TIMESTAMP].tolist())
+    return run[0], int(rows[0, TIMESTAMP]), len(rows), int(rows[-1, OFFSET]) + 1
 
 
 def _data_only(

@@ -48,6 +48,8 @@
 #define XXH_INLINE_ALL
 #include "xxhash.h"
 
+#include "_legacy.h"
+
 #define MIN_RECORD_BODY 6  /* attributes + five 1-byte varints */
 #define MIN_RECORD_SIZE 7  /* the length varint + the smallest body */
 #define VARINT_MAX_BYTES 5
@@ -68,6 +70,13 @@ scan_error(Py_ssize_t position)
         Py_DECREF(arg);
     }
     return NULL;
+}
+
+/* ScanError(-1) for the kernels of other files (_legacy.c). */
+PyObject *
+accel_declined(void)
+{
+    return scan_error(DECLINED);
 }
 
 /* ---- arguments -------------------------------------------------------------------------- */
@@ -2452,6 +2461,9 @@ static PyMethodDef methods[] = {
      batch_headers_doc},
     {"batch_producers", (PyCFunction)(void (*)(void))batch_producers, METH_FASTCALL,
      batch_producers_doc},
+    {"legacy_entries", (PyCFunction)(void (*)(void))legacy_entries, METH_FASTCALL,
+     legacy_entries_doc},
+    {"legacy_emit", (PyCFunction)(void (*)(void))legacy_emit, METH_FASTCALL, legacy_emit_doc},
     {NULL, NULL, 0, NULL},
 };
 

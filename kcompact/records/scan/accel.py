@@ -11,7 +11,9 @@ runs of data batches in one call (:func:`scan_window_key_digests`, compressed on
 through the caller's function), and the offset map sorts its puts there (:func:`flush_puts`). Pass 2
 reads and writes windows of data batches in two calls
 (:func:`scan_window_records`, :func:`emit_window`), and the self-check walks plain output headers
-in one (:func:`batch_headers`). The pure-Python functions stay the reference and the only code where no C
+in one (:func:`batch_headers`). Legacy (magic 0/1) entries have their own kernels in ``_legacy.c``
+(runs of entries as rows, kept messages written as v2 batches), wrapped by
+:mod:`kcompact.records.scan.legacy_rows`. The pure-Python functions stay the reference and the only code where no C
 compiler was found; tests compare the two on every input.
 
 Contract. Each wrapper here returns exactly what the reference returns, or ``None``: "run the

@@ -1,0 +1,15 @@
+/* The legacy entry walk (_legacy.c), registered in _accel.c's method table. */
+#ifndef KCOMPACT_LEGACY_H
+#define KCOMPACT_LEGACY_H
+
+#include <Python.h>
+
+/* Raise _accel.ScanError(-1), "arguments the kernel does not take"; returns NULL (in _accel.c). */
+PyObject *accel_declined(void);
+
+extern const char legacy_entries_doc[];
+PyObject *legacy_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern const char legacy_emit_doc[];
+PyObject *legacy_emit(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+
+#endif
