@@ -33,7 +33,9 @@ def test_python_worker_stderr_reaches_the_user_only_with_verbose(mode: str) -> N
     why = _why_no_spark()
     if why is not None:
         pytest.skip(why)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_SUBMIT_ARGS", "PYSPARK_GATEWAY_PORT")}
+    # as a user with no PYSPARK_PYTHON runs it (a session started in this process sets it for its executors)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYSPARK_SUBMIT_ARGS", "PYSPARK_GATEWAY_PORT", "PYSPARK_PYTHON")}
     done = subprocess.run([sys.executable, "-c", SCRIPT, mode], capture_output=True, text=True, env=env,
                           timeout=300, check=False)
     assert done.returncode == 0, done.stderr
