@@ -18,6 +18,7 @@ from click.testing import CliRunner, Result
 from kcompact.cleaner.logdir.run import clean_path
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cli.main import cli
+from kcompact.cli.render import size_text
 from tests.cleaner.logdir.test_run_config import keyless_partition
 from tests.cleaner.round.test_clean_failures import BROKER, child_process
 from tests.spark.logdirs import (
@@ -157,7 +158,7 @@ def test_spark_clean_text_report_is_a_table_and_a_summary(spark: SparkSession, t
         ["orders-0", "would", "clean", "[0,", "23)"], ["users-0", "would", "clean", "[0,", "23)"]]
     read = sum(r.stats.bytes_read for r in serial)
     written = sum(r.stats.bytes_written for r in serial)
-    assert lines[-1] == f"2 partitions: 2 would clean; {read} bytes read, {written} bytes written"
+    assert lines[-1] == f"2 partitions: 2 would clean; {size_text(read)} read, {size_text(written)} written"
     assert "Spark session start-up: " in result.stderr
 
 
