@@ -27,10 +27,12 @@ lz4: Kafka's subset of LZ4 frame v1.5.1 (``Lz4BlockOutputStream``), with its XXH
 checksum; the framing and its wire layout live in :mod:`kcompact.records.lz4_framing`.
 
 zstd: one standard frame per stream as zstd-jni's streaming writer makes it (level 3, content size
-not in the header, no checksum); reading accepts any sequence of frames. A stream that is exactly one
-frame of one block (a batch of up to 128 KiB of records, the usual case) is decompressed in one call
-into a buffer of at most one block (or its stated content size); any other stream, and any that call
-refuses, is fed to a streaming decompressor a step at a time, which also words every error.
+not in the header, no checksum, the data's blocks none of them marked last, then an empty last block:
+the three bytes ``01 00 00``); reading accepts any sequence of frames. A stream that is exactly one
+frame of one data block, alone or followed by that empty last block (a batch of up to 128 KiB of
+records, the usual case, as Kafka's producer and cleaner and other writers make it), is decompressed in
+one call into a buffer of at most one block (or its stated content size); any other stream, and any that
+call refuses, is fed to a streaming decompressor a step at a time, which also words every error.
 
 Hostile input cannot exhaust memory: every decoder stops once the output would pass ``max_output``.
 The codec libraries are imported on first use, so a missing one only matters when its codec is met.
@@ -126,6 +128,7 @@ _ZSTD_START_STRUCT = struct.Struct(
     "B"  # frame header descriptor
 )
 _ZSTD_BLOCK_HEADER_STRUCT = struct.Struct("<HB")  # a 3-byte little-endian block header
+_ZSTD_EMPTY_LAST_BLOCK = b"\x01\x00\x00"  # Last_Block 1, Block_Type raw, Block_Size 0
 _ZSTD_MIN_FRAME = _ZSTD_START_STRUCT.size + _ZSTD_BLOCK_HEADER_STRUCT.size
 _ZSTD_DICT_ID_SIZES = (0, 1, 2, 4)  # by the descriptor's low two bits
 _ZSTD_CONTENT_SIZE_SIZES = (0, 2, 4, 8, 1, 2, 4, 8)  # by its top two bits, +4 when single segment
@@ -163,8 +166,13 @@ def compress(codec: int, data: bytes | memoryview, *, magic: int = 2) -> bytes:
         return _snappy_compress(view)
     if codec == LZ4:
         return encode_lz4_frame(view, magic, _library(LZ4))
+    zstd: Any = _library(ZSTD)
     writer = _zstd_context("compressor").compressobj()
-    return bytes(writer.compress(view) + writer.flush())
+    # ZstdCompression.wrapForOutput: a BufferedOutputStream over zstd-jni's ZstdOutputStreamNoFinalizer,
+    # whose close() first flushes (the data ends a block that is not the frame's last), then ends the
+    # frame with an empty last block; the cleaner rebuilds a batch through the same stream
+    body = writer.compress(view) + writer.flush(zstd.COMPRESSOBJ_FLUSH_BLOCK)
+    return bytes(body + writer.flush(zstd.COMPRESSOBJ_FLUSH_FINISH))
 
 
 def decompress(
@@ -353,7 +361,7 @@ def zstd_one_call() -> Any:
 
 def _zstd_one_block_bound(view: memoryview, max_output: int) -> int:
     """The output bound of a one-call decompression when ``view`` is exactly one zstd frame of one
-    block (RFC 8878), 0 otherwise.
+    data block, alone or followed by an empty last block (RFC 8878), 0 otherwise.
 
     One block inflates to at most ``_ZSTD_BLOCK_MAX`` bytes; a frame header that states its content
     size (allocated whole by the codec library) is eligible only when that size is within bounds.
@@ -370,8 +378,13 @@ def _zstd_one_block_bound(view: memoryview, max_output: int) -> int:
     block = low | high << 16  # Last_Block (bit 0), Block_Type (bits 1-2), Block_Size (bits 3-23)
     content = 1 if block & 6 == 2 else block >> 3  # an RLE block stores one byte
     checksum = 4 if descriptor & 4 else 0
-    if not block & 1 or header + 3 + content + checksum != len(view):
-        return 0  # more blocks or frames, or bytes after the frame: the loop
+    end = header + 3 + content
+    if not block & 1 and bytes(view[end : end + 3]) == _ZSTD_EMPTY_LAST_BLOCK:
+        end += 3  # zstd-jni's stream: the data block, then an empty last block
+    elif not block & 1:
+        return 0  # more data blocks: the loop
+    if end + checksum != len(view):
+        return 0  # more frames, or bytes after the frame: the loop
     bound = min(max_output, _ZSTD_BLOCK_MAX)
     if size_field:
         stated = int.from_bytes(view[header - size_field : header], "little")

@@ -256,6 +256,20 @@ def test_zstd_writes_streaming_frame_without_content_size() -> None:
     assert decompress(ZSTD, packed) == data
 
 
+# what Kafka 4.1's ZstdCompression.wrapForOutput wrote for KAFKA_ZSTD_INPUT (zstd-jni 1.5.6, level 3)
+KAFKA_ZSTD_INPUT = b"kcompact " * 100 + bytes(range(256))
+KAFKA_ZSTD_OUTPUT = bytes.fromhex(
+    "28b52ffd00588c080094106b636f6d7061637420" + bytes(range(256)).hex() + "010078599523" + "010000"
+)
+
+
+def test_zstd_writes_the_frame_kafkas_stream_writes() -> None:
+    packed = compress(ZSTD, KAFKA_ZSTD_INPUT)
+    assert packed == KAFKA_ZSTD_OUTPUT  # so a batch the cleaner rebuilds is byte for byte Kafka's
+    assert packed[-3:] == b"\x01\x00\x00"  # the data block is not the last: an empty block ends the frame
+    assert decompress(ZSTD, packed) == KAFKA_ZSTD_INPUT
+
+
 def test_zstd_reads_concatenated_frames_with_and_without_content_size() -> None:
     one = zstandard.ZstdCompressor(level=1).compress(b"first-" * 1000)  # content size set
     two = compress(ZSTD, b"second" * 5000)

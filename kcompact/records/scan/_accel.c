@@ -1562,7 +1562,8 @@ grow(Grow *g, Py_ssize_t more)
 #define ZSTD_BLOCK_MAX (128 * 1024)  /* the most one block inflates to (RFC 8878) */
 
 /* records.compression._zstd_one_block_bound (max_output 2**31): the output bound of one
- * decompression call when p[0, n) is exactly one zstd frame of one block, 0 otherwise. */
+ * decompression call when p[0, n) is exactly one zstd frame of one data block, alone or followed by
+ * an empty last block, 0 otherwise. */
 static Py_ssize_t
 zstd_one_block_bound(const uint8_t *p, Py_ssize_t n)
 {
@@ -1570,7 +1571,7 @@ zstd_one_block_bound(const uint8_t *p, Py_ssize_t n)
     static const int content_size_sizes[8] = {0, 2, 4, 8, 1, 2, 4, 8};
     uint32_t magic, block;
     int single, size_field, checksum;
-    Py_ssize_t header, content;
+    Py_ssize_t header, content, end;
     if (n < 5 + 3)
         return 0;
     magic = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -1582,8 +1583,13 @@ zstd_one_block_bound(const uint8_t *p, Py_ssize_t n)
     block = (uint32_t)p[header] | (uint32_t)p[header + 1] << 8 | (uint32_t)p[header + 2] << 16;
     content = (block & 6) == 2 ? 1 : (Py_ssize_t)(block >> 3);  /* an RLE block stores one byte */
     checksum = (p[4] & 4) ? 4 : 0;
-    if (!(block & 1) || header + 3 + content + checksum != n)
-        return 0;  /* more blocks or frames, or bytes after the frame */
+    end = header + 3 + content;
+    if (!(block & 1) && end + 3 <= n && p[end] == 1 && p[end + 1] == 0 && p[end + 2] == 0)
+        end += 3;  /* zstd-jni's stream: the data block, then an empty last block */
+    else if (!(block & 1))
+        return 0;  /* more data blocks */
+    if (end + checksum != n)
+        return 0;  /* more frames, or bytes after the frame */
     if (size_field) {
         uint64_t stated = 0;
         for (int k = size_field - 1; k >= 0; k--)

@@ -1,7 +1,7 @@
 """The C windows' zstd shortcut (``_accel.c`` ``zstd_one_block_bound`` + ``zstd_one_call``) asks
 zstandard for exactly the one bounded call ``records.compression.decompress`` makes: the same bound
 on every payload shape (stated content sizes of each width, single segment, dictionary ids, checksum,
-RLE and multi-block frames, bytes after the frame, truncations), none where the reference makes none,
+RLE and multi-block frames, a data block then an empty last block as zstd-jni writes, bytes after the frame, truncations), none where the reference makes none,
 and whatever the call raises sends the batch through ``decompress`` itself."""
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ def zstd_shaped(draw: st.DrawFn) -> bytes:
     content = draw(st.integers(0, 300))
     block = draw(st.sampled_from([1, 1, 1, 0])) | kind << 1 | content << 3  # mostly the last block
     stored = 1 if kind == 1 else content
-    frame = header + block.to_bytes(3, "little") + bytes(stored) + bytes(4 if descriptor & 4 else 0)
+    last = draw(st.sampled_from([b"", b"", b"\x01\x00\x00", b"\x01\x00\x01"]))  # zstd-jni's empty last block
+    frame = header + block.to_bytes(3, "little") + bytes(stored) + last + bytes(4 if descriptor & 4 else 0)
     if draw(st.integers(0, 3)) == 0:
         frame = frame[: draw(st.integers(0, len(frame)))]
     return frame + bytes(draw(st.sampled_from([0] * 5 + [1, 5])))
