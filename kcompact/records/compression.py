@@ -165,7 +165,7 @@ def compress(codec: int, data: bytes | memoryview, *, magic: int = 2) -> bytes:
     if codec == SNAPPY:
         return _snappy_compress(view)
     if codec == LZ4:
-        return encode_lz4_frame(view, magic, _library(LZ4))
+        return encode_lz4_frame(view, magic, _lz4_frame())
     zstd: Any = _library(ZSTD)
     writer = _zstd_context("compressor").compressobj()
     # ZstdCompression.wrapForOutput: a BufferedOutputStream over zstd-jni's ZstdOutputStreamNoFinalizer,
@@ -230,6 +230,12 @@ def _library(codec: int) -> ModuleType:
             ) from err
         _loaded[codec] = module
     return module
+
+
+def _lz4_frame() -> ModuleType:
+    """``lz4.frame``, which writes the blocks as Kafka's (``lz4_framing._compress_block`` says why)."""
+    _library(LZ4)  # the package, or the error naming it
+    return importlib.import_module("lz4.frame")
 
 
 def _corrupt(codec: int, reason: str) -> CorruptRecordError:
