@@ -11,6 +11,15 @@ The comparison helpers read what both cleaners must agree on byte for byte: ever
 ``.index``, ``.timeindex`` and ``.txnindex`` (which files exist, and their bytes) and the partition's
 ``cleaner-offset-checkpoint`` entry. Everything else a broker's loader writes (producer snapshots,
 ``leader-epoch-checkpoint``, ``.deleted`` files) is the loader's business, not the cleaner's.
+
+One difference is allowed, and only one: the compressed bytes of a snappy or zstd batch either cleaner
+rebuilt. Kafka's source fixes the codec, its level and the framing (``SnappyCompression``: snappy-java's
+xerial stream of 32 KiB blocks; ``ZstdCompression``: zstd-jni's stream at level 3), not the match finder:
+those bytes are whatever the library's compressor emits, and the libraries differ (snappy-java binds
+Google's C++ snappy, kcompact's cramjam the Rust ``snap`` crate; zstd-jni 1.5.6 bundles libzstd 1.5.6,
+python's zstandard 0.25 libzstd 1.5.7). :func:`codec_bytes_only` accepts such a batch when every header
+field but its length and CRC is the same and its records decompress to the same bytes; the offset index
+may then point at other positions, but at the same batches.
 """
 
 from __future__ import annotations
@@ -26,11 +35,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from kcompact.errors import KcompactError
+from kcompact.records.batch import iter_batches
+from kcompact.records.batch_header import RECORD_BATCH_OVERHEAD
+from kcompact.records.compression import decompress
 from kcompact.segment.checkpoint import read_offset_checkpoint
+from kcompact.segment.names import parse_segment_file_name
+from kcompact.segment.offset_index import decode_offset_index
 from tests.kafka.jars import kafka_classpath, kafka_version
 
 SOURCE = Path(__file__).with_name("Referee.java")
 COMPARED_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
+LIBRARY_DEFINED_CODECS = (2, 4)  # snappy, zstd: see the module docstring
+_CODEC_MASK = 0x07
 # a small heap is plenty (the offset map is at most 64 MiB); C1 only: the rounds are short
 JVM_OPTIONS = ("-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
 
@@ -144,3 +161,81 @@ def cleaner_checkpoint(partition_dir: Path) -> int | None:
         return None
     topic, _, partition = partition_dir.name.rpartition("-")
     return read_offset_checkpoint(path).get((topic, int(partition)))
+
+
+def codec_bytes_only(ours: bytes, theirs: bytes) -> dict[int, int] | None:
+    """Whether two ``.log`` files differ only in the compressed bytes of snappy or zstd batches.
+
+    Returns:
+        None when they differ otherwise; else each batch position in ``ours`` mapped to the position of
+        the same batch in ``theirs`` (for the offset indexes).
+    """
+    try:
+        mine, kafka = list(iter_batches(ours)), list(iter_batches(theirs))
+    except KcompactError:
+        return None  # legacy entries: never rebuilt as such, so bytes must match
+    if len(mine) != len(kafka):
+        return None
+    for a, b in zip(mine, kafka, strict=True):
+        if bytes(a.buffer) == bytes(b.buffer):
+            continue
+        codec = a.attributes & _CODEC_MASK
+        same_header = all(getattr(a, name) == getattr(b, name) for name in _HEADER_FIELDS)
+        if codec not in LIBRARY_DEFINED_CODECS or not same_header:
+            return None
+        payloads = [bytes(batch.buffer[RECORD_BATCH_OVERHEAD:]) for batch in (a, b)]
+        if decompress(codec, payloads[0]) != decompress(codec, payloads[1]):
+            return None
+    return {a.position: b.position for a, b in zip(mine, kafka, strict=True)}
+
+
+_HEADER_FIELDS = ("base_offset", "partition_leader_epoch", "magic", "attributes", "last_offset_delta",
+                  "base_timestamp", "max_timestamp", "producer_id", "producer_epoch", "base_sequence",
+                  "records_count")
+
+
+def differences(ours: Path, theirs: Path) -> tuple[list[str], list[str]]:
+    """How two cleaned partition directories differ: (disagreements, allowed codec-byte differences).
+
+    Every compared file must exist in both with the same bytes, except a ``.log`` whose only differences
+    are :func:`codec_bytes_only`'s, whose ``.index`` may then differ in positions of the same batches.
+    """
+    mine, kafka = compared_files(ours), compared_files(theirs)
+    if sorted(mine) != sorted(kafka):
+        return [f"segment files: kcompact {sorted(mine)}, Kafka {sorted(kafka)}"], []
+    wrong: list[str] = []
+    allowed: list[str] = []
+    for name, data in mine.items():
+        if data == kafka[name] or name.endswith(".index"):
+            continue
+        moved = codec_bytes_only(data, kafka[name]) if name.endswith(".log") else None
+        if moved is None:
+            wrong.append(f"{name}: {first_difference(data, kafka[name])}")
+            continue
+        allowed.append(name)
+        index = name[: -len(".log")] + ".index"
+        if mine.get(index, b"") != kafka.get(index, b"") and not _same_batches(index, mine, kafka, moved):
+            wrong.append(f"{index}: other batches indexed")
+    for name, data in mine.items():
+        log = name[: -len(".index")] + ".log"
+        if name.endswith(".index") and data != kafka[name] and log not in allowed:
+            wrong.append(f"{name}: {first_difference(data, kafka[name])}")
+    if cleaner_checkpoint(ours) != cleaner_checkpoint(theirs):
+        wrong.append(f"cleaner-offset-checkpoint: kcompact {cleaner_checkpoint(ours)}, "
+                     f"Kafka {cleaner_checkpoint(theirs)}")
+    return wrong, allowed
+
+
+def _same_batches(index: str, mine: dict[str, bytes], kafka: dict[str, bytes], moved: dict[int, int]) -> bool:
+    parsed = parse_segment_file_name(index)
+    base = parsed.base_offset if parsed is not None else 0
+    ours, theirs = decode_offset_index(mine[index], base), decode_offset_index(kafka[index], base)
+    return len(ours) == len(theirs) and all(
+        a.offset == b.offset and moved.get(a.position) == b.position for a, b in zip(ours, theirs, strict=True)
+    )
+
+
+def first_difference(a: bytes, b: bytes) -> str:
+    """Where two files first differ (for a failure message)."""
+    at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    return f"first difference at byte {at} (kcompact {len(a)} bytes, Kafka {len(b)} bytes)"
