@@ -23,6 +23,7 @@ from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CleanerStateError
+from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.legacy import encode_legacy_message, encode_legacy_wrapper
 from kcompact.records.record import Header, Record
 from kcompact.segment.checkpoint import write_offset_checkpoint
@@ -158,6 +159,17 @@ def test_each_codec_is_rebuilt_alike(referee: Referee, tmp_path: Path, codec: in
     clean_both(referee, tmp_path / "in", tmp_path, now_ms=LATER)
 
 
+@pytest.mark.parametrize("codec", [0, 1], ids=["none", "gzip"])
+def test_log_append_time_batches_are_rebuilt_alike(referee: Referee, tmp_path: Path, codec: int) -> None:
+    b = PartitionBuilder()
+    append_broker_stamped(b, [(b"a", b"1"), (b"b", None), (b"a", b"2")], codec)
+    append_broker_stamped(b, [(b"b", b"1"), (None, b"keyless")], codec)
+    b.roll().batch([(b"z", b"z")])
+    b.write(tmp_path / "in")
+    _, _, result = clean_both(referee, tmp_path / "in", tmp_path, now_ms=LATER)
+    assert result.status == "cleaned"
+
+
 def test_legacy_messages_are_converted_alike(referee: Referee, tmp_path: Path) -> None:
     b = PartitionBuilder()
     add_legacy(b, [(0, 0, b"a", b"old"), (1, 0, b"b", b"old"), (1, 1, b"a", b"new"), (0, 3, b"c", b"keep")])
@@ -268,7 +280,9 @@ data_op = st.tuples(
 marker_op = st.tuples(st.just("marker"), st.sampled_from(TRANSACTIONAL_PIDS), st.booleans())
 roll_op = st.tuples(st.just("roll"))
 bump_op = st.tuples(st.just("bump"), st.sampled_from((IDEMPOTENT_PID, *TRANSACTIONAL_PIDS)))  # a new epoch
-ops = st.lists(st.one_of(data_op, data_op, marker_op, roll_op, bump_op), min_size=1, max_size=14)
+# a batch as a broker stamps it: LogAppendTime (every record read at the batch's append time), a leader epoch
+appended_op = st.tuples(st.just("appended"), st.lists(kv, min_size=1, max_size=3), st.sampled_from(CODECS))
+ops = st.lists(st.one_of(data_op, data_op, marker_op, roll_op, bump_op, appended_op), min_size=1, max_size=14)
 legacy_entry = st.tuples(
     st.sampled_from([0, 1]),  # magic
     st.sampled_from([0, 0, 1, 2, 3]),  # codec: a compressed entry is a wrapper of two messages
@@ -291,6 +305,8 @@ def apply_ops(b: PartitionBuilder, steps: list[tuple[object, ...]]) -> None:
             if pid not in b._open_txns:
                 epochs[pid] = epochs.get(pid, 0) + 1
                 b._sequences.pop(pid, None)  # a new epoch starts its sequences at 0
+        elif step[0] == "appended":
+            append_broker_stamped(b, step[1], int(step[2]))  # type: ignore[arg-type, call-overload]
         elif step[0] == "marker":
             pid = int(step[1])  # type: ignore[call-overload]
             if pid in b._open_txns:
@@ -306,6 +322,17 @@ def apply_ops(b: PartitionBuilder, steps: list[tuple[object, ...]]) -> None:
                 pid = int(str(role)[3:])
                 b.batch(kvs, compression=codec, headers=headers,  # type: ignore[arg-type]
                         producer_id=pid, producer_epoch=epochs.get(pid, 0), transactional=True)
+
+
+def append_broker_stamped(b: PartitionBuilder, kvs: list[tuple[bytes | None, bytes | None]], codec: int) -> None:
+    """A plain batch with LogAppendTime (its append time a second after its records' own) and leader epoch 3."""
+    records = [Record(b.next_offset + i, b.ts + i, key, value) for i, (key, value) in enumerate(kvs)]
+    b.segments[-1].batches.append(encode_batch(
+        records, base_offset=b.next_offset, compression=codec, timestamp_type=1,
+        max_timestamp=b.ts + 1_000, partition_leader_epoch=3,
+    ))
+    b.next_offset += len(records)
+    b.ts += len(records)
 
 
 def add_legacy(b: PartitionBuilder, entries: list[tuple[int, int, bytes, bytes | None]]) -> None:
