@@ -366,10 +366,22 @@ def scenarios(draw: st.DrawFn) -> dict[str, object]:
         "segment_bytes": draw(st.sampled_from([None, 200, 600])),
         "index_interval_bytes": draw(st.sampled_from([4096, 100])),
         "checkpoint": draw(st.one_of(st.none(), st.integers(0, 40))),
-        "log_start": draw(st.sampled_from([0, 0, 0, 1, 2])),  # kept inside the first segment
+        "log_start": draw(st.sampled_from([0, 0, 0, 1, 2, "second segment", "inside the second segment"])),
         "hw_back": draw(st.sampled_from([0, 0, 0, 1, 3])),
         "dedupe": draw(st.sampled_from([None, None, None, 24 * 4, 24 * 8])),
     }
+
+
+def pick_log_start(b: PartitionBuilder, choice: object, log_end: int) -> int:
+    """An offset inside the first segment, or the second segment's base (its predecessor then wholly below
+    the log start), or one past it; always below the active segment."""
+    bases = sorted({seg.base_offset for seg in b.segments})
+    if isinstance(choice, int):
+        end = bases[1] if len(bases) > 1 else log_end
+        return min(choice, end - 1)
+    if len(bases) < 3:  # no second segment before the active one
+        return 0
+    return bases[1] + (1 if choice == "inside the second segment" else 0)
 
 
 def topic_config(s: dict[str, object]) -> dict[str, str]:
@@ -409,8 +421,7 @@ def test_kcompact_cleans_as_kafka_does(referee: Referee, tmp_path_factory: pytes
         cleaner_checkpoint=None if checkpoint is None else min(int(checkpoint), log_end),  # type: ignore[call-overload]
         index_interval_bytes=int(scenario["index_interval_bytes"]),  # type: ignore[call-overload]
     )
-    first_segment_end = b.segments[1].base_offset if len(b.segments) > 1 else log_end
-    log_start = min(int(scenario["log_start"]), first_segment_end - 1)  # type: ignore[call-overload]
+    log_start = pick_log_start(b, scenario["log_start"], log_end)
     if log_start > 0:
         write_offset_checkpoint(work / "in" / "log-start-offset-checkpoint", {("orders", 0): log_start})
     now_ms = int(scenario["now_ms"])  # type: ignore[call-overload]

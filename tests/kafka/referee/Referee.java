@@ -24,8 +24,11 @@
  *   checkpoint written as grabFilthiestCompactedLog writes it; the min.cleanable.dirty.ratio is not
  *   applied (kcompact clean cleans what is cleanable);
  * - Cleaner.doClean at now, with a SkimpyOffsetMap (MD5) of the dedupe buffer and the broker's default
- *   I/O buffer; then LogCleanerManager.doneCleaning writes the checkpoint. Deletions the log schedules
- *   run before the log is closed.
+ *   I/O buffer; then LogCleanerManager.doneCleaning writes the checkpoint, and UnifiedLog.deleteOldSegments
+ *   runs as the cleaner thread runs it after a round. Deletions the log schedules run before it is closed.
+ * - before the round, UnifiedLog.deleteOldSegments as an earlier, idle iteration of the cleaner thread ran
+ *   it: segments wholly below the log start are gone before a round (kcompact's order, see its round's
+ *   docstring; within one cleanFilthiestLog iteration Kafka cleans first, then deletes).
  */
 
 import org.apache.kafka.common.TopicPartition;
@@ -229,6 +232,10 @@ public final class Referee {
             log.updateHighWatermark(checkpointEntry(logDir, "replication-offset-checkpoint", tp).orElse(log.logEndOffset()));
             log.removeExpiredProducers(nowMs);
 
+            // an idle iteration of the cleaner thread came first (cleanFilthiestLog with no log dirty enough,
+            // then deleteOldSegments): the segments wholly below the log start are gone before the round
+            log.deleteOldSegments();
+            scheduler.runPending();
             ConcurrentHashMap<TopicPartition, UnifiedLog> logs = new ConcurrentHashMap<>(Map.of(tp, log));
             LogCleanerManager manager = new LogCleanerManager(List.of(logDir), logs, failures);
             try {
@@ -249,6 +256,9 @@ public final class Referee {
                         new Throttler(Double.MAX_VALUE, 300, "cleaner-io", "bytes", time), time, p -> { });
                 Map.Entry<Long, CleanerStats> done = cleaner.doClean(cleanable, nowMs);
                 manager.doneCleaning(tp, logDir, done.getKey());
+                // then, as LogCleaner.CleanerThread.cleanFilthiestLog does for every compacted log: the
+                // segments wholly below the log start go (and, with cleanup.policy=delete, retention)
+                log.deleteOldSegments();
                 scheduler.runPending();
                 return "CLEANED\t" + dir + "\t" + offsets + "\t" + done.getKey();
             } finally {
