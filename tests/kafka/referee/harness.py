@@ -42,7 +42,7 @@ from kcompact.records.compression import decompress
 from kcompact.segment.checkpoint import read_offset_checkpoint
 from kcompact.segment.names import parse_segment_file_name
 from kcompact.segment.offset_index import decode_offset_index
-from tests.kafka.jars import kafka_classpath, kafka_version
+from tests.kafka.jars import REQUIRE_ENV, kafka_classpath, kafka_version
 
 SOURCE = Path(__file__).with_name("Referee.java")
 COMPARED_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
@@ -84,6 +84,8 @@ class RefereeResult:
 def compiled_classes() -> Path:
     """The directory of ``Referee``'s classes, compiled on first use (skips where Kafka cannot run)."""
     classpath = kafka_classpath()
+    if shutil.which("javac") is None:
+        _unavailable("javac not on PATH (a JRE without the JDK): Kafka's cleaner cannot be compiled as referee")
     digest = hashlib.sha256(SOURCE.read_bytes() + kafka_version().encode()).hexdigest()[:16]
     target = Path(os.environ.get("KCOMPACT_REFEREE_CACHE", Path.home() / ".cache" / "kcompact")) / f"referee-{digest}"
     if (target / "Referee.class").exists():
@@ -103,6 +105,15 @@ def compiled_classes() -> Path:
             raise RuntimeError(f"javac failed on {SOURCE}:\n{done.stdout}{done.stderr}")
         staging.rename(target)  # whole or not at all
     return target
+
+
+def _unavailable(reason: str) -> None:
+    """Skip the calling test, or fail it where Kafka must run (``KCOMPACT_REQUIRE_KAFKA=1``, as in CI)."""
+    import pytest
+
+    if os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(f"{REQUIRE_ENV}=1 but {reason}")
+    pytest.skip(reason)
 
 
 class Referee:
