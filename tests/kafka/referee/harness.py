@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+import pytest
+
 from kcompact.errors import KcompactError
 from kcompact.records.batch import iter_batches
 from kcompact.records.batch_header import RECORD_BATCH_OVERHEAD
@@ -109,8 +111,6 @@ def compiled_classes() -> Path:
 
 def _unavailable(reason: str) -> None:
     """Skip the calling test, or fail it where Kafka must run (``KCOMPACT_REQUIRE_KAFKA=1``, as in CI)."""
-    import pytest
-
     if os.environ.get(REQUIRE_ENV) == "1":
         pytest.fail(f"{REQUIRE_ENV}=1 but {reason}")
     pytest.skip(reason)
