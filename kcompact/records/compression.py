@@ -166,14 +166,14 @@ def compress(codec: int, data: bytes | memoryview, *, magic: int = 2) -> bytes:
     if codec == SNAPPY:
         return _snappy_compress(view)
     if codec == LZ4:
-        return encode_lz4_frame(view, magic, _library(LZ4))
-    writer = _zstd_context("compressor").compressobj()
+        return encode_lz4_frame(view, magic, _lz4_frame())
     zstd: Any = _library(ZSTD)
-    # ZstdCompression.wrapForOutput: closing its BufferedOutputStream flushes the zstd stream (ZSTD_e_flush,
-    # the data's blocks end there), then ZstdOutputStreamNoFinalizer.close ends the frame (ZSTD_e_end):
-    # an empty last block, as Kafka's producer and cleaner leave every zstd batch.
-    return bytes(writer.compress(view) + writer.flush(zstd.COMPRESSOBJ_FLUSH_BLOCK)
-                 + writer.flush(zstd.COMPRESSOBJ_FLUSH_FINISH))
+    writer = _zstd_context("compressor").compressobj()
+    # ZstdCompression.wrapForOutput: a BufferedOutputStream over zstd-jni's ZstdOutputStreamNoFinalizer,
+    # whose close() first flushes (the data ends a block that is not the frame's last), then ends the
+    # frame with an empty last block; the cleaner rebuilds a batch through the same stream
+    body = writer.compress(view) + writer.flush(zstd.COMPRESSOBJ_FLUSH_BLOCK)
+    return bytes(body + writer.flush(zstd.COMPRESSOBJ_FLUSH_FINISH))
 
 
 def decompress(
@@ -231,6 +231,12 @@ def _library(codec: int) -> ModuleType:
             ) from err
         _loaded[codec] = module
     return module
+
+
+def _lz4_frame() -> ModuleType:
+    """``lz4.frame``, which writes the blocks as Kafka's (``lz4_framing._compress_block`` says why)."""
+    _library(LZ4)  # the package, or the error naming it
+    return importlib.import_module("lz4.frame")
 
 
 def _corrupt(codec: int, reason: str) -> CorruptRecordError:

@@ -244,6 +244,22 @@ def test_lz4_bad_header_checksum_rejected_for_magic_1_and_2_only() -> None:
     assert decompress(LZ4, bytes(frame), magic=0) == b"data" * 10
 
 
+# four records of a batch Kafka's cleaner rebuilt, and the lz4 frame Kafka 4.1 (lz4-java 1.8.0) wrote for them
+KAFKA_LZ4_INPUT = bytes.fromhex(
+    "1400f5dfe5a401000101001800f3dfe5a40102046b3001001400f1dfe5a401040101002e00efdfe5a40106046b3016772e90e6860d256568978000"
+)
+KAFKA_LZ4_OUTPUT = bytes.fromhex(
+    "04224d186040823a000000e01400f5dfe5a401000101001800f30b009002046b3001001400f10d0070040101002e00ef0b00f002"
+    "06046b3016772e90e6860d25656897800000000000"
+)
+
+
+def test_lz4_writes_the_blocks_kafkas_stream_writes() -> None:
+    packed = compress(LZ4, KAFKA_LZ4_INPUT)
+    assert packed == KAFKA_LZ4_OUTPUT  # lz4-java's fastCompressor found the repeated timestamps 11 bytes back
+    assert decompress(LZ4, packed) == KAFKA_LZ4_INPUT
+
+
 # -- zstd ----------------------------------------------------------------------------------------
 
 def test_zstd_writes_streaming_frame_without_content_size() -> None:
@@ -254,6 +270,20 @@ def test_zstd_writes_streaming_frame_without_content_size() -> None:
     with pytest.raises(zstandard.ZstdError):
         zstandard.ZstdDecompressor().decompress(packed)  # why decompress() streams
     assert decompress(ZSTD, packed) == data
+
+
+# what Kafka 4.1's ZstdCompression.wrapForOutput wrote for KAFKA_ZSTD_INPUT (zstd-jni 1.5.6, level 3)
+KAFKA_ZSTD_INPUT = b"kcompact " * 100 + bytes(range(256))
+KAFKA_ZSTD_OUTPUT = bytes.fromhex(
+    "28b52ffd00588c080094106b636f6d7061637420" + bytes(range(256)).hex() + "010078599523" + "010000"
+)
+
+
+def test_zstd_writes_the_frame_kafkas_stream_writes() -> None:
+    packed = compress(ZSTD, KAFKA_ZSTD_INPUT)
+    assert packed == KAFKA_ZSTD_OUTPUT  # so a batch the cleaner rebuilds is byte for byte Kafka's
+    assert packed[-3:] == b"\x01\x00\x00"  # the data block is not the last: an empty block ends the frame
+    assert decompress(ZSTD, packed) == KAFKA_ZSTD_INPUT
 
 
 def test_zstd_reads_concatenated_frames_with_and_without_content_size() -> None:

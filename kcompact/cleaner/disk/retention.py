@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kcompact.cleaner.disk.swap import INDEX_KINDS
+from kcompact.cleaner.rules.ranges import clamp_high_watermark
 from kcompact.cleaner.state.log_state import LogState, SegmentState
 from kcompact.config.topic_config import TopicConfig
 from kcompact.segment.files import file_access, fsync_dir
@@ -58,7 +59,8 @@ def plan_retention(
     """
     result = RetentionResult(log_start_before=state.log_start_offset, log_start_after=state.log_start_offset)
     segments = list(state.segments)
-    hw, log_end = state.high_watermark, state.log_end_offset
+    log_end = state.log_end_offset
+    hw = clamp_high_watermark(state.high_watermark, state.log_start_offset, log_end)
     _apply(segments, result, hw, log_end, "log-start-offset",
            lambda seg, nxt: nxt is not None and nxt.base_offset <= state.log_start_offset)
     if log_start_only:

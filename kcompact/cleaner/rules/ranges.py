@@ -300,9 +300,15 @@ def _first_dirty(inp: RangeInputs, from_start: bool) -> tuple[int, str | None]:
 
 
 def _clamp_high_watermark(inp: RangeInputs) -> int:
-    if inp.high_watermark < inp.log_start_offset:
-        return inp.log_start_offset
-    return min(inp.high_watermark, inp.log_end_offset)
+    return clamp_high_watermark(inp.high_watermark, inp.log_start_offset, inp.log_end_offset)
+
+
+def clamp_high_watermark(high_watermark: int, log_start_offset: int, log_end_offset: int) -> int:
+    """The high watermark a broker holds: ``UnifiedLog.updateHighWatermark`` bounds it below by the log
+    start and above by the log end."""
+    if high_watermark < log_start_offset:
+        return log_start_offset
+    return min(high_watermark, log_end_offset)
 
 
 def _lag_boundary(

@@ -178,15 +178,17 @@ def load_log_state(partition: Partition, config: TopicConfig, reads: LogReads | 
     hw_entry = partition.checkpointed(partition.log_dir.replication_checkpoint)
     replay = ProducerStateReplay(high_watermark=hw_entry)
     warnings: list[str] = []
-    snapshot_offset = _seed_from_snapshot(partition, replay, warnings, reads)
-    replay_from = snapshot_offset or 0
+    log_start = partition.log_start_offset()
+    snapshot_offset = _seed_from_snapshot(partition, replay, warnings, reads, log_start)
+    # UnifiedLog.rebuildProducerState replays from the snapshot, or from the log start without one
+    # (ProducerStateManager.loadFromSnapshot): a producer heard of only below the log start is unknown
+    replay_from = snapshot_offset if snapshot_offset is not None else log_start
     tracker = _TxnTracker()
     segments = tuple(
         _load_segment(seg, replay, tracker, config.index_interval_bytes, replay_from, reads)
         for seg in partition.segments
     )
-    log_end = segments[-1].next_offset if segments else partition.log_start_offset()
-    log_start = partition.log_start_offset()
+    log_end = segments[-1].next_offset if segments else log_start
     if hw_entry is None:
         hw, hw_source = log_end, HW_FROM_LOG_END
         if not partition.is_metadata_log:  # KRaft never keeps its metadata log's high watermark there
@@ -228,14 +230,15 @@ def _register_emptied_marker(replay: ProducerStateReplay, batch: Any) -> None:
 
 
 def _seed_from_snapshot(
-    partition: Partition, replay: ProducerStateReplay, warnings: list[str], reads: LogReads | None
+    partition: Partition, replay: ProducerStateReplay, warnings: list[str], reads: LogReads | None,
+    log_start: int,
 ) -> int | None:
     """Seed producer state from the newest usable ``.snapshot``, as a broker's loader does.
 
     Returns the snapshot's offset, from which batches must still be replayed (None when no snapshot is
-    used: the whole log is replayed). A snapshot
-    past the log end is stale (Kafka deletes it); one that does not parse is ignored with a warning and the
-    whole log is replayed instead.
+    used: the log is replayed from its start). A snapshot past the log end, or at or below the log start,
+    is out of range (``ProducerStateManager.truncateAndReload`` deletes it); one that does not parse is
+    ignored with a warning and the log is replayed from its start instead.
     """
     candidates = []
     for path in partition.snapshots:
@@ -245,7 +248,7 @@ def _seed_from_snapshot(
     if not candidates:
         return None
     log_end = partition.log_end_offset(reads)
-    usable = [(offset, path) for offset, path in candidates if offset <= log_end]
+    usable = [(offset, path) for offset, path in candidates if log_start < offset <= log_end]
     if not usable:
         return None
     offset, path = max(usable)
@@ -293,7 +296,7 @@ def _load_segment(
                     events.append((batch.last_offset, batch.producer_id, control_type))
             elif batch.is_transactional:
                 events.append((batch.last_offset, batch.producer_id, TXN_DATA))
-            if batch.base_offset >= replay_from:
+            if batch.last_offset >= replay_from:  # LogSegment.read: from the batch holding it
                 if batch.is_control and control_type is None:
                     _register_emptied_marker(replay, batch)
                 replay.apply(batch, control_type=control_type, marker_timestamp=marker_ts,
@@ -354,7 +357,7 @@ def _data_only(
 ) -> tuple[int, int, int] | None:
     """``(first batch's max timestamp, batches, next offset)`` of a log of data batches that are not
     transactional, from one C walk of its headers (``accel.batch_producers``), with each producer's
-    first and last batch (from ``replay_from`` on) applied to ``replay`` in log order; None where the
+    first and last batch (those ending at or past ``replay_from``) applied to ``replay`` in log order; None where the
     walk stops early (a control, transactional or legacy batch, bad framing): walk batch by batch.
 
     Why only those two: a non-transactional data batch overwrites everything ``replay`` keeps of its
@@ -367,8 +370,8 @@ def _data_only(
     rows = np.frombuffer(found[1], dtype=np.int64).reshape(-1, 5)
     if not len(rows):
         return -1, 0, base_offset
-    positions, base_offsets, last_offsets, max_timestamps, producers = rows.T
-    applied = np.flatnonzero((producers > NO_PRODUCER_ID) & (base_offsets >= replay_from))
+    positions, _, last_offsets, max_timestamps, producers = rows.T
+    applied = np.flatnonzero((producers > NO_PRODUCER_ID) & (last_offsets >= replay_from))
     if len(applied):
         ids = producers[applied]
         first = np.unique(ids, return_index=True)[1]

@@ -99,6 +99,17 @@ def test_segments_below_the_log_start_offset_go_even_when_compacted(tmp_path: Pa
     assert bases(part)[0] == 20
 
 
+def test_a_high_watermark_below_the_log_start_is_raised_to_it(tmp_path: Path) -> None:
+    # UnifiedLog.updateHighWatermark bounds the high watermark below by the log start: the segments
+    # wholly below the log start go although the checkpointed high watermark has not reached them
+    part = four_segments(tmp_path, high_watermark=5)
+    write_offset_checkpoint(part.parent / "log-start-offset-checkpoint", {("events", 0): 20})
+    config, _ = resolve_config({"cleanup.policy": "compact"})
+    result = clean_partition(part, config, CleanOptions(now_ms=NOW))
+    assert result.retention is not None and result.retention.deleted_segments == [0, 10]
+    assert bases(part) == [20, 30]
+
+
 def test_dry_run_plans_retention_and_deletes_nothing(tmp_path: Path) -> None:
     part = four_segments(tmp_path)
     before = sorted(p.name for p in part.iterdir())
