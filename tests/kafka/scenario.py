@@ -101,9 +101,10 @@ CRC_SPAN = (17, 21)  # the CRC-32C field, after partition_leader_epoch and magic
 ATTRIBUTES_SPAN = (21, 23)
 V2_HEADER_SIZE = 61
 CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-# Codecs whose compressed bytes depend on the library build: Kafka 4.1 compresses with snappy-java 1.1.10.7
-# (Google's snappy 1.1.10) and lz4-java 1.8.0; kcompact with cramjam's snappy and python-lz4.
-LIBRARY_DEPENDENT_CODECS = frozenset({2, 3})
+# Codecs whose compressed bytes depend on the library build: Kafka 4.1 compresses snappy with snappy-java
+# 1.1.10.7 (Google's snappy 1.1.10), kcompact with cramjam's (the Rust snap crate). lz4 and zstd match byte for
+# byte (records.compression writes lz4-java's blocks and zstd-jni's stream, with the libzstd it bundles).
+LIBRARY_DEPENDENT_CODECS = frozenset({2})
 
 
 def split_batches(data: bytes) -> list[bytes]:

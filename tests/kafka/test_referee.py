@@ -102,12 +102,12 @@ def event(value: str) -> None:
 
 
 def assert_same_partition(ours: Path, theirs: Path) -> None:
-    """The same segment files, byte for byte (but snappy and zstd bytes: see the harness), and the same
+    """The same segment files, byte for byte (but snappy bytes: see the harness), and the same
     cleaner checkpoint entry."""
     wrong, allowed = differences(ours, theirs)
     assert not wrong, f"{ours.name}: kcompact and Kafka disagree: {wrong}"
     if allowed:
-        event("snappy/zstd bytes differ (library-defined)")
+        event("snappy bytes differ (library-defined)")
 
 
 def test_updates_and_a_tombstone_clean_alike(referee: Referee, tmp_path: Path) -> None:

@@ -12,14 +12,14 @@ The comparison helpers read what both cleaners must agree on byte for byte: ever
 ``cleaner-offset-checkpoint`` entry. Everything else a broker's loader writes (producer snapshots,
 ``leader-epoch-checkpoint``, ``.deleted`` files) is the loader's business, not the cleaner's.
 
-One difference is allowed, and only one: the compressed bytes of a snappy or zstd batch either cleaner
-rebuilt. Kafka's source fixes the codec, its level and the framing (``SnappyCompression``: snappy-java's
-xerial stream of 32 KiB blocks; ``ZstdCompression``: zstd-jni's stream at level 3), not the match finder:
-those bytes are whatever the library's compressor emits, and the libraries differ (snappy-java binds
-Google's C++ snappy, kcompact's cramjam the Rust ``snap`` crate; zstd-jni 1.5.6 bundles libzstd 1.5.6,
-python's zstandard 0.25 libzstd 1.5.7). :func:`codec_bytes_only` accepts such a batch when every header
-field but its length and CRC is the same and its records decompress to the same bytes; the offset index
-may then point at other positions, but at the same batches.
+One difference is allowed, and only one: the compressed bytes of a snappy batch either cleaner rebuilt.
+Kafka's source fixes the codec and the framing (``SnappyCompression``: snappy-java's xerial stream of
+32 KiB blocks), not the match finder: those bytes are whatever the library's compressor emits, and the
+libraries differ (snappy-java binds Google's C++ snappy, kcompact's cramjam the Rust ``snap`` crate).
+:func:`codec_bytes_only` accepts such a batch when every header field but its length and CRC is the same and
+its records decompress to the same bytes; the offset index may then point at other positions, but at the
+same batches. zstd is held byte for byte: kcompact pins python's zstandard to the libzstd Kafka 4.1's
+zstd-jni bundles (1.5.6), and the stream's shape is Kafka's (``records.compression``); lz4 likewise.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from tests.kafka.jars import REQUIRE_ENV, kafka_classpath, kafka_version
 
 SOURCE = Path(__file__).with_name("Referee.java")
 COMPARED_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
-LIBRARY_DEFINED_CODECS = (2, 4)  # snappy, zstd: see the module docstring
+LIBRARY_DEFINED_CODECS = (2,)  # snappy: see the module docstring
 _CODEC_MASK = 0x07
 # a small heap is plenty (the offset map is at most 64 MiB); C1 only: the rounds are short
 JVM_OPTIONS = ("-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
@@ -175,7 +175,7 @@ def cleaner_checkpoint(partition_dir: Path) -> int | None:
 
 
 def codec_bytes_only(ours: bytes, theirs: bytes) -> dict[int, int] | None:
-    """Whether two ``.log`` files differ only in the compressed bytes of snappy or zstd batches.
+    """Whether two ``.log`` files differ only in the compressed bytes of snappy batches.
 
     Returns:
         None when they differ otherwise; else each batch position in ``ours`` mapped to the position of
