@@ -194,12 +194,14 @@ main()
 KILLED_SEGMENT = 180  # ``many_keys``: four segments of 180 records
 
 
-def clean_with_a_worker_killed(part: Path, in_pass: int, spool: Path) -> subprocess.CompletedProcess[str]:
-    """``clean PART --jobs 2`` with the hook armed; a hang fails the test after a minute."""
+def clean_with_a_worker_killed(part: Path, in_pass: int, spool: Path, *more: str
+                               ) -> subprocess.CompletedProcess[str]:
+    """``clean PART --jobs 2`` (PART: a partition or a log dir) with the hook armed; a hang fails the test
+    after a minute."""
     env = {**os.environ, "TMPDIR": str(spool), "COLUMNS": "200"}
     env.pop("KCOMPACT_SERVER_PROPERTIES", None)
     args = [sys.executable, "-c", KILL_IN_PASS, str(in_pass), str(KILLED_SEGMENT), "clean", str(part),
-            "--config", "cleanup.policy=compact", "--now-ms", NOW, "--jobs", "2"]
+            "--config", "cleanup.policy=compact", "--now-ms", NOW, "--jobs", "2", *more]
     with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                           start_new_session=True) as process:
         try:
@@ -236,3 +238,19 @@ def test_a_worker_killed_in_a_round_fails_the_partition_unchanged(in_pass: int, 
     assert invoke("clean", reference, "--config", "cleanup.policy=compact", "--now-ms", NOW,
                   "--jobs", "1").exit_code == 0
     assert tree(part.parent) == tree(reference.parent)  # as a serial clean, byte for byte
+
+
+def test_a_worker_killed_in_a_round_of_a_log_dir_is_that_partitions_row(tmp_path: Path) -> None:
+    """A log dir whose one compacted partition is cleaned with workers inside its round."""
+    part = many_keys(tmp_path / "logs")
+    before = tree(part.parent)
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    result = clean_with_a_worker_killed(part.parent, 2, spool, "--json")
+    assert result.returncode == 2, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    (failure,) = report["failures"]
+    assert failure["partition_dir"] == str(part)
+    assert f"(pass 2 of the round) was {KILLED}; the round changed nothing" in failure["error"]
+    assert report["results"] == []
+    assert tree(part.parent) == before and lock_files(part.parent) == [] and list(spool.iterdir()) == []
