@@ -211,8 +211,9 @@ def stream_in_pool(
     Each worker is handed up to ``ahead + 1`` items at once, and never more than that many per worker
     wait here untaken, so that outcomes do not pile up faster than they are used. An item whose
     ``work`` raised, or whose worker died (``died`` gives the error), raises at its place in the
-    order, as a serial loop would; items after it are not started, and when the generator ends early
-    (that error, or the caller's) the workers still busy are terminated: their items are abandoned.
+    order, as a serial loop would; items after it not yet handed out are not started, and when the
+    generator ends early (that error, or the caller's) the workers still busy are terminated: their
+    items are abandoned.
 
     Args:
         items: what to work on (inherited through fork, never pickled).
