@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +23,7 @@ import kcompact.cleaner.workers.pool as pool_module
 from kcompact.cli.main import cli
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from tests.builders import BASE_TS, PartitionBuilder, read_all_records
+from tests.cleaner.workers.test_parallel import many_keys, tree
 from tests.repair.test_log_dir import BATCHES, RECORDS_PER_BATCH, damaged_log_dir
 
 NOW = str(BASE_TS + 1_000_000)
@@ -152,3 +156,101 @@ def test_a_killed_repair_worker_fails_its_partition_alone(kill_worker_in: KillHo
     assert expected[VICTIM]["first_offset"] == 12
     assert [r[0] for r in read_all_records(log_dir / VICTIM)] == [
         o for o in range(BATCHES * RECORDS_PER_BATCH + 1) if o not in lost]
+
+
+# --- a worker killed inside one partition's round (``clean PARTITION --jobs N``) ---------------------
+
+# Run as ``python -c KILL_IN_PASS PASS BASE_OFFSET kcompact-args...``: the CLI with a test hook that a
+# worker process (never the CLI's own) SIGKILLs itself on starting pass PASS over a range of the segment
+# at BASE_OFFSET that begins past its first byte. Chunks are cut small so that each segment is several.
+KILL_IN_PASS = """
+import os, signal, sys
+from kcompact.cleaner.workers import parallel
+parent = os.getpid()
+which, base = sys.argv[1], int(sys.argv[2])
+parallel.CHUNK_MIN_BYTES = 200
+parallel.usable_cpus = lambda: 2
+
+def doomed(seg, start):
+    if os.getpid() != parent and seg.base_offset == base and start > 0:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+if which == "1":
+    keys = parallel.iter_dirty_keys
+    def iter_dirty_keys(plan, seg, start=0, end=None):
+        doomed(seg, start)
+        return keys(plan, seg, start, end)
+    parallel.iter_dirty_keys = iter_dirty_keys
+else:
+    filter_segment = parallel.filter_segment
+    def hooked(plan, seg, ctx, sink, start=0, end=None, sink_run=None):
+        doomed(seg, start)
+        return filter_segment(plan, seg, ctx, sink, start, end, sink_run)
+    parallel.filter_segment = hooked
+from kcompact.cli.main import main
+sys.argv = ["kcompact", *sys.argv[3:]]
+main()
+"""
+KILLED_SEGMENT = 180  # ``many_keys``: four segments of 180 records
+
+
+def clean_with_a_worker_killed(part: Path, in_pass: int, spool: Path, *more: str
+                               ) -> subprocess.CompletedProcess[str]:
+    """``clean PART --jobs 2`` (PART: a partition or a log dir) with the hook armed; a hang fails the test
+    after a minute."""
+    env = {**os.environ, "TMPDIR": str(spool), "COLUMNS": "200"}
+    env.pop("KCOMPACT_SERVER_PROPERTIES", None)
+    args = [sys.executable, "-c", KILL_IN_PASS, str(in_pass), str(KILLED_SEGMENT), "clean", str(part),
+            "--config", "cleanup.policy=compact", "--now-ms", NOW, "--jobs", "2", *more]
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                          start_new_session=True) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)  # the CLI and its workers: its own session
+            process.communicate()
+            pytest.fail("clean --jobs 2 hung after one of its worker processes was killed")
+    return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
+
+
+@pytest.mark.parametrize("in_pass", [1, 2])
+def test_a_worker_killed_in_a_round_fails_the_partition_unchanged(in_pass: int, tmp_path: Path) -> None:
+    part = many_keys(tmp_path / "logs")
+    reference = Path(shutil.copytree(part.parent, tmp_path / "reference")) / part.name
+    before = tree(part.parent)
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+
+    result = clean_with_a_worker_killed(part, in_pass, spool)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    doing = "reading the keys of" if in_pass == 1 else "filtering"
+    (line,) = [line for line in result.stderr.splitlines() if "error" in line]
+    assert re.fullmatch(
+        rf"kcompact: error: {re.escape(str(part))}: the worker process {doing} 00000000000000000180\.log "
+        rf"from byte \d+ \(pass {in_pass} of the round\) was {re.escape(KILLED)}; the round changed nothing: "
+        r"clean it again", line), line
+    assert tree(part.parent) == before  # no .cleaned file, no checkpoint, nothing swapped
+    assert lock_files(part.parent) == [] and list(spool.iterdir()) == []
+
+    again = invoke("clean", part, "--config", "cleanup.policy=compact", "--now-ms", NOW, "--jobs", "2")
+    assert again.exit_code == 0, again.output
+    assert invoke("clean", reference, "--config", "cleanup.policy=compact", "--now-ms", NOW,
+                  "--jobs", "1").exit_code == 0
+    assert tree(part.parent) == tree(reference.parent)  # as a serial clean, byte for byte
+
+
+def test_a_worker_killed_in_a_round_of_a_log_dir_is_that_partitions_row(tmp_path: Path) -> None:
+    """A log dir whose one compacted partition is cleaned with workers inside its round."""
+    part = many_keys(tmp_path / "logs")
+    before = tree(part.parent)
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    result = clean_with_a_worker_killed(part.parent, 2, spool, "--json")
+    assert result.returncode == 2, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    (failure,) = report["failures"]
+    assert failure["partition_dir"] == str(part)
+    assert f"(pass 2 of the round) was {KILLED}; the round changed nothing" in failure["error"]
+    assert report["results"] == []
+    assert tree(part.parent) == before and lock_files(part.parent) == [] and list(spool.iterdir()) == []

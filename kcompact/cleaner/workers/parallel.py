@@ -1,8 +1,10 @@
 """Both passes of a round on several cores: worker processes, one byte range of one segment per task.
 
 Processes, not threads: measured here, threads slow lz4 down, and the record walk holds the GIL. The pool
-is forked (``multiprocessing`` "fork" context) after the plan, and for pass 2 after the map, so workers
-inherit both without copying; where fork is unavailable everything runs in this process.
+is forked (``pool.stream_in_pool``) after the plan, and for pass 2 after the map, so workers inherit both
+without copying; where fork is unavailable everything runs in this process. A worker that dies (SIGKILL,
+the OOM killer) fails the round at its chunk (:class:`WorkerDiedError`, naming the segment range and how
+it died): the round has then written nothing but ``.cleaned`` files, which are removed.
 
 Work is cut into *chunks*: byte ranges of one source segment, about a quarter of an even share each (at
 least :data:`CHUNK_MIN_BYTES`), so that two cores stay busy even when a partition has one large segment or
@@ -30,16 +32,15 @@ add their overhead (plain bench shape at load 5 on 2 cores: 2.7 s with two worke
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 from array import array
-from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections import Counter
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -60,7 +61,7 @@ from kcompact.cleaner.round.partition_round import RoundOutput
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
 from kcompact.cleaner.round.stages import GroupOutput, finish_group, remove_outputs, write_group
 from kcompact.cleaner.round.stats import CleanStats
-from kcompact.cleaner.workers.pool import fork_available, usable_cpus
+from kcompact.cleaner.workers.pool import WorkerDeath, fork_available, stream_in_pool, usable_cpus
 from kcompact.cleaner.workers.spill import (
     Spilled,
     SpillWriter,
@@ -69,11 +70,8 @@ from kcompact.cleaner.workers.spill import (
     spill_arrays,
     spool,
 )
-from kcompact.errors import ConfigError
+from kcompact.errors import ConfigError, KcompactError
 from kcompact.segment.txn_index import AbortedTxn
-
-if TYPE_CHECKING:  # imported where a pool starts: a clean in this process never needs them
-    from multiprocessing.pool import AsyncResult, Pool
 
 AUTO_PARALLEL_BYTES = 64 * 1024 * 1024
 """Above this many bytes read by pass 2, ``jobs=None`` uses two workers (measured: see the report)."""
@@ -165,42 +163,64 @@ def chunks_of(plan: CleanPlan, segments: list[SegmentPlan], jobs: int) -> list[C
     return cut_chunks(plan, segments, parts, CHUNK_MIN_BYTES)
 
 
-def _in_order(pool: Pool, task: Callable[[Chunk], T], chunks: list[Chunk], jobs: int) -> Iterator[T]:
-    """``pool.imap(task, chunks)`` with at most ``AHEAD`` chunks per worker submitted beyond the one
-    consumed, so that results never pile up here faster than they are used."""
-    pending: deque[AsyncResult[T]] = deque()
-    queue = iter(chunks)
-    for chunk in itertools.islice(queue, jobs * (AHEAD + 1)):
-        pending.append(pool.apply_async(task, (chunk,)))
-    while pending:
-        result = pending.popleft().get()
-        for chunk in itertools.islice(queue, 1):
-            pending.append(pool.apply_async(task, (chunk,)))
-        yield result
+@dataclass(slots=True)
+class _Pool:
+    """Worker processes for a pass: how many, and the streams of results started (closed with the pool)."""
+
+    jobs: int
+    plan: CleanPlan
+    streams: list[Generator[object, None, None]] = field(default_factory=list)
+
+
+def _in_order(pool: _Pool, task: Callable[[Chunk], T], chunks: list[Chunk], jobs: int) -> Iterator[T]:
+    """``task(chunk)`` for every chunk in ``jobs`` worker processes, the results in order, at most
+    ``AHEAD`` chunks per worker handed out beyond the one consumed, so that results never pile up here
+    faster than they are used. A worker that dies (SIGKILL, the OOM killer) fails the round at its
+    chunk: :class:`WorkerDiedError`."""
+    passes = {_map_chunk.__name__: 1, _filter_chunk.__name__: 2}
+    which = passes.get(getattr(task, "__name__", ""), 0)
+
+    def died(chunk: Chunk, death: WorkerDeath) -> BaseException:
+        return WorkerDiedError.of(pool.plan, chunk, which, death)
+
+    stream = stream_in_pool(chunks, task, min(jobs, pool.jobs), died, ahead=AHEAD)
+    pool.streams.append(stream)  # type: ignore[arg-type]
+    return stream
+
+
+class WorkerDiedError(KcompactError):
+    """A worker process of a round ended before it gave its chunk's result (killed by a signal, the OOM
+    killer): the round fails, having changed nothing in place."""
+
+    @classmethod
+    def of(cls, plan: CleanPlan, chunk: Chunk, which: int, death: WorkerDeath) -> WorkerDiedError:
+        index, start, _end = chunk
+        name = Path(plan.segments[index].log_path).name
+        doing = {1: "reading the keys of", 2: "filtering"}.get(which, "working on")
+        return cls(f"{plan.partition_dir}: the worker process {doing} {name} from byte {start} (pass "
+                   f"{which} of the round) was {death.describe()}; the round changed nothing: clean it "
+                   "again", path=plan.partition_dir)
 
 
 @contextmanager
-def _pool(jobs: int, plan: CleanPlan, oracle: RetentionOracle | None) -> Iterator[Pool]:
-    """A forked pool whose workers see ``plan`` and ``oracle``; one at a time per process, since the
-    workers read them from a module global (a pool may fork a replacement worker at any time)."""
+def _pool(jobs: int, plan: CleanPlan, oracle: RetentionOracle | None) -> Iterator[_Pool]:
+    """Worker processes that see ``plan`` and ``oracle``; one pool at a time per process, since the
+    workers read them from a module global (inherited when each is forked).
+
+    Each worker has a pipe of its own (``pool.stream_in_pool``), so a worker that dies, however it
+    dies, is noticed and holds no lock another needs (a ``multiprocessing.Pool`` waited for ever for
+    the chunk of a killed worker, and its ``terminate`` could hang on a lock a killed worker held).
+    At the end, the streams are closed (workers still busy, after a failure, are terminated) before
+    the result files go."""
     global _worker_state
     with _POOL_LOCK, spool() as directory:
         _worker_state = (plan, oracle, directory)
+        pool = _Pool(jobs, plan)
         try:
-            import multiprocessing
-
-            pool = multiprocessing.get_context("fork").Pool(processes=jobs)
-            try:
-                yield pool
-            finally:
-                # Never Pool.terminate() (what ``with Pool`` does): it kills workers that may be halfway
-                # through sending a result, holding the result queue's lock, and the pool's own task
-                # thread then waits for that lock for ever (seen: a failed round hung its test run).
-                # Closing lets the few chunks already submitted (``_in_order`` keeps at most AHEAD per
-                # worker) run out, and join waits for the workers to exit on their own.
-                pool.close()
-                pool.join()
+            yield pool
         finally:
+            for stream in pool.streams:
+                stream.close()
             _worker_state = None
 
 

@@ -18,6 +18,10 @@ death)`` and a new worker takes the items still to do (a ``concurrent.futures`` 
 dead worker breaks the whole pool, its other workers are terminated mid-item, and it does not say
 which item the dead one held). What the dead worker left on disk is the caller's to settle in ``died``
 (for a partition: the lock files it held, see ``segment.lock.clear_abandoned_locks``).
+
+:func:`stream_in_pool` is the same machinery for one round's chunks (cleaner/workers/parallel.py): the
+outcomes are yielded in order as the caller takes them, a bounded number handed out ahead, and a death
+or an error is raised at its item's place (a round cannot go on without a chunk).
 """
 
 from __future__ import annotations
@@ -26,9 +30,9 @@ import os
 import signal
 import traceback
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -43,6 +47,7 @@ __all__ = [
     "fork_available",
     "partition_workers",
     "run_in_pool",
+    "stream_in_pool",
     "usable_cpus",
 ]
 
@@ -65,9 +70,6 @@ ProgressCallback = Callable[[str, int, int], None]
 
 ItemT = TypeVar("ItemT")
 OutcomeT = TypeVar("OutcomeT")
-
-# What each forked worker inherits from the parent: (items, work, whether progress is wanted).
-_worker_state: tuple[Sequence[Any], Callable[[Any, ProgressCallback | None], Any], bool] | None = None
 
 
 def partition_workers(jobs: int | None, sizes_in_bytes: Sequence[int]) -> int:
@@ -178,55 +180,128 @@ def run_in_pool(
     """
     import multiprocessing
 
-    global _worker_state
     context = multiprocessing.get_context("fork")
-    _worker_state = (items, work, progress is not None)  # inherited by every fork below
-    run: _PoolRun[OutcomeT] = _PoolRun(deque(range(len(items))))
+    run: _PoolRun = _PoolRun(deque(range(len(items))), (items, work, progress is not None),
+                             lambda index, death: died(items[index], death))
     try:
         while run.to_do or run.workers:
             while run.to_do and len(run.workers) < workers and run.error is None:
                 run.start(context)
-            run.serve(progress, lambda index, death: died(items[index], death))
+            run.serve(progress)
             if run.error is not None:
                 run.to_do.clear()
     finally:
         run.stop()
-        _worker_state = None
     if run.error is not None:
         raise run.error
     return [run.outcomes[index] for index in range(len(items))]
 
 
+def stream_in_pool(
+    items: Sequence[ItemT],
+    work: Callable[[ItemT], OutcomeT],
+    workers: int,
+    died: Callable[[ItemT, WorkerDeath], BaseException],
+    *,
+    ahead: int,
+) -> Iterator[OutcomeT]:
+    """``work(item)`` for every item, in ``workers`` forked processes, its outcomes yielded lazily in the
+    items' order (a round's chunks, cleaner/workers/parallel.py).
+
+    Each worker is handed up to ``ahead + 1`` items at once, and never more than that many per worker
+    wait here untaken, so that outcomes do not pile up faster than they are used. An item whose
+    ``work`` raised, or whose worker died (``died`` gives the error), raises at its place in the
+    order, as a serial loop would; items after it not yet handed out are not started, and when the
+    generator ends early (that error, or the caller's) the workers still busy are terminated: their
+    items are abandoned.
+
+    Args:
+        items: what to work on (inherited through fork, never pickled).
+        work: called in a worker with an item; its outcome must pickle.
+        workers: how many processes at once.
+        died: called in this process for an item whose worker ended before it gave the outcome; its
+            return is raised in that item's place.
+        ahead: items handed to a worker beyond the one it works on.
+
+    Yields:
+        The outcomes, in the items' order.
+    """
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    depth = ahead + 1
+    run: _PoolRun = _PoolRun(deque(range(len(items))), (items, lambda item, _report: work(item), False),
+                             lambda index, death: died(items[index], death),
+                             depth=depth, limit=workers * depth, in_order=True)
+    try:
+        for index in range(len(items)):
+            while index not in run.outcomes and index not in run.failures:
+                run.top_up(context, workers)
+                run.serve(None)
+            if index in run.failures:
+                raise run.failures.pop(index)
+            outcome = run.outcomes.pop(index)
+            run.top_up(context, workers)  # the workers go on while the caller uses this outcome
+            yield outcome
+    finally:
+        run.stop()
+
+
 @dataclass(slots=True)
 class _Worker:
-    """One worker process, its end of its pipe, and the item it holds (None: idle)."""
+    """One worker process, its end of its pipe, and the items handed to it, oldest (the one it works
+    on) first; ``stopping``: told to end."""
 
     process: ForkProcess
     conn: Connection
-    index: int | None = None
+    held: deque[int] = field(default_factory=deque)
+    stopping: bool = False
     at_eof: bool = False
 
 
+_WorkerState = tuple[Sequence[Any], Callable[[Any, ProgressCallback | None], Any], bool]
+
+
 @dataclass(slots=True)
-class _PoolRun(Generic[OutcomeT]):
-    """The parent's side of :func:`run_in_pool`: who holds what, and what came back."""
+class _PoolRun:
+    """The parent's side of :func:`run_in_pool` and :func:`stream_in_pool`: who holds what, and what
+    came back.
+
+    ``in_order`` (a stream): a death or an error is the outcome of its item (``failures``), items after
+    it are not started, and workers busy at the end are terminated. Else (``run_in_pool``) a death's
+    outcome is ``died``'s, the items a dead worker had not started go to a new one, an error stops the
+    run (``error``), and workers busy at the end finish their item."""
 
     to_do: deque[int]
+    state: _WorkerState  # what each worker gets through fork: (items, work, whether progress is wanted)
+    died: Callable[[int, WorkerDeath], Any]
+    depth: int = 1  # items handed to a worker at once
+    limit: int | None = None  # items handed out and not yet taken (a stream's bound)
+    in_order: bool = False
     workers: list[_Worker] = field(default_factory=list)
-    outcomes: dict[int, OutcomeT] = field(default_factory=dict)
+    outcomes: dict[int, Any] = field(default_factory=dict)
+    failures: dict[int, BaseException] = field(default_factory=dict)
     error: BaseException | None = None
 
     def start(self, context: Any) -> None:
-        """Fork one worker and hand it the next item."""
+        """Fork one worker and hand it the next items."""
         parent_end, child_end = context.Pipe()
-        process = context.Process(target=_worker_main, args=(child_end,), daemon=True)
+        process = context.Process(target=_worker_main, args=(child_end, self.state), daemon=True)
         process.start()
         child_end.close()
         worker = _Worker(process, parent_end)
         self.workers.append(worker)
         self._hand_next(worker)
 
-    def serve(self, progress: ProgressCallback | None, died: Callable[[int, WorkerDeath], OutcomeT]) -> None:
+    def top_up(self, context: Any, workers: int) -> None:
+        """Hand items to the workers that have room, and fork workers up to ``workers`` while items wait."""
+        for worker in self.workers:
+            if not worker.stopping:
+                self._hand_next(worker)
+        while self.to_do and self._room() and len([w for w in self.workers if not w.stopping]) < workers:
+            self.start(context)
+
+    def serve(self, progress: ProgressCallback | None) -> None:
         """Wait for a message or an exit, and act on it: relay progress, keep an outcome, replace a death."""
         from multiprocessing.connection import wait
 
@@ -241,8 +316,20 @@ class _PoolRun(Generic[OutcomeT]):
                 self._read(worker, progress)  # what it sent just before it ended
                 worker.conn.close()
                 self.workers.remove(worker)
-                if worker.index is not None:
-                    self.outcomes[worker.index] = died(worker.index, WorkerDeath(worker.process.exitcode))
+                if worker.held:
+                    self._lost(worker, self.died(worker.held[0], WorkerDeath(worker.process.exitcode)))
+
+    def _lost(self, worker: _Worker, outcome: Any) -> None:
+        """The item ``worker`` worked on ended with ``outcome`` (a death's, or an error); the items it had
+        not started yet are given back (or, in order, dropped with every later one)."""
+        index = worker.held.popleft()
+        if self.in_order:
+            self.failures[index] = outcome
+            self.to_do = deque(i for i in self.to_do if i < index)
+        else:
+            self.outcomes[index] = outcome
+            self.to_do.extendleft(reversed(worker.held))
+        worker.held.clear()
 
     def _read(self, worker: _Worker, progress: ProgressCallback | None) -> None:
         while not worker.at_eof and worker.conn.poll():
@@ -256,33 +343,54 @@ class _PoolRun(Generic[OutcomeT]):
                 if progress is not None:
                     progress(*message[1:])
             elif kind == "done":
+                worker.held.popleft()
                 self.outcomes[message[1]] = message[2]
-                worker.index = None
-                self._hand_next(worker)
-            else:  # "error": a bug in ``work``; the pool stops
+                if not self.in_order:
+                    self._hand_next(worker)
+            else:  # "error": raised by ``work`` (a bug, or in order its item's error); the worker ends
                 error: BaseException = message[2]
                 error.__cause__ = _RemoteTraceback(message[3])
-                worker.index = None
-                self.error = self.error or error
+                worker.stopping = True
+                if self.in_order:
+                    self._lost(worker, error)
+                else:
+                    worker.held.clear()
+                    self.error = self.error or error
+
+    def _room(self) -> bool:
+        if self.limit is None:
+            return True
+        handed = sum(len(w.held) for w in self.workers) + len(self.outcomes) + len(self.failures)
+        return handed < self.limit
 
     def _hand_next(self, worker: _Worker) -> None:
-        index = self.to_do.popleft() if self.to_do and self.error is None else None
-        worker.index = index
+        """Hand ``worker`` items up to ``depth``; tell it to end once nothing is left to do."""
         try:
-            worker.conn.send(index)  # None: stop
+            while len(worker.held) < self.depth and self.to_do and self.error is None and self._room():
+                index = self.to_do.popleft()
+                worker.held.append(index)
+                worker.conn.send(index)
+            if not worker.held and (not self.to_do or self.error is not None):
+                worker.stopping = True
+                worker.conn.send(None)
         except OSError:
             pass  # it died meanwhile: its sentinel says so, and ``serve`` gives the item to ``died``
 
     def stop(self) -> None:
-        """Let every worker finish the item it holds and end, its messages read and dropped so that none
-        blocks on a full pipe (reached with workers left only when this process raised or was interrupted)."""
+        """End every worker and read and drop its messages, so that none blocks on a full pipe (reached
+        with workers left only when this process raised or was interrupted, or a stream ended early).
+        A busy worker finishes the item it holds; in order (a stream), it is terminated instead."""
         from multiprocessing.connection import wait
 
         for worker in self.workers:
-            try:
-                worker.conn.send(None)  # read once its item is done
-            except OSError:
-                pass
+            if self.in_order and worker.held:
+                worker.process.terminate()  # its pipe is its own: no lock of another worker is held
+            elif not worker.stopping:
+                worker.stopping = True
+                try:
+                    worker.conn.send(None)  # read once its item is done
+                except OSError:
+                    pass
         while self.workers:
             waitables: list[Any] = [w.conn for w in self.workers if not w.at_eof]
             ready = set(wait(waitables + [w.process.sentinel for w in self.workers]))
@@ -314,11 +422,10 @@ class _RemoteTraceback(Exception):
         return self.text
 
 
-def _worker_main(conn: Connection) -> None:
-    """A worker: take an item's index, send its outcome (and its progress) back, until told to stop."""
-    if _worker_state is None:  # pragma: no cover - only reachable if it was not forked by run_in_pool
-        raise RuntimeError("kcompact.cleaner.workers.pool: a worker started without its state")
-    items, work, wants_progress = _worker_state
+def _worker_main(conn: Connection, state: _WorkerState) -> None:
+    """A worker: take an item's index, send its outcome (and its progress) back, until told to stop.
+    ``state`` (items, work, whether progress is wanted) came through fork, never pickled."""
+    items, work, wants_progress = state
     report: ProgressCallback | None = None
     if wants_progress:
         def report(name: str, done: int, total: int) -> None:

@@ -1,15 +1,18 @@
 """``run_in_pool``: outcomes in the items' order, progress relayed, a bug re-raised, and a worker that
-dies costs only the item it held."""
+dies costs only the item it held. ``stream_in_pool``: outcomes in order as they are taken, and a
+worker that dies is an error at its item's place, never a wait for ever."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
 
-from kcompact.cleaner.workers.pool import WorkerDeath, run_in_pool
+from kcompact.cleaner.workers.pool import WorkerDeath, run_in_pool, stream_in_pool
 from kcompact.segment.lock import clear_abandoned_locks, partition_lock, partition_lock_path
 
 
@@ -85,3 +88,56 @@ def test_an_error_here_lets_busy_workers_end_without_a_hang() -> None:
 
     with pytest.raises(KeyError, match="the progress view broke"):
         run_in_pool(list(range(6)), work, 2, progress, lambda i, d: b"")
+
+
+class Died(Exception):
+    pass
+
+
+def died_error(item: int, death: WorkerDeath) -> BaseException:
+    return Died(f"item {item}: {death.describe()}")
+
+
+def test_a_stream_yields_in_order_and_a_dead_worker_fails_at_its_item(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    started.mkdir()
+
+    def work(item: int) -> int:
+        (started / str(item)).touch()
+        if item == 4:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return item * item
+
+    taken: list[int] = []
+    with pytest.raises(Died, match=r"^item 4: killed by signal 9 \(SIGKILL\)$"):
+        taken.extend(stream_in_pool(list(range(40)), work, 2, died_error, ahead=1))
+    assert taken == [0, 1, 4, 9]  # every item before the dead one, as a serial loop would
+    assert max(int(p.name) for p in started.iterdir()) < 4 + 2 * 2  # no item started long after it
+    assert multiprocessing.active_children() == []
+
+
+def test_a_stream_raises_a_work_error_at_its_place() -> None:
+    def work(item: int) -> int:
+        if item in (3, 6):
+            raise ValueError(f"bad item {item}")
+        return item
+
+    taken: list[int] = []
+    with pytest.raises(ValueError, match="bad item 3"):
+        taken.extend(stream_in_pool(list(range(10)), work, 2, died_error, ahead=2))
+    assert taken == [0, 1, 2]
+    assert multiprocessing.active_children() == []
+
+
+def test_a_stream_closed_early_ends_its_busy_workers_at_once() -> None:
+    def work(item: int) -> int:
+        if item > 0:
+            time.sleep(60)
+        return item
+
+    begun = time.monotonic()
+    stream = stream_in_pool(list(range(10)), work, 2, died_error, ahead=2)
+    assert next(stream) == 0
+    stream.close()
+    assert multiprocessing.active_children() == []
+    assert time.monotonic() - begun < 30
