@@ -1,22 +1,54 @@
-"""Build script for kcompact's one compiled part; every other setting is in pyproject.toml.
+"""Build script for kcompact's compiled parts; every other setting is in pyproject.toml.
 
-Why a setup.py: pyproject.toml cannot declare a C extension for setuptools. The extension
-``kcompact.records.scan._accel`` (kcompact/records/scan/_accel.c and _legacy.c, plain CPython C API) speeds up the
-cleaner's record scans and rebuild; it is ``optional=True``, so where there is no C compiler the
-build prints a warning and the install goes on with the pure-Python code, which stays the
-reference (kcompact/records/scan/accel.py picks whichever is there).
+Why a setup.py: pyproject.toml cannot declare a C extension for setuptools. Three extensions (plain
+CPython C API), one per Python owner, each beside the package that imports it:
+
+* ``kcompact.records.scan._accel`` (records/scan/_accel.c, _legacy.c): the record and batch-header
+  scans, the record-section rebuild, legacy runs, key digests;
+* ``kcompact.cleaner.offset_map._runs`` (cleaner/offset_map/_runs.c): the offset map's run kernels;
+* ``kcompact.cleaner.round._windows`` (cleaner/round/_windows.c): the round's windows over runs of
+  batches, which walk records with the scan's ``records/scan/walk.h``.
+
+All three include ``kcompact/_native/common.h`` (the ScanError contract, argument checks, varints,
+CRC-32C through the caller) and, where they hash keys, the vendored xxHash in
+``kcompact/_vendor/xxhash/``. Each is ``optional=True``: where there is no C compiler the build
+prints a warning and the install goes on with the pure-Python code, which stays the reference
+(each owner's ``accel.py`` picks whichever is there).
 """
 
 from __future__ import annotations
 
 from setuptools import Extension, setup
 
-ACCEL = Extension(
-    "kcompact.records.scan._accel",
-    # _legacy.c: the walk of legacy (magic 0/1) entries, registered in _accel.c's method table
-    sources=["kcompact/records/scan/_accel.c", "kcompact/records/scan/_legacy.c"],
-    depends=["kcompact/records/scan/xxhash.h", "kcompact/records/scan/_legacy.h"],  # vendored xxHash 0.8 (BSD 2-Clause): key digests
-    optional=True,  # no compiler: warn and install the pure-Python package
-)
+NATIVE = "kcompact/_native"
+XXHASH = "kcompact/_vendor/xxhash"  # vendored xxHash 0.8.4 (BSD 2-Clause): key digests
+SCAN = "kcompact/records/scan"
+INCLUDE_DIRS = [NATIVE, XXHASH, SCAN]
+COMMON = [f"{NATIVE}/common.h"]
 
-setup(ext_modules=[ACCEL])
+EXTENSIONS = [
+    Extension(
+        "kcompact.records.scan._accel",
+        # _legacy.c: the walk of legacy (magic 0/1) entries, registered in _accel.c's method table
+        sources=[f"{SCAN}/_accel.c", f"{SCAN}/_legacy.c"],
+        depends=[*COMMON, f"{SCAN}/walk.h", f"{SCAN}/_legacy.h", f"{XXHASH}/xxhash.h"],
+        include_dirs=INCLUDE_DIRS,
+        optional=True,  # no compiler: warn and install the pure-Python package
+    ),
+    Extension(
+        "kcompact.cleaner.offset_map._runs",
+        sources=["kcompact/cleaner/offset_map/_runs.c"],
+        depends=COMMON,
+        include_dirs=INCLUDE_DIRS,
+        optional=True,
+    ),
+    Extension(
+        "kcompact.cleaner.round._windows",
+        sources=["kcompact/cleaner/round/_windows.c"],
+        depends=[*COMMON, f"{SCAN}/walk.h", f"{XXHASH}/xxhash.h"],
+        include_dirs=INCLUDE_DIRS,
+        optional=True,
+    ),
+]
+
+setup(ext_modules=EXTENSIONS)

@@ -358,7 +358,7 @@ def zstd_one_call() -> Any:
     """This thread's zstd decompressor's ``decompress`` method, which :func:`decompress` calls once,
     bounded, for a batch's usual stream (one frame of one block, or of one block and the empty last one
     Kafka writes, ``max_output_size`` from
-    ``_zstd_one_block_bound``): for the C windows (``records.scan.accel``), which compute that bound
+    ``_zstd_one_block_bound``): for the C windows (``cleaner.round.accel``), which compute that bound
     themselves and run :func:`decompress` for anything else. None where zstandard is missing or not
     imported yet (a log with no zstd batch never imports it; the first zstd batch does, through
     :func:`decompress`)."""

@@ -37,7 +37,7 @@ reference), overwrites in place the offsets of keys a run holds (``_fold_into``:
 key's bucket in C, find/find_sorted as the reference) and makes a run of the new keys; the newest run
 merges into the previous one while at least a quarter its size (``merge_runs``: front to back in C,
 giving the inputs' consumed pages back as it goes; numpy's weave as the reference). ``freeze`` merges
-all runs into one. Each C kernel (``records/scan/_accel.c``) writes what its reference writes, or
+all runs into one. Each C kernel (``_runs.c``, through :mod:`~kcompact.cleaner.offset_map.accel`) writes what its reference writes, or
 declines before writing anything.
 
 Capacity: Kafka checks ``entries < floor(slots * load_factor)`` before every put, even of a key it
@@ -74,7 +74,7 @@ from collections.abc import Sequence
 import numpy as np
 import xxhash
 
-from kcompact.cleaner.offset_map import runs
+from kcompact.cleaner.offset_map import accel, runs
 from kcompact.cleaner.offset_map.runs import (
     I64,
     U64,
@@ -85,7 +85,6 @@ from kcompact.cleaner.offset_map.runs import (
     merge_runs,
 )
 from kcompact.errors import ConfigError
-from kcompact.records.scan import accel
 
 __all__ = [
     "DEFAULT_LOAD_FACTOR",
@@ -169,7 +168,7 @@ def _key_groups(hi: U64, lo: U64) -> tuple[Index, Index]:
 def _flush_columns(pending: list[tuple[U64, U64, I64]]) -> tuple[Query, I64]:
     """For each distinct key of the pending puts (equal on the compared bits), in ascending digest
     order, its digest (as a ``Query``) and the offset of its last put; empties ``pending``. The C
-    kernel (``records/scan/_accel.c`` ``flush_puts``: a bucket sort on the top bits of ``hi``, reading
+    kernel (``_runs.c`` ``flush_puts``: a bucket sort on the top bits of ``hi``, reading
     the chunks where they are) when enabled, else :func:`_flush_columns_reference`; the two are
     equal on every input."""
     found = accel.flush_puts(pending, runs.IMPLIED_BITS)  # read late: tests shrink it

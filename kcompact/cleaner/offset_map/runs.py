@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
 
-from kcompact.records.scan import accel
+from kcompact.cleaner.offset_map import accel
 
 U64 = npt.NDArray[np.uint64]
 U16 = npt.NDArray[np.uint16]

@@ -29,12 +29,12 @@ import numpy as np
 import numpy.typing as npt
 
 from kcompact.cleaner.offset_map.oracle import RetentionOracle
+from kcompact.cleaner.round import accel
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.rules.policy import new_delete_horizon
 from kcompact.cleaner.rules.producer_state import LastRecord
 from kcompact.records.compression import compress, decompress, zstd_one_call
 from kcompact.records.crc import crc32c
-from kcompact.records.scan import accel
 
 if TYPE_CHECKING:  # filtering imports this module; the annotations only name its context
     from kcompact.cleaner.round.filtering import FilterContext

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kcompact.cleaner.offset_map import DIGEST_LAYOUT, OffsetMap, digest_bytes, thread_buffer
+from kcompact.cleaner.round import accel
 from kcompact.cleaner.round.chunks import batches_from
 from kcompact.cleaner.round.options import Progress
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
@@ -36,7 +37,7 @@ from kcompact.errors import CleanerStateError, CorruptDataError
 from kcompact.records.compression import decompress, zstd_one_call
 from kcompact.records.legacy import legacy_records
 from kcompact.records.record import records_bytes
-from kcompact.records.scan import accel, scan_key_digests, scan_keys
+from kcompact.records.scan import scan_key_digests, scan_keys
 from kcompact.records.scan.legacy_rows import (
     KEY_START,
     LEGACY_DIGESTS,

@@ -23,7 +23,7 @@
  * legacy_emit writes kept plain messages as the v2 batches of one record records.filter writes for them.
  *
  * Checksums: both kernels compute theirs here (CRC-32 of a message, CRC-32C of a batch, by tables) rather
- * than through records.crc as _accel.c's window kernels do: a legacy message is ~140 bytes, and a Python
+ * than through records.crc as the round's window kernels (cleaner/round/_windows.c) do: a legacy message is ~140 bytes, and a Python
  * call per message would cost as much as the whole walk. The hypothesis tests hold both to records.crc
  * (tests/records/scan/test_legacy_rows.py: a flipped CRC stops a run as crc_valid() says; the batches
  * written are encode_batch's, byte for byte).
@@ -36,10 +36,7 @@
  * compressed wrapper. It never raises on data: the caller's Python walk takes the entry it stopped
  * at and reports what is wrong with it.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
+#include "common.h"
 
 #define XXH_INLINE_ALL
 #include "xxhash.h"
@@ -217,15 +214,15 @@ legacy_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (legacy_int64(args[1], &position) < 0 || legacy_int64(args[2], &limit) < 0
         || legacy_int64(args[3], &max_entries) < 0 || legacy_int64(args[4], &flags) < 0
         || position < 0 || max_entries < 0) {
-        return accel_declined();
+        return scan_error(DECLINED);
     }
     if (PyObject_GetBuffer(args[0], &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
         PyErr_Clear();
-        return accel_declined();
+        return scan_error(DECLINED);
     }
     if (view.ndim != 1 || view.itemsize != 1) {
         PyBuffer_Release(&view);
-        return accel_declined();
+        return scan_error(DECLINED);
     }
     if (!crc_ready)
         crc_init();
@@ -330,12 +327,6 @@ zigzag32(int32_t v)
     return (uint32_t)(((uint32_t)v << 1) ^ (uint32_t)(v >> 31));
 }
 
-static uint64_t
-zigzag64(int64_t v)
-{
-    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-}
-
 /* The sized field (key or value) of a record at p: its zig-zag length (-1 for null), then its bytes. */
 static uint8_t *
 put_sized(uint8_t *p, const uint8_t *d, int64_t from, int64_t to)
@@ -412,15 +403,15 @@ legacy_emit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     if (legacy_int64(args[2], &horizon) < 0)
-        return accel_declined();
+        return scan_error(DECLINED);
     if (PyObject_GetBuffer(args[0], &view, PyBUF_C_CONTIGUOUS) < 0) {
         PyErr_Clear();
-        return accel_declined();
+        return scan_error(DECLINED);
     }
     if (PyObject_GetBuffer(args[1], &rows_view, PyBUF_C_CONTIGUOUS) < 0) {
         PyErr_Clear();
         PyBuffer_Release(&view);
-        return accel_declined();
+        return scan_error(DECLINED);
     }
     if (!crc_ready)
         crc_init();
@@ -428,7 +419,7 @@ legacy_emit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (rows_view.len % (Py_ssize_t)(sizeof(int64_t) * ROW_FIELDS) != 0) {
         PyBuffer_Release(&rows_view);
         PyBuffer_Release(&view);
-        return accel_declined();
+        return scan_error(DECLINED);
     }
     {
         const int64_t *rows = (const int64_t *)rows_view.buf;
@@ -442,7 +433,7 @@ legacy_emit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 || (row[6] >= 0 && row[6] < row[0]) || (row[8] >= 0 && row[8] < row[0])) {
                 PyBuffer_Release(&rows_view);
                 PyBuffer_Release(&view);
-                return accel_declined();
+                return scan_error(DECLINED);
             }
             total += V2_HEADER + V2_EXTRA + key + value;
         }

@@ -4,9 +4,6 @@
 
 #include <Python.h>
 
-/* Raise _accel.ScanError(-1), "arguments the kernel does not take"; returns NULL (in _accel.c). */
-PyObject *accel_declined(void);
-
 extern const char legacy_entries_doc[];
 PyObject *legacy_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 extern const char legacy_emit_doc[];

@@ -1,4 +1,4 @@
-"""The offset map's C flush kernel (``_accel.flush_puts``) against its numpy reference, on random,
+"""The offset map's C flush kernel (``_runs.flush_puts``) against its numpy reference, on random,
 skewed and hostile input; and the map built either way answers the same."""
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kcompact.cleaner import offset_map as om
-from kcompact.cleaner.offset_map import OffsetMap, key_digests, runs
-from kcompact.records.scan import accel
+from kcompact.cleaner.offset_map import OffsetMap, accel, key_digests, runs
 from tests.records.scan.accel_compare import accel_switched, needs_c
 
 U64_MAX = (1 << 64) - 1

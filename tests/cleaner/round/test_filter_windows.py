@@ -1,5 +1,5 @@
-"""Pass 2's C windows over data batches (``filter_windows``: ``_accel.scan_window_records`` and
-``_accel.emit_window``, taken by ``filtering.filter_segment``) give exactly what the per-batch walk
+"""Pass 2's C windows over data batches (``filter_windows``: ``_windows.scan_window_records`` and
+``_windows.emit_window``, taken by ``filtering.filter_segment``) give exactly what the per-batch walk
 gives: every output batch's bytes, last offset and max timestamp, the counters and the transaction
 state, on intact and corrupted segments, for whole segments and chunks, at any window size."""
 
@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kcompact.cleaner.offset_map.oracle import OffsetMapOracle, RetentionOracle, SortedOffsetsOracle
-from kcompact.cleaner.round import filter_windows
+from kcompact.cleaner.round import accel, filter_windows
 from kcompact.cleaner.round.filtering import FilterContext, filter_segment
 from kcompact.cleaner.round.mapping import iter_dirty_keys
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
@@ -26,7 +26,6 @@ from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.batch_header import ATTRIBUTES_OFFSET, CRC_OFFSET, RECORD_BATCH_OVERHEAD
 from kcompact.records.crc import crc32c
 from kcompact.records.record import Record, decode_records
-from kcompact.records.scan import accel
 from kcompact.segment.log_file import LogFile
 from tests.builders import PartitionBuilder
 from tests.cleaner.round.test_stages import OPTIONS, serial_map

@@ -1,4 +1,4 @@
-"""Pass 1's C run over data batches (``_accel.scan_window_key_digests``, taken by
+"""Pass 1's C run over data batches (``_windows.scan_window_key_digests``, taken by
 ``mapping.iter_dirty_keys``) gives exactly what the per-batch walk gives, on intact and corrupted
 segments, for whole segments and chunks, at any slice size."""
 
@@ -11,12 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kcompact.cleaner.round import mapping
+from kcompact.cleaner.round import accel, mapping
 from kcompact.cleaner.round.mapping import SegmentKeys, iter_dirty_keys
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
 from kcompact.cleaner.round.stages import plan_clean
 from kcompact.records import compression
-from kcompact.records.scan import accel
 from tests.builders import PartitionBuilder
 from tests.cleaner.round.test_stages import OPTIONS
 from tests.cleaner.workers.test_parallel import config, key

@@ -1,4 +1,4 @@
-"""The C extension builds from an sdist: every header its sources ``#include "…"`` is declared.
+"""The C extensions build from an sdist: every header their sources ``#include "…"`` is declared.
 
 setuptools (>= 65; pyproject.toml asks for >= 77) puts an ``Extension``'s ``depends`` inside the
 project into the sdist along with its ``sources`` — kcompact has no MANIFEST.in — so a header missing
@@ -28,14 +28,18 @@ def extensions(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return list(seen["ext_modules"])
 
 
-def local_includes(source: Path) -> set[Path]:
-    """The files ``#include "…"`` names in ``source``, and theirs, relative to the repository."""
+def local_includes(source: Path, include_dirs: list[str]) -> set[Path]:
+    """The files ``#include "…"`` names in ``source``, and theirs, relative to the repository: each
+    found as the compiler finds it, beside the including file or else in an ``include_dirs`` entry."""
     found: set[Path] = set()
     pending = [source]
     while pending:
         current = pending.pop()
         for name in re.findall(r'^\s*#\s*include\s+"([^"]+)"', current.read_text(), re.MULTILINE):
-            header = (current.parent / name).resolve()
+            places = [current.parent, *(REPO_ROOT / folder for folder in include_dirs)]
+            header = next((place / name for place in places if (place / name).is_file()), None)
+            assert header is not None, f"{current}: {name} is in no include directory"
+            header = header.resolve()
             if header not in found:
                 found.add(header)
                 pending.append(header)
@@ -46,7 +50,8 @@ def test_every_included_header_is_declared_so_the_sdist_holds_it(monkeypatch: py
     built = extensions(monkeypatch)
     assert built
     for extension in built:
-        included = set().union(*(local_includes(REPO_ROOT / source) for source in extension.sources))
-        assert included, f"{extension.name}: expected its vendored xxhash.h at least"
+        included = set().union(*(local_includes(REPO_ROOT / source, extension.include_dirs)
+                                  for source in extension.sources))
+        assert included, f"{extension.name}: expected the shared common.h at least"
         declared = {Path(path) for path in [*extension.sources, *extension.depends]}
         assert sorted(map(str, included - declared)) == [], extension.name

@@ -1,4 +1,4 @@
-"""The C windows' zstd shortcut (``_accel.c`` ``zstd_one_block_bound`` + ``zstd_one_call``) asks
+"""The C windows' zstd shortcut (``cleaner/round/_windows.c`` ``zstd_one_block_bound`` + ``zstd_one_call``) asks
 zstandard for exactly the one bounded call ``records.compression.decompress`` makes: the same bound
 on every payload shape (stated content sizes of each width, single segment, dictionary ids, checksum,
 RLE and multi-block frames, Kafka's data block and empty last block, bytes after the frame,
@@ -12,12 +12,12 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kcompact.cleaner.round import accel
 from kcompact.records import compression
 from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.batch_header import ATTRIBUTES_OFFSET, CRC_OFFSET, RECORD_BATCH_OVERHEAD
 from kcompact.records.crc import crc32c
 from kcompact.records.record import Record
-from kcompact.records.scan import accel
 from tests.records.scan.accel_compare import accel_switched, needs_c
 
 BLOCK_MAX = 128 * 1024

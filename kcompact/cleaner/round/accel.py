@@ -1,0 +1,138 @@
+"""The round's optional compiled windows (``_windows.c``, built by setup.py as
+``kcompact.cleaner.round._windows``) and their wrappers.
+
+Why a module of its own: a window (a run of data batches read, decided and written in a few calls)
+is the round's unit of work, so its C source sits beside the passes that drive it
+(:mod:`~kcompact.cleaner.round.mapping`, :mod:`~kcompact.cleaner.round.filter_windows`); it walks
+each batch's records with the scan's own C walks (``records/scan/walk.h``). The contract is
+:mod:`kcompact.records.scan.accel`'s: each wrapper returns exactly what the per-batch walk would
+give, or ``None``: "walk batch by batch". The switch is that module's
+:data:`~kcompact.records.scan.accel.enabled` (``KCOMPACT_NO_ACCEL``), read on every call;
+:data:`kernels` is the extension module (``None`` when it is not built; :data:`import_error` then
+says why).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+from kcompact.records.scan import accel as scan_accel
+from kcompact.records.varint import Buffer
+
+kernels: ModuleType | None
+import_error: str | None
+try:  # by name: the extension has no stub, its results are typed by the wrappers below
+    kernels = importlib.import_module("kcompact.cleaner.round._windows")
+    import_error = None
+except ImportError as err:  # not built: no compiler at install time, or a source checkout
+    kernels = None
+    import_error = str(err)
+
+
+def scan_window_key_digests(
+    buf: Buffer, position: int, limit: int, min_offset: int, max_puts: int, base_puts: int,
+    decompress: Any = None, zstd: Any = None,
+) -> tuple[int, bytes, bytes, bytes] | None:
+    """C pass 1 over a run of v2 data batches (``cleaner/round/mapping.iter_dirty_keys``).
+
+    Its reference is that function's per-batch walk (``iter_batches``, ``records_bytes`` then
+    :func:`~kcompact.records.scan.scan_key_digests`): the kernel stops before any batch it does not
+    take as is (transactional, control, legacy, badly framed, records that do not scan, compressed
+    without ``decompress`` or where it raises), and the walk takes it.
+
+    Args:
+        decompress: ``records.compression.decompress``, called as ``(codec, payload)`` for each
+            compressed batch (None: the kernel takes uncompressed batches only).
+        zstd: ``records.compression.zstd_one_call()``: a zstd batch's usual stream (one frame of one
+            block) is decompressed by it in one bounded call, as ``decompress`` would (None: all
+            through ``decompress``).
+
+    Returns:
+        ``(position, offsets, digests, batches)``: where it stopped, the entries as native int64 and
+        16-byte digests, and per batch reaching ``min_offset`` (put end from ``base_puts``, last
+        offset, records) as native int64 triples; or None: walk batch by batch.
+    """
+    if kernels is None or not scan_accel.enabled:
+        return None
+    try:
+        result: tuple[int, bytes, bytes, bytes] = kernels.scan_window_key_digests(
+            buf, position, limit, min_offset, max_puts, base_puts, decompress, zstd)
+    except kernels.ScanError:
+        return None
+    return result
+
+
+WindowRecords = tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, bytes, bytes, list[bytes]]
+
+
+def scan_window_records(
+    buf: Buffer, position: int, limit: int, max_batches: int, max_records: int, max_bytes: int,
+    protected: Any, upper_bound: int, crc: Any, decompress: Any = None, zstd: Any = None,
+) -> WindowRecords | None:
+    """C pass 2 walk over a run of v2 data batches (``cleaner/round/filter_windows``).
+
+    Its reference is pass 2's per-batch walk (``iter_batches``, the CRC check, the batch decision,
+    ``records_bytes``, :func:`~kcompact.records.scan.scan_records`): the kernel stops before any
+    batch it does not take as is (transactional, control, empty, legacy, badly framed, a bad CRC,
+    records that do not scan, a last offset in ``protected``, a next offset equal to
+    ``upper_bound``, compressed without ``decompress`` or where it raises), and the walk takes it.
+
+    Args:
+        decompress: ``records.compression.decompress``, called as ``(codec, payload)`` for each
+            compressed batch (None: the kernel takes uncompressed batches only).
+        zstd: ``records.compression.zstd_one_call()``: a zstd batch's usual stream (one frame of one
+            block) is decompressed by it in one bounded call, as ``decompress`` would (None: all
+            through ``decompress``).
+
+    Returns:
+        ``(position, batches, offsets, timestamps, key_starts, key_ends, body_starts, record_ends,
+        value_null, inflated)`` as the C docstring says (``inflated``: each compressed batch's
+        records, decompressed, their positions counted as if the items followed ``buf``); or None:
+        walk batch by batch.
+    """
+    if kernels is None or not scan_accel.enabled:
+        return None
+    try:
+        result: WindowRecords = kernels.scan_window_records(
+            buf, position, limit, max_batches, max_records, max_bytes, protected, upper_bound, crc,
+            decompress, zstd)
+    except kernels.ScanError:
+        return None
+    return result
+
+
+def emit_window(
+    buf: Buffer, batches: Buffer, columns: tuple[Buffer, Buffer, Buffer, Buffer], value_null: Buffer,
+    kept: Any, new_horizon: int, crc: Any, inflated: list[bytes] | None = None, compress: Any = None,
+) -> tuple[bytes, bytes] | None:
+    """C :func:`~kcompact.records.filter.filter_v2_batch` over a run of
+    :func:`scan_window_records` (every batch ``DELETE_EMPTY``, its horizon as
+    ``cleaner.rules.policy.output_delete_horizon`` gives it).
+
+    Args:
+        buf, batches: the buffer and the run's ``batches``.
+        columns: the run's ``(offsets, timestamps, body_starts, record_ends)``.
+        value_null: the run's ``value_null``.
+        kept: one byte a record, nonzero where it is kept (any flat byte buffer: numpy's too).
+        new_horizon: the horizon this round stamps (negative: none).
+        crc: ``records.crc.crc32c``.
+        inflated: the run's ``inflated`` (its compressed batches' records).
+        compress: ``records.compression.compress``, called as ``(codec, records)`` for each
+            compressed batch rebuilt (None: the run must have none).
+
+    Returns:
+        ``(output, table)``: the output batches back to back and per input batch ``(outcome, size,
+        last offset, max timestamp, records kept)`` as native int64 (outcome 0 dropped, 1 copied,
+        2 rebuilt); or None: filter batch by batch.
+    """
+    if kernels is None or not scan_accel.enabled:
+        return None
+    try:
+        result: tuple[bytes, bytes] = kernels.emit_window(
+            buf, batches, *columns, value_null, kept, new_horizon, crc,
+            [] if inflated is None else inflated, compress)
+    except kernels.ScanError:
+        return None
+    return result
