@@ -28,8 +28,15 @@
 #define VARLONG_MAX_BYTES 10
 #define DECLINED (-1)      /* ScanError position: arguments the kernel does not take */
 
+/* Hidden: each shared object's own globals stay its own, whatever another one loaded names. */
+#if defined(__GNUC__)
+#define KCOMPACT_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define KCOMPACT_HIDDEN
+#endif
+
 /* This module's ScanError (defined in the module's init source, set by kcompact_module). */
-extern PyObject *kcompact_scan_error;
+extern KCOMPACT_HIDDEN PyObject *kcompact_scan_error;
 
 /* Raise ScanError(position); always returns NULL. */
 static inline PyObject *

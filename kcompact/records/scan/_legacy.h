@@ -2,11 +2,11 @@
 #ifndef KCOMPACT_LEGACY_H
 #define KCOMPACT_LEGACY_H
 
-#include <Python.h>
+#include "common.h"
 
-extern const char legacy_entries_doc[];
-PyObject *legacy_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
-extern const char legacy_emit_doc[];
-PyObject *legacy_emit(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern KCOMPACT_HIDDEN const char legacy_entries_doc[];
+KCOMPACT_HIDDEN PyObject *legacy_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+extern KCOMPACT_HIDDEN const char legacy_emit_doc[];
+KCOMPACT_HIDDEN PyObject *legacy_emit(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 #endif
