@@ -12,7 +12,6 @@ says why).
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 from typing import Any
 
@@ -20,12 +19,7 @@ from kcompact.records.scan import accel as scan_accel
 
 kernels: ModuleType | None
 import_error: str | None
-try:  # by name: the extension has no stub, its results are typed by the wrappers below
-    kernels = importlib.import_module("kcompact.cleaner.offset_map._runs")
-    import_error = None
-except ImportError as err:  # not built: no compiler at install time, or a source checkout
-    kernels = None
-    import_error = str(err)
+kernels, import_error = scan_accel.load_kernels("kcompact.cleaner.offset_map._runs")
 
 
 def flush_puts(

@@ -116,23 +116,6 @@ be32(const uint8_t *p)
     return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
 }
 
-/* An exact int in the int64 range; 0 on success, -1 (no exception) otherwise. */
-static int
-legacy_int64(PyObject *obj, int64_t *out)
-{
-    int overflow = 0;
-    long long value;
-    if (!PyLong_CheckExact(obj))
-        return -1;
-    value = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (overflow != 0 || (value == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return -1;
-    }
-    *out = (int64_t)value;
-    return 0;
-}
-
 /* The sized field (key or value) at `cursor` of the entry [start, end): -1 where decode_legacy_entry
  * raises; else 0 with *from / *to set (-1 both for null) and *cursor moved past it. `room` is
  * where the field may end at most. */
@@ -211,8 +194,8 @@ legacy_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Format(PyExc_TypeError, "legacy_entries() takes 5 arguments (%zd given)", nargs);
         return NULL;
     }
-    if (legacy_int64(args[1], &position) < 0 || legacy_int64(args[2], &limit) < 0
-        || legacy_int64(args[3], &max_entries) < 0 || legacy_int64(args[4], &flags) < 0
+    if (as_int64(args[1], &position) < 0 || as_int64(args[2], &limit) < 0
+        || as_int64(args[3], &max_entries) < 0 || as_int64(args[4], &flags) < 0
         || position < 0 || max_entries < 0) {
         return scan_error(DECLINED);
     }
@@ -297,30 +280,7 @@ put_be32(uint8_t *p, uint32_t v)
         p[i] = (uint8_t)v;
 }
 
-/* The unsigned base-128 encoding of v at p; returns its length (the zig-zag is the caller's). */
-static Py_ssize_t
-put_uvarint(uint8_t *p, uint64_t v)
-{
-    Py_ssize_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
-}
-
-static Py_ssize_t
-uvarint_size(uint64_t v)
-{
-    Py_ssize_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
+/* Varints: put_unsigned, unsigned_size and zigzag64 are common.h's. */
 static uint64_t
 zigzag32(int32_t v)
 {
@@ -332,8 +292,8 @@ static uint8_t *
 put_sized(uint8_t *p, const uint8_t *d, int64_t from, int64_t to)
 {
     if (from < 0)
-        return p + put_uvarint(p, zigzag32(-1));
-    p += put_uvarint(p, zigzag32((int32_t)(to - from)));
+        return put_unsigned(p, zigzag32(-1));
+    p = put_unsigned(p, zigzag32((int32_t)(to - from)));
     memcpy(p, d + from, (size_t)(to - from));
     return p + (to - from);
 }
@@ -350,15 +310,15 @@ emit_one(const uint8_t *d, const int64_t *row, int64_t horizon, uint8_t *out)
     uint8_t record[V2_RECORD_ROOM], *p = record, *q;
     Py_ssize_t n;
     *p++ = 0;  /* record attributes */
-    p += put_uvarint(p, zigzag64((int64_t)((uint64_t)ts - (uint64_t)base_ts)));
+    p = put_unsigned(p, zigzag64((int64_t)((uint64_t)ts - (uint64_t)base_ts)));
     *p++ = 0;  /* offset delta */
     q = out + V2_HEADER;
     {  /* the record: its length, the head above, key, value, no headers */
         int64_t key = row[6] < 0 ? 0 : row[7] - row[6], value = row[8] < 0 ? 0 : row[9] - row[8];
         int64_t length = (p - record) + key + value + 1
-                         + uvarint_size(zigzag32(row[6] < 0 ? -1 : (int32_t)key))
-                         + uvarint_size(zigzag32(row[8] < 0 ? -1 : (int32_t)value));
-        q += put_uvarint(q, zigzag32((int32_t)length));
+                         + unsigned_size(zigzag32(row[6] < 0 ? -1 : (int32_t)key))
+                         + unsigned_size(zigzag32(row[8] < 0 ? -1 : (int32_t)value));
+        q = put_unsigned(q, zigzag32((int32_t)length));
     }
     memcpy(q, record, (size_t)(p - record));
     q += p - record;
@@ -402,7 +362,7 @@ legacy_emit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Format(PyExc_TypeError, "legacy_emit() takes 3 arguments (%zd given)", nargs);
         return NULL;
     }
-    if (legacy_int64(args[2], &horizon) < 0)
+    if (as_int64(args[2], &horizon) < 0)
         return scan_error(DECLINED);
     if (PyObject_GetBuffer(args[0], &view, PyBUF_C_CONTIGUOUS) < 0) {
         PyErr_Clear();

@@ -44,14 +44,20 @@ from kcompact.records.varint import Buffer
 
 NO_ACCEL_ENV = "KCOMPACT_NO_ACCEL"
 
+
+def load_kernels(name: str) -> tuple[ModuleType | None, str | None]:
+    """The extension module ``name`` and None, or None and why it did not import (not built: no
+    compiler at install time, or a source checkout). By name: the extensions have no stubs, their
+    results are typed by each owner's wrappers."""
+    try:
+        return importlib.import_module(name), None
+    except ImportError as err:
+        return None, str(err)
+
+
 kernels: ModuleType | None
 import_error: str | None
-try:  # by name: the extension has no stub, its results are typed by the wrappers below
-    kernels = importlib.import_module("kcompact.records.scan._accel")
-    import_error = None
-except ImportError as err:  # not built: no compiler at install time, or a source checkout
-    kernels = None
-    import_error = str(err)
+kernels, import_error = load_kernels("kcompact.records.scan._accel")
 
 enabled: bool = kernels is not None and os.environ.get(NO_ACCEL_ENV, "") in ("", "0")
 
