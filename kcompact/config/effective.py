@@ -57,34 +57,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kcompact.config.config_keys import CLEANUP_POLICY_COMPACT, format_value
 from kcompact.config.internal_topics import internal_topic_configs
 from kcompact.config.kraft.metadata_state import MetadataState
 from kcompact.config.source_files import (
-    METADATA_PARTITION,
     METADATA_TOPIC,
-    SERVER_PROPERTIES_ENV,
     FoundSources,
     gather_sources,
 )
-from kcompact.config.topic_config import (
-    CLEANUP_POLICY_COMPACT,
-    ConfigValue,
-    TopicConfig,
-    format_value,
-    resolve_config,
-)
+from kcompact.config.topic_config import ConfigValue, TopicConfig, resolve_config
 from kcompact.errors import ConfigError
 from kcompact.segment.names import parse_partition_dir_name
-from kcompact.segment.partition import META_PROPERTIES
 
-__all__ = [  # the source-file names stay importable from here, where they were first
+__all__ = [
     "ASSUMED_COMPACT",
     "ASSUMED_COMPACT_FOR_LAST_KNOWN",
     "ASSUME_COMPACT_NOT_APPLIED",
-    "METADATA_PARTITION",
-    "METADATA_TOPIC",
-    "META_PROPERTIES",
-    "SERVER_PROPERTIES_ENV",
     "SOURCE_ASSUMED",
     "SOURCE_ASSUME_COMPACT",
     "EffectiveConfig",

@@ -31,11 +31,8 @@ import numpy as np
 import numpy.typing as npt
 
 from kcompact.errors import CorruptIndexError
-from kcompact.segment.offset_index import (
-    MAX_RELATIVE_OFFSET,
-    OffsetIndexEntry,
-    fits_relative_offset,
-)
+from kcompact.segment.fixed_index import MAX_RELATIVE_OFFSET, fits_relative_offset
+from kcompact.segment.offset_index import OffsetIndexEntry
 from kcompact.segment.time_index import TimeIndexEntry
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096

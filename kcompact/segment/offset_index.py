@@ -25,10 +25,8 @@ from dataclasses import dataclass
 from kcompact.errors import CorruptIndexError
 from kcompact.segment.files import write_synced
 from kcompact.segment.fixed_index import (
-    MAX_RELATIVE_OFFSET,
     Finding,
     check_last_offset,
-    fits_relative_offset,
     iter_slots,
     read_index_file,
     report_zero_slots,
@@ -41,16 +39,13 @@ from kcompact.segment.fixed_index import (
 # modules still import them from here.
 __all__ = [
     "MAX_POSITION",
-    "MAX_RELATIVE_OFFSET",
     "OFFSET_INDEX_ENTRY",
     "OFFSET_INDEX_ENTRY_SIZE",
-    "Finding",
     "OffsetIndexEntry",
     "check_offset_index",
     "check_offset_lookups",
     "decode_offset_index",
     "encode_offset_index",
-    "fits_relative_offset",
     "lookup",
     "read_offset_index",
     "split_offset_index",

@@ -18,14 +18,14 @@ from kcompact.config.config_keys import CONFIG_KEYS, ConfigScalar, ParsedValue
 from kcompact.config.effective import (
     ASSUME_COMPACT_NOT_APPLIED,
     ASSUMED_COMPACT,
-    SERVER_PROPERTIES_ENV,
     describe_sources,
     partition_config,
 )
 from kcompact.config.kraft import metadata_state
-from kcompact.config.kraft.records import format_uuid
+from kcompact.config.source_files import SERVER_PROPERTIES_ENV
 from kcompact.errors import ConfigError, CorruptDataError
 from kcompact.records.control import ControlRecordType
+from kcompact.records.messages.reader import format_uuid
 from tests.config.test_kraft_records import (
     encode_config,
     encode_partition,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcompact.config.kraft.records import (
+from kcompact.config.kraft.record_types import (
     ConfigRecord,
     FeatureLevelRecord,
     PartitionChangeRecord,
@@ -21,12 +21,11 @@ from kcompact.config.kraft.records import (
     RemoveTopicRecord,
     TopicRecord,
     UnknownMetadataRecord,
-    decode_metadata_record,
-    format_uuid,
-    parse_uuid,
 )
+from kcompact.config.kraft.records import decode_metadata_record
 from kcompact.errors import CorruptRecordError
 from kcompact.records.batch import iter_batches
+from kcompact.records.messages.reader import format_uuid, parse_uuid
 from kcompact.records.record import decode_records
 from kcompact.records.varint import encode_unsigned_varint as uv
 from tests.conftest import real_fixture

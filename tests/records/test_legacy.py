@@ -14,7 +14,7 @@ from kcompact.errors import (
     TruncatedDataError,
     UnsupportedFormatError,
 )
-from kcompact.records.compression import compress, xxh32
+from kcompact.records.compression import compress
 from kcompact.records.legacy import (
     LegacyEntry,
     decode_legacy_entry,
@@ -22,6 +22,7 @@ from kcompact.records.legacy import (
     encode_legacy_wrapper,
     legacy_records,
 )
+from kcompact.records.lz4_framing import xxh32
 from kcompact.records.record import Record
 
 KAFKA_RECORDS = [Record(0, 283843, b"key1", b"value1"), Record(1, 1234, b"key2", b"value2")]

@@ -37,10 +37,9 @@ from kcompact.cleaner.disk.swap import (
     leftover_files,
     recover_interrupted_swaps,
 )
-from kcompact.cleaner.logdir.run import resolve_config
 from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.config.topic_config import TopicConfig
+from kcompact.config.topic_config import TopicConfig, defaults_with_overrides
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.names import parse_segment_file_name, segment_file_name
 from kcompact.segment.snapshot import encode_producer_snapshot
@@ -59,7 +58,7 @@ Record = tuple[int, bytes | None, bytes | None]
 
 
 def topic_config() -> TopicConfig:
-    config, _notes = resolve_config(OVERRIDES)
+    config = defaults_with_overrides(OVERRIDES)
     return config
 
 

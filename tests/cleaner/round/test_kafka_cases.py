@@ -38,7 +38,6 @@ from typing import Any
 import pytest
 from kafka.record import MemoryRecords
 
-from kcompact.cleaner.logdir.run import resolve_config
 from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions, CleanResult
 from kcompact.cleaner.rules.ranges import (
@@ -46,7 +45,7 @@ from kcompact.cleaner.rules.ranges import (
     RULE_MIN_COMPACTION_LAG,
     RULE_OPEN_TRANSACTION,
 )
-from kcompact.config.topic_config import TopicConfig
+from kcompact.config.topic_config import TopicConfig, defaults_with_overrides
 from kcompact.errors import CorruptBatchError, CorruptDataError, TruncatedDataError
 from kcompact.records.batch import iter_batches
 from kcompact.records.batch_encoding import encode_batch
@@ -72,7 +71,7 @@ MAGIC_POSITION = 16  # Kafka's Records.MAGIC_OFFSET
 
 def topic_config(overrides: dict[str, str] | None = None) -> TopicConfig:
     """Kafka's defaults, cleanup.policy=compact, plus ``overrides``."""
-    config, _notes = resolve_config({"cleanup.policy": "compact", **(overrides or {})})
+    config = defaults_with_overrides({"cleanup.policy": "compact", **(overrides or {})})
     return config
 
 

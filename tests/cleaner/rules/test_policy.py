@@ -13,7 +13,6 @@ import pytest
 from kcompact.cleaner.rules.policy import (
     INT64_MAX,
     BatchDecision,
-    BatchRetention,
     check_batch_retention,
     is_invalid_record,
     needs_delete_horizon,
@@ -23,6 +22,7 @@ from kcompact.cleaner.rules.policy import (
 )
 from kcompact.cleaner.rules.producer_state import LastRecord, ProducerStateReplay
 from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
+from kcompact.records.filter import BatchRetention
 from tests.cleaner.rules.test_transactions import (
     ABORT,
     COMMIT,
