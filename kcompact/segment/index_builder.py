@@ -202,8 +202,8 @@ class IndexBuilder:
         """Close the segment (``onBecomeInactiveSegment``) and return its indexes.
 
         Returns:
-            ``(offset index entries, time index entries)``, ready for ``write_offset_index`` and
-            ``write_time_index``; calling again returns the same entries.
+            ``(offset index entries, time index entries)``, ready for ``encode_offset_index`` and
+            ``encode_time_index``; calling again returns the same entries.
         """
         if not self._finished:
             self._offer_time_entry()

@@ -23,7 +23,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kcompact.errors import CorruptIndexError
-from kcompact.segment.files import write_synced
 from kcompact.segment.fixed_index import (
     Finding,
     check_last_offset,
@@ -49,7 +48,6 @@ __all__ = [
     "lookup",
     "read_offset_index",
     "split_offset_index",
-    "write_offset_index",
 ]
 
 OFFSET_INDEX_ENTRY = struct.Struct(
@@ -153,21 +151,6 @@ def read_offset_index(path: str | os.PathLike[str], base_offset: int) -> list[Of
     """
     return read_index_file(path, lambda data: decode_offset_index(data, base_offset))
 
-
-def write_offset_index(
-    path: str | os.PathLike[str], entries: Iterable[OffsetIndexEntry], base_offset: int
-) -> None:
-    """Write a trimmed offset index file and fsync it.
-
-    Args:
-        path: the file to create or replace (normally a ``.index.cleaned`` name).
-        entries: entries with absolute offsets.
-        base_offset: the segment's base offset.
-
-    Raises:
-        CorruptIndexError: an entry :func:`encode_offset_index` rejects; nothing is written then.
-    """
-    write_synced(path, encode_offset_index(entries, base_offset))
 
 
 def lookup(entries: Sequence[OffsetIndexEntry], target_offset: int) -> int:

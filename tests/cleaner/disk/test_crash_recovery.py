@@ -42,8 +42,8 @@ from kcompact.cleaner.round.options import CleanOptions
 from kcompact.config.topic_config import TopicConfig, defaults_with_overrides
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.names import parse_segment_file_name, segment_file_name
-from kcompact.segment.snapshot import encode_producer_snapshot
 from tests.builders import BASE_TS, PartitionBuilder, read_all_records
+from tests.encoders import encode_producer_snapshot
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 NOW = BASE_TS + 10_000_000

@@ -231,8 +231,8 @@ def test_new_delete_horizon_wraps_like_a_java_long() -> None:
 def test_real_record_batches_satisfy_the_protocol() -> None:
     from kcompact.records.batch import decode_batch
     from kcompact.records.batch_encoding import encode_batch
-    from kcompact.records.control import encode_control_batch
     from kcompact.records.record import Record
+    from tests.encoders import encode_control_batch
 
     raw = encode_batch(
         [Record(40, 5, b"k", None)], base_offset=40, producer_id=3, producer_epoch=1,
