@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,7 +77,6 @@ __all__ = [
     "SOURCE_ASSUME_COMPACT",
     "EffectiveConfig",
     "describe_source",
-    "describe_sources",
     "is_last_known",
     "partition_config",
 ]
@@ -206,24 +205,6 @@ def _last_known(values: list[ConfigValue], state: MetadataState | None) -> list[
         return values
     return [dataclasses.replace(v, last_known_offset=state.end_offset - 1)
             if v.source in METADATA_LOG_SOURCES or v.source.startswith("broker:") else v for v in values]
-
-
-def describe_sources(values: Iterable[ConfigValue], *, include_defaults: bool = False) -> list[str]:
-    """Lines for reports, e.g. ``"segment.bytes=104857600 (topic override)"``.
-
-    Args:
-        values: resolved values (``EffectiveConfig.values``).
-        include_defaults: also list the values that are Kafka's defaults.
-
-    Returns:
-        One line per value set by some source (or every value), in the given order; unset
-        optional keys (``internal.segment.bytes``) are left out.
-    """
-    return [
-        f"{v.key}={format_value(v.value)} ({describe_source(v)})"
-        for v in values
-        if v.value is not None and (include_defaults or v.source != "default")
-    ]
 
 
 # --- resolving --------------------------------------------------------------------------------------
