@@ -24,6 +24,7 @@ from kcompact.records.control import (
 from kcompact.records.crc import crc32c
 from kcompact.records.legacy import NO_TIMESTAMP, encode_legacy_message
 from kcompact.records.record import Record, encode_record
+from kcompact.records.varint import encode_varint
 from kcompact.segment.snapshot import PRODUCER_ENTRY, SNAPSHOT_VERSION, ProducerSnapshotEntry
 
 
@@ -124,12 +125,7 @@ def encode_unsigned_varint(value: int) -> bytes:
     """
     if not 0 <= value <= 0xFFFFFFFF:
         raise ValueError(f"unsigned varint out of range; expected 0..{0xFFFFFFFF}, found {value}")
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    return encode_varint((value >> 1) ^ -(value & 1))  # the int32 whose zig-zag form is ``value``
 
 
 def encode_producer_snapshot(entries: Iterable[ProducerSnapshotEntry]) -> bytes:
