@@ -149,11 +149,11 @@ def tree_digest(log_dir: Path) -> dict[str, str]:
 
 
 def _clean_serial(part: Path) -> dict[str, Any]:
-    from kcompact.cleaner.logdir.run import resolve_config
     from kcompact.cleaner.partition import clean_partition
     from kcompact.cleaner.round.options import CleanOptions
+    from kcompact.config.topic_config import defaults_with_overrides
 
-    config, _ = resolve_config(CONFIG)
+    config = defaults_with_overrides(CONFIG)
     started = time.perf_counter()
     result = clean_partition(part, config, CleanOptions(now_ms=NOW_MS))
     return {"seconds": time.perf_counter() - started, "stats": result.stats.as_dict(),
@@ -161,12 +161,12 @@ def _clean_serial(part: Path) -> dict[str, Any]:
 
 
 def _clean_distributed(part: Path, budget: int) -> dict[str, Any]:
-    from kcompact.cleaner.logdir.run import resolve_config
     from kcompact.cleaner.round.options import CleanOptions
+    from kcompact.config.topic_config import defaults_with_overrides
     from kcompact.spark.distributed_map import clean_partition_distributed, needs_distributed_map
     from kcompact.spark.session import spark_session
 
-    config, _ = resolve_config(CONFIG)
+    config = defaults_with_overrides(CONFIG)
     options = CleanOptions(now_ms=NOW_MS)
     started = time.perf_counter()
     needs = needs_distributed_map(part, config, options, budget)

@@ -32,11 +32,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.logdir.run import resolve_config
 from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
+from kcompact.config.topic_config import defaults_with_overrides
 from kcompact.records.batch_encoding import encode_batch
-from kcompact.records.legacy import encode_legacy_message, encode_legacy_wrapper
+from kcompact.records.legacy import encode_legacy_message
 from kcompact.records.record import Record
 from kcompact.segment.checkpoint import write_offset_checkpoint
 
@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_clean import FIRST_TS, ChildRun, _child_clean, _digests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests/ builders
+from tests.encoders import encode_legacy_wrapper
 from tests.segment_writer import write_segment
 
 Row = tuple[str, float, str]
@@ -114,7 +115,7 @@ def _best(source: Path, target: Path, repeat: int, **kwargs: Any) -> ChildRun:
 def _in_process(source: Path, target: Path, repeat: int) -> float:
     """The least CPU seconds of ``clean_partition`` itself (no interpreter start, no imports) on a fresh
     copy, in this process: the clean's own throughput."""
-    config, _notes = resolve_config({"cleanup.policy": "compact"})
+    config = defaults_with_overrides({"cleanup.policy": "compact"})
     best = float("inf")
     for _ in range(max(1, repeat)):
         shutil.rmtree(target, ignore_errors=True)

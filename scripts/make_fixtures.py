@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kcompact.records.record import Header
-from kcompact.records.varint import encode_unsigned_varint
+from tests.encoders import encode_unsigned_varint
 from tests.partition_builder import PartitionBuilder
 
 FIXTURES = ROOT / "fixtures"

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kcompact.records.batch_encoding import encode_batch
-from kcompact.records.control import ControlRecordType, encode_control_batch
+from kcompact.records.control import ControlRecordType
 from kcompact.records.record import Header, Record
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.txn_index import AbortedTxn
+from tests.encoders import encode_control_batch
 from tests.segment_writer import write_segment
 
 BASE_TS = 1_700_000_000_000

@@ -67,8 +67,8 @@ def show_command(partition_dir: str, server_properties: str | None, metadata_dir
 def _render_table(effective: EffectiveConfig) -> None:
     from rich.table import Table
 
+    from kcompact.config.config_keys import format_value
     from kcompact.config.effective import describe_source
-    from kcompact.config.topic_config import format_value
 
     for label, shown in (
         ("topic id", effective.topic_id),

@@ -58,9 +58,6 @@ def err_console() -> Console:
     return _err_console
 
 
-MIB = 1024 * 1024
-
-
 def percent_text(fraction: float) -> str:
     """A share for people to one decimal, never rounded to a bound it does not reach: ``79.9%``,
     ``> 99.9%`` (not ``100.0%`` while anything is left), ``< 0.1%`` (not ``0.0%`` once anything went)."""

@@ -52,44 +52,31 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kcompact.config.config_keys import CLEANUP_POLICY_COMPACT, format_value
 from kcompact.config.internal_topics import internal_topic_configs
 from kcompact.config.kraft.metadata_state import MetadataState
 from kcompact.config.source_files import (
-    METADATA_PARTITION,
     METADATA_TOPIC,
-    SERVER_PROPERTIES_ENV,
     FoundSources,
     gather_sources,
 )
-from kcompact.config.topic_config import (
-    CLEANUP_POLICY_COMPACT,
-    ConfigValue,
-    TopicConfig,
-    format_value,
-    resolve_config,
-)
+from kcompact.config.topic_config import ConfigValue, TopicConfig, resolve_config
 from kcompact.errors import ConfigError
 from kcompact.segment.names import parse_partition_dir_name
-from kcompact.segment.partition import META_PROPERTIES
 
-__all__ = [  # the source-file names stay importable from here, where they were first
+__all__ = [
     "ASSUMED_COMPACT",
     "ASSUMED_COMPACT_FOR_LAST_KNOWN",
     "ASSUME_COMPACT_NOT_APPLIED",
-    "METADATA_PARTITION",
-    "METADATA_TOPIC",
-    "META_PROPERTIES",
-    "SERVER_PROPERTIES_ENV",
     "SOURCE_ASSUMED",
     "SOURCE_ASSUME_COMPACT",
     "EffectiveConfig",
     "describe_source",
-    "describe_sources",
     "is_last_known",
     "partition_config",
 ]
@@ -218,24 +205,6 @@ def _last_known(values: list[ConfigValue], state: MetadataState | None) -> list[
         return values
     return [dataclasses.replace(v, last_known_offset=state.end_offset - 1)
             if v.source in METADATA_LOG_SOURCES or v.source.startswith("broker:") else v for v in values]
-
-
-def describe_sources(values: Iterable[ConfigValue], *, include_defaults: bool = False) -> list[str]:
-    """Lines for reports, e.g. ``"segment.bytes=104857600 (topic override)"``.
-
-    Args:
-        values: resolved values (``EffectiveConfig.values``).
-        include_defaults: also list the values that are Kafka's defaults.
-
-    Returns:
-        One line per value set by some source (or every value), in the given order; unset
-        optional keys (``internal.segment.bytes``) are left out.
-    """
-    return [
-        f"{v.key}={format_value(v.value)} ({describe_source(v)})"
-        for v in values
-        if v.value is not None and (include_defaults or v.source != "default")
-    ]
 
 
 # --- resolving --------------------------------------------------------------------------------------

@@ -16,8 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kcompact.config.config_keys import parse_value
-from kcompact.config.topic_config import CLEANUP_POLICY_COMPACT
+from kcompact.config.config_keys import CLEANUP_POLICY_COMPACT, parse_value
 from kcompact.errors import ConfigError
 
 __all__ = ["InternalTopicConfigs", "internal_topic_configs"]

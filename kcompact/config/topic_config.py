@@ -4,7 +4,7 @@ Why: the cleaner's decisions (what is dirty, which tombstones expire, how segmen
 on a handful of topic configs whose effective value comes from up to six places. This module holds
 the resulting :class:`TopicConfig` value and resolves it in Kafka's precedence order; Kafka's key
 names, types, defaults, validators and broker synonyms are the table in
-:mod:`kcompact.config.config_keys` (re-exported here, so callers keep importing from this module):
+:mod:`kcompact.config.config_keys`:
 
     --config (cli) > topic override > dynamic per-broker > dynamic cluster default
         > server.properties > Kafka's default
@@ -32,18 +32,9 @@ from kcompact.config.config_keys import (
     BROKER_SYNONYMS,
     CLEANUP_POLICY_COMPACT,
     CLEANUP_POLICY_DELETE,
-    COMPRESSION_TYPES,
     CONFIG_KEYS,
-    INT32_MAX,
-    INT32_MIN,
-    INT64_MAX,
-    INT64_MIN,
-    MS_PER_HOUR,
-    MS_PER_MINUTE,
-    TIMESTAMP_TYPES,
     ConfigKey,
     ConfigScalar,
-    ConfigType,
     ParsedValue,
     config_key,
     format_value,
@@ -53,28 +44,10 @@ from kcompact.config.config_keys import (
 from kcompact.errors import ConfigError
 
 __all__ = [
-    "BROKER_ONLY_KEYS",
-    "BROKER_SYNONYMS",
-    "CLEANUP_POLICY_COMPACT",
-    "CLEANUP_POLICY_DELETE",
-    "COMPRESSION_TYPES",
-    "CONFIG_KEYS",
-    "INT32_MAX",
-    "INT32_MIN",
-    "INT64_MAX",
-    "INT64_MIN",
-    "MS_PER_HOUR",
-    "MS_PER_MINUTE",
-    "TIMESTAMP_TYPES",
-    "ConfigKey",
-    "ConfigScalar",
-    "ConfigType",
     "ConfigValue",
-    "ParsedValue",
     "TopicConfig",
-    "format_value",
+    "defaults_with_overrides",
     "parse_config_pairs",
-    "parse_value",
     "resolve_config",
 ]
 
@@ -238,6 +211,15 @@ def _broker_value(
             shown = None if broker_key == key.name else broker_key
             return ConfigValue(key.name, value, source, shown)
     return None
+
+
+def defaults_with_overrides(overrides: Mapping[str, ConfigScalar]) -> TopicConfig:
+    """Kafka's defaults with these overrides only (no broker or topic source is read).
+
+    Nothing is assumed: without ``cleanup.policy`` among the overrides the policy is Kafka's
+    default ``delete``.
+    """
+    return TopicConfig.defaults().with_overrides(overrides)
 
 
 def resolve_config(

@@ -43,7 +43,6 @@ NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
-NO_PARTITION_LEADER_EPOCH = -1
 
 HEADER_STRUCT = struct.Struct(
     ">q"  # base_offset
@@ -60,7 +59,6 @@ HEADER_STRUCT = struct.Struct(
     "i"  # base_sequence
     "i"  # records_count
 )
-SIZE_OFFSET = struct.calcsize(">q")  # 8
 MAGIC_OFFSET = struct.calcsize(">qii")  # 16
 CRC_OFFSET = struct.calcsize(">qiib")  # 17
 ATTRIBUTES_OFFSET = struct.calcsize(">qiibI")  # 21

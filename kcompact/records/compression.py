@@ -50,16 +50,8 @@ from typing import Any
 
 from kcompact.errors import CorruptRecordError, UnsupportedFormatError
 from kcompact.records.lz4_framing import (
-    LZ4_BD,
-    LZ4_BLOCK_SIZE,
-    LZ4_FLG,
-    LZ4_FRAME_STRUCT,
-    LZ4_MAGIC,
-    LZ4_STORED,
-    LZ4_U32_STRUCT,
     decode_lz4_frame,
     encode_lz4_frame,
-    xxh32,
 )
 
 __all__ = [
@@ -69,13 +61,6 @@ __all__ = [
     "GZIP_LEVEL",
     "GZIP_TRAILER_STRUCT",
     "LZ4",
-    "LZ4_BD",
-    "LZ4_BLOCK_SIZE",
-    "LZ4_FLG",
-    "LZ4_FRAME_STRUCT",
-    "LZ4_MAGIC",
-    "LZ4_STORED",
-    "LZ4_U32_STRUCT",
     "NONE",
     "SNAPPY",
     "XERIAL_BLOCK_SIZE",
@@ -88,7 +73,6 @@ __all__ = [
     "ZSTD_LEVEL",
     "compress",
     "decompress",
-    "xxh32",
 ]
 
 NONE = 0

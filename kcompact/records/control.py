@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from kcompact.errors import CorruptRecordError
-from kcompact.records.batch_encoding import encode_records_batch
-from kcompact.records.record import encode_record
 
 CURRENT_CONTROL_RECORD_KEY_VERSION = 0
 CURRENT_END_TXN_MARKER_VERSION = 0
@@ -140,35 +138,3 @@ class EndTransactionMarker:
         """The 6-byte value."""
         return END_TXN_MARKER_STRUCT.pack(self.version, self.coordinator_epoch)
 
-
-def encode_control_batch(
-    *, offset: int, timestamp: int, producer_id: int, producer_epoch: int, control_type: int,
-    coordinator_epoch: int = 0, partition_leader_epoch: int = -1,
-) -> bytes:
-    """Encode a transaction marker batch exactly as a broker writes one (78 bytes).
-
-    Args:
-        offset: the marker's offset (the batch's base and last offset).
-        timestamp: the marker's timestamp (base and max timestamp).
-        producer_id: the transactional producer's id.
-        producer_epoch: its epoch.
-        control_type: ControlRecordType.COMMIT or ControlRecordType.ABORT.
-        coordinator_epoch: the coordinator epoch stored in the marker value.
-        partition_leader_epoch: the leader epoch stamped on the batch.
-
-    Returns:
-        The whole batch.
-
-    Raises:
-        ValueError: a control type other than COMMIT/ABORT, or a field out of range.
-    """
-    kind = ControlRecordType(control_type)
-    if not kind.is_transaction_marker:
-        raise ValueError(f"not a transaction marker type; expected 0 or 1, found {control_type}")
-    key = ControlRecordKey(CURRENT_CONTROL_RECORD_KEY_VERSION, kind).encode()
-    value = EndTransactionMarker(CURRENT_END_TXN_MARKER_VERSION, coordinator_epoch).encode()
-    return encode_records_batch(
-        encode_record(0, 0, key, value), count=1, base_offset=offset, last_offset_delta=0,
-        base_timestamp=timestamp, max_timestamp=timestamp, producer_id=producer_id,
-        producer_epoch=producer_epoch, base_sequence=-1,
-        partition_leader_epoch=partition_leader_epoch, is_transactional=True, is_control=True)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kcompact.errors import (
@@ -39,7 +38,7 @@ from kcompact.errors import (
     CorruptRecordError,
     TruncatedDataError,
 )
-from kcompact.records.compression import compress, decompress
+from kcompact.records.compression import decompress
 from kcompact.records.record import Record
 from kcompact.records.varint import Buffer
 
@@ -312,52 +311,3 @@ def encode_legacy_message(
     crc = zlib.crc32(message) & 0xFFFFFFFF
     return ENTRY_PREFIX_STRUCT.pack(offset, len(message) + 4, crc) + message
 
-
-def encode_legacy_wrapper(
-    records: Sequence[Record], *, magic: int, compression: int, wrapper_offset: int | None = None,
-    timestamp_type: int = 0, log_append_time: int | None = None,
-) -> bytes:
-    """Encode records as one compressed v0/v1 wrapper, as Kafka's ``MemoryRecordsBuilder`` does.
-
-    Inner offsets: v0 absolute; v1 relative to the first record (0..n-1 for consecutive offsets,
-    gaps kept). The wrapper's timestamp is the max inner timestamp (CreateTime) or
-    ``log_append_time``, which LogAppendTime also writes into every inner v1 message.
-
-    Args:
-        records: the messages, in offset order; headers are ignored (legacy has none).
-        magic: 0 or 1.
-        compression: 1 gzip, 2 snappy or 3 lz4 (lz4 with the magic-specific header checksum).
-        wrapper_offset: the wrapper's offset field; default the last record's offset.
-        timestamp_type: 0 CreateTime, 1 LogAppendTime (v1 only).
-        log_append_time: the append time; required for LogAppendTime.
-
-    Returns:
-        The wrapper entry's bytes.
-
-    Raises:
-        ValueError: no records, codec 0, a bad magic, or LogAppendTime without a time.
-        UnsupportedFormatError: codec 4 (zstd) or above, or a missing codec library.
-    """
-    if not records:
-        raise ValueError("a compressed wrapper needs at least one record; found 0")
-    if compression == 0:
-        raise ValueError("a compressed wrapper needs a codec; expected 1..3, found 0")
-    log_append = magic == 1 and timestamp_type == 1
-    if log_append and log_append_time is None:
-        raise ValueError("LogAppendTime wrapper needs log_append_time; found None")
-    append_time = log_append_time if log_append else None
-    first = records[0].offset
-    inner = b"".join(
-        encode_legacy_message(
-            offset=record.offset - first if magic == 1 else record.offset, magic=magic,
-            key=record.key, value=record.value, timestamp_type=timestamp_type,
-            timestamp=record.timestamp if append_time is None else append_time)
-        for record in records)
-    if append_time is None:
-        wrapper_time = max([NO_TIMESTAMP, *(record.timestamp for record in records)])
-    else:
-        wrapper_time = append_time
-    return encode_legacy_message(
-        offset=records[-1].offset if wrapper_offset is None else wrapper_offset, magic=magic,
-        key=None, value=compress(compression, inner, magic=magic), timestamp=wrapper_time,
-        compression=compression, timestamp_type=timestamp_type)

@@ -117,21 +117,6 @@ def encode_varlong(value: int) -> bytes:
     return _encode_unsigned(((value << 1) ^ (value >> 63)) & _MASK64)
 
 
-def encode_unsigned_varint(value: int) -> bytes:
-    """Encode a non-negative 32-bit integer as an unsigned varint (no zig-zag).
-
-    Args:
-        value: an integer in 0..2**32-1.
-
-    Returns:
-        The minimal encoding, 1 to 5 bytes.
-
-    Raises:
-        ValueError: ``value`` is negative or wider than 32 bits.
-    """
-    _check_range(value, 0, _MASK32, "unsigned varint")
-    return _encode_unsigned(value)
-
 
 def decode_varint(buf: Buffer, position: int) -> tuple[int, int]:
     """Decode a zig-zag varint.
@@ -186,41 +171,6 @@ def decode_unsigned_varint(buf: Buffer, position: int) -> tuple[int, int]:
     raw, position = _decode_unsigned(buf, position, VARINT_MAX_BYTES, "unsigned varint")
     return raw & _MASK32, position
 
-
-def _size_of_unsigned(value: int) -> int:
-    return max(1, (value.bit_length() + 6) // 7)
-
-
-def size_of_varint(value: int) -> int:
-    """Number of bytes :func:`encode_varint` writes for ``value``.
-
-    Args:
-        value: an integer in the int32 range.
-
-    Returns:
-        1 to 5.
-
-    Raises:
-        ValueError: ``value`` does not fit in an int32.
-    """
-    _check_range(value, INT32_MIN, INT32_MAX, "varint")
-    return _size_of_unsigned(((value << 1) ^ (value >> 31)) & _MASK32)
-
-
-def size_of_varlong(value: int) -> int:
-    """Number of bytes :func:`encode_varlong` writes for ``value``.
-
-    Args:
-        value: an integer in the int64 range.
-
-    Returns:
-        1 to 10.
-
-    Raises:
-        ValueError: ``value`` does not fit in an int64.
-    """
-    _check_range(value, INT64_MIN, INT64_MAX, "varlong")
-    return _size_of_unsigned(((value << 1) ^ (value >> 63)) & _MASK64)
 
 
 def wrap_int64(value: int) -> int:

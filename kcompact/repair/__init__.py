@@ -31,18 +31,4 @@ How
 
 from __future__ import annotations
 
-from kcompact.repair.findings import Finding
-from kcompact.repair.repair import RepairOptions, RepairResult, repair_partition
-from kcompact.repair.undo import UndoResult, undo_repair
-from kcompact.repair.verify import PartitionCheck, verify_partition
 
-__all__ = [
-    "Finding",
-    "PartitionCheck",
-    "RepairOptions",
-    "RepairResult",
-    "UndoResult",
-    "repair_partition",
-    "undo_repair",
-    "verify_partition",
-]

@@ -31,11 +31,8 @@ import numpy as np
 import numpy.typing as npt
 
 from kcompact.errors import CorruptIndexError
-from kcompact.segment.offset_index import (
-    MAX_RELATIVE_OFFSET,
-    OffsetIndexEntry,
-    fits_relative_offset,
-)
+from kcompact.segment.fixed_index import MAX_RELATIVE_OFFSET, fits_relative_offset
+from kcompact.segment.offset_index import OffsetIndexEntry
 from kcompact.segment.time_index import TimeIndexEntry
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
@@ -205,8 +202,8 @@ class IndexBuilder:
         """Close the segment (``onBecomeInactiveSegment``) and return its indexes.
 
         Returns:
-            ``(offset index entries, time index entries)``, ready for ``write_offset_index`` and
-            ``write_time_index``; calling again returns the same entries.
+            ``(offset index entries, time index entries)``, ready for ``encode_offset_index`` and
+            ``encode_time_index``; calling again returns the same entries.
         """
         if not self._finished:
             self._offer_time_entry()

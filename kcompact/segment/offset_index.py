@@ -23,12 +23,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kcompact.errors import CorruptIndexError
-from kcompact.segment.files import write_synced
 from kcompact.segment.fixed_index import (
-    MAX_RELATIVE_OFFSET,
     Finding,
     check_last_offset,
-    fits_relative_offset,
     iter_slots,
     read_index_file,
     report_zero_slots,
@@ -41,20 +38,16 @@ from kcompact.segment.fixed_index import (
 # modules still import them from here.
 __all__ = [
     "MAX_POSITION",
-    "MAX_RELATIVE_OFFSET",
     "OFFSET_INDEX_ENTRY",
     "OFFSET_INDEX_ENTRY_SIZE",
-    "Finding",
     "OffsetIndexEntry",
     "check_offset_index",
     "check_offset_lookups",
     "decode_offset_index",
     "encode_offset_index",
-    "fits_relative_offset",
     "lookup",
     "read_offset_index",
     "split_offset_index",
-    "write_offset_index",
 ]
 
 OFFSET_INDEX_ENTRY = struct.Struct(
@@ -158,21 +151,6 @@ def read_offset_index(path: str | os.PathLike[str], base_offset: int) -> list[Of
     """
     return read_index_file(path, lambda data: decode_offset_index(data, base_offset))
 
-
-def write_offset_index(
-    path: str | os.PathLike[str], entries: Iterable[OffsetIndexEntry], base_offset: int
-) -> None:
-    """Write a trimmed offset index file and fsync it.
-
-    Args:
-        path: the file to create or replace (normally a ``.index.cleaned`` name).
-        entries: entries with absolute offsets.
-        base_offset: the segment's base offset.
-
-    Raises:
-        CorruptIndexError: an entry :func:`encode_offset_index` rejects; nothing is written then.
-    """
-    write_synced(path, encode_offset_index(entries, base_offset))
 
 
 def lookup(entries: Sequence[OffsetIndexEntry], target_offset: int) -> int:

@@ -60,11 +60,6 @@ class PartitionFilter:
             raise ConfigError(f"--partition: a partition number; expected 0 or more, found {negative[0]}")
         return cls(_compile("--topic", topics), _compile("--exclude-topic", exclude_topics), numbers)
 
-    @property
-    def selects_all(self) -> bool:
-        """Whether the filter keeps every partition (no option given)."""
-        return not (self.topics or self.exclude_topics or self.partitions)
-
     def matches(self, topic: str, partition: int) -> bool:
         """Whether the partition ``topic``-``partition`` is selected."""
         if self.topics and not any(p.fullmatch(topic) for p in self.topics):

@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterable
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 
 from kcompact.errors import CorruptDataError, TruncatedDataError
 from kcompact.records.crc import crc32c
@@ -126,24 +125,6 @@ def _decode_entries(data: bytes | memoryview, count: int) -> list[ProducerSnapsh
         for fields in PRODUCER_ENTRY.iter_unpack(memoryview(data)[SNAPSHOT_HEADER.size :])
     ]
 
-
-def encode_producer_snapshot(entries: Iterable[ProducerSnapshotEntry]) -> bytes:
-    """Encode a producer snapshot as Kafka writes it (for tests and fixtures).
-
-    Args:
-        entries: the producer entries, in file order.
-
-    Returns:
-        The file's bytes, CRC included.
-
-    Raises:
-        struct.error: a field does not fit its width (a caller bug).
-    """
-    items = list(entries)
-    body = struct.pack(">i", len(items)) + b"".join(
-        PRODUCER_ENTRY.pack(*astuple(entry)) for entry in items
-    )
-    return struct.pack(">hI", SNAPSHOT_VERSION, crc32c(body)) + body
 
 
 def read_producer_snapshot(path: str | os.PathLike[str]) -> list[ProducerSnapshotEntry]:

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kcompact.errors import CorruptIndexError
-from kcompact.segment.files import file_access, write_synced
+from kcompact.segment.files import file_access
 from kcompact.segment.fixed_index import (
     KAFKA_SANITY_FAILS,
     Finding,
@@ -166,21 +166,6 @@ def read_time_index_tail(path: str | os.PathLike[str]) -> tuple[int, int]:
     timestamp: int = TIME_INDEX_ENTRY.unpack(last)[0]
     return timestamp, size
 
-
-def write_time_index(
-    path: str | os.PathLike[str], entries: Iterable[TimeIndexEntry], base_offset: int
-) -> None:
-    """Write a trimmed time index file and fsync it.
-
-    Args:
-        path: the file to create or replace (normally a ``.timeindex.cleaned`` name).
-        entries: entries with absolute offsets.
-        base_offset: the segment's base offset.
-
-    Raises:
-        CorruptIndexError: an entry :func:`encode_time_index` rejects; nothing is written then.
-    """
-    write_synced(path, encode_time_index(entries, base_offset))
 
 
 def check_time_index(

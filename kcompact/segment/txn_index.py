@@ -24,7 +24,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kcompact.errors import CorruptIndexError
-from kcompact.segment.files import write_synced
 from kcompact.segment.fixed_index import Finding, iter_slots, read_index_file
 
 TXN_INDEX_ENTRY = struct.Struct(
@@ -128,20 +127,6 @@ def read_txn_index(path: str | os.PathLike[str]) -> list[AbortedTxn]:
     """
     return read_index_file(path, decode_txn_index)
 
-
-def write_txn_index(path: str | os.PathLike[str], entries: Iterable[AbortedTxn]) -> None:
-    """Write a transaction index file and fsync it.
-
-    Kafka creates the file only once it has an entry; callers with no entries should write nothing.
-
-    Args:
-        path: the file to create or replace (normally a ``.txnindex.cleaned`` name).
-        entries: the aborted transactions.
-
-    Raises:
-        CorruptIndexError: an entry :func:`encode_txn_index` rejects; nothing is written then.
-    """
-    write_synced(path, encode_txn_index(entries))
 
 
 def check_txn_index(entries: Sequence[AbortedTxn], base_offset: int) -> list[str]:

@@ -29,13 +29,10 @@ import numpy.typing as npt
 from kcompact.errors import KcompactError, TruncatedDataError
 from kcompact.records.batch_header import RecordBatch
 from kcompact.records.control import ControlRecordKey
+from kcompact.segment.fixed_index import Finding
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import parse_segment_file_name
-from kcompact.segment.offset_index import (
-    Finding,
-    check_offset_index,
-    split_offset_index,
-)
+from kcompact.segment.offset_index import check_offset_index, split_offset_index
 from kcompact.segment.time_index import (
     TimeIndexEntry,
     check_time_index,

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from kcompact.cli.main import cli
-from kcompact.config.effective import SERVER_PROPERTIES_ENV
+from kcompact.config.source_files import SERVER_PROPERTIES_ENV
 from tests.config.test_effective import (
     SERVER_PROPERTIES,
     every_level_metadata,

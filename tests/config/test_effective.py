@@ -9,23 +9,24 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
 
-from kcompact.config.config_keys import CONFIG_KEYS, ConfigScalar, ParsedValue
+from kcompact.config.config_keys import CONFIG_KEYS, ConfigScalar, ParsedValue, format_value
 from kcompact.config.effective import (
     ASSUME_COMPACT_NOT_APPLIED,
     ASSUMED_COMPACT,
-    SERVER_PROPERTIES_ENV,
-    describe_sources,
+    describe_source,
     partition_config,
 )
 from kcompact.config.kraft import metadata_state
-from kcompact.config.kraft.records import format_uuid
+from kcompact.config.source_files import SERVER_PROPERTIES_ENV
+from kcompact.config.topic_config import ConfigValue
 from kcompact.errors import ConfigError, CorruptDataError
 from kcompact.records.control import ControlRecordType
+from kcompact.records.messages.reader import format_uuid
 from tests.config.test_kraft_records import (
     encode_config,
     encode_partition,
@@ -37,6 +38,12 @@ from tests.conftest import real_fixture
 
 TOPIC, BROKER = 2, 4
 ORDERS_ID = uuid_bytes(11)
+
+
+def describe_sources(values: Iterable[ConfigValue]) -> list[str]:
+    """``key=value (source)`` for each value some source set, e.g. ``segment.bytes=1024 (topic override)``."""
+    return [f"{v.key}={format_value(v.value)} ({describe_source(v)})"
+            for v in values if v.value is not None and v.source != "default"]
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcompact.config.kraft.records import (
+from kcompact.config.kraft.record_types import (
     ConfigRecord,
     FeatureLevelRecord,
     PartitionChangeRecord,
@@ -21,15 +21,14 @@ from kcompact.config.kraft.records import (
     RemoveTopicRecord,
     TopicRecord,
     UnknownMetadataRecord,
-    decode_metadata_record,
-    format_uuid,
-    parse_uuid,
 )
+from kcompact.config.kraft.records import decode_metadata_record
 from kcompact.errors import CorruptRecordError
 from kcompact.records.batch import iter_batches
+from kcompact.records.messages.reader import format_uuid
 from kcompact.records.record import decode_records
-from kcompact.records.varint import encode_unsigned_varint as uv
 from tests.conftest import real_fixture
+from tests.encoders import encode_unsigned_varint as uv
 
 
 def cstr(text: str | None) -> bytes:
@@ -85,9 +84,7 @@ def encode_feature_level(name: str, level: int) -> bytes:
 
 def test_uuid_is_printed_like_kafka() -> None:
     assert format_uuid(uuid_bytes(1)) == "AAAAAAAAAAAAAAAAAAAAAQ"  # the metadata topic's id
-    assert parse_uuid("gSnfpEbtQfSDpxM2lhEn9A").hex() == "8129dfa446ed41f483a71336961127f4"
-    with pytest.raises(ValueError, match="16 bytes"):
-        parse_uuid("AAAA")
+    assert format_uuid(bytes.fromhex("8129dfa446ed41f483a71336961127f4")) == "gSnfpEbtQfSDpxM2lhEn9A"
 
 
 def test_decode_hand_built_records() -> None:

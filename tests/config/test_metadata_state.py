@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from kcompact.config.kraft.metadata_state import load_metadata_state
-from kcompact.config.kraft.records import format_uuid
 from kcompact.config.topic_config import resolve_config
 from kcompact.errors import ConfigError, CorruptRecordError
 from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.control import ControlRecordKey, ControlRecordType
+from kcompact.records.messages.reader import format_uuid
 from kcompact.records.record import Record
 from tests.config.test_kraft_records import (
     encode_config,

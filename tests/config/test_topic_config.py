@@ -6,9 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kcompact.config.config_keys import BROKER_SYNONYMS, CONFIG_KEYS
 from kcompact.config.topic_config import (
-    BROKER_SYNONYMS,
-    CONFIG_KEYS,
     ConfigValue,
     TopicConfig,
     parse_config_pairs,

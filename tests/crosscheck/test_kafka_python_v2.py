@@ -20,9 +20,10 @@ from kafka.record.util import encode_varint as kp_encode_varint
 from kcompact.records.batch import decode_batch, iter_batches
 from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.batch_header import Compression, RecordBatch, TimestampType
-from kcompact.records.control import ControlRecordType, encode_control_batch
+from kcompact.records.control import ControlRecordType
 from kcompact.records.record import Header, Record, decode_records
 from kcompact.records.varint import encode_varlong
+from tests.encoders import encode_control_batch
 
 CODECS = list(Compression)
 

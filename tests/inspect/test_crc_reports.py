@@ -25,8 +25,8 @@ from kcompact.inspect.last_clean import last_clean_report
 from kcompact.inspect.replicas import ReplicaSet, replicas_row
 from kcompact.inspect.transactions import transactions_report
 from kcompact.records.batch import iter_batches
-from kcompact.segment.snapshot import encode_producer_snapshot
 from tests.builders import PartitionBuilder
+from tests.encoders import encode_producer_snapshot
 from tests.inspect.keys.test_keys import COMPACT, mixed
 from tests.inspect.test_dirty_ratio import NOW, only, segmented
 from tests.inspect.test_last_clean import two_rounds

@@ -12,10 +12,10 @@ import pytest
 
 from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report
 from kcompact.segment.checkpoint import write_offset_checkpoint
-from kcompact.segment.snapshot import encode_producer_snapshot
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.config.test_effective import snapshot_without_its_tail
 from tests.conftest import PROJECT_FIXTURES, copy_tree_writable, real_fixture
+from tests.encoders import encode_producer_snapshot
 
 NOW = BASE_TS + 10_000_000
 DAY = 86_400_000

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kcompact.cleaner.logdir.run import resolve_config
 from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
+from kcompact.config.topic_config import defaults_with_overrides
 from kcompact.inspect.last_clean import LastCleanReport, OffsetGap, last_clean_report
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from tests.builders import BASE_TS, PartitionBuilder, read_all_records
@@ -35,7 +35,7 @@ def report(part: Path, **config: str) -> LastCleanReport:
 
 
 def clean(part: Path, now_ms: int = NOW, **config: str) -> None:
-    topic_config, _ = resolve_config({**COMPACT, **config})
+    topic_config = defaults_with_overrides({**COMPACT, **config})
     clean_partition(part, topic_config, CleanOptions(now_ms=now_ms))
 
 

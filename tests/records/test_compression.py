@@ -20,16 +20,8 @@ from hypothesis import strategies as st
 
 from kcompact.errors import CorruptRecordError, UnsupportedFormatError
 from kcompact.records import compression
-from kcompact.records.compression import (
-    GZIP,
-    LZ4,
-    NONE,
-    SNAPPY,
-    ZSTD,
-    compress,
-    decompress,
-    xxh32,
-)
+from kcompact.records.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress, decompress
+from kcompact.records.lz4_framing import xxh32
 from tests.conftest import real_fixture
 
 CODECS = (NONE, GZIP, SNAPPY, LZ4, ZSTD)

@@ -9,13 +9,9 @@ from hypothesis import strategies as st
 from kcompact.errors import CorruptRecordError
 from kcompact.records.batch import decode_batch
 from kcompact.records.batch_header import Compression, TimestampType
-from kcompact.records.control import (
-    ControlRecordKey,
-    ControlRecordType,
-    EndTransactionMarker,
-    encode_control_batch,
-)
+from kcompact.records.control import ControlRecordKey, ControlRecordType, EndTransactionMarker
 from kcompact.records.record import decode_records
+from tests.encoders import encode_control_batch
 
 # EndTransactionMarker: COMMIT, coordinator epoch 5, offset 100, ts 1700000000000, pid 7, epoch 3, leader 2
 COMMIT_MARKER = bytes.fromhex("""

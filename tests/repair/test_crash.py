@@ -46,11 +46,11 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[object], l
     """Records of the partition before and after an uninterrupted clean."""
     part = build_partition(tmp_path_factory.mktemp("reference") / "logdir")
     before = all_records(part)
-    from kcompact.cleaner.logdir.run import resolve_config
     from kcompact.cleaner.partition import clean_partition
     from kcompact.cleaner.round.options import CleanOptions
+    from kcompact.config.topic_config import defaults_with_overrides
 
-    config, _notes = resolve_config({"cleanup.policy": "compact"})
+    config = defaults_with_overrides({"cleanup.policy": "compact"})
     clean_partition(part, config, CleanOptions(now_ms=NOW))
     return before, all_records(part)  # type: ignore[return-value]
 

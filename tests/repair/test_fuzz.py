@@ -52,8 +52,9 @@ def generated_template(log_dir: Path) -> Path:
 def legacy_template(log_dir: Path) -> Path:
     """v1 messages and gzip/lz4 wrappers, then v0 messages, then a v2 active segment."""
     from kcompact.records.batch_encoding import encode_batch
-    from kcompact.records.legacy import encode_legacy_message, encode_legacy_wrapper
+    from kcompact.records.legacy import encode_legacy_message
     from kcompact.records.record import Record
+    from tests.encoders import encode_legacy_wrapper
     from tests.segment_writer import write_segment
 
     part = log_dir / "legacy-0"
@@ -93,13 +94,13 @@ def superseded_batches(part: Path) -> list[tuple[Path, int, int]]:
     have a later non-transactional record of their key in the dirty range (what the offset map holds);
     none when no round would run (a clean that reads nothing checks nothing).
     """
-    from kcompact.cleaner.logdir.run import resolve_config
     from kcompact.cleaner.rules.ranges import compute_cleanable_range
     from kcompact.cleaner.state.log_state import load_log_state
+    from kcompact.config.topic_config import defaults_with_overrides
     from kcompact.records.legacy import legacy_records
     from kcompact.records.record import decode_records
 
-    config, _notes = resolve_config(COMPACT)
+    config = defaults_with_overrides(COMPACT)
     state = load_log_state(open_partition(part), config)
     rng = compute_cleanable_range(state.range_inputs(config, NOW))
     start, end = rng.first_dirty_offset, rng.first_uncleanable_offset

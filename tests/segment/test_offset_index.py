@@ -17,7 +17,6 @@ from kcompact.segment.offset_index import (
     encode_offset_index,
     lookup,
     read_offset_index,
-    write_offset_index,
 )
 from tests.conftest import real_fixture
 from tests.segment.test_index_builder import segment_batches
@@ -44,7 +43,7 @@ def test_layout_is_relative_offset_then_position_big_endian() -> None:
 def test_write_then_read(tmp_path: Path) -> None:
     entries = [OffsetIndexEntry(1005, 4200), OffsetIndexEntry(1010, 8400)]
     path = tmp_path / "00000000000000001000.index"
-    write_offset_index(path, entries, BASE)
+    path.write_bytes(encode_offset_index(entries, BASE))
     assert path.stat().st_size == 16
     assert read_offset_index(path, BASE) == entries
 

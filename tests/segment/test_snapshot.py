@@ -14,10 +14,10 @@ from kcompact.segment.snapshot import (
     PRODUCER_ENTRY,
     ProducerSnapshotEntry,
     decode_producer_snapshot,
-    encode_producer_snapshot,
     read_producer_snapshot,
 )
 from tests.conftest import real_fixture
+from tests.encoders import encode_producer_snapshot
 
 
 def _ints(bits: int) -> st.SearchStrategy[int]:

@@ -17,7 +17,6 @@ from kcompact.segment.time_index import (
     encode_time_index,
     read_time_index,
     read_time_index_tail,
-    write_time_index,
 )
 from tests.conftest import real_fixture
 from tests.segment.test_index_builder import segment_batches
@@ -44,7 +43,7 @@ def test_layout_is_timestamp_then_relative_offset_big_endian() -> None:
 def test_write_then_read(tmp_path: Path) -> None:
     entries = [TimeIndexEntry(1_700_000_000_000, 505), TimeIndexEntry(1_700_000_000_900, 530)]
     path = tmp_path / "00000000000000000500.timeindex"
-    write_time_index(path, entries, BASE)
+    path.write_bytes(encode_time_index(entries, BASE))
     assert path.stat().st_size == 24
     assert read_time_index(path, BASE) == entries
 

@@ -19,13 +19,14 @@ from kcompact.cleaner.logdir.report_row import (
     STATUS_FAILED,
     STATUS_WOULD_CLEAN,
 )
-from kcompact.cleaner.logdir.run import ConfigSources, clean_path
+from kcompact.cleaner.logdir.run import ConfigSources, clean_path, settle_checkpoint_order
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.errors import KcompactError, RefusedError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.spark import clean_job
-from kcompact.spark.clean_job import run_clean_task, settle_checkpoint_order, spark_clean
+from kcompact.spark.clean_job import run_clean_task, spark_clean
 from kcompact.spark.plan import plan_clean
+from kcompact.spark.rows import CLEAN_COLUMNS
 from tests.spark.fakes import FakeContext, FakeSession
 from tests.spark.logdirs import (
     COMPACT,
@@ -166,7 +167,7 @@ def test_an_unexpected_exception_in_a_task_is_a_bug_row(tmp_path: Path, monkeypa
         raise ValueError("a bug")
 
     monkeypatch.setattr(clean_job, "clean_partition", broken)
-    row = dict(zip([name for name, _ in clean_job.CLEAN_COLUMNS], run_clean_task(task), strict=True))
+    row = dict(zip([name for name, _ in CLEAN_COLUMNS], run_clean_task(task), strict=True))
 
     assert row["status"] == STATUS_BUG and row["topic"] == "orders"
     assert "Traceback" in row["error"] and "ValueError: a bug" in row["error"]
@@ -187,7 +188,7 @@ def test_a_bug_in_one_partition_of_a_packed_task_leaves_the_others_to_clean(
     monkeypatch.setattr(clean_job, "clean_partition", broken_for_the_first)
     rows = clean_job.run_clean_tasks([(7, tasks[0]), (8, tasks[1]), (9, tasks[2])])
 
-    names = [name for name, _ in clean_job.CLEAN_COLUMNS]
+    names = [name for name, _ in CLEAN_COLUMNS]
     statuses = [(index, dict(zip(names, row, strict=True))["status"]) for index, row in rows]
     assert statuses == [(7, STATUS_BUG), (8, STATUS_CLEANED), (9, STATUS_CLEANED)]
 

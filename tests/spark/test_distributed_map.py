@@ -19,11 +19,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcompact.cleaner.logdir.run import resolve_config
 from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions, CleanResult
 from kcompact.cleaner.round.stages import write_group
-from kcompact.config.topic_config import TopicConfig
+from kcompact.config.topic_config import TopicConfig, defaults_with_overrides
 from kcompact.errors import ConfigError, CorruptRecordError, KcompactError
 from kcompact.records.batch import iter_batches
 from kcompact.records.batch_header import ATTRIBUTES_OFFSET, CRC_OFFSET
@@ -53,7 +52,7 @@ SMALL_SEGMENTS = {"internal.segment.bytes": "2500"}  # Kafka's test knob: groups
 
 
 def compact(**extra: str) -> TopicConfig:
-    config, _notes = resolve_config({"cleanup.policy": "compact", **extra})
+    config = defaults_with_overrides({"cleanup.policy": "compact", **extra})
     return config
 
 

@@ -40,13 +40,14 @@ from __future__ import annotations
 
 from kcompact.cleaner.logdir.keyless import KeylessSample, count_keyless, sample_keyless
 from kcompact.cleaner.round.options import KeylessGuard
+from kcompact.config.config_keys import format_value
 from kcompact.config.effective import (
     SOURCE_ASSUME_COMPACT,
     EffectiveConfig,
     describe_source,
     is_last_known,
 )
-from kcompact.config.topic_config import ConfigValue, format_value
+from kcompact.config.topic_config import ConfigValue
 from kcompact.segment.partition import Partition, open_partition
 
 ALLOW_KEYLESS_LOSS = "--allow-keyless-loss"

@@ -50,14 +50,11 @@ from kcompact.cleaner.round.options import (
 from kcompact.cleaner.rules.ranges import compute_cleanable_range, pick_order
 from kcompact.cleaner.state.log_state import load_log_state
 from kcompact.cleaner.workers.pool import (
-    PARTITION_WORK_BYTES,
-    POOL_MIN_WORK_BYTES,
     ProgressCallback,
     WorkerDeath,
     clamped_jobs_note,
     partition_workers,
     run_in_pool,
-    usable_cpus,
 )
 from kcompact.config.effective import (
     EffectiveConfig,
@@ -80,27 +77,19 @@ from kcompact.segment.partition import (
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.replica_copies import replica_copy_dirs
 
-__all__ = [  # the pool's names stay importable from here, where they were first
-    "PARTITION_WORK_BYTES",
-    "POOL_MIN_WORK_BYTES",
+__all__ = [
     "CleanRun",
     "ConfigSources",
     "LogDirOrder",
     "PartitionFailure",
     "PartitionSkip",
     "PartitionTask",
-    "ProgressCallback",
     "checkpoint_keys",
     "clean_path",
     "cleaner_order",
     "merge_notes",
-    "not_compacted",
     "partition_task",
-    "partition_workers",
-    "resolve_config",
-    "retention_allowed",
     "settle_checkpoint_order",
-    "usable_cpus",
 ]
 
 
@@ -129,15 +118,6 @@ class CleanRun:
     failures: list[PartitionFailure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     skipped: list[PartitionSkip] = field(default_factory=list)
-
-
-def resolve_config(cli_overrides: Mapping[str, str]) -> tuple[TopicConfig, list[str]]:
-    """Kafka's defaults with the command line's overrides only (no partition's files are read).
-
-    Nothing is assumed: without ``cleanup.policy`` among the overrides the policy is Kafka's
-    default ``delete``. The notes list is empty (kept for callers that report it).
-    """
-    return TopicConfig.defaults().with_overrides(dict(cli_overrides)), []
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ Why: these few rules decide every byte of the cleaned log, and a broker started 
 find exactly what its own cleaner would have left. They are pure functions of values (the batch header,
 the offset map's answer for a key, the clock), so the driver stays free of policy and every rule can be
 tested alone. The record bytes themselves are rewritten by ``kcompact.records.filter``, whose
-``BatchRetention`` enum is the one used (and re-exported) here, so a decision feeds it directly.
+``BatchRetention`` enum is the one used here, so a decision feeds it directly.
 
 Per batch, in log order (``Cleaner.cleanInto``'s ``checkBatchRetention``): :func:`check_batch_retention` first advances the round's
 :class:`~kcompact.cleaner.rules.transactions.CleanedTransactionMetadata` (so it must see every batch, once, in
@@ -49,7 +49,6 @@ from kcompact.records.filter import BatchRetention
 __all__ = [
     "INT64_MAX",
     "BatchDecision",
-    "BatchRetention",
     "check_batch_retention",
     "is_invalid_record",
     "needs_delete_horizon",

@@ -59,7 +59,6 @@ __all__ = [
     "ProducerState",
     "ProducerStateReplay",
     "last_stable_offset",
-    "replay_batches",
 ]
 
 # RecordBatch.NO_PRODUCER_EPOCH: the epoch of an entry that has seen no batch yet
@@ -352,28 +351,3 @@ def last_stable_offset(high_watermark: int, first_unstable_offset: int | None) -
         return first_unstable_offset
     return high_watermark
 
-
-def replay_batches(
-    items: Iterable[tuple[BatchLike, int | None, int | None]],
-    *,
-    high_watermark: int | None = None,
-    snapshot_entries: Iterable[ProducerSnapshotEntryLike] = (),
-) -> ProducerStateReplay:
-    """Replay a partition (or the part after a snapshot) in offset order.
-
-    Args:
-        items: ``(batch, control_type, marker_timestamp)`` per batch, as for
-            :meth:`ProducerStateReplay.apply`; feed *every* batch up to the log end - markers at or after
-            the high watermark still end their transaction for the producer's state, they only keep it
-            unstable for the LSO.
-        high_watermark: see :class:`ProducerStateReplay`.
-        snapshot_entries: the newest snapshot's entries, when the replay starts at its offset.
-
-    Returns:
-        The replayed state.
-    """
-    replay = ProducerStateReplay(high_watermark=high_watermark)
-    replay.seed(snapshot_entries)
-    for batch, control_type, marker_timestamp in items:
-        replay.apply(batch, control_type=control_type, marker_timestamp=marker_timestamp)
-    return replay

@@ -37,6 +37,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kcompact.config.kraft import record_types as rt
 from kcompact.config.kraft import records as kr
 from kcompact.errors import (
     ConfigError,
@@ -153,12 +154,12 @@ class _Replayer:
         self.partition_counts: dict[str, int] = {}
         self.feature_levels: dict[str, int] = {}
         self.unknown: dict[str, int] = {}
-        self.pending: list[kr.MetadataRecord] | None = None
+        self.pending: list[rt.MetadataRecord] | None = None
         self.problems: list[str] = []
 
-    def offer(self, record: kr.MetadataRecord) -> None:
+    def offer(self, record: rt.MetadataRecord) -> None:
         """Apply a record now, or hold it while a metadata transaction is open."""
-        if isinstance(record, kr.UnknownMetadataRecord):
+        if isinstance(record, rt.UnknownMetadataRecord):
             if record.api_key == BEGIN_TRANSACTION_API_KEY:
                 self.pending = []
                 return
@@ -173,31 +174,31 @@ class _Replayer:
         else:
             self.apply(record)
 
-    def apply(self, record: kr.MetadataRecord) -> None:
-        if isinstance(record, kr.TopicRecord):
+    def apply(self, record: rt.MetadataRecord) -> None:
+        if isinstance(record, rt.TopicRecord):
             self.topics_by_id[record.topic_id] = record.name
             self.topics_by_name[record.name] = record.topic_id
-        elif isinstance(record, kr.RemoveTopicRecord):
+        elif isinstance(record, rt.RemoveTopicRecord):
             name = self.topics_by_id.pop(record.topic_id, None)
             self.partition_counts.pop(record.topic_id, None)
             if name is not None and self.topics_by_name.get(name) == record.topic_id:
                 del self.topics_by_name[name]
-                self.configs.pop((kr.RESOURCE_TYPE_TOPIC, name), None)
-        elif isinstance(record, kr.ConfigRecord):
+                self.configs.pop((rt.RESOURCE_TYPE_TOPIC, name), None)
+        elif isinstance(record, rt.ConfigRecord):
             configs = self.configs.setdefault((record.resource_type, record.resource_name), {})
             if record.value is None:
                 configs.pop(record.name, None)
             else:
                 configs[record.name] = record.value
-        elif isinstance(record, kr.PartitionRecord):
+        elif isinstance(record, rt.PartitionRecord):
             count = self.partition_counts.get(record.topic_id, 0)
             self.partition_counts[record.topic_id] = max(count, record.partition_id + 1)
-        elif isinstance(record, kr.FeatureLevelRecord):
+        elif isinstance(record, rt.FeatureLevelRecord):
             self.feature_levels[record.name] = record.feature_level
-        elif isinstance(record, kr.UnknownMetadataRecord):
+        elif isinstance(record, rt.UnknownMetadataRecord):
             self._unknown(record)
 
-    def _unknown(self, record: kr.UnknownMetadataRecord) -> None:
+    def _unknown(self, record: rt.UnknownMetadataRecord) -> None:
         name = record.name or f"api key {record.api_key}"
         self.unknown[name] = self.unknown.get(name, 0) + 1
         if record.api_key in (2, 4, 9):  # a newer version of a record that shapes configs
@@ -211,9 +212,9 @@ class _Replayer:
         return MetadataState(
             topics_by_id=dict(self.topics_by_id), topics_by_name=dict(self.topics_by_name),
             topic_configs={n: dict(c) for (t, n), c in self.configs.items()
-                           if t == kr.RESOURCE_TYPE_TOPIC and c},
+                           if t == rt.RESOURCE_TYPE_TOPIC and c},
             broker_configs={n: dict(c) for (t, n), c in self.configs.items()
-                            if t == kr.RESOURCE_TYPE_BROKER and c},
+                            if t == rt.RESOURCE_TYPE_BROKER and c},
             partition_counts=dict(self.partition_counts), feature_levels=dict(self.feature_levels),
             snapshot=snapshot, end_offset=end_offset, complete=not reasons,
             unresolved_reason="; ".join(reasons) or None, unknown_record_counts=dict(self.unknown),
@@ -231,7 +232,7 @@ def _iter_file_batches(path: Path) -> Iterator[RecordBatch]:
             yield batch
 
 
-def _decode_batch(path: Path, batch: RecordBatch) -> Iterator[tuple[int, kr.MetadataRecord]]:
+def _decode_batch(path: Path, batch: RecordBatch) -> Iterator[tuple[int, rt.MetadataRecord]]:
     try:
         records = decode_records(batch)
     except CorruptDataError as err:

@@ -4,7 +4,7 @@ Why: :mod:`kcompact.config.kraft.metadata_state` replays these values to learn t
 configs, and ``inspect dump`` prints them as kafka-dump-log's ``--cluster-metadata-decoder`` does
 (``{"type": "TOPIC_RECORD", "version": 0, "data": {camelCase fields}}``). Field names are Kafka's
 schema fields in snake_case, in schema order. Decoding the bytes into these values is
-:mod:`kcompact.config.kraft.records`; every name here is re-exported there.
+:mod:`kcompact.config.kraft.records`.
 """
 
 from __future__ import annotations

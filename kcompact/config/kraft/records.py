@@ -15,8 +15,7 @@ A metadata record's *value* (its key is null)::
 
 The body is read with :class:`~kcompact.records.messages.reader.MessageReader`, whose docstring
 gives the layout; tagged fields this module does not know are skipped. The decoded values are the
-dataclasses of :mod:`kcompact.config.kraft.record_types`. The names of both modules are
-re-exported here, so callers keep importing them from this module.
+dataclasses of :mod:`kcompact.config.kraft.record_types`.
 """
 
 from __future__ import annotations
@@ -27,8 +26,6 @@ from typing import TypeVar
 
 from kcompact.config.kraft.record_types import (
     API_KEY_NAMES,
-    RESOURCE_TYPE_BROKER,
-    RESOURCE_TYPE_TOPIC,
     BrokerEndpoint,
     BrokerFeature,
     ConfigRecord,
@@ -40,7 +37,6 @@ from kcompact.config.kraft.record_types import (
     RemoveTopicRecord,
     TopicRecord,
     UnknownMetadataRecord,
-    json_type_name,
 )
 from kcompact.errors import CorruptRecordError
 from kcompact.records.messages.reader import (
@@ -49,41 +45,11 @@ from kcompact.records.messages.reader import (
     INT32,
     INT64,
     UINT16,
-    UUID_SIZE,
     MessageReader,
-    format_uuid,
-    parse_uuid,
 )
 from kcompact.records.varint import Buffer
 
-__all__ = [
-    "API_KEY_NAMES",
-    "INT8",
-    "INT16",
-    "INT32",
-    "INT64",
-    "METADATA_FRAME_VERSION",
-    "RESOURCE_TYPE_BROKER",
-    "RESOURCE_TYPE_TOPIC",
-    "UINT16",
-    "UUID_SIZE",
-    "BrokerEndpoint",
-    "BrokerFeature",
-    "ConfigRecord",
-    "FeatureLevelRecord",
-    "MessageReader",
-    "MetadataRecord",
-    "PartitionChangeRecord",
-    "PartitionRecord",
-    "RegisterBrokerRecord",
-    "RemoveTopicRecord",
-    "TopicRecord",
-    "UnknownMetadataRecord",
-    "decode_metadata_record",
-    "format_uuid",
-    "json_type_name",
-    "parse_uuid",
-]
+__all__ = ["METADATA_FRAME_VERSION", "decode_metadata_record"]
 
 T = TypeVar("T")
 

@@ -59,46 +59,15 @@ from pathlib import Path
 
 from kcompact.errors import KcompactError, RefusedError
 from kcompact.inspect.dump.index import check_index, check_segment_indexes, dump_index
-from kcompact.inspect.dump.items import Item, problem_item, warning_item
-from kcompact.inspect.dump.log import (
-    COMPRESSION_NAMES,
-    LEGACY_MAX_CODEC,
-    METADATA_TOPIC,
-    MIN_SIZE_BY_MAGIC,
-    OFFSETS_TOPIC,
-    RECORD_OVERHEAD_V1,
-    TIMESTAMP_TYPE_NAMES,
-    RecordDecoder,
-    batch_item,
-    dump_log,
-    record_decoder,
-)
+from kcompact.inspect.dump.items import Item, warning_item
+from kcompact.inspect.dump.log import dump_log, record_decoder
 from kcompact.inspect.dump.other_files import NAMED_FILES, dump_named_file, dump_producer_snapshot
 from kcompact.inspect.dump.window import DumpFilter, DumpWindow
 from kcompact.segment.lock import BROKER_LOCK_FILE, broker_holds_lock
 from kcompact.segment.names import SegmentFileName, parse_segment_file_name
 from kcompact.segment.partition import is_partition_dir, named_path, open_partition
 
-__all__ = [  # its own names and those that moved to the per-file-kind dumpers, as before the split
-    "COMPRESSION_NAMES",
-    "DUMPABLE_KINDS",
-    "INDEX_KINDS",
-    "LEGACY_MAX_CODEC",
-    "METADATA_TOPIC",
-    "MIN_SIZE_BY_MAGIC",
-    "NAMED_FILES",
-    "OFFSETS_TOPIC",
-    "RECORD_OVERHEAD_V1",
-    "TIMESTAMP_TYPE_NAMES",
-    "DumpFilter",
-    "Item",
-    "RecordDecoder",
-    "batch_item",
-    "dump_path",
-    "problem_item",
-    "record_decoder",
-    "warning_item",
-]
+__all__ = ["DUMPABLE_KINDS", "INDEX_KINDS", "dump_path"]
 
 DUMPABLE_KINDS = ("log", "index", "timeindex", "txnindex", "checkpoint")
 INDEX_KINDS = ("index", "timeindex", "txnindex")

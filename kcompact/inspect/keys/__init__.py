@@ -43,8 +43,7 @@ them).
 Modules: :mod:`kcompact.inspect.keys.model` (the report's values),
 :mod:`kcompact.inspect.keys.batches` (reading batches and records), :mod:`kcompact.inspect.keys.key_map`
 (pass 1 and the dedupe plan), :mod:`kcompact.inspect.keys.census` (pass 2),
-:mod:`kcompact.inspect.keys.partitioner` (murmur2); this one runs them in order and assembles the report,
-and keeps their public names importable from here.
+:mod:`kcompact.inspect.keys.partitioner` (murmur2); this one runs them in order and assembles the report.
 """
 
 from __future__ import annotations
@@ -62,43 +61,10 @@ from kcompact.inspect.context import InspectContext, load_inspect_context
 from kcompact.inspect.keys.batches import iter_batches
 from kcompact.inspect.keys.census import Census
 from kcompact.inspect.keys.key_map import dedupe_plan, map_keys, top_keys
-from kcompact.inspect.keys.model import (
-    ConsumerGroups,
-    DedupePlan,
-    GroupCount,
-    KeyCount,
-    KeyCounts,
-    KeysReport,
-    OpenTransaction,
-    PartitionerCheck,
-    Projection,
-    RecordCounts,
-    TombstoneGroup,
-    TombstoneReport,
-    TransactionReport,
-)
-from kcompact.inspect.keys.partitioner import default_partition, murmur2
+from kcompact.inspect.keys.model import DedupePlan, KeysReport, Projection
 from kcompact.segment.progress import ProgressCallback, ReadProgress, read_progress
 
-__all__ = [
-    "DEFAULT_TOP",
-    "ConsumerGroups",
-    "DedupePlan",
-    "GroupCount",
-    "KeyCount",
-    "KeyCounts",
-    "KeysReport",
-    "OpenTransaction",
-    "PartitionerCheck",
-    "Projection",
-    "RecordCounts",
-    "TombstoneGroup",
-    "TombstoneReport",
-    "TransactionReport",
-    "default_partition",
-    "keys_report",
-    "murmur2",
-]
+__all__ = ["DEFAULT_TOP", "keys_report"]
 
 DEFAULT_TOP = 10
 

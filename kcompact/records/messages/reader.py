@@ -43,14 +43,6 @@ def format_uuid(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
-def parse_uuid(text: str) -> bytes:
-    """Inverse of :func:`format_uuid`; raises ValueError for anything but 16 bytes."""
-    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    if len(raw) != UUID_SIZE:
-        raise ValueError(f"uuid must be 16 bytes, found {len(raw)}")
-    return raw
-
-
 class MessageReader:
     """Reads Kafka's generated message encoding from ``buf[position:end]``.
 

@@ -48,8 +48,6 @@ from dataclasses import dataclass
 
 from kcompact.records.scan import accel
 from kcompact.records.scan.reference import (
-    MIN_RECORD_BODY_SIZE_IN_BYTES,
-    MIN_RECORD_SIZE_IN_BYTES,
     scan_key_digests_reference,
     scan_keys_reference,
     scan_records_reference,
@@ -57,8 +55,6 @@ from kcompact.records.scan.reference import (
 from kcompact.records.varint import Buffer
 
 __all__ = [
-    "MIN_RECORD_BODY_SIZE_IN_BYTES",
-    "MIN_RECORD_SIZE_IN_BYTES",
     "RecordColumns",
     "scan_key_digests",
     "scan_keys",

@@ -37,14 +37,13 @@ from kcompact.cleaner.disk.swap import (
     leftover_files,
     recover_interrupted_swaps,
 )
-from kcompact.cleaner.logdir.run import resolve_config
 from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.config.topic_config import TopicConfig
+from kcompact.config.topic_config import TopicConfig, defaults_with_overrides
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.names import parse_segment_file_name, segment_file_name
-from kcompact.segment.snapshot import encode_producer_snapshot
 from tests.builders import BASE_TS, PartitionBuilder, read_all_records
+from tests.encoders import encode_producer_snapshot
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 NOW = BASE_TS + 10_000_000
@@ -59,7 +58,7 @@ Record = tuple[int, bytes | None, bytes | None]
 
 
 def topic_config() -> TopicConfig:
-    config, _notes = resolve_config(OVERRIDES)
+    config = defaults_with_overrides(OVERRIDES)
     return config
 
 

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from kcompact.cleaner.logdir.run import clean_path, resolve_config
+from kcompact.cleaner.logdir.run import clean_path
 from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
+from kcompact.config.topic_config import defaults_with_overrides
 from kcompact.errors import RefusedError
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.partition import open_partition
@@ -27,7 +28,7 @@ def four_segments(tmp_path: Path, *, high_watermark: int | None | str = "log-end
 
 
 def delete_config(**extra: str):  # type: ignore[no-untyped-def]
-    config, _ = resolve_config({"cleanup.policy": "delete", **extra})
+    config = defaults_with_overrides({"cleanup.policy": "delete", **extra})
     return config
 
 
@@ -93,7 +94,7 @@ def test_an_explicit_delete_policy_on_the_command_line_runs_retention(tmp_path: 
 def test_segments_below_the_log_start_offset_go_even_when_compacted(tmp_path: Path) -> None:
     part = four_segments(tmp_path)
     write_offset_checkpoint(part.parent / "log-start-offset-checkpoint", {("events", 0): 25})
-    config, _ = resolve_config({"cleanup.policy": "compact"})
+    config = defaults_with_overrides({"cleanup.policy": "compact"})
     result = clean_partition(part, config, CleanOptions(now_ms=NOW))
     assert result.retention is not None and result.retention.deleted_segments == [0, 10]
     assert bases(part)[0] == 20
@@ -104,7 +105,7 @@ def test_a_high_watermark_below_the_log_start_is_raised_to_it(tmp_path: Path) ->
     # wholly below the log start go although the checkpointed high watermark has not reached them
     part = four_segments(tmp_path, high_watermark=5)
     write_offset_checkpoint(part.parent / "log-start-offset-checkpoint", {("events", 0): 20})
-    config, _ = resolve_config({"cleanup.policy": "compact"})
+    config = defaults_with_overrides({"cleanup.policy": "compact"})
     result = clean_partition(part, config, CleanOptions(now_ms=NOW))
     assert result.retention is not None and result.retention.deleted_segments == [0, 10]
     assert bases(part) == [20, 30]

@@ -36,10 +36,9 @@ from pathlib import Path
 import pytest
 
 from kcompact.cleaner.disk.swap import unsettled_files
-from kcompact.cleaner.logdir.run import resolve_config
 from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.config.topic_config import TopicConfig
+from kcompact.config.topic_config import TopicConfig, defaults_with_overrides
 from kcompact.errors import KcompactError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.names import segment_file_name
@@ -56,7 +55,7 @@ SEGMENTS = 12
 
 
 def topic_config() -> TopicConfig:
-    config, _notes = resolve_config(OVERRIDES)
+    config = defaults_with_overrides(OVERRIDES)
     return config
 
 

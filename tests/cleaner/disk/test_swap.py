@@ -31,7 +31,6 @@ from kcompact.records.batch import iter_batches
 from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.record import Record as KRecord
 from kcompact.segment.names import segment_file_name
-from kcompact.segment.snapshot import encode_producer_snapshot
 from tests.builders import BASE_TS, read_all_records
 from tests.cleaner.disk.test_crash_recovery import (
     NOW,
@@ -41,6 +40,7 @@ from tests.cleaner.disk.test_crash_recovery import (
     make_layout,
     topic_config,
 )
+from tests.encoders import encode_producer_snapshot
 from tests.segment_writer import write_segment
 
 SWAP, CLEANED, DELETED = ".swap", ".cleaned", ".deleted"

@@ -32,10 +32,11 @@ from pathlib import Path
 import pytest
 from kafka.record import MemoryRecords
 
-from kcompact.cleaner.logdir.run import clean_path, resolve_config
+from kcompact.cleaner.logdir.run import clean_path
 from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.rules.ranges import RULE_ACTIVE_SEGMENT
+from kcompact.config.topic_config import defaults_with_overrides
 from kcompact.segment.partition import open_partition
 from tests.cleaner.round.test_kafka_cases import check_segments
 from tests.conftest import copy_tree_writable, real_fixture
@@ -228,7 +229,7 @@ def clean_and_check(log_dir: Path, now: int, *, from_start: bool) -> None:
                                    allow_keyless_loss=True).failures
 
     assert run.failures == []
-    config, _notes = resolve_config(COMPACT)
+    config = defaults_with_overrides(COMPACT)
     for part in data_partitions(log_dir):
         bases, batches = read_partition(part)
         assert batches == expected[part.name], part.name
@@ -267,7 +268,7 @@ def test_cleaned_log_dir_without_roll_has_nothing_cleanable(tmp_path: Path) -> N
     log_dir = copy_tree_writable(real_fixture("kraft37-cleaned-logdir"), tmp_path / "logdir")
     before = tree_digest(log_dir)
     for name, active_base in (("__consumer_offsets-31", 3), ("__consumer_offsets-44", 9)):
-        config, _notes = resolve_config(COMPACT)
+        config = defaults_with_overrides(COMPACT)
         result = clean_partition(log_dir / name, config, CleanOptions(now_ms=1_800_000_000_000))
         rng = result.range
         assert rng is not None and result.end_offset is None and result.skipped_reason

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kcompact.cleaner.logdir.run import resolve_config
 from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
+from kcompact.config.topic_config import defaults_with_overrides
 from kcompact.records.batch import iter_batches
 from kcompact.segment.checkpoint import read_offset_checkpoint
 from kcompact.segment.partition import open_partition
@@ -20,7 +20,7 @@ DAY = 86_400_000
 
 
 def compact_config(**extra: str):  # type: ignore[no-untyped-def]
-    config, _notes = resolve_config({"cleanup.policy": "compact", **extra})
+    config = defaults_with_overrides({"cleanup.policy": "compact", **extra})
     return config
 
 

@@ -13,7 +13,6 @@ import pytest
 from kcompact.cleaner.rules.policy import (
     INT64_MAX,
     BatchDecision,
-    BatchRetention,
     check_batch_retention,
     is_invalid_record,
     needs_delete_horizon,
@@ -23,6 +22,7 @@ from kcompact.cleaner.rules.policy import (
 )
 from kcompact.cleaner.rules.producer_state import LastRecord, ProducerStateReplay
 from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
+from kcompact.records.filter import BatchRetention
 from tests.cleaner.rules.test_transactions import (
     ABORT,
     COMMIT,
@@ -231,8 +231,8 @@ def test_new_delete_horizon_wraps_like_a_java_long() -> None:
 def test_real_record_batches_satisfy_the_protocol() -> None:
     from kcompact.records.batch import decode_batch
     from kcompact.records.batch_encoding import encode_batch
-    from kcompact.records.control import encode_control_batch
     from kcompact.records.record import Record
+    from tests.encoders import encode_control_batch
 
     raw = encode_batch(
         [Record(40, 5, b"k", None)], base_offset=40, producer_id=3, producer_epoch=1,

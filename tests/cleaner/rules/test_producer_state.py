@@ -12,7 +12,6 @@ from kcompact.cleaner.rules.producer_state import (
     OpenTxn,
     ProducerStateReplay,
     last_stable_offset,
-    replay_batches,
 )
 from tests.cleaner.rules.test_transactions import ABORT, COMMIT, FakeBatch, data, marker
 
@@ -206,9 +205,11 @@ def test_last_stable_offset_helper() -> None:
     assert last_stable_offset(10, 12) == 10
 
 
-def test_replay_batches_equals_applying_one_by_one() -> None:
+def test_a_replay_keeps_the_open_transaction_unstable_and_every_producers_last_record() -> None:
     log = [*_undecided_log(), marker(3, 15, COMMIT), data(4, pid=16, txn=True)]
-    replay = replay_batches(((b, b.first_record_type, None) for b in log), high_watermark=5)
+    replay = ProducerStateReplay(high_watermark=5)
+    for batch in log:
+        replay.apply(batch, control_type=batch.first_record_type, marker_timestamp=None)
     assert replay.first_unstable_offset() == 4
     assert replay.last_records_of_active_producers(0, EXPIRATION_MS) == {
         15: LastRecord(2, 0),

@@ -20,19 +20,19 @@ from typing import Any
 
 import pytest
 
-from kcompact.cleaner.logdir.run import resolve_config
 from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions, CleanResult
 from kcompact.cleaner.workers import parallel
-from kcompact.config.topic_config import TopicConfig
+from kcompact.config.topic_config import TopicConfig, defaults_with_overrides
 from kcompact.errors import ConfigError, CorruptDataError, KcompactError
 from kcompact.records.batch_encoding import encode_batch
-from kcompact.records.legacy import encode_legacy_message, encode_legacy_wrapper
+from kcompact.records.legacy import encode_legacy_message
 from kcompact.records.record import Record
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.partition import iter_partition_dirs
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.conftest import copy_tree_writable, real_fixture
+from tests.encoders import encode_legacy_wrapper
 from tests.segment_writer import write_segment
 
 NOW = BASE_TS + 10_000_000
@@ -41,7 +41,7 @@ NEVER_EXPIRE = {"producer.id.expiration.ms": str(2**31 - 1)}
 
 
 def config(overrides: dict[str, str] | None = None) -> TopicConfig:
-    cfg, _notes = resolve_config({"cleanup.policy": "compact", **NEVER_EXPIRE, **(overrides or {})})
+    cfg = defaults_with_overrides({"cleanup.policy": "compact", **NEVER_EXPIRE, **(overrides or {})})
     return cfg
 
 

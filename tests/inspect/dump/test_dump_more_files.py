@@ -18,7 +18,8 @@ from click.testing import CliRunner
 from kafka.record import MemoryRecords  # type: ignore[import-untyped]
 
 from kcompact.cli.main import cli
-from kcompact.inspect.dump import DumpFilter, dump_path
+from kcompact.inspect.dump import dump_path
+from kcompact.inspect.dump.window import DumpFilter
 from tests.conftest import real_fixture
 from tests.partition_builder import BASE_TS, PartitionBuilder
 

@@ -14,11 +14,13 @@ from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from kafka.record import MemoryRecords
 
-from kcompact.cleaner.logdir.run import resolve_config
 from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
+from kcompact.config.topic_config import defaults_with_overrides
 from kcompact.errors import ConfigError, KcompactError
-from kcompact.inspect.keys import KeysReport, default_partition, keys_report, murmur2
+from kcompact.inspect.keys import keys_report
+from kcompact.inspect.keys.model import KeysReport
+from kcompact.inspect.keys.partitioner import default_partition, murmur2
 from kcompact.records.batch import iter_batches
 from kcompact.records.legacy import encode_legacy_message
 from kcompact.segment.partition import open_partition
@@ -237,7 +239,7 @@ def test_tombstone_groups_before_and_after_a_clean(tmp_path: Path) -> None:
     assert (before.tombstones, before.with_delete_horizon, before.oldest_offset) == (2, 0, 2)
     assert [dataclasses.astuple(g) for g in before.groups] == [
         ("no-horizon", 2, None, NOW + DAY, False)]
-    config, _ = resolve_config(COMPACT)
+    config = defaults_with_overrides(COMPACT)
     clean_partition(part, config, CleanOptions(now_ms=NOW))
     after = report(part, now_ms=NOW + 1).tombstones
     assert after.with_delete_horizon == 2
@@ -288,7 +290,7 @@ def test_projection_equals_what_clean_does(tmp_path: Path, name: str) -> None:
     part, config = scenario(tmp_path, name)
     got = report(part, config=config)
     assert (got.projection.records_before, got.projection.size_in_bytes_before) == log_totals(part)
-    topic_config, _ = resolve_config({**COMPACT, **config})
+    topic_config = defaults_with_overrides({**COMPACT, **config})
     result = clean_partition(part, topic_config, CleanOptions(now_ms=NOW))
     p = got.projection
     assert (p.records_after, p.size_in_bytes_after) == log_totals(part)
@@ -343,7 +345,7 @@ def test_dedupe_passes_equal_the_rounds_of_a_bounded_clean(tmp_path: Path) -> No
 
     def rounds(buffer: int) -> int:
         copy = shutil.copytree(part.parent, tmp_path / f"copy-{buffer}") / part.name
-        topic_config, _ = resolve_config(COMPACT)
+        topic_config = defaults_with_overrides(COMPACT)
         count = 0
         while clean_partition(copy, topic_config, CleanOptions(
                 now_ms=NOW, dedupe_buffer_size=buffer)).end_offset is not None:
