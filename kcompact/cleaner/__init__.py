@@ -61,8 +61,9 @@ renames or deletes segment files) over ``state/`` and ``offset_map/`` over ``rul
 the Spark tasks all call it); it only chooses who runs passes 1 and 2 (``workers/parallel.py``'s
 ``run_round``: this process or worker processes; or the caller's runner) and hands that runner to the
 serial round, ``round/partition_round.py``, which reads top-down from lock to checkpoint and knows nothing
-of workers. It runs the round as separable stages (``round/stages.py``): ``plan_clean``
-freezes steps 1–2 into a picklable ``CleanPlan`` (``round/plan.py``; the options in ``round/options.py``),
+of workers. It runs the round as separable stages (``round/stages.py``): ``plan_round``, the one
+planner (``plan_clean`` runs it on a partition directory), freezes steps 1–2 into a picklable
+``CleanPlan`` (``round/plan.py``; the options in ``round/options.py``),
 ``segment_key_entries`` is pass 1 over one segment, ``write_group`` is pass 2 over one group, and
 ``commit_clean`` is steps 7–8. Pass 2 asks its keep-or-drop question of an *oracle*
 (``offset_map/oracle.py``): the in-memory offset map, the retention rules (``disk/retention.py``, for

@@ -59,7 +59,7 @@ from kcompact.segment.lock import BROKER_LOCK_FILE, clear_abandoned_locks, log_d
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.spark.job_failure import JobFailure
 from kcompact.spark.packing import pack_partitions, segment_bytes
-from kcompact.spark.plan import CleanTask, plan_clean
+from kcompact.spark.plan import CleanTask, plan_spark_clean
 from kcompact.spark.rows import CLEAN_COLUMNS, as_dicts, clean_row, ddl
 from kcompact.spark.session import cluster_cores, jvm_alive, quiet_task_failures, refuse_speculation
 
@@ -180,7 +180,7 @@ def spark_clean(
     options = replace(with_cli_dedupe_buffer(options, cli_overrides), now_ms=now_ms, jobs=1)
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact,
                             allow_keyless_loss)
-    plan = plan_clean(paths, sources, options=options, only_eligible=only_eligible, selection=selection)
+    plan = plan_spark_clean(paths, sources, options=options, only_eligible=only_eligible, selection=selection)
     on_driver = _needs_distributed_map(plan.tasks, map_budget_bytes)
     before = {} if options.dry_run else _checkpoint_keys(plan.tasks)
     fanned = [task for i, task in enumerate(plan.tasks) if i not in on_driver]

@@ -37,18 +37,16 @@ from kcompact.cleaner.disk.roll import Roll, roll_active_segment
 from kcompact.cleaner.disk.swap import recover_interrupted_swaps, unsettled_files
 from kcompact.cleaner.round.mapping import count_dirty_keyless
 from kcompact.cleaner.round.options import CleanOptions, CleanResult, KeylessLossRefused, Progress
-from kcompact.cleaner.round.plan import CleanPlan, build_plan
+from kcompact.cleaner.round.plan import CleanPlan
 from kcompact.cleaner.round.stages import (
     GroupOutput,
     commit_clean,
-    nothing_to_clean,
+    plan_round,
     refuse_unsupported,
     remove_outputs,
     write_checkpoint,
 )
 from kcompact.cleaner.round.stats import CleanStats
-from kcompact.cleaner.rules.fence import fence_offset
-from kcompact.cleaner.rules.ranges import checkpoint_reset_warning, compute_cleanable_range
 from kcompact.cleaner.state.log_state import LogState, load_log_state
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError, FileAccessError, KcompactError
@@ -62,7 +60,6 @@ from kcompact.segment.partition import (
     Partition,
     open_partition,
 )
-from kcompact.segment.replica_copies import replica_log_ends, truncation_warnings
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,13 +366,11 @@ def _without(partition: Partition, bases: list[int]) -> Partition:
 
 def _compact(here: _Round, partition: Partition, state: LogState) -> None:
     config, options, result = here.config, here.options, here.result
-    rng = compute_cleanable_range(state.range_inputs(config, here.now_ms), from_start=options.from_start)
-    result.range = rng
+    planned = plan_round(partition, state, config, here.now_ms, options)
+    rng = result.range = planned.range
     result.checkpoint_before = state.checkpoint_offset
-    reset = checkpoint_reset_warning(rng)
-    if reset is not None:
-        result.warnings.append(reset)
-    if nothing_to_clean(rng):
+    result.warnings.extend(planned.warnings)
+    if planned.plan is None:
         result.skipped_reason = rng.blocking_detail or "nothing to clean"
         if rng.force_update_checkpoint:
             here.before_change()
@@ -383,12 +378,7 @@ def _compact(here: _Round, partition: Partition, state: LogState) -> None:
                 write_checkpoint(partition, rng.first_dirty_offset)
                 result.checkpoint_written = True
         return
-    ends = replica_log_ends(options.replica_dirs, partition.topic, partition.partition)
-    fence = fence_offset(options.safe_offset, [end.log_end_offset for end in ends])
-    if options.replica_dirs and fence is None:
-        result.warnings.append("--replica-dirs: no copy of this partition found; no fence")
-    result.warnings.extend(truncation_warnings(ends))
-    ran = here.runner(build_plan(state, rng, config, here.now_ms, fence), options, here.progress)
+    ran = here.runner(planned.plan, options, here.progress)
     result.end_offset = ran.plan.end_offset
     result.workers = ran.workers
     _refuse_keyless_loss(options, ran)

@@ -5,8 +5,9 @@ and 2 by the caller's runner: this process, worker processes or Spark); ``kcompa
 executors. The caller holds the partition's locks (``log_dir_write_guard`` + ``partition_lock``) from
 :func:`plan_clean` to :func:`commit_clean`, as ``clean_partition_round`` does.
 
-1. :func:`plan_clean` — load the facts, compute the cleanable range, and return a picklable
-   :class:`~kcompact.cleaner.round.plan.CleanPlan` (None when there is nothing to clean).
+1. :func:`plan_round` — from the loaded facts, the cleanable range, the replica fence and a picklable
+   :class:`~kcompact.cleaner.round.plan.CleanPlan` (None when there is nothing to clean): the one planner,
+   which the round runs; :func:`plan_clean` loads the facts of a partition directory and runs it.
 2. :func:`segment_key_entries` — per segment, the ``(hi, lo, offsets)`` map entries: ``section="dirty"``
    what pass 1 inserts, ``section="clean"`` the keyed records of the clean section pass 2 looks up.
 3. Any :class:`~kcompact.cleaner.offset_map.oracle.RetentionOracle` built from them: the serial
@@ -44,8 +45,12 @@ from kcompact.cleaner.round.plan import CleanPlan, build_plan
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.round.verify_output import check_cleaned_segment
 from kcompact.cleaner.rules.fence import fence_offset
-from kcompact.cleaner.rules.ranges import CleanableRange, compute_cleanable_range
-from kcompact.cleaner.state.log_state import load_log_state
+from kcompact.cleaner.rules.ranges import (
+    CleanableRange,
+    checkpoint_reset_warning,
+    compute_cleanable_range,
+)
+from kcompact.cleaner.state.log_state import LogState, load_log_state
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CleanerStateError, CorruptDataError, KcompactError, RefusedError
 from kcompact.records.legacy import legacy_records
@@ -54,12 +59,14 @@ from kcompact.records.scan import scan_keys
 from kcompact.segment.checkpoint import update_offset_checkpoint
 from kcompact.segment.log_file import LogFile, crc_error_or
 from kcompact.segment.partition import Partition, SegmentFiles, open_partition
-from kcompact.segment.replica_copies import replica_log_ends
+from kcompact.segment.replica_copies import replica_log_ends, truncation_warnings
 
 __all__ = [
     "GroupOutput",
+    "PlannedRound",
     "commit_clean",
     "plan_clean",
+    "plan_round",
     "refuse_unsupported",
     "segment_key_entries",
     "unsupported_reason",
@@ -116,10 +123,48 @@ def nothing_to_clean(rng: CleanableRange) -> bool:
     return rng.dirty_bytes == 0 or rng.first_uncleanable_offset <= rng.first_dirty_offset
 
 
+@dataclass(frozen=True, slots=True)
+class PlannedRound:
+    """What planning a round found: the cleanable range, what to warn of, and the plan."""
+
+    range: CleanableRange
+    plan: CleanPlan | None  # None: nothing to clean (the checkpoint may still need a rewrite)
+    warnings: tuple[str, ...]  # a checkpoint reset; with a plan, the replica fence's too
+
+
+def plan_round(
+    partition: Partition, state: LogState, config: TopicConfig, now_ms: int, options: CleanOptions
+) -> PlannedRound:
+    """The one planner of a round, from the loaded log: the cleanable range, the replica fence and the
+    groups (``LogCleanerManager.cleanableOffsets``, then ``Cleaner.doClean``'s grouping).
+
+    Args:
+        partition: the partition (its replica copies are looked up by its name).
+        state: its loaded facts (``load_log_state``).
+        config: the topic's configuration.
+        now_ms: the round's clock.
+        options: ``from_start``, ``replica_dirs`` and ``safe_offset`` are used.
+
+    Returns:
+        The :class:`PlannedRound`.
+    """
+    rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)
+    reset = checkpoint_reset_warning(rng)
+    warnings = [] if reset is None else [reset]
+    if nothing_to_clean(rng):
+        return PlannedRound(rng, None, tuple(warnings))
+    ends = replica_log_ends(options.replica_dirs, partition.topic, partition.partition)
+    fence = fence_offset(options.safe_offset, [end.log_end_offset for end in ends])
+    if options.replica_dirs and fence is None:
+        warnings.append("--replica-dirs: no copy of this partition found; no fence")
+    warnings.extend(truncation_warnings(ends))
+    return PlannedRound(rng, build_plan(state, rng, config, now_ms, fence), tuple(warnings))
+
+
 def plan_clean(
     partition_dir: str | Path, config: TopicConfig, options: CleanOptions = DEFAULT_OPTIONS
 ) -> CleanPlan | None:
-    """Stage 1: the plan of one round, as ``clean_partition`` makes it (no map yet).
+    """Stage 1: the plan of one round, as ``clean_partition`` makes it (:func:`plan_round`; no map yet).
 
     Unlike ``clean_partition`` this neither rolls, applies retention, nor rewrites a checkpoint that
     lies out of range; call it with the locks held and after leftovers are settled.
@@ -127,7 +172,7 @@ def plan_clean(
     Args:
         partition_dir: the partition directory.
         config: the topic's configuration.
-        options: ``now_ms`` and ``from_start`` are used.
+        options: ``now_ms``, ``from_start`` and the replica fence's options are used.
 
     Returns:
         The plan, or None when there is nothing to clean.
@@ -145,13 +190,7 @@ def plan_clean(
             f"kcompact clean or repair first), found {len(partition.leftovers)}"
         )
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
-    state = load_log_state(partition, config)
-    rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)
-    if nothing_to_clean(rng):
-        return None
-    ends = replica_log_ends(options.replica_dirs, partition.topic, partition.partition)
-    fence = fence_offset(options.safe_offset, [end.log_end_offset for end in ends])
-    return build_plan(state, rng, config, now_ms, fence)
+    return plan_round(partition, load_log_state(partition, config), config, now_ms, options).plan
 
 
 def segment_key_entries(
