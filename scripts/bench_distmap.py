@@ -150,8 +150,8 @@ def tree_digest(log_dir: Path) -> dict[str, str]:
 
 def _clean_serial(part: Path) -> dict[str, Any]:
     from kcompact.cleaner.logdir.run import resolve_config
-    from kcompact.cleaner.partition import clean_partition
     from kcompact.cleaner.round.options import CleanOptions
+    from kcompact.cleaner.workers.parallel import clean_partition
 
     config, _ = resolve_config(CONFIG)
     started = time.perf_counter()

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from kcompact.cleaner.logdir.run import resolve_config
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.legacy import encode_legacy_message, encode_legacy_wrapper
 from kcompact.records.record import Record

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from kcompact.cleaner.logdir.run import ConfigSources
-from kcompact.cleaner.partition import CleanOptions
+from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cli.main import cli
 from kcompact.inspect.export import list_segments
 from kcompact.segment.names import parse_partition_dir_name

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from kcompact.cleaner.logdir.run import resolve_config
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.inspect.last_clean import LastCleanReport, OffsetGap, last_clean_report
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from tests.builders import BASE_TS, PartitionBuilder, read_all_records

@@ -47,8 +47,8 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[object], l
     part = build_partition(tmp_path_factory.mktemp("reference") / "logdir")
     before = all_records(part)
     from kcompact.cleaner.logdir.run import resolve_config
-    from kcompact.cleaner.partition import clean_partition
     from kcompact.cleaner.round.options import CleanOptions
+    from kcompact.cleaner.workers.parallel import clean_partition
 
     config, _notes = resolve_config({"cleanup.policy": "compact"})
     clean_partition(part, config, CleanOptions(now_ms=NOW))

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from kcompact.cleaner.logdir.run import clean_path
-from kcompact.cleaner.partition import CleanOptions
+from kcompact.cleaner.round.options import CleanOptions
 from tests.spark.logdirs import COMPACT, NOW, build_log_dir, tree_digest
 from tests.spark.test_export import format_layer_rows, parquet_rows
 

@@ -20,9 +20,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kcompact.cleaner.logdir.run import resolve_config
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions, CleanResult
 from kcompact.cleaner.round.stages import write_group
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError, CorruptRecordError, KcompactError
 from kcompact.records.batch import iter_batches

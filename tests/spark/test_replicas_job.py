@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 from click.testing import CliRunner
 
-from kcompact.cleaner.partition import CleanOptions
+from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cli.main import cli
 from kcompact.inspect.replicas import replica_sets, replicas_report, replicas_row
 from kcompact.spark.clean_job import spark_clean

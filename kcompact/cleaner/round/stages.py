@@ -1,9 +1,9 @@
 """The cleaner's work as separable stages, for drivers that spread one round over processes or machines.
 
-:func:`kcompact.cleaner.round.partition_round.clean_partition_round` is these stages run in order (passes 1
+:func:`kcompact.cleaner.round.partition_round.clean_partition` is these stages run in order (passes 1
 and 2 by the caller's runner: this process, worker processes or Spark); ``kcompact.spark`` runs them on
 executors. The caller holds the partition's locks (``log_dir_write_guard`` + ``partition_lock``) from
-:func:`plan_clean` to :func:`commit_clean`, as ``clean_partition_round`` does.
+:func:`plan_clean` to :func:`commit_clean`, as ``clean_partition`` does.
 
 1. :func:`plan_round` — from the loaded facts, the cleanable range, the replica fence and a picklable
    :class:`~kcompact.cleaner.round.plan.CleanPlan` (None when there is nothing to clean): the one planner,
@@ -36,10 +36,15 @@ from kcompact.cleaner.disk.swap import (
     remove_cleaned,
     replace_segments,
 )
-from kcompact.cleaner.offset_map import key_digests
-from kcompact.cleaner.offset_map.oracle import RetentionOracle
+from kcompact.cleaner.offset_map import OffsetMap, key_digests
+from kcompact.cleaner.offset_map.oracle import OffsetMapOracle, RetentionOracle
 from kcompact.cleaner.round.filtering import FilterContext, filter_segment
-from kcompact.cleaner.round.mapping import SLICE_RECORDS, iter_dirty_keys
+from kcompact.cleaner.round.mapping import (
+    SLICE_RECORDS,
+    fill_offset_map,
+    iter_dirty_keys,
+    new_offset_map,
+)
 from kcompact.cleaner.round.options import DEFAULT_OPTIONS, CleanOptions, CleanResult, Progress
 from kcompact.cleaner.round.plan import CleanPlan, build_plan
 from kcompact.cleaner.round.stats import CleanStats
@@ -64,10 +69,15 @@ from kcompact.segment.replica_copies import replica_log_ends, truncation_warning
 __all__ = [
     "GroupOutput",
     "PlannedRound",
+    "RoundOutput",
+    "RoundRunner",
+    "RunnerChoice",
+    "build_offset_map",
     "commit_clean",
     "plan_clean",
     "plan_round",
     "refuse_unsupported",
+    "run_passes",
     "segment_key_entries",
     "unsupported_reason",
     "write_checkpoint",
@@ -87,6 +97,26 @@ class GroupOutput:
     size_in_bytes: int
     files: tuple[tuple[str, str], ...]  # (kind, path) of each .cleaned file; () in a dry run
     stats: CleanStats
+
+
+@dataclass(frozen=True, slots=True)
+class RoundOutput:
+    """What passes 1 and 2 of a round hand to ``commit_clean``."""
+
+    plan: CleanPlan  # the round as run: ``plan.bounded(...)`` when a bounded map filled early
+    outputs: list[GroupOutput]  # one per group, in order; the ``.cleaned`` files are written, not swapped
+    map_stats: CleanStats  # pass 1's counters
+    workers: int = 1  # processes the passes ran in at once (1: this one)
+
+
+RoundRunner = Callable[[CleanPlan, CleanOptions, Progress | None], RoundOutput]
+"""Passes 1 and 2 of a built plan elsewhere: ``(plan, options, progress) -> RoundOutput``. It writes each
+group's ``.cleaned`` files (nothing with ``options.dry_run``) and swaps nothing; on failure it leaves no
+``.cleaned`` file behind. :func:`run_passes` is the round's own, in this process."""
+
+RunnerChoice = Callable[[CleanPlan, CleanOptions], RoundRunner | None]
+"""Who runs passes 1 and 2 of a planned round: a :data:`RoundRunner` (worker processes, Spark), or None
+for the round itself, in this process (:func:`run_passes`)."""
 
 
 def unsupported_reason(partition: Partition, config: TopicConfig) -> str | None:
@@ -191,6 +221,59 @@ def plan_clean(
         )
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     return plan_round(partition, load_log_state(partition, config), config, now_ms, options).plan
+
+
+def run_passes(plan: CleanPlan, options: CleanOptions, progress: Progress | None) -> RoundOutput:
+    """Passes 1 and 2 of a round in this process: the offset map, then every group into its ``.cleaned``
+    segment (``Cleaner.doClean``: ``buildOffsetMap``, then ``cleanSegments`` per group).
+
+    Args:
+        plan: the round.
+        options: ``dedupe_buffer_size`` and ``dry_run`` matter here.
+        progress: called with byte counts as segments are read.
+
+    Returns:
+        The round as run (bounded where a bounded map filled early), its outputs and pass 1's counters.
+
+    Raises:
+        CorruptDataError, KcompactError: as :func:`write_group`; no ``.cleaned`` file is left behind.
+    """
+    map_stats = CleanStats()
+    offset_map = build_offset_map(plan, options.dedupe_buffer_size, map_stats, progress)
+    if offset_map.latest_offset != plan.map_latest_offset:
+        plan = plan.bounded(offset_map.latest_offset)
+    oracle = OffsetMapOracle(offset_map, plan.first_dirty_offset)
+    outputs: list[GroupOutput] = []
+    try:
+        for index in range(len(plan.groups)):
+            outputs.append(write_group(plan, index, oracle, dry_run=options.dry_run, progress=progress))
+    except BaseException:
+        remove_outputs(plan, outputs)
+        raise
+    return RoundOutput(plan, outputs, map_stats)
+
+
+def build_offset_map(
+    plan: CleanPlan, dedupe_buffer_size: int | None, stats: CleanStats, progress: Progress | None = None
+) -> OffsetMap:
+    """Pass 1 in this process: the frozen offset map of the round.
+
+    Args:
+        plan: the round.
+        dedupe_buffer_size: emulate a broker's bounded map; None for an unbounded one.
+        stats: ``records_scanned``, ``map_entries`` and ``map_memory_bytes`` are set.
+        progress: called with each dirty segment's size once it is in the map.
+
+    Returns:
+        The map; its ``latest_offset`` is where the round ends (minus one).
+    """
+    offset_map = new_offset_map(plan, dedupe_buffer_size)
+    dirty = (plan.segment(base) for base in plan.dirty_segments)
+    stats.records_scanned += fill_offset_map(
+        plan, offset_map, ((seg, iter_dirty_keys(plan, seg)) for seg in dirty), progress)
+    stats.map_entries = offset_map.size
+    stats.map_memory_bytes = offset_map.memory_bytes()
+    return offset_map
 
 
 def segment_key_entries(

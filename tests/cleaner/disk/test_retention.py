@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from kcompact.cleaner.logdir.run import clean_path, resolve_config
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.errors import RefusedError
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.partition import open_partition

@@ -37,8 +37,8 @@ import pytest
 
 from kcompact.cleaner.disk.swap import unsettled_files
 from kcompact.cleaner.logdir.run import resolve_config
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import KcompactError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from kcompact.cleaner.logdir.run import resolve_config
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.records.batch import iter_batches
 from kcompact.segment.checkpoint import read_offset_checkpoint
 from kcompact.segment.partition import open_partition

@@ -16,13 +16,12 @@ import pytest
 
 from kcompact.cleaner.offset_map import OffsetMap, key_digests
 from kcompact.cleaner.offset_map.oracle import OffsetMapOracle, RetentionOracle, SortedOffsetsOracle
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round import stages
 from kcompact.cleaner.round.options import CleanOptions, Progress
-from kcompact.cleaner.round.partition_round import RoundOutput
 from kcompact.cleaner.round.plan import CleanPlan, build_plan
 from kcompact.cleaner.round.stages import (
     GroupOutput,
+    RoundOutput,
     commit_clean,
     plan_clean,
     segment_key_entries,
@@ -30,7 +29,7 @@ from kcompact.cleaner.round.stages import (
 )
 from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
 from kcompact.cleaner.state.log_state import read_control
-from kcompact.cleaner.workers.parallel import run_round
+from kcompact.cleaner.workers.parallel import clean_partition, run_round
 from kcompact.errors import CleanerStateError
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.txn_index import AbortedTxn

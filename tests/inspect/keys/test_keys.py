@@ -15,8 +15,8 @@ from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from kafka.record import MemoryRecords
 
 from kcompact.cleaner.logdir.run import resolve_config
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.errors import ConfigError, KcompactError
 from kcompact.inspect.keys import KeysReport, default_partition, keys_report, murmur2
 from kcompact.records.batch import iter_batches
