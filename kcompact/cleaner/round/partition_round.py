@@ -1,25 +1,28 @@
 """One cleaning round of one partition, serial, from lock to checkpoint: the driver of the algorithm in
 ``kcompact/cleaner/__init__.py``.
 
-:func:`clean_partition`, the one entry point every caller uses, takes the locks, finishes or rolls back an interrupted swap, loads the
-partition's facts, computes the cleanable range, builds the offset map, filters every segment group into a
-``.cleaned`` segment, swaps each in, and finally advances the cleaner checkpoint. With ``dry_run`` it does
-everything but write; a dry run that has leftovers to settle or ``--roll`` settles and rolls on a staged
-copy of links (``_staged_copy``), so it previews the very round the run would do.
+:func:`clean_partition`, the one entry point every caller uses, takes the locks, finishes or rolls back an
+interrupted swap, loads the partition's facts, computes the cleanable range, builds the offset map,
+filters every segment group into a ``.cleaned`` segment, swaps each in, and finally advances the cleaner
+checkpoint. With ``dry_run`` it does everything but write; a dry run that has leftovers to settle or
+``--roll`` settles and rolls on a staged copy of links (``_staged_copy``), so it previews the very round
+the run would do.
 
-The round itself is the stages of ``stages.py`` run in order: a :class:`~kcompact.cleaner.round.plan.CleanPlan`,
-passes 1 (``mapping.py``) and 2 (``filtering.py``), then ``commit_clean``. Around it: the optional roll, and segment retention before and after, as the broker's
+The round itself is the stages of ``stages.py`` run in order: a
+:class:`~kcompact.cleaner.round.plan.CleanPlan`, passes 1 (``mapping.py``) and 2 (``filtering.py``), then
+``commit_clean``. Around it: the optional roll, and segment retention before and after, as the broker's
 cleaner thread does. The roll and the deletion of the segments wholly below the log start are
-all-or-nothing with the round: both wait for the round's first change to the partition (its first swap,
-once every output passed its self-check), and a round that fails before that, or changes nothing, undoes
-the roll and deletes nothing (``roll.py``), so a failed ``clean --roll`` changes nothing.
+all-or-nothing with the round: both wait for the round's first change to the partition (its first swap, once
+every output passed its self-check), and a round that fails before that, or changes nothing, undoes the
+roll and deletes nothing (``roll.py``), so a failed ``clean --roll`` changes nothing.
 
 Passes 1 and 2 are the one step a caller may hand elsewhere: the round runs them here
 (``stages.run_passes``) unless the caller's :data:`~kcompact.cleaner.round.stages.RunnerChoice` picks a
 runner for the planned round (``workers.parallel.clean_partition`` binds ``choose_runner``: worker
-processes where they pay), or the caller brings its runner (``kcompact.spark.distributed_map`` builds the
-offset map as a Spark shuffle); everything else — locks, recovery, roll, range, plan, commit, retention —
-is this module's, so neither can drift from the serial round. The round knows nothing of workers.
+processes where they pay), or the caller brings its runner (``kcompact.spark.distributed_map`` builds
+the offset map as a Spark shuffle); everything else — locks, recovery, roll, range, plan, commit,
+retention — is this module's, so neither can drift from the serial round. The round knows nothing of
+workers.
 """
 
 from __future__ import annotations
