@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.config.topic_config import defaults_with_overrides
 from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.legacy import encode_legacy_message

@@ -6,7 +6,7 @@ about two tasks a core, each a few partitions, since a Spark task's fixed cost i
 few MiB; ``task_bytes=1`` gives each partition its own task; the cores are
 :func:`kcompact.spark.session.cluster_cores`) and hands them to Spark as an RDD with
 one element and one Spark partition per task. For each of its partitions a task calls
-:func:`kcompact.cleaner.partition.clean_partition`, the very function ``kcompact clean`` calls, so the
+:func:`kcompact.cleaner.workers.parallel.clean_partition`, the very function ``kcompact clean`` calls, so the
 bytes written are the serial run's (with ``jobs=1``: Spark's executors are the parallelism, a task
 forks no worker pool of its own). A task catches each partition's errors and returns them as that
 partition's row: a failing partition fails alone (the cleaner leaves it untouched), the others
@@ -52,14 +52,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from kcompact.cleaner.logdir.run import ConfigSources, checkpoint_keys, settle_checkpoint_order
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions, KeylessLossRefused, with_cli_dedupe_buffer
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.errors import KcompactError
 from kcompact.segment.lock import BROKER_LOCK_FILE, clear_abandoned_locks, log_dir_write_guard
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.spark.job_failure import JobFailure
 from kcompact.spark.packing import pack_partitions, segment_bytes
-from kcompact.spark.plan import CleanTask, plan_clean
+from kcompact.spark.plan import CleanTask, plan_spark_clean
 from kcompact.spark.rows import CLEAN_COLUMNS, as_dicts, clean_row, ddl
 from kcompact.spark.session import cluster_cores, jvm_alive, quiet_task_failures, refuse_speculation
 
@@ -180,7 +180,7 @@ def spark_clean(
     options = replace(with_cli_dedupe_buffer(options, cli_overrides), now_ms=now_ms, jobs=1)
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact,
                             allow_keyless_loss)
-    plan = plan_clean(paths, sources, options=options, only_eligible=only_eligible, selection=selection)
+    plan = plan_spark_clean(paths, sources, options=options, only_eligible=only_eligible, selection=selection)
     on_driver = _needs_distributed_map(plan.tasks, map_budget_bytes)
     before = {} if options.dry_run else _checkpoint_keys(plan.tasks)
     fanned = [task for i, task in enumerate(plan.tasks) if i not in on_driver]

@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kcompact.cleaner.offset_map import KAFKA_BYTES_PER_ENTRY, OffsetMap, thread_buffer
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import DEFAULT_OPTIONS, CleanOptions, CleanResult, Progress
-from kcompact.cleaner.round.partition_round import RoundOutput
 from kcompact.cleaner.round.plan import CleanPlan
+from kcompact.cleaner.round.stages import RoundOutput
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError
 from kcompact.segment.log_file import LogFile

@@ -62,7 +62,7 @@ class CleanTask:
 
 
 @dataclass(slots=True)
-class CleanPlan:
+class SparkRunPlan:
     """The partitions of a ``spark clean`` run in cleaning order, the refusals, and the notes."""
 
     tasks: list[CleanTask] = field(default_factory=list)
@@ -71,14 +71,14 @@ class CleanPlan:
     skipped: list[PartitionSkip] = field(default_factory=list)  # a log dir's, not known to be compacted
 
 
-def plan_clean(
+def plan_spark_clean(
     paths: Iterable[str | Path],
     sources: ConfigSources,
     *,
     options: CleanOptions,
     only_eligible: bool = False,
     selection: PartitionFilter | None = None,
-) -> CleanPlan:
+) -> SparkRunPlan:
     """Plan a ``spark clean`` over partition directories and log dirs, path after path.
 
     Args:
@@ -91,7 +91,7 @@ def plan_clean(
             None: all. A partition directory named alone that it leaves out is a failure.
 
     Returns:
-        The :class:`CleanPlan`.
+        The :class:`SparkRunPlan`.
 
     Raises:
         KcompactError: a path is neither a partition directory nor a directory; ``now_ms`` unset; a
@@ -100,7 +100,7 @@ def plan_clean(
     """
     if options.now_ms is None:
         raise KcompactError("spark clean plan: the driver's clock; expected now_ms set, found None")
-    plan = CleanPlan()
+    plan = SparkRunPlan()
     for raw in paths:
         target = named_path(Path(raw).absolute())  # executors run elsewhere: no path relative to the driver's cwd
         if is_partition_dir(target):
@@ -115,7 +115,7 @@ def plan_clean(
     return plan
 
 
-def _drop_repeats(plan: CleanPlan) -> None:
+def _drop_repeats(plan: SparkRunPlan) -> None:
     """A partition named twice (itself and through its log dir) is cleaned once, at its first place."""
     seen: set[str] = set()
     unique = []
@@ -127,7 +127,7 @@ def _drop_repeats(plan: CleanPlan) -> None:
     plan.tasks[:] = unique
 
 
-def _plan_partition(target: Path, sources: ConfigSources, options: CleanOptions, plan: CleanPlan) -> None:
+def _plan_partition(target: Path, sources: ConfigSources, options: CleanOptions, plan: SparkRunPlan) -> None:
     """A partition directory named on the command line (``clean_path``'s single-partition branch)."""
     notes: list[str] = []
     try:
@@ -141,7 +141,7 @@ def _plan_partition(target: Path, sources: ConfigSources, options: CleanOptions,
 
 
 def _plan_log_dir(
-    log_dir: Path, sources: ConfigSources, options: CleanOptions, only_eligible: bool, plan: CleanPlan,
+    log_dir: Path, sources: ConfigSources, options: CleanOptions, only_eligible: bool, plan: SparkRunPlan,
     selection: PartitionFilter | None = None,
 ) -> None:
     """A log dir's partitions, highest dirty ratio first, as the broker's cleaner picks them (a log dir

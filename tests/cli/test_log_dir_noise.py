@@ -209,14 +209,14 @@ def test_spark_clean_plan_refuses_a_log_dir_a_broker_holds_once(tmp_path: Path) 
     from kcompact.cleaner.logdir.run import ConfigSources
     from kcompact.cleaner.round.options import CleanOptions
     from kcompact.errors import RefusedError
-    from kcompact.spark.plan import plan_clean
+    from kcompact.spark.plan import plan_spark_clean
 
     log_dir = make_log_dir(tmp_path)
     sources = ConfigSources({"cleanup.policy": "compact"})
     with broker_running(log_dir), pytest.raises(RefusedError, match="held by a running Kafka broker"):
-        plan_clean([log_dir], sources, options=CleanOptions(now_ms=NOW))
+        plan_spark_clean([log_dir], sources, options=CleanOptions(now_ms=NOW))
     with broker_running(log_dir):  # a dry run writes nothing: planned as usual
-        plan = plan_clean([log_dir], sources, options=CleanOptions(now_ms=NOW, dry_run=True))
+        plan = plan_spark_clean([log_dir], sources, options=CleanOptions(now_ms=NOW, dry_run=True))
     assert len(plan.tasks) == PARTITIONS + EMPTY
 
 

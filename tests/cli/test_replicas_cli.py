@@ -14,7 +14,7 @@ from kcompact.cleaner.logdir.run import ConfigSources
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cli.main import cli
 from kcompact.errors import RefusedError
-from kcompact.spark.plan import plan_clean
+from kcompact.spark.plan import plan_spark_clean
 from tests.builders import PartitionBuilder, read_all_records
 from tests.cli.test_help import COMMANDS
 from tests.inspect.test_replicas import CLOCKS, busy_log, race
@@ -129,7 +129,7 @@ def test_safe_offset_for_a_log_dir_is_refused(tmp_path: Path) -> None:
     assert "--safe-offset is an offset of one partition's log" in result.stderr
     assert _tree(leader.parent) == before
     with pytest.raises(RefusedError, match="--safe-offset is an offset of one partition's log"):
-        plan_clean([leader.parent], ConfigSources({"cleanup.policy": "compact"}),  # spark clean's plan
+        plan_spark_clean([leader.parent], ConfigSources({"cleanup.policy": "compact"}),  # spark clean's plan
                    options=CleanOptions(now_ms=CLOCKS[-1], safe_offset=1))
 
 

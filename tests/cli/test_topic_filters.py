@@ -18,7 +18,7 @@ from kcompact.cli.main import cli
 from kcompact.inspect.export import list_segments
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition_filter import PartitionFilter
-from kcompact.spark.plan import plan_clean
+from kcompact.spark.plan import plan_spark_clean
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.conftest import real_fixture
 
@@ -160,7 +160,7 @@ def test_spark_clean_plans_only_the_matched_partitions(tmp_path: Path) -> None:
     log_dir = compacted_log_dir(tmp_path)
     sources = ConfigSources({"cleanup.policy": "compact"})
     selection = PartitionFilter.of(["payments|orders"], (), [0])
-    plan = plan_clean([log_dir], sources, options=CleanOptions(now_ms=NOW), selection=selection)
+    plan = plan_spark_clean([log_dir], sources, options=CleanOptions(now_ms=NOW), selection=selection)
     assert sorted(Path(t.partition_dir).name for t in plan.tasks) == ["orders-0", "payments-0"]
     assert plan.failures == [] and plan.skipped == []
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.errors import KcompactError
 from kcompact.inspect.replicas import replicas_report
 from kcompact.inspect.replicas.lineage import epoch_at, lineage_divergence

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, currently_in_test_context, given, seed, sett
 from hypothesis import event as hypothesis_event
 from hypothesis import strategies as st
 
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CleanerStateError
 from kcompact.records.batch_encoding import encode_batch

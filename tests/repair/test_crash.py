@@ -46,8 +46,8 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[object], l
     """Records of the partition before and after an uninterrupted clean."""
     part = build_partition(tmp_path_factory.mktemp("reference") / "logdir")
     before = all_records(part)
-    from kcompact.cleaner.partition import clean_partition
     from kcompact.cleaner.round.options import CleanOptions
+    from kcompact.cleaner.workers.parallel import clean_partition
     from kcompact.config.topic_config import defaults_with_overrides
 
     config = defaults_with_overrides({"cleanup.policy": "compact"})

@@ -32,7 +32,6 @@ def damaged_twice(log_dir: Path) -> Path:
 
 def disk_full_at_write(monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
     """Every write to a ``.cleaned`` file counts; the ``nth`` fails as a full disk fails it (ENOSPC)."""
-    real_create = swap._create
     writes = {"n": 0}
 
     class Full:
@@ -48,7 +47,10 @@ def disk_full_at_write(monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
         def __getattr__(self, name: str) -> Any:
             return getattr(self._handle, name)
 
-    monkeypatch.setattr(swap, "_create", lambda path: Full(real_create(path)))
+    def full_open(path: Any, mode: str, buffering: int) -> Full:
+        return Full(open(path, mode, buffering=buffering))
+
+    monkeypatch.setattr(swap, "open", full_open, raising=False)  # the .cleaned writer's one open
 
 
 def test_disk_full_in_the_second_segment_says_what_the_first_rewrite_changed_and_how_to_undo(

@@ -25,7 +25,7 @@ from kcompact.errors import KcompactError, RefusedError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.spark import clean_job
 from kcompact.spark.clean_job import run_clean_task, spark_clean
-from kcompact.spark.plan import plan_clean
+from kcompact.spark.plan import plan_spark_clean
 from kcompact.spark.rows import CLEAN_COLUMNS
 from tests.spark.fakes import FakeContext, FakeSession
 from tests.spark.logdirs import (
@@ -146,7 +146,7 @@ def test_a_refused_partition_dir_is_a_failure_of_the_plan_not_of_the_run(tmp_pat
     metadata = tmp_path / "logs" / "__cluster_metadata-0"
     metadata.mkdir()
 
-    plan = plan_clean([metadata, log_dir / "orders-0"], ConfigSources(COMPACT), options=CleanOptions(now_ms=NOW))
+    plan = plan_spark_clean([metadata, log_dir / "orders-0"], ConfigSources(COMPACT), options=CleanOptions(now_ms=NOW))
 
     assert [Path(t.partition_dir).name for t in plan.tasks] == ["orders-0"]
     assert [Path(f.partition_dir).name for f in plan.failures] == ["__cluster_metadata-0"]
@@ -155,13 +155,13 @@ def test_a_refused_partition_dir_is_a_failure_of_the_plan_not_of_the_run(tmp_pat
 
 def test_a_partition_named_twice_is_cleaned_once(tmp_path: Path) -> None:
     log_dir = build_log_dir(tmp_path / "logs", 2)
-    plan = plan_clean([log_dir / "orders-0", log_dir], ConfigSources(COMPACT), options=CleanOptions(now_ms=NOW))
+    plan = plan_spark_clean([log_dir / "orders-0", log_dir], ConfigSources(COMPACT), options=CleanOptions(now_ms=NOW))
     assert [Path(t.partition_dir).name for t in plan.tasks] == ["orders-0", "users-0"]
 
 
 def test_an_unexpected_exception_in_a_task_is_a_bug_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     part = build_partition(tmp_path / "logs", "orders", 0)
-    task = plan_clean([part], ConfigSources(COMPACT), options=CleanOptions(now_ms=NOW)).tasks[0]
+    task = plan_spark_clean([part], ConfigSources(COMPACT), options=CleanOptions(now_ms=NOW)).tasks[0]
 
     def broken(*args: object, **kwargs: object) -> object:
         raise ValueError("a bug")
@@ -177,7 +177,7 @@ def test_a_bug_in_one_partition_of_a_packed_task_leaves_the_others_to_clean(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log_dir = build_log_dir(tmp_path / "logs", 3)
-    tasks = plan_clean([log_dir], ConfigSources(COMPACT), options=CleanOptions(now_ms=NOW)).tasks
+    tasks = plan_spark_clean([log_dir], ConfigSources(COMPACT), options=CleanOptions(now_ms=NOW)).tasks
     real_clean = clean_job.clean_partition
 
     def broken_for_the_first(path: str, *args: object, **kwargs: object) -> object:
@@ -242,7 +242,7 @@ def test_a_directory_without_partitions_is_refused_by_the_plan(tmp_path: Path) -
     build_log_dir(tmp_path / "logs", 1)
     (tmp_path / "empty").mkdir()
     with pytest.raises(KcompactError, match=r"^no partition directories found under .*empty \(expected"):
-        plan_clean([tmp_path / "logs", tmp_path / "empty"], ConfigSources({}), options=CleanOptions(now_ms=NOW))
+        plan_spark_clean([tmp_path / "logs", tmp_path / "empty"], ConfigSources({}), options=CleanOptions(now_ms=NOW))
 
 
 @pytest.mark.parametrize("map_budget", [None, 1], ids=["tasks", "distributed-map"])

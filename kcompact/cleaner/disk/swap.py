@@ -126,7 +126,9 @@ class CleanedSegmentWriter:
         self._file: BinaryIO | None = None
         if not dry_run:
             with _write_errors(self._log_path):
-                self._file = _create(self._log_path)
+                if self._log_path.exists():  # a stale one
+                    self._log_path.unlink()
+                self._file = open(self._log_path, "xb", buffering=_WRITE_BUFFER_SIZE)  # noqa: SIM115 (closed by finish or abort)
 
     def append(self, data: bytes | memoryview, last_offset: int, max_timestamp: int) -> None:
         """Append one output batch.
@@ -207,12 +209,6 @@ class CleanedSegmentWriter:
             except OSError:
                 pass
         remove_cleaned(self.directory, self.base_offset)
-
-
-def _create(path: Path) -> BinaryIO:
-    if path.exists():
-        path.unlink()
-    return open(path, "xb", buffering=_WRITE_BUFFER_SIZE)
 
 
 def remove_cleaned(directory: Path, base_offset: int) -> None:

@@ -39,7 +39,6 @@ from pathlib import Path
 
 from kcompact.cleaner.logdir.compaction_gate import keyless_guard, not_compacted, retention_allowed
 from kcompact.cleaner.logdir.run_summary import repeated_warning_notes
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import (
     CleanOptions,
     CleanResult,
@@ -49,6 +48,7 @@ from kcompact.cleaner.round.options import (
 )
 from kcompact.cleaner.rules.ranges import compute_cleanable_range, pick_order
 from kcompact.cleaner.state.log_state import load_log_state
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.cleaner.workers.pool import (
     ProgressCallback,
     WorkerDeath,

@@ -1,24 +1,28 @@
 """One cleaning round of one partition, serial, from lock to checkpoint: the driver of the algorithm in
 ``kcompact/cleaner/__init__.py``.
 
-:func:`clean_partition_round` takes the locks, finishes or rolls back an interrupted swap, loads the
-partition's facts, computes the cleanable range, builds the offset map, filters every segment group into a
-``.cleaned`` segment, swaps each in, and finally advances the cleaner checkpoint. With ``dry_run`` it does
-everything but write; a dry run that has leftovers to settle or ``--roll`` settles and rolls on a staged
-copy of links (``_staged_copy``), so it previews the very round the run would do.
+:func:`clean_partition`, the one entry point every caller uses, takes the locks, finishes or rolls back an
+interrupted swap, loads the partition's facts, computes the cleanable range, builds the offset map,
+filters every segment group into a ``.cleaned`` segment, swaps each in, and finally advances the cleaner
+checkpoint. With ``dry_run`` it does everything but write; a dry run that has leftovers to settle or
+``--roll`` settles and rolls on a staged copy of links (``_staged_copy``), so it previews the very round
+the run would do.
 
-The round itself is the stages of ``stages.py`` run in order: a :class:`~kcompact.cleaner.round.plan.CleanPlan`,
-passes 1 (``mapping.py``) and 2 (``filtering.py``) run by the caller's :data:`RoundRunner`, then
+The round itself is the stages of ``stages.py`` run in order: a
+:class:`~kcompact.cleaner.round.plan.CleanPlan`, passes 1 (``mapping.py``) and 2 (``filtering.py``), then
 ``commit_clean``. Around it: the optional roll, and segment retention before and after, as the broker's
 cleaner thread does. The roll and the deletion of the segments wholly below the log start are
-all-or-nothing with the round: both wait for the round's first change to the partition (its first swap,
-once every output passed its self-check), and a round that fails before that, or changes nothing, undoes
-the roll and deletes nothing (``roll.py``), so a failed ``clean --roll`` changes nothing.
+all-or-nothing with the round: both wait for the round's first change to the partition (its first swap, once
+every output passed its self-check), and a round that fails before that, or changes nothing, undoes the
+roll and deletes nothing (``roll.py``), so a failed ``clean --roll`` changes nothing.
 
-Passes 1 and 2 are the one step a caller chooses: ``kcompact.cleaner.partition.clean_partition`` runs them
-in this process or in worker processes (``workers.parallel.run_round``), ``kcompact.spark.distributed_map``
-builds the offset map as a Spark shuffle; everything else — locks, recovery, roll, range, plan, commit,
-retention — is this module's, so neither can drift from the serial round.
+Passes 1 and 2 are the one step a caller may hand elsewhere: the round runs them here
+(``stages.run_passes``) unless the caller's :data:`~kcompact.cleaner.round.stages.RunnerChoice` picks a
+runner for the planned round (``workers.parallel.clean_partition`` binds ``choose_runner``: worker
+processes where they pay), or the caller brings its runner (``kcompact.spark.distributed_map`` builds
+the offset map as a Spark shuffle); everything else — locks, recovery, roll, range, plan, commit,
+retention — is this module's, so neither can drift from the serial round. The round knows nothing of
+workers.
 """
 
 from __future__ import annotations
@@ -36,19 +40,24 @@ from kcompact.cleaner.disk.retention import RetentionResult, apply_retention, pl
 from kcompact.cleaner.disk.roll import Roll, roll_active_segment
 from kcompact.cleaner.disk.swap import recover_interrupted_swaps, unsettled_files
 from kcompact.cleaner.round.mapping import count_dirty_keyless
-from kcompact.cleaner.round.options import CleanOptions, CleanResult, KeylessLossRefused, Progress
-from kcompact.cleaner.round.plan import CleanPlan, build_plan
+from kcompact.cleaner.round.options import (
+    DEFAULT_OPTIONS,
+    CleanOptions,
+    CleanResult,
+    KeylessLossRefused,
+    Progress,
+)
 from kcompact.cleaner.round.stages import (
-    GroupOutput,
+    RoundOutput,
+    RoundRunner,
+    RunnerChoice,
     commit_clean,
-    nothing_to_clean,
+    plan_round,
     refuse_unsupported,
     remove_outputs,
+    run_passes,
     write_checkpoint,
 )
-from kcompact.cleaner.round.stats import CleanStats
-from kcompact.cleaner.rules.fence import fence_offset
-from kcompact.cleaner.rules.ranges import checkpoint_reset_warning, compute_cleanable_range
 from kcompact.cleaner.state.log_state import LogState, load_log_state
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError, FileAccessError, KcompactError
@@ -62,47 +71,33 @@ from kcompact.segment.partition import (
     Partition,
     open_partition,
 )
-from kcompact.segment.replica_copies import replica_log_ends, truncation_warnings
 
 
-@dataclass(frozen=True, slots=True)
-class RoundOutput:
-    """What passes 1 and 2 of a round hand to ``commit_clean``."""
-
-    plan: CleanPlan  # the round as run: ``plan.bounded(...)`` when a bounded map filled early
-    outputs: list[GroupOutput]  # one per group, in order; the ``.cleaned`` files are written, not swapped
-    map_stats: CleanStats  # pass 1's counters
-    workers: int = 1  # processes the passes ran in at once (1: this one)
-
-
-RoundRunner = Callable[[CleanPlan, CleanOptions, Progress | None], RoundOutput]
-"""Passes 1 and 2 of a built plan: ``(plan, options, progress) -> RoundOutput``. It writes each group's
-``.cleaned`` files (nothing with ``options.dry_run``) and swaps nothing; on failure it leaves no
-``.cleaned`` file behind."""
-
-
-def clean_partition_round(
+def clean_partition(
     path: str | Path,
     config: TopicConfig,
-    options: CleanOptions,
-    progress: Progress | None,
-    runner: RoundRunner,
+    options: CleanOptions = DEFAULT_OPTIONS,
+    progress: Progress | None = None,
     *,
-    runs_here: bool,
+    round_runner: RoundRunner | None = None,
+    choose_runner: RunnerChoice | None = None,
 ) -> CleanResult:
-    """Clean one partition directory exactly as one round of Kafka 4.1's log cleaner.
+    """Clean one partition directory exactly as one round of Kafka 4.1's log cleaner: the one entry point
+    every caller uses (through ``workers.parallel.clean_partition`` unless it brings a runner).
 
     Args:
         path: the partition directory.
         config: the topic's effective configuration.
-        options: clock, dry run, bounded map, …
+        options: clock, dry run, bounded map, worker processes, …
         progress: called with byte counts as segments are read (for a progress bar).
-        runner: runs passes 1 and 2.
-        runs_here: ``runner`` runs them on this machine. Only then are leftovers of an interrupted
-            clean settled after rehearsing the clean on a staged copy (that rehearsal is a local dry
-            run: the very map a distributed runner exists to avoid), and does a dry run that settles
-            or rolls run on a staged copy. Otherwise a round that fails after settling leaves the
-            settled partition, as a broker's loader would make it.
+        round_runner: runs passes 1 and 2 elsewhere (the distributed offset map). With it, leftovers
+            of an interrupted clean are settled without first rehearsing the clean on a staged copy
+            (that rehearsal is a local dry run: the very map a runner exists to avoid), so a round
+            that then fails leaves the settled partition, as a broker's loader would make it; and a
+            dry run that settles or rolls does not run on a staged copy.
+        choose_runner: without ``round_runner``, picks per planned round who runs passes 1 and 2
+            (``workers.parallel.choose_runner``: worker processes); None, or a choice of None, runs
+            them here (``stages.run_passes``).
 
     Returns:
         The :class:`CleanResult`.
@@ -114,6 +109,8 @@ def clean_partition_round(
             or a file cannot be read (nothing is changed).
         CorruptDataError: the partition's data does not parse (nothing is changed).
     """
+    runs_here = round_runner is None
+    runner = _here_or(choose_runner) if round_runner is None else _always(round_runner)
     partition = open_partition(path)
     refuse_unsupported(partition, config)
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
@@ -135,8 +132,18 @@ def clean_partition_round(
         return _clean_locked(partition, config, options, now_ms, result, progress, runner)
 
 
+def _always(runner: RoundRunner) -> RunnerChoice:
+    """The choice of ``runner`` for every round."""
+    return lambda _plan, _options: runner
+
+
+def _here_or(choose: RunnerChoice | None) -> RunnerChoice:
+    """``choose``, or the round's own passes in this process."""
+    return choose if choose is not None else (lambda _plan, _options: None)
+
+
 def _rehearse(
-    partition: Partition, config: TopicConfig, options: CleanOptions, now_ms: int, runner: RoundRunner,
+    partition: Partition, config: TopicConfig, options: CleanOptions, now_ms: int, runner: RunnerChoice,
 ) -> None:
     """Settle an interrupted swap and dry-run the clean on a staged copy first.
 
@@ -159,7 +166,7 @@ def _rehearse(
 
 def _dry_run_staged(
     partition: Partition, config: TopicConfig, options: CleanOptions, result: CleanResult,
-    progress: Progress | None, runner: RoundRunner,
+    progress: Progress | None, runner: RunnerChoice,
 ) -> CleanResult:
     """A dry run that settles leftovers and rolls, as the real run would, on a staged copy.
 
@@ -174,7 +181,7 @@ def _dry_run_staged(
 
 def _clean_staged(
     staged: Path, config: TopicConfig, options: CleanOptions, result: CleanResult, progress: Progress | None,
-    runner: RoundRunner,
+    runner: RunnerChoice,
 ) -> None:
     """Settle leftovers, roll (``options.roll``), and dry-run the round in a staged partition directory."""
     result.recovery_actions = recover_interrupted_swaps(staged).actions
@@ -249,7 +256,7 @@ def _clean_locked(
     now_ms: int,
     result: CleanResult,
     progress: Progress | None,
-    runner: RoundRunner,
+    runner: RunnerChoice,
     *,
     staged: bool = False,
 ) -> CleanResult:
@@ -270,7 +277,13 @@ def _clean_locked(
     try:
         if roll is not None:
             partition = open_partition(partition.path)
-        _clean_rolled(here, pending, partition)
+        partition, state = _below_log_start(here, pending, partition)
+        if config.is_compacted:
+            _compact(here, partition, state)
+        else:
+            result.skipped_reason = (f"cleanup.policy={','.join(config.cleanup_policy)} has no 'compact': "
+                                     "retention only")
+        _retention(here, partition, state)
         pending.finish()
     except BaseException as err:
         if roll is not None and not options.dry_run:
@@ -323,7 +336,7 @@ class _Round:
     now_ms: int
     result: CleanResult  # filled in as the round goes
     progress: Progress | None
-    runner: RoundRunner
+    runner: RunnerChoice
     before_change: Callable[[], None]  # called before the first change to the partition (``_Pending``)
 
 
@@ -335,27 +348,18 @@ def _undo_roll(roll: Roll, err: BaseException) -> None:
         raise KcompactError(f"{err}; {undo_err}") from err
 
 
-def _clean_rolled(here: _Round, pending: _Pending, partition: Partition) -> None:
-    config, result = here.config, here.result
-    state = load_log_state(partition, config)
-    result.warnings.extend(state.warnings)
-    # Segments wholly below the log start go first, as a broker deletes them long before its cleaner
-    # runs: the round is planned without them, and they are deleted with its first change.
+def _below_log_start(here: _Round, pending: _Pending, partition: Partition) -> tuple[Partition, LogState]:
+    """The partition's loaded state, and the partition itself, without the segments wholly below the log
+    start: they go first, as a broker deletes them long before its cleaner runs; the round is planned
+    without them, and they are deleted with its first change (``pending``)."""
+    state = load_log_state(partition, here.config)
+    here.result.warnings.extend(state.warnings)
     below = _plan_retention(here, state, log_start_only=True)
     if below.deleted_segments:
         pending.log_start = (state, below)
         partition = _without(partition, below.deleted_segments)
-        state = load_log_state(partition, config)
-    if config.is_compacted:
-        _compact(here, partition, state)
-    else:
-        result.skipped_reason = f"cleanup.policy={','.join(config.cleanup_policy)} has no 'compact': retention only"
-    if result.end_offset is not None and not here.options.dry_run and _time_or_size_rules(config, here.options):
-        # The segments the round left. Without the delete rules only the log-start rule applies, and
-        # it already ran on these segments (merging them cannot make one deletable): no second load.
-        partition = open_partition(partition.path)
-        state = load_log_state(partition, config)
-    _retention(here, state)
+        state = load_log_state(partition, here.config)
+    return partition, state
 
 
 def _without(partition: Partition, bases: list[int]) -> Partition:
@@ -369,13 +373,11 @@ def _without(partition: Partition, bases: list[int]) -> Partition:
 
 def _compact(here: _Round, partition: Partition, state: LogState) -> None:
     config, options, result = here.config, here.options, here.result
-    rng = compute_cleanable_range(state.range_inputs(config, here.now_ms), from_start=options.from_start)
-    result.range = rng
+    planned = plan_round(partition, state, config, here.now_ms, options)
+    rng = result.range = planned.range
     result.checkpoint_before = state.checkpoint_offset
-    reset = checkpoint_reset_warning(rng)
-    if reset is not None:
-        result.warnings.append(reset)
-    if nothing_to_clean(rng):
+    result.warnings.extend(planned.warnings)
+    if planned.plan is None:
         result.skipped_reason = rng.blocking_detail or "nothing to clean"
         if rng.force_update_checkpoint:
             here.before_change()
@@ -383,12 +385,8 @@ def _compact(here: _Round, partition: Partition, state: LogState) -> None:
                 write_checkpoint(partition, rng.first_dirty_offset)
                 result.checkpoint_written = True
         return
-    ends = replica_log_ends(options.replica_dirs, partition.topic, partition.partition)
-    fence = fence_offset(options.safe_offset, [end.log_end_offset for end in ends])
-    if options.replica_dirs and fence is None:
-        result.warnings.append("--replica-dirs: no copy of this partition found; no fence")
-    result.warnings.extend(truncation_warnings(ends))
-    ran = here.runner(build_plan(state, rng, config, here.now_ms, fence), options, here.progress)
+    runner = here.runner(planned.plan, options)
+    ran = (run_passes if runner is None else runner)(planned.plan, options, here.progress)
     result.end_offset = ran.plan.end_offset
     result.workers = ran.workers
     _refuse_keyless_loss(options, ran)
@@ -442,8 +440,13 @@ def _plan_retention(here: _Round, state: LogState, *, log_start_only: bool = Fal
     return plan
 
 
-def _retention(here: _Round, state: LogState) -> None:
-    """Plan the retention of ``state`` and delete what it plans (a dry run only notes it)."""
+def _retention(here: _Round, partition: Partition, state: LogState) -> None:
+    """Plan the retention of the segments the round left and delete what it plans (a dry run only notes
+    it). Without the delete rules only the log-start rule applies, and it already ran on ``state``
+    (merging segments cannot make one deletable): no second load."""
+    config, options = here.config, here.options
+    if here.result.end_offset is not None and not options.dry_run and _time_or_size_rules(config, options):
+        state = load_log_state(open_partition(partition.path), config)
     plan = _plan_retention(here, state)
     if plan.deleted_segments:
         here.before_change()

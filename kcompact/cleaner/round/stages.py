@@ -1,12 +1,13 @@
 """The cleaner's work as separable stages, for drivers that spread one round over processes or machines.
 
-:func:`kcompact.cleaner.round.partition_round.clean_partition_round` is these stages run in order (passes 1
+:func:`kcompact.cleaner.round.partition_round.clean_partition` is these stages run in order (passes 1
 and 2 by the caller's runner: this process, worker processes or Spark); ``kcompact.spark`` runs them on
 executors. The caller holds the partition's locks (``log_dir_write_guard`` + ``partition_lock``) from
-:func:`plan_clean` to :func:`commit_clean`, as ``clean_partition_round`` does.
+:func:`plan_clean` to :func:`commit_clean`, as ``clean_partition`` does.
 
-1. :func:`plan_clean` — load the facts, compute the cleanable range, and return a picklable
-   :class:`~kcompact.cleaner.round.plan.CleanPlan` (None when there is nothing to clean).
+1. :func:`plan_round` — from the loaded facts, the cleanable range, the replica fence and a picklable
+   :class:`~kcompact.cleaner.round.plan.CleanPlan` (None when there is nothing to clean): the one planner,
+   which the round runs; :func:`plan_clean` loads the facts of a partition directory and runs it.
 2. :func:`segment_key_entries` — per segment, the ``(hi, lo, offsets)`` map entries: ``section="dirty"``
    what pass 1 inserts, ``section="clean"`` the keyed records of the clean section pass 2 looks up.
 3. Any :class:`~kcompact.cleaner.offset_map.oracle.RetentionOracle` built from them: the serial
@@ -35,17 +36,26 @@ from kcompact.cleaner.disk.swap import (
     remove_cleaned,
     replace_segments,
 )
-from kcompact.cleaner.offset_map import key_digests
-from kcompact.cleaner.offset_map.oracle import RetentionOracle
+from kcompact.cleaner.offset_map import OffsetMap, key_digests
+from kcompact.cleaner.offset_map.oracle import OffsetMapOracle, RetentionOracle
 from kcompact.cleaner.round.filtering import FilterContext, filter_segment
-from kcompact.cleaner.round.mapping import SLICE_RECORDS, iter_dirty_keys
+from kcompact.cleaner.round.mapping import (
+    SLICE_RECORDS,
+    fill_offset_map,
+    iter_dirty_keys,
+    new_offset_map,
+)
 from kcompact.cleaner.round.options import DEFAULT_OPTIONS, CleanOptions, CleanResult, Progress
 from kcompact.cleaner.round.plan import CleanPlan, build_plan
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.round.verify_output import check_cleaned_segment
 from kcompact.cleaner.rules.fence import fence_offset
-from kcompact.cleaner.rules.ranges import CleanableRange, compute_cleanable_range
-from kcompact.cleaner.state.log_state import load_log_state
+from kcompact.cleaner.rules.ranges import (
+    CleanableRange,
+    checkpoint_reset_warning,
+    compute_cleanable_range,
+)
+from kcompact.cleaner.state.log_state import LogState, load_log_state
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CleanerStateError, CorruptDataError, KcompactError, RefusedError
 from kcompact.records.legacy import legacy_records
@@ -54,13 +64,20 @@ from kcompact.records.scan import scan_keys
 from kcompact.segment.checkpoint import update_offset_checkpoint
 from kcompact.segment.log_file import LogFile, crc_error_or
 from kcompact.segment.partition import Partition, SegmentFiles, open_partition
-from kcompact.segment.replica_copies import replica_log_ends
+from kcompact.segment.replica_copies import replica_log_ends, truncation_warnings
 
 __all__ = [
     "GroupOutput",
+    "PlannedRound",
+    "RoundOutput",
+    "RoundRunner",
+    "RunnerChoice",
+    "build_offset_map",
     "commit_clean",
     "plan_clean",
+    "plan_round",
     "refuse_unsupported",
+    "run_passes",
     "segment_key_entries",
     "unsupported_reason",
     "write_checkpoint",
@@ -80,6 +97,26 @@ class GroupOutput:
     size_in_bytes: int
     files: tuple[tuple[str, str], ...]  # (kind, path) of each .cleaned file; () in a dry run
     stats: CleanStats
+
+
+@dataclass(frozen=True, slots=True)
+class RoundOutput:
+    """What passes 1 and 2 of a round hand to ``commit_clean``."""
+
+    plan: CleanPlan  # the round as run: ``plan.bounded(...)`` when a bounded map filled early
+    outputs: list[GroupOutput]  # one per group, in order; the ``.cleaned`` files are written, not swapped
+    map_stats: CleanStats  # pass 1's counters
+    workers: int = 1  # processes the passes ran in at once (1: this one)
+
+
+RoundRunner = Callable[[CleanPlan, CleanOptions, Progress | None], RoundOutput]
+"""Passes 1 and 2 of a built plan elsewhere: ``(plan, options, progress) -> RoundOutput``. It writes each
+group's ``.cleaned`` files (nothing with ``options.dry_run``) and swaps nothing; on failure it leaves no
+``.cleaned`` file behind. :func:`run_passes` is the round's own, in this process."""
+
+RunnerChoice = Callable[[CleanPlan, CleanOptions], RoundRunner | None]
+"""Who runs passes 1 and 2 of a planned round: a :data:`RoundRunner` (worker processes, Spark), or None
+for the round itself, in this process (:func:`run_passes`)."""
 
 
 def unsupported_reason(partition: Partition, config: TopicConfig) -> str | None:
@@ -116,10 +153,48 @@ def nothing_to_clean(rng: CleanableRange) -> bool:
     return rng.dirty_bytes == 0 or rng.first_uncleanable_offset <= rng.first_dirty_offset
 
 
+@dataclass(frozen=True, slots=True)
+class PlannedRound:
+    """What planning a round found: the cleanable range, what to warn of, and the plan."""
+
+    range: CleanableRange
+    plan: CleanPlan | None  # None: nothing to clean (the checkpoint may still need a rewrite)
+    warnings: tuple[str, ...]  # a checkpoint reset; with a plan, the replica fence's too
+
+
+def plan_round(
+    partition: Partition, state: LogState, config: TopicConfig, now_ms: int, options: CleanOptions
+) -> PlannedRound:
+    """The one planner of a round, from the loaded log: the cleanable range, the replica fence and the
+    groups (``LogCleanerManager.cleanableOffsets``, then ``Cleaner.doClean``'s grouping).
+
+    Args:
+        partition: the partition (its replica copies are looked up by its name).
+        state: its loaded facts (``load_log_state``).
+        config: the topic's configuration.
+        now_ms: the round's clock.
+        options: ``from_start``, ``replica_dirs`` and ``safe_offset`` are used.
+
+    Returns:
+        The :class:`PlannedRound`.
+    """
+    rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)
+    reset = checkpoint_reset_warning(rng)
+    warnings = [] if reset is None else [reset]
+    if nothing_to_clean(rng):
+        return PlannedRound(rng, None, tuple(warnings))
+    ends = replica_log_ends(options.replica_dirs, partition.topic, partition.partition)
+    fence = fence_offset(options.safe_offset, [end.log_end_offset for end in ends])
+    if options.replica_dirs and fence is None:
+        warnings.append("--replica-dirs: no copy of this partition found; no fence")
+    warnings.extend(truncation_warnings(ends))
+    return PlannedRound(rng, build_plan(state, rng, config, now_ms, fence), tuple(warnings))
+
+
 def plan_clean(
     partition_dir: str | Path, config: TopicConfig, options: CleanOptions = DEFAULT_OPTIONS
 ) -> CleanPlan | None:
-    """Stage 1: the plan of one round, as ``clean_partition`` makes it (no map yet).
+    """Stage 1: the plan of one round, as ``clean_partition`` makes it (:func:`plan_round`; no map yet).
 
     Unlike ``clean_partition`` this neither rolls, applies retention, nor rewrites a checkpoint that
     lies out of range; call it with the locks held and after leftovers are settled.
@@ -127,7 +202,7 @@ def plan_clean(
     Args:
         partition_dir: the partition directory.
         config: the topic's configuration.
-        options: ``now_ms`` and ``from_start`` are used.
+        options: ``now_ms``, ``from_start`` and the replica fence's options are used.
 
     Returns:
         The plan, or None when there is nothing to clean.
@@ -145,13 +220,60 @@ def plan_clean(
             f"kcompact clean or repair first), found {len(partition.leftovers)}"
         )
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
-    state = load_log_state(partition, config)
-    rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)
-    if nothing_to_clean(rng):
-        return None
-    ends = replica_log_ends(options.replica_dirs, partition.topic, partition.partition)
-    fence = fence_offset(options.safe_offset, [end.log_end_offset for end in ends])
-    return build_plan(state, rng, config, now_ms, fence)
+    return plan_round(partition, load_log_state(partition, config), config, now_ms, options).plan
+
+
+def run_passes(plan: CleanPlan, options: CleanOptions, progress: Progress | None) -> RoundOutput:
+    """Passes 1 and 2 of a round in this process: the offset map, then every group into its ``.cleaned``
+    segment (``Cleaner.doClean``: ``buildOffsetMap``, then ``cleanSegments`` per group).
+
+    Args:
+        plan: the round.
+        options: ``dedupe_buffer_size`` and ``dry_run`` matter here.
+        progress: called with byte counts as segments are read.
+
+    Returns:
+        The round as run (bounded where a bounded map filled early), its outputs and pass 1's counters.
+
+    Raises:
+        CorruptDataError, KcompactError: as :func:`write_group`; no ``.cleaned`` file is left behind.
+    """
+    map_stats = CleanStats()
+    offset_map = build_offset_map(plan, options.dedupe_buffer_size, map_stats, progress)
+    if offset_map.latest_offset != plan.map_latest_offset:
+        plan = plan.bounded(offset_map.latest_offset)
+    oracle = OffsetMapOracle(offset_map, plan.first_dirty_offset)
+    outputs: list[GroupOutput] = []
+    try:
+        for index in range(len(plan.groups)):
+            outputs.append(write_group(plan, index, oracle, dry_run=options.dry_run, progress=progress))
+    except BaseException:
+        remove_outputs(plan, outputs)
+        raise
+    return RoundOutput(plan, outputs, map_stats)
+
+
+def build_offset_map(
+    plan: CleanPlan, dedupe_buffer_size: int | None, stats: CleanStats, progress: Progress | None = None
+) -> OffsetMap:
+    """Pass 1 in this process: the frozen offset map of the round.
+
+    Args:
+        plan: the round.
+        dedupe_buffer_size: emulate a broker's bounded map; None for an unbounded one.
+        stats: ``records_scanned``, ``map_entries`` and ``map_memory_bytes`` are set.
+        progress: called with each dirty segment's size once it is in the map.
+
+    Returns:
+        The map; its ``latest_offset`` is where the round ends (minus one).
+    """
+    offset_map = new_offset_map(plan, dedupe_buffer_size)
+    dirty = (plan.segment(base) for base in plan.dirty_segments)
+    stats.records_scanned += fill_offset_map(
+        plan, offset_map, ((seg, iter_dirty_keys(plan, seg)) for seg in dirty), progress)
+    stats.map_entries = offset_map.size
+    stats.map_memory_bytes = offset_map.memory_bytes()
+    return offset_map
 
 
 def segment_key_entries(

@@ -39,6 +39,7 @@ from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -57,9 +58,18 @@ from kcompact.cleaner.round.mapping import (
     new_offset_map,
 )
 from kcompact.cleaner.round.options import CleanOptions, Progress
-from kcompact.cleaner.round.partition_round import RoundOutput
+from kcompact.cleaner.round.partition_round import clean_partition as round_clean_partition
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
-from kcompact.cleaner.round.stages import GroupOutput, finish_group, remove_outputs, write_group
+from kcompact.cleaner.round.stages import (
+    GroupOutput,
+    RoundOutput,
+    RoundRunner,
+    finish_group,
+    remove_outputs,
+    run_passes,
+    write_group,
+)
+from kcompact.cleaner.round.stages import build_offset_map as serial_offset_map
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.workers.pool import WorkerDeath, fork_available, stream_in_pool, usable_cpus
 from kcompact.cleaner.workers.spill import (
@@ -87,19 +97,42 @@ _POOL_LOCK = threading.Lock()
 _worker_state: tuple[CleanPlan, RetentionOracle | None, Path] | None = None  # inherited through fork
 
 
-def run_round(plan: CleanPlan, options: CleanOptions, progress: Progress | None) -> RoundOutput:
-    """Passes 1 and 2 of a round (a ``RoundRunner``) in this process, or in ``options.jobs`` workers (the
-    same bytes either way).
+def choose_runner(plan: CleanPlan, options: CleanOptions) -> RoundRunner | None:
+    """Who runs passes 1 and 2 of ``plan`` (a ``RunnerChoice``): ``options.jobs`` worker processes, or None
+    for the round's own passes in this process (``stages.run_passes``) when that resolves to one.
+
+    Raises:
+        ConfigError: ``options.jobs`` below 1.
+    """
+    jobs = resolve_jobs(options.jobs, plan)
+    return None if jobs == 1 else partial(run_round, jobs=jobs)
+
+
+clean_partition = partial(round_clean_partition, choose_runner=choose_runner)
+"""``round.partition_round.clean_partition`` with passes 1 and 2 in ``options.jobs`` worker processes
+where that pays (:func:`choose_runner`): what ``kcompact clean``, ``inspect keys``' dry run, ``repair
+--clean`` and Spark's tasks call. A bound function, not a wrapper: no frame of its own."""
+
+
+def run_round(
+    plan: CleanPlan, options: CleanOptions, progress: Progress | None, *, jobs: int | None = None
+) -> RoundOutput:
+    """Passes 1 and 2 of a round (a ``RoundRunner``) in ``jobs`` worker processes, or in this process for
+    one (the same bytes either way).
 
     Args:
         plan: the round.
-        options: ``jobs``, ``dedupe_buffer_size`` and ``dry_run`` matter here.
+        options: ``jobs`` (when ``jobs`` is None), ``dedupe_buffer_size`` and ``dry_run`` matter here.
         progress: called with byte counts as segments are read.
+        jobs: from :func:`resolve_jobs`; None resolves ``options.jobs``.
 
     Returns:
         The round as run (bounded where a bounded map filled early), its outputs and pass 1's counters.
     """
-    jobs = resolve_jobs(options.jobs, plan)
+    if jobs is None:
+        jobs = resolve_jobs(options.jobs, plan)
+    if jobs <= 1:
+        return run_passes(plan, options, progress)
     map_stats = CleanStats()
     offset_map = build_offset_map(plan, options.dedupe_buffer_size, map_stats, progress, jobs=jobs)
     if offset_map.latest_offset != plan.map_latest_offset:
@@ -253,18 +286,16 @@ def build_offset_map(
     Returns:
         The map; its ``latest_offset`` is where the round ends (minus one).
     """
-    offset_map = new_offset_map(plan, dedupe_buffer_size)
     dirty = [plan.segment(base) for base in plan.dirty_segments]
     if jobs <= 1 or not dirty:
-        serial = ((seg, iter_dirty_keys(plan, seg)) for seg in dirty)
-        stats.records_scanned += fill_offset_map(plan, offset_map, serial, progress)
-    else:
-        chunks = chunks_of(plan, dirty, jobs)
-        jobs = min(jobs, len(chunks))  # fewer dirty segments than pass 2 reads: fewer ranges
-        with _pool(jobs, plan, None) as pool:
-            results = _in_order(pool, _map_chunk, chunks, jobs)
-            sources = _per_segment(plan, dirty, chunks, results)
-            stats.records_scanned += fill_offset_map(plan, offset_map, sources, progress)
+        return serial_offset_map(plan, dedupe_buffer_size, stats, progress)
+    offset_map = new_offset_map(plan, dedupe_buffer_size)
+    chunks = chunks_of(plan, dirty, jobs)
+    jobs = min(jobs, len(chunks))  # fewer dirty segments than pass 2 reads: fewer ranges
+    with _pool(jobs, plan, None) as pool:
+        results = _in_order(pool, _map_chunk, chunks, jobs)
+        sources = _per_segment(plan, dirty, chunks, results)
+        stats.records_scanned += fill_offset_map(plan, offset_map, sources, progress)
     stats.map_entries = offset_map.size
     stats.map_memory_bytes = offset_map.memory_bytes()
     return offset_map

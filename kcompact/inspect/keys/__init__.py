@@ -20,7 +20,7 @@ segment:
    duplicate counts per digest (24 bytes a duplicated key) for the top keys, whose bytes are then
    read back from the few batches holding their latest offsets.
 
-The *projection* is not estimated: it is :func:`kcompact.cleaner.partition.clean_partition` run with
+The *projection* is not estimated: it is :func:`kcompact.cleaner.workers.parallel.clean_partition` run with
 ``dry_run=True`` (every decision of a real clean, nothing written), so it equals what ``clean`` then
 does — including refusing a batch that fails its CRC. Pass 2 checks the CRC of every batch
 (``corrupt_batches``, ``crc_error``): the report is still made from what parses, and the command exits 2.
@@ -53,9 +53,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from kcompact.cleaner.logdir.compaction_gate import not_compacted
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions, CleanResult
 from kcompact.cleaner.state.cleaner_throws import round_end_hazard, round_walk_problems
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.errors import BatchCrcError, ConfigError, RefusedError
 from kcompact.inspect.context import InspectContext, load_inspect_context
 from kcompact.inspect.keys.batches import iter_batches

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from kcompact.cleaner.logdir.run import clean_path
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.config.topic_config import defaults_with_overrides
 from kcompact.errors import RefusedError
 from kcompact.segment.checkpoint import write_offset_checkpoint

@@ -29,10 +29,10 @@ from click.testing import CliRunner
 
 from kcompact.cleaner.disk.roll import roll_active_segment
 from kcompact.cleaner.disk.swap import leftover_files, recover_interrupted_swaps
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.round.partition_round import RoundOutput
 from kcompact.cleaner.round.plan import CleanPlan
+from kcompact.cleaner.round.stages import RoundOutput
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.cli.main import cli
 from kcompact.errors import BatchCrcError, CorruptDataError, CorruptRecordError, KcompactError
 from kcompact.records.batch import iter_batches
@@ -219,8 +219,8 @@ def test_kill_between_the_roll_and_the_swap_leaves_a_rolled_partition(tmp_path: 
 
 KILLED_IN_THE_ROUND = """
 import os, sys
-from kcompact.cleaner import partition as cleaner
-cleaner.run_round = lambda *args: os._exit(137)  # a kill -9 while pass 1 reads
+from kcompact.cleaner.round import partition_round
+partition_round.run_passes = lambda *args: os._exit(137)  # a kill -9 while pass 1 reads
 from kcompact.cli.main import main
 sys.argv = ["kcompact", *sys.argv[1:]]
 main()

@@ -36,8 +36,8 @@ from pathlib import Path
 import pytest
 
 from kcompact.cleaner.disk.swap import unsettled_files
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.config.topic_config import TopicConfig, defaults_with_overrides
 from kcompact.errors import KcompactError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint

@@ -33,9 +33,9 @@ import pytest
 from kafka.record import MemoryRecords
 
 from kcompact.cleaner.logdir.run import clean_path
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.rules.ranges import RULE_ACTIVE_SEGMENT
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.config.topic_config import defaults_with_overrides
 from kcompact.segment.partition import open_partition
 from tests.cleaner.round.test_kafka_cases import check_segments

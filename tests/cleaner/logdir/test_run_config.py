@@ -16,7 +16,7 @@ from kcompact.config.effective import ASSUMED_COMPACT
 from kcompact.config.source_files import SERVER_PROPERTIES_ENV
 from kcompact.errors import RefusedError
 from kcompact.inspect.dirty_ratio import dirty_ratio_report
-from kcompact.spark.plan import plan_clean
+from kcompact.spark.plan import plan_spark_clean
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.cleaner.round.test_clean_failures import log_dir_digest
 from tests.config.test_effective import snapshot_without_its_tail
@@ -99,9 +99,9 @@ def test_spark_clean_plans_a_policy_only_last_known_as_an_unknown_one(tmp_path: 
     snapshot_without_its_tail(log_dir / "__cluster_metadata-0")
     options = CleanOptions(now_ms=NOW)
 
-    alone = plan_clean([log_dir / "orders-0"], ConfigSources({}), options=options)
-    walked = plan_clean([log_dir], ConfigSources({}), options=options)
-    assumed = plan_clean([log_dir / "orders-0"], ConfigSources({}, assume_compact=True), options=options)
+    alone = plan_spark_clean([log_dir / "orders-0"], ConfigSources({}), options=options)
+    walked = plan_spark_clean([log_dir], ConfigSources({}), options=options)
+    assumed = plan_spark_clean([log_dir / "orders-0"], ConfigSources({}, assume_compact=True), options=options)
 
     assert alone.tasks == [] and "cleanup.policy is not known: compact (topic override, last known" in (
         alone.failures[0].error)

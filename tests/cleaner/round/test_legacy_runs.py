@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from kcompact.cleaner.logdir.keyless import count_keyless, sample_keyless
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.mapping import iter_key_counts
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.workers import parallel
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.errors import KcompactError
 from kcompact.records import legacy
 from kcompact.records.batch_encoding import encode_batch

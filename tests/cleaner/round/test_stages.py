@@ -16,12 +16,12 @@ import pytest
 
 from kcompact.cleaner.offset_map import OffsetMap, key_digests
 from kcompact.cleaner.offset_map.oracle import OffsetMapOracle, RetentionOracle, SortedOffsetsOracle
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round import stages
-from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.round.plan import CleanPlan
+from kcompact.cleaner.round.options import CleanOptions, Progress
+from kcompact.cleaner.round.plan import CleanPlan, build_plan
 from kcompact.cleaner.round.stages import (
     GroupOutput,
+    RoundOutput,
     commit_clean,
     plan_clean,
     segment_key_entries,
@@ -29,6 +29,7 @@ from kcompact.cleaner.round.stages import (
 )
 from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
 from kcompact.cleaner.state.log_state import read_control
+from kcompact.cleaner.workers.parallel import clean_partition, run_round
 from kcompact.errors import CleanerStateError
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.txn_index import AbortedTxn
@@ -282,3 +283,30 @@ def test_a_dry_run_commit_changes_nothing(tmp_path: Path) -> None:
     assert tree(part.parent) == before and not result.checkpoint_written
     assert result.stats.bytes_written == expected.stats.bytes_written > 0
     assert result.stats.records_written == expected.stats.records_written
+
+
+def test_the_round_runs_the_stages_planner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One planner: the plan ``clean_partition`` hands its passes is the one ``stages.plan_round`` makes
+    (the stage a distributed driver and these tests use), not a second copy of its steps."""
+    built: list[CleanPlan] = []
+    planner = build_plan
+
+    def spy(*args: object, **kwargs: object) -> CleanPlan:
+        plan = planner(*args, **kwargs)  # type: ignore[arg-type]
+        built.append(plan)
+        return plan
+
+    monkeypatch.setattr("kcompact.cleaner.round.stages.build_plan", spy)
+    part = checkpointed(tmp_path / "logdir")
+    expected = plan_clean(part, config(), OPTIONS)
+    assert len(built) == 1
+    given: list[CleanPlan] = []
+
+    def runner(plan: CleanPlan, options: CleanOptions, progress: Progress | None) -> RoundOutput:
+        given.append(plan)
+        return run_round(plan, options, None)
+
+    result = clean_partition(part, config(), OPTIONS, round_runner=runner)
+    assert len(built) == 2 and given == [built[1]]
+    assert given[0] == expected
+    assert result.end_offset == expected.end_offset and result.checkpoint_written

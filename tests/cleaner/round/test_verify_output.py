@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from kcompact.cleaner.disk.swap import CleanedSegment
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.round.verify_output import check_cleaned_segment
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.errors import CleanerStateError, KcompactError
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.partition import SegmentFiles

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.rules.fence import age_removal_allowed, fence_offset
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.records.batch import iter_batches
 from kcompact.segment.partition import open_partition
 from kcompact.segment.replica_copies import replica_log_ends

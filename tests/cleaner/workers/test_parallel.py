@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from kcompact.cleaner.partition import clean_partition
 from kcompact.cleaner.round.options import CleanOptions, CleanResult
 from kcompact.cleaner.workers import parallel
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.config.topic_config import TopicConfig, defaults_with_overrides
 from kcompact.errors import ConfigError, CorruptDataError, KcompactError
 from kcompact.records.batch_encoding import encode_batch
