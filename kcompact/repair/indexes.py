@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kcompact.cleaner.rules.aborted import merge_aborted
 from kcompact.errors import CorruptIndexError
 from kcompact.records.control import ControlRecordType
 from kcompact.repair.findings import (
@@ -251,7 +252,6 @@ def _txn_index(
     if entries is None or problems:  # Kafka recovers the segment: the entries come from the data
         result = tuple(derived)
     else:
-        known = {(e.producer_id, e.last_offset) for e in entries}
         inside = [e for e in entries if e.first_offset <= e.last_offset
                   and markers.get(e.last_offset) == (e.producer_id, ControlRecordType.ABORT)]
         if len(inside) < len(entries):
@@ -259,12 +259,12 @@ def _txn_index(
             does = "does" if wrong == 1 else "do"
             problems.append(f"{plural(wrong, 'entry', 'entries')} {does} not end at an ABORT marker of "
                             f"the producer in this segment; expected one at each last offset")
-        lacking = [d for d in derived if (d.producer_id, d.last_offset) not in known]
+        merged, lacking = merge_aborted(inside, derived)
         if lacking:
             problems.append(f"lacks {plural(len(lacking), 'aborted transaction')} the data shows; first: "
                             f"producer {lacking[0].producer_id} aborted at offset "
                             f"{lacking[0].last_offset}")
-        result = tuple(sorted(inside + lacking, key=lambda e: e.last_offset))
+        result = tuple(merged)
     if not problems:
         return [], result
     name = path or files.log_path.with_name(segment_file_name(base, "txnindex"))

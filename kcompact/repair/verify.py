@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kcompact.cleaner.disk.swap import recover_interrupted_swaps
+from kcompact.cleaner.rules.aborted import TxnRow, aborted_transactions, derive_transactions
 from kcompact.cleaner.state.cleaner_throws import find_legacy_hazards
 from kcompact.errors import CorruptCheckpointError, CorruptDataError, KcompactError
-from kcompact.records.control import ControlRecordType
 from kcompact.repair.findings import (
     IMPACT_BOTH,
     IMPACT_BROKER,
@@ -239,12 +239,8 @@ def _check_legacy(partition: Partition, check: PartitionCheck) -> None:
 
 
 def derive_aborted(scans: list[SegmentScan]) -> list[list[AbortedTxn]]:
-    """Per segment, the aborted transactions its kept batches show, as Kafka's recovery indexes them.
-
-    A transaction starts at a producer's first transactional data batch and ends at its COMMIT or
-    ABORT marker; an aborted one is indexed in the segment holding the marker, with the last stable
-    offset right after the abort (the first offset of another still-open transaction, else the
-    marker's offset + 1). A marker closing a transaction without data makes no entry.
+    """Per segment, the aborted transactions its kept batches show, as Kafka's recovery indexes them
+    (:mod:`kcompact.cleaner.rules.aborted`): each in the segment holding its ABORT marker.
 
     Args:
         scans: every segment's scan, in offset order.
@@ -252,23 +248,19 @@ def derive_aborted(scans: list[SegmentScan]) -> list[list[AbortedTxn]]:
     Returns:
         One list of entries per segment, in marker order.
     """
-    out: list[list[AbortedTxn]] = []
-    open_txns: dict[int, int] = {}  # producer id -> first offset of its open transaction
-    for scan in scans:
-        entries: list[AbortedTxn] = []
+    rows: list[TxnRow] = []
+    segment_of: dict[int, int] = {}  # a marker's offset -> its segment (kept offsets increase)
+    for i, scan in enumerate(scans):
         for batch in scan.kept:
-            if batch.magic < 2 or batch.producer_id < 0 or not batch.is_transactional:
+            if batch.magic < 2 or not batch.is_transactional:
                 continue
-            if not batch.is_control:
-                open_txns.setdefault(batch.producer_id, batch.base_offset)
-                continue
-            if batch.control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
-                continue
-            first = open_txns.pop(batch.producer_id, None)
-            if first is not None and batch.control_type == ControlRecordType.ABORT:
-                lso = min(open_txns.values(), default=batch.base_offset + 1)
-                entries.append(AbortedTxn(batch.producer_id, first, batch.base_offset, lso))
-        out.append(entries)
+            if batch.is_control:
+                segment_of[batch.base_offset] = i
+            rows.append(TxnRow(batch.producer_id, -1, batch.base_offset, batch.max_timestamp, True,
+                               batch.is_control, batch.control_type))  # the epoch plays no part
+    out: list[list[AbortedTxn]] = [[] for _ in scans]
+    for entry in aborted_transactions(derive_transactions(rows)):
+        out[segment_of[entry.last_offset]].append(AbortedTxn(*entry))
     return out
 
 

@@ -264,6 +264,24 @@ def test_txn_index_is_rebuilt_from_the_data(tmp_path: Path) -> None:
     assert txn.read_bytes() == expected
 
 
+def test_an_entry_at_its_abort_marker_that_starts_after_it_is_replaced_by_the_derived_one(
+    tmp_path: Path,
+) -> None:
+    """An entry of the right producer at the right ABORT marker but with a first offset past it is
+    dropped: the aborted transaction the data shows takes its place (it used to count as already
+    indexed, and the repaired index lost the transaction)."""
+    from kcompact.segment.txn_index import decode_txn_index, encode_txn_index
+
+    part = build_transactional(tmp_path / "logdir")
+    txn = part / segment_file_name(0, "txnindex")
+    expected = txn.read_bytes()
+    [real] = decode_txn_index(expected)
+    txn.write_bytes(encode_txn_index([type(real)(real.producer_id, real.last_offset + 5,
+                                                 real.last_offset, real.last_stable_offset)]))
+    repair_keeping_the_promise(part)
+    assert txn.read_bytes() == expected
+
+
 def test_dry_run_writes_nothing(tmp_path: Path) -> None:
     part = build_partition(tmp_path / "logdir")
     flip_mid_segment(part)

@@ -26,6 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from kcompact.cleaner.rules.aborted import (
+    TxnRow,
+    aborted_transactions,
+    derive_transactions,
+    merge_aborted,
+)
 from kcompact.cleaner.rules.producer_state import OpenTxn, ProducerStateReplay
 from kcompact.cleaner.rules.ranges import RangeInputs, SegmentStats
 from kcompact.cleaner.rules.transactions import TXN_DATA
@@ -183,11 +189,12 @@ def load_log_state(partition: Partition, config: TopicConfig, reads: LogReads | 
     # UnifiedLog.rebuildProducerState replays from the snapshot, or from the log start without one
     # (ProducerStateManager.loadFromSnapshot): a producer heard of only below the log start is unknown
     replay_from = snapshot_offset if snapshot_offset is not None else log_start
-    tracker = _TxnTracker()
+    txn_rows: list[TxnRow] = []
     segments = tuple(
-        _load_segment(seg, replay, tracker, config.index_interval_bytes, replay_from, reads)
+        _load_segment(seg, replay, txn_rows, config.index_interval_bytes, replay_from, reads)
         for seg in partition.segments
     )
+    transactions = derive_transactions(txn_rows)
     log_end = segments[-1].next_offset if segments else log_start
     if hw_entry is None:
         hw, hw_source = log_end, HW_FROM_LOG_END
@@ -205,8 +212,10 @@ def load_log_state(partition: Partition, config: TopicConfig, reads: LogReads | 
         high_watermark_source=hw_source,
         checkpoint_offset=partition.checkpointed(partition.log_dir.cleaner_checkpoint),
         producers=replay,
-        transactions=tracker.spans,
-        aborted_by_segment=_aborted_by_segment(segments, tracker),
+        transactions=[TxnSpan(t.producer_id, t.producer_epoch, t.first_offset, t.first_timestamp_ms,
+                              t.marker_offset, t.aborted) for t in transactions],
+        aborted_by_segment=_aborted_by_segment(
+            segments, [AbortedTxn(*e) for e in aborted_transactions(transactions)]),
         warnings=warnings,
         snapshot_offset=snapshot_offset,
     )
@@ -264,7 +273,7 @@ def _seed_from_snapshot(
 def _load_segment(
     seg: SegmentFiles,
     replay: ProducerStateReplay,
-    tracker: _TxnTracker,
+    txn_rows: list[TxnRow],
     interval: int,
     replay_from: int = 0,
     reads: LogReads | None = None,
@@ -301,7 +310,9 @@ def _load_segment(
                     _register_emptied_marker(replay, batch)
                 replay.apply(batch, control_type=control_type, marker_timestamp=marker_ts,
                              coordinator_epoch=coordinator_epoch)
-            tracker.apply(batch, control_type)
+            if batch.is_transactional:  # the rows of rules.aborted (legacy entries never are)
+                txn_rows.append(TxnRow(batch.producer_id, batch.producer_epoch, batch.base_offset,
+                                       batch.max_timestamp, True, batch.is_control, control_type))
             if builder is not None:
                 builder.append(batch.position, batch.size_in_bytes, batch.last_offset,
                                batch.max_timestamp)
@@ -426,42 +437,8 @@ def read_marker(batch: object, path: object) -> tuple[int | None, int | None, in
     return int(key.type), record.timestamp, epoch
 
 
-class _TxnTracker:
-    """Transactions as spans (first offset → marker), and aborted ones as txn-index entries."""
-
-    def __init__(self) -> None:
-        self.spans: list[TxnSpan] = []
-        self._open: dict[int, TxnSpan] = {}
-        self.derived_aborted: list[AbortedTxn] = []
-
-    def apply(self, batch: object, control_type: int | None) -> None:
-        pid = getattr(batch, "producer_id", -1)
-        if pid < 0 or not getattr(batch, "is_transactional", False):
-            return
-        if not getattr(batch, "is_control", False):
-            if pid not in self._open:
-                span = TxnSpan(pid, batch.producer_epoch, batch.base_offset, batch.max_timestamp)  # type: ignore[attr-defined]
-                self._open[pid] = span
-                self.spans.append(span)
-            return
-        if control_type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
-            return
-        closing = self._open.pop(pid, None)
-        if closing is None:
-            return  # a marker for a transaction with no data: no range, no index entry
-        span = closing
-        span.marker_offset = batch.base_offset  # type: ignore[attr-defined]
-        span.aborted = control_type == ControlRecordType.ABORT
-        if span.aborted:
-            still_open = [s.first_offset for s in self._open.values()]
-            lso = min(still_open) if still_open else span.marker_offset + 1
-            self.derived_aborted.append(
-                AbortedTxn(pid, span.first_offset, span.marker_offset, lso)
-            )
-
-
 def _aborted_by_segment(
-    segments: Sequence[SegmentState], tracker: _TxnTracker
+    segments: Sequence[SegmentState], derived_aborted: Sequence[AbortedTxn]
 ) -> list[tuple[int, list[AbortedTxn]]]:
     """Per segment, the aborted transactions Kafka would find in its txn index after loading.
 
@@ -473,14 +450,11 @@ def _aborted_by_segment(
     for i, seg in enumerate(segments):
         end = segments[i + 1].base_offset if i + 1 < len(segments) else None
         derived = [
-            t for t in tracker.derived_aborted
+            t for t in derived_aborted
             if t.last_offset >= seg.base_offset and (end is None or t.last_offset < end)
         ]
         entries: list[AbortedTxn] = []
         if seg.files.txn_index_path is not None and not seg.needs_recovery:
             entries = read_txn_index(seg.files.txn_index_path)
-        known = {(t.producer_id, t.last_offset) for t in entries}
-        entries += [t for t in derived if (t.producer_id, t.last_offset) not in known]
-        entries.sort(key=lambda t: t.last_offset)
-        result.append((seg.base_offset, entries))
+        result.append((seg.base_offset, merge_aborted(entries, derived)[0]))
     return result
