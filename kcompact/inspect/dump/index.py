@@ -17,6 +17,9 @@ from kcompact.inspect.dump.items import Item, file_item, problem_item, warning_i
 from kcompact.segment import offset_index, time_index, txn_index
 from kcompact.segment.verify_index import verify_index_file
 
+OFFSET_SLOT = offset_index.OFFSET_INDEX_ENTRY_SIZE
+TIME_SLOT = time_index.TIME_INDEX_ENTRY_SIZE
+
 
 def check_segment_indexes(log_path: Path, base_offset: int, indexes: tuple[Path | None, ...],
                           *, live_active: bool) -> Iterator[Item]:
@@ -83,13 +86,21 @@ def dump_index(path: Path, kind: str, base_offset: int) -> Iterator[Item]:
     yield file_item(path, kind, base_offset, len(data))
     try:
         if kind == "index":
-            for entry in offset_index.decode_offset_index(data, base_offset):
+            entries, zeros = offset_index.split_offset_index(data, base_offset)
+            if not entries and zeros:  # the first slot is an entry whatever it holds
+                entries, zeros = offset_index.decode_offset_index(data[:OFFSET_SLOT], base_offset), zeros - 1
+            for entry in entries:
                 yield {"type": "offset_index_entry", "file": str(path), "offset": entry.offset,
                        "position": entry.position}
+            yield from _zero_slots(path, zeros)
         elif kind == "timeindex":
-            for tentry in time_index.decode_time_index(data, base_offset):
+            tentries, zeros = time_index.split_time_index(data, base_offset)
+            if not tentries and zeros:
+                tentries, zeros = time_index.decode_time_index(data[:TIME_SLOT], base_offset), zeros - 1
+            for tentry in tentries:
                 yield {"type": "time_index_entry", "file": str(path), "timestamp": tentry.timestamp,
                        "offset": tentry.offset}
+            yield from _zero_slots(path, zeros)
         else:
             for txn in txn_index.decode_txn_index(data):
                 yield {"type": "aborted_txn", "file": str(path), "version": txn.version,
@@ -98,3 +109,11 @@ def dump_index(path: Path, kind: str, base_offset: int) -> Iterator[Item]:
     except CorruptDataError as err:
         yield problem_item(path, err.position, err.message)
 
+
+def _zero_slots(path: Path, zeros: int) -> Iterator[Item]:
+    """One ``warning`` for an index's trailing all-zero slots instead of an entry each: a preallocated
+    index never trimmed (its broker stopped without a clean shutdown) holds a million of them.
+    ``DumpLogSegments.dumpIndex`` stops at the first such slot after the first entry too."""
+    if zeros:
+        yield warning_item(path, f"{zeros} trailing zero-filled slots not shown (a preallocated index that "
+                                 "was never trimmed: its broker stopped without a clean shutdown)")

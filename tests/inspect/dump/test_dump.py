@@ -110,6 +110,29 @@ def test_small_partition_dumps_exactly(tmp_path: Path) -> None:
     assert [list(i) for i in of_type(found, "record")] == [RECORD_KEYS] * 3
 
 
+def test_a_preallocated_index_dumps_its_entries_and_counts_its_zero_slots(tmp_path: Path) -> None:
+    """A crashed broker's active segment keeps its 10 MiB preallocated indexes: their real entries, then one
+    warning counting the zero slots (kafka-dump-log stops there too), not a million zero entries."""
+    part = (PartitionBuilder("t", 0).batch([(b"a", b"1")] * 3).batch([(b"b", b"2")]).batch([(b"c", b"3")])
+            .write(tmp_path, index_interval_bytes=1))
+    index, timeindex = (part / f"00000000000000000000.{kind}" for kind in ("index", "timeindex"))
+    index.write_bytes(index.read_bytes() + bytes(10 * 1024 * 1024 - index.stat().st_size))
+    timeindex.write_bytes(timeindex.read_bytes() + bytes(10485756 - timeindex.stat().st_size))
+    found = items(index)
+    assert [(i["offset"], i["position"]) for i in of_type(found, "offset_index_entry")] == [(3, 88), (4, 158)]
+    assert of_type(found, "warning") == [{"type": "warning", "file": str(index), "message": (
+        "1310718 trailing zero-filled slots not shown (a preallocated index that was never trimmed: its "
+        "broker stopped without a clean shutdown)")}]
+    found = items(timeindex)
+    assert [i["offset"] for i in of_type(found, "time_index_entry")] == [3, 4]
+    assert [w["message"].split()[0] for w in of_type(found, "warning")] == ["873811"]
+    zeros = part / "00000000000000000000.index"
+    zeros.write_bytes(bytes(16))  # all zero: the first slot is an entry whatever it holds, as Kafka reads it
+    found = items(zeros)
+    assert [(i["offset"], i["position"]) for i in of_type(found, "offset_index_entry")] == [(0, 0)]
+    assert [w["message"].split()[0] for w in of_type(found, "warning")] == ["1"]
+
+
 def test_without_records_only_batches_are_listed(tmp_path: Path) -> None:
     part = three_batches(tmp_path)
     assert [i["type"] for i in items(part)] == ["file", "batch", "batch", "batch"]
