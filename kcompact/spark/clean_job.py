@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import socket
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -51,22 +52,29 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from kcompact.cleaner.logdir.run import ConfigSources, checkpoint_keys, settle_checkpoint_order
+from kcompact.cleaner.logdir.run import ConfigSources, settle_checkpoint_order
 from kcompact.cleaner.round.options import CleanOptions, KeylessLossRefused, with_cli_dedupe_buffer
 from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.errors import KcompactError
 from kcompact.segment.lock import BROKER_LOCK_FILE, clear_abandoned_locks, log_dir_write_guard
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.spark.job_failure import JobFailure
-from kcompact.spark.packing import pack_partitions, segment_bytes
-from kcompact.spark.plan import CleanTask, plan_spark_clean
+from kcompact.spark.locality import located_rdd
+from kcompact.spark.packing import OPEN_COST_BYTES, pack_partitions
+from kcompact.spark.plan import (
+    CleanTask,
+    SparkRunPlan,
+    TopicPartition,
+    plan_spark_clean,
+    portable_error,
+)
 from kcompact.spark.rows import CLEAN_COLUMNS, as_dicts, clean_row, ddl
 from kcompact.spark.session import cluster_cores, jvm_alive, quiet_task_failures, refuse_speculation
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import DataFrame, SparkSession
 
-TopicPartition = tuple[str, int]
 Row = tuple[Any, ...]
 
 
@@ -180,22 +188,123 @@ def spark_clean(
     options = replace(with_cli_dedupe_buffer(options, cli_overrides), now_ms=now_ms, jobs=1)
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact,
                             allow_keyless_loss)
-    plan = plan_spark_clean(paths, sources, options=options, only_eligible=only_eligible, selection=selection)
-    on_driver = _needs_distributed_map(plan.tasks, map_budget_bytes)
-    before = {} if options.dry_run else _checkpoint_keys(plan.tasks)
+    runner = functools.partial(_run_planning_job, spark.sparkContext)
+    plan = plan_spark_clean(paths, sources, options=options, only_eligible=only_eligible, selection=selection,
+                            map_budget_bytes=map_budget_bytes, runner=runner)
+    on_driver = {i for i, task in enumerate(plan.tasks) if task.distributed_map}
     fanned = [task for i, task in enumerate(plan.tasks) if i not in on_driver]
-    fan_out = _fan_out(spark, fanned, task_bytes, verbose=verbose)
-    by_dir = dict(zip((t.partition_dir for t in fanned), fan_out.rows, strict=True))
-    for i in sorted(on_driver):  # after a failed job nothing new is started: named as not cleaned below
-        task = plan.tasks[i]
-        by_dir[task.partition_dir] = None if fan_out.failure else _clean_on_driver(spark, task)
+    by_dir, fan_out = _clean_everything(spark, plan.tasks, fanned, on_driver, task_bytes, verbose)
     unreported = [task.partition_dir for task in plan.tasks if by_dir[task.partition_dir] is None]
     rows = [by_dir[task.partition_dir] or _unreported_row(task, fan_out) for task in plan.tasks]
     rows += [clean_row(f.partition_dir, None, error=f.error) for f in plan.failures]
     rows += [clean_row(k.partition_dir, None, skipped=k.reason) for k in plan.skipped]
-    for log_dir, keys in before.items():
-        settle_checkpoint_order(log_dir, keys, [(t.topic, t.partition) for t in plan.tasks])
+    _settle_checkpoints(spark.sparkContext, plan)
     return SparkCleanRun(rows, spark, plan.notes, now_ms, len(fan_out.packs), fan_out.failure, unreported)
+
+
+def _clean_everything(spark: SparkSession, tasks: Sequence[CleanTask], fanned: Sequence[CleanTask],
+                      on_driver: set[int], task_bytes: int | None, verbose: bool
+                      ) -> tuple[dict[str, Row | None], _FanOut]:
+    """The fan-out job and the distributed-map partitions at the same time: the big partitions' jobs are
+    driven from this thread while the fan-out's job runs from another (Spark schedules both), so they
+    do not wait for every small partition first. A distributed map is not started once the fan-out
+    job failed (its partitions are named as not cleaned)."""
+    outcome: dict[str, Any] = {}
+    failed = threading.Event()
+
+    def fan_out_job() -> None:
+        try:
+            outcome["fan_out"] = _fan_out(spark, fanned, task_bytes, verbose=verbose, failed=failed)
+        except BaseException as err:  # noqa: BLE001 - raised again on the driver's thread below
+            failed.set()
+            outcome["error"] = err
+
+    by_dir: dict[str, Row | None] = {}
+    if on_driver:
+        # Spark's local properties (job group, description) are per thread: the new one inherits them
+        from pyspark import InheritableThread
+
+        thread = InheritableThread(target=fan_out_job, name="kcompact-spark-clean-fan-out")
+        thread.start()
+        try:
+            for i in sorted(on_driver):
+                task = tasks[i]
+                by_dir[task.partition_dir] = None if failed.is_set() else _clean_on_driver(spark, task)
+        finally:
+            thread.join()
+    else:
+        fan_out_job()
+    if "error" in outcome:
+        raise outcome["error"]
+    fan_out: _FanOut = outcome["fan_out"]
+    by_dir.update(zip((t.partition_dir for t in fanned), fan_out.rows, strict=True))
+    return by_dir, fan_out
+
+
+PLAN_SLICES_PER_CORE = 4  # planning items a core: a slow partition's probe does not hold a whole core's share
+
+
+def _run_planning_job(context: SparkContext, function: Callable[[Any], Any], items: Sequence[Any],
+                      hosts: Sequence[str | None]) -> list[Any]:
+    """The :data:`~kcompact.spark.plan.Runner` of ``spark clean``: ``function`` over ``items`` in Spark
+    tasks, a slice of items of one host per task, results in the items' order.
+
+    Raises:
+        KcompactError: the job failed (a lost worker, a JVM gone); nothing was changed.
+    """
+    if not items:
+        return []
+    slices = _host_slices(hosts, cluster_cores(context) * PLAN_SLICES_PER_CORE)
+    shipped = [[(i, items[i]) for i in part] for part in slices]
+    context.setJobDescription(f"kcompact spark clean: planning {len(items)} paths or partitions")
+    try:
+        rdd = located_rdd(context, shipped, [hosts[part[0]] for part in slices])
+        found = dict(rdd.flatMap(functools.partial(_apply_indexed, function)).collect())
+    except Exception as err:  # Py4JJavaError and py4j's network errors: one line
+        cause = JobFailure.of(err, jvm_lost=not jvm_alive(context)).cause
+        raise KcompactError(f"spark clean: the planning job failed: {cause}; nothing was changed") from err
+    finally:
+        with contextlib.suppress(Exception):  # a JVM that is gone has no description to reset
+            context.setJobDescription(None)  # type: ignore[arg-type]
+    return [found[i] for i in range(len(items))]
+
+
+def _apply_indexed(function: Callable[[Any], Any], shipped: Sequence[tuple[int, Any]]) -> list[tuple[int, Any]]:
+    return [(i, function(item)) for i, item in shipped]
+
+
+def _host_slices(hosts: Sequence[str | None], wanted: int) -> list[list[int]]:
+    """Indexes of items in runs of one host each, about ``wanted`` runs in all, in the items' order."""
+    size = max(1, -(-len(hosts) // max(1, wanted)))
+    by_host: dict[str | None, list[int]] = {}
+    for i, host in enumerate(hosts):
+        by_host.setdefault(host, []).append(i)
+    return [members[at:at + size] for members in by_host.values() for at in range(0, len(members), size)]
+
+
+def _settle_checkpoints(context: SparkContext, plan: SparkRunPlan) -> None:
+    """Each concerned log dir's new cleaner-checkpoint lines into cleaning order: on the driver for a
+    plain path, in a task on its host for ``host:/path`` (the driver does not see that disk)."""
+    order = [(t.topic, t.partition) for t in plan.tasks]
+    here = [(Path(d.path), keys) for d, keys in plan.checkpoints_before.items() if d.host is None]
+    for log_dir, keys in here:
+        settle_checkpoint_order(log_dir, keys, order)
+    away = [(d, keys) for d, keys in plan.checkpoints_before.items() if d.host is not None]
+    if away:
+        errors = _run_planning_job(context, functools.partial(_settle_away, order),
+                                   [(d.path, keys) for d, keys in away], [d.host for d, _ in away])
+        for error in errors:
+            if error is not None:
+                raise error
+
+
+def _settle_away(order: Sequence[TopicPartition], item: tuple[str, list[TopicPartition]]) -> KcompactError | None:
+    """A task settling one log dir's checkpoint on its host: the error, not raised, for the driver."""
+    try:
+        settle_checkpoint_order(Path(item[0]), item[1], order)
+    except KcompactError as err:
+        return portable_error(err)
+    return None
 
 
 def run_clean_task(task: CleanTask) -> tuple[Any, ...]:
@@ -261,23 +370,25 @@ class _FanOut:
 
 
 def _fan_out(spark: SparkSession, tasks: Sequence[CleanTask], task_bytes: int | None, *,
-             verbose: bool = False) -> _FanOut:
+             verbose: bool = False, failed: threading.Event | None = None) -> _FanOut:
     """The partitions packed into Spark tasks: their rows in ``tasks``' order (see the module docstring:
     a failed job gives the rows of the tasks that finished, None for the others)."""
     if not tasks:
         return _FanOut([])
     context = spark.sparkContext
-    packs = pack_partitions([segment_bytes(t.partition_dir) for t in tasks], cluster_cores(context), task_bytes)
+    packs = _packs_by_host(tasks, cluster_cores(context), task_bytes)
     shipped = [[(i, tasks[i]) for i in pack] for pack in packs]
     finished: Any = context.accumulator([], cast(Any, _RowsParam()))
     context.setJobDescription(f"kcompact spark clean: {len(tasks)} partitions in {len(packs)} tasks")
     failure = None
     try:
         with quiet_task_failures(context, verbose=verbose):
-            found = dict(context.parallelize(shipped, len(shipped))
+            found = dict(located_rdd(context, shipped, [tasks[pack[0]].host for pack in packs])
                          .flatMap(functools.partial(_run_and_report, run_clean_tasks, finished)).collect())
     except Exception as err:  # noqa: BLE001 - a lost task or JVM (Py4JJavaError, py4j's network errors,
         # ConnectionRefusedError): what finished is in the accumulator, the rest is named
+        if failed is not None:
+            failed.set()
         failure = JobFailure.of(err, jvm_lost=not jvm_alive(context))
         found = dict(finished.value)
     finally:
@@ -335,19 +446,18 @@ def _distributed_map_module() -> Any:
     return distributed_map
 
 
-def _needs_distributed_map(tasks: Sequence[CleanTask], map_budget_bytes: int | None) -> set[int]:
-    """Indexes of the tasks whose offset map would not fit ``map_budget_bytes`` (driver side)."""
-    if map_budget_bytes is None:
-        return set()
-    module = _distributed_map_module()
-    chosen: set[int] = set()
+def _packs_by_host(tasks: Sequence[CleanTask], cores: int, task_bytes: int | None) -> list[list[int]]:
+    """The partitions packed into Spark tasks (``packing``), each task of one host's partitions, largest
+    first; with no ``host:/path`` in the run, ``pack_partitions`` of them all."""
+    by_host: dict[str | None, list[int]] = {}
     for i, task in enumerate(tasks):
-        try:
-            if module.needs_distributed_map(task.partition_dir, task.config, task.options, map_budget_bytes):
-                chosen.add(i)
-        except KcompactError:
-            continue  # unreadable: its task fails with the same error, as its own row
-    return chosen
+        by_host.setdefault(task.host, []).append(i)
+    if len(by_host) == 1:
+        return pack_partitions([t.size_in_bytes for t in tasks], cores, task_bytes)
+    packs = [[members[j] for j in pack] for members in by_host.values()
+             for pack in pack_partitions([tasks[i].size_in_bytes for i in members], cores, task_bytes)]
+    cost = [sum(tasks[i].size_in_bytes + OPEN_COST_BYTES for i in pack) for pack in packs]
+    return [packs[k] for k in sorted(range(len(packs)), key=lambda k: -cost[k])]
 
 
 def _clean_on_driver(spark: SparkSession, task: CleanTask) -> tuple[Any, ...]:
@@ -359,13 +469,3 @@ def _clean_on_driver(spark: SparkSession, task: CleanTask) -> tuple[Any, ...]:
     except KcompactError as err:
         return _refused_row(task, err, executor=host, distributed_map=True)
     return clean_row(task.partition_dir, result, executor=host, distributed_map=True)
-
-
-def _checkpoint_keys(tasks: Sequence[CleanTask]) -> dict[Path, list[TopicPartition]]:
-    """Each concerned log dir's cleaner-checkpoint entries before the run, in file order."""
-    keys: dict[Path, list[TopicPartition]] = {}
-    for log_dir in dict.fromkeys(Path(task.partition_dir).parent for task in tasks):
-        before = checkpoint_keys(log_dir)
-        if before is not None:  # an unreadable checkpoint fails its partitions' cleans; nothing to settle
-            keys[log_dir] = before
-    return keys

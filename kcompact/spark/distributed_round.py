@@ -45,7 +45,12 @@ from kcompact.cleaner.disk.swap import remove_cleaned
 from kcompact.cleaner.offset_map.oracle import SortedOffsetsOracle
 from kcompact.cleaner.round.mapping import iter_dirty_keys
 from kcompact.cleaner.round.plan import CleanPlan
-from kcompact.cleaner.round.stages import GroupOutput, segment_key_entries, write_group
+from kcompact.cleaner.round.stages import (
+    GroupOutput,
+    check_group_output,
+    segment_key_entries,
+    write_group,
+)
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.errors import KcompactError
 from kcompact.spark.session import refuse_speculation
@@ -226,8 +231,10 @@ def write_group_task(
     latest = np.sort(np.concatenate(parts)) if parts else np.empty(0, np.int64)
     try:
         oracle = SortedOffsetsOracle(latest, plan.map_latest_offset)
-        yield GroupResult(group_index, writer(plan, group_index, oracle, dry_run=dry_run), None)
-    except KcompactError as err:  # write_group removed its own files
+        output = writer(plan, group_index, oracle, dry_run=dry_run)
+        # the self-check here, where the output was just written: the driver's commit reads none of it
+        yield GroupResult(group_index, output if dry_run else check_group_output(plan, output), None)
+    except KcompactError as err:  # write_group removed its own files; a failed check's are removed by the driver
         yield GroupResult(group_index, None, err)
 
 

@@ -82,13 +82,17 @@ __all__ = [
     "ConfigSources",
     "LogDirOrder",
     "PartitionFailure",
+    "PartitionRank",
     "PartitionSkip",
     "PartitionTask",
     "checkpoint_keys",
     "clean_path",
     "cleaner_order",
     "merge_notes",
+    "order_candidates",
+    "order_ranked",
     "partition_task",
+    "rank_partition",
     "settle_checkpoint_order",
 ]
 
@@ -340,6 +344,24 @@ def partition_task(part_dir: Path, sources: ConfigSources, notes: list[str]) -> 
                          keyless_guard(effective, allow_keyless_loss=sources.allow_keyless_loss))
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionRank:
+    """What the cleaner's order needs of one partition of a log dir, computed where the partition is read
+    (:func:`rank_partition`; in this process for ``clean``, in a Spark task for ``spark clean``): small
+    and picklable, so a driver ranks a whole cluster's partitions without opening one of them.
+
+    Exactly one of ``task``, ``skip`` and ``failure`` is set.
+    """
+
+    part_dir: str
+    task: PartitionTask | None = None
+    dirty_ratio: float = 0.0
+    eligible: bool = False
+    notes: tuple[str, ...] | None = None  # on its configuration; None: not known to be compacted (not merged)
+    skip: PartitionSkip | None = None
+    failure: PartitionFailure | None = None
+
+
 def cleaner_order(
     log_dir: Path, sources: ConfigSources, options: CleanOptions, *, only_eligible: bool = False,
     selection: PartitionFilter | None = None,
@@ -350,7 +372,9 @@ def cleaner_order(
 
     Every compacted partition is a candidate, eligible or not: a manual clean is not gated by the dirty
     ratio (``only_eligible`` gates it), so the partitions Kafka's cleaner would not pick yet are ranked by
-    the same rule among the others rather than after them.
+    the same rule among the others rather than after them. The three steps are public for ``spark
+    clean``, which runs the middle one in Spark tasks: :func:`order_candidates` (a listing),
+    :func:`rank_partition` (each partition read), :func:`order_ranked` (no file read).
 
     Args:
         log_dir: the log dir.
@@ -367,40 +391,88 @@ def cleaner_order(
             none but KRaft's metadata log and partitions being deleted or moved (a wrong path, not an empty run).
     """
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    fixed = replace(options, now_ms=now_ms)
+    ranks = [rank_partition(part_dir, sources, fixed) for part_dir in order_candidates(log_dir, selection)]
+    return order_ranked(ranks, only_eligible=only_eligible)
+
+
+def order_candidates(log_dir: Path, selection: PartitionFilter | None = None) -> list[Path]:
+    """The partitions of a log dir a cleaner works on (live, not KRaft's metadata log), by name; reads
+    only the listing and the log dir's checkpoint files (:func:`cleaner_order`'s first step).
+
+    Raises:
+        KcompactError: as :func:`cleaner_order`; a log dir checkpoint file that does not parse.
+    """
     check_log_dir_checkpoints(log_dir)
-    order = LogDirOrder()
-    ranked: list[tuple[float, PartitionTask]] = []  # in listing order (by name)
-    notes: dict[str, list[str]] = {}
-    candidates = 0
+    candidates = []
     for part_dir in require_partition_dirs(log_dir, selection):
         name = parse_partition_dir_name(part_dir.name)
-        if name is None or name.topic == METADATA_TOPIC or name.kind != "live":
-            continue
-        candidates += 1
-        try:
-            partition = open_partition(part_dir)
-            effective = sources.for_partition(part_dir)
-            why = not_compacted(effective, named_alone=False, partition=partition,
-                                allow_keyless_loss=sources.allow_keyless_loss)
-            if why is not None:
-                order.skipped.append(PartitionSkip(str(part_dir), why))
-                continue
-            notes[part_dir.name] = effective.notes
-            config = effective.config
-            state = load_log_state(partition, config)
-            rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)
-        except KcompactError as err:
-            order.failures.append(PartitionFailure(str(part_dir), str(err)))
-            continue
-        if only_eligible and not rng.eligible:
-            continue
-        guard = keyless_guard(effective, named_alone=False, allow_keyless_loss=sources.allow_keyless_loss)
-        task = PartitionTask(part_dir, config, retention_allowed(effective), partition.size_in_bytes,
-                             partition.topic_partition, guard)
-        ranked.append((rng.dirty_ratio, task))
+        if name is not None and name.topic != METADATA_TOPIC and name.kind == "live":
+            candidates.append(part_dir)
     if not candidates:
         raise KcompactError(f"no partition a cleaner works on under {log_dir}: only KRaft's metadata log "
                             "or partitions being deleted or moved (-delete, -future, -stray)")
+    return candidates
+
+
+def rank_partition(part_dir: Path, sources: ConfigSources, options: CleanOptions) -> PartitionRank:
+    """One partition of a log dir read for the cleaner's order: its configuration, whether it is known to
+    be compacted (the keyless sample included), its cleanable range (:func:`cleaner_order`'s second step).
+
+    Args:
+        part_dir: the partition directory.
+        sources: where its configuration comes from.
+        options: ``now_ms`` (must be set) and ``from_start``.
+
+    Returns:
+        Its :class:`PartitionRank`; never raises for the partition's own files or configuration.
+    """
+    notes: tuple[str, ...] | None = None
+    try:
+        partition = open_partition(part_dir)
+        effective = sources.for_partition(part_dir)
+        why = not_compacted(effective, named_alone=False, partition=partition,
+                            allow_keyless_loss=sources.allow_keyless_loss)
+        if why is not None:
+            return PartitionRank(str(part_dir), skip=PartitionSkip(str(part_dir), why))
+        notes = tuple(effective.notes)  # merged also when its range then fails to load, as they always were
+        config = effective.config
+        state = load_log_state(partition, config)
+        now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+        rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)
+    except KcompactError as err:
+        return PartitionRank(str(part_dir), notes=notes, failure=PartitionFailure(str(part_dir), str(err)))
+    guard = keyless_guard(effective, named_alone=False, allow_keyless_loss=sources.allow_keyless_loss)
+    task = PartitionTask(part_dir, config, retention_allowed(effective), partition.size_in_bytes,
+                         partition.topic_partition, guard)
+    return PartitionRank(str(part_dir), task, rng.dirty_ratio, rng.eligible, notes)
+
+
+def order_ranked(ranks: Sequence[PartitionRank], *, only_eligible: bool = False) -> LogDirOrder:
+    """A log dir's ranked partitions (in listing order) in the cleaner's pick order (:func:`cleaner_order`'s
+    last step: no file is read).
+
+    Args:
+        ranks: one per candidate, in the order :func:`order_candidates` lists them.
+        only_eligible: keep only the partitions the broker would clean now.
+
+    Returns:
+        The :class:`LogDirOrder`.
+    """
+    order = LogDirOrder()
+    ranked: list[tuple[float, PartitionTask]] = []  # in listing order (by name)
+    notes: dict[str, list[str]] = {}
+    for rank in ranks:
+        if rank.notes is not None:
+            notes[Path(rank.part_dir).name] = list(rank.notes)
+        if rank.failure is not None:
+            order.failures.append(rank.failure)
+        elif rank.skip is not None:
+            order.skipped.append(rank.skip)
+        elif rank.task is not None:
+            if only_eligible and not rank.eligible:
+                continue
+            ranked.append((rank.dirty_ratio, rank.task))
     order.notes.extend(merge_notes(notes))
     order.tasks.extend(ranked[i][1] for i in pick_order([(True, ratio) for ratio, _task in ranked]))
     return order

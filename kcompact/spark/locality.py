@@ -1,0 +1,113 @@
+"""Where a ``spark clean`` task should run: ``host:/path`` log dirs, and RDDs whose tasks prefer a host.
+
+A broker's log dirs are on its own disks. Given as ``HOST:/absolute/path`` (the ``scp``/``rsync``
+form an operator writes for a file on another machine), a log dir or partition directory is read and
+cleaned by tasks that prefer ``HOST``: Spark's scheduler starts them on an executor of that host when one
+has a free core, waiting ``spark.locality.wait`` (3 s by default) before it gives up the preference. A
+preference, not a constraint: to keep every task on its broker's host, run one executor per broker host
+and set ``spark.locality.wait`` above the job's length (README: one executor per broker host). ``HOST``
+must be the name the executors register with (what ``hostname`` says there, or ``SPARK_LOCAL_HOSTNAME``).
+
+A plain path means a file system every executor sees at that path (local mode, NFS and the like), as
+before: its tasks prefer no host. A path that exists on the driver is always plain, colon or not.
+
+PySpark's ``SparkContext.parallelize`` gives its tasks no preferred locations; Spark's own
+``SparkContext.makeRDD(Seq[(T, Seq[String])])`` does (a ``ParallelCollectionRDD`` with location prefs).
+:func:`located_rdd` builds that RDD in the JVM with each element pickled as PySpark's own RDDs carry them,
+one element per Spark partition, and wraps it as a PySpark RDD.
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark import RDD, SparkContext
+
+HOST_PATH = re.compile(r"^(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?):(?P<path>/(?!/).*)$")
+"""``host:/absolute/path``: a host name (or IPv4 address) and an absolute path (not ``scheme://``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """A path and the host whose disk holds it (None: any executor sees it at that path)."""
+
+    host: str | None
+    path: str
+
+    def __str__(self) -> str:
+        return self.path if self.host is None else f"{self.host}:{self.path}"
+
+
+def locate(raw: str | Path, plain: Callable[[str], Path]) -> Located:
+    """A path of the command line: ``host:/path``, or a plain path.
+
+    Args:
+        raw: as given.
+        plain: what a plain path becomes (e.g. made absolute against the driver's cwd).
+
+    Returns:
+        The :class:`Located` path; a ``host:/path`` keeps its path as written.
+    """
+    text = str(raw)
+    found = HOST_PATH.match(text)
+    if found is None or isinstance(raw, Path) or Path(text).exists():
+        return Located(None, str(plain(text)))
+    return Located(found["host"], found["path"])
+
+
+def located_rdd(context: SparkContext, items: Sequence[Any], hosts: Sequence[str | None]) -> RDD[Any]:
+    """An RDD of ``items``, one per Spark partition, the partition of each preferring its host.
+
+    Args:
+        context: the SparkContext.
+        items: picklable elements.
+        hosts: each element's preferred host (None: none); all None gives ``parallelize``'s RDD.
+
+    Returns:
+        The RDD; its JVM side's ``preferredLocations`` list each element's host.
+    """
+    if all(host is None for host in hosts):
+        return context.parallelize(list(items), max(1, len(items)))
+    from pyspark import RDD
+    from pyspark.serializers import CPickleSerializer
+
+    jvm: Any = context._jvm  # py4j's view of the driver JVM (classic sessions)
+    to_seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq
+    serializer = CPickleSerializer()
+    pairs = jvm.java.util.ArrayList()
+    for item, host in zip(items, hosts, strict=True):
+        prefs = jvm.java.util.ArrayList()
+        if host is not None:
+            prefs.add(host)
+        # what CPickleSerializer.loads reads back in the Python worker: one pickle per element
+        pairs.add(jvm.scala.Tuple2(bytearray(pickle.dumps(item, pickle.HIGHEST_PROTOCOL)), to_seq(prefs)))
+    byte_array = jvm.scala.reflect.ClassTag.apply(jvm.java.lang.Class.forName("[B"))
+    jrdd = context._jsc.sc().makeRDD(to_seq(pairs), byte_array)
+    return RDD(jrdd.toJavaRDD(), context, serializer)
+
+
+def preferred_hosts(rdd: RDD[Any]) -> list[list[str]]:
+    """Each Spark partition's preferred hosts, as the scheduler sees them (what tests and ``--verbose`` show).
+
+    Args:
+        rdd: a PySpark RDD.
+
+    Returns:
+        One list of host names per partition.
+    """
+    jrdd: Any = rdd._jrdd.rdd()  # the JVM RDD behind PySpark's
+    return [list(_iterate(jrdd.preferredLocations(p))) for p in jrdd.partitions()]
+
+
+def _iterate(scala_seq: Any) -> list[str]:
+    iterator = scala_seq.iterator()
+    found = []
+    while iterator.hasNext():
+        found.append(str(iterator.next()))
+    return found
