@@ -4,7 +4,8 @@ A command that rewrites partitions (``clean``, ``repair``, ``spark clean``) refu
 (:func:`kcompact.segment.remote.refuse_urls`, exit 2) instead of click's "does not exist" usage text; the
 read-only commands take it as given, with ``--storage-option`` (:data:`storage_option`), and read it
 through :func:`kcompact.segment.remote.local_inputs` (serial) or on Spark's executors. A local path that
-does not exist stays click's usage error.
+does not exist stays click's usage error, unless the command takes ``host:/path`` (``spark clean``: a
+broker host's own disk, see :mod:`kcompact.spark.locality`), which is passed on when no such local path exists.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ class InputPath(click.ParamType):  # type: ignore[type-arg]
 
     name = "path"
 
-    def __init__(self, refuse_as: str | None = None, *, file_okay: bool = False) -> None:
+    def __init__(self, refuse_as: str | None = None, *, file_okay: bool = False, host_paths: bool = False) -> None:
         self.refuse_as = refuse_as
+        self.host_paths = host_paths
         self._local = click.Path(exists=True, file_okay=file_okay, path_type=str)
 
     def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> str:
@@ -28,6 +30,11 @@ class InputPath(click.ParamType):  # type: ignore[type-arg]
             if self.refuse_as is not None:
                 refuse_urls([value], self.refuse_as)
             return value
+        if self.host_paths:
+            from kcompact.spark.locality import is_host_path
+
+            if is_host_path(value):
+                return value
         return str(self._local.convert(value, param, ctx))
 
 

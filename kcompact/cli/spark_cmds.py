@@ -70,7 +70,8 @@ _config = config_option("A topic configuration by Kafka's name. Repeatable.")
 _now_ms = now_ms_option("The clock every task uses (default: the driver's now), in ms since the epoch.")
 _config_sources = config_source_options("metadata.log.dir or its __cluster_metadata-0.")
 _paths = click.argument("paths", nargs=-1, required=True, type=InputPath())
-_local_paths = click.argument("paths", nargs=-1, required=True, type=InputPath(refuse_as="spark clean"))
+_local_paths = click.argument("paths", nargs=-1, required=True,
+                              type=InputPath(refuse_as="spark clean", host_paths=True))
 _storage_option = storage_option
 _filter = partition_filter_options("paths")
 
@@ -94,7 +95,7 @@ def spark_group() -> None:
     SPARK_EPILOG,
     "kcompact spark clean /shared/kafka-logs --dry-run --json",
     "kcompact spark clean /shared/kafka-logs --map-budget 8589934592",
-    "kcompact spark clean /shared/kafka-logs --topic 'orders.*' --dry-run",
+    "kcompact spark clean b1:/kafka-logs b2:/kafka-logs --master spark://m:7077",
 ))
 @_local_paths
 @_filter
@@ -146,11 +147,15 @@ def spark_clean_command(
     fails (one named alone). A Spark task lost (its Python worker or the JVM died) is one error line:
     the partitions that finished are reported, the others named; the next run settles them (Spark's
     own error with --verbose). Exits 2 when a partition failed or was not finished, 1 on a bug.
+    A PATH given as HOST:/path is on that host's own disk (a broker's log dir): its partitions are
+    planned and cleaned by tasks preferring that host (one executor per broker host); a plain path is
+    on a file system every executor sees at that path.
     """
     from kcompact.cleaner.logdir.report_row import STATUS_BUG, STATUS_FAILED
     from kcompact.cleaner.round.options import CleanOptions
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.spark.clean_job import refuse_live_brokers, spark_clean
+    from kcompact.spark.locality import plain_paths
     from kcompact.spark.output import write_frame
     from kcompact.spark.probe import check_executors
     from kcompact.spark.session import command_session
@@ -162,7 +167,7 @@ def spark_clean_command(
     options = CleanOptions(now_ms=now_ms, from_start=from_start, dedupe_buffer_size=dedupe_buffer_size,
                            dry_run=dry_run, roll=roll, replica_dirs=replica_dirs, safe_offset=safe_offset)
     with command_session(master, verbose=verbose) as (spark, startup_s):
-        executors_line(check_executors(spark.sparkContext, paths))
+        executors_line(check_executors(spark.sparkContext, plain_paths(paths)))  # host:/path: seen on its host
         run = spark_clean(spark, paths, cli_overrides=overrides, options=options,
                           only_eligible=only_eligible, server_properties=server_properties,
                           metadata_dir=metadata_dir, map_budget_bytes=map_budget, task_bytes=task_bytes,

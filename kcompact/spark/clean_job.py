@@ -1,11 +1,13 @@
 """``spark clean``: partitions packed into Spark tasks running the serial cleaner, rows as a DataFrame.
 
-The driver plans (``kcompact.spark.plan``: configuration, cleaner order, refusals), fixes the one
-clock every task uses, packs the partitions into Spark tasks by bytes (``kcompact.spark.packing``:
+The driver fixes the one clock every task uses and plans in a first Spark job (``kcompact.spark.plan``:
+configuration, cleaner order, refusals, ``--map-budget``'s choice, all read by tasks; the driver only
+collects a small row per partition), packs the partitions into Spark tasks by bytes (``kcompact.spark.packing``:
 about two tasks a core, each a few partitions, since a Spark task's fixed cost is that of cleaning a
 few MiB; ``task_bytes=1`` gives each partition its own task; the cores are
 :func:`kcompact.spark.session.cluster_cores`) and hands them to Spark as an RDD with
-one element and one Spark partition per task. For each of its partitions a task calls
+one element and one Spark partition per task, each preferring the host of its partitions when the path
+named one (``host:/path``, ``kcompact.spark.locality``). For each of its partitions a task calls
 :func:`kcompact.cleaner.workers.parallel.clean_partition`, the very function ``kcompact clean`` calls, so the
 bytes written are the serial run's (with ``jobs=1``: Spark's executors are the parallelism, a task
 forks no worker pool of its own). A task catches each partition's errors and returns them as that
@@ -20,7 +22,8 @@ The rows are collected (the job runs exactly once) and become a DataFrame on the
 lock on ``.kcompact-checkpoints.lock``, which Python workers in other processes, or on other hosts of
 an NFS v4 mount, respect), so concurrent tasks never drop each other's entries. Existing lines keep
 their place, new ones are appended in the order tasks finish; the driver then rewrites the new ones
-into cleaning order under the same lock (values untouched), which is the order a serial run appends
+into cleaning order under the same lock (values untouched; a ``host:/path`` log dir's in a last task on
+that host), which is the order a serial run appends
 them in (``kcompact.cleaner.logdir.run.settle_checkpoint_order``, as ``kcompact clean --jobs`` does). A driver
 that dies before that leaves a valid file with the same entries in another order.
 
@@ -462,6 +465,11 @@ def _packs_by_host(tasks: Sequence[CleanTask], cores: int, task_bytes: int | Non
 
 def _clean_on_driver(spark: SparkSession, task: CleanTask) -> tuple[Any, ...]:
     """A partition too big for one task's map: the distributed offset map, driven from here."""
+    if task.host is not None:
+        return _failure_row(task, (f"{task.host}:{task.partition_dir}: its offset map would exceed --map-budget, "
+                                   "and the distributed map's driver must see the partition to plan its round; "
+                                   "nothing was changed: clean it without --map-budget, or from a shared file "
+                                   "system"), bug=False, executor=None, distributed_map=True)
     module = _distributed_map_module()
     host = socket.gethostname()
     try:

@@ -61,6 +61,24 @@ def locate(raw: str | Path, plain: Callable[[str], Path]) -> Located:
     return Located(found["host"], found["path"])
 
 
+def is_host_path(raw: str) -> bool:
+    """Whether ``raw`` is a ``host:/path`` (and no path of that name exists here).
+
+    Args:
+        raw: a path of the command line.
+    """
+    return locate(raw, Path).host is not None
+
+
+def plain_paths(paths: Sequence[str]) -> list[str]:
+    """The paths that are not ``host:/path`` (those every executor must see at the driver's path).
+
+    Args:
+        paths: the paths of the command line.
+    """
+    return [path for path in paths if not is_host_path(path)]
+
+
 def located_rdd(context: SparkContext, items: Sequence[Any], hosts: Sequence[str | None]) -> RDD[Any]:
     """An RDD of ``items``, one per Spark partition, the partition of each preferring its host.
 
