@@ -12,9 +12,10 @@ serial clean's own code:
    groups, transaction seeds).
 2. **Executors** (``distributed_round.py``): one task per segment scans its map entries; Spark shuffles
    them by digest and keeps the latest offset per digest, plus the clean-section records no dirty key
-   supersedes; one task per output group writes its ``.cleaned`` segment against those offsets.
-3. **Driver** (``clean_partition``): ``commit_clean`` — self-check, Kafka's crash-safe swap, the
-   checkpoint — and the retention after the round. A failure before the swap removes every
+   supersedes; one task per output group writes its ``.cleaned`` segment against those offsets and
+   runs its self-check (``stages.check_group_output``), so the driver reads no cleaned byte.
+3. **Driver** (``clean_partition``): ``commit_clean`` — the sources unchanged since the plan, Kafka's
+   crash-safe swap, the checkpoint — and the retention after the round. A failure before the swap removes every
    ``.cleaned`` file and undoes the roll: the partition keeps its bytes.
 
 The output is byte for byte the serial clean's with an unbounded map (tests/spark/test_distributed_map.py):

@@ -24,7 +24,8 @@ processes than usable cores and work to share; a clamped ``jobs`` is noted once.
 
 **For Spark.** ``kcompact.spark.plan`` and ``kcompact.spark.clean_job`` make the same choices from the
 same public pieces: :func:`partition_task` (a partition directory named on its own),
-:func:`cleaner_order` (a log dir's partitions in the broker cleaner's order), :func:`checkpoint_keys`
+:func:`cleaner_order`'s three steps (:func:`order_candidates`, :func:`rank_partition` — the one that reads
+a partition, run in Spark tasks — and :func:`order_ranked`), :func:`checkpoint_keys`
 and :func:`settle_checkpoint_order` (the checkpoint's line order after concurrent cleans).
 """
 
