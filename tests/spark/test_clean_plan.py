@@ -7,6 +7,7 @@ Which files the driver process opens is counted with a Python audit hook (``sys.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import socket
 import sys
@@ -133,3 +134,39 @@ def test_a_host_path_is_host_and_path_and_anything_else_is_a_plain_path(
     assert locate("broker-1:relative/dir", plain) == Located(None, "/cwd/broker-1:relative/dir")
     assert locate("file:///data", plain).host is None
     assert locate("a:/b", plain) == Located(None, "/cwd/a:/b")  # a directory "a:" is here: a plain path
+
+
+def test_a_partition_over_the_map_budget_starts_before_the_small_ones_finish(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The distributed map's partitions are driven while the fan-out job of the others runs, not after it."""
+    serial, driven = copies(build_log_dir(tmp_path / "src", 4), tmp_path)
+    clean_path(serial, cli_overrides=COMPACT, options=CleanOptions(now_ms=NOW))
+    big = "orders-0"
+    real_plan, real_fan_out, real_on_driver = clean_job.plan_spark_clean, clean_job._fan_out, clean_job._clean_on_driver
+    events: list[str] = []
+
+    def plan(*args: Any, **kwargs: Any) -> Any:  # the budget chose every partition: keep the big one's choice only
+        found = real_plan(*args, **kwargs)
+        found.tasks[:] = [dataclasses.replace(t, distributed_map=t.distributed_map and Path(t.partition_dir).name == big)
+                          for t in found.tasks]
+        return found
+
+    def fan_out(*args: Any, **kwargs: Any) -> Any:
+        found = real_fan_out(*args, **kwargs)
+        events.append("small ones finished")
+        return found
+
+    def on_driver(*args: Any) -> Any:
+        events.append("big one started")
+        return real_on_driver(*args)
+
+    monkeypatch.setattr(clean_job, "plan_spark_clean", plan)
+    monkeypatch.setattr(clean_job, "_fan_out", fan_out)
+    monkeypatch.setattr(clean_job, "_clean_on_driver", on_driver)
+    run = spark_clean(spark, [driven], cli_overrides=COMPACT, options=CleanOptions(now_ms=NOW), map_budget_bytes=1)
+
+    assert [(Path(r["partition_dir"]).name, r["distributed_map"]) for r in run.as_dicts()
+            if r["distributed_map"]] == [(big, True)]
+    assert events == ["big one started", "small ones finished"]
+    assert tree_digest(serial) == tree_digest(driven)
