@@ -29,6 +29,7 @@ file to that order so that it is byte-identical to the serial run's (see ``clean
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -245,6 +246,10 @@ def probe_partition(sources: ConfigSources, options: CleanOptions, map_budget_by
     part_dir, in_log_dir = item
     if in_log_dir:
         rank = rank_partition(Path(part_dir), sources, options)
+        if rank.task is not None and rank.task.known is not None:
+            # the loaded state (every batch header) stays here: rows to the driver are small, and the
+            # clean task, maybe on another executor, loads it again under the partition's lock
+            rank = dataclasses.replace(rank, task=dataclasses.replace(rank.task, known=None))
     else:
         notes: list[str] = []
         try:
