@@ -10,7 +10,8 @@ default (:func:`run_here`), Spark tasks in ``spark clean`` — in two steps:
 1. **survey**, one item per path given: is it a partition directory or a log dir, a log dir's live
    partitions (a listing), its refusals (read-only, a broker holding it), and the concerned log dir's
    ``cleaner-offset-checkpoint`` keys before the run (what the driver settles the file's line order
-   against at the end);
+   against at the end); directory listings and the log dir's small checkpoint files only, so a run of
+   plain paths (a file system the driver sees too) surveys them on the driver, saving a Spark job;
 2. **probe**, one item per partition: :func:`rank_partition` for a log dir's partition,
    :func:`partition_task` for one named alone, and with ``--map-budget`` whether its offset map would
    exceed the budget (``distributed_map.needs_distributed_map``: a header walk).
@@ -162,8 +163,10 @@ def plan_spark_clean(
         raise KcompactError("spark clean plan: the driver's clock; expected now_ms set, found None")
     # executors run elsewhere: no path relative to the driver's cwd
     targets = [locate(raw, lambda path: named_path(Path(path).absolute())) for raw in paths]
-    surveys: list[PathSurvey] = runner(partial(survey_path, options, selection), [t.path for t in targets],
-                                       [t.host for t in targets])
+    # plain paths are on a file system the driver sees too: listing them here saves the run a Spark job
+    surveyor = runner if any(t.host is not None for t in targets) else run_here
+    surveys: list[PathSurvey] = surveyor(partial(survey_path, options, selection), [t.path for t in targets],
+                                         [t.host for t in targets])
     for survey in surveys:
         if survey.error is not None:
             raise survey.error
