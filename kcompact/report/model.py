@@ -75,11 +75,11 @@ class PartitionEntry:
 
     @property
     def status(self) -> str:
-        """``eligible``, the rule that blocks it, or ``error`` when dirty-ratio could not read it."""
-        if self.errors and not self.cleanup_policy:
-            return BLOCKED_ERROR
+        """``eligible``, the rule that blocks it, or ``error`` where a source failed and no rule says more."""
         if self.eligible:
             return ELIGIBLE
+        if self.blocking_rule is None and self.errors:
+            return BLOCKED_ERROR
         return self.blocking_rule or BLOCKED_UNKNOWN
 
     def as_dict(self) -> dict[str, Any]:
