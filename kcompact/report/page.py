@@ -205,9 +205,9 @@ def _charts(report: Report) -> list[str]:
 
 def _figure(div_id: str, traces: list[dict[str, Any]], layout: dict[str, Any]) -> str:
     """One chart: its div and the ``Plotly.newPlot`` call, with the data inline as JSON."""
-    base: dict[str, Any] = {"margin": {"l": 10, "r": 10, "t": 10, "b": 40}, "paper_bgcolor": "#fff", "plot_bgcolor": "#fff",
-                            "font": {"family": "system-ui, sans-serif", "size": 12},
-                            "legend": {"orientation": "h", "y": -0.15}}
+    base: dict[str, Any] = {"margin": {"l": 10, "r": 10, "t": 30, "b": 40}, "paper_bgcolor": "#fff",
+                            "plot_bgcolor": "#fff", "font": {"family": "system-ui, sans-serif", "size": 12},
+                            "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"}}
     base.update(layout)
     for axis in ("xaxis", "yaxis"):
         base[axis] = {"automargin": True, **base.get(axis, {})}
