@@ -215,8 +215,8 @@ def clean_path(
         ConfigError: ``jobs`` is below 1.
         RefusedError: a single partition is not known to be compacted (a log dir's are skipped).
         KcompactError: ``selection`` matches no partition; a single partition failed (a log dir's
-            failures are collected instead); or a cause shared by the whole log dir: a checkpoint file that does not parse, a read-only log
-            dir, a broker holding it (checked once, before any partition).
+            failures are collected instead); or a cause shared by the whole log dir: a checkpoint file that does not
+            parse, a read-only log dir, a broker holding it (checked once, before any partition).
     """
     if jobs is not None and jobs < 1:
         raise ConfigError(f"jobs: a number of worker processes; expected 1 or more, found {jobs}")
