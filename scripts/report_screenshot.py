@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.report.browser import browser_missing, open_page
-from tests.report.test_report import NOW, mixed_log_dir, run
+from tests.report.browser import browser_missing, open_page  # noqa: E402 - after the sys.path line above
+from tests.report.test_report import NOW, mixed_log_dir, run  # noqa: E402 - after the sys.path line above
 
 OUTPUT = ROOT / "docs" / "report.png"
 
