@@ -28,11 +28,11 @@ if TYPE_CHECKING:
     from kcompact.segment.partition_filter import PartitionFilter
 
 
-@click.command("report", short_help="One HTML page: where the disk went, what a clean gives back, what blocks it.",
+@click.command("report", short_help="One offline HTML page: disk use, what a clean frees, what blocks it.",
                epilog=with_examples(
                    EPILOG,
                    "kcompact report /tmp/kafka-logs --output report.html",
-                   "kcompact report b1/kafka-logs b2/kafka-logs b3/kafka-logs --output cluster.html",
+                   "kcompact report b1/kafka-logs b2/kafka-logs b3/kafka-logs --output c.html",
                    "kcompact report --from ratio.parquet --output cluster.html",
                ))
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=str))

@@ -82,3 +82,15 @@ def test_the_tables_sort_and_filter_in_the_page(page_file: tuple[Path, list[str]
         visible = table.locator("tbody tr:not([hidden])")
         assert visible.count() == 1 and "prices" in visible.inner_text()
         assert visit.console_errors == []
+
+
+def test_a_missing_browser_skips_or_fails_under_kcompact_require_browser(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.report import browser
+
+    monkeypatch.setattr(browser, "CHROMIUM", "/nonexistent/chromium")
+    monkeypatch.delenv(browser.REQUIRE_BROWSER, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no chromium at /nonexistent/chromium"):
+        require_browser()
+    monkeypatch.setenv(browser.REQUIRE_BROWSER, "1")
+    with pytest.raises(pytest.fail.Exception, match="KCOMPACT_REQUIRE_BROWSER=1 but no chromium"):
+        require_browser()

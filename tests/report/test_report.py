@@ -233,3 +233,14 @@ def test_from_parquet_of_100000_partitions_is_small_and_quick(tmp_path: Path) ->
     assert len(report["topics"]) == 2_000 and report["partitions_listed"] == 200
     sizes = [p["clean_bytes"] + p["dirty_bytes"] for p in report["partitions"]]
     assert sizes == sorted(sizes, reverse=True)
+
+
+def test_progress_is_told_partition_by_partition(tmp_path: Path) -> None:
+    from kcompact.report.gather import PROGRESS_DIRTY_RATIO, PROGRESS_PARTITIONS, ConfigInputs, log_dir_report
+
+    told: list[tuple[str, int, int]] = []
+    log_dir_report([mixed_log_dir(tmp_path / "logdir")], ConfigInputs({}), now_ms=NOW,
+                   progress=lambda what, done, total: told.append((what, done, total)))
+    assert told[-1] == (PROGRESS_PARTITIONS, 3, 3)
+    assert (PROGRESS_DIRTY_RATIO, 3, 3) in told
+    assert [done for what, done, _ in told if what == PROGRESS_PARTITIONS] == [0, 1, 2, 3]
