@@ -12,8 +12,8 @@ commands' ``--json`` can never disagree):
 4. ``inspect transactions`` (:func:`kcompact.inspect.transactions.transactions_report`): hanging
    transactions, the dirty bytes they hold back and their abort lines;
 
-and, when the paths hold more than one log dir (one per broker), ``inspect replicas`` of every partition
-they share (:func:`kcompact.inspect.replicas.replicas_rows`).
+and, when the paths hold more than one log dir (one per broker), ``inspect replicas`` of every partition of
+the report they share (:func:`kcompact.inspect.replicas.replicas_row`, as ``inspect replicas`` of log dirs).
 
 A source that fails on a partition (its files do not parse, a batch fails its CRC) leaves that part of the
 row empty and adds its one line to the row's ``errors``; the report goes on. A path that is neither a log
@@ -33,7 +33,7 @@ from kcompact.inspect.context import load_inspect_context
 from kcompact.inspect.dirty_ratio import ADVICE, DirtyRatioRow, dirty_ratio_report
 from kcompact.inspect.keys import dry_run, log_size, projected_size
 from kcompact.inspect.last_clean import last_clean_report
-from kcompact.inspect.replicas import replicas_rows
+from kcompact.inspect.replicas import replica_sets, replicas_row
 from kcompact.inspect.transactions import transactions_report
 from kcompact.report.model import (
     SOURCE_LOG_DIRS,
@@ -100,7 +100,7 @@ def log_dir_report(
     log_dirs = sorted({entry.log_dir for entry in entries})
     totals, topics = summarize(entries)
     totals.log_dirs = len(log_dirs)
-    replicas = _replicas(log_dirs, selection) if len(log_dirs) > 1 else []
+    replicas = _replicas(log_dirs, {(e.topic, e.partition) for e in entries}) if len(log_dirs) > 1 else []
     blocking = {entry.blocking_rule for entry in entries if entry.blocking_rule}
     return Report(SOURCE_LOG_DIRS, [str(p) for p in given], now,
                   [{"path": d, "broker": broker_of(Path(d))} for d in log_dirs], totals, topics,
@@ -174,11 +174,13 @@ def _add_transactions(entry: PartitionEntry, config: ConfigInputs, now_ms: int) 
                                   t.abort_command) for t in row.hanging]
 
 
-def _replicas(log_dirs: list[str], selection: PartitionFilter | None) -> list[ReplicaEntry]:
-    """``inspect replicas`` of every partition two or more of the log dirs hold."""
+def _replicas(log_dirs: list[str], reported: set[tuple[str, int]]) -> list[ReplicaEntry]:
+    """``inspect replicas`` of every partition of the report that two or more of the log dirs hold (the copies
+    of one partition dir named alone: only those)."""
+    sets = [s for s in replica_sets(log_dirs) if (s.topic, s.partition) in reported]
     return [ReplicaEntry(r.topic, r.partition, r.copies, r.agree, r.log_diverged, r.state_diverged,
                          r.divergent_keys, r.divergent_transactions, r.error)
-            for r in replicas_rows(log_dirs, selection=selection)]
+            for r in (replicas_row(s) for s in sets)]
 
 
 def broker_of(log_dir: Path) -> str | None:

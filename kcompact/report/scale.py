@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kcompact.errors import ConfigError, UnsupportedFormatError
+from kcompact.errors import ConfigError, KcompactError, UnsupportedFormatError
 from kcompact.inspect.dirty_ratio import ADVICE
 from kcompact.report.model import (
     SOURCE_PARQUET,
@@ -53,6 +53,7 @@ def parquet_report(source: str | Path, *, selection: PartitionFilter | None = No
     Raises:
         UnsupportedFormatError: pyarrow is not installed.
         ConfigError: ``source`` is not Parquet holding those rows (one line naming it).
+        KcompactError: ``selection`` matches none of its rows.
     """
     columns = _read_columns(Path(source))
     topics: dict[str, TopicEntry] = {}
@@ -73,6 +74,9 @@ def parquet_report(source: str | Path, *, selection: PartitionFilter | None = No
             heapq.heappush(largest, item)
         elif item[:2] > largest[0][:2]:
             heapq.heapreplace(largest, item)
+    if count == 0 and selection is not None:
+        raise KcompactError(f"no row of {source} matches {selection.describe()} "
+                            f"({len(columns['topic'])} partitions in all)")
     totals = Totals(log_dirs=0, partitions=count, size_in_bytes=None, reclaimable_bytes=None,
                     never_cleaned=None)
     for topic in topics.values():
