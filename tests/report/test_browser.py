@@ -94,3 +94,24 @@ def test_a_missing_browser_skips_or_fails_under_kcompact_require_browser(monkeyp
     monkeypatch.setenv(browser.REQUIRE_BROWSER, "1")
     with pytest.raises(pytest.fail.Exception, match="KCOMPACT_REQUIRE_BROWSER=1 but no chromium"):
         require_browser()
+
+
+def test_the_page_of_100000_partitions_opens_quickly_and_whole(tmp_path: Path) -> None:
+    from tests.report.test_report import many_rows_parquet
+
+    require_browser()
+    many_rows_parquet(tmp_path / "ratio.parquet", 100_000, 2_000)
+    page_path = tmp_path / "cluster.html"
+    assert run("report", "--from", str(tmp_path / "ratio.parquet"), "--output", str(page_path)).exit_code == 0
+    with open_page(page_path, tmp_path / "profile") as visit:
+        page = visit.page
+        loaded_ms = page.evaluate("() => performance.getEntriesByType('navigation')[0].loadEventEnd")
+        print(f"100 000 partitions: the page loaded in {loaded_ms:.0f} ms")
+        assert loaded_ms < 30_000  # about 2 s on a quiet machine, most of it parsing plotly.min.js
+        assert visit.console_errors == []
+        assert visit.requests == [page_path.resolve().as_uri()]
+        for chart in ("chart-disk", "chart-status", "chart-ratio"):
+            assert page.locator(f"#{chart} svg.main-svg").count() > 0, chart
+        assert page.locator("#total-partitions").get_attribute("data-value") == "100000"
+        assert page.locator("#topics-table tbody tr").count() == 2_000
+        assert page.locator("#partitions-table tbody tr").count() == 200
