@@ -19,6 +19,12 @@ SOURCE_PARQUET = "spark-dirty-ratio-parquet"
 ELIGIBLE = "eligible"
 BLOCKED_ERROR = "error"  # a partition whose files did not read: blocked for want of knowing
 BLOCKED_UNKNOWN = "none-given"  # not eligible, and the report gives no rule (cannot happen for a read row)
+RATIO_BINS = 20  # the dirty-ratio histogram: [0, 0.05), [0.05, 0.1), ..., [0.95, 1.0]
+
+
+def ratio_bin(ratio: float) -> int:
+    """The histogram bin of a dirty ratio (1.0 in the last one)."""
+    return min(max(int(ratio * RATIO_BINS), 0), RATIO_BINS - 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +172,18 @@ class Totals:
     errors: int = 0
     hanging_transactions: int = 0
     never_cleaned: int | None = 0  # partitions with no evidence of a clean (None: not read, at scale)
+    # every partition's dirty ratio, counted in RATIO_BINS bins: the eligible ones, and the others
+    ratio_bins_eligible: list[int] = field(default_factory=lambda: [0] * RATIO_BINS)
+    ratio_bins_not_eligible: list[int] = field(default_factory=lambda: [0] * RATIO_BINS)
+    min_cleanable_dirty_ratios: list[float] = field(default_factory=list)  # the distinct thresholds
+
+    def count_ratio(self, entry: PartitionEntry) -> None:
+        """Count one partition's dirty ratio into the histogram, and its threshold."""
+        bins = self.ratio_bins_eligible if entry.eligible else self.ratio_bins_not_eligible
+        bins[ratio_bin(entry.dirty_ratio)] += 1
+        if entry.min_cleanable_dirty_ratio not in self.min_cleanable_dirty_ratios:
+            self.min_cleanable_dirty_ratios.append(entry.min_cleanable_dirty_ratio)
+            self.min_cleanable_dirty_ratios.sort()
 
 
 @dataclass(slots=True)
@@ -213,6 +231,8 @@ def summarize(entries: list[PartitionEntry]) -> tuple[Totals, list[TopicEntry]]:
     totals = Totals(partitions=len(entries))
     for topic in topics.values():
         add_topic(totals, topic)
+    for entry in entries:
+        totals.count_ratio(entry)
     totals.never_cleaned = sum(1 for e in entries if e.compacted is False)
     totals.hanging_transactions = sum(len(e.hanging) for e in entries)
     return totals, sort_topics(list(topics.values()))

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kcompact.errors import UnsupportedFormatError
-from kcompact.report.model import ELIGIBLE, SOURCE_PARQUET, PartitionEntry, Report, TopicEntry
+from kcompact.report.model import ELIGIBLE, RATIO_BINS, SOURCE_PARQUET, PartitionEntry, Report, TopicEntry
 from kcompact.segment.files import file_access, write_replacing
 from kcompact.text import plural, size_text
 
@@ -37,10 +37,11 @@ body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
        background: #f6f7f9; }
 main { max-width: 1200px; margin: 0 auto; padding: 16px 24px 48px; }
 h1 { font-size: 22px; margin: 8px 0 2px; } h2 { font-size: 17px; margin: 28px 0 8px; }
+h3 { font-size: 15px; margin: 16px 0 4px; }
 .sub { color: #5a6372; margin: 0 0 12px; }
 .cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(170px, 1fr)); gap: 10px; }
 .card { background: #fff; border: 1px solid #dde1e7; border-radius: 8px; padding: 10px 12px; }
-.card .label { color: #5a6372; font-size: 12px; } .card .value { font-size: 20px; font-weight: 600; }
+.card .label, .card .hint { color: #5a6372; font-size: 12px; } .card .value { font-size: 20px; font-weight: 600; }
 .card.good .value { color: #2e7d32; } .card.warn .value { color: #b45309; }
 .reasons { margin: 10px 0 0; padding: 0; list-style: none; display: flex; flex-wrap: wrap; gap: 6px; }
 .reasons li { background: #fff; border: 1px solid #dde1e7; border-radius: 12px; padding: 2px 10px; }
@@ -163,10 +164,15 @@ def _header(report: Report) -> str:
     return f"<h1>Where the disk went, what a clean gives back, what blocks it</h1><p class='sub'>{sub}</p>"
 
 
+NOT_AT_SCALE = "n/a"
+NOT_AT_SCALE_HINT = "not in spark inspect dirty-ratio's rows"
+
+
 def _card(key: str, label: str, value: int | None, text: str, kind: str = "") -> str:
     data = "" if value is None else str(value)
+    hint = f'<div class="hint">{NOT_AT_SCALE_HINT}</div>' if text == NOT_AT_SCALE else ""
     return (f'<div class="card {kind}" id="total-{key}" data-value="{data}"><div class="label">{_e(label)}</div>'
-            f'<div class="value">{_e(text)}</div></div>')
+            f'<div class="value">{_e(text)}</div>{hint}</div>')
 
 
 def _glance(report: Report) -> str:
@@ -177,14 +183,14 @@ def _glance(report: Report) -> str:
         _card("log_dirs", "log dirs", t.log_dirs, str(t.log_dirs)) if not at_scale else "",
         _card("partitions", "partitions", t.partitions, f"{t.partitions:,}"),
         _card("size_in_bytes", "bytes on disk", t.size_in_bytes,
-              "not read at scale" if t.size_in_bytes is None else size_text(t.size_in_bytes)),
+              NOT_AT_SCALE if t.size_in_bytes is None else size_text(t.size_in_bytes)),
         _card("reclaimable_bytes", "a clean now gives back", t.reclaimable_bytes,
-              "not read at scale" if t.reclaimable_bytes is None else size_text(t.reclaimable_bytes), "good"),
+              NOT_AT_SCALE if t.reclaimable_bytes is None else size_text(t.reclaimable_bytes), "good"),
         _card("dirty_bytes", "dirty bytes (cleaner's view)", t.dirty_bytes, size_text(t.dirty_bytes)),
         _card("eligible", "eligible for the broker's cleaner", t.eligible, f"{t.eligible:,}", "good"),
         _card("blocked", "blocked", blocked, f"{blocked:,}", "warn" if blocked else ""),
         _card("hanging_transactions", "hanging transactions", t.hanging_transactions,
-              "not read at scale" if at_scale else str(t.hanging_transactions),
+              NOT_AT_SCALE if at_scale else str(t.hanging_transactions),
               "warn" if t.hanging_transactions else ""),
         _card("errors", "partitions with errors", t.errors, f"{t.errors:,}", "warn" if t.errors else ""),
     ]
@@ -195,9 +201,9 @@ def _glance(report: Report) -> str:
 
 
 def _charts(report: Report) -> list[str]:
-    parts = [_disk_chart(report), _status_chart(report), _ratio_chart(report)]
+    parts = [_disk_chart(report), _status_chart(report), _ratio_histogram(report)]
     if report.source != SOURCE_PARQUET:
-        parts += [_last_clean_chart(report), _hanging_section(report)]
+        parts += [_ratio_chart(report), _last_clean_chart(report), _hanging_section(report)]
     if report.replicas:
         parts.append(_replicas_section(report))
     return parts
@@ -230,7 +236,7 @@ def _disk_chart(report: Report) -> str:
         title = "Topics by bytes on disk, and the part a clean now gives back (the cleaner's dry run)"
     more = f" The {CHART_TOPICS} largest of {len(report.topics)}." if len(report.topics) > CHART_TOPICS else ""
     layout = {"barmode": "stack", "height": 120 + 22 * len(topics),
-              "xaxis": {"title": {"text": "bytes"}}, "yaxis": {"automargin": True}}
+              "xaxis": {"title": {"text": "bytes"}, "exponentformat": "SI"}, "yaxis": {"automargin": True}}
     return f"<h2>Where the disk went</h2><p class='note'>{title}.{more}</p>" + _figure("chart-disk", traces, layout)
 
 
@@ -259,6 +265,26 @@ def _status_chart(report: Report) -> str:
             + _figure("chart-status", [trace], layout))
 
 
+def _ratio_histogram(report: Report) -> str:
+    """Every partition's dirty ratio (the totals' bins), eligible ones apart, and the thresholds as lines."""
+    t = report.totals
+    centers = [(i + 0.5) / RATIO_BINS for i in range(RATIO_BINS)]
+    traces = [{"type": "bar", "x": centers, "y": bins, "width": 1 / RATIO_BINS, "name": label,
+               "marker": {"color": color, "line": {"color": "#fff", "width": 1}},
+               "hovertemplate": "dirty ratio %{x:.3f} ± 0.025: %{y:,} partitions<extra>" + label + "</extra>"}
+              for bins, label, color in ((t.ratio_bins_eligible, "eligible", KEPT_COLOR),
+                                         (t.ratio_bins_not_eligible, "not eligible", BLOCKED_COLOR))]
+    shapes = [{"type": "line", "xref": "x", "yref": "paper", "x0": r, "x1": r, "y0": 0, "y1": 1,
+               "line": {"color": DIRTY_COLOR, "width": 2, "dash": "dash"}} for r in t.min_cleanable_dirty_ratios[:10]]
+    thresholds = ", ".join(f"{r:g}" for r in t.min_cleanable_dirty_ratios[:10])
+    layout = {"barmode": "stack", "height": 300, "shapes": shapes, "xaxis": {"range": [0, 1],
+              "title": {"text": "dirty ratio"}}, "yaxis": {"title": {"text": "partitions"}}}
+    return ("<h2>Dirty ratios against min.cleanable.dirty.ratio</h2><p class='note'>Every partition's dirty ratio "
+            f"(dirty bytes over clean + dirty); dashed: min.cleanable.dirty.ratio ({_e(thresholds)}). A partition "
+            "is cleaned once its ratio passes its topic's (or max.compaction.lag.ms forces it).</p>"
+            + _figure("chart-ratio-histogram", traces, layout))
+
+
 def _ratio_chart(report: Report) -> str:
     chosen = {t.topic for t in report.topics[:CHART_TOPICS]}
     points = [p for p in report.partitions if p.topic in chosen][:CHART_PARTITIONS]
@@ -279,10 +305,8 @@ def _ratio_chart(report: Report) -> str:
     layout = {"height": 120 + 24 * max(len(order), 1), "xaxis": {"range": [-0.02, 1.02],
               "title": {"text": "dirty ratio"}}, "yaxis": {"automargin": True, "categoryorder": "array",
               "categoryarray": order}}
-    note = "each point a partition listed below" if report.source == SOURCE_PARQUET else "each point a partition"
-    return ("<h2>Dirty ratio against min.cleanable.dirty.ratio</h2><p class='note'>Per topic (the largest), "
-            f"{note}; the red mark is the topic's threshold: a partition is cleaned once its ratio passes it "
-            "(or max.compaction.lag.ms forces it).</p>" + _figure("chart-ratio", traces, layout))
+    return ("<h3>Per topic</h3><p class='note'>The largest topics, each point a partition; the red mark is the "
+            "topic's min.cleanable.dirty.ratio.</p>" + _figure("chart-ratio", traces, layout))
 
 
 def _pname(p: PartitionEntry) -> str:
@@ -307,7 +331,7 @@ def _last_clean_chart(report: Report) -> str:
              "marker": {"size": 10, "color": KEPT_COLOR},
              "hovertemplate": "%{text}: cleaned after %{x}, %{y:,} bytes<extra></extra>"}
     layout = {"height": 320, "xaxis": {"type": "date", "title": {"text": "a clean provably ran after"}},
-              "yaxis": {"title": {"text": "bytes on disk"}}, "showlegend": False}
+              "yaxis": {"title": {"text": "bytes on disk"}, "exponentformat": "SI"}, "showlegend": False}
     return (f"<h2>When each partition was last cleaned</h2><p class='note' id='last-clean-note'>{note}</p>"
             + _figure("chart-last-clean", [trace], layout))
 
@@ -322,7 +346,8 @@ def _hanging_section(report: Report) -> str:
     trace = {"type": "bar", "orientation": "h", "y": labels, "x": [h.dirty_bytes_held_back for _, h in hanging],
              "marker": {"color": DIRTY_COLOR}, "hovertemplate": "%{y}: holds back %{x:,} dirty bytes<extra></extra>"}
     layout = {"height": 120 + 26 * len(hanging), "yaxis": {"automargin": True},
-              "xaxis": {"title": {"text": "dirty bytes held back from the cleaner"}}, "showlegend": False}
+              "xaxis": {"title": {"text": "dirty bytes held back from the cleaner"}, "exponentformat": "SI"},
+              "showlegend": False}
     lines = "\n".join(h.abort_command for _, h in hanging)
     return ("<h2>Hanging transactions</h2><p class='note'>Each pins the last stable offset: the cleaner stops "
             "there. The bytes are what its dirty section would gain were it aborted; the lines abort them on "

@@ -59,6 +59,7 @@ def parquet_report(source: str | Path, *, selection: PartitionFilter | None = No
     topics: dict[str, TopicEntry] = {}
     largest: list[tuple[int, int, PartitionEntry]] = []
     count = 0
+    totals = Totals(log_dirs=0, size_in_bytes=None, reclaimable_bytes=None, never_cleaned=None)
     for i, values in enumerate(zip(*(columns[name] for name in COLUMNS), strict=True)):
         row = dict(zip(COLUMNS, values, strict=True))
         if selection is not None and not selection.matches(row["topic"], row["partition"]):
@@ -69,6 +70,7 @@ def parquet_report(source: str | Path, *, selection: PartitionFilter | None = No
         if topic is None:
             topic = topics[entry.topic] = TopicEntry(entry.topic, size_in_bytes=None, reclaimable_bytes=None)
         topic.add(entry)
+        totals.count_ratio(entry)
         item = (entry.clean_bytes + entry.dirty_bytes, -i, entry)
         if len(largest) < listed:
             heapq.heappush(largest, item)
@@ -77,8 +79,7 @@ def parquet_report(source: str | Path, *, selection: PartitionFilter | None = No
     if count == 0 and selection is not None:
         raise KcompactError(f"no row of {source} matches {selection.describe()} "
                             f"({len(columns['topic'])} partitions in all)")
-    totals = Totals(log_dirs=0, partitions=count, size_in_bytes=None, reclaimable_bytes=None,
-                    never_cleaned=None)
+    totals.partitions = count
     for topic in topics.values():
         add_topic(totals, topic)
     partitions = [entry for _, _, entry in sorted(largest, key=lambda item: item[:2], reverse=True)]

@@ -53,7 +53,8 @@ def test_the_page_loads_offline_draws_its_charts_and_shows_the_inspect_totals(
         SCREENSHOTS.append(shot)
         assert visit.console_errors == []
         assert visit.requests == [page_path.resolve().as_uri()]  # the file itself, nothing else
-        for chart in ("chart-disk", "chart-status", "chart-ratio", "chart-hanging", "chart-replicas"):
+        for chart in ("chart-disk", "chart-status", "chart-ratio-histogram", "chart-ratio", "chart-hanging",
+                      "chart-replicas"):
             assert page.locator(f"#{chart} svg.main-svg").count() > 0, chart
             assert page.locator(f"#{chart} .point, #{chart} .scatterpts, #{chart} g.points path").count() > 0, chart
         for key, value in expected.items():
@@ -110,7 +111,7 @@ def test_the_page_of_100000_partitions_opens_quickly_and_whole(tmp_path: Path) -
         assert loaded_ms < 30_000  # about 2 s on a quiet machine, most of it parsing plotly.min.js
         assert visit.console_errors == []
         assert visit.requests == [page_path.resolve().as_uri()]
-        for chart in ("chart-disk", "chart-status", "chart-ratio"):
+        for chart in ("chart-disk", "chart-status", "chart-ratio-histogram"):
             assert page.locator(f"#{chart} svg.main-svg").count() > 0, chart
         assert page.locator("#total-partitions").get_attribute("data-value") == "100000"
         assert page.locator("#topics-table tbody tr").count() == 2_000

@@ -182,7 +182,7 @@ def test_from_parquet_totals_are_the_dirty_ratio_rows(tmp_path: Path) -> None:
     assert totals["size_in_bytes"] is None and totals["reclaimable_bytes"] is None  # not in those rows
     page = tmp_path / "r.html"
     assert run("report", "--from", str(tmp_path / "ratio.parquet"), "--output", str(page)).exit_code == 0
-    assert "not read at scale" in page.read_text()
+    assert "not in spark inspect dirty-ratio's rows" in page.read_text()
 
 
 def many_rows_parquet(path: Path, partitions: int, topics: int) -> None:
@@ -273,3 +273,15 @@ def test_from_parquet_takes_the_topic_filters_and_refuses_one_matching_nothing(t
     assert done.stderr == (f"kcompact: error: no row of {tmp_path / 'ratio.parquet'} matches --topic 'nope' "
                            "(3 partitions in all)\n")
     assert not (tmp_path / "r.html").exists()
+
+
+def test_the_dirty_ratio_histogram_counts_every_partition(tmp_path: Path) -> None:
+    log_dir = mixed_log_dir(tmp_path / "logdir")
+    rows = run_json("inspect", "dirty-ratio", str(log_dir), "--now-ms", str(NOW), "--json")
+    report = run_json("report", str(log_dir), "--now-ms", str(NOW), "--json")
+    totals = report["totals"]
+    expected_eligible, expected_not = [0] * 20, [0] * 20
+    for row in rows:
+        (expected_eligible if row["eligible"] else expected_not)[min(int(row["dirty_ratio"] * 20), 19)] += 1
+    assert (totals["ratio_bins_eligible"], totals["ratio_bins_not_eligible"]) == (expected_eligible, expected_not)
+    assert totals["min_cleanable_dirty_ratios"] == sorted({r["min_cleanable_dirty_ratio"] for r in rows})
