@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 @config_option("A topic configuration by Kafka's name (min.cleanable.dirty.ratio, …). Repeatable.")
 @now_ms_option("The clock (default: now), in ms since the epoch.")
 @config_source_options(METADATA_DIRS_HELP)
-@json_option("Print the report's data as one JSON object instead of writing the page.")
+@json_option("Print the report's data as one JSON object (with --output, the page is written too).")
 def report_command(paths: tuple[str, ...], output: str | None, from_parquet: str | None,
                    config_pairs: tuple[str, ...], now_ms: int | None, server_properties: str | None,
                    metadata_dir: str | None, as_json: bool, selection: PartitionFilter | None = None) -> None:
