@@ -285,3 +285,17 @@ def test_the_dirty_ratio_histogram_counts_every_partition(tmp_path: Path) -> Non
         (expected_eligible if row["eligible"] else expected_not)[min(int(row["dirty_ratio"] * 20), 19)] += 1
     assert (totals["ratio_bins_eligible"], totals["ratio_bins_not_eligible"]) == (expected_eligible, expected_not)
     assert totals["min_cleanable_dirty_ratios"] == sorted({r["min_cleanable_dirty_ratio"] for r in rows})
+
+
+def tree_state(root: Path) -> dict[str, tuple[int, bytes]]:
+    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.read_bytes() if p.is_file() else b"")
+            for p in sorted(root.rglob("*"))}
+
+
+def test_the_report_changes_nothing_in_the_log_dirs(tmp_path: Path) -> None:
+    log_dir = mixed_log_dir(tmp_path / "logdir")
+    before = tree_state(log_dir)
+    done = run("report", str(log_dir), "--config", "cleanup.policy=compact", "--output", str(tmp_path / "r.html"))
+    assert done.exit_code == 0, done.output
+    assert tree_state(log_dir) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logdir", "r.html"]  # the page, no temporary left
