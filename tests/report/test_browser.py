@@ -116,3 +116,14 @@ def test_the_page_of_100000_partitions_opens_quickly_and_whole(tmp_path: Path) -
         assert page.locator("#total-partitions").get_attribute("data-value") == "100000"
         assert page.locator("#topics-table tbody tr").count() == 2_000
         assert page.locator("#partitions-table tbody tr").count() == 200
+
+
+def test_the_harness_sees_a_request_and_a_console_error_a_page_would_make(tmp_path: Path) -> None:
+    """What the page test asserts is absent is seen when present: a fetched script, an error in a script."""
+    require_browser()
+    page_path = tmp_path / "bad.html"
+    page_path.write_text('<!DOCTYPE html><html><head><script src="http://127.0.0.1:9/plotly.min.js"></script>'
+                         "</head><body><script>Plotly.newPlot('x', [], {});</script></body></html>")
+    with open_page(page_path, tmp_path / "profile") as visit:
+        assert "http://127.0.0.1:9/plotly.min.js" in visit.requests
+        assert any("Plotly is not defined" in error for error in visit.console_errors)
