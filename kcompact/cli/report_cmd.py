@@ -66,6 +66,12 @@ def report_command(paths: tuple[str, ...], output: str | None, from_parquet: str
         raise click.UsageError("--output FILE.html is required (or --json for the report's data)")
     report = _make_report(paths, from_parquet, config_pairs, now_ms, server_properties, metadata_dir,
                           selection, as_json)
+    finish_report(report, output, as_json=as_json)
+
+
+def finish_report(report: Report, output: str | None, *, as_json: bool) -> None:
+    """Print the report's data (``--json``) and/or write its page, name the partitions that failed to read
+    (stderr), and exit as the report's ``--help`` says (``report`` and ``spark report`` alike)."""
     if as_json:
         render.emit_json(report.as_dict())
     if output is not None:

@@ -71,6 +71,8 @@ _now_ms = now_ms_option("The clock every task uses (default: the driver's now), 
 _config_sources = config_source_options("metadata.log.dir or its __cluster_metadata-0.")
 _paths = click.argument("paths", nargs=-1, required=True, type=InputPath())
 _local_paths = click.argument("paths", nargs=-1, required=True, type=InputPath(refuse_as="spark clean"))
+_local_report_paths = click.argument("paths", nargs=-1, required=True,  # local paths only, as `kcompact report`
+                                     type=click.Path(exists=True, file_okay=False, path_type=str))
 _storage_option = storage_option
 _filter = partition_filter_options("paths")
 
@@ -240,6 +242,54 @@ def spark_dirty_ratio_command(
         startup_line(startup_s)
     if any(row.error for row in report.rows):
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
+
+
+@spark_group.command("report", short_help="kcompact report's page, each partition read by a Spark task.",
+                     epilog=with_examples(
+                         SPARK_EPILOG,
+                         "kcompact spark report /shared/b1/kafka-logs /shared/b2/kafka-logs --output cluster.html",
+                         "kcompact spark report /shared/kafka-logs --master spark://host:7077 --output r.html",
+                         "kcompact spark report /shared/kafka-logs --json > report.json",
+                     ))
+@_local_report_paths
+@_filter
+@_master
+@_verbose
+@_config
+@_now_ms
+@_config_sources
+@click.option("--output", type=click.Path(dir_okay=False, path_type=str), default=None, metavar="FILE.html",
+              help="The HTML page to write (created or replaced). Required unless --json.")
+@json_option("Print the report's data as one JSON object (with --output, the page is written too).")
+def spark_report_command(
+    paths: tuple[str, ...], master: str | None, verbose: bool, config_pairs: tuple[str, ...], now_ms: int | None,
+    server_properties: str | None, metadata_dir: str | None, output: str | None, as_json: bool,
+    selection: PartitionFilter | None = None,
+) -> None:
+    """The page of `kcompact report` for a cluster's worth of partitions: each partition is read by a
+    Spark task as `kcompact report` reads it (bytes on disk and after a clean now as inspect keys projects
+    them, the dirty ratio and what blocks the cleaner, the last clean, hanging transactions), only a small
+    row per partition comes back to the driver, and the page counts every partition into its topic and
+    lists the largest (and any with a hanging transaction), as `report --from` does. Its totals are those
+    of `kcompact report` of the same paths. With several log dirs, the replicas are compared by Spark
+    tasks too. Executors must see the log dirs at the same paths.
+    """
+    from kcompact.cli.report_cmd import finish_report
+    from kcompact.config.topic_config import parse_config_pairs
+    from kcompact.report.gather import ConfigInputs
+    from kcompact.spark.probe import check_executors
+    from kcompact.spark.report_job import spark_report
+    from kcompact.spark.session import command_session
+
+    if output is None and not as_json:
+        raise click.UsageError("--output FILE.html is required (or --json for the report's data)")
+    config = ConfigInputs(parse_config_pairs(config_pairs), server_properties, metadata_dir)
+    with command_session(master, verbose=verbose) as (spark, startup_s):
+        executors_line(check_executors(spark.sparkContext, paths))
+        report = spark_report(spark, paths, config, now_ms=now_ms, selection=selection)
+    if not as_json:
+        startup_line(startup_s)
+    finish_report(report, output, as_json=as_json)
 
 
 @spark_group.command("export", short_help="Write records as Parquet: all, or the latest value per key.",

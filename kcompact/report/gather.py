@@ -33,7 +33,7 @@ from kcompact.inspect.context import load_inspect_context
 from kcompact.inspect.dirty_ratio import ADVICE, DirtyRatioRow, dirty_ratio_report
 from kcompact.inspect.keys import dry_run, log_size, projected_size
 from kcompact.inspect.last_clean import last_clean_report
-from kcompact.inspect.replicas import replica_sets, replicas_row
+from kcompact.inspect.replicas import ReplicaSet, ReplicasRow, replica_sets, replicas_row
 from kcompact.inspect.transactions import transactions_report
 from kcompact.report.model import (
     SOURCE_LOG_DIRS,
@@ -101,10 +101,16 @@ def log_dir_report(
     totals, topics = summarize(entries)
     totals.log_dirs = len(log_dirs)
     replicas = _replicas(log_dirs, {(e.topic, e.partition) for e in entries}) if len(log_dirs) > 1 else []
-    blocking = {entry.blocking_rule for entry in entries if entry.blocking_rule}
     return Report(SOURCE_LOG_DIRS, [str(p) for p in given], now,
                   [{"path": d, "broker": broker_of(Path(d))} for d in log_dirs], totals, topics,
-                  entries, len(entries), replicas, {rule: ADVICE[rule] for rule in sorted(blocking) if rule in ADVICE})
+                  entries, len(entries), replicas, advice_of(entry.blocking_rule for entry in entries))
+
+
+def advice_of(rules: Iterable[str | None]) -> dict[str, str]:
+    """What unblocks the cleaner (``inspect dirty-ratio``'s advice) for each rule that stops it on a partition,
+    eligible or not (an eligible one's range can stop early: at an open transaction)."""
+    found = {rule for rule in rules if rule}
+    return {rule: ADVICE[rule] for rule in sorted(found) if rule in ADVICE}
 
 
 def partition_entry(row: DirtyRatioRow, config: ConfigInputs, now_ms: int) -> PartitionEntry:
@@ -177,10 +183,18 @@ def _add_transactions(entry: PartitionEntry, config: ConfigInputs, now_ms: int) 
 def _replicas(log_dirs: list[str], reported: set[tuple[str, int]]) -> list[ReplicaEntry]:
     """``inspect replicas`` of every partition of the report that two or more of the log dirs hold (the copies
     of one partition dir named alone: only those)."""
-    sets = [s for s in replica_sets(log_dirs) if (s.topic, s.partition) in reported]
-    return [ReplicaEntry(r.topic, r.partition, r.copies, r.agree, r.log_diverged, r.state_diverged,
-                         r.divergent_keys, r.divergent_transactions, r.error)
-            for r in (replicas_row(s) for s in sets)]
+    return [replica_entry(replicas_row(s)) for s in reported_replica_sets(log_dirs, reported)]
+
+
+def reported_replica_sets(log_dirs: list[str], reported: set[tuple[str, int]]) -> list[ReplicaSet]:
+    """The partitions of the report (by topic and partition) that two or more of ``log_dirs`` hold."""
+    return [s for s in replica_sets(log_dirs) if (s.topic, s.partition) in reported]
+
+
+def replica_entry(row: ReplicasRow) -> ReplicaEntry:
+    """The report's entry of one ``inspect replicas`` row."""
+    return ReplicaEntry(row.topic, row.partition, row.copies, row.agree, row.log_diverged, row.state_diverged,
+                        row.divergent_keys, row.divergent_transactions, row.error)
 
 
 def broker_of(log_dir: Path) -> str | None:

@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from kcompact.errors import UnsupportedFormatError
-from kcompact.report.model import ELIGIBLE, RATIO_BINS, SOURCE_PARQUET, PartitionEntry, Report, TopicEntry
+from kcompact.report.model import (
+    ELIGIBLE,
+    RATIO_BINS,
+    SOURCE_PARQUET,
+    SOURCE_SPARK,
+    PartitionEntry,
+    Report,
+    TopicEntry,
+)
 from kcompact.segment.files import file_access, write_replacing
 from kcompact.text import plural, size_text
 
@@ -159,6 +167,9 @@ def _header(report: Report) -> str:
     if report.source == SOURCE_PARQUET:
         sub = (f"From the Parquet rows of <code>kcompact spark inspect dirty-ratio</code> ({_e(report.inputs[0])}), "
                f"at {when}: every partition counted by topic, the {report.partitions_listed} largest listed.")
+    elif report.source == SOURCE_SPARK:
+        sub = (f"{plural(len(report.log_dirs), 'log dir')} read by Spark tasks at {when}: {dirs}. Every partition "
+               f"counted by topic, {_listed(report)} listed.")
     else:
         sub = f"{plural(len(report.log_dirs), 'log dir')} at {when}: {dirs}"
     return f"<h1>Where the disk went, what a clean gives back, what blocks it</h1><p class='sub'>{sub}</p>"
@@ -431,11 +442,18 @@ def _partition_table(report: Report) -> str:
              _cell(len(p.hanging)), _cell("; ".join(p.errors), text=True, css="err wrap")] for p in report.partitions]
     title = "Partitions"
     if report.partitions_listed < report.totals.partitions:
-        title += f" (the {report.partitions_listed:,} largest of {report.totals.partitions:,})"
+        title += f" ({_listed(report)} of {report.totals.partitions:,})"
     return f"<h2>{title}</h2>" + _table("partitions-table", [
         ("topic", False), ("partition", True), ("log dir", False), ("on disk", True), ("a clean gives back", True),
         ("clean", True), ("dirty", True), ("dirty ratio", True), ("min ratio", True), ("cleaner rank", True),
         ("status", False), ("last clean after", True), ("hanging txns", True), ("errors", False)], rows)
+
+
+def _listed(report: Report) -> str:
+    """Which partitions the page lists one by one (at scale, not all: :func:`kcompact.report.scale.aggregate`)."""
+    if report.source == SOURCE_SPARK:
+        return f"{report.partitions_listed:,} (the largest, and any with a hanging transaction)"
+    return f"the {report.partitions_listed:,} largest"
 
 
 def _log_dir_cell(log_dir: str, broker: str | None) -> str:

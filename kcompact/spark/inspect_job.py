@@ -89,7 +89,7 @@ def spark_dirty_ratio(
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     found = _partition_dirs(paths, storage_options or {}, selection)
     options = tuple(sorted((storage_options or {}).items()))
-    slices = _slices(found, spark.sparkContext.defaultParallelism * SLICES_PER_CORE,
+    slices = slices_of(found, spark.sparkContext.defaultParallelism * SLICES_PER_CORE,
                      lambda dirs: ReportSlice(dirs, dict(cli_overrides), now, _text(server_properties),
                                               _text(metadata_dir), options))
     rows: list[DirtyRatioRow] = []
@@ -171,7 +171,7 @@ def rank_rows(slices_rows: Sequence[DirtyRatioRow]) -> list[DirtyRatioRow]:
     return out
 
 
-def _slices(
+def slices_of(
     dirs: Sequence[str], wanted: int, make: Callable[[tuple[str, ...]], ReportSlice]
 ) -> list[ReportSlice]:
     """Consecutive runs of one log dir's partitions, about ``wanted`` slices in all."""
