@@ -8,9 +8,12 @@ commands' ``--json`` can never disagree):
    ``min.cleanable.dirty.ratio``, eligibility and the rule that blocks the cleaner;
 2. ``inspect keys``' projection: the cleaner's dry run (:func:`kcompact.inspect.keys.dry_run`), the bytes
    on disk before and after a clean now (not the rest of ``inspect keys``, which reads the log twice more);
-3. ``inspect last-clean`` (:func:`kcompact.inspect.last_clean.last_clean_report`): when a clean provably ran;
-4. ``inspect transactions`` (:func:`kcompact.inspect.transactions.transactions_report`): hanging
+3. ``inspect last-clean`` (:func:`kcompact.inspect.last_clean.partition_last_clean`): when a clean provably ran;
+4. ``inspect transactions`` (:func:`kcompact.inspect.transactions.checked_transactions`): hanging
    transactions, the dirty bytes they hold back and their abort lines;
+
+2 to 4 share one load of the partition (:func:`kcompact.inspect.context.load_inspect_context`, as each of those
+commands loads it): its segments' headers are walked once for the three, not once each.
 
 and, when the paths hold more than one log dir (one per broker), ``inspect replicas`` of every partition of
 the report they share (:func:`kcompact.inspect.replicas.replicas_row`, as ``inspect replicas`` of log dirs).
@@ -29,12 +32,12 @@ from pathlib import Path
 
 from kcompact.config.server_properties import node_id, read_server_properties
 from kcompact.errors import KcompactError
-from kcompact.inspect.context import load_inspect_context
+from kcompact.inspect.context import InspectContext, load_inspect_context
 from kcompact.inspect.dirty_ratio import ADVICE, DirtyRatioRow, dirty_ratio_report
 from kcompact.inspect.keys import dry_run, log_size, projected_size
-from kcompact.inspect.last_clean import last_clean_report
+from kcompact.inspect.last_clean import partition_last_clean
 from kcompact.inspect.replicas import ReplicaSet, ReplicasRow, replica_sets, replicas_row
-from kcompact.inspect.transactions import transactions_report
+from kcompact.inspect.transactions import checked_transactions
 from kcompact.report.model import (
     SOURCE_LOG_DIRS,
     HangingEntry,
@@ -49,6 +52,7 @@ from kcompact.segment.progress import ProgressCallback
 META_PROPERTIES = "meta.properties"
 PROGRESS_DIRTY_RATIO = "partitions (dirty ratio)"
 PROGRESS_PARTITIONS = "partitions (projection, last clean, transactions)"
+SOURCES = ("inspect keys", "inspect last-clean", "inspect transactions")  # read from one load of a partition
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,17 +137,21 @@ def partition_entry(row: DirtyRatioRow, config: ConfigInputs, now_ms: int) -> Pa
         entry.errors.append(f"inspect dirty-ratio: {row.error}")
         if not row.cleanup_policy:  # nothing of it loads: the other sources would fail alike
             return entry
-    _add_projection(entry, config, now_ms)
-    _add_last_clean(entry, config, now_ms)
-    _add_transactions(entry, config, now_ms)
+    try:  # one load for the three sources (each command loads the partition the same way)
+        ctx = load_inspect_context(entry.partition_dir, cli_overrides=config.cli_overrides, now_ms=now_ms,
+                                   server_properties=config.server_properties, metadata_dir=config.metadata_dir)
+    except KcompactError as err:
+        entry.errors += [f"{command}: {err}" for command in SOURCES]
+        return entry
+    _add_projection(entry, ctx)
+    _add_last_clean(entry, ctx)
+    _add_transactions(entry, ctx)
     return entry
 
 
-def _add_projection(entry: PartitionEntry, config: ConfigInputs, now_ms: int) -> None:
+def _add_projection(entry: PartitionEntry, ctx: InspectContext) -> None:
     """``inspect keys``' projection: the bytes on disk, and after a clean now."""
     try:
-        ctx = load_inspect_context(entry.partition_dir, cli_overrides=config.cli_overrides, now_ms=now_ms,
-                                   server_properties=config.server_properties, metadata_dir=config.metadata_dir)
         dry = dry_run(ctx, None)
     except KcompactError as err:
         entry.errors.append(f"inspect keys: {err}")
@@ -153,10 +161,9 @@ def _add_projection(entry: PartitionEntry, config: ConfigInputs, now_ms: int) ->
     entry.clean_skipped_reason = dry.skipped_reason
 
 
-def _add_last_clean(entry: PartitionEntry, config: ConfigInputs, now_ms: int) -> None:
+def _add_last_clean(entry: PartitionEntry, ctx: InspectContext) -> None:
     try:
-        report = last_clean_report(entry.partition_dir, cli_overrides=config.cli_overrides, now_ms=now_ms,
-                                   server_properties=config.server_properties, metadata_dir=config.metadata_dir)
+        report = partition_last_clean(ctx)
     except KcompactError as err:
         entry.errors.append(f"inspect last-clean: {err}")
         return
@@ -166,10 +173,9 @@ def _add_last_clean(entry: PartitionEntry, config: ConfigInputs, now_ms: int) ->
         entry.errors.append(f"inspect last-clean: {report.crc_error}")
 
 
-def _add_transactions(entry: PartitionEntry, config: ConfigInputs, now_ms: int) -> None:
+def _add_transactions(entry: PartitionEntry, ctx: InspectContext) -> None:
     try:
-        (row,) = transactions_report([entry.partition_dir], cli_overrides=config.cli_overrides, now_ms=now_ms,
-                                     server_properties=config.server_properties, metadata_dir=config.metadata_dir)
+        row = checked_transactions(ctx)
     except KcompactError as err:
         entry.errors.append(f"inspect transactions: {err}")
         return

@@ -320,3 +320,21 @@ def test_the_cli_draws_progress_on_a_terminal_and_never_with_json(tmp_path: Path
     console.file = quiet
     assert run("report", str(log_dir), "--now-ms", str(NOW), "--json").exit_code == 0
     assert quiet.getvalue() == ""
+
+
+def test_each_partition_is_loaded_once_for_the_projection_last_clean_and_transactions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kcompact.inspect import context
+
+    loaded: Counter[str] = Counter()
+    real_load = context.load_log_state
+
+    def counting(partition: Any, *args: Any, **kwargs: Any) -> Any:
+        loaded[partition.path.name] += 1
+        return real_load(partition, *args, **kwargs)
+
+    monkeypatch.setattr(context, "load_log_state", counting)
+    log_dir = mixed_log_dir(tmp_path / "logdir")
+    report = run_json("report", str(log_dir), "--now-ms", str(NOW), "--config", "cleanup.policy=compact", "--json")
+    assert loaded == {"orders-0": 1, "orders-3": 1, "prices-0": 1}
+    assert report["totals"]["hanging_transactions"] == 1 and report["totals"]["reclaimable_bytes"] > 0
