@@ -46,6 +46,7 @@ from kcompact.cli.options import (
 )
 from kcompact.cli.partition_filter_options import partition_filter_options
 from kcompact.cli.replicas_cmd import spark_replicas_command
+from kcompact.cli.report_cmd import REPORT_EPILOG
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -77,13 +78,13 @@ _storage_option = storage_option
 _filter = partition_filter_options("paths")
 
 
-@click.group("spark", short_help="Run clean, dirty-ratio, replicas and export as Spark jobs.", epilog=with_examples(
+@click.group("spark", short_help="Run clean, dirty-ratio, replicas, export, report on Spark.", epilog=with_examples(
     f"{STARTUP_NOTE}\n\n{GROUP_EPILOG}",
     "kcompact spark clean /shared/kafka-logs --master 'local[4]'",
     "kcompact spark inspect dirty-ratio /shared/kafka-logs --output ratio.parquet",
 ))
 def spark_group() -> None:
-    """Run clean, inspect dirty-ratio, inspect replicas and export as Spark jobs: one task per
+    """Run clean, inspect dirty-ratio, inspect replicas, export and report as Spark jobs: one task per
     partition (or segment), the same library code as the serial commands, results as DataFrames
     (--output writes Parquet).
 
@@ -246,9 +247,9 @@ def spark_dirty_ratio_command(
 
 @spark_group.command("report", short_help="kcompact report's page, each partition read by a Spark task.",
                      epilog=with_examples(
-                         SPARK_EPILOG,
-                         "kcompact spark report /shared/b1/kafka-logs /shared/b2/kafka-logs --output cluster.html",
-                         "kcompact spark report /shared/kafka-logs --master spark://host:7077 --output r.html",
+                         f"{STARTUP_NOTE}\n\n{REPORT_EPILOG}",
+                         "kcompact spark report b1/kafka-logs b2/kafka-logs --output cluster.html",
+                         "kcompact spark report /logs --master spark://host:7077 --output r.html",
                          "kcompact spark report /shared/kafka-logs --json > report.json",
                      ))
 @_local_report_paths
@@ -272,21 +273,23 @@ def spark_report_command(
     row per partition comes back to the driver, and the page counts every partition into its topic and
     lists the largest (and any with a hanging transaction), as `report --from` does. Its totals are those
     of `kcompact report` of the same paths. With several log dirs, the replicas are compared by Spark
-    tasks too. Executors must see the log dirs at the same paths.
+    tasks too. Executors must see the log dirs at the same paths. Exits 3 when replicas diverge, 2
+    when a partition fails to read.
     """
     from kcompact.cli.report_cmd import finish_report
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.report.gather import ConfigInputs
     from kcompact.spark.probe import check_executors
-    from kcompact.spark.report_job import spark_report
+    from kcompact.spark.report_job import plan_report, spark_report
     from kcompact.spark.session import command_session
 
     if output is None and not as_json:
         raise click.UsageError("--output FILE.html is required (or --json for the report's data)")
     config = ConfigInputs(parse_config_pairs(config_pairs), server_properties, metadata_dir)
+    plan = plan_report(paths, config, now_ms=now_ms, selection=selection)  # a bad path: before Spark starts
     with command_session(master, verbose=verbose) as (spark, startup_s):
         executors_line(check_executors(spark.sparkContext, paths))
-        report = spark_report(spark, paths, config, now_ms=now_ms, selection=selection)
+        report = spark_report(spark, plan)
     if not as_json:
         startup_line(startup_s)
     finish_report(report, output, as_json=as_json)

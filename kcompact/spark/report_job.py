@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,40 +43,57 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def spark_report(
-    spark: SparkSession,
-    paths: Iterable[str | Path],
-    config: ConfigInputs,
-    *,
-    now_ms: int | None = None,
-    selection: PartitionFilter | None = None,
-    listed: int = LISTED_PARTITIONS,
-) -> Report:
-    """The report of every partition under ``paths``, its per-partition reading done by Spark tasks.
+@dataclass(frozen=True, slots=True)
+class ReportPlan:
+    """What ``spark report`` will read, found on the driver before Spark starts (a bad path fails in a second)."""
+
+    inputs: tuple[str, ...]  # the paths as given
+    partition_dirs: tuple[str, ...]  # absolute: the executors have another cwd
+    log_dirs: tuple[str, ...]
+    config: ConfigInputs
+    now_ms: int
+
+
+def plan_report(paths: Iterable[str | Path], config: ConfigInputs, *, now_ms: int | None = None,
+                selection: PartitionFilter | None = None) -> ReportPlan:
+    """The partitions under ``paths``, their log dirs' checkpoint files checked (as the serial report checks
+    them, before any partition).
 
     Args:
-        spark: the session.
         paths: log dirs (several: one per broker) and/or partition directories, at paths the executors see.
         config: ``--config``, ``--server-properties``, ``--metadata-dir``.
         now_ms: the one clock of every task (default: the driver's now).
         selection: ``--topic``, ``--exclude-topic``, ``--partition`` (None: every partition).
+
+    Returns:
+        The plan.
+
+    Raises:
+        KcompactError: a path is neither a log dir nor a partition directory, ``selection`` matches nothing, or
+            a log dir's checkpoint file does not parse.
+    """
+    given = tuple(str(p) for p in paths)
+    found = tuple(str(d) for d in partition_dirs([Path(p).absolute() for p in given], selection))
+    log_dirs = tuple(sorted({d.rsplit("/", 1)[0] for d in found}))
+    for log_dir in log_dirs:
+        check_log_dir_checkpoints(log_dir)
+    return ReportPlan(given, found, log_dirs, config, now_ms if now_ms is not None else int(time.time() * 1000))
+
+
+def spark_report(spark: SparkSession, plan: ReportPlan, *, listed: int = LISTED_PARTITIONS) -> Report:
+    """The report of the plan's partitions, their per-partition reading done by Spark tasks.
+
+    Args:
+        spark: the session.
+        plan: from :func:`plan_report`.
         listed: how many of the largest partitions the report lists one by one.
 
     Returns:
         The report: its totals and topics count every partition (equal to the serial report's), its
         partitions are the largest ``listed`` and any other with a hanging transaction.
-
-    Raises:
-        KcompactError: a path is neither a log dir nor a partition directory, a log dir's checkpoint file does
-            not parse (both found on the driver, before any task runs), or ``selection`` matches nothing.
     """
-    given = list(paths)
-    now = now_ms if now_ms is not None else int(time.time() * 1000)
-    found = [str(d) for d in partition_dirs([Path(p).absolute() for p in given], selection)]  # executors: another cwd
-    log_dirs = sorted({d.rsplit("/", 1)[0] for d in found})
-    for log_dir in log_dirs:  # the serial report's one-line refusal, before a task fails on it
-        check_log_dir_checkpoints(log_dir)
-    slices = slices_of(found, spark.sparkContext.defaultParallelism * SLICES_PER_CORE,
+    config, now = plan.config, plan.now_ms
+    slices = slices_of(plan.partition_dirs, spark.sparkContext.defaultParallelism * SLICES_PER_CORE,
                        lambda dirs: ReportSlice(dirs, dict(config.cli_overrides), now, _text(config.server_properties),
                                                 _text(config.metadata_dir)))
     entries: list[PartitionEntry] = []
@@ -90,13 +108,13 @@ def spark_report(
     for entry, rank in zip(entries, ranks, strict=True):
         entry.cleaner_rank = rank
     totals, topics, partitions = aggregate(entries, listed=listed)
-    totals.log_dirs = len(log_dirs)
+    totals.log_dirs = len(plan.log_dirs)
     replicas = []
-    if len(log_dirs) > 1:
-        sets = reported_replica_sets(log_dirs, {(e.topic, e.partition) for e in entries})
+    if len(plan.log_dirs) > 1:
+        sets = reported_replica_sets(list(plan.log_dirs), {(e.topic, e.partition) for e in entries})
         replicas = [replica_entry(row) for row in spark_replicas(spark, sets, max_keys=DEFAULT_MAX_KEYS).rows]
-    return Report(SOURCE_SPARK, [str(p) for p in given], now,
-                  [{"path": d, "broker": broker_of(Path(d))} for d in log_dirs], totals, topics, partitions,
+    return Report(SOURCE_SPARK, list(plan.inputs), now,
+                  [{"path": d, "broker": broker_of(Path(d))} for d in plan.log_dirs], totals, topics, partitions,
                   len(partitions), replicas, advice_of(e.blocking_rule for e in entries))
 
 
