@@ -240,7 +240,7 @@ def _disk_chart(report: Report) -> str:
         traces = [_hbar(names, [t.clean_bytes for t in topics], "clean bytes", KEPT_COLOR),
                   _hbar(names, [t.dirty_bytes for t in topics], "dirty bytes", DIRTY_COLOR)]
         title = ("Topics by clean + dirty bytes (the cleaner's view, without the active segment; a clean's "
-                 "exact gain needs the partitions: <code>kcompact report LOG_DIR</code>)")
+                 "exact gain needs the partitions: <code>kcompact report</code> or <code>kcompact spark report</code>)")
     else:
         traces = [_hbar(names, [_kept(t) for t in topics], "kept by a clean now", KEPT_COLOR),
                   _hbar(names, [t.reclaimable_bytes or 0 for t in topics], "a clean now gives back", RECLAIM_COLOR)]

@@ -7,7 +7,7 @@ blocking rules) and only the largest :data:`LISTED_PARTITIONS` (by clean + dirty
 
 What those rows do not hold is not made up: the bytes on disk and what a clean would give back (``inspect
 keys``' projection, the cleaner's dry run of each partition), the last clean and the hanging transactions
-stay None here (the page says so; ``kcompact report`` of a log dir computes them).
+stay None here (the page says so; ``kcompact report`` and ``kcompact spark report`` of log dirs compute them).
 
 Reads with pyarrow (imported when it runs: the ``export`` or ``spark`` extra), only the columns used.
 """
