@@ -271,10 +271,10 @@ def spark_report_command(
     Spark task as `kcompact report` reads it (bytes on disk and after a clean now as inspect keys projects
     them, the dirty ratio and what blocks the cleaner, the last clean, hanging transactions), only a small
     row per partition comes back to the driver, and the page counts every partition into its topic and
-    lists the largest (and any with a hanging transaction), as `report --from` does. Its totals are those
-    of `kcompact report` of the same paths. With several log dirs, the replicas are compared by Spark
-    tasks too. Executors must see the log dirs at the same paths. Exits 3 when replicas diverge, 2
-    when a partition fails to read.
+    lists the largest (and any with an error or a hanging transaction), as `report --from` does. Its
+    totals are those of `kcompact report` of the same paths. With several log dirs, the replicas are
+    compared by Spark tasks too. Executors must see the log dirs at the same paths. Exits 3 when
+    replicas diverge, 2 when a partition fails to read.
     """
     from kcompact.cli.report_cmd import finish_report
     from kcompact.config.topic_config import parse_config_pairs

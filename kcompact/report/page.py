@@ -166,7 +166,7 @@ def _header(report: Report) -> str:
                      for d in report.log_dirs)
     if report.source == SOURCE_PARQUET:
         sub = (f"From the Parquet rows of <code>kcompact spark inspect dirty-ratio</code> ({_e(report.inputs[0])}), "
-               f"at {when}: every partition counted by topic, the {report.partitions_listed} largest listed.")
+               f"at {when}: every partition counted by topic, {_listed(report)} listed.")
     elif report.source == SOURCE_SPARK:
         sub = (f"{plural(len(report.log_dirs), 'log dir')} read by Spark tasks at {when}: {dirs}. Every partition "
                f"counted by topic, {_listed(report)} listed.")
@@ -451,9 +451,7 @@ def _partition_table(report: Report) -> str:
 
 def _listed(report: Report) -> str:
     """Which partitions the page lists one by one (at scale, not all: :func:`kcompact.report.scale.aggregate`)."""
-    if report.source == SOURCE_SPARK:
-        return f"{report.partitions_listed:,} (the largest, and any with a hanging transaction)"
-    return f"the {report.partitions_listed:,} largest"
+    return f"{report.partitions_listed:,} (the largest, and any with an error or a hanging transaction)"
 
 
 def _log_dir_cell(log_dir: str, broker: str | None) -> str:

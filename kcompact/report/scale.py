@@ -3,7 +3,8 @@
 Why: a cluster's worth of partitions (100 000 and more) is read by Spark tasks, not here; their rows (one per
 partition, the fields of :class:`kcompact.inspect.dirty_ratio.DirtyRatioRow`) are small, and the page made
 from them must stay small and quick to open. So every partition is counted into its topic (totals, the
-blocking rules) and only the largest :data:`LISTED_PARTITIONS` (by clean + dirty bytes) are listed one by one.
+blocking rules) and only the largest :data:`LISTED_PARTITIONS` (by clean + dirty bytes) are listed one by one,
+with any that failed to read.
 
 What those rows do not hold is not made up: the bytes on disk and what a clean would give back (``inspect
 keys``' projection, the cleaner's dry run of each partition), the last clean and the hanging transactions
@@ -34,6 +35,7 @@ from kcompact.report.model import (
 from kcompact.segment.partition_filter import PartitionFilter
 
 LISTED_PARTITIONS = 200
+NOTABLE_PARTITIONS = 200  # listed besides the largest: those with an error or a hanging transaction
 COLUMNS = ("topic", "partition", "partition_dir", "cleanup_policy", "clean_bytes", "dirty_bytes", "dirty_ratio",
            "min_cleanable_dirty_ratio", "eligible", "cleaner_rank", "blocking_rule", "blocking_detail", "error")
 
@@ -76,8 +78,9 @@ def parquet_report(source: str | Path, *, selection: PartitionFilter | None = No
 
 def aggregate(entries: Iterable[PartitionEntry], *,
               listed: int = LISTED_PARTITIONS) -> tuple[Totals, list[TopicEntry], list[PartitionEntry]]:
-    """Count every partition into its topic and the totals, keeping only the largest ones (and, where the
-    entries hold transactions, those with a hanging one: what the page's chart of them draws).
+    """Count every partition into its topic and the totals, keeping only the largest ones, and those a person
+    must see whatever their size: any that failed to read (its row says why) or holds a hanging transaction
+    (what the page's chart of them draws).
 
     Args:
         entries: the partitions, in any order (read once: a generator over 100 000 rows is fine).
@@ -85,11 +88,12 @@ def aggregate(entries: Iterable[PartitionEntry], *,
 
     Returns:
         The totals (``log_dirs`` left 0 for the caller), the topics (largest first), and the partitions kept,
-        largest first: the ``listed`` largest, then any other with a hanging transaction (at most ``listed``).
+        largest first: the ``listed`` largest, then any other with an error or a hanging transaction (at most
+        :data:`NOTABLE_PARTITIONS` of those).
     """
     topics: dict[str, TopicEntry] = {}
     largest: list[tuple[int, int, PartitionEntry]] = []
-    hanging: list[tuple[int, int, PartitionEntry]] = []
+    notable: list[tuple[int, int, PartitionEntry]] = []
     totals = Totals()
     for i, entry in enumerate(entries):
         totals.partitions += 1
@@ -103,12 +107,12 @@ def aggregate(entries: Iterable[PartitionEntry], *,
             continue
         if item[:2] > largest[0][:2]:
             item = heapq.heapreplace(largest, item)
-        if item[2].hanging and len(hanging) < listed:
-            hanging.append(item)
+        if (item[2].errors or item[2].hanging) and len(notable) < NOTABLE_PARTITIONS:
+            notable.append(item)
     for topic in topics.values():
         add_topic(totals, topic)
     kept = sorted(largest, key=lambda item: item[:2], reverse=True)
-    kept += sorted(hanging, key=lambda item: item[:2], reverse=True)
+    kept += sorted(notable, key=lambda item: item[:2], reverse=True)
     return totals, sort_topics(list(topics.values())), [entry for _, _, entry in kept]
 
 

@@ -66,14 +66,17 @@ def test_at_scale_the_largest_and_the_hanging_are_listed_and_every_partition_cou
     log_dir = mixed_log_dir(tmp_path / "logdir")
     for number in range(1, 6):  # more small partitions than are listed
         PartitionBuilder("prices", number).batch([(b"p", b"1")]).write(log_dir)
+    corrupt(log_dir / "prices-4")
     plan = plan_report([log_dir], ConfigInputs({}), now_ms=NOW)
     everything, listed = spark_report(spark, plan), spark_report(spark, plan, listed=1)
     assert listed.totals == everything.totals and listed.totals.partitions == 8
+    assert (listed.totals.hanging_transactions, listed.totals.errors) == (1, 1)
     largest = sorted(everything.partitions, key=lambda p: -(p.size_in_bytes or 0))[:1]
-    hanging = [p for p in everything.partitions if p.hanging and p not in largest]
-    assert [f"{p.topic}-{p.partition}" for p in hanging] == ["orders-3"]
-    assert listed.partitions == largest + hanging
-    assert listed.partitions_listed == 2
+    assert [f"{p.topic}-{p.partition}" for p in largest] == ["orders-0"]
+    assert listed.partitions[0] == largest[0]
+    # the one failing to read and the one with a hanging transaction are listed too, whatever their size
+    assert sorted(f"{p.topic}-{p.partition}" for p in listed.partitions[1:]) == ["orders-3", "prices-4"]
+    assert listed.partitions_listed == 3
 
 
 def test_a_partition_that_fails_to_read_is_a_row_and_exit_2(spark: SparkSession, tmp_path: Path) -> None:
