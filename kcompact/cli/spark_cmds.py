@@ -289,7 +289,7 @@ def spark_report_command(
     plan = plan_report(paths, config, now_ms=now_ms, selection=selection)  # a bad path: before Spark starts
     with command_session(master, verbose=verbose) as (spark, startup_s):
         executors_line(check_executors(spark.sparkContext, paths))
-        report = spark_report(spark, plan)
+        report = spark_report(spark, plan, verbose=verbose)
     if not as_json:
         startup_line(startup_s)
     finish_report(report, output, as_json=as_json)

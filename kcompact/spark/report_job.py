@@ -37,7 +37,9 @@ from kcompact.report.scale import LISTED_PARTITIONS, aggregate
 from kcompact.segment.log_dir_check import check_log_dir_checkpoints
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.spark.inspect_job import SLICES_PER_CORE, ReportSlice, slices_of
+from kcompact.spark.output import task_error
 from kcompact.spark.replicas_job import spark_replicas
+from kcompact.spark.session import quiet_task_failures
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -80,17 +82,22 @@ def plan_report(paths: Iterable[str | Path], config: ConfigInputs, *, now_ms: in
     return ReportPlan(given, found, log_dirs, config, now_ms if now_ms is not None else int(time.time() * 1000))
 
 
-def spark_report(spark: SparkSession, plan: ReportPlan, *, listed: int = LISTED_PARTITIONS) -> Report:
+def spark_report(spark: SparkSession, plan: ReportPlan, *, listed: int = LISTED_PARTITIONS,
+                 verbose: bool = False) -> Report:
     """The report of the plan's partitions, their per-partition reading done by Spark tasks.
 
     Args:
         spark: the session.
         plan: from :func:`plan_report`.
         listed: how many of the largest partitions the report lists one by one.
+        verbose: keep Spark's own log lines about a failing task.
 
     Returns:
         The report: its totals and topics count every partition (equal to the serial report's), its
-        partitions are the largest ``listed`` and any other with a hanging transaction.
+        partitions are the largest ``listed`` and any other with an error or a hanging transaction.
+
+    Raises:
+        KcompactError: a task raised one (a log dir whose checkpoint file no longer parses), as its one line.
     """
     config, now = plan.config, plan.now_ms
     slices = slices_of(plan.partition_dirs, spark.sparkContext.defaultParallelism * SLICES_PER_CORE,
@@ -98,12 +105,19 @@ def spark_report(spark: SparkSession, plan: ReportPlan, *, listed: int = LISTED_
                                                 _text(config.metadata_dir)))
     entries: list[PartitionEntry] = []
     if slices:
-        spark.sparkContext.setJobDescription(f"kcompact spark report: {len(slices)} slices")
+        context = spark.sparkContext
+        context.setJobDescription(f"kcompact spark report: {len(slices)} slices")
         try:
-            rdd = spark.sparkContext.parallelize(slices, len(slices))
-            entries = [entry for part in rdd.map(run_report_task).collect() for entry in part]
+            with quiet_task_failures(context, verbose=verbose):
+                found = context.parallelize(slices, len(slices)).map(run_report_task).collect()
+        except Exception as err:  # a task's KcompactError (a log dir changed since the plan): its one line
+            said = task_error(err)
+            if said is err:
+                raise
+            raise said from err
         finally:
-            spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
+            context.setJobDescription(None)  # type: ignore[arg-type]
+        entries = [entry for part in found for entry in part]
     ranks = pick_ranks([(entry.cleaner_rank is not None, entry.dirty_ratio) for entry in entries])
     for entry, rank in zip(entries, ranks, strict=True):
         entry.cleaner_rank = rank

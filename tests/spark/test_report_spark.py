@@ -79,6 +79,20 @@ def test_at_scale_the_largest_and_the_hanging_are_listed_and_every_partition_cou
     assert listed.partitions_listed == 3
 
 
+def test_a_log_dir_damaged_after_the_plan_is_one_line_not_a_spark_traceback(spark: SparkSession,
+                                                                            tmp_path: Path) -> None:
+    from kcompact.errors import KcompactError
+    from kcompact.spark.report_job import plan_report, spark_report
+
+    log_dir = mixed_log_dir(tmp_path / "logdir")
+    plan = plan_report([log_dir], ConfigInputs({}), now_ms=NOW)  # checked here, then a broker rewrites it badly
+    (log_dir / "cleaner-offset-checkpoint").write_text("0\n1\nnot a checkpoint line\n")
+    with pytest.raises(KcompactError) as raised:
+        spark_report(spark, plan)
+    assert "cleaner-offset-checkpoint" in str(raised.value) and "\n" not in str(raised.value)
+    assert "Traceback" not in str(raised.value)
+
+
 def test_a_partition_that_fails_to_read_is_a_row_and_exit_2(spark: SparkSession, tmp_path: Path) -> None:
     log_dir = mixed_log_dir(tmp_path / "logdir")
     log = corrupt(log_dir / "prices-0")
