@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 
 PROBE_TIMEOUT_S = 180.0  # a cluster with no free cores never runs the probe: say so instead of waiting
 MAX_PROBE_TASKS = 64
-SET_PYTHON = ("set PYSPARK_PYTHON (or spark.pyspark.python) to a Python that has kcompact {version} "
-              "at the same path on every worker")
+SET_PYTHON = ("set --executor-python (or PYSPARK_PYTHON, spark.pyspark.python) to a Python that has "
+              "kcompact {version} at the same path on every worker")
 
 _PROBE_SOURCE = '''
 def probe(paths):

@@ -51,12 +51,12 @@ def test_a_master_given_by_spark_submit_is_left_alone(monkeypatch: pytest.Monkey
 
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--conf a=b pyspark-shell")
-    assert not session._master_set_by_launcher()
+    assert not session.master_set_by_launcher()
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--master yarn pyspark-shell")
-    assert session._master_set_by_launcher()
+    assert session.master_set_by_launcher()
     monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "41234")  # what spark-submit hands its Python driver
-    assert session._master_set_by_launcher()
+    assert session.master_set_by_launcher()
 
 
 def test_quiet_logging_configuration_is_written_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
