@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -68,8 +69,10 @@ def test_quiet_logging_configuration_is_written_once(tmp_path: Path, monkeypatch
     assert session._quiet_log4j2_file() == path and list(tmp_path.iterdir()) == [path]
 
 
-def test_session_defaults_never_override_what_spark_submit_was_given() -> None:
+def test_session_defaults_never_override_what_spark_submit_was_given(monkeypatch: pytest.MonkeyPatch) -> None:
     from kcompact.spark import session
+
+    monkeypatch.setattr(session, "_stderr_is_terminal", lambda: True)
 
     local = session._session_conf(False, local=True, launched=False)
     assert local["spark.python.unix.domain.socket.enabled"] == "true"
@@ -102,3 +105,59 @@ def test_speculation_is_refused_naming_what_two_attempts_would_do() -> None:
     refuse_speculation(FakeContext(2, spark_speculation="false"), "spark clean", "twice")
     with pytest.raises(RefusedError, match=r"^spark clean: spark.speculation; expected false \(twice\), found true"):
         refuse_speculation(FakeContext(2, spark_speculation=" True"), "spark clean", "twice")
+
+
+def test_the_progress_bar_is_drawn_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kcompact.spark import session
+
+    monkeypatch.setattr(sys, "stderr", open(os.devnull, "w"))  # a pipe or a log file: no carriage returns
+    assert session._session_conf(False, local=True, launched=False)["spark.ui.showConsoleProgress"] == "false"
+    monkeypatch.setattr(session, "_stderr_is_terminal", lambda: True)
+    assert session._session_conf(False, local=True, launched=False)["spark.ui.showConsoleProgress"] == "true"
+
+
+def test_a_local_driver_binds_to_loopback_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kcompact.spark import session
+
+    for name in session.LOCAL_IP_ENV:
+        monkeypatch.delenv(name, raising=False)
+    local = session._session_conf(False, local=True, launched=False)
+    assert (local["spark.driver.bindAddress"], local["spark.driver.host"]) == ("127.0.0.1", "127.0.0.1")
+    assert "spark.driver.bindAddress" not in session._session_conf(False, local=False, launched=False)
+    told = session._session_conf(False, local=True, launched=False, already_set={"spark.driver.bindAddress"})
+    assert "spark.driver.bindAddress" not in told  # --conf spark.driver.bindAddress=… wins
+    monkeypatch.setenv("SPARK_LOCAL_IP", "10.0.0.7")
+    assert "spark.driver.bindAddress" not in session._session_conf(False, local=True, launched=False)
+
+
+def test_conf_pairs_reach_the_builder_after_kcompacts_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--conf wins over kcompact's defaults (here: the progress bar and the loopback address)."""
+    from pyspark.sql import SparkSession
+
+    from kcompact.spark import session
+
+    given: dict[str, str] = {}
+
+    class Recording:
+        def appName(self, _: str) -> Recording:
+            return self
+
+        def master(self, _: str) -> Recording:
+            return self
+
+        def config(self, key: str, value: str) -> Recording:
+            given[key] = value
+            return self
+
+        def getOrCreate(self) -> None:
+            raise RuntimeError("recorded")
+
+    monkeypatch.setattr(SparkSession, "builder", Recording())
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    conf = session.parse_spark_conf(["spark.ui.showConsoleProgress=true", "spark.driver.bindAddress=0.0.0.0",
+                                     "spark.hadoop.fs.s3a.endpoint=http://127.0.0.1:9000"])
+    with pytest.raises(RuntimeError, match="recorded"):
+        session.spark_session("local[1]", conf=conf)
+    assert given["spark.ui.showConsoleProgress"] == "true"
+    assert given["spark.driver.bindAddress"] == "0.0.0.0" and given["spark.driver.host"] == "127.0.0.1"
+    assert given["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
