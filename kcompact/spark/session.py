@@ -125,10 +125,33 @@ def spark_session(
         builder = builder.config(key, value)
     for key, value in user_conf.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    with _jvm_stdout_to_stderr():
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel(VERBOSE_LOG_LEVEL if verbose else QUIET_LOG_LEVEL)
     _quiet_python_side(session.sparkContext, verbose=verbose)
     return session
+
+
+@contextmanager
+def _jvm_stdout_to_stderr() -> Iterator[None]:
+    """A JVM started in this block writes its stdout to this process's stderr.
+
+    pyspark starts the driver JVM with this process's stdout, and the JVM prints there: Ivy's
+    ``:: loading settings ::`` line when ``spark.jars.packages`` is resolved, for one, which would
+    be the first line of a ``--json`` report. The JVM inherits file descriptor 1 while it points at 2.
+    """
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no stdout at all: nothing to protect
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def parse_spark_conf(pairs: Iterable[str]) -> dict[str, str]:
