@@ -92,3 +92,18 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield start_spark(services)
     finally:
         services.stop()
+
+
+@pytest.fixture
+def session_starts(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+    """The masters of the sessions a command asked for (none is started: the test fails if one is)."""
+    from kcompact.spark import session
+
+    asked: list[str | None] = []
+
+    def refuse(master: str | None = None, **_: object) -> None:
+        asked.append(master)
+        raise AssertionError("the Spark session was started")
+
+    monkeypatch.setattr(session, "spark_session", refuse)
+    return asked

@@ -40,21 +40,6 @@ def error_lines(result: Result) -> list[str]:
 
 
 @pytest.fixture
-def session_starts(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
-    """The masters of the sessions a command asked for (none is started: the test fails if one is)."""
-    from kcompact.spark import session
-
-    asked: list[str | None] = []
-
-    def refuse(master: str | None = None, **_: object) -> None:
-        asked.append(master)
-        raise AssertionError("the Spark session was started")
-
-    monkeypatch.setattr(session, "spark_session", refuse)
-    return asked
-
-
-@pytest.fixture
 def python_without_kcompact(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> str:
     """A Python of this very version with nothing installed (a venv without pip), run from a directory
     without kcompact (a local executor's Python imports from the driver's working directory)."""
@@ -82,10 +67,10 @@ def test_an_executors_python_without_kcompact_is_one_line_before_the_session(
     for result, chosen_by in ((by_option, "--executor-python"), (by_env, "PYSPARK_PYTHON")):
         assert result.exit_code == 2, result.output
         assert error_lines(result) == [
-            f"kcompact: error: executors' Python {python_without_kcompact} (from {chosen_by}) cannot import "
+            (f"kcompact: error: executors' Python {python_without_kcompact} (from {chosen_by}) cannot import "
             "kcompact and pyarrow (ModuleNotFoundError: No module named 'kcompact'); set --executor-python (or "
             f"PYSPARK_PYTHON, spark.pyspark.python) to a Python that has kcompact {__version__} at the same path "
-            "on every worker"]
+            "on every worker")]
     assert session_starts == []
     assert not (tmp_path / "out").exists()
 
@@ -144,8 +129,8 @@ def test_an_s3a_output_without_hadoop_aws_names_the_package_before_the_session(
 
     assert result.exit_code == 2
     assert error_lines(result) == [
-        "kcompact: error: s3a://bucket/out: s3a:// needs hadoop-aws, which pyspark does not ship; expected "
-        f"--conf spark.jars.packages=org.apache.hadoop:hadoop-aws:{bundled_hadoop_version()}"]
+        ("kcompact: error: s3a://bucket/out: s3a:// needs hadoop-aws, which pyspark does not ship; expected "
+        f"--conf spark.jars.packages=org.apache.hadoop:hadoop-aws:{bundled_hadoop_version()}")]
     assert session_starts == []
 
 
@@ -162,8 +147,8 @@ def test_a_conf_pair_without_equals_is_one_line(tmp_path: Path, session_starts: 
     result = run("spark", "inspect", "dirty-ratio", str(log_dir), "--conf", "spark.executor.memory")
 
     assert result.exit_code == 2
-    assert error_lines(result) == ["kcompact: error: --conf: expected KEY=VALUE (a Spark setting), found "
-                                   "'spark.executor.memory'"]
+    assert error_lines(result) == [("kcompact: error: --conf: expected KEY=VALUE (a Spark setting), found "
+                                   "'spark.executor.memory'")]
     assert session_starts == []
 
 

@@ -110,8 +110,9 @@ def test_speculation_is_refused_naming_what_two_attempts_would_do() -> None:
 def test_the_progress_bar_is_drawn_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     from kcompact.spark import session
 
-    monkeypatch.setattr(sys, "stderr", open(os.devnull, "w"))  # a pipe or a log file: no carriage returns
-    assert session._session_conf(False, local=True, launched=False)["spark.ui.showConsoleProgress"] == "false"
+    with open(os.devnull, "w") as log_file:  # a pipe or a log file: no carriage returns
+        monkeypatch.setattr(sys, "stderr", log_file)
+        assert session._session_conf(False, local=True, launched=False)["spark.ui.showConsoleProgress"] == "false"
     monkeypatch.setattr(session, "_stderr_is_terminal", lambda: True)
     assert session._session_conf(False, local=True, launched=False)["spark.ui.showConsoleProgress"] == "true"
 
