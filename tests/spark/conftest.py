@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -107,3 +109,13 @@ def session_starts(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
 
     monkeypatch.setattr(session, "spark_session", refuse)
     return asked
+
+
+@pytest.fixture
+def python_without_kcompact(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A Python of this very version with nothing installed (a venv without pip), run from a directory
+    without kcompact (a local executor's Python imports from the driver's working directory)."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("elsewhere"))
+    venv = tmp_path_factory.mktemp("bare-python")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    return str(venv / "bin" / "python")

@@ -5,8 +5,6 @@ replaced by one that records it was asked for."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,16 +35,6 @@ def run(*args: str, env: dict[str, str] | None = None) -> Result:
 
 def error_lines(result: Result) -> list[str]:
     return [line for line in result.stderr.splitlines() if line.strip()]
-
-
-@pytest.fixture
-def python_without_kcompact(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A Python of this very version with nothing installed (a venv without pip), run from a directory
-    without kcompact (a local executor's Python imports from the driver's working directory)."""
-    monkeypatch.chdir(tmp_path_factory.mktemp("elsewhere"))
-    venv = tmp_path_factory.mktemp("bare-python")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    return str(venv / "bin" / "python")
 
 
 def command_args(name: str, tmp_path: Path, inputs: list[str]) -> list[str]:
