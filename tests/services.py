@@ -7,8 +7,9 @@ CI (``.ci/run``) starts them once for the whole suite and passes their addresses
     python -m tests.services start DIR   # prints export lines; DIR keeps the pids and logs
     python -m tests.services stop DIR    # stops every process start started (their process groups)
 
-The tests read :data:`SPARK_MASTER_ENV`, :data:`S3_ENDPOINT_ENV` and :data:`HDFS_ENV`/:data:`WEBHDFS_ENV`; when unset, their fixtures start
-their own with the same functions (so ``python -m pytest`` alone works) and stop them afterwards.
+The tests read :data:`SPARK_MASTER_ENV`, :data:`S3_ENDPOINT_ENV` and :data:`HDFS_ENV`/:data:`WEBHDFS_ENV`; when
+unset, their fixtures start their own with the same functions (so ``python -m pytest`` alone works) and stop
+them afterwards.
 """
 
 from __future__ import annotations

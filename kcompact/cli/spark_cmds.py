@@ -128,7 +128,8 @@ def spark_group() -> None:
 @json_option("Print the rows as JSON.")
 def spark_clean_command(
     paths: tuple[str, ...], master: str | None, verbose: bool, spark_conf_pairs: tuple[str, ...],
-    executor_python: str | None, config_pairs: tuple[str, ...], now_ms: int | None, roll: bool, from_start: bool, dry_run: bool, dedupe_buffer_size: int | None,
+    executor_python: str | None, config_pairs: tuple[str, ...], now_ms: int | None, roll: bool,
+    from_start: bool, dry_run: bool, dedupe_buffer_size: int | None,
     only_eligible: bool, assume_compact: bool, allow_keyless_loss: bool, map_budget: int | None,
     task_bytes: int | None, replica_dirs: tuple[str, ...], safe_offset: int | None,
     server_properties: str | None, metadata_dir: str | None, output: str | None, as_json: bool,
@@ -207,7 +208,8 @@ spark_inspect.add_command(spark_replicas_command)
 @json_option("Print a JSON list of rows (as kcompact inspect dirty-ratio).")
 def spark_dirty_ratio_command(
     paths: tuple[str, ...], master: str | None, verbose: bool, spark_conf_pairs: tuple[str, ...],
-    executor_python: str | None, config_pairs: tuple[str, ...], now_ms: int | None, server_properties: str | None, metadata_dir: str | None, storage_pairs: tuple[str, ...],
+    executor_python: str | None, config_pairs: tuple[str, ...], now_ms: int | None,
+    server_properties: str | None, metadata_dir: str | None, storage_pairs: tuple[str, ...],
     output: str | None, as_json: bool, selection: PartitionFilter | None = None,
 ) -> None:
     """The rows of `kcompact inspect dirty-ratio` (same fields, same values, same order), computed

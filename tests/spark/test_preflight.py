@@ -111,7 +111,8 @@ def test_an_s3a_output_without_hadoop_aws_names_the_package_before_the_session(
     name: str, tmp_path: Path, session_starts: list[str | None]
 ) -> None:
     log_dir = build_log_dir(tmp_path / "logs", 1)
-    args = [arg for arg in command_args(name, tmp_path, [str(log_dir)]) if arg not in ("--output", str(tmp_path / "out"))]
+    output_args = ("--output", str(tmp_path / "out"))
+    args = [arg for arg in command_args(name, tmp_path, [str(log_dir)]) if arg not in output_args]
 
     result = run(*args, "--output", "s3a://bucket/out")
 
