@@ -50,6 +50,7 @@ from kcompact.cli.spark_options import session_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from rich.console import JustifyMethod
     from rich.table import Table
 
     from kcompact.inspect.export import ExportSummary
@@ -400,13 +401,13 @@ def _clean_table(rows: list[dict[str, Any]]) -> Table:
     from rich.table import Table
 
     table = Table(title="spark clean", title_justify="left", box=box.SIMPLE_HEAD)
-    for column, justify in (("partition", "left"), ("status", "left"), ("dirty offsets", "right"),
-                            ("read", "right"), ("written", "right"), ("saved", "right"),
-                            ("s", "right")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("partition", "left"), ("status", "left"), ("dirty offsets", "right"), ("read", "right"),
+        ("written", "right"), ("saved", "right"), ("s", "right"))
+    for column, justify in columns:
         # on a narrow terminal the partition and status fold (a name is never cut short); numbers stay whole
         folds = column in ("partition", "status")
-        table.add_column(column, justify=justify, overflow="fold" if folds else "ellipsis",  # type: ignore[arg-type]
-                         no_wrap=not folds)
+        table.add_column(column, justify=justify, overflow="fold" if folds else "ellipsis", no_wrap=not folds)
     for row in rows:
         done = row["bytes_read"] is not None
         span = ("-" if row["first_dirty_offset"] is None or row["end_offset"] is None

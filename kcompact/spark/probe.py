@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from kcompact import __version__
 from kcompact.errors import RefusedError
 from kcompact.spark.output import is_local_master, is_uri
-from kcompact.spark.session import CHOSEN_BY_CONF, cluster_cores
+from kcompact.spark.session import CHOSEN_BY_CONF, cluster_cores, local_properties
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -132,7 +132,7 @@ def _run_probe(context: SparkContext, paths: list[str], python: str, chosen_by: 
                            f"{_reason(err)}; " + SET_PYTHON.format(version=__version__)) from err
     finally:
         timer.cancel()
-        context.setJobGroup(None, None)  # type: ignore[arg-type]
+        local_properties(context).setJobGroup(None, None)
     return answers
 
 

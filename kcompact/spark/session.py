@@ -44,7 +44,7 @@ import time
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from kcompact.errors import ConfigError, RefusedError, UnsupportedFormatError
 from kcompact.segment.files import write_replacing
@@ -216,6 +216,25 @@ def quiet_task_failures(context: SparkContext, *, verbose: bool = False) -> Iter
         with suppress(Exception):  # a JVM that died in the block has no levels to restore
             for name, level in zip(names, before, strict=True):
                 configurator.setLevel(name, level)
+
+
+class LocalProperties(Protocol):
+    """A SparkContext's thread-local job properties as the JVM takes them: None (null) removes one.
+
+    pyspark hints the values as ``str`` only, though its ``setJobDescription(None)`` and friends pass the
+    None through py4j to ``SparkContext.setLocalProperty``, which removes the property.
+    """
+
+    def setJobDescription(self, value: str | None) -> None: ...
+
+    def setJobGroup(self, groupId: str | None, description: str | None) -> None: ...
+
+    def setLocalProperty(self, key: str, value: str | None) -> None: ...
+
+
+def local_properties(context: SparkContext) -> LocalProperties:
+    """``context`` with its job-property setters typed as the JVM side takes them (:class:`LocalProperties`)."""
+    return cast("LocalProperties", context)  # pyspark's hints leave out the None these setters accept
 
 
 def refuse_speculation(context: SparkContext, subject: str, why: str) -> None:

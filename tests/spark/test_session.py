@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.spark.fakes import FakeContext
+from tests.spark.fakes import fake_context
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -63,7 +64,7 @@ def test_a_master_given_by_spark_submit_is_left_alone(monkeypatch: pytest.Monkey
 def test_quiet_logging_configuration_is_written_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from kcompact.spark import session
 
-    monkeypatch.setattr(session.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
     path = session._quiet_log4j2_file()
     assert path.read_text() == session.QUIET_LOG4J2 and "rootLogger.level = error" in path.read_text()
     assert session._quiet_log4j2_file() == path and list(tmp_path.iterdir()) == [path]
@@ -86,25 +87,25 @@ def test_session_defaults_never_override_what_spark_submit_was_given(monkeypatch
 def test_cluster_cores_counts_the_executors_asked_for_while_they_register() -> None:
     from kcompact.spark.session import MAX_COUNTED_EXECUTORS, cluster_cores
 
-    assert cluster_cores(FakeContext(2)) == 2  # nothing asked: Spark's own figure
-    assert cluster_cores(FakeContext(2, spark_executor_instances="10", spark_executor_cores="4")) == 40
-    assert cluster_cores(FakeContext(96, spark_executor_instances="10", spark_executor_cores="4")) == 96
+    assert cluster_cores(fake_context(2)) == 2  # nothing asked: Spark's own figure
+    assert cluster_cores(fake_context(2, spark_executor_instances="10", spark_executor_cores="4")) == 40
+    assert cluster_cores(fake_context(96, spark_executor_instances="10", spark_executor_cores="4")) == 96
     dynamic = {"spark_dynamicAllocation_enabled": "true", "spark_executor_cores": "2"}
-    assert cluster_cores(FakeContext(2, **dynamic, spark_dynamicAllocation_maxExecutors="16")) == 32
-    assert cluster_cores(FakeContext(2, **dynamic, spark_dynamicAllocation_maxExecutors="2147483647")) == (
+    assert cluster_cores(fake_context(2, **dynamic, spark_dynamicAllocation_maxExecutors="16")) == 32
+    assert cluster_cores(fake_context(2, **dynamic, spark_dynamicAllocation_maxExecutors="2147483647")) == (
         2 * MAX_COUNTED_EXECUTORS)
-    assert cluster_cores(FakeContext(2, **dynamic)) == 2  # no maximum given: nothing to count on
-    assert cluster_cores(FakeContext(2, spark_executor_instances="lots")) == 2
+    assert cluster_cores(fake_context(2, **dynamic)) == 2  # no maximum given: nothing to count on
+    assert cluster_cores(fake_context(2, spark_executor_instances="lots")) == 2
 
 
 def test_speculation_is_refused_naming_what_two_attempts_would_do() -> None:
     from kcompact.errors import RefusedError
     from kcompact.spark.session import refuse_speculation
 
-    refuse_speculation(FakeContext(2), "spark clean", "twice")
-    refuse_speculation(FakeContext(2, spark_speculation="false"), "spark clean", "twice")
+    refuse_speculation(fake_context(2), "spark clean", "twice")
+    refuse_speculation(fake_context(2, spark_speculation="false"), "spark clean", "twice")
     with pytest.raises(RefusedError, match=r"^spark clean: spark.speculation; expected false \(twice\), found true"):
-        refuse_speculation(FakeContext(2, spark_speculation=" True"), "spark clean", "twice")
+        refuse_speculation(fake_context(2, spark_speculation=" True"), "spark clean", "twice")
 
 
 def test_the_progress_bar_is_drawn_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
