@@ -85,18 +85,87 @@ def parse_storage_options(pairs: Iterable[str]) -> dict[str, Any]:
     return options
 
 
-def remote_partition_dirs(url: str, storage_options: StorageOptions) -> list[str]:
+@dataclasses.dataclass(frozen=True, slots=True)
+class RemoteListing:
+    """Every file under a URL, by its path relative to the URL, with its size: one recursive listing
+    (``find``), from which the partition directories and their segments are read without listing again.
+
+    Attributes:
+        url: the URL listed (no trailing slash).
+        sizes: relative path (``orders-0/00000000000000000000.log``) -> size in bytes.
+    """
+
+    url: str
+    sizes: Mapping[str, int]
+
+    def files(self, under: str = "") -> dict[str, int]:
+        """The files directly under ``under`` (a relative directory; "" the URL itself), name -> size."""
+        prefix = f"{under}/" if under else ""
+        return {rel[len(prefix):]: size for rel, size in self.sizes.items()
+                if rel.startswith(prefix) and "/" not in rel[len(prefix):]}
+
+    def directories(self, under: str = "") -> set[str]:
+        """The names of the directories directly under ``under`` (those holding a file somewhere below)."""
+        prefix = f"{under}/" if under else ""
+        return {rel[len(prefix):].split("/", 1)[0] for rel in self.sizes
+                if rel.startswith(prefix) and "/" in rel[len(prefix):]}
+
+
+LIST_THREADS = 16  # log dirs listed at once (each listing is requests that wait on the store)
+
+
+def list_remote(urls: Iterable[str], storage_options: StorageOptions) -> dict[str, RemoteListing]:
+    """One recursive listing of each URL, several at a time (a thread per listing in flight).
+
+    Raises:
+        KcompactError: a URL cannot be listed, or nothing is there (one line naming it).
+    """
+    wanted = list(dict.fromkeys(url.rstrip("/") for url in urls))
+    if len(wanted) <= 1:
+        return {url: _list_tree(url, storage_options) for url in wanted}
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(LIST_THREADS, len(wanted))) as pool:
+        return dict(zip(wanted, pool.map(lambda url: _list_tree(url, storage_options), wanted), strict=True))
+
+
+def _list_tree(url: str, storage_options: StorageOptions) -> RemoteListing:
+    fs, path = _filesystem(url, storage_options)
+    root = path.rstrip("/") + "/"
+    try:
+        found = fs.find(path.rstrip("/"), detail=True)
+        if not found and not fs.isdir(path):
+            raise FileNotFoundError("no file there")
+    except Exception as err:  # each file system raises its own: FileNotFoundError, botocore's, …
+        raise KcompactError(f"{url}: cannot list it: {type(err).__name__}: {err}".splitlines()[0]) from err
+    return RemoteListing(url, {str(name)[len(root):]: int(entry.get("size") or 0) for name, entry in found.items()
+                               if entry.get("type") == "file" and str(name).startswith(root)})
+
+
+def remote_partition_dirs(url: str, storage_options: StorageOptions,
+                          listing: RemoteListing | None = None) -> list[str]:
     """The partition directories ``url`` names: itself, or a log dir's live partitions (sorted).
+
+    Args:
+        url: a log dir or partition directory URL.
+        storage_options: fsspec options.
+        listing: ``url``'s :func:`list_remote` listing, when the caller has it (else listed here).
 
     Raises:
         KcompactError: the URL cannot be listed, or holds no partition directory.
     """
     base = url.rstrip("/")
     name = base.rsplit("/", 1)[-1]
-    children = _names(base, storage_options, directories=True)
-    if parse_partition_dir_name(name) is not None and not is_log_dir_listing(
-            _names(base, storage_options, directories=False), children):  # the rule of segment.partition
-        return [base]
+    if listing is None:
+        children = _names(base, storage_options, directories=True)
+        files: Iterable[str] = ()
+        if parse_partition_dir_name(name) is not None:
+            files = _names(base, storage_options, directories=False)
+    else:
+        children = dict.fromkeys(listing.directories(), 0)
+        files = listing.files()
+    if parse_partition_dir_name(name) is not None and not is_log_dir_listing(files, children):
+        return [base]  # the rule of segment.partition
     found = []
     for child in sorted(children):
         parsed = parse_partition_dir_name(child)
@@ -121,15 +190,72 @@ def partition_dir_names(url: str, storage_options: StorageOptions) -> list[str]:
                   if parse_partition_dir_name(child) is not None)
 
 
-def remote_segments(part_url: str, storage_options: StorageOptions) -> list[tuple[int, int]]:
-    """``(base offset, size in bytes)`` of each ``.log`` segment of a partition directory, in offset order."""
-    sizes = _names(part_url, storage_options, directories=False)
+def remote_segments(part_url: str, storage_options: StorageOptions,
+                    listing: RemoteListing | None = None) -> list[tuple[int, int]]:
+    """``(base offset, size in bytes)`` of each ``.log`` segment of a partition directory, in offset order.
+
+    Args:
+        part_url: the partition directory.
+        storage_options: fsspec options.
+        listing: a :func:`list_remote` listing of it or of its log dir (else it is listed here).
+    """
+    if listing is None:
+        sizes = _names(part_url, storage_options, directories=False)
+    else:
+        sizes = listing.files(part_url.rstrip("/")[len(listing.url):].strip("/"))
     found = []
     for name, size in sizes.items():
         parsed = parse_segment_file_name(name)
         if parsed is not None and parsed.kind == "log" and parsed.temp_suffix is None:
             found.append((parsed.base_offset, size))
     return sorted(found)
+
+
+def stand_in(url: str) -> Path:
+    """The local-looking path a :class:`RemoteFile` goes by inside the format layer (``/bucket/key``):
+    what :func:`named_as_url` turns back into the URL."""
+    return Path("/", url.split("://", 1)[-1])
+
+
+def named_as_url(err: KcompactError, url: str) -> KcompactError:
+    """``err`` raised while reading objects under ``url`` through :class:`RemoteFile`, naming the URL
+    where it names the stand-in path (its message and fields)."""
+    return LocalInputs((), ((str(stand_in(url.rstrip("/"))), url.rstrip("/")),)).named_error(err)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RemoteFile:
+    """An object read by byte range (a :class:`~kcompact.segment.source.ByteSource`): each :meth:`read` is
+    one ranged request (``cat_file`` with ``start``/``end``), nothing is copied to local disk.
+
+    Attributes:
+        url: the object.
+        size_in_bytes: its size, as listed.
+        storage_options: fsspec options.
+    """
+
+    url: str
+    size_in_bytes: int
+    storage_options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def path(self) -> Path:
+        return stand_in(self.url)
+
+    def read(self, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the object, in one request.
+
+        Raises:
+            KcompactError: the object cannot be read (one line naming it).
+        """
+        if end <= start:
+            return b""
+        fs, path = _filesystem(self.url, dict(self.storage_options))
+        try:
+            return bytes(fs.cat_file(path, start=start, end=end))
+        except Exception as err:  # each file system raises its own
+            raise KcompactError(f"{self.url}: cannot read bytes {start}-{end}: {type(err).__name__}: "
+                                f"{err}".splitlines()[0]) from err
 
 
 @contextmanager
