@@ -72,6 +72,7 @@ from kcompact.segment.partition import (
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.progress import ProgressCallback, ReadProgress, read_progress
 from kcompact.segment.remote import (
+    LocalInputs,
     RemoteFile,
     StorageOptions,
     is_url,
@@ -390,11 +391,9 @@ def segment_log_path(ref: SegmentRef) -> Path:
 
 
 def _named_as_given(err: KcompactError, local_dir: str, given: str) -> KcompactError:
-    """An error about a local mirror's file, naming the file under the URL the user gave instead."""
-    if not isinstance(err, CorruptDataError) or err.path is None or not err.path.startswith(local_dir):
-        return err
-    return type(err)(err.message, path=given + err.path[len(local_dir):], position=err.position,
-                     offset=err.offset)
+    """An error about a local mirror's file, naming the file under the URL the user gave instead (in its
+    message too: a CRC error's advice names the partition directory)."""
+    return LocalInputs((), ((local_dir, given),)).named_error(err)
 
 
 def iter_split_columns(refs: Sequence[SegmentRef], isolation: str = READ_UNCOMMITTED,
@@ -646,7 +645,8 @@ def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: b
     first row is written; one that fails is left out whole and named in ``failures``.
 
     Args:
-        paths: partition directories and/or log dirs, local or URLs (``s3://…``: each partition is
+        paths: partition directories and/or log dirs, local or URLs (``s3://…``: each segment read by
+            byte range, once for the check and once for the export; with ``latest`` each partition is
             copied to a local temporary directory while it is read, one at a time, see
             ``kcompact.segment.remote``).
         output: a new local directory.

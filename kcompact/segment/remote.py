@@ -1,20 +1,24 @@
 """Log dirs behind an fsspec URL (``s3://``, ``gs://``, ``hdfs://``, ``file://``, …), for reading only.
 
-Backups and archived copies of log dirs live in object stores and HDFS. The read-only Spark commands
-(``spark export``, ``spark inspect dirty-ratio``) list them here on the driver (partition directories
-and their segments, by name and size) and each executor mirrors the partitions of its task, one task
-at a time, into a local temporary directory (with the log dir's checkpoint files beside them), reads
-them there with the same code as a local partition, and deletes the copy: nothing is written to the
-store, and no whole log dir travels to the driver.
+Backups and archived copies of log dirs live in object stores and HDFS. A URL is listed once per log dir
+(:func:`list_remote`: one recursive ``find``, several log dirs at once in threads), and the partition
+directories and their segments are read from that listing (:func:`remote_partition_dirs`,
+:func:`remote_segments`). Nothing is ever written to the store, and no whole log dir travels to the driver.
 
-The serial read-only commands (``inspect dirty-ratio``, ``keys``, ``dump``, ``transactions``) read a URL
-the same way, through :func:`local_inputs`: a local copy of what the URL names (a log dir, a partition
-directory with its log dir's checkpoint files, or one file with its segment's indexes), read by the same
-code as a local path, whose results and errors then name the URL instead of the copy
-(:meth:`LocalInputs.named`). Files are copied whole, not by byte range: the one report that reads only part
-of its files, ``inspect dirty-ratio``, still walks every batch header of every segment (the broker's view of
-the log, ``cleaner.state.log_state``), and headers read by range cost one request per batch — on a loopback
-S3 server, 120 s for the 12 105 headers of an 874 KB metadata segment that one GET brings in 0.07 s.
+Two ways to read, by what the reader needs:
+
+* **By byte range** (:class:`RemoteFile`): a segment whose every byte is read anyway (an export's CRC check
+  and its records) is read where it lies, in one ranged request (``cat_file`` with ``start``/``end``), and
+  handed to the format layer as a :class:`~kcompact.segment.source.ByteSource`: ``LogFile`` reads it as it
+  reads a local file and names it by a stand-in path (:func:`stand_in`), which :func:`named_as_url` turns back
+  into the URL. ``export`` and both ``spark export`` jobs read so: each task its split's segments, nothing else.
+* **Mirrored** (:func:`mirrored`, :func:`local_inputs`): a report that needs a partition's every file — its
+  whole log's batch headers, its indexes' tails, producer snapshots, the log dir's checkpoints — gets a local
+  copy of them, read by the same code as a local path, whose results and errors then name the URL instead of
+  the copy (:meth:`LocalInputs.named`): ``inspect dirty-ratio``, ``keys``, ``dump``, ``transactions``, their
+  Spark forms, and a read_committed export's view of a partition (``inspect.export.CommittedView``). Those
+  files are copied whole, not read header by header: headers read by range cost one request per batch — on a
+  loopback S3 server, 120 s for the 12 105 headers of an 874 KB metadata segment that one GET brings in 0.07 s.
 
 The storage is configured as fsspec and s3fs users already do: environment variables
 (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, …) or storage options (``--storage-option

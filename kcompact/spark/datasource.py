@@ -13,8 +13,12 @@ partition, default ``SPLIT_BYTES``) and ``storage_options`` (a JSON object of fs
 fixed (``kcompact.inspect.export.EXPORT_COLUMNS``); ``error_rows`` (``true``; default ``false``) adds an
 :data:`ERROR_COLUMN`: a split whose data does not parse then ends with one row holding only the error's one-line
 message, where by default its task fails (``spark export`` reads this way, so that no task fails and Spark prints no
-task error). The driver lists the segments and packs them into input partitions; each is read on an executor
-by ``kcompact.inspect.export.iter_split_columns`` and handed to Spark as Arrow record batches.
+task error). ``refs`` (a JSON list of ``[partition_dir, base_offset, size]``: segments already listed, read instead of
+listing ``paths`` again) and ``views`` (a JSON list of ``CommittedView.as_dict``: read_committed views already
+found) are how ``spark export`` hands its first job's findings to the read. The driver lists the segments (or
+takes ``refs``) and packs them into input partitions; each is read on an executor by
+``kcompact.inspect.export.iter_split_columns`` (a segment behind a URL by byte range, its own bytes only) and
+handed to Spark as Arrow record batches.
 
 This module imports pyspark and pyarrow at the top: import it only where Spark runs (the export job
 imports it inside a function).

@@ -171,3 +171,31 @@ def test_a_segment_shorter_than_listed_is_one_line_naming_its_url(
     assert (code, out) == (2, "")
     assert err.startswith(f"kcompact: error: {ref.partition_dir}/{segment_file_name(ref.base_offset, 'log')}"), err
     assert len(err.splitlines()) == 1 and "/logs/" not in err.replace(url, "")
+
+
+@pytest.mark.parametrize("latest", [False, True], ids=["every-record", "latest"])
+def test_a_corrupt_partition_behind_a_url_is_named_by_its_url_as_on_disk(
+        counting_s3: CountingS3, tmp_path: Path, latest: bool) -> None:
+    import s3fs  # type: ignore[import-untyped]
+
+    local = build_log_dir(tmp_path / "logs", 2)
+    segment = sorted((local / "orders-0").glob("*.log"))[1]
+    data = bytearray(segment.read_bytes())
+    data[-5] ^= 0xFF  # a value byte of its last batch: the CRC fails
+    segment.write_bytes(bytes(data))
+    options = {"endpoint_url": counting_s3.endpoint, "key": "testing", "secret": "testing"}
+    fs = s3fs.S3FileSystem(**options)
+    bucket = f"kcompact-{uuid.uuid4().hex[:12]}"
+    fs.mkdir(bucket)
+    for path in sorted(p for p in local.rglob("*") if p.is_file()):
+        fs.put_file(str(path), f"{bucket}/logs/{path.relative_to(local)}")
+    url = f"s3://{bucket}/logs"
+    flags = [arg for k, v in options.items() for arg in ("--storage-option", f"{k}={v}")]
+    more = ["--latest"] if latest else []
+
+    on_disk = run("export", str(local), "--output", str(tmp_path / "a"), *more)
+    remote = run("export", url, "--output", str(tmp_path / "b"), *more, *flags)
+
+    assert on_disk[0] == remote[0] == 2
+    assert remote[2] == on_disk[2].replace(str(local), url) != ""
+    assert f"{url}/orders-0/{segment.name} at position" in remote[2] and "kcompact-mirror" not in remote[2]
