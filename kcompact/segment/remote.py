@@ -35,7 +35,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -125,12 +125,18 @@ def list_remote(urls: Iterable[str], storage_options: StorageOptions) -> dict[st
         KcompactError: a URL cannot be listed, or nothing is there (one line naming it).
     """
     wanted = list(dict.fromkeys(url.rstrip("/") for url in urls))
-    if len(wanted) <= 1:
-        return {url: _list_tree(url, storage_options) for url in wanted}
+    return dict(zip(wanted, map_threads(lambda url: _list_tree(url, storage_options), wanted), strict=True))
+
+
+def map_threads(function: Callable[[str], T], urls: Sequence[str]) -> list[T]:
+    """``function`` over ``urls`` in order, up to :data:`LIST_THREADS` at once (requests that wait on a
+    store); the first error raised is raised."""
+    if len(urls) <= 1:
+        return [function(url) for url in urls]
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(min(LIST_THREADS, len(wanted))) as pool:
-        return dict(zip(wanted, pool.map(lambda url: _list_tree(url, storage_options), wanted), strict=True))
+    with ThreadPoolExecutor(min(LIST_THREADS, len(urls))) as pool:
+        return list(pool.map(function, urls))
 
 
 def _list_tree(url: str, storage_options: StorageOptions) -> RemoteListing:
