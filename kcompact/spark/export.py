@@ -7,10 +7,12 @@ two isolation levels), read on the executors through the ``kcompact`` Python dat
 partitions together: a task costs more than reading a small segment). ``--latest`` is a window over
 (topic, partition, key) on the cluster.
 
-Before it, a first job checks every batch's CRC and framing, split by split (``split_report``: no
-record decoded, cheap next to the export's decoding; with ``--latest`` it also finds where each
-partition's read_committed view stops, its last stable offset, as the executors' reads do), and
-returns the partitions that fail as values,
+The driver lists the inputs once (``list_segments``: one listing per log dir URL, several at once) and
+hands the segments to the data source. Before the read, a first job checks every batch's CRC and framing,
+split by split (``split_report``: no record decoded, cheap next to the export's decoding; with
+``--latest`` it also finds each partition's read_committed view once — where it stops, its last stable
+offset, and the transactions it skips — handed to the read's tasks), and returns the partitions that
+fail as values,
 never as a failing task: they are left out whole (``ExportSummary.failures``, exit 2), the others are
 exported, and Spark prints no task error. A partition named alone that fails, or every one failing, is
 the error (nothing written). Data that still does not parse (a batch that passes its CRC but whose
