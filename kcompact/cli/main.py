@@ -133,6 +133,7 @@ def _register_commands() -> None:
         ("kcompact.cli.config_cmd", "cli", "config_group"),
         ("kcompact.cli.spark_cmds", "cli", "spark_group"),
         ("kcompact.cli.export_cmd", "cli", "export_command"),
+        ("kcompact.cli.report_cmd", "cli", "report_command"),
     ):
         try:
             command = getattr(importlib.import_module(module), name)

@@ -71,7 +71,7 @@ def _selection(topics: tuple[str, ...], excluded: tuple[str, ...], partitions: t
     from kcompact.segment.remote import parse_storage_options
 
     selection = PartitionFilter.of(topics, excluded, partitions)
-    if paths is not None:
+    if paths:  # None or none given: the command was asked for something else (repair --undo, report --from)
         match = count_matches((paths,) if isinstance(paths, str) else paths, selection,
                               parse_storage_options(storage_pairs))
         click.echo(f"kcompact: {selection.describe()} matched {match.matched} of "
