@@ -406,7 +406,8 @@ class LocalInputs:
 
 
 @contextmanager
-def local_inputs(paths: Iterable[str], storage_options: StorageOptions | None = None) -> Iterator[LocalInputs]:
+def local_inputs(paths: Iterable[str], storage_options: StorageOptions | None = None, *,
+                 topic_configs: bool = True) -> Iterator[LocalInputs]:
     """The paths as a read-only command reads them, URLs copied into a local temporary directory.
 
     A log dir URL is copied whole; a partition directory's under a copy of its log dir's files
@@ -418,6 +419,8 @@ def local_inputs(paths: Iterable[str], storage_options: StorageOptions | None = 
     Args:
         paths: local paths and/or URLs, as given.
         storage_options: fsspec options for the URLs.
+        topic_configs: copy a partition directory's KRaft metadata log (False for a command that resolves
+            no topic config, ``inspect dump``: the metadata log can be far bigger than the partition).
 
     Yields:
         The :class:`LocalInputs`.
@@ -437,7 +440,7 @@ def local_inputs(paths: Iterable[str], storage_options: StorageOptions | None = 
             if not is_url(path):
                 local.append(path)
                 continue
-            here, prefix, url_prefix = _copy_input(path, root / str(i), dict(storage_options or {}))
+            here, prefix, url_prefix = _copy_input(path, root / str(i), dict(storage_options or {}), topic_configs)
             local.append(here)
             renames.append((prefix, url_prefix))
         inputs = LocalInputs(tuple(local), tuple(sorted(renames, key=lambda r: len(r[0]), reverse=True)))
@@ -449,7 +452,8 @@ def local_inputs(paths: Iterable[str], storage_options: StorageOptions | None = 
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _copy_input(url: str, into: Path, storage_options: StorageOptions) -> tuple[str, str, str]:
+def _copy_input(url: str, into: Path, storage_options: StorageOptions, topic_configs: bool = True
+                ) -> tuple[str, str, str]:
     """Copy what ``url`` names under ``into``; returns the local path, and the local and URL prefixes
     that name each other (the log dir, or the directory holding the file)."""
     base = url.rstrip("/")
@@ -460,7 +464,7 @@ def _copy_input(url: str, into: Path, storage_options: StorageOptions) -> tuple[
         _copy_log_dir_files(parent, log_dir, storage_options)
         _get(base, log_dir / name, storage_options, recursive=True)
         metadata = f"{METADATA_TOPIC}-0"  # the topic configs a report resolves (config.kraft)
-        if name != metadata and metadata in _names(parent, storage_options, directories=True):
+        if topic_configs and name != metadata and metadata in _names(parent, storage_options, directories=True):
             _get(f"{parent}/{metadata}", log_dir / metadata, storage_options, recursive=True)
         return str(log_dir / name), str(log_dir), parent
     if _is_file(base, storage_options):
