@@ -46,8 +46,11 @@ from kcompact.cli.options import (
 )
 from kcompact.cli.partition_filter_options import partition_filter_options
 from kcompact.cli.replicas_cmd import spark_replicas_command
+from kcompact.cli.spark_options import session_options
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from rich.console import JustifyMethod
     from rich.table import Table
 
     from kcompact.inspect.export import ExportSummary
@@ -61,11 +64,6 @@ STARTUP_NOTE = (
 )
 SPARK_EPILOG = f"{STARTUP_NOTE}\n\n{EPILOG}"
 
-_master = click.option("--master", default=None, metavar="URL",
-                       help="Spark master (local[4], spark://host:7077, yarn…). Default: what "
-                            "spark-submit set, else local[*].")
-_verbose = click.option("--verbose", is_flag=True,
-                        help="Show Spark's own logs (INFO) and its Python workers' stderr; default: errors only.")
 _config = config_option("A topic configuration by Kafka's name. Repeatable.")
 _now_ms = now_ms_option("The clock every task uses (default: the driver's now), in ms since the epoch.")
 _config_sources = config_source_options("metadata.log.dir or its __cluster_metadata-0.")
@@ -98,8 +96,7 @@ def spark_group() -> None:
 ))
 @_local_paths
 @_filter
-@_master
-@_verbose
+@session_options
 @_config
 @_now_ms
 @click.option("--roll", is_flag=True, help="First roll a new empty active segment (as kcompact clean --roll).")
@@ -131,8 +128,9 @@ def spark_group() -> None:
               help="Also write the per-partition rows as Parquet (a new directory).")
 @json_option("Print the rows as JSON.")
 def spark_clean_command(
-    paths: tuple[str, ...], master: str | None, verbose: bool, config_pairs: tuple[str, ...],
-    now_ms: int | None, roll: bool, from_start: bool, dry_run: bool, dedupe_buffer_size: int | None,
+    paths: tuple[str, ...], master: str | None, verbose: bool, spark_conf_pairs: tuple[str, ...],
+    executor_python: str | None, config_pairs: tuple[str, ...], now_ms: int | None, roll: bool,
+    from_start: bool, dry_run: bool, dedupe_buffer_size: int | None,
     only_eligible: bool, assume_compact: bool, allow_keyless_loss: bool, map_budget: int | None,
     task_bytes: int | None, replica_dirs: tuple[str, ...], safe_offset: int | None,
     server_properties: str | None, metadata_dir: str | None, output: str | None, as_json: bool,
@@ -152,17 +150,18 @@ def spark_clean_command(
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.spark.clean_job import refuse_live_brokers, spark_clean
     from kcompact.spark.output import write_frame
-    from kcompact.spark.probe import check_executors
     from kcompact.spark.session import command_session
 
     overrides = parse_config_pairs(config_pairs)
     check_new_output(output)
     if not dry_run:
         refuse_live_brokers(paths)
+    conf = checks_before_session(paths, output=output, master=master, spark_conf_pairs=spark_conf_pairs,
+                                 executor_python=executor_python)
     options = CleanOptions(now_ms=now_ms, from_start=from_start, dedupe_buffer_size=dedupe_buffer_size,
                            dry_run=dry_run, roll=roll, replica_dirs=replica_dirs, safe_offset=safe_offset)
-    with command_session(master, verbose=verbose) as (spark, startup_s):
-        executors_line(check_executors(spark.sparkContext, paths))
+    with command_session(master, verbose=verbose, conf=conf, executor_python=executor_python) as (spark, startup_s):
+        checks_in_session(spark, paths, output=output, verbose=verbose)
         run = spark_clean(spark, paths, cli_overrides=overrides, options=options,
                           only_eligible=only_eligible, server_properties=server_properties,
                           metadata_dir=metadata_dir, map_budget_bytes=map_budget, task_bytes=task_bytes,
@@ -200,8 +199,7 @@ spark_inspect.add_command(spark_replicas_command)
                        ))
 @_paths
 @_filter
-@_master
-@_verbose
+@session_options
 @_config
 @_now_ms
 @_config_sources
@@ -210,8 +208,9 @@ spark_inspect.add_command(spark_replicas_command)
               help="Also write the rows as Parquet (a new directory), same fields as --json.")
 @json_option("Print a JSON list of rows (as kcompact inspect dirty-ratio).")
 def spark_dirty_ratio_command(
-    paths: tuple[str, ...], master: str | None, verbose: bool, config_pairs: tuple[str, ...],
-    now_ms: int | None, server_properties: str | None, metadata_dir: str | None, storage_pairs: tuple[str, ...],
+    paths: tuple[str, ...], master: str | None, verbose: bool, spark_conf_pairs: tuple[str, ...],
+    executor_python: str | None, config_pairs: tuple[str, ...], now_ms: int | None,
+    server_properties: str | None, metadata_dir: str | None, storage_pairs: tuple[str, ...],
     output: str | None, as_json: bool, selection: PartitionFilter | None = None,
 ) -> None:
     """The rows of `kcompact inspect dirty-ratio` (same fields, same values, same order), computed
@@ -223,16 +222,18 @@ def spark_dirty_ratio_command(
     from kcompact.segment.remote import parse_storage_options
     from kcompact.spark.inspect_job import spark_dirty_ratio
     from kcompact.spark.output import write_frame
-    from kcompact.spark.probe import check_executors
     from kcompact.spark.session import command_session
 
     overrides = parse_config_pairs(config_pairs)
+    storage_options = parse_storage_options(storage_pairs)
     check_new_output(output)
-    with command_session(master, verbose=verbose) as (spark, startup_s):
-        executors_line(check_executors(spark.sparkContext, paths))
+    conf = checks_before_session(paths, output=output, master=master, spark_conf_pairs=spark_conf_pairs,
+                                 executor_python=executor_python, storage_options=storage_options)
+    with command_session(master, verbose=verbose, conf=conf, executor_python=executor_python) as (spark, startup_s):
+        checks_in_session(spark, paths, output=output, verbose=verbose)
         report = spark_dirty_ratio(spark, paths, cli_overrides=overrides, now_ms=now_ms,
                                    server_properties=server_properties, metadata_dir=metadata_dir,
-                                   selection=selection, storage_options=parse_storage_options(storage_pairs))
+                                   selection=selection, storage_options=storage_options)
         if output is not None:
             write_frame(report.frame, output, spark.sparkContext.master)
     render_dirty_ratio(report.rows, as_json=as_json)
@@ -255,12 +256,12 @@ def spark_dirty_ratio_command(
               help="A new directory for the Parquet files.")
 @click.option("--latest", is_flag=True,
               help=LATEST_HELP)
-@_master
-@_verbose
+@session_options
 @_storage_option
 @json_option("Print the summary as JSON.")
 def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, master: str | None,
-                         verbose: bool, storage_pairs: tuple[str, ...], as_json: bool,
+                         verbose: bool, spark_conf_pairs: tuple[str, ...], executor_python: str | None,
+                         storage_pairs: tuple[str, ...], as_json: bool,
                          selection: PartitionFilter | None = None) -> None:
     """Write the records of partition directories or log dirs as Parquet: topic, partition, offset,
     timestamp, key, value, headers (key string, value binary), is_tombstone, is_control,
@@ -272,17 +273,56 @@ def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, mast
     """
     from kcompact.segment.remote import parse_storage_options
     from kcompact.spark.export import spark_export
-    from kcompact.spark.probe import check_executors
     from kcompact.spark.session import command_session
 
+    storage_options = parse_storage_options(storage_pairs)
     check_new_output(output)
-    with command_session(master, verbose=verbose) as (spark, startup_s):
-        executors_line(check_executors(spark.sparkContext, paths))
+    conf = checks_before_session(paths, output=output, master=master, spark_conf_pairs=spark_conf_pairs,
+                                 executor_python=executor_python, storage_options=storage_options)
+    with command_session(master, verbose=verbose, conf=conf, executor_python=executor_python) as (spark, startup_s):
+        checks_in_session(spark, paths, output=output, verbose=verbose)
         summary = spark_export(spark, paths, output, latest=latest, selection=selection,
-                               storage_options=parse_storage_options(storage_pairs), verbose=verbose)
+                               storage_options=storage_options, verbose=verbose)
     render_export(summary, startup_s, as_json=as_json)
     if summary.failures:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
+
+
+def checks_before_session(paths: tuple[str, ...], *, output: str | None, master: str | None,
+                          spark_conf_pairs: tuple[str, ...], executor_python: str | None,
+                          storage_options: dict[str, Any] | None = None) -> dict[str, str]:
+    """Parse ``--conf`` and check, before Spark starts, what the driver alone can check
+    (``kcompact.spark.preflight``); returns the Spark settings.
+
+    Raises:
+        KcompactError: a ``--conf`` pair, an input URL, the output's file system or the executors' Python.
+    """
+    from kcompact.spark.preflight import check_before_session
+    from kcompact.spark.session import parse_spark_conf
+
+    conf = parse_spark_conf(spark_conf_pairs)
+    check_before_session(paths, output=output, master=master, conf=conf, executor_python=executor_python,
+                         storage_options=storage_options)
+    return conf
+
+
+def checks_in_session(spark: SparkSession, paths: tuple[str, ...], *, output: str | None, verbose: bool) -> None:
+    """Once the session runs, before any job: the driver's address (``--verbose``), the output's Hadoop file
+    system, and the executors (the probe job).
+
+    Raises:
+        RefusedError: the output's file system does not load, or the executors cannot run kcompact.
+    """
+    from kcompact.spark.hadoop_fs import check_output_filesystem
+    from kcompact.spark.probe import check_executors
+    from kcompact.spark.session import driver_address
+
+    context = spark.sparkContext
+    if verbose:
+        render.err_console().print(f"Spark driver ({context.master}) listens on {driver_address(context)}",
+                                   highlight=False, soft_wrap=True)
+    check_output_filesystem(context, output)
+    executors_line(check_executors(context, paths))
 
 
 # --- rendering -----------------------------------------------------------------------------------------
@@ -361,13 +401,13 @@ def _clean_table(rows: list[dict[str, Any]]) -> Table:
     from rich.table import Table
 
     table = Table(title="spark clean", title_justify="left", box=box.SIMPLE_HEAD)
-    for column, justify in (("partition", "left"), ("status", "left"), ("dirty offsets", "right"),
-                            ("read", "right"), ("written", "right"), ("saved", "right"),
-                            ("s", "right")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("partition", "left"), ("status", "left"), ("dirty offsets", "right"), ("read", "right"),
+        ("written", "right"), ("saved", "right"), ("s", "right"))
+    for column, justify in columns:
         # on a narrow terminal the partition and status fold (a name is never cut short); numbers stay whole
         folds = column in ("partition", "status")
-        table.add_column(column, justify=justify, overflow="fold" if folds else "ellipsis",  # type: ignore[arg-type]
-                         no_wrap=not folds)
+        table.add_column(column, justify=justify, overflow="fold" if folds else "ellipsis", no_wrap=not folds)
     for row in rows:
         done = row["bytes_read"] is not None
         span = ("-" if row["first_dirty_offset"] is None or row["end_offset"] is None

@@ -104,7 +104,7 @@ def _entry(row: dict[str, Any]) -> PartitionEntry:
 def _read_columns(source: Path) -> dict[str, list[Any]]:
     """The columns of :data:`COLUMNS` as Python lists."""
     try:
-        import pyarrow.parquet as pq  # type: ignore[import-untyped]
+        import pyarrow.parquet as pq
     except ImportError as err:
         raise UnsupportedFormatError(
             "kcompact report --from reads Parquet with pyarrow; expected it installed (pip install "

@@ -52,7 +52,7 @@ from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.remote import StorageOptions, is_url
 from kcompact.spark.output import local_part, output_target, task_error, write_new_parquet
 from kcompact.spark.rows import ddl
-from kcompact.spark.session import quiet_task_failures
+from kcompact.spark.session import local_properties, quiet_task_failures
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -177,7 +177,7 @@ def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: i
             raise
         raise said from err
     finally:
-        context.setJobDescription(None)  # type: ignore[arg-type]
+        local_properties(context).setJobDescription(None)
     failures = [failure for part, _ in found for failure in part]
     bad = {failure.partition_dir for failure in failures}
     return failures, [view for _, part in found for view in part if view.stop.partition_dir not in bad]

@@ -27,6 +27,7 @@ from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report, part
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.remote import StorageOptions, is_url, map_threads, mirrored, remote_partition_dirs
 from kcompact.spark.rows import dataclass_columns, ddl
+from kcompact.spark.session import local_properties
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -99,7 +100,7 @@ def spark_dirty_ratio(
             rdd = spark.sparkContext.parallelize(slices, len(slices))
             rows = [row for part in rdd.map(run_report_slice).collect() for row in part]
         finally:
-            spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
+            local_properties(spark.sparkContext).setJobDescription(None)
     rows = rank_rows(rows)
     values = [tuple(getattr(row, name) for name, _ in DIRTY_RATIO_COLUMNS) for row in rows]
     return SparkDirtyRatio(rows, spark.createDataFrame(values, ddl(DIRTY_RATIO_COLUMNS)))

@@ -155,13 +155,14 @@ def test_topic_filters_select_the_partitions_as_dirty_ratio_does(tmp_path: Path)
 
 def write_rows_parquet(rows: list[dict[str, Any]], path: Path) -> None:
     """The rows as ``spark inspect dirty-ratio --output`` writes them: its columns, its types."""
-    import pyarrow as pa  # type: ignore[import-untyped]
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     from kcompact.spark.rows import dataclass_columns
 
-    arrow = {"string": pa.string(), "bigint": pa.int64(), "int": pa.int32(), "double": pa.float64(),
-             "boolean": pa.bool_(), "array<string>": pa.list_(pa.string())}
+    arrow: dict[str, pa.DataType] = {
+        "string": pa.string(), "bigint": pa.int64(), "int": pa.int32(), "double": pa.float64(),
+        "boolean": pa.bool_(), "array<string>": pa.list_(pa.string())}
     schema = pa.schema([(name, arrow[kind]) for name, kind in dataclass_columns(DirtyRatioRow)])
     path.mkdir()
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path / "part-00000.parquet")
