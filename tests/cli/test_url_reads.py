@@ -112,7 +112,7 @@ def test_dump_of_a_partition_url_reads_its_files_not_the_metadata_log(
         counting_s3: CountingS3, tmp_path: Path) -> None:
     """``inspect dump`` resolves no topic config: the log dir's metadata log (1.2 MB here, the partition
     1 KB) is not fetched for it; the partition's files and its log dir's are, once each."""
-    import s3fs  # type: ignore[import-untyped]
+    import s3fs
 
     local = real_fixture("kraft37-cleaned-logdir")
     options = {"endpoint_url": counting_s3.endpoint, "key": "testing", "secret": "testing"}

@@ -35,7 +35,7 @@ SPLIT_BYTES = 600  # a split of one or two of these small segments
 def copies(counting_s3: CountingS3, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[str, Any]]:
     """A log dir of partitions of four segments (transactions committed, aborted and open among them), on
     local disk and uploaded to a new bucket: its path, its URL and the storage options that read it."""
-    import s3fs  # type: ignore[import-untyped]
+    import s3fs
 
     local = build_log_dir(tmp_path_factory.mktemp("ranges") / "logs", 3)
     build_partition(local, "pending", 0, open_txn=True)
@@ -120,7 +120,7 @@ def run(*args: str) -> tuple[int, str, str]:
 
 def test_kcompact_export_of_a_url_reads_each_segment_once_per_pass_and_writes_the_local_rows(
         counting_s3: CountingS3, copies: tuple[Path, str, dict[str, Any]], tmp_path: Path) -> None:
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq
 
     local, url, options = copies
     flags = [arg for k, v in options.items() for arg in ("--storage-option", f"{k}={v}")]
@@ -157,7 +157,7 @@ def test_inspect_dirty_ratio_of_a_url_reads_no_file_twice_and_says_what_it_says_
 
 def test_a_segment_shorter_than_listed_is_one_line_naming_its_url(
         counting_s3: CountingS3, copies: tuple[Path, str, dict[str, Any]], tmp_path: Path) -> None:
-    import s3fs  # type: ignore[import-untyped]
+    import s3fs
 
     local, url, options = copies
     ref = list_segments([url], options)[1]
@@ -176,7 +176,7 @@ def test_a_segment_shorter_than_listed_is_one_line_naming_its_url(
 @pytest.mark.parametrize("latest", [False, True], ids=["every-record", "latest"])
 def test_a_corrupt_partition_behind_a_url_is_named_by_its_url_as_on_disk(
         counting_s3: CountingS3, tmp_path: Path, latest: bool) -> None:
-    import s3fs  # type: ignore[import-untyped]
+    import s3fs
 
     local = build_log_dir(tmp_path / "logs", 2)
     segment = sorted((local / "orders-0").glob("*.log"))[1]

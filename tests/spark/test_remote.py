@@ -91,7 +91,7 @@ def test_spark_export_of_a_url_reads_each_segment_once_per_job_by_range(
 ) -> None:
     """Each task reads its split's segments, each in one ranged request; the driver lists the log dir
     once. With --latest each partition's view also reads its files once (in the checking job)."""
-    import s3fs  # type: ignore[import-untyped]
+    import s3fs
 
     options: dict[str, Any] = {"endpoint_url": counting_s3.endpoint, "key": "testing", "secret": "testing"}
     fs = s3fs.S3FileSystem(**options)
