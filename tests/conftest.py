@@ -14,9 +14,13 @@ import stat
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    from tests.counting_s3 import CountingS3
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REAL_FIXTURES = Path(
@@ -83,6 +87,24 @@ def log_opens(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 
     monkeypatch.setattr(LogFile, "__init__", counting_init)
     return counted
+
+
+@pytest.fixture(scope="session")
+def counting_s3() -> Iterator[CountingS3]:
+    """moto's S3 server on 127.0.0.1 in this process, counting the object bytes it serves
+    (``tests.counting_s3``)."""
+    for module in ("moto.server", "s3fs"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pytest.skip(f"{module} is not installed (pip install '.[test]')")
+    from tests.counting_s3 import CountingS3
+
+    server = CountingS3()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from kcompact.cleaner.rules.ranges import pick_ranks
 from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report, partition_dirs
 from kcompact.segment.partition_filter import PartitionFilter
-from kcompact.segment.remote import StorageOptions, is_url, mirrored, remote_partition_dirs
+from kcompact.segment.remote import StorageOptions, is_url, map_threads, mirrored, remote_partition_dirs
 from kcompact.spark.rows import dataclass_columns, ddl
 from kcompact.spark.session import local_properties
 
@@ -145,13 +145,15 @@ def _named_as_given(row: DirtyRatioRow, urls: Mapping[str, str]) -> DirtyRatioRo
 
 def _partition_dirs(paths: Iterable[str | Path], storage_options: StorageOptions,
                     selection: PartitionFilter | None = None) -> list[str]:
-    """Partition directories path after path: a URL's listed through fsspec, a local one's absolute
-    (executors have another cwd); only those ``selection`` matches, when given."""
+    """Partition directories path after path: a URL's listed through fsspec (several URLs at once), a
+    local one's absolute (executors have another cwd); only those ``selection`` matches, when given."""
+    paths = list(paths)
+    urls = [str(path) for path in paths if is_url(path)]
+    listed = dict(zip(urls, map_threads(lambda url: remote_partition_dirs(url, storage_options), urls), strict=True))
     found: list[str] = []
     for path in paths:
         if is_url(path):
-            found += [d for d in remote_partition_dirs(str(path), storage_options)
-                      if selection is None or selection.matches_dir(d)]
+            found += [d for d in listed[str(path)] if selection is None or selection.matches_dir(d)]
         else:
             found += map(str, partition_dirs([Path(path).absolute()], selection))
     return found
