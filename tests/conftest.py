@@ -14,9 +14,13 @@ import stat
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    from tests.counting_s3 import CountingS3
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REAL_FIXTURES = Path(
@@ -86,6 +90,24 @@ def log_opens(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 
 
 @pytest.fixture(scope="session")
+def counting_s3() -> Iterator[CountingS3]:
+    """moto's S3 server on 127.0.0.1 in this process, counting the object bytes it serves
+    (``tests.counting_s3``)."""
+    for module in ("moto.server", "s3fs"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pytest.skip(f"{module} is not installed (pip install '.[test]')")
+    from tests.counting_s3 import CountingS3
+
+    server = CountingS3()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
 def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """An S3-protocol server on 127.0.0.1: ``$KCOMPACT_TEST_S3_ENDPOINT`` (CI starts one, ``.ci/run``),
     else moto's standalone server started here and stopped at the end."""
@@ -103,5 +125,28 @@ def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     services = Services(tmp_path_factory.mktemp("s3-server"))
     try:
         yield start_s3(services)
+    finally:
+        services.stop()
+
+
+@pytest.fixture(scope="session")
+def hdfs_urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A real HDFS on 127.0.0.1: ``{"hdfs": "hdfs://127.0.0.1:PORT", "webhdfs": "webhdfs://127.0.0.1:PORT"}``,
+    from ``$KCOMPACT_TEST_HDFS``/``$KCOMPACT_TEST_WEBHDFS`` (CI starts one, ``.ci/run``), else Hadoop's
+    MiniDFSCluster started here and stopped at the end. Skips where Java or Maven is missing (fails in CI)."""
+    from tests.hdfs.cluster import why_unavailable
+    from tests.services import HDFS_ENV, WEBHDFS_ENV, Services, start_hdfs
+
+    if os.environ.get(HDFS_ENV) and os.environ.get(WEBHDFS_ENV):
+        yield {"hdfs": os.environ[HDFS_ENV], "webhdfs": os.environ[WEBHDFS_ENV]}
+        return
+    reason = why_unavailable()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI but no HDFS: {reason}")
+        pytest.skip(reason)
+    services = Services(tmp_path_factory.mktemp("hdfs"))
+    try:
+        yield start_hdfs(services)
     finally:
         services.stop()

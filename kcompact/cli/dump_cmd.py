@@ -314,7 +314,7 @@ def dump_command(path: str, records: bool, verify_index: bool, all_files: bool, 
     from kcompact.segment.remote import local_inputs, parse_storage_options
 
     chosen = dump_filter(selection)
-    with local_inputs([path], parse_storage_options(storage_pairs)) as inputs:
+    with local_inputs([path], parse_storage_options(storage_pairs), topic_configs=False) as inputs:  # none read
         items = dump_path(inputs.paths[0], records=records or chosen.key is not None,
                           verify_index=verify_index, selection=chosen, all_files=all_files)
         problems = render_dump(map(inputs.named, items), as_json=as_json)

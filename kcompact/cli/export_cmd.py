@@ -51,8 +51,9 @@ def export_command(paths: tuple[str, ...], output: str, latest: bool, storage_pa
     start-up. Without --latest every stored record is written (control records and aborted
     transactions included, flagged). Every batch's CRC is checked first: a partition with one that
     fails is left out whole and named (exit 2); named alone, nothing is written. A URL (s3://…, with
-    --storage-option) is read through fsspec, one partition at a time. Needs pyarrow (pip install
-    'kcompact[export]').
+    --storage-option) is read through fsspec by byte range: each segment once to check it, once to export
+    it (with --latest one partition at a time is copied locally, its view needing all of its files).
+    Needs pyarrow (pip install 'kcompact[export]').
     """
     from kcompact.cli.progress_view import progress_bar
     from kcompact.inspect.export import export_parquet

@@ -13,8 +13,8 @@ import click
 from kcompact.cli import render
 from kcompact.cli.help_text import with_examples
 from kcompact.cli.options import (
-    EPILOG,
     EXIT_BAD_INPUT,
+    EXIT_DIVERGED,
     METADATA_DIRS_HELP,
     config_option,
     config_source_options,
@@ -27,10 +27,18 @@ if TYPE_CHECKING:
     from kcompact.report.model import Report
     from kcompact.segment.partition_filter import PartitionFilter
 
+REPORT_EPILOG = (
+    "Exit codes: 0 every partition read and, with several log dirs, every shared partition's copies agree; "
+    "3 some partition's replica copies diverge (as inspect replicas; one line on stderr names them); 2 bad "
+    "input, or a partition that fails to read or whose copies cannot be compared (one line each on stderr, a "
+    "row in the page); 1 a bug in kcompact (with a traceback). The page is written first, whatever the code."
+)
+DIVERGED_NAMED = 10  # partitions named in the line saying replicas diverge (the page lists them all)
+
 
 @click.command("report", short_help="One offline HTML page: disk use, what a clean frees, what blocks it.",
                epilog=with_examples(
-                   EPILOG,
+                   REPORT_EPILOG,
                    "kcompact report /tmp/kafka-logs --output report.html",
                    "kcompact report b1/kafka-logs b2/kafka-logs b3/kafka-logs --output c.html",
                    "kcompact report --from ratio.parquet --output cluster.html",
@@ -58,7 +66,7 @@ def report_command(paths: tuple[str, ...], output: str | None, from_parquet: str
     agree (inspect replicas). Charts and sortable tables; the file opens with no network.
 
     Reads every partition's log (the dry-run clean reads its dirty section); writes only the page.
-    Exits 2 when a partition fails to read (its row in the page says why).
+    Exits 3 when replicas diverge, 2 when a partition fails to read (its row in the page says why).
     """
     if (not paths) == (from_parquet is None):
         raise click.UsageError("give either log dirs / partition dirs (PATHS) or --from PARQUET, not both")
@@ -66,6 +74,12 @@ def report_command(paths: tuple[str, ...], output: str | None, from_parquet: str
         raise click.UsageError("--output FILE.html is required (or --json for the report's data)")
     report = _make_report(paths, from_parquet, config_pairs, now_ms, server_properties, metadata_dir,
                           selection, as_json)
+    finish_report(report, output, as_json=as_json)
+
+
+def finish_report(report: Report, output: str | None, *, as_json: bool) -> None:
+    """Print the report's data (``--json``) and/or write its page, name the partitions that failed to read
+    (stderr), and exit as the report's ``--help`` says (``report`` and ``spark report`` alike)."""
     if as_json:
         render.emit_json(report.as_dict())
     if output is not None:
@@ -77,8 +91,18 @@ def report_command(paths: tuple[str, ...], output: str | None, from_parquet: str
     failing = [p for p in report.partitions if p.errors]
     for entry in failing:
         render.error_line(f"{entry.topic}-{entry.partition} ({entry.log_dir}): {'; '.join(entry.errors)}")
-    if failing or report.totals.errors:
+    for replica in report.replicas:
+        if replica.error is not None:
+            render.error_line(f"{replica.topic}-{replica.partition}: inspect replicas: {replica.error}")
+    diverged = [f"{r.topic}-{r.partition}" for r in report.replicas if r.agree is False]
+    if diverged:
+        more = f" and {len(diverged) - DIVERGED_NAMED} more" if len(diverged) > DIVERGED_NAMED else ""
+        render.warning_line(f"the replica copies of {render.plural(len(diverged), 'partition')} diverge: "
+                            f"{', '.join(diverged[:DIVERGED_NAMED])}{more} (kcompact inspect replicas says how)")
+    if failing or report.totals.errors or any(r.error is not None for r in report.replicas):
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
+    if diverged:
+        raise click.exceptions.Exit(EXIT_DIVERGED)
 
 
 def _make_report(paths: tuple[str, ...], from_parquet: str | None, config_pairs: tuple[str, ...],

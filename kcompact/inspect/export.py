@@ -47,10 +47,9 @@ records do not parse (bytes a faulty writer produced) stops the export, leaving 
 from __future__ import annotations
 
 import bisect
-import contextlib
 import os
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +61,7 @@ from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import Record, decode_records
 from kcompact.segment.files import replacing
 from kcompact.segment.log_file import LogFile, crc_error_or
-from kcompact.segment.names import segment_file_name
+from kcompact.segment.names import parse_partition_dir_name, segment_file_name
 from kcompact.segment.partition import (
     METADATA_TOPIC,
     Partition,
@@ -73,9 +72,13 @@ from kcompact.segment.partition import (
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.progress import ProgressCallback, ReadProgress, read_progress
 from kcompact.segment.remote import (
+    LocalInputs,
+    RemoteFile,
     StorageOptions,
     is_url,
+    list_remote,
     mirrored,
+    named_as_url,
     remote_partition_dirs,
     remote_segments,
 )
@@ -259,11 +262,15 @@ def list_segments(paths: Iterable[str | Path], storage_options: StorageOptions |
             partition directory is not one).
     """
     refs: list[SegmentRef] = []
+    paths = list(paths)
+    options = storage_options or {}
+    listings = list_remote([str(raw) for raw in paths if is_url(raw)], options)  # once each, in parallel
     for raw in paths:
         if is_url(raw):
-            refs += [SegmentRef(part, base, size) for part in remote_partition_dirs(str(raw), storage_options or {})
+            listing = listings[str(raw).rstrip("/")]
+            refs += [SegmentRef(part, base, size) for part in remote_partition_dirs(str(raw), options, listing)
                      if selection is None or selection.matches_dir(part)
-                     for base, size in remote_segments(part, storage_options or {}) if size > 0]
+                     for base, size in remote_segments(part, options, listing) if size > 0]
             continue
         path = Path(raw).absolute()  # executors run elsewhere: no path relative to the driver's cwd
         if is_partition_dir(path):
@@ -314,63 +321,68 @@ def by_partition(refs: Sequence[SegmentRef]) -> list[tuple[SegmentRef, ...]]:
     return [tuple(group) for group in groups]
 
 
-def check_segments(refs: Sequence[SegmentRef]) -> KcompactError | None:
-    """The first batch of these (local) segments that fails its CRC or does not frame, as its error.
+def check_segments(refs: Sequence[SegmentRef], storage_options: StorageOptions | None = None
+                   ) -> KcompactError | None:
+    """The first batch of these segments that fails its CRC or does not frame, as its error.
 
     One walk over the batch headers and a CRC over every byte, no record decoded: cheap next to the
     export's decoding, and done before a partition's first row is written so that a corrupt one is
-    left out whole.
+    left out whole. A segment behind a URL is read by range (its bytes once, nothing else).
 
     Args:
         refs: segments (usually one partition's, in offset order).
+        storage_options: fsspec options for segments behind URLs.
 
     Returns:
-        The error (naming the file and byte position), or None when every batch passes.
+        The error (naming the file, or the URL, and byte position), or None when every batch passes.
     """
     for ref in refs:
         try:
-            with LogFile(segment_log_path(ref)) as log:
+            with open_segment(ref, storage_options) as log:
                 for batch in log.iter_batches():
                     log.check_crc(batch)
         except KcompactError as err:
-            return err
+            return named_as_url(err, ref.partition_dir) if is_url(ref.partition_dir) else err
     return None
 
 
+def open_segment(ref: SegmentRef, storage_options: StorageOptions | None = None) -> LogFile:
+    """A segment's ``.log``: a local file, or (behind a URL) an object read by byte range whose errors
+    name it by :func:`kcompact.segment.remote.stand_in` until :func:`~kcompact.segment.remote.named_as_url`.
+    """
+    if not is_url(ref.partition_dir):
+        return LogFile(segment_log_path(ref))
+    url = f"{ref.partition_dir.rstrip('/')}/{segment_file_name(ref.base_offset, 'log')}"
+    return LogFile(RemoteFile(url, ref.size_in_bytes, tuple(sorted((storage_options or {}).items()))))
+
+
 def split_report(refs: Sequence[SegmentRef], storage_options: StorageOptions | None = None, *,
-                 latest: bool = False) -> tuple[list[ExportFailure], list[ViewStop]]:
-    """:func:`check_segments` per partition of a split (remote ones mirrored first), as failures, and
-    with ``latest`` where each sound partition's read_committed view stops.
+                 views_for: Collection[str] = ()) -> tuple[list[ExportFailure], list[CommittedView]]:
+    """:func:`check_segments` per partition of a split, as failures, and the read_committed view of each
+    sound partition named in ``views_for`` (where it stops, what it skips).
+
+    A segment behind a URL is read by range: the split's own bytes. A view needs the partition's whole log
+    (every batch header, its indexes, snapshots and log dir checkpoints: ``cleaner.state.log_state``), so a
+    partition behind a URL is copied for it, once, by the one task that the caller names it to.
 
     Args:
         refs: the split's segments.
         storage_options: fsspec options for segments behind URLs.
-        latest: also find each partition's :class:`ViewStop` (its whole log's batch headers read).
+        views_for: the partition directories (as listed) whose :class:`CommittedView` this split finds.
 
     Returns:
-        The failures, and the stops of the partitions that do not fail (named as given).
+        The failures, and the views of the partitions of ``views_for`` that do not fail (named as given).
     """
-    remote = list(dict.fromkeys(ref.partition_dir for ref in refs if is_url(ref.partition_dir)))
     failures: list[ExportFailure] = []
-    stops: list[ViewStop] = []
-    mirror: contextlib.AbstractContextManager[dict[str, Path]] = (
-        mirrored(remote, storage_options or {}) if remote else contextlib.nullcontext({}))
-    with mirror as local:
-        for group in by_partition(refs):
-            given = group[0].partition_dir
-            here = str(local.get(given, given))
-            err = check_segments([replace(ref, partition_dir=here) for ref in group])
-            if err is not None:
-                failures.append(ExportFailure(given, _named_as_given(err, here, given)))
-            elif latest:
-                stops.append(_stop_of(here, given))
-    return failures, stops
-
-
-def _stop_of(local_dir: str, given: str) -> ViewStop:
-    """The :class:`ViewStop` of a (local) partition, named as given."""
-    state = load_log_state(open_partition(local_dir), TopicConfig.defaults())
-    return view_stop(state, given)
+    views: list[CommittedView] = []
+    for group in by_partition(refs):
+        given = group[0].partition_dir
+        err = check_segments(group, storage_options)
+        if err is not None:
+            failures.append(ExportFailure(given, err))
+        elif given in views_for:
+            views.append(CommittedView.of(given, storage_options))
+    return failures, views
 
 
 def segment_log_path(ref: SegmentRef) -> Path:
@@ -379,77 +391,83 @@ def segment_log_path(ref: SegmentRef) -> Path:
 
 
 def _named_as_given(err: KcompactError, local_dir: str, given: str) -> KcompactError:
-    """An error about a local mirror's file, naming the file under the URL the user gave instead."""
-    if not isinstance(err, CorruptDataError) or err.path is None or not err.path.startswith(local_dir):
-        return err
-    return type(err)(err.message, path=given + err.path[len(local_dir):], position=err.position,
-                     offset=err.offset)
+    """An error about a local mirror's file, naming the file under the URL the user gave instead (in its
+    message too: a CRC error's advice names the partition directory)."""
+    return LocalInputs((), ((local_dir, given),)).named_error(err)
 
 
 def iter_split_columns(refs: Sequence[SegmentRef], isolation: str = READ_UNCOMMITTED,
-                       chunk_rows: int = CHUNK_ROWS, storage_options: StorageOptions | None = None
-                       ) -> Iterator[dict[str, list[Any]]]:
+                       chunk_rows: int = CHUNK_ROWS, storage_options: StorageOptions | None = None,
+                       views: Mapping[str, CommittedView] | None = None) -> Iterator[dict[str, list[Any]]]:
     """:func:`iter_segment_columns` over a split's segments, each partition's transactions found once.
 
     Args:
         refs: the split's segments.
         isolation: :data:`READ_UNCOMMITTED` or :data:`READ_COMMITTED`.
         chunk_rows: the most records per yielded chunk.
-        storage_options: fsspec options for segments behind URLs (their partitions are mirrored to a
-            local temporary directory for the split's duration).
+        storage_options: fsspec options for segments behind URLs (read by byte range: the split's own).
+        views: the read_committed views already found, by partition directory (``spark export`` finds
+            them in its first job); a partition without one has its view found here.
 
     Yields:
         Column chunks, segment after segment.
     """
-    committed: dict[str, _CommittedFilter] = {}
-    remote = list(dict.fromkeys(ref.partition_dir for ref in refs if is_url(ref.partition_dir)))
-    if not remote:
-        for ref in refs:
-            yield from iter_segment_columns(ref, isolation, chunk_rows, committed)
-        return
-    with mirrored(remote, storage_options or {}) as local:
-        for ref in refs:
-            here = replace(ref, partition_dir=str(local.get(ref.partition_dir, ref.partition_dir)))
-            yield from iter_segment_columns(here, isolation, chunk_rows, committed)
+    committed: dict[str, CommittedView] = dict(views or {})
+    for ref in refs:
+        yield from iter_segment_columns(ref, isolation, chunk_rows, committed, storage_options)
 
 
 def iter_segment_columns(
     ref: SegmentRef,
     isolation: str = READ_UNCOMMITTED,
     chunk_rows: int = CHUNK_ROWS,
-    committed_cache: dict[str, _CommittedFilter] | None = None,
+    committed_cache: dict[str, CommittedView] | None = None,
+    storage_options: StorageOptions | None = None,
 ) -> Iterator[dict[str, list[Any]]]:
     """The records of one segment as column lists (:data:`EXPORT_COLUMNS`), ``chunk_rows`` at a time.
 
     Args:
-        ref: the segment.
+        ref: the segment (behind a URL: read by byte range, its own bytes only).
         isolation: :data:`READ_UNCOMMITTED` or :data:`READ_COMMITTED` (see the module docstring).
         chunk_rows: the most records per yielded chunk.
-        committed_cache: read_committed filters by partition directory, reused across segments.
+        committed_cache: read_committed views by partition directory, reused across segments.
+        storage_options: fsspec options for a segment behind a URL.
 
     Yields:
         ``{column: [values…]}`` chunks, in offset order.
 
     Raises:
         CorruptDataError: a batch fails its CRC (``BatchCrcError``), or a batch or record does not
-            parse (names the file and position).
+            parse (names the file, or the URL, and position).
     """
-    partition = open_partition(ref.partition_dir)
+    try:
+        yield from _segment_columns(ref, isolation, chunk_rows, committed_cache, storage_options)
+    except KcompactError as err:
+        if not is_url(ref.partition_dir):
+            raise
+        raise named_as_url(err, ref.partition_dir) from err
+
+
+def _segment_columns(ref: SegmentRef, isolation: str, chunk_rows: int,
+                     committed_cache: dict[str, CommittedView] | None,
+                     storage_options: StorageOptions | None) -> Iterator[dict[str, list[Any]]]:
+    name = parse_partition_dir_name(ref.partition_dir.rstrip("/").rsplit("/", 1)[-1])
+    if name is None:
+        raise KcompactError(f"{ref.partition_dir}: not a partition directory")
     committed = None
     if isolation == READ_COMMITTED:
         cache = {} if committed_cache is None else committed_cache
         committed = cache.get(ref.partition_dir) or cache.setdefault(
-            ref.partition_dir, _CommittedFilter.of(partition))
-    segment = next(s for s in partition.segments if s.base_offset == ref.base_offset)
+            ref.partition_dir, CommittedView.of(ref.partition_dir, storage_options))
     columns = _empty_columns()
-    with segment.open() as log:
+    with open_segment(ref, storage_options) as log:
         for batch in log.iter_batches():
             if committed is not None and not committed.keeps_batch(batch):
                 continue
             log.check_crc(batch)  # never a flipped byte exported as data
             for record in _records(batch, log.path):
                 if committed is None or committed.keeps_record(record.offset):
-                    _append(columns, partition, batch, record)
+                    _append(columns, name.topic, name.partition, batch, record)
             if len(columns["offset"]) >= chunk_rows:
                 yield columns
                 columns = _empty_columns()
@@ -470,10 +488,10 @@ def _records(batch: RecordBatch | LegacyEntry, path: Path) -> list[Record]:
         raise crc_error_or(err, path, batch) from err
 
 
-def _append(columns: dict[str, list[Any]], partition: Partition, batch: RecordBatch | LegacyEntry,
+def _append(columns: dict[str, list[Any]], topic: str, partition: int, batch: RecordBatch | LegacyEntry,
             record: Record) -> None:
-    columns["topic"].append(partition.topic)
-    columns["partition"].append(partition.partition)
+    columns["topic"].append(topic)
+    columns["partition"].append(partition)
     columns["offset"].append(record.offset)
     columns["timestamp"].append(record.timestamp)
     columns["key"].append(record.key)
@@ -487,23 +505,65 @@ def _append(columns: dict[str, list[Any]], partition: Partition, batch: RecordBa
 
 
 @dataclass(frozen=True, slots=True)
-class _CommittedFilter:
+class CommittedView:
     """What a read_committed consumer skips: control batches, aborted transactions, and everything at
-    or above the last stable offset (``stop``)."""
+    or above the last stable offset (``stop``). Small and picklable (a Spark job finds it, another reads
+    with it): of the transactions only those that are not committed are kept — a committed one's batches
+    are read whichever span they fall in, so the earlier kept span a search lands on reads them too.
+
+    Attributes:
+        log_start_offset: the partition's log start offset.
+        spans: producer id -> its aborted or undecided transactions, by first offset.
+        stop: where the view stops (named as the partition directory was given).
+    """
 
     log_start_offset: int
-    spans: dict[int, list[TxnSpan]]  # producer id -> its transactions by first offset
+    spans: dict[int, list[TxnSpan]]
     stop: ViewStop
 
     @classmethod
-    def of(cls, partition: Partition) -> _CommittedFilter:
+    def of(cls, partition_dir: str, storage_options: StorageOptions | None = None) -> CommittedView:
+        """The view of a partition directory; one behind a URL is copied whole to a local temporary
+        directory for it (its whole log's batch headers, indexes, snapshots and log dir checkpoints).
+
+        Raises:
+            KcompactError: the partition does not load (naming the file, or the URL).
+        """
+        if not is_url(partition_dir):
+            return cls.of_partition(open_partition(partition_dir), partition_dir)
+        with mirrored([partition_dir], storage_options or {}) as local:
+            here = str(local[partition_dir])
+            try:
+                return cls.of_partition(open_partition(here), partition_dir)
+            except KcompactError as err:
+                raise _named_as_given(err, here, partition_dir) from err
+
+    @classmethod
+    def of_partition(cls, partition: Partition, partition_dir: str) -> CommittedView:
+        """The view of a (local) partition, its stop named ``partition_dir``."""
         state = load_log_state(partition, TopicConfig.defaults())
         spans: dict[int, list[TxnSpan]] = {}
         for span in state.transactions:
-            spans.setdefault(span.producer_id, []).append(span)
+            if span.marker_offset is None or span.aborted:
+                spans.setdefault(span.producer_id, []).append(span)
         for found in spans.values():
             found.sort(key=lambda s: s.first_offset)
-        return cls(state.log_start_offset, spans, view_stop(state))
+        return cls(state.log_start_offset, spans, view_stop(state, partition_dir))
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-able form (:meth:`from_dict` reads it back)."""
+        return {"log_start_offset": self.log_start_offset,
+                "spans": [[s.producer_id, s.producer_epoch, s.first_offset, s.first_timestamp_ms, s.marker_offset,
+                           s.aborted] for found in self.spans.values() for s in found],
+                "stop": {f.name: getattr(self.stop, f.name) for f in fields(ViewStop)}}
+
+    @classmethod
+    def from_dict(cls, found: Mapping[str, Any]) -> CommittedView:
+        """The view :meth:`as_dict` wrote."""
+        spans: dict[int, list[TxnSpan]] = {}
+        for pid, epoch, first, first_ts, marker, aborted in found["spans"]:
+            spans.setdefault(pid, []).append(TxnSpan(pid, epoch, first, first_ts, marker, aborted))
+        return cls(int(found["log_start_offset"]), spans, ViewStop(**found["stop"]))
 
     def keeps_record(self, offset: int) -> bool:
         return self.log_start_offset <= offset < self.stop.stops_at
@@ -585,7 +645,8 @@ def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: b
     first row is written; one that fails is left out whole and named in ``failures``.
 
     Args:
-        paths: partition directories and/or log dirs, local or URLs (``s3://…``: each partition is
+        paths: partition directories and/or log dirs, local or URLs (``s3://…``: each segment read by
+            byte range, once for the check and once for the export; with ``latest`` each partition is
             copied to a local temporary directory while it is read, one at a time, see
             ``kcompact.segment.remote``).
         output: a new local directory.
@@ -609,7 +670,7 @@ def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: b
     refuse_output_in_log_dir(target, paths)
     refs = list_segments(paths, storage_options, selection)
     pa, schema = _pyarrow(), arrow_schema()
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq
 
     failures: list[ExportFailure] = []
     stops: list[ViewStop] = []
@@ -644,11 +705,13 @@ def _export_chunks(refs: Sequence[SegmentRef], latest: bool, progress: ReadProgr
                    ) -> Iterator[dict[str, list[Any]]]:
     """Every record's columns, or per partition the latest live record per key (offset order, with its
     :class:`ViewStop` appended to ``stops``); a partition that fails :func:`check_segments` is appended
-    to ``failures`` instead. A partition behind a URL is copied locally while it is read."""
+    to ``failures`` instead. A partition behind a URL is read by byte range (each segment once per pass:
+    the check, the export); with ``latest`` it is copied whole while it is read, its view needing every
+    file of it (:meth:`CommittedView.of`)."""
     for group in by_partition(refs):
         given = group[0].partition_dir
-        if not is_url(given):
-            yield from _partition_chunks(group, latest, progress, failures, stops)
+        if not is_url(given) or not latest:
+            yield from _partition_chunks(group, latest, progress, failures, stops, storage_options)
             continue
         with mirrored([given], storage_options) as local:
             here = str(local[given])
@@ -663,10 +726,11 @@ def _export_chunks(refs: Sequence[SegmentRef], latest: bool, progress: ReadProgr
 
 
 def _partition_chunks(group: Sequence[SegmentRef], latest: bool, progress: ReadProgress | None,
-                      failures: list[ExportFailure], stops: list[ViewStop]) -> Iterator[dict[str, list[Any]]]:
-    """One (local) partition's chunks for :func:`_export_chunks`."""
-    committed: dict[str, _CommittedFilter] = {}
-    error = check_segments(group)
+                      failures: list[ExportFailure], stops: list[ViewStop],
+                      storage_options: StorageOptions | None = None) -> Iterator[dict[str, list[Any]]]:
+    """One partition's chunks for :func:`_export_chunks`."""
+    committed: dict[str, CommittedView] = {}
+    error = check_segments(group, storage_options)
     if error is not None:
         failures.append(ExportFailure(group[0].partition_dir, error))
         if progress is not None:
@@ -675,7 +739,7 @@ def _partition_chunks(group: Sequence[SegmentRef], latest: bool, progress: ReadP
     table: dict[bytes, tuple[Any, ...]] = {}
     for ref in group:
         for columns in iter_segment_columns(ref, READ_COMMITTED if latest else READ_UNCOMMITTED,
-                                            committed_cache=committed):
+                                            committed_cache=committed, storage_options=storage_options):
             if not latest:
                 yield columns
                 continue

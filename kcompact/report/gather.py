@@ -8,9 +8,12 @@ commands' ``--json`` can never disagree):
    ``min.cleanable.dirty.ratio``, eligibility and the rule that blocks the cleaner;
 2. ``inspect keys``' projection: the cleaner's dry run (:func:`kcompact.inspect.keys.dry_run`), the bytes
    on disk before and after a clean now (not the rest of ``inspect keys``, which reads the log twice more);
-3. ``inspect last-clean`` (:func:`kcompact.inspect.last_clean.last_clean_report`): when a clean provably ran;
-4. ``inspect transactions`` (:func:`kcompact.inspect.transactions.transactions_report`): hanging
+3. ``inspect last-clean`` (:func:`kcompact.inspect.last_clean.partition_last_clean`): when a clean provably ran;
+4. ``inspect transactions`` (:func:`kcompact.inspect.transactions.checked_transactions`): hanging
    transactions, the dirty bytes they hold back and their abort lines;
+
+2 to 4 share one load of the partition (:func:`kcompact.inspect.context.load_inspect_context`, as each of those
+commands loads it): its segments' headers are walked once for the three, not once each.
 
 and, when the paths hold more than one log dir (one per broker), ``inspect replicas`` of every partition of
 the report they share (:func:`kcompact.inspect.replicas.replicas_row`, as ``inspect replicas`` of log dirs).
@@ -29,12 +32,12 @@ from pathlib import Path
 
 from kcompact.config.server_properties import node_id, read_server_properties
 from kcompact.errors import KcompactError
-from kcompact.inspect.context import load_inspect_context
+from kcompact.inspect.context import InspectContext, load_inspect_context
 from kcompact.inspect.dirty_ratio import ADVICE, DirtyRatioRow, dirty_ratio_report
 from kcompact.inspect.keys import dry_run, log_size, projected_size
-from kcompact.inspect.last_clean import last_clean_report
-from kcompact.inspect.replicas import replica_sets, replicas_row
-from kcompact.inspect.transactions import transactions_report
+from kcompact.inspect.last_clean import partition_last_clean
+from kcompact.inspect.replicas import ReplicaSet, ReplicasRow, replica_sets, replicas_row
+from kcompact.inspect.transactions import checked_transactions
 from kcompact.report.model import (
     SOURCE_LOG_DIRS,
     HangingEntry,
@@ -49,6 +52,7 @@ from kcompact.segment.progress import ProgressCallback
 META_PROPERTIES = "meta.properties"
 PROGRESS_DIRTY_RATIO = "partitions (dirty ratio)"
 PROGRESS_PARTITIONS = "partitions (projection, last clean, transactions)"
+SOURCES = ("inspect keys", "inspect last-clean", "inspect transactions")  # read from one load of a partition
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,10 +105,16 @@ def log_dir_report(
     totals, topics = summarize(entries)
     totals.log_dirs = len(log_dirs)
     replicas = _replicas(log_dirs, {(e.topic, e.partition) for e in entries}) if len(log_dirs) > 1 else []
-    blocking = {entry.blocking_rule for entry in entries if entry.blocking_rule}
     return Report(SOURCE_LOG_DIRS, [str(p) for p in given], now,
                   [{"path": d, "broker": broker_of(Path(d))} for d in log_dirs], totals, topics,
-                  entries, len(entries), replicas, {rule: ADVICE[rule] for rule in sorted(blocking) if rule in ADVICE})
+                  entries, len(entries), replicas, advice_of(entry.blocking_rule for entry in entries))
+
+
+def advice_of(rules: Iterable[str | None]) -> dict[str, str]:
+    """What unblocks the cleaner (``inspect dirty-ratio``'s advice) for each rule that stops it on a partition,
+    eligible or not (an eligible one's range can stop early: at an open transaction)."""
+    found = {rule for rule in rules if rule}
+    return {rule: ADVICE[rule] for rule in sorted(found) if rule in ADVICE}
 
 
 def partition_entry(row: DirtyRatioRow, config: ConfigInputs, now_ms: int) -> PartitionEntry:
@@ -127,17 +137,21 @@ def partition_entry(row: DirtyRatioRow, config: ConfigInputs, now_ms: int) -> Pa
         entry.errors.append(f"inspect dirty-ratio: {row.error}")
         if not row.cleanup_policy:  # nothing of it loads: the other sources would fail alike
             return entry
-    _add_projection(entry, config, now_ms)
-    _add_last_clean(entry, config, now_ms)
-    _add_transactions(entry, config, now_ms)
+    try:  # one load for the three sources (each command loads the partition the same way)
+        ctx = load_inspect_context(entry.partition_dir, cli_overrides=config.cli_overrides, now_ms=now_ms,
+                                   server_properties=config.server_properties, metadata_dir=config.metadata_dir)
+    except KcompactError as err:
+        entry.errors += [f"{command}: {err}" for command in SOURCES]
+        return entry
+    _add_projection(entry, ctx)
+    _add_last_clean(entry, ctx)
+    _add_transactions(entry, ctx)
     return entry
 
 
-def _add_projection(entry: PartitionEntry, config: ConfigInputs, now_ms: int) -> None:
+def _add_projection(entry: PartitionEntry, ctx: InspectContext) -> None:
     """``inspect keys``' projection: the bytes on disk, and after a clean now."""
     try:
-        ctx = load_inspect_context(entry.partition_dir, cli_overrides=config.cli_overrides, now_ms=now_ms,
-                                   server_properties=config.server_properties, metadata_dir=config.metadata_dir)
         dry = dry_run(ctx, None)
     except KcompactError as err:
         entry.errors.append(f"inspect keys: {err}")
@@ -147,10 +161,9 @@ def _add_projection(entry: PartitionEntry, config: ConfigInputs, now_ms: int) ->
     entry.clean_skipped_reason = dry.skipped_reason
 
 
-def _add_last_clean(entry: PartitionEntry, config: ConfigInputs, now_ms: int) -> None:
+def _add_last_clean(entry: PartitionEntry, ctx: InspectContext) -> None:
     try:
-        report = last_clean_report(entry.partition_dir, cli_overrides=config.cli_overrides, now_ms=now_ms,
-                                   server_properties=config.server_properties, metadata_dir=config.metadata_dir)
+        report = partition_last_clean(ctx)
     except KcompactError as err:
         entry.errors.append(f"inspect last-clean: {err}")
         return
@@ -160,10 +173,9 @@ def _add_last_clean(entry: PartitionEntry, config: ConfigInputs, now_ms: int) ->
         entry.errors.append(f"inspect last-clean: {report.crc_error}")
 
 
-def _add_transactions(entry: PartitionEntry, config: ConfigInputs, now_ms: int) -> None:
+def _add_transactions(entry: PartitionEntry, ctx: InspectContext) -> None:
     try:
-        (row,) = transactions_report([entry.partition_dir], cli_overrides=config.cli_overrides, now_ms=now_ms,
-                                     server_properties=config.server_properties, metadata_dir=config.metadata_dir)
+        row = checked_transactions(ctx)
     except KcompactError as err:
         entry.errors.append(f"inspect transactions: {err}")
         return
@@ -177,10 +189,18 @@ def _add_transactions(entry: PartitionEntry, config: ConfigInputs, now_ms: int) 
 def _replicas(log_dirs: list[str], reported: set[tuple[str, int]]) -> list[ReplicaEntry]:
     """``inspect replicas`` of every partition of the report that two or more of the log dirs hold (the copies
     of one partition dir named alone: only those)."""
-    sets = [s for s in replica_sets(log_dirs) if (s.topic, s.partition) in reported]
-    return [ReplicaEntry(r.topic, r.partition, r.copies, r.agree, r.log_diverged, r.state_diverged,
-                         r.divergent_keys, r.divergent_transactions, r.error)
-            for r in (replicas_row(s) for s in sets)]
+    return [replica_entry(replicas_row(s)) for s in reported_replica_sets(log_dirs, reported)]
+
+
+def reported_replica_sets(log_dirs: list[str], reported: set[tuple[str, int]]) -> list[ReplicaSet]:
+    """The partitions of the report (by topic and partition) that two or more of ``log_dirs`` hold."""
+    return [s for s in replica_sets(log_dirs) if (s.topic, s.partition) in reported]
+
+
+def replica_entry(row: ReplicasRow) -> ReplicaEntry:
+    """The report's entry of one ``inspect replicas`` row."""
+    return ReplicaEntry(row.topic, row.partition, row.copies, row.agree, row.log_diverged, row.state_diverged,
+                        row.divergent_keys, row.divergent_transactions, row.error)
 
 
 def broker_of(log_dir: Path) -> str | None:

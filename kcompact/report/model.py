@@ -16,6 +16,7 @@ from typing import Any
 
 SOURCE_LOG_DIRS = "log-dirs"
 SOURCE_PARQUET = "spark-dirty-ratio-parquet"
+SOURCE_SPARK = "spark-log-dirs"  # ``spark report``: log dirs read by Spark tasks, aggregated as at scale
 ELIGIBLE = "eligible"
 BLOCKED_ERROR = "error"  # a partition whose files did not read: blocked for want of knowing
 BLOCKED_UNKNOWN = "none-given"  # not eligible, and the report gives no rule (cannot happen for a read row)
@@ -190,7 +191,7 @@ class Totals:
 class Report:
     """The whole report (``as_dict`` is the ``--json`` object)."""
 
-    source: str  # SOURCE_LOG_DIRS or SOURCE_PARQUET
+    source: str  # SOURCE_LOG_DIRS, SOURCE_PARQUET or SOURCE_SPARK
     inputs: list[str]
     now_ms: int
     log_dirs: list[dict[str, str | None]]  # {"path", "broker"}: broker is meta.properties' node.id / broker.id

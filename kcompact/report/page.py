@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from kcompact.errors import UnsupportedFormatError
-from kcompact.report.model import ELIGIBLE, RATIO_BINS, SOURCE_PARQUET, PartitionEntry, Report, TopicEntry
+from kcompact.report.model import (
+    ELIGIBLE,
+    RATIO_BINS,
+    SOURCE_PARQUET,
+    SOURCE_SPARK,
+    PartitionEntry,
+    Report,
+    TopicEntry,
+)
 from kcompact.segment.files import file_access, write_replacing
 from kcompact.text import plural, size_text
 
@@ -158,7 +166,10 @@ def _header(report: Report) -> str:
                      for d in report.log_dirs)
     if report.source == SOURCE_PARQUET:
         sub = (f"From the Parquet rows of <code>kcompact spark inspect dirty-ratio</code> ({_e(report.inputs[0])}), "
-               f"at {when}: every partition counted by topic, the {report.partitions_listed} largest listed.")
+               f"at {when}: every partition counted by topic, {_listed(report)} listed.")
+    elif report.source == SOURCE_SPARK:
+        sub = (f"{plural(len(report.log_dirs), 'log dir')} read by Spark tasks at {when}: {dirs}. Every partition "
+               f"counted by topic, {_listed(report)} listed.")
     else:
         sub = f"{plural(len(report.log_dirs), 'log dir')} at {when}: {dirs}"
     return f"<h1>Where the disk went, what a clean gives back, what blocks it</h1><p class='sub'>{sub}</p>"
@@ -229,7 +240,7 @@ def _disk_chart(report: Report) -> str:
         traces = [_hbar(names, [t.clean_bytes for t in topics], "clean bytes", KEPT_COLOR),
                   _hbar(names, [t.dirty_bytes for t in topics], "dirty bytes", DIRTY_COLOR)]
         title = ("Topics by clean + dirty bytes (the cleaner's view, without the active segment; a clean's "
-                 "exact gain needs the partitions: <code>kcompact report LOG_DIR</code>)")
+                 "exact gain needs the partitions: <code>kcompact report</code> or <code>kcompact spark report</code>)")
     else:
         traces = [_hbar(names, [_kept(t) for t in topics], "kept by a clean now", KEPT_COLOR),
                   _hbar(names, [t.reclaimable_bytes or 0 for t in topics], "a clean now gives back", RECLAIM_COLOR)]
@@ -431,11 +442,16 @@ def _partition_table(report: Report) -> str:
              _cell(len(p.hanging)), _cell("; ".join(p.errors), text=True, css="err wrap")] for p in report.partitions]
     title = "Partitions"
     if report.partitions_listed < report.totals.partitions:
-        title += f" (the {report.partitions_listed:,} largest of {report.totals.partitions:,})"
+        title += f" ({_listed(report)} of {report.totals.partitions:,})"
     return f"<h2>{title}</h2>" + _table("partitions-table", [
         ("topic", False), ("partition", True), ("log dir", False), ("on disk", True), ("a clean gives back", True),
         ("clean", True), ("dirty", True), ("dirty ratio", True), ("min ratio", True), ("cleaner rank", True),
         ("status", False), ("last clean after", True), ("hanging txns", True), ("errors", False)], rows)
+
+
+def _listed(report: Report) -> str:
+    """Which partitions the page lists one by one (at scale, not all: :func:`kcompact.report.scale.aggregate`)."""
+    return f"{report.partitions_listed:,} (the largest, and any with an error or a hanging transaction)"
 
 
 def _log_dir_cell(log_dir: str, broker: str | None) -> str:

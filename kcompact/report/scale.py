@@ -3,11 +3,12 @@
 Why: a cluster's worth of partitions (100 000 and more) is read by Spark tasks, not here; their rows (one per
 partition, the fields of :class:`kcompact.inspect.dirty_ratio.DirtyRatioRow`) are small, and the page made
 from them must stay small and quick to open. So every partition is counted into its topic (totals, the
-blocking rules) and only the largest :data:`LISTED_PARTITIONS` (by clean + dirty bytes) are listed one by one.
+blocking rules) and only the largest :data:`LISTED_PARTITIONS` (by clean + dirty bytes) are listed one by one,
+with any that failed to read.
 
 What those rows do not hold is not made up: the bytes on disk and what a clean would give back (``inspect
 keys``' projection, the cleaner's dry run of each partition), the last clean and the hanging transactions
-stay None here (the page says so; ``kcompact report`` of a log dir computes them).
+stay None here (the page says so; ``kcompact report`` and ``kcompact spark report`` of log dirs compute them).
 
 Reads with pyarrow (imported when it runs: the ``export`` or ``spark`` extra), only the columns used.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,7 @@ from kcompact.report.model import (
 from kcompact.segment.partition_filter import PartitionFilter
 
 LISTED_PARTITIONS = 200
+NOTABLE_PARTITIONS = 200  # listed besides the largest: those with an error or a hanging transaction
 COLUMNS = ("topic", "partition", "partition_dir", "cleanup_policy", "clean_bytes", "dirty_bytes", "dirty_ratio",
            "min_cleanable_dirty_ratio", "eligible", "cleaner_rank", "blocking_rule", "blocking_detail", "error")
 
@@ -56,38 +59,71 @@ def parquet_report(source: str | Path, *, selection: PartitionFilter | None = No
         KcompactError: ``selection`` matches none of its rows.
     """
     columns = _read_columns(Path(source))
-    topics: dict[str, TopicEntry] = {}
-    largest: list[tuple[int, int, PartitionEntry]] = []
-    count = 0
-    totals = Totals(log_dirs=0, size_in_bytes=None, reclaimable_bytes=None, never_cleaned=None)
-    for i, values in enumerate(zip(*(columns[name] for name in COLUMNS), strict=True)):
-        row = dict(zip(COLUMNS, values, strict=True))
-        if selection is not None and not selection.matches(row["topic"], row["partition"]):
-            continue
-        entry = _entry(row)
-        count += 1
-        topic = topics.get(entry.topic)
-        if topic is None:
-            topic = topics[entry.topic] = TopicEntry(entry.topic, size_in_bytes=None, reclaimable_bytes=None)
-        topic.add(entry)
-        totals.count_ratio(entry)
-        item = (entry.clean_bytes + entry.dirty_bytes, -i, entry)
-        if len(largest) < listed:
-            heapq.heappush(largest, item)
-        elif item[:2] > largest[0][:2]:
-            heapq.heapreplace(largest, item)
-    if count == 0 and selection is not None:
+    rows = (dict(zip(COLUMNS, values, strict=True)) for values in zip(*(columns[name] for name in COLUMNS),
+                                                                       strict=True))
+    entries = (_entry(row) for row in rows
+               if selection is None or selection.matches(row["topic"], row["partition"]))
+    totals, topics, partitions = aggregate(entries, listed=listed)
+    if totals.partitions == 0 and selection is not None:
         raise KcompactError(f"no row of {source} matches {selection.describe()} "
                             f"({len(columns['topic'])} partitions in all)")
-    totals.partitions = count
+    totals.log_dirs, totals.never_cleaned = 0, None  # neither is in those rows
+    if totals.partitions == 0:
+        totals.size_in_bytes = totals.reclaimable_bytes = None
+    log_dirs = sorted({str(Path(e.partition_dir).parent) for e in partitions})
+    return Report(SOURCE_PARQUET, [str(source)], now_ms if now_ms is not None else int(time.time() * 1000),
+                  [{"path": d, "broker": None} for d in log_dirs], totals, topics, partitions, len(partitions),
+                  [], advice_for(topics))
+
+
+def aggregate(entries: Iterable[PartitionEntry], *,
+              listed: int = LISTED_PARTITIONS) -> tuple[Totals, list[TopicEntry], list[PartitionEntry]]:
+    """Count every partition into its topic and the totals, keeping only the largest ones, and those a person
+    must see whatever their size: any that failed to read (its row says why) or holds a hanging transaction
+    (what the page's chart of them draws).
+
+    Args:
+        entries: the partitions, in any order (read once: a generator over 100 000 rows is fine).
+        listed: how many of the largest to keep (by bytes on disk where known, else clean + dirty bytes).
+
+    Returns:
+        The totals (``log_dirs`` left 0 for the caller), the topics (largest first), and the partitions kept,
+        largest first: the ``listed`` largest, then any other with an error or a hanging transaction (at most
+        :data:`NOTABLE_PARTITIONS` of those).
+    """
+    topics: dict[str, TopicEntry] = {}
+    largest: list[tuple[int, int, PartitionEntry]] = []
+    notable: list[tuple[int, int, PartitionEntry]] = []
+    totals = Totals()
+    for i, entry in enumerate(entries):
+        totals.partitions += 1
+        topics.setdefault(entry.topic, TopicEntry(entry.topic)).add(entry)
+        totals.count_ratio(entry)
+        totals.never_cleaned = (totals.never_cleaned or 0) + (entry.compacted is False)
+        totals.hanging_transactions += len(entry.hanging)
+        item = (_listing_size(entry), -i, entry)
+        if len(largest) < listed:
+            heapq.heappush(largest, item)
+            continue
+        if item[:2] > largest[0][:2]:
+            item = heapq.heapreplace(largest, item)
+        if (item[2].errors or item[2].hanging) and len(notable) < NOTABLE_PARTITIONS:
+            notable.append(item)
     for topic in topics.values():
         add_topic(totals, topic)
-    partitions = [entry for _, _, entry in sorted(largest, key=lambda item: item[:2], reverse=True)]
-    log_dirs = sorted({str(Path(e.partition_dir).parent) for e in partitions})
-    blocking = {rule for t in topics.values() for rule in t.blocked if rule in ADVICE}
-    return Report(SOURCE_PARQUET, [str(source)], now_ms if now_ms is not None else int(time.time() * 1000),
-                  [{"path": d, "broker": None} for d in log_dirs], totals, sort_topics(list(topics.values())),
-                  partitions, len(partitions), [], {rule: ADVICE[rule] for rule in sorted(blocking)})
+    kept = sorted(largest, key=lambda item: item[:2], reverse=True)
+    kept += sorted(notable, key=lambda item: item[:2], reverse=True)
+    return totals, sort_topics(list(topics.values())), [entry for _, _, entry in kept]
+
+
+def _listing_size(entry: PartitionEntry) -> int:
+    return entry.size_in_bytes if entry.size_in_bytes is not None else entry.clean_bytes + entry.dirty_bytes
+
+
+def advice_for(topics: Iterable[TopicEntry]) -> dict[str, str]:
+    """What unblocks the cleaner, for every blocking rule the topics count (``inspect dirty-ratio``'s advice)."""
+    blocking = {rule for t in topics for rule in t.blocked if rule in ADVICE}
+    return {rule: ADVICE[rule] for rule in sorted(blocking)}
 
 
 def _entry(row: dict[str, Any]) -> PartitionEntry:
@@ -104,7 +140,7 @@ def _entry(row: dict[str, Any]) -> PartitionEntry:
 def _read_columns(source: Path) -> dict[str, list[Any]]:
     """The columns of :data:`COLUMNS` as Python lists."""
     try:
-        import pyarrow.parquet as pq  # type: ignore[import-untyped]
+        import pyarrow.parquet as pq
     except ImportError as err:
         raise UnsupportedFormatError(
             "kcompact report --from reads Parquet with pyarrow; expected it installed (pip install "

@@ -36,6 +36,7 @@ from kcompact.records.scan.legacy_rows import (
     legacy_entries,
 )
 from kcompact.segment.files import file_access
+from kcompact.segment.source import ByteSource, read_whole
 
 if TYPE_CHECKING:
     from kcompact.records.batch_header import RecordBatch
@@ -65,22 +66,30 @@ class LogFile:
     be used after the file is closed (copy ``bytes(batch.buffer)`` to keep one).
 
     Args:
-        path: the ``.log`` file (a ``.log.cleaned`` / ``.log.swap`` works too).
+        path: the ``.log`` file (a ``.log.cleaned`` / ``.log.swap`` works too), or a
+            :class:`~kcompact.segment.source.ByteSource` (read whole, by range; named by its ``path``).
 
     Raises:
         FileAccessError: the file cannot be opened or mapped (permissions, a vanished file, …).
+        KcompactError: a source cannot be read.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = path if isinstance(path, Path) else Path(path)
+    def __init__(self, path: str | os.PathLike[str] | ByteSource) -> None:
         self._map: mmap.mmap | None = None
+        self.buffer: memoryview
+        if not isinstance(path, (str, os.PathLike)):
+            self.path = path.path
+            self.buffer = read_whole(path)
+            self.size_in_bytes = len(self.buffer)
+            return
+        self.path = path if isinstance(path, Path) else Path(path)
         with file_access(self.path, "read"):
             fd = os.open(self.path, os.O_RDONLY)
             try:
                 size = os.fstat(fd).st_size
                 if size >= READ_BELOW:
                     self._map = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-                    self.buffer: memoryview = memoryview(self._map)
+                    self.buffer = memoryview(self._map)
                 else:
                     data = _read_up_to(fd, size)
                     size = len(data)  # what was read, should the file have shrunk

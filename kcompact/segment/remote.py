@@ -1,20 +1,24 @@
 """Log dirs behind an fsspec URL (``s3://``, ``gs://``, ``hdfs://``, ``file://``, …), for reading only.
 
-Backups and archived copies of log dirs live in object stores and HDFS. The read-only Spark commands
-(``spark export``, ``spark inspect dirty-ratio``) list them here on the driver (partition directories
-and their segments, by name and size) and each executor mirrors the partitions of its task, one task
-at a time, into a local temporary directory (with the log dir's checkpoint files beside them), reads
-them there with the same code as a local partition, and deletes the copy: nothing is written to the
-store, and no whole log dir travels to the driver.
+Backups and archived copies of log dirs live in object stores and HDFS. A URL is listed once per log dir
+(:func:`list_remote`: one recursive ``find``, several log dirs at once in threads), and the partition
+directories and their segments are read from that listing (:func:`remote_partition_dirs`,
+:func:`remote_segments`). Nothing is ever written to the store, and no whole log dir travels to the driver.
 
-The serial read-only commands (``inspect dirty-ratio``, ``keys``, ``dump``, ``transactions``) read a URL
-the same way, through :func:`local_inputs`: a local copy of what the URL names (a log dir, a partition
-directory with its log dir's checkpoint files, or one file with its segment's indexes), read by the same
-code as a local path, whose results and errors then name the URL instead of the copy
-(:meth:`LocalInputs.named`). Files are copied whole, not by byte range: the one report that reads only part
-of its files, ``inspect dirty-ratio``, still walks every batch header of every segment (the broker's view of
-the log, ``cleaner.state.log_state``), and headers read by range cost one request per batch — on a loopback
-S3 server, 120 s for the 12 105 headers of an 874 KB metadata segment that one GET brings in 0.07 s.
+Two ways to read, by what the reader needs:
+
+* **By byte range** (:class:`RemoteFile`): a segment whose every byte is read anyway (an export's CRC check
+  and its records) is read where it lies, in one ranged request (``cat_file`` with ``start``/``end``), and
+  handed to the format layer as a :class:`~kcompact.segment.source.ByteSource`: ``LogFile`` reads it as it
+  reads a local file and names it by a stand-in path (:func:`stand_in`), which :func:`named_as_url` turns back
+  into the URL. ``export`` and both ``spark export`` jobs read so: each task its split's segments, nothing else.
+* **Mirrored** (:func:`mirrored`, :func:`local_inputs`): a report that needs a partition's every file — its
+  whole log's batch headers, its indexes' tails, producer snapshots, the log dir's checkpoints — gets a local
+  copy of them, read by the same code as a local path, whose results and errors then name the URL instead of
+  the copy (:meth:`LocalInputs.named`): ``inspect dirty-ratio``, ``keys``, ``dump``, ``transactions``, their
+  Spark forms, and a read_committed export's view of a partition (``inspect.export.CommittedView``). Those
+  files are copied whole, not read header by header: headers read by range cost one request per batch — on a
+  loopback S3 server, 120 s for the 12 105 headers of an 874 KB metadata segment that one GET brings in 0.07 s.
 
 The storage is configured as fsspec and s3fs users already do: environment variables
 (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, …) or storage options (``--storage-option
@@ -31,7 +35,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -85,18 +89,93 @@ def parse_storage_options(pairs: Iterable[str]) -> dict[str, Any]:
     return options
 
 
-def remote_partition_dirs(url: str, storage_options: StorageOptions) -> list[str]:
+@dataclasses.dataclass(frozen=True, slots=True)
+class RemoteListing:
+    """Every file under a URL, by its path relative to the URL, with its size: one recursive listing
+    (``find``), from which the partition directories and their segments are read without listing again.
+
+    Attributes:
+        url: the URL listed (no trailing slash).
+        sizes: relative path (``orders-0/00000000000000000000.log``) -> size in bytes.
+    """
+
+    url: str
+    sizes: Mapping[str, int]
+
+    def files(self, under: str = "") -> dict[str, int]:
+        """The files directly under ``under`` (a relative directory; "" the URL itself), name -> size."""
+        prefix = f"{under}/" if under else ""
+        return {rel[len(prefix):]: size for rel, size in self.sizes.items()
+                if rel.startswith(prefix) and "/" not in rel[len(prefix):]}
+
+    def directories(self, under: str = "") -> set[str]:
+        """The names of the directories directly under ``under`` (those holding a file somewhere below)."""
+        prefix = f"{under}/" if under else ""
+        return {rel[len(prefix):].split("/", 1)[0] for rel in self.sizes
+                if rel.startswith(prefix) and "/" in rel[len(prefix):]}
+
+
+LIST_THREADS = 16  # log dirs listed at once (each listing is requests that wait on the store)
+
+
+def list_remote(urls: Iterable[str], storage_options: StorageOptions) -> dict[str, RemoteListing]:
+    """One recursive listing of each URL, several at a time (a thread per listing in flight).
+
+    Raises:
+        KcompactError: a URL cannot be listed, or nothing is there (one line naming it).
+    """
+    wanted = list(dict.fromkeys(url.rstrip("/") for url in urls))
+    return dict(zip(wanted, map_threads(lambda url: _list_tree(url, storage_options), wanted), strict=True))
+
+
+def map_threads(function: Callable[[str], T], urls: Sequence[str]) -> list[T]:
+    """``function`` over ``urls`` in order, up to :data:`LIST_THREADS` at once (requests that wait on a
+    store); the first error raised is raised."""
+    if len(urls) <= 1:
+        return [function(url) for url in urls]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(LIST_THREADS, len(urls))) as pool:
+        return list(pool.map(function, urls))
+
+
+def _list_tree(url: str, storage_options: StorageOptions) -> RemoteListing:
+    fs, path = _filesystem(url, storage_options)
+    root = path.rstrip("/") + "/"
+    try:
+        found = fs.find(path.rstrip("/"), detail=True)
+        if not found and not fs.isdir(path):
+            raise FileNotFoundError("no file there")
+    except Exception as err:  # each file system raises its own: FileNotFoundError, botocore's, …
+        raise KcompactError(f"{url}: cannot list it: {type(err).__name__}: {err}".splitlines()[0]) from err
+    return RemoteListing(url, {str(name)[len(root):]: int(entry.get("size") or 0) for name, entry in found.items()
+                               if entry.get("type") == "file" and str(name).startswith(root)})
+
+
+def remote_partition_dirs(url: str, storage_options: StorageOptions,
+                          listing: RemoteListing | None = None) -> list[str]:
     """The partition directories ``url`` names: itself, or a log dir's live partitions (sorted).
+
+    Args:
+        url: a log dir or partition directory URL.
+        storage_options: fsspec options.
+        listing: ``url``'s :func:`list_remote` listing, when the caller has it (else listed here).
 
     Raises:
         KcompactError: the URL cannot be listed, or holds no partition directory.
     """
     base = url.rstrip("/")
     name = base.rsplit("/", 1)[-1]
-    children = _names(base, storage_options, directories=True)
-    if parse_partition_dir_name(name) is not None and not is_log_dir_listing(
-            _names(base, storage_options, directories=False), children):  # the rule of segment.partition
-        return [base]
+    if listing is None:
+        children = _names(base, storage_options, directories=True)
+        files: Iterable[str] = ()
+        if parse_partition_dir_name(name) is not None:
+            files = _names(base, storage_options, directories=False)
+    else:
+        children = dict.fromkeys(listing.directories(), 0)
+        files = listing.files()
+    if parse_partition_dir_name(name) is not None and not is_log_dir_listing(files, children):
+        return [base]  # the rule of segment.partition
     found = []
     for child in sorted(children):
         parsed = parse_partition_dir_name(child)
@@ -121,15 +200,72 @@ def partition_dir_names(url: str, storage_options: StorageOptions) -> list[str]:
                   if parse_partition_dir_name(child) is not None)
 
 
-def remote_segments(part_url: str, storage_options: StorageOptions) -> list[tuple[int, int]]:
-    """``(base offset, size in bytes)`` of each ``.log`` segment of a partition directory, in offset order."""
-    sizes = _names(part_url, storage_options, directories=False)
+def remote_segments(part_url: str, storage_options: StorageOptions,
+                    listing: RemoteListing | None = None) -> list[tuple[int, int]]:
+    """``(base offset, size in bytes)`` of each ``.log`` segment of a partition directory, in offset order.
+
+    Args:
+        part_url: the partition directory.
+        storage_options: fsspec options.
+        listing: a :func:`list_remote` listing of it or of its log dir (else it is listed here).
+    """
+    if listing is None:
+        sizes = _names(part_url, storage_options, directories=False)
+    else:
+        sizes = listing.files(part_url.rstrip("/")[len(listing.url):].strip("/"))
     found = []
     for name, size in sizes.items():
         parsed = parse_segment_file_name(name)
         if parsed is not None and parsed.kind == "log" and parsed.temp_suffix is None:
             found.append((parsed.base_offset, size))
     return sorted(found)
+
+
+def stand_in(url: str) -> Path:
+    """The local-looking path a :class:`RemoteFile` goes by inside the format layer (``/bucket/key``):
+    what :func:`named_as_url` turns back into the URL."""
+    return Path("/", url.split("://", 1)[-1])
+
+
+def named_as_url(err: KcompactError, url: str) -> KcompactError:
+    """``err`` raised while reading objects under ``url`` through :class:`RemoteFile`, naming the URL
+    where it names the stand-in path (its message and fields)."""
+    return LocalInputs((), ((str(stand_in(url.rstrip("/"))), url.rstrip("/")),)).named_error(err)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RemoteFile:
+    """An object read by byte range (a :class:`~kcompact.segment.source.ByteSource`): each :meth:`read` is
+    one ranged request (``cat_file`` with ``start``/``end``), nothing is copied to local disk.
+
+    Attributes:
+        url: the object.
+        size_in_bytes: its size, as listed.
+        storage_options: fsspec options.
+    """
+
+    url: str
+    size_in_bytes: int
+    storage_options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def path(self) -> Path:
+        return stand_in(self.url)
+
+    def read(self, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the object, in one request.
+
+        Raises:
+            KcompactError: the object cannot be read (one line naming it).
+        """
+        if end <= start:
+            return b""
+        fs, path = _filesystem(self.url, dict(self.storage_options))
+        try:
+            return bytes(fs.cat_file(path, start=start, end=end))
+        except Exception as err:  # each file system raises its own
+            raise KcompactError(f"{self.url}: cannot read bytes {start}-{end}: {type(err).__name__}: "
+                                f"{err}".splitlines()[0]) from err
 
 
 @contextmanager
@@ -171,7 +307,7 @@ def _copy_log_dir_files(url: str, into: Path, storage_options: StorageOptions) -
 
 def _filesystem(url: str, storage_options: StorageOptions) -> tuple[Any, str]:
     try:
-        import fsspec  # type: ignore[import-untyped]
+        import fsspec
     except ImportError as err:
         raise UnsupportedFormatError(f"{url}: reading URLs needs fsspec; expected it installed (pip install "
                                      f"'kcompact[remote]'), found ImportError: {err}") from err
@@ -270,7 +406,8 @@ class LocalInputs:
 
 
 @contextmanager
-def local_inputs(paths: Iterable[str], storage_options: StorageOptions | None = None) -> Iterator[LocalInputs]:
+def local_inputs(paths: Iterable[str], storage_options: StorageOptions | None = None, *,
+                 topic_configs: bool = True) -> Iterator[LocalInputs]:
     """The paths as a read-only command reads them, URLs copied into a local temporary directory.
 
     A log dir URL is copied whole; a partition directory's under a copy of its log dir's files
@@ -282,6 +419,8 @@ def local_inputs(paths: Iterable[str], storage_options: StorageOptions | None = 
     Args:
         paths: local paths and/or URLs, as given.
         storage_options: fsspec options for the URLs.
+        topic_configs: copy a partition directory's KRaft metadata log (False for a command that resolves
+            no topic config, ``inspect dump``: the metadata log can be far bigger than the partition).
 
     Yields:
         The :class:`LocalInputs`.
@@ -301,7 +440,7 @@ def local_inputs(paths: Iterable[str], storage_options: StorageOptions | None = 
             if not is_url(path):
                 local.append(path)
                 continue
-            here, prefix, url_prefix = _copy_input(path, root / str(i), dict(storage_options or {}))
+            here, prefix, url_prefix = _copy_input(path, root / str(i), dict(storage_options or {}), topic_configs)
             local.append(here)
             renames.append((prefix, url_prefix))
         inputs = LocalInputs(tuple(local), tuple(sorted(renames, key=lambda r: len(r[0]), reverse=True)))
@@ -313,7 +452,8 @@ def local_inputs(paths: Iterable[str], storage_options: StorageOptions | None = 
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _copy_input(url: str, into: Path, storage_options: StorageOptions) -> tuple[str, str, str]:
+def _copy_input(url: str, into: Path, storage_options: StorageOptions, topic_configs: bool = True
+                ) -> tuple[str, str, str]:
     """Copy what ``url`` names under ``into``; returns the local path, and the local and URL prefixes
     that name each other (the log dir, or the directory holding the file)."""
     base = url.rstrip("/")
@@ -324,7 +464,7 @@ def _copy_input(url: str, into: Path, storage_options: StorageOptions) -> tuple[
         _copy_log_dir_files(parent, log_dir, storage_options)
         _get(base, log_dir / name, storage_options, recursive=True)
         metadata = f"{METADATA_TOPIC}-0"  # the topic configs a report resolves (config.kraft)
-        if name != metadata and metadata in _names(parent, storage_options, directories=True):
+        if topic_configs and name != metadata and metadata in _names(parent, storage_options, directories=True):
             _get(f"{parent}/{metadata}", log_dir / metadata, storage_options, recursive=True)
         return str(log_dir / name), str(log_dir), parent
     if _is_file(base, storage_options):

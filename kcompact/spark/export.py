@@ -7,10 +7,12 @@ two isolation levels), read on the executors through the ``kcompact`` Python dat
 partitions together: a task costs more than reading a small segment). ``--latest`` is a window over
 (topic, partition, key) on the cluster.
 
-Before it, a first job checks every batch's CRC and framing, split by split (``split_report``: no
-record decoded, cheap next to the export's decoding; with ``--latest`` it also finds where each
-partition's read_committed view stops, its last stable offset, as the executors' reads do), and
-returns the partitions that fail as values,
+The driver lists the inputs once (``list_segments``: one listing per log dir URL, several at once) and
+hands the segments to the data source. Before the read, a first job checks every batch's CRC and framing,
+split by split (``split_report``: no record decoded, cheap next to the export's decoding; with
+``--latest`` it also finds each partition's read_committed view once — where it stops, its last stable
+offset, and the transactions it skips — handed to the read's tasks), and returns the partitions that
+fail as values,
 never as a failing task: they are left out whole (``ExportSummary.failures``, exit 2), the others are
 exported, and Spark prints no task error. A partition named alone that fails, or every one failing, is
 the error (nothing written). Data that still does not parse (a batch that passes its CRC but whose
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,10 +38,10 @@ from kcompact.inspect.export import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
     SPLIT_BYTES,
+    CommittedView,
     ExportFailure,
     ExportSummary,
     SegmentRef,
-    ViewStop,
     list_segments,
     refuse_all_failed,
     refuse_output_in_log_dir,
@@ -50,7 +52,7 @@ from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.remote import StorageOptions, is_url
 from kcompact.spark.output import local_part, output_target, task_error, write_new_parquet
 from kcompact.spark.rows import ddl
-from kcompact.spark.session import quiet_task_failures
+from kcompact.spark.session import local_properties, quiet_task_failures
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -103,16 +105,15 @@ def spark_export(
     local = local_part(target)
     if local is not None:
         refuse_output_in_log_dir(local, paths)
-    refs = list_segments(paths, storage_options, selection)
-    failures, stops = check_partitions(spark, refs, split_bytes, storage_options, verbose=verbose,
+    refs = list_segments(paths, storage_options, selection)  # the one listing: the data source reads it
+    failures, views = check_partitions(spark, refs, split_bytes, storage_options, verbose=verbose,
                                        latest=latest)
     refuse_all_failed(refs, failures)
     bad = {failure.partition_dir for failure in failures}
     refs = [ref for ref in refs if ref.partition_dir not in bad]
-    if selection is not None or failures:  # the data source reads these partitions, named one by one
-        paths = list(dict.fromkeys(ref.partition_dir for ref in refs))
     frame = read_records(spark, paths, isolation=READ_COMMITTED if latest else READ_UNCOMMITTED,
-                         split_bytes=split_bytes, storage_options=storage_options, error_rows=True)
+                         split_bytes=split_bytes, storage_options=storage_options, error_rows=True,
+                         refs=refs, views=views)
     failed = Observation("kcompact export errors")  # a split that did not parse: its row, not its task
     frame = (frame.observe(failed, F.min(ERROR_COLUMN).alias("error"))
              .where(F.col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN))
@@ -129,14 +130,16 @@ def spark_export(
                       spark.sparkContext, verbose=verbose, then=refuse_failed_split)
     records = int(counted.get.get("records", 0))
     return ExportSummary(target, records, len({r.partition_dir for r in refs}), len(refs), latest,
-                         tuple(failures), stops)
+                         tuple(failures), tuple(view.stop for view in views))
 
 
 def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: int = SPLIT_BYTES,
                      storage_options: StorageOptions | None = None, *, verbose: bool = False,
-                     latest: bool = False) -> tuple[list[ExportFailure], tuple[ViewStop, ...]]:
-    """Every batch's CRC and framing checked by Spark tasks, split by split (``split_report``), and with
-    ``latest`` where each partition's read_committed view stops.
+                     latest: bool = False) -> tuple[list[ExportFailure], list[CommittedView]]:
+    """Every batch's CRC and framing checked by Spark tasks, split by split (``split_report``: each task
+    reads its split's bytes), and with ``latest`` each partition's read_committed view (where it stops,
+    the transactions it skips), found once, by the task holding the partition's first segment: the
+    read job reads with these views, its tasks reading their splits' bytes and nothing else.
 
     Args:
         spark: the session.
@@ -144,11 +147,10 @@ def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: i
         split_bytes: segment bytes per task.
         storage_options: fsspec options for URL inputs.
         verbose: keep Spark's own log lines should a task fail.
-        latest: also find each sound partition's :class:`~kcompact.inspect.export.ViewStop` (the data
-            source's read_committed reads stop at the same offsets: the same files, the same rule).
+        latest: also find each sound partition's :class:`~kcompact.inspect.export.CommittedView`.
 
     Returns:
-        The partitions that fail, each with its first error (in listing order), and the stops of the
+        The partitions that fail, each with its first error (in listing order), and the views of the
         others (one per partition, in listing order; empty without ``latest``).
 
     Raises:
@@ -156,25 +158,36 @@ def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: i
     """
     splits = split_segments(refs, split_bytes)
     if not splits:
-        return [], ()
-    check = functools.partial(split_report, storage_options=dict(storage_options or {}), latest=latest)
+        return [], []
+    seen: set[str] = set()
+    tasks = []
+    for split in splits:  # each partition's view found by the split holding its first segment
+        firsts = tuple(dict.fromkeys(r.partition_dir for r in split if r.partition_dir not in seen)) if latest else ()
+        seen.update(firsts)
+        tasks.append((split, firsts))
+    check = functools.partial(_check_split, storage_options=dict(storage_options or {}))
     context = spark.sparkContext
     context.setJobDescription(f"kcompact spark export: checking {len(refs)} segments")
     try:
         with quiet_task_failures(context, verbose=verbose):
-            found = context.parallelize(splits, len(splits)).map(check).collect()
+            found = context.parallelize(tasks, len(tasks)).map(check).collect()
     except Exception as err:
         said = task_error(err)
         if said is err:
             raise
         raise said from err
     finally:
-        context.setJobDescription(None)  # type: ignore[arg-type]
+        local_properties(context).setJobDescription(None)
     failures = [failure for part, _ in found for failure in part]
     bad = {failure.partition_dir for failure in failures}
-    stops = {stop.partition_dir: stop for _, part in found for stop in part  # a partition split in two: once
-             if stop.partition_dir not in bad}
-    return failures, tuple(stops.values())
+    return failures, [view for _, part in found for view in part if view.stop.partition_dir not in bad]
+
+
+def _check_split(task: tuple[tuple[SegmentRef, ...], tuple[str, ...]], storage_options: StorageOptions
+                 ) -> tuple[list[ExportFailure], list[CommittedView]]:
+    """The body of one checking task: ``split_report`` of a split, finding the views it is given."""
+    refs, views_for = task
+    return split_report(refs, storage_options, views_for=views_for)
 
 
 def error_payload(err: KcompactError) -> str:
@@ -203,7 +216,8 @@ def error_from_payload(payload: str) -> KcompactError:
 
 def read_records(spark: SparkSession, paths: Iterable[str | Path], *, isolation: str = READ_UNCOMMITTED,
                  split_bytes: int = SPLIT_BYTES, storage_options: StorageOptions | None = None,
-                 error_rows: bool = False) -> DataFrame:
+                 error_rows: bool = False, refs: Sequence[SegmentRef] | None = None,
+                 views: Sequence[CommittedView] = ()) -> DataFrame:
     """The records under ``paths`` as a DataFrame (:data:`EXPORT_COLUMNS`), lazily.
 
     Args:
@@ -214,6 +228,10 @@ def read_records(spark: SparkSession, paths: Iterable[str | Path], *, isolation:
         storage_options: fsspec options for URL inputs.
         error_rows: a split that does not parse ends with a row holding only :data:`ERROR_COLUMN`
             (an extra column) instead of failing its task.
+        refs: the segments to read, already listed (:func:`~kcompact.inspect.export.list_segments`
+            of ``paths``, perhaps fewer): the data source reads them instead of listing ``paths`` again.
+        views: the read_committed views already found (``check_partitions``): the data source's tasks
+            read with them instead of finding them again.
 
     Returns:
         ``spark.read.format("kcompact")`` over those paths.
@@ -222,7 +240,12 @@ def read_records(spark: SparkSession, paths: Iterable[str | Path], *, isolation:
 
     spark.dataSource.register(KcompactDataSource)
     listed = [p if is_url(p) else str(Path(p).absolute()) for p in map(str, paths)]
-    return (spark.read.format(FORMAT_NAME).option("paths", json.dumps(listed))
+    reader = spark.read.format(FORMAT_NAME)
+    if refs is not None:
+        reader = reader.option("refs", json.dumps([[r.partition_dir, r.base_offset, r.size_in_bytes] for r in refs]))
+    if views:
+        reader = reader.option("views", json.dumps([view.as_dict() for view in views]))
+    return (reader.option("paths", json.dumps(listed))
             .option("isolation", isolation).option("split_bytes", str(split_bytes))
             .option("storage_options", json.dumps(dict(storage_options or {})))
             .option("error_rows", str(error_rows).lower()).load())

@@ -123,6 +123,7 @@ CASES: dict[str, Case] = {
     "spark inspect replicas": _spark_replicas,
     "export": _spark("export"),
     "report": _no_partitions("report"),
+    "spark report": _no_partitions("spark", "report"),  # refused on the driver, before Spark starts
 }
 
 

@@ -22,7 +22,7 @@ def page_file(tmp_path: Path) -> tuple[Path, list[str]]:
     paths = [str(mixed_log_dir(tmp_path / "broker1")), str(Path(__file__).parents[2] / "fixtures" / "sample-logdir")]
     page = tmp_path / "report.html"
     done = run("report", *paths, "--now-ms", str(NOW), "--config", "cleanup.policy=compact", "--output", str(page))
-    assert done.exit_code == 0, done.output
+    assert done.exit_code == 3, done.output  # orders-0's copies diverge (the page's replica chart)
     return page, paths
 
 

@@ -155,13 +155,14 @@ def test_topic_filters_select_the_partitions_as_dirty_ratio_does(tmp_path: Path)
 
 def write_rows_parquet(rows: list[dict[str, Any]], path: Path) -> None:
     """The rows as ``spark inspect dirty-ratio --output`` writes them: its columns, its types."""
-    import pyarrow as pa  # type: ignore[import-untyped]
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     from kcompact.spark.rows import dataclass_columns
 
-    arrow = {"string": pa.string(), "bigint": pa.int64(), "int": pa.int32(), "double": pa.float64(),
-             "boolean": pa.bool_(), "array<string>": pa.list_(pa.string())}
+    arrow: dict[str, pa.DataType] = {
+        "string": pa.string(), "bigint": pa.int64(), "int": pa.int32(), "double": pa.float64(),
+        "boolean": pa.bool_(), "array<string>": pa.list_(pa.string())}
     schema = pa.schema([(name, arrow[kind]) for name, kind in dataclass_columns(DirtyRatioRow)])
     path.mkdir()
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path / "part-00000.parquet")
@@ -320,3 +321,47 @@ def test_the_cli_draws_progress_on_a_terminal_and_never_with_json(tmp_path: Path
     console.file = quiet
     assert run("report", str(log_dir), "--now-ms", str(NOW), "--json").exit_code == 0
     assert quiet.getvalue() == ""
+
+
+def test_each_partition_is_loaded_once_for_the_projection_last_clean_and_transactions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kcompact.cleaner.state import log_state
+    from kcompact.inspect import context
+
+    loaded: Counter[str] = Counter()
+    real_load = log_state.load_log_state
+
+    def counting(partition: Any, *args: Any, **kwargs: Any) -> Any:
+        loaded[partition.path.name] += 1
+        return real_load(partition, *args, **kwargs)
+
+    monkeypatch.setattr(context, "load_log_state", counting)
+    log_dir = mixed_log_dir(tmp_path / "logdir")
+    report = run_json("report", str(log_dir), "--now-ms", str(NOW), "--config", "cleanup.policy=compact", "--json")
+    assert loaded == {"orders-0": 1, "orders-3": 1, "prices-0": 1}
+    assert report["totals"]["hanging_transactions"] == 1 and report["totals"]["reclaimable_bytes"] > 0
+
+
+def test_the_exit_code_says_replicas_diverge_as_inspect_replicas_does(tmp_path: Path) -> None:
+    import shutil
+
+    broker1 = mixed_log_dir(tmp_path / "b1")
+    same = shutil.copytree(broker1, tmp_path / "same")
+    agreeing = run("report", str(broker1), str(same), "--now-ms", str(NOW), "--output", str(tmp_path / "a.html"))
+    assert agreeing.exit_code == 0, agreeing.output
+    other = tmp_path / "other"
+    PartitionBuilder("orders", 0).batch([(b"k0", b"other")]).write(other)  # orders-0's copy, diverging
+    page = tmp_path / "d.html"
+    diverging = run("report", str(broker1), str(other), "--now-ms", str(NOW), "--output", str(page))
+    assert diverging.exit_code == run("inspect", "replicas", str(broker1), str(other)).exit_code == 3
+    assert diverging.stderr.endswith("the replica copies of 1 partition diverge: orders-0 (kcompact inspect "
+                                     "replicas says how)\n")
+    assert page.stat().st_size > 0  # the page is written first
+    corrupt(broker1 / "prices-0")
+    failing = run("report", str(broker1), str(other), "--now-ms", str(NOW), "--output", str(page))
+    assert failing.exit_code == 2  # a partition that fails to read wins, as in inspect replicas
+
+
+def test_report_help_names_its_exit_codes() -> None:
+    done = run("report", "--help")
+    assert "3 some partition's replica copies diverge" in " ".join(done.stdout.split())

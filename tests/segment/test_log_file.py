@@ -39,3 +39,47 @@ def test_small_files_are_read_and_large_ones_mapped(tmp_path: Path) -> None:
             assert last == [i * 3 + 2 for i in range(len(last))] and len(last) >= 7
         assert not _mapped(path)
 
+
+
+class _CountedSource:
+    """A ByteSource over bytes in memory that records every range read from it."""
+
+    def __init__(self, data: bytes, path: Path) -> None:
+        self.data, self.path, self.size_in_bytes = data, path, len(data)
+        self.ranges: list[tuple[int, int]] = []
+
+    def read(self, start: int, end: int) -> bytes:
+        self.ranges.append((start, end))
+        return self.data[start:end]
+
+
+@pytest.mark.parametrize("spooled", [False, True], ids=["in-memory", "spooled"])
+def test_a_byte_source_reads_as_the_file_each_byte_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          spooled: bool) -> None:
+    from kcompact.segment import source
+
+    path = tmp_path / "00000000000000000000.log"
+    data = _segment(path, 300, 20)
+    if spooled:  # a big segment is read in chunks into a temporary file, not held in memory
+        monkeypatch.setattr(source, "SPOOL_ABOVE", 1000)
+        monkeypatch.setattr(source, "SPOOL_CHUNK", 4000)
+    remote = _CountedSource(data, Path("/bucket/logs/orders-0/00000000000000000000.log"))
+
+    with LogFile(remote) as log, LogFile(path) as local:
+        assert log.path == remote.path and log.size_in_bytes == len(data)
+        assert [bytes(b.buffer) for b in log.iter_batches()] == [bytes(b.buffer) for b in local.iter_batches()]
+    chunk = 4000 if spooled else len(data)
+    assert remote.ranges == [(start, min(len(data), start + chunk)) for start in range(0, len(data), chunk)]
+
+
+def test_a_byte_source_cut_short_names_its_path_and_position(tmp_path: Path) -> None:
+    from kcompact.errors import CorruptDataError
+
+    data = _segment(tmp_path / "00000000000000000000.log", 10, 3)
+    remote = _CountedSource(data[:-7], Path("/bucket/logs/orders-0/00000000000000000000.log"))
+    remote.size_in_bytes = len(data)  # listed whole, read short: a copy cut while it was read
+
+    with LogFile(remote) as log, pytest.raises(CorruptDataError) as raised:
+        list(log.iter_batches())
+    assert raised.value.path is not None and str(raised.value.path) == str(remote.path)
+    assert log.size_in_bytes == len(data) - 7

@@ -20,6 +20,8 @@ from tests.spark.test_export import format_layer_rows, parquet_rows
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from tests.counting_s3 import CountingS3
+
 
 @pytest.fixture
 def s3_copy(s3_endpoint: str, log_dir: Path) -> tuple[str, dict[str, Any]]:
@@ -39,12 +41,8 @@ def s3_copy(s3_endpoint: str, log_dir: Path) -> tuple[str, dict[str, Any]]:
 @pytest.fixture
 def log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from kcompact.segment.checkpoint import write_offset_checkpoint
-    from tests.spark.test_export import (
-        LOG_START,
-        build_legacy_partition,
-        build_log_dir,
-        build_partition,
-    )
+    from tests.spark.logdirs import build_legacy_partition, build_log_dir, build_partition
+    from tests.spark.test_export import LOG_START
 
     root = build_log_dir(tmp_path_factory.mktemp("remote") / "logs", 3)
     build_partition(root, "pending", 0, open_txn=True)
@@ -85,3 +83,42 @@ def _located(row: DirtyRatioRow, log_dir: str) -> DirtyRatioRow:
     """The row with its log dir's location taken out of its texts."""
     return dataclasses.replace(row, partition_dir="", warnings=[w.replace(log_dir, "LOGDIR") for w in row.warnings],
                                error=row.error and row.error.replace(log_dir, "LOGDIR"))
+
+
+@pytest.mark.parametrize("latest", [False, True], ids=["every-record", "latest"])
+def test_spark_export_of_a_url_reads_each_segment_once_per_job_by_range(
+    spark: SparkSession, log_dir: Path, counting_s3: CountingS3, tmp_path: Path, latest: bool
+) -> None:
+    """Each task reads its split's segments, each in one ranged request; the driver lists the log dir
+    once. With --latest each partition's view also reads its files once (in the checking job)."""
+    import s3fs
+
+    options: dict[str, Any] = {"endpoint_url": counting_s3.endpoint, "key": "testing", "secret": "testing"}
+    fs = s3fs.S3FileSystem(**options)
+    bucket = f"kcompact-{uuid.uuid4().hex[:12]}"
+    fs.mkdir(bucket)
+    sizes = {f"{bucket}/logs/{p.relative_to(log_dir)}": p.stat().st_size for p in log_dir.rglob("*") if p.is_file()}
+    for name in sizes:
+        fs.put_file(str(log_dir / name.split("/logs/", 1)[1]), name)
+    url = f"s3://{bucket}/logs"
+    segments = {name: size for name, size in sizes.items() if name.endswith(".log") and size > 0}
+    counting_s3.clear()
+
+    remote = spark_export(spark, [url], tmp_path / "remote", latest=latest, split_bytes=600, storage_options=options)
+
+    read = counting_s3.bytes_by_key()
+    assert {name: read.get(name) for name in segments} == {n: (3 if latest else 2) * s for n, s in segments.items()}
+    ranged = {r.range for r in counting_s3.reads() if r.key in segments}  # one request per segment and task
+    assert ranged == {f"bytes=0-{size - 1}" for size in segments.values()} | ({None} if latest else set())
+    others = {name: n for name, n in read.items() if name not in segments}
+    if latest:  # a partition's files once; the log dir's checkpoint files once per partition
+        assert all(n == sizes[name] for name, n in others.items() if name.count("/") == 3)
+        assert all(n <= 5 * sizes[name] for name, n in others.items() if name.count("/") == 2)
+    else:
+        assert others == {}
+        assert len(counting_s3.listings()) == 1
+    local = spark_export(spark, [log_dir], tmp_path / "local", latest=latest)
+    assert parquet_rows(tmp_path / "remote") == parquet_rows(tmp_path / "local") != []
+    assert (remote.records, remote.segments, remote.stops) == (
+        local.records, local.segments, tuple(dataclasses.replace(s, partition_dir=s.partition_dir.replace(
+            str(log_dir), url)) for s in local.stops))
