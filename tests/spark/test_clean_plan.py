@@ -24,6 +24,7 @@ from kcompact.cleaner.round.options import CleanOptions
 from kcompact.spark import clean_job
 from kcompact.spark.clean_job import spark_clean
 from kcompact.spark.locality import Located, locate, located_rdd, preferred_hosts
+from kcompact.spark.plan import plan_spark_clean
 from tests.spark.logdirs import COMPACT, NOW, build_log_dir, tree_digest
 
 if TYPE_CHECKING:
@@ -143,7 +144,7 @@ def test_a_partition_over_the_map_budget_starts_before_the_small_ones_finish(
     serial, driven = copies(build_log_dir(tmp_path / "src", 4), tmp_path)
     clean_path(serial, cli_overrides=COMPACT, options=CleanOptions(now_ms=NOW))
     big = "orders-0"
-    real_plan, real_fan_out, real_on_driver = clean_job.plan_spark_clean, clean_job._fan_out, clean_job._clean_on_driver
+    real_plan, real_fan_out, real_on_driver = plan_spark_clean, clean_job._fan_out, clean_job._clean_on_driver
     events: list[str] = []
 
     def plan(*args: Any, **kwargs: Any) -> Any:  # the budget chose every partition: keep the big one's choice only
