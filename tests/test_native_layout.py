@@ -29,7 +29,7 @@ OWNERS: dict[str, tuple[ModuleType, set[str]]] = {
         "flush_puts", "fold_into_run", "merge_runs_step",
     }),
     "kcompact.cleaner.round._windows": (round_accel, {
-        "scan_window_key_digests", "scan_window_records", "emit_window",
+        "scan_window_key_digests", "scan_window_records", "emit_window", "zstd_version",
     }),
 }
 

@@ -12,6 +12,7 @@
  */
 #include "common.h"
 #include "walk.h"
+#include "zstd.h"  /* the vendored Zstandard (kcompact/_vendor/zstd): python-zstandard's own version */
 
 PyObject *kcompact_scan_error;  /* kcompact.cleaner.round._windows.ScanError (common.h) */
 
@@ -73,6 +74,55 @@ zstd_one_block_bound(const uint8_t *p, Py_ssize_t n)
     return ZSTD_BLOCK_MAX;
 }
 
+#define ZSTD_FRAME_MAX (64 << 20)  /* the most the windows inflate one frame to themselves */
+
+/* The output bound of the vendored library's one streaming call when p[0, n) is exactly one zstd frame
+ * (RFC 8878) of any number of blocks: its stated content size, or the sum of its blocks' bounds (a raw or
+ * RLE block's size, ZSTD_BLOCK_MAX for a compressed one); 0 when it is not one whole frame or its bound
+ * passes ZSTD_FRAME_MAX (the Python path then takes it, and words any error). */
+static Py_ssize_t
+zstd_frame_bound(const uint8_t *p, Py_ssize_t n)
+{
+    static const int dict_id_sizes[4] = {0, 1, 2, 4};
+    static const int content_size_sizes[8] = {0, 2, 4, 8, 1, 2, 4, 8};
+    int single, size_field;
+    Py_ssize_t at, bound = 0;
+    if (n < 5 + 3 || ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16
+                      | (uint32_t)p[3] << 24) != ZSTD_FRAME_MAGIC)
+        return 0;
+    single = (p[4] & 0x20) != 0;
+    size_field = content_size_sizes[(p[4] >> 6) | (single ? 4 : 0)];
+    at = 5 + (single ? 0 : 1) + dict_id_sizes[p[4] & 3] + size_field;
+    for (;;) {
+        uint32_t block;
+        Py_ssize_t size;
+        if (n - at < 3)
+            return 0;
+        block = (uint32_t)p[at] | (uint32_t)p[at + 1] << 8 | (uint32_t)p[at + 2] << 16;
+        size = (Py_ssize_t)(block >> 3);
+        if ((block & 6) == 6)
+            return 0;  /* reserved block type */
+        bound += (block & 6) == 4 ? ZSTD_BLOCK_MAX : size;
+        at += 3 + ((block & 6) == 2 ? 1 : size);
+        if (at > n || bound > ZSTD_FRAME_MAX)
+            return 0;
+        if (block & 1)
+            break;
+    }
+    if (at + ((p[4] & 4) ? 4 : 0) != n)
+        return 0;  /* more frames, or bytes after the frame */
+    if (size_field) {
+        uint64_t stated = 0;
+        Py_ssize_t header = 5 + (single ? 0 : 1) + dict_id_sizes[p[4] & 3] + size_field;
+        for (int k = size_field - 1; k >= 0; k--)
+            stated = stated << 8 | p[header - size_field + k];
+        if (size_field == 2)
+            stated += 256;
+        return stated > 0 && stated <= ZSTD_FRAME_MAX ? (Py_ssize_t)stated : 0;
+    }
+    return bound;
+}
+
 /* zstd(view, max_output_size=bound): records.compression._zstd_decompress's one bounded call, made
  * here without its Python frames. A new bytes object, or NULL: nothing set where the call raised an
  * ordinary error or returned no bytes (the caller then runs the whole reference), else an error. */
@@ -101,12 +151,72 @@ zstd_one_call(PyObject *zstd_fn, PyObject *view, Py_ssize_t bound)
     return value;
 }
 
+/* One compression and one decompression context for the process, made on first use and reused by every
+ * batch (made and used under the GIL only; a forked worker has its own copy). */
+static ZSTD_CCtx *zstd_cctx;
+static ZSTD_DCtx *zstd_dctx;
+
+/* python-zstandard's ZstdDecompressor().decompress(p[0, n), max_output_size=bound) done with the vendored
+ * library (its c-ext/decompressor.c: the session reset, one ZSTD_decompressStream into `bound` bytes, or
+ * the frame's stated content size, which zstd_frame_bound already returned as `bound`): a new bytes
+ * object, or NULL: nothing set where the library refused (the caller runs the Python path, which words
+ * the error), else MemoryError. */
+static PyObject *
+zstd_native_decompress(const uint8_t *p, Py_ssize_t n, Py_ssize_t bound)
+{
+    ZSTD_inBuffer in = {p, (size_t)n, 0};
+    ZSTD_outBuffer out;
+    unsigned long long stated;
+    size_t left;
+    PyObject *value;
+    if (zstd_dctx == NULL && (zstd_dctx = ZSTD_createDCtx()) == NULL)
+        return NULL;
+    stated = ZSTD_getFrameContentSize(p, (size_t)n);
+    if (stated == ZSTD_CONTENTSIZE_ERROR || stated == 0)
+        return NULL;
+    value = PyBytes_FromStringAndSize(NULL, bound);
+    if (value == NULL)
+        return NULL;
+    out.dst = PyBytes_AS_STRING(value);
+    out.size = (size_t)bound;
+    out.pos = 0;
+    ZSTD_DCtx_reset(zstd_dctx, ZSTD_reset_session_only);
+    left = ZSTD_decompressStream(zstd_dctx, &out, &in);
+    if (ZSTD_isError(left) || left != 0
+        || (stated != ZSTD_CONTENTSIZE_UNKNOWN && out.pos != stated)
+        || (out.pos < out.size && _PyBytes_Resize(&value, (Py_ssize_t)out.pos) < 0)) {
+        Py_XDECREF(value);
+        if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_MemoryError))
+            PyErr_Clear();
+        return NULL;
+    }
+    return value;
+}
+
 static int
 decompressed(PyObject *fn, PyObject *zstd_fn, int codec, PyObject *source, PyObject **whole,
              Py_ssize_t start, Py_ssize_t n, PyObject **out)
 {
     PyObject *view, *args[2], *value, *code;
     *out = NULL;
+    if (codec == ZSTD_CODEC && zstd_fn == Py_True) {  /* the vendored library, python-zstandard's own */
+        Py_buffer whole_buffer;
+        Py_ssize_t bound = 0;
+        if (PyObject_GetBuffer(source, &whole_buffer, PyBUF_SIMPLE) < 0)
+            return -1;
+        if (start >= 0 && start + n <= whole_buffer.len) {
+            const uint8_t *payload = (const uint8_t *)whole_buffer.buf + start;
+            bound = zstd_frame_bound(payload, n);
+            if (bound > 0)
+                *out = zstd_native_decompress(payload, n, bound);
+        }
+        PyBuffer_Release(&whole_buffer);
+        if (*out != NULL)
+            return 1;
+        if (PyErr_Occurred())
+            return -1;
+        zstd_fn = NULL;  /* refused, or not the usual stream: the Python path says why */
+    }
     if (*whole == NULL && (*whole = PyMemoryView_FromObject(source)) == NULL)
         return -1;
     view = PySequence_GetSlice(*whole, start, start + n);
@@ -185,7 +295,7 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
         || as_int64(args[3], &min_offset) < 0 || as_int64(args[4], &max_puts) < 0
         || as_int64(args[5], &base_puts) < 0
         || (decompress_fn != NULL && !PyCallable_Check(decompress_fn))
-        || (zstd_fn != NULL && !PyCallable_Check(zstd_fn))
+        || (zstd_fn != NULL && zstd_fn != Py_True && !PyCallable_Check(zstd_fn))
         || get_bytes(args[0], &view) < 0)
         return scan_error(DECLINED);
     const uint8_t *d = (const uint8_t *)view.buf;
@@ -318,7 +428,7 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         || as_int64(args[3], &max_batches) < 0 || as_int64(args[4], &max_records) < 0
         || as_int64(args[5], &max_bytes) < 0 || as_int64(args[7], &upper_bound) < 0
         || !PyCallable_Check(crc_fn) || (decompress_fn != NULL && !PyCallable_Check(decompress_fn))
-        || (zstd_fn != NULL && !PyCallable_Check(zstd_fn)) || get_bytes(args[0], &view) < 0)
+        || (zstd_fn != NULL && zstd_fn != Py_True && !PyCallable_Check(zstd_fn)) || get_bytes(args[0], &view) < 0)
         return scan_error(DECLINED);
     if (get_8byte_ints(args[6], &prot, 'q', 'l') < 0) {
         PyBuffer_Release(&view);
@@ -532,11 +642,64 @@ write_kept(const Window *x, uint8_t *p, Py_ssize_t r0, int64_t count, int64_t ba
     return p;
 }
 
-/* A compressed batch's rebuilt records, `raw` bytes long, through compress(codec, records) (the
- * reference's records.compression.compress): a new bytes object, or NULL with *declined set where
- * compress raised an ordinary error (the reference then raises it), or a Python error set. */
+/* records.compression.compress(ZSTD, p[0, n)) done with the vendored library and the process's one
+ * compression context, as python-zstandard's ZstdCompressor(level=3, write_content_size=False) runs it
+ * (its c-ext/compressor.c and compressobj.c: compressobj() resets the session with the source size
+ * unknown; compress() is ZSTD_e_continue, flush(COMPRESSOBJ_FLUSH_BLOCK) ZSTD_e_flush,
+ * flush(COMPRESSOBJ_FLUSH_FINISH) ZSTD_e_end): Kafka's frame, its data in blocks that are not the last,
+ * then an empty last block. A new bytes object, or NULL: nothing set where the library refused, else
+ * MemoryError. */
 static PyObject *
-compressed_records(PyObject *compress_fn, int codec, const Window *x, Py_ssize_t r0,
+zstd_native_compress(const uint8_t *p, Py_ssize_t n)
+{
+    static const ZSTD_EndDirective steps[3] = {ZSTD_e_continue, ZSTD_e_flush, ZSTD_e_end};
+    ZSTD_inBuffer in = {p, (size_t)n, 0};
+    ZSTD_outBuffer out;
+    size_t capacity = ZSTD_compressBound((size_t)n) + 64, left = 0;
+    PyObject *value;
+    if (zstd_cctx == NULL) {
+        if ((zstd_cctx = ZSTD_createCCtx()) == NULL)
+            return PyErr_NoMemory();
+        if (ZSTD_isError(ZSTD_CCtx_setParameter(zstd_cctx, ZSTD_c_compressionLevel, 3))
+            || ZSTD_isError(ZSTD_CCtx_setParameter(zstd_cctx, ZSTD_c_contentSizeFlag, 0))
+            || ZSTD_isError(ZSTD_CCtx_setParameter(zstd_cctx, ZSTD_c_checksumFlag, 0))
+            || ZSTD_isError(ZSTD_CCtx_setParameter(zstd_cctx, ZSTD_c_dictIDFlag, 1))) {
+            ZSTD_freeCCtx(zstd_cctx);
+            zstd_cctx = NULL;
+            return NULL;
+        }
+    }
+    ZSTD_CCtx_reset(zstd_cctx, ZSTD_reset_session_only);
+    if (ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(zstd_cctx, ZSTD_CONTENTSIZE_UNKNOWN)))
+        return NULL;
+    value = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)capacity);
+    if (value == NULL)
+        return NULL;
+    out.dst = PyBytes_AS_STRING(value);
+    out.size = capacity;
+    out.pos = 0;
+    for (int step = 0; step < 3; step++) {
+        ZSTD_inBuffer *source = step == 0 ? &in : &(ZSTD_inBuffer){NULL, 0, 0};
+        do {
+            left = ZSTD_compressStream2(zstd_cctx, &out, source, steps[step]);
+            /* the bound holds every byte: a call that leaves output behind is a library refusal */
+        } while (!ZSTD_isError(left) && step == 0 && source->pos < source->size && out.pos < out.size);
+        if (ZSTD_isError(left) || (step == 0 && in.pos != in.size) || (step > 0 && left != 0)) {
+            Py_DECREF(value);
+            return NULL;
+        }
+    }
+    if (_PyBytes_Resize(&value, (Py_ssize_t)out.pos) < 0)
+        return NULL;
+    return value;
+}
+
+/* A compressed batch's rebuilt records, `raw` bytes long, through compress(codec, records) (the
+ * reference's records.compression.compress), or for zstd with `native` set, zstd_native_compress: a new
+ * bytes object, or NULL with *declined set where compress raised an ordinary error or the library
+ * refused (the reference then runs), or a Python error set. */
+static PyObject *
+compressed_records(PyObject *compress_fn, int native, int codec, const Window *x, Py_ssize_t r0,
                    int64_t count, int64_t base_offset, int64_t base_ts, Py_ssize_t raw,
                    int *declined)
 {
@@ -544,6 +707,13 @@ compressed_records(PyObject *compress_fn, int codec, const Window *x, Py_ssize_t
     if (records == NULL)
         return NULL;
     write_kept(x, (uint8_t *)PyBytes_AS_STRING(records), r0, count, base_offset, base_ts);
+    if (native && codec == ZSTD_CODEC) {
+        value = zstd_native_compress((const uint8_t *)PyBytes_AS_STRING(records), raw);
+        Py_DECREF(records);
+        if (value == NULL && !PyErr_Occurred())
+            *declined = 1;
+        return value;
+    }
     code = PyLong_FromLong(codec);
     if (code == NULL) {
         Py_DECREF(records);
@@ -569,13 +739,14 @@ compressed_records(PyObject *compress_fn, int codec, const Window *x, Py_ssize_t
 
 PyDoc_STRVAR(emit_window_doc,
 "emit_window(buf, batches, offsets, timestamps, body_starts, record_ends, value_null, kept,\n"
-"            new_horizon, crc, inflated, compress) -> (output bytes, per batch (outcome, size,\n"
+"            new_horizon, crc, inflated, compress, zstd) -> (output bytes, per batch (outcome, size,\n"
 "            last offset, max timestamp, records kept) as native int64)\n\n"
 "records.filter.filter_v2_batch over a run of scan_window_records, all DELETE_EMPTY: per batch,\n"
 "nothing kept: dropped (outcome 0); all kept and no horizon to set: its bytes (1); else rebuilt\n"
 "(2) with the horizon policy.output_delete_horizon gives (new_horizon, negative for none, when a\n"
 "kept record is a tombstone and the batch has none), a compressed batch's records compressed again\n"
-"with its codec by compress (records.compression.compress, called as (codec, records)). kept: one\n"
+"with its codec by compress (records.compression.compress, called as (codec, records)); zstd True:\n"
+"a zstd batch's with the vendored library instead, as compress would. kept: one\n"
 "byte a record; inflated: the run's list of decompressed record sections. Raises ScanError(-1)\n"
 "where the reference would fail or the arguments do not match.");
 
@@ -584,7 +755,7 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     enum { N_VIEWS = 8 };
     Py_buffer views[N_VIEWS];
-    int held = 0, declined = 0;
+    int held = 0, declined = 0, native;
     int64_t new_horizon;
     Py_ssize_t n_batches = 0, n_records, total = 0;
     const int64_t *info;
@@ -594,11 +765,12 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject **payloads = NULL;
     int64_t *row;
     uint8_t *w;
-    if (check_nargs("emit_window", nargs, 12) < 0)
+    if (check_nargs("emit_window", nargs, 13) < 0)
         return NULL;
     crc_fn = args[9];
     inflated = args[10];
     compress_fn = args[11] == Py_None ? NULL : args[11];
+    native = args[12] == Py_True;
     if (as_int64(args[8], &new_horizon) < 0 || !PyCallable_Check(crc_fn)
         || (compress_fn != NULL && !PyCallable_Check(compress_fn)) || !PyList_CheckExact(inflated))
         return scan_error(DECLINED);
@@ -687,7 +859,7 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (bytes - LOG_OVERHEAD > INT32_MAX)  /* deltas can grow a record: the reference refuses */
                 goto declined;
             if (codec != 0) {
-                payloads[b] = compressed_records(compress_fn, codec, &x, r0, count,
+                payloads[b] = compressed_records(compress_fn, native, codec, &x, r0, count,
                                                  bi[W_BASE_OFFSET], base_ts,
                                                  bytes - RECORD_BATCH_OVERHEAD, &declined);
                 if (payloads[b] == NULL)
@@ -778,7 +950,18 @@ done:
 
 /* ---- module ----------------------------------------------------------------------------- */
 
+PyDoc_STRVAR(zstd_version_doc,
+"zstd_version() -> int\n\n"
+"The vendored Zstandard's version number (ZSTD_versionNumber(): 10506 for 1.5.6).");
+
+static PyObject *
+zstd_version(PyObject *module, PyObject *unused)
+{
+    return PyLong_FromUnsignedLong(ZSTD_versionNumber());
+}
+
 static PyMethodDef methods[] = {
+    {"zstd_version", zstd_version, METH_NOARGS, zstd_version_doc},
     {"scan_window_key_digests", (PyCFunction)(void (*)(void))scan_window_key_digests, METH_FASTCALL, scan_window_key_digests_doc},
     {"scan_window_records", (PyCFunction)(void (*)(void))scan_window_records, METH_FASTCALL, scan_window_records_doc},
     {"emit_window", (PyCFunction)(void (*)(void))emit_window, METH_FASTCALL, emit_window_doc},

@@ -118,13 +118,14 @@ def take_runs(
         Where the per-batch walk goes on (``position``: nothing was taken).
     """
     while position < limit:
+        zstd = accel.zstd_codec(zstd_one_call())
         run = accel.scan_window_records(buffer, position, limit, RUN_BATCHES, RUN_RECORDS, RUN_BYTES,
-                                        protected, ctx.upper_bound, crc32c, decompress, zstd_one_call())
+                                        protected, ctx.upper_bound, crc32c, decompress, zstd)
         if run is None or run[0] == position:
             break
         before()
         before = _nothing
-        emitted = _filter_run(buffer, run, ctx)
+        emitted = _filter_run(buffer, run, ctx, zstd is True)
         if emitted is None:
             break
         data, rows = emitted
@@ -146,7 +147,7 @@ def _nothing() -> None:
 
 
 def _filter_run(
-    buffer: memoryview, run: accel.WindowRecords, ctx: FilterContext
+    buffer: memoryview, run: accel.WindowRecords, ctx: FilterContext, compiled_zstd: bool
 ) -> tuple[bytes, list[list[int]]] | None:
     """Decide and emit one scanned window; None (nothing counted) where the C rebuild declines."""
     _, batches, offsets_raw, timestamps, key_starts_raw, key_ends_raw, body_starts, record_ends, \
@@ -176,7 +177,7 @@ def _filter_run(
     emitted = accel.emit_window(
         buffer, batches, (offsets_raw, timestamps, body_starts, record_ends), value_null,
         kept.view(np.uint8), new_delete_horizon(ctx.now_ms, ctx.delete_retention_ms), crc32c,
-        inflated, compress)
+        inflated, compress, compiled_zstd)
     if emitted is None:
         return None
     data, table = emitted
