@@ -395,12 +395,12 @@ in_sorted(const int64_t *v, Py_ssize_t n, int64_t offset)
 
 PyDoc_STRVAR(scan_window_records_doc,
 "scan_window_records(buf, position, limit, max_batches, max_records, max_bytes, protected,\n"
-"                    upper_bound, crc, decompress, zstd)\n"
+"                    upper_bound, decompress, zstd)\n"
 "    -> (position, batches, offsets, timestamps, key_starts, key_ends, body_starts, record_ends,\n"
 "        value_null, inflated)\n\n"
 "Pass 2 (cleaner/round/filtering) over the batches starting at `position`, before `limit`: while\n"
-"each is a well-framed, non-transactional, non-control v2 batch with records, a valid CRC (crc:\n"
-"records.crc.crc32c), records that scan (scan_records; a compressed batch's only with\n"
+"each is a well-framed, non-transactional, non-control v2 batch with records, a valid CRC-32C\n"
+"(common.h), records that scan (scan_records; a compressed batch's only with\n"
 "`decompress`, records.compression.decompress called as (codec, payload), a zstd batch's usual\n"
 "stream first through `zstd` when given, and where it does not raise), a last offset not in the ascending int64 array `protected` and a next offset other than\n"
 "upper_bound, its header fields (position, size, base offset, last offset, count, attributes, base\n"
@@ -418,16 +418,15 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int64_t position, limit, max_batches, max_records, max_bytes, upper_bound, start;
     Grow batches = {0}, columns[N_WR_COLUMNS] = {{0}}, value_null = {0};
     Py_ssize_t records = 0, taken = 0, err, inflated_size = 0;
-    PyObject *result = NULL, *crc_fn, *decompress_fn, *zstd_fn, *inflated = NULL, *source_view = NULL;
-    if (check_nargs("scan_window_records", nargs, 11) < 0)
+    PyObject *result = NULL, *decompress_fn, *zstd_fn, *inflated = NULL, *source_view = NULL;
+    if (check_nargs("scan_window_records", nargs, 10) < 0)
         return NULL;
-    crc_fn = args[8];
-    decompress_fn = args[9] == Py_None ? NULL : args[9];
-    zstd_fn = args[10] == Py_None ? NULL : args[10];
+    decompress_fn = args[8] == Py_None ? NULL : args[8];
+    zstd_fn = args[9] == Py_None ? NULL : args[9];
     if (as_int64(args[1], &position) < 0 || as_int64(args[2], &limit) < 0
         || as_int64(args[3], &max_batches) < 0 || as_int64(args[4], &max_records) < 0
         || as_int64(args[5], &max_bytes) < 0 || as_int64(args[7], &upper_bound) < 0
-        || !PyCallable_Check(crc_fn) || (decompress_fn != NULL && !PyCallable_Check(decompress_fn))
+        || (decompress_fn != NULL && !PyCallable_Check(decompress_fn))
         || (zstd_fn != NULL && zstd_fn != Py_True && !PyCallable_Check(zstd_fn)) || get_bytes(args[0], &view) < 0)
         return scan_error(DECLINED);
     if (get_8byte_ints(args[6], &prot, 'q', 'l') < 0) {
@@ -448,7 +447,6 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         int16_t attributes;
         int32_t batch_length, count;
         int64_t base_offset, last_offset, next_offset, at;
-        uint32_t crc;
         int codec;
         Columns c;
         PyObject *piece = NULL;  /* a compressed batch's records, decompressed */
@@ -471,9 +469,7 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             || in_sorted((const int64_t *)prot.buf, prot.len / 8, last_offset))
             break;
         size = (Py_ssize_t)batch_length + LOG_OVERHEAD;
-        if (crc_of(crc_fn, h + 21, size - 21, &crc) < 0)
-            goto done;
-        if (crc != (uint32_t)be(h + 17, 4))
+        if (crc32c_of(h + 21, size - 21) != (uint32_t)be(h + 17, 4))
             break;  /* the per-batch walk reports it */
         n = size - RECORD_BATCH_OVERHEAD;
         body = h + RECORD_BATCH_OVERHEAD;
@@ -739,7 +735,7 @@ compressed_records(PyObject *compress_fn, int native, int codec, const Window *x
 
 PyDoc_STRVAR(emit_window_doc,
 "emit_window(buf, batches, offsets, timestamps, body_starts, record_ends, value_null, kept,\n"
-"            new_horizon, crc, inflated, compress, zstd) -> (output bytes, per batch (outcome, size,\n"
+"            new_horizon, inflated, compress, zstd) -> (output bytes, per batch (outcome, size,\n"
 "            last offset, max timestamp, records kept) as native int64)\n\n"
 "records.filter.filter_v2_batch over a run of scan_window_records, all DELETE_EMPTY: per batch,\n"
 "nothing kept: dropped (outcome 0); all kept and no horizon to set: its bytes (1); else rebuilt\n"
@@ -761,17 +757,16 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     const int64_t *info;
     Window x;
     Py_ssize_t item = 0;
-    PyObject *out = NULL, *table = NULL, *result = NULL, *crc_fn, *compress_fn, *inflated;
+    PyObject *out = NULL, *table = NULL, *result = NULL, *compress_fn, *inflated;
     PyObject **payloads = NULL;
     int64_t *row;
     uint8_t *w;
-    if (check_nargs("emit_window", nargs, 13) < 0)
+    if (check_nargs("emit_window", nargs, 12) < 0)
         return NULL;
-    crc_fn = args[9];
-    inflated = args[10];
-    compress_fn = args[11] == Py_None ? NULL : args[11];
-    native = args[12] == Py_True;
-    if (as_int64(args[8], &new_horizon) < 0 || !PyCallable_Check(crc_fn)
+    inflated = args[9];
+    compress_fn = args[10] == Py_None ? NULL : args[10];
+    native = args[11] == Py_True;
+    if (as_int64(args[8], &new_horizon) < 0
         || (compress_fn != NULL && !PyCallable_Check(compress_fn)) || !PyList_CheckExact(inflated))
         return scan_error(DECLINED);
     for (held = 0; held < N_VIEWS; held++)  /* the int64 ones as scan_window_records made them: bytes */
@@ -894,7 +889,6 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             int has_h = (bi[W_ATTRIBUTES] & DELETE_HORIZON_BIT) != 0, any_tomb = 0;
             int64_t horizon, base_ts, codec = bi[W_ATTRIBUTES] & CODEC_MASK;
             Py_ssize_t first_kept = -1;  /* there is one: the batch is not dropped */
-            uint32_t crc;
             for (Py_ssize_t i = r0; i < r0 + count; i++) {
                 any_tomb |= x.kept[i] && x.nul[i];
                 if (first_kept < 0 && x.kept[i])
@@ -919,9 +913,7 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             put_be(w + 35, (uint64_t)e[E_MAX_TIMESTAMP], 8);
             memcpy(w + 43, h + 43, 14);                          /* producer id, epoch, base sequence */
             put_be(w + 57, (uint64_t)e[E_KEPT], 4);
-            if (crc_of(crc_fn, w + 21, (Py_ssize_t)e[E_SIZE] - 21, &crc) < 0)
-                goto done;
-            put_be(w + 17, crc, 4);
+            put_be(w + 17, crc32c_of(w + 21, (Py_ssize_t)e[E_SIZE] - 21), 4);
         }
         w += e[E_SIZE];
         r0 += count;

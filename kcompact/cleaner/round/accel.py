@@ -77,7 +77,7 @@ WindowRecords = tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, bytes, byte
 
 def scan_window_records(
     buf: Buffer, position: int, limit: int, max_batches: int, max_records: int, max_bytes: int,
-    protected: Any, upper_bound: int, crc: Any, decompress: Any = None, zstd: Any = None,
+    protected: Any, upper_bound: int, decompress: Any = None, zstd: Any = None,
 ) -> WindowRecords | None:
     """C pass 2 walk over a run of v2 data batches (``cleaner/round/filter_windows``).
 
@@ -102,7 +102,7 @@ def scan_window_records(
         return None
     try:
         result: WindowRecords = kernels.scan_window_records(
-            buf, position, limit, max_batches, max_records, max_bytes, protected, upper_bound, crc,
+            buf, position, limit, max_batches, max_records, max_bytes, protected, upper_bound,
             decompress, zstd)
     except kernels.ScanError:
         return None
@@ -111,7 +111,7 @@ def scan_window_records(
 
 def emit_window(
     buf: Buffer, batches: Buffer, columns: tuple[Buffer, Buffer, Buffer, Buffer], value_null: Buffer,
-    kept: Any, new_horizon: int, crc: Any, inflated: list[bytes] | None = None, compress: Any = None,
+    kept: Any, new_horizon: int, inflated: list[bytes] | None = None, compress: Any = None,
     zstd: bool = False,
 ) -> tuple[bytes, bytes] | None:
     """C :func:`~kcompact.records.filter.filter_v2_batch` over a run of
@@ -124,7 +124,6 @@ def emit_window(
         value_null: the run's ``value_null``.
         kept: one byte a record, nonzero where it is kept (any flat byte buffer: numpy's too).
         new_horizon: the horizon this round stamps (negative: none).
-        crc: ``records.crc.crc32c``.
         inflated: the run's ``inflated`` (its compressed batches' records).
         compress: ``records.compression.compress``, called as ``(codec, records)`` for each
             compressed batch rebuilt (None: the run must have none).
@@ -140,7 +139,7 @@ def emit_window(
         return None
     try:
         result: tuple[bytes, bytes] = kernels.emit_window(
-            buf, batches, *columns, value_null, kept, new_horizon, crc,
+            buf, batches, *columns, value_null, kept, new_horizon,
             [] if inflated is None else inflated, compress, zstd)
     except kernels.ScanError:
         return None

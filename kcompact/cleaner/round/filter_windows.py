@@ -34,7 +34,6 @@ from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.rules.policy import new_delete_horizon
 from kcompact.cleaner.rules.producer_state import LastRecord
 from kcompact.records.compression import compress, decompress, zstd_one_call
-from kcompact.records.crc import crc32c
 
 if TYPE_CHECKING:  # filtering imports this module; the annotations only name its context
     from kcompact.cleaner.round.filtering import FilterContext
@@ -120,7 +119,7 @@ def take_runs(
     while position < limit:
         zstd = accel.zstd_codec(zstd_one_call())
         run = accel.scan_window_records(buffer, position, limit, RUN_BATCHES, RUN_RECORDS, RUN_BYTES,
-                                        protected, ctx.upper_bound, crc32c, decompress, zstd)
+                                        protected, ctx.upper_bound, decompress, zstd)
         if run is None or run[0] == position:
             break
         before()
@@ -176,7 +175,7 @@ def _filter_run(
                         keys_at, ctx.oracle, ctx.fence, stats)
     emitted = accel.emit_window(
         buffer, batches, (offsets_raw, timestamps, body_starts, record_ends), value_null,
-        kept.view(np.uint8), new_delete_horizon(ctx.now_ms, ctx.delete_retention_ms), crc32c,
+        kept.view(np.uint8), new_delete_horizon(ctx.now_ms, ctx.delete_retention_ms),
         inflated, compress, compiled_zstd)
     if emitted is None:
         return None
