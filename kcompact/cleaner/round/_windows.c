@@ -156,41 +156,57 @@ zstd_one_call(PyObject *zstd_fn, PyObject *view, Py_ssize_t bound)
 static ZSTD_CCtx *zstd_cctx;
 static ZSTD_DCtx *zstd_dctx;
 
+/* Where the vendored library decompresses to: one buffer reused by every batch (no allocation, no fresh
+ * pages a batch), given back when a frame made it large (zstd_scratch_trim). */
+static Grow zstd_scratch;
+
+static void
+zstd_scratch_trim(void)
+{
+    if (zstd_scratch.capacity > (1 << 20)) {
+        PyMem_Free(zstd_scratch.data);
+        zstd_scratch.data = NULL;
+        zstd_scratch.capacity = 0;
+    }
+}
+
 /* python-zstandard's ZstdDecompressor().decompress(p[0, n), max_output_size=bound) done with the vendored
  * library (its c-ext/decompressor.c: the session reset, one ZSTD_decompressStream into `bound` bytes, or
- * the frame's stated content size, which zstd_frame_bound already returned as `bound`): a new bytes
- * object, or NULL: nothing set where the library refused (the caller runs the Python path, which words
- * the error), else MemoryError. */
-static PyObject *
-zstd_native_decompress(const uint8_t *p, Py_ssize_t n, Py_ssize_t bound)
+ * the frame's stated content size, which zstd_frame_bound already returned as `bound`), into zstd_scratch:
+ * the length, or -1: nothing set, the library refused (the caller runs the Python path, which words the
+ * error), or -2 with MemoryError set. */
+static Py_ssize_t
+zstd_native_into_scratch(const uint8_t *p, Py_ssize_t n, Py_ssize_t bound)
 {
     ZSTD_inBuffer in = {p, (size_t)n, 0};
     ZSTD_outBuffer out;
     unsigned long long stated;
     size_t left;
-    PyObject *value;
     if (zstd_dctx == NULL && (zstd_dctx = ZSTD_createDCtx()) == NULL)
-        return NULL;
+        return -1;
     stated = ZSTD_getFrameContentSize(p, (size_t)n);
     if (stated == ZSTD_CONTENTSIZE_ERROR || stated == 0)
-        return NULL;
-    value = PyBytes_FromStringAndSize(NULL, bound);
-    if (value == NULL)
-        return NULL;
-    out.dst = PyBytes_AS_STRING(value);
+        return -1;
+    zstd_scratch.size = 0;
+    if (grow(&zstd_scratch, bound) < 0)
+        return -2;
+    out.dst = zstd_scratch.data;
     out.size = (size_t)bound;
     out.pos = 0;
     ZSTD_DCtx_reset(zstd_dctx, ZSTD_reset_session_only);
     left = ZSTD_decompressStream(zstd_dctx, &out, &in);
-    if (ZSTD_isError(left) || left != 0
-        || (stated != ZSTD_CONTENTSIZE_UNKNOWN && out.pos != stated)
-        || (out.pos < out.size && _PyBytes_Resize(&value, (Py_ssize_t)out.pos) < 0)) {
-        Py_XDECREF(value);
-        if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_MemoryError))
-            PyErr_Clear();
-        return NULL;
-    }
-    return value;
+    if (ZSTD_isError(left) || left != 0 || (stated != ZSTD_CONTENTSIZE_UNKNOWN && out.pos != stated))
+        return -1;
+    return (Py_ssize_t)out.pos;
+}
+
+/* zstd_native_into_scratch's bytes as a new bytes object of their size, or NULL (an error set or not,
+ * as it says). */
+static PyObject *
+zstd_native_decompress(const uint8_t *p, Py_ssize_t n, Py_ssize_t bound)
+{
+    Py_ssize_t got = zstd_native_into_scratch(p, n, bound);
+    return got < 0 ? NULL : PyBytes_FromStringAndSize(zstd_scratch.data, got);
 }
 
 static int
@@ -321,7 +337,16 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
             Py_ssize_t n = (Py_ssize_t)batch_length + LOG_OVERHEAD - RECORD_BATCH_OVERHEAD;
             const uint8_t *records = h + RECORD_BATCH_OVERHEAD;
             PyObject *inflated = NULL;
-            if (codec != 0) {
+            if (codec == ZSTD_CODEC && zstd_fn == Py_True) {  /* keys only: the scratch buffer will do */
+                Py_ssize_t bound = zstd_frame_bound(records, n), got = -1;
+                if (bound > 0 && (got = zstd_native_into_scratch(records, n, bound)) == -2)
+                    goto done;
+                if (got >= 0) {
+                    records = (const uint8_t *)zstd_scratch.data;
+                    n = got;
+                }
+            }
+            if (codec != 0 && records == h + RECORD_BATCH_OVERHEAD) {
                 int got = decompressed(decompress_fn, zstd_fn, codec, args[0], &source_view,
                                        (Py_ssize_t)position + RECORD_BATCH_OVERHEAD, n, &inflated);
                 if (got < 0)
@@ -358,6 +383,7 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
                            offsets.size, digests.data ? digests.data : "", digests.size,
                            batches.data ? batches.data : "", batches.size);
 done:
+    zstd_scratch_trim();
     PyMem_Free(offsets.data);
     PyMem_Free(digests.data);
     PyMem_Free(batches.data);
@@ -550,6 +576,7 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 #undef COL
                            value_null.data ? value_null.data : "", value_null.size, inflated);
 done:
+    zstd_scratch_trim();
     PyMem_Free(batches.data);
     PyMem_Free(value_null.data);
     Py_XDECREF(inflated);
