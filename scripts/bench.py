@@ -12,6 +12,9 @@ Sections:
            kcompact tree, interleaved, min and median (scripts/bench_ratio.py); --profile: time by stage.
     legacy clean legacy (magic 0/1) data, plain and gzip wrappers, against the same records as v2
            (scripts/bench_legacy.py): CPU seconds and their ratios; --baseline DIR: before and after.
+    spark-scale  6 log dirs x 200 partitions at 1x and 10x the records: serial clean --jobs auto, spark clean
+           on local[2] and on a standalone cluster of two workers; the driver's CPU and memory, bytes read
+           (scripts/bench_spark_scale.py).
     scan   records.scan over a generated segment: scan_keys, scan_records and the rebuild of
            filter_v2_batch over every batch, with the C kernels and with the pure-Python
            reference, against the cost of copying the same bytes (shutil.copyfile, in memory).
@@ -401,6 +404,13 @@ def _bench_spark(args: argparse.Namespace, workdir: Path) -> list[Row]:
     return bench_spark(args, workdir)
 
 
+def _bench_spark_scale(args: argparse.Namespace, workdir: Path) -> list[Row]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_spark_scale import bench_spark_scale
+
+    return bench_spark_scale(args, workdir)
+
+
 def _bench_distmap(args: argparse.Namespace, workdir: Path) -> list[Row]:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_distmap import bench_distmap
@@ -416,6 +426,7 @@ SECTIONS: dict[str, Callable[[argparse.Namespace, Path], list[Row]]] = {
     "inspect": _bench_inspect,
     "small": bench_small,
     "spark": _bench_spark,
+    "spark-scale": _bench_spark_scale,  # 6 log dirs x 200 partitions at two sizes, serial and Spark: minutes
     "distmap": _bench_distmap,  # 20 million keys, ~1 GB written: minutes
 }
 

@@ -29,9 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kcompact.records.record import Header
-from tests.encoders import encode_unsigned_varint
-from tests.partition_builder import PartitionBuilder
+from kcompact.records.record import Header  # noqa: E402 - after the sys.path line above
+from tests.encoders import encode_unsigned_varint  # noqa: E402 - after the sys.path line above
+from tests.partition_builder import PartitionBuilder  # noqa: E402 - after the sys.path line above
 
 FIXTURES = ROOT / "fixtures"
 FIXED_MTIME_MS = 1_700_000_000_000

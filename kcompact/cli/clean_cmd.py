@@ -151,7 +151,8 @@ def _render_retention(name: str, result: CleanResult) -> None:
     verb = "would delete" if result.dry_run else "deleted"
     reasons = ", ".join(sorted(set(plan.reasons.values())))
     render.plain(
-        f"{name}: retention {verb} {render.plural(len(plan.deleted_segments), 'segment')} ({render.size_text(plan.bytes_deleted)}, "
+        f"{name}: retention {verb} {render.plural(len(plan.deleted_segments), 'segment')} "
+        f"({render.size_text(plan.bytes_deleted)}, "
         f"{reasons}); log start {plan.log_start_before} -> {plan.log_start_after}"
         + (" after rolling a new active segment" if plan.rolled else "")
     )

@@ -45,7 +45,8 @@ def progress_bar(*, enabled: bool, verb: str = "cleaning", counts: bool = False
     )
 
     bar = Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn() if counts else DownloadColumn(binary_units=True),
+        TextColumn("{task.description}"), BarColumn(),
+        MofNCompleteColumn() if counts else DownloadColumn(binary_units=True),
         TimeRemainingColumn(), console=console, transient=True,
     )
     tasks: dict[str, Any] = {}

@@ -56,7 +56,8 @@ class RepairCommand(click.Command):
         formatter.write_usage(ctx.command_path, f"{UNDO_FORM} [--dry-run] [--json]", prefix="   or: ")
 
 
-@click.command("repair", cls=RepairCommand, short_help="Verify and repair a partition or log dir, losing no valid batch.",
+@click.command("repair", cls=RepairCommand,
+               short_help="Verify and repair a partition or log dir, losing no valid batch.",
                epilog=with_examples(
                    EPILOG,
                    "kcompact repair /tmp/kafka-logs/orders-0 --dry-run",
@@ -276,7 +277,8 @@ def _given_up_lines(given_up: Any, verb: str) -> None:
         render.plain(f"{verb}: nothing (every batch that passes its CRC stays in the log)")
         return
     total = sum(g.size_in_bytes for g in given_up)
-    render.plain(f"{verb} ({render.plural(len(given_up), 'region')}, {render.size_text(total)}, moved to the quarantine):")
+    render.plain(f"{verb} ({render.plural(len(given_up), 'region')}, {render.size_text(total)}, "
+                 "moved to the quarantine):")
     for entry in given_up:
         render.plain(f"  - {entry.text()}")
 

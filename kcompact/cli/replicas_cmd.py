@@ -1,8 +1,8 @@
 """Replicas: ``kcompact inspect replicas`` and ``spark inspect replicas`` (the replica fence options of
 ``clean``/``spark clean`` are ``kcompact.cli.options.fence_options``).
 
-Registered into the ``inspect`` group by ``kcompact.cli.main``. Only click and ``kcompact.cli.render`` are imported here at import time
-(``kcompact --help`` stays fast); the library is imported inside the command.
+Registered into the ``inspect`` group by ``kcompact.cli.main``. Only click and ``kcompact.cli.render`` are imported here
+at import time (``kcompact --help`` stays fast); the library is imported inside the command.
 """
 
 from __future__ import annotations
@@ -110,9 +110,9 @@ def _print_report(report: Any) -> None:
         hw = "-" if r.high_watermark is None else str(r.high_watermark)
         epochs = ", ".join(f"{e}@{s}" for e, s in r.leader_epochs[-4:]) or "-"
         render.plain(f"  [{i}] {r.path}")
-        render.plain(f"      log start offset {r.log_start_offset}, log end offset {r.log_end_offset}, high watermark {hw}, "
-                     f"last stable {r.last_stable_offset}, epochs {epochs}")
-    for i, r in enumerate(report.replicas):
+        render.plain(f"      log start offset {r.log_start_offset}, log end offset {r.log_end_offset}, "
+                     f"high watermark {hw}, last stable {r.last_stable_offset}, epochs {epochs}")
+    for r in report.replicas:
         for warning in r.warnings:
             render.warning_line(warning)
     for part in report.epoch_divergence:

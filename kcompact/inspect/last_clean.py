@@ -23,8 +23,8 @@ Reads batch headers; records are decoded just for batches that hold fewer record
 offset span (a clean rebuilt them), for legacy wrappers, and for the batch right after a gap (for
 its first record's timestamp). Every batch's CRC is checked too (the whole log is read once, at the
 speed of the CPU's CRC-32C instruction): the evidence comes from header fields the CRC covers, so a
-batch that fails it is counted (``corrupt_batches``, ``crc_error``) and the command exits 2. Field names of :class:`LastCleanReport` are the ``--json`` interface
-(tests/inspect/test_last_clean.py fixes them).
+batch that fails it is counted (``corrupt_batches``, ``crc_error``) and the command exits 2. Field names of
+:class:`LastCleanReport` are the ``--json`` interface (tests/inspect/test_last_clean.py fixes them).
 """
 
 from __future__ import annotations
@@ -234,7 +234,7 @@ def _walk_batch(batch: Any, walk: _Walk) -> None:
         walk.run(batch.base_offset, batch.last_offset, lambda: _timestamps(batch)[1][0])
     else:
         offsets, stamps = _timestamps(batch)
-        for offset, stamp in zip(offsets, stamps):
+        for offset, stamp in zip(offsets, stamps, strict=True):
             walk.run(offset, offset, _constant(stamp))
 
 

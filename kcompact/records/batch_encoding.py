@@ -3,8 +3,8 @@
 Why apart from decoding: the cleaner, repair and the fixtures write batches; what they write is
 Kafka's rebuild (``MemoryRecordsBuilder``): records re-encoded from their logical content
 (``DefaultRecord.writeTo`` under ``MemoryRecords.filterTo``), or the 61-byte empty shell the cleaner keeps
-when every record of a batch is gone (``DefaultRecordBatch.writeEmptyHeader``). The header layout is :mod:`kcompact.records.batch_header`'s; these functions are
-importable from :mod:`kcompact.records.batch` as well.
+when every record of a batch is gone (``DefaultRecordBatch.writeEmptyHeader``). The header layout is
+:mod:`kcompact.records.batch_header`'s; these functions are importable from :mod:`kcompact.records.batch` as well.
 
 The CRC (CRC-32C of bytes 21 to the end) is computed last and patched in at position 17.
 """
@@ -151,7 +151,8 @@ def encode_batch(
 
 
 def encode_empty_batch(batch: RecordBatch) -> bytes:
-    """The 61-byte shell Kafka's cleaner keeps when every record of a batch is gone (``DefaultRecordBatch.writeEmptyHeader``).
+    """The 61-byte shell Kafka's cleaner keeps when every record of a batch is gone
+    (``DefaultRecordBatch.writeEmptyHeader``).
 
     Keeps base offset, last offset delta, leader epoch, max timestamp, producer fields and the
     timestamp-type/transactional/control bits; drops compression and the delete horizon, sets

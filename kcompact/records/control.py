@@ -1,4 +1,5 @@
-"""Control records: their key, the end-transaction marker value, and marker batches (Kafka's ``ControlRecordType``, ``EndTransactionMarker``).
+"""Control records: their key, the end-transaction marker value, and marker batches (Kafka's ``ControlRecordType``,
+``EndTransactionMarker``).
 
 Why: the cleaner decides what to do with a transaction's data by the COMMIT/ABORT marker that
 closes it, and keeps or drops the marker itself by the same rules; repair and inspect name them.

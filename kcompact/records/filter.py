@@ -11,7 +11,8 @@ exactly as Kafka's ``MemoryRecords.filterTo`` does:
   timestamp = the delete horizon when one applies (a new one, or the batch's existing one carried over),
   else the first kept record's timestamp; record deltas recomputed, record attributes 0, minimal varints;
   max timestamp = the original for LogAppendTime, else the largest kept record timestamp;
-* no record kept and ``RETAIN_EMPTY`` → the 61-byte empty shell (``DefaultRecordBatch.writeEmptyHeader``); otherwise nothing;
+* no record kept and ``RETAIN_EMPTY`` → the 61-byte empty shell (``DefaultRecordBatch.writeEmptyHeader``); otherwise
+nothing;
 * a legacy (magic 0/1) entry → always rewritten as a v2 batch of its kept records (Kafka ≥ 4.0,
   KAFKA-13093): base offset = first kept record, last offset delta = last kept − first kept, no producer,
   leader epoch −1; v0 becomes CreateTime with timestamps −1.

@@ -1,8 +1,8 @@
 """Legacy messages, magic 0 and 1 (Kafka's ``LegacyRecord``): decode, walk compressed wrappers, encode.
 
 Why: logs written before Kafka 0.11 (or by brokers pinned to an old ``log.message.format.version``)
-hold these entries, and a 4.1 broker still reads them. The cleaner converts them to v2 (``MemoryRecords.filterTo``, KAFKA-13093),
-so it must read every record out of them exactly as Kafka's ``AbstractLegacyRecordBatch`` does.
+hold these entries, and a 4.1 broker still reads them. The cleaner converts them to v2 (``MemoryRecords.filterTo``,
+KAFKA-13093), so it must read every record out of them exactly as Kafka's ``AbstractLegacyRecordBatch`` does.
 :class:`LegacyEntry` offers the same names as a v2 ``RecordBatch`` so callers treat both alike.
 
 Entry layout (big-endian; ``size`` counts the bytes after itself)::

@@ -1,4 +1,5 @@
-"""Kafka's lz4 framing: the subset of LZ4 frame v1.5.1 its brokers write and read (``Lz4BlockOutputStream``, ``Lz4BlockInputStream``).
+"""Kafka's lz4 framing: the subset of LZ4 frame v1.5.1 its brokers write and read (``Lz4BlockOutputStream``,
+``Lz4BlockInputStream``).
 
 Why a module of its own: the ``lz4`` library compresses the blocks; the frame around them (magic,
 descriptor, header checksum, block size words, end mark) is Kafka's ``Lz4BlockOutputStream`` /

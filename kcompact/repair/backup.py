@@ -10,9 +10,9 @@ and refuses to delete or overwrite anything else (a segment a broker wrote since
 cut out of a segment go to the quarantine with the file and position they came from. Every file and
 directory the backup creates, and every rename of its manifest, is durable before the repair goes on
 (the file fsynced, then the directory holding its name), as the cleaner's swap and the checkpoint writer
-do: a crash right after must not leave a partition changed and its backup's manifest or copies lost. :func:`undo_repair` puts the partition back:
-it removes what the repair (and a ``--clean`` after it) created, restores every saved file with its
-mode and mtime, and checks each restored file's sha256.
+do: a crash right after must not leave a partition changed and its backup's manifest or copies lost. :func:`undo_repair`
+puts the partition back: it removes what the repair (and a ``--clean`` after it) created, restores every saved file with
+its mode and mtime, and checks each restored file's sha256.
 
 The backup never lives inside the log dir: Kafka refuses to start when the log dir holds a directory it
 cannot parse as a partition name (``UnifiedLog.parseTopicPartitionName``). The default is a sibling of the log dir::

@@ -1,5 +1,6 @@
 """Batch-level helpers of the salvage walk: decoding an entry of either format, its first offset, and
-whether its records parse the way Kafka's cleaner and producer-state replay parse them (``LogSegment.recover``, ``Cleaner.doClean``).
+whether its records parse the way Kafka's cleaner and producer-state replay parse them (``LogSegment.recover``,
+``Cleaner.doClean``).
 
 Kept apart from ``salvage.py`` so the walk reads as the algorithm; nothing here looks beyond one batch.
 """

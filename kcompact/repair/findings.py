@@ -1,10 +1,11 @@
 """What ``kcompact repair`` reports: one :class:`Finding` per problem, with what Kafka makes of it.
 
 Each finding names the file and byte position, says what is wrong ("…; expected X, found Y"), whether it
-would make the broker's log cleaner mark the partition uncleanable and why (``LogCleaner.CleanerThread``, ``Cleaner.doClean``), what a
-broker does with it when it loads or recovers the partition (``LogLoader.load``), its impact (it breaks the broker,
-its cleaner, both; Kafka settles it itself; or it is informational — a broker and its cleaner accept it —
-and not repaired), and what repair does about it (None: reported only). The texts live here so ``verify`` stays about detection.
+would make the broker's log cleaner mark the partition uncleanable and why (``LogCleaner.CleanerThread``,
+``Cleaner.doClean``), what a broker does with it when it loads or recovers the partition (``LogLoader.load``), its
+impact (it breaks the broker, its cleaner, both; Kafka settles it itself; or it is informational — a broker and its
+cleaner accept it — and not repaired), and what repair does about it (None: reported only). The texts live here so
+``verify`` stays about detection.
 """
 
 from __future__ import annotations

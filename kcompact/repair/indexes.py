@@ -5,8 +5,9 @@ them (``check_offset_lookups``, ``check_time_lookups``): an index that fails is 
 Kafka 4.1 builds it (``segment.index_builder``, which is also what log recovery rebuilds). One that passes
 but differs from that rebuild — written by another broker version, after a restart, or with another
 ``index.interval.bytes`` — is reported as informational and left alone. Kafka trusts both files at load
-(``LogSegment.sanityCheck``), so a wrong entry is only noticed by the fetches it breaks; a missing ``.index`` makes the broker recover the segment, a
-missing ``.timeindex`` is created empty and the segment's largest timestamp falls back to the log's mtime.
+(``LogSegment.sanityCheck``), so a wrong entry is only noticed by the fetches it breaks; a missing ``.index`` makes the
+broker recover the segment, a missing ``.timeindex`` is created empty and the segment's largest timestamp falls back to
+the log's mtime.
 
 The ``.txnindex`` is compared with the aborted transactions the data shows: an entry the data needs but
 the file lacks makes the cleaner keep aborted data as committed (``TransactionIndex``); a file that fails Kafka's

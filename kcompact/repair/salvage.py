@@ -1,8 +1,8 @@
 """Finding every intact batch of a damaged segment: Kafka's framing walk, plus resynchronisation.
 
 Kafka's log recovery walks a segment batch by batch and stops at the first entry that fails its checks:
-it truncates the ``.log`` there and deletes every later segment (``LogLoader.recoverLog``, ``LogSegment.recover``). One flipped
-byte in the middle of a segment therefore loses everything after it. :func:`scan_segment` walks the same
+it truncates the ``.log`` there and deletes every later segment (``LogLoader.recoverLog``, ``LogSegment.recover``). One
+flipped byte in the middle of a segment therefore loses everything after it. :func:`scan_segment` walks the same
 way but, at a damaged entry, resynchronises instead of stopping: it looks for the next position where
 
 * a plausible entry header parses (size ≥ 14, magic 0..2, the entry fits the buffer — found with one

@@ -5,10 +5,10 @@ Every writer (indexes, cleaned segments, swaps, rolls, repair backups) goes thro
 crash-safety argument has one place to check: :func:`write_synced` and :func:`fsync_dir`, and built on them
 :func:`replacing` (a file or directory written under a temporary name, then renamed over its final one:
 checkpoints, manifests, undone files, a roll's indexes, exports) and :func:`link_or_else` (a second name
-for a file). The segment swap keeps its own renames (``cleaner.disk.swap``): its steps are Kafka's. Both raise ``OSError`` as the OS does: the swap protocol
-tells apart a failure it must recover from, and its callers say what the partition was left as. A file
-kcompact creates in place of a broker's takes that file's mode and owner (:func:`copy_ownership`), so the
-broker's user can still open it for writing.
+for a file). The segment swap keeps its own renames (``cleaner.disk.swap``): its steps are Kafka's. Both raise
+``OSError`` as the OS does: the swap protocol tells apart a failure it must recover from, and its callers say what the
+partition was left as. A file kcompact creates in place of a broker's takes that file's mode and owner
+(:func:`copy_ownership`), so the broker's user can still open it for writing.
 
 Readers of the user's files (segments, indexes, checkpoints, directory listings) wrap their I/O in
 :func:`file_access`, which turns an ``OSError`` into a one-line :class:`~kcompact.errors.FileAccessError`

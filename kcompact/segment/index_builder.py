@@ -126,7 +126,7 @@ class IndexBuilder:
               and (bool((lasts[1:] > lasts[:-1]).all()) if lasts is not None
                    else all(a < b for a, b in pairwise(last_offsets))))
         if not ok:  # an unusual run: batch by batch, to fail where append fails
-            for size, last_offset, max_timestamp in zip(sizes, last_offsets, max_timestamps):
+            for size, last_offset, max_timestamp in zip(sizes, last_offsets, max_timestamps, strict=True):
                 self.append(position, size, last_offset, max_timestamp)
                 position += size
             return
@@ -135,7 +135,7 @@ class IndexBuilder:
             return
         since, max_ts, max_ts_offset = self._bytes_since_last_entry, self._max_timestamp, self._offset_of_max_timestamp
         offsets, times = self._offset_entries, self._time_entries
-        for size, last_offset, max_timestamp in zip(sizes, last_offsets, max_timestamps):
+        for size, last_offset, max_timestamp in zip(sizes, last_offsets, max_timestamps, strict=True):
             if max_timestamp > max_ts:
                 max_ts, max_ts_offset = max_timestamp, last_offset
             if since > interval:  # the increasing last offsets keep offset entries increasing

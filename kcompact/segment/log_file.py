@@ -1,11 +1,11 @@
 """One ``<base>.log`` file, read through a read-only memory map.
 
 A segment file is a plain concatenation of batches (v2) or legacy entries (magic 0/1), with no header or
-trailer (Kafka's ``FileRecords``). This module opens it, walks its entries with :func:`kcompact.records.batch.iter_batches`
-and turns the buffer-relative errors of the records layer into errors that name this file and the absolute
-byte position. It never writes. A batch's CRC is checked on request (:meth:`LogFile.check_crc`; the cleaner
-and the inspect reports ask for every batch they read), not by the walk itself: ``inspect dump`` and
-``repair`` report a bad CRC and go on.
+trailer (Kafka's ``FileRecords``). This module opens it, walks its entries with
+:func:`kcompact.records.batch.iter_batches` and turns the buffer-relative errors of the records layer into errors that
+name this file and the absolute byte position. It never writes. A batch's CRC is checked on request
+(:meth:`LogFile.check_crc`; the cleaner and the inspect reports ask for every batch they read), not by the walk itself:
+``inspect dump`` and ``repair`` report a bad CRC and go on.
 
 The map is what makes large segments cheap: batches are ``memoryview`` slices of it, so walking headers of a
 1 GiB segment touches only the pages holding the headers, and the cleaner can copy a retained batch without

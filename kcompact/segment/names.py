@@ -1,4 +1,5 @@
-"""Names of the files and directories Kafka keeps in a log dir (``LogFileUtils``, ``UnifiedLog.parseTopicPartitionName``).
+"""Names of the files and directories Kafka keeps in a log dir (``LogFileUtils``,
+``UnifiedLog.parseTopicPartitionName``).
 
 Kafka derives everything it knows about a segment file from its name: the digits before the first
 ``.`` are the segment's base offset (``LogFileUtils.offsetFromFileName``), the extension says what

@@ -1,6 +1,7 @@
 """Checking one index file against its segment's ``.log``: what ``inspect dump --verify-index`` reports.
 
-Kafka's own sanity rules (``AbstractIndex.sanityCheck``) plus agreement with the log, which Kafka trusts without checking at load:
+Kafka's own sanity rules (``AbstractIndex.sanityCheck``) plus agreement with the log, which Kafka trusts without
+checking at load:
 
 * ``.index`` — every entry names a batch start, and the entry's offset is that batch's *last* offset;
 * ``.timeindex`` — every entry is the running maximum ``max_timestamp`` at a batch's last offset, at the
@@ -83,7 +84,7 @@ class LogFacts:
         if self.columns is None or self.starts:
             return self
         positions, lasts, times = (column.tolist() for column in self.columns)
-        return LogFacts(list(zip(positions, lasts)), list(zip(lasts, times)), self.markers,
+        return LogFacts(list(zip(positions, lasts, strict=True)), list(zip(lasts, times, strict=True)), self.markers,
                         self.columns)
 
 

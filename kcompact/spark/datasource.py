@@ -6,14 +6,14 @@
     spark.read.format("kcompact").option("paths", '["/var/kafka/logs"]')
          .option("isolation", "read_committed").load()
 
-Options: ``paths`` (a JSON list of partition directories and/or log dirs, local or fsspec URLs; or ``path``, one of them,
-also given as ``load(path)``), ``isolation`` (``read_uncommitted``, the default, or
+Options: ``paths`` (a JSON list of partition directories and/or log dirs, local or fsspec URLs; or ``path``, one of
+them, also given as ``load(path)``), ``isolation`` (``read_uncommitted``, the default, or
 ``read_committed``; see ``kcompact.inspect.export``) and ``split_bytes`` (segment bytes per input
-partition, default ``SPLIT_BYTES``) and ``storage_options`` (a JSON object of fsspec options for URLs). The schema is fixed (``kcompact.inspect.export.EXPORT_COLUMNS``);
-``error_rows`` (``true``; default ``false``) adds an :data:`ERROR_COLUMN`: a split whose data does not
-parse then ends with one row holding only the error's one-line message, where by default its task
-fails (``spark export`` reads this way, so that no task fails and Spark prints no task error).
-The driver lists the segments and packs them into input partitions; each is read on an executor
+partition, default ``SPLIT_BYTES``) and ``storage_options`` (a JSON object of fsspec options for URLs). The schema is
+fixed (``kcompact.inspect.export.EXPORT_COLUMNS``); ``error_rows`` (``true``; default ``false``) adds an
+:data:`ERROR_COLUMN`: a split whose data does not parse then ends with one row holding only the error's one-line
+message, where by default its task fails (``spark export`` reads this way, so that no task fails and Spark prints no
+task error). The driver lists the segments and packs them into input partitions; each is read on an executor
 by ``kcompact.inspect.export.iter_split_columns`` and handed to Spark as Arrow record batches.
 
 This module imports pyspark and pyarrow at the top: import it only where Spark runs (the export job

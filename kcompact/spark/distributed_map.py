@@ -112,11 +112,12 @@ def dirty_records_upper_bound(partition: Partition, options: CleanOptions = DEFA
     start, end = _candidate_range(partition, options)
     segments = partition.segments if options.roll else partition.segments[:-1]
     uppers = [s.base_offset for s in segments[1:]] + [end]
-    return sum(_records_upper_bound(s, start, end) for s, upper in zip(segments, uppers) if upper > start)
+    return sum(_records_upper_bound(s, start, end) for s, upper in zip(segments, uppers, strict=True) if upper > start)
 
 
 def _candidate_range(partition: Partition, options: CleanOptions) -> tuple[int, int]:
-    """[first dirty offset, end of the last segment a round may clean), ``LogCleanerManager.cleanableOffsets`` without the first uncleanable offset's caps."""
+    """[first dirty offset, end of the last segment a round may clean): ``LogCleanerManager.cleanableOffsets``
+    without the first uncleanable offset's caps."""
     log_start = partition.log_start_offset()
     log_end = partition.log_end_offset()
     active = partition.segments[-1]

@@ -375,5 +375,5 @@ def _set_job_group(sc: SparkContext, group: str, description: str) -> tuple[str 
 
 
 def _restore_job_group(sc: SparkContext, previous: tuple[str | None, ...]) -> None:
-    for key, value in zip(_JOB_GROUP_PROPERTIES, previous):
+    for key, value in zip(_JOB_GROUP_PROPERTIES, previous, strict=True):
         sc.setLocalProperty(key, value)  # type: ignore[arg-type]  # None removes the property

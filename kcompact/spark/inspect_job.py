@@ -166,7 +166,7 @@ def rank_rows(slices_rows: Sequence[DirtyRatioRow]) -> list[DirtyRatioRow]:
         New rows with the run's ``cleaner_rank``, sorted as the serial report sorts them.
     """
     ranks = pick_ranks([(row.cleaner_rank is not None, row.dirty_ratio) for row in slices_rows])
-    out = [dataclasses.replace(row, cleaner_rank=rank) for row, rank in zip(slices_rows, ranks)]
+    out = [dataclasses.replace(row, cleaner_rank=rank) for row, rank in zip(slices_rows, ranks, strict=True)]
     out.sort(key=lambda r: (r.cleaner_rank is None, r.cleaner_rank or 0, r.topic, r.partition))
     return out
 

@@ -342,7 +342,8 @@ def test_delete_topics_of_a_broker_log_dir_are_skipped_not_emptied(tmp_path: Pat
     assert skipped[0] == (f"first-0: skipped — {reason}clean this partition alone with --config "
                           "cleanup.policy=compact and --allow-keyless-loss to compact it anyway")
     assert "kcompact clean" not in result.stdout and "--assume-compact" not in result.stdout  # no command to copy
-    assert result.stdout.splitlines()[-1].startswith("5 partitions cleaned, 45 had nothing to clean, 4 skipped, 0 failed")
+    summary = result.stdout.splitlines()[-1]
+    assert summary.startswith("5 partitions cleaned, 45 had nothing to clean, 4 skipped, 0 failed")
     assert {name: digest(log_dir / name) for name in user_topics} == before
     alone = run(log_dir / "first-0", "--roll", "--now-ms", 1_769_800_000_000)
     assert (alone.exit_code, alone.stdout) == (2, "")
@@ -511,7 +512,8 @@ def test_log_dir_with_a_corrupt_partition_cleans_the_others_and_exits_2(tmp_path
     assert error.startswith(f"kcompact: error: {log} at position 0: ")
     assert "Traceback" not in result.stderr
     assert "good-0: cleaned dirty section [0, 30)" in result.stdout
-    assert result.stdout.splitlines()[-1].startswith("1 partition cleaned, 0 had nothing to clean, 0 skipped, 1 failed; ")
+    summary = result.stdout.splitlines()[-1]
+    assert summary.startswith("1 partition cleaned, 0 had nothing to clean, 0 skipped, 1 failed; ")
     assert [o for o, _k, _v in read_all_records(good)] == [26, 27, 28, 29, 30]
 
 

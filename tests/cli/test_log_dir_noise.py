@@ -132,7 +132,8 @@ def test_a_missing_high_watermark_is_counted_once_and_empty_partitions_are_count
     report = json.loads(run("clean", log_dir, "--dry-run", "--now-ms", NOW, *COMPACT, "--json").stdout)
     assert len(report["results"]) == PARTITIONS + EMPTY  # every row kept, with its own warning
     assert all(any(w.startswith("no high watermark") for w in row["warnings"]) for row in report["results"])
-    assert [n for n in report["notes"] if "replication-offset-checkpoint entry" in n] == [warnings[0].removeprefix("kcompact: warning: ")]
+    notes = [n for n in report["notes"] if "replication-offset-checkpoint entry" in n]
+    assert notes == [warnings[0].removeprefix("kcompact: warning: ")]
 
 
 def test_dirty_ratio_counts_the_missing_high_watermarks_and_the_empty_partitions(tmp_path: Path) -> None:

@@ -113,7 +113,8 @@ class Case:
         return log_dir_digest(self.log_dir)
 
 
-def run_cases(root: Path, commands: dict[str, Callable[[Path], list[str]]], *, on_log_dir: bool) -> dict[tuple[str, str], Case]:
+def run_cases(root: Path, commands: dict[str, Callable[[Path], list[str]]], *,
+              on_log_dir: bool) -> dict[tuple[str, str], Case]:
     """Every (damage, command) on its own damaged copy, all run in one unprivileged child."""
     prepared = []
     for damage_name, (pick, new_mode) in DAMAGES.items():

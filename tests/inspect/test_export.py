@@ -62,8 +62,8 @@ def test_export_writes_only_the_partitions_the_topic_filter_matches(tmp_path: Pa
     assert result.exit_code == 0, result.output
     table = pq.read_table(tmp_path / "out")
     assert table.num_rows > 0
-    assert {(t, p) for t, p in zip(table.column("topic").to_pylist(), table.column("partition").to_pylist())} \
-        == {(topic, int(partition))}
+    topics, partitions = table.column("topic").to_pylist(), table.column("partition").to_pylist()
+    assert set(zip(topics, partitions, strict=True)) == {(topic, int(partition))}
 
 
 def test_an_output_inside_a_log_dir_is_refused(tmp_path: Path) -> None:
@@ -167,8 +167,9 @@ def test_a_legacy_message_that_fails_its_crc_is_not_exported(tmp_path: Path) -> 
     result = CliRunner().invoke(cli, ["export", str(part), "--output", str(tmp_path / "out")], prog_name="kcompact")
 
     assert result.exit_code == 2
-    assert re.fullmatch(rf"kcompact: error: {re.escape(str(segment))} at position 0: batch \(last offset 0\) fails "
-                        r"its CRC; expected 0x[0-9a-f]{8}, found 0x[0-9a-f]{8}; the data is corrupt .*\n", result.stderr)
+    assert re.fullmatch(rf"kcompact: error: {re.escape(str(segment))} at position 0: "
+                        r"batch \(last offset 0\) fails its CRC; expected 0x[0-9a-f]{8}, found 0x[0-9a-f]{8}; "
+                        r"the data is corrupt .*\n", result.stderr)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["logs"]
 
 

@@ -196,9 +196,10 @@ class KafkaNode:
             return
         try:
             self.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as err:
             self.kill()
-            raise KafkaError(f"node {self.node_id} ignored SIGTERM for {STOP_TIMEOUT_S:.0f}s:\n{self.report()}")
+            raise KafkaError(
+                f"node {self.node_id} ignored SIGTERM for {STOP_TIMEOUT_S:.0f}s:\n{self.report()}") from err
         self.process = None
         if self.is_broker and not (self.log_dir / CLEAN_SHUTDOWN_MARKER).exists():
             raise KafkaError(f"node {self.node_id} stopped without {CLEAN_SHUTDOWN_MARKER}:\n{self.report()}")

@@ -466,8 +466,8 @@ def _single_block_frames() -> list[bytes]:
     sized = zstandard.ZstdCompressor(level=3).compress(small)  # single segment, content size set
     zeros = compress(ZSTD, bytes(131_071))  # 19 bytes, one block
     bad_checksum = with_checksum[:-1] + bytes([with_checksum[-1] ^ 1])
-    return [one, with_checksum, sized, zeros, compress(ZSTD, bytes(131_072)), one + b"junk", one + one, one[:-1], one + b"\0",
-            bad_checksum, one[:-3] + bytes(3), one[:6] + bytes([one[6] ^ 6]) + one[7:]]
+    return [one, with_checksum, sized, zeros, compress(ZSTD, bytes(131_072)), one + b"junk", one + one, one[:-1],
+            one + b"\0", bad_checksum, one[:-3] + bytes(3), one[:6] + bytes([one[6] ^ 6]) + one[7:]]
 
 
 @pytest.mark.parametrize("stream", _single_block_frames())

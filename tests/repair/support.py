@@ -152,8 +152,8 @@ def broker_would_change(part: Path) -> list[str]:
     Every segment is walked with ``iter_batches`` to its last byte; every batch must pass its CRC,
     offsets must increase across batches and segments and fit each segment; ``.index`` and
     ``.timeindex`` must exist and every entry be one a broker's reads accept (an index another broker
-    version or ``index.interval.bytes`` wrote differs from Kafka 4.1's rebuild, and is left alone); a ``.txnindex`` must pass Kafka's
-    sanity check; no ``.cleaned``/``.swap``/``.deleted`` file or orphaned index may be left; the
+    version or ``index.interval.bytes`` wrote differs from Kafka 4.1's rebuild, and is left alone); a ``.txnindex`` must
+    pass Kafka's sanity check; no ``.cleaned``/``.swap``/``.deleted`` file or orphaned index may be left; the
     cleaner checkpoint must parse and its entry lie within the log.
     """
     partition = open_partition(part)

@@ -135,7 +135,8 @@ def undecodable_batch(part: Path) -> tuple[Path, int]:
     first = next(iter_batches(bytes(data)))
     struct.pack_into(">i", data, first.position + RECORDS_COUNT_POSITION, first.records_count + 1)
     end = first.position + first.size_in_bytes
-    struct.pack_into(">I", data, first.position + CRC_POSITION, crc32c(bytes(data[first.position + CRC_POSITION + 4:end])))
+    crc = crc32c(bytes(data[first.position + CRC_POSITION + 4:end]))
+    struct.pack_into(">I", data, first.position + CRC_POSITION, crc)
     segment.write_bytes(bytes(data))
     return segment, first.position
 

@@ -338,5 +338,5 @@ def test_surviving_offsets_is_the_serial_rule(
 
     offsets, groups, dirty_keys = surviving_offsets(entries)
 
-    assert sorted(zip(offsets.tolist(), groups.tolist())) == expected
+    assert sorted(zip(offsets.tolist(), groups.tolist(), strict=True)) == expected
     assert dirty_keys == len(latest)

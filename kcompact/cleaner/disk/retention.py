@@ -14,10 +14,10 @@ last segment when it is empty; when every segment qualifies, a new empty active 
 the log end, as the broker does. The log start offset then becomes the first remaining segment's base.
 
 The cleaner plans the log-start rule before its round and applies it with the round's first change
-(``cleaner.py``): a round that fails deletes nothing. Deletion is crash-safe the way Kafka's is: each segment's files (and the producer snapshot named after it)
-are renamed ``.deleted``, oldest first, the directory is fsynced, then the files are removed. A kill at any
-point leaves a log that simply starts later; Kafka's loader and ``swap.recover_interrupted_swaps`` remove
-leftover ``.deleted`` files.
+(``cleaner.py``): a round that fails deletes nothing. Deletion is crash-safe the way Kafka's is: each segment's files
+(and the producer snapshot named after it) are renamed ``.deleted``, oldest first, the directory is fsynced, then the
+files are removed. A kill at any point leaves a log that simply starts later; Kafka's loader and
+``swap.recover_interrupted_swaps`` remove leftover ``.deleted`` files.
 """
 
 from __future__ import annotations

@@ -171,7 +171,8 @@ def keyless_guard(effective: EffectiveConfig, *, named_alone: bool = True,
                         "to compact it anyway, deleting them")
 
 
-def _keyless_refusal(effective: EffectiveConfig, named_alone: bool, partition: Partition | None, allow_keyless_loss: bool) -> str | None:
+def _keyless_refusal(effective: EffectiveConfig, named_alone: bool, partition: Partition | None,
+                     allow_keyless_loss: bool) -> str | None:
     """Why a partition whose policy includes ``compact`` is not compacted: its sample is mostly keyless,
     and so is the exact count from the cleaner checkpoint, and nothing explicit says to delete them.
     The early word only: the round applies the same :func:`keyless_guard` to every record it reads."""

@@ -47,7 +47,7 @@ from kcompact.cleaner.round.options import (
     with_cli_dedupe_buffer,
 )
 from kcompact.cleaner.rules.ranges import compute_cleanable_range, pick_order
-from kcompact.cleaner.state.log_state import load_log_state
+from kcompact.cleaner.state.known_state import KnownState, known_state
 from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.cleaner.workers.pool import (
     ProgressCallback,
@@ -156,6 +156,7 @@ class PartitionTask:
     size_in_bytes: int  # of its segments: the work a clean may have to read
     topic_partition: tuple[str, int]
     keyless_guard: KeylessGuard | None = None  # the round's refusal of mostly keyless data (``keyless_guard``)
+    known: KnownState | None = None  # its log state as ranking it loaded it: the round reuses it if unchanged
 
     def options(self, options: CleanOptions) -> CleanOptions:
         """The run's options for this partition: its retention and its keyless guard."""
@@ -215,8 +216,8 @@ def clean_path(
         ConfigError: ``jobs`` is below 1.
         RefusedError: a single partition is not known to be compacted (a log dir's are skipped).
         KcompactError: ``selection`` matches no partition; a single partition failed (a log dir's
-            failures are collected instead); or a cause shared by the whole log dir: a checkpoint file that does not parse, a read-only log
-            dir, a broker holding it (checked once, before any partition).
+            failures are collected instead); or a cause shared by the whole log dir: a checkpoint file that does not
+            parse, a read-only log dir, a broker holding it (checked once, before any partition).
     """
     if jobs is not None and jobs < 1:
         raise ConfigError(f"jobs: a number of worker processes; expected 1 or more, found {jobs}")
@@ -387,8 +388,8 @@ def cleaner_order(
                 continue
             notes[part_dir.name] = effective.notes
             config = effective.config
-            state = load_log_state(partition, config)
-            rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)
+            known = known_state(partition, config)
+            rng = compute_cleanable_range(known.state.range_inputs(config, now_ms), from_start=options.from_start)
         except KcompactError as err:
             order.failures.append(PartitionFailure(str(part_dir), str(err)))
             continue
@@ -396,7 +397,7 @@ def cleaner_order(
             continue
         guard = keyless_guard(effective, named_alone=False, allow_keyless_loss=sources.allow_keyless_loss)
         task = PartitionTask(part_dir, config, retention_allowed(effective), partition.size_in_bytes,
-                             partition.topic_partition, guard)
+                             partition.topic_partition, guard, known)
         ranked.append((rng.dirty_ratio, task))
     if not candidates:
         raise KcompactError(f"no partition a cleaner works on under {log_dir}: only KRaft's metadata log "
@@ -473,7 +474,8 @@ def _clean_task(
     mostly keyless (found past the gate's sample) a skip with its reason, as the gate's are."""
     try:
         own = task.options(options)
-        return clean_partition(task.part_dir, task.config, own, _progress_for(task.part_dir, progress))
+        return clean_partition(task.part_dir, task.config, own, _progress_for(task.part_dir, progress),
+                               known=task.known)
     except KeylessLossRefused as err:
         return PartitionSkip(str(task.part_dir), str(err).removeprefix(f"{task.part_dir}: "))
     except KcompactError as err:

@@ -37,8 +37,8 @@ reference), overwrites in place the offsets of keys a run holds (``_fold_into``:
 key's bucket in C, find/find_sorted as the reference) and makes a run of the new keys; the newest run
 merges into the previous one while at least a quarter its size (``merge_runs``: front to back in C,
 giving the inputs' consumed pages back as it goes; numpy's weave as the reference). ``freeze`` merges
-all runs into one. Each C kernel (``_runs.c``, through :mod:`~kcompact.cleaner.offset_map.accel`) writes what its reference writes, or
-declines before writing anything.
+all runs into one. Each C kernel (``_runs.c``, through :mod:`~kcompact.cleaner.offset_map.accel`) writes what its
+reference writes, or declines before writing anything.
 
 Capacity: Kafka checks ``entries < floor(slots * load_factor)`` before every put, even of a key it
 holds. ``put_batch`` takes a batch blind while ``size + pending + len(batch) <= max_entries``, else
@@ -186,7 +186,7 @@ def _flush_columns(pending: list[tuple[U64, U64, I64]]) -> tuple[Query, I64]:
 def _flush_columns_reference(pending: list[tuple[U64, U64, I64]]) -> tuple[Query, I64]:
     """:func:`_flush_columns` in numpy."""
     empty = (np.empty(0, np.uint64), np.empty(0, np.uint64), np.empty(0, np.int64))
-    hi, lo, off = (np.concatenate(cols) for cols in zip(empty, *pending))
+    hi, lo, off = (np.concatenate(cols) for cols in zip(empty, *pending, strict=True))
     pending.clear()  # the chunks go before the sort's temporaries come: the build's peak
     lo &= compared_mask()
     last = _last_puts_reference(hi, lo)

@@ -75,7 +75,7 @@ def chunks_of(
         count = max(1, -(-seg.size_in_bytes // target))
         cuts = [seg.size_in_bytes * k // count for k in range(count)]
         ends: list[int | None] = [*cuts[1:], None]
-        chunks += [(index[seg.base_offset], start, end) for start, end in zip(cuts, ends)]
+        chunks += [(index[seg.base_offset], start, end) for start, end in zip(cuts, ends, strict=True)]
     return chunks
 
 

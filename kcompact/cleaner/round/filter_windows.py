@@ -159,7 +159,7 @@ def _filter_run(
 
     def keys_at(at: npt.NDArray[np.intp]) -> list[bytes]:
         return [bytes(buffer[s:e]) if s < len(buffer) else _inflated_bytes(s, e)
-                for s, e in zip(key_starts[at].tolist(), key_ends[at].tolist())]
+                for s, e in zip(key_starts[at].tolist(), key_ends[at].tolist(), strict=True)]
 
     piece_starts = list(itertools.accumulate(map(len, inflated), initial=len(buffer)))
 

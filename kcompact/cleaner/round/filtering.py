@@ -1,4 +1,5 @@
-"""Pass 2 of a cleaning round: filter source batches into output batches (``Cleaner.cleanInto``, ``MemoryRecords.filterTo``).
+"""Pass 2 of a cleaning round: filter source batches into output batches (``Cleaner.cleanInto``,
+``MemoryRecords.filterTo``).
 
 Per batch, in log order: the transaction bookkeeping and Kafka's batch decision (``policy.py``), then the
 record decision over the batch's columns, then the rewrite (``kcompact.records.filter``). The record
@@ -308,7 +309,7 @@ def _keep_window(scanned: list[_Pending], ctx: FilterContext) -> list[tuple[list
     def keys_at(where: npt.NDArray[np.intp]) -> list[bytes | None]:
         owner = np.searchsorted(starts, where, side="right") - 1
         local = (where - starts[owner]).tolist()
-        return [cols[b].key(i) for b, i in zip(owner.tolist(), local)]
+        return [cols[b].key(i) for b, i in zip(owner.tolist(), local, strict=True)]
 
     keep_delete = np.repeat([_keeps_tombstones(p.batch, ctx.now_ms) for p in scanned], counts)
     kept = keep_records(offsets, keyed, tombstone, keep_delete, keys_at,  # type: ignore[arg-type]
@@ -317,7 +318,7 @@ def _keep_window(scanned: list[_Pending], ctx: FilterContext) -> list[tuple[list
     local = (np.flatnonzero(kept) - np.repeat(starts, per_batch)).tolist()
     tombs = np.logical_or.reduceat(kept & tombstone, starts).tolist()
     ends = list(itertools.accumulate(per_batch))
-    return [(local[end - n : end], t) for n, end, t in zip(per_batch, ends, tombs)]
+    return [(local[end - n : end], t) for n, end, t in zip(per_batch, ends, tombs, strict=True)]
 
 
 def _keeps_tombstones(batch: Any, now_ms: int) -> bool:

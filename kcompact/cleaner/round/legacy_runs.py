@@ -88,7 +88,7 @@ def take_legacy_run(
     key_starts, key_ends = rows[:, KEY_START], rows[:, KEY_END]
 
     def keys_at(at: npt.NDArray[np.intp]) -> list[bytes]:
-        return [bytes(buffer[s:e]) for s, e in zip(key_starts[at].tolist(), key_ends[at].tolist())]
+        return [bytes(buffer[s:e]) for s, e in zip(key_starts[at].tolist(), key_ends[at].tolist(), strict=True)]
 
     stats = ctx.stats
     tombstone = rows[:, VALUE_START] < 0
@@ -122,6 +122,6 @@ def _emit(buffer: memoryview, kept: npt.NDArray[np.int64], horizon: int, sink: S
         sink_run(data, sizes, last_offsets, max_timestamps)
         return
     view, at = memoryview(data), 0
-    for size, last_offset, max_timestamp in zip(sizes, last_offsets, max_timestamps):
+    for size, last_offset, max_timestamp in zip(sizes, last_offsets, max_timestamps, strict=True):
         sink(view[at : at + size], last_offset, max_timestamp)
         at += size

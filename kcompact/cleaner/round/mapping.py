@@ -288,7 +288,7 @@ def iter_key_counts(log: LogFile, start: int, end: int | None = None) -> Iterato
             if run is not None and run[0] != batch.position:
                 rows = array("q", run[1])
                 for offset, size, key_start in zip(rows[OFFSET::ROW_FIELDS], rows[SIZE::ROW_FIELDS],
-                                                   rows[KEY_START::ROW_FIELDS]):
+                                                   rows[KEY_START::ROW_FIELDS], strict=True):
                     if end is not None and offset >= end:
                         return
                     if offset >= start:

@@ -58,6 +58,7 @@ from kcompact.cleaner.round.stages import (
     run_passes,
     write_checkpoint,
 )
+from kcompact.cleaner.state.known_state import KnownState, state_for_round
 from kcompact.cleaner.state.log_state import LogState, load_log_state
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError, FileAccessError, KcompactError
@@ -81,6 +82,7 @@ def clean_partition(
     *,
     round_runner: RoundRunner | None = None,
     choose_runner: RunnerChoice | None = None,
+    known: KnownState | None = None,
 ) -> CleanResult:
     """Clean one partition directory exactly as one round of Kafka 4.1's log cleaner: the one entry point
     every caller uses (through ``workers.parallel.clean_partition`` unless it brings a runner).
@@ -98,6 +100,8 @@ def clean_partition(
         choose_runner: without ``round_runner``, picks per planned round who runs passes 1 and 2
             (``workers.parallel.choose_runner``: worker processes); None, or a choice of None, runs
             them here (``stages.run_passes``).
+        known: the partition's state as the caller loaded it (a log dir's ordering), used while the files it
+            was read from are unchanged (``state.known_state``); None: loaded here.
 
     Returns:
         The :class:`CleanResult`.
@@ -118,7 +122,7 @@ def clean_partition(
     if options.dry_run:
         if runs_here and (options.roll or unsettled_files(partition.path)):
             return _dry_run_staged(partition, config, options, result, progress, runner)
-        return _clean_locked(partition, config, options, now_ms, result, progress, runner)
+        return _clean_locked(partition, config, options, now_ms, result, progress, runner, known=known)
     log_dir = partition.path.parent
     for directory in (log_dir, partition.path):  # both change (checkpoint, locks; segments): check both first
         require_writable(directory)
@@ -129,7 +133,7 @@ def clean_partition(
         result.recovery_actions = recovery.actions
         if recovery.changed:
             partition = open_partition(partition.path)
-        return _clean_locked(partition, config, options, now_ms, result, progress, runner)
+        return _clean_locked(partition, config, options, now_ms, result, progress, runner, known=known)
 
 
 def _always(runner: RoundRunner) -> RunnerChoice:
@@ -259,6 +263,7 @@ def _clean_locked(
     runner: RunnerChoice,
     *,
     staged: bool = False,
+    known: KnownState | None = None,
 ) -> CleanResult:
     """The round, all-or-nothing: what it plans to change before its output is checked waits for it.
 
@@ -268,6 +273,7 @@ def _clean_locked(
     (a swap once every output passed its self-check, a retention delete, a checkpoint write). A round
     that fails before undoes the roll and deletes nothing; one that changes nothing else undoes the roll.
     ``staged``: a dry run in a staged copy (``_staged_copy``), which rolls there to preview the round.
+    ``known``: the caller's loaded state (``state.known_state``), if it still holds.
     """
     started = time.monotonic()
     may_roll = options.roll and (staged or not options.dry_run)
@@ -277,7 +283,7 @@ def _clean_locked(
     try:
         if roll is not None:
             partition = open_partition(partition.path)
-        partition, state = _below_log_start(here, pending, partition)
+        partition, state = _below_log_start(here, pending, partition, known)
         if config.is_compacted:
             _compact(here, partition, state)
         else:
@@ -348,11 +354,13 @@ def _undo_roll(roll: Roll, err: BaseException) -> None:
         raise KcompactError(f"{err}; {undo_err}") from err
 
 
-def _below_log_start(here: _Round, pending: _Pending, partition: Partition) -> tuple[Partition, LogState]:
+def _below_log_start(
+    here: _Round, pending: _Pending, partition: Partition, known: KnownState | None
+) -> tuple[Partition, LogState]:
     """The partition's loaded state, and the partition itself, without the segments wholly below the log
     start: they go first, as a broker deletes them long before its cleaner runs; the round is planned
     without them, and they are deleted with its first change (``pending``)."""
-    state = load_log_state(partition, here.config)
+    state = state_for_round(known, partition, here.config)
     here.result.warnings.extend(state.warnings)
     below = _plan_retention(here, state, log_start_only=True)
     if below.deleted_segments:

@@ -215,7 +215,7 @@ def _clean_seeds(
         collect_index_entries=False
     )
     seeds = []
-    for seg, upper in zip(segments, uppers):
+    for seg, upper in zip(segments, uppers, strict=True):
         seeds.append(txn.seed())
         txn.add_aborted(_overlapping(aborted, seg.base_offset, upper))
         _replay(txn, seg)

@@ -11,8 +11,9 @@ executors. The caller holds the partition's locks (``log_dir_write_guard`` + ``p
 2. :func:`segment_key_entries` — per segment, the ``(hi, lo, offsets)`` map entries: ``section="dirty"``
    what pass 1 inserts, ``section="clean"`` the keyed records of the clean section pass 2 looks up.
 3. Any :class:`~kcompact.cleaner.offset_map.oracle.RetentionOracle` built from them: the serial
-   :class:`~kcompact.cleaner.offset_map.oracle.OffsetMapOracle`, or :class:`~kcompact.cleaner.offset_map.oracle.SortedOffsetsOracle`
-   from the offsets that survive (map values + clean-section offsets whose digest is absent).
+   :class:`~kcompact.cleaner.offset_map.oracle.OffsetMapOracle`, or
+   :class:`~kcompact.cleaner.offset_map.oracle.SortedOffsetsOracle` from the offsets that survive (map values +
+   clean-section offsets whose digest is absent).
 4. :func:`write_group` — one group into its ``.cleaned`` segment; any process that sees the directory.
 5. :func:`commit_clean` — self-check every output, swap them in (Kafka's crash-safe protocol), and
    advance the cleaner checkpoint; on a failure before the first swap, every ``.cleaned`` file goes.
@@ -322,7 +323,7 @@ def _clean_section_entries(plan: CleanPlan, log_path: str | Path) -> tuple[U64, 
         for batch in log.iter_batches():
             if batch.is_control or batch.base_offset >= plan.first_dirty_offset:
                 continue
-            for offset, key in zip(*_keys_of(batch, log)):
+            for offset, key in zip(*_keys_of(batch, log), strict=True):
                 if key is not None and offset < plan.first_dirty_offset:
                     keys.append(key)
                     offsets.append(offset)
@@ -461,7 +462,7 @@ def commit_clean(
         for base in {group[0] for group in plan.groups} | {out.base_offset for out in outputs}:
             remove_cleaned(Path(plan.partition_dir), base)
         raise
-    for out, files in zip(outputs, sources):
+    for out, files in zip(outputs, sources, strict=True):
         replace_segments(_cleaned(plan, out), files, hook=options.crash_hook)
     write_checkpoint(partition, plan.end_offset)
     result.checkpoint_written = True

@@ -6,8 +6,9 @@ the offset map's answer for a key, the clock), so the driver stays free of polic
 tested alone. The record bytes themselves are rewritten by ``kcompact.records.filter``, whose
 ``BatchRetention`` enum is the one used here, so a decision feeds it directly.
 
-Per batch, in log order (``Cleaner.cleanInto``'s ``checkBatchRetention``): :func:`check_batch_retention` first advances the round's
-:class:`~kcompact.cleaner.rules.transactions.CleanedTransactionMetadata` (so it must see every batch, once, in
+Per batch, in log order (``Cleaner.cleanInto``'s ``checkBatchRetention``): :func:`check_batch_retention` first advances
+the round's :class:`~kcompact.cleaner.rules.transactions.CleanedTransactionMetadata` (so it must see every batch, once,
+in
 order), then decides, first match wins:
 
 1. the batch is the last entry of a live producer (its last data batch, or - when the producer's last
@@ -19,8 +20,8 @@ order), then decides, first match wins:
    passed) -> ``DELETE``;
 4. otherwise -> ``DELETE_EMPTY``.
 
-Per record (``Cleaner.shouldRetainRecord``), :func:`should_retain_record`, in Kafka's order: discarded batch -> drop; control
-record -> keep (markers are all-or-nothing); beyond the map -> keep; null key -> drop (Kafka counts it as
+Per record (``Cleaner.shouldRetainRecord``), :func:`should_retain_record`, in Kafka's order: discarded batch -> drop;
+control record -> keep (markers are all-or-nothing); beyond the map -> keep; null key -> drop (Kafka counts it as
 invalid, see :func:`is_invalid_record`); superseded (``offset < map offset``; an absent key maps to -1) ->
 drop; a value -> keep; a tombstone -> keep until its batch's delete horizon (v2) or, for legacy data,
 while the segment is newer than the legacy delete horizon.

@@ -206,9 +206,9 @@ def cleaner_order(ranges: Sequence[tuple[str, CleanableRange]]) -> list[tuple[st
         others with rank None, in the given order.
     """
     ranks = pick_ranks([(rng.eligible, rng.dirty_ratio) for _name, rng in ranges])
-    picked = sorted((rank, name) for (name, _rng), rank in zip(ranges, ranks) if rank is not None)
+    picked = sorted((rank, name) for (name, _rng), rank in zip(ranges, ranks, strict=True) if rank is not None)
     order: list[tuple[str, int | None]] = [(name, rank) for rank, name in picked]
-    order.extend((name, None) for (name, _rng), rank in zip(ranges, ranks) if rank is None)
+    order.extend((name, None) for (name, _rng), rank in zip(ranges, ranks, strict=True) if rank is None)
     return order
 
 

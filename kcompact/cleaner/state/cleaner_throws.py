@@ -22,11 +22,11 @@ v2 and above")``. The cleaner thread then marks the partition uncleanable, every
 That bound is a segment boundary (``LogCleanerManager.cleanableOffsets``: the active segment's base offset,
 or the base of the first segment ``min.compaction.lag.ms`` holds back — any closed segment's end as time
 passes; a first unstable offset may fall there too), so the entry at risk is the *last* entry of a segment
-below the active one, and it loses every record when none of them is a keyed value: keyless records are always removed from a compacted topic, and tombstones once
-past the legacy delete horizon (a round's own map holds nothing after the entry to supersede a keyed
-value). The active segment's last entry is at risk too: the cleaner never reads the active segment, but a
-broker rolls it before its next append (``UnifiedLog.maybeRoll``), which leaves that entry the last of the
-next round — and ``kcompact clean --roll`` rolls it the same way. A legacy partition a broker no longer
+below the active one, and it loses every record when none of them is a keyed value: keyless records are always removed
+from a compacted topic, and tombstones once past the legacy delete horizon (a round's own map holds nothing after the
+entry to supersede a keyed value). The active segment's last entry is at risk too: the cleaner never reads the active
+segment, but a broker rolls it before its next append (``UnifiedLog.maybeRoll``), which leaves that entry the last of
+the next round — and ``kcompact clean --roll`` rolls it the same way. A legacy partition a broker no longer
 appends to is cleanable only after such a roll, so that entry is what stops its first clean.
 :func:`find_legacy_hazards` lists those entries; the way out that keeps every record is to rewrite the
 segment's legacy entries as magic 2 batches with the same records, offsets and timestamps — what Kafka's
@@ -80,9 +80,9 @@ class LegacyHazard:
                     "`kcompact clean --roll`) ends with it" if self.active
                     else "a round ends with it while min.compaction.lag.ms holds the next segment back")
         return (f"the legacy entry at position {self.position} of {self.log_path.name} (magic "
-                f"{self.magic}, offset {self.offset}, {what}) loses every record in a clean, and {when}: Kafka's cleaner must keep "
-                f"it as an empty batch, which needs magic 2 ({KAFKA_EXCEPTION}), so the broker marks "
-                f"the partition uncleanable")
+                f"{self.magic}, offset {self.offset}, {what}) loses every record in a clean, and {when}: "
+                f"Kafka's cleaner must keep it as an empty batch, which needs magic 2 ({KAFKA_EXCEPTION}), "
+                f"so the broker marks the partition uncleanable")
 
 
 def find_legacy_hazards(partition: Partition, *, below: int | None = None) -> list[LegacyHazard]:

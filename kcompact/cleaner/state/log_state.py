@@ -226,8 +226,8 @@ def _register_emptied_marker(replay: ProducerStateReplay, batch: Any) -> None:
 
     A cleaner empties a marker but keeps its shell while it carries a live producer's latest epoch. The
     broker still holds that producer in memory (and in its snapshots); replaying the log alone would forget
-    it and let the next clean drop the shell. When in doubt a producer stays active (``ProducerStateManager.removeExpiredProducers``): an extra
-    61-byte shell is harmless, a dropped one breaks fencing.
+    it and let the next clean drop the shell. When in doubt a producer stays active
+    (``ProducerStateManager.removeExpiredProducers``): an extra 61-byte shell is harmless, a dropped one breaks fencing.
     """
     if batch.producer_id < 0 or batch.producer_id in replay.producers():
         return

@@ -439,7 +439,7 @@ def _assemble(
             with read_spilled(part.path) as view:
                 position = 0
                 for size, last_offset, max_timestamp in zip(part.sizes, part.last_offsets,
-                                                            part.max_timestamps):
+                                                            part.max_timestamps, strict=True):
                     writer.append(view[position : position + size], last_offset, max_timestamp)
                     position += size
             stats.add(part.stats)

@@ -1,9 +1,9 @@
 """Worker processes for ``kcompact clean`` over a log dir: several partitions cleaned at once.
 
 Processes, not threads: the codecs and the record loops hold the GIL. :func:`partition_workers` picks
-how many: ``jobs`` when given (at most one per partition and per usable core), else one per usable core (at most one per partition) once the log dir
-holds enough work (:data:`POOL_MIN_WORK_BYTES`), and one below that (a pool costs a fork per worker
-and a pickled result per partition).
+how many: ``jobs`` when given (at most one per partition and per usable core), else one per usable core (at most one per
+partition) once the log dir holds enough work (:data:`POOL_MIN_WORK_BYTES`), and one below that (a pool costs a fork per
+worker and a pickled result per partition).
 
 :func:`run_in_pool` runs one call per item in forked workers. The items and the call reach the
 workers through fork (nothing but an index is pickled on the way in); each outcome comes back pickled,

@@ -4,7 +4,8 @@ What ``kafka-dump-log`` prints, as data, for a ``.log``/``.index``/``.timeindex`
 every segment of a partition directory; also for a producer ``.snapshot``, ``leader-epoch-checkpoint``,
 the log dir's offset checkpoints and ``partition.metadata`` (their items: :mod:`kcompact.inspect.dump.other_files`),
 and, for a ``.log`` or a partition, only the part a :class:`~kcompact.inspect.dump.window.DumpFilter` selects
-(offsets, times, a key, ``--max-bytes``; :mod:`kcompact.inspect.dump.window`). Every item is a ``dict`` with a ``"type"``; names and key order are
+(offsets, times, a key, ``--max-bytes``; :mod:`kcompact.inspect.dump.window`). Every item is a ``dict`` with a
+``"type"``; names and key order are
 part of kcompact's interface (``--json`` prints them as they are; tests/inspect/dump/test_dump.py fixes them):
 
 * ``file`` — ``file, kind, base_offset, size_in_bytes``: starts the items of one file (kind ``log``,

@@ -114,7 +114,7 @@ def batch_records(batch: Any, path: Path, *, full: bool) -> BatchRecords:
                             base_timestamp=batch.base_timestamp, log_append_time=append_time)
     except CorruptDataError as err:
         raise crc_error_or(err, path, batch) from err
-    sizes = array("q", (end - start for start, end in zip(cols.record_starts, cols.record_ends)))
+    sizes = array("q", (end - start for start, end in zip(cols.record_starts, cols.record_ends, strict=True)))
     keys = [cols.key(i) for i in range(cols.count)]
     return BatchRecords(cols.offsets, keys, cols.value_null, sizes, cols.timestamps)
 

@@ -83,7 +83,7 @@ class _DigestCounter:
         self._merge()
         order = np.lexsort((self._lo, self._hi, -self._counts))[:n]
         return list(zip(self._hi[order].tolist(), self._lo[order].tolist(),
-                        self._counts[order].tolist()))
+                        self._counts[order].tolist(), strict=True))
 
     def _merge(self) -> None:
         if not self._pending:
@@ -208,7 +208,7 @@ class Census:
         n["with_delete_horizon"] += int(np.count_nonzero(tomb & (horizons >= 0)))
         n["superseded_tombstones"] += int(np.count_nonzero(tomb & dup))
         values, counts = np.unique(horizons[tomb & ~dup], return_counts=True)
-        for horizon, count in zip(values.tolist(), counts.tolist()):
+        for horizon, count in zip(values.tolist(), counts.tolist(), strict=True):
             self.by_horizon[max(horizon, -1)] += count
 
     def record_counts(self) -> RecordCounts:
@@ -269,7 +269,7 @@ class _GroupTally:
         self._cache: dict[bytes, tuple[str, bool] | None] = {}
 
     def add(self, keys: list[bytes], sizes: Any, dup: Any, tomb: Any) -> None:
-        for key, size, is_dup, is_tomb in zip(keys, sizes.tolist(), dup.tolist(), tomb.tolist()):
+        for key, size, is_dup, is_tomb in zip(keys, sizes.tolist(), dup.tolist(), tomb.tolist(), strict=True):
             found = self._group(key)
             if found is None:
                 self.other[0] += 1

@@ -136,7 +136,7 @@ def map_keys(state: LogState, rng: CleanableRange, passes: DedupePasses | None,
         if kind != DATA:
             continue
         recs = batch_records(batch, path, full=False)
-        for offset, key in zip(recs.offsets, recs.keys):
+        for offset, key in zip(recs.offsets, recs.keys, strict=True):
             if key is not None:
                 offsets.append(offset)
                 keys.append(key)
@@ -191,10 +191,10 @@ def top_keys(
                 at = bisect.bisect_left(wanted, batch.base_offset if batch.magic >= 2 else 0)
                 if not batch.is_control and at < len(wanted) and wanted[at] <= batch.last_offset:
                     recs = batch_records(batch, log.path, full=False)
-                    found.update((o, k) for o, k in zip(recs.offsets, recs.keys) if o in latest_set)
+                    found.update((o, k) for o, k in zip(recs.offsets, recs.keys, strict=True) if o in latest_set)
     out = []
     decode = _key_decoder(state.partition.topic)
-    for (_hi, _lo, duplicates), offset in zip(top, latest):
+    for (_hi, _lo, duplicates), offset in zip(top, latest, strict=True):
         key = found.get(offset) or b""
         shown = key[:KEY_DISPLAY_BYTES]
         out.append(KeyCount(printable(shown), shown.hex(), len(key), duplicates + 1, offset,

@@ -1,4 +1,5 @@
-"""The optional compiled kernels behind :mod:`kcompact.records.scan` and ``records/filter.py``, and the switch that picks them.
+"""The optional compiled kernels behind :mod:`kcompact.records.scan` and ``records/filter.py``, and the switch that
+picks them.
 
 Why: the cleaner's three per-record loops (:func:`~kcompact.records.scan.scan_keys`,
 :func:`~kcompact.records.scan.scan_records` and the record-section rebuild of

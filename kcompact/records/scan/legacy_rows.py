@@ -175,7 +175,7 @@ def wrapper_columns(entry: LegacyEntry) -> WrapperColumns | None:
     timestamps = rows[TIMESTAMP::ROW_FIELDS]
     if entry.magic == 1 and entry.timestamp_type == 1:  # LogAppendTime: lent to the v1 messages
         timestamps = array("q", [entry.timestamp if magic == 1 else ts
-                                 for magic, ts in zip(rows[MAGIC::ROW_FIELDS], timestamps)])
+                                 for magic, ts in zip(rows[MAGIC::ROW_FIELDS], timestamps, strict=True)])
     try:
         offsets = array("q", [base + offset for offset in inner]) if base else inner
     except OverflowError:

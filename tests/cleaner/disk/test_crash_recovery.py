@@ -159,7 +159,7 @@ def make_layout(root: Path) -> Layout:
     active, new_bases = all_new[-1], all_new[:-1]
     groups = [
         [b for b in old_bases if low <= b < high]
-        for low, high in zip(new_bases, new_bases[1:] + [active])
+        for low, high in zip(new_bases, new_bases[1:] + [active], strict=True)
     ]
     assert result.stats.groups == 3 and all(len(g) == 2 for g in groups), groups
     assert result.end_offset == active
@@ -191,7 +191,8 @@ def assert_recovered(part: Path, layout: Layout, new_groups: set[int]) -> None:
 
 
 def expected_leftovers(layout: Layout, point: str, group: int) -> set[str]:
-    """The temporary files a clean killed at ``point`` of ``group`` leaves (the steps of ``LocalLog.replaceSegments``)."""
+    """The temporary files a clean killed at ``point`` of ``group`` leaves (the steps of
+    ``LocalLog.replaceSegments``)."""
     base, kinds = layout.new_bases[group], layout.new_kinds(group)
 
     def named(b: int, ks: list[str], suffix: str) -> set[str]:

@@ -10,8 +10,8 @@ swaps, the checkpoint, the lock files); then, for each operation ``k``:
 
 * **kill**: a forked child runs the clean and dies with ``os._exit(137)`` as it enters operation ``k`` (no
   ``finally``, no flush: what a SIGKILL leaves). kcompact's recovery and the model of Kafka's loader in
-  ``test_swap.py`` settle copies of what it left to the same bytes. The cleaner checkpoint is never ahead of what was swapped: it
-  is either untouched or the reference's, and then every group is swapped.
+  ``test_swap.py`` settle copies of what it left to the same bytes. The cleaner checkpoint is never ahead of what was
+  swapped: it is either untouched or the reference's, and then every group is swapped.
 * **EIO**: operation ``k`` fails with ``OSError(EIO)`` in this process. The clean either finishes or raises a
   one-line :class:`~kcompact.errors.KcompactError` (never another exception); a failure before the round's
   first change (its first swap, or the log-start deletion that comes with it) leaves every file of the log

@@ -5,7 +5,8 @@ Every log dir is copied into ``tmp_path`` and cleaned as a whole (``clean_path``
 the brokers left nearly all data in the active segment, which no cleaner touches. Every partition
 with data is then read back with kafka-python — every batch CRC-valid — and compared, batch by batch
 and record by record, with what :func:`model_clean` derives from the same partition read before the
-clean. The model is written here from Kafka's rules alone (``LogCleanerManager.cleanableOffsets`` to ``MemoryRecords.filterTo``) and shares no code with the
+clean. The model is written here from Kafka's rules alone (``LogCleanerManager.cleanableOffsets`` to
+``MemoryRecords.filterTo``) and shares no code with the
 cleaner:
 
 * the cleaned range is ``[first dirty, end)``: the first dirty offset is the checkpoint (or the log
@@ -122,8 +123,8 @@ def read_checkpoint(path: Path, name: str) -> int | None:
 def cleaned_range(
     part: Path, bases: list[int], batches: list[Bat], *, from_start: bool
 ) -> tuple[int, int]:
-    """(first dirty offset, end) of ``LogCleanerManager.cleanableOffsets`` for a log whose active segment is empty after the
-    roll."""
+    """(first dirty offset, end) of ``LogCleanerManager.cleanableOffsets`` for a log whose active segment is empty after
+    the roll."""
     log_dir, name = part.parent, part.name
     log_end = batches[-1].last_offset + 1
     start_entry = read_checkpoint(log_dir / "log-start-offset-checkpoint", name)

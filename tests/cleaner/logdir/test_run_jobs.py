@@ -259,10 +259,11 @@ def _recording(monkeypatch: pytest.MonkeyPatch, fail_on: str | None = None) -> N
     workers are forked after this, so they inherit the patch."""
     original = run_module.clean_partition
 
-    def clean_partition(path: Any, config: Any, options: CleanOptions, progress: Any = None) -> CleanResult:
+    def clean_partition(path: Any, config: Any, options: CleanOptions, progress: Any = None,
+                        **kwargs: Any) -> CleanResult:
         if fail_on is not None and Path(path).name == fail_on:
             raise RuntimeError(f"bug while cleaning {fail_on}")
-        result = original(path, config, replace(options, dry_run=True), progress)
+        result = original(path, config, replace(options, dry_run=True), progress, **kwargs)
         result.warnings.append(f"jobs={options.jobs}")
         return result
 

@@ -87,14 +87,14 @@ def test_unbounded_map_matches_a_dict(
     digest = DIGESTS[digest_name]
     with _tiny_thresholds():
         offset_map, model, offset = OffsetMap(), {}, start
-        for batch, gap in zip(batches, gaps):
+        for batch, gap in zip(batches, gaps, strict=False):
             offset += gap
             key_ids = [k for k, _ in batch]
             offsets = offset + np.cumsum([step for _, step in batch], dtype=np.int64)
             offset = int(offsets[-1]) if batch else offset
             hi, lo = _columns(digest, key_ids)
             assert offset_map.put_batch(hi, lo, offsets) == len(batch)
-            model.update(zip(key_ids, offsets.tolist()))
+            model.update(zip(key_ids, offsets.tolist(), strict=True))
             if batch:
                 assert offset_map.latest_offset == offset
         _check_against_model(offset_map, model, digest)
@@ -118,9 +118,9 @@ def _kafka_model(
 ) -> tuple[list[int], dict[int, int], int]:
     """SkimpyOffsetMap as the cleaner drives it: check ``size < max`` before each put."""
     accepted_counts, model, latest = [], {}, -1
-    for keys, offs in zip(batches, offsets):
+    for keys, offs in zip(batches, offsets, strict=True):
         accepted = 0
-        for key, offset in zip(keys, offs):
+        for key, offset in zip(keys, offs, strict=True):
             if len(model) >= max_entries:
                 break
             model[key] = latest = offset
@@ -146,7 +146,7 @@ def test_bounded_map_stops_exactly_where_kafka_does(
     with _tiny_thresholds():
         offset_map = OffsetMap(max_entries=max_entries)
         counts = []
-        for keys, offs in zip(batches, offsets):
+        for keys, offs in zip(batches, offsets, strict=True):
             hi, lo = _columns(digest, keys)
             counts.append(offset_map.put_batch(hi, lo, np.array(offs, dtype=np.int64)))
         assert counts == expected_counts
@@ -248,7 +248,7 @@ def test_digests_are_deterministic_and_are_xxh3_128() -> None:
     again_hi, again_lo = key_digests([bytes(k) for k in keys])
     assert hi.dtype == lo.dtype == np.uint64
     assert np.array_equal(hi, again_hi) and np.array_equal(lo, again_lo)
-    as_ints = [(int(h) << 64) | int(lo_) for h, lo_ in zip(hi, lo)]
+    as_ints = [(int(h) << 64) | int(lo_) for h, lo_ in zip(hi, lo, strict=True)]
     assert as_ints == [xxhash.xxh3_128_intdigest(k) for k in keys]
     assert len(set(as_ints)) == len(keys)
     mv_hi, _ = key_digests([memoryview(b"xx-key-1")[3:]])

@@ -21,7 +21,8 @@ Mapping Kafka's harness onto an offline clean:
 * Kafka's unit tests never run the producer-expiration check: every producer stays active. The
   transactional ports raise ``producer.id.expiration.ms`` to its maximum (24.8 days) so that two
   passes a day apart see the same producers.
-* Kafka 4.1's rule of KAFKA-17076 (``Cleaner.cleanInto``'s ``checkBatchRetention``) applies throughout: the batch whose next offset
+* Kafka 4.1's rule of KAFKA-17076 (``Cleaner.cleanInto``'s ``checkBatchRetention``) applies throughout: the batch whose
+next offset
   is the round's first uncleanable offset is kept, as an empty batch if nothing in it survives.
 
 After every clean, :func:`clean` reads each segment back with kafka-python (every batch's CRC valid)
@@ -510,7 +511,7 @@ def test_cleaning_with_uncleanable_section_leaves_it_byte_for_byte(tmp_path: Pat
 
     assert result.range is not None and result.range.first_uncleanable_offset == first_uncleanable
     after_values = distinct_values_by_segment()
-    assert all(after < before for before, after in zip(before_values[:2], after_values[:2]))
+    assert all(after < before for before, after in zip(before_values[:2], after_values[:2], strict=True))
     assert after_values[2:] == before_values[2:]
     after_files = segment_files(part)
     assert {name: after_files[name] for name in untouched} == untouched
@@ -703,8 +704,8 @@ def test_existing_delete_horizon_is_carried_over_without_a_tombstone(tmp_path: P
 
 
 def test_legacy_tombstones_follow_the_segment_mtime_rule(tmp_path: Path) -> None:
-    """``Cleaner.doClean`` / ``shouldRetainRecord``: a v0/v1 tombstone survives while its segment's mtime is newer than the last
-    clean segment's mtime - delete.retention.ms; no stored horizon applies to it."""
+    """``Cleaner.doClean`` / ``shouldRetainRecord``: a v0/v1 tombstone survives while its segment's mtime is newer than
+    the last clean segment's mtime - delete.retention.ms; no stored horizon applies to it."""
     log_dir = tmp_path / "logdir"
     part = log_dir / "test-0"
     clean_mtime = NOW - 3 * DAY

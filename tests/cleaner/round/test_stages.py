@@ -193,7 +193,7 @@ def test_clean_entries_are_the_keyed_data_records_below_the_first_dirty_offset(
     records = read_all_records(Path(plan.partition_dir))
     bases = [seg.base_offset for seg in plan.segments]
     clean = [b for b in bases if b < plan.first_dirty_offset]
-    for base, upper in zip(clean, bases[1:]):
+    for base, upper in zip(clean, bases[1:], strict=False):
         hi, lo, offsets = segment_key_entries(plan, base, section="clean")
         wanted = [(o, k) for o, k, _v in records
                   if k is not None and base <= o < min(upper, plan.first_dirty_offset)]

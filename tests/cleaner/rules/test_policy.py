@@ -305,7 +305,7 @@ class FakeLog:
     ) -> FakeBatch:
         vals = values if values is not None else [str(k).encode() for k in keys]
         recs = tuple(
-            Rec(self.leo + i, str(k).encode(), v) for i, (k, v) in enumerate(zip(keys, vals))
+            Rec(self.leo + i, str(k).encode(), v) for i, (k, v) in enumerate(zip(keys, vals, strict=True))
         )
         first_seq = -1
         if pid >= 0:

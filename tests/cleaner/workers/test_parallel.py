@@ -333,7 +333,7 @@ def test_chunks_cover_every_byte_once(tmp_path: Path) -> None:
     segments = list(plan.segments)
     chunks = parallel.chunks_of(plan, segments, 2)
     assert len(chunks) > len(segments)
-    for index, seg in enumerate(segments):
+    for index in range(len(segments)):
         own = [(start, end) for i, start, end in chunks if i == index]
         assert own[0][0] == 0 and own[-1][1] is None
         assert all(a[1] == b[0] for a, b in itertools.pairwise(own))
