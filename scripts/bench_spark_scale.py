@@ -128,7 +128,7 @@ def child(kind: str, master: str, workdir: Path, log_dirs: list[Path]) -> dict[s
         from kcompact.cleaner.logdir.run import clean_path
 
         begun, cpu = time.perf_counter(), time.process_time()
-        rows = []
+        rows: list[dict[str, Any]] = []
         for log_dir in copies:
             run = clean_path(log_dir, cli_overrides=COMPACT, options=options, jobs=None)
             rows += [{"bytes_read": r.stats.bytes_read, "status": "cleaned"} for r in run.results]
@@ -151,11 +151,11 @@ def child(kind: str, master: str, workdir: Path, log_dirs: list[Path]) -> dict[s
         jvm_pid = gateway.pid if gateway is not None else None
         jvm_before = _jvm_cpu_s(jvm_pid)
         begun, cpu = time.perf_counter(), time.process_time()
-        run = spark_clean(spark, copies, cli_overrides=COMPACT, options=options)
+        spark_run = spark_clean(spark, copies, cli_overrides=COMPACT, options=options)
         result["job_s"] = time.perf_counter() - begun
         result["driver_cpu_s"] = time.process_time() - cpu
         result["driver_jvm_cpu_s"] = _jvm_cpu_s(jvm_pid) - jvm_before
-        rows = run.as_dicts()
+        rows = spark_run.as_dicts()
         spark.stop()
     result["driver_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     result["partitions"] = len(rows)
