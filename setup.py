@@ -52,8 +52,10 @@ EXTENSIONS = [
     ),
     Extension(
         "kcompact.cleaner.round._windows",
-        sources=["kcompact/cleaner/round/_windows.c", f"{ZSTD}/zstd.c"],
-        depends=[*COMMON, f"{SCAN}/walk.h", f"{XXHASH}/xxhash.h", f"{ZSTD}/zstd.h"],
+        # _windows_zstd.c: its zstd batches through the vendored library
+        sources=["kcompact/cleaner/round/_windows.c", "kcompact/cleaner/round/_windows_zstd.c", f"{ZSTD}/zstd.c"],
+        depends=[*COMMON, f"{SCAN}/walk.h", f"{XXHASH}/xxhash.h", "kcompact/cleaner/round/_windows_zstd.h",
+                 f"{ZSTD}/zstd.h"],
         include_dirs=[*INCLUDE_DIRS, ZSTD],
         extra_compile_args=ZSTD_ARGS,
         optional=True,

@@ -5,10 +5,11 @@ CRC check, batch decision, decompression, record scan, rebuild, recompression, s
 cost more than the record work itself. Here a window of up to :data:`RUN_BATCHES` batches (or
 :data:`RUN_RECORDS` records, or :data:`RUN_BYTES` bytes read and decompressed) is read by one C call
 (``accel.scan_window_records``: headers, CRCs, each compressed batch's records decompressed through
-``records.compression.decompress``, record columns), its records decided together by :func:`keep_records`
-(the very function the per-batch path decides with), and its output written by a second C call
-(``accel.emit_window``: dropped, copied byte for byte or rebuilt — a compressed batch's kept records
-compressed again through ``records.compression.compress`` — exactly as ``records.filter.filter_v2_batch``).
+``records.compression.decompress`` — zstd's in C, see ``accel.zstd_codec`` — record columns), its records
+decided together by :func:`keep_records` (the very function the per-batch path decides with), and its output
+written by a second C call (``accel.emit_window``: dropped, copied byte for byte or rebuilt — a compressed
+batch's kept records compressed again through ``records.compression.compress``, zstd's in C — exactly as
+``records.filter.filter_v2_batch``).
 
 What the kernel takes is what makes the batch decision trivial (``rules.policy.check_batch_retention``
 gives ``DELETE_EMPTY``, and the transaction state only moves its aborted queue on): a v2 batch, neither
