@@ -27,11 +27,15 @@ def plural(n: int, word: str, plural_word: str | None = None) -> str:
     return f"{n} {plural_noun(n, word, plural_word)}"
 
 
+SIZE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")  # binary units; PiB is the last (a cluster's disks)
+
+
 def size_text(size_in_bytes: int) -> str:
-    """A size for people, in binary units: ``512 B``, ``1.5 KiB``, ``20.0 MiB``, ``3.1 GiB``."""
+    """A size for people, in binary units: ``512 B``, ``1.5 KiB``, ``20.0 MiB``, ``3.1 GiB``, ``48.8 TiB``,
+    ``1.0 PiB`` (and ``2048.0 PiB`` past that, the last unit)."""
     size = float(size_in_bytes)
-    for unit in ("B", "KiB", "MiB"):
+    for unit in SIZE_UNITS[:-1]:
         if abs(size) < 1024 and (unit == "B" or abs(round(size, 1)) < 1024):  # never "1024.0 MiB"
             return f"{size_in_bytes} B" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
-    return f"{size:.1f} GiB"
+    return f"{size:.1f} {SIZE_UNITS[-1]}"

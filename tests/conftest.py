@@ -105,3 +105,26 @@ def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield start_s3(services)
     finally:
         services.stop()
+
+
+@pytest.fixture(scope="session")
+def hdfs_urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A real HDFS on 127.0.0.1: ``{"hdfs": "hdfs://127.0.0.1:PORT", "webhdfs": "webhdfs://127.0.0.1:PORT"}``,
+    from ``$KCOMPACT_TEST_HDFS``/``$KCOMPACT_TEST_WEBHDFS`` (CI starts one, ``.ci/run``), else Hadoop's
+    MiniDFSCluster started here and stopped at the end. Skips where Java or Maven is missing (fails in CI)."""
+    from tests.hdfs.cluster import why_unavailable
+    from tests.services import HDFS_ENV, WEBHDFS_ENV, Services, start_hdfs
+
+    if os.environ.get(HDFS_ENV) and os.environ.get(WEBHDFS_ENV):
+        yield {"hdfs": os.environ[HDFS_ENV], "webhdfs": os.environ[WEBHDFS_ENV]}
+        return
+    reason = why_unavailable()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI but no HDFS: {reason}")
+        pytest.skip(reason)
+    services = Services(tmp_path_factory.mktemp("hdfs"))
+    try:
+        yield start_hdfs(services)
+    finally:
+        services.stop()

@@ -7,6 +7,7 @@ the ``.txnindex`` entries Kafka would have written for aborted transactions, and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,7 +47,7 @@ class PartitionBuilder:
 
     def batch(
         self,
-        kvs: list[KV],
+        kvs: Sequence[KV],
         *,
         producer_id: int = -1,
         producer_epoch: int = 0,

@@ -1,13 +1,15 @@
 """The services some tests need, on 127.0.0.1 only: a Spark standalone master and worker (from the pip
-pyspark) and an S3-protocol server (moto's standalone server).
+pyspark), an S3-protocol server (moto's standalone server) and an HDFS (Hadoop's MiniDFSCluster, from
+Maven Central: ``tests/hdfs``).
 
 CI (``.ci/run``) starts them once for the whole suite and passes their addresses to the tests::
 
     python -m tests.services start DIR   # prints export lines; DIR keeps the pids and logs
     python -m tests.services stop DIR    # stops every process start started (their process groups)
 
-The tests read :data:`SPARK_MASTER_ENV` and :data:`S3_ENDPOINT_ENV`; when unset, their fixtures start
-their own with the same functions (so ``python -m pytest`` alone works) and stop them afterwards.
+The tests read :data:`SPARK_MASTER_ENV`, :data:`S3_ENDPOINT_ENV` and :data:`HDFS_ENV`/:data:`WEBHDFS_ENV`; when
+unset, their fixtures start their own with the same functions (so ``python -m pytest`` alone works) and stop
+them afterwards.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from pathlib import Path
 
 SPARK_MASTER_ENV = "KCOMPACT_TEST_SPARK_MASTER"
 S3_ENDPOINT_ENV = "KCOMPACT_TEST_S3_ENDPOINT"
+HDFS_ENV = "KCOMPACT_TEST_HDFS"  # hdfs://127.0.0.1:PORT, the NameNode's RPC
+WEBHDFS_ENV = "KCOMPACT_TEST_WEBHDFS"  # webhdfs://127.0.0.1:PORT, its HTTP server
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 180.0
 WORKER_CORES = 2
@@ -104,13 +108,31 @@ def start_s3(services: Services) -> str:
     return endpoint
 
 
-def _spawn(services: Services, name: str, argv: list[str], env: dict[str, str]) -> None:
+def start_hdfs(services: Services) -> dict[str, str]:
+    """Hadoop's MiniDFSCluster on 127.0.0.1 (jars resolved from Maven Central on first use); returns its
+    ``hdfs`` and ``webhdfs`` URLs once its DataNode serves blocks."""
+    from tests.hdfs.cluster import HdfsUnavailable, launch_argv, wait_for_urls
+
+    base = services.directory / "hdfs"
+    base.mkdir(parents=True, exist_ok=True)
+    proc = _spawn(services, "hdfs", launch_argv(base), dict(os.environ))
+    try:
+        urls = wait_for_urls(services.directory / "hdfs.log", proc)
+    except HdfsUnavailable:
+        services.stop()
+        raise
+    services.env[HDFS_ENV], services.env[WEBHDFS_ENV] = urls["hdfs"], urls["webhdfs"]
+    return urls
+
+
+def _spawn(services: Services, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     log = (services.directory / f"{name}.log").open("ab")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                             start_new_session=True)
     services.pids.append(proc.pid)
     with (services.directory / "pids").open("a") as pids:
         pids.write(f"{proc.pid}\n")
+    return proc
 
 
 def _wait(ready: Callable[[], bool], what: str, services: Services) -> None:
@@ -165,9 +187,13 @@ def main(argv: list[str]) -> int:
         pids = [int(line) for line in pids_file.read_text().split()] if pids_file.exists() else []
         Services(directory, pids).stop()
         return 0
+    from tests.hdfs.cluster import why_unavailable
+
     services = Services(directory)
     if why_no_java() is None:
         start_spark(services)
+    if why_unavailable() is None:
+        start_hdfs(services)
     start_s3(services)
     for key, value in services.env.items():
         print(f"export {key}={value}")

@@ -27,6 +27,8 @@ from kcompact.cli.options import (
 from kcompact.cli.partition_filter_options import partition_filter_options
 
 if TYPE_CHECKING:
+    from rich.console import JustifyMethod
+
     from kcompact.inspect.dirty_ratio import DirtyRatioRow
     from kcompact.segment.partition_filter import PartitionFilter
 
@@ -78,8 +80,9 @@ def _print_table(rows: Sequence[DirtyRatioRow], console: Any) -> None:
     # On a narrow terminal the status column wraps at its spaces first; a partition name breaks only when
     # it is wider than what is left, and then after a '-', '.' or '_' (never mid-word while a separator
     # is near); the numbers and the bar stay on one line.
-    for column, justify in zip(_HEADERS, ("right", "left", "right", "right", "left", "left"), strict=True):
-        table.add_column(column, justify=justify, overflow="fold", no_wrap=column != "status")  # type: ignore[arg-type]
+    justified: tuple[JustifyMethod, ...] = ("right", "left", "right", "right", "left", "left")
+    for column, justify in zip(_HEADERS, justified, strict=True):
+        table.add_column(column, justify=justify, overflow="fold", no_wrap=column != "status")
     cells = [(
         "-" if row.cleaner_rank is None else str(row.cleaner_rank),
         f"{row.topic}-{row.partition}",

@@ -9,10 +9,17 @@ does not exist stays click's usage error.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
+if TYPE_CHECKING:  # generic since click 8.4 (what mypy checks against); not subscriptable in 8.1-8.3
+    _ParamType = click.ParamType[str]
+else:
+    _ParamType = click.ParamType
 
-class InputPath(click.ParamType):  # type: ignore[type-arg]
+
+class InputPath(_ParamType):
     """A directory that exists, or a URL: passed on (``refuse_as`` None) or refused by that command's name."""
 
     name = "path"

@@ -16,7 +16,7 @@ Exit codes (documented in ``kcompact --help`` and README.md):
   A run over a log dir that fails for some partitions only is not this case: its normal JSON carries
   them (``clean``: ``failures``; ``inspect dirty-ratio``: each row's ``error``), and it exits 2 too.
 * 1 — a bug in kcompact: a traceback is printed; please report it;
-* 3 — ``inspect replicas`` and ``spark inspect replicas``: the copies diverge.
+* 3 — ``inspect replicas``, ``report`` (and their ``spark`` forms): replica copies diverge.
 
 2 and 1 are decided once, in :class:`KcompactGroup` (every command's ``--json`` is
 ``options.json_option``, which tells it ``--json`` was given).
@@ -133,6 +133,7 @@ def _register_commands() -> None:
         ("kcompact.cli.config_cmd", "cli", "config_group"),
         ("kcompact.cli.spark_cmds", "cli", "spark_group"),
         ("kcompact.cli.export_cmd", "cli", "export_command"),
+        ("kcompact.cli.report_cmd", "cli", "report_command"),
     ):
         try:
             command = getattr(importlib.import_module(module), name)

@@ -19,14 +19,14 @@ import click
 EXIT_OK = 0
 EXIT_BUG = 1
 EXIT_BAD_INPUT = 2
-EXIT_DIVERGED = 3  # inspect replicas, spark inspect replicas: the copies diverge
+EXIT_DIVERGED = 3  # inspect replicas, report (and their spark forms): replica copies diverge
 
 EPILOG = (
     "Exit codes: 0 success; 2 bad input or refused (one line on stderr names the file and byte "
     "position); 1 a bug in kcompact (with a traceback)."
 )
-GROUP_EPILOG = EPILOG.replace("(with a traceback).", "(with a traceback); 3 inspect replicas: the "
-                                                     "copies diverge.")
+GROUP_EPILOG = EPILOG.replace("(with a traceback).", "(with a traceback); 3 inspect replicas, report: "
+                                                     "replica copies diverge.")
 """The exit codes of every command of a group (README's list): ``kcompact --help``, ``inspect``, ``spark``."""
 SERVER_PROPERTIES_HELP = "The broker's server.properties (default: $KCOMPACT_SERVER_PROPERTIES)."
 METADATA_DIR_HELP = (

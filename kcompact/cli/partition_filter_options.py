@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 TOPIC_HELP = ("Only partitions whose topic fully matches REGEX (a Python regular expression). "
               "Repeatable: a topic matching any of them.")
@@ -26,7 +24,11 @@ EXCLUDE_HELP = "Leave out partitions whose topic fully matches REGEX. Repeatable
 PARTITION_HELP = "Only partitions numbered N. Repeatable."
 
 
-def partition_filter_options(paths_param: str) -> Callable[[F], F]:
+Command = Callable[..., Any]
+"""A click command's callback: its parameters are its options' names, whatever they are."""
+
+
+def partition_filter_options(paths_param: str) -> Callable[[Command], Command]:
     """The three filter options, applied to the paths the command's ``paths_param`` holds.
 
     Args:
@@ -38,7 +40,7 @@ def partition_filter_options(paths_param: str) -> Callable[[F], F]:
         of the three options' values.
     """
 
-    def decorate(command: F) -> F:
+    def decorate(command: Command) -> Command:
         @functools.wraps(command)
         def run(*args: Any, topic_patterns: tuple[str, ...], exclude_topic_patterns: tuple[str, ...],
                 partition_numbers: tuple[int, ...], **kwargs: Any) -> Any:
@@ -55,10 +57,10 @@ def partition_filter_options(paths_param: str) -> Callable[[F], F]:
             click.option("--partition", "partition_numbers", multiple=True, metavar="N",
                          type=click.IntRange(min=0), help=PARTITION_HELP),
         )
-        decorated: Any = run
+        decorated: Command = run
         for option in reversed(options):
             decorated = option(decorated)
-        return decorated  # type: ignore[no-any-return]
+        return decorated
 
     return decorate
 
@@ -71,7 +73,7 @@ def _selection(topics: tuple[str, ...], excluded: tuple[str, ...], partitions: t
     from kcompact.segment.remote import parse_storage_options
 
     selection = PartitionFilter.of(topics, excluded, partitions)
-    if paths is not None:
+    if paths:  # None or none given: the command was asked for something else (repair --undo, report --from)
         match = count_matches((paths,) if isinstance(paths, str) else paths, selection,
                               parse_storage_options(storage_pairs))
         click.echo(f"kcompact: {selection.describe()} matched {match.matched} of "

@@ -18,6 +18,8 @@ from kcompact.cli import render
 from kcompact.cli.repair_cmd import EXIT_PROBLEMS, render_partition
 
 if TYPE_CHECKING:
+    from rich.console import JustifyMethod
+
     from kcompact.repair.log_dir import LogDirRepair
     from kcompact.repair.repair import RepairOptions
     from kcompact.segment.partition_filter import PartitionFilter
@@ -61,9 +63,10 @@ def render_log_dir_repair(outcome: LogDirRepair) -> None:
 def _summary_table(outcome: LogDirRepair) -> None:
     verb = "repair --dry-run" if outcome.dry_run else "repair"
     table = Table(title=f"{verb} {outcome.log_dir}", title_justify="left")
-    for column, justify in (("partition", "left"), ("status", "left"), ("problems", "right"),
-                            ("given up", "left"), ("backup", "left")):
-        table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("partition", "left"), ("status", "left"), ("problems", "right"), ("given up", "left"), ("backup", "left"))
+    for column, justify in columns:
+        table.add_column(column, justify=justify, overflow="fold")
     for row in outcome.rows():
         table.add_row(row["partition"], row["status"], _count(row["problems"]), _given_up_cell(row),
                       row["backup_dir"] or "-")

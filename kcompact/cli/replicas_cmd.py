@@ -16,6 +16,7 @@ from kcompact.cli import render
 from kcompact.cli.help_text import with_examples
 from kcompact.cli.options import EXIT_BAD_INPUT, EXIT_DIVERGED, json_option
 from kcompact.cli.partition_filter_options import partition_filter_options
+from kcompact.cli.spark_options import session_options
 
 if TYPE_CHECKING:
     from kcompact.segment.partition_filter import PartitionFilter
@@ -151,16 +152,13 @@ def _side_text(side: dict[str, Any]) -> str:
                    "kcompact spark inspect replicas b1/logs b2/logs --topic 'orders.*'",
                ))
 @click.argument("log_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=str))
-@click.option("--master", default=None, metavar="URL",
-              help="Spark master (local[4], spark://host:7077, yarn…). Default: what spark-submit set, "
-                   "else local[*].")
-@click.option("--verbose", is_flag=True,
-                        help="Show Spark's own logs (INFO) and its Python workers' stderr; default: errors only.")
+@session_options
 @click.option("--max-keys", type=click.IntRange(min=0), default=100, show_default=True, metavar="N",
               help="How many divergent keys each partition's report lists (all are counted).")
 @partition_filter_options("log_dirs")
 @json_option("Print a JSON list of rows; each row's report is inspect replicas --json of that partition.")
-def spark_replicas_command(log_dirs: tuple[str, ...], master: str | None, verbose: bool, max_keys: int,
+def spark_replicas_command(log_dirs: tuple[str, ...], master: str | None, verbose: bool,
+                           spark_conf_pairs: tuple[str, ...], executor_python: str | None, max_keys: int,
                            selection: PartitionFilter | None, as_json: bool) -> None:
     """Compare the copies of every partition found in two or more of LOG_DIRS (one log dir per
     broker, copied from a whole cluster) as Spark tasks, one partition a task: each row is the
@@ -168,14 +166,18 @@ def spark_replicas_command(log_dirs: tuple[str, ...], master: str | None, verbos
     the first the reference), with its --json report. Exits 3 when a partition's copies diverge,
     2 when a partition's files do not parse (its row says why).
     """
-    from kcompact.cli.spark_cmds import startup_line
+    from kcompact.cli.spark_cmds import checks_before_session, checks_in_session, startup_line
     from kcompact.inspect.replicas import replica_sets
     from kcompact.spark.replicas_job import spark_replicas
     from kcompact.spark.session import command_session
 
-    sets = replica_sets([os.path.abspath(d) for d in log_dirs])  # before Spark starts; executors: absolute
+    absolute = tuple(os.path.abspath(d) for d in log_dirs)  # the executors are handed absolute paths
+    sets = replica_sets(list(absolute))  # before Spark starts
     sets = [s for s in sets if selection is None or selection.matches(s.topic, s.partition)]
-    with command_session(master, verbose=verbose) as (spark, startup_s):
+    conf = checks_before_session(absolute, output=None, master=master, spark_conf_pairs=spark_conf_pairs,
+                                 executor_python=executor_python)
+    with command_session(master, verbose=verbose, conf=conf, executor_python=executor_python) as (spark, startup_s):
+        checks_in_session(spark, absolute, output=None, verbose=verbose)
         run = spark_replicas(spark, sets, max_keys=max_keys)
     if as_json:
         render.emit_json([_row_dict(row) for row in run.rows])

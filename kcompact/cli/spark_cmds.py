@@ -46,8 +46,12 @@ from kcompact.cli.options import (
 )
 from kcompact.cli.partition_filter_options import partition_filter_options
 from kcompact.cli.replicas_cmd import spark_replicas_command
+from kcompact.cli.report_cmd import REPORT_EPILOG
+from kcompact.cli.spark_options import session_options
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from rich.console import JustifyMethod
     from rich.table import Table
 
     from kcompact.inspect.export import ExportSummary
@@ -61,27 +65,24 @@ STARTUP_NOTE = (
 )
 SPARK_EPILOG = f"{STARTUP_NOTE}\n\n{EPILOG}"
 
-_master = click.option("--master", default=None, metavar="URL",
-                       help="Spark master (local[4], spark://host:7077, yarn…). Default: what "
-                            "spark-submit set, else local[*].")
-_verbose = click.option("--verbose", is_flag=True,
-                        help="Show Spark's own logs (INFO) and its Python workers' stderr; default: errors only.")
 _config = config_option("A topic configuration by Kafka's name. Repeatable.")
 _now_ms = now_ms_option("The clock every task uses (default: the driver's now), in ms since the epoch.")
 _config_sources = config_source_options("metadata.log.dir or its __cluster_metadata-0.")
 _paths = click.argument("paths", nargs=-1, required=True, type=InputPath())
 _local_paths = click.argument("paths", nargs=-1, required=True, type=InputPath(refuse_as="spark clean"))
+_local_report_paths = click.argument("paths", nargs=-1, required=True,  # local paths only, as `kcompact report`
+                                     type=click.Path(exists=True, file_okay=False, path_type=str))
 _storage_option = storage_option
 _filter = partition_filter_options("paths")
 
 
-@click.group("spark", short_help="Run clean, dirty-ratio, replicas and export as Spark jobs.", epilog=with_examples(
+@click.group("spark", short_help="Run clean, dirty-ratio, replicas, export, report on Spark.", epilog=with_examples(
     f"{STARTUP_NOTE}\n\n{GROUP_EPILOG}",
     "kcompact spark clean /shared/kafka-logs --master 'local[4]'",
     "kcompact spark inspect dirty-ratio /shared/kafka-logs --output ratio.parquet",
 ))
 def spark_group() -> None:
-    """Run clean, inspect dirty-ratio, inspect replicas and export as Spark jobs: one task per
+    """Run clean, inspect dirty-ratio, inspect replicas, export and report as Spark jobs: one task per
     partition (or segment), the same library code as the serial commands, results as DataFrames
     (--output writes Parquet).
 
@@ -98,8 +99,7 @@ def spark_group() -> None:
 ))
 @_local_paths
 @_filter
-@_master
-@_verbose
+@session_options
 @_config
 @_now_ms
 @click.option("--roll", is_flag=True, help="First roll a new empty active segment (as kcompact clean --roll).")
@@ -131,8 +131,9 @@ def spark_group() -> None:
               help="Also write the per-partition rows as Parquet (a new directory).")
 @json_option("Print the rows as JSON.")
 def spark_clean_command(
-    paths: tuple[str, ...], master: str | None, verbose: bool, config_pairs: tuple[str, ...],
-    now_ms: int | None, roll: bool, from_start: bool, dry_run: bool, dedupe_buffer_size: int | None,
+    paths: tuple[str, ...], master: str | None, verbose: bool, spark_conf_pairs: tuple[str, ...],
+    executor_python: str | None, config_pairs: tuple[str, ...], now_ms: int | None, roll: bool,
+    from_start: bool, dry_run: bool, dedupe_buffer_size: int | None,
     only_eligible: bool, assume_compact: bool, allow_keyless_loss: bool, map_budget: int | None,
     task_bytes: int | None, replica_dirs: tuple[str, ...], safe_offset: int | None,
     server_properties: str | None, metadata_dir: str | None, output: str | None, as_json: bool,
@@ -152,17 +153,18 @@ def spark_clean_command(
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.spark.clean_job import refuse_live_brokers, spark_clean
     from kcompact.spark.output import write_frame
-    from kcompact.spark.probe import check_executors
     from kcompact.spark.session import command_session
 
     overrides = parse_config_pairs(config_pairs)
     check_new_output(output)
     if not dry_run:
         refuse_live_brokers(paths)
+    conf = checks_before_session(paths, output=output, master=master, spark_conf_pairs=spark_conf_pairs,
+                                 executor_python=executor_python)
     options = CleanOptions(now_ms=now_ms, from_start=from_start, dedupe_buffer_size=dedupe_buffer_size,
                            dry_run=dry_run, roll=roll, replica_dirs=replica_dirs, safe_offset=safe_offset)
-    with command_session(master, verbose=verbose) as (spark, startup_s):
-        executors_line(check_executors(spark.sparkContext, paths))
+    with command_session(master, verbose=verbose, conf=conf, executor_python=executor_python) as (spark, startup_s):
+        checks_in_session(spark, paths, output=output, verbose=verbose)
         run = spark_clean(spark, paths, cli_overrides=overrides, options=options,
                           only_eligible=only_eligible, server_properties=server_properties,
                           metadata_dir=metadata_dir, map_budget_bytes=map_budget, task_bytes=task_bytes,
@@ -200,8 +202,7 @@ spark_inspect.add_command(spark_replicas_command)
                        ))
 @_paths
 @_filter
-@_master
-@_verbose
+@session_options
 @_config
 @_now_ms
 @_config_sources
@@ -210,8 +211,9 @@ spark_inspect.add_command(spark_replicas_command)
               help="Also write the rows as Parquet (a new directory), same fields as --json.")
 @json_option("Print a JSON list of rows (as kcompact inspect dirty-ratio).")
 def spark_dirty_ratio_command(
-    paths: tuple[str, ...], master: str | None, verbose: bool, config_pairs: tuple[str, ...],
-    now_ms: int | None, server_properties: str | None, metadata_dir: str | None, storage_pairs: tuple[str, ...],
+    paths: tuple[str, ...], master: str | None, verbose: bool, spark_conf_pairs: tuple[str, ...],
+    executor_python: str | None, config_pairs: tuple[str, ...], now_ms: int | None,
+    server_properties: str | None, metadata_dir: str | None, storage_pairs: tuple[str, ...],
     output: str | None, as_json: bool, selection: PartitionFilter | None = None,
 ) -> None:
     """The rows of `kcompact inspect dirty-ratio` (same fields, same values, same order), computed
@@ -223,16 +225,18 @@ def spark_dirty_ratio_command(
     from kcompact.segment.remote import parse_storage_options
     from kcompact.spark.inspect_job import spark_dirty_ratio
     from kcompact.spark.output import write_frame
-    from kcompact.spark.probe import check_executors
     from kcompact.spark.session import command_session
 
     overrides = parse_config_pairs(config_pairs)
+    storage_options = parse_storage_options(storage_pairs)
     check_new_output(output)
-    with command_session(master, verbose=verbose) as (spark, startup_s):
-        executors_line(check_executors(spark.sparkContext, paths))
+    conf = checks_before_session(paths, output=output, master=master, spark_conf_pairs=spark_conf_pairs,
+                                 executor_python=executor_python, storage_options=storage_options)
+    with command_session(master, verbose=verbose, conf=conf, executor_python=executor_python) as (spark, startup_s):
+        checks_in_session(spark, paths, output=output, verbose=verbose)
         report = spark_dirty_ratio(spark, paths, cli_overrides=overrides, now_ms=now_ms,
                                    server_properties=server_properties, metadata_dir=metadata_dir,
-                                   selection=selection, storage_options=parse_storage_options(storage_pairs))
+                                   selection=selection, storage_options=storage_options)
         if output is not None:
             write_frame(report.frame, output, spark.sparkContext.master)
     render_dirty_ratio(report.rows, as_json=as_json)
@@ -240,6 +244,57 @@ def spark_dirty_ratio_command(
         startup_line(startup_s)
     if any(row.error for row in report.rows):
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
+
+
+@spark_group.command("report", short_help="kcompact report's page, each partition read by a Spark task.",
+                     epilog=with_examples(
+                         f"{STARTUP_NOTE}\n\n{REPORT_EPILOG}",
+                         "kcompact spark report b1/kafka-logs b2/kafka-logs --output cluster.html",
+                         "kcompact spark report /logs --master spark://host:7077 --output r.html",
+                         "kcompact spark report /shared/kafka-logs --json > report.json",
+                     ))
+@_local_report_paths
+@_filter
+@session_options
+@_config
+@_now_ms
+@_config_sources
+@click.option("--output", type=click.Path(dir_okay=False, path_type=str), default=None, metavar="FILE.html",
+              help="The HTML page to write (created or replaced). Required unless --json.")
+@json_option("Print the report's data as one JSON object (with --output, the page is written too).")
+def spark_report_command(
+    paths: tuple[str, ...], master: str | None, verbose: bool, spark_conf_pairs: tuple[str, ...],
+    executor_python: str | None, config_pairs: tuple[str, ...], now_ms: int | None, server_properties: str | None,
+    metadata_dir: str | None, output: str | None, as_json: bool, selection: PartitionFilter | None = None,
+) -> None:
+    """The page of `kcompact report` for a cluster's worth of partitions: each partition is read by a
+    Spark task as `kcompact report` reads it (bytes on disk and after a clean now as inspect keys projects
+    them, the dirty ratio and what blocks the cleaner, the last clean, hanging transactions), only a small
+    row per partition comes back to the driver, and the page counts every partition into its topic and
+    lists the largest (and any with an error or a hanging transaction), as `report --from` does. Its
+    totals are those of `kcompact report` of the same paths. With several log dirs, the replicas are
+    compared by Spark tasks too. Executors must see the log dirs at the same paths. Exits 3 when
+    replicas diverge, 2 when a partition fails to read.
+    """
+    from kcompact.cli.report_cmd import finish_report
+    from kcompact.config.topic_config import parse_config_pairs
+    from kcompact.report.gather import ConfigInputs
+    from kcompact.spark.report_job import plan_report, spark_report
+    from kcompact.spark.session import command_session
+
+    if output is None and not as_json:
+        raise click.UsageError("--output FILE.html is required (or --json for the report's data)")
+    config = ConfigInputs(parse_config_pairs(config_pairs), server_properties, metadata_dir)
+    plan = plan_report(paths, config, now_ms=now_ms, selection=selection)  # a bad path: before Spark starts
+    # the page is written by the driver, not by Spark: no output for Spark's file systems to check
+    conf = checks_before_session(paths, output=None, master=master, spark_conf_pairs=spark_conf_pairs,
+                                 executor_python=executor_python)
+    with command_session(master, verbose=verbose, conf=conf, executor_python=executor_python) as (spark, startup_s):
+        checks_in_session(spark, paths, output=None, verbose=verbose)
+        report = spark_report(spark, plan, verbose=verbose)
+    if not as_json:
+        startup_line(startup_s)
+    finish_report(report, output, as_json=as_json)
 
 
 @spark_group.command("export", short_help="Write records as Parquet: all, or the latest value per key.",
@@ -255,12 +310,12 @@ def spark_dirty_ratio_command(
               help="A new directory for the Parquet files.")
 @click.option("--latest", is_flag=True,
               help=LATEST_HELP)
-@_master
-@_verbose
+@session_options
 @_storage_option
 @json_option("Print the summary as JSON.")
 def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, master: str | None,
-                         verbose: bool, storage_pairs: tuple[str, ...], as_json: bool,
+                         verbose: bool, spark_conf_pairs: tuple[str, ...], executor_python: str | None,
+                         storage_pairs: tuple[str, ...], as_json: bool,
                          selection: PartitionFilter | None = None) -> None:
     """Write the records of partition directories or log dirs as Parquet: topic, partition, offset,
     timestamp, key, value, headers (key string, value binary), is_tombstone, is_control,
@@ -272,17 +327,56 @@ def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, mast
     """
     from kcompact.segment.remote import parse_storage_options
     from kcompact.spark.export import spark_export
-    from kcompact.spark.probe import check_executors
     from kcompact.spark.session import command_session
 
+    storage_options = parse_storage_options(storage_pairs)
     check_new_output(output)
-    with command_session(master, verbose=verbose) as (spark, startup_s):
-        executors_line(check_executors(spark.sparkContext, paths))
+    conf = checks_before_session(paths, output=output, master=master, spark_conf_pairs=spark_conf_pairs,
+                                 executor_python=executor_python, storage_options=storage_options)
+    with command_session(master, verbose=verbose, conf=conf, executor_python=executor_python) as (spark, startup_s):
+        checks_in_session(spark, paths, output=output, verbose=verbose)
         summary = spark_export(spark, paths, output, latest=latest, selection=selection,
-                               storage_options=parse_storage_options(storage_pairs), verbose=verbose)
+                               storage_options=storage_options, verbose=verbose)
     render_export(summary, startup_s, as_json=as_json)
     if summary.failures:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
+
+
+def checks_before_session(paths: tuple[str, ...], *, output: str | None, master: str | None,
+                          spark_conf_pairs: tuple[str, ...], executor_python: str | None,
+                          storage_options: dict[str, Any] | None = None) -> dict[str, str]:
+    """Parse ``--conf`` and check, before Spark starts, what the driver alone can check
+    (``kcompact.spark.preflight``); returns the Spark settings.
+
+    Raises:
+        KcompactError: a ``--conf`` pair, an input URL, the output's file system or the executors' Python.
+    """
+    from kcompact.spark.preflight import check_before_session
+    from kcompact.spark.session import parse_spark_conf
+
+    conf = parse_spark_conf(spark_conf_pairs)
+    check_before_session(paths, output=output, master=master, conf=conf, executor_python=executor_python,
+                         storage_options=storage_options)
+    return conf
+
+
+def checks_in_session(spark: SparkSession, paths: tuple[str, ...], *, output: str | None, verbose: bool) -> None:
+    """Once the session runs, before any job: the driver's address (``--verbose``), the output's Hadoop file
+    system, and the executors (the probe job).
+
+    Raises:
+        RefusedError: the output's file system does not load, or the executors cannot run kcompact.
+    """
+    from kcompact.spark.hadoop_fs import check_output_filesystem
+    from kcompact.spark.probe import check_executors
+    from kcompact.spark.session import driver_address
+
+    context = spark.sparkContext
+    if verbose:
+        render.err_console().print(f"Spark driver ({context.master}) listens on {driver_address(context)}",
+                                   highlight=False, soft_wrap=True)
+    check_output_filesystem(context, output)
+    executors_line(check_executors(context, paths))
 
 
 # --- rendering -----------------------------------------------------------------------------------------
@@ -361,13 +455,13 @@ def _clean_table(rows: list[dict[str, Any]]) -> Table:
     from rich.table import Table
 
     table = Table(title="spark clean", title_justify="left", box=box.SIMPLE_HEAD)
-    for column, justify in (("partition", "left"), ("status", "left"), ("dirty offsets", "right"),
-                            ("read", "right"), ("written", "right"), ("saved", "right"),
-                            ("s", "right")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("partition", "left"), ("status", "left"), ("dirty offsets", "right"), ("read", "right"),
+        ("written", "right"), ("saved", "right"), ("s", "right"))
+    for column, justify in columns:
         # on a narrow terminal the partition and status fold (a name is never cut short); numbers stay whole
         folds = column in ("partition", "status")
-        table.add_column(column, justify=justify, overflow="fold" if folds else "ellipsis",  # type: ignore[arg-type]
-                         no_wrap=not folds)
+        table.add_column(column, justify=justify, overflow="fold" if folds else "ellipsis", no_wrap=not folds)
     for row in rows:
         done = row["bytes_read"] is not None
         span = ("-" if row["first_dirty_offset"] is None or row["end_offset"] is None

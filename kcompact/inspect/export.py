@@ -609,7 +609,7 @@ def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: b
     refuse_output_in_log_dir(target, paths)
     refs = list_segments(paths, storage_options, selection)
     pa, schema = _pyarrow(), arrow_schema()
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq
 
     failures: list[ExportFailure] = []
     stops: list[ViewStop] = []

@@ -37,7 +37,7 @@ from typing import Any
 from kcompact.cleaner.rules.ranges import CleanableRange
 from kcompact.cleaner.state.log_state import LogState
 from kcompact.errors import CorruptDataError
-from kcompact.inspect.context import CrcTally, load_inspect_context
+from kcompact.inspect.context import CrcTally, InspectContext, load_inspect_context
 from kcompact.records.batch_header import TimestampType
 from kcompact.records.legacy import legacy_records
 from kcompact.records.record import records_bytes
@@ -125,6 +125,23 @@ def last_clean_report(
     """
     ctx = load_inspect_context(path, cli_overrides=cli_overrides, now_ms=now_ms,
                                server_properties=server_properties, metadata_dir=metadata_dir)
+    return partition_last_clean(ctx, progress=progress)
+
+
+def partition_last_clean(ctx: InspectContext, *, progress: ProgressCallback | None = None) -> LastCleanReport:
+    """The report of one loaded partition (:func:`last_clean_report` once it is loaded; ``kcompact report``
+    shares that load with the other inspect sources).
+
+    Args:
+        ctx: the partition as :func:`kcompact.inspect.context.load_inspect_context` loads it.
+        progress: as :func:`last_clean_report`'s.
+
+    Returns:
+        The report.
+
+    Raises:
+        KcompactError: data that does not parse.
+    """
     config, state, rng = ctx.config, ctx.state, ctx.rng  # its notes (cleanup.policy) go unreported
     walk, crc = _Walk(state.log_start_offset, rng.first_dirty_offset), CrcTally()
     name = state.partition.path.name

@@ -136,15 +136,26 @@ def transactions_report(
         except KcompactError as err:
             rows.append(_empty_row(part, error=str(err)))
             continue
-        crc = _check_replayed_batches(ctx.state)
-        if crc.first_error is not None:
-            more = crc.corrupt_batches - 1
-            failing = plural(more, "more batch fails its CRC", "more batches fail their CRCs")
-            error = crc.first_error + (f" ({failing})" if more else "")
-            rows.append(_empty_row(ctx.state.partition.path, error=error))
-            continue
-        rows.append(partition_transactions(ctx, broker=broker))
+        rows.append(checked_transactions(ctx, broker=broker))
     return rows
+
+
+def checked_transactions(ctx: InspectContext, *, broker: str = BROKER_PLACEHOLDER) -> TransactionsRow:
+    """One loaded partition's row of :func:`transactions_report`: its replayed batches' CRCs checked first.
+
+    Args:
+        ctx: the partition as :func:`kcompact.inspect.context.load_inspect_context` loads it.
+        broker: what the abort lines name after ``--bootstrap-server``.
+
+    Returns:
+        Its row; ``error`` set (and no producers) when a replayed batch fails its CRC.
+    """
+    crc = _check_replayed_batches(ctx.state)
+    if crc.first_error is not None:
+        more = crc.corrupt_batches - 1
+        failing = plural(more, "more batch fails its CRC", "more batches fail their CRCs")
+        return _empty_row(ctx.state.partition.path, error=crc.first_error + (f" ({failing})" if more else ""))
+    return partition_transactions(ctx, broker=broker)
 
 
 def _check_replayed_batches(state: LogState) -> CrcTally:

@@ -171,7 +171,7 @@ def _copy_log_dir_files(url: str, into: Path, storage_options: StorageOptions) -
 
 def _filesystem(url: str, storage_options: StorageOptions) -> tuple[Any, str]:
     try:
-        import fsspec  # type: ignore[import-untyped]
+        import fsspec
     except ImportError as err:
         raise UnsupportedFormatError(f"{url}: reading URLs needs fsspec; expected it installed (pip install "
                                      f"'kcompact[remote]'), found ImportError: {err}") from err

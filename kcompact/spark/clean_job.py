@@ -61,7 +61,13 @@ from kcompact.spark.job_failure import JobFailure
 from kcompact.spark.packing import pack_partitions, segment_bytes
 from kcompact.spark.plan import CleanTask, plan_spark_clean
 from kcompact.spark.rows import CLEAN_COLUMNS, as_dicts, clean_row, ddl
-from kcompact.spark.session import cluster_cores, jvm_alive, quiet_task_failures, refuse_speculation
+from kcompact.spark.session import (
+    cluster_cores,
+    jvm_alive,
+    local_properties,
+    quiet_task_failures,
+    refuse_speculation,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -282,7 +288,7 @@ def _fan_out(spark: SparkSession, tasks: Sequence[CleanTask], task_bytes: int | 
         found = dict(finished.value)
     finally:
         with contextlib.suppress(Exception):  # a JVM that is gone has no description to reset
-            context.setJobDescription(None)  # type: ignore[arg-type]
+            local_properties(context).setJobDescription(None)
     fan_out = _FanOut([found.get(i) for i in range(len(tasks))], packs, failure,
                       shipped={task.partition_dir for task in tasks})
     if failure is not None and failure.lost_task is not None and failure.lost_task < len(packs):

@@ -48,7 +48,7 @@ from kcompact.cleaner.round.plan import CleanPlan
 from kcompact.cleaner.round.stages import GroupOutput, segment_key_entries, write_group
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.errors import KcompactError
-from kcompact.spark.session import refuse_speculation
+from kcompact.spark.session import local_properties, refuse_speculation
 
 if TYPE_CHECKING:
     from pyspark import RDD, Broadcast, SparkContext
@@ -296,7 +296,7 @@ def _map_job(
         partial(latest_by_digest, plan_bc)
     ).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        summaries: list[MapSummary] = by_group.filter(_is_summary).values().collect()  # type: ignore[assignment]
+        summaries = [s for s in by_group.filter(_is_summary).values().collect() if isinstance(s, MapSummary)]
     except BaseException:
         by_group.unpersist()
         raise
@@ -376,4 +376,4 @@ def _set_job_group(sc: SparkContext, group: str, description: str) -> tuple[str 
 
 def _restore_job_group(sc: SparkContext, previous: tuple[str | None, ...]) -> None:
     for key, value in zip(_JOB_GROUP_PROPERTIES, previous, strict=True):
-        sc.setLocalProperty(key, value)  # type: ignore[arg-type]  # None removes the property
+        local_properties(sc).setLocalProperty(key, value)  # None removes the property

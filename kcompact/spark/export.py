@@ -50,7 +50,7 @@ from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.remote import StorageOptions, is_url
 from kcompact.spark.output import local_part, output_target, task_error, write_new_parquet
 from kcompact.spark.rows import ddl
-from kcompact.spark.session import quiet_task_failures
+from kcompact.spark.session import local_properties, quiet_task_failures
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -169,7 +169,7 @@ def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: i
             raise
         raise said from err
     finally:
-        context.setJobDescription(None)  # type: ignore[arg-type]
+        local_properties(context).setJobDescription(None)
     failures = [failure for part, _ in found for failure in part]
     bad = {failure.partition_dir for failure in failures}
     stops = {stop.partition_dir: stop for _, part in found for stop in part  # a partition split in two: once

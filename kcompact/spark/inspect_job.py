@@ -27,6 +27,7 @@ from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report, part
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.remote import StorageOptions, is_url, mirrored, remote_partition_dirs
 from kcompact.spark.rows import dataclass_columns, ddl
+from kcompact.spark.session import local_properties
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -89,7 +90,7 @@ def spark_dirty_ratio(
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     found = _partition_dirs(paths, storage_options or {}, selection)
     options = tuple(sorted((storage_options or {}).items()))
-    slices = _slices(found, spark.sparkContext.defaultParallelism * SLICES_PER_CORE,
+    slices = slices_of(found, spark.sparkContext.defaultParallelism * SLICES_PER_CORE,
                      lambda dirs: ReportSlice(dirs, dict(cli_overrides), now, _text(server_properties),
                                               _text(metadata_dir), options))
     rows: list[DirtyRatioRow] = []
@@ -99,7 +100,7 @@ def spark_dirty_ratio(
             rdd = spark.sparkContext.parallelize(slices, len(slices))
             rows = [row for part in rdd.map(run_report_slice).collect() for row in part]
         finally:
-            spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
+            local_properties(spark.sparkContext).setJobDescription(None)
     rows = rank_rows(rows)
     values = [tuple(getattr(row, name) for name, _ in DIRTY_RATIO_COLUMNS) for row in rows]
     return SparkDirtyRatio(rows, spark.createDataFrame(values, ddl(DIRTY_RATIO_COLUMNS)))
@@ -171,7 +172,7 @@ def rank_rows(slices_rows: Sequence[DirtyRatioRow]) -> list[DirtyRatioRow]:
     return out
 
 
-def _slices(
+def slices_of(
     dirs: Sequence[str], wanted: int, make: Callable[[tuple[str, ...]], ReportSlice]
 ) -> list[ReportSlice]:
     """Consecutive runs of one log dir's partitions, about ``wanted`` slices in all."""

@@ -28,15 +28,15 @@ from typing import TYPE_CHECKING, Any
 from kcompact import __version__
 from kcompact.errors import RefusedError
 from kcompact.spark.output import is_local_master, is_uri
-from kcompact.spark.session import CHOSEN_BY_CONF, cluster_cores
+from kcompact.spark.session import CHOSEN_BY_CONF, cluster_cores, local_properties
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
 
 PROBE_TIMEOUT_S = 180.0  # a cluster with no free cores never runs the probe: say so instead of waiting
 MAX_PROBE_TASKS = 64
-SET_PYTHON = ("set PYSPARK_PYTHON (or spark.pyspark.python) to a Python that has kcompact {version} "
-              "at the same path on every worker")
+SET_PYTHON = ("set --executor-python (or PYSPARK_PYTHON, spark.pyspark.python) to a Python that has "
+              "kcompact {version} at the same path on every worker")
 
 _PROBE_SOURCE = '''
 def probe(paths):
@@ -132,7 +132,7 @@ def _run_probe(context: SparkContext, paths: list[str], python: str, chosen_by: 
                            f"{_reason(err)}; " + SET_PYTHON.format(version=__version__)) from err
     finally:
         timer.cancel()
-        context.setJobGroup(None, None)  # type: ignore[arg-type]
+        local_properties(context).setJobGroup(None, None)
     return answers
 
 

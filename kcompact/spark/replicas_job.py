@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from kcompact.inspect.replicas import ReplicaSet, ReplicasRow, replicas_row
 from kcompact.spark.rows import dataclass_columns, ddl
+from kcompact.spark.session import local_properties
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -49,7 +50,7 @@ def spark_replicas(spark: SparkSession, sets: Sequence[ReplicaSet], *, max_keys:
             rdd = spark.sparkContext.parallelize([(s, max_keys) for s in sets], len(sets))
             rows = rdd.map(run_replicas_task).collect()
         finally:
-            spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
+            local_properties(spark.sparkContext).setJobDescription(None)
     frame = spark.createDataFrame([astuple(row) for row in rows], ddl(REPLICAS_COLUMNS))
     return SparkReplicas(rows, frame)
 

@@ -12,8 +12,13 @@ session from :func:`spark_session`, so they all share the same choices:
   loopback: over TCP a task with a small input waits out a delayed ACK, ~40 ms; measured here, 64
   trivial tasks on ``local[1]`` take 55 ms each over TCP and 14 ms over the Unix socket (a cluster's
   executors keep their operator's setting);
-* Spark's console progress bar on, its logs at ERROR (INFO with ``verbose``) so a run
-  prints only the bar and kcompact's own summary; pyspark's Python-side tracebacks about a JVM that
+* in local mode, the driver binds to 127.0.0.1 (``spark.driver.bindAddress`` and ``spark.driver.host``):
+  every executor is a thread of this process, so nothing needs to reach it from another host (unless the
+  user said otherwise: ``--conf``, ``SPARK_LOCAL_IP``/``SPARK_LOCAL_HOSTNAME``); :func:`driver_address` says
+  where it listens (``--verbose``);
+* Spark's console progress bar only when stderr is a terminal (in a pipe or a log file it is a screen of
+  carriage returns), its logs at ERROR (INFO with ``verbose``) so a run prints only the bar and kcompact's
+  own summary; pyspark's Python-side tracebacks about a JVM that
   died (py4j's logs, the accumulator server's errors) off unless ``verbose``, and so (in local mode) is
   the Python workers' stderr (pyspark's daemon's tracebacks under load: ``quiet_daemon``);
 * the executors run the Python ``PYSPARK_PYTHON`` names (``spark-submit`` sets it from
@@ -22,7 +27,9 @@ session from :func:`spark_session`, so they all share the same choices:
   packaging, and on a cluster the same path is expected to hold the same installation (pyspark's own
   default, ``python3`` on each worker's PATH, rarely has kcompact). Who chose is recorded in the
   conf as :data:`CHOSEN_BY_CONF` (``kcompact`` or ``PYSPARK_PYTHON``) for ``kcompact.spark.probe``,
-  which checks the executors before any work.
+  which checks the executors before any work; ``--executor-python`` names it for one command;
+* last, the user's own ``--conf KEY=VALUE`` pairs, over any of the above (``spark.jars.packages`` for
+  hadoop-aws, ``spark.hadoop.*`` for a file system's settings).
 
 pyspark is imported inside the function: importing this module costs nothing and needs no JVM.
 """
@@ -34,12 +41,12 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from kcompact.errors import RefusedError, UnsupportedFormatError
+from kcompact.errors import ConfigError, RefusedError, UnsupportedFormatError
 from kcompact.segment.files import write_replacing
 
 if TYPE_CHECKING:
@@ -47,6 +54,11 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+LOOPBACK = "127.0.0.1"
+BIND_ADDRESS_CONF = "spark.driver.bindAddress"
+DRIVER_HOST_CONF = "spark.driver.host"
+LOCAL_IP_ENV = ("SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME")  # Spark's own ways to choose the driver's address
+PYTHON_CONF = "spark.pyspark.python"
 CHOSEN_BY_CONF = "spark.kcompact.executorPythonChosenBy"  # who chose the executors' Python
 MAX_COUNTED_EXECUTORS = 1024  # dynamic allocation's default maximum is unbounded: count no more than this
 QUIET_LOG_LEVEL = "ERROR"  # Spark's WARNs (native-hadoop, hostname loopback) mean nothing to a user
@@ -72,7 +84,8 @@ MISSING_PYSPARK = (
 
 
 def spark_session(
-    master: str | None = None, *, verbose: bool = False, app_name: str = "kcompact"
+    master: str | None = None, *, verbose: bool = False, app_name: str = "kcompact",
+    conf: Mapping[str, str] | None = None, executor_python: str | None = None,
 ) -> SparkSession:
     """Start (or join) the SparkSession kcompact's Spark commands run on.
 
@@ -81,6 +94,9 @@ def spark_session(
             ``$MASTER``, else what ``spark-submit`` set, else ``local[*]``.
         verbose: keep Spark's own INFO logs; otherwise only errors and the progress bar show.
         app_name: the application name shown by the cluster manager.
+        conf: the user's Spark settings (``--conf``), given to the builder after kcompact's own.
+        executor_python: the Python the executors run (``--executor-python``); None: ``PYSPARK_PYTHON``,
+            else this interpreter.
 
     Returns:
         The active SparkSession (an existing one is reused, its log level set as asked).
@@ -94,21 +110,63 @@ def spark_session(
         raise UnsupportedFormatError(MISSING_PYSPARK.format(found=f"ImportError: {err}")) from err
     builder = SparkSession.builder.appName(app_name)
     chosen = master or os.environ.get("MASTER")
-    if chosen is None and not _master_set_by_launcher():
+    if chosen is None and not master_set_by_launcher():
         chosen = DEFAULT_MASTER
     if chosen is not None:
         builder = builder.master(chosen)
-    chosen_by = _executors_python()
+    user_conf = dict(conf or {})
+    chosen_by = _executors_python(executor_python, user_conf.get(PYTHON_CONF))
     builder = builder.config(CHOSEN_BY_CONF, chosen_by)
-    launched = _master_set_by_launcher()
+    launched = master_set_by_launcher()
     local = chosen is not None and chosen.startswith("local")
+    already_set = (_launcher_conf_keys() if launched else frozenset()) | user_conf.keys()
     for key, value in _session_conf(verbose, local=local, launched=launched, own_python=chosen_by == "kcompact",
-                                    already_set=_launcher_conf_keys() if launched else frozenset()).items():
+                                    already_set=already_set).items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    for key, value in user_conf.items():
+        builder = builder.config(key, value)
+    with _jvm_stdout_to_stderr():
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel(VERBOSE_LOG_LEVEL if verbose else QUIET_LOG_LEVEL)
     _quiet_python_side(session.sparkContext, verbose=verbose)
     return session
+
+
+@contextmanager
+def _jvm_stdout_to_stderr() -> Iterator[None]:
+    """A JVM started in this block writes its stdout to this process's stderr.
+
+    pyspark starts the driver JVM with this process's stdout, and the JVM prints there: Ivy's
+    ``:: loading settings ::`` line when ``spark.jars.packages`` is resolved, for one, which would
+    be the first line of a ``--json`` report. The JVM inherits file descriptor 1 while it points at 2.
+    """
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no stdout at all: nothing to protect
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def parse_spark_conf(pairs: Iterable[str]) -> dict[str, str]:
+    """``--conf KEY=VALUE`` pairs as Spark settings (the last of a key wins, as with ``spark-submit``).
+
+    Raises:
+        ConfigError: a pair has no ``=`` or no key.
+    """
+    conf: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--conf: expected KEY=VALUE (a Spark setting), found {pair!r}")
+        conf[key.strip()] = value
+    return conf
 
 
 def _quiet_python_side(context: SparkContext, *, verbose: bool) -> None:
@@ -160,6 +218,25 @@ def quiet_task_failures(context: SparkContext, *, verbose: bool = False) -> Iter
                 configurator.setLevel(name, level)
 
 
+class LocalProperties(Protocol):
+    """A SparkContext's thread-local job properties as the JVM takes them: None (null) removes one.
+
+    pyspark hints the values as ``str`` only, though its ``setJobDescription(None)`` and friends pass the
+    None through py4j to ``SparkContext.setLocalProperty``, which removes the property.
+    """
+
+    def setJobDescription(self, value: str | None) -> None: ...
+
+    def setJobGroup(self, groupId: str | None, description: str | None) -> None: ...
+
+    def setLocalProperty(self, key: str, value: str | None) -> None: ...
+
+
+def local_properties(context: SparkContext) -> LocalProperties:
+    """``context`` with its job-property setters typed as the JVM side takes them (:class:`LocalProperties`)."""
+    return cast("LocalProperties", context)  # pyspark's hints leave out the None these setters accept
+
+
 def refuse_speculation(context: SparkContext, subject: str, why: str) -> None:
     """Refuse a job whose tasks write partition files when ``spark.speculation`` is on.
 
@@ -202,7 +279,7 @@ def _conf_int(value: str | None) -> int:
         return 0
 
 
-def _master_set_by_launcher() -> bool:
+def master_set_by_launcher() -> bool:
     """``spark-submit`` started this driver (it passes its gateway's port) or PYSPARK_SUBMIT_ARGS
     names a master: then the master comes from there, and kcompact must not override it."""
     return "PYSPARK_GATEWAY_PORT" in os.environ or "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "")
@@ -221,10 +298,14 @@ def _session_conf(verbose: bool, *, local: bool, launched: bool, own_python: boo
     executors run this interpreter (so they can import ``kcompact.spark.quiet_daemon``)."""
     conf = {
         "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "true",
+        "spark.ui.showConsoleProgress": "true" if _stderr_is_terminal() else "false",
     }
     if local:
         conf["spark.python.unix.domain.socket.enabled"] = "true"
+        if not any(os.environ.get(name) for name in LOCAL_IP_ENV) and not launched:
+            # Spark binds to the address of the host name otherwise: reachable from the network, for nothing
+            conf[BIND_ADDRESS_CONF] = LOOPBACK
+            conf[DRIVER_HOST_CONF] = LOOPBACK
     if not verbose and local and own_python:
         # In local mode the Python workers' stderr goes through their daemon to the JVM's, the user's:
         # pyspark's daemon prints BrokenPipeError tracebacks there under load (kcompact.spark.quiet_daemon).
@@ -245,18 +326,49 @@ def _quiet_log4j2_file() -> Path:
     return path
 
 
-def _executors_python() -> str:
-    """The executors run ``PYSPARK_PYTHON`` when given, else this interpreter (pyspark's default,
-    ``python3`` on the PATH, may be another Python without kcompact). Returns who chose."""
+def _stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced by an object without it, or closed
+        return False
+
+
+def _executors_python(executor_python: str | None = None, conf_python: str | None = None) -> str:
+    """The executors run ``executor_python`` when given (``--executor-python``), else ``conf_python``
+    (``--conf spark.pyspark.python=…``: pyspark reads only the environment unless ``spark-submit`` set it
+    from there), else ``PYSPARK_PYTHON``, else this interpreter (pyspark's default, ``python3`` on the
+    PATH, may be another Python without kcompact). Returns who chose (``kcompact.spark.probe`` names it)."""
+    for given, who in ((executor_python, "--executor-python"), (conf_python, PYTHON_CONF)):
+        if given:
+            os.environ["PYSPARK_PYTHON"] = given
+            return who
     if os.environ.get("PYSPARK_PYTHON"):
         return "PYSPARK_PYTHON"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     return "kcompact"
 
 
+def driver_address(context: SparkContext) -> str:
+    """Where the driver listens, for ``--verbose``: its bind address and port, and the host name it
+    gives executors when that differs.
+
+    Args:
+        context: the running SparkContext.
+
+    Returns:
+        E.g. ``127.0.0.1:41234``, or ``0.0.0.0:41234 (executors reach it as host-1)``.
+    """
+    conf = context.getConf()
+    host = conf.get(DRIVER_HOST_CONF, None) or "?"
+    bind = conf.get(BIND_ADDRESS_CONF, None) or os.environ.get("SPARK_LOCAL_IP") or host
+    port = conf.get("spark.driver.port", None) or "?"
+    return f"{bind}:{port}" + ("" if bind == host else f" (executors reach it as {host})")
+
+
 @contextmanager
 def command_session(
-    master: str | None = None, *, verbose: bool = False, app_name: str = "kcompact"
+    master: str | None = None, *, verbose: bool = False, app_name: str = "kcompact",
+    conf: Mapping[str, str] | None = None, executor_python: str | None = None,
 ) -> Iterator[tuple[SparkSession, float]]:
     """A session for one command: started here (and stopped at the end) unless one is already active.
 
@@ -264,6 +376,8 @@ def command_session(
         master: as :func:`spark_session`.
         verbose: as :func:`spark_session`.
         app_name: as :func:`spark_session`.
+        conf: as :func:`spark_session`.
+        executor_python: as :func:`spark_session`.
 
     Yields:
         The session and the seconds its start-up took (about 0 when it was already running).
@@ -277,7 +391,7 @@ def command_session(
         raise UnsupportedFormatError(MISSING_PYSPARK.format(found=f"ImportError: {err}")) from err
     already = SparkSession.getActiveSession()
     started = time.perf_counter()
-    session = spark_session(master, verbose=verbose, app_name=app_name)
+    session = spark_session(master, verbose=verbose, app_name=app_name, conf=conf, executor_python=executor_python)
     try:
         yield session, time.perf_counter() - started
     finally:

@@ -70,7 +70,7 @@ STATS_FIELDS = {
 }
 
 
-def run(*args: str | Path) -> Result:
+def run(*args: str | Path | int) -> Result:
     runner = CliRunner(
         catch_exceptions=False, env={"COLUMNS": "80", "KCOMPACT_SERVER_PROPERTIES": None}
     )

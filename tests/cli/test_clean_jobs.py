@@ -22,7 +22,7 @@ from tests.cleaner.logdir.test_run_jobs import (
 )
 
 
-def run(*args: str | Path) -> Result:
+def run(*args: str | Path | int) -> Result:
     """``kcompact clean`` with ``--config cleanup.policy=compact`` (the log dir has no metadata log)."""
     runner = CliRunner(catch_exceptions=False, env={"COLUMNS": "80", "KCOMPACT_SERVER_PROPERTIES": None})
     return runner.invoke(cli, ["clean", "--config", "cleanup.policy=compact", *map(str, args)])

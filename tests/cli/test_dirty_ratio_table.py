@@ -51,7 +51,7 @@ def test_the_stacked_table_is_the_table_row_by_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, columns: str | None, closed: bool
 ) -> None:
     log_dir = _log_dir(tmp_path, closed=closed)
-    env = {} if columns is None else {"TTY_COMPATIBLE": "1", "COLUMNS": columns}
+    env: dict[str, str | None] = {} if columns is None else {"TTY_COMPATIBLE": "1", "COLUMNS": columns}
     stacked: list[tuple[int, bool]] = []  # rows, and whether a name was folded
     real_stacked = dirty_ratio_cmd.stacked_cells
 

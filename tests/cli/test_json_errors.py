@@ -122,6 +122,8 @@ CASES: dict[str, Case] = {
     "spark export": _spark("spark", "export"),
     "spark inspect replicas": _spark_replicas,
     "export": _spark("export"),
+    "report": _no_partitions("report"),
+    "spark report": _no_partitions("spark", "report"),  # refused on the driver, before Spark starts
 }
 
 

@@ -24,7 +24,7 @@ HW_SUMMARY = (f"kcompact: warning: no replication-offset-checkpoint entry for {P
               "high watermark taken as the log end (a broker would clean nothing in them until they are replicated)")
 
 
-def run(*args: str | Path, env: dict[str, str] | None = None) -> Result:
+def run(*args: str | Path | int, env: dict[str, str] | None = None) -> Result:
     runner = CliRunner(catch_exceptions=False, env={"COLUMNS": "80", "KCOMPACT_SERVER_PROPERTIES": None,
                                                    **(env or {})})
     return runner.invoke(cli, [str(arg) for arg in args], prog_name="kcompact")

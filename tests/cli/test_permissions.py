@@ -116,7 +116,7 @@ class Case:
 def run_cases(root: Path, commands: dict[str, Callable[[Path], list[str]]], *,
               on_log_dir: bool) -> dict[tuple[str, str], Case]:
     """Every (damage, command) on its own damaged copy, all run in one unprivileged child."""
-    prepared = []
+    prepared: list[tuple[tuple[str, str], list[str], Path, int, Path, dict[str, str]]] = []
     for damage_name, (pick, new_mode) in DAMAGES.items():
         for command_name, argv in commands.items():
             part = make_log_dir(root / str(len(prepared)))

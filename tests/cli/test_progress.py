@@ -146,7 +146,7 @@ def test_the_cli_draws_progress_on_a_terminal_and_never_with_json(
     as_json = runner.invoke(cli, [*argv, path, *extra, "--json"])
     assert as_json.exit_code == 0, as_json.output
     json.loads(as_json.stdout)
-    assert terminal.file.getvalue() == ""  # type: ignore[attr-defined]
+    assert terminal.file.getvalue() == ""
 
 
 def test_no_progress_when_stderr_is_not_a_terminal(big_log_dir: Path) -> None:

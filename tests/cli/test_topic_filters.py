@@ -26,7 +26,7 @@ NOW = BASE_TS + 1_000
 CONFLUENT = "confluent512-lz4-logdir"
 
 
-def run(*args: str | Path) -> Result:
+def run(*args: str | Path | int) -> Result:
     runner = CliRunner(catch_exceptions=False, env={"COLUMNS": "80", "KCOMPACT_SERVER_PROPERTIES": None})
     return runner.invoke(cli, [*map(str, args)])
 

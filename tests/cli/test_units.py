@@ -1,4 +1,4 @@
-"""Sizes for people are in binary units, labelled as such (KiB, MiB, GiB): no "MB" that means MiB."""
+"""Sizes for people are in binary units, labelled as such (KiB, MiB, GiB, TiB, PiB): no "MB" that means MiB."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ def test_no_decimal_unit_label_in_the_cli(path: Path) -> None:
 
 @pytest.mark.parametrize(("size", "text"), [
     (0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"), (20 * 2**20, "20.0 MiB"),
-    (7 * 2**29, "3.5 GiB"), (2**50, "1048576.0 GiB"),
+    (7 * 2**29, "3.5 GiB"), (2**40 - 2**20, "1.0 TiB"),  # never "1024.0 GiB"
+    (49996 * 2**30 + 2**29, "48.8 TiB"), (2**50, "1.0 PiB"), (3 * 2**49, "1.5 PiB"), (2**61, "2048.0 PiB"),
+    (-5 * 2**40, "-5.0 TiB"),
 ])
 def test_size_text(size: int, text: str) -> None:
     assert render.size_text(size) == text

@@ -527,7 +527,8 @@ def test_partitions_sharing_their_sources_resolve_them_once(tmp_path: Path,
                                   encode_config(TOPIC, "payments", "delete.retention.ms", "77")]],
         partitions=names)
     parsed: list[str] = []
-    real_parse = topic_config.parse_value
+    from kcompact.config.config_keys import parse_value as real_parse
+
 
     def counting(name: str, raw: ConfigScalar, **kwargs: int | None) -> ParsedValue:
         parsed.append(name)

@@ -15,7 +15,7 @@ import struct
 from pathlib import Path
 
 from click.testing import CliRunner
-from kafka.record.default_records import DefaultRecordBatch  # type: ignore[import-untyped]
+from kafka.record.default_records import DefaultRecordBatch
 
 from kcompact.cli.main import cli
 from kcompact.inspect.transactions import transactions_report

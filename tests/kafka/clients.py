@@ -15,10 +15,15 @@ import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from tests.kafka.broker import java_command
 from tests.kafka.jars import libs_dir
+
+if TYPE_CHECKING:
+    from kafka import KafkaConsumer, TopicPartition
+
+IsolationLevel = Literal["read_uncommitted", "read_committed"]
 
 SOURCE = Path(__file__).with_name("java") / "KcompactClients.java"
 MAIN_CLASS = "KcompactClients"
@@ -110,7 +115,7 @@ class Clients:
         spec = {"bootstrap": bootstrap, "topic": topic, "config": config, "steps": [*steps, {"await_kill": True}]}
         process.stdin.write(json.dumps(spec))
         process.stdin.close()
-        offsets = []
+        offsets: list[int] = []
         for line in process.stdout:
             if '"awaiting_kill"' in line:
                 return process, offsets
@@ -149,7 +154,7 @@ class Clients:
                               capture_output=True, text=True, check=False, timeout=RUN_TIMEOUT_S)
 
 
-def python_consume(bootstrap: str, topic: str, isolation_level: str, partition: int = 0,
+def python_consume(bootstrap: str, topic: str, isolation_level: IsolationLevel, partition: int = 0,
                    timeout_s: float = 60.0) -> list[Record]:
     """What kafka-python's consumer reads of one partition, from the log start to the end offset."""
     import time
@@ -165,7 +170,7 @@ def python_consume(bootstrap: str, topic: str, isolation_level: str, partition: 
         end = consumer.end_offsets([assigned])[assigned]
         records: list[Record] = []
         deadline = time.monotonic() + timeout_s
-        while consumer.position(assigned) < end:
+        while _position(consumer, assigned) < end:
             if time.monotonic() > deadline:
                 raise ClientError(f"kafka-python did not reach offset {end} of {topic}-{partition}")
             for record in consumer.poll(timeout_ms=200).get(assigned, []):
@@ -180,3 +185,9 @@ def python_consume(bootstrap: str, topic: str, isolation_level: str, partition: 
 
 def _text(data: bytes | None) -> str | None:
     return None if data is None else data.decode()
+
+
+def _position(consumer: KafkaConsumer, partition: TopicPartition) -> int:
+    position = consumer.position(partition)
+    assert position is not None  # an assigned partition has one (kafka-python resets it if need be)
+    return position

@@ -110,7 +110,7 @@ def test_last_sequence_wraps_like_kafka(base_sequence: int, delta: int, expected
 
 def test_enum_labels() -> None:
     assert [c.label for c in Compression] == ["none", "gzip", "snappy", "lz4", "zstd"]
-    assert TimestampType.NO_TIMESTAMP_TYPE == -1 and TimestampType.LOG_APPEND_TIME == 1
+    assert int(TimestampType.NO_TIMESTAMP_TYPE) == -1 and int(TimestampType.LOG_APPEND_TIME) == 1
 
 
 _records = st.lists(

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from kcompact.errors import CorruptRecordError, UnsupportedFormatError
 from kcompact.records import compression
+from kcompact.records.batch_header import RecordBatch
 from kcompact.records.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress, decompress
 from kcompact.records.lz4_framing import xxh32
 from tests.conftest import real_fixture
@@ -386,7 +387,7 @@ def test_broker_lz4_batches_decompress_and_parse() -> None:
     batches = 0
     for path in sorted(root.rglob("*.log")):
         for batch in iter_batches(path.read_bytes()):
-            if batch.magic != 2 or batch.compression != LZ4:
+            if not isinstance(batch, RecordBatch) or batch.compression != LZ4:
                 continue
             data = memoryview(decompress(LZ4, batch.payload, magic=2))
             position = 0

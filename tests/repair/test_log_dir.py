@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
 
 from kcompact.cli.main import cli
 from kcompact.records.batch import iter_batches
+from kcompact.records.batch_encoding import encode_records_batch
+from kcompact.records.batch_header import RecordBatch
 from kcompact.segment.names import segment_file_name
 from tests.builders import PartitionBuilder, read_all_records
 from tests.cli.test_dump_cli import broker_running
 from tests.conftest import copy_tree_writable, real_fixture
-from tests.records.test_batch import encode_records_batch
 from tests.repair.support import batch_positions, flip_byte, partition_digest, tree_digest
 from tests.unprivileged import run_kcompact_batch
 
@@ -38,13 +40,13 @@ def partition(log_dir: Path, topic: str, number: int) -> Path:
     return b.write(log_dir)
 
 
-def damaged_log_dir(tmp_path: Path) -> tuple[Path, dict[str, dict[str, object]]]:
+def damaged_log_dir(tmp_path: Path) -> tuple[Path, dict[str, dict[str, Any]]]:
     """Four partitions: a CRC failure, a CRC-valid batch whose records do not parse, zero padding after
     the closed segment's last batch, and a sound one. Returns what each gives up, worked out here."""
     log_dir = tmp_path / "logs"
     crc, records, zeros, _sound = (partition(log_dir, "orders", 0), partition(log_dir, "orders", 1),
                                    partition(log_dir, "payments", 0), partition(log_dir, "payments", 1))
-    expected: dict[str, dict[str, object]] = {}
+    expected: dict[str, dict[str, Any]] = {}
 
     position, size = batch_positions(crc / LOG0)[3]
     flip_byte(crc / LOG0, position + size - 5)  # in the records: the CRC fails
@@ -53,6 +55,7 @@ def damaged_log_dir(tmp_path: Path) -> tuple[Path, dict[str, dict[str, object]]]
 
     log = records / LOG0
     victim = list(iter_batches(log.read_bytes()))[5]
+    assert isinstance(victim, RecordBatch)
     bad = encode_records_batch(bytes(victim.payload), count=victim.records_count + 2,
                                base_offset=victim.base_offset, last_offset_delta=victim.last_offset_delta,
                                base_timestamp=victim.base_timestamp, max_timestamp=victim.max_timestamp)
@@ -104,7 +107,7 @@ def test_repair_gives_up_exactly_the_reported_offsets_with_one_backup_each(tmp_p
     assert result.exit_code == 0, result.output
     text = result.stdout
     crc = expected["orders-0"]
-    assert (f"  - {crc['segment']} bytes {crc['position']}..{crc['position'] + crc['size_in_bytes']} "  # type: ignore[operator]
+    assert (f"  - {crc['segment']} bytes {crc['position']}..{crc['position'] + crc['size_in_bytes']} "
             f"({crc['size_in_bytes']} bytes, corrupt-batch): offsets 12..15, records unknown (the bytes "
             "do not decode)") in text
     assert "(6 records" not in text and ", 6 records" in text  # the header's count of orders-1's batch
@@ -115,7 +118,7 @@ def test_repair_gives_up_exactly_the_reported_offsets_with_one_backup_each(tmp_p
     assert text.splitlines()[-1] == "4 partitions: 3 repaired, 1 sound"
     assert sorted(p.name for p in backups.iterdir()) == ["orders-0", "orders-1", "payments-0"]
     for name in ("orders-0", "orders-1"):
-        lost = set(range(expected[name]["first_offset"], expected[name]["last_offset"] + 1))  # type: ignore[call-overload]
+        lost = set(range(expected[name]["first_offset"], expected[name]["last_offset"] + 1))
         assert [r[0] for r in read_all_records(log_dir / name)] == [
             o for o in written if o not in lost]
     assert [r[0] for r in read_all_records(log_dir / "payments-0")] == written

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -26,7 +27,8 @@ from tests.repair.support import partition_digest, real_partition
 Batches = list[tuple[int, int, int, int]]  # (position, base_offset, last_offset, max_timestamp)
 
 
-def run(*args: str) -> tuple[int, dict[str, object], str]:
+def run(*args: str) -> tuple[int, Any, str]:
+    """Exit code, the --json document, stderr."""
     result = CliRunner(env={"COLUMNS": "80"}).invoke(cli, list(args), catch_exceptions=False)
     return result.exit_code, json.loads(result.stdout), result.stderr
 
@@ -122,7 +124,7 @@ def test_an_entry_that_misdirects_reads_is_damage_that_breaks_the_broker(tmp_pat
     code, report, _err = run("repair", "--dry-run", "--json", str(part))
 
     assert code == 2
-    (finding,) = report["findings"]  # type: ignore[misc]
+    (finding,) = report["findings"]
     assert finding["kind"] == "index-corrupt" and finding["impact"] == "broker"
     assert "not above the last offset of the batch before its position" in finding["message"]
     code, _report, err = run("repair", "--json", str(part))
@@ -141,7 +143,7 @@ def test_a_time_index_ending_below_the_segments_largest_timestamp_breaks_the_bro
     code, report, _err = run("repair", "--dry-run", "--json", str(part))
 
     assert code == 2
-    (finding,) = report["findings"]  # type: ignore[misc]
+    (finding,) = report["findings"]
     assert finding["kind"] == "index-corrupt" and finding["impact"] == "broker"
     assert "the segment's largest" in finding["message"]
 
@@ -153,5 +155,5 @@ def test_broker_written_indexes_of_a_cleanly_shut_down_broker_are_not_damage(tmp
     code, report, err = run("repair", "--dry-run", "--json", str(part))
 
     assert code == 0, err
-    assert {(f["kind"], f["impact"]) for f in report["findings"]} == {  # type: ignore[union-attr]
+    assert {(f["kind"], f["impact"]) for f in report["findings"]} == {
         ("index-differs", "informational")}

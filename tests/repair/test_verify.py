@@ -9,7 +9,8 @@ import pytest
 
 from kcompact.records.batch import iter_batches
 from kcompact.records.batch_encoding import encode_records_batch
-from kcompact.repair.verify import verify_partition
+from kcompact.records.batch_header import RecordBatch
+from kcompact.repair.verify import PartitionCheck, verify_partition
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.names import segment_file_name
 from tests.repair.support import (
@@ -24,7 +25,7 @@ from tests.repair.support import (
 LOG0 = segment_file_name(0, "log")
 
 
-def kinds(check):  # type: ignore[no-untyped-def]
+def kinds(check: PartitionCheck) -> list[tuple[str, str, int | None]]:
     return [(f.kind, Path(f.path).name, f.position) for f in check.findings]
 
 
@@ -96,6 +97,7 @@ def test_crc_valid_batch_with_a_wrong_record_count(part: Path) -> None:
     log = part / LOG0
     batches = list(iter_batches(log.read_bytes()))
     victim = batches[7]
+    assert isinstance(victim, RecordBatch)
     bad = encode_records_batch(bytes(victim.payload), count=victim.records_count + 1,
                                base_offset=victim.base_offset,
                                last_offset_delta=victim.last_offset_delta,

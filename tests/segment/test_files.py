@@ -20,7 +20,12 @@ def test_a_replacement_is_renamed_over_the_old_file_and_the_directory_synced(
     target.write_bytes(b"old")
     synced: list[Path] = []
     real = files.fsync_dir
-    monkeypatch.setattr(files, "fsync_dir", lambda d: (synced.append(Path(d)), real(d)))
+
+    def recording(d: str | os.PathLike[str]) -> None:
+        synced.append(Path(d))
+        real(d)
+
+    monkeypatch.setattr(files, "fsync_dir", recording)
     write_replacing(target, b"new")
     assert target.read_bytes() == b"new" and sorted(p.name for p in tmp_path.iterdir()) == [target.name]
     assert synced == [tmp_path]

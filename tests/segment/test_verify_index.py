@@ -39,9 +39,10 @@ def _indexes(batches: list[tuple[int, int, int, int]], interval: int) -> tuple[b
     return encode_offset_index(offsets, BASE), encode_time_index(times, BASE)
 
 
-def _mutated(data: bytes, slot: int, batches: list[tuple[int, int, int, int]], draw: st.DrawFn) -> bytes:
+def _mutated(data: bytes, slot: int, batches: list[tuple[int, int, int, int]], drawn: st.DataObject) -> bytes:
     """``data`` with one damage: a byte changed, a slot dropped, repeated, swapped, zeroed at the end
     or pointed at another batch (a plausible entry in the wrong place), or the file cut."""
+    draw = drawn.draw
     damage = draw(st.sampled_from(["none", "byte", "drop", "repeat", "zero-tail", "cut", "swap",
                                    "other-batch"]))
     slots = [data[i : i + slot] for i in range(0, len(data), slot)]
@@ -85,7 +86,7 @@ def test_the_array_check_says_what_the_entry_by_entry_check_says(
     listed = LogFacts([(b[0], b[2]) for b in batches], [(b[2], b[3]) for b in batches])
     for kind, raw, slot in (("index", offset_bytes, 8), ("timeindex", time_bytes, 12)):
         path = folder / f"{BASE:020d}.{kind}"
-        damaged = _mutated(raw, slot, batches, data.draw)
+        damaged = _mutated(raw, slot, batches, data)
         path.write_bytes(damaged)
         by_entry = verify_index_with_facts(path, BASE, log_path, listed)
         by_arrays = verify_index_with_facts(path, BASE, log_path,

@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -92,3 +94,28 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield start_spark(services)
     finally:
         services.stop()
+
+
+@pytest.fixture
+def session_starts(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+    """The masters of the sessions a command asked for (none is started: the test fails if one is)."""
+    from kcompact.spark import session
+
+    asked: list[str | None] = []
+
+    def refuse(master: str | None = None, **_: object) -> None:
+        asked.append(master)
+        raise AssertionError("the Spark session was started")
+
+    monkeypatch.setattr(session, "spark_session", refuse)
+    return asked
+
+
+@pytest.fixture
+def python_without_kcompact(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A Python of this very version with nothing installed (a venv without pip), run from a directory
+    without kcompact (a local executor's Python imports from the driver's working directory)."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("elsewhere"))
+    venv = tmp_path_factory.mktemp("bare-python")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    return str(venv / "bin" / "python")

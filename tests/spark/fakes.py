@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+
 
 class FakeConf:
     """A SparkConf's ``get``."""
@@ -23,6 +28,11 @@ class FakeContext:
     def getConf(self) -> FakeConf:  # SparkContext's name
         return self.conf
 
+
+
+def fake_context(default_parallelism: int, **conf: str) -> SparkContext:
+    """A :class:`FakeContext` where a SparkContext is expected: it has only what those rules read."""
+    return cast("SparkContext", FakeContext(default_parallelism, **conf))
 
 
 class FakeSession:

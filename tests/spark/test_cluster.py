@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kcompact import __version__
 from kcompact.cleaner.logdir.run import clean_path
 from kcompact.cleaner.round.options import CleanOptions
 from tests.spark.logdirs import COMPACT, NOW, build_log_dir, tree_digest
@@ -74,3 +75,20 @@ def test_spark_export_on_the_cluster_writes_every_record_to_a_file_uri(spark_clu
     exported = parquet_rows(tmp_path / "out")
     assert exported == format_layer_rows(log_dir)
     assert json.loads(done.stdout)["records"] == len(exported)
+
+
+def test_spark_inspect_replicas_probes_the_executors_a_wrong_python_is_one_line(
+    spark_cluster: str, tmp_path: Path, python_without_kcompact: str
+) -> None:
+    """On a cluster the driver cannot run the workers' Python: the probe job asks them, before any work."""
+    copies = [str(build_log_dir(tmp_path / name, 1)) for name in ("b1", "b2")]
+
+    done = kcompact_on(spark_cluster, tmp_path, "spark", "inspect", "replicas", *copies, "--executor-python",
+                       python_without_kcompact)
+
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("kcompact: error:")]
+    assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"Python {python_without_kcompact} (from --executor-python)" in errors[0]
+    assert errors[0].endswith(f"a Python that has kcompact {__version__} at the same path on every worker")
+    assert done.stdout == ""

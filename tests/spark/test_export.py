@@ -70,8 +70,7 @@ def format_layer_rows(log_dir: Path) -> list[Row]:
         for segment in partition.segments:
             with segment.open() as log:
                 for batch in log.iter_batches():
-                    legacy = isinstance(batch, LegacyEntry)
-                    records = legacy_records(batch) if legacy else decode_records(batch)
+                    records = legacy_records(batch) if isinstance(batch, LegacyEntry) else decode_records(batch)
                     out += [{"topic": partition.topic, "partition": partition.partition, "offset": r.offset,
                              "timestamp": r.timestamp, "key": r.key, "value": r.value,
                              "headers": [{"key": h.key.decode(), "value": h.value} for h in r.headers],

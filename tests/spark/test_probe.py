@@ -63,6 +63,6 @@ def test_executors_whose_python_lacks_kcompact_exit_2_with_one_line_saying_what_
     # under heavy load, never with a frame of kcompact's.
     assert not re.search(r'File "[^"]*kcompact[/\\]', done.stderr), done.stderr
     assert f"Python {SYSTEM_PYTHON} (from PYSPARK_PYTHON) cannot import kcompact" in errors[0]
-    assert errors[0].endswith("set PYSPARK_PYTHON (or spark.pyspark.python) to a Python that has kcompact "
-                              f"{__version__} at the same path on every worker")
+    assert errors[0].endswith("set --executor-python (or PYSPARK_PYTHON, spark.pyspark.python) to a Python that "
+                              f"has kcompact {__version__} at the same path on every worker")
     assert not (tmp_path / "out").exists()

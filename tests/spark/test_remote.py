@@ -39,12 +39,8 @@ def s3_copy(s3_endpoint: str, log_dir: Path) -> tuple[str, dict[str, Any]]:
 @pytest.fixture
 def log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from kcompact.segment.checkpoint import write_offset_checkpoint
-    from tests.spark.test_export import (
-        LOG_START,
-        build_legacy_partition,
-        build_log_dir,
-        build_partition,
-    )
+    from tests.spark.logdirs import build_legacy_partition, build_log_dir, build_partition
+    from tests.spark.test_export import LOG_START
 
     root = build_log_dir(tmp_path_factory.mktemp("remote") / "logs", 3)
     build_partition(root, "pending", 0, open_txn=True)

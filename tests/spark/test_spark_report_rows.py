@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 SPARK_ONLY = {"distributed_map", "executor", "task_cpu_s"}
 
 
-def run(*args: str | Path) -> Result:
+def run(*args: str | Path | int) -> Result:
     runner = CliRunner(catch_exceptions=False, env={"COLUMNS": "80", "KCOMPACT_SERVER_PROPERTIES": None})
     return runner.invoke(cli, [str(arg) for arg in args], prog_name="kcompact")
 

@@ -45,8 +45,9 @@ def test_python_worker_stderr_reaches_the_user_only_with_verbose(mode: str) -> N
 def test_the_quiet_daemon_only_where_its_stderr_is_the_users_and_its_python_is_ours() -> None:
     from kcompact.spark import session
 
-    def daemon(**kwargs: bool) -> str | None:
-        return session._session_conf(False, launched=False, **kwargs).get("spark.python.daemon.module")
+    def daemon(*, local: bool, own_python: bool) -> str | None:
+        conf = session._session_conf(False, local=local, launched=False, own_python=own_python)
+        return conf.get("spark.python.daemon.module")
 
     assert daemon(local=True, own_python=True) == "kcompact.spark.quiet_daemon"
     assert daemon(local=False, own_python=True) is None  # a cluster: the executor's log, not the user's

@@ -127,7 +127,7 @@ _MERGE_RATIO = 4  # the newest run merges into the previous one once at least 1/
 _hash128 = xxhash.xxh3_128_digest  # module global so tests can force collisions
 
 
-def digest_bytes(keys: Sequence[bytes]) -> bytes:
+def digest_bytes(keys: Sequence[bytes | memoryview]) -> bytes:
     """The keys' digests back to back, 16 bytes each in :data:`DIGEST_LAYOUT` (what the C scan
     ``records.scan.scan_key_digests`` returns for a batch's keys).
 
@@ -137,7 +137,7 @@ def digest_bytes(keys: Sequence[bytes]) -> bytes:
     return b"".join(map(_hash128, keys))
 
 
-def key_digests(keys: Sequence[bytes]) -> tuple[U64, U64]:
+def key_digests(keys: Sequence[bytes | memoryview]) -> tuple[U64, U64]:
     """Hash keys into the map's 128-bit digests.
 
     Args:

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
 from kcompact.cleaner.rules.transactions import (
@@ -48,6 +49,9 @@ from kcompact.records.batch_header import (
 )
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from kcompact.segment.log_file import AnyBatch
 
 Chunk = tuple[int, int, int | None]
 """(index into ``plan.segments``, start position, end position or None for the file's end)."""
@@ -80,7 +84,7 @@ def chunks_of(
 
 
 def _walk(
-    buffer: memoryview, start: int, events: list[tuple[int, int, int]] | None, path: object
+    buffer: memoryview, start: int, events: list[tuple[int, int, int]] | None, path: Path
 ) -> tuple[int, list[tuple[int, int, int]]] | None:
     """Follow the framing to ``start``; with ``events``, collect the transaction events of the v2
     headers passed (control batches are decoded for their marker type). None: the framing breaks."""
@@ -102,7 +106,7 @@ def _walk(
     return position, collected
 
 
-def _event(buffer: memoryview, position: int, path: object) -> tuple[int, int, int] | None:
+def _event(buffer: memoryview, position: int, path: Path) -> tuple[int, int, int] | None:
     """The transaction event of the v2 batch at ``position`` (see ``transactions.py``), if any."""
     header = HEADER_STRUCT.unpack_from(buffer, position)
     base_offset, attributes, last_offset_delta, producer_id = (
@@ -123,7 +127,7 @@ def batches_from(
     seg: SegmentPlan,
     start: int,
     txn: CleanedTransactionMetadata[AbortedTxn],
-) -> Iterator[Any]:
+) -> Iterator[AnyBatch]:
     """The batches of ``log`` from the first one starting at ``start`` or later, with ``txn`` advanced
     over those before it as reading them would (see the module docstring).
 

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -63,7 +63,7 @@ from kcompact.cleaner.rules.producer_state import LastRecord
 from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
 from kcompact.cleaner.state.log_state import read_control
 from kcompact.errors import CleanerStateError, CorruptDataError
-from kcompact.records.batch_header import CONTROL_FLAG_MASK, TRANSACTIONAL_FLAG_MASK
+from kcompact.records.batch_header import CONTROL_FLAG_MASK, TRANSACTIONAL_FLAG_MASK, RecordBatch
 from kcompact.records.filter import (
     BatchRetention,
     FilteredBatch,
@@ -71,12 +71,15 @@ from kcompact.records.filter import (
     filter_legacy_entry,
     filter_v2_batch,
 )
-from kcompact.records.legacy import legacy_records
+from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import Record, records_bytes
 from kcompact.records.scan import RecordColumns, scan_records
 from kcompact.records.scan.legacy_rows import wrapper_columns
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from kcompact.segment.log_file import AnyBatch
 
 Sink = Callable[[bytes | memoryview, int, int], None]
 """Receives each output batch: its bytes, last offset and max timestamp (what the indexes need)."""
@@ -129,12 +132,16 @@ _NOT_DATA = TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK
 
 @dataclass(slots=True)
 class _Pending:
-    """A batch whose fate at batch level is decided, waiting for its window's record decisions."""
+    """A v2 batch whose fate at batch level is decided, waiting for its window's record decisions."""
 
-    batch: Any
+    batch: RecordBatch
     decision: BatchDecision
     control_type: int | None
     cols: RecordColumns | None  # scanned: its records need the oracle
+
+
+_Decided = tuple[BatchDecision, int | None]
+"""A batch kept at batch level: Kafka's batch decision and its control type (None: a data batch)."""
 
 
 def filter_segment(
@@ -178,12 +185,15 @@ def filter_segment(
                     batches = log.iter_batches(reached)
                     continue
             log.check_crc(batch)  # dropped, rebuilt or copied: each batch read is checked (module doc)
-            pending = _decide_batch(batch, ctx, log.path)
-            if pending is not None and batch.magic < 2:  # legacy: decided alone, after the rest
+            decided = _decide_batch(batch, ctx, log.path)
+            if decided is None:
+                pass  # deleted whole at batch level
+            elif isinstance(batch, LegacyEntry):  # decided alone, after the rest
                 _flush(window, ctx, sink, log.path)
                 window, records = [], 0
-                _emit(sink, _legacy(pending, ctx, retain_legacy, log.path))
-            elif pending is not None:
+                _emit(sink, _legacy(batch, decided, ctx, retain_legacy, log.path))
+            else:
+                pending = _pending(batch, decided, log.path)
                 window.append(pending)
                 records += pending.cols.count if pending.cols is not None else 0
                 if records >= _WINDOW_RECORDS or len(window) >= _WINDOW_BATCHES:
@@ -208,9 +218,8 @@ def _emit(sink: Sink, out: FilteredBatch) -> None:
         sink(out.data, out.last_offset, out.max_timestamp)
 
 
-def _decide_batch(batch: Any, ctx: FilterContext, path: Path) -> _Pending | None:
-    """The batch-level decision (advancing the transaction state); None for a batch deleted whole.
-    A v2 data batch whose records must be judged one by one is scanned here, in log order."""
+def _decide_batch(batch: AnyBatch, ctx: FilterContext, path: Path) -> _Decided | None:
+    """The batch-level decision (advancing the transaction state); None for a batch deleted whole."""
     control_type = None
     if batch.is_control:
         control_type, _ts = read_control(batch, path)
@@ -227,9 +236,15 @@ def _decide_batch(batch: Any, ctx: FilterContext, path: Path) -> _Pending | None
     if decision.retention is BatchRetention.DELETE:
         ctx.stats.note_batch_deleted(batch, decision, control_type)
         return None
+    return decision, control_type
+
+
+def _pending(batch: RecordBatch, decided: _Decided, path: Path) -> _Pending:
+    """A decided v2 batch for its window; one whose records must be judged one by one is scanned here,
+    in log order."""
+    decision, control_type = decided
     cols = None
-    if batch.magic >= 2 and not (batch.is_control or decision.discard_batch_records
-                                 or batch.records_count == 0):
+    if not (batch.is_control or decision.discard_batch_records or batch.records_count == 0):
         try:
             cols = _scan(batch)
         except CorruptDataError as err:
@@ -283,7 +298,7 @@ def _filter_v2(
     return out
 
 
-def _scan(batch: Any) -> RecordColumns:
+def _scan(batch: RecordBatch) -> RecordColumns:
     log_append = batch.max_timestamp if batch.timestamp_type == 1 else None
     return scan_records(
         records_bytes(batch),
@@ -306,14 +321,14 @@ def _keep_window(scanned: list[_Pending], ctx: FilterContext) -> list[tuple[list
     tombstone = np.concatenate(
         [np.frombuffer(c.value_null, dtype=np.uint8, count=c.count) for c in cols]).astype(bool)
 
-    def keys_at(where: npt.NDArray[np.intp]) -> list[bytes | None]:
+    def keys_at(where: npt.NDArray[np.intp]) -> list[bytes]:
+        """The keys of keyed records (the only ones ``keep_records`` asks for)."""
         owner = np.searchsorted(starts, where, side="right") - 1
         local = (where - starts[owner]).tolist()
-        return [cols[b].key(i) for b, i in zip(owner.tolist(), local, strict=True)]
+        return [_keyed(cols[b], i) for b, i in zip(owner.tolist(), local, strict=True)]
 
     keep_delete = np.repeat([_keeps_tombstones(p.batch, ctx.now_ms) for p in scanned], counts)
-    kept = keep_records(offsets, keyed, tombstone, keep_delete, keys_at,  # type: ignore[arg-type]
-                        ctx.oracle, ctx.fence, ctx.stats)
+    kept = keep_records(offsets, keyed, tombstone, keep_delete, keys_at, ctx.oracle, ctx.fence, ctx.stats)
     per_batch = np.add.reduceat(kept, starts, dtype=np.intp).tolist()
     local = (np.flatnonzero(kept) - np.repeat(starts, per_batch)).tolist()
     tombs = np.logical_or.reduceat(kept & tombstone, starts).tolist()
@@ -321,23 +336,31 @@ def _keep_window(scanned: list[_Pending], ctx: FilterContext) -> list[tuple[list
     return [(local[end - n : end], t) for n, end, t in zip(per_batch, ends, tombs, strict=True)]
 
 
-def _keeps_tombstones(batch: Any, now_ms: int) -> bool:
-    return not batch.has_delete_horizon or now_ms < batch.delete_horizon_ms
+def _keyed(cols: RecordColumns, i: int) -> bytes:
+    """The key of record ``i``, which has one (``RecordColumns.key`` without the null case)."""
+    return bytes(cols.data[cols.key_starts[i] : cols.key_ends[i]])
 
 
-def _legacy(pending: _Pending, ctx: FilterContext, retain_legacy: bool, path: Path) -> FilteredBatch:
+def _keeps_tombstones(batch: RecordBatch, now_ms: int) -> bool:
+    horizon = batch.delete_horizon_ms  # None exactly when the batch has no delete horizon
+    return horizon is None or now_ms < horizon
+
+
+def _legacy(
+    entry: LegacyEntry, decided: _Decided, ctx: FilterContext, retain_legacy: bool, path: Path
+) -> FilteredBatch:
     try:
-        return _filter_legacy(pending.batch, pending.decision, ctx, retain_legacy)
+        return _filter_legacy(entry, decided[0], ctx, retain_legacy)
     except CorruptDataError as err:
-        raise (err.located(path, pending.batch.position) if err.path is None else err) from err
+        raise (err.located(path, entry.position) if err.path is None else err) from err
     except CleanerStateError as err:  # the legacy entry Kafka's cleaner throws on (cleaner.cleaner_throws)
         raise CleanerStateError(
-            f"{path} at position {pending.batch.position}: {err}; `kcompact repair` rewrites the "
+            f"{path} at position {entry.position}: {err}; `kcompact repair` rewrites the "
             "segment's legacy entries as magic 2 batches, keeping every record") from err
 
 
 def _filter_legacy(
-    entry: Any, decision: BatchDecision, ctx: FilterContext, retain_legacy: bool
+    entry: LegacyEntry, decision: BatchDecision, ctx: FilterContext, retain_legacy: bool
 ) -> FilteredBatch:
     """An entry the runs of ``legacy_runs`` do not take (a compressed wrapper, the entry at the round's
     upper bound): its records decided by ``filter_windows.keep_records``, as a run's are."""
@@ -345,9 +368,13 @@ def _filter_legacy(
     stats = ctx.stats
     stats.records_read += len(offsets)
     kept: list[Record] = []
+
+    def keys_at(at: npt.NDArray[np.intp]) -> list[bytes]:
+        """The keys of keyed records (the only ones ``keep_records`` asks for)."""
+        return [key for i in at.tolist() if (key := record(i).key) is not None]
+
     if not decision.discard_batch_records:
-        keep = keep_records(offsets, keyed, tombstone, np.full(len(offsets), retain_legacy),
-                            lambda at: [record(i).key for i in at.tolist()],  # type: ignore[misc]
+        keep = keep_records(offsets, keyed, tombstone, np.full(len(offsets), retain_legacy), keys_at,
                             ctx.oracle, ctx.fence, stats)
         kept = [record(i) for i in np.flatnonzero(keep).tolist()]
     horizon = output_delete_horizon(
@@ -366,7 +393,7 @@ def _filter_legacy(
     return out
 
 
-def _legacy_columns(entry: Any) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_],
+def _legacy_columns(entry: LegacyEntry) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_],
                                          npt.NDArray[np.bool_], Callable[[int], Record]]:
     """``(offsets, keyed, tombstone, record)`` of a legacy entry's records: a compressed wrapper's
     from one C walk of its messages (``legacy_rows.wrapper_columns``), else from ``legacy_records``."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -35,7 +35,7 @@ from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
 from kcompact.cleaner.state.log_state import read_control
 from kcompact.errors import CleanerStateError, CorruptDataError
 from kcompact.records.compression import decompress, zstd_one_call
-from kcompact.records.legacy import legacy_records
+from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import records_bytes
 from kcompact.records.scan import scan_key_digests, scan_keys
 from kcompact.records.scan.legacy_rows import (
@@ -49,6 +49,9 @@ from kcompact.records.scan.legacy_rows import (
 )
 from kcompact.segment.log_file import LogFile, crc_error_or
 from kcompact.segment.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from kcompact.segment.log_file import AnyBatch
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
@@ -158,7 +161,7 @@ class _Slice:
         self.put_ends, self.last_offsets, self.scanned = array("q"), array("q"), array("q")
         self.puts = 0
 
-    def add_batch(self, batch: Any, start: int, log: LogFile) -> None:
+    def add_batch(self, batch: AnyBatch, start: int, log: LogFile) -> None:
         offsets, digests, self._batch_scanned = batch_key_digests(batch, start, log)
         self.offsets += offsets
         self.digests += digests
@@ -227,7 +230,7 @@ class _Slice:
         return out
 
 
-def batch_key_digests(batch: Any, start: int, log: LogFile) -> tuple[bytes, bytes, int]:
+def batch_key_digests(batch: AnyBatch, start: int, log: LogFile) -> tuple[bytes, bytes, int]:
     """The map entries of one data batch or legacy entry of ``log``: as ``Cleaner.buildOffsetMapForSegment``
     puts them, the keyed records at offset ``start`` or later.
 
@@ -238,7 +241,7 @@ def batch_key_digests(batch: Any, start: int, log: LogFile) -> tuple[bytes, byte
     Raises:
         CorruptDataError: its records do not parse (located in ``log``).
     """
-    if batch.magic < 2:
+    if isinstance(batch, LegacyEntry):
         inner = wrapper_columns(batch)  # a compressed wrapper in one C walk, its keys hashed there
         if inner is not None:
             inner_offsets = np.frombuffer(inner.offsets, dtype=np.int64)
@@ -246,9 +249,10 @@ def batch_key_digests(batch: Any, start: int, log: LogFile) -> tuple[bytes, byte
             hashed = np.frombuffer(inner.digests, dtype=np.uint8).reshape(-1, 16)
             return inner_offsets[put].tobytes(), hashed[put].tobytes(), len(inner_offsets)
         offsets, keys = batch_keys(batch, log)
-        wanted = [i for i, key in enumerate(keys) if key is not None and offsets[i] >= start]
-        kept = array("q", [offsets[i] for i in wanted]).tobytes()
-        return kept, digest_bytes([keys[i] for i in wanted]), len(offsets)  # type: ignore[misc]
+        wanted = [(offset, key) for offset, key in zip(offsets, keys, strict=True)
+                  if key is not None and offset >= start]
+        kept = array("q", [offset for offset, _key in wanted]).tobytes()
+        return kept, digest_bytes([key for _offset, key in wanted]), len(offsets)
     try:
         found = scan_key_digests(records_bytes(batch), base_offset=batch.base_offset,
                                  count=batch.records_count, min_offset=start)
@@ -257,18 +261,18 @@ def batch_key_digests(batch: Any, start: int, log: LogFile) -> tuple[bytes, byte
     return found[0], found[1], batch.records_count
 
 
-def batch_keys(batch: Any, log: LogFile) -> tuple[Any, list[bytes | None]]:
+def batch_keys(batch: AnyBatch, log: LogFile) -> tuple[array[int], list[bytes | None]]:
     """The offsets and keys (None for a null key) of one data batch or legacy entry of ``log``.
 
     Raises:
         CorruptDataError: its records do not parse (located in ``log``).
     """
     try:
-        if batch.magic >= 2:
-            data = records_bytes(batch)
-            return scan_keys(data, base_offset=batch.base_offset, count=batch.records_count)
-        recs = legacy_records(batch)
-        return array("q", [r.offset for r in recs]), [r.key for r in recs]
+        if isinstance(batch, LegacyEntry):
+            recs = legacy_records(batch)
+            return array("q", [r.offset for r in recs]), [r.key for r in recs]
+        data = records_bytes(batch)
+        return scan_keys(data, base_offset=batch.base_offset, count=batch.records_count)
     except CorruptDataError as err:
         raise crc_error_or(err, log.path, batch) from err
 

@@ -42,6 +42,7 @@ from kcompact.cleaner.offset_map.oracle import OffsetMapOracle, RetentionOracle
 from kcompact.cleaner.round.filtering import FilterContext, filter_segment
 from kcompact.cleaner.round.mapping import (
     SLICE_RECORDS,
+    batch_keys,
     fill_offset_map,
     iter_dirty_keys,
     new_offset_map,
@@ -58,12 +59,9 @@ from kcompact.cleaner.rules.ranges import (
 )
 from kcompact.cleaner.state.log_state import LogState, load_log_state
 from kcompact.config.topic_config import TopicConfig
-from kcompact.errors import CleanerStateError, CorruptDataError, KcompactError, RefusedError
-from kcompact.records.legacy import legacy_records
-from kcompact.records.record import records_bytes
-from kcompact.records.scan import scan_keys
+from kcompact.errors import CleanerStateError, KcompactError, RefusedError
 from kcompact.segment.checkpoint import update_offset_checkpoint
-from kcompact.segment.log_file import LogFile, crc_error_or
+from kcompact.segment.log_file import LogFile
 from kcompact.segment.partition import Partition, SegmentFiles, open_partition
 from kcompact.segment.replica_copies import replica_log_ends, truncation_warnings
 
@@ -323,7 +321,7 @@ def _clean_section_entries(plan: CleanPlan, log_path: str | Path) -> tuple[U64, 
         for batch in log.iter_batches():
             if batch.is_control or batch.base_offset >= plan.first_dirty_offset:
                 continue
-            for offset, key in zip(*_keys_of(batch, log), strict=True):
+            for offset, key in zip(*batch_keys(batch, log), strict=True):
                 if key is not None and offset < plan.first_dirty_offset:
                     keys.append(key)
                     offsets.append(offset)
@@ -340,17 +338,6 @@ def _hash_window(keys: list[bytes], his: list[U64], los: list[U64]) -> None:
     his.append(hi)
     los.append(lo)
     keys.clear()
-
-
-def _keys_of(batch: object, log: LogFile) -> tuple[Sequence[int], Sequence[bytes | None]]:
-    try:
-        if batch.magic >= 2:  # type: ignore[attr-defined]
-            return scan_keys(records_bytes(batch), base_offset=batch.base_offset,  # type: ignore
-                             count=batch.records_count)  # type: ignore[attr-defined]
-        recs = legacy_records(batch)  # type: ignore[arg-type]
-        return [r.offset for r in recs], [r.key for r in recs]
-    except CorruptDataError as err:
-        raise crc_error_or(err, log.path, batch) from err  # type: ignore[arg-type]
 
 
 def write_group(

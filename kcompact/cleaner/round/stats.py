@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kcompact.records.filter import FilteredBatch, Outcome
+
+if TYPE_CHECKING:
+    from kcompact.cleaner.rules.policy import BatchDecision
+    from kcompact.segment.log_file import AnyBatch
 
 _SET_ONCE = frozenset({"map_entries", "map_memory_bytes", "groups", "elapsed_s"})
 
@@ -34,13 +38,13 @@ class CleanStats:
     groups: int = 0
     elapsed_s: float = 0.0
 
-    def note_batch_deleted(self, batch: Any, decision: Any, control_type: int | None) -> None:
+    def note_batch_deleted(self, batch: AnyBatch, decision: BatchDecision, control_type: int | None) -> None:
         """A batch dropped whole without reading its records (aborted data, an expired marker)."""
         self.batches_dropped += 1
         self.records_read += batch.records_count if batch.magic >= 2 else 0
         self.note_discarded(batch, batch.records_count if batch.magic >= 2 else 0, control_type)
 
-    def note_discarded(self, batch: Any, count: int, control_type: int | None) -> None:
+    def note_discarded(self, batch: AnyBatch, count: int, control_type: int | None) -> None:
         """All records of a batch go for a batch-level reason."""
         if batch.is_control:
             self.markers_removed += count

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,6 +39,7 @@ from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError
 from kcompact.records.batch_header import NO_PRODUCER_ID
 from kcompact.records.control import ControlRecordKey, ControlRecordType, EndTransactionMarker
+from kcompact.records.legacy import LegacyEntry
 from kcompact.records.record import decode_records
 from kcompact.records.scan import accel
 from kcompact.records.scan.legacy_rows import (
@@ -60,6 +61,9 @@ from kcompact.segment.partition import Partition, SegmentFiles
 from kcompact.segment.snapshot import ProducerSnapshotEntry, read_producer_snapshot
 from kcompact.segment.time_index import TIME_INDEX_ENTRY_SIZE, read_time_index_tail
 from kcompact.segment.txn_index import AbortedTxn, read_txn_index
+
+if TYPE_CHECKING:
+    from kcompact.segment.log_file import AnyBatch
 
 NO_HIGH_WATERMARK_WARNING = "no high watermark in replication-offset-checkpoint"
 """How the warning of a partition without a high-watermark entry starts (a run over a log dir counts them)."""
@@ -221,7 +225,7 @@ def load_log_state(partition: Partition, config: TopicConfig, reads: LogReads | 
     )
 
 
-def _register_emptied_marker(replay: ProducerStateReplay, batch: Any) -> None:
+def _register_emptied_marker(replay: ProducerStateReplay, batch: AnyBatch) -> None:
     """Keep the producer of an emptied marker known, with the marker's epoch.
 
     A cleaner empties a marker but keeps its shell while it carries a live producer's latest epoch. The
@@ -414,25 +418,28 @@ def _time_index_tail(seg: SegmentFiles) -> tuple[int, int]:
     return read_time_index_tail(seg.time_index_path)
 
 
-def read_control(batch: object, path: object) -> tuple[int | None, int | None]:
+def read_control(batch: AnyBatch, path: str | Path) -> tuple[int | None, int | None]:
     """The control type and timestamp of a control batch's first record (None for an emptied marker)."""
     control_type, timestamp, _epoch = read_marker(batch, path)
     return control_type, timestamp
 
 
-def read_marker(batch: object, path: object) -> tuple[int | None, int | None, int | None]:
-    """:func:`read_control` plus, for a COMMIT/ABORT marker, its coordinator epoch (else None)."""
-    if getattr(batch, "records_count", 0) == 0:
+def read_marker(batch: AnyBatch, path: str | Path) -> tuple[int | None, int | None, int | None]:
+    """:func:`read_control` plus, for a COMMIT/ABORT marker, its coordinator epoch (else None).
+
+    Only a v2 batch holds control records: a legacy entry (never ``is_control``) reads as an emptied marker.
+    """
+    if isinstance(batch, LegacyEntry) or batch.records_count == 0:
         return None, None, None
     try:
-        record = decode_records(batch)[0]  # type: ignore[arg-type]
+        record = decode_records(batch)[0]
         key = ControlRecordKey.parse(record.key or b"")
         epoch = None
         if key.type in _MARKER_TYPES:
             epoch = EndTransactionMarker.parse(record.value).coordinator_epoch
     except CorruptDataError as err:
         if err.path is None:
-            raise err.located(str(path), getattr(batch, "position", 0)) from err
+            raise err.located(str(path), batch.position) from err
         raise
     return int(key.type), record.timestamp, epoch
 

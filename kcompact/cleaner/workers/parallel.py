@@ -217,7 +217,7 @@ def _in_order(pool: _Pool, task: Callable[[Chunk], T], chunks: list[Chunk], jobs
         return WorkerDiedError.of(pool.plan, chunk, which, death)
 
     stream = stream_in_pool(chunks, task, min(jobs, pool.jobs), died, ahead=AHEAD)
-    pool.streams.append(stream)  # type: ignore[arg-type]
+    pool.streams.append(stream)
     return stream
 
 
@@ -318,7 +318,12 @@ def _map_chunk(chunk: Chunk) -> Spilled:
 
 
 def _keys(spilled: Spilled) -> SegmentKeys:
-    return SegmentKeys(*load_arrays(spilled))  # type: ignore[arg-type]
+    """The columns :func:`_map_chunk` spilled, typed again (``asarray`` of an array of its own dtype is that
+    array: nothing is copied)."""
+    hi, lo, *int64_columns = load_arrays(spilled)
+    offsets, put_ends, last_offsets, scanned = (np.asarray(c, dtype=np.int64) for c in int64_columns)
+    return SegmentKeys(np.asarray(hi, dtype=np.uint64), np.asarray(lo, dtype=np.uint64), offsets, put_ends,
+                       last_offsets, scanned)
 
 
 def _per_segment(

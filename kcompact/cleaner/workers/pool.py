@@ -30,7 +30,7 @@ import os
 import signal
 import traceback
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -204,7 +204,7 @@ def stream_in_pool(
     died: Callable[[ItemT, WorkerDeath], BaseException],
     *,
     ahead: int,
-) -> Iterator[OutcomeT]:
+) -> Generator[OutcomeT, None, None]:
     """``work(item)`` for every item, in ``workers`` forked processes, its outcomes yielded lazily in the
     items' order (a round's chunks, cleaner/workers/parallel.py).
 

@@ -9,8 +9,11 @@ schema fields in snake_case, in schema order. Decoding the bytes into these valu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from dataclasses import Field, dataclass, fields, is_dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 # ConfigRecord.resource_type values (Kafka's ConfigResource.Type ids)
 RESOURCE_TYPE_TOPIC = 2
@@ -43,14 +46,14 @@ def _camel(name: str) -> str:
     return head + "".join(part.capitalize() for part in rest)
 
 
-def _json_fields(value: object) -> dict[str, Any]:
-    return {_camel(f.name): _jsonable(getattr(value, f.name)) for f in fields(value)}  # type: ignore[arg-type]
+def _json_fields(value: DataclassInstance) -> dict[str, Any]:
+    return {_camel(f.name): _jsonable(getattr(value, f.name)) for f in fields(value)}
 
 
 def _jsonable(value: object) -> object:
     if isinstance(value, tuple):
         return [_jsonable(item) for item in value]
-    if hasattr(value, "__dataclass_fields__"):
+    if is_dataclass(value) and not isinstance(value, type):
         return _json_fields(value)
     return value
 
@@ -60,6 +63,7 @@ class _JsonMixin:
 
     __slots__ = ()
     API_KEY: ClassVar[int]
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # every subclass is a dataclass
 
     def as_json_dict(self) -> dict[str, Any]:
         """Return ``{"type": ..., "version": ..., "data": {...}}`` ready for ``json.dumps``."""

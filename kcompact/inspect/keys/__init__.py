@@ -64,7 +64,7 @@ from kcompact.inspect.keys.key_map import dedupe_plan, map_keys, top_keys
 from kcompact.inspect.keys.model import DedupePlan, KeysReport, Projection
 from kcompact.segment.progress import ProgressCallback, ReadProgress, read_progress
 
-__all__ = ["DEFAULT_TOP", "keys_report"]
+__all__ = ["DEFAULT_TOP", "dry_run", "keys_report", "log_size", "projected_size"]
 
 DEFAULT_TOP = 10
 
@@ -109,7 +109,7 @@ def keys_report(
     ctx = load_inspect_context(path, cli_overrides=cli_overrides, now_ms=now_ms,
                                server_properties=server_properties, metadata_dir=metadata_dir)
     name, size = ctx.state.partition.path.name, ctx.state.partition.size_in_bytes
-    dry = _dry_run(ctx, read_progress(progress, f"{name} (dry-run clean)", 2 * size))  # two passes at most
+    dry = dry_run(ctx, read_progress(progress, f"{name} (dry-run clean)", 2 * size))  # two passes at most
     warnings = [*ctx.effective.notes, *ctx.state.warnings]
     rng = ctx.rng
     warnings += [f"Kafka's cleaner fails here: {path} at position {position}: {why}; `kcompact repair` "
@@ -131,7 +131,7 @@ def _report(ctx: InspectContext, dry: CleanResult, census: Census, plan: DedupeP
             warnings: list[str]) -> KeysReport:
     """The report from the dry run and the two passes (the top keys' bytes are read here)."""
     state, rng, now = ctx.state, ctx.rng, ctx.now_ms
-    size = sum(s.size_in_bytes for s in state.segments)
+    size = log_size(ctx)
     return KeysReport(
         state.partition.topic, state.partition.partition, str(state.partition.path), now,
         rng.log_start_offset, rng.log_end_offset, rng.high_watermark, rng.last_stable_offset,
@@ -151,9 +151,28 @@ def _report(ctx: InspectContext, dry: CleanResult, census: Census, plan: DedupeP
     )
 
 
-def _dry_run(ctx: InspectContext, progress: ReadProgress | None) -> CleanResult:
+def log_size(ctx: InspectContext) -> int:
+    """The bytes of the partition's ``.log`` files: ``size_in_bytes`` of the report, and of its projection."""
+    return sum(s.size_in_bytes for s in ctx.state.segments)
+
+
+def projected_size(dry: CleanResult, size: int) -> int:
+    """The bytes of the ``.log`` files a clean leaves: ``size`` less what the dry run read, plus what it
+    wrote (``Projection.size_in_bytes_after``)."""
+    return size - dry.stats.bytes_read + dry.stats.bytes_written
+
+
+def dry_run(ctx: InspectContext, progress: ReadProgress | None) -> CleanResult:
     """The cleaner's dry run, or an empty result saying why no clean would run (``progress`` told the
-    bytes it reads; finished either way)."""
+    bytes it reads; finished either way).
+
+    Args:
+        ctx: the partition as :func:`kcompact.inspect.context.load_inspect_context` loads it.
+        progress: told the bytes the dry run reads (None: nothing told).
+
+    Returns:
+        The dry run's result; ``skipped_reason`` says why no clean would run (``end_offset`` None then).
+    """
     if progress is None:
         return _dry_run_or_reason(ctx, None)
     try:
@@ -199,7 +218,7 @@ def _projection(dry: CleanResult, records: int, size: int) -> Projection:
     return Projection(
         dry.end_offset is not None, dry.skipped_reason, dry.end_offset,
         records, records - s.records_read + s.records_written,
-        size, size - s.bytes_read + s.bytes_written,
+        size, projected_size(dry, size),
         s.superseded_removed, s.tombstones_removed, s.invalid_records, s.aborted_records_removed,
         s.markers_removed,
     )

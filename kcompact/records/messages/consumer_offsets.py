@@ -29,7 +29,7 @@ Unknown key or value versions become :class:`UnknownOffsetsRecord` with the byte
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from kcompact.errors import CorruptRecordError
 from kcompact.records.messages.reader import INT16, INT32, INT64, MessageReader
@@ -109,6 +109,7 @@ class GroupMetadataValue:
 
 OffsetsKey = OffsetCommitKey | GroupMetadataKey | UnknownOffsetsRecord
 OffsetsValue = OffsetCommitValue | GroupMetadataValue | UnknownOffsetsRecord
+_ItemT = TypeVar("_ItemT", OffsetsKey, OffsetsValue)
 
 
 def as_json_dict(item: OffsetsKey | OffsetsValue | None) -> dict[str, Any] | None:
@@ -140,7 +141,7 @@ def _version(buf: Buffer | None, what: str) -> tuple[int, MessageReader]:
     return reader.fixed(INT16, f"{what} version"), reader
 
 
-def _finish(reader: MessageReader, item: Any, what: str) -> Any:
+def _finish(reader: MessageReader, item: _ItemT, what: str) -> _ItemT:
     if reader.flexible:
         reader.tagged_fields()
     if reader.position != reader.end:
@@ -172,7 +173,7 @@ def decode_offsets_key(key: Buffer | None) -> OffsetsKey:
         item = GroupMetadataKey(version, r.string("GroupMetadataKey.group"))
     else:
         return UnknownOffsetsRecord(version, bytes(memoryview(r.buf)[r.position :]))
-    return _finish(r, item, type(item).__name__)  # type: ignore[no-any-return]
+    return _finish(r, item, type(item).__name__)
 
 
 def _offset_commit_value(r: MessageReader, version: int) -> OffsetCommitValue:
@@ -234,4 +235,4 @@ def decode_offsets_value(key: OffsetsKey, value: Buffer | None) -> OffsetsValue 
         item = _group_metadata_value(r, version)
     else:
         return UnknownOffsetsRecord(version, bytes(memoryview(value)[r.position :]))
-    return _finish(r, item, type(item).__name__)  # type: ignore[no-any-return]
+    return _finish(r, item, type(item).__name__)

@@ -304,7 +304,8 @@ def scan_key_digests_reference(
     """Pure-Python :func:`~kcompact.records.scan.scan_key_digests`: :func:`scan_keys_reference`,
     then each wanted key through ``xxhash.xxh3_128_digest``."""
     offsets, keys = scan_keys_reference(data, base_offset, count)
-    wanted = [i for i, key in enumerate(keys) if key is not None and offsets[i] >= min_offset]
-    kept = array("q", [offsets[i] for i in wanted])
-    digests = b"".join([xxh3_128_digest(keys[i]) for i in wanted])  # type: ignore[arg-type]
+    wanted = [(offset, key) for offset, key in zip(offsets, keys, strict=True)
+              if key is not None and offset >= min_offset]
+    kept = array("q", [offset for offset, _key in wanted])
+    digests = b"".join([xxh3_128_digest(key) for _offset, key in wanted])
     return kept.tobytes(), digests

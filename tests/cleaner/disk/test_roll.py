@@ -23,6 +23,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -316,10 +317,11 @@ def test_a_failed_clean_keeps_the_segments_below_the_log_start(tmp_path: Path, r
     assert result.rolled is roll
 
 
-def cli_json(*argv: str) -> dict[str, object]:
+def cli_json(*argv: str) -> Any:
+    """The command's --json output (a JSON document: what it holds is the test's to check)."""
     result = CliRunner().invoke(cli, [*argv, "--json"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)  # type: ignore[no-any-return]
+    return json.loads(result.stdout)
 
 
 SAME_AS_THE_RUN = ("status", "end_offset", "first_dirty_offset", "first_uncleanable_offset", "rolled",
@@ -332,11 +334,11 @@ def test_a_roll_dry_run_previews_the_roll_and_changes_nothing(tmp_path: Path) ->
     log_dir = shutil.copytree(PROJECT_FIXTURES / "sample-logdir", tmp_path / "logdir")
     before = log_dir_digest(log_dir)
 
-    (dry,) = cli_json("clean", str(log_dir), "--roll", "--dry-run", "--now-ms", str(NOW))["results"]  # type: ignore[misc]
+    (dry,) = cli_json("clean", str(log_dir), "--roll", "--dry-run", "--now-ms", str(NOW))["results"]
 
     assert log_dir_digest(log_dir) == before
     assert not list(tmp_path.glob(".kcompact-rehearsal-*"))  # the staged copy is gone
-    (real,) = cli_json("clean", str(log_dir), "--roll", "--now-ms", str(NOW))["results"]  # type: ignore[misc]
+    (real,) = cli_json("clean", str(log_dir), "--roll", "--now-ms", str(NOW))["results"]
     assert dry["status"] == "would clean" and real["status"] == "cleaned"
     assert dry["end_offset"] == real["end_offset"]
     assert {k: dry[k] for k in SAME_AS_THE_RUN[1:]} == {k: real[k] for k in SAME_AS_THE_RUN[1:]}
@@ -353,10 +355,10 @@ def test_a_dry_run_after_an_interrupted_roll_reports_what_the_run_settles(tmp_pa
     for key, value in OVERRIDES.items():
         argv += ["--config", f"{key}={value}"]
 
-    (dry,) = cli_json(*argv, "--dry-run")["results"]  # type: ignore[misc]
+    (dry,) = cli_json(*argv, "--dry-run")["results"]
 
     assert log_dir_digest(part.parent) == before
-    (real,) = cli_json(*argv)["results"]  # type: ignore[misc]
+    (real,) = cli_json(*argv)["results"]
     assert len(real["recovery_actions"]) == 4  # two .deleted links, two orphaned indexes
     assert {k: dry[k] for k in SAME_AS_THE_RUN[1:]} == {k: real[k] for k in SAME_AS_THE_RUN[1:]}
 
@@ -371,8 +373,8 @@ def test_a_roll_that_cleans_nothing_is_undone(tmp_path: Path) -> None:
     for key, value in OVERRIDES.items():
         argv += ["--config", f"{key}={value}"]
 
-    (dry,) = cli_json(*argv, "--dry-run")["results"]  # type: ignore[misc]
-    (row,) = cli_json(*argv)["results"]  # type: ignore[misc]
+    (dry,) = cli_json(*argv, "--dry-run")["results"]
+    (row,) = cli_json(*argv)["results"]
 
     assert log_dir_digest(part.parent) == before and active_index_stats(part) == stats
     assert leftover_files(part) == []
@@ -387,7 +389,7 @@ def test_a_roll_dry_run_stages_with_symbolic_links_where_hard_links_are_refused(
     """Another file system (or one without hard links): the staged copy is symbolic links, never a copy
     of a segment, and the preview is the same."""
     log_dir = shutil.copytree(PROJECT_FIXTURES / "sample-logdir", tmp_path / "logdir")
-    (linked,) = cli_json("clean", str(log_dir), "--roll", "--dry-run", "--now-ms", str(NOW))["results"]  # type: ignore[misc]
+    (linked,) = cli_json("clean", str(log_dir), "--roll", "--dry-run", "--now-ms", str(NOW))["results"]
     before = log_dir_digest(log_dir)
     copied: list[str] = []
     real_copy = shutil.copyfile
@@ -401,7 +403,7 @@ def test_a_roll_dry_run_stages_with_symbolic_links_where_hard_links_are_refused(
 
     monkeypatch.setattr(os, "link", refuse)
     monkeypatch.setattr(shutil, "copyfile", copyfile)
-    (symlinked,) = cli_json("clean", str(log_dir), "--roll", "--dry-run", "--now-ms", str(NOW))["results"]  # type: ignore[misc]
+    (symlinked,) = cli_json("clean", str(log_dir), "--roll", "--dry-run", "--now-ms", str(NOW))["results"]
 
     assert symlinked == {**linked, "elapsed_s": symlinked["elapsed_s"]}
     assert log_dir_digest(log_dir) == before

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from kafka.record import MemoryRecords  # type: ignore[import-untyped]
+from kafka.record import MemoryRecords
 
 from kcompact.cleaner.disk import swap
 from kcompact.cleaner.disk.swap import CleanedSegmentWriter, recover_interrupted_swaps

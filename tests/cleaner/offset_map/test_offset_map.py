@@ -86,7 +86,8 @@ def test_unbounded_map_matches_a_dict(
 ) -> None:
     digest = DIGESTS[digest_name]
     with _tiny_thresholds():
-        offset_map, model, offset = OffsetMap(), {}, start
+        model: dict[int, int] = {}
+        offset_map, offset = OffsetMap(), start
         for batch, gap in zip(batches, gaps, strict=False):
             offset += gap
             key_ids = [k for k, _ in batch]
@@ -117,7 +118,9 @@ def _kafka_model(
     batches: list[list[int]], offsets: list[list[int]], max_entries: int
 ) -> tuple[list[int], dict[int, int], int]:
     """SkimpyOffsetMap as the cleaner drives it: check ``size < max`` before each put."""
-    accepted_counts, model, latest = [], {}, -1
+    accepted_counts: list[int] = []
+    model: dict[int, int] = {}
+    latest = -1
     for keys, offs in zip(batches, offsets, strict=True):
         accepted = 0
         for key, offset in zip(keys, offs, strict=True):
@@ -164,7 +167,8 @@ def _put_keys(offset_map: OffsetMap, keys: list[bytes], offsets: list[int]) -> i
 
 
 def _get_keys(offset_map: OffsetMap, keys: list[bytes]) -> list[int]:
-    return offset_map.get_batch(*key_digests(keys)).tolist()
+    found: list[int] = offset_map.get_batch(*key_digests(keys)).tolist()
+    return found
 
 
 def test_log_cleaner_stats_numbers() -> None:
@@ -285,7 +289,8 @@ def test_keys_sharing_the_first_64_digest_bits_stay_apart(monkeypatch: pytest.Mo
 
 def _random_digests(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return tuple(rng.integers(0, 2**64, n, dtype=np.uint64, endpoint=False) for _ in range(2))
+    hi = rng.integers(0, 2**64, n, dtype=np.uint64, endpoint=False)
+    return hi, rng.integers(0, 2**64, n, dtype=np.uint64, endpoint=False)
 
 
 def test_at_most_16_bytes_a_key_after_freeze() -> None:

@@ -220,7 +220,7 @@ def _run_of(keys: list[tuple[int, int]], offsets: list[int]) -> runs.Run:
     return runs.Run.encode(query, off, _BASE)
 
 
-def _fold_both_ways(run: runs.Run, query: runs.Query, off: np.ndarray) -> list[object]:
+def _fold_both_ways(run: runs.Run, query: runs.Query, off: np.ndarray) -> list[list[object]]:
     """``_fold_into`` by the kernel and by the reference, each on its own copy of ``run``:
     what comes back and what the run then holds."""
     import pickle
@@ -279,7 +279,7 @@ def test_c_fold_declines_a_run_it_cannot_write() -> None:
         assert found is None and run.rest.tobytes() == before  # a directory not the run's own
 
 
-def _merge_both_ways(a: runs.Run, b: runs.Run) -> list[object]:
+def _merge_both_ways(a: runs.Run, b: runs.Run) -> list[list[object]]:
     """``merge_runs`` by the kernel and by the reference, on copies: the run each writes."""
     import pickle
 

@@ -105,7 +105,7 @@ def test_cleaned_segments_read_back_with_kafka_python(tmp_path: Path) -> None:
     part = build_basic(tmp_path)
     clean_partition(part, compact_config(), CleanOptions(now_ms=NOW))
     ours = read_all_records(part)
-    theirs = []
+    theirs: list[tuple[int, bytes | None, bytes | None]] = []
     for seg in open_partition(part).segments:
         records = MemoryRecords(seg.log_path.read_bytes())
         while True:

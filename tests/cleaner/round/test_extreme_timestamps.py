@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from kcompact.cli.main import cli
 from kcompact.records.batch_encoding import encode_batch
+from kcompact.records.batch_header import RecordBatch
 from kcompact.records.record import Record, decode_records
 from kcompact.segment.log_file import LogFile
 from tests.builders import PartitionBuilder
@@ -37,7 +38,11 @@ def _partition_with_an_ancient_tombstone(root: Path) -> Path:
 
 def _records(part: Path) -> list[tuple[int, int, bytes | None, bytes | None]]:
     with LogFile(part / "00000000000000000000.log") as log:
-        return [(r.offset, r.timestamp, r.key, r.value) for batch in log.iter_batches() for r in decode_records(batch)]
+        found = []
+        for batch in log.iter_batches():
+            assert isinstance(batch, RecordBatch)  # the partition holds magic 2 batches only
+            found += [(r.offset, r.timestamp, r.key, r.value) for r in decode_records(batch)]
+        return found
 
 
 def _cleaned_both_ways(source: Path, tmp_path: Path) -> list[tuple[Path, str]]:

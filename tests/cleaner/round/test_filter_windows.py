@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kcompact.cleaner.offset_map.oracle import OffsetMapOracle, RetentionOracle, SortedOffsetsOracle
+from kcompact.cleaner.offset_map.oracle import KeysAt, OffsetMapOracle, RetentionOracle, SortedOffsetsOracle
 from kcompact.cleaner.round import accel, filter_windows
 from kcompact.cleaner.round.filtering import FilterContext, filter_segment
 from kcompact.cleaner.round.mapping import iter_dirty_keys
@@ -25,6 +25,7 @@ from kcompact.records import compression
 from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.batch_header import ATTRIBUTES_OFFSET, CRC_OFFSET, RECORD_BATCH_OVERHEAD
 from kcompact.records.crc import crc32c
+from kcompact.records.legacy import LegacyEntry
 from kcompact.records.record import Record, decode_records
 from kcompact.segment.log_file import LogFile
 from tests.builders import PartitionBuilder
@@ -39,6 +40,11 @@ def _raw(b: PartitionBuilder, kvs: list[tuple[bytes | None, bytes | None]], **fi
     b.segments[-1].batches.append(encode_batch(records, base_offset=b.next_offset, **fields))  # type: ignore[arg-type]
     b.next_offset += len(kvs)
     b.ts += len(kvs)
+
+
+def only_key(key: bytes) -> KeysAt:
+    """The oracle's ``keys_at`` for one record: its key wherever asked."""
+    return lambda at: [key] * len(at)
 
 
 def _partition(log_dir: Path) -> Path:
@@ -149,12 +155,12 @@ def _kept_offsets(plan: CleanPlan, seg: SegmentPlan, oracle: RetentionOracle) ->
     found = []
     with LogFile(seg.log_path) as log:
         for batch in log.iter_batches():
-            if batch.is_control or batch.magic < 2:
+            if batch.is_control or isinstance(batch, LegacyEntry):
                 continue
             for r in decode_records(batch):
                 if r.key is None or r.offset > oracle.map_latest_offset:
                     continue
-                if oracle.is_latest(np.array([r.offset]), lambda at, k=r.key: [k] * len(at))[0]:
+                if oracle.is_latest(np.array([r.offset]), only_key(r.key))[0]:
                     found.append((seg.base_offset, r.offset, 0))
     return found
 

@@ -9,13 +9,15 @@ plus the clean-section offsets whose digest the map lacks — against the serial
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pytest
 
 from kcompact.cleaner.offset_map import OffsetMap, key_digests
-from kcompact.cleaner.offset_map.oracle import OffsetMapOracle, RetentionOracle, SortedOffsetsOracle
+from kcompact.cleaner.offset_map.oracle import KeysAt, OffsetMapOracle, RetentionOracle, SortedOffsetsOracle
 from kcompact.cleaner.round import stages
 from kcompact.cleaner.round.options import CleanOptions, Progress
 from kcompact.cleaner.round.plan import CleanPlan, build_plan
@@ -27,7 +29,7 @@ from kcompact.cleaner.round.stages import (
     segment_key_entries,
     write_group,
 )
-from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
+from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata, TxnSeed
 from kcompact.cleaner.state.log_state import read_control
 from kcompact.cleaner.workers.parallel import clean_partition, run_round
 from kcompact.errors import CleanerStateError
@@ -121,13 +123,18 @@ def test_the_sorted_offsets_oracle_answers_as_the_map(tmp_path: Path) -> None:
     by_map = OffsetMapOracle(offset_map, plan.first_dirty_offset)
     by_offsets = sorted_offsets_oracle(plan, offset_map)
     for seg in plan.segments:
-        section = "clean" if seg.base_offset < plan.first_dirty_offset else "dirty"
+        section: Literal["dirty", "clean"] = "clean" if seg.base_offset < plan.first_dirty_offset else "dirty"
         _hi, _lo, offsets = segment_key_entries(plan, seg.base_offset, section=section)
         keys = [key_at(plan, o) for o in offsets.tolist()]
-        answers = by_map.is_latest(offsets, lambda at, keys=keys: [keys[i] for i in at.tolist()])
+        answers = by_map.is_latest(offsets, keys_in(keys))
         assert by_offsets.is_latest(offsets, lambda at: []).tolist() == answers.tolist()
         if section == "dirty":
             assert answers.any()
+
+
+def keys_in(keys: list[bytes]) -> KeysAt:
+    """The oracle's ``keys_at`` over ``keys``."""
+    return lambda at: [keys[i] for i in at.tolist()]
 
 
 def key_at(plan: CleanPlan, offset: int) -> bytes:
@@ -136,7 +143,7 @@ def key_at(plan: CleanPlan, offset: int) -> bytes:
     return next(k for o, k, _v in read_all_records(Path(plan.partition_dir)) if o == offset and k)
 
 
-def walk_seeds(plan: CleanPlan) -> tuple[list[object], list[object]]:
+def walk_seeds(plan: CleanPlan) -> tuple[list[TxnSeed[AbortedTxn]], list[TxnSeed[AbortedTxn]]]:
     """Pass 2's and pass 1's transaction state at each segment start, by reading every batch."""
     clean: CleanedTransactionMetadata[AbortedTxn] = CleanedTransactionMetadata()
     dirty: CleanedTransactionMetadata[AbortedTxn] = CleanedTransactionMetadata()
@@ -158,8 +165,10 @@ def walk_seeds(plan: CleanPlan) -> tuple[list[object], list[object]]:
 
 
 @pytest.mark.parametrize("build", [transactions, checkpointed])
-def test_the_plans_transaction_seeds_are_the_serial_walks_state(tmp_path: Path, build: object) -> None:
-    plan = plan_clean(build(tmp_path / "logdir"), config(), OPTIONS)  # type: ignore[operator]
+def test_the_plans_transaction_seeds_are_the_serial_walks_state(
+    tmp_path: Path, build: Callable[[Path], Path]
+) -> None:
+    plan = plan_clean(build(tmp_path / "logdir"), config(), OPTIONS)
     assert plan is not None
     clean_seeds, map_seeds = walk_seeds(plan)
     assert [s.clean_seed for s in plan.segments] == clean_seeds

@@ -208,10 +208,15 @@ def _flip_record_byte(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def _damaged(seg: CleanedSegment, damage: Callable[[Path], None]) -> tuple[CleanedSegment, int]:
+    damage(seg.files["log"])
+    return seg, NOW
+
+
 PLAIN_CASES: dict[str, Callable[[CleanedSegment], tuple[CleanedSegment, int]]] = {
     "none": lambda seg: (seg, NOW),
-    "crc": lambda seg: (_flip_record_byte(seg.files["log"]), (seg, NOW))[1],
-    "order": lambda seg: (_swap_batches(seg.files["log"]), (seg, NOW))[1],
+    "crc": lambda seg: _damaged(seg, _flip_record_byte),
+    "order": lambda seg: _damaged(seg, _swap_batches),
     "past the range": lambda seg: (seg, 10),
     "below the base": lambda seg: (replace(seg, base_offset=seg.base_offset + 3), NOW),
     "overflow": lambda seg: (replace(seg, base_offset=seg.base_offset - 2**31 + 5), NOW),

@@ -10,13 +10,14 @@ in a chunk other than the first.
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -34,6 +35,9 @@ from tests.builders import BASE_TS, PartitionBuilder
 from tests.conftest import copy_tree_writable, real_fixture
 from tests.encoders import encode_legacy_wrapper
 from tests.segment_writer import write_segment
+
+if TYPE_CHECKING:
+    from kcompact.segment.log_file import AnyBatch
 
 NOW = BASE_TS + 10_000_000
 DAY = 86_400_000
@@ -269,11 +273,11 @@ def test_jobs_default_to_one_for_a_small_round(tmp_path: Path, monkeypatch: pyte
     assert parallel.resolve_jobs(None, plan) == 1
     assert parallel.resolve_jobs(3, plan) == 3
     monkeypatch.setattr(parallel, "AUTO_PARALLEL_BYTES", 100)
-    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (0.7, 0.0, 0.0))
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.7, 0.0, 0.0))
     assert parallel.resolve_jobs(None, plan) == 2
-    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (3.2, 0.0, 0.0))  # under one spare core
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.2, 0.0, 0.0))  # under one spare core
     assert parallel.resolve_jobs(None, plan) == 1
-    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (9.0, 0.0, 0.0))
+    monkeypatch.setattr(os, "getloadavg", lambda: (9.0, 0.0, 0.0))
     assert parallel.resolve_jobs(None, plan) == 1
     assert parallel.resolve_jobs(2, plan) == 2  # an explicit number is taken as given (within the cores)
     monkeypatch.setattr(parallel, "fork_available", lambda: False)
@@ -345,15 +349,16 @@ def test_a_worker_starting_anywhere_has_the_serial_transaction_state(tmp_path: P
     from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
     from kcompact.cleaner.state.log_state import read_control
     from kcompact.segment.log_file import LogFile
+    from kcompact.segment.txn_index import AbortedTxn
 
     plan = plan_clean(transactions(tmp_path / "logdir"), config(), CleanOptions(now_ms=NOW))
     assert plan is not None and sum(s.txn_batches > 0 for s in plan.segments) >= 3
 
-    def read(txn: CleanedTransactionMetadata[object], batch: object, path: Path) -> None:
-        if batch.is_control:  # type: ignore[attr-defined]
-            txn.on_control_batch_read(batch, read_control(batch, path)[0])  # type: ignore[arg-type]
+    def read(txn: CleanedTransactionMetadata[AbortedTxn], batch: AnyBatch, path: Path) -> None:
+        if batch.is_control:
+            txn.on_control_batch_read(batch, read_control(batch, path)[0])
         else:
-            txn.on_batch_read(batch)  # type: ignore[arg-type]
+            txn.on_batch_read(batch)
 
     for seg in plan.segments:
         with LogFile(seg.log_path) as log:

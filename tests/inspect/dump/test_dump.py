@@ -42,8 +42,8 @@ RECORD_KEYS = ["type", "offset", "timestamp", "key", "value", "headers", "contro
 LOG = "00000000000000000000.log"
 
 
-def items(path: Path, **options: bool) -> list[Item]:
-    return list(dump_path(path, **options))
+def items(path: Path, *, records: bool = False, verify_index: bool = False) -> list[Item]:
+    return list(dump_path(path, records=records, verify_index=verify_index))
 
 
 def of_type(found: list[Item], kind: str) -> list[Item]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from kafka.record import MemoryRecords  # type: ignore[import-untyped]
+from kafka.record import MemoryRecords
 
 from kcompact.cli.main import cli
 from kcompact.inspect.dump import dump_path

@@ -116,7 +116,8 @@ def read_with_kafka_python(part: Path) -> list[Rec]:
 
 
 def aborted_offsets(recs: list[Rec]) -> set[int]:
-    aborted, open_txns = set(), {}
+    aborted: set[int] = set()
+    open_txns: dict[int, list[int]] = {}
     for r in recs:
         if r.control:
             data = open_txns.pop(r.producer_id, [])
@@ -200,7 +201,7 @@ def test_counts_match_a_model_read_with_kafka_python(tmp_path: Path, codec: int)
     assert (got.tombstones.tombstones, got.tombstones.oldest_offset) == (
         len(tombstones), tombstones[0].offset)
     assert got.tombstones.oldest_timestamp_ms == tombstones[0].timestamp
-    misplaced = [r for r in keyed if (kafka_python_murmur2(r.key) & 0x7FFFFFFF) % 4 != 0]
+    misplaced = [r for r in keyed if r.key is not None and (kafka_python_murmur2(r.key) & 0x7FFFFFFF) % 4 != 0]
     assert got.partitioner is not None
     assert (got.partitioner.misplaced_records, got.partitioner.misplaced_bytes) == (
         len(misplaced), sum(r.size for r in misplaced))

@@ -139,10 +139,10 @@ class Referee:
         fields = reply.rstrip("\n").split("\t")
         if fields[0] == "ERROR":
             return RefereeResult("error", error=fields[2])
-        offsets = [int(value) for value in fields[2:]]
-        if fields[0] == "NOTHING":
-            return RefereeResult("nothing", *offsets)
-        return RefereeResult("cleaned", *offsets)
+        offsets: list[int | None] = [int(value) for value in fields[2:]]
+        first_dirty, first_uncleanable, end = (offsets + [None, None, None])[:3]
+        status = "nothing" if fields[0] == "NOTHING" else "cleaned"
+        return RefereeResult(status, first_dirty, first_uncleanable, end)
 
     def close(self) -> None:
         """End the JVM (its stdin closed: it finishes the job at hand and exits)."""
