@@ -7,7 +7,9 @@ CPython C API), one per Python owner, each beside the package that imports it:
   scans, the record-section rebuild, legacy runs, key digests;
 * ``kcompact.cleaner.offset_map._runs`` (cleaner/offset_map/_runs.c): the offset map's run kernels;
 * ``kcompact.cleaner.round._windows`` (cleaner/round/_windows.c): the round's windows over runs of
-  batches, which walk records with the scan's ``records/scan/walk.h``.
+  batches, which walk records with the scan's ``records/scan/walk.h`` and (de)compress zstd batches
+  with the vendored Zstandard in ``kcompact/_vendor/zstd/`` (python-zstandard's own library version),
+  compiled in with every symbol hidden.
 
 All three include ``kcompact/_native/common.h`` (the ScanError contract, argument checks, varints,
 CRC-32C through the caller) and, where they hash keys, the vendored xxHash in
@@ -18,10 +20,16 @@ prints a warning and the install goes on with the pure-Python code, which stays 
 
 from __future__ import annotations
 
+import sys
+
 from setuptools import Extension, setup
 
 NATIVE = "kcompact/_native"
 XXHASH = "kcompact/_vendor/xxhash"  # vendored xxHash 0.8.4 (BSD 2-Clause): key digests
+ZSTD = "kcompact/_vendor/zstd"  # vendored Zstandard 1.5.6 (BSD): the windows' zstd batches
+# its symbols hidden (as python-zstandard builds it), so no other libzstd a process loads can clash
+ZSTD_ARGS = ["-DZSTDLIB_VISIBLE=", "-DZDICTLIB_VISIBLE=", "-DZSTDERRORLIB_VISIBLE="] + (
+    [] if sys.platform == "win32" else ["-fvisibility=hidden"])
 SCAN = "kcompact/records/scan"
 INCLUDE_DIRS = [NATIVE, XXHASH, SCAN]
 COMMON = [f"{NATIVE}/common.h"]
@@ -44,9 +52,12 @@ EXTENSIONS = [
     ),
     Extension(
         "kcompact.cleaner.round._windows",
-        sources=["kcompact/cleaner/round/_windows.c"],
-        depends=[*COMMON, f"{SCAN}/walk.h", f"{XXHASH}/xxhash.h"],
-        include_dirs=INCLUDE_DIRS,
+        # _windows_zstd.c: its zstd batches through the vendored library
+        sources=["kcompact/cleaner/round/_windows.c", "kcompact/cleaner/round/_windows_zstd.c", f"{ZSTD}/zstd.c"],
+        depends=[*COMMON, f"{SCAN}/walk.h", f"{XXHASH}/xxhash.h", "kcompact/cleaner/round/_windows_zstd.h",
+                 f"{ZSTD}/zstd.h"],
+        include_dirs=[*INCLUDE_DIRS, ZSTD],
+        extra_compile_args=ZSTD_ARGS,
         optional=True,
     ),
 ]

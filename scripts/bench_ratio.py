@@ -7,6 +7,14 @@ the same clean by the kcompact source tree at DIR (``PYTHONPATH=DIR``; build its
 first), its output checked identical to this tree's. Interleaving puts both under the same load (the
 machine is shared); rows give the min and the median of the repetitions and the load average.
 
+The floors (the machine's, one thread, measured in the same repetitions as the clean): **(a)**
+``scripts/floor_clean.c``, compiled at run time with ``cc -O2``: read every input segment, CRC-32C every
+input and output batch, write the kept bytes (the clean's output share), fsync; **(b)**, zstd shapes only,
+python-zstandard at level 3 on bytes already in memory: decompress every input batch once and compress
+again the share of each batch the clean rebuilds keeps (records kept in rebuilt batches over their
+records), for as many batches as the clean rebuilds. The clean's CPU seconds (user + sys of its
+process, start-up included) over (a), or over (a) + (b), is the ratio the speed goals are stated in.
+
 ``--profile`` runs one clean of each shape in this process under ``cProfile`` and prints its time by
 stage (the functions below, cumulative, so nested rows are already inside their parents), so the
 next person sees where the time goes without a profiler of their own. Profiling slows Python calls,
@@ -21,8 +29,10 @@ import pstats
 import shutil
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from bench_clean import FIRST_TS, SHAPES, _child_clean, _digests, generate
 
@@ -70,6 +80,73 @@ def _copy(source: Path, target: Path, sync: bool) -> float:
     return time.perf_counter() - start
 
 
+FLOOR_SOURCE = Path(__file__).resolve().parent / "floor_clean.c"
+
+# floor (b) in a child: reads the segments, then decompresses every batch once and compresses the kept
+# share of the rebuilt ones again; prints its CPU seconds for that work alone (the reading is floor (a)'s)
+_FLOOR_B = """
+import sys, time, zstandard
+rebuilt_per_mille, kept_per_mille = int(sys.argv[1]), int(sys.argv[2])
+payloads = []
+for path in sys.argv[3:]:
+    data, at = open(path, "rb").read(), 0
+    while at + 61 <= len(data):
+        size = int.from_bytes(data[at + 8:at + 12], "big") + 12
+        payloads.append(data[at + 61:at + size])
+        at += size
+started = time.process_time()
+decompressor = zstandard.ZstdDecompressor()
+compressor = zstandard.ZstdCompressor(level=3, write_content_size=False)
+done = 0
+for number, payload in enumerate(payloads):
+    records = decompressor.decompressobj().decompress(payload)
+    if (done + 1) * 1000 <= (number + 1) * rebuilt_per_mille:
+        compressor.compress(records[: len(records) * kept_per_mille // 1000])
+        done += 1
+print(time.process_time() - started)
+"""
+
+
+def compile_floor(workdir: Path) -> Path:
+    """floor (a)'s binary, compiled with ``cc -O2`` (once per workdir)."""
+    binary = workdir / "floor_clean"
+    if not binary.exists() or binary.stat().st_mtime < FLOOR_SOURCE.stat().st_mtime:
+        subprocess.run(["cc", "-O2", "-o", str(binary), str(FLOOR_SOURCE)], check=True)
+    return binary
+
+
+def _segments(partition: Path) -> list[str]:
+    return [str(path) for path in sorted(partition.glob("*.log")) if path.stat().st_size]
+
+
+def _floor_a(binary: Path, partition: Path, out: Path, keep_per_mille: int) -> tuple[float, float]:
+    """floor (a)'s wall and CPU seconds (user + sys of its process)."""
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    start = time.perf_counter()
+    proc = subprocess.Popen([str(binary), str(out), str(keep_per_mille), *_segments(partition)],
+                            stdout=subprocess.DEVNULL)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"floor_clean exited {proc.returncode}")
+    shutil.rmtree(out, ignore_errors=True)
+    return seconds, usage.ru_utime + usage.ru_stime
+
+
+def _floor_b(partition: Path, report: dict[str, Any]) -> float:
+    """floor (b)'s CPU seconds (python-zstandard, level 3, one thread)."""
+    read, rebuilt, copied = report["batches_read"], report["batches_rebuilt"], report["batches_copied"]
+    per_batch = report["records_read"] / max(1, read)
+    kept_in_rebuilt = report["records_written"] - copied * per_batch
+    rebuilt_per_mille = 1000 * rebuilt // max(1, read)
+    kept_per_mille = int(1000 * kept_in_rebuilt / max(1.0, rebuilt * per_batch))
+    proc = subprocess.run([sys.executable, "-c", _FLOOR_B, str(rebuilt_per_mille), str(kept_per_mille),
+                           *_segments(partition)], capture_output=True, text=True, check=True)
+    return float(proc.stdout.strip())
+
+
 def _summary(tag: str, values: list[float], unit: str = "s") -> list[Row]:
     return [(f"{tag} min", min(values), unit), (f"{tag} median", statistics.median(values), unit)]
 
@@ -79,13 +156,14 @@ def bench_ratio(args: object, workdir: Path) -> list[Row]:
     scale, seed = getattr(args, "clean_scale", 1.0), getattr(args, "seed", 1)
     repeat, baseline = max(1, getattr(args, "repeat", 3)), getattr(args, "baseline", None)
     rows: list[Row] = []
+    floor_binary = compile_floor(workdir)
     for name in SHAPES:
         source = generate(workdir, name, scale, seed)
         target = workdir / f"ratio-{name}"
-        times: dict[str, list[float]] = {"cp": [], "sync": [], "clean": [], "base": []}
+        times: dict[str, list[float]] = {"cp": [], "sync": [], "clean": [], "base": [], "floor_a": []}
         rss: dict[str, list[float]] = {"clean": [], "base": []}
-        cpu: dict[str, list[float]] = {"clean": [], "base": []}
-        loads, identical = [], True
+        cpu: dict[str, list[float]] = {"clean": [], "base": [], "floor_a": [], "floor_b": []}
+        loads, identical, report = [], True, {}
         for _ in range(repeat):
             loads.append(os.getloadavg()[0])
             times["cp"].append(_copy(source.parent, target, sync=False))
@@ -99,26 +177,55 @@ def bench_ratio(args: object, workdir: Path) -> list[Row]:
                 rss[key].append(run.own_rss_mib)
                 cpu[key].append(run.cpu_seconds)
                 outputs.append(_digests(target))
+                report = run.report["results"][0]
             identical = identical and all(out == outputs[0] for out in outputs)
+            keep = round(1000 * (1 - report["size_reduction"]))
+            wall, floor_cpu = _floor_a(floor_binary, source, workdir / f"floor-{name}", keep)
+            times["floor_a"].append(wall)
+            cpu["floor_a"].append(floor_cpu)
+            if SHAPES[name]["codec"]:
+                cpu["floor_b"].append(_floor_b(source, report))
         shutil.rmtree(target, ignore_errors=True)
-        rows.append((f"{name}: 1-minute load average, median", statistics.median(loads), "load"))
-        rows += _summary(f"{name}: cp -r seconds", times["cp"])
-        rows += _summary(f"{name}: cp -r + sync seconds", times["sync"])
-        rows += _summary(f"{name}: clean --jobs 1 seconds", times["clean"])
-        rows += _summary(f"{name}: clean --jobs 1 CPU seconds (user + sys)", cpu["clean"])
-        rows.append((f"{name}: clean --jobs 1 peak RSS (max)", max(rss["clean"]), "MiB"))
-        best = min(times["clean"])
-        rows.append((f"{name}: clean / cp -r (min/min)", best / min(times["cp"]), "x"))
-        rows.append((f"{name}: clean / cp -r + sync (min/min)", best / min(times["sync"]), "x"))
+        rows += _shape_rows(name, times, rss, cpu, loads, report)
         if baseline:
+            best = min(times["clean"])
             rows += _summary(f"{name}: baseline clean --jobs 1 seconds", times["base"])
             rows += _summary(f"{name}: baseline CPU seconds (user + sys)", cpu["base"])
             rows.append((f"{name}: baseline peak RSS (max)", max(rss["base"]), "MiB"))
             rows.append((f"{name}: baseline / this (min/min)", min(times["base"]) / best, "x"))
+            rows.append((f"{name}: baseline CPU / floor (min/min)", min(cpu["base"]) / _floor(cpu), "x"))
             rows.append((f"{name}: output identical to the baseline's (1 if yes)", float(identical), "yes"))
     if getattr(args, "profile", False):
         for name in SHAPES:
             print_profile(name, generate(workdir, name, scale, seed), workdir)
+    return rows
+
+
+def _floor(cpu: dict[str, list[float]]) -> float:
+    """The shape's floor in CPU seconds: (a), plus (b) where it has one (best of each)."""
+    return min(cpu["floor_a"]) + (min(cpu["floor_b"]) if cpu["floor_b"] else 0.0)
+
+
+def _shape_rows(name: str, times: dict[str, list[float]], rss: dict[str, list[float]],
+                cpu: dict[str, list[float]], loads: list[float], report: dict[str, Any]) -> list[Row]:
+    best = min(times["clean"])
+    floor_name = "floor (a) + (b)" if cpu["floor_b"] else "floor (a)"
+    rows = [(f"{name}: 1-minute load average, median", statistics.median(loads), "load")]
+    rows += _summary(f"{name}: cp -r seconds", times["cp"])
+    rows += _summary(f"{name}: cp -r + sync seconds", times["sync"])
+    rows += _summary(f"{name}: clean --jobs 1 seconds", times["clean"])
+    rows.append((f"{name}: clean --jobs 1 MB/s (best)", report["bytes_read"] / best / 1e6, "MB/s"))
+    rows += _summary(f"{name}: clean --jobs 1 CPU seconds (user + sys)", cpu["clean"])
+    rows.append((f"{name}: clean --jobs 1 peak RSS (max)", max(rss["clean"]), "MiB"))
+    rows += _summary(f"{name}: floor (a) CPU seconds (C: read, CRC-32C, write, fsync)", cpu["floor_a"])
+    rows.append((f"{name}: floor (a) MB/s (best wall)", report["bytes_read"] / min(times["floor_a"]) / 1e6,
+                 "MB/s"))
+    if cpu["floor_b"]:
+        rows += _summary(f"{name}: floor (b) CPU seconds (zstd: decompress all, recompress rebuilt)",
+                         cpu["floor_b"])
+    rows.append((f"{name}: clean CPU / {floor_name} CPU (min/min)", min(cpu["clean"]) / _floor(cpu), "x"))
+    rows.append((f"{name}: clean / cp -r (min/min)", best / min(times["cp"]), "x"))
+    rows.append((f"{name}: clean / cp -r + sync (min/min)", best / min(times["sync"]), "x"))
     return rows
 
 

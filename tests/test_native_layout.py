@@ -22,14 +22,14 @@ from kcompact.records.scan import accel as scan_accel
 PACKAGE = Path(__file__).parents[1] / "kcompact"
 OWNERS: dict[str, tuple[ModuleType, set[str]]] = {
     "kcompact.records.scan._accel": (scan_accel, {
-        "scan_keys", "scan_key_digests", "scan_records", "rebuild_records", "decode_batch",
+        "scan_keys", "scan_key_digests", "scan_records", "rebuild_records", "decode_batch", "crc32c",
         "batch_headers", "batch_producers", "legacy_entries", "legacy_emit",
     }),
     "kcompact.cleaner.offset_map._runs": (offset_map_accel, {
         "flush_puts", "fold_into_run", "merge_runs_step",
     }),
     "kcompact.cleaner.round._windows": (round_accel, {
-        "scan_window_key_digests", "scan_window_records", "emit_window",
+        "scan_window_key_digests", "scan_window_records", "emit_window", "zstd_version",
     }),
 }
 
@@ -67,7 +67,7 @@ def test_switched_off_no_owner_calls_its_kernels(monkeypatch: pytest.MonkeyPatch
     assert offset_map_accel.flush_puts([], 12) is None
     assert offset_map_accel.merge_runs_step((), (), (), 12, 0, 0, 0) is None  # type: ignore[arg-type]
     assert round_accel.scan_window_key_digests(b"", 0, 0, 0, 1, 0) is None
-    assert round_accel.scan_window_records(b"", 0, 0, 1, 1, 1, None, 0, None) is None
+    assert round_accel.scan_window_records(b"", 0, 0, 1, 1, 1, None, 0) is None
 
 
 def test_records_layer_c_knows_no_cleaner_structure() -> None:

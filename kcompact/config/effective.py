@@ -55,11 +55,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kcompact.config.config_keys import CLEANUP_POLICY_COMPACT, format_value
 from kcompact.config.internal_topics import internal_topic_configs
-from kcompact.config.kraft.metadata_state import MetadataState
 from kcompact.config.source_files import (
     METADATA_TOPIC,
     FoundSources,
@@ -68,6 +67,9 @@ from kcompact.config.source_files import (
 from kcompact.config.topic_config import ConfigValue, TopicConfig, resolve_config
 from kcompact.errors import ConfigError
 from kcompact.segment.names import parse_partition_dir_name
+
+if TYPE_CHECKING:  # only annotations: the KRaft reader is imported where a log dir has metadata (source_files)
+    from kcompact.config.kraft.metadata_state import MetadataState
 
 __all__ = [
     "ASSUMED_COMPACT",

@@ -351,6 +351,16 @@ def zstd_one_call() -> Any:
     return _zstd_context("decompressor").decompress
 
 
+def zstd_library_version() -> int | None:
+    """The loaded zstandard's libzstd version as ``ZSTD_versionNumber`` gives it (10506 for 1.5.6), or
+    None where zstandard is missing or not imported yet (as :func:`zstd_one_call`): a compiled copy of the
+    library may stand in for it only at this very version (the cleaner's output must stay byte-identical)."""
+    if ZSTD not in _loaded:
+        return None
+    major, minor, release = _loaded[ZSTD].ZSTD_VERSION
+    return int(major * 10_000 + minor * 100 + release)
+
+
 def _zstd_one_block_bound(view: memoryview, max_output: int) -> int:
     """The output bound of a one-call decompression when ``view`` is exactly one zstd frame of one
     block (RFC 8878), or of one block and an empty last one (as Kafka's producer and cleaner write every

@@ -7,8 +7,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from tests.builders import PartitionBuilder
 
 HEAVY = ("numpy", "zstandard", "xxhash", "lz4", "cramjam", "pyspark", "kcompact.cleaner.offset_map")
 
@@ -37,3 +40,16 @@ def test_top_help_imports_only_the_cli_and_its_errors() -> None:
     outside_cli = ("kcompact", "kcompact.errors", "kcompact.text")
     assert sorted(name for name in kcompact_modules
                   if not name.startswith("kcompact.cli") and name not in outside_cli) == []
+
+
+def test_a_clean_imports_only_what_it_uses(tmp_path: Path) -> None:
+    """A clean of a partition with no KRaft metadata imports no KRaft metadata reader (~10-20 ms of every
+    clean's start), nor rich, nor the readers of other commands."""
+    b = PartitionBuilder("imports")
+    b.batch([(b"k%d" % (i % 3), b"v") for i in range(10)]).roll().batch([(b"z", b"z")])
+    part = b.write(tmp_path)
+    imported = _imported("clean", "--json", "--config", "cleanup.policy=compact", "--jobs", "1", str(part))
+    assert "kcompact.cleaner.round.stages" in imported  # the probe saw the clean
+    unused = ["rich", "kcompact.config.kraft", "kcompact.inspect", "kcompact.repair", "kcompact.spark"]
+    assert sorted(name for name in imported if name.split(".")[0] in unused
+                  or any(name.startswith(f"{prefix}.") or name == prefix for prefix in unused)) == []

@@ -11,19 +11,17 @@ starts its own (``tests/conftest.py``: ``hdfs_urls``).
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import os
 import re
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
+from tests.maven import copy_dependencies, missing_tool, pom_property
+
 POM = Path(__file__).with_name("pom.xml")
 LAUNCHER = Path(__file__).with_name("java") / "KcompactMiniHdfs.java"
 LIBS_ENV = "KCOMPACT_HDFS_LIBS"
-COMPLETE_MARKER = ".complete"
 READY_TIMEOUT_S = 180.0
 
 
@@ -33,10 +31,10 @@ class HdfsUnavailable(RuntimeError):
 
 def hadoop_version() -> str:
     """The Hadoop version the pom pins."""
-    match = re.search(r"<hadoop\.version>([^<]+)</hadoop\.version>", POM.read_text())
-    if match is None:
+    version = pom_property(POM, "hadoop.version")
+    if version is None:
         raise HdfsUnavailable(f"{POM}: no <hadoop.version> property")
-    return match.group(1)
+    return version
 
 
 def libs_dir() -> Path:
@@ -47,10 +45,8 @@ def libs_dir() -> Path:
 
 def why_unavailable() -> str | None:
     """Why the mini cluster cannot run here (no java or no mvn on PATH), or None."""
-    for tool in ("java", "mvn"):
-        if shutil.which(tool) is None:
-            return f"{tool} not on PATH: Hadoop's MiniDFSCluster cannot run in the tests"
-    return None
+    tool = missing_tool()
+    return None if tool is None else f"{tool} not on PATH: Hadoop's MiniDFSCluster cannot run in the tests"
 
 
 def resolve() -> Path:
@@ -63,21 +59,9 @@ def resolve() -> Path:
     if reason is not None:
         raise HdfsUnavailable(reason)
     target = libs_dir()
-    digest = hashlib.sha256(POM.read_bytes()).hexdigest()
-    marker = target / COMPLETE_MARKER
-    if marker.exists() and marker.read_text().strip() == digest:
-        return target
-    target.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f".{target.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # several pytest processes may ask at once
-        if marker.exists() and marker.read_text().strip() == digest:
-            return target
-        command = ["mvn", "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
-                   f"-DoutputDirectory={target}", "-DincludeScope=runtime"]
-        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=900)
-        if done.returncode != 0:
-            raise HdfsUnavailable(f"mvn failed ({done.returncode}):\n{done.stdout[-4000:]}{done.stderr[-4000:]}")
-        marker.write_text(digest + "\n")
+    failure = copy_dependencies(POM, target)
+    if failure is not None:
+        raise HdfsUnavailable(failure)
     return target
 
 

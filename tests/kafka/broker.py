@@ -63,8 +63,13 @@ def free_port() -> int:
 
 
 def new_cluster_id() -> str:
-    """A cluster id as ``kafka-storage random-uuid`` prints it (a base64url UUID)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A cluster id as ``kafka-storage random-uuid`` prints it (a base64url UUID), never starting with
+    ``-``: Kafka's ``Uuid.randomUuid`` draws again for those, and ``kafka-storage format -t`` would take
+    one for an option (1 format in 64 failed so)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def java_command(classpath: str, main_class: str, *args: str, logs_dir: Path,

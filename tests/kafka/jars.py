@@ -11,19 +11,15 @@ is one made for an older pom (a dependency added later is copied in on first use
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import os
-import re
-import shutil
-import subprocess
 import sys
 from pathlib import Path
+
+from tests.maven import copy_dependencies, missing_tool, pom_property
 
 POM = Path(__file__).with_name("pom.xml")
 REQUIRE_ENV = "KCOMPACT_REQUIRE_KAFKA"
 LIBS_ENV = "KCOMPACT_KAFKA_LIBS"
-COMPLETE_MARKER = ".complete"
 
 
 class KafkaUnavailable(RuntimeError):
@@ -32,10 +28,10 @@ class KafkaUnavailable(RuntimeError):
 
 def kafka_version() -> str:
     """The Kafka version the pom pins."""
-    match = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", POM.read_text())
-    if match is None:
+    version = pom_property(POM, "kafka.version")
+    if version is None:
         raise KafkaUnavailable(f"{POM}: no <kafka.version> property")
-    return match.group(1)
+    return version
 
 
 def libs_dir() -> Path:
@@ -46,21 +42,10 @@ def libs_dir() -> Path:
     return Path.home() / ".cache" / "kcompact" / f"kafka-{kafka_version()}"
 
 
-def _pom_digest() -> str:
-    return hashlib.sha256(POM.read_bytes()).hexdigest()
-
-
-def _complete(target: Path) -> bool:
-    marker = target / COMPLETE_MARKER
-    return marker.exists() and marker.read_text().strip() == _pom_digest()
-
-
 def why_unavailable() -> str | None:
     """Why Kafka cannot run here (no java or no mvn on PATH), or None."""
-    for tool in ("java", "mvn"):
-        if shutil.which(tool) is None:
-            return f"{tool} not on PATH: Kafka {kafka_version()}'s broker cannot run in the tests"
-    return None
+    tool = missing_tool()
+    return None if tool is None else f"{tool} not on PATH: Kafka {kafka_version()}'s broker cannot run in the tests"
 
 
 def resolve() -> Path:
@@ -73,19 +58,9 @@ def resolve() -> Path:
     if reason is not None:
         raise KafkaUnavailable(reason)
     target = libs_dir()
-    if _complete(target):
-        return target
-    target.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f".{target.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # several pytest processes may ask at once
-        if _complete(target):
-            return target
-        command = ["mvn", "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
-                   f"-DoutputDirectory={target}", "-DincludeScope=runtime"]
-        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=900)
-        if done.returncode != 0:
-            raise KafkaUnavailable(f"mvn failed ({done.returncode}):\n{done.stdout[-4000:]}{done.stderr[-4000:]}")
-        (target / COMPLETE_MARKER).write_text(_pom_digest() + "\n")
+    failure = copy_dependencies(POM, target)
+    if failure is not None:
+        raise KafkaUnavailable(failure)
     return target
 
 

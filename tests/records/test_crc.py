@@ -7,7 +7,9 @@ import mmap
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcompact.records.crc import crc32, crc32c, crc32c_callback
+from kcompact.records.crc import crc32, crc32c
+from kcompact.records.scan import accel
+from tests.records.scan.accel_compare import needs_c
 
 
 def test_check_values() -> None:
@@ -63,7 +65,11 @@ def test_accepts_memoryview_slices_and_mmap() -> None:
         assert crc32(memoryview(mapped)[3:]) == 0xCBF43926
 
 
-@given(st.binary(max_size=300))
-def test_the_kernels_callback_is_crc32c(data: bytes) -> None:
-    assert crc32c_callback(memoryview(data)) == crc32c(data)
-    assert type(crc32c_callback(data)) is int
+@needs_c
+@given(st.binary(max_size=3000), st.integers(0, 15), st.booleans())
+def test_the_kernels_own_crc32c_is_the_packages(data: bytes, skip: int, portable: bool) -> None:
+    """The C kernels check and write batch CRCs with no call into Python (``common.h``): the CPU's
+    instruction and the table path both equal the ``crc32c`` package, at every alignment and length."""
+    view = memoryview(data)[min(skip, len(data)):]
+    assert accel.crc32c(view, portable) == crc32c(view)
+    assert accel.crc32c(b"123456789", portable) == 0xE3069283

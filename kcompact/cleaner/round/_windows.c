@@ -12,6 +12,7 @@
  */
 #include "common.h"
 #include "walk.h"
+#include "_windows_zstd.h"  /* zstd batches with the vendored library */
 
 PyObject *kcompact_scan_error;  /* kcompact.cleaner.round._windows.ScanError (common.h) */
 
@@ -29,8 +30,6 @@ PyObject *kcompact_scan_error;  /* kcompact.cleaner.round._windows.ScanError (co
  * anything else (out of memory within the kernel, an interrupt). *whole: the caller's memoryview of
  * the source, made here at its first compressed batch (the caller releases it). */
 #define ZSTD_CODEC 4
-#define ZSTD_FRAME_MAGIC 0xFD2FB528u
-#define ZSTD_BLOCK_MAX (128 * 1024)  /* the most one block inflates to (RFC 8878) */
 
 /* records.compression._zstd_one_block_bound (max_output 2**31): the output bound of one
  * decompression call when p[0, n) is exactly one zstd frame of one block (or of one block and an empty
@@ -107,6 +106,24 @@ decompressed(PyObject *fn, PyObject *zstd_fn, int codec, PyObject *source, PyObj
 {
     PyObject *view, *args[2], *value, *code;
     *out = NULL;
+    if (codec == ZSTD_CODEC && zstd_fn == Py_True) {  /* the vendored library, python-zstandard's own */
+        Py_buffer whole_buffer;
+        Py_ssize_t bound = 0;
+        if (PyObject_GetBuffer(source, &whole_buffer, PyBUF_SIMPLE) < 0)
+            return -1;
+        if (start >= 0 && start + n <= whole_buffer.len) {
+            const uint8_t *payload = (const uint8_t *)whole_buffer.buf + start;
+            bound = zstd_frame_bound(payload, n);
+            if (bound > 0)
+                *out = zstd_native_decompress(payload, n, bound);
+        }
+        PyBuffer_Release(&whole_buffer);
+        if (*out != NULL)
+            return 1;
+        if (PyErr_Occurred())
+            return -1;
+        zstd_fn = NULL;  /* refused, or not the usual stream: the Python path says why */
+    }
     if (*whole == NULL && (*whole = PyMemoryView_FromObject(source)) == NULL)
         return -1;
     view = PySequence_GetSlice(*whole, start, start + n);
@@ -185,7 +202,7 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
         || as_int64(args[3], &min_offset) < 0 || as_int64(args[4], &max_puts) < 0
         || as_int64(args[5], &base_puts) < 0
         || (decompress_fn != NULL && !PyCallable_Check(decompress_fn))
-        || (zstd_fn != NULL && !PyCallable_Check(zstd_fn))
+        || (zstd_fn != NULL && zstd_fn != Py_True && !PyCallable_Check(zstd_fn))
         || get_bytes(args[0], &view) < 0)
         return scan_error(DECLINED);
     const uint8_t *d = (const uint8_t *)view.buf;
@@ -211,7 +228,16 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
             Py_ssize_t n = (Py_ssize_t)batch_length + LOG_OVERHEAD - RECORD_BATCH_OVERHEAD;
             const uint8_t *records = h + RECORD_BATCH_OVERHEAD;
             PyObject *inflated = NULL;
-            if (codec != 0) {
+            if (codec == ZSTD_CODEC && zstd_fn == Py_True) {  /* keys only: the scratch buffer will do */
+                Py_ssize_t bound = zstd_frame_bound(records, n), got = -1;
+                if (bound > 0 && (got = zstd_native_into_scratch(records, n, bound)) == -2)
+                    goto done;
+                if (got >= 0) {
+                    records = (const uint8_t *)zstd_scratch.data;
+                    n = got;
+                }
+            }
+            if (codec != 0 && records == h + RECORD_BATCH_OVERHEAD) {
                 int got = decompressed(decompress_fn, zstd_fn, codec, args[0], &source_view,
                                        (Py_ssize_t)position + RECORD_BATCH_OVERHEAD, n, &inflated);
                 if (got < 0)
@@ -248,6 +274,7 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
                            offsets.size, digests.data ? digests.data : "", digests.size,
                            batches.data ? batches.data : "", batches.size);
 done:
+    zstd_scratch_trim();
     PyMem_Free(offsets.data);
     PyMem_Free(digests.data);
     PyMem_Free(batches.data);
@@ -285,12 +312,12 @@ in_sorted(const int64_t *v, Py_ssize_t n, int64_t offset)
 
 PyDoc_STRVAR(scan_window_records_doc,
 "scan_window_records(buf, position, limit, max_batches, max_records, max_bytes, protected,\n"
-"                    upper_bound, crc, decompress, zstd)\n"
+"                    upper_bound, decompress, zstd)\n"
 "    -> (position, batches, offsets, timestamps, key_starts, key_ends, body_starts, record_ends,\n"
 "        value_null, inflated)\n\n"
 "Pass 2 (cleaner/round/filtering) over the batches starting at `position`, before `limit`: while\n"
-"each is a well-framed, non-transactional, non-control v2 batch with records, a valid CRC (crc:\n"
-"records.crc.crc32c), records that scan (scan_records; a compressed batch's only with\n"
+"each is a well-framed, non-transactional, non-control v2 batch with records, a valid CRC-32C\n"
+"(common.h), records that scan (scan_records; a compressed batch's only with\n"
 "`decompress`, records.compression.decompress called as (codec, payload), a zstd batch's usual\n"
 "stream first through `zstd` when given, and where it does not raise), a last offset not in the ascending int64 array `protected` and a next offset other than\n"
 "upper_bound, its header fields (position, size, base offset, last offset, count, attributes, base\n"
@@ -308,17 +335,16 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int64_t position, limit, max_batches, max_records, max_bytes, upper_bound, start;
     Grow batches = {0}, columns[N_WR_COLUMNS] = {{0}}, value_null = {0};
     Py_ssize_t records = 0, taken = 0, err, inflated_size = 0;
-    PyObject *result = NULL, *crc_fn, *decompress_fn, *zstd_fn, *inflated = NULL, *source_view = NULL;
-    if (check_nargs("scan_window_records", nargs, 11) < 0)
+    PyObject *result = NULL, *decompress_fn, *zstd_fn, *inflated = NULL, *source_view = NULL;
+    if (check_nargs("scan_window_records", nargs, 10) < 0)
         return NULL;
-    crc_fn = args[8];
-    decompress_fn = args[9] == Py_None ? NULL : args[9];
-    zstd_fn = args[10] == Py_None ? NULL : args[10];
+    decompress_fn = args[8] == Py_None ? NULL : args[8];
+    zstd_fn = args[9] == Py_None ? NULL : args[9];
     if (as_int64(args[1], &position) < 0 || as_int64(args[2], &limit) < 0
         || as_int64(args[3], &max_batches) < 0 || as_int64(args[4], &max_records) < 0
         || as_int64(args[5], &max_bytes) < 0 || as_int64(args[7], &upper_bound) < 0
-        || !PyCallable_Check(crc_fn) || (decompress_fn != NULL && !PyCallable_Check(decompress_fn))
-        || (zstd_fn != NULL && !PyCallable_Check(zstd_fn)) || get_bytes(args[0], &view) < 0)
+        || (decompress_fn != NULL && !PyCallable_Check(decompress_fn))
+        || (zstd_fn != NULL && zstd_fn != Py_True && !PyCallable_Check(zstd_fn)) || get_bytes(args[0], &view) < 0)
         return scan_error(DECLINED);
     if (get_8byte_ints(args[6], &prot, 'q', 'l') < 0) {
         PyBuffer_Release(&view);
@@ -338,7 +364,6 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         int16_t attributes;
         int32_t batch_length, count;
         int64_t base_offset, last_offset, next_offset, at;
-        uint32_t crc;
         int codec;
         Columns c;
         PyObject *piece = NULL;  /* a compressed batch's records, decompressed */
@@ -361,9 +386,7 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             || in_sorted((const int64_t *)prot.buf, prot.len / 8, last_offset))
             break;
         size = (Py_ssize_t)batch_length + LOG_OVERHEAD;
-        if (crc_of(crc_fn, h + 21, size - 21, &crc) < 0)
-            goto done;
-        if (crc != (uint32_t)be(h + 17, 4))
+        if (crc32c_of(h + 21, size - 21) != (uint32_t)be(h + 17, 4))
             break;  /* the per-batch walk reports it */
         n = size - RECORD_BATCH_OVERHEAD;
         body = h + RECORD_BATCH_OVERHEAD;
@@ -444,6 +467,7 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 #undef COL
                            value_null.data ? value_null.data : "", value_null.size, inflated);
 done:
+    zstd_scratch_trim();
     PyMem_Free(batches.data);
     PyMem_Free(value_null.data);
     Py_XDECREF(inflated);
@@ -533,10 +557,11 @@ write_kept(const Window *x, uint8_t *p, Py_ssize_t r0, int64_t count, int64_t ba
 }
 
 /* A compressed batch's rebuilt records, `raw` bytes long, through compress(codec, records) (the
- * reference's records.compression.compress): a new bytes object, or NULL with *declined set where
- * compress raised an ordinary error (the reference then raises it), or a Python error set. */
+ * reference's records.compression.compress), or for zstd with `native` set, zstd_native_compress: a new
+ * bytes object, or NULL with *declined set where compress raised an ordinary error or the library
+ * refused (the reference then runs), or a Python error set. */
 static PyObject *
-compressed_records(PyObject *compress_fn, int codec, const Window *x, Py_ssize_t r0,
+compressed_records(PyObject *compress_fn, int native, int codec, const Window *x, Py_ssize_t r0,
                    int64_t count, int64_t base_offset, int64_t base_ts, Py_ssize_t raw,
                    int *declined)
 {
@@ -544,6 +569,13 @@ compressed_records(PyObject *compress_fn, int codec, const Window *x, Py_ssize_t
     if (records == NULL)
         return NULL;
     write_kept(x, (uint8_t *)PyBytes_AS_STRING(records), r0, count, base_offset, base_ts);
+    if (native && codec == ZSTD_CODEC) {
+        value = zstd_native_compress((const uint8_t *)PyBytes_AS_STRING(records), raw);
+        Py_DECREF(records);
+        if (value == NULL && !PyErr_Occurred())
+            *declined = 1;
+        return value;
+    }
     code = PyLong_FromLong(codec);
     if (code == NULL) {
         Py_DECREF(records);
@@ -569,13 +601,14 @@ compressed_records(PyObject *compress_fn, int codec, const Window *x, Py_ssize_t
 
 PyDoc_STRVAR(emit_window_doc,
 "emit_window(buf, batches, offsets, timestamps, body_starts, record_ends, value_null, kept,\n"
-"            new_horizon, crc, inflated, compress) -> (output bytes, per batch (outcome, size,\n"
+"            new_horizon, inflated, compress, zstd) -> (output bytes, per batch (outcome, size,\n"
 "            last offset, max timestamp, records kept) as native int64)\n\n"
 "records.filter.filter_v2_batch over a run of scan_window_records, all DELETE_EMPTY: per batch,\n"
 "nothing kept: dropped (outcome 0); all kept and no horizon to set: its bytes (1); else rebuilt\n"
 "(2) with the horizon policy.output_delete_horizon gives (new_horizon, negative for none, when a\n"
 "kept record is a tombstone and the batch has none), a compressed batch's records compressed again\n"
-"with its codec by compress (records.compression.compress, called as (codec, records)). kept: one\n"
+"with its codec by compress (records.compression.compress, called as (codec, records)); zstd True:\n"
+"a zstd batch's with the vendored library instead, as compress would. kept: one\n"
 "byte a record; inflated: the run's list of decompressed record sections. Raises ScanError(-1)\n"
 "where the reference would fail or the arguments do not match.");
 
@@ -584,22 +617,22 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     enum { N_VIEWS = 8 };
     Py_buffer views[N_VIEWS];
-    int held = 0, declined = 0;
+    int held = 0, declined = 0, native;
     int64_t new_horizon;
     Py_ssize_t n_batches = 0, n_records, total = 0;
     const int64_t *info;
     Window x;
     Py_ssize_t item = 0;
-    PyObject *out = NULL, *table = NULL, *result = NULL, *crc_fn, *compress_fn, *inflated;
+    PyObject *out = NULL, *table = NULL, *result = NULL, *compress_fn, *inflated;
     PyObject **payloads = NULL;
     int64_t *row;
     uint8_t *w;
     if (check_nargs("emit_window", nargs, 12) < 0)
         return NULL;
-    crc_fn = args[9];
-    inflated = args[10];
-    compress_fn = args[11] == Py_None ? NULL : args[11];
-    if (as_int64(args[8], &new_horizon) < 0 || !PyCallable_Check(crc_fn)
+    inflated = args[9];
+    compress_fn = args[10] == Py_None ? NULL : args[10];
+    native = args[11] == Py_True;
+    if (as_int64(args[8], &new_horizon) < 0
         || (compress_fn != NULL && !PyCallable_Check(compress_fn)) || !PyList_CheckExact(inflated))
         return scan_error(DECLINED);
     for (held = 0; held < N_VIEWS; held++)  /* the int64 ones as scan_window_records made them: bytes */
@@ -687,7 +720,7 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (bytes - LOG_OVERHEAD > INT32_MAX)  /* deltas can grow a record: the reference refuses */
                 goto declined;
             if (codec != 0) {
-                payloads[b] = compressed_records(compress_fn, codec, &x, r0, count,
+                payloads[b] = compressed_records(compress_fn, native, codec, &x, r0, count,
                                                  bi[W_BASE_OFFSET], base_ts,
                                                  bytes - RECORD_BATCH_OVERHEAD, &declined);
                 if (payloads[b] == NULL)
@@ -722,7 +755,6 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             int has_h = (bi[W_ATTRIBUTES] & DELETE_HORIZON_BIT) != 0, any_tomb = 0;
             int64_t horizon, base_ts, codec = bi[W_ATTRIBUTES] & CODEC_MASK;
             Py_ssize_t first_kept = -1;  /* there is one: the batch is not dropped */
-            uint32_t crc;
             for (Py_ssize_t i = r0; i < r0 + count; i++) {
                 any_tomb |= x.kept[i] && x.nul[i];
                 if (first_kept < 0 && x.kept[i])
@@ -747,9 +779,7 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             put_be(w + 35, (uint64_t)e[E_MAX_TIMESTAMP], 8);
             memcpy(w + 43, h + 43, 14);                          /* producer id, epoch, base sequence */
             put_be(w + 57, (uint64_t)e[E_KEPT], 4);
-            if (crc_of(crc_fn, w + 21, (Py_ssize_t)e[E_SIZE] - 21, &crc) < 0)
-                goto done;
-            put_be(w + 17, crc, 4);
+            put_be(w + 17, crc32c_of(w + 21, (Py_ssize_t)e[E_SIZE] - 21), 4);
         }
         w += e[E_SIZE];
         r0 += count;
@@ -779,6 +809,7 @@ done:
 /* ---- module ----------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
+    {"zstd_version", zstd_version, METH_NOARGS, zstd_version_doc},
     {"scan_window_key_digests", (PyCFunction)(void (*)(void))scan_window_key_digests, METH_FASTCALL, scan_window_key_digests_doc},
     {"scan_window_records", (PyCFunction)(void (*)(void))scan_window_records, METH_FASTCALL, scan_window_records_doc},
     {"emit_window", (PyCFunction)(void (*)(void))emit_window, METH_FASTCALL, emit_window_doc},

@@ -17,12 +17,25 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from kcompact.records.compression import zstd_library_version
 from kcompact.records.scan import accel as scan_accel
 from kcompact.records.varint import Buffer
 
 kernels: ModuleType | None
 import_error: str | None
 kernels, import_error = scan_accel.load_kernels("kcompact.cleaner.round._windows")
+_COMPILED_ZSTD = kernels.zstd_version() if kernels is not None else None
+
+
+def zstd_codec(one_call: Any) -> Any:
+    """The windows' ``zstd`` argument: True where the library compiled into the windows
+    (``kcompact/_vendor/zstd``) is the loaded zstandard's own version — then the windows decompress a zstd
+    batch's usual stream and compress its rebuilt records themselves, with one reused context each and
+    no Python call — else ``one_call`` (``records.compression.zstd_one_call()``: None before zstandard
+    is imported, so a log's first zstd batch still goes through ``decompress``, which imports it)."""
+    if one_call is not None and _COMPILED_ZSTD is not None and _COMPILED_ZSTD == zstd_library_version():
+        return True
+    return one_call
 
 
 def scan_window_key_digests(
@@ -39,9 +52,10 @@ def scan_window_key_digests(
     Args:
         decompress: ``records.compression.decompress``, called as ``(codec, payload)`` for each
             compressed batch (None: the kernel takes uncompressed batches only).
-        zstd: ``records.compression.zstd_one_call()``: a zstd batch's usual stream (one frame of one
-            block) is decompressed by it in one bounded call, as ``decompress`` would (None: all
-            through ``decompress``).
+        zstd: :func:`zstd_codec`'s answer: True, a zstd batch's usual stream (one frame of one block,
+            or of one block and Kafka's empty last one) is decompressed in C; a callable
+            (``records.compression.zstd_one_call()``), by it in one bounded call, as ``decompress``
+            would; None: all through ``decompress``.
 
     Returns:
         ``(position, offsets, digests, batches)``: where it stopped, the entries as native int64 and
@@ -63,7 +77,7 @@ WindowRecords = tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, bytes, byte
 
 def scan_window_records(
     buf: Buffer, position: int, limit: int, max_batches: int, max_records: int, max_bytes: int,
-    protected: Any, upper_bound: int, crc: Any, decompress: Any = None, zstd: Any = None,
+    protected: Any, upper_bound: int, decompress: Any = None, zstd: Any = None,
 ) -> WindowRecords | None:
     """C pass 2 walk over a run of v2 data batches (``cleaner/round/filter_windows``).
 
@@ -76,9 +90,7 @@ def scan_window_records(
     Args:
         decompress: ``records.compression.decompress``, called as ``(codec, payload)`` for each
             compressed batch (None: the kernel takes uncompressed batches only).
-        zstd: ``records.compression.zstd_one_call()``: a zstd batch's usual stream (one frame of one
-            block) is decompressed by it in one bounded call, as ``decompress`` would (None: all
-            through ``decompress``).
+        zstd: as :func:`scan_window_key_digests`'s.
 
     Returns:
         ``(position, batches, offsets, timestamps, key_starts, key_ends, body_starts, record_ends,
@@ -90,7 +102,7 @@ def scan_window_records(
         return None
     try:
         result: WindowRecords = kernels.scan_window_records(
-            buf, position, limit, max_batches, max_records, max_bytes, protected, upper_bound, crc,
+            buf, position, limit, max_batches, max_records, max_bytes, protected, upper_bound,
             decompress, zstd)
     except kernels.ScanError:
         return None
@@ -99,7 +111,8 @@ def scan_window_records(
 
 def emit_window(
     buf: Buffer, batches: Buffer, columns: tuple[Buffer, Buffer, Buffer, Buffer], value_null: Buffer,
-    kept: Any, new_horizon: int, crc: Any, inflated: list[bytes] | None = None, compress: Any = None,
+    kept: Any, new_horizon: int, inflated: list[bytes] | None = None, compress: Any = None,
+    zstd: bool = False,
 ) -> tuple[bytes, bytes] | None:
     """C :func:`~kcompact.records.filter.filter_v2_batch` over a run of
     :func:`scan_window_records` (every batch ``DELETE_EMPTY``, its horizon as
@@ -111,10 +124,11 @@ def emit_window(
         value_null: the run's ``value_null``.
         kept: one byte a record, nonzero where it is kept (any flat byte buffer: numpy's too).
         new_horizon: the horizon this round stamps (negative: none).
-        crc: ``records.crc.crc32c``.
         inflated: the run's ``inflated`` (its compressed batches' records).
         compress: ``records.compression.compress``, called as ``(codec, records)`` for each
             compressed batch rebuilt (None: the run must have none).
+        zstd: a zstd batch's rebuilt records compressed in C instead, as ``compress`` would
+            (:func:`zstd_codec` answered True).
 
     Returns:
         ``(output, table)``: the output batches back to back and per input batch ``(outcome, size,
@@ -125,8 +139,8 @@ def emit_window(
         return None
     try:
         result: tuple[bytes, bytes] = kernels.emit_window(
-            buf, batches, *columns, value_null, kept, new_horizon, crc,
-            [] if inflated is None else inflated, compress)
+            buf, batches, *columns, value_null, kept, new_horizon,
+            [] if inflated is None else inflated, compress, zstd)
     except kernels.ScanError:
         return None
     return result

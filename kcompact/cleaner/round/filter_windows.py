@@ -5,10 +5,11 @@ CRC check, batch decision, decompression, record scan, rebuild, recompression, s
 cost more than the record work itself. Here a window of up to :data:`RUN_BATCHES` batches (or
 :data:`RUN_RECORDS` records, or :data:`RUN_BYTES` bytes read and decompressed) is read by one C call
 (``accel.scan_window_records``: headers, CRCs, each compressed batch's records decompressed through
-``records.compression.decompress``, record columns), its records decided together by :func:`keep_records`
-(the very function the per-batch path decides with), and its output written by a second C call
-(``accel.emit_window``: dropped, copied byte for byte or rebuilt — a compressed batch's kept records
-compressed again through ``records.compression.compress`` — exactly as ``records.filter.filter_v2_batch``).
+``records.compression.decompress`` — zstd's in C, see ``accel.zstd_codec`` — record columns), its records
+decided together by :func:`keep_records` (the very function the per-batch path decides with), and its output
+written by a second C call (``accel.emit_window``: dropped, copied byte for byte or rebuilt — a compressed
+batch's kept records compressed again through ``records.compression.compress``, zstd's in C — exactly as
+``records.filter.filter_v2_batch``).
 
 What the kernel takes is what makes the batch decision trivial (``rules.policy.check_batch_retention``
 gives ``DELETE_EMPTY``, and the transaction state only moves its aborted queue on): a v2 batch, neither
@@ -34,7 +35,6 @@ from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.rules.policy import new_delete_horizon
 from kcompact.cleaner.rules.producer_state import LastRecord
 from kcompact.records.compression import compress, decompress, zstd_one_call
-from kcompact.records.crc import crc32c
 
 if TYPE_CHECKING:  # filtering imports this module; the annotations only name its context
     from kcompact.cleaner.round.filtering import FilterContext
@@ -118,13 +118,14 @@ def take_runs(
         Where the per-batch walk goes on (``position``: nothing was taken).
     """
     while position < limit:
+        zstd = accel.zstd_codec(zstd_one_call())
         run = accel.scan_window_records(buffer, position, limit, RUN_BATCHES, RUN_RECORDS, RUN_BYTES,
-                                        protected, ctx.upper_bound, crc32c, decompress, zstd_one_call())
+                                        protected, ctx.upper_bound, decompress, zstd)
         if run is None or run[0] == position:
             break
         before()
         before = _nothing
-        emitted = _filter_run(buffer, run, ctx)
+        emitted = _filter_run(buffer, run, ctx, zstd is True)
         if emitted is None:
             break
         data, rows = emitted
@@ -146,7 +147,7 @@ def _nothing() -> None:
 
 
 def _filter_run(
-    buffer: memoryview, run: accel.WindowRecords, ctx: FilterContext
+    buffer: memoryview, run: accel.WindowRecords, ctx: FilterContext, compiled_zstd: bool
 ) -> tuple[bytes, list[list[int]]] | None:
     """Decide and emit one scanned window; None (nothing counted) where the C rebuild declines."""
     _, batches, offsets_raw, timestamps, key_starts_raw, key_ends_raw, body_starts, record_ends, \
@@ -175,8 +176,8 @@ def _filter_run(
                         keys_at, ctx.oracle, ctx.fence, stats)
     emitted = accel.emit_window(
         buffer, batches, (offsets_raw, timestamps, body_starts, record_ends), value_null,
-        kept.view(np.uint8), new_delete_horizon(ctx.now_ms, ctx.delete_retention_ms), crc32c,
-        inflated, compress)
+        kept.view(np.uint8), new_delete_horizon(ctx.now_ms, ctx.delete_retention_ms),
+        inflated, compress, compiled_zstd)
     if emitted is None:
         return None
     data, table = emitted

@@ -173,7 +173,7 @@ class _Slice:
         up to the slice's size; returns where it stopped (``position``: nothing taken)."""
         found = accel.scan_window_key_digests(
             log.buffer, position, limit, start, SLICE_RECORDS - self.puts, self.puts, decompress,
-            zstd_one_call())
+            accel.zstd_codec(zstd_one_call()))
         if found is None:
             return position
         reached, offsets, digests, batches = found

@@ -514,17 +514,17 @@ done:
 /* ---- batch_headers: the facts of a log of plain batches ------------------------------------ */
 
 PyDoc_STRVAR(batch_headers_doc,
-"batch_headers(buf, crc) -> (position, rows bytes)\n\n"
+"batch_headers(buf) -> (position, rows bytes)\n\n"
 "From position 0, while each batch is one decode_batch takes (v2, sizes inside the data) and not a\n"
 "control batch: per batch (position, base offset, last offset, max timestamp, 1 if its CRC-32C\n"
-"(crc: records.crc.crc32c) matches else 0) as native int64. Returns where it stopped.");
+"matches else 0) as native int64. Returns where it stopped.");
 
 /* The walk batch_headers and batch_producers share: from position 0, while each batch is one
  * decode_batch takes and has none of the attribute bits `refused`, a row of five native int64 a batch:
- * position, base offset, last offset, max timestamp, then whether its CRC-32C matches (crc_fn given)
+ * position, base offset, last offset, max timestamp, then whether its CRC-32C matches (check_crc)
  * or else its producer id. Returns (where it stopped, rows), or NULL with an error set. */
 static PyObject *
-header_rows(const Py_buffer *view, int refused, PyObject *crc_fn)
+header_rows(const Py_buffer *view, int refused, int check_crc)
 {
     Grow rows = {0};
     Py_ssize_t position = 0;
@@ -547,12 +547,8 @@ header_rows(const Py_buffer *view, int refused, PyObject *crc_fn)
             || __builtin_add_overflow(base_offset, (int64_t)(int32_t)be(h + 23, 4), &last_offset))
             break;
         size = (Py_ssize_t)batch_length + LOG_OVERHEAD;
-        if (crc_fn != NULL) {
-            uint32_t crc;
-            if (crc_of(crc_fn, h + 21, size - 21, &crc) < 0)
-                goto done;
-            last_column = crc == (uint32_t)be(h + 17, 4);
-        }
+        if (check_crc)
+            last_column = crc32c_of(h + 21, size - 21) == (uint32_t)be(h + 17, 4);
         else
             last_column = (int64_t)be(h + 43, 8);  /* producer id */
         if (grow(&rows, 5 * 8) < 0)
@@ -575,11 +571,11 @@ batch_headers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     Py_buffer view;
     PyObject *result;
-    if (check_nargs("batch_headers", nargs, 2) < 0)
+    if (check_nargs("batch_headers", nargs, 1) < 0)
         return NULL;
-    if (!PyCallable_Check(args[1]) || get_bytes(args[0], &view) < 0)
+    if (get_bytes(args[0], &view) < 0)
         return scan_error(DECLINED);
-    result = header_rows(&view, 0x20, args[1]);  /* not control */
+    result = header_rows(&view, 0x20, 1);  /* not control */
     PyBuffer_Release(&view);
     return result;
 }
@@ -601,14 +597,39 @@ batch_producers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     if (get_bytes(args[0], &view) < 0)
         return scan_error(DECLINED);
-    result = header_rows(&view, 0x30, NULL);  /* neither transactional nor control */
+    result = header_rows(&view, 0x30, 0);  /* neither transactional nor control */
     PyBuffer_Release(&view);
     return result;
 }
 
 /* ---- module ----------------------------------------------------------------------------- */
 
+/* ---- crc32c: common.h's CRC-32C, for its tests ------------------------------------------- */
+
+PyDoc_STRVAR(crc32c_doc,
+"crc32c(buf, portable) -> int\n\n"
+"CRC-32C of buf as every kernel computes it (common.h): the CPU's instruction where it has one,\n"
+"or with portable true the table path every CPU has.");
+
+static PyObject *
+crc32c(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    uint32_t crc;
+    int portable;
+    if (check_nargs("crc32c", nargs, 2) < 0)
+        return NULL;
+    if ((portable = PyObject_IsTrue(args[1])) < 0 || get_bytes(args[0], &view) < 0) {
+        PyErr_Clear();
+        return scan_error(DECLINED);
+    }
+    crc = crc32c_with((const uint8_t *)view.buf, view.len, portable);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
+}
+
 static PyMethodDef methods[] = {
+    {"crc32c", (PyCFunction)(void (*)(void))crc32c, METH_FASTCALL, crc32c_doc},
     {"scan_keys", (PyCFunction)(void (*)(void))scan_keys, METH_FASTCALL, scan_keys_doc},
     {"scan_key_digests", (PyCFunction)(void (*)(void))scan_key_digests, METH_FASTCALL,
      scan_key_digests_doc},

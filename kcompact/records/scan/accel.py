@@ -195,7 +195,7 @@ def decode_batch(
     return batch
 
 
-def batch_headers(buf: Buffer, crc: Any) -> tuple[int, bytes] | None:
+def batch_headers(buf: Buffer) -> tuple[int, bytes] | None:
     """C walk of a log's batch headers (``cleaner/round/verify_output``'s self-check of plain output).
 
     Its reference is ``iter_batches`` with ``crc_valid``: from position 0, while each batch is one
@@ -208,7 +208,20 @@ def batch_headers(buf: Buffer, crc: Any) -> tuple[int, bytes] | None:
     if kernels is None or not enabled:
         return None
     try:
-        result: tuple[int, bytes] = kernels.batch_headers(buf, crc)
+        result: tuple[int, bytes] = kernels.batch_headers(buf)
+    except kernels.ScanError:
+        return None
+    return result
+
+
+def crc32c(buf: Buffer, portable: bool = False) -> int | None:
+    """The kernels' own CRC-32C of ``buf`` (``kcompact/_native/common.h``: the CPU's instruction where
+    it has one, else tables; ``portable``: the tables), whose reference is :func:`records.crc.crc32c`;
+    None where the kernels are not built or are switched off."""
+    if kernels is None or not enabled:
+        return None
+    try:
+        result: int = kernels.crc32c(buf, portable)
     except kernels.ScanError:
         return None
     return result

@@ -211,28 +211,35 @@ def test_c_runs_are_taken_for_plain_batches(mixed: Round, monkeypatch: pytest.Mo
 
 
 @needs_c
+@pytest.mark.parametrize("zstd", ["not loaded", "one call", "compiled"])
 def test_c_runs_take_compressed_batches_of_every_codec(
-    mixed: Round, monkeypatch: pytest.MonkeyPatch
+    mixed: Round, monkeypatch: pytest.MonkeyPatch, zstd: str
 ) -> None:
     """Compressed batches are decompressed and rebuilt inside the windows (once each), and the
-    result is the per-batch walk's (``test_c_runs_equal_the_per_batch_walk``)."""
+    result is the per-batch walk's (``test_c_runs_equal_the_per_batch_walk``); zstd batches, once
+    zstandard is loaded, by its one bounded call, or with no Python call at all where the windows'
+    compiled library is zstandard's own version."""
     plan, oracles, _ = mixed
     with accel_switched(False):
         expected = _walk(plan, plan.segments[-1], oracles["map"], 0, None)[0]
-    for zstd_loaded in (False, True):
-        inflated: list[str] = []
-        deflated: list[int] = []
-        monkeypatch.setattr(filter_windows, "decompress", lambda codec, data, seen=inflated: seen.append(
-            f"codec {codec}") or compression.decompress(codec, data))
-        monkeypatch.setattr(filter_windows, "zstd_one_call", counted_zstd_one_call(inflated, zstd_loaded))
-        monkeypatch.setattr(filter_windows, "compress", lambda codec, data, seen=deflated: seen.append(
-            codec) or compression.compress(codec, data))
-        with accel_switched(True):
-            out, _, _, error = _walk(plan, plan.segments[-1], oracles["map"], 0, None)
-        assert error is None and out == expected
-        assert len(inflated) == 14 and {"codec 1", "codec 2", "codec 3"} <= set(inflated)
-        assert ("zstd one call" in inflated) is zstd_loaded and ("codec 4" in inflated) is not zstd_loaded
-        assert sorted(set(deflated)) == [1, 2, 3, 4]  # each codec's first batch rebuilt in C
+    inflated: list[str] = []
+    deflated: list[int] = []
+    monkeypatch.setattr(filter_windows, "decompress", lambda codec, data, seen=inflated: seen.append(
+        f"codec {codec}") or compression.decompress(codec, data))
+    monkeypatch.setattr(filter_windows, "zstd_one_call", counted_zstd_one_call(inflated, zstd != "not loaded"))
+    monkeypatch.setattr(filter_windows, "compress", lambda codec, data, seen=deflated: seen.append(
+        codec) or compression.compress(codec, data))
+    if zstd == "one call":
+        monkeypatch.setattr(accel, "_COMPILED_ZSTD", None)
+    with accel_switched(True):
+        out, _, _, error = _walk(plan, plan.segments[-1], oracles["map"], 0, None)
+    assert error is None and out == expected
+    assert {"codec 1", "codec 2", "codec 3"} <= set(inflated)
+    assert len([i for i in inflated if i not in ("zstd one call", "codec 4")]) == 10
+    assert inflated.count("zstd one call") == (4 if zstd == "one call" else 0)
+    assert inflated.count("codec 4") == (4 if zstd == "not loaded" else 0)
+    # each codec's first batch rebuilt in C; zstd's compressed in C itself when compiled
+    assert sorted(set(deflated)) == ([1, 2, 3] if zstd == "compiled" else [1, 2, 3, 4])
 
 
 def _batches(seg: SegmentPlan) -> list[int]:

@@ -117,23 +117,26 @@ def test_c_run_is_taken_for_plain_batches(
 
 
 @needs_c
+@pytest.mark.parametrize("zstd", ["not loaded", "one call", "compiled"])
 def test_c_run_takes_compressed_batches_of_every_codec(
-    mixed: tuple[CleanPlan, list[SegmentPlan], list[bytes]], monkeypatch: pytest.MonkeyPatch
+    mixed: tuple[CleanPlan, list[SegmentPlan], list[bytes]], monkeypatch: pytest.MonkeyPatch, zstd: str
 ) -> None:
     plan, dirty, _ = mixed
     with accel_switched(False):
         expected = [keys.offsets.tolist() for keys in iter_dirty_keys(plan, dirty[1])]
-    for zstd_loaded in (False, True):
-        seen: list[str] = []
-        monkeypatch.setattr(mapping, "decompress", lambda codec, data, seen=seen: seen.append(
-            f"codec {codec}") or compression.decompress(codec, data))
-        monkeypatch.setattr(mapping, "zstd_one_call", counted_zstd_one_call(seen, zstd_loaded))
-        with accel_switched(True):
-            walked = [keys.offsets.tolist() for keys in iter_dirty_keys(plan, dirty[1])]
-        # each compressed batch decompressed once, inside the C run; zstd's usual stream in one call
-        zstd = ["zstd one call"] * 2 if zstd_loaded else ["codec 4"] * 2
-        assert seen == ["codec 1", "codec 2", "codec 3", *zstd]
-        assert walked == expected
+    seen: list[str] = []
+    monkeypatch.setattr(mapping, "decompress", lambda codec, data, seen=seen: seen.append(
+        f"codec {codec}") or compression.decompress(codec, data))
+    monkeypatch.setattr(mapping, "zstd_one_call", counted_zstd_one_call(seen, zstd != "not loaded"))
+    if zstd == "one call":
+        monkeypatch.setattr(accel, "_COMPILED_ZSTD", None)
+    with accel_switched(True):
+        walked = [keys.offsets.tolist() for keys in iter_dirty_keys(plan, dirty[1])]
+    # each compressed batch decompressed once, inside the C run; zstd's usual stream in one call, or
+    # in C with no Python call where the windows' compiled library is zstandard's own version
+    calls = {"not loaded": ["codec 4"] * 2, "one call": ["zstd one call"] * 2, "compiled": []}[zstd]
+    assert seen == ["codec 1", "codec 2", "codec 3", *calls]
+    assert walked == expected
 
 
 @needs_c

@@ -1,0 +1,177 @@
+/*
+ * kcompact/cleaner/round/_windows_zstd.c -- the round's windows' zstd (part of the
+ * kcompact.cleaner.round._windows extension, with _windows.c): a zstd batch's records decompressed and
+ * its rebuilt records compressed with the vendored Zstandard (kcompact/_vendor/zstd, the very library
+ * python-zstandard compiles in), one reused context each, exactly as python-zstandard's calls in
+ * records/compression.py do; the Python wrapper uses them only while the versions agree
+ * (cleaner/round/accel.py zstd_codec). Every function here says what the Python path does instead.
+ */
+#include "_windows_zstd.h"
+
+
+/* The output bound of the vendored library's one streaming call when p[0, n) is exactly one zstd frame
+ * (RFC 8878) of any number of blocks: its stated content size, or the sum of its blocks' bounds (a raw or
+ * RLE block's size, ZSTD_BLOCK_MAX for a compressed one); 0 when it is not one whole frame or its bound
+ * passes ZSTD_FRAME_MAX (the Python path then takes it, and words any error). */
+Py_ssize_t
+zstd_frame_bound(const uint8_t *p, Py_ssize_t n)
+{
+    static const int dict_id_sizes[4] = {0, 1, 2, 4};
+    static const int content_size_sizes[8] = {0, 2, 4, 8, 1, 2, 4, 8};
+    int single, size_field;
+    Py_ssize_t at, bound = 0;
+    if (n < 5 + 3 || ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16
+                      | (uint32_t)p[3] << 24) != ZSTD_FRAME_MAGIC)
+        return 0;
+    single = (p[4] & 0x20) != 0;
+    size_field = content_size_sizes[(p[4] >> 6) | (single ? 4 : 0)];
+    at = 5 + (single ? 0 : 1) + dict_id_sizes[p[4] & 3] + size_field;
+    for (;;) {
+        uint32_t block;
+        Py_ssize_t size;
+        if (n - at < 3)
+            return 0;
+        block = (uint32_t)p[at] | (uint32_t)p[at + 1] << 8 | (uint32_t)p[at + 2] << 16;
+        size = (Py_ssize_t)(block >> 3);
+        if ((block & 6) == 6)
+            return 0;  /* reserved block type */
+        bound += (block & 6) == 4 ? ZSTD_BLOCK_MAX : size;
+        at += 3 + ((block & 6) == 2 ? 1 : size);
+        if (at > n || bound > ZSTD_FRAME_MAX)
+            return 0;
+        if (block & 1)
+            break;
+    }
+    if (at + ((p[4] & 4) ? 4 : 0) != n)
+        return 0;  /* more frames, or bytes after the frame */
+    if (size_field) {
+        uint64_t stated = 0;
+        Py_ssize_t header = 5 + (single ? 0 : 1) + dict_id_sizes[p[4] & 3] + size_field;
+        for (int k = size_field - 1; k >= 0; k--)
+            stated = stated << 8 | p[header - size_field + k];
+        if (size_field == 2)
+            stated += 256;
+        return stated > 0 && stated <= ZSTD_FRAME_MAX ? (Py_ssize_t)stated : 0;
+    }
+    return bound;
+}
+
+/* One compression and one decompression context for the process, made on first use and reused by every
+ * batch (made and used under the GIL only; a forked worker has its own copy). */
+static ZSTD_CCtx *zstd_cctx;
+static ZSTD_DCtx *zstd_dctx;
+
+/* Where the vendored library decompresses to: one buffer reused by every batch (no allocation, no fresh
+ * pages a batch), given back when a frame made it large (zstd_scratch_trim). */
+Grow zstd_scratch;
+
+void
+zstd_scratch_trim(void)
+{
+    if (zstd_scratch.capacity > (1 << 20)) {
+        PyMem_Free(zstd_scratch.data);
+        zstd_scratch.data = NULL;
+        zstd_scratch.capacity = 0;
+    }
+}
+
+/* python-zstandard's ZstdDecompressor().decompress(p[0, n), max_output_size=bound) done with the vendored
+ * library (its c-ext/decompressor.c: the session reset, one ZSTD_decompressStream into `bound` bytes, or
+ * the frame's stated content size, which zstd_frame_bound already returned as `bound`), into zstd_scratch:
+ * the length, or -1: nothing set, the library refused (the caller runs the Python path, which words the
+ * error), or -2 with MemoryError set. */
+Py_ssize_t
+zstd_native_into_scratch(const uint8_t *p, Py_ssize_t n, Py_ssize_t bound)
+{
+    ZSTD_inBuffer in = {p, (size_t)n, 0};
+    ZSTD_outBuffer out;
+    unsigned long long stated;
+    size_t left;
+    if (zstd_dctx == NULL && (zstd_dctx = ZSTD_createDCtx()) == NULL)
+        return -1;
+    stated = ZSTD_getFrameContentSize(p, (size_t)n);
+    if (stated == ZSTD_CONTENTSIZE_ERROR || stated == 0)
+        return -1;
+    zstd_scratch.size = 0;
+    if (grow(&zstd_scratch, bound) < 0)
+        return -2;
+    out.dst = zstd_scratch.data;
+    out.size = (size_t)bound;
+    out.pos = 0;
+    ZSTD_DCtx_reset(zstd_dctx, ZSTD_reset_session_only);
+    left = ZSTD_decompressStream(zstd_dctx, &out, &in);
+    if (ZSTD_isError(left) || left != 0 || (stated != ZSTD_CONTENTSIZE_UNKNOWN && out.pos != stated))
+        return -1;
+    return (Py_ssize_t)out.pos;
+}
+
+/* zstd_native_into_scratch's bytes as a new bytes object of their size, or NULL (an error set or not,
+ * as it says). */
+PyObject *
+zstd_native_decompress(const uint8_t *p, Py_ssize_t n, Py_ssize_t bound)
+{
+    Py_ssize_t got = zstd_native_into_scratch(p, n, bound);
+    return got < 0 ? NULL : PyBytes_FromStringAndSize(zstd_scratch.data, got);
+}
+
+/* records.compression.compress(ZSTD, p[0, n)) done with the vendored library and the process's one
+ * compression context, as python-zstandard's ZstdCompressor(level=3, write_content_size=False) runs it
+ * (its c-ext/compressor.c and compressobj.c: compressobj() resets the session with the source size
+ * unknown; compress() is ZSTD_e_continue, flush(COMPRESSOBJ_FLUSH_BLOCK) ZSTD_e_flush,
+ * flush(COMPRESSOBJ_FLUSH_FINISH) ZSTD_e_end): Kafka's frame, its data in blocks that are not the last,
+ * then an empty last block. A new bytes object, or NULL: nothing set where the library refused, else
+ * MemoryError. */
+PyObject *
+zstd_native_compress(const uint8_t *p, Py_ssize_t n)
+{
+    static const ZSTD_EndDirective steps[3] = {ZSTD_e_continue, ZSTD_e_flush, ZSTD_e_end};
+    ZSTD_inBuffer in = {p, (size_t)n, 0};
+    ZSTD_outBuffer out;
+    size_t capacity = ZSTD_compressBound((size_t)n) + 64, left = 0;
+    PyObject *value;
+    if (zstd_cctx == NULL) {
+        if ((zstd_cctx = ZSTD_createCCtx()) == NULL)
+            return PyErr_NoMemory();
+        if (ZSTD_isError(ZSTD_CCtx_setParameter(zstd_cctx, ZSTD_c_compressionLevel, 3))
+            || ZSTD_isError(ZSTD_CCtx_setParameter(zstd_cctx, ZSTD_c_contentSizeFlag, 0))
+            || ZSTD_isError(ZSTD_CCtx_setParameter(zstd_cctx, ZSTD_c_checksumFlag, 0))
+            || ZSTD_isError(ZSTD_CCtx_setParameter(zstd_cctx, ZSTD_c_dictIDFlag, 1))) {
+            ZSTD_freeCCtx(zstd_cctx);
+            zstd_cctx = NULL;
+            return NULL;
+        }
+    }
+    ZSTD_CCtx_reset(zstd_cctx, ZSTD_reset_session_only);
+    if (ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(zstd_cctx, ZSTD_CONTENTSIZE_UNKNOWN)))
+        return NULL;
+    value = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)capacity);
+    if (value == NULL)
+        return NULL;
+    out.dst = PyBytes_AS_STRING(value);
+    out.size = capacity;
+    out.pos = 0;
+    for (int step = 0; step < 3; step++) {
+        ZSTD_inBuffer *source = step == 0 ? &in : &(ZSTD_inBuffer){NULL, 0, 0};
+        do {
+            left = ZSTD_compressStream2(zstd_cctx, &out, source, steps[step]);
+            /* the bound holds every byte: a call that leaves output behind is a library refusal */
+        } while (!ZSTD_isError(left) && step == 0 && source->pos < source->size && out.pos < out.size);
+        if (ZSTD_isError(left) || (step == 0 && in.pos != in.size) || (step > 0 && left != 0)) {
+            Py_DECREF(value);
+            return NULL;
+        }
+    }
+    if (_PyBytes_Resize(&value, (Py_ssize_t)out.pos) < 0)
+        return NULL;
+    return value;
+}
+
+const char zstd_version_doc[] =
+    "zstd_version() -> int\n\n"
+    "The vendored Zstandard's version number (ZSTD_versionNumber(): 10506 for 1.5.6).";
+
+PyObject *
+zstd_version(PyObject *module, PyObject *unused)
+{
+    return PyLong_FromUnsignedLong(ZSTD_versionNumber());
+}
