@@ -54,7 +54,8 @@ def test_an_unwritable_uri_fails_with_one_line_naming_it_as_given(spark: SparkSe
     result = run("spark", "export", str(log_dir), "--output", "nosuchfs://host:9000/dir")
 
     assert result.exit_code == 2
-    assert result.stderr.startswith("kcompact: error: nosuchfs://host:9000/dir: the --output; Spark could "
-                                    "not write it: org.apache.hadoop.fs.UnsupportedFileSystemException: No "
-                                    'FileSystem for scheme "nosuchfs"')
+    # checked before any job: no file system class for the scheme in Spark's JVM
+    assert result.stderr.startswith("kcompact: error: nosuchfs://host:9000/dir: nosuchfs:// has no Hadoop file "
+                                    "system in Spark's JVM; expected a package")
+    assert result.stderr.rstrip().endswith('UnsupportedFileSystemException: No FileSystem for scheme "nosuchfs"')
     assert len(result.stderr.splitlines()) == 1
