@@ -111,6 +111,7 @@ def compile_floor(workdir: Path) -> Path:
     """floor (a)'s binary, compiled with ``cc -O2`` (once per workdir)."""
     binary = workdir / "floor_clean"
     if not binary.exists() or binary.stat().st_mtime < FLOOR_SOURCE.stat().st_mtime:
+        workdir.mkdir(parents=True, exist_ok=True)
         subprocess.run(["cc", "-O2", "-o", str(binary), str(FLOOR_SOURCE)], check=True)
     return binary
 
