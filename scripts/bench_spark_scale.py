@@ -117,6 +117,14 @@ def _jvm_cpu_s(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _peak_rss_mib() -> float:
+    """This process's peak resident memory: ``VmHWM`` (``ru_maxrss`` would carry the parent's over ``exec``)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def child(kind: str, master: str, workdir: Path, log_dirs: list[Path]) -> dict[str, Any]:
     """One run in this fresh process: copy the log dirs, clean them, measure."""
     from kcompact.cleaner.round.options import CleanOptions
@@ -157,7 +165,7 @@ def child(kind: str, master: str, workdir: Path, log_dirs: list[Path]) -> dict[s
         result["driver_jvm_cpu_s"] = _jvm_cpu_s(jvm_pid) - jvm_before
         rows = spark_run.as_dicts()
         spark.stop()
-    result["driver_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["driver_peak_rss_mib"] = _peak_rss_mib()
     result["partitions"] = len(rows)
     result["not_cleaned"] = [r for r in rows if r.get("status") not in ("cleaned", "nothing to clean")][:3]
     read = [int(r.get("bytes_read") or 0) for r in rows]
