@@ -4,8 +4,9 @@ A command that rewrites partitions (``clean``, ``repair``, ``spark clean``) refu
 (:func:`kcompact.segment.remote.refuse_urls`, exit 2) instead of click's "does not exist" usage text; the
 read-only commands take it as given, with ``--storage-option`` (:data:`storage_option`), and read it
 through :func:`kcompact.segment.remote.local_inputs` (serial) or on Spark's executors. A local path that
-does not exist stays click's usage error, unless the command takes ``host:/path`` (``spark clean``: a
-broker host's own disk, see :mod:`kcompact.spark.locality`), which is passed on when no such local path exists.
+does not exist stays click's usage error, unless the command takes ``host:/path`` (``spark clean``, ``spark
+inspect dirty-ratio``, ``spark export``: a broker host's own disk, see :mod:`kcompact.spark.locality`), which is
+passed on when no such local path exists, or refuses it with one line saying why (``host_paths_refused``).
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ class InputPath(_ParamType):
 
     name = "path"
 
-    def __init__(self, refuse_as: str | None = None, *, file_okay: bool = False, host_paths: bool = False) -> None:
+    def __init__(self, refuse_as: str | None = None, *, file_okay: bool = False, host_paths: bool = False,
+                 host_paths_refused: str | None = None) -> None:
         self.refuse_as = refuse_as
         self.host_paths = host_paths
+        self.host_paths_refused = host_paths_refused  # why this command refuses a ``host:/path`` (None: no line)
         self._local = click.Path(exists=True, file_okay=file_okay, path_type=str)
 
     def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> str:
@@ -37,9 +40,13 @@ class InputPath(_ParamType):
             if self.refuse_as is not None:
                 refuse_urls([value], self.refuse_as)
             return value
-        if self.host_paths:
+        if self.host_paths or self.host_paths_refused is not None:
             from kcompact.spark.locality import is_host_path
 
+            if is_host_path(value) and self.host_paths_refused is not None:
+                from kcompact.errors import RefusedError
+
+                raise RefusedError(f"{value}: {self.host_paths_refused}")
             if is_host_path(value):
                 return value
         return str(self._local.convert(value, param, ctx))

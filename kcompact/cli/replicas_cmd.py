@@ -14,6 +14,7 @@ import click
 
 from kcompact.cli import render
 from kcompact.cli.help_text import with_examples
+from kcompact.cli.input_path import InputPath
 from kcompact.cli.options import EXIT_BAD_INPUT, EXIT_DIVERGED, json_option
 from kcompact.cli.partition_filter_options import partition_filter_options
 from kcompact.cli.spark_options import session_options
@@ -25,6 +26,12 @@ EPILOG = (
     "Exit codes: 0 the replicas agree; 3 they diverge; 2 bad input or refused (one line on stderr "
     "names the file and byte position); 1 a bug in kcompact (with a traceback)."
 )
+
+
+HOST_PATHS_REFUSED = (
+    "spark inspect replicas compares a partition's copies in one task, which reads every broker's copy, so a "
+    "HOST:/path (a broker host's own disk) cannot be read there; expected log dirs every executor sees at "
+    "the same path (a shared file system, or copies on one machine)")
 
 
 @click.command("replicas", short_help="Do a partition's replica copies agree? Log and consumer state.",
@@ -143,6 +150,12 @@ def _side_text(side: dict[str, Any]) -> str:
     return str(side["state"])
 
 
+HOST_PATHS_REFUSED = (
+    "spark inspect replicas compares a partition's copies in one task, which reads every broker's copy, so a "
+    "HOST:/path (a broker host's own disk) cannot be read there; expected log dirs every executor sees at "
+    "the same path (a shared file system, or copies on one machine)")
+
+
 @click.command("replicas", short_help="inspect replicas over every partition of a cluster's copies.",
                epilog=with_examples(
                    "Starting Spark costs seconds (a JVM and Python workers): for one partition, the "
@@ -151,7 +164,8 @@ def _side_text(side: dict[str, Any]) -> str:
                    "kcompact spark inspect replicas b1/logs b2/logs --json --max-keys 10",
                    "kcompact spark inspect replicas b1/logs b2/logs --topic 'orders.*'",
                ))
-@click.argument("log_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=str))
+@click.argument("log_dirs", nargs=-1, required=True,
+                type=InputPath(refuse_as="spark inspect replicas", host_paths_refused=HOST_PATHS_REFUSED))
 @session_options
 @click.option("--max-keys", type=click.IntRange(min=0), default=100, show_default=True, metavar="N",
               help="How many divergent keys each partition's report lists (all are counted).")

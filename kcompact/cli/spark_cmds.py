@@ -68,7 +68,7 @@ SPARK_EPILOG = f"{STARTUP_NOTE}\n\n{EPILOG}"
 _config = config_option("A topic configuration by Kafka's name. Repeatable.")
 _now_ms = now_ms_option("The clock every task uses (default: the driver's now), in ms since the epoch.")
 _config_sources = config_source_options("metadata.log.dir or its __cluster_metadata-0.")
-_paths = click.argument("paths", nargs=-1, required=True, type=InputPath())
+_paths = click.argument("paths", nargs=-1, required=True, type=InputPath(host_paths=True))
 _local_paths = click.argument("paths", nargs=-1, required=True,
                               type=InputPath(refuse_as="spark clean", host_paths=True))
 _local_report_paths = click.argument("paths", nargs=-1, required=True,  # local paths only, as `kcompact report`
@@ -88,7 +88,9 @@ def spark_group() -> None:
     (--output writes Parquet).
 
     Needs the spark extra (pip install 'kcompact[spark]') and Java. Every executor must see the log
-    dirs at the same paths (a shared file system), or run one job per broker host.
+    dirs at the same paths (a shared file system); or give clean, inspect dirty-ratio and export each
+    log dir as HOST:/path (a broker host's own disk: its tasks prefer that host), or run one job per
+    broker host.
     """
 
 
@@ -224,12 +226,14 @@ def spark_dirty_ratio_command(
 ) -> None:
     """The rows of `kcompact inspect dirty-ratio` (same fields, same values, same order), computed
     by Spark tasks over slices of the log dirs (local paths, or fsspec URLs such as s3://… read on
-    the executors). Exits 2 when a partition's files do not parse.
+    the executors). Exits 2 when a partition's files do not parse. A PATH given as HOST:/path is on that
+    host's own disk (a broker's log dir): it is listed and read by tasks preferring that host.
     """
     from kcompact.cli.dirty_ratio_cmd import render_dirty_ratio
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.segment.remote import parse_storage_options
     from kcompact.spark.inspect_job import spark_dirty_ratio
+    from kcompact.spark.locality import plain_paths
     from kcompact.spark.output import write_frame
     from kcompact.spark.session import command_session
 
@@ -239,7 +243,7 @@ def spark_dirty_ratio_command(
     conf = checks_before_session(paths, output=output, master=master, spark_conf_pairs=spark_conf_pairs,
                                  executor_python=executor_python, storage_options=storage_options)
     with command_session(master, verbose=verbose, conf=conf, executor_python=executor_python) as (spark, startup_s):
-        checks_in_session(spark, paths, output=output, verbose=verbose)
+        checks_in_session(spark, tuple(plain_paths(paths)), output=output, verbose=verbose)
         report = spark_dirty_ratio(spark, paths, cli_overrides=overrides, now_ms=now_ms,
                                    server_properties=server_properties, metadata_dir=metadata_dir,
                                    selection=selection, storage_options=storage_options)
@@ -329,10 +333,13 @@ def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, mast
     control records and aborted transactions included, flagged). Each Spark task reads about 64 MiB
     of segments. PATHS may be fsspec URLs (s3://, gs://, hdfs://, file://: backups and archived
     copies), read on the executors. Every batch's CRC is checked first: a partition with one that
-    fails is left out whole and named (exit 2); named alone, nothing is written.
+    fails is left out whole and named (exit 2); named alone, nothing is written. A PATH given as
+    HOST:/path is on that host's own disk (a broker's log dir): its segments are listed, checked and read
+    by tasks preferring that host.
     """
     from kcompact.segment.remote import parse_storage_options
     from kcompact.spark.export import spark_export
+    from kcompact.spark.locality import plain_paths
     from kcompact.spark.session import command_session
 
     storage_options = parse_storage_options(storage_pairs)
@@ -340,7 +347,7 @@ def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, mast
     conf = checks_before_session(paths, output=output, master=master, spark_conf_pairs=spark_conf_pairs,
                                  executor_python=executor_python, storage_options=storage_options)
     with command_session(master, verbose=verbose, conf=conf, executor_python=executor_python) as (spark, startup_s):
-        checks_in_session(spark, paths, output=output, verbose=verbose)
+        checks_in_session(spark, tuple(plain_paths(paths)), output=output, verbose=verbose)
         summary = spark_export(spark, paths, output, latest=latest, selection=selection,
                                storage_options=storage_options, verbose=verbose)
     render_export(summary, startup_s, as_json=as_json)

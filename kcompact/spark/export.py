@@ -21,15 +21,21 @@ with an error row (``error_rows``), the write leaves it out, an observation brin
 which removes the output and raises it (its class, file and position). Should a task fail anyway (a
 file that cannot be read), Spark's own lines about it are silenced and it is one kcompact line; no
 ``--output`` is left behind either way.
+
+A log dir given as ``host:/path`` (a broker host's own disk, ``kcompact.spark.locality``) is listed by a task
+preferring that host, and every task that reads its segments (the check, the read) prefers it too. Spark's
+Python data sources give their input partitions no preferred host, so such a run reads through an RDD of
+its splits instead (``read_located``), each split read by the data source's own reader: the same rows.
+A partition directory path found on two hosts (two brokers' copies of one partition) is refused.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kcompact import errors
 from kcompact.errors import CorruptDataError, KcompactError
@@ -50,6 +56,7 @@ from kcompact.inspect.export import (
 )
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.remote import StorageOptions, is_url
+from kcompact.spark.locality import Located, locate_input, located_rdd, run_located
 from kcompact.spark.output import local_part, output_target, task_error, write_new_parquet
 from kcompact.spark.rows import ddl
 from kcompact.spark.session import local_properties, quiet_task_failures
@@ -100,20 +107,27 @@ def spark_export(
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    paths = list(paths)
+    given = [str(path) for path in paths]
+    targets = [locate_input(path) for path in given]
+    plain = [raw for raw, t in zip(given, targets, strict=True) if t.host is None]  # as given
     target = output_target(str(output), spark.sparkContext.master)
     local = local_part(target)
     if local is not None:
-        refuse_output_in_log_dir(local, paths)
-    refs = list_segments(paths, storage_options, selection)  # the one listing: the data source reads it
+        refuse_output_in_log_dir(local, plain)
+    refs, hosts = located_segments(spark, plain, [t for t in targets if t.host is not None], storage_options,
+                                   selection)  # the one listing
     failures, views = check_partitions(spark, refs, split_bytes, storage_options, verbose=verbose,
-                                       latest=latest)
+                                       latest=latest, hosts=hosts)
     refuse_all_failed(refs, failures)
     bad = {failure.partition_dir for failure in failures}
     refs = [ref for ref in refs if ref.partition_dir not in bad]
-    frame = read_records(spark, paths, isolation=READ_COMMITTED if latest else READ_UNCOMMITTED,
-                         split_bytes=split_bytes, storage_options=storage_options, error_rows=True,
-                         refs=refs, views=views)
+    isolation = READ_COMMITTED if latest else READ_UNCOMMITTED
+    if any(host is not None for host in hosts.values()):
+        frame = read_located(spark, refs, hosts, isolation=isolation, split_bytes=split_bytes,
+                             storage_options=storage_options, views=views)
+    else:
+        frame = read_records(spark, plain, isolation=isolation, split_bytes=split_bytes,
+                             storage_options=storage_options, error_rows=True, refs=refs, views=views)
     failed = Observation("kcompact export errors")  # a split that did not parse: its row, not its task
     frame = (frame.observe(failed, F.min(ERROR_COLUMN).alias("error"))
              .where(F.col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN))
@@ -133,9 +147,55 @@ def spark_export(
                          tuple(failures), tuple(view.stop for view in views))
 
 
+def located_segments(spark: SparkSession, plain: Sequence[str], away: Sequence[Located],
+                     storage_options: StorageOptions | None, selection: PartitionFilter | None,
+                     ) -> tuple[list[SegmentRef], dict[str, str | None]]:
+    """The segments of the inputs, and each partition directory's host: the ``plain`` paths' and URLs' listed
+    here (``list_segments``), each ``host:/path`` of ``away`` by a task preferring its host.
+
+    Raises:
+        KcompactError: a path is not a partition or log dir, or one partition directory path is on two hosts.
+    """
+    refs = list_segments(plain, storage_options, selection)
+    hosts: dict[str, str | None] = dict.fromkeys((ref.partition_dir for ref in refs), None)
+    found = run_located(spark.sparkContext, functools.partial(_segments_here, selection), [t.path for t in away],
+                        [t.host for t in away])
+    for located, (listed, error) in zip(away, found, strict=True):
+        if error is not None:
+            raise KcompactError(f"{located.host}:{error}" if error.startswith("/") else f"{located.host}: {error}")
+        for part_dir, base, size in listed:
+            if hosts.setdefault(part_dir, located.host) != located.host:
+                other = hosts[part_dir]
+                raise KcompactError(f"{located.host}:{part_dir}: the same partition directory as "
+                                    f"{other + ':' if other else ''}{part_dir}'s; expected one copy of a partition "
+                                    "(export one broker's copy: --topic, --partition, or other paths)")
+            refs.append(SegmentRef(part_dir, base, size))
+    return refs, hosts
+
+
+def _segments_here(selection: PartitionFilter | None, path: str) -> tuple[list[tuple[str, int, int]], str | None]:
+    """A task listing a ``host:/path``'s segments on its host: them, or the error's line."""
+    try:
+        return [(r.partition_dir, r.base_offset, r.size_in_bytes) for r in list_segments([path], None, selection)], None
+    except KcompactError as err:
+        return [], str(err)
+
+
+def host_splits(refs: Sequence[SegmentRef], split_bytes: int,
+                hosts: Mapping[str, str | None]) -> list[tuple[SegmentRef, ...]]:
+    """``split_segments`` of each run of one host's segments: no split holds two hosts' segments."""
+    runs: list[list[SegmentRef]] = []
+    for ref in refs:
+        if not runs or hosts.get(runs[-1][0].partition_dir) != hosts.get(ref.partition_dir):
+            runs.append([])
+        runs[-1].append(ref)
+    return [split for run in runs for split in split_segments(run, split_bytes)]
+
+
 def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: int = SPLIT_BYTES,
                      storage_options: StorageOptions | None = None, *, verbose: bool = False,
-                     latest: bool = False) -> tuple[list[ExportFailure], list[CommittedView]]:
+                     latest: bool = False, hosts: Mapping[str, str | None] | None = None,
+                     ) -> tuple[list[ExportFailure], list[CommittedView]]:
     """Every batch's CRC and framing checked by Spark tasks, split by split (``split_report``: each task
     reads its split's bytes), and with ``latest`` each partition's read_committed view (where it stops,
     the transactions it skips), found once, by the task holding the partition's first segment: the
@@ -148,6 +208,7 @@ def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: i
         storage_options: fsspec options for URL inputs.
         verbose: keep Spark's own log lines should a task fail.
         latest: also find each sound partition's :class:`~kcompact.inspect.export.CommittedView`.
+        hosts: each partition directory's host (``host:/path``): its splits' tasks prefer it (None: no host).
 
     Returns:
         The partitions that fail, each with its first error (in listing order), and the views of the
@@ -156,7 +217,8 @@ def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: i
     Raises:
         KcompactError: a task could not run the check (a remote file that cannot be read), as one line.
     """
-    splits = split_segments(refs, split_bytes)
+    hosts = hosts or {}
+    splits = host_splits(refs, split_bytes, hosts)
     if not splits:
         return [], []
     seen: set[str] = set()
@@ -170,7 +232,8 @@ def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: i
     context.setJobDescription(f"kcompact spark export: checking {len(refs)} segments")
     try:
         with quiet_task_failures(context, verbose=verbose):
-            found = context.parallelize(tasks, len(tasks)).map(check).collect()
+            where = [hosts.get(split[0].partition_dir) for split, _ in tasks]
+            found = located_rdd(context, tasks, where).map(check).collect()
     except Exception as err:
         said = task_error(err)
         if said is err:
@@ -249,6 +312,35 @@ def read_records(spark: SparkSession, paths: Iterable[str | Path], *, isolation:
             .option("isolation", isolation).option("split_bytes", str(split_bytes))
             .option("storage_options", json.dumps(dict(storage_options or {})))
             .option("error_rows", str(error_rows).lower()).load())
+
+
+def read_located(spark: SparkSession, refs: Sequence[SegmentRef], hosts: Mapping[str, str | None], *,
+                 isolation: str = READ_UNCOMMITTED, split_bytes: int = SPLIT_BYTES,
+                 storage_options: StorageOptions | None = None, views: Sequence[CommittedView] = ()) -> DataFrame:
+    """The records of ``refs`` as :func:`read_records` reads them with ``error_rows``, lazily, each split's
+    task preferring the host of its segments (``hosts``), read by the data source's own reader.
+
+    Returns:
+        The rows of :data:`EXPORT_COLUMNS` and :data:`ERROR_COLUMN`, those of the data source.
+    """
+    from kcompact.spark.datasource import KcompactReader
+
+    splits = host_splits(refs, split_bytes, hosts)
+    reader = KcompactReader([], isolation, split_bytes, dict(storage_options or {}), error_rows=True, refs=list(refs),
+                            views={view.stop.partition_dir: view for view in views})
+    rows = located_rdd(spark.sparkContext, splits, [hosts.get(split[0].partition_dir) for split in splits])
+    # rows, not Arrow batches: mapInArrow would need pandas on the driver, which the spark extra leaves out
+    return spark.createDataFrame(rows.flatMap(functools.partial(_split_rows, reader)),
+                                 f"{EXPORT_SCHEMA}, {ERROR_COLUMN} string", verifySchema=False)
+
+
+def _split_rows(reader: Any, split: tuple[SegmentRef, ...]) -> Iterator[tuple[Any, ...]]:
+    """The rows of one split as the data source's reader reads it (its error row included)."""
+    from kcompact.spark.datasource import SegmentSplit
+
+    for batch in reader.read(SegmentSplit(split)):
+        columns = batch.to_pydict()
+        yield from zip(*columns.values(), strict=True)
 
 
 def latest_view(frame: DataFrame) -> DataFrame:

@@ -11,11 +11,16 @@ own eligible partitions, and the run's ranks are those rows, stably re-sorted by
 Kafka's rule, applied by ``kcompact.cleaner.rules.ranges.pick_ranks`` (highest ratio first, ties in
 the order the partitions were listed: slices keep that order, and a slice's ranks keep it inside).
 Rows are then sorted as the serial report sorts them.
+
+A log dir given as ``host:/path`` (a broker host's own disk, ``kcompact.spark.locality``) is listed by a
+task preferring that host (the driver does not see that disk), and its slices' tasks prefer it too; its
+rows name the paths as on that host, as a plain path's do.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,9 +28,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kcompact.cleaner.rules.ranges import pick_ranks
+from kcompact.errors import KcompactError
 from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report, partition_dirs
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.remote import StorageOptions, is_url, map_threads, mirrored, remote_partition_dirs
+from kcompact.spark.locality import Located, locate_input, located_rdd, run_located
 from kcompact.spark.rows import dataclass_columns, ddl
 from kcompact.spark.session import local_properties
 
@@ -46,6 +53,7 @@ class ReportSlice:
     server_properties: str | None
     metadata_dir: str | None
     storage_options: tuple[tuple[str, Any], ...] = ()  # fsspec options for URL partition directories
+    host: str | None = None  # the host whose disk holds them (``host:/path``); None: any executor sees them
 
 
 @dataclass(slots=True)
@@ -71,7 +79,8 @@ def spark_dirty_ratio(
 
     Args:
         spark: the session.
-        paths: log dirs and/or partition directories (executors must see them at these paths).
+        paths: log dirs and/or partition directories (executors must see them at these paths), each maybe
+            ``host:/path`` (on that host's disk: listed and read by tasks preferring that host).
         cli_overrides: ``--config`` pairs.
         now_ms: the clock (default: the driver's now), the same for every task.
         server_properties: the broker's server.properties.
@@ -88,16 +97,17 @@ def spark_dirty_ratio(
         KcompactError: a path is neither a log dir nor a partition directory.
     """
     now = now_ms if now_ms is not None else int(time.time() * 1000)
-    found = _partition_dirs(paths, storage_options or {}, selection)
+    found = located_partition_dirs(spark, paths, storage_options or {}, selection)
     options = tuple(sorted((storage_options or {}).items()))
-    slices = slices_of(found, spark.sparkContext.defaultParallelism * SLICES_PER_CORE,
-                     lambda dirs: ReportSlice(dirs, dict(cli_overrides), now, _text(server_properties),
-                                              _text(metadata_dir), options))
+    slices = slices_of([d.path for d in found], spark.sparkContext.defaultParallelism * SLICES_PER_CORE,
+                       lambda dirs: ReportSlice(dirs, dict(cli_overrides), now, _text(server_properties),
+                                                _text(metadata_dir), options),
+                       hosts=[d.host for d in found])
     rows: list[DirtyRatioRow] = []
     if slices:
         spark.sparkContext.setJobDescription(f"kcompact spark inspect dirty-ratio: {len(slices)} slices")
         try:
-            rdd = spark.sparkContext.parallelize(slices, len(slices))
+            rdd = located_rdd(spark.sparkContext, slices, [part.host for part in slices])
             rows = [row for part in rdd.map(run_report_slice).collect() for row in part]
         finally:
             local_properties(spark.sparkContext).setJobDescription(None)
@@ -143,20 +153,41 @@ def _named_as_given(row: DirtyRatioRow, urls: Mapping[str, str]) -> DirtyRatioRo
                                warnings=[given(warning) for warning in row.warnings])
 
 
-def _partition_dirs(paths: Iterable[str | Path], storage_options: StorageOptions,
-                    selection: PartitionFilter | None = None) -> list[str]:
+def located_partition_dirs(spark: SparkSession, paths: Iterable[str | Path], storage_options: StorageOptions,
+                           selection: PartitionFilter | None = None) -> list[Located]:
     """Partition directories path after path: a URL's listed through fsspec (several URLs at once), a
-    local one's absolute (executors have another cwd); only those ``selection`` matches, when given."""
-    paths = list(paths)
-    urls = [str(path) for path in paths if is_url(path)]
+    ``host:/path``'s by a Spark task preferring that host, a plain one's here (absolute: executors have
+    another cwd); only those ``selection`` matches, when given.
+
+    Raises:
+        KcompactError: a path is neither a log dir nor a partition directory (on its host, for ``host:/path``).
+    """
+    targets = [locate_input(path) for path in paths]
+    urls = [t.path for t in targets if is_url(t.path)]
     listed = dict(zip(urls, map_threads(lambda url: remote_partition_dirs(url, storage_options), urls), strict=True))
-    found: list[str] = []
-    for path in paths:
-        if is_url(path):
-            found += [d for d in listed[str(path)] if selection is None or selection.matches_dir(d)]
+    away = [t for t in targets if t.host is not None]
+    for target, (dirs, error) in zip(away, run_located(spark.sparkContext, functools.partial(_listed_here, selection),
+                                                         [t.path for t in away], [t.host for t in away]), strict=True):
+        if error is not None:
+            raise KcompactError(f"{target.host}:{error}" if error.startswith("/") else f"{target.host}: {error}")
+        listed[str(target)] = dirs
+    found: list[Located] = []
+    for target in targets:
+        if is_url(target.path):
+            found += [Located(None, d) for d in listed[target.path] if selection is None or selection.matches_dir(d)]
+        elif target.host is not None:
+            found += [Located(target.host, d) for d in listed[str(target)]]
         else:
-            found += map(str, partition_dirs([Path(path).absolute()], selection))
+            found += [Located(None, str(d)) for d in partition_dirs([Path(target.path)], selection)]
     return found
+
+
+def _listed_here(selection: PartitionFilter | None, path: str) -> tuple[list[str], str | None]:
+    """A task listing a ``host:/path``'s partition directories on its host: them, or the error's line."""
+    try:
+        return [str(d) for d in partition_dirs([Path(path)], selection)], None
+    except KcompactError as err:
+        return [], str(err)
 
 
 def rank_rows(slices_rows: Sequence[DirtyRatioRow]) -> list[DirtyRatioRow]:
@@ -175,19 +206,24 @@ def rank_rows(slices_rows: Sequence[DirtyRatioRow]) -> list[DirtyRatioRow]:
 
 
 def slices_of(
-    dirs: Sequence[str], wanted: int, make: Callable[[tuple[str, ...]], ReportSlice]
+    dirs: Sequence[str], wanted: int, make: Callable[[tuple[str, ...]], ReportSlice],
+    hosts: Sequence[str | None] | None = None,
 ) -> list[ReportSlice]:
-    """Consecutive runs of one log dir's partitions, about ``wanted`` slices in all."""
+    """Consecutive runs of one log dir's partitions (of one host's, given ``hosts``: each directory's),
+    about ``wanted`` slices in all, each slice's ``host`` its directories'."""
     size = max(1, -(-len(dirs) // max(1, wanted)))
+    where = list(hosts) if hosts is not None else [None] * len(dirs)
     slices: list[ReportSlice] = []
     run: list[str] = []
-    for part_dir in dirs:
-        if run and (len(run) == size or run[-1].rsplit("/", 1)[0] != part_dir.rsplit("/", 1)[0]):
-            slices.append(make(tuple(run)))
+    run_host: str | None = None
+    for part_dir, host in zip(dirs, where, strict=True):
+        if run and (len(run) == size or run[-1].rsplit("/", 1)[0] != part_dir.rsplit("/", 1)[0] or host != run_host):
+            slices.append(dataclasses.replace(make(tuple(run)), host=run_host))
             run = []
         run.append(part_dir)
+        run_host = host
     if run:
-        slices.append(make(tuple(run)))
+        slices.append(dataclasses.replace(make(tuple(run)), host=run_host))
     return slices
 
 

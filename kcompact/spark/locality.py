@@ -1,8 +1,9 @@
-"""Where a ``spark clean`` task should run: ``host:/path`` log dirs, and RDDs whose tasks prefer a host.
+"""Where a Spark task should run: ``host:/path`` log dirs, and RDDs whose tasks prefer a host.
 
 A broker's log dirs are on its own disks. Given as ``HOST:/absolute/path`` (the ``scp``/``rsync``
 form an operator writes for a file on another machine), a log dir or partition directory is read and
-cleaned by tasks that prefer ``HOST``: Spark's scheduler starts them on an executor of that host when one
+cleaned by tasks that prefer ``HOST`` (``spark clean``; ``spark inspect dirty-ratio`` and ``spark export``
+read it so, their listing included): Spark's scheduler starts them on an executor of that host when one
 has a free core, waiting ``spark.locality.wait`` (3 s by default) before it gives up the preference. A
 preference, not a constraint: to keep every task on its broker's host, run one executor per broker host
 and set ``spark.locality.wait`` above the job's length (README: one executor per broker host). ``HOST``
@@ -77,6 +78,35 @@ def plain_paths(paths: Sequence[str]) -> list[str]:
         paths: the paths of the command line.
     """
     return [path for path in paths if not is_host_path(path)]
+
+
+def locate_input(raw: str | Path) -> Located:
+    """A path of a read-only command (``spark inspect dirty-ratio``, ``spark export``): a URL as given, a
+    ``host:/path``, or a plain path made absolute (the executors have another cwd).
+
+    Args:
+        raw: as given.
+    """
+    from kcompact.segment.remote import is_url
+
+    if is_url(raw):
+        return Located(None, str(raw))
+    return locate(raw, lambda path: Path(path).absolute())
+
+
+def run_located(context: SparkContext, function: Callable[[Any], Any], items: Sequence[Any],
+                hosts: Sequence[str | None]) -> list[Any]:
+    """``function`` over ``items`` in Spark tasks, one item a task preferring its host; results in order.
+
+    Args:
+        context: the SparkContext.
+        function: picklable; what it returns is collected.
+        items: picklable elements.
+        hosts: each item's preferred host (None: none).
+    """
+    if not items:
+        return []
+    return located_rdd(context, items, hosts).map(function).collect()
 
 
 def located_rdd(context: SparkContext, items: Sequence[Any], hosts: Sequence[str | None]) -> RDD[Any]:
