@@ -27,8 +27,9 @@ class InputPath(_ParamType):
     name = "path"
 
     def __init__(self, refuse_as: str | None = None, *, file_okay: bool = False, host_paths: bool = False,
-                 host_paths_refused: str | None = None) -> None:
+                 host_paths_refused: str | None = None, urls: bool = True) -> None:
         self.refuse_as = refuse_as
+        self.urls = urls  # False: a URL is a local path like any other (click's "does not exist")
         self.host_paths = host_paths
         self.host_paths_refused = host_paths_refused  # why this command refuses a ``host:/path`` (None: no line)
         self._local = click.Path(exists=True, file_okay=file_okay, path_type=str)
@@ -36,7 +37,7 @@ class InputPath(_ParamType):
     def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> str:
         from kcompact.segment.remote import is_url, refuse_urls  # kept off the --help path
 
-        if is_url(value):
+        if self.urls and is_url(value):
             if self.refuse_as is not None:
                 refuse_urls([value], self.refuse_as)
             return value

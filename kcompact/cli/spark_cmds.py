@@ -71,8 +71,13 @@ _config_sources = config_source_options("metadata.log.dir or its __cluster_metad
 _paths = click.argument("paths", nargs=-1, required=True, type=InputPath(host_paths=True))
 _local_paths = click.argument("paths", nargs=-1, required=True,
                               type=InputPath(refuse_as="spark clean", host_paths=True))
-_local_report_paths = click.argument("paths", nargs=-1, required=True,  # local paths only, as `kcompact report`
-                                     type=click.Path(exists=True, file_okay=False, path_type=str))
+REPORT_HOST_PATHS_REFUSED = (
+    "spark report plans its page on the driver before Spark starts (the partitions listed, each log dir's "
+    "checkpoint files read) and compares replicas in tasks that read every broker's copy, so a HOST:/path (a "
+    "broker host's own disk) cannot be read; expected log dirs the driver and every executor see at the same "
+    "path (or spark inspect dirty-ratio HOST:/path for the rows)")
+_local_report_paths = click.argument(  # local paths only, as `kcompact report`
+    "paths", nargs=-1, required=True, type=InputPath(host_paths_refused=REPORT_HOST_PATHS_REFUSED, urls=False))
 _storage_option = storage_option
 _filter = partition_filter_options("paths")
 

@@ -112,3 +112,13 @@ def test_replicas_refuses_a_host_path_in_one_line_before_spark_starts() -> None:
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "broker-1:/var/kafka-logs" in lines[0]
     assert "one task" in lines[0] and "HOST:/path" in lines[0]
+
+
+def test_report_refuses_a_host_path_in_one_line_before_spark_starts(tmp_path: Path) -> None:
+    page = str(tmp_path / "r.html")
+    result = CliRunner().invoke(cli, ["spark", "report", "broker-1:/var/kafka-logs", "--output", page])
+
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "broker-1:/var/kafka-logs" in lines[0] and "driver" in lines[0]
+    assert not Path(page).exists()
