@@ -165,7 +165,7 @@ HOST_PATHS_REFUSED = (
                    "kcompact spark inspect replicas b1/logs b2/logs --topic 'orders.*'",
                ))
 @click.argument("log_dirs", nargs=-1, required=True,
-                type=InputPath(refuse_as="spark inspect replicas", host_paths_refused=HOST_PATHS_REFUSED))
+                type=InputPath(host_paths_refused=HOST_PATHS_REFUSED, urls=False))
 @session_options
 @click.option("--max-keys", type=click.IntRange(min=0), default=100, show_default=True, metavar="N",
               help="How many divergent keys each partition's report lists (all are counted).")
@@ -178,7 +178,8 @@ def spark_replicas_command(log_dirs: tuple[str, ...], master: str | None, verbos
     broker, copied from a whole cluster) as Spark tasks, one partition a task: each row is the
     verdict of `kcompact inspect replicas` on that partition's copies (in the order of LOG_DIRS,
     the first the reference), with its --json report. Exits 3 when a partition's copies diverge,
-    2 when a partition's files do not parse (its row says why).
+    2 when a partition's files do not parse (its row says why). Executors must see the log dirs at the
+    same paths: a HOST:/path is refused (a task reads every copy of its partition).
     """
     from kcompact.cli.spark_cmds import checks_before_session, checks_in_session, startup_line
     from kcompact.inspect.replicas import replica_sets
