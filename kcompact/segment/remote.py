@@ -521,12 +521,16 @@ def _copy_file_with_siblings(url: str, directory: Path, storage_options: Storage
             (directory / sibling).touch()
 
 
+_REPAIR_OF_URL = re.compile(r"`kcompact repair ([A-Za-z][A-Za-z0-9+.-]*://[^`]*)`")
+
+
 def _renamed(value: Any, renames: Sequence[tuple[str, str]]) -> Any:
     """``value`` with every local prefix of ``renames`` replaced by its URL prefix, walked structurally."""
     if isinstance(value, str):
         for local, url in renames:
             value = value.replace(local, url)
-        return value
+        # `kcompact repair PATH` refuses URLs: the advice is a repair of a local copy
+        return _REPAIR_OF_URL.sub(r"`kcompact repair` on a local copy of \1", value)
     if isinstance(value, Path):
         text = _renamed(str(value), renames)
         return value if text == str(value) else text
