@@ -34,9 +34,10 @@ import dataclasses
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -54,6 +55,10 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 StorageOptions = Mapping[str, Any]
 T = TypeVar("T")
 
+
+HDFS_HINT = ("; expected pyarrow's HadoopFileSystem to load: libhdfs.so (Hadoop's native client, from a Hadoop "
+             "distribution: ARROW_LIBHDFS_DIR), JAVA_HOME and Hadoop's jars on CLASSPATH; or read the same files "
+             "over WebHDFS: webhdfs://NAMENODE:HTTP_PORT/…")
 
 def is_url(path: str | os.PathLike[str]) -> bool:
     """``path`` is a URL (``scheme://…``), not a local path."""
@@ -311,15 +316,35 @@ def _filesystem(url: str, storage_options: StorageOptions) -> tuple[Any, str]:
     except ImportError as err:
         raise UnsupportedFormatError(f"{url}: reading URLs needs fsspec; expected it installed (pip install "
                                      f"'kcompact[remote]'), found ImportError: {err}") from err
+    hdfs = url.lower().startswith("hdfs://")
     try:
-        fs, path = fsspec.core.url_to_fs(url, **dict(storage_options))
+        with _native_stderr_quiet() if hdfs else nullcontext():  # pyarrow's C++ prints each place it looked
+            fs, path = fsspec.core.url_to_fs(url, **dict(storage_options))  # for libjvm (~90 lines)
     except ImportError as err:
         raise UnsupportedFormatError(f"{url}: no fsspec file system for this protocol; expected its package "
                                      f"installed (s3fs for s3://: pip install 'kcompact[remote]'), found "
                                      f"{err}") from err
     except (TypeError, ValueError) as err:
         raise ConfigError(f"{url}: the storage options; fsspec refused them: {err}") from err
+    except Exception as err:  # a file system's constructor raises its own (pyarrow's OSError without libhdfs)
+        found = (str(err).strip().splitlines() or [""])[0]
+        raise KcompactError(f"{url}: cannot open its file system: {type(err).__name__}: {found}"
+                            f"{HDFS_HINT if hdfs else ''}") from err
     return fs, path
+
+
+@contextmanager
+def _native_stderr_quiet() -> Iterator[None]:
+    """File descriptor 2 points at /dev/null in the block (native code's own prints)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _names(url: str, storage_options: StorageOptions, *, directories: bool) -> dict[str, int]:
@@ -496,12 +521,16 @@ def _copy_file_with_siblings(url: str, directory: Path, storage_options: Storage
             (directory / sibling).touch()
 
 
+_REPAIR_OF_URL = re.compile(r"`kcompact repair ([A-Za-z][A-Za-z0-9+.-]*://[^`]*)`")
+
+
 def _renamed(value: Any, renames: Sequence[tuple[str, str]]) -> Any:
     """``value`` with every local prefix of ``renames`` replaced by its URL prefix, walked structurally."""
     if isinstance(value, str):
         for local, url in renames:
             value = value.replace(local, url)
-        return value
+        # `kcompact repair PATH` refuses URLs: the advice is a repair of a local copy
+        return _REPAIR_OF_URL.sub(r"`kcompact repair` on a local copy of \1", value)
     if isinstance(value, Path):
         text = _renamed(str(value), renames)
         return value if text == str(value) else text

@@ -18,20 +18,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 
 from kcompact import __version__
-from kcompact.errors import KcompactError, RefusedError
+from kcompact.errors import RefusedError
 from kcompact.segment.remote import StorageOptions, is_url, remote_partition_dirs
 from kcompact.spark.hadoop_fs import missing_output_package
 from kcompact.spark.probe import SET_PYTHON
 from kcompact.spark.session import DEFAULT_MASTER, PYTHON_CONF, master_set_by_launcher
 
 PYTHON_CHECK_TIMEOUT_S = 60.0
-HDFS_HINT = ("; expected pyarrow's HadoopFileSystem to load: libhdfs.so (Hadoop's native client, from a Hadoop "
-             "distribution: ARROW_LIBHDFS_DIR), JAVA_HOME and Hadoop's jars on CLASSPATH; or read the same files "
-             "over WebHDFS: webhdfs://NAMENODE:HTTP_PORT/…")
 _PYTHON_CHECK = ("import sys, kcompact, pyarrow; "
                  "print(kcompact.__version__, '%d.%d' % sys.version_info[:2])")
 
@@ -70,32 +66,7 @@ def check_listable(url: str, storage_options: StorageOptions) -> None:
     Raises:
         KcompactError: it cannot be listed, or holds no partition directory.
     """
-    try:
-        if url.lower().startswith("hdfs://"):
-            with _native_stderr_quiet():  # pyarrow's C++ prints each of ~90 places it looked for libjvm
-                remote_partition_dirs(url, storage_options)
-        else:
-            remote_partition_dirs(url, storage_options)
-    except KcompactError:
-        raise
-    except Exception as err:  # a file system's constructor raises its own (pyarrow's OSError for libhdfs)
-        found = (str(err).strip().splitlines() or [""])[0]
-        hint = HDFS_HINT if url.lower().startswith("hdfs://") else ""
-        raise KcompactError(f"{url}: cannot open its file system: {type(err).__name__}: {found}{hint}") from err
-
-
-@contextmanager
-def _native_stderr_quiet() -> Iterator[None]:
-    """File descriptor 2 points at /dev/null in the block (native code's own prints)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+    remote_partition_dirs(url, storage_options)
 
 
 def executors_python(executor_python: str | None, conf: Mapping[str, str]) -> tuple[str | None, str]:

@@ -131,3 +131,21 @@ def test_dump_of_a_partition_url_reads_its_files_not_the_metadata_log(
     assert counting_s3.bytes_by_key() == {f"{bucket}/logs/{p.relative_to(local)}": p.stat().st_size for p in wanted}
     on_disk = run("inspect", "dump", "--records", f"{local}/{PART}")
     assert remote == (0, on_disk[1].replace(str(local), url), on_disk[2].replace(str(local), url))
+
+
+@pytest.mark.parametrize("command", [["inspect", "dirty-ratio"], ["inspect", "keys"], ["inspect", "transactions"],
+                                     ["inspect", "dump"], ["export"]])
+def test_a_url_whose_file_system_cannot_start_is_one_line(command: list[str], tmp_path: Path) -> None:
+    """``hdfs://`` through pyarrow needs libhdfs and a JVM on this machine: without them the file system's own
+    constructor fails (and its native code prints where it looked): one line naming the URL, exit 2."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("pyarrow")
+    options = ["--output", str(tmp_path / "out")] if command == ["export"] else []
+    done = subprocess.run([sys.executable, "-m", "kcompact", *command, "hdfs://127.0.0.1:9/kafka-logs", *options],
+                          capture_output=True, text=True, check=False, timeout=120,
+                          env={**os.environ, "JAVA_HOME": str(tmp_path / "no-java")})
+    assert done.returncode == 2
+    assert done.stderr.startswith("kcompact: error: hdfs://127.0.0.1:9/kafka-logs: ")
+    assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr

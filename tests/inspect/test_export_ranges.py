@@ -197,5 +197,9 @@ def test_a_corrupt_partition_behind_a_url_is_named_by_its_url_as_on_disk(
     remote = run("export", url, "--output", str(tmp_path / "b"), *more, *flags)
 
     assert on_disk[0] == remote[0] == 2
-    assert remote[2] == on_disk[2].replace(str(local), url) != ""
+    # the same line, naming the URL; the repair it advises runs on a local copy (repair refuses URLs)
+    expected = on_disk[2].replace(f"`kcompact repair {local}/orders-0`",
+                                  f"`kcompact repair` on a local copy of {local}/orders-0")
+    assert "`kcompact repair` on a local copy of s3://" in remote[2]
+    assert remote[2] == expected.replace(str(local), url) != ""
     assert f"{url}/orders-0/{segment.name} at position" in remote[2] and "kcompact-mirror" not in remote[2]
