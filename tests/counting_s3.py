@@ -12,9 +12,26 @@ import threading
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 HOST = "127.0.0.1"
+
+
+def upload_log_dir(endpoint: str, local: Path) -> tuple[str, dict[str, Any]]:
+    """Every file of ``local`` put into a new bucket of the S3 server at ``endpoint``, under ``logs/``: the
+    log dir's URL and the storage options that read it."""
+    import uuid
+
+    import s3fs
+
+    options: dict[str, Any] = {"endpoint_url": endpoint, "key": "testing", "secret": "testing"}
+    fs = s3fs.S3FileSystem(**options)
+    bucket = f"kcompact-{uuid.uuid4().hex[:12]}"
+    fs.mkdir(bucket)
+    for path in sorted(p for p in local.rglob("*") if p.is_file()):
+        fs.put_file(str(path), f"{bucket}/logs/{path.relative_to(local)}")
+    return f"s3://{bucket}/logs", options
 
 
 @dataclass(frozen=True, slots=True)

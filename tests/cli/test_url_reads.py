@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from kcompact.cli.main import cli
 from tests.conftest import copy_tree_writable, real_fixture
+from tests.counting_s3 import upload_log_dir
 
 if TYPE_CHECKING:
     from tests.counting_s3 import CountingS3
@@ -112,23 +113,17 @@ def test_dump_of_a_partition_url_reads_its_files_not_the_metadata_log(
         counting_s3: CountingS3, tmp_path: Path) -> None:
     """``inspect dump`` resolves no topic config: the log dir's metadata log (1.2 MB here, the partition
     1 KB) is not fetched for it; the partition's files and its log dir's are, once each."""
-    import s3fs
 
     local = real_fixture("kraft37-cleaned-logdir")
-    options = {"endpoint_url": counting_s3.endpoint, "key": "testing", "secret": "testing"}
-    fs = s3fs.S3FileSystem(**options)
-    bucket = f"kcompact-{uuid.uuid4().hex[:12]}"
-    fs.mkdir(bucket)
-    for path in sorted(p for p in local.rglob("*") if p.is_file()):
-        fs.put_file(str(path), f"{bucket}/logs/{path.relative_to(local)}")
-    url = f"s3://{bucket}/logs"
+    url, options = upload_log_dir(counting_s3.endpoint, local)
     flags = [arg for key, value in options.items() for arg in ("--storage-option", f"{key}={value}")]
     counting_s3.clear()
 
     remote = run("inspect", "dump", "--records", f"{url}/{PART}", *flags)
 
     wanted = [p for p in (local / PART).iterdir()] + [p for p in local.iterdir() if p.is_file()]
-    assert counting_s3.bytes_by_key() == {f"{bucket}/logs/{p.relative_to(local)}": p.stat().st_size for p in wanted}
+    prefix = url.removeprefix("s3://")
+    assert counting_s3.bytes_by_key() == {f"{prefix}/{p.relative_to(local)}": p.stat().st_size for p in wanted}
     on_disk = run("inspect", "dump", "--records", f"{local}/{PART}")
     assert remote == (0, on_disk[1].replace(str(local), url), on_disk[2].replace(str(local), url))
 

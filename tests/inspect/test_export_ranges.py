@@ -6,7 +6,6 @@ Counted by an S3-protocol server on 127.0.0.1 (moto's) that records the bytes it
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from kcompact.inspect.export import (
     split_segments,
 )
 from kcompact.segment.names import segment_file_name
-from tests.counting_s3 import CountingS3
+from tests.counting_s3 import CountingS3, upload_log_dir
 from tests.spark.logdirs import build_log_dir, build_partition
 
 SPLIT_BYTES = 600  # a split of one or two of these small segments
@@ -35,17 +34,10 @@ SPLIT_BYTES = 600  # a split of one or two of these small segments
 def copies(counting_s3: CountingS3, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[str, Any]]:
     """A log dir of partitions of four segments (transactions committed, aborted and open among them), on
     local disk and uploaded to a new bucket: its path, its URL and the storage options that read it."""
-    import s3fs
-
     local = build_log_dir(tmp_path_factory.mktemp("ranges") / "logs", 3)
     build_partition(local, "pending", 0, open_txn=True)
-    options: dict[str, Any] = {"endpoint_url": counting_s3.endpoint, "key": "testing", "secret": "testing"}
-    fs = s3fs.S3FileSystem(**options)
-    bucket = f"kcompact-{uuid.uuid4().hex[:12]}"
-    fs.mkdir(bucket)
-    for path in sorted(p for p in local.rglob("*") if p.is_file()):
-        fs.put_file(str(path), f"{bucket}/logs/{path.relative_to(local)}")
-    return local, f"s3://{bucket}/logs", options
+    url, options = upload_log_dir(counting_s3.endpoint, local)
+    return local, url, options
 
 
 def key(ref: SegmentRef) -> str:
@@ -176,20 +168,13 @@ def test_a_segment_shorter_than_listed_is_one_line_naming_its_url(
 @pytest.mark.parametrize("latest", [False, True], ids=["every-record", "latest"])
 def test_a_corrupt_partition_behind_a_url_is_named_by_its_url_as_on_disk(
         counting_s3: CountingS3, tmp_path: Path, latest: bool) -> None:
-    import s3fs
 
     local = build_log_dir(tmp_path / "logs", 2)
     segment = sorted((local / "orders-0").glob("*.log"))[1]
     data = bytearray(segment.read_bytes())
     data[-5] ^= 0xFF  # a value byte of its last batch: the CRC fails
     segment.write_bytes(bytes(data))
-    options = {"endpoint_url": counting_s3.endpoint, "key": "testing", "secret": "testing"}
-    fs = s3fs.S3FileSystem(**options)
-    bucket = f"kcompact-{uuid.uuid4().hex[:12]}"
-    fs.mkdir(bucket)
-    for path in sorted(p for p in local.rglob("*") if p.is_file()):
-        fs.put_file(str(path), f"{bucket}/logs/{path.relative_to(local)}")
-    url = f"s3://{bucket}/logs"
+    url, options = upload_log_dir(counting_s3.endpoint, local)
     flags = [arg for k, v in options.items() for arg in ("--storage-option", f"{k}={v}")]
     more = ["--latest"] if latest else []
 

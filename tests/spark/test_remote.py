@@ -14,6 +14,7 @@ import pytest
 from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report
 from kcompact.spark.export import spark_export
 from kcompact.spark.inspect_job import spark_dirty_ratio
+from tests.counting_s3 import upload_log_dir
 from tests.spark.logdirs import COMPACT, NOW
 from tests.spark.test_export import format_layer_rows, parquet_rows
 
@@ -26,16 +27,7 @@ if TYPE_CHECKING:
 @pytest.fixture
 def s3_copy(s3_endpoint: str, log_dir: Path) -> tuple[str, dict[str, Any]]:
     """The export tests' log dir uploaded to a new bucket; its URL and the storage options to read it."""
-    import s3fs
-
-    options: dict[str, Any] = {"endpoint_url": s3_endpoint, "key": "testing", "secret": "testing"}
-    fs = s3fs.S3FileSystem(**options)
-    bucket = f"kcompact-{uuid.uuid4().hex[:12]}"
-    fs.mkdir(bucket)
-    for path in sorted(log_dir.rglob("*")):
-        if path.is_file():
-            fs.put_file(str(path), f"{bucket}/logs/{path.relative_to(log_dir)}")
-    return f"s3://{bucket}/logs", options
+    return upload_log_dir(s3_endpoint, log_dir)
 
 
 @pytest.fixture
