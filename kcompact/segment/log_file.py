@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     AnyBatch = RecordBatch | LegacyEntry
 
 READ_BELOW = 1 << 16  # files smaller than this are read, not mapped (module docstring)
+_DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)  # LogFile.forget_before; None: not here
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,7 @@ class LogFile:
 
     def __init__(self, path: str | os.PathLike[str] | ByteSource) -> None:
         self._map: mmap.mmap | None = None
+        self._forgotten = 0  # forget_before: the pages before this are out of the resident set
         self.buffer: memoryview
         if not isinstance(path, (str, os.PathLike)):
             self.path = path.path
@@ -119,6 +121,17 @@ class LogFile:
                 # A caller still holds a view; the map is freed when the last view goes.
                 pass
             self._map = None
+
+    def forget_before(self, position: int) -> None:
+        """Let this process's resident set drop the mapped pages before ``position`` (a pass that is past
+        them): ``madvise(MADV_DONTNEED)``, which leaves them in the page cache — reading them again maps them
+        back, with the file's bytes. Nothing for a file read whole or where the platform has no madvise."""
+        if self._map is None or _DONTNEED is None:
+            return
+        end = min(position, self.size_in_bytes) // mmap.PAGESIZE * mmap.PAGESIZE
+        if end > self._forgotten:
+            self._map.madvise(_DONTNEED, self._forgotten, end - self._forgotten)
+            self._forgotten = end
 
     def iter_batches(self, start: int = 0, end: int | None = None) -> Iterator[AnyBatch]:
         """Yield every batch from byte ``start`` (a batch boundary) to ``end``.

@@ -41,6 +41,42 @@ def test_small_files_are_read_and_large_ones_mapped(tmp_path: Path) -> None:
 
 
 
+def _resident_kib(path: Path) -> int:
+    """The resident KiB of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if fields and "-" in fields[0] and len(fields) >= 5:  # a mapping's header line
+            inside = fields[-1] == str(path)
+        elif inside and fields[0] == "Rss:":
+            total += int(fields[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux's /proc/self/smaps")
+def test_forget_before_lets_read_pages_go_and_reads_the_same_bytes_again(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.log"
+    data = _segment(path, 4096, 200)  # about 2.4 MiB: mapped
+    with LogFile(path) as log:
+        assert bytes(log.buffer) == data  # every page read: resident
+        assert _resident_kib(path) >= len(data) // 1024 - 4
+        half = len(data) // 2
+        log.forget_before(half)
+        assert _resident_kib(path) <= (len(data) - half) // 1024 + 8  # the first half is gone
+        log.forget_before(len(data))
+        assert _resident_kib(path) <= 8
+        assert b"".join(bytes(b.buffer) for b in log.iter_batches()) == data  # read again: the file's bytes
+        log.forget_before(0)  # behind what is gone already: nothing to do
+
+
+def test_forget_before_is_a_no_op_for_a_file_read_whole(tmp_path: Path) -> None:
+    path = tmp_path / "00000000000000000000.log"
+    data = _segment(path, 10, 5)
+    with LogFile(path) as log:
+        log.forget_before(len(data))
+        assert bytes(log.buffer) == data
+
+
 class _CountedSource:
     """A ByteSource over bytes in memory that records every range read from it."""
 

@@ -100,6 +100,7 @@ def protected_offsets(last_records: Mapping[int, LastRecord]) -> I64:
 def take_runs(
     buffer: memoryview, position: int, limit: int, ctx: FilterContext, protected: I64, sink: Sink,
     before: Callable[[], None], sink_run: RunSink | None = None,
+    forget_before: Callable[[int], None] | None = None,
 ) -> int:
     """Filter the plain batches from ``position`` on (before ``limit``) into ``sink``, a window at
     a time, until a batch the kernel does not take.
@@ -113,6 +114,7 @@ def take_runs(
         sink: receives each output batch (unless ``sink_run`` is given).
         sink_run: receives each window's output batches at once.
         before: called once before the first window is decided (the caller's pending output).
+        forget_before: called with where each window ended (``LogFile.forget_before``).
 
     Returns:
         Where the per-batch walk goes on (``position``: nothing was taken).
@@ -139,6 +141,8 @@ def take_runs(
                     sink(view[at : at + size], last_offset, max_timestamp)
                     at += size
         position = run[0]
+        if forget_before is not None:
+            forget_before(position)
     return position
 
 

@@ -203,7 +203,7 @@ def filter_segment(
                 after = batch.position + batch.size_in_bytes
                 reached = take_runs(log.buffer, after, limit, ctx, protected, sink,
                                     partial(_flush, window, ctx, sink, log.path, clear=True),
-                                    sink_run)
+                                    sink_run, log.forget_before)
                 records = records if window else 0
                 if reached != after:
                     batches = log.iter_batches(reached)

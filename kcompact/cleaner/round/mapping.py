@@ -176,6 +176,7 @@ class _Slice:
             accel.zstd_codec(zstd_one_call()))
         if found is None:
             return position
+        log.forget_before(found[0])
         reached, offsets, digests, batches = found
         self.offsets += offsets
         self.digests += digests
