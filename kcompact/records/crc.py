@@ -1,9 +1,11 @@
 """The two checksums of Kafka's log formats (Kafka's ``Crc32C`` for v2 batches, ``Crc32`` for legacy messages).
 
 * v2 batches: CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) over bytes 21..end of the batch,
-  computed with the ``crc32c`` package, which uses the CPU's crc32c instruction where it exists —
-  this runs over every byte of every batch a verify touches. The C kernels compute the same checksum
-  themselves (``kcompact/_native/common.h``), this function their reference.
+  computed by the C kernels (``kcompact/_native/common.h``: the CPU's crc32c instruction where it exists)
+  where they are built and on, else — and to continue a running checksum — by the ``crc32c`` package,
+  their reference (``tests/records/test_crc.py`` holds the two equal). The package is imported on first
+  use only: its import (``importlib.metadata`` and what that pulls in) cost a clean more CPU than all
+  its checksums.
 * v0/v1 messages: CRC-32 (IEEE, the zlib one) over magic..end of the message.
 
 Both return the checksum as an unsigned 32-bit int, the way the header stores it.
@@ -12,10 +14,11 @@ Both return the checksum as an unsigned 32-bit int, the way the header stores it
 from __future__ import annotations
 
 import zlib
-
-import crc32c as _crc32c
+from types import ModuleType
 
 from kcompact.records.varint import Buffer
+
+_package: ModuleType | None = None  # the crc32c package, once imported
 
 
 def crc32c(data: Buffer, value: int = 0) -> int:
@@ -28,7 +31,23 @@ def crc32c(data: Buffer, value: int = 0) -> int:
     Returns:
         The checksum, 0..2**32-1; ``crc32c(b"123456789") == 0xE3069283``.
     """
-    return int(_crc32c.crc32c(data, value))
+    if value == 0:
+        from kcompact.records.scan import accel  # not at import: records.scan imports this module
+
+        kernel = accel.crc32c(data)
+        if kernel is not None:
+            return kernel
+    return crc32c_package(data, value)
+
+
+def crc32c_package(data: Buffer, value: int = 0) -> int:
+    """:func:`crc32c` by the ``crc32c`` package alone (the kernels' reference)."""
+    global _package
+    if _package is None:
+        import crc32c as package
+
+        _package = package
+    return int(_package.crc32c(data, value))
 
 
 def crc32(data: Buffer) -> int:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import mmap
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcompact.records.crc import crc32, crc32c
+from kcompact.records.crc import crc32, crc32c, crc32c_package
 from kcompact.records.scan import accel
 from tests.records.scan.accel_compare import needs_c
 
@@ -55,6 +56,7 @@ def test_crcs_match_the_bitwise_reference(data: bytes) -> None:
     # kafka-python's calc_crc32c is the same crc32c package when it is installed, and crc32 is zlib's:
     # compare with the polynomials themselves instead (Castagnoli 0x1EDC6F41, IEEE 0x04C11DB7, reflected)
     assert crc32c(data) == _bitwise_crc(data, 0x82F63B78)
+    assert crc32c_package(data) == _bitwise_crc(data, 0x82F63B78)
     assert crc32(memoryview(data)) == _bitwise_crc(data, 0xEDB88320)
 
 
@@ -71,5 +73,13 @@ def test_the_kernels_own_crc32c_is_the_packages(data: bytes, skip: int, portable
     """The C kernels check and write batch CRCs with no call into Python (``common.h``): the CPU's
     instruction and the table path both equal the ``crc32c`` package, at every alignment and length."""
     view = memoryview(data)[min(skip, len(data)):]
-    assert accel.crc32c(view, portable) == crc32c(view)
+    assert accel.crc32c(view, portable) == crc32c_package(view)
     assert accel.crc32c(b"123456789", portable) == 0xE3069283
+
+
+def test_without_the_kernels_the_package_computes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``KCOMPACT_NO_ACCEL`` (or no compiler): the checksum is the package's, chained or not."""
+    monkeypatch.setattr(accel, "enabled", False)
+    assert accel.crc32c(b"123456789") is None
+    assert crc32c(b"123456789") == 0xE3069283
+    assert crc32c(b"56789", crc32c(b"1234")) == 0xE3069283

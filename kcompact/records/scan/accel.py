@@ -216,7 +216,7 @@ def batch_headers(buf: Buffer) -> tuple[int, bytes] | None:
 
 def crc32c(buf: Buffer, portable: bool = False) -> int | None:
     """The kernels' own CRC-32C of ``buf`` (``kcompact/_native/common.h``: the CPU's instruction where
-    it has one, else tables; ``portable``: the tables), whose reference is :func:`records.crc.crc32c`;
+    it has one, else tables; ``portable``: the tables), whose reference is :func:`records.crc.crc32c_package`;
     None where the kernels are not built or are switched off."""
     if kernels is None or not enabled:
         return None
