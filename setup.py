@@ -12,7 +12,7 @@ CPython C API), one per Python owner, each beside the package that imports it:
   compiled in with every symbol hidden.
 
 All three include ``kcompact/_native/common.h`` (the ScanError contract, argument checks, varints,
-CRC-32C through the caller) and, where they hash keys, the vendored xxHash in
+and, from ``crc32c.h``, CRC-32C) and, where they hash keys, the vendored xxHash in
 ``kcompact/_vendor/xxhash/``. Each is ``optional=True``: where there is no C compiler the build
 prints a warning and the install goes on with the pure-Python code, which stays the reference
 (each owner's ``accel.py`` picks whichever is there).
@@ -32,7 +32,7 @@ ZSTD_ARGS = ["-DZSTDLIB_VISIBLE=", "-DZDICTLIB_VISIBLE=", "-DZSTDERRORLIB_VISIBL
     [] if sys.platform == "win32" else ["-fvisibility=hidden"])
 SCAN = "kcompact/records/scan"
 INCLUDE_DIRS = [NATIVE, XXHASH, SCAN]
-COMMON = [f"{NATIVE}/common.h"]
+COMMON = [f"{NATIVE}/common.h", f"{NATIVE}/crc32c.h"]
 
 EXTENSIONS = [
     Extension(

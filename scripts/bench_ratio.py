@@ -81,6 +81,7 @@ def _copy(source: Path, target: Path, sync: bool) -> float:
 
 
 FLOOR_SOURCE = Path(__file__).resolve().parent / "floor_clean.c"
+FLOOR_CRC = FLOOR_SOURCE.parent.parent / "kcompact" / "_native" / "crc32c.h"  # its CRC-32C, the kernels' own
 
 # floor (b) in a child: reads the segments, then decompresses every batch once and compresses the kept
 # share of the rebuilt ones again; prints its CPU seconds for that work alone (the reading is floor (a)'s)
@@ -110,7 +111,8 @@ print(time.process_time() - started)
 def compile_floor(workdir: Path) -> Path:
     """floor (a)'s binary, compiled with ``cc -O2`` (once per workdir)."""
     binary = workdir / "floor_clean"
-    if not binary.exists() or binary.stat().st_mtime < FLOOR_SOURCE.stat().st_mtime:
+    newest = max(path.stat().st_mtime for path in (FLOOR_SOURCE, FLOOR_CRC))
+    if not binary.exists() or binary.stat().st_mtime < newest:
         workdir.mkdir(parents=True, exist_ok=True)
         subprocess.run(["cc", "-O2", "-o", str(binary), str(FLOOR_SOURCE)], check=True)
     return binary

@@ -7,8 +7,9 @@
  * Reads every segment whole (read(2)), checks the CRC-32C of every v2 batch (bytes 21..end, as
  * Kafka's DefaultRecordBatch.isValid), writes the kept batches (KEEP_PERMILLE of the input's bytes,
  * spread evenly over it: the clean's output share) to one file per segment in OUT_DIR, CRC-32C's
- * every batch written (a rebuilt batch's new checksum), fsyncs each file and OUT_DIR. CRC-32C with
- * SSE4.2 where the CPU has it (the clean's own CRC does the same), else a table. Prints the bytes read,
+ * every batch written (a rebuilt batch's new checksum), fsyncs each file and OUT_DIR. CRC-32C by the
+ * clean's own code (kcompact/_native/crc32c.h: SSE4.2 in three streams where the CPU has it, else tables),
+ * so the floor checksums exactly as fast as the clean can. Prints the bytes read,
  * the bytes written and a sum of the CRCs (so none is optimised away).
  */
 #include <fcntl.h>
@@ -19,32 +20,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static uint32_t table[256];
-
-static uint32_t crc_table(uint32_t crc, const uint8_t *p, size_t n)
-{
-    crc = ~crc;
-    while (n--)
-        crc = table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
-    return ~crc;
-}
-
-#if defined(__x86_64__)
-__attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t crc, const uint8_t *p, size_t n)
-{
-    uint64_t c = ~crc;
-    for (; n >= 8; n -= 8, p += 8) {
-        uint64_t word;
-        memcpy(&word, p, 8);
-        c = __builtin_ia32_crc32di(c, word);
-    }
-    while (n--)
-        c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
-    return ~(uint32_t)c;
-}
-#endif
-
-static uint32_t (*crc32c)(uint32_t, const uint8_t *, size_t) = crc_table;
+/* the kernels' own CRC-32C (kcompact/_native/crc32c.h): the same three streams of SSE4.2 where the CPU has
+ * it, else tables */
+#include "../kcompact/_native/crc32c.h"
 
 static uint32_t be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3]; }
 
@@ -55,16 +33,6 @@ int main(int argc, char **argv)
     if (argc < 4)
         return fprintf(stderr, "usage: floor_clean OUT_DIR KEEP_PERMILLE SEGMENT...\n"), 2;
     permille = atoll(argv[2]);
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-        table[i] = c;
-    }
-#if defined(__x86_64__)
-    if (__builtin_cpu_supports("sse4.2"))
-        crc32c = crc_sse42;
-#endif
     for (int s = 3; s < argc; s++) {
         struct stat st;
         char out_path[4096];
@@ -85,12 +53,12 @@ int main(int argc, char **argv)
             size_t n = be32(data + at + 8) + 12;
             if (at + n > size)
                 break;
-            uint32_t crc = crc32c(0, data + at + 21, n - 21);
+            uint32_t crc = crc32c_of(data + at + 21, (ptrdiff_t)n - 21);
             crc_sum += crc ^ be32(data + at + 17);  /* 0 for a valid batch */
             seen += n;
             if ((kept + n) * 1000 <= seen * (size_t)permille) {  /* kept: copied out, CRC'd again */
                 memcpy(kept_bytes + kept, data + at, n);
-                crc_sum += crc32c(0, kept_bytes + kept + 21, n - 21) ^ crc;
+                crc_sum += crc32c_of(kept_bytes + kept + 21, (ptrdiff_t)n - 21) ^ crc;
                 kept += n;
             }
             at += n;

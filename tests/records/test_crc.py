@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mmap
+import random
 
 import pytest
 from hypothesis import given
@@ -83,3 +84,14 @@ def test_without_the_kernels_the_package_computes_it(monkeypatch: pytest.MonkeyP
     assert accel.crc32c(b"123456789") is None
     assert crc32c(b"123456789") == 0xE3069283
     assert crc32c(b"56789", crc32c(b"1234")) == 0xE3069283
+
+
+@needs_c
+@pytest.mark.parametrize("size", [767, 768, 769, 3 * 4096 - 1, 3 * 4096, 3 * 4096 + 1, 3 * 4096 + 3 * 256 + 9,
+                                  100_003, 1 << 20])
+@pytest.mark.parametrize("skip", [0, 5])
+def test_the_kernels_three_streams_join_to_the_packages_crc(size: int, skip: int) -> None:
+    """Batches long enough for the x86-64 path's three streams (three blocks of 256 or of 4,096 bytes, joined by
+    the zero-bytes operator), at the block edges and unaligned: the same checksum as the package."""
+    data = memoryview(random.Random(size).randbytes(size + skip))[skip:]
+    assert accel.crc32c(data) == crc32c_package(data) == accel.crc32c(data, True)
