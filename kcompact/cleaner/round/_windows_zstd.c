@@ -75,34 +75,45 @@ zstd_scratch_trim(void)
     }
 }
 
+/* Whether the window p's frame header asks for is within what a streaming decompressor with the library's
+ * default limit takes (ZSTD_WINDOWLOG_LIMIT_DEFAULT: 2**27 bytes; python-zstandard's ZstdDecompressor and
+ * Kafka's zstd-jni stream refuse a frame beyond it), read from the header zstd_frame_bound checked: the
+ * window descriptor, or for a single-segment frame its content size (RFC 8878 3.1.1.1.2). */
+static int
+zstd_window_ok(const uint8_t *p, unsigned long long stated)
+{
+    unsigned long long window;
+    if (p[4] & 0x20)  /* single segment: the window is the content */
+        return stated != ZSTD_CONTENTSIZE_UNKNOWN && stated <= (1ull << 27);
+    window = 1ull << (10 + (p[5] >> 3));
+    window += (window >> 3) * (p[5] & 7);
+    return window <= (1ull << 27);
+}
+
 /* python-zstandard's ZstdDecompressor().decompress(p[0, n), max_output_size=bound) done with the vendored
- * library (its c-ext/decompressor.c: the session reset, one ZSTD_decompressStream into `bound` bytes, or
- * the frame's stated content size, which zstd_frame_bound already returned as `bound`), into zstd_scratch:
- * the length, or -1: nothing set, the library refused (the caller runs the Python path, which words the
- * error), or -2 with MemoryError set. */
+ * library into zstd_scratch, where zstd_frame_bound said p[0, n) is one whole frame and `bound` holds it (its
+ * stated content size, or its blocks' bound): the same bytes as the one ZSTD_decompressStream call of
+ * python-zstandard's c-ext/decompressor.c, made with the one-shot ZSTD_decompressDCtx, which writes the
+ * blocks straight into the scratch buffer (the stream decodes into its own window buffer and copies out of
+ * it), the stream's window limit checked first. The length, or -1: nothing set, refused (the caller runs the
+ * Python path, which words the error), or -2 with MemoryError set. */
 Py_ssize_t
 zstd_native_into_scratch(const uint8_t *p, Py_ssize_t n, Py_ssize_t bound)
 {
-    ZSTD_inBuffer in = {p, (size_t)n, 0};
-    ZSTD_outBuffer out;
     unsigned long long stated;
-    size_t left;
+    size_t got;
     if (zstd_dctx == NULL && (zstd_dctx = ZSTD_createDCtx()) == NULL)
         return -1;
     stated = ZSTD_getFrameContentSize(p, (size_t)n);
-    if (stated == ZSTD_CONTENTSIZE_ERROR || stated == 0)
+    if (stated == ZSTD_CONTENTSIZE_ERROR || stated == 0 || !zstd_window_ok(p, stated))
         return -1;
     zstd_scratch.size = 0;
     if (grow(&zstd_scratch, bound) < 0)
         return -2;
-    out.dst = zstd_scratch.data;
-    out.size = (size_t)bound;
-    out.pos = 0;
-    ZSTD_DCtx_reset(zstd_dctx, ZSTD_reset_session_only);
-    left = ZSTD_decompressStream(zstd_dctx, &out, &in);
-    if (ZSTD_isError(left) || left != 0 || (stated != ZSTD_CONTENTSIZE_UNKNOWN && out.pos != stated))
+    got = ZSTD_decompressDCtx(zstd_dctx, zstd_scratch.data, (size_t)bound, p, (size_t)n);
+    if (ZSTD_isError(got) || (stated != ZSTD_CONTENTSIZE_UNKNOWN && got != stated))
         return -1;
-    return (Py_ssize_t)out.pos;
+    return (Py_ssize_t)got;
 }
 
 /* zstd_native_into_scratch's bytes as a new bytes object of their size, or NULL (an error set or not,

@@ -21,6 +21,7 @@ from kcompact.records import compression
 from tests.builders import PartitionBuilder
 from tests.cleaner.round.test_filter_windows import _both, _walk
 from tests.cleaner.round.test_stages import OPTIONS, serial_map
+from tests.cleaner.round.test_zstd_one_call import _batch
 from tests.cleaner.workers.test_parallel import config, key
 from tests.records.scan.accel_compare import accel_switched, needs_c
 
@@ -94,3 +95,33 @@ def test_compiled_zstd_makes_no_python_call(tmp_path: Path, monkeypatch: pytest.
     assert calls == []
     assert found == expected and walked == keys
     assert sum(stats["batches_rebuilt"] for _, stats, _, _ in found) > 0  # type: ignore[misc]
+
+
+@needs_c
+@pytest.mark.parametrize("window_log", [27, 28])
+def test_a_frame_beyond_the_streams_window_limit_is_refused_as_the_reference_refuses_it(window_log: int) -> None:
+    """The windows decompress a frame in one call into their own buffer; a frame whose header asks for a window
+    over 2**27 bytes (what python-zstandard's and zstd-jni's streams refuse) goes to ``decompress`` instead,
+    which raises for it as the per-batch walk does; one at the limit is decompressed in C, no Python call."""
+    import zstandard
+
+    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=window_log, write_content_size=False)
+    writer = zstandard.ZstdCompressor(compression_params=params).compressobj()
+    records = _batch(b"")[1]
+    frame = writer.compress(records) + writer.flush()
+    batch = _batch(frame)[0]
+    calls: list[int] = []
+
+    def decompress(codec: int, data: object) -> bytes:
+        calls.append(codec)
+        return compression.decompress(codec, data)
+
+    compression.compress(compression.ZSTD, b"x")
+    found = accel.scan_window_key_digests(batch, 0, len(batch), 0, 1 << 16, 0, decompress, True)
+    assert found is not None
+    if window_log == 27:
+        assert calls == [] and found[0] == len(batch)  # taken in C
+    else:
+        assert calls == [compression.ZSTD] and found[0] == 0  # refused: the per-batch walk raises
+        with pytest.raises(compression.CorruptRecordError, match="too much memory"):
+            compression.decompress(compression.ZSTD, frame)
