@@ -91,14 +91,14 @@ zstd_window_ok(const uint8_t *p, unsigned long long stated)
 }
 
 /* python-zstandard's ZstdDecompressor().decompress(p[0, n), max_output_size=bound) done with the vendored
- * library into zstd_scratch, where zstd_frame_bound said p[0, n) is one whole frame and `bound` holds it (its
+ * library into dst[0, bound), where zstd_frame_bound said p[0, n) is one whole frame and `bound` holds it (its
  * stated content size, or its blocks' bound): the same bytes as the one ZSTD_decompressStream call of
  * python-zstandard's c-ext/decompressor.c, made with the one-shot ZSTD_decompressDCtx, which writes the
- * blocks straight into the scratch buffer (the stream decodes into its own window buffer and copies out of
- * it), the stream's window limit checked first. The length, or -1: nothing set, refused (the caller runs the
- * Python path, which words the error), or -2 with MemoryError set. */
-Py_ssize_t
-zstd_native_into_scratch(const uint8_t *p, Py_ssize_t n, Py_ssize_t bound)
+ * blocks straight into dst (the stream decodes into its own window buffer and copies out of it), the
+ * stream's window limit checked first. The length, or -1: refused (the caller runs the Python path, which
+ * words the error). */
+static Py_ssize_t
+zstd_native_into(const uint8_t *p, Py_ssize_t n, Py_ssize_t bound, void *dst)
 {
     unsigned long long stated;
     size_t got;
@@ -107,22 +107,40 @@ zstd_native_into_scratch(const uint8_t *p, Py_ssize_t n, Py_ssize_t bound)
     stated = ZSTD_getFrameContentSize(p, (size_t)n);
     if (stated == ZSTD_CONTENTSIZE_ERROR || stated == 0 || !zstd_window_ok(p, stated))
         return -1;
-    zstd_scratch.size = 0;
-    if (grow(&zstd_scratch, bound) < 0)
-        return -2;
-    got = ZSTD_decompressDCtx(zstd_dctx, zstd_scratch.data, (size_t)bound, p, (size_t)n);
+    got = ZSTD_decompressDCtx(zstd_dctx, dst, (size_t)bound, p, (size_t)n);
     if (ZSTD_isError(got) || (stated != ZSTD_CONTENTSIZE_UNKNOWN && got != stated))
         return -1;
     return (Py_ssize_t)got;
 }
 
-/* zstd_native_into_scratch's bytes as a new bytes object of their size, or NULL (an error set or not,
- * as it says). */
+/* zstd_native_into zstd_scratch: the length, -1 refused (nothing set), or -2 with MemoryError set. */
+Py_ssize_t
+zstd_native_into_scratch(const uint8_t *p, Py_ssize_t n, Py_ssize_t bound)
+{
+    zstd_scratch.size = 0;
+    if (grow(&zstd_scratch, bound) < 0)
+        return -2;
+    return zstd_native_into(p, n, bound, zstd_scratch.data);
+}
+
+/* zstd_native_into a new bytes object of `bound` bytes, then cut to the records' size (the bytes are
+ * decompressed where they stay: no copy out of a scratch buffer), or NULL (an error set or not, as
+ * zstd_native_into says). */
 PyObject *
 zstd_native_decompress(const uint8_t *p, Py_ssize_t n, Py_ssize_t bound)
 {
-    Py_ssize_t got = zstd_native_into_scratch(p, n, bound);
-    return got < 0 ? NULL : PyBytes_FromStringAndSize(zstd_scratch.data, got);
+    PyObject *value = PyBytes_FromStringAndSize(NULL, bound);
+    Py_ssize_t got;
+    if (value == NULL)
+        return NULL;
+    got = zstd_native_into(p, n, bound, PyBytes_AS_STRING(value));
+    if (got < 0) {
+        Py_DECREF(value);
+        return NULL;
+    }
+    if (got < bound && _PyBytes_Resize(&value, got) < 0)
+        return NULL;
+    return value;
 }
 
 /* records.compression.compress(ZSTD, p[0, n)) done with the vendored library and the process's one
