@@ -17,6 +17,7 @@ from kcompact.cleaner.offset_map.oracle import OffsetMapOracle
 from kcompact.cleaner.round import accel, filter_windows, mapping
 from kcompact.cleaner.round.mapping import iter_dirty_keys
 from kcompact.cleaner.round.stages import plan_clean
+from kcompact.errors import CorruptRecordError
 from kcompact.records import compression
 from tests.builders import PartitionBuilder
 from tests.cleaner.round.test_filter_windows import _both, _walk
@@ -112,7 +113,7 @@ def test_a_frame_beyond_the_streams_window_limit_is_refused_as_the_reference_ref
     batch = _batch(frame)[0]
     calls: list[int] = []
 
-    def decompress(codec: int, data: object) -> bytes:
+    def decompress(codec: int, data: bytes | memoryview) -> bytes:
         calls.append(codec)
         return compression.decompress(codec, data)
 
@@ -123,5 +124,5 @@ def test_a_frame_beyond_the_streams_window_limit_is_refused_as_the_reference_ref
         assert calls == [] and found[0] == len(batch)  # taken in C
     else:
         assert calls == [compression.ZSTD] and found[0] == 0  # refused: the per-batch walk raises
-        with pytest.raises(compression.CorruptRecordError, match="too much memory"):
+        with pytest.raises(CorruptRecordError, match="too much memory"):
             compression.decompress(compression.ZSTD, frame)
