@@ -152,7 +152,7 @@ def main() -> None:
     # What is loaded by now lives for the whole run: out of the collector's way, a clean's full
     # collections stop re-walking it (about 3 % of a clean's CPU, scripts/bench.py ratio). What is
     # made later is mostly arrays and buffers, not cycles: the youngest generation is collected every
-    # 50,000 allocations instead of 700 (the 70 collections of a 175 MB zstd clean, ~7 ms, become none).
+    # 50,000 allocations instead of 700 (the 72 collections of the benchmark's zstd clean, ~7 ms, become none).
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
     # kcompact does no linear algebra: without this, numpy's OpenBLAS starts a thread per core on import
