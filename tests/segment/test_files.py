@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,22 @@ def test_a_second_name_falls_back_as_asked_where_links_are_refused(
     link_or_else(source, tmp_path / "staged", "symlink")
     assert (tmp_path / "copy").read_bytes() == b"batches" and not (tmp_path / "copy").is_symlink()
     assert (tmp_path / "staged").is_symlink() and (tmp_path / "staged").resolve() == source.resolve()
+
+
+def test_start_writeback_is_advice_the_bytes_and_the_fsync_stay_as_they_were(tmp_path: Path) -> None:
+    """The cleaned segment's writer asks the disk to start on what it wrote every few MiB (``start_writeback``:
+    Linux's ``sync_file_range``); the file reads back the same, a range past its end or a descriptor opened
+    for reading is no error, and on Linux the call is really there."""
+    if sys.platform.startswith("linux"):
+        assert files._sync_file_range() is not None
+    path = tmp_path / "00000000000000000000.log.cleaned"
+    data = os.urandom(3 << 20)
+    with open(path, "wb") as out:
+        out.write(data)
+        out.flush()
+        files.start_writeback(out.fileno(), 0, len(data))
+        files.start_writeback(out.fileno(), len(data), 1 << 30)  # past the end: nothing to do
+        os.fsync(out.fileno())
+    with open(path, "rb") as back:
+        files.start_writeback(back.fileno(), 0, 0)
+        assert back.read() == data

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from kcompact.errors import CleanerStateError, KcompactError, TruncatedDataError
-from kcompact.segment.files import copy_ownership, file_access, fsync_dir, write_synced
+from kcompact.segment.files import copy_ownership, file_access, fsync_dir, start_writeback, write_synced
 from kcompact.segment.index_builder import IndexBuilder
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import (
@@ -66,6 +66,7 @@ _CRASH_ENV = "KCOMPACT_CRASH_AT"
 _DELETED_SUFFIX = ".deleted"
 _KRAFT_DELETED_SUFFIX = ".checkpoint.deleted"  # KRaft snapshots: KafkaMetadataLog's business
 _WRITE_BUFFER_SIZE = 1 << 20
+_WRITEBACK_BYTES = 8 << 20  # CleanedSegmentWriter._write_back: how often the disk is asked to start writing
 _INDEX_ONLY_KINDS = ("index", "timeindex", "txnindex")  # Kafka's LogFileUtils.isIndexFile
 
 
@@ -124,6 +125,7 @@ class CleanedSegmentWriter:
         self._builder = IndexBuilder(base_offset, index_interval_bytes)
         self._log_path = directory / segment_file_name(base_offset, "log", "cleaned")
         self._file: BinaryIO | None = None
+        self._written_back = 0  # start_writeback asked for the bytes before this
         if not dry_run:
             with _write_errors(self._log_path):
                 if self._log_path.exists():  # a stale one
@@ -143,6 +145,7 @@ class CleanedSegmentWriter:
                 self._file.write(data)
         self._builder.append(self.position, len(data), last_offset, max_timestamp)
         self.position += len(data)
+        self._write_back()
 
     def append_run(self, data: bytes | memoryview, sizes: Sequence[int], last_offsets: Sequence[int],
                    max_timestamps: Sequence[int]) -> None:
@@ -161,6 +164,16 @@ class CleanedSegmentWriter:
                 self._file.write(data)
         self._builder.append_run(self.position, sizes, last_offsets, max_timestamps)
         self.position += sum(sizes)
+        self._write_back()
+
+    def _write_back(self) -> None:
+        """Every :data:`_WRITEBACK_BYTES` written, have the disk start on them while the round goes on, so
+        that :meth:`finish`'s fsync waits for the last few only (``segment.files.start_writeback``)."""
+        if self._file is not None and self.position - self._written_back >= _WRITEBACK_BYTES:
+            with _write_errors(self._log_path):
+                self._file.flush()
+            start_writeback(self._file.fileno(), self._written_back, self.position - self._written_back)
+            self._written_back = self.position
 
     def _check_fits(self, last_offset: int) -> None:
         if last_offset - self.base_offset > 0x7FFFFFFF:

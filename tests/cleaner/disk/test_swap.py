@@ -545,3 +545,21 @@ def test_writer_full_disk_at_fsync_is_one_line_and_abort_leaves_nothing(
     monkeypatch.undo()
     writer.abort()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_writer_has_the_disk_start_writeback_on_each_8_mib_before_its_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """So that the fsync at ``finish`` waits for the last few MiB only: contiguous ranges from 0, each of at least
+    8 MiB, asked for as the output grows (``segment.files.start_writeback``)."""
+    asked: list[tuple[int, int]] = []
+    monkeypatch.setattr(swap, "start_writeback", lambda fd, offset, length: asked.append((offset, length)))
+    writer = CleanedSegmentWriter(tmp_path, 0, index_interval_bytes=4096)
+    for first in range(0, 20_000, 100):  # 100 batches of about 1 KiB a run: about 20 MiB
+        run = [encode_batch([KRecord(o, BASE_TS, b"k", b"v" * 1000)], base_offset=o) for o in range(first, first + 100)]
+        writer.append_run(b"".join(run), [len(b) for b in run], list(range(first, first + 100)), [BASE_TS] * 100)
+    cleaned = writer.finish(0, template=None)
+    assert len(asked) == cleaned.size_in_bytes // (8 << 20) >= 2
+    assert [offset for offset, _ in asked] == [sum(length for _, length in asked[:k]) for k in range(len(asked))]
+    assert all(length >= 8 << 20 for _, length in asked)
+    assert cleaned.files["log"].stat().st_size == cleaned.size_in_bytes
