@@ -54,5 +54,22 @@ def copy_dependencies(pom: Path, target: Path) -> str | None:
     return None
 
 
+def resolve_jars(pom: Path, target: Path, unavailable: type[Exception], reason: str | None) -> Path:
+    """Copy ``pom``'s jars into ``target`` unless they are there, and return ``target``.
+
+    Args:
+        reason: why the service cannot run here (java or mvn missing), or None.
+
+    Raises:
+        unavailable: with ``reason``, or with Maven's failure.
+    """
+    if reason is not None:
+        raise unavailable(reason)
+    failure = copy_dependencies(pom, target)
+    if failure is not None:
+        raise unavailable(failure)
+    return target
+
+
 def _digest(pom: Path) -> str:
     return hashlib.sha256(pom.read_bytes()).hexdigest()

@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.maven import copy_dependencies, missing_tool, pom_property
+from tests.maven import missing_tool, pom_property, resolve_jars
 
 POM = Path(__file__).with_name("pom.xml")
 LAUNCHER = Path(__file__).with_name("java") / "KcompactMiniHdfs.java"
@@ -55,14 +55,7 @@ def resolve() -> Path:
     Raises:
         HdfsUnavailable: java or mvn is missing, or Maven failed (its output in the message).
     """
-    reason = why_unavailable()
-    if reason is not None:
-        raise HdfsUnavailable(reason)
-    target = libs_dir()
-    failure = copy_dependencies(POM, target)
-    if failure is not None:
-        raise HdfsUnavailable(failure)
-    return target
+    return resolve_jars(POM, libs_dir(), HdfsUnavailable, why_unavailable())
 
 
 def launch_argv(base_dir: Path) -> list[str]:

@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from tests.maven import copy_dependencies, missing_tool, pom_property
+from tests.maven import missing_tool, pom_property, resolve_jars
 
 POM = Path(__file__).with_name("pom.xml")
 REQUIRE_ENV = "KCOMPACT_REQUIRE_KAFKA"
@@ -54,14 +54,7 @@ def resolve() -> Path:
     Raises:
         KafkaUnavailable: java or mvn is missing, or Maven failed (its output in the message).
     """
-    reason = why_unavailable()
-    if reason is not None:
-        raise KafkaUnavailable(reason)
-    target = libs_dir()
-    failure = copy_dependencies(POM, target)
-    if failure is not None:
-        raise KafkaUnavailable(failure)
-    return target
+    return resolve_jars(POM, libs_dir(), KafkaUnavailable, why_unavailable())
 
 
 def kafka_classpath() -> str:
