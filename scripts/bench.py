@@ -459,6 +459,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                         help="fraction of the clean shapes' record counts (default: 1.0 = the shapes' full size)")
     parser.add_argument("--baseline", type=Path,
                         help="ratio, legacy: a kcompact source tree (extension built in place) to run beside this one")
+    parser.add_argument("--kafka", action="store_true",
+                        help="ratio: also run Kafka's own cleaner (Java and its jars needed) in every repetition")
     parser.add_argument("--profile", action="store_true",
                         help="ratio: also print each shape's clean time by stage (cProfile, in process)")
     parser.add_argument("--seed", type=int, default=20250101, help="data generator seed")

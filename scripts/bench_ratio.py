@@ -15,6 +15,9 @@ again the share of each batch the clean rebuilds keeps (records kept in rebuilt 
 records), for as many batches as the clean rebuilds. The clean's CPU seconds (user + sys of its
 process, start-up included) over (a), or over (a) + (b), is the ratio the speed goals are stated in.
 
+``--kafka`` runs Kafka's own cleaner too (``bench_kafka``: one round in its own JVM, the broker's JVM options)
+in every repetition, on a fresh copy, and checks kcompact's output against its output.
+
 ``--profile`` runs one clean of each shape in this process under ``cProfile`` and prints its time by
 stage (the functions below, cumulative, so nested rows are already inside their parents), so the
 next person sees where the time goes without a profiler of their own. Profiling slows Python calls,
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_clean import FIRST_TS, SHAPES, _child_clean, _digests, generate
+from bench_kafka import kafka_clean, kafka_command, same_as_kafka
 
 Row = tuple[str, float, str]
 
@@ -160,17 +164,26 @@ def bench_ratio(args: object, workdir: Path) -> list[Row]:
     repeat, baseline = max(1, getattr(args, "repeat", 3)), getattr(args, "baseline", None)
     rows: list[Row] = []
     floor_binary = compile_floor(workdir)
+    kafka = kafka_command() if getattr(args, "kafka", False) else None
+    if isinstance(kafka, str):
+        print(kafka, file=sys.stderr)
     for name in SHAPES:
         source = generate(workdir, name, scale, seed)
         target = workdir / f"ratio-{name}"
-        times: dict[str, list[float]] = {"cp": [], "sync": [], "clean": [], "base": [], "floor_a": []}
+        times: dict[str, list[float]] = {"cp": [], "sync": [], "clean": [], "base": [], "floor_a": [], "kafka": []}
         rss: dict[str, list[float]] = {"clean": [], "base": []}
-        cpu: dict[str, list[float]] = {"clean": [], "base": [], "floor_a": [], "floor_b": []}
+        cpu: dict[str, list[float]] = {"clean": [], "base": [], "floor_a": [], "floor_b": [], "kafka": []}
         loads, identical, report = [], True, {}
+        kafka_target, kafka_differs = workdir / f"kafka-{name}", None
         for _ in range(repeat):
             loads.append(os.getloadavg()[0])
             times["cp"].append(_copy(source.parent, target, sync=False))
             times["sync"].append(_copy(source.parent, target, sync=True))
+            if isinstance(kafka, list):
+                _copy(source.parent, kafka_target, sync=False)
+                kafka_run = kafka_clean(kafka, kafka_target / source.name, FIRST_TS + 10**7)
+                times["kafka"].append(kafka_run.seconds)
+                cpu["kafka"].append(kafka_run.cpu_seconds)
             runs = [("clean", None)] + ([("base", baseline)] if baseline else [])
             outputs = []
             for key, tree in runs:
@@ -181,6 +194,11 @@ def bench_ratio(args: object, workdir: Path) -> list[Row]:
                 cpu[key].append(run.cpu_seconds)
                 outputs.append(_digests(target))
                 report = run.report["results"][0]
+                if key == "clean" and isinstance(kafka, list) and kafka_differs is None:
+                    kafka_differs = same_as_kafka(target / source.name, kafka_target / source.name)
+                    print(f"{name}: the same as Kafka's cleaner: "
+                          f"{'yes' if not kafka_differs else 'no: ' + '; '.join(kafka_differs[:3])}",
+                          file=sys.stderr)
             identical = identical and all(out == outputs[0] for out in outputs)
             keep = round(1000 * (1 - report["size_reduction"]))
             wall, floor_cpu = _floor_a(floor_binary, source, workdir / f"floor-{name}", keep)
@@ -189,7 +207,10 @@ def bench_ratio(args: object, workdir: Path) -> list[Row]:
             if SHAPES[name]["codec"]:
                 cpu["floor_b"].append(_floor_b(source, report))
         shutil.rmtree(target, ignore_errors=True)
+        shutil.rmtree(kafka_target, ignore_errors=True)
         rows += _shape_rows(name, times, rss, cpu, loads, report)
+        if times["kafka"]:
+            rows += _kafka_rows(name, times, cpu, kafka_differs or [])
         if baseline:
             best = min(times["clean"])
             rows += _summary(f"{name}: baseline clean --jobs 1 seconds", times["base"])
@@ -201,6 +222,19 @@ def bench_ratio(args: object, workdir: Path) -> list[Row]:
     if getattr(args, "profile", False):
         for name in SHAPES:
             print_profile(name, generate(workdir, name, scale, seed), workdir)
+    return rows
+
+
+def _kafka_rows(name: str, times: dict[str, list[float]], cpu: dict[str, list[float]],
+                differs: list[str]) -> list[Row]:
+    """Kafka's own cleaner beside the clean (``bench_kafka``): its times, the ratio the wall goal is stated in."""
+    rows = _summary(f"{name}: Kafka's cleaner seconds (one round, JVM start included)", times["kafka"])
+    rows += _summary(f"{name}: Kafka's cleaner CPU seconds (user + sys, every JVM thread)", cpu["kafka"])
+    rows.append((f"{name}: clean --jobs 1 / Kafka's cleaner, wall (min/min)",
+                 min(times["clean"]) / min(times["kafka"]), "x"))
+    rows.append((f"{name}: clean --jobs 1 / Kafka's cleaner, wall (median/median)",
+                 statistics.median(times["clean"]) / statistics.median(times["kafka"]), "x"))
+    rows.append((f"{name}: output the same as Kafka's cleaner's (1 if yes)", float(not differs), "yes"))
     return rows
 
 
