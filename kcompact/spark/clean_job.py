@@ -106,10 +106,10 @@ class SparkCleanRun:
             return None
         names = ", ".join(Path(d).name for d in self.unreported)
         count = len(self.unreported)
-        return (f"the Spark job failed: {self.job_failure.cause}; {count} of {len(self.rows)} "
-                f"partition{'s' if len(self.rows) != 1 else ''} not finished ({names}), the others as "
-                "reported; nothing is lost (segments are swapped in crash-safely): spark clean again "
-                "settles the rest")
+        return self.job_failure.line("the Spark job", (
+            f"{count} of {len(self.rows)} partition{'s' if len(self.rows) != 1 else ''} not finished ({names}), "
+            "the others as reported; nothing is lost (segments are swapped in crash-safely): spark clean again "
+            "settles the rest"))
 
     @property
     def frame(self) -> DataFrame:
@@ -270,8 +270,8 @@ def _run_planning_job(context: SparkContext, function: Callable[[Any], Any], ite
         rdd = located_rdd(context, shipped, [hosts[part[0]] for part in slices])
         found = dict(rdd.flatMap(functools.partial(_apply_indexed, function)).collect())
     except Exception as err:  # Py4JJavaError and py4j's network errors: one line
-        cause = JobFailure.of(err, jvm_lost=not jvm_alive(context)).cause
-        raise KcompactError(f"spark clean: the planning job failed: {cause}; nothing was changed") from err
+        failure = JobFailure.of(err, jvm_lost=not jvm_alive(context))
+        raise KcompactError(failure.line("spark clean: the planning job", "nothing was changed")) from err
     finally:
         with contextlib.suppress(Exception):  # a JVM that is gone has no description to reset
             context.setJobDescription(None)  # type: ignore[arg-type]

@@ -20,7 +20,10 @@ records do not, bytes a faulty writer produced) fails no task either: the data s
 with an error row (``error_rows``), the write leaves it out, an observation brings it to the driver,
 which removes the output and raises it (its class, file and position). Should a task fail anyway (a
 file that cannot be read), Spark's own lines about it are silenced and it is one kcompact line; no
-``--output`` is left behind either way.
+``--output`` is left behind either way. A task lost (its Python worker or executor died) or a JVM gone, in
+the check or in the write, is one line too (:func:`kcompact.spark.job_failure.lost_job`), saying what is at
+``--output``: nothing, or (the write's partial files could not be removed) an incomplete directory, without
+Spark's ``_SUCCESS``, that must not be used.
 
 A log dir given as ``host:/path`` (a broker host's own disk, ``kcompact.spark.locality``) is listed by a task
 preferring that host, and every task that reads its segments (the check, the read) prefers it too. Spark's
@@ -31,6 +34,7 @@ A partition directory path found on two hosts (two brokers' copies of one partit
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -56,6 +60,7 @@ from kcompact.inspect.export import (
 )
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.remote import StorageOptions, is_url
+from kcompact.spark.job_failure import lost_job
 from kcompact.spark.locality import Located, locate_input, located_rdd, run_located
 from kcompact.spark.output import local_part, output_target, task_error, write_new_parquet
 from kcompact.spark.rows import ddl
@@ -117,7 +122,7 @@ def spark_export(
     refs, hosts = located_segments(spark, plain, [t for t in targets if t.host is not None], storage_options,
                                    selection)  # the one listing
     failures, views = check_partitions(spark, refs, split_bytes, storage_options, verbose=verbose,
-                                       latest=latest, hosts=hosts)
+                                       latest=latest, hosts=hosts, output=target)
     refuse_all_failed(refs, failures)
     bad = {failure.partition_dir for failure in failures}
     refs = [ref for ref in refs if ref.partition_dir not in bad]
@@ -141,7 +146,8 @@ def spark_export(
             raise error_from_payload(str(payload))
 
     write_new_parquet(frame.observe(counted, F.count(F.lit(1)).alias("records")).write, target,
-                      spark.sparkContext, verbose=verbose, then=refuse_failed_split)
+                      spark.sparkContext, verbose=verbose, then=refuse_failed_split,
+                      job="spark export: the write job")
     records = int(counted.get.get("records", 0))
     return ExportSummary(target, records, len({r.partition_dir for r in refs}), len(refs), latest,
                          tuple(failures), tuple(view.stop for view in views))
@@ -195,7 +201,7 @@ def host_splits(refs: Sequence[SegmentRef], split_bytes: int,
 def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: int = SPLIT_BYTES,
                      storage_options: StorageOptions | None = None, *, verbose: bool = False,
                      latest: bool = False, hosts: Mapping[str, str | None] | None = None,
-                     ) -> tuple[list[ExportFailure], list[CommittedView]]:
+                     output: str | None = None) -> tuple[list[ExportFailure], list[CommittedView]]:
     """Every batch's CRC and framing checked by Spark tasks, split by split (``split_report``: each task
     reads its split's bytes), and with ``latest`` each partition's read_committed view (where it stops,
     the transactions it skips), found once, by the task holding the partition's first segment: the
@@ -209,13 +215,15 @@ def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: i
         verbose: keep Spark's own log lines should a task fail.
         latest: also find each sound partition's :class:`~kcompact.inspect.export.CommittedView`.
         hosts: each partition directory's host (``host:/path``): its splits' tasks prefer it (None: no host).
+        output: the export's ``--output``, named in a lost task's line (nothing is written there yet).
 
     Returns:
         The partitions that fail, each with its first error (in listing order), and the views of the
         others (one per partition, in listing order; empty without ``latest``).
 
     Raises:
-        KcompactError: a task could not run the check (a remote file that cannot be read), as one line.
+        KcompactError: a task could not run the check (a remote file that cannot be read), or a task was lost
+            or the JVM died, as one line.
     """
     hosts = hosts or {}
     splits = host_splits(refs, split_bytes, hosts)
@@ -237,10 +245,17 @@ def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: i
     except Exception as err:
         said = task_error(err)
         if said is err:
-            raise
+            lost = lost_job(err, context)
+            if lost is None:
+                raise
+            unmade = "" if output is None else f" ({output} not created)"
+            said = KcompactError(lost.line("spark export: the checking job",
+                                           f"nothing was written{unmade}, the logs are only read: run it again"),
+                                 path=output)
         raise said from err
     finally:
-        local_properties(context).setJobDescription(None)
+        with contextlib.suppress(Exception):  # a JVM that is gone has no description to reset
+            local_properties(context).setJobDescription(None)
     failures = [failure for part, _ in found for failure in part]
     bad = {failure.partition_dir for failure in failures}
     return failures, [view for _, part in found for view in part if view.stop.partition_dir not in bad]

@@ -11,11 +11,13 @@ system every executor and the driver share) or give a cluster file system's URI.
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kcompact.errors import KcompactError, RefusedError
+from kcompact.spark.job_failure import lost_job
 from kcompact.spark.session import quiet_task_failures
 
 if TYPE_CHECKING:
@@ -93,14 +95,17 @@ def write_parquet(writer: DataFrameWriter, output: str) -> None:
 
 
 def write_new_parquet(writer: DataFrameWriter, output: str, context: SparkContext, *,
-                      verbose: bool = False, then: Callable[[], None] | None = None) -> None:
+                      verbose: bool = False, then: Callable[[], None] | None = None,
+                      job: str = "the write job") -> None:
     """:func:`write_parquet` into a new ``output``, leaving nothing there when it fails.
 
     Spark creates the directory before its tasks run and, when one fails, aborts the job but leaves
-    the directory (empty, or with a ``_temporary`` of part files); a directory at ``--output`` would look
-    like an export. Removed here when it was not there before (through Hadoop's FileSystem: any URI
-    Spark writes). A failing task's own log lines are silenced (:func:`quiet_task_failures`): the
-    error is kcompact's one line.
+    the directory (empty, or with a ``_temporary`` of part files, and never the ``_SUCCESS`` its committer
+    writes last); a directory at ``--output`` would look like an export. Removed here when it was not there
+    before (through Hadoop's FileSystem: any URI Spark writes; when the JVM is gone, a local path through
+    Python). A failing task's own log lines are silenced (:func:`quiet_task_failures`): the error is
+    kcompact's one line; a task lost or a JVM gone (:func:`kcompact.spark.job_failure.lost_job`) is said as
+    such, with what is left at ``output``: nothing, or an incomplete directory that must not be used.
 
     Args:
         writer: the DataFrame's writer.
@@ -109,22 +114,59 @@ def write_new_parquet(writer: DataFrameWriter, output: str, context: SparkContex
         verbose: keep Spark's logs of a failing task.
         then: called once the write is done; should it raise, the output is removed all the same
             (``spark export``: the data turned out not to parse).
+        job: the job named in a lost task's line, e.g. "spark export: the write job".
 
     Raises:
-        KcompactError: a task's kcompact error, or Spark could not write there (or what ``then``
-            raised).
+        KcompactError: a task's kcompact error, a lost task or JVM, or Spark could not write there (or what
+            ``then`` raised).
     """
     target = _hadoop_path(context, output)
     existed = target is None or _exists(*target)
     try:
         with quiet_task_failures(context, verbose=verbose):
-            write_parquet(writer, output)
+            try:
+                writer.parquet(output)
+            except Exception as err:
+                lost = lost_job(err, context)
+                if lost is None:
+                    raise _write_error(err, output) from err
+                left = None if existed else _remove_new_output(target, output)
+                raise KcompactError(lost.line(job, _left_at(output, left)), path=output) from err
         if then is not None:
             then()
     except BaseException:
         if target is not None and not existed:
             _remove_quietly(*target)
         raise
+
+
+def _remove_new_output(target: tuple[Any, Any] | None, output: str) -> bool | None:
+    """Remove what a failed write left at a new ``output``: through Hadoop's FileSystem, and a local path
+    through Python too (a JVM that is gone reaches no file system). Returns whether something is still
+    there; None when that cannot be told (a URI, the JVM gone)."""
+    if target is not None:
+        _remove_quietly(*target)
+    local = local_part(output)
+    if local is None:
+        return None if target is None else _still_there(*target)
+    shutil.rmtree(local, ignore_errors=True)
+    return local.exists()
+
+
+def _still_there(fs: Any, path: Any) -> bool | None:
+    try:
+        return bool(fs.exists(path))
+    except Exception:  # noqa: BLE001 - the JVM is gone: unknown
+        return None
+
+
+def _left_at(output: str, left: bool | None) -> str:
+    """What a failed write leaves at ``output``, for its one line (``left``: see :func:`_remove_new_output`)."""
+    if left is False:
+        return f"nothing was written ({output} does not exist): run it again"
+    if left:
+        return f"{output} is incomplete (no _SUCCESS) and must not be used: remove it, then run again"
+    return f"{output} may hold an incomplete output (no _SUCCESS) that must not be used: remove it, then run again"
 
 
 def _hadoop_path(context: SparkContext, output: str) -> tuple[Any, Any] | None:

@@ -11,10 +11,15 @@ dirty-ratio`` does, :func:`kcompact.cleaner.rules.ranges.pick_ranks`), compares 
 hold several log dirs (``spark inspect replicas``' tasks), and counts every partition into its topic, listing
 only the largest (:func:`kcompact.report.scale.aggregate`, as ``report --from``): the page stays small however
 many partitions the cluster has, and its totals are those of the serial ``kcompact report`` of the same paths.
+
+A Spark job that fails because a task was lost (its Python worker or executor died) or the JVM died gives no
+row at all (``collect`` hands back nothing): the report is not made, and that is one line
+(:func:`kcompact.spark.job_failure.lost_job`) saying so, and that nothing was changed (the report only reads).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kcompact.cleaner.rules.ranges import pick_ranks
+from kcompact.errors import KcompactError
 from kcompact.inspect.dirty_ratio import dirty_ratio_report, partition_dirs
 from kcompact.inspect.replicas import DEFAULT_MAX_KEYS
 from kcompact.report.gather import (
@@ -37,12 +43,16 @@ from kcompact.report.scale import LISTED_PARTITIONS, aggregate
 from kcompact.segment.log_dir_check import check_log_dir_checkpoints
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.spark.inspect_job import SLICES_PER_CORE, ReportSlice, slices_of
+from kcompact.spark.job_failure import lost_job
 from kcompact.spark.output import task_error
 from kcompact.spark.replicas_job import spark_replicas
-from kcompact.spark.session import quiet_task_failures
+from kcompact.spark.session import local_properties, quiet_task_failures
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
+
+NO_REPORT = "nothing was changed (spark report only reads) and no report was made: run it again"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +107,8 @@ def spark_report(spark: SparkSession, plan: ReportPlan, *, listed: int = LISTED_
         partitions are the largest ``listed`` and any other with an error or a hanging transaction.
 
     Raises:
-        KcompactError: a task raised one (a log dir whose checkpoint file no longer parses), as its one line.
+        KcompactError: a task raised one (a log dir whose checkpoint file no longer parses), as its one line; or
+            a Spark job failed because a task was lost or the JVM died (no report is made).
     """
     config, now = plan.config, plan.now_ms
     slices = slices_of(plan.partition_dirs, spark.sparkContext.defaultParallelism * SLICES_PER_CORE,
@@ -110,13 +121,14 @@ def spark_report(spark: SparkSession, plan: ReportPlan, *, listed: int = LISTED_
         try:
             with quiet_task_failures(context, verbose=verbose):
                 found = context.parallelize(slices, len(slices)).map(run_report_task).collect()
-        except Exception as err:  # a task's KcompactError (a log dir changed since the plan): its one line
-            said = task_error(err)
+        except Exception as err:  # a task's KcompactError (a log dir changed since the plan), a lost task: one line
+            said = _job_error(err, context)
             if said is err:
                 raise
             raise said from err
         finally:
-            context.setJobDescription(None)  # type: ignore[arg-type]
+            with contextlib.suppress(Exception):  # a JVM that is gone has no description to reset
+                local_properties(context).setJobDescription(None)
         entries = [entry for part in found for entry in part]
     ranks = pick_ranks([(entry.cleaner_rank is not None, entry.dirty_ratio) for entry in entries])
     for entry, rank in zip(entries, ranks, strict=True):
@@ -126,7 +138,14 @@ def spark_report(spark: SparkSession, plan: ReportPlan, *, listed: int = LISTED_
     replicas = []
     if len(plan.log_dirs) > 1:
         sets = reported_replica_sets(list(plan.log_dirs), {(e.topic, e.partition) for e in entries})
-        replicas = [replica_entry(row) for row in spark_replicas(spark, sets, max_keys=DEFAULT_MAX_KEYS).rows]
+        try:
+            compared = spark_replicas(spark, sets, max_keys=DEFAULT_MAX_KEYS).rows
+        except Exception as err:
+            lost = lost_job(err, spark.sparkContext)
+            if lost is None:
+                raise
+            raise KcompactError(lost.line("spark report: the replicas job", NO_REPORT)) from err
+        replicas = [replica_entry(row) for row in compared]
     return Report(SOURCE_SPARK, list(plan.inputs), now,
                   [{"path": d, "broker": broker_of(Path(d))} for d in plan.log_dirs], totals, topics, partitions,
                   len(partitions), replicas, advice_of(e.blocking_rule for e in entries))
@@ -145,6 +164,15 @@ def run_report_task(part: ReportSlice) -> list[PartitionEntry]:
                               server_properties=part.server_properties, metadata_dir=part.metadata_dir)
     config = ConfigInputs(part.cli_overrides, part.server_properties, part.metadata_dir)
     return [partition_entry(row, config, part.now_ms) for row in rows]
+
+
+def _job_error(err: Exception, context: SparkContext) -> Exception:
+    """The reading job's failure as one line: a task's kcompact error, or a lost task or JVM; else ``err``."""
+    said = task_error(err)
+    if said is not err:
+        return said
+    lost = lost_job(err, context)
+    return err if lost is None else KcompactError(lost.line("spark report: the reading job", NO_REPORT))
 
 
 def _text(path: str | Path | None) -> str | None:
