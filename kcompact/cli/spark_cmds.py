@@ -289,7 +289,8 @@ def spark_report_command(
     lists the largest (and any with an error or a hanging transaction), as `report --from` does. Its
     totals are those of `kcompact report` of the same paths. With several log dirs, the replicas are
     compared by Spark tasks too. Executors must see the log dirs at the same paths. Exits 3 when
-    replicas diverge, 2 when a partition fails to read.
+    replicas diverge, 2 when a partition fails to read, or when a Spark task is lost (its Python worker or
+    the JVM died: one error line, no report made).
     """
     from kcompact.cli.report_cmd import finish_report
     from kcompact.config.topic_config import parse_config_pairs
@@ -338,7 +339,9 @@ def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, mast
     control records and aborted transactions included, flagged). Each Spark task reads about 64 MiB
     of segments. PATHS may be fsspec URLs (s3://, gs://, hdfs://, file://: backups and archived
     copies), read on the executors. Every batch's CRC is checked first: a partition with one that
-    fails is left out whole and named (exit 2); named alone, nothing is written. A PATH given as
+    fails is left out whole and named (exit 2); named alone, nothing is written. A Spark task lost (its
+    Python worker or the JVM died) is one error line saying what is at --output: nothing, or an incomplete
+    directory without _SUCCESS that must not be used (exit 2). A PATH given as
     HOST:/path is on that host's own disk (a broker's log dir): its segments are listed, checked and read
     by tasks preferring that host.
     """

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from kcompact.spark.job_failure import JobFailure
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, cast
+
+from kcompact.spark.job_failure import JobFailure, lost_job
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
 
 LOST_WORKER = (
     "An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.\n"
@@ -35,3 +41,40 @@ def test_a_jvm_that_is_gone_is_said_as_such() -> None:
     failure = JobFailure.of(ConnectionRefusedError(111, "Connection refused"), jvm_lost=True)
     assert (failure.lost_task, failure.jvm_lost) == (None, True)
     assert failure.cause == "Spark's JVM is gone (ConnectionRefusedError: [Errno 111] Connection refused)"
+
+
+def context(*, jvm_alive: bool) -> SparkContext:
+    """What ``lost_job`` asks of a SparkContext: whether its JVM answers a trivial call."""
+
+    def now() -> int:
+        if not jvm_alive:
+            raise ConnectionRefusedError(111, "Connection refused")
+        return 0
+
+    system = SimpleNamespace(currentTimeMillis=now)
+    return cast("SparkContext", SimpleNamespace(_jvm=SimpleNamespace(java=SimpleNamespace(lang=SimpleNamespace(
+        System=system)))))
+
+
+TASK_RAISED = ("An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.\n"
+               ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 1.0 failed 1 "
+               "times, most recent failure: Lost task 0.0 in stage 1.0 (TID 1) (192.0.2.2 executor driver): "
+               "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+               '  File "/x/report_job.py", line 9, in run_report_task\nRuntimeError: a bug\n')
+
+
+def test_a_lost_worker_is_a_lost_job_said_in_one_line() -> None:
+    failure = lost_job(RuntimeError(LOST_WORKER), context(jvm_alive=True))
+    assert failure is not None
+    assert failure.line("spark report: the reading job", "nothing was changed") == (
+        "spark report: the reading job failed: Python worker exited unexpectedly (crashed); nothing was changed")
+
+
+def test_a_task_whose_code_raised_is_not_a_lost_job() -> None:
+    assert lost_job(RuntimeError(TASK_RAISED), context(jvm_alive=True)) is None  # its own error, or a bug
+    assert lost_job(RuntimeError("no such table"), context(jvm_alive=True)) is None
+
+
+def test_a_jvm_that_is_gone_is_a_lost_job_whatever_was_raised() -> None:
+    failure = lost_job(RuntimeError(TASK_RAISED), context(jvm_alive=False))
+    assert failure is not None and failure.jvm_lost
