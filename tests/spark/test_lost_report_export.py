@@ -11,18 +11,22 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from click.testing import CliRunner, Result
 
 from kcompact.cli.main import cli
+from kcompact.errors import KcompactError
 from kcompact.spark import export, replicas_job, report_job
+from kcompact.spark.output import write_new_parquet
 from tests.spark.conftest import _why_no_spark
 from tests.spark.logdirs import NOW, build_log_dir, tree_digest
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark import SparkContext
+    from pyspark.sql import DataFrameWriter, SparkSession
 
 PROJECT = Path(__file__).parents[2]
 CRASHED = "Python worker exited unexpectedly (crashed)"
@@ -164,3 +168,41 @@ def test_spark_export_whose_jvm_dies_mid_write_leaves_no_output(tmp_path: Path) 
     assert_jvm_gone_line(done, "spark export: the write job", f"nothing was written ({out} does not exist): run it "
                                                               "again")
     assert not out.exists()  # the JVM cannot remove it: kcompact does, a local path
+
+
+class DyingJvm:
+    """The driver JVM as ``write_new_parquet`` reaches it (py4j's ``_jvm``, ``_jsc``, Hadoop's FileSystem of
+    the output), alive until the write's ``parquet`` call kills it: every call then raises as py4j does."""
+
+    def __init__(self) -> None:
+        self.dead = False
+        self.java = SimpleNamespace(lang=SimpleNamespace(System=SimpleNamespace(currentTimeMillis=self.answer)))
+        self.org = SimpleNamespace(apache=SimpleNamespace(hadoop=SimpleNamespace(fs=SimpleNamespace(Path=self.path))))
+
+    def answer(self, *_: Any) -> bool:
+        if self.dead:
+            raise ConnectionRefusedError(111, "Connection refused")
+        return False  # currentTimeMillis' value does not matter; FileSystem.exists: not there (yet)
+
+    def path(self, uri: str) -> Any:
+        file_system = SimpleNamespace(exists=self.answer, delete=self.answer)
+        return SimpleNamespace(getFileSystem=lambda _conf: file_system)
+
+    def parquet(self, uri: str) -> None:
+        self.dead = True
+        raise ConnectionRefusedError(111, "Connection refused")
+
+
+def test_an_output_uri_the_dead_jvm_cannot_clear_is_named_as_not_to_be_used() -> None:
+    jvm = DyingJvm()
+    context = cast("SparkContext", SimpleNamespace(_jvm=jvm, _jsc=SimpleNamespace(hadoopConfiguration=lambda: None)))
+    writer = cast("DataFrameWriter", SimpleNamespace(parquet=jvm.parquet))
+
+    with pytest.raises(KcompactError) as raised:
+        write_new_parquet(writer, "s3a://bucket/records", context, verbose=True, job="spark export: the write job")
+
+    assert str(raised.value) == (
+        "spark export: the write job failed: Spark's JVM is gone (ConnectionRefusedError: [Errno 111] Connection "
+        "refused); s3a://bucket/records may hold an incomplete output (no _SUCCESS) that must not be used: remove "
+        "it, then run again")
+    assert raised.value.path == "s3a://bucket/records"
