@@ -193,7 +193,7 @@ def spark_replicas_command(log_dirs: tuple[str, ...], master: str | None, verbos
                                  executor_python=executor_python)
     with command_session(master, verbose=verbose, conf=conf, executor_python=executor_python) as (spark, startup_s):
         checks_in_session(spark, absolute, output=None, verbose=verbose)
-        run = spark_replicas(spark, sets, max_keys=max_keys)
+        run = spark_replicas(spark, sets, max_keys=max_keys, verbose=verbose)
     if as_json:
         render.emit_json([_row_dict(row) for row in run.rows])
     else:

@@ -251,7 +251,8 @@ def spark_dirty_ratio_command(
         checks_in_session(spark, tuple(plain_paths(paths)), output=output, verbose=verbose)
         report = spark_dirty_ratio(spark, paths, cli_overrides=overrides, now_ms=now_ms,
                                    server_properties=server_properties, metadata_dir=metadata_dir,
-                                   selection=selection, storage_options=storage_options)
+                                   selection=selection, storage_options=storage_options, verbose=verbose,
+                                   output=output)
         if output is not None:
             write_frame(report.frame, output, spark.sparkContext.master)
     render_dirty_ratio(report.rows, as_json=as_json)

@@ -21,7 +21,8 @@ with an error row (``error_rows``), the write leaves it out, an observation brin
 which removes the output and raises it (its class, file and position). Should a task fail anyway (a
 file that cannot be read), Spark's own lines about it are silenced and it is one kcompact line; no
 ``--output`` is left behind either way. A task lost (its Python worker or executor died) or a JVM gone, in
-the check or in the write, is one line too (:func:`kcompact.spark.job_failure.lost_job`), saying what is at
+the listing of a ``host:/path``, the check or the write, is one line too
+(:func:`kcompact.spark.job_failure.lost_job`), saying what is at
 ``--output``: nothing, or (the write's partial files could not be removed) an incomplete directory, without
 Spark's ``_SUCCESS``, that must not be used.
 
@@ -34,7 +35,6 @@ A partition directory path found on two hosts (two brokers' copies of one partit
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -60,11 +60,10 @@ from kcompact.inspect.export import (
 )
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.remote import StorageOptions, is_url
-from kcompact.spark.job_failure import lost_job
+from kcompact.spark.job_failure import one_line_job
 from kcompact.spark.locality import Located, locate_input, located_rdd, run_located
-from kcompact.spark.output import local_part, output_target, task_error, write_new_parquet
+from kcompact.spark.output import local_part, output_target, write_new_parquet
 from kcompact.spark.rows import ddl
-from kcompact.spark.session import local_properties, quiet_task_failures
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -120,7 +119,7 @@ def spark_export(
     if local is not None:
         refuse_output_in_log_dir(local, plain)
     refs, hosts = located_segments(spark, plain, [t for t in targets if t.host is not None], storage_options,
-                                   selection)  # the one listing
+                                   selection, verbose=verbose, output=target)  # the one listing
     failures, views = check_partitions(spark, refs, split_bytes, storage_options, verbose=verbose,
                                        latest=latest, hosts=hosts, output=target)
     refuse_all_failed(refs, failures)
@@ -154,18 +153,25 @@ def spark_export(
 
 
 def located_segments(spark: SparkSession, plain: Sequence[str], away: Sequence[Located],
-                     storage_options: StorageOptions | None, selection: PartitionFilter | None,
+                     storage_options: StorageOptions | None, selection: PartitionFilter | None, *,
+                     verbose: bool = False, output: str | None = None,
                      ) -> tuple[list[SegmentRef], dict[str, str | None]]:
     """The segments of the inputs, and each partition directory's host: the ``plain`` paths' and URLs' listed
-    here (``list_segments``), each ``host:/path`` of ``away`` by a task preferring its host.
+    here (``list_segments``), each ``host:/path`` of ``away`` by a task preferring its host (the listing job;
+    ``verbose`` and ``output`` as for :func:`check_partitions`).
 
     Raises:
-        KcompactError: a path is not a partition or log dir, or one partition directory path is on two hosts.
+        KcompactError: a path is not a partition or log dir, one partition directory path is on two hosts, or
+            a listing task was lost or the JVM died (one line).
     """
     refs = list_segments(plain, storage_options, selection)
     hosts: dict[str, str | None] = dict.fromkeys((ref.partition_dir for ref in refs), None)
-    found = run_located(spark.sparkContext, functools.partial(_segments_here, selection), [t.path for t in away],
-                        [t.host for t in away])
+    found = []
+    if away:
+        with one_line_job(spark.sparkContext, f"kcompact spark export: listing {len(away)} host paths",
+                          "spark export: the listing job", _nothing_written(output), verbose=verbose, path=output):
+            found = run_located(spark.sparkContext, functools.partial(_segments_here, selection),
+                                [t.path for t in away], [t.host for t in away])
     for located, (listed, error) in zip(away, found, strict=True):
         if error is not None:
             raise KcompactError(f"{located.host}:{error}" if error.startswith("/") else f"{located.host}: {error}")
@@ -237,28 +243,19 @@ def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: i
         tasks.append((split, firsts))
     check = functools.partial(_check_split, storage_options=dict(storage_options or {}))
     context = spark.sparkContext
-    context.setJobDescription(f"kcompact spark export: checking {len(refs)} segments")
-    try:
-        with quiet_task_failures(context, verbose=verbose):
-            where = [hosts.get(split[0].partition_dir) for split, _ in tasks]
-            found = located_rdd(context, tasks, where).map(check).collect()
-    except Exception as err:
-        said = task_error(err)
-        if said is err:
-            lost = lost_job(err, context)
-            if lost is None:
-                raise
-            unmade = "" if output is None else f" ({output} not created)"
-            said = KcompactError(lost.line("spark export: the checking job",
-                                           f"nothing was written{unmade}, the logs are only read: run it again"),
-                                 path=output)
-        raise said from err
-    finally:
-        with contextlib.suppress(Exception):  # a JVM that is gone has no description to reset
-            local_properties(context).setJobDescription(None)
+    with one_line_job(context, f"kcompact spark export: checking {len(refs)} segments",
+                      "spark export: the checking job", _nothing_written(output), verbose=verbose, path=output):
+        where = [hosts.get(split[0].partition_dir) for split, _ in tasks]
+        found = located_rdd(context, tasks, where).map(check).collect()
     failures = [failure for part, _ in found for failure in part]
     bad = {failure.partition_dir for failure in failures}
     return failures, [view for _, part in found for view in part if view.stop.partition_dir not in bad]
+
+
+def _nothing_written(output: str | None) -> str:
+    """What a failed listing or checking job leaves: the logs only read, ``output`` not made yet."""
+    unmade = "" if output is None else f" ({output} not created)"
+    return f"nothing was written{unmade}, the logs are only read: run it again"
 
 
 def _check_split(task: tuple[tuple[SegmentRef, ...], tuple[str, ...]], storage_options: StorageOptions

@@ -15,6 +15,10 @@ Rows are then sorted as the serial report sorts them.
 A log dir given as ``host:/path`` (a broker host's own disk, ``kcompact.spark.locality``) is listed by a
 task preferring that host (the driver does not see that disk), and its slices' tasks prefer it too; its
 rows name the paths as on that host, as a plain path's do.
+
+A task lost (its Python worker or executor died) or the JVM gone, in the listing or the reading job, gives no
+row at all: the report is one line saying which job, why, and that nothing was changed nor written
+(:func:`kcompact.spark.job_failure.one_line_job`).
 """
 
 from __future__ import annotations
@@ -32,15 +36,16 @@ from kcompact.errors import KcompactError
 from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report, partition_dirs
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.remote import StorageOptions, is_url, map_threads, mirrored, remote_partition_dirs
+from kcompact.spark.job_failure import one_line_job
 from kcompact.spark.locality import Located, locate_input, located_rdd, run_located
 from kcompact.spark.rows import dataclass_columns, ddl
-from kcompact.spark.session import local_properties
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 DIRTY_RATIO_COLUMNS = dataclass_columns(DirtyRatioRow)
 SLICES_PER_CORE = 2  # a little more than one slice per core, so a slow log dir does not hold the run
+COMMAND = "spark inspect dirty-ratio"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +79,8 @@ def spark_dirty_ratio(
     metadata_dir: str | Path | None = None,
     storage_options: StorageOptions | None = None,
     selection: PartitionFilter | None = None,
+    verbose: bool = False,
+    output: str | None = None,
 ) -> SparkDirtyRatio:
     """The dirty-ratio report of every partition under ``paths``, computed on Spark.
 
@@ -88,16 +95,20 @@ def spark_dirty_ratio(
         storage_options: fsspec options for URL paths (``s3://…``: read on the executors, see
             ``kcompact.segment.remote``).
         selection: the partitions to report on (as ``inspect dirty-ratio``'s ``--topic`` …).
+        verbose: keep Spark's own log lines about a failing task.
+        output: the ``--output`` the caller writes the rows to afterwards, named in a failed job's line.
 
     Returns:
         The rows, equal to :func:`~kcompact.inspect.dirty_ratio.dirty_ratio_report`'s for the same
         paths and clock, and their DataFrame (schema :data:`DIRTY_RATIO_COLUMNS`).
 
     Raises:
-        KcompactError: a path is neither a log dir nor a partition directory.
+        KcompactError: a path is neither a log dir nor a partition directory, or a task was lost or the JVM
+            died (one line naming the job).
     """
     now = now_ms if now_ms is not None else int(time.time() * 1000)
-    found = located_partition_dirs(spark, paths, storage_options or {}, selection)
+    state = read_only_state(output)
+    found = located_partition_dirs(spark, paths, storage_options or {}, selection, verbose=verbose, state=state)
     options = tuple(sorted((storage_options or {}).items()))
     slices = slices_of([d.path for d in found], spark.sparkContext.defaultParallelism * SLICES_PER_CORE,
                        lambda dirs: ReportSlice(dirs, dict(cli_overrides), now, _text(server_properties),
@@ -105,15 +116,19 @@ def spark_dirty_ratio(
                        hosts=[d.host for d in found])
     rows: list[DirtyRatioRow] = []
     if slices:
-        spark.sparkContext.setJobDescription(f"kcompact spark inspect dirty-ratio: {len(slices)} slices")
-        try:
+        with one_line_job(spark.sparkContext, f"kcompact {COMMAND}: {len(slices)} slices",
+                          f"{COMMAND}: the reading job", state, verbose=verbose):
             rdd = located_rdd(spark.sparkContext, slices, [part.host for part in slices])
             rows = [row for part in rdd.map(run_report_slice).collect() for row in part]
-        finally:
-            local_properties(spark.sparkContext).setJobDescription(None)
     rows = rank_rows(rows)
     values = [tuple(getattr(row, name) for name, _ in DIRTY_RATIO_COLUMNS) for row in rows]
     return SparkDirtyRatio(rows, spark.createDataFrame(values, ddl(DIRTY_RATIO_COLUMNS)))
+
+
+def read_only_state(output: str | None) -> str:
+    """What a failed job of the command leaves: nothing changed, and nothing at ``output`` (not written yet)."""
+    unmade = "" if output is None else f", nothing was written ({output} not created)"
+    return f"nothing was changed ({COMMAND} only reads){unmade}: run it again"
 
 
 def run_report_slice(part: ReportSlice) -> list[DirtyRatioRow]:
@@ -154,20 +169,27 @@ def _named_as_given(row: DirtyRatioRow, urls: Mapping[str, str]) -> DirtyRatioRo
 
 
 def located_partition_dirs(spark: SparkSession, paths: Iterable[str | Path], storage_options: StorageOptions,
-                           selection: PartitionFilter | None = None) -> list[Located]:
+                           selection: PartitionFilter | None = None, *, verbose: bool = False,
+                           state: str | None = None) -> list[Located]:
     """Partition directories path after path: a URL's listed through fsspec (several URLs at once), a
-    ``host:/path``'s by a Spark task preferring that host, a plain one's here (absolute: executors have
-    another cwd); only those ``selection`` matches, when given.
+    ``host:/path``'s by a Spark task preferring that host (the listing job), a plain one's here (absolute:
+    executors have another cwd); only those ``selection`` matches, when given.
 
     Raises:
-        KcompactError: a path is neither a log dir nor a partition directory (on its host, for ``host:/path``).
+        KcompactError: a path is neither a log dir nor a partition directory (on its host, for ``host:/path``),
+            or a listing task was lost or the JVM died (one line, ending with ``state``).
     """
     targets = [locate_input(path) for path in paths]
     urls = [t.path for t in targets if is_url(t.path)]
     listed = dict(zip(urls, map_threads(lambda url: remote_partition_dirs(url, storage_options), urls), strict=True))
     away = [t for t in targets if t.host is not None]
-    for target, (dirs, error) in zip(away, run_located(spark.sparkContext, functools.partial(_listed_here, selection),
-                                                         [t.path for t in away], [t.host for t in away]), strict=True):
+    answers = []
+    if away:
+        with one_line_job(spark.sparkContext, f"kcompact {COMMAND}: listing {len(away)} host paths",
+                          f"{COMMAND}: the listing job", state or read_only_state(None), verbose=verbose):
+            answers = run_located(spark.sparkContext, functools.partial(_listed_here, selection),
+                                  [t.path for t in away], [t.host for t in away])
+    for target, (dirs, error) in zip(away, answers, strict=True):
         if error is not None:
             raise KcompactError(f"{target.host}:{error}" if error.startswith("/") else f"{target.host}: {error}")
         listed[str(target)] = dirs

@@ -9,23 +9,27 @@ written); what the user needs is which Spark task was lost and why, in one line:
 The full text is kept for ``--verbose``.
 
 :func:`lost_job` tells such a failure from a task whose own Python code raised (Spark names that task as
-lost too, its cause a ``PythonException``): that is a kcompact error the command says in its own words, or a
-bug. The commands with no partial result to report (``spark report``, ``spark export``) raise the failure's
-:meth:`JobFailure.line` as their one line.
+lost too, its cause a ``PythonException``): that is a kcompact error the command says in its own words
+(:func:`task_error`), or a bug. The jobs with no partial result to report (``spark report``'s,
+``spark inspect``'s, ``spark export``'s) run their action in :func:`one_line_job`, which raises the task's
+error or the failure's :meth:`JobFailure.line` as the command's one line, and lets a bug's traceback through.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kcompact.spark.session import jvm_alive
+from kcompact.errors import KcompactError
+from kcompact.spark.session import jvm_alive, local_properties, quiet_task_failures
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
 
-__all__ = ["JobFailure", "lost_job"]
+__all__ = ["JobFailure", "lost_job", "one_line_job", "task_error"]
 
 # "... most recent failure: Lost task 3.0 in stage 5.0 (TID 11) (host executor driver):
 #  org.apache.spark.SparkException: Python worker exited unexpectedly (crashed). Consider ..."
@@ -36,6 +40,8 @@ _JAVA_CAUSE = re.compile(r"(?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error): (
 #  org.apache.spark.api.python.PythonException: Traceback (most recent call last): ..."
 _RAISED_IN_TASK = re.compile(r"Lost task \d+\.\d+ in stage [^\n]*?: org\.apache\.spark\.api\.python\.PythonException\b")
 _FIRST_SENTENCE = re.compile(r"^(.+?[).])(?: [A-Z].*)?$")
+# the task's own kcompact error, as its traceback (inside Spark's text) ends: "kcompact.errors.KcompactError: …"
+_TASK_ERROR = re.compile(r"kcompact\.errors\.(\w+): (.+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +108,62 @@ def lost_job(err: BaseException, context: SparkContext) -> JobFailure | None:
     if jvm_lost or (failure.lost_task is not None and _RAISED_IN_TASK.search(failure.detail) is None):
         return failure
     return None
+
+
+def task_error(err: Exception) -> Exception:
+    """A Spark job's failure: the kcompact error a task raised, as one line, or ``err`` itself.
+
+    Args:
+        err: what the Spark action raised (a PythonException or Py4J error carrying the traceback).
+
+    Returns:
+        A :class:`~kcompact.errors.KcompactError` with the task's message, or ``err`` unchanged.
+    """
+    found = _TASK_ERROR.findall(str(err))
+    if not found:
+        return err
+    return KcompactError(found[-1][1].strip())
+
+
+@contextlib.contextmanager
+def one_line_job(context: SparkContext, description: str, job: str, state: str, *, verbose: bool = False,
+                 path: str | None = None) -> Iterator[None]:
+    """Run a job that reads (or lists) and has nothing to report should it fail, its failure one line.
+
+    Inside the block Spark's log lines about a failing task are silenced (:func:`quiet_task_failures`) and the
+    job carries ``description`` in Spark's UI. Should the block raise, a task's own kcompact error is raised as
+    its line (:func:`task_error`); a task lost or the JVM gone (:func:`lost_job`) as
+    "<job> failed: <cause>; <state>"; anything else (a bug) as it was, traceback and all.
+
+    Args:
+        context: the job's SparkContext.
+        description: the job's description in Spark's UI.
+        job: the command and job, e.g. "spark inspect dirty-ratio: the reading job".
+        state: what the failure leaves, e.g. "nothing was changed (… only reads): run it again".
+        verbose: keep Spark's logs of a failing task.
+        path: the error's path (``--json``'s ``path``), e.g. the ``--output`` left uncreated.
+
+    Yields:
+        Nothing; the description is removed when the block ends (when the JVM still answers).
+
+    Raises:
+        KcompactError: a task's kcompact error, or a lost task or JVM, as one line.
+    """
+    context.setJobDescription(description)
+    try:
+        with quiet_task_failures(context, verbose=verbose):
+            yield
+    except Exception as err:
+        said = task_error(err)
+        if said is err:
+            lost = lost_job(err, context)
+            if lost is None:
+                raise
+            said = KcompactError(lost.line(job, state), path=path)
+        raise said from err
+    finally:
+        with contextlib.suppress(Exception):  # a JVM that is gone has no description to reset
+            local_properties(context).setJobDescription(None)
 
 
 def _sentence(message: str) -> str:

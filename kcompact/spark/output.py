@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kcompact.errors import KcompactError, RefusedError
-from kcompact.spark.job_failure import lost_job
+from kcompact.spark.job_failure import lost_job, task_error
 from kcompact.spark.session import quiet_task_failures
 
 if TYPE_CHECKING:
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 FILE_SCHEME = "file://"
 _JAVA_CAUSE = re.compile(r"(?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error): [^\n]+")
-_TASK_ERROR = re.compile(r"kcompact\.errors\.(\w+): (.+)")
 
 
 def is_uri(text: str) -> bool:
@@ -200,21 +199,6 @@ def _remove_quietly(fs: Any, path: Any) -> None:
 def write_frame(frame: DataFrame, output: str, master: str | None) -> None:
     """Write a small report's rows as one Parquet file under ``output`` (checked by :func:`output_target`)."""
     write_parquet(frame.coalesce(1).write, output_target(output, master))
-
-
-def task_error(err: Exception) -> Exception:
-    """A Spark job's failure: the kcompact error a task raised, as one line, or ``err`` itself.
-
-    Args:
-        err: what the Spark action raised (a PythonException or Py4J error carrying the traceback).
-
-    Returns:
-        A :class:`~kcompact.errors.KcompactError` with the task's message, or ``err`` unchanged.
-    """
-    found = _TASK_ERROR.findall(str(err))
-    if not found:
-        return err
-    return KcompactError(found[-1][1].strip())
 
 
 def _write_error(err: Exception, output: str) -> KcompactError:

@@ -14,12 +14,11 @@ many partitions the cluster has, and its totals are those of the serial ``kcompa
 
 A Spark job that fails because a task was lost (its Python worker or executor died) or the JVM died gives no
 row at all (``collect`` hands back nothing): the report is not made, and that is one line
-(:func:`kcompact.spark.job_failure.lost_job`) saying so, and that nothing was changed (the report only reads).
+(:func:`kcompact.spark.job_failure.one_line_job`) saying so, and that nothing was changed (the report only reads).
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kcompact.cleaner.rules.ranges import pick_ranks
-from kcompact.errors import KcompactError
 from kcompact.inspect.dirty_ratio import dirty_ratio_report, partition_dirs
 from kcompact.inspect.replicas import DEFAULT_MAX_KEYS
 from kcompact.report.gather import (
@@ -43,13 +41,10 @@ from kcompact.report.scale import LISTED_PARTITIONS, aggregate
 from kcompact.segment.log_dir_check import check_log_dir_checkpoints
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.spark.inspect_job import SLICES_PER_CORE, ReportSlice, slices_of
-from kcompact.spark.job_failure import lost_job
-from kcompact.spark.output import task_error
+from kcompact.spark.job_failure import one_line_job
 from kcompact.spark.replicas_job import spark_replicas
-from kcompact.spark.session import local_properties, quiet_task_failures
 
 if TYPE_CHECKING:
-    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
 NO_REPORT = "nothing was changed (spark report only reads) and no report was made: run it again"
@@ -117,18 +112,10 @@ def spark_report(spark: SparkSession, plan: ReportPlan, *, listed: int = LISTED_
     entries: list[PartitionEntry] = []
     if slices:
         context = spark.sparkContext
-        context.setJobDescription(f"kcompact spark report: {len(slices)} slices")
-        try:
-            with quiet_task_failures(context, verbose=verbose):
-                found = context.parallelize(slices, len(slices)).map(run_report_task).collect()
-        except Exception as err:  # a task's KcompactError (a log dir changed since the plan), a lost task: one line
-            said = _job_error(err, context)
-            if said is err:
-                raise
-            raise said from err
-        finally:
-            with contextlib.suppress(Exception):  # a JVM that is gone has no description to reset
-                local_properties(context).setJobDescription(None)
+        # a task's KcompactError (a log dir changed since the plan), a lost task, a JVM gone: one line
+        with one_line_job(context, f"kcompact spark report: {len(slices)} slices", "spark report: the reading job",
+                          NO_REPORT, verbose=verbose):
+            found = context.parallelize(slices, len(slices)).map(run_report_task).collect()
         entries = [entry for part in found for entry in part]
     ranks = pick_ranks([(entry.cleaner_rank is not None, entry.dirty_ratio) for entry in entries])
     for entry, rank in zip(entries, ranks, strict=True):
@@ -138,13 +125,8 @@ def spark_report(spark: SparkSession, plan: ReportPlan, *, listed: int = LISTED_
     replicas = []
     if len(plan.log_dirs) > 1:
         sets = reported_replica_sets(list(plan.log_dirs), {(e.topic, e.partition) for e in entries})
-        try:
-            compared = spark_replicas(spark, sets, max_keys=DEFAULT_MAX_KEYS).rows
-        except Exception as err:
-            lost = lost_job(err, spark.sparkContext)
-            if lost is None:
-                raise
-            raise KcompactError(lost.line("spark report: the replicas job", NO_REPORT)) from err
+        compared = spark_replicas(spark, sets, max_keys=DEFAULT_MAX_KEYS, job="spark report: the replicas job",
+                                  state=NO_REPORT, verbose=verbose).rows
         replicas = [replica_entry(row) for row in compared]
     return Report(SOURCE_SPARK, list(plan.inputs), now,
                   [{"path": d, "broker": broker_of(Path(d))} for d in plan.log_dirs], totals, topics, partitions,
@@ -164,15 +146,6 @@ def run_report_task(part: ReportSlice) -> list[PartitionEntry]:
                               server_properties=part.server_properties, metadata_dir=part.metadata_dir)
     config = ConfigInputs(part.cli_overrides, part.server_properties, part.metadata_dir)
     return [partition_entry(row, config, part.now_ms) for row in rows]
-
-
-def _job_error(err: Exception, context: SparkContext) -> Exception:
-    """The reading job's failure as one line: a task's kcompact error, or a lost task or JVM; else ``err``."""
-    said = task_error(err)
-    if said is not err:
-        return said
-    lost = lost_job(err, context)
-    return err if lost is None else KcompactError(lost.line("spark report: the reading job", NO_REPORT))
 
 
 def _text(path: str | Path | None) -> str | None:

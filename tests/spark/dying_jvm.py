@@ -2,8 +2,9 @@
 
 Run as ``python -m tests.spark.dying_jvm JOB kcompact-args...`` (its own Spark session: the tests' shared one
 must live on). JOB names the task that SIGKILLs the driver's JVM (in local mode the Python worker's ancestor):
-``report`` (the reading job of ``spark report``) or ``write`` (the write job of ``spark export``, from a UDF
-over the rows being written, once the output directory exists). The wrappers are closures, so Spark ships
+``report`` (the reading job of ``spark report``), ``dirty-ratio`` (that of ``spark inspect dirty-ratio``),
+``replicas`` (the comparing job of ``spark inspect replicas``) or ``write`` (the write job of ``spark export``,
+from a UDF over the rows being written, once the output directory exists). The wrappers are closures, so Spark ships
 them by value to the Python workers, where kcompact itself is unpatched.
 """
 
@@ -39,6 +40,24 @@ def patch_report() -> None:
     report_job.run_report_task = dying
 
 
+def patch_dirty_ratio() -> None:
+    from kcompact.spark import inspect_job
+
+    def dying(part: Any) -> Any:
+        kill_jvm()
+
+    inspect_job.run_report_slice = dying
+
+
+def patch_replicas() -> None:
+    from kcompact.spark import replicas_job
+
+    def dying(task: Any) -> Any:
+        kill_jvm()
+
+    replicas_job.run_replicas_task = dying
+
+
 def patch_write() -> None:
     from kcompact.spark import export
 
@@ -60,7 +79,8 @@ def patch_write() -> None:
 
 
 if __name__ == "__main__":
-    {"report": patch_report, "write": patch_write}[sys.argv[1]]()
+    {"report": patch_report, "dirty-ratio": patch_dirty_ratio, "replicas": patch_replicas,
+     "write": patch_write}[sys.argv[1]]()
     from kcompact.cli.main import main
 
     sys.argv = ["kcompact", *sys.argv[2:]]
