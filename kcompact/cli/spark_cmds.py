@@ -185,7 +185,7 @@ def spark_clean_command(
                           selection=selection, verbose=verbose)
         lost_jvm = run.job_failure is not None and run.job_failure.jvm_lost
         if output is not None and not lost_jvm:
-            write_frame(run.frame, output, spark.sparkContext.master)
+            write_frame(run.frame, output, spark.sparkContext, job="spark clean: the write job", verbose=verbose)
         elif output is not None:
             run.notes.append(f"{output}: not written: Spark's JVM is gone (the rows are in this report)")
     render_spark_clean(run, startup_s, as_json=as_json, verbose=verbose)
@@ -254,7 +254,8 @@ def spark_dirty_ratio_command(
                                    selection=selection, storage_options=storage_options, verbose=verbose,
                                    output=output)
         if output is not None:
-            write_frame(report.frame, output, spark.sparkContext.master)
+            write_frame(report.frame, output, spark.sparkContext, job="spark inspect dirty-ratio: the write job",
+                        verbose=verbose)
     render_dirty_ratio(report.rows, as_json=as_json)
     if not as_json:
         startup_line(startup_s)

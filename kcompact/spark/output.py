@@ -81,22 +81,11 @@ def output_target(output: str, master: str | None) -> str:
     return output
 
 
-def write_parquet(writer: DataFrameWriter, output: str) -> None:
-    """``writer.parquet(output)``, a failure as one line naming the URI as given.
-
-    Raises:
-        KcompactError: a task's kcompact error, or Spark could not write there.
-    """
-    try:
-        writer.parquet(output)
-    except Exception as err:
-        raise _write_error(err, output) from err
-
-
 def write_new_parquet(writer: DataFrameWriter, output: str, context: SparkContext, *,
                       verbose: bool = False, then: Callable[[], None] | None = None,
                       job: str = "the write job") -> None:
-    """:func:`write_parquet` into a new ``output``, leaving nothing there when it fails.
+    """``writer.parquet(output)`` into a new ``output``, a failure one line naming the URI as given, leaving
+    nothing there when it fails.
 
     Spark creates the directory before its tasks run and, when one fails, aborts the job but leaves
     the directory (empty, or with a ``_temporary`` of part files, and never the ``_SUCCESS`` its committer
@@ -196,9 +185,22 @@ def _remove_quietly(fs: Any, path: Any) -> None:
         pass
 
 
-def write_frame(frame: DataFrame, output: str, master: str | None) -> None:
-    """Write a small report's rows as one Parquet file under ``output`` (checked by :func:`output_target`)."""
-    write_parquet(frame.coalesce(1).write, output_target(output, master))
+def write_frame(frame: DataFrame, output: str, context: SparkContext, *, job: str, verbose: bool = False) -> None:
+    """Write a small report's rows as one Parquet file under a new ``output`` (checked by :func:`output_target`),
+    leaving nothing there should the write fail (:func:`write_new_parquet`).
+
+    Args:
+        frame: the rows.
+        output: the ``--output`` as given.
+        context: the SparkContext.
+        job: the job named in a lost task's line, e.g. "spark inspect dirty-ratio: the write job".
+        verbose: keep Spark's logs of a failing task.
+
+    Raises:
+        KcompactError: the output is refused, or the write failed (one line).
+    """
+    write_new_parquet(frame.coalesce(1).write, output_target(output, context.master), context, verbose=verbose,
+                      job=job)
 
 
 def _write_error(err: Exception, output: str) -> KcompactError:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -67,6 +67,36 @@ def test_spark_dirty_ratio_whose_reading_task_is_lost_is_one_line_and_writes_not
     assert_one_line(result, (f"spark inspect dirty-ratio: the reading job failed: {CRASHED}; {RATIO_READ_ONLY}, "
                              f"nothing was written ({out} not created): run it again"))
     assert not out.exists()
+    assert tree_digest(log_dir) == before
+
+
+def test_spark_dirty_ratio_whose_write_task_is_lost_leaves_no_output(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 4)
+    before = tree_digest(log_dir)
+    out = tmp_path / "ratio.parquet"
+    spark_dirty_ratio = inspect_job.spark_dirty_ratio
+
+    def reading(*args: Any, **kwargs: Any) -> Any:  # the write's task dies on the rows it writes
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import IntegerType
+
+        def dying_at(partition: int) -> int:
+            dying()
+            return partition
+
+        report = spark_dirty_ratio(*args, **kwargs)
+        report.frame = report.frame.withColumn("partition", F.udf(dying_at, IntegerType())("partition"))
+        return report
+
+    monkeypatch.setattr(inspect_job, "spark_dirty_ratio", reading)
+
+    result = kcompact("spark", "inspect", "dirty-ratio", str(log_dir), *RATIO_ARGS, "--output", str(out))
+
+    assert_one_line(result, (f"spark inspect dirty-ratio: the write job failed: {CRASHED}; nothing was written "
+                             f"({out} does not exist): run it again"))
+    assert not out.exists()  # Spark had made it, no _SUCCESS in it
     assert tree_digest(log_dir) == before
 
 
