@@ -178,7 +178,8 @@ def spark_replicas_command(log_dirs: tuple[str, ...], master: str | None, verbos
     broker, copied from a whole cluster) as Spark tasks, one partition a task: each row is the
     verdict of `kcompact inspect replicas` on that partition's copies (in the order of LOG_DIRS,
     the first the reference), with its --json report. Exits 3 when a partition's copies diverge,
-    2 when a partition's files do not parse (its row says why). Executors must see the log dirs at the
+    2 when a partition's files do not parse (its row says why), or when a Spark task is lost (its Python
+    worker or the JVM died: one error line, nothing changed). Executors must see the log dirs at the
     same paths: a HOST:/path is refused (a task reads every copy of its partition).
     """
     from kcompact.cli.spark_cmds import checks_before_session, checks_in_session, startup_line

@@ -231,8 +231,9 @@ def spark_dirty_ratio_command(
 ) -> None:
     """The rows of `kcompact inspect dirty-ratio` (same fields, same values, same order), computed
     by Spark tasks over slices of the log dirs (local paths, or fsspec URLs such as s3://… read on
-    the executors). Exits 2 when a partition's files do not parse. A PATH given as HOST:/path is on that
-    host's own disk (a broker's log dir): it is listed and read by tasks preferring that host.
+    the executors). Exits 2 when a partition's files do not parse, or when a Spark task is lost (its Python
+    worker or the JVM died: one error line, nothing changed, nothing at --output). A PATH given as HOST:/path
+    is on that host's own disk (a broker's log dir): it is listed and read by tasks preferring that host.
     """
     from kcompact.cli.dirty_ratio_cmd import render_dirty_ratio
     from kcompact.config.topic_config import parse_config_pairs
