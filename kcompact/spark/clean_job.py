@@ -61,7 +61,7 @@ from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.errors import KcompactError
 from kcompact.segment.lock import BROKER_LOCK_FILE, clear_abandoned_locks, log_dir_write_guard
 from kcompact.segment.partition_filter import PartitionFilter
-from kcompact.spark.job_failure import JobFailure
+from kcompact.spark.job_failure import JobFailure, lost_job
 from kcompact.spark.locality import located_rdd
 from kcompact.spark.packing import OPEN_COST_BYTES, pack_partitions
 from kcompact.spark.plan import (
@@ -234,13 +234,16 @@ def _clean_everything(spark: SparkSession, tasks: Sequence[CleanTask], fanned: S
         from pyspark import InheritableThread
 
         thread = InheritableThread(target=fan_out_job, name="kcompact-spark-clean-fan-out")
-        thread.start()
-        try:
-            for i in sorted(on_driver):
-                task = tasks[i]
-                by_dir[task.partition_dir] = None if failed.is_set() else _clean_on_driver(spark, task)
-        finally:
-            thread.join()
+        # Spark's logs of a lost task silenced around both threads' jobs: the fan-out's own silencing nests
+        # inside (its thread is joined before the levels are put back)
+        with quiet_task_failures(spark.sparkContext, verbose=verbose):
+            thread.start()
+            try:
+                for i in sorted(on_driver):
+                    task = tasks[i]
+                    by_dir[task.partition_dir] = None if failed.is_set() else _clean_on_driver(spark, task)
+            finally:
+                thread.join()
     else:
         fan_out_job()
     if "error" in outcome:
@@ -470,7 +473,9 @@ def _packs_by_host(tasks: Sequence[CleanTask], cores: int, task_bytes: int | Non
 
 
 def _clean_on_driver(spark: SparkSession, task: CleanTask) -> tuple[Any, ...]:
-    """A partition too big for one task's map: the distributed offset map, driven from here."""
+    """A partition too big for one task's map: the distributed offset map, driven from here. Its Spark jobs
+    failing because a task was lost or the JVM died fail this partition alone (its row says so): the round
+    swaps nothing in before its jobs are done, and removes the ``.cleaned`` files they wrote."""
     if task.host is not None:
         return _failure_row(task, (f"{task.host}:{task.partition_dir}: its offset map would exceed --map-budget, "
                                    "and the distributed map's driver must see the partition to plan its round; "
@@ -482,4 +487,11 @@ def _clean_on_driver(spark: SparkSession, task: CleanTask) -> tuple[Any, ...]:
         result = module.clean_partition_distributed(spark, task.partition_dir, task.config, task.options)
     except KcompactError as err:
         return _refused_row(task, err, executor=host, distributed_map=True)
+    except Exception as err:  # a lost task or JVM: this partition's row; anything else is a bug, raised
+        lost = lost_job(err, spark.sparkContext)
+        if lost is None:
+            raise
+        said = lost.line(f"{task.partition_dir}: its distributed map's Spark job", (
+            "nothing was swapped in (the partition is as it was): spark clean again cleans it"))
+        return _failure_row(task, said, bug=False, executor=host, distributed_map=True)
     return clean_row(task.partition_dir, result, executor=host, distributed_map=True)

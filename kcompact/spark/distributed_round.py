@@ -31,6 +31,7 @@ all finish leaves no writer running, so the driver can remove every ``.cleaned``
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -333,7 +334,8 @@ def _group_job(
             groups, _identity
         ).mapPartitionsWithIndex(partial(write_group_task, plan_bc, dry_run, writer)).collect()
     except BaseException:
-        _wait_for_tasks(sc, job_group)
+        with contextlib.suppress(Exception):  # a JVM that is gone runs no task any more (and cancels none)
+            _wait_for_tasks(sc, job_group)
         _remove_all_cleaned(plan)
         raise
     results.sort(key=lambda r: r.group_index)

@@ -16,7 +16,7 @@ from kcompact.cleaner.logdir.run import clean_path
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cli.main import cli
 from kcompact.segment.checkpoint import read_offset_checkpoint
-from kcompact.spark import clean_job
+from kcompact.spark import clean_job, distributed_round
 from tests.spark.logdirs import COMPACT, NOW, build_log_dir, tree_digest
 
 if TYPE_CHECKING:
@@ -106,3 +106,44 @@ def test_a_lost_task_reports_what_finished_and_the_next_run_settles_the_rest(
     assert read_offset_checkpoint(log_dir / checkpoint) == read_offset_checkpoint(serial / checkpoint)
     assert {name: digest for name, digest in tree_digest(log_dir).items() if name != checkpoint} == {
         name: digest for name, digest in tree_digest(serial).items() if name != checkpoint}
+
+
+def kill_python_worker_in_distributed_map(monkeypatch: pytest.MonkeyPatch, victim: Path) -> None:
+    """The test hook: each scan task of ``victim``'s distributed map SIGKILLs its Python worker; the other
+    partitions' scan tasks run as usual (a closure: Spark ships it by value)."""
+    victim_dir = str(victim)
+
+    def scanning(plan_bc: Any, digest_tasks: int, task: Any) -> Any:
+        import os
+        import signal
+
+        from kcompact.spark.distributed_round import scan_segment
+
+        if str(plan_bc.value.partition_dir) == victim_dir:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return scan_segment(plan_bc, digest_tasks, task)
+
+    monkeypatch.setattr(distributed_round, "scan_segment", scanning)
+
+
+def test_a_lost_task_of_a_distributed_map_fails_its_partition_alone_and_unchanged(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 2)  # orders-0, users-0: both over --map-budget
+    victim = log_dir / VICTIM
+    before = tree_digest(victim)
+    kill_python_worker_in_distributed_map(monkeypatch, victim)
+
+    result = spark_clean(log_dir, "--map-budget", "1", "--json")
+
+    assert result.exit_code == 2, result.output
+    for text in ("Traceback", "Py4JJavaError", "\tat org.apache"):
+        assert text not in result.stdout + result.stderr
+    rows = {Path(row["partition_dir"]).name: row for row in json.loads(result.stdout)["partitions"]}
+    assert {name: (row["status"], row["distributed_map"]) for name, row in rows.items()} == {
+        "orders-0": ("cleaned", True), VICTIM: ("failed", True)}
+    assert rows[VICTIM]["error"] == (f"{victim}: its distributed map's Spark job failed: Python worker exited "
+                                     "unexpectedly (crashed); nothing was swapped in (the partition is as it was): "
+                                     "spark clean again cleans it")
+    assert tree_digest(victim) == before
+    assert sorted(read_offset_checkpoint(log_dir / "cleaner-offset-checkpoint")) == [("orders", 0)]
