@@ -35,7 +35,12 @@ the job fails, the partitions those rows name are reported as they finished, and
 killed task left removed (``segment.lock.clear_abandoned_locks``). :attr:`SparkCleanRun.job_failure`
 says why in one line (:class:`kcompact.spark.job_failure.JobFailure`). Nothing is lost: a task changes a
 partition only through the cleaner's crash-safe swap, which the partition's next clean settles first.
-Partitions left for the distributed map are not started after such a failure.
+Partitions left for the distributed map are not started after such a failure; a distributed map whose own
+job fails so fails its partition alone (its row; the round swaps nothing in before its jobs finish). The
+planning job failing so is the run's one line (nothing was changed yet), and the last job (a ``host:/path``
+log dir's checkpoint lines put in order) a note: the partitions are cleaned, only that order is not a serial
+run's. All three say it as :func:`kcompact.spark.job_failure.one_line_job` does; a task's bug keeps its
+traceback.
 
 **Distributed map.** With ``map_budget_bytes``, a partition whose distinct keys would not fit that
 budget is not shipped to a task: the driver cleans it with
@@ -61,7 +66,7 @@ from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.errors import KcompactError
 from kcompact.segment.lock import BROKER_LOCK_FILE, clear_abandoned_locks, log_dir_write_guard
 from kcompact.segment.partition_filter import PartitionFilter
-from kcompact.spark.job_failure import JobFailure, lost_job
+from kcompact.spark.job_failure import JobFailure, lost_job, one_line_job
 from kcompact.spark.locality import located_rdd
 from kcompact.spark.packing import OPEN_COST_BYTES, pack_partitions
 from kcompact.spark.plan import (
@@ -197,7 +202,7 @@ def spark_clean(
     options = replace(with_cli_dedupe_buffer(options, cli_overrides), now_ms=now_ms, jobs=1)
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact,
                             allow_keyless_loss)
-    runner = functools.partial(_run_planning_job, spark.sparkContext)
+    runner = functools.partial(_run_planning_job, spark.sparkContext, verbose=verbose)
     plan = plan_spark_clean(paths, sources, options=options, only_eligible=only_eligible, selection=selection,
                             map_budget_bytes=map_budget_bytes, runner=runner)
     on_driver = {i for i, task in enumerate(plan.tasks) if task.distributed_map}
@@ -207,8 +212,8 @@ def spark_clean(
     rows = [by_dir[task.partition_dir] or _unreported_row(task, fan_out) for task in plan.tasks]
     rows += [clean_row(f.partition_dir, None, error=f.error) for f in plan.failures]
     rows += [clean_row(k.partition_dir, None, skipped=k.reason) for k in plan.skipped]
-    _settle_checkpoints(spark.sparkContext, plan)
-    return SparkCleanRun(rows, spark, plan.notes, now_ms, len(fan_out.packs), fan_out.failure, unreported)
+    notes = [*plan.notes, *_settle_checkpoints(spark.sparkContext, plan, verbose=verbose)]
+    return SparkCleanRun(rows, spark, notes, now_ms, len(fan_out.packs), fan_out.failure, unreported)
 
 
 def _clean_everything(spark: SparkSession, tasks: Sequence[CleanTask], fanned: Sequence[CleanTask],
@@ -257,27 +262,22 @@ PLAN_SLICES_PER_CORE = 4  # planning items a core: a slow partition's probe does
 
 
 def _run_planning_job(context: SparkContext, function: Callable[[Any], Any], items: Sequence[Any],
-                      hosts: Sequence[str | None]) -> list[Any]:
+                      hosts: Sequence[str | None], *, verbose: bool = False, job: str = "spark clean: the planning job",
+                      state: str = "nothing was changed") -> list[Any]:
     """The :data:`~kcompact.spark.plan.Runner` of ``spark clean``: ``function`` over ``items`` in Spark
     tasks, a slice of items of one host per task, results in the items' order.
 
     Raises:
-        KcompactError: the job failed (a lost worker, a JVM gone); nothing was changed.
+        KcompactError: the job failed (a lost worker, a JVM gone; a task's kcompact error), as one line naming
+            ``job`` and ending with ``state``.
     """
     if not items:
         return []
     slices = _host_slices(hosts, cluster_cores(context) * PLAN_SLICES_PER_CORE)
     shipped = [[(i, items[i]) for i in part] for part in slices]
-    context.setJobDescription(f"kcompact spark clean: planning {len(items)} paths or partitions")
-    try:
+    with one_line_job(context, f"kcompact {job}: {len(items)} items", job, state, verbose=verbose):
         rdd = located_rdd(context, shipped, [hosts[part[0]] for part in slices])
         found = dict(rdd.flatMap(functools.partial(_apply_indexed, function)).collect())
-    except Exception as err:  # Py4JJavaError and py4j's network errors: one line
-        failure = JobFailure.of(err, jvm_lost=not jvm_alive(context))
-        raise KcompactError(failure.line("spark clean: the planning job", "nothing was changed")) from err
-    finally:
-        with contextlib.suppress(Exception):  # a JVM that is gone has no description to reset
-            context.setJobDescription(None)  # type: ignore[arg-type]
     return [found[i] for i in range(len(items))]
 
 
@@ -294,20 +294,34 @@ def _host_slices(hosts: Sequence[str | None], wanted: int) -> list[list[int]]:
     return [members[at:at + size] for members in by_host.values() for at in range(0, len(members), size)]
 
 
-def _settle_checkpoints(context: SparkContext, plan: SparkRunPlan) -> None:
+def _settle_checkpoints(context: SparkContext, plan: SparkRunPlan, *, verbose: bool = False) -> list[str]:
     """Each concerned log dir's new cleaner-checkpoint lines into cleaning order: on the driver for a
-    plain path, in a task on its host for ``host:/path`` (the driver does not see that disk)."""
+    plain path, in a task on its host for ``host:/path`` (the driver does not see that disk).
+
+    Returns:
+        A note when that task was lost or the JVM died: the partitions are cleaned, their checkpoint entries
+        written; only the order of the new lines is a serial clean's no longer (Kafka reads the file as a map).
+    """
     order = [(t.topic, t.partition) for t in plan.tasks]
     here = [(Path(d.path), keys) for d, keys in plan.checkpoints_before.items() if d.host is None]
     for log_dir, keys in here:
         settle_checkpoint_order(log_dir, keys, order)
     away = [(d, keys) for d, keys in plan.checkpoints_before.items() if d.host is not None]
-    if away:
+    if not away:
+        return []
+    try:
         errors = _run_planning_job(context, functools.partial(_settle_away, order),
-                                   [(d.path, keys) for d, keys in away], [d.host for d, _ in away])
-        for error in errors:
-            if error is not None:
-                raise error
+                                   [(d.path, keys) for d, keys in away], [d.host for d, _ in away], verbose=verbose,
+                                   job="spark clean: the checkpoint-ordering job", state=(
+                                       "the partitions are cleaned as reported; the new lines of "
+                                       f"{', '.join(str(d) for d, _ in away)} cleaner-offset-checkpoint stay in the "
+                                       "order the tasks finished (the same entries)"))
+    except KcompactError as err:
+        return [str(err)]
+    for error in errors:
+        if error is not None:
+            raise error
+    return []
 
 
 def _settle_away(order: Sequence[TopicPartition], item: tuple[str, list[TopicPartition]]) -> KcompactError | None:

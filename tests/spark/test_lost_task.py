@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,9 +16,11 @@ from click.testing import CliRunner, Result
 from kcompact.cleaner.logdir.run import clean_path
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cli.main import cli
+from kcompact.errors import KcompactError
 from kcompact.segment.checkpoint import read_offset_checkpoint
-from kcompact.spark import clean_job, distributed_round
+from kcompact.spark import clean_job, distributed_round, plan
 from tests.spark.logdirs import COMPACT, NOW, build_log_dir, tree_digest
+from tests.spark.test_lost_report_export import CRASHED, dying
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -25,7 +28,7 @@ if TYPE_CHECKING:
 VICTIM = "users-0"
 
 
-def spark_clean(log_dir: Path, *args: str) -> Result:
+def spark_clean(log_dir: Path | str, *args: str) -> Result:
     return CliRunner().invoke(cli, ["spark", "clean", str(log_dir), "--master", "local[2]", "--config",
                                     "cleanup.policy=compact", "--now-ms", str(NOW), *args],
                               env={"COLUMNS": "80"}, catch_exceptions=False, prog_name="kcompact")
@@ -147,3 +150,39 @@ def test_a_lost_task_of_a_distributed_map_fails_its_partition_alone_and_unchange
                                      "spark clean again cleans it")
     assert tree_digest(victim) == before
     assert sorted(read_offset_checkpoint(log_dir / "cleaner-offset-checkpoint")) == [("orders", 0)]
+
+
+def test_a_bug_in_a_planning_task_keeps_its_traceback_and_changes_nothing(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 2)
+    before = tree_digest(log_dir)
+
+    def buggy_probe(*_: Any) -> Any:
+        raise ZeroDivisionError("a bug in the probe")
+
+    monkeypatch.setattr(plan, "probe_partition", buggy_probe)
+
+    with pytest.raises(Exception, match="ZeroDivisionError: a bug in the probe") as raised:  # exit 1, traceback
+        spark_clean(log_dir, "--json")
+
+    assert not isinstance(raised.value, KcompactError)
+    assert tree_digest(log_dir) == before
+
+
+def test_a_lost_checkpoint_ordering_task_of_a_host_path_is_a_note_after_the_clean(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 2)
+    host = spark.sparkContext.getConf().get("spark.driver.host") or socket.gethostname()
+    monkeypatch.setattr(clean_job, "_settle_away", dying)
+
+    result = spark_clean(f"{host}:{log_dir}", "--json")
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert [row["status"] for row in report["partitions"]] == ["cleaned", "cleaned"]
+    assert (f"spark clean: the checkpoint-ordering job failed: {CRASHED}; the partitions are cleaned as reported; "
+            f"the new lines of {host}:{log_dir} cleaner-offset-checkpoint stay in the order the tasks finished (the "
+            "same entries)") in report["notes"]
+    assert sorted(read_offset_checkpoint(log_dir / "cleaner-offset-checkpoint")) == [("orders", 0), ("users", 0)]
