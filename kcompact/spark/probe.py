@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kcompact import __version__
-from kcompact.errors import RefusedError
+from kcompact.errors import KcompactError, RefusedError
+from kcompact.spark.job_failure import JobFailure, lost_job
 from kcompact.spark.output import is_local_master, is_uri
 from kcompact.spark.session import CHOSEN_BY_CONF, cluster_cores, local_properties
 
@@ -128,8 +129,11 @@ def _run_probe(context: SparkContext, paths: list[str], python: str, chosen_by: 
             raise RefusedError(f"{context.master}: no executor ran kcompact's probe task within "
                                f"{timeout_s:.0f} s; expected a worker with free cores for this application "
                                "(check the master's workers and spark.executor.cores/memory)") from err
+        lost = lost_job(err, context)
+        if lost is not None and lost.jvm_lost:  # no executor's fault: the driver's JVM is gone
+            raise KcompactError(lost.line("the probe of the executors", "nothing was changed: run it again")) from err
         raise RefusedError(f"executors could not run Python {python} ({_said_by(chosen_by)}): "
-                           f"{_reason(err)}; " + SET_PYTHON.format(version=__version__)) from err
+                           f"{_reason(err, lost)}; " + SET_PYTHON.format(version=__version__)) from err
     finally:
         timer.cancel()
         local_properties(context).setJobGroup(None, None)
@@ -147,11 +151,14 @@ _REASONS = (
 )
 
 
-def _reason(err: Exception) -> str:
+def _reason(err: Exception, lost: JobFailure | None) -> str:
+    """Why the probe's tasks failed: a known cause, else the lost task's (a worker that died, e.g. crashed)."""
     text = str(err)
     for pattern in _REASONS:
         found = pattern.search(text)
         if found:
             return found.group(0).strip().rstrip(".")
+    if lost is not None:
+        return lost.cause
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return (lines[0] if lines else type(err).__name__)[:300]

@@ -13,6 +13,7 @@ import pytest
 
 from kcompact import __version__
 from kcompact.errors import RefusedError
+from kcompact.spark import probe
 from kcompact.spark.probe import check_executors
 from tests.spark.logdirs import build_log_dir
 
@@ -66,3 +67,17 @@ def test_executors_whose_python_lacks_kcompact_exit_2_with_one_line_saying_what_
     assert errors[0].endswith("set --executor-python (or PYSPARK_PYTHON, spark.pyspark.python) to a Python that "
                               f"has kcompact {__version__} at the same path on every worker")
     assert not (tmp_path / "out").exists()
+
+
+def test_an_executor_whose_probe_worker_dies_is_named_with_why(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 1)
+    dying = "    import os, signal, socket, sys\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+    monkeypatch.setattr(probe, "_PROBE_SOURCE", probe._PROBE_SOURCE.replace("    import os, socket, sys\n", dying))
+
+    with pytest.raises(RefusedError) as caught:
+        check_executors(spark.sparkContext, [str(log_dir)], always=True)
+
+    assert str(caught.value).startswith(f"executors could not run Python {spark.sparkContext.pythonExec} (")
+    assert "): Python worker exited unexpectedly (crashed); set --executor-python" in str(caught.value)
