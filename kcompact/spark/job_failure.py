@@ -149,8 +149,8 @@ def one_line_job(context: SparkContext, description: str, job: str, state: str, 
     Raises:
         KcompactError: a task's kcompact error, or a lost task or JVM, as one line.
     """
-    context.setJobDescription(description)
     try:
+        context.setJobDescription(description)  # inside: a JVM already gone is the same one line
         with quiet_task_failures(context, verbose=verbose):
             yield
     except Exception as err:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from kcompact.spark.job_failure import JobFailure, lost_job
+import pytest
+
+from kcompact.errors import KcompactError
+from kcompact.spark.job_failure import JobFailure, lost_job, one_line_job
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -78,3 +81,38 @@ def test_a_task_whose_code_raised_is_not_a_lost_job() -> None:
 def test_a_jvm_that_is_gone_is_a_lost_job_whatever_was_raised() -> None:
     failure = lost_job(RuntimeError(TASK_RAISED), context(jvm_alive=False))
     assert failure is not None and failure.jvm_lost
+
+
+def job_context(*, jvm_alive: bool) -> SparkContext:
+    """A SparkContext as ``one_line_job`` uses it with ``verbose`` (no log levels): its JVM, a description."""
+    found = cast("Any", context(jvm_alive=jvm_alive))
+
+    def describe(_: str | None) -> None:
+        if not jvm_alive:
+            raise ConnectionRefusedError(111, "Connection refused")
+
+    found.setJobDescription = describe
+    return cast("SparkContext", found)
+
+
+def test_a_job_whose_jvm_is_already_gone_is_one_line() -> None:
+    with pytest.raises(KcompactError) as raised, one_line_job(job_context(jvm_alive=False), "kcompact: a job",
+                                                              "spark x: the reading job", "nothing was changed",
+                                                              verbose=True):
+        pytest.fail("the job ran with no JVM")
+
+    assert str(raised.value) == ("spark x: the reading job failed: Spark's JVM is gone (ConnectionRefusedError: "
+                                 "[Errno 111] Connection refused); nothing was changed")
+
+
+def test_a_job_whose_task_raised_a_kcompact_error_says_that_error_and_a_bug_keeps_its_traceback() -> None:
+    said = TASK_RAISED.replace("RuntimeError: a bug", "kcompact.errors.KcompactError: /x/orders-0: gone since the plan")
+    with pytest.raises(KcompactError, match="^/x/orders-0: gone since the plan$"), one_line_job(
+            job_context(jvm_alive=True), "kcompact: a job", "spark x: the reading job", "…", verbose=True):
+        raise RuntimeError(said)
+
+    bug = RuntimeError(TASK_RAISED)
+    with pytest.raises(RuntimeError) as raised, one_line_job(
+            job_context(jvm_alive=True), "kcompact: a job", "spark x: the reading job", "…", verbose=True):
+        raise bug
+    assert raised.value is bug
