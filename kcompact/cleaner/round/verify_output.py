@@ -138,7 +138,7 @@ def _plain_facts(log: LogFile, base_offset: int, first_uncleanable: int) -> LogF
     """The facts of an output of data batches only that breaks no rule of :func:`_check_batch`, from
     one C walk of its headers (``accel.batch_headers``); None: anything else (a control batch, a
     problem), which the walk batch by batch then reports."""
-    found = accel.batch_headers(log.buffer)
+    found = log.walk_headers(accel.batch_headers)
     if found is None or found[0] != log.size_in_bytes:
         return None
     rows = np.frombuffer(found[1], dtype=np.int64).reshape(-1, 5)

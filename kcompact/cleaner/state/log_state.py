@@ -379,7 +379,7 @@ def _data_only(
     producer (epoch, last offset, timestamp and sequence), so the last one decides the state; the first
     one keeps the order in which producers first appear.
     """
-    found = accel.batch_producers(log.buffer)
+    found = log.walk_headers(accel.batch_producers)
     if found is None or found[0] != log.size_in_bytes:
         return None
     rows = np.frombuffer(found[1], dtype=np.int64).reshape(-1, 5)

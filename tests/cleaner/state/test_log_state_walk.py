@@ -79,8 +79,8 @@ def test_the_c_walk_is_taken_for_data_segments(tmp_path: Path, monkeypatch: Any)
     walks: list[bool] = []
     kernel = accel.batch_producers
 
-    def counted(buf: Any) -> Any:
-        found = kernel(buf)
+    def counted(buf: Any, start: int, end: int) -> Any:
+        found = kernel(buf, start, end)
         walks.append(found is not None and found[0] == len(buf))
         return found
 
