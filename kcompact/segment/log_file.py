@@ -11,9 +11,10 @@ The map is what makes large segments cheap: batches are ``memoryview`` slices of
 1 GiB segment reads only the pages holding the headers, and the cleaner can copy a retained batch without
 an intermediate copy. What it reads stays in the process's resident set, though, and with the pages the
 kernel maps around each fault: the walks over whole files go a window at a time and let the pages behind go
-(:meth:`LogFile.walk_headers`, :meth:`LogFile.forget_before`). A file under ``READ_BELOW`` bytes is read into memory instead: mapping and unmapping
-cost more than reading it, and ``inspect dirty-ratio`` over a log dir of many small partitions opens tens of
-thousands of them.
+(:meth:`LogFile.walk_headers`, :meth:`LogFile.forget_before`).
+
+A file under ``READ_BELOW`` bytes is read into memory instead: mapping and unmapping cost more than reading
+it, and ``inspect dirty-ratio`` over a log dir of many small partitions opens tens of thousands of them.
 """
 
 from __future__ import annotations
