@@ -8,7 +8,12 @@ import pytest
 
 from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.record import Record
+from kcompact.records.scan import accel
+from kcompact.segment import log_file
 from kcompact.segment.log_file import READ_BELOW, LogFile
+from tests.builders import PartitionBuilder
+
+needs_kernels = pytest.mark.skipif(accel.kernels is None or not accel.enabled, reason="the C kernels are not built")
 
 
 def _segment(path: Path, value_size: int, batches: int) -> bytes:
@@ -119,3 +124,79 @@ def test_a_byte_source_cut_short_names_its_path_and_position(tmp_path: Path) -> 
         list(log.iter_batches())
     assert raised.value.path is not None and str(raised.value.path) == str(remote.path)
     assert log.size_in_bytes == len(data) - 7
+
+
+def _mixed_segment(tmp_path: Path) -> Path:
+    """~1.3 MiB of data batches of several sizes, a transaction and its marker past the middle, then data."""
+    b = PartitionBuilder("walk")
+    for n in range(120):
+        b.batch([(b"k%d" % (n % 7), b"v" * (100 + 97 * (n % 23)))] * (1 + n % 5))
+    b.batch([(b"t", b"x")], producer_id=8, transactional=True).marker(8, commit=True)
+    for n in range(60):
+        b.batch([(b"a%d" % n, b"w" * 5000)])
+    return b.write(tmp_path) / "00000000000000000000.log"
+
+
+@needs_kernels
+@pytest.mark.parametrize("walk", ["batch_headers", "batch_producers"])
+@pytest.mark.parametrize("window", [4096, 30_001, 200_000, 1 << 30])
+def test_a_header_walk_in_windows_gives_what_one_walk_over_the_file_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, walk: str, window: int,
+) -> None:
+    """Windows smaller than one batch, cutting batches anywhere, and larger than the file: the same stop and rows."""
+    path = _mixed_segment(tmp_path)
+    kernel = getattr(accel, walk)
+    with LogFile(path) as log:
+        whole = kernel(bytes(log.buffer))
+        assert whole is not None and whole[0] > 0
+        monkeypatch.setattr(log_file, "HEADER_WINDOW", window)
+        assert log.walk_headers(kernel) == whole
+    stopped = whole[0] < path.stat().st_size  # batch_headers takes the transactional batch, not its marker;
+    assert stopped  # batch_producers neither: both stop inside the file, and the windows stop at the same place
+
+
+@needs_kernels
+def test_a_header_walk_over_data_only_reaches_the_end_in_windows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = tmp_path / "00000000000000000000.log"
+    data = _segment(path, 4096, 200)
+    monkeypatch.setattr(log_file, "HEADER_WINDOW", 50_000)
+    with LogFile(path) as log:
+        found = log.walk_headers(accel.batch_headers)
+    assert found is not None and found[0] == len(data)
+    assert found == accel.batch_headers(data)
+
+
+@needs_kernels
+def test_a_header_walk_declines_a_window_outside_the_buffer() -> None:
+    data = encode_batch([Record(0, 1_000, b"k", b"v")], base_offset=0)
+    for start, end in ((0, len(data) + 1), (3, 2), (-1, 5)):
+        assert accel.batch_headers(data, start, end) is None
+        assert accel.batch_producers(data, start, end) is None
+    assert accel.batch_headers(data, len(data), len(data)) == (len(data), b"")
+
+
+@needs_kernels
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux's /proc/self/smaps")
+def test_a_header_walk_holds_one_window_resident_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk reads headers only, but the faults that bring them in map the pages around them: in one call
+    over the file the whole file became resident (a clean's peak RSS grew with the segment size)."""
+    path = tmp_path / "00000000000000000000.log"
+    data = _segment(path, 4096, 1400)  # about 17 MiB
+    monkeypatch.setattr(log_file, "HEADER_WINDOW", 256 * 1024)
+    resident_after_each_call: list[int] = []
+
+    def walk(buf: memoryview, start: int, end: int) -> tuple[int, bytes] | None:
+        found = accel.batch_headers(buf, start, end)
+        resident_after_each_call.append(_resident_kib(path))
+        return found
+
+    with LogFile(path) as log:
+        assert log.walk_headers(walk) == accel.batch_headers(data)
+        assert len(resident_after_each_call) >= len(data) // (2 * 256 * 1024)
+        # one window and the pages mapped around its edges: the kernel maps whole page-cache folios (up to 2 MiB
+        # here), not only the pages read
+        assert max(resident_after_each_call) <= 256 + 2 * 2048 + 256 < len(data) // 1024 // 3
+        assert _resident_kib(path) <= 8
+        assert b"".join(bytes(b.buffer) for b in log.iter_batches()) == data

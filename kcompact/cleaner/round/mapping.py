@@ -47,7 +47,7 @@ from kcompact.records.scan.legacy_rows import (
     legacy_entries,
     wrapper_columns,
 )
-from kcompact.segment.log_file import LogFile, crc_error_or
+from kcompact.segment.log_file import HEADER_WINDOW, LogFile, crc_error_or
 from kcompact.segment.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
 
 SLICE_RECORDS = 1 << 16  # entries per yielded slice: bounds memory on 1 GiB segments
+RUN_BYTES = 8 << 20  # the most of a segment one C run reads (then its pages go): large records, few per slice
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,9 +112,13 @@ def iter_dirty_keys(
     with LogFile(seg.log_path) as log:
         limit = log.size_in_bytes if end_position is None else min(end_position, log.size_in_bytes)
         batches = batches_from(log, seg, start_position, txn)
+        let_go = start_position + HEADER_WINDOW  # the batch walk lets the pages behind it go, as the C runs do
         while (batch := next(batches, None)) is not None:
             if end_position is not None and batch.position >= end_position:
                 break
+            if batch.position >= let_go:
+                log.forget_before(batch.position)
+                let_go = batch.position + HEADER_WINDOW
             if batch.magic < 2:  # plain legacy entries from this one: a C run
                 reached = acc.add_legacy_run(log, batch.position, limit, start, txn)
                 if reached != batch.position:
@@ -170,10 +175,10 @@ class _Slice:
     def add_run(self, log: LogFile, position: int, limit: int, start: int) -> int:
         """The v2 data batches from ``position`` on, compressed or not, in one C call
         (``scan_window_key_digests``, decompressing through ``records_bytes``' own ``decompress``),
-        up to the slice's size; returns where it stopped (``position``: nothing taken)."""
+        up to the slice's size and :data:`RUN_BYTES`; returns where it stopped (``position``: nothing taken)."""
         found = accel.scan_window_key_digests(
-            log.buffer, position, limit, start, SLICE_RECORDS - self.puts, self.puts, decompress,
-            accel.zstd_codec(zstd_one_call()))
+            log.buffer, position, min(limit, position + RUN_BYTES), start, SLICE_RECORDS - self.puts, self.puts,
+            decompress, accel.zstd_codec(zstd_one_call()))
         if found is None:
             return position
         log.forget_before(found[0])

@@ -514,23 +514,38 @@ done:
 /* ---- batch_headers: the facts of a log of plain batches ------------------------------------ */
 
 PyDoc_STRVAR(batch_headers_doc,
-"batch_headers(buf) -> (position, rows bytes)\n\n"
-"From position 0, while each batch is one decode_batch takes (v2, sizes inside the data) and not a\n"
-"control batch: per batch (position, base offset, last offset, max timestamp, 1 if its CRC-32C\n"
-"matches else 0) as native int64. Returns where it stopped.");
+"batch_headers(buf, start, end) -> (position, rows bytes)\n\n"
+"From position start (a batch boundary) while a batch starts before end, each one decode_batch takes\n"
+"(v2, sizes inside the data: it may end past end) and not a control batch: per batch (position, base\n"
+"offset, last offset, max timestamp, 1 if its CRC-32C matches else 0) as native int64, positions in\n"
+"buf. Returns where it stopped.");
 
-/* The walk batch_headers and batch_producers share: from position 0, while each batch is one
- * decode_batch takes and has none of the attribute bits `refused`, a row of five native int64 a batch:
- * position, base offset, last offset, max timestamp, then whether its CRC-32C matches (check_crc)
- * or else its producer id. Returns (where it stopped, rows), or NULL with an error set. */
+/* `start` and `end` as positions in the buffer, 0 <= start <= end <= its length; -1 otherwise. */
+static int
+window_of(const Py_buffer *view, PyObject *start_obj, PyObject *end_obj, Py_ssize_t *start, Py_ssize_t *end)
+{
+    int64_t first, last;
+    if (as_int64(start_obj, &first) < 0 || as_int64(end_obj, &last) < 0
+        || first < 0 || first > last || last > (int64_t)view->len)
+        return -1;
+    *start = (Py_ssize_t)first;
+    *end = (Py_ssize_t)last;
+    return 0;
+}
+
+/* The walk batch_headers and batch_producers share: from `start`, while a batch starts before `end`
+ * (the caller's window: a batch may end past it, inside the buffer) and is one decode_batch takes with
+ * none of the attribute bits `refused`, a row of five native int64 a batch: position, base offset,
+ * last offset, max timestamp, then whether its CRC-32C matches (check_crc) or else its producer id.
+ * Returns (where it stopped, rows), or NULL with an error set. */
 static PyObject *
-header_rows(const Py_buffer *view, int refused, int check_crc)
+header_rows(const Py_buffer *view, Py_ssize_t start, Py_ssize_t end, int refused, int check_crc)
 {
     Grow rows = {0};
-    Py_ssize_t position = 0;
+    Py_ssize_t position = start;
     PyObject *result = NULL;
     const uint8_t *d = (const uint8_t *)view->buf;
-    while (position < view->len) {
+    while (position < end) {
         const uint8_t *h = d + position;
         Py_ssize_t remaining = view->len - position, size;
         int16_t attributes;
@@ -571,11 +586,16 @@ batch_headers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     Py_buffer view;
     PyObject *result;
-    if (check_nargs("batch_headers", nargs, 1) < 0)
+    Py_ssize_t start, end;
+    if (check_nargs("batch_headers", nargs, 3) < 0)
         return NULL;
     if (get_bytes(args[0], &view) < 0)
         return scan_error(DECLINED);
-    result = header_rows(&view, 0x20, 1);  /* not control */
+    if (window_of(&view, args[1], args[2], &start, &end) < 0) {
+        PyBuffer_Release(&view);
+        return scan_error(DECLINED);
+    }
+    result = header_rows(&view, start, end, 0x20, 1);  /* not control */
     PyBuffer_Release(&view);
     return result;
 }
@@ -583,21 +603,27 @@ batch_headers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 /* ---- batch_producers: the producer facts of a log of plain data batches -------------------- */
 
 PyDoc_STRVAR(batch_producers_doc,
-"batch_producers(buf) -> (position, rows bytes)\n\n"
-"From position 0, while each batch is one decode_batch takes (v2, sizes inside the data) and\n"
-"neither a control nor a transactional batch: per batch (position, base offset, last offset, max\n"
-"timestamp, producer id) as native int64. No CRC is computed. Returns where it stopped.");
+"batch_producers(buf, start, end) -> (position, rows bytes)\n\n"
+"From position start (a batch boundary) while a batch starts before end, each one decode_batch takes\n"
+"(v2, sizes inside the data) and neither a control nor a transactional batch: per batch (position,\n"
+"base offset, last offset, max timestamp, producer id) as native int64. No CRC is computed. Returns\n"
+"where it stopped.");
 
 static PyObject *
 batch_producers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     Py_buffer view;
     PyObject *result;
-    if (check_nargs("batch_producers", nargs, 1) < 0)
+    Py_ssize_t start, end;
+    if (check_nargs("batch_producers", nargs, 3) < 0)
         return NULL;
     if (get_bytes(args[0], &view) < 0)
         return scan_error(DECLINED);
-    result = header_rows(&view, 0x30, 0);  /* neither transactional nor control */
+    if (window_of(&view, args[1], args[2], &start, &end) < 0) {
+        PyBuffer_Release(&view);
+        return scan_error(DECLINED);
+    }
+    result = header_rows(&view, start, end, 0x30, 0);  /* neither transactional nor control */
     PyBuffer_Release(&view);
     return result;
 }

@@ -195,12 +195,13 @@ def decode_batch(
     return batch
 
 
-def batch_headers(buf: Buffer) -> tuple[int, bytes] | None:
+def batch_headers(buf: Buffer, start: int = 0, end: int | None = None) -> tuple[int, bytes] | None:
     """C walk of a log's batch headers (``cleaner/round/verify_output``'s self-check of plain output).
 
-    Its reference is ``iter_batches`` with ``crc_valid``: from position 0, while each batch is one
-    :func:`decode_batch` takes and not a control batch, per batch ``(position, base offset, last
-    offset, max timestamp, CRC matches)`` as native int64 (five a batch).
+    Its reference is ``iter_batches`` with ``crc_valid``: from position ``start`` (a batch boundary), while a
+    batch starts before ``end`` (default: the buffer's end; a batch may end past it) and is one
+    :func:`decode_batch` takes and not a control batch, per batch ``(position, base offset, last offset, max
+    timestamp, CRC matches)`` as native int64 (five a batch), positions in ``buf``.
 
     Returns:
         ``(position, rows)``: where it stopped and the rows; or None: walk with ``iter_batches``.
@@ -208,7 +209,7 @@ def batch_headers(buf: Buffer) -> tuple[int, bytes] | None:
     if kernels is None or not enabled:
         return None
     try:
-        result: tuple[int, bytes] = kernels.batch_headers(buf)
+        result: tuple[int, bytes] = kernels.batch_headers(buf, start, len(buf) if end is None else end)
     except kernels.ScanError:
         return None
     return result
@@ -227,12 +228,13 @@ def crc32c(buf: Buffer, portable: bool = False) -> int | None:
     return result
 
 
-def batch_producers(buf: Buffer) -> tuple[int, bytes] | None:
+def batch_producers(buf: Buffer, start: int = 0, end: int | None = None) -> tuple[int, bytes] | None:
     """C walk of a log's batch headers for the producer state (``cleaner/state/log_state``).
 
-    Its reference is ``iter_batches``: from position 0, while each batch is one :func:`decode_batch`
-    takes and neither a control nor a transactional batch, per batch ``(position, base offset, last
-    offset, max timestamp, producer id)`` as native int64 (five a batch). No CRC is computed.
+    Its reference is ``iter_batches``: from position ``start`` (a batch boundary), while a batch starts
+    before ``end`` (default: the buffer's end) and is one :func:`decode_batch` takes and neither a control
+    nor a transactional batch, per batch ``(position, base offset, last offset, max timestamp, producer
+    id)`` as native int64 (five a batch). No CRC is computed.
 
     Returns:
         ``(position, rows)``: where it stopped and the rows; or None: walk with ``iter_batches``.
@@ -240,7 +242,7 @@ def batch_producers(buf: Buffer) -> tuple[int, bytes] | None:
     if kernels is None or not enabled:
         return None
     try:
-        result: tuple[int, bytes] = kernels.batch_producers(buf)
+        result: tuple[int, bytes] = kernels.batch_producers(buf, start, len(buf) if end is None else end)
     except kernels.ScanError:
         return None
     return result

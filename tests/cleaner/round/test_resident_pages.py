@@ -1,0 +1,54 @@
+"""A clean holds a window of a large segment resident, not the whole segment: its peak RSS does not grow with the
+segment size (Kafka's default segment is 1 GiB). The walks that read a whole file — the load's, both passes', the
+self-check of the output — let the pages behind them go, the C runs and the batch-by-batch walks alike (the latter
+are what transactional data, e.g. Kafka Streams' compacted changelogs under exactly-once, goes through)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.partition_builder import PartitionBuilder
+
+_CHILD = """
+import sys
+from kcompact.cli.main import main
+sys.argv = ["kcompact", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as done:
+    code = done.code
+status = open("/proc/self/status").read()
+print(status.split("VmHWM:")[1].split()[0], file=sys.stderr)  # this process's own peak, KiB
+sys.exit(code)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux's /proc/self/status")
+@pytest.mark.parametrize("transactional", [False, True], ids=["data", "transactions"])
+def test_a_clean_of_a_large_segment_holds_a_window_of_it_not_all(tmp_path: Path, transactional: bool) -> None:
+    # records of 100 KB (a C run reads few of them per slice) or, in transactions, 20 KB (walked batch by batch)
+    count, value = (6000, 20_000) if transactional else (1200, 100_000)
+    b = PartitionBuilder("large")
+    for n in range(count):
+        b.batch([(b"k%d" % (n % (count // 4)), b"v" * value)], producer_id=90 if transactional else -1,
+                transactional=transactional)
+        if transactional and n % 10 == 9:
+            b.marker(90, commit=True)
+    b.roll()
+    part = b.write(tmp_path)
+    size = (part / "00000000000000000000.log").stat().st_size
+    assert size > 115_000_000
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, "clean", "--json", "--config", "cleanup.policy=compact", "--jobs", "1",
+         str(part)], capture_output=True, text=True, env={**os.environ, "COLUMNS": "100"}, cwd=tmp_path, check=False)
+    assert done.returncode == 0, done.stderr
+    peak_bytes = int(done.stderr.strip().splitlines()[-1]) * 1024
+    assert (part / "00000000000000000000.log").stat().st_size < size / 2  # cleaned: a key in four kept
+    # a walk holding the whole segment made a peak above its size (130-155 MiB here); a window of it: ~50 MiB,
+    # most of it the interpreter and its libraries
+    assert peak_bytes < 0.6 * size, f"peak RSS {peak_bytes >> 20} MiB for a {size >> 20} MiB segment"
