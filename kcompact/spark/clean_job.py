@@ -314,8 +314,8 @@ def _settle_checkpoints(context: SparkContext, plan: SparkRunPlan, *, verbose: b
                                    [(d.path, keys) for d, keys in away], [d.host for d, _ in away], verbose=verbose,
                                    job="spark clean: the checkpoint-ordering job", state=(
                                        "the partitions are cleaned as reported; the new lines of "
-                                       f"{', '.join(str(d) for d, _ in away)} cleaner-offset-checkpoint stay in the "
-                                       "order the tasks finished (the same entries)"))
+                                       f"{', '.join(f'{d}/cleaner-offset-checkpoint' for d, _ in away)} stay in "
+                                       "the order the tasks finished (the same entries)"))
     except KcompactError as err:
         return [str(err)]
     for error in errors:

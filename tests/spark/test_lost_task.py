@@ -183,6 +183,6 @@ def test_a_lost_checkpoint_ordering_task_of_a_host_path_is_a_note_after_the_clea
     report = json.loads(result.stdout)
     assert [row["status"] for row in report["partitions"]] == ["cleaned", "cleaned"]
     assert (f"spark clean: the checkpoint-ordering job failed: {CRASHED}; the partitions are cleaned as reported; "
-            f"the new lines of {host}:{log_dir} cleaner-offset-checkpoint stay in the order the tasks finished (the "
+            f"the new lines of {host}:{log_dir}/cleaner-offset-checkpoint stay in the order the tasks finished (the "
             "same entries)") in report["notes"]
     assert sorted(read_offset_checkpoint(log_dir / "cleaner-offset-checkpoint")) == [("orders", 0), ("users", 0)]
