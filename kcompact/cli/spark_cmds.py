@@ -154,7 +154,8 @@ def spark_clean_command(
     As with `kcompact clean`, a partition not known to be compacted is skipped (a log dir's) or
     fails (one named alone). A Spark task lost (its Python worker or the JVM died) is one error line:
     the partitions that finished are reported, the others named; the next run settles them (Spark's
-    own error with --verbose). Exits 2 when a partition failed or was not finished, 1 on a bug.
+    own error with --verbose). Exits 2 when a partition failed or was not finished, or when --output
+    could not be written (one error line after the rows), 1 on a bug.
     A PATH given as HOST:/path is on that host's own disk (a broker's log dir): its partitions are
     planned and cleaned by tasks preferring that host (one executor per broker host); a plain path is
     on a file system every executor sees at that path.
@@ -164,7 +165,6 @@ def spark_clean_command(
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.spark.clean_job import refuse_live_brokers, spark_clean
     from kcompact.spark.locality import plain_paths
-    from kcompact.spark.output import write_frame
     from kcompact.spark.session import command_session
 
     overrides = parse_config_pairs(config_pairs)
@@ -184,15 +184,16 @@ def spark_clean_command(
                           assume_compact=assume_compact, allow_keyless_loss=allow_keyless_loss,
                           selection=selection, verbose=verbose)
         lost_jvm = run.job_failure is not None and run.job_failure.jvm_lost
+        output_error = None
         if output is not None and not lost_jvm:
-            write_frame(run.frame, output, spark.sparkContext, job="spark clean: the write job", verbose=verbose)
+            output_error = run.write_rows(output, verbose=verbose)
         elif output is not None:
             run.notes.append(f"{output}: not written: Spark's JVM is gone (the rows are in this report)")
-    render_spark_clean(run, startup_s, as_json=as_json, verbose=verbose)
+    render_spark_clean(run, startup_s, as_json=as_json, verbose=verbose, output_error=output_error)
     statuses = {row["status"] for row in run.as_dicts()}
     if STATUS_BUG in statuses:
         raise click.exceptions.Exit(EXIT_BUG)
-    if STATUS_FAILED in statuses:
+    if STATUS_FAILED in statuses or output_error is not None:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
 
 
@@ -431,9 +432,11 @@ def startup_line(startup_s: float) -> None:
     render.err_console().print(f"Spark session start-up: {startup_s:.1f} s", highlight=False)
 
 
-def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool, verbose: bool = False) -> None:
+def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool, verbose: bool = False,
+                       output_error: str | None = None) -> None:
     """Print a ``spark clean`` run: JSON rows, or notes, a table, error lines and a summary; a failed
-    Spark job as one error line (its whole error too with ``verbose``)."""
+    Spark job as one error line (its whole error too with ``verbose``), and so a failed ``--output`` write
+    (``output_error``)."""
     from kcompact.cleaner.logdir.report_row import STATUS_SKIPPED
     from kcompact.cleaner.logdir.run_summary import is_summarised, repeated_warning_notes
 
@@ -446,9 +449,10 @@ def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool, v
     if as_json:
         render.emit_json({"now_ms": run.now_ms, "partitions": rows, "notes": notes,
                           "spark_tasks": run.spark_tasks, "startup_s": round(startup_s, 3),
-                          "job_error": failure_line, "not_finished": run.unreported})
-        if failure_line is not None:
-            render.error_line(failure_line)
+                          "job_error": failure_line, "not_finished": run.unreported, "output_error": output_error})
+        for line in (failure_line, output_error):
+            if line is not None:
+                render.error_line(line)
         return
     for note in notes:
         render.warning_line(note)
@@ -461,8 +465,9 @@ def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool, v
     for row in rows:
         if row["error"] is not None and row["partition_dir"] not in unreported:
             render.error_line(row["error"].rstrip())
-    if failure_line is not None:
-        render.error_line(failure_line)
+    for line in (failure_line, output_error):
+        if line is not None:
+            render.error_line(line)
     for row in rows:
         for warning in row["warnings"]:
             if not (counted and is_summarised(warning)):

@@ -68,6 +68,7 @@ from kcompact.segment.lock import BROKER_LOCK_FILE, clear_abandoned_locks, log_d
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.spark.job_failure import JobFailure, lost_job, one_line_job
 from kcompact.spark.locality import located_rdd
+from kcompact.spark.output import write_frame
 from kcompact.spark.packing import OPEN_COST_BYTES, pack_partitions
 from kcompact.spark.plan import (
     CleanTask,
@@ -127,6 +128,30 @@ class SparkCleanRun:
     def as_dicts(self) -> list[dict[str, Any]]:
         """The rows as ``{column: value}`` dicts (``--json``)."""
         return as_dicts(CLEAN_COLUMNS, self.rows)
+
+    def write_rows(self, output: str, *, verbose: bool = False) -> str | None:
+        """The rows as Parquet at a new ``output`` (``--output``), after the clean.
+
+        Args:
+            output: the ``--output`` as given.
+            verbose: keep Spark's logs of a failing task.
+
+        Returns:
+            None once written; else the one line saying why not (a lost task or JVM, Spark could not write
+            there): the partitions are cleaned all the same, and the rows are the command's to print.
+        """
+        context = self.spark.sparkContext
+        job = "spark clean: the write job"
+        try:
+            write_frame(self.frame, output, context, job=job, verbose=verbose)
+        except KcompactError as err:
+            return str(err)
+        except Exception as err:  # the rows' DataFrame not made: its JVM is gone
+            lost = lost_job(err, context)
+            if lost is None:
+                raise
+            return lost.line(job, f"nothing was written ({output} not created)")
+        return None
 
 
 def refuse_live_brokers(paths: Iterable[str | Path]) -> None:

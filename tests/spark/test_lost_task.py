@@ -186,3 +186,35 @@ def test_a_lost_checkpoint_ordering_task_of_a_host_path_is_a_note_after_the_clea
             f"the new lines of {host}:{log_dir}/cleaner-offset-checkpoint stay in the order the tasks finished (the "
             "same entries)") in report["notes"]
     assert sorted(read_offset_checkpoint(log_dir / "cleaner-offset-checkpoint")) == [("orders", 0), ("users", 0)]
+
+
+def test_a_lost_write_task_of_the_output_leaves_no_output_and_the_rows_printed(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log_dir = build_log_dir(tmp_path / "logs", 2)
+    out = tmp_path / "stats.parquet"
+    frame = clean_job.SparkCleanRun.frame
+
+    def dying_frame(run: clean_job.SparkCleanRun) -> Any:  # the write's task dies on the rows it writes
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import IntegerType
+
+        def dying_at(partition: int) -> int:
+            dying()
+            return partition
+
+        rows = frame.__get__(run)
+        return rows.withColumn("partition", F.udf(dying_at, IntegerType())("partition"))
+
+    monkeypatch.setattr(clean_job.SparkCleanRun, "frame", property(dying_frame))
+
+    result = spark_clean(log_dir, "--output", str(out), "--json")
+
+    assert result.exit_code == 2, result.output
+    line = (f"spark clean: the write job failed: {CRASHED}; nothing was written ({out} does not exist): run it "
+            "again")
+    assert result.stderr.strip().splitlines() == [f"kcompact: error: {line}"]
+    report = json.loads(result.stdout)
+    assert [row["status"] for row in report["partitions"]] == ["cleaned", "cleaned"]  # the clean is done
+    assert report["output_error"] == line
+    assert not out.exists()
