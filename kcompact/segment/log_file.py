@@ -85,7 +85,6 @@ class LogFile:
 
     def __init__(self, path: str | os.PathLike[str] | ByteSource) -> None:
         self._map: mmap.mmap | None = None
-        self._forgotten = 0  # forget_before: the pages before this are out of the resident set
         self.buffer: memoryview
         if not isinstance(path, (str, os.PathLike)):
             self.path = path.path
@@ -133,13 +132,17 @@ class LogFile:
     def forget_before(self, position: int) -> None:
         """Let this process's resident set drop the mapped pages before ``position`` (a pass that is past
         them): ``madvise(MADV_DONTNEED)``, which leaves them in the page cache — reading them again maps them
-        back, with the file's bytes. Nothing for a file read whole or where the platform has no madvise."""
+        back, with the file's bytes. Nothing for a file read whole or where the platform has no madvise.
+
+        From the file's start every time, not from where the last call ended: a walk reads batches behind it
+        again (pass 2 writes out a window of batches after walking past it), and each such read maps back the
+        pages around it — whole page-cache folios, up to 2 MiB each — which would stay for the rest of the walk.
+        Where nothing is mapped the kernel skips the range quickly."""
         if self._map is None or _DONTNEED is None:
             return
         end = min(position, self.size_in_bytes) // mmap.PAGESIZE * mmap.PAGESIZE
-        if end > self._forgotten:
-            self._map.madvise(_DONTNEED, self._forgotten, end - self._forgotten)
-            self._forgotten = end
+        if end > 0:
+            self._map.madvise(_DONTNEED, 0, end)
 
     def walk_headers(self, walk: HeaderWalk) -> tuple[int, bytes] | None:
         """Run a C walk of batch headers over the whole file, :data:`HEADER_WINDOW` bytes at a time, letting
@@ -170,12 +173,20 @@ class LogFile:
     def iter_batches(self, start: int = 0, end: int | None = None) -> Iterator[AnyBatch]:
         """Yield every batch from byte ``start`` (a batch boundary) to ``end``.
 
+        Every :data:`HEADER_WINDOW` bytes the pages behind the walk go (:meth:`forget_before`): a batch yielded
+        before is still readable (its pages come back, with the file's bytes), at the cost of mapping them again.
+
         Raises:
             CorruptDataError: (a subclass) naming this file and the absolute position of the bad entry.
         """
         stop = self.size_in_bytes if end is None else end
+        let_go = start + HEADER_WINDOW  # as walk_headers: the pages behind the walk go, a window at a time
         try:
-            yield from iter_batches(self.buffer, start, stop)
+            for batch in iter_batches(self.buffer, start, stop):
+                if batch.position >= let_go:
+                    self.forget_before(batch.position)
+                    let_go = batch.position + HEADER_WINDOW
+                yield batch
         except CorruptDataError as err:
             raise err.located(self.path) from err
         except UnsupportedFormatError as err:

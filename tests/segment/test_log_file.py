@@ -74,6 +74,21 @@ def test_forget_before_lets_read_pages_go_and_reads_the_same_bytes_again(tmp_pat
         log.forget_before(0)  # behind what is gone already: nothing to do
 
 
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux's /proc/self/smaps")
+def test_forget_before_also_lets_go_of_pages_read_again_behind_it(tmp_path: Path) -> None:
+    """A walk reads batches behind it again (pass 2 writes a window out after walking past it): the next call
+    lets those pages go too, not only the ones since the last call."""
+    path = tmp_path / "00000000000000000000.log"
+    data = _segment(path, 4096, 400)  # about 4.8 MiB: the page read again is in another folio than the end's
+    with LogFile(path) as log:
+        assert bytes(log.buffer[: len(data) // 2]) == data[: len(data) // 2]
+        log.forget_before(len(data) // 2)
+        assert bytes(log.buffer[:4096]) == data[:4096]  # behind the first call: mapped again
+        assert bytes(log.buffer[len(data) // 2:]) == data[len(data) // 2:]
+        log.forget_before(len(data))
+        assert _resident_kib(path) <= 8
+
+
 def test_forget_before_is_a_no_op_for_a_file_read_whole(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000000.log"
     data = _segment(path, 10, 5)

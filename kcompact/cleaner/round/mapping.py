@@ -47,7 +47,7 @@ from kcompact.records.scan.legacy_rows import (
     legacy_entries,
     wrapper_columns,
 )
-from kcompact.segment.log_file import HEADER_WINDOW, LogFile, crc_error_or
+from kcompact.segment.log_file import LogFile, crc_error_or
 from kcompact.segment.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
@@ -112,13 +112,9 @@ def iter_dirty_keys(
     with LogFile(seg.log_path) as log:
         limit = log.size_in_bytes if end_position is None else min(end_position, log.size_in_bytes)
         batches = batches_from(log, seg, start_position, txn)
-        let_go = start_position + HEADER_WINDOW  # the batch walk lets the pages behind it go, as the C runs do
         while (batch := next(batches, None)) is not None:
             if end_position is not None and batch.position >= end_position:
                 break
-            if batch.position >= let_go:
-                log.forget_before(batch.position)
-                let_go = batch.position + HEADER_WINDOW
             if batch.magic < 2:  # plain legacy entries from this one: a C run
                 reached = acc.add_legacy_run(log, batch.position, limit, start, txn)
                 if reached != batch.position:

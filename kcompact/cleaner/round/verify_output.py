@@ -23,7 +23,7 @@ import numpy as np
 from kcompact.cleaner.disk.swap import CleanedSegment
 from kcompact.errors import CleanerStateError, CorruptDataError, KcompactError
 from kcompact.records.scan import accel
-from kcompact.segment.log_file import HEADER_WINDOW, LogFile
+from kcompact.segment.log_file import LogFile
 from kcompact.segment.partition import SegmentFiles
 from kcompact.segment.verify_index import LogFacts, verify_index_with_facts
 
@@ -124,11 +124,7 @@ def _check_log(
             plain = _plain_facts(log, base_offset, first_uncleanable)
             if plain is not None:
                 return problems, plain
-            let_go = HEADER_WINDOW  # as walk_headers: the pages behind the walk go, a window at a time
             for batch in log.iter_batches():
-                if batch.position >= let_go:
-                    log.forget_before(batch.position)
-                    let_go = batch.position + HEADER_WINDOW
                 _check_batch(batch, previous_last, base_offset, first_uncleanable, problems)
                 facts.add(batch)
                 previous_last = batch.last_offset

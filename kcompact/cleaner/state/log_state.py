@@ -53,7 +53,7 @@ from kcompact.records.scan.legacy_rows import (
 from kcompact.segment.files import file_access
 from kcompact.segment.fixed_index import ends_in_zero_slots
 from kcompact.segment.index_builder import IndexBuilder
-from kcompact.segment.log_file import HEADER_WINDOW, LogFile
+from kcompact.segment.log_file import LogFile
 from kcompact.segment.log_reads import LogReads, open_log
 from kcompact.segment.names import parse_segment_file_name
 from kcompact.segment.offset_index import OFFSET_INDEX_ENTRY_SIZE
@@ -294,11 +294,7 @@ def _load_segment(
         if quick is not None:
             first_ts, count, next_offset = quick
         batches = log.iter_batches() if quick is None else iter(())
-        let_go = HEADER_WINDOW  # a walk of its own lets the pages behind it go, as walk_headers does
         while (batch := next(batches, None)) is not None:
-            if reads is None and batch.position >= let_go:
-                log.forget_before(batch.position)
-                let_go = batch.position + HEADER_WINDOW
             if batch.magic < 2 and reads is None and (
                     run := _legacy_run(log, batch.position, builder)) is not None:
                 reached, run_first_ts, run_count, next_offset = run

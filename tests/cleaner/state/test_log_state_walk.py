@@ -10,10 +10,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kcompact.cleaner.state import log_state
 from kcompact.cleaner.state.log_state import LogState, load_log_state
 from kcompact.config.topic_config import TopicConfig
 from kcompact.records.scan import accel
+from kcompact.segment import log_file
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.partition import open_partition
 from tests.partition_builder import PartitionBuilder
@@ -105,7 +105,7 @@ def test_the_batch_walk_lets_the_pages_behind_it_go(tmp_path: Path, monkeypatch:
     expected = _facts(load_log_state(open_partition(part), TopicConfig.defaults()))
     segment = part / "00000000000000000000.log"
     let_go: list[int] = []
-    monkeypatch.setattr(log_state, "HEADER_WINDOW", 100_000)
+    monkeypatch.setattr(log_file, "HEADER_WINDOW", 100_000)
     monkeypatch.setattr(LogFile, "forget_before",
                         lambda self, position: let_go.append(position) if self.path == segment else None)
     assert _facts(load_log_state(open_partition(part), TopicConfig.defaults())) == expected
