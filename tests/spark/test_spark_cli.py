@@ -29,6 +29,7 @@ from tests.spark.logdirs import (
     flip_crc_of_a_kept_batch,
     undecodable_batch,
 )
+from tests.spark.worker_noise import without_worker_tracebacks
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -302,26 +303,19 @@ def test_spark_clean_refuses_a_partition_keyless_past_the_gates_sample(spark: Sp
     assert allowed.exit_code == 0 and json.loads(allowed.stdout)["partitions"][0]["status"] == "cleaned"
 
 
-_DAEMON_FLUSH_FAILURE = re.compile(
-    r"PySpark daemon failed to flush the output to the worker process:\n"
-    r"Traceback \(most recent call last\):\n(?:[ \t].*\n)*\w+(?:Error|Exception)\b.*\n?")
-
-
-def _without_daemon_flush_failures(stderr: str) -> str:
-    """``stderr`` without the traceback Spark's Python worker daemon prints itself (``pyspark/daemon.py``,
-    ``worker``) when the JVM closes a worker's socket before the worker flushed, as it may when a failed
-    job's other tasks are cancelled: seen only under heavy load, never with a frame of kcompact's."""
-    return _DAEMON_FLUSH_FAILURE.sub("", stderr)
-
-
-def test_spark_daemon_flush_failures_are_recognised_and_nothing_else() -> None:
+def test_spark_worker_tracebacks_are_recognised_and_nothing_else() -> None:
     daemon = ("PySpark daemon failed to flush the output to the worker process:\n"
               "Traceback (most recent call last):\n"
               '  File "/x/pyspark.zip/pyspark/daemon.py", line 95, in worker\n'
               "BrokenPipeError: [Errno 32] Broken pipe\n")
+    worker = ('Traceback (most recent call last):\n  File "/x/pyspark.zip/pyspark/daemon.py", line 1, in manager\n'
+              '  File "/x/pyspark.zip/pyspark/serializers.py", line 2, in read_int\nEOFError\n')
     ours = 'Traceback (most recent call last):\n  File "/x/kcompact/cli/main.py", line 1\nValueError: x\n'
-    assert _without_daemon_flush_failures("a\n" + daemon + "b\n") == "a\nb\n"
-    assert _without_daemon_flush_failures(ours) == ours
+    mixed = ('Traceback (most recent call last):\n  File "/x/pyspark/sql/session.py", line 1\n'
+             '  File "/x/kcompact/spark/export.py", line 2\npy4j.protocol.Py4JJavaError: x\n')
+    assert without_worker_tracebacks("a\n" + daemon + "b\n" + worker + "c\n") == "a\nb\nc\n"
+    assert without_worker_tracebacks(ours) == ours
+    assert without_worker_tracebacks(mixed) == mixed
 
 
 def test_spark_export_of_a_bad_segment_says_one_line_and_leaves_no_output(spark: SparkSession,
@@ -339,7 +333,7 @@ def test_spark_export_of_a_bad_segment_says_one_line_and_leaves_no_output(spark:
     errors = re.findall(r"kcompact: error: .*", done.stderr)
     assert len(errors) == 1 and errors[0].startswith(f"kcompact: error: {segment} at position ")
     assert not re.search(r'File "[^"]*kcompact[/\\]', done.stderr), done.stderr  # no frame of ours
-    stderr = _without_daemon_flush_failures(done.stderr)
+    stderr = without_worker_tracebacks(done.stderr)
     for noise in ("Traceback", "Exception", " ERROR ", "\tat "):
         assert noise not in stderr
     shown = [line.strip() for line in re.split(r"[\r\n]+", stderr)]
