@@ -15,8 +15,9 @@ bytes".
 Per shape: one *reference* clean (``KCOMPACT_NO_ACCEL=1``: the records layer in pure Python; ``--jobs 1``),
 then ``--jobs 1`` and ``--jobs auto``, each checked file by file (sha256 of every file of the log dir)
 against the reference: "identical: yes/no" on stderr, and a row. Peak RSS is the clean process's own
-``ru_maxrss`` and, separately, the largest of its worker processes' (``RUSAGE_CHILDREN`` read in the child;
-forked workers share the parent's pages until they write, so the two do not simply add up).
+(``VmHWM``: Linux's ``ru_maxrss`` carries over exec the peak of the process it was forked from) and,
+separately, the largest of its worker processes' (``RUSAGE_CHILDREN`` read in the child; forked workers share
+the parent's pages until they write, so the two do not simply add up).
 """
 
 from __future__ import annotations
@@ -102,7 +103,12 @@ else:
     code = 0
 usage = resource.getrusage(resource.RUSAGE_SELF)
 workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-print(f"RSS {usage.ru_maxrss} {workers} {usage.ru_utime + usage.ru_stime}", file=sys.stderr)
+# this process's own peak: ru_maxrss carries over exec the peak of the bench process it was forked from
+try:
+    peak = int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0])
+except (OSError, IndexError):
+    peak = usage.ru_maxrss
+print(f"RSS {peak} {workers} {usage.ru_utime + usage.ru_stime}", file=sys.stderr)
 sys.exit(code)
 """
 
