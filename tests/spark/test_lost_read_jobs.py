@@ -87,7 +87,7 @@ def test_spark_dirty_ratio_whose_write_task_is_lost_leaves_no_output(
             return partition
 
         report = spark_dirty_ratio(*args, **kwargs)
-        report.frame = report.frame.withColumn("partition", F.udf(dying_at, IntegerType())("partition"))
+        report.frame = report.frame.withColumn("partition", F.udf(dying_at, IntegerType(), useArrow=False)("partition"))
         return report
 
     monkeypatch.setattr(inspect_job, "spark_dirty_ratio", reading)

@@ -204,7 +204,7 @@ def test_a_lost_write_task_of_the_output_leaves_no_output_and_the_rows_printed(
             return partition
 
         rows = frame.__get__(run)
-        return rows.withColumn("partition", F.udf(dying_at, IntegerType())("partition"))
+        return rows.withColumn("partition", F.udf(dying_at, IntegerType(), useArrow=False)("partition"))
 
     monkeypatch.setattr(clean_job.SparkCleanRun, "frame", property(dying_frame))
 
