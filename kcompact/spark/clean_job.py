@@ -91,6 +91,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 Row = tuple[Any, ...]
+# a failed --output write comes after the clean: running it again would clean nothing and give other rows
+CLEANED_ALL_THE_SAME = "the partitions are cleaned all the same (their rows are above)"
 
 
 @dataclass(slots=True)
@@ -143,14 +145,14 @@ class SparkCleanRun:
         context = self.spark.sparkContext
         job = "spark clean: the write job"
         try:
-            write_frame(self.frame, output, context, job=job, verbose=verbose)
+            write_frame(self.frame, output, context, job=job, verbose=verbose, done=CLEANED_ALL_THE_SAME)
         except KcompactError as err:
             return str(err)
         except Exception as err:  # the rows' DataFrame not made: its JVM is gone
             lost = lost_job(err, context)
             if lost is None:
                 raise
-            return lost.line(job, f"nothing was written ({output} not created)")
+            return lost.line(job, f"nothing was written ({output} not created): {CLEANED_ALL_THE_SAME}")
         return None
 
 

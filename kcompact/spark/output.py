@@ -83,7 +83,7 @@ def output_target(output: str, master: str | None) -> str:
 
 def write_new_parquet(writer: DataFrameWriter, output: str, context: SparkContext, *,
                       verbose: bool = False, then: Callable[[], None] | None = None,
-                      job: str = "the write job") -> None:
+                      job: str = "the write job", done: str | None = None) -> None:
     """``writer.parquet(output)`` into a new ``output``, a failure one line naming the URI as given, leaving
     nothing there when it fails.
 
@@ -103,6 +103,8 @@ def write_new_parquet(writer: DataFrameWriter, output: str, context: SparkContex
         then: called once the write is done; should it raise, the output is removed all the same
             (``spark export``: the data turned out not to parse).
         job: the job named in a lost task's line, e.g. "spark export: the write job".
+        done: what the command did before the write and stands whatever the write did (``spark clean``: the
+            partitions are cleaned), said in place of "run it again", which would not give the same rows.
 
     Raises:
         KcompactError: a task's kcompact error, a lost task or JVM, or Spark could not write there (or what
@@ -119,7 +121,7 @@ def write_new_parquet(writer: DataFrameWriter, output: str, context: SparkContex
                 if lost is None:
                     raise _write_error(err, output) from err
                 left = None if existed else _remove_new_output(target, output)
-                raise KcompactError(lost.line(job, _left_at(output, left)), path=output) from err
+                raise KcompactError(lost.line(job, _left_at(output, left, done)), path=output) from err
         if then is not None:
             then()
     except BaseException:
@@ -148,13 +150,16 @@ def _still_there(fs: Any, path: Any) -> bool | None:
         return None
 
 
-def _left_at(output: str, left: bool | None) -> str:
-    """What a failed write leaves at ``output``, for its one line (``left``: see :func:`_remove_new_output`)."""
+def _left_at(output: str, left: bool | None, done: str | None = None) -> str:
+    """What a failed write leaves at ``output``, for its one line (``left``: see :func:`_remove_new_output`), and
+    what to do: run it again, or (``done``) what the command did all the same."""
     if left is False:
-        return f"nothing was written ({output} does not exist): run it again"
+        return f"nothing was written ({output} does not exist): " + (done or "run it again")
     if left:
-        return f"{output} is incomplete (no _SUCCESS) and must not be used: remove it, then run again"
-    return f"{output} may hold an incomplete output (no _SUCCESS) that must not be used: remove it, then run again"
+        return f"{output} is incomplete (no _SUCCESS) and must not be used: remove it" + (
+            f"; {done}" if done else ", then run again")
+    return f"{output} may hold an incomplete output (no _SUCCESS) that must not be used: remove it" + (
+        f"; {done}" if done else ", then run again")
 
 
 def _hadoop_path(context: SparkContext, output: str) -> tuple[Any, Any] | None:
@@ -185,7 +190,8 @@ def _remove_quietly(fs: Any, path: Any) -> None:
         pass
 
 
-def write_frame(frame: DataFrame, output: str, context: SparkContext, *, job: str, verbose: bool = False) -> None:
+def write_frame(frame: DataFrame, output: str, context: SparkContext, *, job: str, verbose: bool = False,
+                done: str | None = None) -> None:
     """Write a small report's rows as one Parquet file under a new ``output`` (checked by :func:`output_target`),
     leaving nothing there should the write fail (:func:`write_new_parquet`).
 
@@ -195,12 +201,13 @@ def write_frame(frame: DataFrame, output: str, context: SparkContext, *, job: st
         context: the SparkContext.
         job: the job named in a lost task's line, e.g. "spark inspect dirty-ratio: the write job".
         verbose: keep Spark's logs of a failing task.
+        done: what stands whatever the write did (see :func:`write_new_parquet`).
 
     Raises:
         KcompactError: the output is refused, or the write failed (one line).
     """
     write_new_parquet(frame.coalesce(1).write, output_target(output, context.master), context, verbose=verbose,
-                      job=job)
+                      job=job, done=done)
 
 
 def _write_error(err: Exception, output: str) -> KcompactError:
