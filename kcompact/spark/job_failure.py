@@ -73,9 +73,9 @@ class JobFailure:
         if java is not None and not jvm_lost:
             return cls(_sentence(java.group(1)), None, jvm_lost, text)
         first = text.strip().splitlines()[0] if text.strip() else ""
+        if jvm_lost:  # py4j's words for a closed socket (its error classes vary with the moment: not said)
+            return cls(f"Spark's JVM is gone ({first or type(err).__name__})", None, jvm_lost, text)
         cause = f"{type(err).__name__}: {first}" if first else type(err).__name__
-        if jvm_lost:
-            cause = f"Spark's JVM is gone ({cause})"
         return cls(cause, None, jvm_lost, text)
 
     def line(self, job: str, state: str) -> str:

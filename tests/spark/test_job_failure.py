@@ -43,7 +43,18 @@ def test_a_lost_executor_names_its_task() -> None:
 def test_a_jvm_that_is_gone_is_said_as_such() -> None:
     failure = JobFailure.of(ConnectionRefusedError(111, "Connection refused"), jvm_lost=True)
     assert (failure.lost_task, failure.jvm_lost) == (None, True)
-    assert failure.cause == "Spark's JVM is gone (ConnectionRefusedError: [Errno 111] Connection refused)"
+    assert failure.cause == "Spark's JVM is gone ([Errno 111] Connection refused)"
+
+
+def test_a_jvm_that_is_gone_is_said_in_py4js_words_without_its_class_names() -> None:
+    """Which of py4j's errors a closed socket raises depends on the moment: the line says what happened only."""
+
+    class Py4JNetworkError(Exception):  # py4j's own name, as the error arrives
+        pass
+
+    failure = JobFailure.of(Py4JNetworkError("Error while sending or receiving"), jvm_lost=True)
+    assert failure.cause == "Spark's JVM is gone (Error while sending or receiving)"
+    assert JobFailure.of(Py4JNetworkError(), jvm_lost=True).cause == "Spark's JVM is gone (Py4JNetworkError)"
 
 
 def context(*, jvm_alive: bool) -> SparkContext:
@@ -101,8 +112,8 @@ def test_a_job_whose_jvm_is_already_gone_is_one_line() -> None:
                                                               verbose=True):
         pytest.fail("the job ran with no JVM")
 
-    assert str(raised.value) == ("spark x: the reading job failed: Spark's JVM is gone (ConnectionRefusedError: "
-                                 "[Errno 111] Connection refused); nothing was changed")
+    assert str(raised.value) == ("spark x: the reading job failed: Spark's JVM is gone ([Errno 111] Connection "
+                                 "refused); nothing was changed")
 
 
 def test_a_job_whose_task_raised_a_kcompact_error_says_that_error_and_a_bug_keeps_its_traceback() -> None:

@@ -203,7 +203,7 @@ def test_an_output_uri_the_dead_jvm_cannot_clear_is_named_as_not_to_be_used() ->
         write_new_parquet(writer, "s3a://bucket/records", context, verbose=True, job="spark export: the write job")
 
     assert str(raised.value) == (
-        "spark export: the write job failed: Spark's JVM is gone (ConnectionRefusedError: [Errno 111] Connection "
-        "refused); s3a://bucket/records may hold an incomplete output (no _SUCCESS) that must not be used: remove "
+        "spark export: the write job failed: Spark's JVM is gone ([Errno 111] Connection refused); "
+        "s3a://bucket/records may hold an incomplete output (no _SUCCESS) that must not be used: remove "
         "it, then run again")
     assert raised.value.path == "s3a://bucket/records"
