@@ -199,6 +199,7 @@ def filter_segment(
                 if records >= _WINDOW_RECORDS or len(window) >= _WINDOW_BATCHES:
                     _flush(window, ctx, sink, log.path)
                     window, records = [], 0
+                    log.forget_before(batch.position + batch.size_in_bytes)  # written: its pages can go
             if batch.magic >= 2 and not batch.attributes & _NOT_DATA:  # filter_windows: C from here
                 after = batch.position + batch.size_in_bytes
                 reached = take_runs(log.buffer, after, limit, ctx, protected, sink,
