@@ -274,7 +274,8 @@ def refuse_earlier_backup(backup_dir: Path, part: Path, check: PartitionCheck) -
         state = (f"; this partition is not finished ({plural(sum(1 for f in check.findings if f.action), 'problem')} "
                  "still to repair): run the repair again with a new --backup-dir (or none) to finish it")
     else:
-        state = "; this partition is finished (nothing left to repair)"
+        state = ("; this partition is finished (nothing left to repair): give another --backup-dir (or none) to "
+                 "verify it again")
     raise RefusedError(f"{backup_dir}: holds the backup of an earlier repair of {of}{killed}{state}; "
                        f"undo that repair with: kcompact repair --undo {backup_dir}; nothing changed")
 
