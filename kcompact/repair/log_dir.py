@@ -247,12 +247,13 @@ def _size_in_bytes(part: Path) -> int:
 
 def _repair_one(options: RepairOptions, reported_only: set[str], part: Path,
                 progress: ProgressCallback | None) -> RepairResult | PartitionRepairFailure:
-    """Verify and repair one partition of the log dir; its deliberate errors become its failure."""
-    own = options
+    """Verify and repair one partition of the log dir; its deliberate errors become its failure. Its clean
+    takes ``--config`` as a log dir's clean does: no known or explicit ``cleanup.policy`` changes by it."""
+    own = replace(options, named_alone=False)
     if str(part) in reported_only:
-        own = replace(options, dry_run=True, clean=False)
+        own = replace(own, dry_run=True, clean=False)
     elif options.backup_dir is not None:
-        own = replace(options, backup_dir=options.backup_dir / part.name)
+        own = replace(own, backup_dir=options.backup_dir / part.name)
     try:
         return repair_partition(part, own, progress)
     except KcompactError as err:

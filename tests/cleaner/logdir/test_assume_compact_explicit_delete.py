@@ -10,6 +10,7 @@ that override is only last known (a later record may have changed it), yet it is
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from kcompact.config.source_files import SERVER_PROPERTIES_ENV
 from kcompact.errors import RefusedError
 from kcompact.repair.repair import RepairOptions, repair_partition
 from kcompact.spark.plan import plan_spark_clean
-from tests.builders import BASE_TS, PartitionBuilder
+from tests.builders import BASE_TS, PartitionBuilder, read_all_records
 from tests.cleaner.round.test_clean_failures import log_dir_digest
 from tests.config.test_effective import snapshot_without_its_tail
 from tests.config.test_kraft_records import encode_config, encode_topic, uuid_bytes
@@ -161,3 +162,25 @@ def test_an_unknown_policy_value_is_not_compact(tmp_path: Path) -> None:
     assert [f.error for f in run.failures] == [f"{log_dir / COMMANDS}-0: topic override: cleanup.policy="
                                                "delete,Compact: 'Compact' is not one of compact, delete"]
     assert log_dir_digest(log_dir / f"{COMMANDS}-0") == before
+
+
+def test_repair_of_a_log_dir_takes_its_config_as_a_log_dirs_clean_does(tmp_path: Path) -> None:
+    """``repair LOG_DIR --clean --config cleanup.policy=compact`` cleans each partition on its own, but the
+    --config was given for the whole log dir: it compacts orders (no override: unknown), never the command
+    topic (an explicit delete, only last known)."""
+    log_dir = ksql_log_dir(tmp_path, *COMMAND_TOPIC_DELETE)
+    before = log_dir_digest(log_dir / f"{COMMANDS}-0")
+
+    done = CliRunner().invoke(cli, ["repair", str(log_dir), "--clean", "--config", "cleanup.policy=compact",
+                                    "--now-ms", str(NOW), "--backup-dir", str(tmp_path / "backups"), "--json"],
+                              catch_exceptions=False)
+
+    assert done.exit_code == 2  # the command topic's clean refused: said in its row
+    rows = {row["partition"]: row for row in json.loads(done.stdout)["rows"]}
+    assert rows[f"{COMMANDS}-0"]["status"] == "clean failed" and rows[f"{COMMANDS}-0"]["error"] == (
+        f"{log_dir / COMMANDS}-0: cleanup.policy=delete (topic override, last known at metadata offset 3); the "
+        "broker's cleaner never compacts it; a --config for a whole log dir does not change an explicit policy: "
+        "clean this partition alone with --config cleanup.policy=compact if it really is compacted (nothing was "
+        "changed; no backup kept)")
+    assert log_dir_digest(log_dir / f"{COMMANDS}-0") == before
+    assert [key for _, key, _ in read_all_records(log_dir / "orders-0")] == [b"stream/KSQL_PROCESSING_LOG/create"] * 2
