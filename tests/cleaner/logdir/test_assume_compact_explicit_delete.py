@@ -184,3 +184,19 @@ def test_repair_of_a_log_dir_takes_its_config_as_a_log_dirs_clean_does(tmp_path:
         "changed; no backup kept)")
     assert log_dir_digest(log_dir / f"{COMMANDS}-0") == before
     assert [key for _, key, _ in read_all_records(log_dir / "orders-0")] == [b"stream/KSQL_PROCESSING_LOG/create"] * 2
+
+
+def test_an_internal_topics_last_known_delete_is_not_replaced_by_the_policy_it_is_created_with(
+    tmp_path: Path,
+) -> None:
+    """Where __consumer_offsets' overrides are unknown, kcompact assumes the compact the broker creates it
+    with; a last known explicit delete override is no unknown, and that assumption does not replace it."""
+    log_dir = tmp_path / "logs"
+    PartitionBuilder("__consumer_offsets", 3).batch([(b"g", b"1")]).roll().batch([(b"g", b"2")]).write(log_dir)
+    write_log(log_dir / "__cluster_metadata-0", 0, [[
+        encode_topic("__consumer_offsets", uuid_bytes(3)),
+        encode_config(TOPIC, "__consumer_offsets", "cleanup.policy", "delete")]])
+    snapshot_without_its_tail(log_dir / "__cluster_metadata-0")
+    effective = partition_config(log_dir / "__consumer_offsets-3", cli_overrides={}, assume_compact=True)
+    assert not effective.config.is_compacted and effective.value("cleanup.policy").source == "topic"
+    assert effective.notes[-1] == ASSUME_COMPACT_NOT_APPLIED_EXPLICIT
