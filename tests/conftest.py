@@ -41,7 +41,7 @@ def real_fixture(*parts: str) -> Path:
     """Path of a broker-written fixture, or skip the test when ../shared is not there."""
     path = REAL_FIXTURES.joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"{NO_REAL_FIXTURES} {REAL_FIXTURES} (../shared absent; README: Tests)")
+        pytest.skip(f"{NO_REAL_FIXTURES} {REAL_FIXTURES} (../shared absent; CONTRIBUTING.md)")
     return path
 
 
@@ -52,7 +52,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if missing:
         terminalreporter.write_line(
             f"kcompact: {missing} tests skipped: the broker-written fixtures are not at {REAL_FIXTURES} "
-            "(put them at ../shared/fixtures/real beside the clone, or set KCOMPACT_REAL_FIXTURES; README: Tests)",
+            "(put them at ../shared/fixtures/real beside the clone, or set KCOMPACT_REAL_FIXTURES; CONTRIBUTING.md)",
             yellow=True)
 
 

@@ -297,7 +297,7 @@ def _text(raw: bytes, b64: str) -> str:
                    "producer snapshots, leader-epoch-checkpoint, partition.metadata, quorum-state).")
 @dump_selection_options
 @storage_option
-@json_option("One JSON object per line (see README).")
+@json_option("One JSON object per line (see docs/json.md).")
 def dump_command(path: str, records: bool, verify_index: bool, all_files: bool, storage_pairs: tuple[str, ...],
                  as_json: bool, **selection: Any) -> None:
     """Print the batches of a .log file (or every segment of a partition directory; with --all-files

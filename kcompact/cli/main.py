@@ -1,6 +1,6 @@
 """The ``kcompact`` command line: click commands that parse, call one library function, and render.
 
-Exit codes (documented in ``kcompact --help`` and README.md):
+Exit codes (documented in ``kcompact --help`` and docs/safety.md, "Exit codes"):
 
 * 0 — success (for ``inspect dump``: every batch was valid);
 * 2 — bad input or a refusal: corrupt, truncated or unreadable data, a bad option value, a live broker
@@ -86,7 +86,7 @@ def _fail(ctx: click.Context, err: KcompactError) -> NoReturn:
 
 def _emit_json_error(ctx: click.Context, message: str, kind: str, path: str | None = None,
                      position: int | None = None, offset: int | None = None) -> None:
-    """The ``--json`` error object on stdout (once per command line; README's exit-code paragraph)."""
+    """The ``--json`` error object on stdout (once per command line; docs/safety.md, "Exit codes")."""
     ctx.meta[JSON_ERROR_SENT] = True
     render.emit_json_line({"error": {"message": message, "kind": kind, "path": path, "position": position,
                                      "offset": offset, "exit_code": EXIT_BAD_INPUT}})

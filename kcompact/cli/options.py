@@ -27,7 +27,7 @@ EPILOG = (
 )
 GROUP_EPILOG = EPILOG.replace("(with a traceback).", "(with a traceback); 3 inspect replicas, report: "
                                                      "replica copies diverge.")
-"""The exit codes of every command of a group (README's list): ``kcompact --help``, ``inspect``, ``spark``."""
+"""The exit codes of every command of a group (docs/safety.md's list): ``kcompact --help``, ``inspect``, ``spark``."""
 SERVER_PROPERTIES_HELP = "The broker's server.properties (default: $KCOMPACT_SERVER_PROPERTIES)."
 METADATA_DIR_HELP = (
     "metadata.log.dir or its __cluster_metadata-0 (default: the one server.properties names, "

@@ -25,7 +25,7 @@ verbose_option = click.option(
 conf_option = click.option(
     "--conf", "spark_conf_pairs", multiple=True, metavar="KEY=VALUE",
     help="A Spark setting for this command's session, e.g. spark.jars.packages=org.apache.hadoop:hadoop-aws:"
-         "VERSION for s3a:// (README: Spark). Repeatable; wins over kcompact's own defaults.")
+         "VERSION for s3a:// (docs/spark.md). Repeatable; wins over kcompact's own defaults.")
 executor_python_option = click.option(
     "--executor-python", default=None, metavar="PYTHON",
     help="The Python the executors run (it must import this kcompact). Default: PYSPARK_PYTHON, else this "

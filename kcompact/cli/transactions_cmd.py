@@ -2,7 +2,7 @@
 
 Text mode prints per partition the producers as ``kafka-transactions.sh describe-producers`` does, then
 one line per hanging transaction and the ``kafka-transactions.sh abort`` line that ends it; ``--json``
-prints a JSON list of rows (README's ``inspect transactions --json`` section).
+prints a JSON list of rows (docs/json.md, ``kcompact inspect transactions --json``).
 """
 
 from __future__ import annotations

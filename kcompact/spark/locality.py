@@ -6,7 +6,7 @@ cleaned by tasks that prefer ``HOST`` (``spark clean``; ``spark inspect dirty-ra
 read it so, their listing included): Spark's scheduler starts them on an executor of that host when one
 has a free core, waiting ``spark.locality.wait`` (3 s by default) before it gives up the preference. A
 preference, not a constraint: to keep every task on its broker's host, run one executor per broker host
-and set ``spark.locality.wait`` above the job's length (README: one executor per broker host). ``HOST``
+and set ``spark.locality.wait`` above the job's length (docs/spark.md: one executor per broker host). ``HOST``
 must be the name the executors register with (what ``hostname`` says there, or ``SPARK_LOCAL_HOSTNAME``).
 
 A plain path means a file system every executor sees at that path (local mode, NFS and the like), as

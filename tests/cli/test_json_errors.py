@@ -1,7 +1,7 @@
 """With ``--json``, a command that fails on bad input (exit 2) still prints JSON: one error object on
 stdout, beside the one line on stderr, so a script never parses an empty stdout.
 
-The object (README, "Exit codes"): ``{"error": {"message", "kind", "path", "position", "offset",
+The object (docs/safety.md, "Exit codes"): ``{"error": {"message", "kind", "path", "position", "offset",
 "exit_code"}}``, on one line, so it also ends the JSON lines of ``inspect dump --json``.
 """
 
