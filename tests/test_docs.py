@@ -8,6 +8,9 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import re
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -15,8 +18,10 @@ from typing import Any
 
 import click
 import pytest
+from click.testing import CliRunner
 
-from tests.conftest import REPO_ROOT
+from kcompact.cli.main import cli
+from tests.conftest import PROJECT_FIXTURES, REPO_ROOT
 
 README = REPO_ROOT / "README.md"
 README_MAX_LINES = 150
@@ -98,3 +103,116 @@ def test_man_page_has_each_option_and_example(entry: Any) -> None:
     for example in make_docs.examples(entry):
         assert make_docs.roff_escape(example) in page
     assert '.SH "EXAMPLES"' in page and '.SH "EXIT STATUS"' in page
+
+
+# -- docs/json.md: each documented top-level key is what the command prints --
+
+JSON_DOC = REPO_ROOT / "docs" / "json.md"
+NOW_MS = "1763700000000"
+
+
+def documented_keys() -> dict[str, list[tuple[str, set[str]]]]:
+    """Per ``## `kcompact … --json``` section: its ``Keys:`` / ``Row keys:`` paragraphs, in order."""
+    found: dict[str, list[tuple[str, set[str]]]] = {}
+    sections = re.split(r"^## `kcompact ([a-z -]+) --json`$", JSON_DOC.read_text(encoding="utf-8"), flags=re.M)
+    for command, body in zip(sections[1::2], sections[2::2], strict=True):
+        for paragraph in re.split(r"\n\s*\n", body):
+            kind = "object" if paragraph.startswith("Keys:") else "rows" if paragraph.startswith("Row keys:") else None
+            if kind is not None:
+                names = set(re.findall(r"`([a-z_]+)`", paragraph))
+                found.setdefault(command, []).append((kind, names))
+    return found
+
+
+def printed_json(args: list[str]) -> Any:
+    result = CliRunner(catch_exceptions=False).invoke(cli, args, prog_name="kcompact")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def log_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("json-doc")
+    first, second = base / "b1", base / "b2"
+    shutil.copytree(PROJECT_FIXTURES / "sample-logdir", first)
+    shutil.copytree(PROJECT_FIXTURES / "sample-logdir", second)
+    return first, second
+
+
+JSON_RUNS = {  # command -> argv per documented Keys paragraph, in the section's order ({a}, {b}: the two log dirs)
+    "clean": [["clean", "{a}", "--dry-run", "--now-ms", NOW_MS, "--json"]],
+    "inspect dirty-ratio": [["inspect", "dirty-ratio", "{a}", "--now-ms", NOW_MS, "--json"]],
+    "inspect keys": [["inspect", "keys", "{a}/orders-0", "--now-ms", NOW_MS, "--json"]],
+    "inspect last-clean": [["inspect", "last-clean", "{a}/orders-0", "--now-ms", NOW_MS, "--json"]],
+    "inspect replicas": [["inspect", "replicas", "{a}/orders-0", "{b}/orders-0", "--json"],
+                         ["inspect", "replicas", "{a}", "{b}", "--json"]],
+    "inspect transactions": [["inspect", "transactions", "{a}", "--now-ms", NOW_MS, "--json"]],
+    "config show": [["config", "show", "{a}/orders-0", "--json"]],
+    "repair": [["repair", "{a}/orders-0", "--dry-run", "--json"], ["repair", "{a}", "--dry-run", "--json"]],
+    "export": [["export", "{a}", "--output", "{a}.parquet", "--json"]],
+    "report": [["report", "{a}", "--now-ms", NOW_MS, "--json"]],
+}
+
+
+def test_json_doc_has_a_keys_line_for_every_command_run_here() -> None:
+    documented = documented_keys()
+    assert {command: len(runs) for command, runs in JSON_RUNS.items()} == {
+        command: len(documented.get(command, [])) for command in JSON_RUNS}
+
+
+@pytest.mark.parametrize("command", sorted(JSON_RUNS))
+def test_json_doc_keys_are_what_the_command_prints(command: str, log_dirs: tuple[Path, Path]) -> None:
+    a, b = log_dirs
+    for template, (kind, names) in zip(JSON_RUNS[command], documented_keys()[command], strict=True):
+        argv = [word.format(a=a, b=b) for word in template]
+        printed = printed_json(argv)
+        if kind == "rows":
+            assert isinstance(printed, list) and printed, f"kcompact {command}: a list of rows"
+            keys = set(printed[0])
+        else:
+            assert isinstance(printed, dict), f"kcompact {command}: one object"
+            keys = set(printed)
+        assert {"missing from docs/json.md": sorted(keys - names), "not printed": sorted(names - keys)} == {
+            "missing from docs/json.md": [], "not printed": []}, f"kcompact {' '.join(argv)}"
+
+
+def test_json_doc_names_every_dump_line_type_and_its_fields(log_dirs: tuple[Path, Path]) -> None:
+    a, _b = log_dirs
+    result = CliRunner(catch_exceptions=False).invoke(
+        cli, ["inspect", "dump", str(a / "orders-0"), "--records", "--all-files", "--json"], prog_name="kcompact")
+    section = JSON_DOC.read_text(encoding="utf-8").split("## `kcompact inspect dump --json`", 1)[1].split("\n## ", 1)[0]
+    words = set(re.findall(r"[a-z_]+", section))
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert {line["type"] for line in lines} >= {"file", "batch", "record"}
+    for line in lines:
+        assert f"`{line['type']}`" in section, f"docs/json.md does not name the dump line type {line['type']}"
+        assert sorted(set(line) - words) == [], f"docs/json.md: fields of {line['type']}"
+
+
+# -- links between the pages --
+
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading: lower case, punctuation dropped, spaces as ``-``."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    return {github_anchor(line.lstrip("#")) for line in page.read_text(encoding="utf-8").splitlines()
+            if line.startswith("#")}
+
+
+LINKED_PAGES = sorted([*(REPO_ROOT / "docs").glob("*.md"), REPO_ROOT / "CONTRIBUTING.md", README],
+                      key=lambda page: page.as_posix())
+
+
+@pytest.mark.parametrize("page", LINKED_PAGES, ids=[page.relative_to(REPO_ROOT).as_posix() for page in LINKED_PAGES])
+def test_every_link_between_pages_resolves(page: Path) -> None:
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", target):
+            continue
+        file_part, _hash, anchor = target.partition("#")
+        linked = (page.parent / file_part).resolve() if file_part else page
+        if not linked.exists() or (anchor and linked.suffix == ".md" and anchor not in anchors(linked)):
+            broken.append(target)
+    assert broken == [], f"{page.relative_to(REPO_ROOT)}: links to nothing"

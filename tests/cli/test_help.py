@@ -1,7 +1,7 @@
 """Every command and group of the CLI has help: walked from the root, so a new command is covered too.
 
 Each help ends with examples that name real options of a real command, each group lists its commands
-with their descriptions whole, and README.md's command table has a row naming every command's options.
+with their descriptions whole, and the command table of docs/commands.md has a row naming every command's options.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def test_python_dash_m_kcompact_help() -> None:
     assert "inspect" in done.stdout
 
 
-# -- examples, whole command lists, the README's command table (like sqlite-utils' tests/test_docs.py) --
+# -- examples, whole command lists, docs/commands.md's command table (like sqlite-utils' tests/test_docs.py) --
 
 GROUPS = [(path, command) for path, command in COMMANDS if isinstance(command, click.Group)]
 LEAVES = [(path, command) for path, command in COMMANDS if not isinstance(command, click.Group)]
@@ -122,26 +122,28 @@ def test_command_lists_show_each_description_whole_on_one_line(path: tuple[str, 
         assert command.short_help, f"{name}: a short_help, so click does not cut the docstring's"
 
 
-README_ROWS = {
+COMMANDS_DOC = REPO_ROOT / "docs" / "commands.md"  # README.md links it; the options themselves: docs/reference/
+SAFETY_DOC = REPO_ROOT / "docs" / "safety.md"  # the exit codes in full
+TABLE_ROWS = {
     " ".join(itertools.takewhile(lambda word: re.fullmatch(r"[a-z-]+", word) is not None, row.split()[2:])): row
-    for row in (REPO_ROOT / "README.md").read_text().splitlines()
+    for row in COMMANDS_DOC.read_text().splitlines()
     if row.startswith("| `kcompact ")
 }
 
 
 @pytest.mark.parametrize("path, command", LEAVES, ids=[" ".join(path) for path, _c in LEAVES])
-def test_readme_command_table_names_every_command_and_option(path: tuple[str, ...], command: click.Command) -> None:
-    row = README_ROWS.get(" ".join(path))
-    assert row is not None, f"README's command table has no row for kcompact {' '.join(path)}"
+def test_command_table_names_every_command_and_option(path: tuple[str, ...], command: click.Command) -> None:
+    row = TABLE_ROWS.get(" ".join(path))
+    assert row is not None, f"docs/commands.md's command table has no row for kcompact {' '.join(path)}"
     listed = set(re.findall(r"--[a-z][a-z-]*", row))
     missing = sorted(name for name in option_names(command) if name.startswith("--") and name not in listed)
-    assert missing == [], f"README's row for kcompact {' '.join(path)} does not name {missing}"
+    assert missing == [], f"docs/commands.md's row for kcompact {' '.join(path)} does not name {missing}"
 
 
-# -- the exit codes: kcompact --help and README's list name every code a command exits with --
+# -- the exit codes: kcompact --help and docs/safety.md's list name every code a command exits with --
 
 def exit_codes(text: str) -> dict[int, str]:
-    """The codes of the first ``Exit codes: N what; N what.`` sentence (help's plain, README's bold)."""
+    """The codes of the first ``Exit codes: N what; N what.`` sentence (help's plain, docs/safety.md's bold)."""
     flat = " ".join(text.replace("**", "").replace("`", "").split())
     sentence = flat.split("Exit codes: ", 1)[1].split(". ", 1)[0].rstrip(".")
     return {int(code): what for code, what in re.findall(r"(?:^|; )(\d+) ([^;]*)", sentence)}
@@ -161,11 +163,11 @@ def cli_exit_constants() -> set[int]:
     return codes
 
 
-def test_top_help_and_readme_list_the_same_exit_codes_every_command_uses() -> None:
+def test_top_help_and_safety_doc_list_the_same_exit_codes_every_command_uses() -> None:
     top = exit_codes(help_text(()))
-    readme = exit_codes((REPO_ROOT / "README.md").read_text())
-    assert sorted(top) == sorted(readme) == sorted(cli_exit_constants() | {0})
-    assert "inspect replicas" in top[3] and "inspect replicas" in readme[3]
+    documented = exit_codes(SAFETY_DOC.read_text())
+    assert sorted(top) == sorted(documented) == sorted(cli_exit_constants() | {0})
+    assert "inspect replicas" in top[3] and "inspect replicas" in documented[3]
     for path, _command in COMMANDS:
         assert set(exit_codes(help_text(path))) <= set(top), f"kcompact {' '.join(path)}"
 
