@@ -5,9 +5,9 @@ Parses the options, calls :func:`kcompact.repair.repair.repair_partition`,
 :func:`kcompact.repair.log_dir.repair_log_dir` (or :func:`kcompact.repair.undo.undo_repair`) and renders the
 result (a log dir's in ``repair_log_dir_view``); the library is imported inside the command so
 ``kcompact --help`` stays fast. Exit codes: 0 when the partition (every partition of the log dir) is sound
-(``--dry-run``) or was repaired with nothing left that blocks cleaning; 2 when problems were found by a dry
-run, remain after the repair, the ``--clean`` failed, a partition's repair failed or was refused, or the
-repair was refused.
+(``--dry-run``: nothing but what a broker settles itself as it loads it) or was repaired with nothing left that
+blocks cleaning; 2 when problems were found by a dry run, remain after the repair, the ``--clean`` failed, a
+partition's repair failed or was refused, or the repair was refused.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
 EXIT_PROBLEMS = 2
 EPILOG = (
-    "Exit codes: 0 sound or repaired (for a log dir: every partition); 2 problems found (dry run) or "
+    "Exit codes: 0 sound (dry run: nothing Kafka does not settle itself as it starts) or repaired (for a log "
+    "dir: every partition); 2 problems found (dry run) or "
     "left, a partition that could not be repaired, bad input or refused (one line on stderr names the "
     "file and byte position); 1 a bug in kcompact (with a traceback)."
 )
@@ -230,7 +231,7 @@ def _render(result: Any, *, reported_only: bool = False) -> None:
     verdict = ("the broker's cleaner would mark it uncleanable" if result.uncleanable
                else "nothing in it stops the broker's cleaner")
     notes = sum(1 for f in result.findings if f.informational)
-    settled = sum(1 for f in result.findings if f.settled_unrepaired)
+    settled = sum(1 for f in result.findings if f.settled)
     also = f" and {render.plural(notes, 'informational finding')}" if notes else ""
     also += f" and {render.plural(settled, 'finding')} Kafka settles itself" if settled else ""
     problems = render.plural(sum(1 for f in result.findings if f.problem), "problem")

@@ -125,6 +125,19 @@ class Clients:
         assert process.stderr is not None
         raise ClientError(f"producer exited before it was killed:\n{process.stderr.read()[-6000:]}")
 
+    def produce_in_background(self, bootstrap: str, topic: str, steps: list[dict[str, Any]],
+                              config: dict[str, str]) -> subprocess.Popen[str]:
+        """Starts a producer that runs ``steps`` and returns at once: its stdout gives a ``{"partition",
+        "offset"}`` line per record as the broker acknowledges it (the test kills the producer, or its broker,
+        mid-way; it is killed at the end of the test if still running)."""
+        process = subprocess.Popen(self._command("produce"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL, text=True)
+        self.hung.append(process)
+        assert process.stdin is not None
+        process.stdin.write(json.dumps({"bootstrap": bootstrap, "topic": topic, "config": config, "steps": steps}))
+        process.stdin.close()
+        return process
+
     def consume(self, bootstrap: str, topic: str, isolation_level: str, partitions: tuple[int, ...] = (0,),
                 timeout_ms: int = 60000) -> list[Record]:
         """Every record from the log start to the end offset (the LSO under read_committed)."""
