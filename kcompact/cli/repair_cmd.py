@@ -225,6 +225,10 @@ REPORTED_ONLY = "reported only, nothing written (kcompact never rewrites KRaft's
 """Where a real ``repair LOG_DIR`` shows what it left alone in ``__cluster_metadata``."""
 
 
+SETTLED_PLAN = "plan (dry run, nothing written; a broker settles each of these itself):"
+"""A dry run's plan heading where every step is one Kafka's loader or cleaner does itself (exit 0)."""
+
+
 def _render(result: Any, *, reported_only: bool = False) -> None:
     """One partition's report; ``reported_only``: a real run's ``__cluster_metadata``, verified only."""
     name = result.partition_dir
@@ -234,12 +238,13 @@ def _render(result: Any, *, reported_only: bool = False) -> None:
     settled = sum(1 for f in result.findings if f.settled)
     also = f" and {render.plural(notes, 'informational finding')}" if notes else ""
     also += f" and {render.plural(settled, 'finding')} Kafka settles itself" if settled else ""
-    problems = render.plural(sum(1 for f in result.findings if f.problem), "problem")
+    problems = render.plural(result.problems, "problem")
     render.plain(f"{name}: {problems}{also} found; {verdict}")
     for finding in result.findings:
         _finding_lines(finding, reported_only=reported_only)
     if result.dry_run:
-        heading = REPORTED_ONLY if reported_only else "plan (dry run, nothing written):"
+        heading = (REPORTED_ONLY if reported_only else "plan (dry run, nothing written):" if result.problems
+                   else SETTLED_PLAN)
         render.plain(heading if result.plan else "nothing to repair")
         for step in result.plan:
             render.plain(f"  - {step}")

@@ -117,6 +117,11 @@ class RepairResult:
         return any(f.blocks_cleaning for f in self.findings)
 
     @property
+    def problems(self) -> int:
+        """How many findings a broker and its cleaner do not settle themselves (before the repair)."""
+        return sum(1 for f in self.findings if f.problem)
+
+    @property
     def ok(self) -> bool:
         """Dry run: nothing a broker and its cleaner do not settle themselves (a plan of only what Kafka
         settles itself as it loads the partition is no problem). Repair: nothing left to repair or blocking

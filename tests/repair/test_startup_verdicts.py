@@ -113,8 +113,11 @@ def test_a_segment_without_index_and_timeindex_is_settled_even_after_a_clean_shu
     code, found = verify_index(part)
     assert code == 0 and [(i["type"], i["message"]) for i in found] == [
         ("warning", "no .index: a broker recovers this segment at startup and rebuilds its indexes")]
+    code, out, _err = run("repair", "--dry-run", part)
+    assert code == 0 and out.startswith(f"{part}: 0 problems and 2 findings Kafka settles itself found;")
+    assert "plan (dry run, nothing written; a broker settles each of these itself):" in out
     code, out, _err = run("repair", "--dry-run", part.parent)
-    assert code == 0 and "Kafka settles" in out
+    assert code == 0 and "│ orders-0  │ Kafka settles │" in out
 
 
 @pytest.mark.parametrize(("state", "code", "impact"), [
