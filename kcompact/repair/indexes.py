@@ -64,6 +64,7 @@ from kcompact.segment.offset_index import (
     check_offset_lookups,
     split_offset_index,
 )
+from kcompact.segment.startup_recovery import txn_index_fails_sanity_check
 from kcompact.segment.time_index import (
     TIME_INDEX_ENTRY_SIZE,
     TimeIndexEntry,
@@ -93,6 +94,10 @@ _RECOVERED = ("the broker recovers this segment when it starts (no .kafka_cleans
 _NO_OFFSET_INDEX = ("Kafka's loader recovers the whole segment when it starts (LogSegment.sanityCheck: "
                     "NoSuchFileException), rebuilding its .index, .timeindex and .txnindex from the log; after a "
                     "clean shutdown or below the recovery point it logs an ERROR saying so")
+# LogLoader.loadSegmentFiles: TransactionIndex.sanityCheck throws CorruptIndexException, the loader recovers it
+_TXN_REFUSED = ("Kafka's loader recovers the whole segment when it starts, logging a WARN (its .txnindex fails "
+                "TransactionIndex.sanityCheck: CorruptIndexException), rebuilding its .index, .timeindex and "
+                ".txnindex from the log")
 _NOT_RECOVERED = ("the broker does not recover this segment when it starts ({why}), so it reads every zero "
                   "slot as an entry (offset {base} at position 0; in a time index timestamp 0, which becomes "
                   "the segment's largest timestamp)")
@@ -133,7 +138,8 @@ def check_segment_indexes(
     """
     files, base = seg.files, seg.files.base_offset
     offsets, times = expected_indexes(seg.scan, base, index_interval_bytes)
-    recovery = _Recovery(recovered_at_start, files.index_path is None, not_recovered_why)
+    txn_refused = files.txn_index_path is not None and txn_index_fails_sanity_check(files.txn_index_path, base)
+    recovery = _Recovery(recovered_at_start, files.index_path is None, txn_refused, not_recovered_why)
     findings: list[Finding] = []
     if not seg.scan.log_changed:
         log_pairs = [(k.position, k.last_offset) for k in seg.scan.kept]
@@ -150,15 +156,17 @@ def check_segment_indexes(
 @dataclass(frozen=True, slots=True)
 class _Recovery:
     """Whether the broker recovers the segment as it starts, rebuilding its indexes (``segment.startup_recovery``),
-    whether for want of its ``.index`` (``LogLoader.loadSegmentFiles``), and if not why."""
+    whether because ``LogSegment.sanityCheck`` throws (no ``.index``; a ``.txnindex`` it refuses:
+    ``LogLoader.loadSegmentFiles``), and if not why."""
 
     at_start: bool
     no_offset_index: bool
+    txn_refused: bool
     why_not: str
 
     def effect(self) -> str:
         """What the broker's recovery at start does with the segment's indexes."""
-        return _NO_OFFSET_INDEX if self.no_offset_index else _RECOVERED
+        return _NO_OFFSET_INDEX if self.no_offset_index else _TXN_REFUSED if self.txn_refused else _RECOVERED
 
     def why(self) -> str:
         """Why the broker does not recover the segment as it starts."""

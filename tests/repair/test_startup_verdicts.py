@@ -20,6 +20,7 @@ from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.offset_index import OffsetIndexEntry, encode_offset_index
 from kcompact.segment.partition import open_partition
 from kcompact.segment.time_index import TimeIndexEntry, encode_time_index
+from kcompact.segment.txn_index import AbortedTxn, encode_txn_index
 from tests.conftest import copy_tree_writable, real_fixture
 from tests.partition_builder import PartitionBuilder
 
@@ -154,3 +155,22 @@ def test_every_real_log_dir_kafka_loads_is_no_problem_for_a_dry_run(tmp_path: Pa
         report = json.loads(out)
         assert code == 0 and report["ok"], [r for r in report["rows"] if r["status"] not in ("sound", "Kafka settles")]
         assert {r["status"] for r in report["rows"]} <= {"sound", "Kafka settles", "reported only"}
+
+
+def test_a_txnindex_the_loader_refuses_sends_its_segment_to_recovery(part: Path) -> None:
+    shut_down_cleanly(part)
+    log = open_partition(part).segments[1].log_path
+    log.with_suffix(".timeindex").write_bytes(b"junk")  # a broker that trusts it: damage
+    code, report = dry_run(part)
+    assert code == 2
+    assert index_findings(report) == {(log.with_suffix(".timeindex").name, "index-corrupt", "broker", True)}
+    # an entry ending below the segment's base: TransactionIndex.sanityCheck throws CorruptIndexException and
+    # LogLoader.loadSegmentFiles recovers the segment, rebuilding all three indexes
+    log.with_suffix(".txnindex").write_bytes(encode_txn_index([AbortedTxn(5, 0, 0, 0)]))
+    code, report = dry_run(part)
+    assert code == 0
+    assert {(Path(f["path"]).suffix, f["impact"]) for f in report["findings"]} == {
+        (".timeindex", SETTLED), (".txnindex", SETTLED)}
+    assert all("TransactionIndex.sanityCheck" in f["broker_effect"] for f in report["findings"])
+    code, found = verify_index(part)
+    assert code == 0 and found and {i["type"] for i in found} == {"warning"}
