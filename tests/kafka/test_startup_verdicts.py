@@ -8,7 +8,9 @@ by Kafka (exit 0) whatever their last entry, and a broker started on a copy load
 or ERROR about them. In the same copy three partitions of another topic lose index files: a closed segment both
 its ``.index`` and ``.timeindex`` (recovered, both rebuilt), the active segment its ``.timeindex`` (recovered after
 the crash: rebuilt), a closed segment below the recovery point its ``.timeindex`` (created empty, never rebuilt:
-the one problem repair reports). One broker start on the copy serves every case; no record is lost.
+the one problem repair reports); and a closed segment below the recovery point gets a ``.txnindex`` the loader
+refuses and a time index of garbage (recovered: both rebuilt). One broker start on the copy serves every case;
+no record is lost.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pytest
 from kcompact.segment.checkpoint import read_offset_checkpoint
 from kcompact.segment.fixed_index import ends_in_zero_slots
 from kcompact.segment.time_index import TIME_INDEX_ENTRY_SIZE, decode_time_index
+from kcompact.segment.txn_index import AbortedTxn, encode_txn_index
 from tests.kafka.broker import KafkaCluster
 from tests.kafka.conftest import Kafka
 from tests.kafka.scenario import batches, copy_log_dir, kcompact
@@ -117,13 +120,17 @@ def test_kafka_settles_what_repair_calls_settled_and_loads_every_partition(kafka
 
     judged = copy_log_dir(log_dir, tmp_path / "judged")
     segments = {p: sorted((judged / f"{PLAIN}-{p}").glob("*.log")) for p in range(3)}
-    point = read_offset_checkpoint(judged / "recovery-point-offset-checkpoint").get((PLAIN, 2), 0)
-    assert len(segments[2]) >= 3 and point >= int(segments[2][1].stem), (point, segments[2])
+    points = read_offset_checkpoint(judged / "recovery-point-offset-checkpoint")
+    for p in (0, 2):  # the broker will trust the first two segments: below the recovery point
+        assert len(segments[p]) >= 3 and points.get((PLAIN, p), 0) >= int(segments[p][2].stem), (points, p)
     both, active, below = segments[0][0], segments[1][-1], segments[2][0]
+    refused = segments[0][1]  # a .txnindex LogSegment.sanityCheck refuses, and a time index of garbage
     both.with_suffix(".index").unlink()
     both.with_suffix(".timeindex").unlink()
     active.with_suffix(".timeindex").unlink()
     below.with_suffix(".timeindex").unlink()
+    refused.with_suffix(".txnindex").write_bytes(encode_txn_index([AbortedTxn(9, 0, 0, 0)]))  # below its base
+    refused.with_suffix(".timeindex").write_bytes(b"\x5a" * 30)
     ends = {name: batches(judged / name)[-1]["last_offset"] + 1 for name in (f"{LEDGER}-0", f"{PLAIN}-0")}
 
     code, report = dry_run(judged / f"{PLAIN}-0")
@@ -133,6 +140,9 @@ def test_kafka_settles_what_repair_calls_settled_and_loads_every_partition(kafka
         (both.with_suffix(".timeindex").name, "index-missing", SETTLED, True)}
     assert all("logs an ERROR saying so" in f["broker_effect"] for f in report["findings"]
                if Path(f["path"]).stem == both.stem)
+    assert verdicts(report, refused.with_suffix(".timeindex").name, refused.with_suffix(".txnindex").name) == {
+        (refused.with_suffix(".timeindex").name, "index-corrupt", SETTLED, True),
+        (refused.with_suffix(".txnindex").name, "txn-index", SETTLED, True)}
     code, report = dry_run(judged / f"{PLAIN}-1")
     assert code == 0
     assert verdicts(report, active.with_suffix(".timeindex").name) == {
@@ -154,12 +164,13 @@ def test_kafka_settles_what_repair_calls_settled_and_loads_every_partition(kafka
         assert sorted(r.offset for r in read if r.partition == p) == sorted(
             o for o, to in zip(written, sent_to, strict=True) if to == p)
     assert warnings_about(server_log, KILLED) == []
-    # the one line about PLAIN: the loader's own word for the missing .index below the recovery point, which
-    # repair's finding quotes ("logs an ERROR saying so")
-    (line,) = warnings_about(server_log, tuple(f"{PLAIN}-{p}" for p in range(3)))
-    assert " ERROR " in line and "Could not find offset index file" in line and str(both) in line
+    # the lines about PLAIN: the loader's own words for the missing .index below the recovery point, which
+    # repair's finding quotes ("logs an ERROR saying so"), and for the .txnindex it refuses ("logging a WARN")
+    missing, corrupt = warnings_about(server_log, tuple(f"{PLAIN}-{p}" for p in range(3)))
+    assert " ERROR " in missing and "Could not find offset index file" in missing and str(both) in missing
+    assert " WARN " in corrupt and "Found a corrupted index file" in corrupt and str(refused) in corrupt
     # rebuilt where repair said Kafka settles it: a time index ending at the segment's largest timestamp
-    for segment in (both, active):
+    for segment in (both, active, refused):
         rows = [b for b in batches(segment.parent) if b["file"].endswith(segment.name)]
         assert time_index_entries(segment.with_suffix(".timeindex"))[-1][0] == max(b["max_timestamp"] for b in rows)
     assert both.with_suffix(".index").exists()
