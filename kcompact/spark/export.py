@@ -18,7 +18,10 @@ exported, and Spark prints no task error. A partition named alone that fails, or
 the error (nothing written). Data that still does not parse (a batch that passes its CRC but whose
 records do not, bytes a faulty writer produced) fails no task either: the data source ends that split
 with an error row (``error_rows``), the write leaves it out, an observation brings it to the driver,
-which removes the output and raises it (its class, file and position). Should a task fail anyway (a
+which removes the output and raises it (its class, file and position). Each segment is read as the file listed
+(its size and identity taken by the listing, compared by the check's tasks and the read's: see
+``kcompact.inspect.export``): one that changed before the check ends leaves its partition out, after it it is
+such an error row, and the export writes nothing. Should a task fail anyway (a
 file that cannot be read), Spark's own lines about it are silenced and it is one kcompact line; no
 ``--output`` is left behind either way. A task lost (its Python worker or executor died) or a JVM gone, in
 the listing of a ``host:/path``, the check or the write, is one line too
@@ -324,7 +327,8 @@ def read_records(spark: SparkSession, paths: Iterable[str | Path], *, isolation:
     listed = [p if is_url(p) else str(Path(p).absolute()) for p in map(str, paths)]
     reader = spark.read.format(FORMAT_NAME)
     if refs is not None:
-        reader = reader.option("refs", json.dumps([[r.partition_dir, r.base_offset, r.size_in_bytes] for r in refs]))
+        reader = reader.option("refs", json.dumps([[r.partition_dir, r.base_offset, r.size_in_bytes, r.identity]
+                                                   for r in refs]))
     if views:
         reader = reader.option("views", json.dumps([view.as_dict() for view in views]))
     return (reader.option("paths", json.dumps(listed))
