@@ -182,3 +182,5 @@ def test_a_truncated_copy_is_named_in_the_round_s_warnings(tmp_path: Path) -> No
     [warning] = result.warnings
     assert warning.startswith(f"--replica-dirs: {copy / '00000000000000000000.log'} at position ")
     assert warning.endswith("its log end is taken as 6")
+    assert result.fence is not None
+    assert (result.fence.offset, result.fence.set_by, result.fence.why) == (6, str(copy), "torn tail")
