@@ -30,7 +30,10 @@ import org.apache.kafka.storage.internals.log.LogDirFailureChannel;
 
 import java.io.BufferedReader;
 import java.io.File;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
 import java.io.InputStreamReader;
+import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -46,6 +49,9 @@ public final class LineageWalk {
     }
 
     public static void main(String[] args) throws Exception {
+        // Kafka's logging goes to stderr: stdout carries results only
+        PrintStream results = new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
+        System.setOut(System.err);
         KafkaScheduler scheduler = new KafkaScheduler(1, true, "lineage-walk-");
         scheduler.startup();
         BufferedReader jobs = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -62,8 +68,7 @@ public final class LineageWalk {
                 } catch (Exception e) {
                     reply = "ERROR\t" + e.getClass().getName() + ": " + e.getMessage();
                 }
-                System.out.println(reply);
-                System.out.flush();
+                results.println(reply);
             }
         } finally {
             scheduler.shutdown();
