@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -108,7 +109,7 @@ def test_kafka_loads_each_copy_to_the_log_end_kcompact_fences_it_at(tmp_path: Pa
     assert replies[1][1] == "0"  # the swap over two segments left one
 
 
-def _fence_row(log_dir: Path, copy: Path) -> dict[str, object]:
+def _fence_row(log_dir: Path, copy: Path) -> dict[str, Any]:
     """``kcompact clean --replica-dirs COPY --dry-run --json`` of an untouched copy of the partition: its fence."""
     cleaned = _copy(log_dir.parent, log_dir.name)
     runner = CliRunner(catch_exceptions=False, env={"KCOMPACT_SERVER_PROPERTIES": None})
