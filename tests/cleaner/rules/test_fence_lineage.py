@@ -14,6 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from kcompact.cleaner.round.options import CleanOptions, CleanResult
@@ -168,3 +169,22 @@ def test_the_safe_offset_in_the_report(tmp_path: Path) -> None:
                             "copies": [{"path": str(copy), "log_end": 8, "lineage_parts_at": None, "fence": 8}]}
     assert row["clean_limit"] is None
     assert "orders-0: replica fence at offset 3: set by --safe-offset\n" in runner.invoke(cli, args).stdout
+
+
+def test_spark_clean_says_the_fence_and_the_limit_as_clean_does(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """``spark clean``'s rendering, fed the serial result as its tasks return it (no Spark needed)."""
+    from kcompact.cli.spark_cmds import render_spark_clean
+    from kcompact.spark.clean_job import SparkCleanRun
+    from kcompact.spark.rows import clean_row
+
+    new, old = new_leader(tmp_path / "b1"), old_leader(tmp_path / "b2")
+    result = clean_partition(new, compact_config(), CleanOptions(now_ms=NOW, dry_run=True, replica_dirs=(str(old),)))
+
+    render_spark_clean(SparkCleanRun([clean_row(str(new), result)], None), 0.0,  # type: ignore[arg-type]
+                       as_json=False)
+
+    out = capsys.readouterr().out
+    assert f"orders-0: replica fence at offset 4: set by {old} (its leader-epoch lineage parts from this copy " \
+           "at 4)\n" in out
+    assert f"orders-0: cleaned only below offset 4: {old}'s lineage parts" in out
