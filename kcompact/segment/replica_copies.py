@@ -26,8 +26,8 @@ from kcompact.segment.lineage import Lineage, lineage_divergence, loaded_lineage
 from kcompact.segment.partition import Partition, is_partition_dir, named_path, open_partition
 from kcompact.segment.recovery import RecoveredEnd, recovered_log_end
 
-__all__ = ["LEADER_EPOCH_CHECKPOINT", "ReplicaCopy", "locate_replica", "partition_lineage", "replica_copies",
-           "replica_copy_dirs", "replica_log_ends", "swap_warnings", "truncation_warnings"]
+__all__ = ["LEADER_EPOCH_CHECKPOINT", "ReplicaCopy", "loaded_log_start", "locate_replica", "partition_lineage",
+           "replica_copies", "replica_copy_dirs", "replica_log_ends", "swap_warnings", "truncation_warnings"]
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
@@ -159,15 +159,13 @@ def partition_lineage(partition: Partition, log_start_offset: int, log_end_offse
     return loaded_lineage(entries, log_start_offset, log_end_offset, recovered)
 
 
-def replica_copies(paths: tuple[str, ...], cleaned: Partition, log_start_offset: int,
-                   log_end_offset: int) -> list[ReplicaCopy]:
+def replica_copies(paths: tuple[str, ...], cleaned: Partition, log_end_offset: int) -> list[ReplicaCopy]:
     """The copies of ``cleaned``'s partition among ``paths``, each as Kafka would load it and where its lineage
     parts from ``cleaned``'s.
 
     Args:
         paths: partition directories and/or log dirs of the other replicas.
         cleaned: the copy being cleaned.
-        log_start_offset: its log start.
         log_end_offset: its log end.
 
     Returns:
@@ -177,15 +175,22 @@ def replica_copies(paths: tuple[str, ...], cleaned: Partition, log_start_offset:
         KcompactError: a path is not a directory, or a copy's files or checkpoint cannot be read.
     """
     dirs = replica_copy_dirs(paths, cleaned.topic, cleaned.partition)
-    mine = partition_lineage(cleaned, log_start_offset, log_end_offset) if dirs else ()
+    mine = partition_lineage(cleaned, loaded_log_start(cleaned), log_end_offset) if dirs else ()
     found = []
     for path in dirs:
         copy = open_partition(path)
         end = recovered_log_end(copy)
-        theirs = partition_lineage(copy, copy.log_start_offset(), end.log_end_offset, end.recovered_epochs)
+        theirs = partition_lineage(copy, loaded_log_start(copy), end.log_end_offset, end.recovered_epochs)
         parted = lineage_divergence(mine, log_end_offset, theirs, end.log_end_offset)
         found.append(ReplicaCopy(path, end, parted))
     return found
+
+
+def loaded_log_start(partition: Partition) -> int:
+    """The log start ``LogLoader.load`` cuts the lineage at: the ``log-start-offset-checkpoint`` entry, 0 without
+    one (``LogManager.loadLog``), not raised to the first segment's base as the log's own start is."""
+    entry = partition.checkpointed(partition.log_dir.log_start_checkpoint)
+    return 0 if entry is None else entry
 
 
 def swap_warnings(ends: list[RecoveredEnd]) -> list[str]:

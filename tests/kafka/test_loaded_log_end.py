@@ -23,7 +23,7 @@ from kcompact.cli.main import cli
 from kcompact.records.batch import iter_batches
 from kcompact.segment.partition import open_partition
 from kcompact.segment.recovery import recovered_log_end
-from kcompact.segment.replica_copies import partition_lineage
+from kcompact.segment.replica_copies import loaded_log_start, partition_lineage
 from tests.conftest import copy_tree_writable, real_fixture
 from tests.kafka.jars import kafka_classpath
 from tests.kafka.referee.harness import JVM_OPTIONS, compiled_classes
@@ -107,7 +107,7 @@ def test_kafka_loads_each_copy_to_the_log_end_kcompact_fences_it_at(tmp_path: Pa
         end = recovered_log_end(partition)
         ours[name] = end.log_end_offset
         lineages[name] = ",".join(f"{e}@{s}" for e, s in partition_lineage(
-            partition, partition.log_start_offset(), end.log_end_offset, end.recovered_epochs))
+            partition, loaded_log_start(partition), end.log_end_offset, end.recovered_epochs))
         row = _fence_row(tmp_path / f"cleaned-{i}", copy)
         fenced[name] = (row["offset"], row["why"], row["copies"][0]["log_end"])
         assert sorted(p.name for p in copy.iterdir()) == before  # read in place

@@ -192,7 +192,7 @@ def plan_round(
     Raises:
         KcompactError: a replica copy's files or leader-epoch checkpoint cannot be read.
     """
-    copies = replica_copies(options.replica_dirs, partition, state.log_start_offset, state.log_end_offset)
+    copies = replica_copies(options.replica_dirs, partition, state.log_end_offset)
     fences = [_copy_fence(copy) for copy in copies]
     fence = replica_fence(options.safe_offset, fences)
     limit = clean_limit(fences, state.log_end_offset)
