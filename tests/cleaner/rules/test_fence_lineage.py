@@ -222,3 +222,16 @@ def test_partitions_with_a_fence_are_not_folded_into_the_active_only_line(tmp_pa
 
     for topic in ("orders", "users"):
         assert f"{topic}-0: replica fence at offset 1: set by {tmp_path / 'b2' / f'{topic}-0'} (its log end)\n" in text
+
+
+def test_repair_clean_says_the_fence_and_the_limit(tmp_path: Path) -> None:
+    new, old = new_leader(tmp_path / "b1"), old_leader(tmp_path / "b2")
+    runner = CliRunner(catch_exceptions=False, env={"COLUMNS": "80", "KCOMPACT_SERVER_PROPERTIES": None})
+
+    done = runner.invoke(cli, ["repair", str(new), "--clean", "--replica-dirs", str(old), "--now-ms", str(NOW),
+                               "--config", "cleanup.policy=compact"])
+
+    assert done.exit_code == 0, done.output
+    assert f"clean: replica fence at offset 4: set by {old} (its leader-epoch lineage parts from this copy at " \
+           "4)\n" in done.stdout
+    assert f"clean: cleaned only below offset 4: {old}'s lineage parts" in done.stdout
