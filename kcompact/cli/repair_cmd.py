@@ -261,8 +261,14 @@ def _render(result: Any, *, reported_only: bool = False) -> None:
         _given_up_lines(result.given_up, "given up")
         render.plain(f"backup: {result.backup_dir} (undo: kcompact repair --undo {result.backup_dir})")
     if result.clean is not None:
+        from kcompact.cleaner.rules.fence import fence_lines
+
         for run in result.clean.results:
             render.plain(f"clean: {run.skipped_reason or f'cleaned up to offset {run.end_offset}'}")
+            fence, limit = run.fence, run.clean_limit
+            for line in fence_lines(None if fence is None else fence.as_dict(),
+                                    None if limit is None else limit.as_dict()):
+                render.plain(f"clean: {line}")
     if result.nothing_changed:
         render.plain("nothing changed: nothing needed a repair and the clean changed nothing (no backup kept)")
     if result.clean_error is not None:

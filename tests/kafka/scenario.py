@@ -22,8 +22,8 @@ SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
 
 
 def kcompact(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    """The installed ``kcompact`` command, as a user runs it (on the tree under test where ``PYTHONPATH`` names
-    one: a worktree beside the installed checkout)."""
+    """The installed ``kcompact`` command, as a user runs it (the tree under test: ``PYTHONPATH`` is passed on, so
+    a worktree's tests run the worktree's code, not the checkout the console script was installed from)."""
     env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin"}
     if os.environ.get("PYTHONPATH"):
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
