@@ -98,6 +98,7 @@ def _plain_active_only(result: CleanResult) -> bool:
 
 def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
     from kcompact.cleaner.logdir.run_summary import is_summarised
+    from kcompact.cleaner.rules.fence import fence_lines
 
     console = render.console()
     verb = "would clean" if result.dry_run else "cleaned"
@@ -111,6 +112,9 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
         at = "would roll" if result.dry_run else "rolled"
         console.print(f"{name}: {at} a new empty active segment at the log end (--roll)")
     _render_retention(name, result)
+    fence, limit = result.fence, result.clean_limit
+    for line in fence_lines(None if fence is None else fence.as_dict(), None if limit is None else limit.as_dict()):
+        render.plain(f"{name}: {line}")
     if result.skipped_reason is not None:
         console.print(f"{name}: nothing to clean — {result.skipped_reason}")
         return

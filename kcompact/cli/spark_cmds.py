@@ -439,6 +439,7 @@ def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool, v
     (``output_error``)."""
     from kcompact.cleaner.logdir.report_row import STATUS_SKIPPED
     from kcompact.cleaner.logdir.run_summary import is_summarised, repeated_warning_notes
+    from kcompact.cleaner.rules.fence import fence_lines
 
     rows = run.as_dicts()
     counted = repeated_warning_notes([row["warnings"] for row in rows])  # each row keeps its own warning
@@ -458,6 +459,9 @@ def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool, v
         render.warning_line(note)
     if rows:
         render.console().print(_clean_table(rows))
+    for row in rows:
+        for line in fence_lines(row["fence"], row["clean_limit"]):
+            render.plain(f"{row['topic']}-{row['partition']}: {line}")
     for row in rows:
         if row["skipped_reason"] is not None and row["status"] == STATUS_SKIPPED:
             render.plain(f"{row['topic']}-{row['partition']}: skipped — {row['skipped_reason']}")

@@ -33,6 +33,7 @@ from pathlib import Path
 from kcompact.errors import CorruptDataError, KcompactError, UnsupportedFormatError
 from kcompact.records.batch import iter_batches
 from kcompact.segment.partition import RECOVERY_POINT_CHECKPOINT, Partition, SegmentFiles
+from kcompact.segment.swap_completion import loaded_segments
 
 __all__ = ["RecoveredEnd", "recovered_log_end", "segment_valid_prefix"]
 
@@ -58,10 +59,15 @@ class RecoveredEnd:
         log_end_offset: the offset after the last batch recovery keeps.
         stopped_at: the segment file and byte position where recovery stops, when it truncates
             (None: every batch walked is valid).
+        completed_swaps: the ``.log.swap`` files of an interrupted swap, which ``LogLoader.load`` completes
+            before it recovers (``segment.swap_completion``): their segments replace those they cover.
+        swapped_end: the log end is that of a segment completed from its ``.log.swap``.
     """
 
     log_end_offset: int
     stopped_at: tuple[Path, int] | None = None
+    completed_swaps: tuple[Path, ...] = ()  # the ``.log.swap`` files the loader completes first
+    swapped_end: bool = False  # the log end is that of a segment completed from its ``.log.swap``
 
 
 def segment_valid_prefix(segment: SegmentFiles) -> ValidPrefix:
@@ -92,20 +98,23 @@ def segment_valid_prefix(segment: SegmentFiles) -> ValidPrefix:
 
 
 def recovered_log_end(partition: Partition) -> RecoveredEnd:
-    """The log end offset a broker keeps after recovering ``partition`` (see the module docstring).
+    """The log end offset a broker keeps after loading and recovering ``partition`` (see the module
+    docstring): an interrupted swap completed first, as ``LogLoader.load`` completes it.
 
     Args:
         partition: the partition (a copy of it from another broker, typically).
 
     Returns:
-        The recovered log end, and where recovery stops when it truncates.
+        The recovered log end, where recovery stops when it truncates, and the swaps completed.
 
     Raises:
         FileAccessError: a segment cannot be read.
+        CorruptDataError: a ``.log.swap`` to be completed does not parse.
     """
-    segments = partition.segments
+    segments, completion = loaded_segments(partition)
+    swaps = tuple(swap for swap, final in completion.renamed if final.suffix == ".log")
     if not segments:
-        return RecoveredEnd(partition.log_start_offset())
+        return RecoveredEnd(partition.log_start_offset(), completed_swaps=swaps)
     recovery_point = _recovery_point(partition)
     first = max((i for i, s in enumerate(segments) if s.base_offset <= recovery_point), default=0)
     prefix: ValidPrefix | None = None
@@ -114,11 +123,12 @@ def recovered_log_end(partition: Partition) -> RecoveredEnd:
         if prefix.truncated:
             stopped = (segments[index].log_path, prefix.valid_bytes)
             if prefix.next_offset is not None:
-                return RecoveredEnd(prefix.next_offset, stopped)
-            return RecoveredEnd(_end_before(segments, index), stopped)
+                return RecoveredEnd(prefix.next_offset, stopped, swaps, segments[index].log_path in swaps)
+            return RecoveredEnd(_end_before(segments, index), stopped, swaps)
     # every segment walked is whole: the active one ends the log (at its base when it is empty)
     end = prefix.next_offset if prefix is not None else None
-    return RecoveredEnd(segments[-1].base_offset if end is None else end)
+    return RecoveredEnd(segments[-1].base_offset if end is None else end, None, swaps,
+                        segments[-1].log_path in swaps)
 
 
 def _end_before(segments: tuple[SegmentFiles, ...], index: int) -> int:

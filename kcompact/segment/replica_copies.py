@@ -7,20 +7,45 @@ broker: the partition directory itself (``<copy>/orders-0``), or the whole log d
 the high watermark lives in). Both name one partition directory once the topic and partition are
 known.
 
-A copy's log end is what a broker recovering it would keep (``segment.recovery``): a batch that fails its
-CRC ends the copy there, as the broker's restart on it would, whatever later batch headers say.
+A copy's log end is what a broker loading and recovering it would keep (``segment.recovery``): an
+interrupted swap completed as ``LogLoader.load`` completes it, a batch that fails its CRC ends the copy
+there, as the broker's restart on it would, whatever later batch headers say. Its leader-epoch lineage
+(``leader-epoch-checkpoint``, cut to that log as the loader cuts it) says where Kafka truncates it when it
+follows the copy being cleaned, or truncates that one when it follows the copy (``segment.lineage``).
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from kcompact.errors import KcompactError
-from kcompact.segment.partition import is_partition_dir, named_path, open_partition
+from kcompact.segment.checkpoint import read_leader_epoch_checkpoint
+from kcompact.segment.lineage import Lineage, lineage_divergence, loaded_lineage
+from kcompact.segment.partition import Partition, is_partition_dir, named_path, open_partition
 from kcompact.segment.recovery import RecoveredEnd, recovered_log_end
 
-__all__ = ["locate_replica", "replica_copy_dirs", "replica_log_ends", "truncation_warnings"]
+__all__ = ["LEADER_EPOCH_CHECKPOINT", "ReplicaCopy", "locate_replica", "partition_lineage", "replica_copies",
+           "replica_copy_dirs", "replica_log_ends", "swap_warnings", "truncation_warnings"]
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaCopy:
+    """One other replica's copy, as Kafka would load it, against the copy being cleaned.
+
+    Attributes:
+        path: its partition directory.
+        end: its log end as loading and recovery leave it.
+        lineage_parts_at: where its leader-epoch lineage parts from the cleaned copy's (Kafka's truncation
+            offset, walked both ways; ``segment.lineage.lineage_divergence``), None where they agree.
+    """
+
+    path: Path
+    end: RecoveredEnd
+    lineage_parts_at: int | None
 
 
 def locate_replica(path: str | os.PathLike[str], topic: str | None, partition: int | None) -> Path:
@@ -110,3 +135,58 @@ def truncation_warnings(ends: list[RecoveredEnd]) -> list[str]:
             "there (the entry there fails its framing or CRC check, or is partial), so its log end is taken "
             f"as {end.log_end_offset}"
             for end in ends if end.stopped_at is not None for path, position in (end.stopped_at,)]
+
+
+def partition_lineage(partition: Partition, log_start_offset: int, log_end_offset: int) -> Lineage:
+    """A partition's leader-epoch lineage as a broker loading it holds it (``segment.lineage.loaded_lineage``).
+
+    Args:
+        partition: the partition.
+        log_start_offset: its log start.
+        log_end_offset: its log end.
+
+    Returns:
+        The lineage (empty without a ``leader-epoch-checkpoint``).
+
+    Raises:
+        CorruptCheckpointError: the checkpoint does not parse (names the file and line).
+        FileAccessError: it cannot be read.
+    """
+    entries = read_leader_epoch_checkpoint(partition.path / LEADER_EPOCH_CHECKPOINT)
+    return loaded_lineage(entries, log_start_offset, log_end_offset)
+
+
+def replica_copies(paths: tuple[str, ...], cleaned: Partition, log_start_offset: int,
+                   log_end_offset: int) -> list[ReplicaCopy]:
+    """The copies of ``cleaned``'s partition among ``paths``, each as Kafka would load it and where its lineage
+    parts from ``cleaned``'s.
+
+    Args:
+        paths: partition directories and/or log dirs of the other replicas.
+        cleaned: the copy being cleaned.
+        log_start_offset: its log start.
+        log_end_offset: its log end.
+
+    Returns:
+        One per copy found (:func:`replica_copy_dirs`), in the order of ``paths``.
+
+    Raises:
+        KcompactError: a path is not a directory, or a copy's files or checkpoint cannot be read.
+    """
+    mine = partition_lineage(cleaned, log_start_offset, log_end_offset)
+    found = []
+    for path in replica_copy_dirs(paths, cleaned.topic, cleaned.partition):
+        copy = open_partition(path)
+        end = recovered_log_end(copy)
+        theirs = partition_lineage(copy, copy.log_start_offset(), end.log_end_offset)
+        parted = lineage_divergence(mine, log_end_offset, theirs, end.log_end_offset)
+        found.append(ReplicaCopy(path, end, parted))
+    return found
+
+
+def swap_warnings(ends: list[RecoveredEnd]) -> list[str]:
+    """One line per copy holding an interrupted swap: which, and that its log end is taken with it completed."""
+    return [f"--replica-dirs: {swaps[0].parent}: an interrupted swap ({', '.join(p.name for p in swaps)}); a broker "
+            "loading this copy completes it first (LogLoader), so its log end is taken as "
+            f"{end.log_end_offset}"
+            for end in ends if (swaps := end.completed_swaps)]

@@ -29,7 +29,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kcompact.errors import KcompactError
-from kcompact.inspect.replicas.lineage import lineage_divergence
 from kcompact.inspect.replicas.view import (
     OPEN,
     KeyState,
@@ -38,6 +37,7 @@ from kcompact.inspect.replicas.view import (
     read_facts,
     read_view,
 )
+from kcompact.segment.lineage import lineage_divergence
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import (
     is_partition_dir,
