@@ -108,9 +108,10 @@ def served_view(records: list[Record]) -> dict[str, str]:
     return {key: value for key, value in latest.items() if value is not None}
 
 
-def send(clients: Clients, cluster: KafkaCluster, pairs: list[tuple[str, str | None]]) -> list[int]:
-    steps = [{"send": [{"key": key, "value": value} for key, value in pairs[i:i + 5]]}
-             for i in range(0, len(pairs), 5)]
+def send(clients: Clients, cluster: KafkaCluster, records: list[Pair]) -> list[int]:
+    """Produces ``records`` (acks=1) in batches of five; the offset of each."""
+    steps = [{"send": [{"key": key, "value": value} for key, value in records[i:i + 5]]}
+             for i in range(0, len(records), 5)]
     return clients.produce(cluster.bootstrap, TOPIC, steps, ACKS_1)
 
 
@@ -353,6 +354,13 @@ def test_the_failover_leaves_two_histories_that_part_at_40(failover: Failover) -
     assert (first, zero, start) == (0, 0, DIVERGED_AT) and epoch > 0
     assert lineage(partition(failover.root, failover.third)) == [(0, 0), (epoch, DIVERGED_AT)]
     assert f"partition 0 to {failover.new_leader} using an unclean election" in failover.controller_log.read_text()
+    # kcompact's own view of the three copies: the old leader's lineage parts from the new leader's at 40
+    dirs = [failover.root / str(node_id) / "logs"
+            for node_id in (failover.new_leader, failover.old_leader, failover.third)]
+    done = kcompact("inspect", "replicas", *dirs, "--topic", TOPIC, "--partition", "0", "--json")
+    assert done.returncode == 3, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["epoch_divergence"] == [{"replica": 1, "offset": DIVERGED_AT}], report
 
 
 def test_restarted_uncleaned_every_replica_serves_the_new_leaders_history(
