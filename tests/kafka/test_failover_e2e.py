@@ -86,16 +86,17 @@ def keys(prefix: str, numbers: range | tuple[int, ...]) -> list[str]:
 
 # What each phase writes, in batches of five records.
 COMMON = pairs(keys("k", range(20)), "a") + pairs(keys("k", range(20)), "b")  # 0..39, on every replica
-LOST = pairs(keys("k", range(20)), "lost") + pairs(keys("x", range(3)), "lost")  # 40..62, the old leader alone
+LOST = pairs(keys("k", range(10)), "lost") + pairs(keys("x", range(13)), "lost")  # 40..62, the old leader alone
 DELETED = ("k10", "k11")
 NEW = (pairs(keys("k", (5, 6, 7)), "c") + pairs(list(DELETED), None)  # 40..81, the new leader
        + pairs(keys("k", range(12, 20)), "c") + pairs(keys("n", range(29)), "c"))
 
 
-def expected_view() -> dict[str, str]:
-    """What every replica serves after the failover: the common prefix, then the new leader's 40..81."""
+def expected_view(above_40: list[Pair] = NEW) -> dict[str, str]:
+    """What every replica serves after the failover: the common prefix, then the leader's 40.. (by default the
+    new leader's 40..81)."""
     view: dict[str, str | None] = dict(COMMON)
-    view.update(NEW)
+    view.update(above_40)
     return {key: value for key, value in view.items() if value is not None}
 
 
@@ -157,11 +158,9 @@ class Failover:
     third: int
     controller_log: Path
 
-    def copy(self, target: Path) -> Path:
-        """A copy of every node's log dir (file times kept) under ``target/<id>/logs``."""
-        for node_id in (0, 1, 2, 3):
-            shutil.copytree(self.root / str(node_id) / "logs", target / str(node_id) / "logs", symlinks=True)
-        return target
+    @property
+    def everyone(self) -> set[int]:
+        return {self.old_leader, self.new_leader, self.third}
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,24 +237,40 @@ def wait_high_watermark(clients: Clients, cluster: KafkaCluster, offset: int) ->
         time.sleep(0.3)
 
 
-def restart_and_read(kafka: Kafka, failover: Failover, root: Path) -> Served:
-    """Starts the cluster on the log dirs under ``root`` — the controller and the followers first, the old
-    leader last —, gives the old leader the lead back (a preferred election), reads every replica from offset 0
-    (read_committed) and stops the cluster."""
+def copy_cluster(source: Path, target: Path) -> Path:
+    """A copy of every node's log dir (file times kept) under ``target/<id>/logs``."""
+    for node_id in (0, 1, 2, 3):
+        shutil.copytree(source / str(node_id) / "logs", target / str(node_id) / "logs", symlinks=True)
+    return target
+
+
+def restart_and_read(kafka: Kafka, failover: Failover, root: Path, old_leader_first: bool = False) -> Served:
+    """Starts the cluster on the log dirs under ``root``, reads every replica from offset 0 (read_committed)
+    and stops the cluster.
+
+    By default the controller and the followers start first, the old leader last; a preferred election then
+    gives the old leader the lead back. ``old_leader_first``: the controller and the old leader alone first
+    (nobody in the ISR is alive: the controller elects it uncleanly), then the others.
+    """
     cluster = with_racks(kafka.three_on(root, CLUSTER_CONFIG))
     clients = kafka.clients
     nodes = {node.node_id: node for node in cluster.nodes}
-    cluster.start([nodes[0], nodes[failover.new_leader], nodes[failover.third]])
-    cluster.start([nodes[failover.old_leader]])
-    everyone = {failover.old_leader, failover.new_leader, failover.third}
-    wait_for(clients, cluster, None, everyone)
-    done = clients.tool(ELECTION_TOOL, "--bootstrap-server", cluster.bootstrap, "--election-type", "preferred",
-                        "--topic", TOPIC, "--partition", "0")
-    assert done.returncode == 0, done.stdout + done.stderr
-    wait_for(clients, cluster, failover.old_leader, everyone)
+    old, others = nodes[failover.old_leader], [nodes[failover.new_leader], nodes[failover.third]]
+    if old_leader_first:
+        cluster.start([nodes[0], old])
+        wait_for(clients, cluster, old.node_id, {old.node_id})
+        cluster.start(others)
+    else:
+        cluster.start([nodes[0], *others])
+        cluster.start([old])
+        wait_for(clients, cluster, None, failover.everyone)
+        done = clients.tool(ELECTION_TOOL, "--bootstrap-server", cluster.bootstrap, "--election-type",
+                            "preferred", "--topic", TOPIC, "--partition", "0")
+        assert done.returncode == 0, done.stdout + done.stderr
+    wait_for(clients, cluster, old.node_id, failover.everyone)
     served = {node_id: clients.consume(cluster.bootstrap, TOPIC, "read_committed",
                                        config={"client.rack": rack(nodes[node_id])})
-              for node_id in sorted(everyone)}
+              for node_id in sorted(failover.everyone)}
     cluster.stop()
     return Served(served, root)
 
@@ -272,7 +287,14 @@ def record_offsets(partition_dir: Path) -> list[int]:
 
 @pytest.fixture(scope="module")
 def uncleaned(kafka_module: Kafka, failover: Failover, tmp_path_factory: pytest.TempPathFactory) -> Served:
-    return restart_and_read(kafka_module, failover, failover.copy(tmp_path_factory.mktemp("uncleaned")))
+    return restart_and_read(kafka_module, failover, copy_cluster(failover.root, tmp_path_factory.mktemp("uncleaned")))
+
+
+@pytest.fixture(scope="module")
+def uncleaned_old_leader_first(kafka_module: Kafka, failover: Failover,
+                               tmp_path_factory: pytest.TempPathFactory) -> Served:
+    root = copy_cluster(failover.root, tmp_path_factory.mktemp("uncleaned-old-first"))
+    return restart_and_read(kafka_module, failover, root, old_leader_first=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,13 +309,12 @@ class Cleaned:
 def cleaned(failover: Failover, tmp_path_factory: pytest.TempPathFactory) -> Cleaned:
     """Two rounds of ``kcompact clean --replica-dirs`` over the new leader's copy and the old leader's, each
     naming the other two copies; the second round past the tombstones' delete horizon."""
-    root = failover.copy(tmp_path_factory.mktemp("cleaned"))
+    root = copy_cluster(failover.root, tmp_path_factory.mktemp("cleaned"))
     far_ahead = str(int(time.time() * 1000) + 10 * DELETE_RETENTION_MS)
     reports = {}
-    everyone = (failover.old_leader, failover.new_leader, failover.third)
     for round_, extra in ((1, ()), (2, ("--now-ms", far_ahead, "--roll"))):
         for node_id in (failover.new_leader, failover.old_leader):
-            copies = [arg for other in everyone if other != node_id
+            copies = [arg for other in sorted(failover.everyone) if other != node_id
                       for arg in ("--replica-dirs", str(partition(root, other)))]
             done = kcompact("clean", partition(root, node_id), *copies, *extra, "--json")
             assert done.returncode == 0, done.stdout + done.stderr
@@ -304,10 +325,14 @@ def cleaned(failover: Failover, tmp_path_factory: pytest.TempPathFactory) -> Cle
 @pytest.fixture(scope="module")
 def cleaned_served(kafka_module: Kafka, failover: Failover, cleaned: Cleaned,
                    tmp_path_factory: pytest.TempPathFactory) -> Served:
-    root = tmp_path_factory.mktemp("cleaned-run")
-    for node_id in (0, 1, 2, 3):
-        shutil.copytree(cleaned.root / str(node_id) / "logs", root / str(node_id) / "logs", symlinks=True)
-    return restart_and_read(kafka_module, failover, root)
+    return restart_and_read(kafka_module, failover, copy_cluster(cleaned.root, tmp_path_factory.mktemp("cleaned-run")))
+
+
+@pytest.fixture(scope="module")
+def cleaned_old_leader_first(kafka_module: Kafka, failover: Failover, cleaned: Cleaned,
+                             tmp_path_factory: pytest.TempPathFactory) -> Served:
+    root = copy_cluster(cleaned.root, tmp_path_factory.mktemp("cleaned-old-first"))
+    return restart_and_read(kafka_module, failover, root, old_leader_first=True)
 
 
 def dump(partition_dir: Path) -> list[tuple[int, str, str | None]]:
@@ -388,6 +413,10 @@ def test_the_fenced_clean_reports_its_fence_and_its_limit(failover: Failover, cl
         (third_copy,) = [copy for path, copy in copies.items() if names(path, cleaned.root, third)]
         assert (old_copy["log_end"], old_copy["lineage_parts_at"], old_copy["fence"]) == (63, 40, 40)
         assert (third_copy["log_end"], third_copy["lineage_parts_at"], third_copy["fence"]) == (82, None, 82)
+        # cleaned only below 40 as well: were the old leader elected, this copy would be truncated there
+        limit = row["clean_limit"]
+        assert (limit["offset"], limit["why"]) == (DIVERGED_AT, "lineage"), limit
+        assert names(limit["copy"], cleaned.root, old), limit
 
         (row,) = cleaned.reports[(old, round_)]["results"]
         fence = row["fence"]
@@ -435,3 +464,23 @@ def test_inspect_replicas_agrees_after_the_cleaned_restart(cleaned_served: Serve
     dirs = [cleaned_served.log_dir(node_id) for node_id in (1, 2, 3)]
     done = kcompact("inspect", "replicas", *dirs, "--topic", TOPIC, "--partition", "0")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_restarted_uncleaned_with_the_old_leader_first_the_others_truncate_to_its_history(
+        failover: Failover, uncleaned_old_leader_first: Served) -> None:
+    """Elected uncleanly in its turn, the old leader's history wins: the new leader's lineage parts from it at 40,
+    so the new leader (and the third replica) truncate their 40..81, tombstones included, and fetch its 40..62.
+    That is why the new leader's copy, too, is cleaned only below 40."""
+    for node_id, records in uncleaned_old_leader_first.records.items():
+        assert served_view(records) == expected_view(LOST), f"broker {node_id}"
+        assert [(r.key, r.value) for r in records if r.offset >= DIVERGED_AT] == LOST, f"broker {node_id}"
+
+
+def test_restarted_cleaned_with_the_old_leader_first_every_replica_serves_what_it_served_uncleaned(
+        failover: Failover, uncleaned_old_leader_first: Served, cleaned_old_leader_first: Served) -> None:
+    for node_id, records in cleaned_old_leader_first.records.items():
+        assert served_view(records) == served_view(uncleaned_old_leader_first.records[node_id]), f"broker {node_id}"
+        assert [r.offset for r in records] == record_offsets(partition(cleaned_old_leader_first.root, node_id))
+    # the new leader keeps the keys it had below 40 that only its own (truncated) 40..81 rewrote or deleted
+    new = served_view(cleaned_old_leader_first.records[failover.new_leader])
+    assert {f"k{i}" for i in range(10, 20)} <= set(new)
