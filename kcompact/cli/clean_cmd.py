@@ -76,16 +76,16 @@ def render_clean(run: CleanRun, *, as_json: bool) -> None:
 
 
 def _plain_empty(result: CleanResult) -> bool:
-    """An empty partition with nothing else to say (no recovery, no retention, no warning of its own)."""
+    """An empty partition with nothing else to say (no recovery, no retention, no fence, no warning of its own)."""
     from kcompact.cleaner.logdir.run_summary import holds_no_records, is_summarised
 
     return (result.skipped_reason is not None and holds_no_records(result.range)
             and not result.recovery_actions and not (result.retention and result.retention.deleted_segments)
-            and all(is_summarised(w) for w in result.warnings))
+            and result.fence is None and all(is_summarised(w) for w in result.warnings))
 
 
 def _plain_active_only(result: CleanResult) -> bool:
-    """A partition whose records are all in its active segment, with nothing else to say."""
+    """A partition whose records are all in its active segment, with nothing else to say (no fence either)."""
     from kcompact.cleaner.logdir.run_summary import holds_no_records, is_summarised
     from kcompact.cleaner.rules.ranges import RULE_ACTIVE_SEGMENT
 
@@ -93,7 +93,7 @@ def _plain_active_only(result: CleanResult) -> bool:
     return (result.skipped_reason is not None and rng is not None and rng.blocking_rule == RULE_ACTIVE_SEGMENT
             and not holds_no_records(rng) and not result.recovery_actions and not result.rolled
             and not (result.retention and result.retention.deleted_segments)
-            and all(is_summarised(w) for w in result.warnings))
+            and result.fence is None and all(is_summarised(w) for w in result.warnings))
 
 
 def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:

@@ -9,6 +9,8 @@ would be removed here while the follower, after its restart, still needs it.
 
 Kafka's recovery, as modelled here:
 
+* an interrupted swap's leftovers are settled first, read in place (``segment.swap_completion``,
+  ``LogLoader.load``): a ``.log.swap`` replaces the segments it covers, which may end the log lower;
 * it walks every segment from the one holding the partition's recovery point
   (``recovery-point-offset-checkpoint`` of the log dir; no entry: the whole log) to the active segment,
   batch by batch (``LogSegment.recover``);

@@ -173,9 +173,10 @@ def replica_copies(paths: tuple[str, ...], cleaned: Partition, log_start_offset:
     Raises:
         KcompactError: a path is not a directory, or a copy's files or checkpoint cannot be read.
     """
-    mine = partition_lineage(cleaned, log_start_offset, log_end_offset)
+    dirs = replica_copy_dirs(paths, cleaned.topic, cleaned.partition)
+    mine = partition_lineage(cleaned, log_start_offset, log_end_offset) if dirs else ()
     found = []
-    for path in replica_copy_dirs(paths, cleaned.topic, cleaned.partition):
+    for path in dirs:
         copy = open_partition(path)
         end = recovered_log_end(copy)
         theirs = partition_lineage(copy, copy.log_start_offset(), end.log_end_offset)

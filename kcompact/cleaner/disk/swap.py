@@ -12,15 +12,16 @@ The only code that changes a partition's segments (``repair`` writes through it 
 4. Each ``.swap`` is renamed to its final name; the directory is fsynced.
 5. The ``.deleted`` files are removed (a broker does it 60 s later; offline there is no reason to wait).
 
-Recovery (:func:`recover_interrupted_swaps`) is Kafka's loader, passes 1–3 in its order (``LogLoader.load``,
-``LogLoader.removeTempFilesAndCollectSwapFiles``): delete ``.deleted`` files; delete every ``.swap`` at or above the
-lowest ``.cleaned`` base (a swap that never finished renaming), *then* the ``.cleaned`` files; delete every other file
-named with an offset in ``[lowest .log.swap base, highest .log.swap next offset)``; rename the ``.swap`` files into
-place (logs first, so a recovery killed midway is finished the same way by the next); then, as
-``LogLoader.loadSegmentFiles``, delete every index file (``.index``, ``.timeindex``, ``.txnindex``) whose ``.log`` does
-not exist (an interrupted ``--roll`` creates the new segment's indexes before its ``.log``). Each group ends wholly old
-or wholly new, as a broker would leave it. The cleaner writes every group's ``.cleaned`` files before the first swap;
-those lie above the swapping group's base, so they never stop it completing.
+Recovery (:func:`recover_interrupted_swaps`) carries out ``segment.swap_completion``'s plan, Kafka's loader, passes
+1–3 in its order (``LogLoader.load``, ``LogLoader.removeTempFilesAndCollectSwapFiles``): delete ``.deleted`` files;
+delete every ``.swap`` at or above the lowest ``.cleaned`` base (a swap that never finished renaming), *then* the
+``.cleaned`` files; delete every other file named with an offset in ``[lowest .log.swap base, highest .log.swap
+next offset)``; rename the ``.swap`` files into place (logs first, so a recovery killed midway is finished the same
+way by the next); then, as ``LogLoader.loadSegmentFiles``, delete every index file (``.index``, ``.timeindex``,
+``.txnindex``) whose ``.log`` does not exist (an interrupted ``--roll`` creates the new segment's indexes before
+its ``.log``). Each group ends wholly old or wholly new, as a broker would leave it. The cleaner writes every
+group's ``.cleaned`` files before the first swap; those lie above the swapping group's base, so they never stop it
+completing.
 
 An I/O error while writing ``.cleaned`` files is a one-line :class:`~kcompact.errors.KcompactError` (the
 cleaner then removes them: nothing changed). One during the swap is recovered from at once, as a restart

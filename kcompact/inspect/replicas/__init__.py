@@ -6,7 +6,7 @@ follower's next fetch starts past the removed offset: it keeps the deleted key's
 or transaction data whose marker it never sees (its last stable offset stops there). Nothing in the
 broker notices. This report compares the replicas' copies offline, on two levels:
 
-* the log: the first offset where their leader-epoch lineages part (``lineage``: where Kafka's
+* the log: the first offset where their leader-epoch lineages part (``segment.lineage``: where Kafka's
   truncation would cut a follower), and records that differ at the same offset below the lowest high
   watermark (offsets one replica compacted away are not compared: compaction removes, never changes);
 * the state consumers see (``view``): per key, the latest committed value of each replica from the

@@ -14,6 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from kcompact.cleaner.round.options import CleanOptions, CleanResult
@@ -168,3 +169,56 @@ def test_the_safe_offset_in_the_report(tmp_path: Path) -> None:
                             "copies": [{"path": str(copy), "log_end": 8, "lineage_parts_at": None, "fence": 8}]}
     assert row["clean_limit"] is None
     assert "orders-0: replica fence at offset 3: set by --safe-offset\n" in runner.invoke(cli, args).stdout
+
+
+def test_spark_clean_says_the_fence_and_the_limit_as_clean_does(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """``spark clean``'s rendering, fed the serial result as its tasks return it (no Spark needed)."""
+    from kcompact.cli.spark_cmds import render_spark_clean
+    from kcompact.spark.clean_job import SparkCleanRun
+    from kcompact.spark.rows import clean_row
+
+    new, old = new_leader(tmp_path / "b1"), old_leader(tmp_path / "b2")
+    result = clean_partition(new, compact_config(), CleanOptions(now_ms=NOW, dry_run=True, replica_dirs=(str(old),)))
+
+    render_spark_clean(SparkCleanRun([clean_row(str(new), result)], None), 0.0,  # type: ignore[arg-type]
+                       as_json=False)
+
+    out = capsys.readouterr().out
+    assert f"orders-0: replica fence at offset 4: set by {old} (its leader-epoch lineage parts from this copy " \
+           "at 4)\n" in out
+    assert f"orders-0: cleaned only below offset 4: {old}'s lineage parts" in out
+
+
+def test_a_log_dir_clean_fences_each_partition_by_its_own_copy(tmp_path: Path) -> None:
+    """Each row of a log dir's clean has its own fence: orders-0 by the other log dir's copy, users-0 (no copy
+    there) none."""
+    new_leader(tmp_path / "b1")
+    old = old_leader(tmp_path / "b2")
+    PartitionBuilder("users").batch([(b"u", b"1")]).write(tmp_path / "b1")
+    runner = CliRunner(catch_exceptions=False, env={"COLUMNS": "80", "KCOMPACT_SERVER_PROPERTIES": None})
+    args = ["clean", str(tmp_path / "b1"), "--replica-dirs", str(tmp_path / "b2"), "--now-ms", str(NOW),
+            "--dry-run", "--config", "cleanup.policy=compact"]
+
+    rows = {row["topic"]: row for row in json.loads(runner.invoke(cli, [*args, "--json"]).stdout)["results"]}
+    text = runner.invoke(cli, args).stdout
+
+    assert rows["orders"]["fence"]["offset"] == 4 and rows["orders"]["fence"]["set_by"] == str(old)
+    assert rows["orders"]["clean_limit"] == {"offset": 4, "copy": str(old), "why": "lineage"}
+    assert (rows["users"]["fence"], rows["users"]["clean_limit"]) == (None, None)
+    assert f"orders-0: replica fence at offset 4: set by {old}" in text and "users-0: replica fence" not in text
+
+
+def test_partitions_with_a_fence_are_not_folded_into_the_active_only_line(tmp_path: Path) -> None:
+    """A log dir's partitions whose records all sit in their active segment are said in one line, unless a fence
+    has something to say of each."""
+    for topic in ("orders", "users"):
+        for broker in ("b1", "b2"):
+            PartitionBuilder(topic).batch([(b"k", b"1")]).write(tmp_path / broker)
+    runner = CliRunner(catch_exceptions=False, env={"COLUMNS": "80", "KCOMPACT_SERVER_PROPERTIES": None})
+
+    text = runner.invoke(cli, ["clean", str(tmp_path / "b1"), "--replica-dirs", str(tmp_path / "b2"), "--now-ms",
+                               str(NOW), "--dry-run", "--config", "cleanup.policy=compact"]).stdout
+
+    for topic in ("orders", "users"):
+        assert f"{topic}-0: replica fence at offset 1: set by {tmp_path / 'b2' / f'{topic}-0'} (its log end)\n" in text
