@@ -11,13 +11,16 @@ Restarted on a copy — the followers first, the old leader last, then a preferr
 the lead back — the old leader truncates to 40 (where its leader-epoch lineage parts from the new leader's:
 ``LeaderEpochFileCache.endOffsetFor`` answers its ``OffsetsForLeaderEpoch``) and fetches the new leader's 40..81.
 A consumer reads each replica in turn (``client.rack`` and ``RackAwareReplicaSelector``: the leader names the
-follower in the consumer's rack as its preferred read replica), the baseline of what each serves.
+follower in the consumer's rack as its preferred read replica), the baseline of what each serves. Restarted with
+the old leader first instead, the controller elects it uncleanly in its turn, and the other two truncate to 40 and
+take its 40..62: either copy may lose what it holds from 40 on.
 
 On another copy, ``kcompact clean --replica-dirs`` cleans the new leader's copy and the old leader's, two rounds
 each, the second past the delete horizon. The new leader's fence is 40, set by the old leader's copy (lineage):
 the tombstones stay, or the old leader, resuming at 40, would never receive them and would serve the deleted keys
-again. The old leader's clean stops below 40: its 40..62 supersede values below 40 that the truncation takes back,
-so cleaning past 40 would lose keys it holds below 40. Restarted as before, every replica serves the baseline.
+again. Each copy's clean stops below 40 (its ``clean_limit``): records from 40 on supersede values below 40 that a
+truncation to 40 takes back, so cleaning past 40 would lose keys the copy holds below 40. Restarted either way,
+every replica serves what it served uncleaned.
 
 Kafka's own cleaner is off (``log.cleaner.enable=false``) on every broker: what is cleaned is kcompact's work.
 """
