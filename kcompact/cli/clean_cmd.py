@@ -204,8 +204,10 @@ def _render_summary(run: CleanRun) -> None:
               help="Compact partitions whose cleanup.policy is unknown (no metadata log, an "
                    "incomplete history, a topic id it does not know; no --config), except those "
                    "whose data is mostly keyless. Never a topic the metadata log shows without an "
-                   "override (known: Kafka's default delete). Without it they are skipped (refused "
-                   "when named alone).")
+                   "override (known: Kafka's default delete), nor one whose last known policy is an "
+                   "explicit one without compact (a delete override in an incomplete history, a broker "
+                   "config, server.properties): only --config cleanup.policy=compact with the partition "
+                   "named alone compacts those. Without it they are skipped (refused when named alone).")
 @click.option("--allow-keyless-loss", is_flag=True,
               help="Compact a partition whose cleanup.policy includes compact from an explicit "
                    "source (topic override, broker config, --config with the partition named "

@@ -77,7 +77,8 @@ class RepairCommand(click.Command):
                    "(refused without it).")
 @click.option("--assume-compact", is_flag=True,
               help="For --clean: as `kcompact clean --assume-compact` (compact where "
-                   "cleanup.policy is unknown).")
+                   "cleanup.policy is unknown; never where its last known one is an explicit one "
+                   "without compact).")
 @click.option("--allow-keyless-loss", is_flag=True,
               help="For --clean: as `kcompact clean --allow-keyless-loss` (compact an explicitly "
                    "compacted partition although most of its records have no key; they are deleted).")

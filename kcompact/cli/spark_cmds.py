@@ -121,7 +121,8 @@ def spark_group() -> None:
               help="For a log dir: clean only partitions the broker's cleaner would pick now.")
 @click.option("--assume-compact", is_flag=True,
               help="As kcompact clean --assume-compact: compact partitions whose cleanup.policy is "
-                   "unknown, except those whose data is mostly keyless.")
+                   "unknown, except those whose data is mostly keyless; never one whose last known "
+                   "policy is an explicit one without compact.")
 @click.option("--allow-keyless-loss", is_flag=True,
               help="As kcompact clean --allow-keyless-loss: compact an explicitly compacted "
                    "partition although most of its records have no key (they are deleted).")

@@ -84,6 +84,7 @@ class RepairOptions:
     now_ms: int | None = None  # the clock of the clean
     assume_compact: bool = False  # the clean's --assume-compact (cleaner.compaction_gate)
     allow_keyless_loss: bool = False  # the clean's --allow-keyless-loss (cleaner.compaction_gate)
+    named_alone: bool = True  # False: reached through its log dir (repair LOG_DIR), --config as a log dir's
     server_properties: str | None = None  # the broker's file (default: $KCOMPACT_SERVER_PROPERTIES)
     metadata_dir: str | None = None  # metadata.log.dir (default: as partition_config finds it)
     replica_dirs: tuple[str, ...] = ()  # the clean's replica fence (cleaner.rules.fence)
@@ -274,7 +275,8 @@ def refuse_earlier_backup(backup_dir: Path, part: Path, check: PartitionCheck) -
         state = (f"; this partition is not finished ({plural(sum(1 for f in check.findings if f.action), 'problem')} "
                  "still to repair): run the repair again with a new --backup-dir (or none) to finish it")
     else:
-        state = "; this partition is finished (nothing left to repair)"
+        state = ("; this partition is finished (nothing left to repair): give another --backup-dir (or none) to "
+                 "verify it again")
     raise RefusedError(f"{backup_dir}: holds the backup of an earlier repair of {of}{killed}{state}; "
                        f"undo that repair with: kcompact repair --undo {backup_dir}; nothing changed")
 
@@ -444,7 +446,8 @@ def _clean(part: Path, options: RepairOptions, result: RepairResult) -> None:
                                   server_properties=options.server_properties,
                                   metadata_dir=options.metadata_dir,
                                   assume_compact=options.assume_compact,
-                                  allow_keyless_loss=options.allow_keyless_loss)
+                                  allow_keyless_loss=options.allow_keyless_loss,
+                                  named_alone=options.named_alone)
     except KcompactError as err:
         result.clean_error = str(err)
 

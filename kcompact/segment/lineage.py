@@ -20,8 +20,9 @@ The walk, as Kafka runs it:
 * a follower with no lineage sends no epoch and is cut only at the leader's log end (out of range).
 
 A lineage is what ``LeaderEpochFileCache`` holds once a broker has loaded the log: the checkpoint's entries
-assigned in order (``assign``: an entry removes those at or above its epoch or start offset), then cut to the
-log (``LogLoader.load``: ``truncateFromEnd(log end)``, ``truncateFromStart(log start)``).
+assigned in order (``assign``: an entry removes those at or above its epoch or start offset), an epoch above the
+latest from each batch recovery walks (``LogSegment.recover``), then cut to the log (``LogLoader.load``:
+``truncateFromEnd(log end)``, ``truncateFromStart(log start)``).
 
 Where the two lineages *part* is that truncation offset when it lies below both log ends (at or above
 either, one log is only behind the other, not divergent), walked both ways (each replica following the
@@ -84,15 +85,17 @@ def truncate_from_start(lineage: Lineage, start_offset: int) -> tuple[tuple[int,
     return rest if not below else ((below[-1][0], start_offset), *rest)
 
 
-def loaded_lineage(entries: Iterable[tuple[int, int]], log_start_offset: int,
-                   log_end_offset: int) -> tuple[tuple[int, int], ...]:
-    """The lineage a broker holds once it has loaded a log: a checkpoint's entries assigned in order, cut to
-    the log as ``LogLoader.load`` cuts them.
+def loaded_lineage(entries: Iterable[tuple[int, int]], log_start_offset: int, log_end_offset: int,
+                   recovered: Iterable[tuple[int, int]] = ()) -> tuple[tuple[int, int], ...]:
+    """The lineage a broker holds once it has loaded a log: a checkpoint's entries assigned in order, the epochs
+    of the batches recovery walked, then cut to the log as ``LogLoader.load`` cuts it.
 
     Args:
         entries: ``leader-epoch-checkpoint``'s ``(epoch, start offset)`` lines, in file order.
         log_start_offset: the log's start offset.
         log_end_offset: its end offset, as recovery leaves it.
+        recovered: ``(partition leader epoch, base offset)`` of each batch recovery walked, in order
+            (``LogSegment.recover`` assigns one above the latest epoch at its base offset).
 
     Returns:
         The lineage.
@@ -100,6 +103,9 @@ def loaded_lineage(entries: Iterable[tuple[int, int]], log_start_offset: int,
     lineage: tuple[tuple[int, int], ...] = ()
     for epoch, start in entries:
         lineage = assign(lineage, epoch, start)
+    for epoch, base_offset in recovered:
+        if epoch >= 0 and (not lineage or epoch > lineage[-1][0]):
+            lineage = assign(lineage, epoch, base_offset)
     return truncate_from_start(truncate_from_end(lineage, log_end_offset), log_start_offset)
 
 

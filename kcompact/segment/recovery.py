@@ -47,6 +47,7 @@ class ValidPrefix:
     next_offset: int | None  # offset after its last valid batch; None: no valid batch
     valid_bytes: int  # where its valid batches end
     size_in_bytes: int  # the file's size; above ``valid_bytes``: recovery truncates it
+    epochs: tuple[tuple[int, int], ...] = ()  # (partition leader epoch, base offset) of its valid v2 batches
 
     @property
     def truncated(self) -> bool:
@@ -64,12 +65,16 @@ class RecoveredEnd:
         completed_swaps: the ``.log.swap`` files of an interrupted swap, which ``LogLoader.load`` completes
             before it recovers (``segment.swap_completion``): their segments replace those they cover.
         swapped_end: the log end is that of a segment completed from its ``.log.swap``.
+        recovered_epochs: ``(partition leader epoch, base offset)`` of every valid v2 batch recovery walked, in
+            order: ``LogSegment.recover`` assigns an epoch above the cache's latest at its batch's base offset
+            (``segment.lineage.loaded_lineage`` applies them).
     """
 
     log_end_offset: int
     stopped_at: tuple[Path, int] | None = None
     completed_swaps: tuple[Path, ...] = ()  # the ``.log.swap`` files the loader completes first
     swapped_end: bool = False  # the log end is that of a segment completed from its ``.log.swap``
+    recovered_epochs: tuple[tuple[int, int], ...] = ()  # (epoch, base offset) of each batch recovery walked
 
 
 def segment_valid_prefix(segment: SegmentFiles) -> ValidPrefix:
@@ -86,6 +91,7 @@ def segment_valid_prefix(segment: SegmentFiles) -> ValidPrefix:
     """
     next_offset: int | None = None
     valid_bytes = 0
+    epochs: list[tuple[int, int]] = []
     with segment.open() as log:
         size = log.size_in_bytes
         try:
@@ -94,9 +100,11 @@ def segment_valid_prefix(segment: SegmentFiles) -> ValidPrefix:
                     break
                 next_offset = batch.last_offset + 1
                 valid_bytes = batch.position + batch.size_in_bytes
+                if batch.partition_leader_epoch >= 0:  # legacy entries have none (-1)
+                    epochs.append((batch.partition_leader_epoch, batch.base_offset))
         except (CorruptDataError, UnsupportedFormatError):
             pass  # framing refused: recovery stops at the end of the last valid batch
-    return ValidPrefix(next_offset, valid_bytes, size)
+    return ValidPrefix(next_offset, valid_bytes, size, tuple(epochs))
 
 
 def recovered_log_end(partition: Partition) -> RecoveredEnd:
@@ -120,17 +128,20 @@ def recovered_log_end(partition: Partition) -> RecoveredEnd:
     recovery_point = _recovery_point(partition)
     first = max((i for i, s in enumerate(segments) if s.base_offset <= recovery_point), default=0)
     prefix: ValidPrefix | None = None
+    epochs: list[tuple[int, int]] = []
     for index in range(first, len(segments)):
         prefix = segment_valid_prefix(segments[index])
+        epochs += prefix.epochs
         if prefix.truncated:
             stopped = (segments[index].log_path, prefix.valid_bytes)
             if prefix.next_offset is not None:
-                return RecoveredEnd(prefix.next_offset, stopped, swaps, segments[index].log_path in swaps)
-            return RecoveredEnd(_end_before(segments, index), stopped, swaps)
+                return RecoveredEnd(prefix.next_offset, stopped, swaps, segments[index].log_path in swaps,
+                                    tuple(epochs))
+            return RecoveredEnd(_end_before(segments, index), stopped, swaps, recovered_epochs=tuple(epochs))
     # every segment walked is whole: the active one ends the log (at its base when it is empty)
     end = prefix.next_offset if prefix is not None else None
     return RecoveredEnd(segments[-1].base_offset if end is None else end, None, swaps,
-                        segments[-1].log_path in swaps)
+                        segments[-1].log_path in swaps, tuple(epochs))
 
 
 def _end_before(segments: tuple[SegmentFiles, ...], index: int) -> int:

@@ -137,13 +137,16 @@ def truncation_warnings(ends: list[RecoveredEnd]) -> list[str]:
             for end in ends if end.stopped_at is not None for path, position in (end.stopped_at,)]
 
 
-def partition_lineage(partition: Partition, log_start_offset: int, log_end_offset: int) -> Lineage:
+def partition_lineage(partition: Partition, log_start_offset: int, log_end_offset: int,
+                      recovered: tuple[tuple[int, int], ...] = ()) -> Lineage:
     """A partition's leader-epoch lineage as a broker loading it holds it (``segment.lineage.loaded_lineage``).
 
     Args:
         partition: the partition.
         log_start_offset: its log start.
         log_end_offset: its log end.
+        recovered: the epochs of the batches recovery walked (``RecoveredEnd.recovered_epochs``); none for
+            the cleaned copy, whose batches are not walked here (its checkpoint alone).
 
     Returns:
         The lineage (empty without a ``leader-epoch-checkpoint``).
@@ -153,7 +156,7 @@ def partition_lineage(partition: Partition, log_start_offset: int, log_end_offse
         FileAccessError: it cannot be read.
     """
     entries = read_leader_epoch_checkpoint(partition.path / LEADER_EPOCH_CHECKPOINT)
-    return loaded_lineage(entries, log_start_offset, log_end_offset)
+    return loaded_lineage(entries, log_start_offset, log_end_offset, recovered)
 
 
 def replica_copies(paths: tuple[str, ...], cleaned: Partition, log_start_offset: int,
@@ -179,7 +182,7 @@ def replica_copies(paths: tuple[str, ...], cleaned: Partition, log_start_offset:
     for path in dirs:
         copy = open_partition(path)
         end = recovered_log_end(copy)
-        theirs = partition_lineage(copy, copy.log_start_offset(), end.log_end_offset)
+        theirs = partition_lineage(copy, copy.log_start_offset(), end.log_end_offset, end.recovered_epochs)
         parted = lineage_divergence(mine, log_end_offset, theirs, end.log_end_offset)
         found.append(ReplicaCopy(path, end, parted))
     return found

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -17,16 +18,17 @@ from kcompact.segment.checkpoint import read_offset_checkpoint
 from tests.kafka.clients import Record
 
 KCOMPACT = Path(sys.executable).with_name("kcompact")
-# The tree these tests belong to: the ``kcompact`` command imports its package from there, not from wherever the
-# venv's (editable) install points — a worktree's broker tests would otherwise run another checkout's code.
-REPOSITORY = Path(__file__).resolve().parents[2]
 SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
 
 
 def kcompact(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    """The installed ``kcompact`` command, as a user runs it (this tree's package)."""
+    """The installed ``kcompact`` command, as a user runs it (the tree under test: ``PYTHONPATH`` is passed on, so
+    a worktree's tests run the worktree's code, not the checkout the console script was installed from)."""
+    env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin"}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return subprocess.run([str(KCOMPACT), *map(str, args)], capture_output=True, text=True, check=False,
-                          timeout=600, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPOSITORY)})
+                          timeout=600, env=env)
 
 
 def kcompact_json(*args: str | Path) -> list[dict[str, Any]]:

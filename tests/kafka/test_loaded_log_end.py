@@ -1,9 +1,10 @@
-"""Kafka's log loader as the referee of the log end ``clean --replica-dirs`` fences a copy at: a real
-broker-written partition (``kraft37-cleaned-logdir/__consumer_offsets-31``: offset 2 in segment 0, offsets 3
-and 4 in the active segment 3) given an interrupted swap, leftovers of a clean, or a torn tail, then loaded
-by Kafka 4.1's ``UnifiedLog.create`` (``LogLoader.load``: the swap completed, the log recovered;
-``referee/LoadedLogEnd.java``, one JVM for every case). The log end Kafka serves must be the one kcompact
-reads from the untouched copy, and the one its fence reports."""
+"""Kafka's log loader as the referee of the log end ``clean --replica-dirs`` fences a copy at: a real broker-written
+partition (``kraft37-cleaned-logdir/__consumer_offsets-31``: offset 2 in segment 0, offsets 3 and 4 in the active
+segment 3) given an interrupted swap, leftovers of a clean, or a torn tail, then loaded by Kafka 4.1's
+``UnifiedLog.create`` (``LogLoader.load``: the swap completed, the log recovered; ``referee/LoadedLogEnd.java``,
+one JVM for every case). The log end Kafka serves must be the one kcompact reads from the untouched copy, and the
+one its fence reports, and the leader-epoch lineage Kafka holds once loaded (a checkpoint that lost an entry gets
+it back from the batches recovery walks) the one kcompact's lineage walk starts from."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from kcompact.cli.main import cli
 from kcompact.records.batch import iter_batches
 from kcompact.segment.partition import open_partition
 from kcompact.segment.recovery import recovered_log_end
+from kcompact.segment.replica_copies import partition_lineage
 from tests.conftest import copy_tree_writable, real_fixture
 from tests.kafka.jars import kafka_classpath
 from tests.kafka.referee.harness import JVM_OPTIONS, compiled_classes
@@ -57,6 +59,12 @@ def swap_that_never_completed(part: Path) -> None:
     (part / f"{LOG0}.cleaned").write_bytes(b"")
 
 
+def checkpoint_without_its_latest_epoch(part: Path) -> None:
+    """The checkpoint lost its last entry (10 from offset 4): recovery walks segment 3 (it holds the recovery
+    point, 5) and assigns epoch 10 again from offset 4's batch."""
+    (part / "leader-epoch-checkpoint").write_text("0\n2\n0 0\n2 3\n")
+
+
 def torn_tail(part: Path) -> None:
     data = (part / LOG3).read_bytes()
     (part / LOG3).write_bytes(data[:-7])  # offset 4's batch is partial
@@ -67,6 +75,7 @@ CASES: dict[str, tuple[Callable[[Path], None], int, str]] = {  # craft, log end,
     "swap over two segments": (swap_over_two_segments, 4, "completed swap"),
     "swap that never completed": (swap_that_never_completed, 5, "log end"),
     "torn tail": (torn_tail, 4, "torn tail"),
+    "checkpoint without its latest epoch": (checkpoint_without_its_latest_epoch, 5, "log end"),
 }
 
 
@@ -88,13 +97,17 @@ def _kafka_loads(parts: list[Path]) -> list[list[str]]:
 
 
 def test_kafka_loads_each_copy_to_the_log_end_kcompact_fences_it_at(tmp_path: Path) -> None:
-    ours, kafkas, fenced = {}, [], {}
+    ours, lineages, kafkas, fenced = {}, {}, [], {}
     for i, (name, (craft, _end, _why)) in enumerate(CASES.items()):
         copy, loaded = _copy(tmp_path, f"copy-{i}"), _copy(tmp_path, f"kafka-{i}")
         craft(copy)
         craft(loaded)
         before = sorted(p.name for p in copy.iterdir())
-        ours[name] = recovered_log_end(open_partition(copy)).log_end_offset
+        partition = open_partition(copy)
+        end = recovered_log_end(partition)
+        ours[name] = end.log_end_offset
+        lineages[name] = ",".join(f"{e}@{s}" for e, s in partition_lineage(
+            partition, partition.log_start_offset(), end.log_end_offset, end.recovered_epochs))
         row = _fence_row(tmp_path / f"cleaned-{i}", copy)
         fenced[name] = (row["offset"], row["why"], row["copies"][0]["log_end"])
         assert sorted(p.name for p in copy.iterdir()) == before  # read in place
@@ -105,6 +118,8 @@ def test_kafka_loads_each_copy_to_the_log_end_kcompact_fences_it_at(tmp_path: Pa
     kafka_ends = {name: int(reply[0]) for name, reply in zip(CASES, replies, strict=True)}
     assert kafka_ends == {name: end for name, (_craft, end, _why) in CASES.items()}, replies
     assert ours == kafka_ends
+    assert lineages == {name: reply[2] for name, reply in zip(CASES, replies, strict=True)}
+    assert lineages["checkpoint without its latest epoch"] == "0@0,2@3,10@4"
     assert fenced == {name: (end, why, end) for name, (_craft, end, why) in CASES.items()}
     assert replies[1][1] == "0"  # the swap over two segments left one
 

@@ -75,3 +75,10 @@ def test_the_cache_keeps_its_entries_monotonic_and_cut_to_the_log() -> None:
     assert truncate_from_start([(0, 0), (2, 5), (3, 9)], 6) == ((2, 6), (3, 9))
     assert truncate_from_start([(0, 0), (2, 5)], 5) == ((2, 5),)
     assert loaded_lineage([(0, 0), (2, 5), (1, 7), (4, 12)], 3, 12) == ((0, 3), (1, 7))
+
+
+def test_recovery_adds_the_epochs_of_the_batches_it_walks_above_the_latest() -> None:
+    """``LogSegment.recover``: a batch whose epoch is above the cache's latest starts that epoch at its base."""
+    assert loaded_lineage([(0, 0), (2, 3)], 0, 5, [(2, 3), (10, 4)]) == ((0, 0), (2, 3), (10, 4))
+    assert loaded_lineage([(0, 0), (5, 3)], 0, 9, [(4, 6), (5, 7)]) == ((0, 0), (5, 3))  # none above 5
+    assert loaded_lineage([], 0, 9, [(-1, 0), (3, 2), (3, 4)]) == ((3, 2),)  # -1: no epoch (legacy entries)

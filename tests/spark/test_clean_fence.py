@@ -1,5 +1,5 @@
 """``spark clean --replica-dirs``: the fence and the clean limit in its rows as in the serial clean's, and as
-struct columns of its DataFrame (what ``--output`` writes)."""
+struct columns of its DataFrame and of the Parquet ``--output`` writes."""
 
 from __future__ import annotations
 
@@ -28,3 +28,6 @@ def test_the_fence_and_the_limit_are_struct_columns(spark: SparkSession, tmp_pat
     (frame_row,) = run.frame.select("fence", "clean_limit").collect()
     assert frame_row["fence"].asDict(recursive=True) == row["fence"]
     assert frame_row["clean_limit"].asDict() == row["clean_limit"]
+    assert run.write_rows(str(tmp_path / "rows.parquet")) is None  # --output
+    (written,) = spark.read.parquet(str(tmp_path / "rows.parquet")).select("fence", "clean_limit").collect()
+    assert written["fence"].asDict(recursive=True) == row["fence"]

@@ -10,8 +10,9 @@
  * (removeTempFilesAndCollectSwapFiles, then the swaps completed), then LogLoader.recoverLog recovers every
  * segment from the log dir's recovery-point-offset-checkpoint entry (0 without one), with the log start of
  * log-start-offset-checkpoint. The directory is changed as a broker changes it: run it on a copy.
- * A result is tab-separated: the log end offset, then the segments' base offsets (comma-separated),
- * or ERROR and the exception.
+ * A result is tab-separated: the log end offset, the segments' base offsets (comma-separated), then the
+ * leader-epoch lineage the loaded log holds (epoch@start, comma-separated: the checkpoint's entries, the
+ * epochs LogSegment.recover assigned from the batches it walked, cut to the log), or ERROR and the exception.
  */
 
 import org.apache.kafka.common.TopicPartition;
@@ -74,7 +75,9 @@ public final class LoadedLogEnd {
         try {
             String bases = log.logSegments().stream().map(s -> String.valueOf(s.baseOffset()))
                 .collect(Collectors.joining(","));
-            return log.logEndOffset() + "\t" + bases;
+            String epochs = log.leaderEpochCache().epochEntries().stream().map(e -> e.epoch + "@" + e.startOffset)
+                .collect(Collectors.joining(","));
+            return log.logEndOffset() + "\t" + bases + "\t" + epochs;
         } finally {
             log.close();
         }
