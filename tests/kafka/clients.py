@@ -139,10 +139,12 @@ class Clients:
         return process
 
     def consume(self, bootstrap: str, topic: str, isolation_level: str, partitions: tuple[int, ...] = (0,),
-                timeout_ms: int = 60000) -> list[Record]:
-        """Every record from the log start to the end offset (the LSO under read_committed)."""
+                timeout_ms: int = 60000, config: dict[str, str] | None = None) -> list[Record]:
+        """Every record from the log start to the end offset (the LSO under read_committed); ``config``: more
+        consumer settings (e.g. ``client.rack``)."""
         lines = self.run("consume", {"bootstrap": bootstrap, "topic": topic, "partitions": list(partitions),
-                                     "isolation_level": isolation_level, "timeout_ms": timeout_ms})
+                                     "isolation_level": isolation_level, "timeout_ms": timeout_ms,
+                                     "config": config or {}})
         return [Record(line["partition"], line["offset"], line["key"], line["value"],
                        tuple((k, v) for k, v in line["headers"]), line["timestamp"], line["timestamp_type"])
                 for line in lines if "offset" in line]
