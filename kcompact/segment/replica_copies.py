@@ -172,12 +172,16 @@ def replica_copies(paths: tuple[str, ...], cleaned: Partition, log_end_offset: i
         One per copy found (:func:`replica_copy_dirs`), in the order of ``paths``.
 
     Raises:
-        KcompactError: a path is not a directory, or a copy's files or checkpoint cannot be read.
+        KcompactError: a path is not a directory, it is the cleaned copy itself, or a copy's files or
+            checkpoint cannot be read.
     """
     dirs = replica_copy_dirs(paths, cleaned.topic, cleaned.partition)
     mine = partition_lineage(cleaned, loaded_log_start(cleaned), log_end_offset) if dirs else ()
     found = []
     for path in dirs:
+        if path.resolve() == cleaned.path.resolve():
+            raise KcompactError(f"{path}: --replica-dirs names the copy being cleaned, not another replica's; "
+                                "give the other brokers' copies (their partition directories or log dirs)")
         copy = open_partition(path)
         end = recovered_log_end(copy)
         theirs = partition_lineage(copy, loaded_log_start(copy), end.log_end_offset, end.recovered_epochs)
