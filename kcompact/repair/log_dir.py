@@ -54,6 +54,7 @@ from kcompact.segment.partition_filter import PartitionFilter
 STATUS_SOUND = "sound"  # nothing to repair
 STATUS_REPAIRED = "repaired"
 STATUS_WOULD_REPAIR = "would repair"  # dry run
+STATUS_SETTLES = "Kafka settles"  # dry run: repair would act only on what Kafka settles itself as it loads it
 STATUS_LEFT = "problems left"  # repaired, but something still needs a repair or blocks the cleaner
 STATUS_CLEAN_FAILED = "clean failed"  # --clean: the repair left nothing, its clean failed or was refused
 STATUS_REPORTED = "reported only"  # __cluster_metadata: verified, never rewritten
@@ -84,18 +85,19 @@ class LogDirRepair:
 
     @property
     def ok(self) -> bool:
-        """Every partition sound or repaired (a dry run: sound), none failed; a partition reported only
-        (``__cluster_metadata``, never rewritten) decides nothing: its report is all there is to it."""
-        return not self.failures and all(self.status(r) in (STATUS_SOUND, STATUS_REPAIRED)
+        """Every partition sound or repaired (a dry run: sound, or with only what Kafka settles itself), none
+        failed; a partition reported only (``__cluster_metadata``, never rewritten) decides nothing: its report
+        is all there is to it."""
+        return not self.failures and all(self.status(r) in (STATUS_SOUND, STATUS_SETTLES, STATUS_REPAIRED)
                                          for r in self.results
                                          if r.partition_dir not in self.reported_only)
 
     def status(self, result: RepairResult) -> str:
         """One partition's status in the summary (one of the ``STATUS_*`` constants)."""
         if result.partition_dir in self.reported_only:
-            return STATUS_SOUND if result.ok else STATUS_REPORTED
+            return STATUS_SOUND if result.ok and not result.plan else STATUS_REPORTED
         if result.dry_run:
-            return STATUS_SOUND if result.ok else STATUS_WOULD_REPAIR
+            return STATUS_WOULD_REPAIR if not result.ok else STATUS_SETTLES if result.plan else STATUS_SOUND
         if result.clean_error is not None and not any(f.blocks_cleaning or f.action for f in result.remaining):
             return STATUS_CLEAN_FAILED  # the row's error says why
         if result.backup_dir is not None:

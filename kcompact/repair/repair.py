@@ -118,11 +118,17 @@ class RepairResult:
         return any(f.blocks_cleaning for f in self.findings)
 
     @property
+    def problems(self) -> int:
+        """How many findings a broker and its cleaner do not settle themselves (before the repair)."""
+        return sum(1 for f in self.findings if f.problem)
+
+    @property
     def ok(self) -> bool:
-        """Dry run: nothing to repair. Repair: nothing left to repair or blocking the cleaner, and the
-        clean (if asked for) succeeded."""
+        """Dry run: nothing a broker and its cleaner do not settle themselves (a plan of only what Kafka
+        settles itself as it loads the partition is no problem). Repair: nothing left to repair or blocking
+        the cleaner, and the clean (if asked for) succeeded."""
         if self.dry_run:
-            return not self.plan
+            return not any(f.problem or f.blocks_cleaning for f in self.findings)
         left = any(f.blocks_cleaning or f.action for f in self.remaining)
         return not left and self.clean_error is None
 
