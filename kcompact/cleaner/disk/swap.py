@@ -29,6 +29,7 @@ would — rolled back while a ``.cleaned`` file of the group remains, else compl
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -86,6 +87,7 @@ class CleanedSegment:
     base_offset: int
     size_in_bytes: int
     files: dict[str, Path] = field(default_factory=dict)  # kind -> path with the .cleaned suffix
+    file_sizes: dict[str, int] = field(default_factory=dict)  # kind -> bytes, also in a dry run (``disk.space``)
 
 
 @contextmanager
@@ -190,14 +192,15 @@ class CleanedSegmentWriter:
         """
         offsets, times = self._builder.finish()
         result = CleanedSegment(self.directory, self.base_offset, self.position)
-        if self._file is None:
-            return result
         blobs = {
             "index": encode_offset_index(offsets, self.base_offset),
             "timeindex": encode_time_index(times, self.base_offset),
         }
         if self.aborted:
             blobs["txnindex"] = encode_txn_index(self.aborted)
+        result.file_sizes = {"log": self.position, **{kind: len(blob) for kind, blob in blobs.items()}}
+        if self._file is None:
+            return result
         with _write_errors(self._log_path):
             self._file.flush()
             os.fsync(self._file.fileno())
@@ -324,6 +327,7 @@ class RecoveryReport:
     """What :func:`recover_interrupted_swaps` did, in words a report can print."""
 
     actions: list[str] = field(default_factory=list)
+    freed_bytes: int = 0  # what the files it deletes held on disk (``st_blocks``)
 
     @property
     def changed(self) -> bool:
@@ -361,7 +365,7 @@ def _recover(directory: Path, dry_run: bool) -> RecoveryReport:
         high = max(_next_offset(p, n.base_offset) for p, n in log_swaps)
         for p, name in files:
             if _replaced(name, low, high):
-                _act(report, dry_run, f"delete {p.name} (replaced by the interrupted swap)", p.unlink)
+                _act(report, dry_run, f"delete {p.name} (replaced by the interrupted swap)", p.unlink, removes=p)
     # Logs first: a recovery killed between two renames then leaves no .log.swap whose range would take
     # the indexes already renamed into place (Kafka renames in directory order and could lose one).
     for p, swap in sorted(valid, key=lambda item: (item[1].kind != "log", item[0].name)):
@@ -369,7 +373,7 @@ def _recover(directory: Path, dry_run: bool) -> RecoveryReport:
         rename = functools.partial(os.replace, p, final)
         _act(report, dry_run, f"rename {p.name} to {final.name}", rename)
     for p in orphaned_indexes(directory, renamed=valid):
-        _act(report, dry_run, f"delete orphaned {p.name} (no {p.stem}.log)", p.unlink)
+        _act(report, dry_run, f"delete orphaned {p.name} (no {p.stem}.log)", p.unlink, removes=p)
     if report.changed and not dry_run:
         fsync_dir(directory)
     return report
@@ -384,18 +388,18 @@ def _remove_temp_files(
     """Kafka's pass 1 (``removeTempFilesAndCollectSwapFiles``): return the valid ``.swap`` files."""
     for p, _n in files:
         if p.name.endswith(_DELETED_SUFFIX) and not p.name.endswith(_KRAFT_DELETED_SUFFIX):
-            _act(report, dry_run, f"delete leftover {p.name}", p.unlink)
+            _act(report, dry_run, f"delete leftover {p.name}", p.unlink, removes=p)
     cleaned = [(p, n) for p, n in files if n is not None and n.temp_suffix == "cleaned"]
     swaps = [(p, n) for p, n in files if n is not None and n.temp_suffix == "swap"]
     min_cleaned = min((n.base_offset for _p, n in cleaned), default=None)
     valid: _NamedFiles = []
     for p, n in swaps:  # before the .cleaned files go, so that a rerun still sees these swaps as invalid
         if min_cleaned is not None and n.base_offset >= min_cleaned:
-            _act(report, dry_run, f"delete {p.name} (its swap never completed)", p.unlink)
+            _act(report, dry_run, f"delete {p.name} (its swap never completed)", p.unlink, removes=p)
         else:
             valid.append((p, n))
     for p, _n in cleaned:
-        _act(report, dry_run, f"delete unfinished {p.name}", p.unlink)
+        _act(report, dry_run, f"delete unfinished {p.name}", p.unlink, removes=p)
     return valid
 
 
@@ -422,8 +426,12 @@ def _next_offset(path: Path, base: int) -> int:
     return last + 1
 
 
-def _act(report: RecoveryReport, dry_run: bool, what: str, action: Callable[[], object]) -> None:
+def _act(report: RecoveryReport, dry_run: bool, what: str, action: Callable[[], object], *,
+         removes: Path | None = None) -> None:
     report.actions.append(what)
+    if removes is not None:
+        with contextlib.suppress(FileNotFoundError):
+            report.freed_bytes += removes.stat().st_blocks * 512  # st_blocks: 512-byte units
     if not dry_run:
         action()
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from kcompact.cleaner.disk.retention import RetentionResult
+from kcompact.cleaner.disk.space import SpaceNeed
 from kcompact.cleaner.disk.swap import CrashHook
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.rules.ranges import CleanableRange
@@ -99,6 +100,8 @@ class CleanResult:
     skipped_reason: str | None = None
     retention: RetentionResult | None = None
     workers: int = 1  # processes the round ran in at once (1: this one; ``CleanOptions.jobs``, capped)
+    space: SpaceNeed | None = None  # a dry run's, or a real run's when its free space was short (``disk.space``)
+    free_bytes: int | None = None  # the volume's free space when ``space`` was measured
 
 
 DEFAULT_OPTIONS = CleanOptions()
