@@ -170,3 +170,29 @@ def test_the_order_that_fits_puts_the_least_needed_first_and_what_never_fits_las
     assert fit_order(needs, 0) == [2, 0, 1, 3, 4]  # nothing fits: the broker's order after the free one
     assert run_need([needs[i] for i in (2, 3, 1, 0)], 0) == SpaceNeed(10, 135)
     assert run_need([needs[i] for i in (2, 3, 1, 0)], 30) == SpaceNeed(0, 165)
+
+
+def test_inspect_dirty_ratio_space_shows_each_clean_against_the_full_volume(
+    small_volume: Callable[[int], Path],
+) -> None:
+    volume = small_volume(1024 * KIB)
+    log_dir = volume / "kafka-logs"
+    incident(log_dir)
+    fill(volume)
+    before = digest(volume)
+    runner = CliRunner(catch_exceptions=False, env={"COLUMNS": "200", "KCOMPACT_SERVER_PROPERTIES": None})
+    args = ["inspect", "dirty-ratio", str(log_dir), "--space", "--config", "cleanup.policy=compact",
+            "--now-ms", str(NOW)]
+
+    rows = {row["partition"]: row for row in json.loads(runner.invoke(cli, [*args, "--json"]).stdout)}
+    clean = json.loads(run(log_dir, "--dry-run", "--json").stdout)["results"]
+
+    assert {row["partition"]: (row["space_peak_bytes"], row["space_gives_back_bytes"]) for row in clean} == {
+        n: (row["space_peak_bytes"], row["space_gives_back_bytes"]) for n, row in rows.items()}
+    assert all(row["free_bytes"] == 0 for row in rows.values())
+    text = runner.invoke(cli, args).stdout
+    assert re.search(r"^orders-0: its clean needs \d+\.\d KiB free at peak, gives back \d+\.\d KiB; 0 B free$",
+                     text, re.M)
+    assert digest(volume) == before
+    plain = runner.invoke(cli, args[:-5] + args[-4:] + ["--json"]).stdout  # without --space: not measured
+    assert {row["space_peak_bytes"] for row in json.loads(plain)} == {None}
