@@ -52,13 +52,18 @@ def _unavailable(reason: str) -> None:
 def small_volume(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
     """``small_volume(size_in_bytes)``: a fresh tmpfs of that size mounted under ``tmp_path``, unmounted at
     teardown. Skips (fails under ``KCOMPACT_REQUIRE_FULL_FS=1``) where mounting is not possible."""
+    yield from mounted_volumes(tmp_path)
+
+
+def mounted_volumes(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
+    """The body of :func:`small_volume`, for a test package that defines the fixture itself."""
     if os.geteuid() != 0:
         _unavailable("mounting a tmpfs needs root (the tests run as another user)")
     mounted: list[Path] = []
 
     def mount(size_in_bytes: int) -> Path:
         target = tmp_path / f"volume{len(mounted)}"
-        target.mkdir()
+        target.mkdir(parents=True)
         done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_in_bytes // 1024}k", "tmpfs",
                                str(target)], capture_output=True, text=True, check=False)
         if done.returncode != 0:

@@ -12,8 +12,9 @@ of ``disk.swap``) fixes its peak:
 So the peak is the sum of every group's output, each file rounded up to the volume's block, while every
 source is still held; what the round gives back is what its sources (and the segments below the log start
 it deletes) hold on disk less that output. Kafka's own cleaner swaps each group as soon as it is written
-(``Cleaner.cleanSegments``), so its peak is the largest group's; kcompact checks every output before the
-partition changes and pays the sum for it.
+(``Cleaner.cleanSegments``, ``LocalLog.replaceSegments``) but keeps the replaced files as ``.deleted`` for
+``file.delete.delay.ms``; kcompact checks every output before the partition changes and pays the sum of its
+groups for it.
 
 The free space is what an unprivileged writer may use, ``statvfs``'s ``f_bavail * f_frsize``.
 """
@@ -121,8 +122,10 @@ def round_need(
 
 def output_bound(directory: Path, groups: Sequence[Sequence[int]], index_interval_bytes: int,
                  volume: Volume) -> int:
-    """The most a round's ``.cleaned`` files can take: every source record kept, an index entry per
-    ``index.interval.bytes`` (cleaning only drops and shrinks batches; Kafka's ``LogSegment.append``).
+    """About the most a round's ``.cleaned`` files can take: every source record kept, and an eighth more for
+    the batches a clean rebuilds larger than they were (recompressed, wider timestamp deltas once a delete
+    horizon is set: Kafka's ``MemoryRecords.filterTo`` writes them anyway), an index entry per
+    ``index.interval.bytes`` (``LogSegment.append``). The round measures its output where this does not fit.
 
     Args:
         directory: the partition directory.
@@ -138,7 +141,7 @@ def output_bound(directory: Path, groups: Sequence[Sequence[int]], index_interva
         logs = sum(_size(directory / segment_file_name(base, "log")) for base in bases)
         entries = logs // max(index_interval_bytes, 1) + len(bases)
         txn = sum(_size(directory / segment_file_name(base, "txnindex")) for base in bases)
-        total += (volume.allocated(logs) + volume.allocated(entries * _OFFSET_ENTRY_BYTES)
+        total += (volume.allocated(logs + logs // 8) + volume.allocated(entries * _OFFSET_ENTRY_BYTES)
                   + volume.allocated(entries * _TIME_ENTRY_BYTES) + volume.allocated(txn))
     return total
 
@@ -154,5 +157,5 @@ def no_space_line(part_dir: Path, need: SpaceNeed, free_bytes: int) -> str:
     """The one line of a clean refused for space, with its numbers and the ways out."""
     short = need.peak_bytes - free_bytes
     return (f"{part_dir}: not cleaned: {need.line(free_bytes)}; ways out: free {size_text(short)} more on "
-            f"its volume (or grow it), or clean its log dir, which frees every partition's leftovers first "
-            f"and cleans the partitions in an order that fits; nothing was changed")
+            f"its volume, or grow it, and run it again (a log dir's clean first frees its partitions' crashed-clean "
+            f"leftovers and segments below the log start, then cleans those that fit first); nothing was changed")

@@ -153,9 +153,9 @@ def test_a_clean_that_cannot_fit_even_after_freeing_is_refused_with_its_numbers_
     (line,) = result.stderr.splitlines()[-1:]
     assert re.fullmatch(
         rf"kcompact: error: {re.escape(str(log_dir / 'orders-0'))}: not cleaned: needs \d+\.\d KiB free at peak, "
-        r"gives back \d+\.\d KiB; 0 B free; ways out: free \d+\.\d KiB more on its volume \(or grow it\), or clean "
-        r"its log dir, which frees every partition's leftovers first and cleans the partitions in an order that "
-        r"fits; nothing was changed", line)
+        r"gives back \d+\.\d KiB; 0 B free; ways out: free \d+\.\d KiB more on its volume, or grow it, and run it "
+        r"again \(a log dir's clean first frees its partitions' crashed-clean leftovers and segments below the log "
+        r"start, then cleans those that fit first\); nothing was changed", line)
     assert result.stdout == ""  # a partition alone in its log dir: no summary line
     assert digest(volume) == before
 
