@@ -365,7 +365,7 @@ def _recover(directory: Path, dry_run: bool) -> RecoveryReport:
         high = max(_next_offset(p, n.base_offset) for p, n in log_swaps)
         for p, name in files:
             if _replaced(name, low, high):
-                _act(report, dry_run, f"delete {p.name} (replaced by the interrupted swap)", p.unlink, removes=p)
+                _delete(report, dry_run, f"delete {p.name} (replaced by the interrupted swap)", p)
     # Logs first: a recovery killed between two renames then leaves no .log.swap whose range would take
     # the indexes already renamed into place (Kafka renames in directory order and could lose one).
     for p, swap in sorted(valid, key=lambda item: (item[1].kind != "log", item[0].name)):
@@ -373,7 +373,7 @@ def _recover(directory: Path, dry_run: bool) -> RecoveryReport:
         rename = functools.partial(os.replace, p, final)
         _act(report, dry_run, f"rename {p.name} to {final.name}", rename)
     for p in orphaned_indexes(directory, renamed=valid):
-        _act(report, dry_run, f"delete orphaned {p.name} (no {p.stem}.log)", p.unlink, removes=p)
+        _delete(report, dry_run, f"delete orphaned {p.name} (no {p.stem}.log)", p)
     if report.changed and not dry_run:
         fsync_dir(directory)
     return report
@@ -388,18 +388,18 @@ def _remove_temp_files(
     """Kafka's pass 1 (``removeTempFilesAndCollectSwapFiles``): return the valid ``.swap`` files."""
     for p, _n in files:
         if p.name.endswith(_DELETED_SUFFIX) and not p.name.endswith(_KRAFT_DELETED_SUFFIX):
-            _act(report, dry_run, f"delete leftover {p.name}", p.unlink, removes=p)
+            _delete(report, dry_run, f"delete leftover {p.name}", p)
     cleaned = [(p, n) for p, n in files if n is not None and n.temp_suffix == "cleaned"]
     swaps = [(p, n) for p, n in files if n is not None and n.temp_suffix == "swap"]
     min_cleaned = min((n.base_offset for _p, n in cleaned), default=None)
     valid: _NamedFiles = []
     for p, n in swaps:  # before the .cleaned files go, so that a rerun still sees these swaps as invalid
         if min_cleaned is not None and n.base_offset >= min_cleaned:
-            _act(report, dry_run, f"delete {p.name} (its swap never completed)", p.unlink, removes=p)
+            _delete(report, dry_run, f"delete {p.name} (its swap never completed)", p)
         else:
             valid.append((p, n))
     for p, _n in cleaned:
-        _act(report, dry_run, f"delete unfinished {p.name}", p.unlink, removes=p)
+        _delete(report, dry_run, f"delete unfinished {p.name}", p)
     return valid
 
 
@@ -426,14 +426,19 @@ def _next_offset(path: Path, base: int) -> int:
     return last + 1
 
 
-def _act(report: RecoveryReport, dry_run: bool, what: str, action: Callable[[], object], *,
-         removes: Path | None = None) -> None:
+def _act(report: RecoveryReport, dry_run: bool, what: str, action: Callable[[], object]) -> None:
     report.actions.append(what)
-    if removes is not None:
-        with contextlib.suppress(FileNotFoundError):
-            report.freed_bytes += removes.stat().st_blocks * 512  # st_blocks: 512-byte units
     if not dry_run:
         action()
+
+
+def _delete(report: RecoveryReport, dry_run: bool, what: str, path: Path) -> None:
+    """:func:`_act` deleting ``path``, counting what it held on disk (``st_blocks``: 512-byte units)."""
+    held = 0
+    with contextlib.suppress(FileNotFoundError):
+        held = path.stat().st_blocks * 512
+    _act(report, dry_run, what, path.unlink)
+    report.freed_bytes += held
 
 
 def orphaned_indexes(directory: Path, *, renamed: Sequence[tuple[Path, SegmentFileName]] = ()) -> list[Path]:
