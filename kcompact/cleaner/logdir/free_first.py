@@ -1,8 +1,10 @@
 """A log dir's space before its cleans: first free what costs no write and loses nothing Kafka keeps, then
 clean the partitions in an order that fits the volume.
 
-What goes first, for every partition of the run (the partition filters honoured, each under its partition
-lock inside the log dir's):
+Only where the volume's free space is short of the most the cleans could write (``logdir.run``; else each
+round settles its own leftovers after rehearsing its clean, so that a partition whose clean fails stays exactly
+as it was), what goes first, for every partition of the run (the partition filters honoured, each under its
+partition lock inside the log dir's):
 
 1. an interrupted clean's or roll's leftovers, settled exactly as a broker's loader settles them on start
    (``disk.swap.recover_interrupted_swaps``: ``LogLoader.load``): ``.deleted`` and ``.cleaned`` files go,
@@ -11,8 +13,7 @@ lock inside the log dir's):
    which a broker runs long before its cleaner; the round plans them away the same way, ``disk.retention``
    with ``log_start_only``).
 
-Neither writes a byte: they only rename and delete. Then, when the free space is short of what the cleans
-may need, the order: each partition's clean measured (``disk.space.SpaceNeed``), and among those that fit
+Neither writes a byte: they only rename and delete. Then the order: each partition's clean measured (``disk.space.SpaceNeed``), and among those that fit
 the free space, the one needing least (most given back on a tie) goes first, so each clean makes room for
 the next (:func:`fit_order`); those that never fit come last, and each is refused by its round with its
 numbers.

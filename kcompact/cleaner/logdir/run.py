@@ -291,15 +291,13 @@ def _require_fence_copies(target: Path, options: CleanOptions) -> None:
 def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, only_eligible: bool,
                    jobs: int | None, progress: ProgressCallback | None, run: CleanRun,
                    selection: PartitionFilter | None = None) -> None:
-    """Every compacted partition of a log dir, in the cleaner's order (``clean_path``'s log-dir branch), after
-    freeing what costs no write, in an order that fits the volume where its free space is short (``free_first``)."""
-    freed = run.freed_first = FreedFirst()
-    settle_leftovers(order_candidates(target, selection), freed, dry_run=options.dry_run)
+    """Every compacted partition of a log dir, in the cleaner's order (``clean_path``'s log-dir branch); where
+    the volume's free space is short, after freeing what costs no write, in an order that fits (``free_first``)."""
     order = cleaner_order(target, sources, options, only_eligible=only_eligible, selection=selection)
     run.failures.extend(order.failures)
     run.notes.extend(order.notes)
     run.skipped.extend(order.skipped)
-    tasks, short = _free_and_fit(target, order.tasks, options, freed, run)
+    tasks, short = _free_and_fit(target, order.tasks, options, run, selection)
     workers = 1 if short else partition_workers(jobs, [task.size_in_bytes for task in tasks])
     if workers > 1:
         before = checkpoint_keys(target)
@@ -318,7 +316,7 @@ def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, 
         else:
             run.results.append(outcome)
     if options.dry_run:
-        _dry_run_space(target, run, freed)
+        _dry_run_space(target, run, run.freed_first or FreedFirst())
     if workers > 1:
         _note_jobs(run, jobs, workers, f"the {len(tasks)} partitions to clean")
     else:  # one partition at a time, each with the caller's jobs
@@ -326,20 +324,25 @@ def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, 
     run.notes.extend(repeated_warning_notes([r.warnings for r in run.results]))
 
 
-def _free_and_fit(log_dir: Path, tasks: list[PartitionTask], options: CleanOptions, freed: FreedFirst,
-                  run: CleanRun) -> tuple[list[PartitionTask], bool]:
-    """Delete the segments below each partition's log start, then, when the volume's free space is short of
-    the most the cleans could write, measure each clean (a dry run) and order them to fit, to run one at a
-    time (``free_first``). Returns the tasks in the order to clean them, and whether space is short."""
+def _free_and_fit(log_dir: Path, tasks: list[PartitionTask], options: CleanOptions, run: CleanRun,
+                  selection: PartitionFilter | None) -> tuple[list[PartitionTask], bool]:
+    """Where the volume's free space is short of the most the cleans could write (else nothing changes
+    here: each round settles its own leftovers after rehearsing its clean), free first what costs no write
+    (every partition's crashed-clean leftovers, the segments below each log start), then measure each clean
+    (a dry run) and order them to fit, to run one at a time (``free_first``). Returns the tasks in the order to
+    clean them, and whether space is short."""
+    volume = volume_of(log_dir)
+    if not tasks or sum(_output_bound(task, volume) for task in tasks) <= volume.free_bytes:
+        return tasks, False
+    freed = run.freed_first = FreedFirst()
+    settle_leftovers(order_candidates(log_dir, selection), freed, dry_run=options.dry_run)
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     for task in tasks:
         with contextlib.suppress(KcompactError):  # its round meets the cause again and reports it
             delete_below_log_start(task.part_dir, task.config, task.known, now_ms, freed, dry_run=options.dry_run)
-    if options.dry_run or not tasks:
-        return tasks, False
+    if options.dry_run:  # its rounds measure themselves
+        return tasks, True
     volume = volume_of(log_dir)
-    if sum(_output_bound(task, volume) for task in tasks) <= volume.free_bytes:
-        return tasks, False
     needs = [_measured(options, task) for task in tasks]
     ordered = [tasks[i] for i in fit_order(needs, volume.free_bytes)]
     if ordered != tasks:
