@@ -6,19 +6,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from kcompact.cleaner.disk.space import SpaceNeed
 from kcompact.cleaner.logdir.free_first import fit_order, run_need
 from kcompact.cli.main import cli
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
-from tests.full_volume import fill, free_bytes
+from tests.full_volume import REQUIRE_FULL_FS, fill, free_bytes, mounted_volumes
 from tests.partition_builder import PartitionBuilder
 
 KIB = 1024
@@ -196,3 +198,34 @@ def test_inspect_dirty_ratio_space_shows_each_clean_against_the_full_volume(
     assert digest(volume) == before
     plain = runner.invoke(cli, args[:-5] + args[-4:] + ["--json"]).stdout  # without --space: not measured
     assert {row["space_peak_bytes"] for row in json.loads(plain)} == {None}
+
+
+def test_a_partition_named_alone_on_the_full_volume_settles_its_leftovers_and_is_cleaned(
+    small_volume: Callable[[int], Path],
+) -> None:
+    volume = small_volume(512 * KIB)
+    log_dir = volume / "kafka-logs"
+    part = partition(log_dir, 1, distinct_keys=20)
+    high_watermarks(log_dir)
+    for kind in ("log", "index", "timeindex"):  # a crashed cleaner's output: its rehearsal must not copy a byte
+        shutil.copy(part / f"00000000000000000000.{kind}", part / f"00000000000000000000.{kind}.cleaned")
+    fill(volume)
+
+    result = run(part)
+
+    assert result.exit_code == 0, result.output
+    assert "orders-1: recovered interrupted clean: delete unfinished 00000000000000000000.log.cleaned" in result.stdout
+    assert re.search(r"^orders-1: cleaned dirty section \[0, 1200\)", result.stdout, re.M)
+    assert not list(part.glob("*.cleaned")) and free_bytes(volume) > 100 * KIB
+
+
+def test_without_root_the_full_volume_tests_skip_unless_required(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.delenv(REQUIRE_FULL_FS, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="mounting a tmpfs needs root"):
+        next(mounted_volumes(tmp_path))
+    monkeypatch.setenv(REQUIRE_FULL_FS, "1")
+    with pytest.raises(pytest.fail.Exception, match="KCOMPACT_REQUIRE_FULL_FS=1 but mounting a tmpfs needs root"):
+        next(mounted_volumes(tmp_path))
