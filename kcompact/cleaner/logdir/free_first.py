@@ -13,10 +13,10 @@ partition lock inside the log dir's):
    which a broker runs long before its cleaner; the round plans them away the same way, ``disk.retention``
    with ``log_start_only``).
 
-Neither writes a byte: they only rename and delete. Then the order: each partition's clean measured (``disk.space.SpaceNeed``), and among those that fit
-the free space, the one needing least (most given back on a tie) goes first, so each clean makes room for
-the next (:func:`fit_order`); those that never fit come last, and each is refused by its round with its
-numbers.
+Neither writes a byte: they only rename and delete. Then the order: each partition's clean measured
+(``disk.space.SpaceNeed``, a dry run its round then reuses while it fits), and among those that fit the free
+space, the one needing least (most given back on a tie) goes first, so each clean makes room for the next
+(:func:`fit_order`); those that never fit come last, and each is refused by its round with its numbers.
 """
 
 from __future__ import annotations

@@ -174,10 +174,12 @@ class PartitionTask:
     topic_partition: tuple[str, int]
     keyless_guard: KeylessGuard | None = None  # the round's refusal of mostly keyless data (``keyless_guard``)
     known: KnownState | None = None  # its log state as ranking it loaded it: the round reuses it if unchanged
+    space: SpaceNeed | None = None  # its clean as measured where the volume is short of space (``free_first``)
 
     def options(self, options: CleanOptions) -> CleanOptions:
-        """The run's options for this partition: its retention and its keyless guard."""
-        return replace(options, apply_retention=self.apply_retention, keyless_guard=self.keyless_guard)
+        """The run's options for this partition: its retention, its keyless guard, its measured space."""
+        return replace(options, apply_retention=self.apply_retention, keyless_guard=self.keyless_guard,
+                       measured_space=self.space)
 
 
 @dataclass(slots=True)
@@ -344,10 +346,10 @@ def _free_and_fit(log_dir: Path, tasks: list[PartitionTask], options: CleanOptio
         return tasks, True
     volume = volume_of(log_dir)
     needs = [_measured(options, task) for task in tasks]
-    ordered = [tasks[i] for i in fit_order(needs, volume.free_bytes)]
-    if ordered != tasks:
-        run.fit_order = [task.part_dir.name for task in ordered]
-    return ordered, True
+    order = fit_order(needs, volume.free_bytes)
+    if order != sorted(order):
+        run.fit_order = [tasks[i].part_dir.name for i in order]
+    return [replace(tasks[i], space=needs[i]) for i in order], True
 
 
 def _output_bound(task: PartitionTask, volume: Volume) -> int:

@@ -78,6 +78,9 @@ class CleanOptions:
     # refuse a round most of whose records would go as keyless (``clean``'s gate sets it unless
     # --allow-keyless-loss acknowledges it for an explicitly compacted topic); None: no such guard
     keyless_guard: KeylessGuard | None = None
+    # a log dir's measure of this round (``logdir.free_first``, on the same files): while it fits the free
+    # space with a block to spare, the round does not measure itself again (``disk.space``)
+    measured_space: SpaceNeed | None = None
 
 
 @dataclass(slots=True)

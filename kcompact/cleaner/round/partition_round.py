@@ -431,6 +431,10 @@ def _require_space(here: _Round, partition: Partition, plan: CleanPlan) -> None:
     bound = output_bound(partition.path, plan.groups, here.config.index_interval_bytes, volume)
     if bound + volume.block_bytes <= volume.free_bytes:
         return
+    known = here.options.measured_space
+    if known is not None and known.peak_bytes + volume.block_bytes <= volume.free_bytes:
+        here.result.space, here.result.free_bytes = known, volume.free_bytes
+        return
     measured = run_passes(plan, replace(here.options, dry_run=True), None)
     need = _round_need(partition.path, measured, here.result, volume)
     here.result.space, here.result.free_bytes = need, volume.free_bytes
