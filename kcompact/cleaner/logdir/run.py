@@ -318,7 +318,7 @@ def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, 
         else:
             run.results.append(outcome)
     if options.dry_run:
-        _dry_run_space(target, run, run.freed_first or FreedFirst())
+        _dry_run_space(target, run, run.freed_first)
     if workers > 1:
         _note_jobs(run, jobs, workers, f"the {len(tasks)} partitions to clean")
     else:  # one partition at a time, each with the caller's jobs
@@ -362,15 +362,18 @@ def _measured(options: CleanOptions, task: PartitionTask) -> SpaceNeed | None:
     return outcome.space if isinstance(outcome, CleanResult) else None
 
 
-def _dry_run_space(log_dir: Path, run: CleanRun, freed: FreedFirst) -> None:
-    """A dry run's total (``free_first.run_need``) and the order that fits, from each partition's measure
-    (what a partition's round would delete below its log start is freed first here, not given back)."""
-    needs = [_less_freed_first(r, freed) for r in run.results]
+def _dry_run_space(log_dir: Path, run: CleanRun, freed: FreedFirst | None) -> None:
+    """A dry run's total (``free_first.run_need``) in the order the run would clean: the broker's, or where
+    the volume is short (``freed`` is set) the one that fits, from each partition's measure (what a
+    partition's round would delete below its log start is then freed first, not given back)."""
+    needs = [_less_freed_first(r, freed or FreedFirst()) for r in run.results]
     run.free_bytes = volume_of(log_dir).free_bytes
-    order = fit_order(needs, run.free_bytes + freed.freed_bytes)
-    if order != sorted(order):
-        run.fit_order = [Path(run.results[i].partition_dir).name for i in order]
-    run.space = run_need([needs[i] for i in order], freed.freed_bytes)
+    order = list(range(len(needs)))
+    if freed is not None:
+        order = fit_order(needs, run.free_bytes + freed.freed_bytes)
+        if order != sorted(order):
+            run.fit_order = [Path(run.results[i].partition_dir).name for i in order]
+    run.space = run_need([needs[i] for i in order], freed.freed_bytes if freed is not None else 0)
 
 
 def _less_freed_first(result: CleanResult, freed: FreedFirst) -> SpaceNeed | None:

@@ -229,3 +229,22 @@ def test_without_root_the_full_volume_tests_skip_unless_required(
     monkeypatch.setenv(REQUIRE_FULL_FS, "1")
     with pytest.raises(pytest.fail.Exception, match="KCOMPACT_REQUIRE_FULL_FS=1 but mounting a tmpfs needs root"):
         next(mounted_volumes(tmp_path))
+
+
+def test_with_room_to_spare_a_log_dir_frees_nothing_first_and_keeps_the_brokers_order(tmp_path: Path) -> None:
+    log_dir = tmp_path / "kafka-logs"
+    incident(log_dir)
+    before = digest(log_dir)
+
+    report = json.loads(run(log_dir, "--dry-run", "--json").stdout)
+
+    assert (report["freed_first"], report["order"]) == (None, None)
+    rows = [r for r in report["results"] if r["space_peak_bytes"] is not None]
+    first = rows[0]  # the broker's first pick (all equally dirty: by name), which needs most
+    assert Path(first["partition_dir"]).name == "orders-0"
+    assert report["space"]["peak_bytes"] == first["space_peak_bytes"] and report["space"]["free_bytes"] > 0
+    assert report["space"]["gives_back_bytes"] == sum(r["space_gives_back_bytes"] for r in rows)
+    assert digest(log_dir) == before
+    done = run(log_dir)
+    assert done.exit_code == 0 and "freed first" not in done.stdout and "order that fits" not in done.stdout
+    assert "orders-1: recovered interrupted clean: delete unfinished 00000000000000000000.log.cleaned" in done.stdout
