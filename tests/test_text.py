@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from kcompact.cli import render
 from kcompact.cli.main import cli
-from kcompact.text import plural, plural_noun
+from kcompact.text import plural, plural_noun, visible
 from tests.repair.support import batch_positions, build_partition, flip_byte
 
 LOG0 = "00000000000000000000.log"
@@ -53,3 +53,19 @@ def test_repair_counts_the_later_segments_and_the_quarantined_regions(
     assert code == 0
     assert json.loads(out)["actions"] == [
         f"rewrote segment {LOG0} (kept 4 batches, quarantined 1 damaged region; indexes rebuilt)"]
+
+
+@pytest.mark.parametrize("raw, shown", [
+    ("orders-0", "orders-0"),
+    ("données-0 ü 東京", "données-0 ü 東京"),  # printable: as is
+    ("two\nlines\tand a tab", "two\nlines\tand a tab"),  # a message's own line breaks and tabs
+    ("txt.\u202eexe-0", "txt.\\u202eexe-0"),  # RIGHT-TO-LEFT OVERRIDE: shown, not obeyed
+    ("\u202a\u202b\u202c\u202d", "\\u202a\\u202b\\u202c\\u202d"),  # embeddings, pop, LTR override
+    ("\u2066\u2067\u2068\u2069", "\\u2066\\u2067\\u2068\\u2069"),  # the isolates
+    ("\u200e\u200f\u061c\u200b\ufeff", "\\u200e\\u200f\\u061c\\u200b\\ufeff"),  # marks, zero width, BOM
+    ("a\x1b[2Jb\rc\x07", "a\\x1b[2Jb\\rc\\x07"),  # a terminal's escape sequence, carriage return, bell
+    ("\u2028\u2029", "\\u2028\\u2029"),  # line and paragraph separators
+    ("bad-\udcff-0", "bad-\\udcff-0"),  # a file name that is not UTF-8 (surrogateescape)
+])
+def test_visible_escapes_what_would_drive_or_reorder_a_terminal(raw: str, shown: str) -> None:
+    assert visible(raw) == shown

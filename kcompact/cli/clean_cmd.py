@@ -109,16 +109,16 @@ def _is_dry_run(run: CleanRun) -> bool:
 
 
 def _plain_empty(result: CleanResult) -> bool:
-    """An empty partition with nothing else to say (no recovery, no retention, no warning of its own)."""
+    """An empty partition with nothing else to say (no recovery, no retention, no fence, no warning of its own)."""
     from kcompact.cleaner.logdir.run_summary import holds_no_records, is_summarised
 
     return (result.skipped_reason is not None and holds_no_records(result.range)
             and not result.recovery_actions and not (result.retention and result.retention.deleted_segments)
-            and all(is_summarised(w) for w in result.warnings))
+            and result.fence is None and all(is_summarised(w) for w in result.warnings))
 
 
 def _plain_active_only(result: CleanResult) -> bool:
-    """A partition whose records are all in its active segment, with nothing else to say."""
+    """A partition whose records are all in its active segment, with nothing else to say (no fence either)."""
     from kcompact.cleaner.logdir.run_summary import holds_no_records, is_summarised
     from kcompact.cleaner.rules.ranges import RULE_ACTIVE_SEGMENT
 
@@ -126,11 +126,12 @@ def _plain_active_only(result: CleanResult) -> bool:
     return (result.skipped_reason is not None and rng is not None and rng.blocking_rule == RULE_ACTIVE_SEGMENT
             and not holds_no_records(rng) and not result.recovery_actions and not result.rolled
             and not (result.retention and result.retention.deleted_segments)
-            and all(is_summarised(w) for w in result.warnings))
+            and result.fence is None and all(is_summarised(w) for w in result.warnings))
 
 
 def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
     from kcompact.cleaner.logdir.run_summary import is_summarised
+    from kcompact.cleaner.rules.fence import fence_lines
 
     console = render.console()
     verb = "would clean" if result.dry_run else "cleaned"
@@ -144,6 +145,9 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
         at = "would roll" if result.dry_run else "rolled"
         console.print(f"{name}: {at} a new empty active segment at the log end (--roll)")
     _render_retention(name, result)
+    fence, limit = result.fence, result.clean_limit
+    for line in fence_lines(None if fence is None else fence.as_dict(), None if limit is None else limit.as_dict()):
+        render.plain(f"{name}: {line}")
     if result.skipped_reason is not None:
         console.print(f"{name}: nothing to clean — {result.skipped_reason}")
         return
@@ -237,8 +241,10 @@ def _render_summary(run: CleanRun) -> None:
               help="Compact partitions whose cleanup.policy is unknown (no metadata log, an "
                    "incomplete history, a topic id it does not know; no --config), except those "
                    "whose data is mostly keyless. Never a topic the metadata log shows without an "
-                   "override (known: Kafka's default delete). Without it they are skipped (refused "
-                   "when named alone).")
+                   "override (known: Kafka's default delete), nor one whose last known policy is an "
+                   "explicit one without compact (a delete override in an incomplete history, a broker "
+                   "config, server.properties): only --config cleanup.policy=compact with the partition "
+                   "named alone compacts those. Without it they are skipped (refused when named alone).")
 @click.option("--allow-keyless-loss", is_flag=True,
               help="Compact a partition whose cleanup.policy includes compact from an explicit "
                    "source (topic override, broker config, --config with the partition named "

@@ -50,7 +50,9 @@ def export_command(paths: tuple[str, ...], output: str, latest: bool, storage_pa
     value, headers, is_tombstone, is_control, is_transactional, producer_id — without Spark's
     start-up. Without --latest every stored record is written (control records and aborted
     transactions included, flagged). Every batch's CRC is checked first: a partition with one that
-    fails is left out whole and named (exit 2); named alone, nothing is written. A URL (s3://…, with
+    fails is left out whole and named (exit 2); named alone, nothing is written. So is one whose segment
+    changed since it was listed (its size, or its identity: times and inode, an object's ETag); changed
+    after its check, the export stops and nothing is written (exit 2). A URL (s3://…, with
     --storage-option) is read through fsspec by byte range: each segment once to check it, once to export
     it (with --latest one partition at a time is copied locally, its view needing all of its files).
     Needs pyarrow (pip install 'kcompact[export]').

@@ -184,11 +184,19 @@ def _fence_options(command: F, without_a_copy: str) -> F:
         "--safe-offset", type=int, default=None, callback=parse_safe_offset, metavar="OFFSET",
         help="Replica fence: never remove a tombstone or transaction marker at or above OFFSET for "
              "its age (delete.retention.ms), so a follower that has not fetched it yet cannot miss "
-             "it. One superseded by a newer record of its key still goes, as in Kafka. An offset of "
+             "it. One superseded by a newer record of its key still goes, as in Kafka. With "
+             "--replica-dirs the lower fence wins. Values superseded only by records Kafka may truncate "
+             "are kept by --replica-dirs' clean limit, not by this. An offset of "
              "one partition: refused for a log dir.")(command)
     return click.option(
         "--replica-dirs", "replica_dirs", multiple=True, callback=_absolute,
         type=click.Path(exists=True, file_okay=False, path_type=str), metavar="DIR",
         help="Replica fence from the other replicas' copies (partition dirs or log dirs; "
-             f"repeatable): the fence is the lowest of their log ends (and --safe-offset). {without_a_copy}"
+             "repeatable). Each copy fences at what Kafka leaves of it when it follows this one: the "
+             "lower of its log end as Kafka's loader leaves it (an interrupted .swap completed, a torn "
+             "tail cut) and where its leader-epoch lineage parts from this copy's (where Kafka "
+             "truncates it); the lowest over the copies (and --safe-offset) is the fence. Where a "
+             "copy's lineage parts from this one at D, Kafka may truncate this copy from D: it is "
+             "cleaned only below D (the clean limit). Both are reported per partition. "
+             f"{without_a_copy}"
     )(command)

@@ -7,7 +7,9 @@ On a terminal, tables and text keep to its width (identifier columns fold rather
 is not a terminal (``| grep``, ``| less``, a file, a script) the Console is :data:`PIPE_WIDTH` wide,
 whatever ``COLUMNS`` says: tables take their natural width and no line is wrapped, so every topic name,
 path and key reaches the pipe whole, one row a line.
-Errors go to stderr as a single line. rich is imported on the first use of a Console, not with this
+Errors go to stderr as a single line. Every line and every cell reaches the terminal through
+:func:`kcompact.text.visible`: a bidi override or an escape sequence in a partition directory's name is shown
+escaped, never obeyed. rich is imported on the first use of a Console, not with this
 module: ``kcompact --help`` and ``--json`` output never need it (about 15 ms of start-up; json is
 imported where it is written, 2 ms more).
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -40,9 +43,7 @@ def console() -> Console:
     wide when stdout is not a terminal."""
     global _console
     if _console is None or _console.file is not sys.stdout:
-        from rich.console import Console
-
-        _console = Console(file=sys.stdout, highlight=False, soft_wrap=False)
+        _console = _visible_console()(file=sys.stdout, highlight=False, soft_wrap=False)
         if not _console.is_terminal:
             _console.width = PIPE_WIDTH
     return _console
@@ -52,10 +53,23 @@ def err_console() -> Console:
     """The stderr console, for warnings and progress."""
     global _err_console
     if _err_console is None or _err_console.file is not sys.stderr:
-        from rich.console import Console
-
-        _err_console = Console(file=sys.stderr, highlight=False)
+        _err_console = _visible_console()(file=sys.stderr, highlight=False)
     return _err_console
+
+
+def _visible_console() -> type[Console]:
+    """rich's Console whose text segments pass through :func:`kcompact.text.visible` (its own control segments,
+    a progress bar's cursor moves, and the styles it renders around text are left as they are)."""
+    from rich.console import Console
+    from rich.segment import Segment
+
+    class VisibleConsole(Console):
+        def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+            return super()._render_buffer(
+                segment if segment.control else Segment(text.visible(segment.text), segment.style)
+                for segment in buffer)
+
+    return VisibleConsole
 
 
 def percent_text(fraction: float) -> str:
@@ -85,17 +99,17 @@ def emit_json(obj: Any) -> None:
 
 def plain(line: str) -> None:
     """A line of text with no rich markup interpretation."""
-    click.echo(line)
+    click.echo(text.visible(line))
 
 
 def error_line(message: str) -> None:
     """The one-line error a failing command prints on stderr."""
-    click.echo(f"kcompact: error: {message}", err=True)
+    click.echo(f"kcompact: error: {text.visible(message)}", err=True)
 
 
 def warning_line(message: str) -> None:
     """A one-line warning on stderr (not part of ``--json`` output)."""
-    click.echo(f"kcompact: warning: {message}", err=True)
+    click.echo(f"kcompact: warning: {text.visible(message)}", err=True)
 
 
 LABEL_WIDTH = 14

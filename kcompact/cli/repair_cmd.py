@@ -5,9 +5,9 @@ Parses the options, calls :func:`kcompact.repair.repair.repair_partition`,
 :func:`kcompact.repair.log_dir.repair_log_dir` (or :func:`kcompact.repair.undo.undo_repair`) and renders the
 result (a log dir's in ``repair_log_dir_view``); the library is imported inside the command so
 ``kcompact --help`` stays fast. Exit codes: 0 when the partition (every partition of the log dir) is sound
-(``--dry-run``) or was repaired with nothing left that blocks cleaning; 2 when problems were found by a dry
-run, remain after the repair, the ``--clean`` failed, a partition's repair failed or was refused, or the
-repair was refused.
+(``--dry-run``: nothing but what a broker settles itself as it loads it) or was repaired with nothing left that
+blocks cleaning; 2 when problems were found by a dry run, remain after the repair, the ``--clean`` failed, a
+partition's repair failed or was refused, or the repair was refused.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
 EXIT_PROBLEMS = 2
 EPILOG = (
-    "Exit codes: 0 sound or repaired (for a log dir: every partition); 2 problems found (dry run) or "
+    "Exit codes: 0 sound (dry run: nothing Kafka does not settle itself as it starts) or repaired (for a log "
+    "dir: every partition); 2 problems found (dry run) or "
     "left, a partition that could not be repaired, bad input or refused (one line on stderr names the "
     "file and byte position); 1 a bug in kcompact (with a traceback)."
 )
@@ -77,7 +78,8 @@ class RepairCommand(click.Command):
                    "(refused without it).")
 @click.option("--assume-compact", is_flag=True,
               help="For --clean: as `kcompact clean --assume-compact` (compact where "
-                   "cleanup.policy is unknown).")
+                   "cleanup.policy is unknown; never where its last known one is an explicit one "
+                   "without compact).")
 @click.option("--allow-keyless-loss", is_flag=True,
               help="For --clean: as `kcompact clean --allow-keyless-loss` (compact an explicitly "
                    "compacted partition although most of its records have no key; they are deleted).")
@@ -224,21 +226,26 @@ REPORTED_ONLY = "reported only, nothing written (kcompact never rewrites KRaft's
 """Where a real ``repair LOG_DIR`` shows what it left alone in ``__cluster_metadata``."""
 
 
+SETTLED_PLAN = "plan (dry run, nothing written; a broker settles each of these itself):"
+"""A dry run's plan heading where every step is one Kafka's loader or cleaner does itself (exit 0)."""
+
+
 def _render(result: Any, *, reported_only: bool = False) -> None:
     """One partition's report; ``reported_only``: a real run's ``__cluster_metadata``, verified only."""
     name = result.partition_dir
     verdict = ("the broker's cleaner would mark it uncleanable" if result.uncleanable
                else "nothing in it stops the broker's cleaner")
     notes = sum(1 for f in result.findings if f.informational)
-    settled = sum(1 for f in result.findings if f.settled_unrepaired)
+    settled = sum(1 for f in result.findings if f.settled)
     also = f" and {render.plural(notes, 'informational finding')}" if notes else ""
     also += f" and {render.plural(settled, 'finding')} Kafka settles itself" if settled else ""
-    problems = render.plural(sum(1 for f in result.findings if f.problem), "problem")
+    problems = render.plural(result.problems, "problem")
     render.plain(f"{name}: {problems}{also} found; {verdict}")
     for finding in result.findings:
         _finding_lines(finding, reported_only=reported_only)
     if result.dry_run:
-        heading = REPORTED_ONLY if reported_only else "plan (dry run, nothing written):"
+        heading = (REPORTED_ONLY if reported_only else "plan (dry run, nothing written):" if result.problems
+                   else SETTLED_PLAN)
         render.plain(heading if result.plan else "nothing to repair")
         for step in result.plan:
             render.plain(f"  - {step}")
@@ -254,8 +261,14 @@ def _render(result: Any, *, reported_only: bool = False) -> None:
         _given_up_lines(result.given_up, "given up")
         render.plain(f"backup: {result.backup_dir} (undo: kcompact repair --undo {result.backup_dir})")
     if result.clean is not None:
+        from kcompact.cleaner.rules.fence import fence_lines
+
         for run in result.clean.results:
             render.plain(f"clean: {run.skipped_reason or f'cleaned up to offset {run.end_offset}'}")
+            fence, limit = run.fence, run.clean_limit
+            for line in fence_lines(None if fence is None else fence.as_dict(),
+                                    None if limit is None else limit.as_dict()):
+                render.plain(f"clean: {line}")
     if result.nothing_changed:
         render.plain("nothing changed: nothing needed a repair and the clean changed nothing (no backup kept)")
     if result.clean_error is not None:

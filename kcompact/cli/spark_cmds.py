@@ -121,7 +121,8 @@ def spark_group() -> None:
               help="For a log dir: clean only partitions the broker's cleaner would pick now.")
 @click.option("--assume-compact", is_flag=True,
               help="As kcompact clean --assume-compact: compact partitions whose cleanup.policy is "
-                   "unknown, except those whose data is mostly keyless.")
+                   "unknown, except those whose data is mostly keyless; never one whose last known "
+                   "policy is an explicit one without compact.")
 @click.option("--allow-keyless-loss", is_flag=True,
               help="As kcompact clean --allow-keyless-loss: compact an explicitly compacted "
                    "partition although most of its records have no key (they are deleted).")
@@ -157,8 +158,9 @@ def spark_clean_command(
     own error with --verbose). Exits 2 when a partition failed or was not finished, or when --output
     could not be written (one error line after the rows), 1 on a bug.
     A PATH given as HOST:/path is on that host's own disk (a broker's log dir): its partitions are
-    planned and cleaned by tasks preferring that host (one executor per broker host); a plain path is
-    on a file system every executor sees at that path.
+    planned and cleaned by tasks preferring that host (one executor per broker host), and a task that runs
+    on another host refuses them (their rows failed, nothing changed); a plain path is on a file system
+    every executor sees at that path.
     """
     from kcompact.cleaner.logdir.report_row import STATUS_BUG, STATUS_FAILED
     from kcompact.cleaner.round.options import CleanOptions
@@ -234,7 +236,8 @@ def spark_dirty_ratio_command(
     by Spark tasks over slices of the log dirs (local paths, or fsspec URLs such as s3://… read on
     the executors). Exits 2 when a partition's files do not parse, or when a Spark task is lost (its Python
     worker or the JVM died: one error line, nothing changed, nothing at --output). A PATH given as HOST:/path
-    is on that host's own disk (a broker's log dir): it is listed and read by tasks preferring that host.
+    is on that host's own disk (a broker's log dir): it is listed and read by tasks preferring that host
+    (one that runs on another host refuses it: one error line).
     """
     from kcompact.cli.dirty_ratio_cmd import render_dirty_ratio
     from kcompact.config.topic_config import parse_config_pairs
@@ -347,7 +350,8 @@ def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, mast
     Python worker or the JVM died) is one error line saying what is at --output: nothing, or an incomplete
     directory without _SUCCESS that must not be used (exit 2). A PATH given as
     HOST:/path is on that host's own disk (a broker's log dir): its segments are listed, checked and read
-    by tasks preferring that host.
+    by tasks preferring that host (one that runs on another host refuses them: one error line). A segment
+    that changed since it was listed leaves its partition out; changed after its check, nothing is written.
     """
     from kcompact.segment.remote import parse_storage_options
     from kcompact.spark.export import spark_export
@@ -439,6 +443,7 @@ def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool, v
     (``output_error``)."""
     from kcompact.cleaner.logdir.report_row import STATUS_SKIPPED
     from kcompact.cleaner.logdir.run_summary import is_summarised, repeated_warning_notes
+    from kcompact.cleaner.rules.fence import fence_lines
 
     rows = run.as_dicts()
     counted = repeated_warning_notes([row["warnings"] for row in rows])  # each row keeps its own warning
@@ -458,6 +463,9 @@ def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool, v
         render.warning_line(note)
     if rows:
         render.console().print(_clean_table(rows))
+    for row in rows:
+        for line in fence_lines(row["fence"], row["clean_limit"]):
+            render.plain(f"{row['topic']}-{row['partition']}: {line}")
     for row in rows:
         if row["skipped_reason"] is not None and row["status"] == STATUS_SKIPPED:
             render.plain(f"{row['topic']}-{row['partition']}: skipped — {row['skipped_reason']}")

@@ -41,7 +41,10 @@ source gave, each with its own source and a note:
   policy is *unknown*: no source sets one and the topic's overrides could not be read (no metadata
   log, an incomplete history, a topic id it does not know); source ``"assume-compact"``. It never
   applies where the policy is known, be it Kafka's default ``delete`` of a topic the metadata log
-  shows without an override (a note says so); an explicit policy always wins.
+  shows without an override (a note says so); an explicit policy always wins, even one only last
+  known: a last known policy without ``compact`` (a topic override ``delete`` in an incomplete history,
+  as ksqlDB's command topic must have) is never replaced by an assumption, this one or an internal
+  topic's (a note says so).
 
 Files are cached by (path, size, mtime) and the metadata state by its directory's listing
 (:func:`~kcompact.config.kraft.metadata_state.cached_metadata_state`): a log dir of thousands of partitions
@@ -75,10 +78,12 @@ __all__ = [
     "ASSUMED_COMPACT",
     "ASSUMED_COMPACT_FOR_LAST_KNOWN",
     "ASSUME_COMPACT_NOT_APPLIED",
+    "ASSUME_COMPACT_NOT_APPLIED_EXPLICIT",
     "SOURCE_ASSUMED",
     "SOURCE_ASSUME_COMPACT",
     "EffectiveConfig",
     "describe_source",
+    "has_compact",
     "is_last_known",
     "partition_config",
 ]
@@ -93,6 +98,10 @@ ASSUMED_COMPACT = (
 ASSUMED_COMPACT_FOR_LAST_KNOWN = (
     "cleanup.policy: only last known (the metadata history is incomplete); compact assumed by "
     "--assume-compact"
+)
+ASSUME_COMPACT_NOT_APPLIED_EXPLICIT = (
+    "--assume-compact was not applied: it stands in for a cleanup.policy that is unknown, and this topic's "
+    "last known one is explicit and has no compact (ksqlDB's command topic, for one, must not be compacted)"
 )
 ASSUME_COMPACT_NOT_APPLIED = (
     "--assume-compact was not applied: it stands in for a cleanup.policy that is unknown, and this "
@@ -133,6 +142,9 @@ class EffectiveConfig:
             topic whose overrides were read; None when it is unknown (no source sets it and the
             topic's overrides could not be read, or it is only last known: an incomplete metadata
             history gave it).
+        last_known_policy: ``cleanup.policy`` as the broker's own files give it when it is only last
+            known (an incomplete metadata history gave it), else None: explicit all the same, so one
+            without ``compact`` is never overridden by ``--assume-compact`` or a log dir's ``--config``.
     """
 
     config: TopicConfig
@@ -147,6 +159,7 @@ class EffectiveConfig:
     metadata_complete: bool | None = None
     topic_config_unknown: str | None = None
     known_policy: ConfigValue | None = None
+    last_known_policy: ConfigValue | None = None
 
     def value(self, key: str) -> ConfigValue:
         """The :class:`ConfigValue` of one Kafka key (KeyError for a key kcompact does not model)."""
@@ -200,6 +213,11 @@ def is_last_known(value: ConfigValue) -> bool:
     return value.last_known_offset is not None
 
 
+def has_compact(value: ConfigValue) -> bool:
+    """Whether a ``cleanup.policy`` value lists ``compact`` (an empty or unknown value does not)."""
+    return isinstance(value.value, tuple) and CLEANUP_POLICY_COMPACT in value.value
+
+
 def _last_known(values: list[ConfigValue], state: MetadataState | None) -> list[ConfigValue]:
     """The values a metadata history missing records after those it read gave, marked as last known
     at its last record read (a history missing only its beginning gives the latest word on what it read)."""
@@ -243,6 +261,12 @@ def _product_rules(topic: str, config: TopicConfig, values: list[ConfigValue], f
     if topic == METADATA_TOPIC:
         notes.append("__cluster_metadata is KRaft's own log (metadata.log.* broker configs govern "
                      "it); no cleaner touches it")  # fmt: skip
+    elif is_last_known(policy) and not has_compact(policy):
+        notes.append(f"{_last_known_policy_note(policy)}; kcompact runs no retention on it, and compacts it "
+                     "only with --config cleanup.policy=compact and the partition named alone: an explicit "
+                     "policy without compact is never replaced by an assumption")
+        if assume_compact:
+            notes.append(ASSUME_COMPACT_NOT_APPLIED_EXPLICIT)
     elif is_last_known(policy) and internal_topic_configs(topic, found.props, found.server_properties):
         # as where its overrides are unknown: the policy the broker creates the topic with
         notes.append(f"{_last_known_policy_note(policy)}; {topic} is an internal topic the broker creates "
@@ -346,7 +370,8 @@ def partition_config(
         metadata_complete=None if found.state is None else found.state.complete,
         topic_config_unknown=unknown,
         known_policy=None if (known_policy.source == "default" and unknown is not None)
-        or is_last_known(known_policy) else known_policy)
+        or is_last_known(known_policy) else known_policy,
+        last_known_policy=known_policy if is_last_known(known_policy) else None)
 
 
 def _resolve(part: Path, cli: Mapping[str, str], overrides: Mapping[str, str], found: FoundSources,

@@ -35,6 +35,14 @@ Two isolation levels:
 it when it is a tombstone: the table a consumer reading the partition from the start ends up with.
 Keyless records have no place in that table and are left out.
 
+A segment is read twice, by the check and by the export, and must be the same file both times: its size and
+a cheap identity are taken when it is listed (``SegmentRef``, ``kcompact.segment.stamp``: for a local file its
+modification and change times and inode, for an object its ETag or modification time) and compared again when
+each pass opens it and when it is done with it. A segment that changed before the check's end (a broker or a
+copy still writing it, an object replaced) leaves its partition out as an :class:`ExportFailure`; one that
+changed after it stops the export, leaving nothing: without this, an object cut at a batch boundary between the
+passes still parsed, and its partition was exported short, without a word.
+
 Corrupt data is never exported as data. Every batch's CRC (CRC-32C for v2, CRC-32 for a legacy entry)
 is checked before its records are read, and a partition is checked whole (:func:`check_segments`)
 before any of its rows is written: one that fails is left out whole, as a :class:`ExportFailure`
@@ -48,7 +56,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -81,7 +89,9 @@ from kcompact.segment.remote import (
     named_as_url,
     remote_partition_dirs,
     remote_segments,
+    remote_stamp,
 )
+from kcompact.segment.stamp import local_stamp, refuse_changed
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
@@ -106,11 +116,19 @@ EXPORT_COLUMNS: tuple[tuple[str, str], ...] = (
 
 @dataclass(frozen=True, slots=True)
 class SegmentRef:
-    """One segment to read (a Spark input partition reads one or more)."""
+    """One segment to read (a Spark input partition reads one or more), as listed.
+
+    Attributes:
+        partition_dir: its partition directory (a URL for a remote one).
+        base_offset: its base offset (its file name).
+        size_in_bytes: its ``.log``'s size when listed.
+        identity: its ``.log``'s identity when listed (``kcompact.segment.stamp``; "": its size only is checked).
+    """
 
     partition_dir: str
     base_offset: int
     size_in_bytes: int
+    identity: str = ""
 
 
 
@@ -268,9 +286,10 @@ def list_segments(paths: Iterable[str | Path], storage_options: StorageOptions |
     for raw in paths:
         if is_url(raw):
             listing = listings[str(raw).rstrip("/")]
-            refs += [SegmentRef(part, base, size) for part in remote_partition_dirs(str(raw), options, listing)
+            refs += [SegmentRef(part, base, size, identity)
+                     for part in remote_partition_dirs(str(raw), options, listing)
                      if selection is None or selection.matches_dir(part)
-                     for base, size in remote_segments(part, options, listing) if size > 0]
+                     for base, size, identity in remote_segments(part, options, listing) if size > 0]
             continue
         path = Path(raw).absolute()  # executors run elsewhere: no path relative to the driver's cwd
         if is_partition_dir(path):
@@ -282,9 +301,14 @@ def list_segments(paths: Iterable[str | Path], storage_options: StorageOptions |
             raise KcompactError(f"{path}: not a log dir or partition directory")
         if selection is not None:
             parts = [p for p in parts if selection.matches_dir(p.path)]
-        refs += [SegmentRef(str(p.path), s.base_offset, s.size_in_bytes) for p in parts
-                 for s in p.segments if s.size_in_bytes > 0]
+        refs += [_local_ref(p.path, s.base_offset) for p in parts for s in p.segments if s.size_in_bytes > 0]
     return refs
+
+
+def _local_ref(partition_dir: Path, base_offset: int) -> SegmentRef:
+    """A local segment as listed: its size and identity now (``kcompact.segment.stamp``)."""
+    size, identity = local_stamp(partition_dir / segment_file_name(base_offset, "log"))
+    return SegmentRef(str(partition_dir), base_offset, size, identity)
 
 
 def split_segments(refs: Sequence[SegmentRef], split_bytes: int = SPLIT_BYTES) -> list[tuple[SegmentRef, ...]]:
@@ -341,6 +365,7 @@ def check_segments(refs: Sequence[SegmentRef], storage_options: StorageOptions |
             with open_segment(ref, storage_options) as log:
                 for batch in log.iter_batches():
                     log.check_crc(batch)
+            refuse_changed_segment(ref, log)
         except KcompactError as err:
             return named_as_url(err, ref.partition_dir) if is_url(ref.partition_dir) else err
     return None
@@ -348,12 +373,47 @@ def check_segments(refs: Sequence[SegmentRef], storage_options: StorageOptions |
 
 def open_segment(ref: SegmentRef, storage_options: StorageOptions | None = None) -> LogFile:
     """A segment's ``.log``: a local file, or (behind a URL) an object read by byte range whose errors
-    name it by :func:`kcompact.segment.remote.stand_in` until :func:`~kcompact.segment.remote.named_as_url`.
+    name it by :func:`kcompact.segment.remote.stand_in` until :func:`~kcompact.segment.remote.named_as_url`;
+    the file as listed (``ref``'s size and identity, see the module docstring).
+
+    Raises:
+        KcompactError: the file cannot be read, or is no longer the one listed (naming it).
+    """
+    listed = (ref.size_in_bytes, ref.identity)
+    if not is_url(ref.partition_dir):
+        log = LogFile(segment_log_path(ref))
+        _closing_on_error(log, lambda: refuse_changed(str(log.path), listed, local_stamp(log.path)))
+        return log
+    url = f"{ref.partition_dir.rstrip('/')}/{segment_file_name(ref.base_offset, 'log')}"
+    options = dict(storage_options or {})
+    log = LogFile(RemoteFile(url, ref.size_in_bytes, tuple(sorted(options.items()))))
+    # the bytes are all read: what stood there as they were read, by the count and the store's word (named by
+    # the stand-in path, as every error of the format layer, which named_as_url turns into the URL)
+    named = str(log.path)
+    if log.size_in_bytes != ref.size_in_bytes:
+        _closing_on_error(log, lambda: refuse_changed(named, listed, (log.size_in_bytes, ref.identity)))
+    if ref.identity:
+        _closing_on_error(log, lambda: refuse_changed(named, listed, remote_stamp(url, options)))
+    return log
+
+
+def refuse_changed_segment(ref: SegmentRef, log: LogFile) -> None:
+    """At the end of a pass over a segment :func:`open_segment` opened: a local file mapped, not read whole,
+    is still the one listed (a remote one was read whole when opened).
+
+    Raises:
+        KcompactError: it changed (naming it).
     """
     if not is_url(ref.partition_dir):
-        return LogFile(segment_log_path(ref))
-    url = f"{ref.partition_dir.rstrip('/')}/{segment_file_name(ref.base_offset, 'log')}"
-    return LogFile(RemoteFile(url, ref.size_in_bytes, tuple(sorted((storage_options or {}).items()))))
+        refuse_changed(str(log.path), (ref.size_in_bytes, ref.identity), local_stamp(log.path))
+
+
+def _closing_on_error(log: LogFile, check: Callable[[], None]) -> None:
+    try:
+        check()
+    except BaseException:
+        log.close()
+        raise
 
 
 def split_report(refs: Sequence[SegmentRef], storage_options: StorageOptions | None = None, *,
@@ -471,6 +531,7 @@ def _segment_columns(ref: SegmentRef, isolation: str, chunk_rows: int,
             if len(columns["offset"]) >= chunk_rows:
                 yield columns
                 columns = _empty_columns()
+    refuse_changed_segment(ref, log)
     if columns["offset"]:
         yield columns
 
@@ -717,12 +778,33 @@ def _export_chunks(refs: Sequence[SegmentRef], latest: bool, progress: ReadProgr
             here = str(local[given])
             named: list[ExportFailure] = []
             local_stops: list[ViewStop] = []
-            yield from _partition_chunks([replace(ref, partition_dir=here) for ref in group], latest, progress,
-                                         named, local_stops)
+            try:
+                copies = [_mirrored_ref(ref, here, storage_options) for ref in group]
+            except KcompactError as err:
+                failures.append(ExportFailure(given, _named_as_given(err, here, given)))
+                if progress is not None:
+                    progress.advance(_total(group))
+                continue
+            yield from _partition_chunks(copies, latest, progress, named, local_stops)
             failures += [ExportFailure(given, _named_as_given(f.error, here, given)) for f in named]
             stops += [replace(stop, partition_dir=given) for stop in local_stops]
     if progress is not None:
         progress.finish()
+
+
+def _mirrored_ref(ref: SegmentRef, here: str, storage_options: StorageOptions) -> SegmentRef:
+    """A remote segment's reference as its local copy under ``here``: the object still as listed, the copy
+    its size (the passes then check the copy, which nothing else writes).
+
+    Raises:
+        KcompactError: the object changed since it was listed (naming its URL).
+    """
+    url = f"{ref.partition_dir.rstrip('/')}/{segment_file_name(ref.base_offset, 'log')}"
+    listed = (ref.size_in_bytes, ref.identity)
+    refuse_changed(url, listed, remote_stamp(url, storage_options))
+    copy = _local_ref(Path(here), ref.base_offset)
+    refuse_changed(url, listed, (copy.size_in_bytes, ref.identity))
+    return copy
 
 
 def _partition_chunks(group: Sequence[SegmentRef], latest: bool, progress: ReadProgress | None,

@@ -112,9 +112,15 @@ class Finding:
         return self.impact == IMPACT_SETTLED and self.action is None
 
     @property
+    def settled(self) -> bool:
+        """Whether a broker settles it itself (as it starts, or its cleaner), repaired or not."""
+        return self.impact == IMPACT_SETTLED
+
+    @property
     def problem(self) -> bool:
-        """Whether it counts as a problem: neither informational nor left for Kafka to settle."""
-        return not (self.informational or self.settled_unrepaired)
+        """Whether it counts as a problem: something a broker or its cleaner does not settle itself (neither
+        informational nor settled by Kafka; what decides a dry run's exit code)."""
+        return not (self.informational or self.settled)
 
     def impact_text(self, *, repaired: bool = True) -> str:
         """The impact in words (``repair`` prints it per finding); ``repaired`` False: of a partition

@@ -54,6 +54,7 @@ from kcompact.segment.partition_filter import PartitionFilter
 STATUS_SOUND = "sound"  # nothing to repair
 STATUS_REPAIRED = "repaired"
 STATUS_WOULD_REPAIR = "would repair"  # dry run
+STATUS_SETTLES = "Kafka settles"  # dry run: repair would act only on what Kafka settles itself as it loads it
 STATUS_LEFT = "problems left"  # repaired, but something still needs a repair or blocks the cleaner
 STATUS_CLEAN_FAILED = "clean failed"  # --clean: the repair left nothing, its clean failed or was refused
 STATUS_REPORTED = "reported only"  # __cluster_metadata: verified, never rewritten
@@ -84,18 +85,19 @@ class LogDirRepair:
 
     @property
     def ok(self) -> bool:
-        """Every partition sound or repaired (a dry run: sound), none failed; a partition reported only
-        (``__cluster_metadata``, never rewritten) decides nothing: its report is all there is to it."""
-        return not self.failures and all(self.status(r) in (STATUS_SOUND, STATUS_REPAIRED)
+        """Every partition sound or repaired (a dry run: sound, or with only what Kafka settles itself), none
+        failed; a partition reported only (``__cluster_metadata``, never rewritten) decides nothing: its report
+        is all there is to it."""
+        return not self.failures and all(self.status(r) in (STATUS_SOUND, STATUS_SETTLES, STATUS_REPAIRED)
                                          for r in self.results
                                          if r.partition_dir not in self.reported_only)
 
     def status(self, result: RepairResult) -> str:
         """One partition's status in the summary (one of the ``STATUS_*`` constants)."""
         if result.partition_dir in self.reported_only:
-            return STATUS_SOUND if result.ok else STATUS_REPORTED
+            return STATUS_SOUND if result.ok and not result.plan else STATUS_REPORTED
         if result.dry_run:
-            return STATUS_SOUND if result.ok else STATUS_WOULD_REPAIR
+            return STATUS_WOULD_REPAIR if not result.ok else STATUS_SETTLES if result.plan else STATUS_SOUND
         if result.clean_error is not None and not any(f.blocks_cleaning or f.action for f in result.remaining):
             return STATUS_CLEAN_FAILED  # the row's error says why
         if result.backup_dir is not None:
@@ -204,17 +206,27 @@ def repair_log_dir(
 
 def _refuse_earlier_backups(backup_dir: Path, root: Path, dirs: list[Path]) -> None:
     """Refuse a ``--backup-dir`` holding an earlier repair's backups of this log dir's partitions, saying
-    which of those partitions are finished and how to undo each (a killed run rerun as it was)."""
+    which of those partitions are finished and how to undo each (a killed run rerun as it was), or, when
+    every one is (a finished run rerun as it was), that there is nothing left to finish.
+
+    A refusal (exit 2) either way: the backup directory is taken, so the log dir was not verified again,
+    and a partition the earlier run left sound may have changed since."""
     names = {part.name for part in dirs}
     found = backup_dir.glob(f"*/{MANIFEST_NAME}") if backup_dir.is_dir() else iter(())
     earlier = sorted(manifest.parent.name for manifest in found if manifest.parent.name in names)
     if not earlier:
         return
-    states = ", ".join(f"{name}: {'not finished' if verify_partition(root / name).needs_repair else 'finished'}"
-                       for name in earlier)
+    unfinished = [name for name in earlier if verify_partition(root / name).needs_repair]
+    undo = f"kcompact repair --undo {backup_dir}/<partition>"
+    if not unfinished:
+        raise RefusedError(f"{backup_dir}: holds the backups of an earlier repair of this log dir, finished "
+                           f"({', '.join(earlier)}: nothing left to repair); give another --backup-dir (or none) "
+                           f"to verify and repair the log dir again, or undo a partition's repair with: {undo}; "
+                           "nothing changed")
+    states = ", ".join(f"{name}: {'not finished' if name in unfinished else 'finished'}" for name in earlier)
     raise RefusedError(f"{backup_dir}: holds the backups of an earlier repair of this log dir ({states}); run "
-                       "the repair again with a new --backup-dir (or none) to finish it; undo a partition's "
-                       f"repair with: kcompact repair --undo {backup_dir}/<partition>; nothing changed")
+                       f"the repair again with a new --backup-dir (or none) to finish {', '.join(unfinished)}; "
+                       f"undo a partition's repair with: {undo}; nothing changed")
 
 
 def _live(dirs: list[Path], outcome: LogDirRepair) -> list[Path]:
@@ -237,12 +249,13 @@ def _size_in_bytes(part: Path) -> int:
 
 def _repair_one(options: RepairOptions, reported_only: set[str], part: Path,
                 progress: ProgressCallback | None) -> RepairResult | PartitionRepairFailure:
-    """Verify and repair one partition of the log dir; its deliberate errors become its failure."""
-    own = options
+    """Verify and repair one partition of the log dir; its deliberate errors become its failure. Its clean
+    takes ``--config`` as a log dir's clean does: no known or explicit ``cleanup.policy`` changes by it."""
+    own = replace(options, named_alone=False)
     if str(part) in reported_only:
-        own = replace(options, dry_run=True, clean=False)
+        own = replace(own, dry_run=True, clean=False)
     elif options.backup_dir is not None:
-        own = replace(options, backup_dir=options.backup_dir / part.name)
+        own = replace(own, backup_dir=options.backup_dir / part.name)
     try:
         return repair_partition(part, own, progress)
     except KcompactError as err:

@@ -84,6 +84,7 @@ class RepairOptions:
     now_ms: int | None = None  # the clock of the clean
     assume_compact: bool = False  # the clean's --assume-compact (cleaner.compaction_gate)
     allow_keyless_loss: bool = False  # the clean's --allow-keyless-loss (cleaner.compaction_gate)
+    named_alone: bool = True  # False: reached through its log dir (repair LOG_DIR), --config as a log dir's
     server_properties: str | None = None  # the broker's file (default: $KCOMPACT_SERVER_PROPERTIES)
     metadata_dir: str | None = None  # metadata.log.dir (default: as partition_config finds it)
     replica_dirs: tuple[str, ...] = ()  # the clean's replica fence (cleaner.rules.fence)
@@ -117,11 +118,17 @@ class RepairResult:
         return any(f.blocks_cleaning for f in self.findings)
 
     @property
+    def problems(self) -> int:
+        """How many findings a broker and its cleaner do not settle themselves (before the repair)."""
+        return sum(1 for f in self.findings if f.problem)
+
+    @property
     def ok(self) -> bool:
-        """Dry run: nothing to repair. Repair: nothing left to repair or blocking the cleaner, and the
-        clean (if asked for) succeeded."""
+        """Dry run: nothing a broker and its cleaner do not settle themselves (a plan of only what Kafka
+        settles itself as it loads the partition is no problem). Repair: nothing left to repair or blocking
+        the cleaner, and the clean (if asked for) succeeded."""
         if self.dry_run:
-            return not self.plan
+            return not any(f.problem or f.blocks_cleaning for f in self.findings)
         left = any(f.blocks_cleaning or f.action for f in self.remaining)
         return not left and self.clean_error is None
 
@@ -274,7 +281,8 @@ def refuse_earlier_backup(backup_dir: Path, part: Path, check: PartitionCheck) -
         state = (f"; this partition is not finished ({plural(sum(1 for f in check.findings if f.action), 'problem')} "
                  "still to repair): run the repair again with a new --backup-dir (or none) to finish it")
     else:
-        state = "; this partition is finished (nothing left to repair)"
+        state = ("; this partition is finished (nothing left to repair): give another --backup-dir (or none) to "
+                 "verify it again")
     raise RefusedError(f"{backup_dir}: holds the backup of an earlier repair of {of}{killed}{state}; "
                        f"undo that repair with: kcompact repair --undo {backup_dir}; nothing changed")
 
@@ -444,7 +452,8 @@ def _clean(part: Path, options: RepairOptions, result: RepairResult) -> None:
                                   server_properties=options.server_properties,
                                   metadata_dir=options.metadata_dir,
                                   assume_compact=options.assume_compact,
-                                  allow_keyless_loss=options.allow_keyless_loss)
+                                  allow_keyless_loss=options.allow_keyless_loss,
+                                  named_alone=options.named_alone)
     except KcompactError as err:
         result.clean_error = str(err)
 

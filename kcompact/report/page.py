@@ -220,6 +220,20 @@ def _charts(report: Report) -> list[str]:
     return parts
 
 
+# What JSON may hold and a <script> element may not: "<" ("</script>" ends it, "<!--" then "<script>" makes
+# the parser take the "</script>" after them as data, so the rest of the page is script), ">" and "&" for
+# good measure, and U+2028/U+2029, line ends to JavaScript before ES2019. Their \\u escapes are the same
+# string to JSON.parse and to a script.
+SCRIPT_UNSAFE = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", 0x2028: "\\u2028",
+                 0x2029: "\\u2029"}
+
+
+def script_json(value: Any) -> str:
+    """``value`` as JSON that is safe inside a ``<script>`` element, whatever strings it holds (a partition
+    directory named ``<!--<script>-0``): see :data:`SCRIPT_UNSAFE`."""
+    return json.dumps(value, separators=(",", ":")).translate(SCRIPT_UNSAFE)
+
+
 def _figure(div_id: str, traces: list[dict[str, Any]], layout: dict[str, Any]) -> str:
     """One chart: its div and the ``Plotly.newPlot`` call, with the data inline as JSON."""
     base: dict[str, Any] = {"margin": {"l": 10, "r": 10, "t": 30, "b": 40}, "paper_bgcolor": "#fff",
@@ -228,7 +242,7 @@ def _figure(div_id: str, traces: list[dict[str, Any]], layout: dict[str, Any]) -
     base.update(layout)
     for axis in ("xaxis", "yaxis"):
         base[axis] = {"automargin": True, **base.get(axis, {})}
-    payload = json.dumps([traces, base, PLOT_CONFIG], separators=(",", ":")).replace("</", "<\\/")
+    payload = script_json([traces, base, PLOT_CONFIG])
     return (f'<div class="chart" id="{div_id}"></div><script>(function(){{var a={payload};'
             f'Plotly.newPlot("{div_id}",a[0],a[1],a[2]);}})();</script>')
 

@@ -9,6 +9,8 @@ would be removed here while the follower, after its restart, still needs it.
 
 Kafka's recovery, as modelled here:
 
+* an interrupted swap's leftovers are settled first, read in place (``segment.swap_completion``,
+  ``LogLoader.load``): a ``.log.swap`` replaces the segments it covers, which may end the log lower;
 * it walks every segment from the one holding the partition's recovery point
   (``recovery-point-offset-checkpoint`` of the log dir; no entry: the whole log) to the active segment,
   batch by batch (``LogSegment.recover``);
@@ -33,6 +35,7 @@ from pathlib import Path
 from kcompact.errors import CorruptDataError, KcompactError, UnsupportedFormatError
 from kcompact.records.batch import iter_batches
 from kcompact.segment.partition import RECOVERY_POINT_CHECKPOINT, Partition, SegmentFiles
+from kcompact.segment.swap_completion import loaded_segments
 
 __all__ = ["RecoveredEnd", "recovered_log_end", "segment_valid_prefix"]
 
@@ -44,6 +47,7 @@ class ValidPrefix:
     next_offset: int | None  # offset after its last valid batch; None: no valid batch
     valid_bytes: int  # where its valid batches end
     size_in_bytes: int  # the file's size; above ``valid_bytes``: recovery truncates it
+    epochs: tuple[tuple[int, int], ...] = ()  # (partition leader epoch, base offset) of its valid v2 batches
 
     @property
     def truncated(self) -> bool:
@@ -58,10 +62,19 @@ class RecoveredEnd:
         log_end_offset: the offset after the last batch recovery keeps.
         stopped_at: the segment file and byte position where recovery stops, when it truncates
             (None: every batch walked is valid).
+        completed_swaps: the ``.log.swap`` files of an interrupted swap, which ``LogLoader.load`` completes
+            before it recovers (``segment.swap_completion``): their segments replace those they cover.
+        swapped_end: the log end is that of a segment completed from its ``.log.swap``.
+        recovered_epochs: ``(partition leader epoch, base offset)`` of every valid v2 batch recovery walked, in
+            order: ``LogSegment.recover`` assigns an epoch above the cache's latest at its batch's base offset
+            (``segment.lineage.loaded_lineage`` applies them).
     """
 
     log_end_offset: int
     stopped_at: tuple[Path, int] | None = None
+    completed_swaps: tuple[Path, ...] = ()  # the ``.log.swap`` files the loader completes first
+    swapped_end: bool = False  # the log end is that of a segment completed from its ``.log.swap``
+    recovered_epochs: tuple[tuple[int, int], ...] = ()  # (epoch, base offset) of each batch recovery walked
 
 
 def segment_valid_prefix(segment: SegmentFiles) -> ValidPrefix:
@@ -78,6 +91,7 @@ def segment_valid_prefix(segment: SegmentFiles) -> ValidPrefix:
     """
     next_offset: int | None = None
     valid_bytes = 0
+    epochs: list[tuple[int, int]] = []
     with segment.open() as log:
         size = log.size_in_bytes
         try:
@@ -86,39 +100,48 @@ def segment_valid_prefix(segment: SegmentFiles) -> ValidPrefix:
                     break
                 next_offset = batch.last_offset + 1
                 valid_bytes = batch.position + batch.size_in_bytes
+                if batch.partition_leader_epoch >= 0:  # legacy entries have none (-1)
+                    epochs.append((batch.partition_leader_epoch, batch.base_offset))
         except (CorruptDataError, UnsupportedFormatError):
             pass  # framing refused: recovery stops at the end of the last valid batch
-    return ValidPrefix(next_offset, valid_bytes, size)
+    return ValidPrefix(next_offset, valid_bytes, size, tuple(epochs))
 
 
 def recovered_log_end(partition: Partition) -> RecoveredEnd:
-    """The log end offset a broker keeps after recovering ``partition`` (see the module docstring).
+    """The log end offset a broker keeps after loading and recovering ``partition`` (see the module
+    docstring): an interrupted swap completed first, as ``LogLoader.load`` completes it.
 
     Args:
         partition: the partition (a copy of it from another broker, typically).
 
     Returns:
-        The recovered log end, and where recovery stops when it truncates.
+        The recovered log end, where recovery stops when it truncates, and the swaps completed.
 
     Raises:
         FileAccessError: a segment cannot be read.
+        CorruptDataError: a ``.log.swap`` to be completed does not parse.
     """
-    segments = partition.segments
+    segments, completion = loaded_segments(partition)
+    swaps = tuple(swap for swap, final in completion.renamed if final.suffix == ".log")
     if not segments:
-        return RecoveredEnd(partition.log_start_offset())
+        return RecoveredEnd(partition.log_start_offset(), completed_swaps=swaps)
     recovery_point = _recovery_point(partition)
     first = max((i for i, s in enumerate(segments) if s.base_offset <= recovery_point), default=0)
     prefix: ValidPrefix | None = None
+    epochs: list[tuple[int, int]] = []
     for index in range(first, len(segments)):
         prefix = segment_valid_prefix(segments[index])
+        epochs += prefix.epochs
         if prefix.truncated:
             stopped = (segments[index].log_path, prefix.valid_bytes)
             if prefix.next_offset is not None:
-                return RecoveredEnd(prefix.next_offset, stopped)
-            return RecoveredEnd(_end_before(segments, index), stopped)
+                return RecoveredEnd(prefix.next_offset, stopped, swaps, segments[index].log_path in swaps,
+                                    tuple(epochs))
+            return RecoveredEnd(_end_before(segments, index), stopped, swaps, recovered_epochs=tuple(epochs))
     # every segment walked is whole: the active one ends the log (at its base when it is empty)
     end = prefix.next_offset if prefix is not None else None
-    return RecoveredEnd(segments[-1].base_offset if end is None else end)
+    return RecoveredEnd(segments[-1].base_offset if end is None else end, None, swaps,
+                        segments[-1].log_path in swaps, tuple(epochs))
 
 
 def _end_before(segments: tuple[SegmentFiles, ...], index: int) -> int:

@@ -102,10 +102,12 @@ class RemoteListing:
     Attributes:
         url: the URL listed (no trailing slash).
         sizes: relative path (``orders-0/00000000000000000000.log``) -> size in bytes.
+        identities: relative path -> the object's version as listed (:func:`remote_identity`).
     """
 
     url: str
     sizes: Mapping[str, int]
+    identities: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def files(self, under: str = "") -> dict[str, int]:
         """The files directly under ``under`` (a relative directory; "" the URL itself), name -> size."""
@@ -153,8 +155,42 @@ def _list_tree(url: str, storage_options: StorageOptions) -> RemoteListing:
             raise FileNotFoundError("no file there")
     except Exception as err:  # each file system raises its own: FileNotFoundError, botocore's, …
         raise KcompactError(f"{url}: cannot list it: {type(err).__name__}: {err}".splitlines()[0]) from err
-    return RemoteListing(url, {str(name)[len(root):]: int(entry.get("size") or 0) for name, entry in found.items()
-                               if entry.get("type") == "file" and str(name).startswith(root)})
+    files = {str(name)[len(root):]: entry for name, entry in found.items()
+             if entry.get("type") == "file" and str(name).startswith(root)}
+    return RemoteListing(url, {rel: int(entry.get("size") or 0) for rel, entry in files.items()},
+                         {rel: remote_identity(entry) for rel, entry in files.items()})
+
+
+_VERSION_KEYS = ("ETag", "etag", "md5Hash", "generation", "VersionId", "version_id")
+
+
+def remote_identity(entry: Mapping[str, Any]) -> str:
+    """An object's version as its store lists or describes it (fsspec's ``find``/``info`` entries): its ETag
+    (S3, Azure; GCS's ``etag`` or ``md5Hash``, ``generation``), else its modification time; "" when the store
+    says neither. Not the modification time when there is an ETag: S3 lists it to the millisecond, and
+    ``HeadObject``'s ``Last-Modified`` has whole seconds."""
+    for key in _VERSION_KEYS:
+        value = entry.get(key)
+        if value not in (None, ""):
+            return f"{key}={str(value).strip(chr(34))}"
+    modified = _modified_s(entry)
+    return "" if modified is None else f"mtime={modified!r}"
+
+
+def remote_stamp(url: str, storage_options: StorageOptions) -> tuple[int, str]:
+    """``(size in bytes, identity)`` of an object now: one ``info`` request, past the file system's
+    cached listing (``invalidate_cache``: s3fs answers ``info`` from the listing it made).
+
+    Raises:
+        KcompactError: the object cannot be described (one line naming it).
+    """
+    fs, path = _filesystem(url, storage_options)
+    try:
+        fs.invalidate_cache(path)
+        entry = fs.info(path)
+    except Exception as err:  # each file system raises its own
+        raise KcompactError(f"{url}: cannot read it: {type(err).__name__}: {err}".splitlines()[0]) from err
+    return int(entry.get("size") or 0), remote_identity(entry)
 
 
 def remote_partition_dirs(url: str, storage_options: StorageOptions,
@@ -206,23 +242,27 @@ def partition_dir_names(url: str, storage_options: StorageOptions) -> list[str]:
 
 
 def remote_segments(part_url: str, storage_options: StorageOptions,
-                    listing: RemoteListing | None = None) -> list[tuple[int, int]]:
-    """``(base offset, size in bytes)`` of each ``.log`` segment of a partition directory, in offset order.
+                    listing: RemoteListing | None = None) -> list[tuple[int, int, str]]:
+    """``(base offset, size in bytes, identity)`` of each ``.log`` segment of a partition directory, in offset
+    order (the identity :func:`remote_identity`'s, "" when not ``listing``).
 
     Args:
         part_url: the partition directory.
         storage_options: fsspec options.
         listing: a :func:`list_remote` listing of it or of its log dir (else it is listed here).
     """
+    under = ""
     if listing is None:
         sizes = _names(part_url, storage_options, directories=False)
     else:
-        sizes = listing.files(part_url.rstrip("/")[len(listing.url):].strip("/"))
+        under = part_url.rstrip("/")[len(listing.url):].strip("/")
+        sizes = listing.files(under)
     found = []
     for name, size in sizes.items():
         parsed = parse_segment_file_name(name)
         if parsed is not None and parsed.kind == "log" and parsed.temp_suffix is None:
-            found.append((parsed.base_offset, size))
+            identity = "" if listing is None else listing.identities.get(f"{under}/{name}" if under else name, "")
+            found.append((parsed.base_offset, size, identity))
     return sorted(found)
 
 

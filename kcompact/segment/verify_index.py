@@ -11,10 +11,11 @@ checking at load:
   producer in this segment (a broker stores the entry with its marker, ``TransactionIndex.append``).
 
 A sparser or denser index than Kafka 4.1 would build is still valid for a broker and is not reported. A
-preallocated index (zero-filled slots after the entries) is a problem in a closed segment — Kafka reads
-every slot as an entry — but normal in the active segment of a running broker, which callers say with
-``allow_preallocated``. Only batch headers are read from the ``.log``, plus the key and value of each
-control record.
+preallocated index (zero-filled slots after the entries) is a problem in a segment a broker trusts — Kafka reads
+every slot as an entry — but normal in the active segment of a running broker and no matter in a segment a
+starting broker recovers, rebuilding its indexes (``segment.startup_recovery``), which callers say with
+``live_active`` and ``rebuilt_at_start``. Only batch headers are read from the ``.log``, plus the key and value
+of each control record.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ class LogFacts:
 
 
 def verify_index_file(
-    index_path: Path, base_offset: int, log_path: Path, *, live_active: bool = False
+    index_path: Path, base_offset: int, log_path: Path, *, live_active: bool = False,
+    rebuilt_at_start: bool = False,
 ) -> list[str]:
     """Problems of one ``.index``/``.timeindex``/``.txnindex`` file, in words (empty: none found).
 
@@ -102,6 +104,8 @@ def verify_index_file(
         log_path: the segment's ``.log``; when it is missing only the file's own rules are checked.
         live_active: the active segment of a running broker: trailing zero-filled slots and a
             partial last batch are expected, not problems.
+        rebuilt_at_start: a segment a broker starting on the log dir recovers: trailing zero-filled
+            slots are no problem (its other findings are the caller's to weigh).
 
     Returns:
         One sentence per problem. A ``.log`` that cannot be walked adds one sentence saying the
@@ -116,7 +120,7 @@ def verify_index_file(
             walked = read_log_facts(log_path, partial_tail_ok=live_active)
         except (KcompactError, OSError) as err:
             walked = err
-    return _verify(*loaded, base_offset, log_path, walked, live_active)
+    return _verify(*loaded, base_offset, log_path, walked, live_active or rebuilt_at_start)
 
 
 def verify_index_with_facts(
@@ -223,7 +227,7 @@ def _verify(
     base_offset: int,
     log_path: Path,
     walked: LogFacts | Exception | None,
-    live_active: bool,
+    allow_preallocated: bool,
 ) -> list[str]:
     """The index's problems: a log that could not be walked first, then the index's own and the log's."""
     problems: list[str] = []
@@ -231,7 +235,7 @@ def _verify(
     if walked is not None and facts is None:
         problems.append(f"not compared with {log_path.name}, which cannot be walked: {walked}")
     try:
-        problems += _check(kind, data, base_offset, facts, live_active)
+        problems += _check(kind, data, base_offset, facts, allow_preallocated)
     except KcompactError as err:
         problems.append(getattr(err, "message", str(err)))
     return problems

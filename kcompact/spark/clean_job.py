@@ -67,7 +67,7 @@ from kcompact.errors import KcompactError
 from kcompact.segment.lock import BROKER_LOCK_FILE, clear_abandoned_locks, log_dir_write_guard
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.spark.job_failure import JobFailure, lost_job, one_line_job
-from kcompact.spark.locality import located_rdd
+from kcompact.spark.locality import OtherHostError, located_rdd, refuse_other_host
 from kcompact.spark.output import write_frame
 from kcompact.spark.packing import OPEN_COST_BYTES, pack_partitions
 from kcompact.spark.plan import (
@@ -338,23 +338,32 @@ def _settle_checkpoints(context: SparkContext, plan: SparkRunPlan, *, verbose: b
         return []
     try:
         errors = _run_planning_job(context, functools.partial(_settle_away, order),
-                                   [(d.path, keys) for d, keys in away], [d.host for d, _ in away], verbose=verbose,
+                                   [(d.path, keys, d.host) for d, keys in away], [d.host for d, _ in away],
+                                   verbose=verbose,
                                    job="spark clean: the checkpoint-ordering job", state=(
                                        "the partitions are cleaned as reported; the new lines of "
                                        f"{', '.join(f'{d}/cleaner-offset-checkpoint' for d, _ in away)} stay in "
                                        "the order the tasks finished (the same entries)"))
     except KcompactError as err:
         return [str(err)]
+    notes = []
     for error in errors:
-        if error is not None:
+        if isinstance(error, OtherHostError):  # the partitions are cleaned: only the lines' order is left
+            notes.append(f"{error}; the partitions are cleaned as reported, the new lines of its "
+                         "cleaner-offset-checkpoint stay in the order the tasks finished (the same entries)")
+        elif error is not None:
             raise error
-    return []
+    return notes
 
 
-def _settle_away(order: Sequence[TopicPartition], item: tuple[str, list[TopicPartition]]) -> KcompactError | None:
-    """A task settling one log dir's checkpoint on its host: the error, not raised, for the driver."""
+def _settle_away(order: Sequence[TopicPartition],
+                 item: tuple[str, list[TopicPartition], str | None]) -> KcompactError | None:
+    """A task settling one log dir's checkpoint on its host (refused on another): the error, not raised,
+    for the driver."""
+    log_dir, keys, host = item
     try:
-        settle_checkpoint_order(Path(item[0]), item[1], order)
+        refuse_other_host(host, log_dir)
+        settle_checkpoint_order(Path(log_dir), keys, order)
     except KcompactError as err:
         return portable_error(err)
     return None
@@ -372,6 +381,7 @@ def run_clean_task(task: CleanTask) -> tuple[Any, ...]:
     host = socket.gethostname()
     cpu_before = time.process_time()
     try:
+        refuse_other_host(task.host, task.partition_dir)  # Spark ran it elsewhere: the partition left alone
         result = clean_partition(task.partition_dir, task.config, task.options)
     except KcompactError as err:
         return _refused_row(task, err, executor=host)

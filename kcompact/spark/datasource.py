@@ -13,10 +13,11 @@ partition, default ``SPLIT_BYTES``) and ``storage_options`` (a JSON object of fs
 fixed (``kcompact.inspect.export.EXPORT_COLUMNS``); ``error_rows`` (``true``; default ``false``) adds an
 :data:`ERROR_COLUMN`: a split whose data does not parse then ends with one row holding only the error's one-line
 message, where by default its task fails (``spark export`` reads this way, so that no task fails and Spark prints no
-task error). ``refs`` (a JSON list of ``[partition_dir, base_offset, size]``: segments already listed, read instead of
-listing ``paths`` again) and ``views`` (a JSON list of ``CommittedView.as_dict``: read_committed views already
-found) are how ``spark export`` hands its first job's findings to the read. The driver lists the segments (or
-takes ``refs``) and packs them into input partitions; each is read on an executor by
+task error). ``refs`` (a JSON list of ``[partition_dir, base_offset, size, identity]``: segments already listed, read
+instead of listing ``paths`` again, each checked to be the file listed: ``SegmentRef``; the identity may be left out)
+and ``views`` (a JSON list of ``CommittedView.as_dict``: read_committed views already found) are how ``spark
+export`` hands its first job's findings to the read. The driver lists the segments (or takes ``refs``) and packs
+them into input partitions; each is read on an executor by
 ``kcompact.inspect.export.iter_split_columns`` (a segment behind a URL by byte range, its own bytes only) and
 handed to Spark as Arrow record batches.
 
@@ -118,16 +119,17 @@ class KcompactReader(DataSourceReader):
 
 
 def _refs(options: Any) -> list[SegmentRef] | None:
-    """The ``refs`` option: segments listed already, as ``[partition_dir, base_offset, size]`` (None: list
-    ``paths`` here)."""
+    """The ``refs`` option: segments listed already, as ``[partition_dir, base_offset, size, identity]`` (the
+    identity optional; None: list ``paths`` here)."""
     raw = options.get("refs")
     if raw is None:
         return None
     try:
-        return [SegmentRef(str(part), int(base), int(size)) for part, base, size in json.loads(raw)]
+        return [SegmentRef(str(part), int(base), int(size), str(identity[0]) if identity else "")
+                for part, base, size, *identity in json.loads(raw)]
     except (json.JSONDecodeError, TypeError, ValueError) as err:
         raise ConfigError(f"kcompact data source: option 'refs'; expected a JSON list of [partition_dir, "
-                          f"base_offset, size], found {raw[:80]!r}") from err
+                          f"base_offset, size, identity], found {raw[:80]!r}") from err
 
 
 def _views(options: Any) -> dict[str, CommittedView]:

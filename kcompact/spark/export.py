@@ -18,7 +18,10 @@ exported, and Spark prints no task error. A partition named alone that fails, or
 the error (nothing written). Data that still does not parse (a batch that passes its CRC but whose
 records do not, bytes a faulty writer produced) fails no task either: the data source ends that split
 with an error row (``error_rows``), the write leaves it out, an observation brings it to the driver,
-which removes the output and raises it (its class, file and position). Should a task fail anyway (a
+which removes the output and raises it (its class, file and position). Each segment is read as the file listed
+(its size and identity taken by the listing, compared by the check's tasks and the read's: see
+``kcompact.inspect.export``): one that changed before the check ends leaves its partition out, after it it is
+such an error row, and the export writes nothing. Should a task fail anyway (a
 file that cannot be read), Spark's own lines about it are silenced and it is one kcompact line; no
 ``--output`` is left behind either way. A task lost (its Python worker or executor died) or a JVM gone, in
 the listing of a ``host:/path``, the check or the write, is one line too
@@ -61,7 +64,7 @@ from kcompact.inspect.export import (
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.remote import StorageOptions, is_url
 from kcompact.spark.job_failure import one_line_job
-from kcompact.spark.locality import Located, locate_input, located_rdd, run_located
+from kcompact.spark.locality import Located, locate_input, located_rdd, refuse_other_host, run_located
 from kcompact.spark.output import local_part, output_target, write_new_parquet
 from kcompact.spark.rows import ddl
 
@@ -171,24 +174,29 @@ def located_segments(spark: SparkSession, plain: Sequence[str], away: Sequence[L
         with one_line_job(spark.sparkContext, f"kcompact spark export: listing {len(away)} host paths",
                           "spark export: the listing job", _nothing_written(output), verbose=verbose, path=output):
             found = run_located(spark.sparkContext, functools.partial(_segments_here, selection),
-                                [t.path for t in away], [t.host for t in away])
+                                list(away), [t.host for t in away])
     for located, (listed, error) in zip(away, found, strict=True):
         if error is not None:
-            raise KcompactError(f"{located.host}:{error}" if error.startswith("/") else f"{located.host}: {error}")
-        for part_dir, base, size in listed:
+            raise KcompactError(error if error.startswith(f"{located.host}:") else
+                                f"{located.host}:{error}" if error.startswith("/") else f"{located.host}: {error}")
+        for ref in listed:
+            part_dir = ref.partition_dir
             if hosts.setdefault(part_dir, located.host) != located.host:
                 other = hosts[part_dir]
                 raise KcompactError(f"{located.host}:{part_dir}: the same partition directory as "
                                     f"{other + ':' if other else ''}{part_dir}'s; expected one copy of a partition "
                                     "(export one broker's copy: --topic, --partition, or other paths)")
-            refs.append(SegmentRef(part_dir, base, size))
+            refs.append(ref)
     return refs, hosts
 
 
-def _segments_here(selection: PartitionFilter | None, path: str) -> tuple[list[tuple[str, int, int]], str | None]:
-    """A task listing a ``host:/path``'s segments on its host: them, or the error's line."""
+def _segments_here(selection: PartitionFilter | None, target: Located
+                   ) -> tuple[list[SegmentRef], str | None]:
+    """A task listing a ``host:/path``'s segments on its host: them, or the error's line (on another host:
+    refused, nothing read)."""
     try:
-        return [(r.partition_dir, r.base_offset, r.size_in_bytes) for r in list_segments([path], None, selection)], None
+        refuse_other_host(target.host, target.path)
+        return list_segments([target.path], None, selection), None
     except KcompactError as err:
         return [], str(err)
 
@@ -240,12 +248,12 @@ def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: i
     for split in splits:  # each partition's view found by the split holding its first segment
         firsts = tuple(dict.fromkeys(r.partition_dir for r in split if r.partition_dir not in seen)) if latest else ()
         seen.update(firsts)
-        tasks.append((split, firsts))
+        tasks.append((split, firsts, hosts.get(split[0].partition_dir)))
     check = functools.partial(_check_split, storage_options=dict(storage_options or {}))
     context = spark.sparkContext
     with one_line_job(context, f"kcompact spark export: checking {len(refs)} segments",
                       "spark export: the checking job", _nothing_written(output), verbose=verbose, path=output):
-        where = [hosts.get(split[0].partition_dir) for split, _ in tasks]
+        where = [host for _, _, host in tasks]
         found = located_rdd(context, tasks, where).map(check).collect()
     failures = [failure for part, _ in found for failure in part]
     bad = {failure.partition_dir for failure in failures}
@@ -258,10 +266,12 @@ def _nothing_written(output: str | None) -> str:
     return f"nothing was written{unmade}, the logs are only read: run it again"
 
 
-def _check_split(task: tuple[tuple[SegmentRef, ...], tuple[str, ...]], storage_options: StorageOptions
+def _check_split(task: tuple[tuple[SegmentRef, ...], tuple[str, ...], str | None], storage_options: StorageOptions
                  ) -> tuple[list[ExportFailure], list[CommittedView]]:
-    """The body of one checking task: ``split_report`` of a split, finding the views it is given."""
-    refs, views_for = task
+    """The body of one checking task: ``split_report`` of a split, finding the views it is given (on another
+    host than its segments': refused, nothing read)."""
+    refs, views_for, host = task
+    refuse_other_host(host, refs[0].partition_dir)
     return split_report(refs, storage_options, views_for=views_for)
 
 
@@ -317,7 +327,8 @@ def read_records(spark: SparkSession, paths: Iterable[str | Path], *, isolation:
     listed = [p if is_url(p) else str(Path(p).absolute()) for p in map(str, paths)]
     reader = spark.read.format(FORMAT_NAME)
     if refs is not None:
-        reader = reader.option("refs", json.dumps([[r.partition_dir, r.base_offset, r.size_in_bytes] for r in refs]))
+        reader = reader.option("refs", json.dumps([[r.partition_dir, r.base_offset, r.size_in_bytes, r.identity]
+                                                   for r in refs]))
     if views:
         reader = reader.option("views", json.dumps([view.as_dict() for view in views]))
     return (reader.option("paths", json.dumps(listed))
@@ -340,16 +351,20 @@ def read_located(spark: SparkSession, refs: Sequence[SegmentRef], hosts: Mapping
     splits = host_splits(refs, split_bytes, hosts)
     reader = KcompactReader([], isolation, split_bytes, dict(storage_options or {}), error_rows=True, refs=list(refs),
                             views={view.stop.partition_dir: view for view in views})
-    rows = located_rdd(spark.sparkContext, splits, [hosts.get(split[0].partition_dir) for split in splits])
+    where = [hosts.get(split[0].partition_dir) for split in splits]
+    rows = located_rdd(spark.sparkContext, list(zip(splits, where, strict=True)), where)
     # rows, not Arrow batches: mapInArrow would need pandas on the driver, which the spark extra leaves out
     return spark.createDataFrame(rows.flatMap(functools.partial(_split_rows, reader)),
                                  f"{EXPORT_SCHEMA}, {ERROR_COLUMN} string", verifySchema=False)
 
 
-def _split_rows(reader: Any, split: tuple[SegmentRef, ...]) -> Iterator[tuple[Any, ...]]:
-    """The rows of one split as the data source's reader reads it (its error row included)."""
+def _split_rows(reader: Any, located: tuple[tuple[SegmentRef, ...], str | None]) -> Iterator[tuple[Any, ...]]:
+    """The rows of one split as the data source's reader reads it (its error row included), on its host
+    (on another: refused, nothing read)."""
     from kcompact.spark.datasource import SegmentSplit
 
+    split, host = located
+    refuse_other_host(host, split[0].partition_dir)
     for batch in reader.read(SegmentSplit(split)):
         columns = batch.to_pydict()
         yield from zip(*columns.values(), strict=True)

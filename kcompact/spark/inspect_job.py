@@ -37,7 +37,7 @@ from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report, part
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.remote import StorageOptions, is_url, map_threads, mirrored, remote_partition_dirs
 from kcompact.spark.job_failure import one_line_job
-from kcompact.spark.locality import Located, locate_input, located_rdd, run_located
+from kcompact.spark.locality import Located, locate_input, located_rdd, refuse_other_host, run_located
 from kcompact.spark.rows import dataclass_columns, ddl
 
 if TYPE_CHECKING:
@@ -140,6 +140,7 @@ def run_report_slice(part: ReportSlice) -> list[DirtyRatioRow]:
     Returns:
         Its rows, in the report's order (a row with ``error`` set for a partition that does not parse).
     """
+    refuse_other_host(part.host, part.partition_dirs[0])  # on another host: nothing read
     remote = [d for d in part.partition_dirs if is_url(d)]
     if not remote:
         return _report(part, part.partition_dirs)
@@ -188,10 +189,11 @@ def located_partition_dirs(spark: SparkSession, paths: Iterable[str | Path], sto
         with one_line_job(spark.sparkContext, f"kcompact {COMMAND}: listing {len(away)} host paths",
                           f"{COMMAND}: the listing job", state or read_only_state(None), verbose=verbose):
             answers = run_located(spark.sparkContext, functools.partial(_listed_here, selection),
-                                  [t.path for t in away], [t.host for t in away])
+                                  away, [t.host for t in away])
     for target, (dirs, error) in zip(away, answers, strict=True):
         if error is not None:
-            raise KcompactError(f"{target.host}:{error}" if error.startswith("/") else f"{target.host}: {error}")
+            raise KcompactError(error if error.startswith(f"{target.host}:") else
+                                f"{target.host}:{error}" if error.startswith("/") else f"{target.host}: {error}")
         listed[str(target)] = dirs
     found: list[Located] = []
     for target in targets:
@@ -204,10 +206,12 @@ def located_partition_dirs(spark: SparkSession, paths: Iterable[str | Path], sto
     return found
 
 
-def _listed_here(selection: PartitionFilter | None, path: str) -> tuple[list[str], str | None]:
-    """A task listing a ``host:/path``'s partition directories on its host: them, or the error's line."""
+def _listed_here(selection: PartitionFilter | None, target: Located) -> tuple[list[str], str | None]:
+    """A task listing a ``host:/path``'s partition directories on its host: them, or the error's line (on
+    another host: refused, nothing read)."""
     try:
-        return [str(d) for d in partition_dirs([Path(path)], selection)], None
+        refuse_other_host(target.host, target.path)
+        return [str(d) for d in partition_dirs([Path(target.path)], selection)], None
     except KcompactError as err:
         return [], str(err)
 

@@ -9,8 +9,17 @@ preference, not a constraint: to keep every task on its broker's host, run one e
 and set ``spark.locality.wait`` above the job's length (README: one executor per broker host). ``HOST``
 must be the name the executors register with (what ``hostname`` says there, or ``SPARK_LOCAL_HOSTNAME``).
 
+A preference only, so every task that reads or changes a ``host:/path`` first checks that it runs on that
+host (:func:`refuse_other_host`: ``HOST`` is this machine's ``socket.gethostname()``, its FQDN,
+``SPARK_LOCAL_HOSTNAME`` or ``SPARK_LOCAL_IP``, or resolves to an address this machine can bind) and refuses
+before it touches the disk otherwise: a host that never registers as an executor, whose tasks Spark ran
+elsewhere once the locality wait was over, fails its rows, changing nothing, instead of cleaning or reading
+another machine's directory of the same name.
+
 A plain path means a file system every executor sees at that path (local mode, NFS and the like), as
-before: its tasks prefer no host. A path that exists on the driver is always plain, colon or not.
+before: its tasks prefer no host. A path that exists on the driver is always plain, colon or not. So is a
+URL without ``//`` (``file:/tmp/x``, ``s3:/bucket/x``, ``hdfs:/x``: Hadoop's own form, :data:`URL_SCHEMES`)
+and a drive letter (``C:/x``): neither names a host.
 
 PySpark's ``SparkContext.parallelize`` gives its tasks no preferred locations; Spark's own
 ``SparkContext.makeRDD(Seq[(T, Seq[String])])`` does (a ``ParallelCollectionRDD`` with location prefs).
@@ -20,18 +29,49 @@ one element per Spark partition, and wraps it as a PySpark RDD.
 
 from __future__ import annotations
 
+import functools
+import os
 import pickle
 import re
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kcompact.errors import RefusedError
+
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext
 
 HOST_PATH = re.compile(r"^(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?):(?P<path>/(?!/).*)$")
-"""``host:/absolute/path``: a host name (or IPv4 address) and an absolute path (not ``scheme://``)."""
+"""``host:/absolute/path``: a host name (or IPv4 address) and an absolute path (not ``scheme://``); see
+:func:`parse_host_path` for the names that are not hosts."""
+
+URL_SCHEMES = frozenset({
+    "file", "local", "memory", "http", "https", "ftp", "sftp", "ssh",  # fsspec's and Java's own
+    "s3", "s3a", "s3n", "gs", "gcs", "hdfs", "webhdfs", "swebhdfs", "viewfs", "har",  # Hadoop's FileSystems
+    "abfs", "abfss", "az", "adl", "wasb", "wasbs", "oss", "cos", "cosn", "obs", "o3fs", "ofs", "r2",
+})
+"""URL schemes that are not host names: ``file:/tmp/x`` is Hadoop's ``Path`` for a local file (``hdfs:/x``
+the default NameNode's), never host ``file``."""
+
+
+class OtherHostError(RefusedError):
+    """A task for a ``host:/path`` runs on another host (its preference given up): it refused to start."""
+
+
+def parse_host_path(text: str) -> tuple[str, str] | None:
+    """``(host, path)`` of ``host:/absolute/path``, or None: not that form, a URL scheme
+    (:data:`URL_SCHEMES`: ``file:/tmp/x``), or a drive letter (``C:/x``, a one-letter name).
+
+    Args:
+        text: as given.
+    """
+    found = HOST_PATH.match(text)
+    if found is None or len(found["host"]) == 1 or found["host"].lower() in URL_SCHEMES:
+        return None
+    return found["host"], found["path"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +96,10 @@ def locate(raw: str | Path, plain: Callable[[str], Path]) -> Located:
         The :class:`Located` path; a ``host:/path`` keeps its path as written.
     """
     text = str(raw)
-    found = HOST_PATH.match(text)
+    found = parse_host_path(text)
     if found is None or isinstance(raw, Path) or Path(text).exists():
         return Located(None, str(plain(text)))
-    return Located(found["host"], found["path"])
+    return Located(*found)
 
 
 def is_host_path(raw: str) -> bool:
@@ -92,6 +132,58 @@ def locate_input(raw: str | Path) -> Located:
     if is_url(raw):
         return Located(None, str(raw))
     return locate(raw, lambda path: Path(path).absolute())
+
+
+def refuse_other_host(host: str | None, path: str) -> None:
+    """Refuse to work on ``host:path`` from another host (what a task does before it touches the disk).
+
+    Spark's scheduler gives a task's preferred host up after ``spark.locality.wait``: a host that never
+    registers as an executor has its tasks run elsewhere, where the same path may be another directory.
+
+    Args:
+        host: the host the path names (None: a plain path, seen by every executor).
+        path: the path on that host.
+
+    Raises:
+        OtherHostError: this process does not run on ``host``.
+    """
+    if host is None or is_this_host(host):
+        return
+    raise OtherHostError(
+        f"{host}:{path}: this task runs on {socket.gethostname()}, not on {host}, so it left the directory "
+        f"alone; expected an executor on {host} (HOST must be the name or address the executors register "
+        "with: one executor per broker host, spark.locality.wait above the job's length)")
+
+
+@functools.lru_cache(maxsize=64)
+def is_this_host(host: str) -> bool:
+    """Whether ``host`` names this machine: its host name, FQDN, ``SPARK_LOCAL_HOSTNAME`` or
+    ``SPARK_LOCAL_IP`` (what Spark's ``Utils.localHostName`` registers an executor with), or a name or
+    address that resolves to an address this machine can bind (one of its own interfaces, loopback included).
+
+    Args:
+        host: a host name or IP address.
+    """
+    wanted = host.lower().rstrip(".")
+    names = {socket.gethostname(), socket.getfqdn(), os.environ.get("SPARK_LOCAL_HOSTNAME", ""),
+             os.environ.get("SPARK_LOCAL_IP", "")}
+    if wanted in {name.lower().rstrip(".") for name in names if name}:
+        return True
+    try:
+        addresses = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):  # no such name here
+        return False
+    return any(_bindable(family, address) for family, _, _, _, address in addresses)
+
+
+def _bindable(family: int, address: Any) -> bool:
+    """Whether this machine can bind ``address``: only its own addresses bind."""
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((address[0], 0, *address[2:]))
+    except OSError:
+        return False
+    return True
 
 
 def run_located(context: SparkContext, function: Callable[[Any], Any], items: Sequence[Any],

@@ -57,7 +57,7 @@ from kcompact.errors import KcompactError
 from kcompact.segment.log_dir_check import check_log_dir_writable
 from kcompact.segment.partition import is_partition_dir, iter_partition_dirs, named_path
 from kcompact.segment.partition_filter import PartitionFilter
-from kcompact.spark.locality import Located, locate
+from kcompact.spark.locality import Located, OtherHostError, locate, refuse_other_host
 
 PlannedFailure = PartitionFailure
 """A partition refused or unreadable before any task ran (it is left untouched): ``clean``'s own."""
@@ -117,6 +117,7 @@ class PathSurvey:
     log_dir: str | None = None  # the log dir whose checkpoint the run changes (a partition's parent)
     checkpoint_keys: tuple[TopicPartition, ...] | None = None  # its entries before the run, in file order
     error: KcompactError | None = None
+    refused: str | None = None  # the task ran on another host than the path's: its row's error, nothing read
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,31 +166,35 @@ def plan_spark_clean(
     targets = [locate(raw, lambda path: named_path(Path(path).absolute())) for raw in paths]
     # plain paths are on a file system the driver sees too: listing them here saves the run a Spark job
     surveyor = runner if any(t.host is not None for t in targets) else run_here
-    surveys: list[PathSurvey] = surveyor(partial(survey_path, options, selection), [t.path for t in targets],
+    surveys: list[PathSurvey] = surveyor(partial(survey_path, options, selection), targets,
                                          [t.host for t in targets])
     for survey in surveys:
         if survey.error is not None:
             raise survey.error
-    probes: list[tuple[str, bool]] = []
+    probes: list[tuple[str, bool, str | None]] = []
     hosts: list[str | None] = []
     for target, survey in zip(targets, surveys, strict=True):
-        if survey.is_partition:
+        if survey.refused is not None:
+            found = []
+        elif survey.is_partition:
             wanted = selection is None or selection.matches_dir(target.path)
-            found = [(target.path, False)] if wanted else []
+            found = [(target.path, False, target.host)] if wanted else []
         else:
-            found = [(part_dir, True) for part_dir in survey.partitions]
+            found = [(part_dir, True, target.host) for part_dir in survey.partitions]
         probes += found
         hosts += [target.host] * len(found)
     results: list[Probed] = runner(partial(probe_partition, sources, options, map_budget_bytes), probes, hosts)
     plan = SparkRunPlan()
     by_dir = dict(zip(probes, results, strict=True))
     for target, survey in zip(targets, surveys, strict=True):
-        if survey.is_partition:
-            if (target.path, False) in by_dir:
-                _plan_partition(by_dir[(target.path, False)], options, target.host, plan)
+        if survey.refused is not None:
+            plan.failures.append(PlannedFailure(target.path, survey.refused))
+        elif survey.is_partition:
+            if (target.path, False, target.host) in by_dir:
+                _plan_partition(by_dir[(target.path, False, target.host)], options, target.host, plan)
         else:
-            _plan_log_dir([by_dir[(d, True)] for d in survey.partitions], options, only_eligible, target.host,
-                          plan)
+            _plan_log_dir([by_dir[(d, True, target.host)] for d in survey.partitions], options, only_eligible,
+                          target.host, plan)
         if survey.log_dir is not None and survey.checkpoint_keys is not None:
             plan.checkpoints_before.setdefault(Located(target.host, survey.log_dir), list(survey.checkpoint_keys))
     _drop_repeats(plan)
@@ -198,18 +203,24 @@ def plan_spark_clean(
     return plan
 
 
-def survey_path(options: CleanOptions, selection: PartitionFilter | None, target: str) -> PathSurvey:
+def survey_path(options: CleanOptions, selection: PartitionFilter | None, target: Located | str) -> PathSurvey:
     """The survey step of one path (see the module docstring); runs where the path is.
 
     Args:
         options: ``dry_run`` (no writability check, no checkpoint to settle) and ``safe_offset``.
         selection: the partitions of the run (a log dir where it matches none is surveyed empty).
-        target: the path, absolute.
+        target: the path, absolute, and its host (``host:/path``: the survey runs there or refuses it).
 
     Returns:
-        The :class:`PathSurvey`; the error of a path that is not one, or of a log dir refused whole.
+        The :class:`PathSurvey`; the error of a path that is not one, or of a log dir refused whole;
+        ``refused`` when this task runs on another host than the path's (nothing read).
     """
-    path = Path(target)
+    located = target if isinstance(target, Located) else Located(None, target)
+    try:
+        refuse_other_host(located.host, located.path)
+    except OtherHostError as err:
+        return PathSurvey(refused=str(err))
+    path = Path(located.path)
     try:
         if is_partition_dir(path):
             return PathSurvey(True, log_dir=str(path.parent), checkpoint_keys=_keys_before(path.parent, options))
@@ -234,19 +245,24 @@ def _keys_before(log_dir: Path, options: CleanOptions) -> tuple[TopicPartition, 
 
 
 def probe_partition(sources: ConfigSources, options: CleanOptions, map_budget_bytes: int | None,
-                    item: tuple[str, bool]) -> Probed:
+                    item: tuple[str, bool, str | None]) -> Probed:
     """The probe step of one partition (see the module docstring); runs where the partition is.
 
     Args:
         sources: where its configuration comes from.
         options: the run's options (``now_ms`` fixed).
         map_budget_bytes: ``--map-budget``; None: no partition needs the distributed map.
-        item: ``(partition directory, reached through its log dir)``.
+        item: ``(partition directory, reached through its log dir, its host)`` (a ``host:/path``'s probe
+            runs on that host, else its partition fails, nothing read; None: a plain path).
 
     Returns:
         The :class:`Probed` row; never raises for the partition's own files or configuration.
     """
-    part_dir, in_log_dir = item
+    part_dir, in_log_dir, host = item
+    try:
+        refuse_other_host(host, part_dir)
+    except OtherHostError as err:
+        return Probed(PartitionRank(part_dir, failure=PlannedFailure(part_dir, str(err))))
     if in_log_dir:
         rank = rank_partition(Path(part_dir), sources, options)
         if rank.task is not None and rank.task.known is not None:

@@ -39,6 +39,8 @@ RESULT_FIELDS = {
     "skipped_reason",
     "recovery_actions",
     "warnings",
+    "fence",
+    "clean_limit",
     "retention_deleted_segments",
     "retention_reasons",
     "retention_bytes_deleted",
@@ -150,7 +152,7 @@ def test_json_report_has_a_fixed_field_set(tmp_path: Path) -> None:
     assert (report["freed_first"], report["order"], report["space"]) == (None, None, None)  # a log dir's
     assert report["failures"] == [] and all(isinstance(note, str) for note in report["notes"])
     (only,) = report["results"]
-    assert only.keys() == RESULT_FIELDS | STATS_FIELDS  # one flat row, as spark clean's
+    assert only.keys() == RESULT_FIELDS | STATS_FIELDS  # one row, as spark clean's
     assert (only["space_peak_bytes"], only["space_gives_back_bytes"]) == (None, None)  # measured by a dry run
     retention = {k: only[k] for k in RESULT_FIELDS if k.startswith("retention_")}
     assert retention == {"retention_deleted_segments": [], "retention_reasons": [], "retention_bytes_deleted": 0,
@@ -175,6 +177,8 @@ def test_json_report_has_a_fixed_field_set(tmp_path: Path) -> None:
         "skipped_reason": None,
         "recovery_actions": [],
         "warnings": [],
+        "fence": None,
+        "clean_limit": None,
     }
     assert Path(only["partition_dir"]) == part
     assert (only["records_read"], only["records_written"], only["superseded_removed"]) == (30, 4, 26)

@@ -36,11 +36,13 @@ def small_partition(log_dir: Path) -> Path:
 
 
 def three_batches(log_dir: Path) -> Path:
-    """Batches of 1, 2 and 3 records (offsets 0..5) at positions 0, 72 and 155."""
+    """Batches of 1, 2 and 3 records (offsets 0..5) at positions 0, 72 and 155, in the log dir of a broker that
+    shut down cleanly: the next start trusts its indexes as they are (``LogLoader.recoverLog``)."""
     part = log_dir / "t-0"
     batches = [encode_batch([Record(o, BASE_TS + o, b"k%d" % o, b"v%d" % o) for o in offsets],
                             base_offset=offsets[0]) for offsets in ([0], [1, 2], [3, 4, 5])]
     write_segment(part, 0, batches)
+    (log_dir / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":1}')
     return part
 
 

@@ -12,7 +12,7 @@ from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.errors import KcompactError
 from kcompact.inspect.replicas import replicas_report
-from kcompact.inspect.replicas.lineage import epoch_at, lineage_divergence
+from kcompact.segment.lineage import epoch_at, lineage_divergence
 from tests.builders import BASE_TS, PartitionBuilder, read_all_records
 from tests.cleaner.round.test_clean_partition import compact_config
 from tests.conftest import copy_tree_writable, real_fixture

@@ -106,6 +106,7 @@ class KafkaNode:
     runs: int = 0
     start_seconds: list[float] = field(default_factory=list)
     jvm_options: tuple[str, ...] = ()  # added to the broker's JVM at its next start (e.g. JMX)
+    own_properties: dict[str, str] = field(default_factory=dict)  # this node's only (e.g. broker.rack), last
 
     @property
     def run_dir(self) -> Path:
@@ -141,6 +142,7 @@ class KafkaNode:
         if self.is_broker:
             properties["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{self.broker_port}"
         properties.update(overrides)
+        properties.update(self.own_properties)
         return properties
 
     def format(self, cluster_id: str, voters: str, overrides: dict[str, str]) -> None:

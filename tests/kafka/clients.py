@@ -125,11 +125,26 @@ class Clients:
         assert process.stderr is not None
         raise ClientError(f"producer exited before it was killed:\n{process.stderr.read()[-6000:]}")
 
+    def produce_in_background(self, bootstrap: str, topic: str, steps: list[dict[str, Any]],
+                              config: dict[str, str]) -> subprocess.Popen[str]:
+        """Starts a producer that runs ``steps`` and returns at once: its stdout gives a ``{"partition",
+        "offset"}`` line per record as the broker acknowledges it (the test kills the producer, or its broker,
+        mid-way; it is killed at the end of the test if still running)."""
+        process = subprocess.Popen(self._command("produce"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL, text=True)
+        self.hung.append(process)
+        assert process.stdin is not None
+        process.stdin.write(json.dumps({"bootstrap": bootstrap, "topic": topic, "config": config, "steps": steps}))
+        process.stdin.close()
+        return process
+
     def consume(self, bootstrap: str, topic: str, isolation_level: str, partitions: tuple[int, ...] = (0,),
-                timeout_ms: int = 60000) -> list[Record]:
-        """Every record from the log start to the end offset (the LSO under read_committed)."""
+                timeout_ms: int = 60000, config: dict[str, str] | None = None) -> list[Record]:
+        """Every record from the log start to the end offset (the LSO under read_committed); ``config``: more
+        consumer settings (e.g. ``client.rack``)."""
         lines = self.run("consume", {"bootstrap": bootstrap, "topic": topic, "partitions": list(partitions),
-                                     "isolation_level": isolation_level, "timeout_ms": timeout_ms})
+                                     "isolation_level": isolation_level, "timeout_ms": timeout_ms,
+                                     "config": config or {}})
         return [Record(line["partition"], line["offset"], line["key"], line["value"],
                        tuple((k, v) for k, v in line["headers"]), line["timestamp"], line["timestamp_type"])
                 for line in lines if "offset" in line]

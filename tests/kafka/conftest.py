@@ -58,6 +58,14 @@ class Kafka:
         cluster.start()
         return cluster
 
+    def three_on(self, root: Path, overrides: dict[str, str] | None = None) -> KafkaCluster:
+        """A controller and three brokers on existing log dirs ``root/<id>/logs`` (copies of a stopped
+        :meth:`three` cluster's), not started."""
+        cluster = three_brokers(self.classpath, root)
+        cluster.overrides.update(overrides or {})
+        self.clusters.append(cluster)
+        return cluster
+
     def report(self) -> str:
         return "\n".join(cluster.report() for cluster in self.clusters)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -21,9 +22,13 @@ SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
 
 
 def kcompact(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    """The installed ``kcompact`` command, as a user runs it."""
+    """The installed ``kcompact`` command, as a user runs it (the tree under test: ``PYTHONPATH`` is passed on, so
+    a worktree's tests run the worktree's code, not the checkout the console script was installed from)."""
+    env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin"}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return subprocess.run([str(KCOMPACT), *map(str, args)], capture_output=True, text=True, check=False,
-                          timeout=600, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+                          timeout=600, env=env)
 
 
 def kcompact_json(*args: str | Path) -> list[dict[str, Any]]:

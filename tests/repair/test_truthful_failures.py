@@ -118,7 +118,10 @@ def test_rerun_of_a_killed_repair_with_its_backup_dir_says_it_is_unfinished_and_
     assert partition_digest(part) == between
     assert run(part, "--backup-dir", tmp_path / "again").exit_code == 0  # finishes it
     result = run(part, "--backup-dir", backup, "--clean", "--config", "cleanup.policy=compact")
-    assert "this partition is finished (nothing left to repair)" in result.stderr
+    assert result.exit_code == 2 and result.stderr == (
+        f"kcompact: error: {backup}: holds the backup of an earlier repair of this partition; this partition is "
+        "finished (nothing left to repair): give another --backup-dir (or none) to verify it again; undo that "
+        f"repair with: kcompact repair --undo {backup}; nothing changed\n")
 
 
 def test_rerun_of_a_killed_log_dir_repair_says_which_partitions_are_unfinished_and_how_to_undo(
@@ -136,3 +139,21 @@ def test_rerun_of_a_killed_log_dir_repair_says_which_partitions_are_unfinished_a
     assert "holds the backups of an earlier repair of this log dir (orders-0: not finished)" in line
     assert f"kcompact repair --undo {backups}/<partition>" in line
     assert partition_digest(part) == between
+
+
+def test_rerun_of_a_finished_log_dir_repair_says_it_is_finished_and_what_to_do(tmp_path: Path) -> None:
+    part = damaged_twice(tmp_path / "logdir")
+    backups = tmp_path / "backups"
+    assert run(part.parent, "--jobs", "1", "--backup-dir", backups).exit_code == 0
+    after = partition_digest(part)
+
+    result = run(part.parent, "--backup-dir", backups)
+
+    assert result.exit_code == 2 and result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line == (f"kcompact: error: {backups}: holds the backups of an earlier repair of this log dir, finished "
+                    "(orders-0: nothing left to repair); give another --backup-dir (or none) to verify and repair "
+                    f"the log dir again, or undo a partition's repair with: kcompact repair --undo {backups}/"
+                    "<partition>; nothing changed")
+    assert partition_digest(part) == after
+    assert run(part.parent, "--backup-dir", tmp_path / "another").exit_code == 0  # what the line says to do

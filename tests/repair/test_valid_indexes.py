@@ -116,10 +116,30 @@ def test_time_index_with_record_offsets_is_valid(tmp_path: Path) -> None:
     assert_informational_and_left_alone(part, {"index-differs"})
 
 
+def shut_down_cleanly(part: Path) -> None:
+    """The marker a broker leaves at a clean shutdown: the next one recovers no segment and trusts every index
+    (``LogLoader.recoverLog``)."""
+    (part.parent / ".kafka_cleanshutdown").write_text('{"version":0,"brokerEpoch":1}')
+
+
+def test_an_entry_that_misdirects_reads_is_settled_by_a_broker_that_recovers_the_segment(tmp_path: Path) -> None:
+    part = partition(tmp_path)
+    index, _timeindex, rows = first_segment(part)
+    write_index(index, read_past_a_batch(rows))
+
+    code, report, _err = run("repair", "--dry-run", "--json", str(part))
+
+    assert code == 0  # no marker, no recovery point: LogSegment.recover rebuilds the index, never reading it
+    assert [(f["kind"], f["impact"]) for f in report["findings"]] == [("index-corrupt", "settled-by-kafka")]
+    assert "LogSegment.recover rebuilds the index" in report["findings"][0]["broker_effect"]
+    assert report["plan"]  # kcompact's own clean reads it: repair rebuilds it all the same
+
+
 def test_an_entry_that_misdirects_reads_is_damage_that_breaks_the_broker(tmp_path: Path) -> None:
     part = partition(tmp_path)
     index, _timeindex, rows = first_segment(part)
     write_index(index, read_past_a_batch(rows))
+    shut_down_cleanly(part)
 
     code, report, _err = run("repair", "--dry-run", "--json", str(part))
 
@@ -139,6 +159,7 @@ def test_a_time_index_ending_below_the_segments_largest_timestamp_breaks_the_bro
     _index, timeindex, _rows = first_segment(part)
     kafka = decode_time_index(timeindex.read_bytes(), 0)
     timeindex.write_bytes(encode_time_index(kafka[:-1], 0))  # the final entry lost
+    shut_down_cleanly(part)
 
     code, report, _err = run("repair", "--dry-run", "--json", str(part))
 

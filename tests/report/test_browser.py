@@ -127,3 +127,23 @@ def test_the_harness_sees_a_request_and_a_console_error_a_page_would_make(tmp_pa
     with open_page(page_path, tmp_path / "profile") as visit:
         assert "http://127.0.0.1:9/plotly.min.js" in visit.requests
         assert any("Plotly is not defined" in error for error in visit.console_errors)
+
+
+def test_a_partition_named_to_end_a_script_ends_nothing(tmp_path: Path) -> None:
+    """``<!--<script>-0`` in the charts' data: every chart is drawn, every table row is there, no error."""
+    from tests.report.test_hostile_names import HOSTILE_TOPICS, hostile_page
+
+    require_browser()
+    page_path = hostile_page(tmp_path)
+    with open_page(page_path, tmp_path / "profile") as visit:
+        page = visit.page
+        assert visit.console_errors == []
+        assert visit.requests == [page_path.resolve().as_uri()]
+        for chart in ("chart-disk", "chart-status", "chart-ratio-histogram", "chart-ratio", "chart-hanging"):
+            assert page.locator(f"#{chart} svg.main-svg").count() > 0, chart
+        topics = page.locator("#partitions-table tbody tr td:nth-child(1)").all_inner_texts()
+        assert sorted(topics) == sorted(["orders", "orders", "prices", *HOSTILE_TOPICS])
+        assert page.locator("script").count() == page_path.read_text(encoding="utf-8").count("<script>")
+        page.fill("input[data-table=partitions-table]", "<!--")  # the page's own script runs after them
+        assert page.locator("#partitions-table tbody tr:not([hidden])").all_inner_texts()[0].startswith(
+            "<!--<script>")

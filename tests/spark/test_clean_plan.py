@@ -123,7 +123,7 @@ def test_parallelize_has_no_preferred_host_and_a_located_rdd_has_its_hosts(spark
 def test_a_host_path_is_host_and_path_and_anything_else_is_a_plain_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "a:" / "b").mkdir(parents=True)
+    (tmp_path / "ab:" / "b").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
 
     def plain(path: str) -> Path:
@@ -134,7 +134,8 @@ def test_a_host_path_is_host_and_path_and_anything_else_is_a_plain_path(
     assert locate("/data/kafka-logs", plain) == Located(None, "/data/kafka-logs")
     assert locate("broker-1:relative/dir", plain) == Located(None, "/cwd/broker-1:relative/dir")
     assert locate("file:///data", plain).host is None
-    assert locate("a:/b", plain) == Located(None, "/cwd/a:/b")  # a directory "a:" is here: a plain path
+    assert locate("ab:/b", plain) == Located(None, "/cwd/ab:/b")  # a directory "ab:" is here: a plain path
+    assert locate("ac:/b", plain) == Located("ac", "/b")  # none "ac:" is
 
 
 def test_a_partition_over_the_map_budget_starts_before_the_small_ones_finish(

@@ -12,15 +12,16 @@ The only code that changes a partition's segments (``repair`` writes through it 
 4. Each ``.swap`` is renamed to its final name; the directory is fsynced.
 5. The ``.deleted`` files are removed (a broker does it 60 s later; offline there is no reason to wait).
 
-Recovery (:func:`recover_interrupted_swaps`) is Kafka's loader, passes 1–3 in its order (``LogLoader.load``,
-``LogLoader.removeTempFilesAndCollectSwapFiles``): delete ``.deleted`` files; delete every ``.swap`` at or above the
-lowest ``.cleaned`` base (a swap that never finished renaming), *then* the ``.cleaned`` files; delete every other file
-named with an offset in ``[lowest .log.swap base, highest .log.swap next offset)``; rename the ``.swap`` files into
-place (logs first, so a recovery killed midway is finished the same way by the next); then, as
-``LogLoader.loadSegmentFiles``, delete every index file (``.index``, ``.timeindex``, ``.txnindex``) whose ``.log`` does
-not exist (an interrupted ``--roll`` creates the new segment's indexes before its ``.log``). Each group ends wholly old
-or wholly new, as a broker would leave it. The cleaner writes every group's ``.cleaned`` files before the first swap;
-those lie above the swapping group's base, so they never stop it completing.
+Recovery (:func:`recover_interrupted_swaps`) carries out ``segment.swap_completion``'s plan, Kafka's loader, passes
+1–3 in its order (``LogLoader.load``, ``LogLoader.removeTempFilesAndCollectSwapFiles``): delete ``.deleted`` files;
+delete every ``.swap`` at or above the lowest ``.cleaned`` base (a swap that never finished renaming), *then* the
+``.cleaned`` files; delete every other file named with an offset in ``[lowest .log.swap base, highest .log.swap
+next offset)``; rename the ``.swap`` files into place (logs first, so a recovery killed midway is finished the same
+way by the next); then, as ``LogLoader.loadSegmentFiles``, delete every index file (``.index``, ``.timeindex``,
+``.txnindex``) whose ``.log`` does not exist (an interrupted ``--roll`` creates the new segment's indexes before
+its ``.log``). Each group ends wholly old or wholly new, as a broker would leave it. The cleaner writes every
+group's ``.cleaned`` files before the first swap; those lie above the swapping group's base, so they never stop it
+completing.
 
 An I/O error while writing ``.cleaned`` files is a one-line :class:`~kcompact.errors.KcompactError` (the
 cleaner then removes them: nothing changed). One during the swap is recovered from at once, as a restart
@@ -38,10 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from kcompact.errors import CleanerStateError, KcompactError, TruncatedDataError
+from kcompact.errors import CleanerStateError, KcompactError
 from kcompact.segment.files import copy_ownership, file_access, fsync_dir, start_writeback, write_synced
 from kcompact.segment.index_builder import IndexBuilder
-from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import (
     SegmentFileName,
     parse_segment_file_name,
@@ -49,6 +49,7 @@ from kcompact.segment.names import (
 )
 from kcompact.segment.offset_index import encode_offset_index
 from kcompact.segment.partition import SegmentFiles
+from kcompact.segment.swap_completion import plan_swap_completion
 from kcompact.segment.time_index import encode_time_index
 from kcompact.segment.txn_index import AbortedTxn, encode_txn_index
 
@@ -64,8 +65,6 @@ CRASH_POINTS = (
 )
 CrashHook = Callable[[str], None]
 _CRASH_ENV = "KCOMPACT_CRASH_AT"
-_DELETED_SUFFIX = ".deleted"
-_KRAFT_DELETED_SUFFIX = ".checkpoint.deleted"  # KRaft snapshots: KafkaMetadataLog's business
 _WRITE_BUFFER_SIZE = 1 << 20
 _WRITEBACK_BYTES = 8 << 20  # CleanedSegmentWriter._write_back: how often the disk is asked to start writing
 _INDEX_ONLY_KINDS = ("index", "timeindex", "txnindex")  # Kafka's LogFileUtils.isIndexFile
@@ -357,73 +356,18 @@ def recover_interrupted_swaps(directory: Path, *, dry_run: bool = False) -> Reco
 
 def _recover(directory: Path, dry_run: bool) -> RecoveryReport:
     report = RecoveryReport()
-    files = [(p, parse_segment_file_name(p.name)) for p in sorted(directory.iterdir()) if p.is_file()]
-    valid = _remove_temp_files(files, report, dry_run)
-    log_swaps = [(p, n) for p, n in valid if n.kind == "log"]
-    if log_swaps:
-        low = min(n.base_offset for _p, n in log_swaps)
-        high = max(_next_offset(p, n.base_offset) for p, n in log_swaps)
-        for p, name in files:
-            if _replaced(name, low, high):
-                _delete(report, dry_run, f"delete {p.name} (replaced by the interrupted swap)", p)
-    # Logs first: a recovery killed between two renames then leaves no .log.swap whose range would take
-    # the indexes already renamed into place (Kafka renames in directory order and could lose one).
-    for p, swap in sorted(valid, key=lambda item: (item[1].kind != "log", item[0].name)):
-        final = directory / segment_file_name(swap.base_offset, swap.kind)
-        rename = functools.partial(os.replace, p, final)
-        _act(report, dry_run, f"rename {p.name} to {final.name}", rename)
-    for p in orphaned_indexes(directory, renamed=valid):
+    plan = plan_swap_completion([p for p in directory.iterdir() if p.is_file()])
+    for path, what in plan.deleted:
+        _delete(report, dry_run, what, path)
+    for swap, final in plan.renamed:
+        _act(report, dry_run, f"rename {swap.name} to {final.name}", functools.partial(os.replace, swap, final))
+    renamed = [(swap, name) for swap, _final in plan.renamed
+               if (name := parse_segment_file_name(swap.name)) is not None]
+    for p in orphaned_indexes(directory, renamed=renamed):
         _delete(report, dry_run, f"delete orphaned {p.name} (no {p.stem}.log)", p)
     if report.changed and not dry_run:
         fsync_dir(directory)
     return report
-
-
-_NamedFiles = list[tuple[Path, SegmentFileName]]
-
-
-def _remove_temp_files(
-    files: list[tuple[Path, SegmentFileName | None]], report: RecoveryReport, dry_run: bool
-) -> _NamedFiles:
-    """Kafka's pass 1 (``removeTempFilesAndCollectSwapFiles``): return the valid ``.swap`` files."""
-    for p, _n in files:
-        if p.name.endswith(_DELETED_SUFFIX) and not p.name.endswith(_KRAFT_DELETED_SUFFIX):
-            _delete(report, dry_run, f"delete leftover {p.name}", p)
-    cleaned = [(p, n) for p, n in files if n is not None and n.temp_suffix == "cleaned"]
-    swaps = [(p, n) for p, n in files if n is not None and n.temp_suffix == "swap"]
-    min_cleaned = min((n.base_offset for _p, n in cleaned), default=None)
-    valid: _NamedFiles = []
-    for p, n in swaps:  # before the .cleaned files go, so that a rerun still sees these swaps as invalid
-        if min_cleaned is not None and n.base_offset >= min_cleaned:
-            _delete(report, dry_run, f"delete {p.name} (its swap never completed)", p)
-        else:
-            valid.append((p, n))
-    for p, _n in cleaned:
-        _delete(report, dry_run, f"delete unfinished {p.name}", p)
-    return valid
-
-
-def _replaced(name: SegmentFileName | None, low: int, high: int) -> bool:
-    """Kafka's pass 2: a non-temporary file named with an offset in ``[low, high)``.
-
-    KRaft's ``<offset>-<epoch>.checkpoint`` names fail Kafka's offset parse, so they are never included.
-    """
-    return (
-        name is not None and name.temp_suffix is None and name.kind != "checkpoint"
-        and low <= name.base_offset < high
-    )
-
-
-def _next_offset(path: Path, base: int) -> int:
-    """Kafka's ``LogSegment.readNextOffset``: after the last whole batch (a partial tail is ignored)."""
-    last = base - 1
-    with LogFile(path) as log:
-        try:
-            for summary in log.summaries():
-                last = summary.last_offset
-        except TruncatedDataError:
-            pass  # FileLogInputStream stops at an entry that runs past the end of the file
-    return last + 1
 
 
 def _act(report: RecoveryReport, dry_run: bool, what: str, action: Callable[[], object]) -> None:

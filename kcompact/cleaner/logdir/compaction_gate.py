@@ -16,6 +16,9 @@ the policy a broker uses Kafka's default ``delete``, and two cases differ:
   policy an incomplete history gives (``effective.is_last_known``: a snapshot's, say, with the log
   after it gone): it is the policy as of that metadata offset, which a record missing from disk may
   have changed, so it neither compacts (``compact``) nor deletes by retention (``delete``) on its own.
+  But a last known policy without ``compact`` (an explicit ``delete``: ksqlDB's command topic has one,
+  and compaction loses its commands) is explicit all the same: as for a known one, only
+  ``--config cleanup.policy=compact`` with the partition named alone compacts it.
 
 Keyless records are the other guard, whatever the policy's source, since a compacted topic holds none
 (a broker refuses them on produce, and its cleaner deletes any it meets: a topic made compacted
@@ -45,6 +48,7 @@ from kcompact.config.effective import (
     SOURCE_ASSUME_COMPACT,
     EffectiveConfig,
     describe_source,
+    has_compact,
     is_last_known,
 )
 from kcompact.config.topic_config import ConfigValue
@@ -87,12 +91,16 @@ def not_compacted(
         why = (f"cleanup.policy is not known: {format_value(policy.value)} ({describe_source(policy)}) "
                f"is where what was read of the metadata log ends, and a later record, missing from disk "
                f"(or unread), may have changed it; kcompact compacts only a partition known to be compacted")
-        return _with_hint(why, _sample(effective, partition), named_alone, known=False)
+        if not has_compact(policy):
+            why += (", and never on an assumption where the last known policy is explicit and has no compact "
+                    "(--assume-compact does not apply)")
+        return _with_hint(why, _sample(effective, partition), named_alone, known=not has_compact(policy))
     if effective.config.is_compacted:
-        known = effective.known_policy
-        if policy.source == "cli" and not named_alone and known is not None and not _compact(known):
+        known = effective.known_policy if effective.known_policy is not None else effective.last_known_policy
+        if policy.source == "cli" and not named_alone and known is not None and not has_compact(known):
+            kind = "a known" if known is effective.known_policy else "an explicit"
             return (f"{_known_without_compact(effective, known)}; a --config for a whole log dir does "
-                    f"not change a known policy: {alone} if it really is compacted")
+                    f"not change {kind} policy: {alone} if it really is compacted")
         return _keyless_refusal(effective, named_alone, partition, allow_keyless_loss)
     if retention_allowed(effective):
         return None
@@ -110,10 +118,6 @@ def _alone(named_alone: bool) -> str:
     if named_alone:
         return "give --config cleanup.policy=compact"
     return "clean this partition alone with --config cleanup.policy=compact"
-
-
-def _compact(value: ConfigValue) -> bool:
-    return isinstance(value.value, tuple) and "compact" in value.value
 
 
 def _known_without_compact(effective: EffectiveConfig, known: ConfigValue) -> str:

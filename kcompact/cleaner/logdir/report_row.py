@@ -3,15 +3,17 @@
 ``kcompact clean --json`` (its ``results`` and ``failures``), ``kcompact repair --clean --json`` and
 ``kcompact spark clean`` (``--json`` and the ``--output`` Parquet rows, which add how and where a Spark
 task ran) all build a partition's row with :func:`partition_row`, so a script reads the same keys
-whichever command cleaned. The row is flat (scalars and lists of scalars), so it is also a DataFrame
-row: :data:`ROW_COLUMNS` names each key with its Python type, from which ``kcompact.spark.rows``
-derives the Spark schema::
+whichever command cleaned. The row is flat (scalars and lists of scalars) but for the replica fence's two
+objects, so it is also a DataFrame row: :data:`ROW_COLUMNS` names each key with its Python type, from which
+``kcompact.spark.rows`` derives the Spark schema (the two objects as structs)::
 
     partition_dir, topic, partition, status, error     which partition, what happened (STATUS_*)
     now_ms, dry_run, first_dirty_offset, ...           the CleanResult's clock, range and checkpoint
     bytes_read, ..., elapsed_s, size_reduction         CleanStats, flattened
     retention_deleted_segments, retention_reasons, ... segment retention (one reason a deleted segment)
     space_peak_bytes, space_gives_back_bytes           the space a dry run measured (``disk.space``)
+    fence, clean_limit                                 the replica fence and clean limit (``rules.fence``;
+                                                       None without --replica-dirs / --safe-offset)
 
 A failed partition's row has ``status`` "failed" (or "bug" for an exception that is not kcompact's
 deliberate error), its ``error``, and None (empty lists) where a clean would have said more. A log
@@ -66,6 +68,8 @@ _HEAD: tuple[tuple[str, str], ...] = (
     ("skipped_reason", "str | None"),
     ("recovery_actions", "list[str]"),
     ("warnings", "list[str]"),
+    ("fence", "ReplicaFence | None"),  # rules.fence.ReplicaFence.as_dict
+    ("clean_limit", "CleanLimit | None"),  # rules.fence.CleanLimit.as_dict
 )
 _TAIL: tuple[tuple[str, str], ...] = (
     ("size_reduction", "float | None"),
@@ -125,6 +129,8 @@ def partition_row(
         checkpoint_written=result.checkpoint_written, rolled=result.rolled, skipped_reason=result.skipped_reason,
         recovery_actions=list(result.recovery_actions), warnings=list(result.warnings),
         size_reduction=round(result.stats.size_reduction, 6),
+        fence=None if result.fence is None else result.fence.as_dict(),
+        clean_limit=None if result.clean_limit is None else result.clean_limit.as_dict(),
     )
     if rng is not None:
         row.update(first_dirty_offset=rng.first_dirty_offset,

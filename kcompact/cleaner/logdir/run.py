@@ -146,6 +146,9 @@ class ConfigSources:
     metadata_dir: str | Path | None = None
     assume_compact: bool = False  # --assume-compact: compact where cleanup.policy is unknown
     allow_keyless_loss: bool = False  # --allow-keyless-loss: compact although most records are keyless
+    # the partition was named alone (False: a caller went through its log dir, as repair LOG_DIR --clean does,
+    # where --config applies to every partition and changes no known or explicit policy: ``not_compacted``)
+    named_alone: bool = True
 
     def for_partition(self, part_dir: Path) -> EffectiveConfig:
         return partition_config(part_dir, cli_overrides=self.cli_overrides,
@@ -205,6 +208,7 @@ def clean_path(
     assume_compact: bool = False,
     allow_keyless_loss: bool = False,
     selection: PartitionFilter | None = None,
+    named_alone: bool = True,
 ) -> CleanRun:
     """Clean a partition directory, or every compacted partition of a log dir.
 
@@ -225,6 +229,9 @@ def clean_path(
             have no key, deleting them (see :func:`not_compacted`).
         selection: the partitions to work on (``--topic``, ``--exclude-topic``, ``--partition``);
             None: all. Applied before anything is read.
+        named_alone: a partition directory ``path`` was named alone; False where the caller reached it through
+            its log dir (``repair LOG_DIR --clean``): ``cli_overrides`` then change no known or explicit
+            ``cleanup.policy``, as in a log dir's clean (:func:`not_compacted`).
 
     Returns:
         The :class:`CleanRun`; its notes say which configs were unknown or assumed, ``skipped`` which
@@ -241,7 +248,7 @@ def clean_path(
     if jobs is not None and jobs < 1:
         raise ConfigError(f"jobs: a number of worker processes; expected 1 or more, found {jobs}")
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact,
-                            allow_keyless_loss)
+                            allow_keyless_loss, named_alone)
     options = with_cli_dedupe_buffer(options, cli_overrides)
     run = CleanRun()
     target = named_path(path)
@@ -412,12 +419,14 @@ def partition_task(part_dir: Path, sources: ConfigSources, notes: list[str]) -> 
         raise RefusedError(f"{part_dir}: __cluster_metadata is KRaft's own log; no cleaner touches it")
     effective = sources.for_partition(part_dir)
     notes.extend(effective.notes)
-    why = not_compacted(effective, partition=partition, allow_keyless_loss=sources.allow_keyless_loss)
+    why = not_compacted(effective, named_alone=sources.named_alone, partition=partition,
+                        allow_keyless_loss=sources.allow_keyless_loss)
     if why is not None:
         raise RefusedError(f"{part_dir}: {why}")
     return PartitionTask(part_dir, effective.config, retention_allowed(effective), partition.size_in_bytes,
                          partition.topic_partition,
-                         keyless_guard(effective, allow_keyless_loss=sources.allow_keyless_loss))
+                         keyless_guard(effective, named_alone=sources.named_alone,
+                                       allow_keyless_loss=sources.allow_keyless_loss))
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from kcompact.cleaner.disk.retention import RetentionResult
 from kcompact.cleaner.disk.space import SpaceNeed
 from kcompact.cleaner.disk.swap import CrashHook
 from kcompact.cleaner.round.stats import CleanStats
+from kcompact.cleaner.rules.fence import CleanLimit, ReplicaFence
 from kcompact.cleaner.rules.ranges import CleanableRange
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import RefusedError
@@ -71,8 +72,10 @@ class CleanOptions:
     # (kcompact.cleaner.workers.parallel.resolve_jobs); the output is the same bytes whatever the number
     jobs: int | None = None
     # the replica fence (``rules.fence``): tombstones and markers at or above the lowest of
-    # ``safe_offset`` and the log ends of the partition's copies in ``replica_dirs`` outlive their
-    # delete horizon; neither given: Kafka's rules alone
+    # ``safe_offset`` and what Kafka leaves of each of the partition's copies in ``replica_dirs`` (its
+    # recovered log end, or where its leader-epoch lineage parts from this copy's) outlive their delete
+    # horizon, and the round cleans only below where a copy's lineage parts from this one; neither given:
+    # Kafka's rules alone
     safe_offset: int | None = None
     replica_dirs: tuple[str, ...] = ()
     # refuse a round most of whose records would go as keyless (``clean``'s gate sets it unless
@@ -105,6 +108,8 @@ class CleanResult:
     workers: int = 1  # processes the round ran in at once (1: this one; ``CleanOptions.jobs``, capped)
     space: SpaceNeed | None = None  # a dry run's, or a real run's when its free space was short (``disk.space``)
     free_bytes: int | None = None  # the volume's free space when ``space`` was measured
+    fence: ReplicaFence | None = None  # the replica fence the round used (``rules.fence``)
+    clean_limit: CleanLimit | None = None  # where the round's cleanable range ends for another copy's lineage
 
 
 DEFAULT_OPTIONS = CleanOptions()

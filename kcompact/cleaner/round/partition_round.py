@@ -399,6 +399,7 @@ def _compact(here: _Round, partition: Partition, state: LogState) -> None:
     rng = result.range = planned.range
     result.checkpoint_before = state.checkpoint_offset
     result.warnings.extend(planned.warnings)
+    result.fence, result.clean_limit = planned.fence, planned.clean_limit
     if planned.plan is None:
         result.skipped_reason = rng.blocking_detail or "nothing to clean"
         if rng.force_update_checkpoint:

@@ -51,7 +51,16 @@ from kcompact.cleaner.round.options import DEFAULT_OPTIONS, CleanOptions, CleanR
 from kcompact.cleaner.round.plan import CleanPlan, build_plan
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.round.verify_output import check_cleaned_segment
-from kcompact.cleaner.rules.fence import fence_offset
+from kcompact.cleaner.rules.fence import (
+    WHY_COMPLETED_SWAP,
+    WHY_LOG_END,
+    WHY_TORN_TAIL,
+    CleanLimit,
+    CopyFence,
+    ReplicaFence,
+    clean_limit,
+    replica_fence,
+)
 from kcompact.cleaner.rules.ranges import (
     CleanableRange,
     checkpoint_reset_warning,
@@ -63,7 +72,7 @@ from kcompact.errors import CleanerStateError, KcompactError, RefusedError
 from kcompact.segment.checkpoint import update_offset_checkpoint
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.partition import Partition, SegmentFiles, open_partition
-from kcompact.segment.replica_copies import replica_log_ends, truncation_warnings
+from kcompact.segment.replica_copies import ReplicaCopy, replica_copies, swap_warnings, truncation_warnings
 
 __all__ = [
     "GroupOutput",
@@ -156,18 +165,20 @@ def nothing_to_clean(rng: CleanableRange) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class PlannedRound:
-    """What planning a round found: the cleanable range, what to warn of, and the plan."""
+    """What planning a round found: the cleanable range, what to warn of, the replica fence and the plan."""
 
     range: CleanableRange
     plan: CleanPlan | None  # None: nothing to clean (the checkpoint may still need a rewrite)
-    warnings: tuple[str, ...]  # a checkpoint reset; with a plan, the replica fence's too
+    warnings: tuple[str, ...]  # a checkpoint reset, the replica fence's
+    fence: ReplicaFence | None = None  # ``--replica-dirs``/``--safe-offset`` (``rules.fence``)
+    clean_limit: CleanLimit | None = None  # the range's end where Kafka may truncate this copy
 
 
 def plan_round(
     partition: Partition, state: LogState, config: TopicConfig, now_ms: int, options: CleanOptions
 ) -> PlannedRound:
-    """The one planner of a round, from the loaded log: the cleanable range, the replica fence and the
-    groups (``LogCleanerManager.cleanableOffsets``, then ``Cleaner.doClean``'s grouping).
+    """The one planner of a round, from the loaded log: the replica fence and clean limit, the cleanable
+    range and the groups (``LogCleanerManager.cleanableOffsets``, then ``Cleaner.doClean``'s grouping).
 
     Args:
         partition: the partition (its replica copies are looked up by its name).
@@ -178,18 +189,33 @@ def plan_round(
 
     Returns:
         The :class:`PlannedRound`.
+
+    Raises:
+        KcompactError: a replica copy's files or leader-epoch checkpoint cannot be read.
     """
-    rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start)
+    copies = replica_copies(options.replica_dirs, partition, state.log_end_offset)
+    fences = [_copy_fence(copy) for copy in copies]
+    fence = replica_fence(options.safe_offset, fences)
+    limit = clean_limit(fences, state.log_end_offset)
+    rng = compute_cleanable_range(state.range_inputs(config, now_ms), from_start=options.from_start,
+                                  clean_limit=None if limit is None else limit.offset)
     reset = checkpoint_reset_warning(rng)
     warnings = [] if reset is None else [reset]
-    if nothing_to_clean(rng):
-        return PlannedRound(rng, None, tuple(warnings))
-    ends = replica_log_ends(options.replica_dirs, partition.topic, partition.partition)
-    fence = fence_offset(options.safe_offset, [end.log_end_offset for end in ends])
-    if options.replica_dirs and fence is None:
+    if options.replica_dirs and not copies:
         warnings.append("--replica-dirs: no copy of this partition found; no fence")
-    warnings.extend(truncation_warnings(ends))
-    return PlannedRound(rng, build_plan(state, rng, config, now_ms, fence), tuple(warnings))
+    warnings.extend(truncation_warnings([copy.end for copy in copies]))
+    warnings.extend(swap_warnings([copy.end for copy in copies]))
+    if nothing_to_clean(rng):
+        return PlannedRound(rng, None, tuple(warnings), fence, limit)
+    plan = build_plan(state, rng, config, now_ms, None if fence is None else fence.offset)
+    return PlannedRound(rng, plan, tuple(warnings), fence, limit)
+
+
+def _copy_fence(copy: ReplicaCopy) -> CopyFence:
+    """A replica copy's part in the fence (``rules.fence``), with what sets its log end."""
+    end = copy.end
+    why = WHY_TORN_TAIL if end.stopped_at is not None else WHY_COMPLETED_SWAP if end.swapped_end else WHY_LOG_END
+    return CopyFence(str(copy.path), end.log_end_offset, copy.lineage_parts_at, why)
 
 
 def plan_clean(

@@ -53,11 +53,12 @@ RULE_ACTIVE_SEGMENT = "active-segment"
 RULE_HIGH_WATERMARK = "high-watermark"
 RULE_OPEN_TRANSACTION = "open-transaction"
 RULE_MIN_COMPACTION_LAG = "min-compaction-lag"
+RULE_CLEAN_LIMIT = "clean-limit"  # clean --replica-dirs: a copy's lineage parts from this one (``rules.fence``)
 RULE_BELOW_DIRTY_RATIO = "below-dirty-ratio"
 RULE_CHECKPOINT_RESET = "checkpoint-reset"
 RULE_CLEANUP_POLICY = "cleanup-policy"
 CAP_ORDER = (  # ties between caps go to the earlier one
-    RULE_ACTIVE_SEGMENT, RULE_HIGH_WATERMARK, RULE_OPEN_TRANSACTION, RULE_MIN_COMPACTION_LAG,
+    RULE_ACTIVE_SEGMENT, RULE_HIGH_WATERMARK, RULE_OPEN_TRANSACTION, RULE_MIN_COMPACTION_LAG, RULE_CLEAN_LIMIT,
 )
 
 RESET_BELOW_LOG_START = "below-log-start"
@@ -142,13 +143,16 @@ class CleanableRange:
 _INVALID_CHECKPOINT = (RESET_BELOW_LOG_START, RESET_PAST_LOG_END)
 
 
-def compute_cleanable_range(inp: RangeInputs, *, from_start: bool = False) -> CleanableRange:
+def compute_cleanable_range(inp: RangeInputs, *, from_start: bool = False,
+                            clean_limit: int | None = None) -> CleanableRange:
     """Apply Kafka's cleaner range rules to one partition.
 
     Args:
         inp: the partition's segments, offsets, checkpoint, transactions, clock and config.
         from_start: take the log start as the first dirty offset (``clean --from-start``); the
             other caps still apply.
+        clean_limit: one more cap, kcompact's own (``rules.fence.clean_limit``: Kafka may truncate this
+            copy from there); None: Kafka's caps alone.
 
     Returns:
         The range with its sizes, ratio, eligibility and the rule that limits it.
@@ -164,6 +168,8 @@ def compute_cleanable_range(inp: RangeInputs, *, from_start: bool = False) -> Cl
         unstable = max(inp.first_unstable_offset, inp.log_start_offset)
     lag_boundary = _lag_boundary(segments, first_dirty, inp.now_ms, inp.min_compaction_lag_ms)
     caps = _caps(segments[-1].base_offset, hw, unstable, lag_boundary)
+    if clean_limit is not None:
+        caps.append((RULE_CLEAN_LIMIT, clean_limit))
     raw = max(first_dirty, min(offset for _, offset in caps))
     rounded = _round_to_segment(segments, raw)
     clean_bytes = _size(_segments_in(segments, -1, first_dirty))
@@ -425,6 +431,9 @@ def _cap_detail(
     if rule == RULE_OPEN_TRANSACTION:
         txn = _txn_words(inp.open_txn, offset, inp.now_ms)
         return f"{txn} is undecided, so {held} wait for its commit or abort"
+    if rule == RULE_CLEAN_LIMIT:
+        return (f"another replica's leader-epoch lineage parts from this copy at offset {offset} (--replica-dirs): "
+                f"Kafka may truncate this copy from there, so {held} stay dirty")
     segment = next(s for s in segments if s.base_offset == offset)
     ready_ms = segment.largest_timestamp_ms + max(inp.min_compaction_lag_ms, 0)
     return (

@@ -5,9 +5,15 @@ broker's memory and hands the chosen ``LogToClean`` to ``Cleaner.doClean``. Offl
 of every batch header (:func:`~kcompact.cleaner.state.log_state.load_log_state`), and a log-dir clean needs them
 first to rank the partitions, then again in each round. :class:`KnownState` carries the first walk's result to
 the round together with what it was read from; the round uses it only while that is provably unchanged: the
-same configuration, the same files in the partition directory (name, size, modification time) and the same
-entries for the partition in the log dir's checkpoints. Anything else — a swap the round's recovery settled,
-a ``--roll``, another process's clean in between — and the round loads the state again, under its lock.
+same configuration, the same files in the partition directory and the same entries for the partition in the
+log dir's checkpoints. Anything else — a swap the round's recovery settled, a ``--roll``, another process's
+clean in between — and the round loads the state again, under its lock.
+
+A file is the same when its name, size, modification time, inode number and status-change time (``st_ctime_ns``)
+are. The modification time alone is not enough: ``os.utime`` puts it back after a rewrite of the same size (an
+ABORT marker made a COMMIT, and a reused state would drop the committed records as aborted), but no call sets
+the status-change time, which every write and ``utime`` itself move to now, and a file written anew and
+renamed into place has another inode.
 """
 
 from __future__ import annotations
@@ -24,8 +30,8 @@ from kcompact.segment.partition import Partition
 
 __all__ = ["KnownState", "known_state", "state_for_round"]
 
-# (name, size, mtime_ns) of every entry of a partition directory, sorted by name
-FilesSeen = tuple[tuple[str, int, int], ...]
+# (name, size, mtime_ns, inode, ctime_ns) of every entry of a partition directory, sorted by name
+FilesSeen = tuple[tuple[str, int, int, int, int], ...]
 # the partition's entries in cleaner-offset-checkpoint, replication-offset-checkpoint and
 # log-start-offset-checkpoint
 CheckpointsSeen = tuple[int | None, int | None, int | None]
@@ -81,7 +87,7 @@ def _files_seen(part_dir: Path) -> FilesSeen:
     with file_access(part_dir, "list"), os.scandir(part_dir) as entries:
         for entry in entries:
             st = entry.stat(follow_symlinks=False)
-            seen.append((entry.name, st.st_size, st.st_mtime_ns))
+            seen.append((entry.name, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns))
     return tuple(sorted(seen))
 
 

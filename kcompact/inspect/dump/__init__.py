@@ -34,7 +34,8 @@ part of kcompact's interface (``--json`` prints them as they are; tests/inspect/
   segment's ``.log`` (``log_file`` null when the ``.log`` is missing) and ``problems`` items were found;
 * ``problem`` — ``file, position, message``: bad input. A CRC failure is reported on the batch itself
   (``crc_valid: false``), not as a problem;
-* ``warning`` — ``file, message``: worth knowing, not bad input (a live broker, a missing index).
+* ``warning`` — ``file, message``: worth knowing, not bad input (a live broker, a missing index, what is
+  wrong with an index a broker starting on the log dir rebuilds: ``segment.startup_recovery``).
 
 What is checked: the framing, header and CRC of every batch; with ``records=True`` also every record, the
 record count and control records. The walk goes on past a bad entry whenever its frame (offset, size,
@@ -67,6 +68,7 @@ from kcompact.inspect.dump.window import DumpFilter, DumpWindow
 from kcompact.segment.lock import BROKER_LOCK_FILE, broker_holds_lock
 from kcompact.segment.names import SegmentFileName, parse_segment_file_name
 from kcompact.segment.partition import is_partition_dir, named_path, open_partition
+from kcompact.segment.startup_recovery import recovered_at_start
 
 __all__ = ["DUMPABLE_KINDS", "INDEX_KINDS", "dump_path"]
 
@@ -171,6 +173,8 @@ def _dump_file(target: Path, parsed: SegmentFileName, records: bool,
                             kind="checkpoint", window=window)
         return
     sibling = {kind: _sibling(target, parsed, kind) for kind in ("log", *INDEX_KINDS)}
+    rebuilt = verify_index and not live and parsed.temp_suffix is None and (
+        parsed.base_offset in _rebuilt_at_start(target.parent))
     if parsed.kind == "log":
         start = yield from _start(window, parsed.base_offset, None, target, sibling["index"],
                                   sibling["timeindex"])
@@ -182,11 +186,21 @@ def _dump_file(target: Path, parsed: SegmentFileName, records: bool,
             indexes = (sibling["index"], sibling["timeindex"], sibling["txnindex"])
             yield from check_segment_indexes(target, parsed.base_offset,
                                              tuple(p if p.exists() else None for p in indexes),
-                                             live_active=live_active)
+                                             live_active=live_active, rebuilt_at_start=rebuilt)
         return
     yield from dump_index(target, parsed.kind, parsed.base_offset)
     if verify_index:
-        yield from check_index(target, parsed.base_offset, sibling["log"], live_active=live_active)
+        yield from check_index(target, parsed.base_offset, sibling["log"], live_active=live_active,
+                               rebuilt_at_start=rebuilt)
+
+
+def _rebuilt_at_start(directory: Path) -> frozenset[int]:
+    """The base offsets of the segments of ``directory`` whose indexes a broker starting on its log dir rebuilds
+    (``segment.startup_recovery``); none where it is no partition directory kcompact can read."""
+    try:
+        return recovered_at_start(open_partition(directory)) if is_partition_dir(directory) else frozenset()
+    except KcompactError:
+        return frozenset()
 
 
 def _is_active(target: Path, parsed: SegmentFileName) -> bool:
@@ -214,6 +228,7 @@ def _dump_partition(directory: Path, records: bool, verify_index: bool,
         yield warning_item(directory, "no segment (no .log file): nothing to dump; a broker loading this "
                                       "directory creates an empty segment at its log start offset")
     segments = partition.segments
+    rebuilt = recovered_at_start(partition) if verify_index and not live else frozenset()
     for number, segment in enumerate(segments):
         live_active = live and number == len(segments) - 1
         next_base = segments[number + 1].base_offset if number + 1 < len(segments) else None
@@ -226,7 +241,8 @@ def _dump_partition(directory: Path, records: bool, verify_index: bool,
         if verify_index:
             indexes = (segment.index_path, segment.time_index_path, segment.txn_index_path)
             yield from check_segment_indexes(segment.log_path, segment.base_offset, indexes,
-                                             live_active=live_active)
+                                             live_active=live_active,
+                                             rebuilt_at_start=segment.base_offset in rebuilt)
     if verify_index:
         for orphan in partition.orphan_indexes:
             yield warning_item(orphan, "index file without its .log (an orphan a broker deletes at "

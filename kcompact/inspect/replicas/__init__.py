@@ -6,7 +6,7 @@ follower's next fetch starts past the removed offset: it keeps the deleted key's
 or transaction data whose marker it never sees (its last stable offset stops there). Nothing in the
 broker notices. This report compares the replicas' copies offline, on two levels:
 
-* the log: the first offset where their leader-epoch lineages part (``lineage``: where Kafka's
+* the log: the first offset where their leader-epoch lineages part (``segment.lineage``: where Kafka's
   truncation would cut a follower), and records that differ at the same offset below the lowest high
   watermark (offsets one replica compacted away are not compared: compaction removes, never changes);
 * the state consumers see (``view``): per key, the latest committed value of each replica from the
@@ -29,7 +29,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kcompact.errors import KcompactError
-from kcompact.inspect.replicas.lineage import lineage_divergence
 from kcompact.inspect.replicas.view import (
     OPEN,
     KeyState,
@@ -38,6 +37,7 @@ from kcompact.inspect.replicas.view import (
     read_facts,
     read_view,
 )
+from kcompact.segment.lineage import lineage_divergence
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import (
     is_partition_dir,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.rules.fence import age_removal_allowed, fence_offset
+from kcompact.cleaner.rules.fence import CopyFence, age_removal_allowed, replica_fence
 from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.records.batch import iter_batches
 from kcompact.segment.partition import open_partition
@@ -110,11 +110,16 @@ def test_a_marker_below_the_safe_offset_goes_after_its_horizon(tmp_path: Path) -
     assert _control_offsets(part) == [4]
 
 
+def _fence_offset(safe_offset: int | None, ends: list[int]) -> int | None:
+    fence = replica_fence(safe_offset, [CopyFence(f"/c{i}", end, None) for i, end in enumerate(ends)])
+    return None if fence is None else fence.offset
+
+
 def test_fence_offset_is_the_lowest_given() -> None:
-    assert fence_offset(None, []) is None
-    assert fence_offset(7, []) == 7
-    assert fence_offset(None, [9, 4]) == 4
-    assert fence_offset(3, [9, 4]) == 3
+    assert _fence_offset(None, []) is None
+    assert _fence_offset(7, []) == 7
+    assert _fence_offset(None, [9, 4]) == 4
+    assert _fence_offset(3, [9, 4]) == 3
     assert age_removal_allowed(2, None) and age_removal_allowed(2, 3)
     assert not age_removal_allowed(3, 3)
 
@@ -177,3 +182,5 @@ def test_a_truncated_copy_is_named_in_the_round_s_warnings(tmp_path: Path) -> No
     [warning] = result.warnings
     assert warning.startswith(f"--replica-dirs: {copy / '00000000000000000000.log'} at position ")
     assert warning.endswith("its log end is taken as 6")
+    assert result.fence is not None
+    assert (result.fence.offset, result.fence.set_by, result.fence.why) == (6, str(copy), "torn tail")

@@ -83,28 +83,31 @@ class RefereeResult:
     error: str | None = None
 
 
-def compiled_classes() -> Path:
-    """The directory of ``Referee``'s classes, compiled on first use (skips where Kafka cannot run)."""
+def compiled_classes(source: Path = SOURCE) -> Path:
+    """The directory of ``source``'s classes (``Referee.java``, or another harness beside it such as
+    ``LineageWalk.java``), compiled on first use (skips where Kafka cannot run)."""
     classpath = kafka_classpath()
     if shutil.which("javac") is None:
         _unavailable("javac not on PATH (a JRE without the JDK): Kafka's cleaner cannot be compiled as referee")
-    digest = hashlib.sha256(SOURCE.read_bytes() + kafka_version().encode()).hexdigest()[:16]
-    target = Path(os.environ.get("KCOMPACT_REFEREE_CACHE", Path.home() / ".cache" / "kcompact")) / f"referee-{digest}"
-    if (target / "Referee.class").exists():
+    digest = hashlib.sha256(source.read_bytes() + kafka_version().encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("KCOMPACT_REFEREE_CACHE", Path.home() / ".cache" / "kcompact"))
+    target = cache / f"{source.stem.lower()}-{digest}"
+    main_class = f"{source.stem}.class"
+    if (target / main_class).exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / f".{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # several pytest processes may compile at once
-        if (target / "Referee.class").exists():
+        if (target / main_class).exists():
             return target
         staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
         done = subprocess.run(
-            ["javac", "-nowarn", "-d", str(staging), "-cp", classpath, str(SOURCE)],
+            ["javac", "-nowarn", "-d", str(staging), "-cp", classpath, str(source)],
             check=False, capture_output=True, text=True, timeout=300,
         )
         if done.returncode != 0:
             shutil.rmtree(staging, ignore_errors=True)
-            raise RuntimeError(f"javac failed on {SOURCE}:\n{done.stdout}{done.stderr}")
+            raise RuntimeError(f"javac failed on {source}:\n{done.stdout}{done.stderr}")
         staging.rename(target)  # whole or not at all
     return target
 
