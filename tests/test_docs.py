@@ -3,6 +3,11 @@
 * ``docs/reference/`` and ``docs/man/`` are what ``scripts/make_docs.py`` writes from today's ``--help``:
   a page that is stale, missing, or left by a command that is gone fails, naming the command and the fix;
 * every command's help has examples (they are what the reference shows first to a reader who copies);
+* ``docs/json.md``'s key lists are what the commands print, on ``fixtures/sample-logdir``; links between the
+  pages resolve;
+* README.md stays a five-minute read (at most ``README_MAX_LINES`` lines, none over ``README_MAX_WIDTH``
+  characters); every ``kcompact …`` it shows names a real command with real options, and it names every
+  command; its demo runs; its test command is ``.ci/run``'s; it links every page of ``docs/``.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -218,3 +224,102 @@ def test_every_link_between_pages_resolves(page: Path) -> None:
         if not linked.exists() or (anchor and linked.suffix == ".md" and anchor not in anchors(linked)):
             broken.append(target)
     assert broken == [], f"{page.relative_to(REPO_ROOT)}: links to nothing"
+
+
+# -- README: a five-minute read, and every command it shows is real --
+
+def readme_text() -> str:
+    return README.read_text(encoding="utf-8")
+
+
+def test_readme_is_a_five_minute_read() -> None:
+    lines = readme_text().splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines: move depth to docs/"
+    wide = [(number, len(line)) for number, line in enumerate(lines, 1) if len(line) > README_MAX_WIDTH]
+    assert wide == [], f"README.md lines over {README_MAX_WIDTH} characters (line, width): {wide}"
+
+
+def command_lines(text: str) -> list[str]:
+    """Each ``kcompact …`` command of a Markdown text: in its shell blocks (comments dropped, split at ``&&``,
+    ``;`` and ``|``) and in its inline code."""
+    found = []
+    blocks = re.findall(r"```(?:sh|bash|console)\n(.*?)```", text, flags=re.S)
+    for block in blocks:
+        for line in block.replace("\\\n", " ").splitlines():
+            for part in re.split(r"&&|\|\||;|\|", re.sub(r"\s#\s.*$", "", line)):
+                if part.strip().startswith("kcompact "):
+                    found.append(part.strip())
+    found += [code.split("|")[0].strip() for code in re.findall(r"`(kcompact [^`]+)`", text)]
+    return found
+
+
+def resolve(words: list[str]) -> tuple[click.Command, list[str]]:
+    """The command an argv (without ``kcompact``) names, and the words after its name."""
+    command: click.Command = cli
+    rest = words
+    while isinstance(command, click.Group) and rest and rest[0] in command.commands:
+        command, rest = command.commands[rest[0]], rest[1:]
+    return command, rest
+
+
+def option_names(command: click.Command) -> set[str]:
+    return {name for p in command.params if isinstance(p, click.Option) for name in p.opts + p.secondary_opts}
+
+
+README_COMMANDS = command_lines(readme_text())
+
+
+def test_readme_shows_every_command_and_some_workflows() -> None:
+    leaves = {entry.name for entry in ENTRIES if not isinstance(entry.command, click.Group)}
+    shown = set()
+    for line in README_COMMANDS:
+        words = shlex.split(line)[1:]
+        _command, rest = resolve(words)
+        shown.add(" ".join(["kcompact", *words[: len(words) - len(rest)]]))
+    assert sorted(leaves - shown) == [], "README.md names no `kcompact …` line for these commands"
+
+
+@pytest.mark.parametrize("line", README_COMMANDS)
+def test_readme_command_names_a_real_command_and_its_options(line: str) -> None:
+    words = shlex.split(line)
+    command, rest = resolve(words[1:])
+    assert not (isinstance(command, click.Group) and rest and not rest[0].startswith("-")), (
+        f"README.md: `{line}`: {rest[0]!r} is no command of `{' '.join(words[: len(words) - len(rest)])}`")
+    unknown = [word for word in rest if word.startswith("--") and word.split("=")[0] not in option_names(command)]
+    assert unknown == [], f"README.md: `{line}`: no such option {unknown}"
+
+
+def test_readme_runs_the_tests_as_ci_does() -> None:
+    """README's test command ends with the last line of ``.ci/run`` (keep the two in step)."""
+    ci_last = (REPO_ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1].strip()
+    assert ci_last == "python -m pytest -q"
+    assert any(line.endswith(f"&& {ci_last}") for line in readme_text().splitlines())
+
+
+def readme_demo() -> list[str]:
+    """The ``kcompact`` lines of README's first shell block (the newcomer's demo)."""
+    first = re.search(r"```sh\n(.*?)```", readme_text(), flags=re.S)
+    assert first is not None
+    return command_lines(f"```sh\n{first.group(1)}```")
+
+
+def test_readme_demo_runs_on_a_copy_of_the_sample(tmp_path: Path) -> None:
+    """The demo, in this process on a copy of fixtures/sample-logdir: each step exits 0 and the clean compacts."""
+    demo = readme_demo()
+    assert [line.split()[1] for line in demo] == ["inspect", "clean", "inspect"]
+    log_dir = tmp_path / "kcompact-demo"
+    shutil.copytree(PROJECT_FIXTURES / "sample-logdir", log_dir)
+    outputs = []
+    for line in demo:
+        argv = [word.replace("/tmp/kcompact-demo", str(log_dir)) for word in shlex.split(line)[1:]]
+        result = CliRunner(catch_exceptions=False).invoke(cli, argv, prog_name="kcompact")
+        assert result.exit_code == 0, f"README's demo: `{line}`: {result.output}"
+        outputs.append(result.stdout)
+    assert outputs[1].startswith("orders-0: cleaned dirty section [0, 142)")
+
+
+def test_readme_links_every_page_of_docs() -> None:
+    links = set(re.findall(r"\]\(([^)#\s]+)", readme_text()))
+    pages = {path.relative_to(REPO_ROOT).as_posix() for path in (REPO_ROOT / "docs").glob("*.md")}
+    assert sorted(pages - links) == [], "README.md does not link these pages of docs/"
+    assert {"docs/reference/README.md", "CONTRIBUTING.md", "ARCHITECTURE.md"} <= links
