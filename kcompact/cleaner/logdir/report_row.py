@@ -13,6 +13,7 @@ objects, so it is also a DataFrame row: :data:`ROW_COLUMNS` names each key with 
     retention_deleted_segments, retention_reasons, ... segment retention (one reason a deleted segment)
     fence, clean_limit                                 the replica fence and clean limit (``rules.fence``;
                                                        None without --replica-dirs / --safe-offset)
+    space_peak_bytes, space_gives_back_bytes           the space a dry run measured (``disk.space``)
 
 A failed partition's row has ``status`` "failed" (or "bug" for an exception that is not kcompact's
 deliberate error), its ``error``, and None (empty lists) where a clean would have said more. A log
@@ -78,6 +79,8 @@ _TAIL: tuple[tuple[str, str], ...] = (
     ("retention_log_start_before", "int | None"),
     ("retention_log_start_after", "int | None"),
     ("retention_rolled", "bool | None"),
+    ("space_peak_bytes", "int | None"),  # free space the clean needs at its peak (``disk.space``)
+    ("space_gives_back_bytes", "int | None"),  # what it frees once done (the free space: the run's, not a row's)
 )
 
 ROW_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -134,6 +137,8 @@ def partition_row(
                    first_uncleanable_offset=rng.first_uncleanable_offset,
                    dirty_ratio=rng.dirty_ratio, blocking_rule=rng.blocking_rule or None)
     row.update(dataclasses.asdict(result.stats))
+    if result.space is not None:
+        row.update(space_peak_bytes=result.space.peak_bytes, space_gives_back_bytes=result.space.gives_back_bytes)
     plan = result.retention
     if plan is not None:
         row.update(retention_deleted_segments=list(plan.deleted_segments),
