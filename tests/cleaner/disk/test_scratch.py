@@ -159,6 +159,20 @@ def test_a_full_volume_is_cleaned_through_the_scratch_dir(
     assert free_bytes(part) > 0  # what the clean gave back
 
 
+def test_a_full_log_dir_is_cleaned_through_the_scratch_dir(
+    small_volume: Callable[[int], Path], tmp_path: Path, layout: Layout
+) -> None:
+    part, scratch = full_partition(small_volume), scratch_dir(tmp_path)
+
+    proc = kcompact_clean(part.parent, "--scratch-dir", scratch)
+
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)["results"]
+    assert row["scratch_actions"][0].endswith("evacuated, then brought in") and len(row["scratch_actions"]) == 3
+    assert file_bytes(part) == layout.reference
+    assert_cleaned(part, scratch, layout)
+
+
 @pytest.mark.parametrize("point", EVACUATING_POINTS)
 def test_kill_while_evacuating_then_the_next_clean_settles(
     small_volume: Callable[[int], Path], tmp_path: Path, layout: Layout, point: str
