@@ -140,6 +140,9 @@ def clean_partition(
             result.free_bytes = volume_of(partition.path).free_bytes
         return result
     log_dir = partition.path.parent
+    if options.scratch_dir is not None and Path(options.scratch_dir).resolve().is_relative_to(log_dir.resolve()):
+        raise RefusedError(f"{options.scratch_dir}: the scratch dir is inside the log dir {log_dir}, whose "
+                           "directories are the broker's; give one outside it, on another volume")
     for directory in (log_dir, partition.path):  # both change (checkpoint, locks; segments): check both first
         require_writable(directory)
     with log_dir_write_guard(log_dir), partition_lock(log_dir, partition.path.name):

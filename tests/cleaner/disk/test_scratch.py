@@ -245,3 +245,15 @@ def test_a_manifest_that_does_not_parse_is_one_line(tmp_path: Path, layout: Layo
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "00000000000000000000.scratch.json: not a kcompact scratch manifest" in proc.stderr
     assert file_bytes(part) == layout.original
+
+
+def test_a_scratch_dir_inside_the_log_dir_is_refused(tmp_path: Path, layout: Layout) -> None:
+    part = build_partition(tmp_path / "logdir")
+    inside = part.parent / "scratch"
+    inside.mkdir()
+
+    proc = kcompact_clean(part, "--scratch-dir", inside)
+
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "the scratch dir is inside the log dir" in proc.stderr
+    assert file_bytes(part) == layout.original
