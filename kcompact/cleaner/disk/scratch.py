@@ -185,9 +185,6 @@ def settle_scratch(partition_dir: Path, scratch_dir: str | Path) -> list[str]:
             actions += recover_interrupted_swaps(partition_dir).actions
         for path in manifests:
             manifest = ScratchManifest.read(path)
-            if Path(manifest.partition_dir).resolve() != partition_dir.resolve():
-                raise KcompactError(f"{path}: names {manifest.partition_dir}, not {partition_dir}; give each log "
-                                    "dir's clean the scratch dir it was cleaned with")
             log_name = segment_file_name(manifest.base_offset, "log")
             if _is_new(partition_dir, manifest):
                 actions.append(f"{log_name}: the scratch clean had swapped it in; scratch files removed")
