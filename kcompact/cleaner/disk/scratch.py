@@ -134,7 +134,8 @@ def bring_in(
     Raises:
         NoSpaceError: the partition's volume cannot take the new files even with the old group gone
             (nothing in the partition changed; the scratch files are removed).
-        KcompactError: an I/O error; the manifest stays and the next ``clean --scratch-dir`` settles it.
+        KcompactError: an I/O error after the manifest was written; it stays, and the next
+            ``clean --scratch-dir`` settles the group (the message says so).
     """
     volume = volume_of(partition_dir)
     need = sum(volume.allocated(size) for size in _sizes(cleaned).values())
@@ -152,14 +153,25 @@ def bring_in(
         fsync_dir(partition_dir)
         manifest = _write_manifest(cleaned, old, partition_dir)
         crash_point("scratch-written", hook)
-        if not fits:
-            _delete_group(partition_dir, manifest)
-            crash_point("scratch-old-deleted", hook)
-        _copy_in(cleaned.directory, manifest, partition_dir, hook)
-        replace_segments(_in_partition(manifest, partition_dir), old if fits else [], hook=hook)
-        crash_point("scratch-swapped", hook)
-        _finish(cleaned.directory, manifest, partition_dir)
+        try:
+            if not fits:
+                _delete_group(partition_dir, manifest)
+                crash_point("scratch-old-deleted", hook)
+            _copy_in(cleaned.directory, manifest, partition_dir, hook)
+            replace_segments(_in_partition(manifest, partition_dir), old if fits else [], hook=hook)
+            crash_point("scratch-swapped", hook)
+            _finish(cleaned.directory, manifest, partition_dir)
+        except (OSError, KcompactError) as err:
+            raise KcompactError(
+                f"{partition_dir}: bringing in the cleaned {segment_file_name(cleaned.base_offset, 'log')} from "
+                f"{cleaned.directory} failed ({_reason(err)}); its manifest stays there: run `kcompact clean "
+                f"--scratch-dir {cleaned.directory.parent}` again before a broker starts on the partition"
+            ) from err
     return not fits
+
+
+def _reason(err: OSError | KcompactError) -> str:
+    return (err.strerror or str(err)) if isinstance(err, OSError) else str(err)
 
 
 def settle_scratch(partition_dir: Path, scratch_dir: str | Path) -> list[str]:

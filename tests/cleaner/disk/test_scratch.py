@@ -25,6 +25,7 @@ from kcompact.cleaner.disk.scratch import PENDING_MARKER, SCRATCH_CRASH_POINTS, 
 from kcompact.cleaner.disk.swap import CRASH_POINTS, leftover_files
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.errors import KcompactError
 from kcompact.segment.checkpoint import read_offset_checkpoint
 from tests.builders import read_all_records
 from tests.cleaner.disk.test_crash_recovery import (
@@ -232,6 +233,26 @@ def test_every_point_of_every_group_settles_each_group_wholly_old_or_new(
     assert seen == [(g, p) for g in range(len(layout.groups))
                     for p in (EVACUATING_POINTS if g in evacuated else FITTING_POINTS)]
     assert file_bytes(part) == layout.reference
+    assert_cleaned(part, scratch, layout)
+
+
+def test_an_io_error_on_the_way_in_is_one_line_and_the_next_clean_settles(tmp_path: Path, layout: Layout) -> None:
+    part, scratch = build_partition(tmp_path / "logdir"), scratch_dir(tmp_path)
+
+    def disk_full(point: str) -> None:
+        if point == "scratch-copied-partial":
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(KcompactError) as raised:
+        clean_partition(part, topic_config(), CleanOptions(now_ms=NOW, crash_hook=disk_full, scratch_dir=str(scratch)))
+
+    assert str(raised.value) == (
+        f"{part}: bringing in the cleaned 00000000000000000000.log from {scratch / part.name} failed (No space left "
+        f"on device); its manifest stays there: run `kcompact clean --scratch-dir {scratch}` again before a broker "
+        "starts on the partition")
+    assert (part / PENDING_MARKER).exists()
+    actions = scratch_actions(kcompact_clean(part, "--scratch-dir", scratch))
+    assert "00000000000000000000.log: the scratch clean had not changed its group; scratch files removed" in actions
     assert_cleaned(part, scratch, layout)
 
 
