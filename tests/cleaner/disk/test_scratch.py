@@ -188,6 +188,10 @@ def test_kill_while_evacuating_then_the_next_clean_settles(
     refused = kcompact_clean(part)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and PENDING_MARKER in refused.stderr
     assert file_bytes(part) == before
+    repair = subprocess.run([sys.executable, "-m", "kcompact", "repair", str(part)], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert repair.returncode == 2 and PENDING_MARKER in repair.stderr, repair.stderr
+    assert file_bytes(part) == before
     settled = scratch_actions(kcompact_clean(part, "--scratch-dir", scratch))
     expected = ("evacuated group brought in from" if point in NEW_WHEN_EVACUATING - {"scratch-swapped"}
                 and point not in ("swap-complete", "deleted-complete", "final-partial", "final-complete")
