@@ -132,6 +132,7 @@ def clean_partition(
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     result = CleanResult(str(partition.path), partition.topic, partition.partition, now_ms, options.dry_run)
     if options.dry_run:
+        _refuse_unsettled_scratch(partition.path, "a dry run cannot preview the settlement")
         if runs_here and (options.roll or unsettled_files(partition.path)):
             _dry_run_staged(partition, config, options, result, progress, runner)
         else:
@@ -149,9 +150,8 @@ def clean_partition(
         if options.scratch_dir is not None:
             result.scratch_actions = settle_scratch(partition.path, options.scratch_dir)
             partition = open_partition(partition.path)
-        elif (marker := pending_marker(partition.path)) is not None:
-            raise RefusedError(f"{marker}: a group evacuated through a scratch dir is not settled; rerun "
-                               "`kcompact clean --scratch-dir DIR` with the dir it was cleaned with")
+        else:
+            _refuse_unsettled_scratch(partition.path, "rerun with the --scratch-dir it was cleaned with")
         if runs_here and unsettled_files(partition.path):
             _rehearse(partition, config, options, now_ms, runner)
         recovery = recover_interrupted_swaps(partition.path)
@@ -159,6 +159,13 @@ def clean_partition(
         if recovery.changed:
             partition = open_partition(partition.path)
         return _clean_locked(partition, config, options, now_ms, result, progress, runner, known=known)
+
+
+def _refuse_unsettled_scratch(directory: Path, what_to_do: str) -> None:
+    """Refuse a partition whose group evacuated through a scratch dir is not settled (``disk.scratch``)."""
+    if (marker := pending_marker(directory)) is not None:
+        raise RefusedError(f"{marker}: a group evacuated through a scratch dir is not settled; {what_to_do} "
+                           "(`kcompact clean --scratch-dir DIR`)")
 
 
 def _always(runner: RoundRunner) -> RunnerChoice:

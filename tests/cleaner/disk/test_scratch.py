@@ -187,6 +187,8 @@ def test_kill_while_evacuating_then_the_next_clean_settles(
     before = file_bytes(part)
     refused = kcompact_clean(part)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and PENDING_MARKER in refused.stderr
+    dry_run = kcompact_clean(part, "--dry-run", "--scratch-dir", scratch)
+    assert dry_run.returncode == 2 and "a dry run cannot preview the settlement" in dry_run.stderr, dry_run.stderr
     assert file_bytes(part) == before
     repair = subprocess.run([sys.executable, "-m", "kcompact", "repair", str(part)], cwd=REPO_ROOT,
                             capture_output=True, text=True, timeout=120, check=False)
