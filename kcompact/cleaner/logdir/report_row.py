@@ -11,9 +11,9 @@ objects, so it is also a DataFrame row: :data:`ROW_COLUMNS` names each key with 
     now_ms, dry_run, first_dirty_offset, ...           the CleanResult's clock, range and checkpoint
     bytes_read, ..., elapsed_s, size_reduction         CleanStats, flattened
     retention_deleted_segments, retention_reasons, ... segment retention (one reason a deleted segment)
+    space_peak_bytes, space_gives_back_bytes           the space a dry run measured (``disk.space``)
     fence, clean_limit                                 the replica fence and clean limit (``rules.fence``;
                                                        None without --replica-dirs / --safe-offset)
-    space_peak_bytes, space_gives_back_bytes           the space a dry run measured (``disk.space``)
 
 A failed partition's row has ``status`` "failed" (or "bug" for an exception that is not kcompact's
 deliberate error), its ``error``, and None (empty lists) where a clean would have said more. A log

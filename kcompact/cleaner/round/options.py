@@ -111,10 +111,10 @@ class CleanResult:
     skipped_reason: str | None = None
     retention: RetentionResult | None = None
     workers: int = 1  # processes the round ran in at once (1: this one; ``CleanOptions.jobs``, capped)
-    fence: ReplicaFence | None = None  # the replica fence the round used (``rules.fence``)
-    clean_limit: CleanLimit | None = None  # where the round's cleanable range ends for another copy's lineage
     space: SpaceNeed | None = None  # a dry run's, or a real run's when its free space was short (``disk.space``)
     free_bytes: int | None = None  # the volume's free space when ``space`` was measured
+    fence: ReplicaFence | None = None  # the replica fence the round used (``rules.fence``)
+    clean_limit: CleanLimit | None = None  # where the round's cleanable range ends for another copy's lineage
 
 
 DEFAULT_OPTIONS = CleanOptions()
