@@ -209,8 +209,8 @@ def settle_scratch(partition_dir: Path, scratch_dir: str | Path) -> list[str]:
                 actions.append(f"{log_name}: evacuated group brought in from {sub}")
             _finish(sub, manifest, partition_dir)
         for stray in sorted(p for p in sub.iterdir() if p.is_file()):
-            stray.unlink()  # .cleaned files of a round killed before its first manifest
-            actions.append(f"delete unfinished {stray} (no manifest: the partition was not changed)")
+            stray.unlink()  # .cleaned files of groups a killed round had not begun to bring in
+            actions.append(f"delete unfinished {stray} (no manifest: its group was never brought in)")
         marker = pending_marker(partition_dir)
         if marker is not None:
             marker.unlink()

@@ -78,9 +78,11 @@ def scratch_dir(tmp_path: Path) -> Path:
     return path
 
 
-def kcompact_clean(part: Path, *extra: str | Path, env: dict[str, str] | None = None
+def kcompact_clean(part: Path, *extra: str | Path, env: dict[str, str] | None = None, text: bool = False
                    ) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "kcompact", "clean", str(part), "--now-ms", str(NOW), "--json", *map(str, extra)]
+    """``kcompact clean PART --json EXTRA...`` in a subprocess (the text report with ``text``)."""
+    report = [] if text else ["--json"]
+    argv = [sys.executable, "-m", "kcompact", "clean", str(part), "--now-ms", str(NOW), *report, *map(str, extra)]
     for key, value in OVERRIDES.items():
         argv += ["--config", f"{key}={value}"]
     return subprocess.run(argv, env={**os.environ, **(env or {})}, cwd=REPO_ROOT, capture_output=True,
@@ -120,6 +122,16 @@ def test_with_room_each_group_is_copied_in_beside_its_old_segments(tmp_path: Pat
         f"written in {scratch / part.name}, copied in beside its old segments, then swapped"] * 3
     assert file_bytes(part) == layout.reference  # the same files as a clean in place
     assert_cleaned(part, scratch, layout)
+
+
+def test_the_text_report_says_where_each_group_went(tmp_path: Path) -> None:
+    part, scratch = build_partition(tmp_path / "logdir"), scratch_dir(tmp_path)
+
+    proc = kcompact_clean(part, "--scratch-dir", scratch, text=True)
+
+    lines = [line for line in proc.stdout.splitlines() if "scratch dir:" in line]
+    assert lines == [f"orders-0: scratch dir: {base:020d}.log: written in {scratch / part.name}, copied in beside its "
+                     "old segments, then swapped" for base in (0, 11, 20)], proc.stdout
 
 
 @pytest.mark.parametrize("point", FITTING_POINTS)
