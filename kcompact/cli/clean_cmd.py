@@ -138,6 +138,8 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
     name = f"{result.topic}-{result.partition}"
     for action in result.recovery_actions:
         console.print(f"{name}: recovered interrupted clean: {action}")
+    for action in result.scratch_actions:
+        console.print(f"{name}: scratch dir: {action}")
     for warning in result.warnings:
         if warning not in shown and not (folded and is_summarised(warning)):
             render.warning_line(f"{name}: {warning}")
@@ -252,6 +254,14 @@ def _render_summary(run: CleanRun) -> None:
                    "alone) although most of its records have no key: compaction deletes them (a "
                    "topic made compacted after they were written). Without it such a partition is "
                    "skipped (refused when named alone) with the count of keyless records.")
+@click.option("--scratch-dir", type=click.Path(exists=True, file_okay=False, writable=True), default=None,
+              metavar="DIR",
+              help="Write the cleaned segments in DIR (on another volume: the log dir's has no room) and "
+                   "bring each group in from there, freeing the full volume as it goes. Where the volume "
+                   "has not one byte free, a group's old files are deleted before its cleaned files are "
+                   "copied in (they are verified and fsynced in DIR first); a run killed then is settled "
+                   "by the next clean with the same --scratch-dir, and until then a clean without it "
+                   "refuses the partition. Do not start a broker before that (ARCHITECTURE.md).")
 @fence_options
 @config_source_options(METADATA_DIRS_HELP)
 @click.option("--jobs", default=None, callback=parse_jobs, metavar="N|auto",
@@ -278,6 +288,7 @@ def clean_command(
     metadata_dir: str | None,
     jobs: int | None,
     as_json: bool,
+    scratch_dir: str | None = None,
     selection: PartitionFilter | None = None,
 ) -> None:
     """Compact PATH (a partition directory, or every compacted partition of a log dir) exactly as one
@@ -300,7 +311,8 @@ def clean_command(
 
     overrides = parse_config_pairs(config_pairs)
     options = CleanOptions(now_ms=now_ms, from_start=from_start, dedupe_buffer_size=dedupe_buffer_size,
-                           dry_run=dry_run, roll=roll, replica_dirs=replica_dirs, safe_offset=safe_offset)
+                           dry_run=dry_run, roll=roll, replica_dirs=replica_dirs, safe_offset=safe_offset,
+                           scratch_dir=scratch_dir)
     with progress_bar(enabled=not as_json) as progress:
         run = clean_path(path, cli_overrides=overrides, options=options, only_eligible=only_eligible,
                          progress=progress, server_properties=server_properties,

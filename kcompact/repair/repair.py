@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kcompact.cleaner.disk.scratch import pending_marker
 from kcompact.cleaner.disk.swap import (
     CleanedSegmentWriter,
     recover_interrupted_swaps,
@@ -191,6 +192,9 @@ def _repair(path: str | Path, options: RepairOptions, progress: ProgressCallback
                            "reports on it (use --dry-run)")
     with log_dir_write_guard(log_dir):
         with partition_lock(log_dir, part.name):
+            if (marker := pending_marker(part)) is not None:  # its records are in a scratch dir (``disk.scratch``)
+                raise RefusedError(f"{marker}: a group evacuated through a scratch dir is not settled; run "
+                                   "`kcompact clean --scratch-dir DIR` with the dir it was cleaned with first")
             result, backup = _repair_locked(part, options, interval, progress)
         if options.clean and backup is not None:
             bases = [seg.base_offset for seg in open_partition(part).segments]

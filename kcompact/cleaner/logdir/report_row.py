@@ -67,6 +67,7 @@ _HEAD: tuple[tuple[str, str], ...] = (
     ("blocking_rule", "str | None"),
     ("skipped_reason", "str | None"),
     ("recovery_actions", "list[str]"),
+    ("scratch_actions", "list[str]"),  # --scratch-dir: settled, and each group brought in (``disk.scratch``)
     ("warnings", "list[str]"),
     ("fence", "ReplicaFence | None"),  # rules.fence.ReplicaFence.as_dict
     ("clean_limit", "CleanLimit | None"),  # rules.fence.CleanLimit.as_dict
@@ -111,7 +112,7 @@ def partition_row(
         The row: JSON-ready values.
     """
     row: dict[str, Any] = {name: None for name, _ in ROW_COLUMNS}
-    row.update(partition_dir=partition_dir, error=error, recovery_actions=[], warnings=[],
+    row.update(partition_dir=partition_dir, error=error, recovery_actions=[], scratch_actions=[], warnings=[],
                retention_deleted_segments=[], retention_reasons=[])
     if result is None:  # which partition, from its directory's name
         name = parse_partition_dir_name(Path(partition_dir).name)
@@ -127,7 +128,8 @@ def partition_row(
         topic=result.topic, partition=result.partition, status=_status(result), now_ms=result.now_ms,
         dry_run=result.dry_run, end_offset=result.end_offset, checkpoint_before=result.checkpoint_before,
         checkpoint_written=result.checkpoint_written, rolled=result.rolled, skipped_reason=result.skipped_reason,
-        recovery_actions=list(result.recovery_actions), warnings=list(result.warnings),
+        recovery_actions=list(result.recovery_actions), scratch_actions=list(result.scratch_actions),
+        warnings=list(result.warnings),
         size_reduction=round(result.stats.size_reduction, 6),
         fence=None if result.fence is None else result.fence.as_dict(),
         clean_limit=None if result.clean_limit is None else result.clean_limit.as_dict(),

@@ -84,6 +84,9 @@ class CleanOptions:
     # a log dir's measure of this round (``logdir.free_first``, on the same files): while it fits the free
     # space with a block to spare, the round does not measure itself again (``disk.space``)
     measured_space: SpaceNeed | None = None
+    # write every group's cleaned segment in ``<scratch_dir>/<partition dir name>/`` (another volume) and bring
+    # each in from there (``disk.scratch``: a volume with no free byte); None: in the partition directory
+    scratch_dir: str | None = None
 
 
 @dataclass(slots=True)
@@ -102,6 +105,8 @@ class CleanResult:
     rolled: bool = False  # --roll kept a new empty active segment (a dry run: would keep)
     stats: CleanStats = field(default_factory=CleanStats)
     recovery_actions: list[str] = field(default_factory=list)
+    # ``--scratch-dir``: what the settlement of an earlier run did, then each group brought in (``disk.scratch``)
+    scratch_actions: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     skipped_reason: str | None = None
     retention: RetentionResult | None = None
