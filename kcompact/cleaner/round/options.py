@@ -14,6 +14,7 @@ from kcompact.cleaner.disk.retention import RetentionResult
 from kcompact.cleaner.disk.swap import CrashHook
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.rules.fence import CleanLimit, ReplicaFence
+from kcompact.cleaner.rules.high_watermark import SoleReplica
 from kcompact.cleaner.rules.ranges import CleanableRange
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import RefusedError
@@ -80,6 +81,10 @@ class CleanOptions:
     # refuse a round most of whose records would go as keyless (``clean``'s gate sets it unless
     # --allow-keyless-loss acknowledges it for an explicitly compacted topic); None: no such guard
     keyless_guard: KeylessGuard | None = None
+    # this broker is the partition's only replica (``rules.high_watermark``; the log-dir run sets it per
+    # partition from the KRaft metadata or --sole-replica): its high watermark is its log end; None: the
+    # replication-offset-checkpoint's
+    sole_replica: SoleReplica | None = None
 
 
 @dataclass(slots=True)
@@ -104,6 +109,7 @@ class CleanResult:
     workers: int = 1  # processes the round ran in at once (1: this one; ``CleanOptions.jobs``, capped)
     fence: ReplicaFence | None = None  # the replica fence the round used (``rules.fence``)
     clean_limit: CleanLimit | None = None  # where the round's cleanable range ends for another copy's lineage
+    high_watermark_note: str | None = None  # why the high watermark is the log end (``rules.high_watermark``)
 
 
 DEFAULT_OPTIONS = CleanOptions()
