@@ -14,14 +14,19 @@ So for such a partition the cleaner's cap is the log end Kafka's recovery keeps,
 
 Which partitions: those the KRaft metadata log assigns to this broker alone (its PartitionRecord and the
 PartitionChangeRecords after it: replicas = [this node], and the node in the ISR), or every partition when
-the user says so (``clean --sole-replica``) and the metadata log does not say otherwise.
+the user says so (``clean --sole-replica``) and the metadata log does not name other replicas. A partition whose
+only replica is this node but whose last recorded ISR lacks it (a controller that fenced it: with eligible leader
+replicas the ISR may be left empty) is taken so only with the flag: whether Kafka elects it again is the
+controller's decision, not read here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from kcompact.config.kraft.metadata_state import PartitionAssignment
+if TYPE_CHECKING:  # annotations only: a clean without a metadata log never imports the KRaft reader
+    from kcompact.config.kraft.metadata_state import PartitionAssignment
 
 SOURCE_KRAFT_METADATA = "KRaft metadata"
 SOURCE_SOLE_REPLICA_FLAG = "--sole-replica"
@@ -80,6 +85,8 @@ def sole_replica_from_metadata(assignment: PartitionAssignment | None, node_id: 
             return SoleReplica(SOURCE_KRAFT_METADATA, node_id, assignment.offset), None
         if not flag:
             return None, None
+        if assignment.replicas == (node_id,):  # its only replica, out of the ISR as last recorded: the user's word
+            return SoleReplica(SOURCE_SOLE_REPLICA_FLAG, node_id), None
         replicas = ", ".join(map(str, assignment.replicas))
         isr = ", ".join(map(str, assignment.isr))
         return None, (f"--sole-replica not applied: the KRaft metadata names replicas [{replicas}] (ISR [{isr}]) "

@@ -89,7 +89,9 @@ def test_sole_replica_rule() -> None:
     alone, two = PartitionAssignment((1,), (1,), 1, 7), PartitionAssignment((1, 2), (1,), 1, 9)
     assert sole_replica_from_metadata(alone, 1, flag=False) == (SoleReplica(SOURCE_KRAFT_METADATA, 1, 7), None)
     assert sole_replica_from_metadata(alone, 2, flag=False) == (None, None)  # another node's partition
-    assert sole_replica_from_metadata(PartitionAssignment((1,), (), -1, 3), 1, flag=False) == (None, None)
+    fenced = PartitionAssignment((1,), (), -1, 3)  # its only replica, out of the ISR: the flag decides
+    assert sole_replica_from_metadata(fenced, 1, flag=False) == (None, None)
+    assert sole_replica_from_metadata(fenced, 1, flag=True) == (SoleReplica(SOURCE_SOLE_REPLICA_FLAG, 1), None)
     assert sole_replica_from_metadata(None, 1, flag=True) == (SoleReplica(SOURCE_SOLE_REPLICA_FLAG, 1), None)
     refused, note = sole_replica_from_metadata(two, 1, flag=True)
     assert refused is None and note is not None and "replicas [1, 2] (ISR [1])" in note
