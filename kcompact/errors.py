@@ -169,6 +169,10 @@ class RefusedError(KcompactError):
     """The operation is refused: a live broker holds the log dir, another kcompact works on it…"""
 
 
+class NoSpaceError(RefusedError):
+    """A clean that cannot fit in the free space of its volume (``cleaner.disk.space``); nothing was changed."""
+
+
 class ConfigError(KcompactError):
     """An unknown configuration key, a value of the wrong type or range, an unreadable file."""
 

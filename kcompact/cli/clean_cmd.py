@@ -50,11 +50,13 @@ def render_clean(run: CleanRun, *, as_json: bool) -> None:
             "failures": [partition_row(f.partition_dir, None, error=f.error) for f in run.failures],
             "skipped": [partition_row(k.partition_dir, None, skipped=k.reason) for k in run.skipped],
             "notes": run.notes,
+            **_space_json(run),
         })
         return
     shown = set(run.notes)
     for note in dict.fromkeys(run.notes):
         render.warning_line(note)
+    _render_freed_first(run)
     folded = bool(repeated_warning_notes([r.warnings for r in run.results]))  # counted in a note
     empty = [r for r in run.results if len(run.results) > 1 and _plain_empty(r)]
     active_only = [r for r in run.results if _plain_active_only(r)]
@@ -73,6 +75,37 @@ def render_clean(run: CleanRun, *, as_json: bool) -> None:
         render.error_line(failure.error)
     if len(run.results) + len(run.failures) + len(run.skipped) > 1:
         _render_summary(run)
+
+
+def _space_json(run: CleanRun) -> dict[str, object]:
+    """A log dir's keys of the space: what was freed first, the order when it is not the broker's, a dry
+    run's total (None for a partition named alone, or what was not measured)."""
+    freed = run.freed_first
+    return {
+        "freed_first": None if freed is None else {"actions": freed.actions, "freed_bytes": freed.freed_bytes},
+        "order": run.fit_order,
+        "space": None if run.space is None else {"peak_bytes": run.space.peak_bytes,
+                                                 "gives_back_bytes": run.space.gives_back_bytes,
+                                                 "free_bytes": run.free_bytes},
+    }
+
+
+def _render_freed_first(run: CleanRun) -> None:
+    """What went before any clean, and the order used when it is not the broker's."""
+    freed = run.freed_first
+    if freed is not None and freed.actions:
+        verb = "would free" if _is_dry_run(run) else "freed"
+        render.plain(f"{verb} first, writing nothing Kafka keeps: {render.size_text(freed.freed_bytes)}")
+        for action in freed.actions:
+            render.plain(f"  {action}")
+    if run.fit_order is not None:
+        verb = "would clean" if _is_dry_run(run) else "cleaned"
+        render.plain(f"{verb} in the order that fits the volume's free space (not the broker's): "
+                     f"{', '.join(run.fit_order)}")
+
+
+def _is_dry_run(run: CleanRun) -> bool:
+    return any(r.dry_run for r in run.results)
 
 
 def _plain_empty(result: CleanResult) -> bool:
@@ -147,6 +180,8 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
         f"{'none' if result.checkpoint_before is None else result.checkpoint_before} -> {result.end_offset}"
         if result.checkpoint_written else "unchanged")
     table.add_row("checkpoint", checkpoint)
+    if result.space is not None and result.free_bytes is not None:
+        table.add_row("space", result.space.line(result.free_bytes))
     console.print(table)
 
 
@@ -173,6 +208,8 @@ def _render_summary(run: CleanRun) -> None:
         f"{len(run.skipped)} skipped, {len(run.failures)} failed; "
         f"{render.size_text(total_read)} read, {render.size_text(total_written)} written"
     )
+    if run.space is not None and run.free_bytes is not None:
+        render.plain(f"the run {run.space.line(run.free_bytes)}")
 
 
 @click.command("clean", short_help="Compact a partition or a log dir as Kafka's log cleaner would.",

@@ -39,6 +39,7 @@ def render_dirty_ratio(rows: Sequence[DirtyRatioRow], *, as_json: bool) -> None:
     """Print the rows: a JSON list, or a rich table plus one advice line per blocking rule; several empty
     partitions are counted in one line instead of listed, and several whose data is all in the active
     segment are said once."""
+    from kcompact.cleaner.disk.space import SpaceNeed
     from kcompact.cleaner.logdir.run_summary import (
         active_only_line,
         empty_partitions_line,
@@ -64,6 +65,10 @@ def render_dirty_ratio(rows: Sequence[DirtyRatioRow], *, as_json: bool) -> None:
             console.print(f"{row.topic}-{row.partition}: {row.blocking_detail}", highlight=False)
     if active_ids:
         console.print(active_only_line([f"{row.topic}-{row.partition}" for row in active_only]), highlight=False)
+    for row in rows:
+        if row.space_peak_bytes is not None and row.space_gives_back_bytes is not None and row.free_bytes is not None:
+            need = SpaceNeed(row.space_peak_bytes, row.space_gives_back_bytes)
+            render.plain(f"{row.topic}-{row.partition}: its clean {need.line(row.free_bytes)}")
     for rule in sorted({r.blocking_rule for r in rows if r.blocking_rule and not r.error}):
         console.print(f"[bold]{rule}[/bold]: {ADVICE.get(rule, '')}")
     if empty:
@@ -201,10 +206,13 @@ def _bar(row: DirtyRatioRow) -> str:
 @now_ms_option("The clock (default: now), in ms since the epoch.")
 @config_source_options(METADATA_DIRS_HELP)
 @storage_option
+@click.option("--space", is_flag=True,
+              help="Also say what each compacted partition's clean needs free at its peak and gives back, "
+                   "against its volume's free space (runs the clean's dry run: reads the whole log).")
 @json_option("Print a JSON list of rows (also for one partition).")
 def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], now_ms: int | None,
                         server_properties: str | None, metadata_dir: str | None, storage_pairs: tuple[str, ...],
-                        as_json: bool, selection: PartitionFilter | None = None) -> None:
+                        space: bool, as_json: bool, selection: PartitionFilter | None = None) -> None:
     """What the broker's log cleaner sees, per partition of the given log dirs or partition dirs:
     clean and dirty bytes, the dirty ratio against min.cleanable.dirty.ratio, whether it is eligible,
     the rule that stops cleaning, and the order in which the cleaner would pick partitions.
@@ -223,7 +231,7 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
         rows = inputs.named(dirty_ratio_report(
             inputs.paths, cli_overrides=parse_config_pairs(config_pairs), now_ms=now_ms,
             server_properties=server_properties, metadata_dir=metadata_dir, progress=progress,
-            selection=selection))
+            selection=selection, space=space))
     render_dirty_ratio(rows, as_json=as_json)
     if any(row.error for row in rows):
         raise click.exceptions.Exit(EXIT_BAD_INPUT)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kcompact.cleaner.logdir.run import ConfigSources
+from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.round.stages import unsupported_reason
 from kcompact.cleaner.rules.ranges import (
     RULE_CLEANUP_POLICY,
@@ -36,6 +37,7 @@ from kcompact.cleaner.rules.ranges import (
 )
 from kcompact.cleaner.state.cleaner_throws import round_end_hazard, round_walk_problems
 from kcompact.cleaner.state.log_state import LogState, load_log_state
+from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.config.effective import EffectiveConfig
 from kcompact.errors import KcompactError
 from kcompact.inspect.context import CrcTally
@@ -128,6 +130,11 @@ class DirtyRatioRow:
     cleaner_fails: str | None = None  # why Kafka's own cleaner throws on this partition (legacy entries)
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
+    # with ``space``: what its clean needs free at its peak and gives back (``cleaner.disk.space``), measured
+    # by the clean's own dry run; and the volume's free space then
+    space_peak_bytes: int | None = None
+    space_gives_back_bytes: int | None = None
+    free_bytes: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The row as ``dataclasses.asdict`` gives it (field order kept, ``warnings`` a copy), without its
@@ -149,6 +156,7 @@ def dirty_ratio_report(
     metadata_dir: str | Path | None = None,
     progress: ProgressCallback | None = None,
     selection: PartitionFilter | None = None,
+    space: bool = False,
 ) -> list[DirtyRatioRow]:
     """Rows for every partition under ``paths`` (log dirs or partition dirs), in the cleaner's pick order.
 
@@ -163,6 +171,9 @@ def dirty_ratio_report(
             (a count, not bytes: each partition costs its headers and its dirty section's CRCs).
         selection: the partitions to report on (``--topic``, ``--exclude-topic``, ``--partition``);
             None: all. The others are not opened.
+        space: also measure the space each compacted partition's clean needs and gives back, by running
+            the clean's dry run (which reads every segment the clean would: the whole log, not just the
+            dirty section).
 
     Returns:
         One row per partition: ranked eligible ones first (rank 1 = the broker's next pick), then the
@@ -193,6 +204,8 @@ def dirty_ratio_report(
             continue
         row, rng = _row(partition, effective, now, facts)
         rows.append(row)
+        if space and rng is not None and row.error is None and effective.config.is_compacted:
+            _measure_space(row, part_dir, effective, now)
         if rng is not None:
             ranges.append((row.partition_dir, rng))
     if progress is not None:
@@ -202,6 +215,18 @@ def dirty_ratio_report(
         row.cleaner_rank = ranks.get(row.partition_dir)
     rows.sort(key=lambda r: (r.cleaner_rank is None, r.cleaner_rank or 0, r.topic, r.partition))
     return rows
+
+
+def _measure_space(row: DirtyRatioRow, part_dir: Path, effective: EffectiveConfig, now: int) -> None:
+    """The row's space, from the clean's dry run (``clean --dry-run`` reports the same numbers)."""
+    try:
+        result = clean_partition(part_dir, effective.config, CleanOptions(now_ms=now, dry_run=True))
+    except KcompactError as err:
+        row.warnings.append(f"the space its clean needs was not measured: {err}")
+        return
+    if result.space is not None and result.free_bytes is not None:
+        row.space_peak_bytes, row.space_gives_back_bytes = result.space.peak_bytes, result.space.gives_back_bytes
+        row.free_bytes = result.free_bytes
 
 
 def _config_error_row(part_dir: Path, err: KcompactError) -> DirtyRatioRow:

@@ -49,6 +49,8 @@ RESULT_FIELDS = {
     "retention_log_start_before",
     "retention_log_start_after",
     "retention_rolled",
+    "space_peak_bytes",
+    "space_gives_back_bytes",
 }
 STATS_FIELDS = {
     "bytes_read",
@@ -148,15 +150,18 @@ def test_json_report_has_a_fixed_field_set(tmp_path: Path) -> None:
     result = run(part, "--now-ms", NOW, "--json", "--config", "cleanup.policy=compact")
     assert (result.exit_code, result.stderr) == (0, "")
     report = json.loads(result.stdout)
-    assert report.keys() == {"results", "failures", "skipped", "notes"}
+    assert report.keys() == {"results", "failures", "skipped", "notes", "freed_first", "order", "space"}
+    assert (report["freed_first"], report["order"], report["space"]) == (None, None, None)  # a log dir's
     assert report["failures"] == [] and all(isinstance(note, str) for note in report["notes"])
     (only,) = report["results"]
     assert only.keys() == RESULT_FIELDS | STATS_FIELDS  # one row, as spark clean's
+    assert (only["space_peak_bytes"], only["space_gives_back_bytes"]) == (None, None)  # measured by a dry run
     retention = {k: only[k] for k in RESULT_FIELDS if k.startswith("retention_")}
     assert retention == {"retention_deleted_segments": [], "retention_reasons": [], "retention_bytes_deleted": 0,
                          "retention_log_start_before": 0, "retention_log_start_after": 0,
                          "retention_rolled": False}
-    assert {k: only[k] for k in RESULT_FIELDS - retention.keys() - {"partition_dir"}} == {
+    space = {"space_peak_bytes", "space_gives_back_bytes"}
+    assert {k: only[k] for k in RESULT_FIELDS - retention.keys() - space - {"partition_dir"}} == {
         "topic": "orders",
         "partition": 0,
         "status": "cleaned",

@@ -33,6 +33,7 @@ ROW_FIELDS = [
     "first_uncleanable_offset", "clean_bytes", "dirty_bytes", "dirty_ratio",
     "min_cleanable_dirty_ratio", "eligible", "must_clean", "max_compaction_delay_ms", "blocking_rule",
     "blocking_detail", "cleaner_rank", "corrupt_batches", "cleaner_fails", "warnings", "error",
+    "space_peak_bytes", "space_gives_back_bytes", "free_bytes",
 ]
 
 

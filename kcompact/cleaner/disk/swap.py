@@ -30,6 +30,7 @@ would — rolled back while a ``.cleaned`` file of the group remains, else compl
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -85,6 +86,7 @@ class CleanedSegment:
     base_offset: int
     size_in_bytes: int
     files: dict[str, Path] = field(default_factory=dict)  # kind -> path with the .cleaned suffix
+    file_sizes: dict[str, int] = field(default_factory=dict)  # kind -> bytes, also in a dry run (``disk.space``)
 
 
 @contextmanager
@@ -189,14 +191,15 @@ class CleanedSegmentWriter:
         """
         offsets, times = self._builder.finish()
         result = CleanedSegment(self.directory, self.base_offset, self.position)
-        if self._file is None:
-            return result
         blobs = {
             "index": encode_offset_index(offsets, self.base_offset),
             "timeindex": encode_time_index(times, self.base_offset),
         }
         if self.aborted:
             blobs["txnindex"] = encode_txn_index(self.aborted)
+        result.file_sizes = {"log": self.position, **{kind: len(blob) for kind, blob in blobs.items()}}
+        if self._file is None:
+            return result
         with _write_errors(self._log_path):
             self._file.flush()
             os.fsync(self._file.fileno())
@@ -323,6 +326,7 @@ class RecoveryReport:
     """What :func:`recover_interrupted_swaps` did, in words a report can print."""
 
     actions: list[str] = field(default_factory=list)
+    freed_bytes: int = 0  # what the files it deletes held on disk (``st_blocks``)
 
     @property
     def changed(self) -> bool:
@@ -354,13 +358,13 @@ def _recover(directory: Path, dry_run: bool) -> RecoveryReport:
     report = RecoveryReport()
     plan = plan_swap_completion([p for p in directory.iterdir() if p.is_file()])
     for path, what in plan.deleted:
-        _act(report, dry_run, what, path.unlink)
+        _delete(report, dry_run, what, path)
     for swap, final in plan.renamed:
         _act(report, dry_run, f"rename {swap.name} to {final.name}", functools.partial(os.replace, swap, final))
     renamed = [(swap, name) for swap, _final in plan.renamed
                if (name := parse_segment_file_name(swap.name)) is not None]
     for p in orphaned_indexes(directory, renamed=renamed):
-        _act(report, dry_run, f"delete orphaned {p.name} (no {p.stem}.log)", p.unlink)
+        _delete(report, dry_run, f"delete orphaned {p.name} (no {p.stem}.log)", p)
     if report.changed and not dry_run:
         fsync_dir(directory)
     return report
@@ -370,6 +374,15 @@ def _act(report: RecoveryReport, dry_run: bool, what: str, action: Callable[[], 
     report.actions.append(what)
     if not dry_run:
         action()
+
+
+def _delete(report: RecoveryReport, dry_run: bool, what: str, path: Path) -> None:
+    """:func:`_act` deleting ``path``, counting what it held on disk (``st_blocks``: 512-byte units)."""
+    held = 0
+    with contextlib.suppress(FileNotFoundError):
+        held = path.stat().st_blocks * 512
+    _act(report, dry_run, what, path.unlink)
+    report.freed_bytes += held
 
 
 def orphaned_indexes(directory: Path, *, renamed: Sequence[tuple[Path, SegmentFileName]] = ()) -> list[Path]:

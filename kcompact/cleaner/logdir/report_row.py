@@ -11,6 +11,7 @@ objects, so it is also a DataFrame row: :data:`ROW_COLUMNS` names each key with 
     now_ms, dry_run, first_dirty_offset, ...           the CleanResult's clock, range and checkpoint
     bytes_read, ..., elapsed_s, size_reduction         CleanStats, flattened
     retention_deleted_segments, retention_reasons, ... segment retention (one reason a deleted segment)
+    space_peak_bytes, space_gives_back_bytes           the space a dry run measured (``disk.space``)
     fence, clean_limit                                 the replica fence and clean limit (``rules.fence``;
                                                        None without --replica-dirs / --safe-offset)
 
@@ -80,6 +81,8 @@ _TAIL: tuple[tuple[str, str], ...] = (
     ("retention_log_start_before", "int | None"),
     ("retention_log_start_after", "int | None"),
     ("retention_rolled", "bool | None"),
+    ("space_peak_bytes", "int | None"),  # free space the clean needs at its peak (``disk.space``)
+    ("space_gives_back_bytes", "int | None"),  # what it frees once done (the free space: the run's, not a row's)
 )
 
 ROW_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -137,6 +140,8 @@ def partition_row(
                    dirty_ratio=rng.dirty_ratio, blocking_rule=rng.blocking_rule or None,
                    high_watermark=rng.high_watermark, high_watermark_note=result.high_watermark_note)
     row.update(dataclasses.asdict(result.stats))
+    if result.space is not None:
+        row.update(space_peak_bytes=result.space.peak_bytes, space_gives_back_bytes=result.space.gives_back_bytes)
     plan = result.retention
     if plan is not None:
         row.update(retention_deleted_segments=list(plan.deleted_segments),

@@ -38,7 +38,15 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
+from kcompact.cleaner.disk.space import SpaceNeed, Volume, output_bound, volume_of
 from kcompact.cleaner.logdir.compaction_gate import keyless_guard, not_compacted, retention_allowed
+from kcompact.cleaner.logdir.free_first import (
+    FreedFirst,
+    delete_below_log_start,
+    fit_order,
+    run_need,
+    settle_leftovers,
+)
 from kcompact.cleaner.logdir.run_summary import repeated_warning_notes
 from kcompact.cleaner.logdir.torn_tail import torn_tail_error
 from kcompact.cleaner.round.options import (
@@ -125,6 +133,10 @@ class CleanRun:
     failures: list[PartitionFailure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     skipped: list[PartitionSkip] = field(default_factory=list)
+    freed_first: FreedFirst | None = None  # a log dir's: what went before any clean (``free_first``)
+    fit_order: list[str] | None = None  # the partitions' order when it is not the broker's (to fit the volume)
+    space: SpaceNeed | None = None  # a dry run's total, in the order it would clean
+    free_bytes: int | None = None  # the volume's free space when ``space`` was measured
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,12 +180,14 @@ class PartitionTask:
     topic_partition: tuple[str, int]
     keyless_guard: KeylessGuard | None = None  # the round's refusal of mostly keyless data (``keyless_guard``)
     known: KnownState | None = None  # its log state as ranking it loaded it: the round reuses it if unchanged
+    space: SpaceNeed | None = None  # its clean as measured where the volume is short of space (``free_first``)
     sole_replica: SoleReplica | None = None  # its high watermark is its log end (``rules.high_watermark``)
 
     def options(self, options: CleanOptions) -> CleanOptions:
-        """The run's options for this partition: its retention, its keyless guard, whether it is this broker's alone."""
+        """The run's options for this partition: its retention, its keyless guard, its measured space, whether it is
+        this broker's alone."""
         return replace(options, apply_retention=self.apply_retention, keyless_guard=self.keyless_guard,
-                       sole_replica=self.sole_replica)
+                       measured_space=self.space, sole_replica=self.sole_replica)
 
 
 @dataclass(slots=True)
@@ -297,13 +311,14 @@ def _require_fence_copies(target: Path, options: CleanOptions) -> None:
 def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, only_eligible: bool,
                    jobs: int | None, progress: ProgressCallback | None, run: CleanRun,
                    selection: PartitionFilter | None = None) -> None:
-    """Every compacted partition of a log dir, in the cleaner's order (``clean_path``'s log-dir branch)."""
+    """Every compacted partition of a log dir, in the cleaner's order (``clean_path``'s log-dir branch); where
+    the volume's free space is short, after freeing what costs no write, in an order that fits (``free_first``)."""
     order = cleaner_order(target, sources, options, only_eligible=only_eligible, selection=selection)
     run.failures.extend(order.failures)
     run.notes.extend(order.notes)
     run.skipped.extend(order.skipped)
-    tasks = order.tasks
-    workers = partition_workers(jobs, [task.size_in_bytes for task in tasks])
+    tasks, short = _free_and_fit(target, order.tasks, options, run, selection)
+    workers = 1 if short else partition_workers(jobs, [task.size_in_bytes for task in tasks])
     if workers > 1:
         before = checkpoint_keys(target)
         outcomes = run_in_pool(tasks, partial(_clean_task, replace(options, jobs=1)), workers, progress,
@@ -320,11 +335,70 @@ def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, 
             run.skipped.append(outcome)
         else:
             run.results.append(outcome)
+    if options.dry_run:
+        _dry_run_space(target, run, run.freed_first)
     if workers > 1:
         _note_jobs(run, jobs, workers, f"the {len(tasks)} partitions to clean")
     else:  # one partition at a time, each with the caller's jobs
         _note_jobs(run, jobs, None, "each round's segment ranges")
     run.notes.extend(repeated_warning_notes([r.warnings for r in run.results]))
+
+
+def _free_and_fit(log_dir: Path, tasks: list[PartitionTask], options: CleanOptions, run: CleanRun,
+                  selection: PartitionFilter | None) -> tuple[list[PartitionTask], bool]:
+    """Where the volume's free space is short of the most the cleans could write (else nothing changes
+    here: each round settles its own leftovers after rehearsing its clean), free first what costs no write
+    (every partition's crashed-clean leftovers, the segments below each log start), then measure each clean
+    (a dry run) and order them to fit, to run one at a time (``free_first``). Returns the tasks in the order to
+    clean them, and whether space is short."""
+    volume = volume_of(log_dir)
+    if not tasks or sum(_output_bound(task, volume) for task in tasks) <= volume.free_bytes:
+        return tasks, False
+    freed = run.freed_first = FreedFirst()
+    settle_leftovers(order_candidates(log_dir, selection), freed, dry_run=options.dry_run)
+    now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    for task in tasks:
+        with contextlib.suppress(KcompactError):  # its round meets the cause again and reports it
+            delete_below_log_start(task.part_dir, task.config, task.known, now_ms, freed, dry_run=options.dry_run)
+    if options.dry_run:  # its rounds measure themselves
+        return tasks, True
+    volume = volume_of(log_dir)
+    needs = [_measured(options, task) for task in tasks]
+    order = fit_order(needs, volume.free_bytes)
+    if order != sorted(order):
+        run.fit_order = [tasks[i].part_dir.name for i in order]
+    return [replace(tasks[i], space=needs[i]) for i in order], True
+
+
+def _output_bound(task: PartitionTask, volume: Volume) -> int:
+    bases = [segment.base_offset for segment in open_partition(task.part_dir).segments]
+    return output_bound(task.part_dir, [bases], task.config.index_interval_bytes, volume) + volume.block_bytes
+
+
+def _measured(options: CleanOptions, task: PartitionTask) -> SpaceNeed | None:
+    outcome = _clean_task(replace(options, dry_run=True, jobs=1), task, None)
+    return outcome.space if isinstance(outcome, CleanResult) else None
+
+
+def _dry_run_space(log_dir: Path, run: CleanRun, freed: FreedFirst | None) -> None:
+    """A dry run's total (``free_first.run_need``) in the order the run would clean: the broker's, or where
+    the volume is short (``freed`` is set) the one that fits, from each partition's measure (what a
+    partition's round would delete below its log start is then freed first, not given back)."""
+    needs = [_less_freed_first(r, freed or FreedFirst()) for r in run.results]
+    run.free_bytes = volume_of(log_dir).free_bytes
+    order = list(range(len(needs)))
+    if freed is not None:
+        order = fit_order(needs, run.free_bytes + freed.freed_bytes)
+        if order != sorted(order):
+            run.fit_order = [Path(run.results[i].partition_dir).name for i in order]
+    run.space = run_need([needs[i] for i in order], freed.freed_bytes if freed is not None else 0)
+
+
+def _less_freed_first(result: CleanResult, freed: FreedFirst) -> SpaceNeed | None:
+    below = freed.below_log_start.get(Path(result.partition_dir).name, 0)
+    if result.space is None:
+        return None
+    return SpaceNeed(result.space.peak_bytes, result.space.gives_back_bytes - below)
 
 
 def _note_jobs(run: CleanRun, jobs: int | None, pooled: int | None, work: str) -> None:
@@ -470,7 +544,7 @@ def rank_partition(part_dir: Path, sources: ConfigSources, options: CleanOptions
         return PartitionRank(str(part_dir), notes=notes, failure=PartitionFailure(str(part_dir), _said(err, part_dir)))
     guard = keyless_guard(effective, named_alone=False, allow_keyless_loss=sources.allow_keyless_loss)
     task = PartitionTask(part_dir, config, retention_allowed(effective), partition.size_in_bytes,
-                         partition.topic_partition, guard, known, sole)
+                         partition.topic_partition, guard, known, sole_replica=sole)
     return PartitionRank(str(part_dir), task, rng.dirty_ratio, rng.eligible, notes)
 
 

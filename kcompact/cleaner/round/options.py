@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from kcompact.cleaner.disk.retention import RetentionResult
+from kcompact.cleaner.disk.space import SpaceNeed
 from kcompact.cleaner.disk.swap import CrashHook
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.rules.fence import CleanLimit, ReplicaFence
@@ -81,6 +82,9 @@ class CleanOptions:
     # refuse a round most of whose records would go as keyless (``clean``'s gate sets it unless
     # --allow-keyless-loss acknowledges it for an explicitly compacted topic); None: no such guard
     keyless_guard: KeylessGuard | None = None
+    # a log dir's measure of this round (``logdir.free_first``, on the same files): while it fits the free
+    # space with a block to spare, the round does not measure itself again (``disk.space``)
+    measured_space: SpaceNeed | None = None
     # this broker is the partition's only replica (``rules.high_watermark``; the log-dir run sets it per
     # partition from the KRaft metadata or --sole-replica): its high watermark is its log end; None: the
     # replication-offset-checkpoint's
@@ -107,6 +111,8 @@ class CleanResult:
     skipped_reason: str | None = None
     retention: RetentionResult | None = None
     workers: int = 1  # processes the round ran in at once (1: this one; ``CleanOptions.jobs``, capped)
+    space: SpaceNeed | None = None  # a dry run's, or a real run's when its free space was short (``disk.space``)
+    free_bytes: int | None = None  # the volume's free space when ``space`` was measured
     fence: ReplicaFence | None = None  # the replica fence the round used (``rules.fence``)
     clean_limit: CleanLimit | None = None  # where the round's cleanable range ends for another copy's lineage
     high_watermark_note: str | None = None  # why the high watermark is the log end (``rules.high_watermark``)

@@ -38,6 +38,14 @@ from pathlib import Path
 
 from kcompact.cleaner.disk.retention import RetentionResult, apply_retention, plan_retention
 from kcompact.cleaner.disk.roll import Roll, roll_active_segment
+from kcompact.cleaner.disk.space import (
+    SpaceNeed,
+    Volume,
+    no_space_line,
+    output_bound,
+    round_need,
+    volume_of,
+)
 from kcompact.cleaner.disk.swap import recover_interrupted_swaps, unsettled_files
 from kcompact.cleaner.round.mapping import count_dirty_keyless
 from kcompact.cleaner.round.options import (
@@ -47,6 +55,7 @@ from kcompact.cleaner.round.options import (
     KeylessLossRefused,
     Progress,
 )
+from kcompact.cleaner.round.plan import CleanPlan
 from kcompact.cleaner.round.stages import (
     RoundOutput,
     RoundRunner,
@@ -61,7 +70,7 @@ from kcompact.cleaner.round.stages import (
 from kcompact.cleaner.state.known_state import KnownState, state_for_round
 from kcompact.cleaner.state.log_state import LogState, load_log_state
 from kcompact.config.topic_config import TopicConfig
-from kcompact.errors import CorruptDataError, FileAccessError, KcompactError
+from kcompact.errors import CorruptDataError, FileAccessError, KcompactError, NoSpaceError
 from kcompact.segment.files import file_access, link_or_else, require_writable
 from kcompact.segment.lock import log_dir_write_guard, partition_lock
 from kcompact.segment.names import parse_segment_file_name
@@ -121,8 +130,12 @@ def clean_partition(
     result = CleanResult(str(partition.path), partition.topic, partition.partition, now_ms, options.dry_run)
     if options.dry_run:
         if runs_here and (options.roll or unsettled_files(partition.path)):
-            return _dry_run_staged(partition, config, options, result, progress, runner)
-        return _clean_locked(partition, config, options, now_ms, result, progress, runner, known=known)
+            _dry_run_staged(partition, config, options, result, progress, runner)
+        else:
+            _clean_locked(partition, config, options, now_ms, result, progress, runner, known=known)
+        if result.space is not None:
+            result.free_bytes = volume_of(partition.path).free_bytes
+        return result
     log_dir = partition.path.parent
     for directory in (log_dir, partition.path):  # both change (checkpoint, locks; segments): check both first
         require_writable(directory)
@@ -207,9 +220,10 @@ def _staged_copy(partition: Partition) -> Iterator[Path]:
 
     Every file is hard-linked (a symbolic link where hard links are refused) into a staging directory
     beside the log dir (never inside it: a broker refuses unknown directories there), or in the system's
-    temporary directory when that is not writable; the log dir's checkpoint files are copied. Nothing
-    writes through a staged name: recovery and the roll only rename, unlink and create names, and the
-    dry run writes nothing. Errors name the user's files, not the staged links.
+    temporary directory when that is not writable; the log dir's checkpoint files are hard-linked too (copied
+    where links are refused: a copy needs space a full volume lacks). Nothing writes through a staged name:
+    recovery and the roll only rename, unlink and create names, and the dry run writes nothing. Errors name
+    the user's files, not the staged links.
     """
     log_dir = partition.path.parent
     parent = log_dir.parent if os.access(log_dir.parent, os.W_OK | os.X_OK) else Path(tempfile.gettempdir())
@@ -223,8 +237,8 @@ def _staged_copy(partition: Partition) -> Iterator[Path]:
                 if source.is_file():
                     link_or_else(source, stage_part / source.name, "symlink")
             for name in (CLEANER_CHECKPOINT, REPLICATION_CHECKPOINT, LOG_START_CHECKPOINT):
-                if (log_dir / name).exists():
-                    shutil.copy2(log_dir / name, stage_part.parent / name)
+                if (log_dir / name).exists():  # linked where it can be: a copy needs space a full volume lacks
+                    link_or_else(log_dir / name, stage_part.parent / name, "copy")
         yield stage_part
     except KcompactError as err:
         mapped = _unstaged_error(err, staging / log_dir.name, log_dir)
@@ -396,15 +410,45 @@ def _compact(here: _Round, partition: Partition, state: LogState) -> None:
                 result.checkpoint_written = True
         return
     runner = here.runner(planned.plan, options)
+    if not options.dry_run:
+        _require_space(here, partition, planned.plan)
     ran = (run_passes if runner is None else runner)(planned.plan, options, here.progress)
     result.end_offset = ran.plan.end_offset
     result.workers = ran.workers
     _refuse_keyless_loss(options, ran)
+    if options.dry_run:
+        result.space = _round_need(partition.path, ran, result, volume_of(partition.path))
     done = commit_clean(ran.plan, ran.outputs, options, stats=ran.map_stats, before_swap=here.before_change)
     if options.dry_run:
         here.before_change()  # notes what the round would keep (a dry run changes nothing)
     result.stats.add(done.stats)
     result.checkpoint_written = done.checkpoint_written
+
+
+def _require_space(here: _Round, partition: Partition, plan: CleanPlan) -> None:
+    """Refuse the round, before it writes, when its peak does not fit the free space of its volume
+    (``disk.space``): where the most its output can take does not fit, its passes run once without writing
+    to measure the output (the dry run's numbers), and the round goes on only if that fits."""
+    volume = volume_of(partition.path)
+    bound = output_bound(partition.path, plan.groups, here.config.index_interval_bytes, volume)
+    if bound + volume.block_bytes <= volume.free_bytes:
+        return
+    known = here.options.measured_space
+    if known is not None and known.peak_bytes + volume.block_bytes <= volume.free_bytes:
+        here.result.space, here.result.free_bytes = known, volume.free_bytes
+        return
+    measured = run_passes(plan, replace(here.options, dry_run=True), None)
+    need = _round_need(partition.path, measured, here.result, volume)
+    here.result.space, here.result.free_bytes = need, volume.free_bytes
+    if not need.fits(volume.free_bytes):
+        raise NoSpaceError(no_space_line(partition.path, need, volume.free_bytes))
+
+
+def _round_need(directory: Path, ran: RoundOutput, result: CleanResult, volume: Volume) -> SpaceNeed:
+    """The round's :class:`SpaceNeed`: its groups' outputs, the segments below the log start it deletes."""
+    deleted = result.retention.deleted_segments if result.retention is not None else []
+    groups = [(out.source_bases, out.file_sizes) for out in ran.outputs]
+    return round_need(directory, groups, volume, deleted=deleted)
 
 
 def _refuse_keyless_loss(options: CleanOptions, ran: RoundOutput) -> None:

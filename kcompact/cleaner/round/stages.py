@@ -106,6 +106,7 @@ class GroupOutput:
     files: tuple[tuple[str, str], ...]  # (kind, path) of each .cleaned file; () in a dry run
     stats: CleanStats
     checked: bool = False  # passed the self-check where it was written (``check_group_output``)
+    file_sizes: tuple[int, ...] = ()  # bytes of each .cleaned file, also in a dry run (``disk.space``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -422,7 +423,8 @@ def finish_group(
     cleaned = writer.finish(last.mtime_ns, template=template)
     stats.bytes_written += cleaned.size_in_bytes
     files = tuple((kind, str(path)) for kind, path in cleaned.files.items())
-    return GroupOutput(bases[0], bases, cleaned.size_in_bytes, files, stats)
+    return GroupOutput(bases[0], bases, cleaned.size_in_bytes, files, stats,
+                       file_sizes=tuple(cleaned.file_sizes.values()))
 
 
 def check_group_output(plan: CleanPlan, out: GroupOutput) -> GroupOutput:
