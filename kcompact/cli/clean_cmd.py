@@ -203,13 +203,14 @@ def _render_summary(run: CleanRun) -> None:
     total_read = sum(r.stats.bytes_read for r in run.results)
     total_written = sum(r.stats.bytes_written for r in run.results)
     cleaned = sum(1 for r in run.results if r.skipped_reason is None)
+    # before the summary, which stays the last line; a run that writes and frees nothing has no space to tell
+    if run.space is not None and run.free_bytes is not None and (run.space.peak_bytes or run.space.gives_back_bytes):
+        render.plain(f"the run {run.space.line(run.free_bytes)}")
     render.plain(
         f"{render.plural(cleaned, 'partition')} cleaned, {len(run.results) - cleaned} had nothing to clean, "
         f"{len(run.skipped)} skipped, {len(run.failures)} failed; "
         f"{render.size_text(total_read)} read, {render.size_text(total_written)} written"
     )
-    if run.space is not None and run.free_bytes is not None:
-        render.plain(f"the run {run.space.line(run.free_bytes)}")
 
 
 @click.command("clean", short_help="Compact a partition or a log dir as Kafka's log cleaner would.",
