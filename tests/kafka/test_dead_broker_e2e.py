@@ -8,7 +8,8 @@ ends. On a copy, partition 1's active segment is given a torn append (a batch cu
 Then ``repair --backup-dir`` cuts the torn bytes, ``clean`` cleans both, and Kafka started on the cleaned copy
 (the second and last start) serves every key's latest value under read_committed, as the uncleaned log holds
 them, with its high watermark at the log end at once (``Partition.maybeIncrementLeaderHW``: no other replica to
-wait for). Where Kafka's own recovery cuts a torn tail is refereed by Kafka's log loader in
+wait for; and min.insync.replicas=2 does not hold it back: the effective min ISR is min(it, replicas) = 1).
+Where Kafka's own recovery cuts a torn tail is refereed by Kafka's log loader in
 ``test_loaded_log_end.py`` ("torn tail")."""
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ TORN = 1  # the partition whose copy ends in a torn append
 CHECKPOINT_INTERVAL_MS = 20000  # replica.high.watermark.checkpoint.interval.ms: the window to die in
 OVERRIDES = {"log.cleaner.enable": "false",
              "replica.high.watermark.checkpoint.interval.ms": str(CHECKPOINT_INTERVAL_MS)}
-TOPIC_CONFIG = {"cleanup.policy": "compact", "internal.segment.bytes": "2048"}  # segments of a few batches
+# segments of a few batches; min.insync.replicas above the one replica bounds nothing (Partition.effectiveMinIsr:
+# min(min.insync.replicas, replicas)), neither the producer's acks=all nor the leader's high watermark
+TOPIC_CONFIG = {"cleanup.policy": "compact", "internal.segment.bytes": "2048", "min.insync.replicas": "2"}
 WAIT_S = 60.0
 
 
