@@ -90,5 +90,8 @@ Where kcompact deliberately differs from a broker, the report says so: without a
 nothing), and aborted transactions missing from a lost ``.txnindex`` are recovered from the data. And
 where a broker's cleaner does not check CRCs (it would drop, copy or rebuild a corrupt batch, laundering
 the damage), step 5 checks the CRC of every batch it reads and refuses the partition
-(``BatchCrcError``, pointing to ``kcompact repair``).
+(``BatchCrcError``, pointing to ``kcompact repair``). A partition whose only replica is this broker (the KRaft
+metadata's replicas and ISR, or ``--sole-replica``) takes its log end as its high watermark, as the broker's
+leader does on start (``rules.high_watermark``), not the stale checkpoint a dead broker leaves; a torn append
+at its end is refused with where Kafka's recovery truncates it and the ``repair`` that cuts it there.
 """

@@ -42,6 +42,8 @@ RESULT_FIELDS = {
     "warnings",
     "fence",
     "clean_limit",
+    "high_watermark",
+    "high_watermark_note",
     "retention_deleted_segments",
     "retention_reasons",
     "retention_bytes_deleted",
@@ -181,6 +183,8 @@ def test_json_report_has_a_fixed_field_set(tmp_path: Path) -> None:
         "warnings": [],
         "fence": None,
         "clean_limit": None,
+        "high_watermark": 31,
+        "high_watermark_note": None,
     }
     assert Path(only["partition_dir"]) == part
     assert (only["records_read"], only["records_written"], only["superseded_removed"]) == (30, 4, 26)

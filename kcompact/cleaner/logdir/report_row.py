@@ -71,6 +71,8 @@ _HEAD: tuple[tuple[str, str], ...] = (
     ("warnings", "list[str]"),
     ("fence", "ReplicaFence | None"),  # rules.fence.ReplicaFence.as_dict
     ("clean_limit", "CleanLimit | None"),  # rules.fence.CleanLimit.as_dict
+    ("high_watermark", "int | None"),  # the high watermark the range was capped by
+    ("high_watermark_note", "str | None"),  # why it is the log end, not the checkpoint's (rules.high_watermark)
 )
 _TAIL: tuple[tuple[str, str], ...] = (
     ("size_reduction", "float | None"),
@@ -137,7 +139,8 @@ def partition_row(
     if rng is not None:
         row.update(first_dirty_offset=rng.first_dirty_offset,
                    first_uncleanable_offset=rng.first_uncleanable_offset,
-                   dirty_ratio=rng.dirty_ratio, blocking_rule=rng.blocking_rule or None)
+                   dirty_ratio=rng.dirty_ratio, blocking_rule=rng.blocking_rule or None,
+                   high_watermark=rng.high_watermark, high_watermark_note=result.high_watermark_note)
     row.update(dataclasses.asdict(result.stats))
     if result.space is not None:
         row.update(space_peak_bytes=result.space.peak_bytes, space_gives_back_bytes=result.space.gives_back_bytes)

@@ -15,6 +15,7 @@ from kcompact.cleaner.disk.space import SpaceNeed
 from kcompact.cleaner.disk.swap import CrashHook
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.rules.fence import CleanLimit, ReplicaFence
+from kcompact.cleaner.rules.high_watermark import SoleReplica
 from kcompact.cleaner.rules.ranges import CleanableRange
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import RefusedError
@@ -87,6 +88,10 @@ class CleanOptions:
     # write every group's cleaned segment in ``<scratch_dir>/<partition dir name>/`` (another volume) and bring
     # each in from there (``disk.scratch``: a volume with no free byte); None: in the partition directory
     scratch_dir: str | None = None
+    # this broker is the partition's only replica (``rules.high_watermark``; the log-dir run sets it per
+    # partition from the KRaft metadata or --sole-replica): its high watermark is its log end; None: the
+    # replication-offset-checkpoint's
+    sole_replica: SoleReplica | None = None
 
 
 @dataclass(slots=True)
@@ -115,6 +120,7 @@ class CleanResult:
     free_bytes: int | None = None  # the volume's free space when ``space`` was measured
     fence: ReplicaFence | None = None  # the replica fence the round used (``rules.fence``)
     clean_limit: CleanLimit | None = None  # where the round's cleanable range ends for another copy's lineage
+    high_watermark_note: str | None = None  # why the high watermark is the log end (``rules.high_watermark``)
 
 
 DEFAULT_OPTIONS = CleanOptions()

@@ -393,13 +393,14 @@ def _below_log_start(
     """The partition's loaded state, and the partition itself, without the segments wholly below the log
     start: they go first, as a broker deletes them long before its cleaner runs; the round is planned
     without them, and they are deleted with its first change (``pending``)."""
-    state = state_for_round(known, partition, here.config)
+    state = state_for_round(known, partition, here.config, here.options.sole_replica)
     here.result.warnings.extend(state.warnings)
+    here.result.high_watermark_note = state.high_watermark_note
     below = _plan_retention(here, state, log_start_only=True)
     if below.deleted_segments:
         pending.log_start = (state, below)
         partition = _without(partition, below.deleted_segments)
-        state = load_log_state(partition, here.config)
+        state = load_log_state(partition, here.config, sole_replica=here.options.sole_replica)
     return partition, state
 
 
@@ -522,7 +523,7 @@ def _retention(here: _Round, partition: Partition, state: LogState) -> None:
     (merging segments cannot make one deletable): no second load."""
     config, options = here.config, here.options
     if here.result.end_offset is not None and not options.dry_run and _time_or_size_rules(config, options):
-        state = load_log_state(open_partition(partition.path), config)
+        state = load_log_state(open_partition(partition.path), config, sole_replica=options.sole_replica)
     plan = _plan_retention(here, state)
     if plan.deleted_segments:
         here.before_change()

@@ -249,7 +249,8 @@ def plan_clean(
             f"kcompact clean or repair first), found {len(partition.leftovers)}"
         )
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
-    return plan_round(partition, load_log_state(partition, config), config, now_ms, options).plan
+    state = load_log_state(partition, config, sole_replica=options.sole_replica)
+    return plan_round(partition, state, config, now_ms, options).plan
 
 
 def run_passes(plan: CleanPlan, options: CleanOptions, progress: Progress | None) -> RoundOutput:
