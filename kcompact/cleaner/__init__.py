@@ -44,7 +44,10 @@ One round:
    snapshots of bases that disappear) ``.deleted``; rename ``.swap`` to the final names; fsync the
    directory; delete the ``.deleted`` files. A crash anywhere leaves a directory that Kafka's loader — and
    ``swap.recover_interrupted_swaps`` — completes or rolls back so that every segment group is wholly old or
-   wholly new.
+   wholly new. With ``--scratch-dir`` the outputs are written and checked in another volume's directory and
+   each group is brought in from there (``disk/scratch.py``: copied in beside its old segments and swapped
+   as above, or on a volume with no room, evacuated: its old files deleted first, under a manifest that the
+   next ``clean --scratch-dir`` settles from).
 8. **Checkpoint**. Only after every group is swapped, ``cleaner-offset-checkpoint`` is advanced to
    ``end_offset`` (atomic rewrite under kcompact's checkpoint lock, other lines untouched), so it never runs
    ahead of what was swapped.
@@ -87,5 +90,8 @@ Where kcompact deliberately differs from a broker, the report says so: without a
 nothing), and aborted transactions missing from a lost ``.txnindex`` are recovered from the data. And
 where a broker's cleaner does not check CRCs (it would drop, copy or rebuild a corrupt batch, laundering
 the damage), step 5 checks the CRC of every batch it reads and refuses the partition
-(``BatchCrcError``, pointing to ``kcompact repair``).
+(``BatchCrcError``, pointing to ``kcompact repair``). A partition whose only replica is this broker (the KRaft
+metadata's replicas and ISR, or ``--sole-replica``) takes its log end as its high watermark, as the broker's
+leader does on start (``rules.high_watermark``), not the stale checkpoint a dead broker leaves; a torn append
+at its end is refused with where Kafka's recovery truncates it and the ``repair`` that cuts it there.
 """

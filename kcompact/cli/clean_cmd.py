@@ -138,6 +138,8 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
     name = f"{result.topic}-{result.partition}"
     for action in result.recovery_actions:
         console.print(f"{name}: recovered interrupted clean: {action}")
+    for action in result.scratch_actions:
+        console.print(f"{name}: scratch dir: {action}")
     for warning in result.warnings:
         if warning not in shown and not (folded and is_summarised(warning)):
             render.warning_line(f"{name}: {warning}")
@@ -145,6 +147,8 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
         at = "would roll" if result.dry_run else "rolled"
         console.print(f"{name}: {at} a new empty active segment at the log end (--roll)")
     _render_retention(name, result)
+    if result.high_watermark_note is not None:
+        render.plain(f"{name}: {result.high_watermark_note}")
     fence, limit = result.fence, result.clean_limit
     for line in fence_lines(None if fence is None else fence.as_dict(), None if limit is None else limit.as_dict()):
         render.plain(f"{name}: {line}")
@@ -252,6 +256,20 @@ def _render_summary(run: CleanRun) -> None:
                    "alone) although most of its records have no key: compaction deletes them (a "
                    "topic made compacted after they were written). Without it such a partition is "
                    "skipped (refused when named alone) with the count of keyless records.")
+@click.option("--scratch-dir", type=click.Path(exists=True, file_okay=False, writable=True), default=None,
+              metavar="DIR",
+              help="Write the cleaned segments in DIR (on another volume: the log dir's has no room) and "
+                   "bring each group in from there, freeing the full volume as it goes. Where the volume "
+                   "has not one byte free, a group's old files are deleted before its cleaned files are "
+                   "copied in (they are verified and fsynced in DIR first); a run killed then is settled "
+                   "by the next clean with the same --scratch-dir, and until then a clean without it "
+                   "refuses the partition. Do not start a broker before that (ARCHITECTURE.md).")
+@click.option("--sole-replica", is_flag=True,
+              help="This broker is the only replica of the partitions (replication factor 1): take each "
+                   "one's high watermark as its log end, as Kafka's leader sets it on start, not the "
+                   "replication-offset-checkpoint's (a broker that died leaves it far behind). Without it "
+                   "the KRaft metadata log decides: a partition whose replicas are this node alone (and its "
+                   "ISR holds it) is taken so; one the metadata log assigns elsewhere is never, flag or not.")
 @fence_options
 @config_source_options(METADATA_DIRS_HELP)
 @click.option("--jobs", default=None, callback=parse_jobs, metavar="N|auto",
@@ -272,12 +290,14 @@ def clean_command(
     only_eligible: bool,
     assume_compact: bool,
     allow_keyless_loss: bool,
+    sole_replica: bool,
     replica_dirs: tuple[str, ...],
     safe_offset: int | None,
     server_properties: str | None,
     metadata_dir: str | None,
     jobs: int | None,
     as_json: bool,
+    scratch_dir: str | None = None,
     selection: PartitionFilter | None = None,
 ) -> None:
     """Compact PATH (a partition directory, or every compacted partition of a log dir) exactly as one
@@ -300,12 +320,13 @@ def clean_command(
 
     overrides = parse_config_pairs(config_pairs)
     options = CleanOptions(now_ms=now_ms, from_start=from_start, dedupe_buffer_size=dedupe_buffer_size,
-                           dry_run=dry_run, roll=roll, replica_dirs=replica_dirs, safe_offset=safe_offset)
+                           dry_run=dry_run, roll=roll, replica_dirs=replica_dirs, safe_offset=safe_offset,
+                           scratch_dir=scratch_dir)
     with progress_bar(enabled=not as_json) as progress:
         run = clean_path(path, cli_overrides=overrides, options=options, only_eligible=only_eligible,
                          progress=progress, server_properties=server_properties,
                          metadata_dir=metadata_dir, jobs=jobs, assume_compact=assume_compact,
-                         allow_keyless_loss=allow_keyless_loss, selection=selection)
+                         allow_keyless_loss=allow_keyless_loss, selection=selection, sole_replica=sole_replica)
     render_clean(run, as_json=as_json)
     if run.failures:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)

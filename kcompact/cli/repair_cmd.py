@@ -117,7 +117,9 @@ def repair_command(
 
     Every batch that passes its CRC is kept: past a damaged region the next valid batch is found
     (Kafka's own recovery would truncate everything after it); the damaged bytes go to a quarantine
-    file in the backup; an index that breaks a broker's reads is rebuilt as Kafka 4.1 builds it (a valid
+    file in the backup; a torn tail alone (an append cut short by a crash or a full volume) is cut in
+    place, at the byte where Kafka's recovery cuts it, writing nothing beside the segment (on a full volume
+    give --backup-dir on another one); an index that breaks a broker's reads is rebuilt as Kafka 4.1 builds it (a valid
     one another broker version wrote is reported as informational and left alone); an interrupted clean
     is finished or rolled back as Kafka's loader would; a checkpoint entry Kafka would reset is reset; a
     legacy (magic 0/1) segment Kafka's cleaner throws on is rewritten as magic 2 batches of the same

@@ -72,7 +72,7 @@ from kcompact.errors import ConfigError
 from kcompact.segment.names import parse_partition_dir_name
 
 if TYPE_CHECKING:  # only annotations: the KRaft reader is imported where a log dir has metadata (source_files)
-    from kcompact.config.kraft.metadata_state import MetadataState
+    from kcompact.config.kraft.metadata_state import MetadataState, PartitionAssignment
 
 __all__ = [
     "ASSUMED_COMPACT",
@@ -145,6 +145,8 @@ class EffectiveConfig:
         last_known_policy: ``cleanup.policy`` as the broker's own files give it when it is only last
             known (an incomplete metadata history gave it), else None: explicit all the same, so one
             without ``compact`` is never overridden by ``--assume-compact`` or a log dir's ``--config``.
+        assignment: the partition's replicas, ISR and leader as the metadata log leaves them, when it
+            holds the live topic of the directory and no record is missing after those read; else None.
     """
 
     config: TopicConfig
@@ -160,6 +162,7 @@ class EffectiveConfig:
     topic_config_unknown: str | None = None
     known_policy: ConfigValue | None = None
     last_known_policy: ConfigValue | None = None
+    assignment: PartitionAssignment | None = None
 
     def value(self, key: str) -> ConfigValue:
         """The :class:`ConfigValue` of one Kafka key (KeyError for a key kcompact does not model)."""
@@ -371,7 +374,17 @@ def partition_config(
         topic_config_unknown=unknown,
         known_policy=None if (known_policy.source == "default" and unknown is not None)
         or is_last_known(known_policy) else known_policy,
-        last_known_policy=known_policy if is_last_known(known_policy) else None)
+        last_known_policy=known_policy if is_last_known(known_policy) else None,
+        assignment=_assignment(found, name.partition))
+
+
+def _assignment(found: FoundSources, partition: int) -> PartitionAssignment | None:
+    """The partition's assignment from the metadata log: only for its live topic (its overrides were
+    found) and a history with no record missing after those read (a later one may have moved it)."""
+    state = found.state
+    if state is None or found.topic_id is None or found.topic_overrides is None or state.later_records_missing:
+        return None
+    return state.assignments.get((found.topic_id, partition))
 
 
 def _resolve(part: Path, cli: Mapping[str, str], overrides: Mapping[str, str], found: FoundSources,

@@ -12,7 +12,10 @@ live-broker guard and the partition lock, in this order:
    (``swap.CleanedSegmentWriter`` + ``swap.replace_segments``): the kept batches byte for byte (or with
    their restored length/base offset), indexes built as Kafka 4.1 builds them, the ``.txnindex`` entries
    the segment needs; the damaged bytes go to the quarantine first, and the output passes the cleaner's
-   own self-check before it is swapped in;
+   own self-check before it is swapped in; a segment whose only damage is a torn tail (its kept batches every
+   byte before it, unchanged) is instead cut in place where Kafka's recovery cuts it (``torn_tail_only``,
+   ``files.truncate_synced``): no copy needs room on a volume a full disk left without any, and the partition
+   is verified again for what the cut segment still needs;
    A segment whose last legacy (magic 0/1) entry makes Kafka's cleaner throw (``cleaner.cleaner_throws``)
    is rewritten the same way with its legacy entries as magic 2 batches of the same records, offsets
    and timestamps (``as_magic_2``), so the broker's cleaner and ``kcompact clean`` can proceed;
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kcompact.cleaner.disk.scratch import pending_marker
 from kcompact.cleaner.disk.swap import (
     CleanedSegmentWriter,
     recover_interrupted_swaps,
@@ -56,9 +60,10 @@ from kcompact.repair.backup import (
 )
 from kcompact.repair.findings import Finding
 from kcompact.repair.given_up import GivenUp, given_up_of
-from kcompact.repair.salvage import KeptBatch
+from kcompact.repair.salvage import REGION_TORN_TAIL, DamagedRegion, KeptBatch
 from kcompact.repair.verify import PartitionCheck, SegmentCheck, verify_partition
 from kcompact.segment.checkpoint import update_offset_checkpoint, write_offset_checkpoint
+from kcompact.segment.files import file_access, truncate_synced
 from kcompact.segment.lock import (
     broker_holds_lock,
     checkpoint_lock,
@@ -191,6 +196,9 @@ def _repair(path: str | Path, options: RepairOptions, progress: ProgressCallback
                            "reports on it (use --dry-run)")
     with log_dir_write_guard(log_dir):
         with partition_lock(log_dir, part.name):
+            if (marker := pending_marker(part)) is not None:  # its records are in a scratch dir (``disk.scratch``)
+                raise RefusedError(f"{marker}: a group evacuated through a scratch dir is not settled; run "
+                                   "`kcompact clean --scratch-dir DIR` with the dir it was cleaned with first")
             result, backup = _repair_locked(part, options, interval, progress)
         if options.clean and backup is not None:
             bases = [seg.base_offset for seg in open_partition(part).segments]
@@ -316,6 +324,13 @@ def _repair_steps(check: PartitionCheck, backup: Backup, result: RepairResult, o
             backup.save(path)
             path.unlink()
         result.actions.append(f"removed orphaned index {path.name}")
+    torn = [(seg, region) for seg in check.segments if (region := torn_tail_only(seg)) is not None]
+    for seg, region in torn:
+        with backup.step([seg.files.base_offset]):
+            _cut_torn_tail(seg, region, backup, result)
+    if torn:  # what the cut segments still need (their indexes) is found on them as they are now
+        check = verify_partition(part, index_interval_bytes=interval, progress=progress,
+                                 stage="checking the segments cut at their torn tail")
     for seg in check.segments:
         if seg.rewrite:
             with backup.step([seg.files.base_offset]):
@@ -355,6 +370,49 @@ def _recover_swaps(
                              stage="checking the recovered segments")
     result.findings += [f for f in again.findings if f not in result.findings]
     return again
+
+
+def torn_tail_only(seg: SegmentCheck) -> DamagedRegion | None:
+    """The segment's torn tail when cutting it is all a rewrite would change, else None.
+
+    That is: its one damaged region is a partial entry at its end, its kept batches fill every byte before it
+    unchanged (no restored field, no legacy conversion). Kafka's recovery then cuts the segment at the same byte
+    (``LogSegment.recover`` stops at the partial batch and truncates the file to the valid bytes before it), and
+    so does repair, in place: a segment cut short needs no free space, where a rewrite needs room for a copy
+    (a broker that died of a full volume leaves none).
+
+    Args:
+        seg: one segment's check.
+
+    Returns:
+        The torn region, or None.
+    """
+    scan = seg.scan
+    if seg.convert_legacy or len(scan.damaged) != 1 or any(k.patched is not None for k in scan.kept):
+        return None
+    region = scan.damaged[0]
+    if region.kind != REGION_TORN_TAIL or region.position + region.size_in_bytes != scan.size_in_bytes:
+        return None
+    position = 0
+    for kept in scan.kept:
+        if kept.position != position:
+            return None
+        position += kept.size_in_bytes
+    return region if position == region.position else None
+
+
+def _cut_torn_tail(seg: SegmentCheck, region: DamagedRegion, backup: Backup, result: RepairResult) -> None:
+    """Cut the segment at its torn tail in place (:func:`torn_tail_only`), its original and the torn bytes in the
+    backup first (``--backup-dir``: on another volume when this one is full)."""
+    path = seg.files.log_path
+    backup.save(path)
+    with seg.files.open() as log:
+        data = bytes(log.buffer[region.position : region.position + region.size_in_bytes])
+    result.quarantined.append(backup.quarantine(path, region, data))
+    with file_access(path, "truncate"):
+        truncate_synced(path, region.position)
+    result.actions.append(f"cut segment {path.name} at position {region.position}, where Kafka's recovery cuts it "
+                          f"(LogSegment.recover): the {region.size_in_bytes} bytes of its torn tail quarantined")
 
 
 def _rewrite_segment(seg: SegmentCheck, backup: Backup, result: RepairResult, interval: int) -> None:

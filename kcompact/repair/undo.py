@@ -34,7 +34,7 @@ from kcompact.segment.checkpoint import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
-from kcompact.segment.files import fsync_dir, replacing
+from kcompact.segment.files import file_access, fsync_dir, replacing
 from kcompact.segment.lock import (
     broker_holds_lock,
     checkpoint_lock,
@@ -169,7 +169,9 @@ def _created(part: Path, manifest: Manifest) -> list[str]:
 
 
 def _restore(copy: Path, saved: SavedFile, target: Path) -> None:
-    with replacing(target, target.with_name(f".{target.name}.kcompact-undo")) as temporary:
+    # a full volume (ENOSPC) or a refused write is bad input, one line naming the file: not a traceback
+    with file_access(target, "restore"), \
+            replacing(target, target.with_name(f".{target.name}.kcompact-undo")) as temporary:
         copy_hashed(copy, temporary)
         os.chmod(temporary, saved.mode)
         if os.geteuid() == 0:

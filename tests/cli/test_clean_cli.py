@@ -38,9 +38,12 @@ RESULT_FIELDS = {
     "blocking_rule",
     "skipped_reason",
     "recovery_actions",
+    "scratch_actions",
     "warnings",
     "fence",
     "clean_limit",
+    "high_watermark",
+    "high_watermark_note",
     "retention_deleted_segments",
     "retention_reasons",
     "retention_bytes_deleted",
@@ -176,9 +179,12 @@ def test_json_report_has_a_fixed_field_set(tmp_path: Path) -> None:
         "blocking_rule": "active-segment",
         "skipped_reason": None,
         "recovery_actions": [],
+        "scratch_actions": [],
         "warnings": [],
         "fence": None,
         "clean_limit": None,
+        "high_watermark": 31,
+        "high_watermark_note": None,
     }
     assert Path(only["partition_dir"]) == part
     assert (only["records_read"], only["records_written"], only["superseded_removed"]) == (30, 4, 26)

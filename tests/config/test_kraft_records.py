@@ -72,10 +72,25 @@ def encode_remove_topic(topic_id: bytes) -> bytes:
     return frame(9, 0, topic_id + tags())
 
 
-def encode_partition(topic_id: bytes, partition: int) -> bytes:
-    body = (struct.pack(">i", partition) + topic_id + carray([1]) + carray([1]) + carray([])
-            + carray([]) + struct.pack(">iii", 1, 0, 0) + b"\x02" + uuid_bytes(7) + tags())  # fmt: skip
+def encode_partition(topic_id: bytes, partition: int, replicas: tuple[int, ...] = (1,),
+                     isr: tuple[int, ...] = (1,)) -> bytes:
+    body = (struct.pack(">i", partition) + topic_id + carray(list(replicas)) + carray(list(isr)) + carray([])
+            + carray([]) + struct.pack(">iii", replicas[0], 0, 0) + uv(len(replicas) + 1)
+            + uuid_bytes(7) * len(replicas) + tags())  # fmt: skip
     return frame(3, 1, body)
+
+
+def encode_partition_change(topic_id: bytes, partition: int, *, isr: tuple[int, ...] | None = None,
+                            replicas: tuple[int, ...] | None = None, leader: int | None = None) -> bytes:
+    """A PartitionChangeRecord v0 changing only the fields given (tags 0 isr, 1 leader, 2 replicas)."""
+    fields: dict[int, bytes] = {}
+    if isr is not None:
+        fields[0] = carray(list(isr))
+    if leader is not None:
+        fields[1] = struct.pack(">i", leader)
+    if replicas is not None:
+        fields[2] = carray(list(replicas))
+    return frame(5, 0, struct.pack(">i", partition) + topic_id + tags(fields))
 
 
 def encode_feature_level(name: str, level: int) -> bytes:

@@ -93,7 +93,8 @@ def delete_below_log_start(
     Raises:
         KcompactError: the partition does not load, or a segment cannot be deleted.
     """
-    state = state_for_round(known, open_partition(part_dir), config)
+    # with the high watermark the ranking loaded it with (a sole replica's is its log end: ``rules.high_watermark``)
+    state = state_for_round(known, open_partition(part_dir), config, None if known is None else known.sole_replica)
     plan = plan_retention(state, config, now_ms, log_start_only=True)
     if not plan.deleted_segments:
         return

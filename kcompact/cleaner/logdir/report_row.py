@@ -67,9 +67,12 @@ _HEAD: tuple[tuple[str, str], ...] = (
     ("blocking_rule", "str | None"),
     ("skipped_reason", "str | None"),
     ("recovery_actions", "list[str]"),
+    ("scratch_actions", "list[str]"),  # --scratch-dir: settled, and each group brought in (``disk.scratch``)
     ("warnings", "list[str]"),
     ("fence", "ReplicaFence | None"),  # rules.fence.ReplicaFence.as_dict
     ("clean_limit", "CleanLimit | None"),  # rules.fence.CleanLimit.as_dict
+    ("high_watermark", "int | None"),  # the high watermark the range was capped by
+    ("high_watermark_note", "str | None"),  # why it is the log end, not the checkpoint's (rules.high_watermark)
 )
 _TAIL: tuple[tuple[str, str], ...] = (
     ("size_reduction", "float | None"),
@@ -111,7 +114,7 @@ def partition_row(
         The row: JSON-ready values.
     """
     row: dict[str, Any] = {name: None for name, _ in ROW_COLUMNS}
-    row.update(partition_dir=partition_dir, error=error, recovery_actions=[], warnings=[],
+    row.update(partition_dir=partition_dir, error=error, recovery_actions=[], scratch_actions=[], warnings=[],
                retention_deleted_segments=[], retention_reasons=[])
     if result is None:  # which partition, from its directory's name
         name = parse_partition_dir_name(Path(partition_dir).name)
@@ -127,7 +130,8 @@ def partition_row(
         topic=result.topic, partition=result.partition, status=_status(result), now_ms=result.now_ms,
         dry_run=result.dry_run, end_offset=result.end_offset, checkpoint_before=result.checkpoint_before,
         checkpoint_written=result.checkpoint_written, rolled=result.rolled, skipped_reason=result.skipped_reason,
-        recovery_actions=list(result.recovery_actions), warnings=list(result.warnings),
+        recovery_actions=list(result.recovery_actions), scratch_actions=list(result.scratch_actions),
+        warnings=list(result.warnings),
         size_reduction=round(result.stats.size_reduction, 6),
         fence=None if result.fence is None else result.fence.as_dict(),
         clean_limit=None if result.clean_limit is None else result.clean_limit.as_dict(),
@@ -135,7 +139,8 @@ def partition_row(
     if rng is not None:
         row.update(first_dirty_offset=rng.first_dirty_offset,
                    first_uncleanable_offset=rng.first_uncleanable_offset,
-                   dirty_ratio=rng.dirty_ratio, blocking_rule=rng.blocking_rule or None)
+                   dirty_ratio=rng.dirty_ratio, blocking_rule=rng.blocking_rule or None,
+                   high_watermark=rng.high_watermark, high_watermark_note=result.high_watermark_note)
     row.update(dataclasses.asdict(result.stats))
     if result.space is not None:
         row.update(space_peak_bytes=result.space.peak_bytes, space_gives_back_bytes=result.space.gives_back_bytes)

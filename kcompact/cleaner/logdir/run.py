@@ -48,6 +48,7 @@ from kcompact.cleaner.logdir.free_first import (
     settle_leftovers,
 )
 from kcompact.cleaner.logdir.run_summary import repeated_warning_notes
+from kcompact.cleaner.logdir.torn_tail import torn_tail_error
 from kcompact.cleaner.round.options import (
     CleanOptions,
     CleanResult,
@@ -55,6 +56,7 @@ from kcompact.cleaner.round.options import (
     KeylessLossRefused,
     with_cli_dedupe_buffer,
 )
+from kcompact.cleaner.rules.high_watermark import SoleReplica, sole_replica_from_metadata
 from kcompact.cleaner.rules.ranges import compute_cleanable_range, pick_order
 from kcompact.cleaner.state.known_state import KnownState, known_state
 from kcompact.cleaner.workers.parallel import clean_partition
@@ -70,7 +72,7 @@ from kcompact.config.effective import (
     partition_config,
 )
 from kcompact.config.topic_config import TopicConfig
-from kcompact.errors import ConfigError, KcompactError, RefusedError
+from kcompact.errors import ConfigError, KcompactError, RefusedError, TruncatedDataError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.lock import checkpoint_lock, clear_abandoned_locks, log_dir_write_guard
 from kcompact.segment.log_dir_check import check_log_dir_checkpoints, log_dir_writer
@@ -149,6 +151,7 @@ class ConfigSources:
     # the partition was named alone (False: a caller went through its log dir, as repair LOG_DIR --clean does,
     # where --config applies to every partition and changes no known or explicit policy: ``not_compacted``)
     named_alone: bool = True
+    sole_replica: bool = False  # --sole-replica: each partition is this broker's alone (``rules.high_watermark``)
 
     def for_partition(self, part_dir: Path) -> EffectiveConfig:
         return partition_config(part_dir, cli_overrides=self.cli_overrides,
@@ -178,11 +181,13 @@ class PartitionTask:
     keyless_guard: KeylessGuard | None = None  # the round's refusal of mostly keyless data (``keyless_guard``)
     known: KnownState | None = None  # its log state as ranking it loaded it: the round reuses it if unchanged
     space: SpaceNeed | None = None  # its clean as measured where the volume is short of space (``free_first``)
+    sole_replica: SoleReplica | None = None  # its high watermark is its log end (``rules.high_watermark``)
 
     def options(self, options: CleanOptions) -> CleanOptions:
-        """The run's options for this partition: its retention, its keyless guard, its measured space."""
+        """The run's options for this partition: its retention, its keyless guard, its measured space, whether it is
+        this broker's alone."""
         return replace(options, apply_retention=self.apply_retention, keyless_guard=self.keyless_guard,
-                       measured_space=self.space)
+                       measured_space=self.space, sole_replica=self.sole_replica)
 
 
 @dataclass(slots=True)
@@ -209,6 +214,7 @@ def clean_path(
     allow_keyless_loss: bool = False,
     selection: PartitionFilter | None = None,
     named_alone: bool = True,
+    sole_replica: bool = False,
 ) -> CleanRun:
     """Clean a partition directory, or every compacted partition of a log dir.
 
@@ -232,6 +238,8 @@ def clean_path(
         named_alone: a partition directory ``path`` was named alone; False where the caller reached it through
             its log dir (``repair LOG_DIR --clean``): ``cli_overrides`` then change no known or explicit
             ``cleanup.policy``, as in a log dir's clean (:func:`not_compacted`).
+        sole_replica: take this broker as the only replica of every partition the KRaft metadata does not
+            assign (``--sole-replica``): its high watermark is its log end (``rules.high_watermark``).
 
     Returns:
         The :class:`CleanRun`; its notes say which configs were unknown or assumed, ``skipped`` which
@@ -248,7 +256,7 @@ def clean_path(
     if jobs is not None and jobs < 1:
         raise ConfigError(f"jobs: a number of worker processes; expected 1 or more, found {jobs}")
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact,
-                            allow_keyless_loss, named_alone)
+                            allow_keyless_loss, named_alone, sole_replica)
     options = with_cli_dedupe_buffer(options, cli_overrides)
     run = CleanRun()
     target = named_path(path)
@@ -257,9 +265,12 @@ def clean_path(
             selection.require_match(target)
         check_log_dir_checkpoints(target.parent)
         _require_fence_copies(target, options)
-        task = partition_task(target, sources, run.notes)
-        own = replace(task.options(options), jobs=jobs)
-        run.results.append(clean_partition(target, task.config, own, _progress_for(target, progress)))
+        try:
+            task = partition_task(target, sources, run.notes)
+            own = replace(task.options(options), jobs=jobs)
+            run.results.append(clean_partition(target, task.config, own, _progress_for(target, progress)))
+        except TruncatedDataError as err:
+            raise torn_tail_error(err, target) or err from err
         _note_jobs(run, jobs, None, "the round's segment ranges")
         return run
     if not target.is_dir():
@@ -423,10 +434,12 @@ def partition_task(part_dir: Path, sources: ConfigSources, notes: list[str]) -> 
                         allow_keyless_loss=sources.allow_keyless_loss)
     if why is not None:
         raise RefusedError(f"{part_dir}: {why}")
+    sole, note = sole_replica_from_metadata(effective.assignment, effective.node_id, flag=sources.sole_replica)
+    notes.extend([note] if note else [])
     return PartitionTask(part_dir, effective.config, retention_allowed(effective), partition.size_in_bytes,
                          partition.topic_partition,
                          keyless_guard(effective, named_alone=sources.named_alone,
-                                       allow_keyless_loss=sources.allow_keyless_loss))
+                                       allow_keyless_loss=sources.allow_keyless_loss), sole_replica=sole)
 
 
 @dataclass(frozen=True, slots=True)
@@ -520,16 +533,18 @@ def rank_partition(part_dir: Path, sources: ConfigSources, options: CleanOptions
                             allow_keyless_loss=sources.allow_keyless_loss)
         if why is not None:
             return PartitionRank(str(part_dir), skip=PartitionSkip(str(part_dir), why))
-        notes = tuple(effective.notes)  # merged also when its range then fails to load, as they always were
+        sole, note = sole_replica_from_metadata(effective.assignment, effective.node_id, flag=sources.sole_replica)
+        # merged also when its range then fails to load, as they always were
+        notes = tuple(effective.notes) + ((note,) if note else ())
         config = effective.config
-        known = known_state(partition, config)
+        known = known_state(partition, config, sole)
         now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
         rng = compute_cleanable_range(known.state.range_inputs(config, now_ms), from_start=options.from_start)
     except KcompactError as err:
-        return PartitionRank(str(part_dir), notes=notes, failure=PartitionFailure(str(part_dir), str(err)))
+        return PartitionRank(str(part_dir), notes=notes, failure=PartitionFailure(str(part_dir), _said(err, part_dir)))
     guard = keyless_guard(effective, named_alone=False, allow_keyless_loss=sources.allow_keyless_loss)
     task = PartitionTask(part_dir, config, retention_allowed(effective), partition.size_in_bytes,
-                         partition.topic_partition, guard, known)
+                         partition.topic_partition, guard, known, sole_replica=sole)
     return PartitionRank(str(part_dir), task, rng.dirty_ratio, rng.eligible, notes)
 
 
@@ -635,7 +650,13 @@ def _clean_task(
     except KeylessLossRefused as err:
         return PartitionSkip(str(task.part_dir), str(err).removeprefix(f"{task.part_dir}: "))
     except KcompactError as err:
-        return PartitionFailure(str(task.part_dir), str(err))
+        return PartitionFailure(str(task.part_dir), _said(err, task.part_dir))
+
+
+def _said(err: KcompactError, part_dir: Path) -> str:
+    """A partition's failure in words: a torn append as what it is (``torn_tail``), else the error's own."""
+    torn = torn_tail_error(err, part_dir) if isinstance(err, TruncatedDataError) else None
+    return str(torn or err)
 
 
 def _clean_task_died(task: PartitionTask, death: WorkerDeath) -> PartitionFailure:

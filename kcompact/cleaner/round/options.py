@@ -15,6 +15,7 @@ from kcompact.cleaner.disk.space import SpaceNeed
 from kcompact.cleaner.disk.swap import CrashHook
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.rules.fence import CleanLimit, ReplicaFence
+from kcompact.cleaner.rules.high_watermark import SoleReplica
 from kcompact.cleaner.rules.ranges import CleanableRange
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import RefusedError
@@ -84,6 +85,13 @@ class CleanOptions:
     # a log dir's measure of this round (``logdir.free_first``, on the same files): while it fits the free
     # space with a block to spare, the round does not measure itself again (``disk.space``)
     measured_space: SpaceNeed | None = None
+    # write every group's cleaned segment in ``<scratch_dir>/<partition dir name>/`` (another volume) and bring
+    # each in from there (``disk.scratch``: a volume with no free byte); None: in the partition directory
+    scratch_dir: str | None = None
+    # this broker is the partition's only replica (``rules.high_watermark``; the log-dir run sets it per
+    # partition from the KRaft metadata or --sole-replica): its high watermark is its log end; None: the
+    # replication-offset-checkpoint's
+    sole_replica: SoleReplica | None = None
 
 
 @dataclass(slots=True)
@@ -102,6 +110,8 @@ class CleanResult:
     rolled: bool = False  # --roll kept a new empty active segment (a dry run: would keep)
     stats: CleanStats = field(default_factory=CleanStats)
     recovery_actions: list[str] = field(default_factory=list)
+    # ``--scratch-dir``: what the settlement of an earlier run did, then each group brought in (``disk.scratch``)
+    scratch_actions: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     skipped_reason: str | None = None
     retention: RetentionResult | None = None
@@ -110,6 +120,7 @@ class CleanResult:
     free_bytes: int | None = None  # the volume's free space when ``space`` was measured
     fence: ReplicaFence | None = None  # the replica fence the round used (``rules.fence``)
     clean_limit: CleanLimit | None = None  # where the round's cleanable range ends for another copy's lineage
+    high_watermark_note: str | None = None  # why the high watermark is the log end (``rules.high_watermark``)
 
 
 DEFAULT_OPTIONS = CleanOptions()

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from kcompact.cleaner.disk.retention import RetentionResult, apply_retention, plan_retention
 from kcompact.cleaner.disk.roll import Roll, roll_active_segment
+from kcompact.cleaner.disk.scratch import pending_marker, settle_scratch
 from kcompact.cleaner.disk.space import (
     SpaceNeed,
     Volume,
@@ -70,7 +71,7 @@ from kcompact.cleaner.round.stages import (
 from kcompact.cleaner.state.known_state import KnownState, state_for_round
 from kcompact.cleaner.state.log_state import LogState, load_log_state
 from kcompact.config.topic_config import TopicConfig
-from kcompact.errors import CorruptDataError, FileAccessError, KcompactError, NoSpaceError
+from kcompact.errors import CorruptDataError, FileAccessError, KcompactError, NoSpaceError, RefusedError
 from kcompact.segment.files import file_access, link_or_else, require_writable
 from kcompact.segment.lock import log_dir_write_guard, partition_lock
 from kcompact.segment.names import parse_segment_file_name
@@ -123,12 +124,15 @@ def clean_partition(
         CorruptDataError: the partition's data does not parse (nothing is changed).
     """
     runs_here = round_runner is None
+    if options.scratch_dir is not None and not options.dry_run:
+        choose_runner = None  # worker processes write in the partition directory; the scratch dir's round runs here
     runner = _here_or(choose_runner) if round_runner is None else _always(round_runner)
     partition = open_partition(path)
     refuse_unsupported(partition, config)
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     result = CleanResult(str(partition.path), partition.topic, partition.partition, now_ms, options.dry_run)
     if options.dry_run:
+        _refuse_unsettled_scratch(partition.path, "a dry run cannot preview the settlement")
         if runs_here and (options.roll or unsettled_files(partition.path)):
             _dry_run_staged(partition, config, options, result, progress, runner)
         else:
@@ -137,9 +141,17 @@ def clean_partition(
             result.free_bytes = volume_of(partition.path).free_bytes
         return result
     log_dir = partition.path.parent
+    if options.scratch_dir is not None and Path(options.scratch_dir).resolve().is_relative_to(log_dir.resolve()):
+        raise RefusedError(f"{options.scratch_dir}: the scratch dir is inside the log dir {log_dir}, whose "
+                           "directories are the broker's; give one outside it, on another volume")
     for directory in (log_dir, partition.path):  # both change (checkpoint, locks; segments): check both first
         require_writable(directory)
     with log_dir_write_guard(log_dir), partition_lock(log_dir, partition.path.name):
+        if options.scratch_dir is not None:
+            result.scratch_actions = settle_scratch(partition.path, options.scratch_dir)
+            partition = open_partition(partition.path)
+        else:
+            _refuse_unsettled_scratch(partition.path, "rerun with the --scratch-dir it was cleaned with")
         if runs_here and unsettled_files(partition.path):
             _rehearse(partition, config, options, now_ms, runner)
         recovery = recover_interrupted_swaps(partition.path)
@@ -147,6 +159,13 @@ def clean_partition(
         if recovery.changed:
             partition = open_partition(partition.path)
         return _clean_locked(partition, config, options, now_ms, result, progress, runner, known=known)
+
+
+def _refuse_unsettled_scratch(directory: Path, what_to_do: str) -> None:
+    """Refuse a partition whose group evacuated through a scratch dir is not settled (``disk.scratch``)."""
+    if (marker := pending_marker(directory)) is not None:
+        raise RefusedError(f"{marker}: a group evacuated through a scratch dir is not settled; {what_to_do} "
+                           "(`kcompact clean --scratch-dir DIR`)")
 
 
 def _always(runner: RoundRunner) -> RunnerChoice:
@@ -374,13 +393,14 @@ def _below_log_start(
     """The partition's loaded state, and the partition itself, without the segments wholly below the log
     start: they go first, as a broker deletes them long before its cleaner runs; the round is planned
     without them, and they are deleted with its first change (``pending``)."""
-    state = state_for_round(known, partition, here.config)
+    state = state_for_round(known, partition, here.config, here.options.sole_replica)
     here.result.warnings.extend(state.warnings)
+    here.result.high_watermark_note = state.high_watermark_note
     below = _plan_retention(here, state, log_start_only=True)
     if below.deleted_segments:
         pending.log_start = (state, below)
         partition = _without(partition, below.deleted_segments)
-        state = load_log_state(partition, here.config)
+        state = load_log_state(partition, here.config, sole_replica=here.options.sole_replica)
     return partition, state
 
 
@@ -418,6 +438,7 @@ def _compact(here: _Round, partition: Partition, state: LogState) -> None:
     if options.dry_run:
         result.space = _round_need(partition.path, ran, result, volume_of(partition.path))
     done = commit_clean(ran.plan, ran.outputs, options, stats=ran.map_stats, before_swap=here.before_change)
+    result.scratch_actions += done.scratch_actions
     if options.dry_run:
         here.before_change()  # notes what the round would keep (a dry run changes nothing)
     result.stats.add(done.stats)
@@ -427,12 +448,15 @@ def _compact(here: _Round, partition: Partition, state: LogState) -> None:
 def _require_space(here: _Round, partition: Partition, plan: CleanPlan) -> None:
     """Refuse the round, before it writes, when its peak does not fit the free space of its volume
     (``disk.space``): where the most its output can take does not fit, its passes run once without writing
-    to measure the output (the dry run's numbers), and the round goes on only if that fits."""
-    volume = volume_of(partition.path)
+    to measure the output (the dry run's numbers), and the round goes on only if that fits. With a scratch
+    dir the outputs are written there: its volume is the one measured (``disk.scratch`` brings each group in,
+    freeing the partition's volume as it goes)."""
+    scratch = here.options.scratch_dir
+    volume = volume_of(partition.path if scratch is None else Path(scratch))
     bound = output_bound(partition.path, plan.groups, here.config.index_interval_bytes, volume)
     if bound + volume.block_bytes <= volume.free_bytes:
         return
-    known = here.options.measured_space
+    known = here.options.measured_space if scratch is None else None  # a log dir measures the partitions' volume
     if known is not None and known.peak_bytes + volume.block_bytes <= volume.free_bytes:
         here.result.space, here.result.free_bytes = known, volume.free_bytes
         return
@@ -499,7 +523,7 @@ def _retention(here: _Round, partition: Partition, state: LogState) -> None:
     (merging segments cannot make one deletable): no second load."""
     config, options = here.config, here.options
     if here.result.end_offset is not None and not options.dry_run and _time_or_size_rules(config, options):
-        state = load_log_state(open_partition(partition.path), config)
+        state = load_log_state(open_partition(partition.path), config, sole_replica=options.sole_replica)
     plan = _plan_retention(here, state)
     if plan.deleted_segments:
         here.before_change()

@@ -31,6 +31,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from kcompact.cleaner.disk.scratch import bring_in, scratch_subdir
 from kcompact.cleaner.disk.swap import (
     CleanedSegment,
     CleanedSegmentWriter,
@@ -71,6 +72,7 @@ from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CleanerStateError, KcompactError, RefusedError
 from kcompact.segment.checkpoint import update_offset_checkpoint
 from kcompact.segment.log_file import LogFile
+from kcompact.segment.names import segment_file_name
 from kcompact.segment.partition import Partition, SegmentFiles, open_partition
 from kcompact.segment.replica_copies import ReplicaCopy, replica_copies, swap_warnings, truncation_warnings
 
@@ -247,7 +249,8 @@ def plan_clean(
             f"kcompact clean or repair first), found {len(partition.leftovers)}"
         )
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
-    return plan_round(partition, load_log_state(partition, config), config, now_ms, options).plan
+    state = load_log_state(partition, config, sole_replica=options.sole_replica)
+    return plan_round(partition, state, config, now_ms, options).plan
 
 
 def run_passes(plan: CleanPlan, options: CleanOptions, progress: Progress | None) -> RoundOutput:
@@ -271,11 +274,14 @@ def run_passes(plan: CleanPlan, options: CleanOptions, progress: Progress | None
         plan = plan.bounded(offset_map.latest_offset)
     oracle = OffsetMapOracle(offset_map, plan.first_dirty_offset)
     outputs: list[GroupOutput] = []
+    output_dir = output_directory(plan, options)
     try:
         for index in range(len(plan.groups)):
-            outputs.append(write_group(plan, index, oracle, dry_run=options.dry_run, progress=progress))
+            outputs.append(write_group(plan, index, oracle, dry_run=options.dry_run, progress=progress,
+                                       output_dir=output_dir))
     except BaseException:
-        remove_outputs(plan, outputs)
+        remove_outputs(plan, outputs, output_dir)
+        _drop_if_empty(output_dir)
         raise
     return RoundOutput(plan, outputs, map_stats)
 
@@ -375,6 +381,7 @@ def write_group(
     *,
     dry_run: bool = False,
     progress: Progress | None = None,
+    output_dir: Path | None = None,
 ) -> GroupOutput:
     """Stage 4: filter one group of source segments into ``<base>.log.cleaned`` and its indexes.
 
@@ -384,6 +391,7 @@ def write_group(
         oracle: answers "latest for its key?"; its ``map_latest_offset`` must be the plan's.
         dry_run: write nothing, count only.
         progress: called with each source segment's size once it is done.
+        output_dir: where the ``.cleaned`` files go (:func:`output_directory`); None: the partition directory.
 
     Returns:
         The output, for :func:`commit_clean`.
@@ -397,7 +405,7 @@ def write_group(
     stats = CleanStats()
     ctx = FilterContext.at(plan, segs[0], oracle, stats)
     writer = CleanedSegmentWriter(
-        Path(plan.partition_dir), bases[0], plan.config.index_interval_bytes, dry_run=dry_run
+        output_dir or Path(plan.partition_dir), bases[0], plan.config.index_interval_bytes, dry_run=dry_run
     )
     try:
         for seg in segs:
@@ -451,10 +459,26 @@ def _planned_files(plan: CleanPlan, base: int) -> SegmentFiles:
     return SegmentFiles(seg.base_offset, Path(seg.log_path), seg.size_in_bytes, seg.mtime_ns, None, None, None)
 
 
-def remove_outputs(plan: CleanPlan, outputs: Sequence[GroupOutput]) -> None:
+def remove_outputs(plan: CleanPlan, outputs: Sequence[GroupOutput], output_dir: Path | None = None) -> None:
     """Remove the ``.cleaned`` files of these outputs (a round that will not be committed)."""
     for out in outputs:
-        remove_cleaned(Path(plan.partition_dir), out.base_offset)
+        remove_cleaned(output_dir or Path(plan.partition_dir), out.base_offset)
+
+
+def _drop_if_empty(output_dir: Path | None) -> None:
+    """Remove a partition's directory in the scratch dir once nothing of the round is left in it."""
+    if output_dir is not None and output_dir.is_dir() and not any(output_dir.iterdir()):
+        output_dir.rmdir()
+
+
+def output_directory(plan: CleanPlan, options: CleanOptions) -> Path | None:
+    """Where a round writes its ``.cleaned`` files: ``<scratch_dir>/<partition dir name>`` with
+    ``options.scratch_dir`` (created), else None (the partition directory)."""
+    if options.scratch_dir is None or options.dry_run:
+        return None
+    sub = scratch_subdir(options.scratch_dir, Path(plan.partition_dir))
+    sub.mkdir(parents=True, exist_ok=True)
+    return sub
 
 
 def commit_clean(
@@ -470,7 +494,8 @@ def commit_clean(
     Args:
         plan: the round.
         outputs: one per group of ``plan.groups``, in order.
-        options: ``dry_run`` (nothing is checked or changed) and ``crash_hook``.
+        options: ``dry_run`` (nothing is checked or changed), ``crash_hook``, and ``scratch_dir`` (the outputs
+            are there, and each is brought in through ``disk.scratch``).
         stats: counters of the stages before (the offset map's), added to the result's.
         before_swap: called once every output passed its check, before the first swap (the clean
             keeps a pending ``--roll`` there: from here on the partition changes).
@@ -501,10 +526,24 @@ def commit_clean(
             before_swap()
     except BaseException:
         for base in {group[0] for group in plan.groups} | {out.base_offset for out in outputs}:
-            remove_cleaned(Path(plan.partition_dir), base)
+            remove_cleaned(output_directory(plan, options) or Path(plan.partition_dir), base)
+        _drop_if_empty(output_directory(plan, options))
         raise
-    for out, files in zip(outputs, sources, strict=True):
-        replace_segments(_cleaned(plan, out), files, hook=options.crash_hook)
+    output_dir = output_directory(plan, options)
+    for i, (out, files) in enumerate(zip(outputs, sources, strict=True)):
+        if output_dir is None:
+            replace_segments(_cleaned(plan, out), files, hook=options.crash_hook)
+            continue
+        try:
+            evacuated = bring_in(_cleaned(plan, out, output_dir), files, Path(plan.partition_dir),
+                                 hook=options.crash_hook)
+        except BaseException:
+            remove_outputs(plan, outputs[i + 1:], output_dir)  # groups not begun stay old; nothing to settle
+            _drop_if_empty(output_dir)
+            raise
+        how = "evacuated, then brought in" if evacuated else "copied in beside its old segments, then swapped"
+        result.scratch_actions.append(f"{segment_file_name(out.base_offset, 'log')}: written in {output_dir}, {how}")
+    _drop_if_empty(output_dir)
     write_checkpoint(partition, plan.end_offset)
     result.checkpoint_written = True
     return result
@@ -546,8 +585,8 @@ def _unchanged(plan: CleanPlan, by_base: dict[int, SegmentFiles], base: int) -> 
     return files
 
 
-def _cleaned(plan: CleanPlan, out: GroupOutput) -> CleanedSegment:
-    return CleanedSegment(Path(plan.partition_dir), out.base_offset, out.size_in_bytes,
+def _cleaned(plan: CleanPlan, out: GroupOutput, directory: Path | None = None) -> CleanedSegment:
+    return CleanedSegment(directory or Path(plan.partition_dir), out.base_offset, out.size_in_bytes,
                           {kind: Path(path) for kind, path in out.files})
 
 

@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from kcompact.cleaner.rules.high_watermark import SoleReplica
 from kcompact.cleaner.state.log_state import LogState, load_log_state
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import KcompactError
@@ -45,9 +46,10 @@ class KnownState:
     config: TopicConfig
     files: FilesSeen
     checkpoints: CheckpointsSeen
+    sole_replica: SoleReplica | None = None  # the high watermark is the log end (``rules.high_watermark``)
 
 
-def known_state(partition: Partition, config: TopicConfig) -> KnownState:
+def known_state(partition: Partition, config: TopicConfig, sole_replica: SoleReplica | None = None) -> KnownState:
     """Load ``partition``'s state (:func:`load_log_state`), noting what it is read from.
 
     The directory is looked at before the walk, so a change during the walk makes it stale, never missed.
@@ -58,19 +60,21 @@ def known_state(partition: Partition, config: TopicConfig) -> KnownState:
     """
     files = _files_seen(partition.path)
     checkpoints = _checkpoints_seen(partition)
-    return KnownState(load_log_state(partition, config), config, files, checkpoints)
+    return KnownState(load_log_state(partition, config, sole_replica=sole_replica), config, files, checkpoints,
+                      sole_replica)
 
 
-def state_for_round(known: KnownState | None, partition: Partition, config: TopicConfig) -> LogState:
+def state_for_round(known: KnownState | None, partition: Partition, config: TopicConfig,
+                    sole_replica: SoleReplica | None = None) -> LogState:
     """The state a round plans on: ``known``'s while nothing it was read from has changed, else a fresh load.
 
     Raises:
         CorruptDataError: as :func:`load_log_state`.
         FileAccessError: the directory cannot be listed.
     """
-    if known is not None and _unchanged(known, partition, config):
+    if known is not None and known.sole_replica == sole_replica and _unchanged(known, partition, config):
         return known.state
-    return load_log_state(partition, config)
+    return load_log_state(partition, config, sole_replica=sole_replica)
 
 
 def _unchanged(known: KnownState, partition: Partition, config: TopicConfig) -> bool:

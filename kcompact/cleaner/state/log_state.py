@@ -32,6 +32,7 @@ from kcompact.cleaner.rules.aborted import (
     derive_transactions,
     merge_aborted,
 )
+from kcompact.cleaner.rules.high_watermark import SoleReplica, high_watermark_note
 from kcompact.cleaner.rules.producer_state import OpenTxn, ProducerStateReplay
 from kcompact.cleaner.rules.ranges import RangeInputs, SegmentStats
 from kcompact.cleaner.rules.transactions import TXN_DATA
@@ -74,6 +75,7 @@ _MARKER_TYPES = (ControlRecordType.ABORT, ControlRecordType.COMMIT)
 _LEGACY_RUN_ENTRIES = 1 << 16  # legacy entries read by one C call (bounds the rows' memory)
 HW_FROM_CHECKPOINT = "replication-offset-checkpoint"
 HW_FROM_LOG_END = "log-end (no replication-offset-checkpoint entry)"
+HW_FROM_SOLE_REPLICA = "log-end (this broker is the partition's only replica)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +131,8 @@ class LogState:
     aborted_by_segment: list[tuple[int, list[AbortedTxn]]]
     warnings: list[str] = field(default_factory=list)
     snapshot_offset: int | None = None  # the producer snapshot the state was seeded from, if any
+    # why the high watermark is the log end and not the checkpoint's (``rules.high_watermark``), if it is
+    high_watermark_note: str | None = None
 
     def open_transaction(self) -> OpenTxn | None:
         """The earliest transaction still unstable at the high watermark (it caps cleaning), if any."""
@@ -174,19 +178,23 @@ class LogState:
         )
 
 
-def load_log_state(partition: Partition, config: TopicConfig, reads: LogReads | None = None) -> LogState:
+def load_log_state(partition: Partition, config: TopicConfig, reads: LogReads | None = None, *,
+                   sole_replica: SoleReplica | None = None) -> LogState:
     """Walk every segment's batch headers once and gather the facts of the module docstring.
 
     Args:
         partition: the partition.
         config: its configuration (``index.interval.bytes`` for a segment Kafka would recover).
         reads: the report's shared reads of its ``.log`` files (None: each is opened for this walk).
+        sole_replica: this broker is the partition's only replica: its high watermark is its log end, as
+            Kafka's leader sets it on start (``rules.high_watermark``), not the checkpoint's entry.
 
     Raises:
         CorruptDataError: a segment's framing or a marker record does not parse (names file and position).
     """
     hw_entry = partition.checkpointed(partition.log_dir.replication_checkpoint)
-    replay = ProducerStateReplay(high_watermark=hw_entry)
+    # with the high watermark at the log end every marker is replicated (ProducerStateManager.onHighWatermarkUpdated)
+    replay = ProducerStateReplay(high_watermark=None if sole_replica is not None else hw_entry)
     warnings: list[str] = []
     log_start = partition.log_start_offset()
     snapshot_offset = _seed_from_snapshot(partition, replay, warnings, reads, log_start)
@@ -200,7 +208,11 @@ def load_log_state(partition: Partition, config: TopicConfig, reads: LogReads | 
     )
     transactions = derive_transactions(txn_rows)
     log_end = segments[-1].next_offset if segments else log_start
-    if hw_entry is None:
+    note = None
+    if sole_replica is not None:
+        hw, hw_source = log_end, HW_FROM_SOLE_REPLICA
+        note = high_watermark_note(sole_replica, log_end, hw_entry)
+    elif hw_entry is None:
         hw, hw_source = log_end, HW_FROM_LOG_END
         if not partition.is_metadata_log:  # KRaft never keeps its metadata log's high watermark there
             warnings.append(f"{NO_HIGH_WATERMARK_WARNING}: using the log end offset {log_end}"
@@ -222,6 +234,7 @@ def load_log_state(partition: Partition, config: TopicConfig, reads: LogReads | 
             segments, [AbortedTxn(*e) for e in aborted_transactions(transactions)]),
         warnings=warnings,
         snapshot_offset=snapshot_offset,
+        high_watermark_note=note,
     )
 
 

@@ -16,7 +16,9 @@ are applied at the end; those before an AbortTransactionRecord (or an unterminat
 tail) are dropped, as KIP-868 says. Replay rules: a TopicRecord adds a topic; a RemoveTopicRecord
 retires the id and its name's config overrides (a name re-created later gets a new id); a
 ConfigRecord sets a key for resource TOPIC (2, by topic name) or BROKER (4, by node id; the empty
-name is the cluster-wide default), a null value removing it; a later record wins.
+name is the cluster-wide default), a null value removing it; a later record wins. A PartitionRecord sets a
+partition's replicas, ISR and leader (``MetadataState.assignments``); a PartitionChangeRecord changes those it
+carries (None / -2: unchanged).
 
 The history is complete only when it is proven at both ends. If no snapshot covers the start and the
 log does not start at offset 0 - retention deleted segments that a snapshot had replaced, and the
@@ -60,7 +62,25 @@ ABORT_TRANSACTION_API_KEY = 25
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+NO_LEADER_CHANGE = -2  # PartitionChangeRecord.leader: unchanged (Kafka's NO_LEADER_CHANGE)
 STATE_CACHE_SIZE = 8  # metadata directories kept replayed (one per cluster in practice)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionAssignment:
+    """Where a partition lives, as its PartitionRecord and the PartitionChangeRecords after it leave it.
+
+    Attributes:
+        replicas: the broker ids of its replicas.
+        isr: its in-sync replicas.
+        leader: its leader's broker id (-1: none).
+        offset: the metadata offset of the record that last changed it.
+    """
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +104,7 @@ class MetadataState:
             ``end_offset - 1``, and a later record may have changed it. False when the history is
             complete or misses only its beginning (what was read is then the latest word on it).
         unknown_record_counts: api-key name -> how many records were kept generic.
+        assignments: (live topic id, partition) -> its replicas, ISR and leader.
     """
 
     topics_by_id: Mapping[str, str]
@@ -98,6 +119,7 @@ class MetadataState:
     unresolved_reason: str | None
     unknown_record_counts: Mapping[str, int] = field(default_factory=dict)
     later_records_missing: bool = False
+    assignments: Mapping[tuple[str, int], PartitionAssignment] = field(default_factory=dict)
 
     def topic_config_overrides(self, topic: str) -> dict[str, str]:
         """The dynamic config of a topic (empty when it has none)."""
@@ -152,12 +174,13 @@ class _Replayer:
         self.topics_by_name: dict[str, str] = {}
         self.configs: dict[tuple[int, str], dict[str, str]] = {}
         self.partition_counts: dict[str, int] = {}
+        self.assignments: dict[tuple[str, int], PartitionAssignment] = {}
         self.feature_levels: dict[str, int] = {}
         self.unknown: dict[str, int] = {}
-        self.pending: list[rt.MetadataRecord] | None = None
+        self.pending: list[tuple[rt.MetadataRecord, int]] | None = None
         self.problems: list[str] = []
 
-    def offer(self, record: rt.MetadataRecord) -> None:
+    def offer(self, record: rt.MetadataRecord, offset: int = -1) -> None:
         """Apply a record now, or hold it while a metadata transaction is open."""
         if isinstance(record, rt.UnknownMetadataRecord):
             if record.api_key == BEGIN_TRANSACTION_API_KEY:
@@ -166,21 +189,22 @@ class _Replayer:
             if record.api_key in (END_TRANSACTION_API_KEY, ABORT_TRANSACTION_API_KEY):
                 held, self.pending = self.pending or [], None
                 if record.api_key == END_TRANSACTION_API_KEY:
-                    for item in held:
-                        self.apply(item)
+                    for item, at in held:
+                        self.apply(item, at)
                 return
         if self.pending is not None:
-            self.pending.append(record)
+            self.pending.append((record, offset))
         else:
-            self.apply(record)
+            self.apply(record, offset)
 
-    def apply(self, record: rt.MetadataRecord) -> None:
+    def apply(self, record: rt.MetadataRecord, offset: int = -1) -> None:
         if isinstance(record, rt.TopicRecord):
             self.topics_by_id[record.topic_id] = record.name
             self.topics_by_name[record.name] = record.topic_id
         elif isinstance(record, rt.RemoveTopicRecord):
             name = self.topics_by_id.pop(record.topic_id, None)
             self.partition_counts.pop(record.topic_id, None)
+            self.assignments = {k: v for k, v in self.assignments.items() if k[0] != record.topic_id}
             if name is not None and self.topics_by_name.get(name) == record.topic_id:
                 del self.topics_by_name[name]
                 self.configs.pop((rt.RESOURCE_TYPE_TOPIC, name), None)
@@ -193,10 +217,25 @@ class _Replayer:
         elif isinstance(record, rt.PartitionRecord):
             count = self.partition_counts.get(record.topic_id, 0)
             self.partition_counts[record.topic_id] = max(count, record.partition_id + 1)
+            self.assignments[(record.topic_id, record.partition_id)] = PartitionAssignment(
+                record.replicas, record.isr, record.leader, offset)
+        elif isinstance(record, rt.PartitionChangeRecord):
+            self._change(record, offset)
         elif isinstance(record, rt.FeatureLevelRecord):
             self.feature_levels[record.name] = record.feature_level
         elif isinstance(record, rt.UnknownMetadataRecord):
             self._unknown(record)
+
+    def _change(self, record: rt.PartitionChangeRecord, offset: int) -> None:
+        """A PartitionChangeRecord's fields over the partition's state (None / -2: unchanged)."""
+        key = (record.topic_id, record.partition_id)
+        now = self.assignments.get(key)
+        if now is None:
+            return  # a partition whose PartitionRecord is not in the history read: nothing to change
+        self.assignments[key] = PartitionAssignment(
+            now.replicas if record.replicas is None else record.replicas,
+            now.isr if record.isr is None else record.isr,
+            now.leader if record.leader == NO_LEADER_CHANGE else record.leader, offset)
 
     def _unknown(self, record: rt.UnknownMetadataRecord) -> None:
         name = record.name or f"api key {record.api_key}"
@@ -216,6 +255,7 @@ class _Replayer:
             broker_configs={n: dict(c) for (t, n), c in self.configs.items()
                             if t == rt.RESOURCE_TYPE_BROKER and c},
             partition_counts=dict(self.partition_counts), feature_levels=dict(self.feature_levels),
+            assignments=dict(self.assignments),
             snapshot=snapshot, end_offset=end_offset, complete=not reasons,
             unresolved_reason="; ".join(reasons) or None, unknown_record_counts=dict(self.unknown),
             later_records_missing=later_missing or bool(self.problems),
@@ -268,8 +308,8 @@ def _read_snapshot(path: Path, replayer: _Replayer) -> bool:
             footer = ControlRecordType.SNAPSHOT_FOOTER in keys
             continue
         footer = False
-        for _, record in _decode_batch(path, batch):
-            replayer.offer(record)
+        for offset, record in _decode_batch(path, batch):
+            replayer.offer(record, offset)
     return footer
 
 
@@ -294,7 +334,7 @@ def _replay_log(
                 continue
             for offset, record in _decode_batch(path, batch):
                 if offset >= start:
-                    replayer.offer(record)
+                    replayer.offer(record, offset)
     return next_offset, gap, later_gap
 
 

@@ -1,0 +1,298 @@
+"""``clean --scratch-dir``: the cleaned segments are written in a scratch dir on another volume and brought in
+group by group (``disk.scratch``), also where the partition's volume has not one byte free.
+
+The partition is ``test_crash_recovery``'s (three groups of two segments). Each crash point of
+``scratch.SCRATCH_CRASH_POINTS`` and of ``swap.CRASH_POINTS`` on the way in is killed — a real ``kcompact clean``
+dying there with ``KCOMPACT_CRASH_AT`` (``os._exit(137)``), or, for every group, a hook that copies the log dir and
+the scratch dir at the point and settles the copy — and the next ``clean --scratch-dir`` settles it: each group
+wholly old or wholly new, then the records by key those of a clean that never crashed, the scratch dir empty.
+The full volume is a real tmpfs filled to its last byte (``tests/full_volume.py``; root only).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from kcompact.cleaner.disk.scratch import PENDING_MARKER, SCRATCH_CRASH_POINTS, settle_scratch
+from kcompact.cleaner.disk.swap import CRASH_POINTS, leftover_files
+from kcompact.cleaner.round.options import CleanOptions
+from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.errors import KcompactError
+from kcompact.segment.checkpoint import read_offset_checkpoint
+from tests.builders import read_all_records
+from tests.cleaner.disk.test_crash_recovery import (
+    NOW,
+    OTHER_PARTITION,
+    OVERRIDES,
+    REPO_ROOT,
+    Layout,
+    assert_recovered,
+    build_partition,
+    file_bytes,
+    make_layout,
+    topic_config,
+)
+from tests.full_volume import fill, free_bytes, mounted_volumes
+
+VOLUME_BYTES = 512 * 1024
+# On the way in where the volume has room: the scratch points, then swap.py's own (Kafka's replaceSegments).
+FITTING_POINTS = ("scratch-written", "scratch-copied-partial", "scratch-copied", *CRASH_POINTS, "scratch-swapped")
+# Where it has none: the old group goes first; with nothing left to replace, no old file is renamed .deleted.
+EVACUATING_POINTS = ("scratch-written", "scratch-old-deleted", "scratch-copied-partial", "scratch-copied",
+                     *(p for p in CRASH_POINTS if p != "deleted-partial"), "scratch-swapped")
+# Points at which a group is settled as new: from Kafka's swap-complete on where it fits; once its old files
+# began to go where it does not.
+NEW_WHEN_FITTING = set(FITTING_POINTS[FITTING_POINTS.index("swap-complete"):])
+NEW_WHEN_EVACUATING = set(EVACUATING_POINTS[1:])
+
+
+@pytest.fixture(scope="module")
+def layout(tmp_path_factory: pytest.TempPathFactory) -> Layout:
+    return make_layout(tmp_path_factory.mktemp("reference"))
+
+
+@pytest.fixture
+def small_volume(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
+    yield from mounted_volumes(tmp_path)
+
+
+def full_partition(small_volume: Callable[[int], Path]) -> Path:
+    """The partition in a log dir on a tmpfs with not one byte free."""
+    part = build_partition(small_volume(VOLUME_BYTES) / "logdir")
+    fill(part.parent.parent)
+    return part
+
+
+def scratch_dir(tmp_path: Path) -> Path:
+    """The scratch dir, on another volume than the log dir's (``tmp_path``'s, where the log dir is a tmpfs)."""
+    path = tmp_path / "scratch"
+    path.mkdir()
+    return path
+
+
+def kcompact_clean(part: Path, *extra: str | Path, env: dict[str, str] | None = None, text: bool = False
+                   ) -> subprocess.CompletedProcess[str]:
+    """``kcompact clean PART --json EXTRA...`` in a subprocess (the text report with ``text``)."""
+    report = [] if text else ["--json"]
+    argv = [sys.executable, "-m", "kcompact", "clean", str(part), "--now-ms", str(NOW), *report, *map(str, extra)]
+    for key, value in OVERRIDES.items():
+        argv += ["--config", f"{key}={value}"]
+    return subprocess.run(argv, env={**os.environ, **(env or {})}, cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def assert_cleaned(part: Path, scratch: Path, layout: Layout) -> None:
+    """Every group new, the records those of a clean that never crashed, nothing left anywhere."""
+    assert read_all_records(part) == layout.reference_records
+    assert leftover_files(part) == []
+    assert not (part / PENDING_MARKER).exists()
+    assert list(scratch.rglob("*")) == []
+    checkpoint = read_offset_checkpoint(part.parent / "cleaner-offset-checkpoint")
+    assert checkpoint == {("orders", 0): layout.end_offset, OTHER_PARTITION: 42}
+
+
+def scratch_actions(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)["results"]
+    actions: list[str] = row["scratch_actions"]
+    return actions
+
+
+def test_every_named_crash_point_is_killed_on_one_of_the_two_ways_in() -> None:
+    assert set(SCRATCH_CRASH_POINTS) | set(CRASH_POINTS) == set(FITTING_POINTS) | set(EVACUATING_POINTS)
+
+
+# --- a volume with room ----------------------------------------------------------------------------------
+
+
+def test_with_room_each_group_is_copied_in_beside_its_old_segments(tmp_path: Path, layout: Layout) -> None:
+    part, scratch = build_partition(tmp_path / "logdir"), scratch_dir(tmp_path)
+
+    actions = scratch_actions(kcompact_clean(part, "--scratch-dir", scratch))
+
+    assert [a.split(": ", 1)[1] for a in actions] == [
+        f"written in {scratch / part.name}, copied in beside its old segments, then swapped"] * 3
+    assert file_bytes(part) == layout.reference  # the same files as a clean in place
+    assert_cleaned(part, scratch, layout)
+
+
+def test_the_text_report_says_where_each_group_went(tmp_path: Path) -> None:
+    part, scratch = build_partition(tmp_path / "logdir"), scratch_dir(tmp_path)
+
+    proc = kcompact_clean(part, "--scratch-dir", scratch, text=True)
+
+    lines = [line for line in proc.stdout.splitlines() if "scratch dir:" in line]
+    assert lines == [f"orders-0: scratch dir: {base:020d}.log: written in {scratch / part.name}, copied in beside its "
+                     "old segments, then swapped" for base in (0, 11, 20)], proc.stdout
+
+
+@pytest.mark.parametrize("point", FITTING_POINTS)
+def test_kill_on_the_way_in_with_room_then_the_next_clean_settles(
+    tmp_path: Path, layout: Layout, point: str
+) -> None:
+    part, scratch = build_partition(tmp_path / "logdir"), scratch_dir(tmp_path)
+
+    proc = kcompact_clean(part, "--scratch-dir", scratch, env={"KCOMPACT_CRASH_AT": point})
+
+    assert proc.returncode == 137, proc.stderr
+    refused = kcompact_clean(part)  # without the scratch dir: the partition is not touched
+    assert refused.returncode == 2 and PENDING_MARKER in refused.stderr, refused.stderr
+    settled = kcompact_clean(part, "--scratch-dir", scratch)
+    actions = scratch_actions(settled)  # Kafka's loader rules first (recover_interrupted_swaps), then the manifest's
+    assert any(a.startswith("00000000000000000000.log: the scratch clean had ") for a in actions), actions
+    assert_cleaned(part, scratch, layout)
+
+
+# --- a volume with not one byte free (root: a tmpfs) -----------------------------------------------------
+
+
+def test_a_full_volume_is_cleaned_through_the_scratch_dir(
+    small_volume: Callable[[int], Path], tmp_path: Path, layout: Layout
+) -> None:
+    part, scratch = full_partition(small_volume), scratch_dir(tmp_path)
+    assert free_bytes(part) == 0
+    in_place = kcompact_clean(part)
+    assert in_place.returncode == 2 and "not cleaned: needs" in in_place.stderr  # nothing changed
+    assert file_bytes(part) == layout.original
+
+    actions = scratch_actions(kcompact_clean(part, "--scratch-dir", scratch))
+
+    assert actions[0] == f"00000000000000000000.log: written in {scratch / part.name}, evacuated, then brought in"
+    assert len(actions) == 3
+    assert file_bytes(part) == layout.reference
+    assert_cleaned(part, scratch, layout)
+    assert free_bytes(part) > 0  # what the clean gave back
+
+
+def test_a_full_log_dir_is_cleaned_through_the_scratch_dir(
+    small_volume: Callable[[int], Path], tmp_path: Path, layout: Layout
+) -> None:
+    part, scratch = full_partition(small_volume), scratch_dir(tmp_path)
+
+    proc = kcompact_clean(part.parent, "--scratch-dir", scratch)
+
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)["results"]
+    assert row["scratch_actions"][0].endswith("evacuated, then brought in") and len(row["scratch_actions"]) == 3
+    assert file_bytes(part) == layout.reference
+    assert_cleaned(part, scratch, layout)
+
+
+@pytest.mark.parametrize("point", EVACUATING_POINTS)
+def test_kill_while_evacuating_then_the_next_clean_settles(
+    small_volume: Callable[[int], Path], tmp_path: Path, layout: Layout, point: str
+) -> None:
+    part, scratch = full_partition(small_volume), scratch_dir(tmp_path)
+
+    proc = kcompact_clean(part, "--scratch-dir", scratch, env={"KCOMPACT_CRASH_AT": point})
+
+    assert proc.returncode == 137, proc.stderr
+    assert (part / PENDING_MARKER).exists()
+    before = file_bytes(part)
+    refused = kcompact_clean(part)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and PENDING_MARKER in refused.stderr
+    dry_run = kcompact_clean(part, "--dry-run", "--scratch-dir", scratch)
+    assert dry_run.returncode == 2 and "a dry run cannot preview the settlement" in dry_run.stderr, dry_run.stderr
+    assert file_bytes(part) == before
+    repair = subprocess.run([sys.executable, "-m", "kcompact", "repair", str(part)], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert repair.returncode == 2 and PENDING_MARKER in repair.stderr, repair.stderr
+    assert file_bytes(part) == before
+    settled = scratch_actions(kcompact_clean(part, "--scratch-dir", scratch))
+    expected = ("evacuated group brought in from" if point in NEW_WHEN_EVACUATING - {"scratch-swapped"}
+                and point not in ("swap-complete", "deleted-complete", "final-partial", "final-complete")
+                else "the scratch clean had")
+    assert any(a.startswith(f"00000000000000000000.log: {expected}") for a in settled), settled
+    assert_cleaned(part, scratch, layout)
+
+
+class SimulatedCrash(BaseException):
+    """Raised by a crash hook; a BaseException so that no ``except Exception`` can tidy up after it."""
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["room", "full"])
+def test_every_point_of_every_group_settles_each_group_wholly_old_or_new(
+    request: pytest.FixtureRequest, tmp_path: Path, layout: Layout, full: bool
+) -> None:
+    if full:
+        part = full_partition(request.getfixturevalue("small_volume"))
+    else:
+        part = build_partition(tmp_path / "logdir")
+    scratch = scratch_dir(tmp_path)
+    seen: list[tuple[int, str]] = []
+    evacuated: set[int] = set()
+
+    def observe(point: str) -> None:
+        group = sum(1 for _g, p in seen if p == "scratch-written") - (point != "scratch-written")
+        seen.append((group, point))
+        if point == "scratch-old-deleted":
+            evacuated.add(group)
+        new_at = NEW_WHEN_EVACUATING if group in evacuated else NEW_WHEN_FITTING
+        at = tmp_path / f"at-{group}-{point}"
+        copy = shutil.copytree(part.parent, at / "logdir") / part.name
+        scratch_copy = shutil.copytree(scratch, at / "scratch")
+        settle_scratch(copy, scratch_copy)
+        assert_recovered(copy, layout, set(range(group)) | ({group} if point in new_at else set()))
+        assert list(scratch_copy.rglob("*")) == [] and not (copy / PENDING_MARKER).exists()
+
+    clean_partition(part, topic_config(), CleanOptions(now_ms=NOW, crash_hook=observe, scratch_dir=str(scratch)))
+
+    # The first group has no room; what each evacuated group gives back may let later ones in beside their old
+    # segments.
+    assert evacuated == ({0} if full else set())
+    assert seen == [(g, p) for g in range(len(layout.groups))
+                    for p in (EVACUATING_POINTS if g in evacuated else FITTING_POINTS)]
+    assert file_bytes(part) == layout.reference
+    assert_cleaned(part, scratch, layout)
+
+
+def test_an_io_error_on_the_way_in_is_one_line_and_the_next_clean_settles(tmp_path: Path, layout: Layout) -> None:
+    part, scratch = build_partition(tmp_path / "logdir"), scratch_dir(tmp_path)
+
+    def disk_full(point: str) -> None:
+        if point == "scratch-copied-partial":
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(KcompactError) as raised:
+        clean_partition(part, topic_config(), CleanOptions(now_ms=NOW, crash_hook=disk_full, scratch_dir=str(scratch)))
+
+    assert str(raised.value) == (
+        f"{part}: bringing in the cleaned 00000000000000000000.log from {scratch / part.name} failed (No space left "
+        f"on device); its manifest stays there: run `kcompact clean --scratch-dir {scratch}` again before a broker "
+        "starts on the partition")
+    assert (part / PENDING_MARKER).exists()
+    actions = scratch_actions(kcompact_clean(part, "--scratch-dir", scratch))
+    assert "00000000000000000000.log: the scratch clean had not changed its group; scratch files removed" in actions
+    assert_cleaned(part, scratch, layout)
+
+
+def test_a_manifest_that_does_not_parse_is_one_line(tmp_path: Path, layout: Layout) -> None:
+    part, scratch = build_partition(tmp_path / "logdir"), scratch_dir(tmp_path)
+    (scratch / part.name).mkdir(parents=True)
+    (scratch / part.name / "00000000000000000000.scratch.json").write_text("{")
+
+    proc = kcompact_clean(part, "--scratch-dir", scratch)
+
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "00000000000000000000.scratch.json: not a kcompact scratch manifest" in proc.stderr
+    assert file_bytes(part) == layout.original
+
+
+def test_a_scratch_dir_inside_the_log_dir_is_refused(tmp_path: Path, layout: Layout) -> None:
+    part = build_partition(tmp_path / "logdir")
+    inside = part.parent / "scratch"
+    inside.mkdir()
+
+    proc = kcompact_clean(part, "--scratch-dir", inside)
+
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "the scratch dir is inside the log dir" in proc.stderr
+    assert file_bytes(part) == layout.original
