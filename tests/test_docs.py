@@ -27,6 +27,7 @@ import pytest
 from click.testing import CliRunner
 
 from kcompact.cli.main import cli
+from tests.cli.test_help import option_names, resolve
 from tests.conftest import PROJECT_FIXTURES, REPO_ROOT
 
 README = REPO_ROOT / "README.md"
@@ -251,19 +252,6 @@ def command_lines(text: str) -> list[str]:
                     found.append(part.strip())
     found += [code.split("|")[0].strip() for code in re.findall(r"`(kcompact [^`]+)`", text)]
     return found
-
-
-def resolve(words: list[str]) -> tuple[click.Command, list[str]]:
-    """The command an argv (without ``kcompact``) names, and the words after its name."""
-    command: click.Command = cli
-    rest = words
-    while isinstance(command, click.Group) and rest and rest[0] in command.commands:
-        command, rest = command.commands[rest[0]], rest[1:]
-    return command, rest
-
-
-def option_names(command: click.Command) -> set[str]:
-    return {name for p in command.params if isinstance(p, click.Option) for name in p.opts + p.secondary_opts}
 
 
 README_COMMANDS = command_lines(readme_text())
