@@ -15,7 +15,7 @@ import click
 from rich.table import Table
 
 from kcompact.cli import render
-from kcompact.cli.repair_cmd import EXIT_PROBLEMS, render_partition
+from kcompact.cli.repair_view import EXIT_PROBLEMS, render_partition
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod

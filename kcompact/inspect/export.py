@@ -75,9 +75,8 @@ from kcompact.segment.partition import (
     Partition,
     is_partition_dir,
     open_partition,
-    require_partition_dirs,
 )
-from kcompact.segment.partition_filter import PartitionFilter
+from kcompact.segment.partition_filter import PartitionFilter, require_partition_dirs
 from kcompact.segment.progress import ProgressCallback, ReadProgress, read_progress
 from kcompact.segment.remote import (
     LocalInputs,

@@ -38,7 +38,8 @@ from kcompact.cleaner.state.log_state import LogState
 from kcompact.errors import KcompactError
 from kcompact.inspect.context import CrcTally, InspectContext, load_inspect_context
 from kcompact.segment.names import parse_partition_dir_name
-from kcompact.segment.partition import is_partition_dir, named_path, require_partition_dirs
+from kcompact.segment.partition import is_partition_dir, named_path
+from kcompact.segment.partition_filter import require_partition_dirs
 from kcompact.text import plural
 
 BROKER_PLACEHOLDER = "<broker:9092>"

@@ -76,7 +76,7 @@ from kcompact.segment.txn_index import AbortedTxn, check_txn_index, decode_txn_i
 from kcompact.text import plural
 
 if TYPE_CHECKING:
-    from kcompact.repair.verify import SegmentCheck
+    from kcompact.repair.segment_check import SegmentCheck
     from kcompact.segment.partition import SegmentFiles
 
 REBUILD = "rebuild it as Kafka 4.1 builds it from the log"

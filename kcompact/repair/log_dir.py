@@ -47,9 +47,8 @@ from kcompact.segment.partition import (
     iter_set_aside_dirs,
     named_path,
     open_partition,
-    require_partition_dirs,
 )
-from kcompact.segment.partition_filter import PartitionFilter
+from kcompact.segment.partition_filter import PartitionFilter, require_partition_dirs
 
 STATUS_SOUND = "sound"  # nothing to repair
 STATUS_REPAIRED = "repaired"

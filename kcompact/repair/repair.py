@@ -61,7 +61,8 @@ from kcompact.repair.backup import (
 from kcompact.repair.findings import Finding
 from kcompact.repair.given_up import GivenUp, given_up_of
 from kcompact.repair.salvage import REGION_TORN_TAIL, DamagedRegion, KeptBatch
-from kcompact.repair.verify import PartitionCheck, SegmentCheck, verify_partition
+from kcompact.repair.segment_check import SegmentCheck
+from kcompact.repair.verify import PartitionCheck, verify_partition
 from kcompact.segment.checkpoint import update_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.files import file_access, truncate_synced
 from kcompact.segment.lock import (

@@ -46,10 +46,11 @@ from kcompact.repair.findings import (
 )
 from kcompact.repair.indexes import check_segment_indexes
 from kcompact.repair.salvage import SegmentScan, scan_segment
+from kcompact.repair.segment_check import SegmentCheck
 from kcompact.segment.checkpoint import decode_offset_checkpoint, read_offset_checkpoint
 from kcompact.segment.index_builder import DEFAULT_INDEX_INTERVAL_BYTES
 from kcompact.segment.names import parse_partition_dir_name
-from kcompact.segment.partition import Partition, SegmentFiles, open_partition
+from kcompact.segment.partition import Partition, open_partition
 from kcompact.segment.progress import ProgressCallback, ReadProgress, read_progress
 from kcompact.segment.startup_recovery import CLEAN_SHUTDOWN_MARKER, recovered_at_start
 from kcompact.segment.txn_index import AbortedTxn
@@ -57,27 +58,6 @@ from kcompact.segment.txn_index import AbortedTxn
 # Log dir entries Kafka's loader skips although they are not partition names.
 KAFKA_SKIPPED_DIRS = frozenset({"remote-log-index-cache"})
 _CHECKPOINT_HEADER = b"0\n1\n"  # a one-entry checkpoint, to decode a single line strictly
-
-
-@dataclass(slots=True)
-class SegmentCheck:
-    """One live segment: what stays in it, and whether it must be rewritten."""
-
-    files: SegmentFiles
-    scan: SegmentScan
-    rebuild_indexes: bool = False
-    convert_legacy: bool = False  # its legacy entries become magic 2 batches (cleaner.cleaner_throws)
-    txn_entries: tuple[AbortedTxn, ...] = ()  # what its .txnindex holds after the repair
-
-    @property
-    def rewrite(self) -> bool:
-        """Whether repair writes this segment anew (through the swap protocol)."""
-        return self.scan.log_changed or self.rebuild_indexes or self.convert_legacy
-
-    @property
-    def next_offset(self) -> int | None:
-        """Offset after its last kept batch (None when nothing is kept)."""
-        return self.scan.kept[-1].last_offset + 1 if self.scan.kept else None
 
 
 @dataclass(slots=True)

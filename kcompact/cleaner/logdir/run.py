@@ -83,9 +83,8 @@ from kcompact.segment.partition import (
     is_partition_dir,
     named_path,
     open_partition,
-    require_partition_dirs,
 )
-from kcompact.segment.partition_filter import PartitionFilter
+from kcompact.segment.partition_filter import PartitionFilter, require_partition_dirs
 from kcompact.segment.replica_copies import replica_copy_dirs
 
 __all__ = [
