@@ -371,7 +371,7 @@ def _small_run(workdir: Path, argv: list[str], repeat: int, fresh: Path | None =
 
 def bench_small(args: argparse.Namespace, workdir: Path) -> list[Row]:
     """Start-up and small inputs: --help, a 1 MB partition, and 200 x 1 MB partitions with jobs=1 vs auto."""
-    from kcompact.cleaner.workers.pool import usable_cpus
+    from kcompact.fork_pool import usable_cpus
 
     partition = _small_partition(workdir, args.seed)
     log_dir = _small_log_dir(workdir, partition)

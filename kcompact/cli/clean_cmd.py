@@ -120,7 +120,7 @@ def _plain_empty(result: CleanResult) -> bool:
 def _plain_active_only(result: CleanResult) -> bool:
     """A partition whose records are all in its active segment, with nothing else to say (no fence either)."""
     from kcompact.cleaner.logdir.run_summary import holds_no_records, is_summarised
-    from kcompact.cleaner.rules.ranges import RULE_ACTIVE_SEGMENT
+    from kcompact.log.rules.ranges import RULE_ACTIVE_SEGMENT
 
     rng = result.range
     return (result.skipped_reason is not None and rng is not None and rng.blocking_rule == RULE_ACTIVE_SEGMENT
@@ -131,7 +131,7 @@ def _plain_active_only(result: CleanResult) -> bool:
 
 def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
     from kcompact.cleaner.logdir.run_summary import is_summarised
-    from kcompact.cleaner.rules.fence import fence_lines
+    from kcompact.log.rules.fence import fence_lines
 
     console = render.console()
     verb = "would clean" if result.dry_run else "cleaned"

@@ -48,7 +48,7 @@ def render_partition(result: Any, *, reported_only: bool = False) -> None:
         _given_up_lines(result.given_up, "given up")
         render.plain(f"backup: {result.backup_dir} (undo: kcompact repair --undo {result.backup_dir})")
     if result.clean is not None:
-        from kcompact.cleaner.rules.fence import fence_lines
+        from kcompact.log.rules.fence import fence_lines
 
         for run in result.clean.results:
             render.plain(f"clean: {run.skipped_reason or f'cleaned up to offset {run.end_offset}'}")

@@ -385,7 +385,7 @@ def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool, v
     (``output_error``)."""
     from kcompact.cleaner.logdir.report_row import STATUS_SKIPPED
     from kcompact.cleaner.logdir.run_summary import is_summarised, repeated_warning_notes
-    from kcompact.cleaner.rules.fence import fence_lines
+    from kcompact.log.rules.fence import fence_lines
 
     rows = run.as_dicts()
     counted = repeated_warning_notes([row["warnings"] for row in rows])  # each row keeps its own warning

@@ -5,8 +5,8 @@ Why: ``inspect keys`` and ``inspect last-clean`` judge a partition by the rules 
 apply now (first dirty offset, first uncleanable offset, delete horizons), so they load it exactly as
 the cleaner does: the configuration from ``--config``, server.properties and the KRaft metadata log
 (:class:`kcompact.cleaner.logdir.run.ConfigSources`), the state by
-:func:`kcompact.cleaner.state.log_state.load_log_state`, and the range by
-:func:`kcompact.cleaner.rules.ranges.compute_cleanable_range` at ``now_ms``.
+:func:`kcompact.log.state.log_state.load_log_state`, and the range by
+:func:`kcompact.log.rules.ranges.compute_cleanable_range` at ``now_ms``.
 
 The reports also share :class:`CrcTally`: a batch that fails its CRC does not stop a report (its
 records may still parse, and the rest of the log is worth reporting), but it is counted and the
@@ -21,15 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.logdir.run import ConfigSources
-from kcompact.cleaner.rules.ranges import (
+from kcompact.config.effective import EffectiveConfig
+from kcompact.config.sources import ConfigSources
+from kcompact.config.topic_config import TopicConfig
+from kcompact.log.rules.ranges import (
     CleanableRange,
     checkpoint_reset_warning,
     compute_cleanable_range,
 )
-from kcompact.cleaner.state.log_state import LogState, load_log_state
-from kcompact.config.effective import EffectiveConfig
-from kcompact.config.topic_config import TopicConfig
+from kcompact.log.state.log_state import LogState, load_log_state
 from kcompact.segment.log_dir_check import check_log_dir_checkpoints
 from kcompact.segment.log_file import crc_error
 from kcompact.segment.partition import open_partition

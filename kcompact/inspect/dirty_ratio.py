@@ -25,22 +25,22 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.logdir.run import ConfigSources
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.round.stages import unsupported_reason
-from kcompact.cleaner.rules.ranges import (
+from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.config.effective import EffectiveConfig
+from kcompact.config.sources import ConfigSources
+from kcompact.errors import KcompactError
+from kcompact.inspect.context import CrcTally
+from kcompact.log.rules.ranges import (
     RULE_CLEANUP_POLICY,
     RULE_OPEN_TRANSACTION,
     CleanableRange,
     cleaner_order,
     compute_cleanable_range,
 )
-from kcompact.cleaner.state.cleaner_throws import round_end_hazard, round_walk_problems
-from kcompact.cleaner.state.log_state import LogState, load_log_state
-from kcompact.cleaner.workers.parallel import clean_partition
-from kcompact.config.effective import EffectiveConfig
-from kcompact.errors import KcompactError
-from kcompact.inspect.context import CrcTally
+from kcompact.log.state.cleaner_throws import round_end_hazard, round_walk_problems
+from kcompact.log.state.log_state import LogState, load_log_state
 from kcompact.segment.checkpoint import read_offset_checkpoint
 from kcompact.segment.lock import broker_holds_lock, explain_vanished
 from kcompact.segment.log_dir_check import check_log_dir_checkpoints

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kcompact.cleaner.rules.aborted import merge_aborted
 from kcompact.errors import CorruptIndexError
+from kcompact.log.rules.aborted import merge_aborted
 from kcompact.records.control import ControlRecordType
 from kcompact.repair.findings import (
     IMPACT_BOTH,

@@ -93,7 +93,7 @@ class RepairOptions:
     named_alone: bool = True  # False: reached through its log dir (repair LOG_DIR), --config as a log dir's
     server_properties: str | None = None  # the broker's file (default: $KCOMPACT_SERVER_PROPERTIES)
     metadata_dir: str | None = None  # metadata.log.dir (default: as partition_config finds it)
-    replica_dirs: tuple[str, ...] = ()  # the clean's replica fence (cleaner.rules.fence)
+    replica_dirs: tuple[str, ...] = ()  # the clean's replica fence (log.rules.fence)
     safe_offset: int | None = None  # the clean's replica fence: an offset of this partition
 
     def clean_options(self) -> CleanOptions:

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kcompact.cleaner.disk.swap import recover_interrupted_swaps
-from kcompact.cleaner.rules.aborted import TxnRow, aborted_transactions, derive_transactions
-from kcompact.cleaner.state.cleaner_throws import find_legacy_hazards
 from kcompact.errors import CorruptCheckpointError, CorruptDataError, KcompactError
+from kcompact.log.rules.aborted import TxnRow, aborted_transactions, derive_transactions
+from kcompact.log.state.cleaner_throws import find_legacy_hazards
 from kcompact.repair.findings import (
     IMPACT_BOTH,
     IMPACT_BROKER,
@@ -220,7 +220,7 @@ def _check_legacy(partition: Partition, check: PartitionCheck) -> None:
 
 def derive_aborted(scans: list[SegmentScan]) -> list[list[AbortedTxn]]:
     """Per segment, the aborted transactions its kept batches show, as Kafka's recovery indexes them
-    (:mod:`kcompact.cleaner.rules.aborted`): each in the segment holding its ABORT marker.
+    (:mod:`kcompact.log.rules.aborted`): each in the segment holding its ABORT marker.
 
     Args:
         scans: every segment's scan, in offset order.

@@ -1,8 +1,8 @@
 """A partition's small ``.log`` files each read and walked once, however many checks of one report read them.
 
 ``inspect dirty-ratio`` reads a partition's segments for four things: its loaded state
-(``cleaner.state.log_state``), the CRCs of its dirty section, and the two places Kafka's cleaner throws on
-(``cleaner.state.cleaner_throws``). Each opened, read and walked the file again; over a log dir of
+(``log.state.log_state``), the CRCs of its dirty section, and the two places Kafka's cleaner throws on
+(``log.state.cleaner_throws``). Each opened, read and walked the file again; over a log dir of
 10 000 small partitions those repeats were a third of the report. A :class:`LogReads` hands out one
 :class:`~kcompact.segment.log_file.LogFile` per segment instead, kept open while the bytes it keeps stay
 under a budget, and remembers the batches of its first whole walk so the next walk costs no parsing. Past

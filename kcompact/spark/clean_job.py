@@ -60,9 +60,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from kcompact.cleaner.logdir.run import ConfigSources, settle_checkpoint_order
+from kcompact.cleaner.logdir.run import settle_checkpoint_order
 from kcompact.cleaner.round.options import CleanOptions, KeylessLossRefused, with_cli_dedupe_buffer
 from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.config.sources import ConfigSources
 from kcompact.errors import KcompactError
 from kcompact.segment.lock import BROKER_LOCK_FILE, clear_abandoned_locks, log_dir_write_guard
 from kcompact.segment.partition_filter import PartitionFilter

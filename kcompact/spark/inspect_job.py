@@ -8,7 +8,7 @@ Every task gets the driver's clock.
 
 The only thing the driver redoes is the ranking across slices (``cleaner_rank``): a slice ranks its
 own eligible partitions, and the run's ranks are those rows, stably re-sorted by dirty ratio — which is
-Kafka's rule, applied by ``kcompact.cleaner.rules.ranges.pick_ranks`` (highest ratio first, ties in
+Kafka's rule, applied by ``kcompact.log.rules.ranges.pick_ranks`` (highest ratio first, ties in
 the order the partitions were listed: slices keep that order, and a slice's ranks keep it inside).
 Rows are then sorted as the serial report sorts them.
 
@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kcompact.cleaner.rules.ranges import pick_ranks
 from kcompact.errors import KcompactError
 from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report, partition_dirs
+from kcompact.log.rules.ranges import pick_ranks
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.remote import StorageOptions, is_url, map_threads, mirrored, remote_partition_dirs
 from kcompact.spark.job_failure import one_line_job

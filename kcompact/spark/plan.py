@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 from kcompact.cleaner.logdir.run import (
-    ConfigSources,
     PartitionFailure,
     PartitionRank,
     PartitionSkip,
@@ -52,6 +51,7 @@ from kcompact.cleaner.logdir.run import (
     refuse_log_dir_safe_offset,
 )
 from kcompact.cleaner.round.options import CleanOptions
+from kcompact.config.sources import ConfigSources
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import KcompactError
 from kcompact.segment.log_dir_check import check_log_dir_writable

@@ -7,7 +7,7 @@ projection, ``inspect last-clean``, ``inspect transactions``). What a task sends
 :class:`~kcompact.report.model.PartitionEntry` per partition (numbers, a few lines of text: no record, no key).
 
 The driver then does what only it can: it ranks the eligible partitions across slices (as ``spark inspect
-dirty-ratio`` does, :func:`kcompact.cleaner.rules.ranges.pick_ranks`), compares the replicas when the paths
+dirty-ratio`` does, :func:`kcompact.log.rules.ranges.pick_ranks`), compares the replicas when the paths
 hold several log dirs (``spark inspect replicas``' tasks), and counts every partition into its topic, listing
 only the largest (:func:`kcompact.report.scale.aggregate`, as ``report --from``): the page stays small however
 many partitions the cluster has, and its totals are those of the serial ``kcompact report`` of the same paths.
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kcompact.cleaner.rules.ranges import pick_ranks
 from kcompact.inspect.dirty_ratio import dirty_ratio_report, partition_dirs
 from kcompact.inspect.replicas import DEFAULT_MAX_KEYS
+from kcompact.log.rules.ranges import pick_ranks
 from kcompact.report.gather import (
     ConfigInputs,
     advice_of,

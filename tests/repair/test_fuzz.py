@@ -94,9 +94,9 @@ def superseded_batches(part: Path) -> list[tuple[Path, int, int]]:
     have a later non-transactional record of their key in the dirty range (what the offset map holds);
     none when no round would run (a clean that reads nothing checks nothing).
     """
-    from kcompact.cleaner.rules.ranges import compute_cleanable_range
-    from kcompact.cleaner.state.log_state import load_log_state
     from kcompact.config.topic_config import defaults_with_overrides
+    from kcompact.log.rules.ranges import compute_cleanable_range
+    from kcompact.log.state.log_state import load_log_state
     from kcompact.records.legacy import legacy_records
     from kcompact.records.record import decode_records
 

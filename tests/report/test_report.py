@@ -325,8 +325,8 @@ def test_the_cli_draws_progress_on_a_terminal_and_never_with_json(tmp_path: Path
 
 def test_each_partition_is_loaded_once_for_the_projection_last_clean_and_transactions(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kcompact.cleaner.state import log_state
     from kcompact.inspect import context
+    from kcompact.log.state import log_state
 
     loaded: Counter[str] = Counter()
     real_load = log_state.load_log_state

@@ -56,23 +56,20 @@ from kcompact.cleaner.round.options import (
     KeylessLossRefused,
     with_cli_dedupe_buffer,
 )
-from kcompact.cleaner.rules.high_watermark import SoleReplica, sole_replica_from_metadata
-from kcompact.cleaner.rules.ranges import compute_cleanable_range, pick_order
-from kcompact.cleaner.state.known_state import KnownState, known_state
 from kcompact.cleaner.workers.parallel import clean_partition
-from kcompact.cleaner.workers.pool import (
+from kcompact.config.sources import ConfigSources
+from kcompact.config.topic_config import TopicConfig
+from kcompact.errors import ConfigError, KcompactError, RefusedError, TruncatedDataError
+from kcompact.fork_pool import (
     ProgressCallback,
     WorkerDeath,
     clamped_jobs_note,
     partition_workers,
     run_in_pool,
 )
-from kcompact.config.effective import (
-    EffectiveConfig,
-    partition_config,
-)
-from kcompact.config.topic_config import TopicConfig
-from kcompact.errors import ConfigError, KcompactError, RefusedError, TruncatedDataError
+from kcompact.log.rules.high_watermark import SoleReplica, sole_replica_from_metadata
+from kcompact.log.rules.ranges import compute_cleanable_range, pick_order
+from kcompact.log.state.known_state import KnownState, known_state
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.lock import checkpoint_lock, clear_abandoned_locks, log_dir_write_guard
 from kcompact.segment.log_dir_check import check_log_dir_checkpoints, log_dir_writer
@@ -89,7 +86,6 @@ from kcompact.segment.replica_copies import replica_copy_dirs
 
 __all__ = [
     "CleanRun",
-    "ConfigSources",
     "LogDirOrder",
     "PartitionFailure",
     "PartitionRank",
@@ -136,26 +132,6 @@ class CleanRun:
     fit_order: list[str] | None = None  # the partitions' order when it is not the broker's (to fit the volume)
     space: SpaceNeed | None = None  # a dry run's total, in the order it would clean
     free_bytes: int | None = None  # the volume's free space when ``space`` was measured
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigSources:
-    """Where each partition's configuration comes from (see ``partition_config``)."""
-
-    cli_overrides: Mapping[str, str]
-    server_properties: str | Path | None = None
-    metadata_dir: str | Path | None = None
-    assume_compact: bool = False  # --assume-compact: compact where cleanup.policy is unknown
-    allow_keyless_loss: bool = False  # --allow-keyless-loss: compact although most records are keyless
-    # the partition was named alone (False: a caller went through its log dir, as repair LOG_DIR --clean does,
-    # where --config applies to every partition and changes no known or explicit policy: ``not_compacted``)
-    named_alone: bool = True
-    sole_replica: bool = False  # --sole-replica: each partition is this broker's alone (``rules.high_watermark``)
-
-    def for_partition(self, part_dir: Path) -> EffectiveConfig:
-        return partition_config(part_dir, cli_overrides=self.cli_overrides,
-                                server_properties=self.server_properties, metadata_dir=self.metadata_dir,
-                                assume_compact=self.assume_compact)
 
 
 def merge_notes(per_partition: Mapping[str, list[str]]) -> list[str]:
@@ -226,7 +202,7 @@ def clean_path(
         server_properties: the broker's server.properties (default: ``$KCOMPACT_SERVER_PROPERTIES``).
         metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0`` (default: as
             ``partition_config`` finds it).
-        jobs: worker processes (see :func:`~kcompact.cleaner.workers.pool.partition_workers`); None = auto. A
+        jobs: worker processes (see :func:`~kcompact.fork_pool.partition_workers`); None = auto. A
             partition cleaned alone is given this value as its own ``CleanOptions.jobs``.
         assume_compact: compact partitions whose ``cleanup.policy`` is unknown (see
             :func:`not_compacted`).

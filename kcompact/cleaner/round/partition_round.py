@@ -68,10 +68,10 @@ from kcompact.cleaner.round.stages import (
     run_passes,
     write_checkpoint,
 )
-from kcompact.cleaner.state.known_state import KnownState, state_for_round
-from kcompact.cleaner.state.log_state import LogState, load_log_state
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError, FileAccessError, KcompactError, NoSpaceError, RefusedError
+from kcompact.log.state.known_state import KnownState, state_for_round
+from kcompact.log.state.log_state import LogState, load_log_state
 from kcompact.segment.files import file_access, link_or_else, require_writable
 from kcompact.segment.lock import log_dir_write_guard, partition_lock
 from kcompact.segment.names import parse_segment_file_name

@@ -40,14 +40,14 @@ import pytest
 from kafka.record import MemoryRecords
 
 from kcompact.cleaner.round.options import CleanOptions, CleanResult
-from kcompact.cleaner.rules.ranges import (
+from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.config.topic_config import TopicConfig, defaults_with_overrides
+from kcompact.errors import CorruptBatchError, CorruptDataError, TruncatedDataError
+from kcompact.log.rules.ranges import (
     RULE_HIGH_WATERMARK,
     RULE_MIN_COMPACTION_LAG,
     RULE_OPEN_TRANSACTION,
 )
-from kcompact.cleaner.workers.parallel import clean_partition
-from kcompact.config.topic_config import TopicConfig, defaults_with_overrides
-from kcompact.errors import CorruptBatchError, CorruptDataError, TruncatedDataError
 from kcompact.records.batch import iter_batches
 from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.compression import compress

@@ -346,8 +346,8 @@ def test_chunks_cover_every_byte_once(tmp_path: Path) -> None:
 def test_a_worker_starting_anywhere_has_the_serial_transaction_state(tmp_path: Path) -> None:
     from kcompact.cleaner.round.chunks import batches_from
     from kcompact.cleaner.round.stages import plan_clean
-    from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
-    from kcompact.cleaner.state.log_state import read_control
+    from kcompact.log.rules.transactions import CleanedTransactionMetadata
+    from kcompact.log.state.log_state import read_control
     from kcompact.segment.log_file import LogFile
     from kcompact.segment.txn_index import AbortedTxn
 
