@@ -34,6 +34,7 @@ from kcompact.cleaner.workers.pool import (
     partition_workers,
     run_in_pool,
 )
+from kcompact.clock import run_clock_ms
 from kcompact.errors import KcompactError, RefusedError
 from kcompact.repair.backup import BACKUP_SUFFIX, MANIFEST_NAME, check_backup_location
 from kcompact.repair.findings import KIND_STRAY, Finding
@@ -175,6 +176,7 @@ def repair_log_dir(
             does not parse, a log dir that cannot be written (not for a dry run).
     """
     root = named_path(log_dir)
+    options = replace(options, now_ms=run_clock_ms(options.now_ms))  # every partition's clean at one clock
     refuse_log_dir_safe_offset(root, options.clean_options())
     dirs = require_partition_dirs(root, selection)
     check_log_dir_checkpoints(root)

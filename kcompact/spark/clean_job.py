@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING, Any, cast
 from kcompact.cleaner.logdir.run import ConfigSources, settle_checkpoint_order
 from kcompact.cleaner.round.options import CleanOptions, KeylessLossRefused, with_cli_dedupe_buffer
 from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.clock import run_clock_ms
 from kcompact.errors import KcompactError
 from kcompact.segment.lock import BROKER_LOCK_FILE, clear_abandoned_locks, log_dir_write_guard
 from kcompact.segment.partition_filter import PartitionFilter
@@ -224,7 +225,7 @@ def spark_clean(
     """
     refuse_speculation(spark.sparkContext, "spark clean",
                        "a second attempt of a task would clean its partitions again, concurrently")
-    now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    now_ms = run_clock_ms(options.now_ms)
     # Spark is the parallelism: a task cleans its partitions in its own process (no worker pool inside).
     options = replace(with_cli_dedupe_buffer(options, cli_overrides), now_ms=now_ms, jobs=1)
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact,

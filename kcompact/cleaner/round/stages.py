@@ -21,7 +21,6 @@ executors. The caller holds the partition's locks (``log_dir_write_guard`` + ``p
 
 from __future__ import annotations
 
-import time
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -68,6 +67,7 @@ from kcompact.cleaner.rules.ranges import (
     compute_cleanable_range,
 )
 from kcompact.cleaner.state.log_state import LogState, load_log_state
+from kcompact.clock import run_clock_ms
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CleanerStateError, KcompactError, RefusedError
 from kcompact.segment.checkpoint import update_offset_checkpoint
@@ -248,7 +248,7 @@ def plan_clean(
             f"{partition.path}: leftovers of an interrupted clean; expected none (settle them with "
             f"kcompact clean or repair first), found {len(partition.leftovers)}"
         )
-    now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    now_ms = run_clock_ms(options.now_ms)
     state = load_log_state(partition, config, sole_replica=options.sole_replica)
     return plan_round(partition, state, config, now_ms, options).plan
 
