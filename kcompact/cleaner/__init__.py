@@ -57,8 +57,8 @@ How the code runs it
 
 The sub-packages are layers, each importing only those below it (an import-linter contract holds them):
 ``logdir/`` (a log dir) over ``workers/`` (processes, and the entry point every caller uses) over
-``round/`` (the serial round of one partition, its stages and passes) over ``disk/`` (the only code that
-renames or deletes segment files) over ``state/`` and ``offset_map/`` over ``rules/`` (Kafka's pure rules).
+``round/`` (the serial round of one partition, its stages and passes) over ``disk/`` (the only cleaner code that
+writes, renames or deletes segment files) over ``state/`` and ``offset_map/`` over ``rules/`` (Kafka's pure rules).
 
 ``workers/parallel.py``'s ``clean_partition`` is the one entry point (``kcompact clean``, the partition
 pool and the Spark tasks all call it): the serial round's own, ``round/partition_round.py``'s

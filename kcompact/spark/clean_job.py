@@ -442,6 +442,7 @@ def _fan_out(spark: SparkSession, tasks: Sequence[CleanTask], task_bytes: int | 
     context = spark.sparkContext
     packs = _packs_by_host(tasks, cluster_cores(context), task_bytes)
     shipped = [[(i, tasks[i]) for i in pack] for pack in packs]
+    # pyspark types the param as its AccumulatorParam class, which this module does not import (pyspark lazily)
     finished: Any = context.accumulator([], cast(Any, _RowsParam()))
     context.setJobDescription(f"kcompact spark clean: {len(tasks)} partitions in {len(packs)} tasks")
     failure = None

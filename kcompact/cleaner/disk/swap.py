@@ -1,6 +1,8 @@
 """Writing a cleaned segment and swapping it in: Kafka's crash-safe ``replaceSegments`` protocol.
 
-The only code that changes a partition's segments (``repair`` writes through it too). Steps, as in Kafka's
+The code that writes segments anew (the round's output, ``repair``'s rewrites) and swaps them in (those, and the
+groups ``scratch`` copies in). Others change segments too: ``roll`` creates one, ``retention`` deletes whole ones,
+``repair`` cuts a torn tail in place (ARCHITECTURE.md, Disk changes, lists every writer). Steps, as in Kafka's
 ``LocalLog.replaceSegments`` — each a named crash point (``CRASH_POINTS``):
 
 1. ``<base>.log.cleaned`` (+ ``.index.cleaned``, ``.timeindex.cleaned``, ``.txnindex.cleaned`` when it has
