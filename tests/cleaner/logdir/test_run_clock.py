@@ -25,7 +25,8 @@ HOUR_S = 3600.0
 def ticking_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """The wall clock one hour later at each read, every read's ms recorded: a run that reads it per
     partition sees partitions an hour apart."""
-    start, reads = time.time(), []
+    start = time.time()
+    reads: list[int] = []
 
     def ticking() -> float:
         now = start + HOUR_S * len(reads)
