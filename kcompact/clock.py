@@ -1,10 +1,12 @@
 """The wall clock, read in one place: a run's "now" for the time rules, and the moments a repair records.
 
-Kafka's cleaner reads ``now`` from its ``Time`` once per round (``Cleaner.doClean``) and judges every
-segment, horizon and producer of that round by it. A kcompact run reads it once at its entry (a command's
-library function: ``clean_path``, ``dirty_ratio_report``, ``repair_partition`` …) with :func:`run_clock_ms`
-and passes that value down, so a log dir's ranking, the space it frees first and each partition's round
-share one clock. ``--now-ms`` (the callers' ``now_ms``) fixes it instead.
+Kafka's cleaner thread reads its ``Time`` when it picks a log (``LogCleanerManager.grabFilthiestCompactedLog``)
+and again for the round (``Cleaner.clean`` calls ``doClean(cleanable, time.milliseconds())``), and judges every
+segment, horizon and producer of that round by the second. A kcompact run is one offline pass over a stopped
+broker's files: it reads the clock once at its entry (a command's library function: ``clean_path``,
+``repair_log_dir``, ``transactions_report``, ``dirty_ratio_report`` …) with :func:`run_clock_ms` and passes that
+value down, so a log dir's ranking, the space it frees first and each partition's round share one now.
+``--now-ms`` (the callers' ``now_ms``) fixes it instead.
 
 Below every layer (like ``errors`` and ``text``).
 """
