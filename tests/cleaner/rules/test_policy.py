@@ -11,7 +11,6 @@ from dataclasses import replace
 import pytest
 
 from kcompact.cleaner.rules.policy import (
-    INT64_MAX,
     BatchDecision,
     check_batch_retention,
     is_invalid_record,
@@ -23,6 +22,7 @@ from kcompact.cleaner.rules.policy import (
 from kcompact.cleaner.rules.producer_state import LastRecord, ProducerStateReplay
 from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
 from kcompact.records.filter import BatchRetention
+from kcompact.records.varint import INT64_MAX
 from tests.cleaner.rules.test_transactions import (
     ABORT,
     COMMIT,
