@@ -57,8 +57,8 @@ How the code runs it
 
 The sub-packages are layers, each importing only those below it (an import-linter contract holds them):
 ``logdir/`` (a log dir) over ``workers/`` (processes, and the entry point every caller uses) over
-``round/`` (the serial round of one partition, its stages and passes) over ``disk/`` (the code that renames
-or deletes segment files for a clean). Below the cleaner, ``kcompact.log`` holds Kafka's log model the
+``round/`` (the serial round of one partition, its stages and passes) over ``disk/`` (the only cleaner code that
+writes, renames or deletes segment files). Below the cleaner, ``kcompact.log`` holds Kafka's log model the
 read-only commands share: ``log/state/`` and ``log/offset_map/`` over ``log/rules/`` (Kafka's pure rules).
 
 ``workers/parallel.py``'s ``clean_partition`` is the one entry point (``kcompact clean``, the partition

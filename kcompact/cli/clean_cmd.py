@@ -232,7 +232,13 @@ def _render_summary(run: CleanRun) -> None:
                    "active segment becomes cleanable (as a broker does on segment.ms).")
 @click.option("--from-start", is_flag=True,
               help="Re-clean from the log start (drops expired tombstones and markers everywhere).")
-@click.option("--dry-run", is_flag=True, help="Compute everything, write nothing; report what would go.")
+@click.option("--dry-run", is_flag=True,
+              help="Compute everything and report what would go; no file under PATH is written, renamed or "
+                   "deleted. With --roll, or an interrupted clean's leftovers to settle, the round is previewed "
+                   "on a staged copy: a directory .kcompact-rehearsal-* beside the log dir (in the temporary "
+                   "directory where that is not writable) of hard links to the partition's files and the log "
+                   "dir's checkpoint files (symbolic links, or for the checkpoints copies, where hard links are "
+                   "refused), removed when the preview ends.")
 @click.option("--dedupe-buffer-size", type=click.IntRange(min=1), default=None, metavar="BYTES",
               help="Behave like a broker with this log.cleaner.dedupe.buffer.size: each cleaner "
                    "thread's map holds BYTES / log.cleaner.threads (at most 2 GiB), and the round "

@@ -116,7 +116,11 @@ def spark_group() -> None:
 @_now_ms
 @click.option("--roll", is_flag=True, help="First roll a new empty active segment (as kcompact clean --roll).")
 @click.option("--from-start", is_flag=True, help="Re-clean from the log start.")
-@click.option("--dry-run", is_flag=True, help="Compute everything, write nothing.")
+@click.option("--dry-run", is_flag=True,
+              help="Compute everything; no file under PATH is written, renamed or deleted. As kcompact clean "
+                   "--dry-run, a partition with --roll or an interrupted clean's leftovers is previewed on a "
+                   "staged copy of links, a .kcompact-rehearsal-* directory beside its log dir on the "
+                   "executor's host, removed when the preview ends.")
 @click.option("--dedupe-buffer-size", type=click.IntRange(min=1), default=None, metavar="BYTES",
               help="Behave like a broker with this log.cleaner.dedupe.buffer.size (as kcompact "
                    "clean --dedupe-buffer-size; --config log.cleaner.dedupe.buffer.size=BYTES does "

@@ -15,12 +15,12 @@ first one's error kept, so the command can exit 2 after printing (``clean`` refu
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kcompact.clock import run_clock_ms
 from kcompact.config.effective import EffectiveConfig
 from kcompact.config.sources import ConfigSources
 from kcompact.config.topic_config import TopicConfig
@@ -90,7 +90,7 @@ def load_inspect_context(
         KcompactError: not a partition directory, a bad configuration source, or data that does not
             parse.
     """
-    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    now = run_clock_ms(now_ms)
     partition = open_partition(path)
     check_log_dir_checkpoints(partition.path.parent)  # a damaged one: the error says what fixes it
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir)

@@ -19,7 +19,6 @@ checkpoint file and the broker lock are therefore read once per log dir and repo
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.round.stages import unsupported_reason
 from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.clock import run_clock_ms
 from kcompact.config.effective import EffectiveConfig
 from kcompact.config.sources import ConfigSources
 from kcompact.errors import KcompactError
@@ -182,7 +182,7 @@ def dirty_ratio_report(
         KcompactError: a path is neither a log dir nor a partition directory, or a log dir's checkpoint
             file does not parse (once for the log dir, not in each of its partitions' rows).
     """
-    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    now = run_clock_ms(now_ms)
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir)
     rows: list[DirtyRatioRow] = []
     ranges: list[tuple[str, CleanableRange]] = []

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kcompact.clock import run_clock_ms
 from kcompact.errors import KcompactError
 from kcompact.inspect.context import CrcTally, InspectContext, load_inspect_context
 from kcompact.log.rules.producer_state import ProducerState
@@ -130,9 +131,10 @@ def transactions_report(
         KcompactError: a path is neither a partition directory nor a log dir holding one.
     """
     rows = []
+    now = run_clock_ms(now_ms)  # one clock for every partition
     for part in _partition_dirs(paths):
         try:
-            ctx = load_inspect_context(part, cli_overrides=cli_overrides, now_ms=now_ms,
+            ctx = load_inspect_context(part, cli_overrides=cli_overrides, now_ms=now,
                                        server_properties=server_properties, metadata_dir=metadata_dir)
         except KcompactError as err:
             rows.append(_empty_row(part, error=str(err)))

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kcompact.cleaner.logdir.run import refuse_log_dir_safe_offset
+from kcompact.clock import run_clock_ms
 from kcompact.errors import KcompactError, RefusedError
 from kcompact.fork_pool import (
     ProgressCallback,
@@ -174,6 +175,7 @@ def repair_log_dir(
             does not parse, a log dir that cannot be written (not for a dry run).
     """
     root = named_path(log_dir)
+    options = replace(options, now_ms=run_clock_ms(options.now_ms))  # every partition's clean at one clock
     refuse_log_dir_safe_offset(root, options.clean_options())
     dirs = require_partition_dirs(root, selection)
     check_log_dir_checkpoints(root)

@@ -51,6 +51,7 @@ from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CleanerStateError, FileAccessError, KcompactError, RefusedError
 from kcompact.records.filter import BatchRetention, FilteredBatch, filter_legacy_entry
 from kcompact.records.legacy import decode_legacy_entry, legacy_records
+from kcompact.records.varint import INT64_MAX
 from kcompact.repair.backup import (
     MANIFEST_NAME,
     Backup,
@@ -76,7 +77,7 @@ from kcompact.segment.partition import open_partition
 from kcompact.segment.progress import ProgressCallback
 from kcompact.text import plural
 
-NO_UPPER_BOUND = 2**63 - 1
+NO_UPPER_BOUND = INT64_MAX
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kcompact.clock import run_clock_ms
 from kcompact.errors import KcompactError
 from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report, partition_dirs
 from kcompact.log.rules.ranges import pick_ranks
@@ -106,7 +106,7 @@ def spark_dirty_ratio(
         KcompactError: a path is neither a log dir nor a partition directory, or a task was lost or the JVM
             died (one line naming the job).
     """
-    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    now = run_clock_ms(now_ms)
     state = read_only_state(output)
     found = located_partition_dirs(spark, paths, storage_options or {}, selection, verbose=verbose, state=state)
     options = tuple(sorted((storage_options or {}).items()))

@@ -19,12 +19,12 @@ row at all (``collect`` hands back nothing): the report is not made, and that is
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kcompact.clock import run_clock_ms
 from kcompact.inspect.dirty_ratio import dirty_ratio_report, partition_dirs
 from kcompact.inspect.replicas import DEFAULT_MAX_KEYS
 from kcompact.log.rules.ranges import pick_ranks
@@ -84,7 +84,7 @@ def plan_report(paths: Iterable[str | Path], config: ConfigInputs, *, now_ms: in
     log_dirs = tuple(sorted({d.rsplit("/", 1)[0] for d in found}))
     for log_dir in log_dirs:
         check_log_dir_checkpoints(log_dir)
-    return ReportPlan(given, found, log_dirs, config, now_ms if now_ms is not None else int(time.time() * 1000))
+    return ReportPlan(given, found, log_dirs, config, run_clock_ms(now_ms))
 
 
 def spark_report(spark: SparkSession, plan: ReportPlan, *, listed: int = LISTED_PARTITIONS,

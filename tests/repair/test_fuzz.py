@@ -52,9 +52,8 @@ def generated_template(log_dir: Path) -> Path:
 def legacy_template(log_dir: Path) -> Path:
     """v1 messages and gzip/lz4 wrappers, then v0 messages, then a v2 active segment."""
     from kcompact.records.batch_encoding import encode_batch
-    from kcompact.records.legacy import encode_legacy_message
     from kcompact.records.record import Record
-    from tests.encoders import encode_legacy_wrapper
+    from tests.encoders import encode_legacy_message, encode_legacy_wrapper
     from tests.segment_writer import write_segment
 
     part = log_dir / "legacy-0"

@@ -1,6 +1,8 @@
 """Writing a cleaned segment and swapping it in: Kafka's crash-safe ``replaceSegments`` protocol.
 
-The only code that changes a partition's segments (``repair`` writes through it too). Steps, as in Kafka's
+The code that writes segments anew (the round's output, ``repair``'s rewrites) and swaps them in (those, and the
+groups ``scratch`` copies in). Others change segments too: ``roll`` creates one, ``retention`` deletes whole ones,
+``repair`` cuts a torn tail in place (ARCHITECTURE.md, Disk changes, lists every writer). Steps, as in Kafka's
 ``LocalLog.replaceSegments`` — each a named crash point (``CRASH_POINTS``):
 
 1. ``<base>.log.cleaned`` (+ ``.index.cleaned``, ``.timeindex.cleaned``, ``.txnindex.cleaned`` when it has
@@ -41,6 +43,7 @@ from typing import BinaryIO
 
 from kcompact.errors import CleanerStateError, KcompactError
 from kcompact.segment.files import copy_ownership, file_access, fsync_dir, start_writeback, write_synced
+from kcompact.segment.fixed_index import MAX_RELATIVE_OFFSET
 from kcompact.segment.index_builder import IndexBuilder
 from kcompact.segment.names import (
     SegmentFileName,
@@ -157,7 +160,7 @@ class CleanedSegmentWriter:
             CleanerStateError: a batch's last offset does not fit the segment's 32-bit relative range.
             KcompactError: the write fails.
         """
-        if last_offsets and max(last_offsets) - self.base_offset > 0x7FFFFFFF:
+        if last_offsets and max(last_offsets) - self.base_offset > MAX_RELATIVE_OFFSET:
             for last_offset in last_offsets:
                 self._check_fits(last_offset)  # raises for the first that does not fit
         if self._file is not None:
@@ -177,7 +180,7 @@ class CleanedSegmentWriter:
             self._written_back = self.position
 
     def _check_fits(self, last_offset: int) -> None:
-        if last_offset - self.base_offset > 0x7FFFFFFF:
+        if last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
             raise CleanerStateError(
                 f"offset {last_offset} does not fit a segment based at {self.base_offset} "
                 "(32-bit relative offsets); Kafka would split this segment first"

@@ -32,7 +32,6 @@ and :func:`settle_checkpoint_order` (the checkpoint's line order after concurren
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -57,6 +56,7 @@ from kcompact.cleaner.round.options import (
     with_cli_dedupe_buffer,
 )
 from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.clock import run_clock_ms
 from kcompact.config.sources import ConfigSources
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError, KcompactError, RefusedError, TruncatedDataError
@@ -232,7 +232,8 @@ def clean_path(
         raise ConfigError(f"jobs: a number of worker processes; expected 1 or more, found {jobs}")
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact,
                             allow_keyless_loss, named_alone, sole_replica)
-    options = with_cli_dedupe_buffer(options, cli_overrides)
+    # the run's one clock: the ranking, what is freed first and every round are judged at the same now
+    options = replace(with_cli_dedupe_buffer(options, cli_overrides), now_ms=run_clock_ms(options.now_ms))
     run = CleanRun()
     target = named_path(path)
     if is_partition_dir(target):
@@ -331,7 +332,7 @@ def _free_and_fit(log_dir: Path, tasks: list[PartitionTask], options: CleanOptio
         return tasks, False
     freed = run.freed_first = FreedFirst()
     settle_leftovers(order_candidates(log_dir, selection), freed, dry_run=options.dry_run)
-    now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    now_ms = run_clock_ms(options.now_ms)
     for task in tasks:
         with contextlib.suppress(KcompactError):  # its round meets the cause again and reports it
             delete_below_log_start(task.part_dir, task.config, task.known, now_ms, freed, dry_run=options.dry_run)
@@ -463,7 +464,7 @@ def cleaner_order(
         KcompactError: ``log_dir`` holds no partition directory (or none ``selection`` matches), or
             none but KRaft's metadata log and partitions being deleted or moved (a wrong path, not an empty run).
     """
-    now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    now_ms = run_clock_ms(options.now_ms)
     fixed = replace(options, now_ms=now_ms)
     ranks = [rank_partition(part_dir, sources, fixed) for part_dir in order_candidates(log_dir, selection)]
     return order_ranked(ranks, only_eligible=only_eligible)
@@ -513,7 +514,7 @@ def rank_partition(part_dir: Path, sources: ConfigSources, options: CleanOptions
         notes = tuple(effective.notes) + ((note,) if note else ())
         config = effective.config
         known = known_state(partition, config, sole)
-        now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+        now_ms = run_clock_ms(options.now_ms)
         rng = compute_cleanable_range(known.state.range_inputs(config, now_ms), from_start=options.from_start)
     except KcompactError as err:
         return PartitionRank(str(part_dir), notes=notes, failure=PartitionFailure(str(part_dir), _said(err, part_dir)))

@@ -21,7 +21,6 @@ executors. The caller holds the partition's locks (``log_dir_write_guard`` + ``p
 
 from __future__ import annotations
 
-import time
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -50,6 +49,7 @@ from kcompact.cleaner.round.options import DEFAULT_OPTIONS, CleanOptions, CleanR
 from kcompact.cleaner.round.plan import CleanPlan, build_plan
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.round.verify_output import check_cleaned_segment
+from kcompact.clock import run_clock_ms
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CleanerStateError, KcompactError, RefusedError
 from kcompact.log.offset_map import OffsetMap, key_digests
@@ -248,7 +248,7 @@ def plan_clean(
             f"{partition.path}: leftovers of an interrupted clean; expected none (settle them with "
             f"kcompact clean or repair first), found {len(partition.leftovers)}"
         )
-    now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    now_ms = run_clock_ms(options.now_ms)
     state = load_log_state(partition, config, sole_replica=options.sole_replica)
     return plan_round(partition, state, config, now_ms, options).plan
 

@@ -85,6 +85,7 @@ from kcompact.log.offset_map.runs import (
     compared_mask,
     merge_runs,
 )
+from kcompact.records.varint import INT32_MAX
 
 __all__ = [
     "DEFAULT_LOAD_FACTOR",
@@ -105,7 +106,7 @@ DIGEST_LAYOUT = np.dtype([
 
 KAFKA_BYTES_PER_ENTRY = 24
 """SkimpyOffsetMap slot: 16-byte MD5 digest + 8-byte offset."""
-KAFKA_MAX_MAP_MEMORY = 2**31 - 1
+KAFKA_MAX_MAP_MEMORY = INT32_MAX
 """Kafka caps each cleaner thread's map memory at Integer.MAX_VALUE bytes."""
 DEFAULT_LOAD_FACTOR = 0.9
 """``log.cleaner.io.buffer.load.factor`` default."""

@@ -26,8 +26,7 @@ from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
 from kcompact.errors import CleanerStateError
-
-INT32_MAX = 2**31 - 1  # Integer.MAX_VALUE: the widest offset range one segment's index can hold
+from kcompact.records.varint import INT32_MAX
 
 
 class SizedSegment(Protocol):
@@ -114,7 +113,7 @@ def _fits(
     if candidate.size_in_bytes == 0:
         return True
     last_offset = _estimated_last_offset(segments, index, first_uncleanable_offset)
-    return last_offset - group_base_offset <= INT32_MAX
+    return last_offset - group_base_offset <= INT32_MAX  # Int.MaxValue: the widest range one segment's index holds
 
 
 def _check_ascending(segments: Sequence[SizedSegment]) -> None:

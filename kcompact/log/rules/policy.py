@@ -46,9 +46,9 @@ from kcompact.log.rules.transactions import (
     TxnT,
 )
 from kcompact.records.filter import BatchRetention
+from kcompact.records.varint import INT64_MAX
 
 __all__ = [
-    "INT64_MAX",
     "BatchDecision",
     "check_batch_retention",
     "is_invalid_record",
@@ -59,7 +59,6 @@ __all__ = [
 ]
 
 MAGIC_VALUE_V2 = 2
-INT64_MAX = (1 << 63) - 1
 _UINT64 = 1 << 64
 
 

@@ -45,9 +45,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from kcompact.errors import CleanerStateError
+from kcompact.records.varint import INT64_MAX
 from kcompact.text import size_text
-
-LONG_MAX = 2**63 - 1  # Java Long.MAX_VALUE: an unlimited max.compaction.lag.ms
 
 RULE_ACTIVE_SEGMENT = "active-segment"
 RULE_HIGH_WATERMARK = "high-watermark"
@@ -492,7 +491,7 @@ def _ratio_detail(inp: RangeInputs, rng: CleanableRange, earliest: int | None) -
         f"dirty ratio {rng.dirty_ratio:.4f} ({rng.dirty_bytes} of {rng.total_bytes} bytes) is not "
         f"above min.cleanable.dirty.ratio {inp.min_cleanable_dirty_ratio}"
     )
-    if inp.max_compaction_lag_ms >= LONG_MAX:
+    if inp.max_compaction_lag_ms >= INT64_MAX:  # Long.MAX_VALUE: unlimited
         return f"{head}, and max.compaction.lag.ms is unlimited"
     if earliest is None:
         return f"{head}, and no dirty segment has a first-batch timestamp for max.compaction.lag.ms"
@@ -505,7 +504,7 @@ def _ratio_detail(inp: RangeInputs, rng: CleanableRange, earliest: int | None) -
 
 def _duration(ms: int) -> str:
     """A short duration for people: "850 ms", "45s", "3h 5m", "2d 4h"."""
-    if ms >= LONG_MAX:
+    if ms >= INT64_MAX:
         return "unlimited"
     if abs(ms) < 1000:
         return f"{ms} ms"

@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kcompact.errors import CleanerStateError
-from kcompact.log.rules.grouping import INT32_MAX, group_segments_by_size
+from kcompact.log.rules.grouping import group_segments_by_size
+from kcompact.records.varint import INT32_MAX
 
 BATCH = 78  # one "hello"/"hello" record in a v2 batch
 HUGE = INT32_MAX

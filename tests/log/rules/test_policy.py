@@ -11,7 +11,6 @@ from dataclasses import replace
 import pytest
 
 from kcompact.log.rules.policy import (
-    INT64_MAX,
     BatchDecision,
     check_batch_retention,
     is_invalid_record,
@@ -23,6 +22,7 @@ from kcompact.log.rules.policy import (
 from kcompact.log.rules.producer_state import LastRecord, ProducerStateReplay
 from kcompact.log.rules.transactions import CleanedTransactionMetadata
 from kcompact.records.filter import BatchRetention
+from kcompact.records.varint import INT64_MAX
 from tests.log.rules.test_transactions import (
     ABORT,
     COMMIT,

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from kcompact.errors import CleanerStateError
 from kcompact.log.rules.ranges import (
-    LONG_MAX,
     CleanableRange,
     OpenTxn,
     RangeInputs,
@@ -25,6 +24,7 @@ from kcompact.log.rules.ranges import (
     pick_order,
     pick_ranks,
 )
+from kcompact.records.varint import INT64_MAX
 from tests.conftest import real_fixture
 
 NOW = 1_400_000_000_000  # MockTime's start in Kafka's tests: 2014-05-13T16:53:20Z
@@ -68,7 +68,7 @@ def inputs(segments: list[SegmentStats], **changes: object) -> RangeInputs:
         now_ms=NOW,
         min_cleanable_dirty_ratio=0.05,
         min_compaction_lag_ms=0,
-        max_compaction_lag_ms=LONG_MAX,
+        max_compaction_lag_ms=INT64_MAX,
         segment_ms=7 * 24 * HOUR,
         segment_bytes=1024,
         policy=("compact",),
@@ -548,7 +548,7 @@ def partitions(draw: st.DrawFn) -> RangeInputs:
         high_watermark=draw(st.integers(0, log_end + 5)),
         first_unstable_offset=draw(maybe),
         min_compaction_lag_ms=draw(st.sampled_from([0, HOUR])),
-        max_compaction_lag_ms=draw(st.sampled_from([LONG_MAX, HOUR])),
+        max_compaction_lag_ms=draw(st.sampled_from([INT64_MAX, HOUR])),
         min_cleanable_dirty_ratio=draw(st.sampled_from([0.0, 0.5, 1.0])),
     )
 
