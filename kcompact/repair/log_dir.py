@@ -27,7 +27,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.logdir.run import refuse_log_dir_safe_offset
 from kcompact.clock import run_clock_ms
 from kcompact.errors import KcompactError, RefusedError
 from kcompact.fork_pool import (
@@ -36,6 +35,7 @@ from kcompact.fork_pool import (
     partition_workers,
     run_in_pool,
 )
+from kcompact.log.rules.fence import refuse_log_dir_safe_offset
 from kcompact.repair.backup import BACKUP_SUFFIX, MANIFEST_NAME, check_backup_location
 from kcompact.repair.findings import KIND_STRAY, Finding
 from kcompact.repair.repair import RepairOptions, RepairResult, repair_partition
@@ -176,7 +176,7 @@ def repair_log_dir(
     """
     root = named_path(log_dir)
     options = replace(options, now_ms=run_clock_ms(options.now_ms))  # every partition's clean at one clock
-    refuse_log_dir_safe_offset(root, options.clean_options())
+    refuse_log_dir_safe_offset(root, options.safe_offset)
     dirs = require_partition_dirs(root, selection)
     check_log_dir_checkpoints(root)
     if options.backup_dir is not None:

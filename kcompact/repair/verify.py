@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kcompact.cleaner.disk.swap import recover_interrupted_swaps
 from kcompact.errors import CorruptCheckpointError, CorruptDataError, KcompactError
 from kcompact.log.rules.aborted import TxnRow, aborted_transactions, derive_transactions
 from kcompact.log.state.cleaner_throws import find_legacy_hazards
@@ -48,11 +47,13 @@ from kcompact.repair.indexes import check_segment_indexes
 from kcompact.repair.salvage import SegmentScan, scan_segment
 from kcompact.repair.segment_check import SegmentCheck
 from kcompact.segment.checkpoint import decode_offset_checkpoint, read_offset_checkpoint
+from kcompact.segment.files import file_access
 from kcompact.segment.index_builder import DEFAULT_INDEX_INTERVAL_BYTES
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import Partition, open_partition
 from kcompact.segment.progress import ProgressCallback, ReadProgress, read_progress
 from kcompact.segment.startup_recovery import CLEAN_SHUTDOWN_MARKER, recovered_at_start
+from kcompact.segment.swap_completion import settling_steps
 from kcompact.segment.txn_index import AbortedTxn
 
 # Log dir entries Kafka's loader skips although they are not partition names.
@@ -67,7 +68,7 @@ class PartitionCheck:
     partition: Partition
     findings: list[Finding] = field(default_factory=list)
     segments: list[SegmentCheck] = field(default_factory=list)
-    recovery_plan: list[str] = field(default_factory=list)  # recover_interrupted_swaps, dry run
+    recovery_plan: list[str] = field(default_factory=list)  # what Kafka's loader would do (settling_steps)
     recovery_error: str | None = None  # why the interrupted swap cannot be settled
     checkpoint_reset: int | None = None  # new cleaner-offset-checkpoint entry for this partition
     checkpoint_rewrite: dict[tuple[str, int], int] | None = None  # whole file, when it did not parse
@@ -141,7 +142,8 @@ def _check_leftovers(
     if not leftovers:
         return [], None
     try:
-        plan = recover_interrupted_swaps(partition.path, dry_run=True).actions
+        with file_access(partition.path, "settle an interrupted clean's leftovers"):
+            plan = [step.what for step in settling_steps(partition.path)]
         action: str | None = "finish or roll back the interrupted swap as Kafka's loader does"
         error = None
     except KcompactError as err:

@@ -67,6 +67,7 @@ from kcompact.fork_pool import (
     partition_workers,
     run_in_pool,
 )
+from kcompact.log.rules.fence import refuse_log_dir_safe_offset
 from kcompact.log.rules.high_watermark import SoleReplica, sole_replica_from_metadata
 from kcompact.log.rules.ranges import compute_cleanable_range, pick_order
 from kcompact.log.state.known_state import KnownState, known_state
@@ -251,24 +252,11 @@ def clean_path(
         return run
     if not target.is_dir():
         raise KcompactError(f"{target}: no such partition directory or log dir")
-    refuse_log_dir_safe_offset(target, options)
+    refuse_log_dir_safe_offset(target, options.safe_offset)
     check_log_dir_checkpoints(target)  # before the write guard, which creates a missing .lock
     with contextlib.nullcontext() if options.dry_run else log_dir_writer(target):
         _clean_log_dir(target, sources, options, only_eligible, jobs, progress, run, selection)
     return run
-
-
-def refuse_log_dir_safe_offset(target: Path, options: CleanOptions) -> None:
-    """``--safe-offset`` for a log dir: refused, since one partition's offsets mean nothing in another's
-    log (``--replica-dirs`` fences each partition of a log dir by its own copies).
-
-    Raises:
-        RefusedError: ``options.safe_offset`` is given.
-    """
-    if options.safe_offset is not None:
-        raise RefusedError(f"{target}: --safe-offset is an offset of one partition's log; name that "
-                           "partition directory alone (for a log dir, --replica-dirs fences each "
-                           "partition by its own copies); nothing was changed")
 
 
 def _require_fence_copies(target: Path, options: CleanOptions) -> None:

@@ -29,7 +29,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from kcompact.errors import RefusedError
 
 __all__ = [
     "SAFE_OFFSET",
@@ -44,6 +47,7 @@ __all__ = [
     "age_removal_allowed",
     "clean_limit",
     "fence_lines",
+    "refuse_log_dir_safe_offset",
     "replica_fence",
 ]
 
@@ -207,3 +211,16 @@ def fence_lines(fence: dict[str, Any] | None, limit: dict[str, Any] | None) -> l
                      f"copy at {limit['offset']}, so Kafka may truncate this copy from there when it follows "
                      "that replica")
     return lines
+
+
+def refuse_log_dir_safe_offset(target: Path, safe_offset: int | None) -> None:
+    """``--safe-offset`` for a log dir: refused, since one partition's offsets mean nothing in another's
+    log (``--replica-dirs`` fences each partition of a log dir by its own copies).
+
+    Raises:
+        RefusedError: ``safe_offset`` is given.
+    """
+    if safe_offset is not None:
+        raise RefusedError(f"{target}: --safe-offset is an offset of one partition's log; name that "
+                           "partition directory alone (for a log dir, --replica-dirs fences each "
+                           "partition by its own copies); nothing was changed")
