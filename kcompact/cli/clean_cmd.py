@@ -263,7 +263,10 @@ def _render_summary(run: CleanRun) -> None:
                    "has not one byte free, a group's old files are deleted before its cleaned files are "
                    "copied in (they are verified and fsynced in DIR first); a run killed then is settled "
                    "by the next clean with the same --scratch-dir, and until then a clean without it "
-                   "refuses the partition. Do not start a broker before that (ARCHITECTURE.md).")
+                   "refuses the partition. Do not start a broker before that (ARCHITECTURE.md). DIR may be "
+                   "another log dir of the broker (JBOD: its volume's free space): the scratch is then files "
+                   "at its top, kcompact-scratch.<partition>.*, which a broker's start passes over; a "
+                   "directory inside a log dir is refused (Kafka would not start).")
 @click.option("--sole-replica", is_flag=True,
               help="This broker is the only replica of the partitions (replication factor 1): take each "
                    "one's high watermark as its log end, as Kafka's leader sets it on start, not the "

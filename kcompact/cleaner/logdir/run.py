@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
+from kcompact.cleaner.disk.scratch import refuse_scratch_dir
 from kcompact.cleaner.disk.space import SpaceNeed, Volume, output_bound, volume_of
 from kcompact.cleaner.logdir.compaction_gate import keyless_guard, not_compacted, retention_allowed
 from kcompact.cleaner.logdir.free_first import (
@@ -276,6 +277,8 @@ def clean_path(
     if not target.is_dir():
         raise KcompactError(f"{target}: no such partition directory or log dir")
     refuse_log_dir_safe_offset(target, options)
+    if options.scratch_dir is not None:
+        refuse_scratch_dir(options.scratch_dir, target)  # once, not once per partition
     check_log_dir_checkpoints(target)  # before the write guard, which creates a missing .lock
     with contextlib.nullcontext() if options.dry_run else log_dir_writer(target):
         _clean_log_dir(target, sources, options, only_eligible, jobs, progress, run, selection)

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from kcompact.cleaner.disk.retention import RetentionResult, apply_retention, plan_retention
 from kcompact.cleaner.disk.roll import Roll, roll_active_segment
-from kcompact.cleaner.disk.scratch import pending_marker, settle_scratch
+from kcompact.cleaner.disk.scratch import pending_marker, refuse_scratch_dir, settle_scratch
 from kcompact.cleaner.disk.space import (
     SpaceNeed,
     Volume,
@@ -131,6 +131,9 @@ def clean_partition(
     refuse_unsupported(partition, config)
     now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
     result = CleanResult(str(partition.path), partition.topic, partition.partition, now_ms, options.dry_run)
+    log_dir = partition.path.parent
+    if options.scratch_dir is not None:
+        refuse_scratch_dir(options.scratch_dir, log_dir)
     if options.dry_run:
         _refuse_unsettled_scratch(partition.path, "a dry run cannot preview the settlement")
         if runs_here and (options.roll or unsettled_files(partition.path)):
@@ -140,10 +143,6 @@ def clean_partition(
         if result.space is not None:
             result.free_bytes = volume_of(partition.path).free_bytes
         return result
-    log_dir = partition.path.parent
-    if options.scratch_dir is not None and Path(options.scratch_dir).resolve().is_relative_to(log_dir.resolve()):
-        raise RefusedError(f"{options.scratch_dir}: the scratch dir is inside the log dir {log_dir}, whose "
-                           "directories are the broker's; give one outside it, on another volume")
     for directory in (log_dir, partition.path):  # both change (checkpoint, locks; segments): check both first
         require_writable(directory)
     with log_dir_write_guard(log_dir), partition_lock(log_dir, partition.path.name):

@@ -296,3 +296,84 @@ def test_a_scratch_dir_inside_the_log_dir_is_refused(tmp_path: Path, layout: Lay
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "the scratch dir is inside the log dir" in proc.stderr
     assert file_bytes(part) == layout.original
+
+
+def test_a_scratch_dir_inside_the_log_dir_is_refused_in_a_dry_run_too(tmp_path: Path, layout: Layout) -> None:
+    part = build_partition(tmp_path / "logdir")
+    inside = part.parent / "scratch"
+    inside.mkdir()
+
+    proc = kcompact_clean(part, "--dry-run", "--scratch-dir", inside)
+
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "the scratch dir is inside the log dir" in proc.stderr
+
+
+# --- another log dir of the broker (JBOD: its volume's free space) ----------------------------------------
+
+
+def other_log_dir(tmp_path: Path) -> Path:
+    """Another Kafka log dir (its meta.properties and a partition of its own), on another volume than ``tmp_path``'s
+    tmpfs in the full-volume tests."""
+    other = tmp_path / "other-logs"
+    (other / "events-3").mkdir(parents=True)
+    (other / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=x\ndirectory.id=y\n")
+    return other
+
+
+def other_log_dir_entries(other: Path) -> list[str]:
+    return sorted(p.name for p in other.iterdir())
+
+
+def test_in_another_log_dir_the_scratch_files_are_files_of_its_top_with_no_directory(
+    tmp_path: Path, layout: Layout
+) -> None:
+    part, other = build_partition(tmp_path / "logdir"), other_log_dir(tmp_path)
+
+    proc = kcompact_clean(part, "--scratch-dir", other, env={"KCOMPACT_CRASH_AT": "scratch-written"})
+
+    assert proc.returncode == 137, proc.stderr
+    # Kafka's LogManager.loadLogs loads the log dir's directories only: no new one; the group's files and manifest
+    left = [p for p in other.iterdir() if p.name not in ("meta.properties", "events-3")]
+    assert all(p.is_file() and p.name.startswith("kcompact-scratch.orders-0.") for p in left), left
+    assert "kcompact-scratch.orders-0.00000000000000000000.scratch.json" in {p.name for p in left}
+    assert "kcompact-scratch.orders-0.00000000000000000000.log.cleaned" in {p.name for p in left}
+    settled = scratch_actions(kcompact_clean(part, "--scratch-dir", other))
+    assert settled[0] == "00000000000000000000.log: the scratch clean had not changed its group; scratch files removed"
+    assert [a for a in settled if a.startswith("delete unfinished")] == [  # the groups not begun
+        f"delete unfinished {other}/kcompact-scratch.orders-0.{base:020d}.{kind}.cleaned (no manifest: its group "
+        "was never brought in)" for base in (11, 20) for kind in ("index", "log", "timeindex")]
+    assert [a for a in settled if "written in" in a] == [
+        f"{base:020d}.log: written in {other}/kcompact-scratch.orders-0.*, copied in beside its old segments, then "
+        "swapped" for base in (0, 11, 20)]
+    assert other_log_dir_entries(other) == ["events-3", "meta.properties"]
+    assert read_all_records(part) == layout.reference_records
+
+
+def test_a_full_volume_is_cleaned_through_another_log_dir(
+    small_volume: Callable[[int], Path], tmp_path: Path, layout: Layout
+) -> None:
+    part, other = full_partition(small_volume), other_log_dir(tmp_path)
+
+    actions = scratch_actions(kcompact_clean(part, "--scratch-dir", other))
+
+    assert actions[0] == f"00000000000000000000.log: written in {other}/kcompact-scratch.orders-0.*, evacuated, then " \
+        "brought in"
+    assert other_log_dir_entries(other) == ["events-3", "meta.properties"]
+    assert read_all_records(part) == layout.reference_records
+
+
+def test_a_directory_inside_another_log_dir_is_refused_naming_the_log_dir(tmp_path: Path, layout: Layout) -> None:
+    part, other = build_partition(tmp_path / "logdir"), other_log_dir(tmp_path)
+    inside = other / "scratch"
+    inside.mkdir()
+
+    for args in ((part,), (part.parent,), (part, "--dry-run")):
+        proc = kcompact_clean(*args, "--scratch-dir", inside)
+
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert (f"the scratch dir is a directory inside the Kafka log dir {other}, where a directory not named "
+                "topic-partition stops the broker's start (LogManager.loadLogs); give the log dir itself, "
+                f"--scratch-dir {other}:") in proc.stderr, proc.stderr
+        assert file_bytes(part) == layout.original
+        assert list(inside.iterdir()) == []
