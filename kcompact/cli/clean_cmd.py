@@ -86,7 +86,8 @@ def _space_json(run: CleanRun) -> dict[str, object]:
         "order": run.fit_order,
         "space": None if run.space is None else {"peak_bytes": run.space.peak_bytes,
                                                  "gives_back_bytes": run.space.gives_back_bytes,
-                                                 "free_bytes": run.free_bytes},
+                                                 "free_bytes": run.free_bytes,
+                                                 "reserved_bytes": run.reserved_bytes},
     }
 
 
@@ -183,7 +184,7 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
         if result.checkpoint_written else "unchanged")
     table.add_row("checkpoint", checkpoint)
     if result.space is not None and result.free_bytes is not None:
-        table.add_row("space", result.space.line(result.free_bytes))
+        table.add_row("space", result.space.line(result.free_bytes, result.reserved_bytes))
     console.print(table)
 
 
@@ -207,7 +208,7 @@ def _render_summary(run: CleanRun) -> None:
     cleaned = sum(1 for r in run.results if r.skipped_reason is None)
     # before the summary, which stays the last line; a run that writes and frees nothing has no space to tell
     if run.space is not None and run.free_bytes is not None and (run.space.peak_bytes or run.space.gives_back_bytes):
-        render.plain(f"the run {run.space.line(run.free_bytes)}")
+        render.plain(f"the run {run.space.line(run.free_bytes, run.reserved_bytes)}")
     render.plain(
         f"{render.plural(cleaned, 'partition')} cleaned, {len(run.results) - cleaned} had nothing to clean, "
         f"{len(run.skipped)} skipped, {len(run.failures)} failed; "

@@ -9,10 +9,12 @@ of the partition directory; then, group by group in the partition's order, each 
    the partition while it is there. A manifest ``<base>.scratch.json`` (the partition, the group's base, its old
    ``.log`` files and their sizes, the new files with their sizes and SHA-256) is written to a temporary name,
    fsynced and renamed, so it is whole or absent (``scratch-written``).
-2. When the partition's volume has room for the new files (rounded to its blocks) with one block to spare,
-   they are copied in as ``.cleaned`` files (hashed as they are copied, then fsynced: ``scratch-copied-partial``
-   after the ``.log``, ``scratch-copied``) and swapped in by ``swap.replace_segments`` — Kafka's own protocol
-   with its own crash points. A broker started at any moment finds each group wholly old or wholly new.
+2. When the partition's volume has room for the new files (rounded to its blocks) with one block to spare —
+   counting, when kcompact runs as root, the blocks the volume keeps for root (``disk.space``: the group gives
+   them back at once, and the broker never needed them) — they are copied in as ``.cleaned`` files (hashed as
+   they are copied, then fsynced: ``scratch-copied-partial`` after the ``.log``, ``scratch-copied``) and
+   swapped in by ``swap.replace_segments`` — Kafka's own protocol with its own crash points. A broker started
+   at any moment finds each group wholly old or wholly new.
 3. When it has not (not one byte free), the group is *evacuated*: the old group's files are deleted
    (``scratch-old-deleted``: the window), the new files are copied in as in 2 and swapped in with no old
    segment to replace. Between the first delete and the ``.swap`` renames the partition directory lacks the
@@ -200,7 +202,7 @@ def pending_marker(partition_dir: Path) -> Path | None:
 def bring_in(
     cleaned: CleanedSegment, old: Sequence[SegmentFiles], partition_dir: Path, place: ScratchPlace,
     *, hook: CrashHook | None = None,
-) -> bool:
+) -> str:
     """Bring one group's verified output from the scratch dir into the partition (steps 1–4).
 
     Args:
@@ -211,7 +213,8 @@ def bring_in(
         hook: called with each crash point's name (tests).
 
     Returns:
-        Whether the group was evacuated (its old files deleted before the new ones were copied in).
+        How it came in, for the report: evacuated (its old files deleted before the new ones were copied in),
+        or copied in beside its old segments (through root's reserve, where only that had room).
 
     Raises:
         NoSpaceError: the partition's volume cannot take the new files even with the old group gone
@@ -221,7 +224,8 @@ def bring_in(
     """
     volume = volume_of(partition_dir)
     need = sum(volume.allocated(size) for size in _sizes(cleaned).values())
-    fits = need + volume.block_bytes <= volume.free_bytes
+    reserve = volume.reserved_bytes if os.geteuid() == 0 else 0
+    fits = need + volume.block_bytes <= volume.free_bytes + reserve
     old_held = held_bytes(p for seg in old for p in _group_files(partition_dir, seg.base_offset))
     if not fits and need > volume.free_bytes + old_held:
         _discard_files(place, cleaned.base_offset)
@@ -249,7 +253,11 @@ def bring_in(
                 f"{place} failed ({_reason(err)}); its manifest stays there: run `kcompact clean "
                 f"--scratch-dir {place.scratch_dir}` again before a broker starts on the partition"
             ) from err
-    return not fits
+    if not fits:
+        return "evacuated, then brought in"
+    if need + volume.block_bytes > volume.free_bytes:
+        return "copied in beside its old segments through root's reserve, then swapped"
+    return "copied in beside its old segments, then swapped"
 
 
 def _reason(err: OSError | KcompactError) -> str:

@@ -137,7 +137,8 @@ class CleanRun:
     freed_first: FreedFirst | None = None  # a log dir's: what went before any clean (``free_first``)
     fit_order: list[str] | None = None  # the partitions' order when it is not the broker's (to fit the volume)
     space: SpaceNeed | None = None  # a dry run's total, in the order it would clean
-    free_bytes: int | None = None  # the volume's free space when ``space`` was measured
+    free_bytes: int | None = None  # the volume's free space when ``space`` was measured (the broker's, f_bavail)
+    reserved_bytes: int = 0  # and what it kept for root besides (``disk.space.Volume``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,7 +389,8 @@ def _dry_run_space(log_dir: Path, run: CleanRun, freed: FreedFirst | None) -> No
     the volume is short (``freed`` is set) the one that fits, from each partition's measure (what a
     partition's round would delete below its log start is then freed first, not given back)."""
     needs = [_less_freed_first(r, freed or FreedFirst()) for r in run.results]
-    run.free_bytes = volume_of(log_dir).free_bytes
+    volume = volume_of(log_dir)
+    run.free_bytes, run.reserved_bytes = volume.free_bytes, volume.reserved_bytes
     order = list(range(len(needs)))
     if freed is not None:
         order = fit_order(needs, run.free_bytes + freed.freed_bytes)

@@ -141,7 +141,8 @@ def clean_partition(
         else:
             _clean_locked(partition, config, options, now_ms, result, progress, runner, known=known)
         if result.space is not None:
-            result.free_bytes = volume_of(partition.path).free_bytes
+            volume = volume_of(partition.path)
+            result.free_bytes, result.reserved_bytes = volume.free_bytes, volume.reserved_bytes
         return result
     for directory in (log_dir, partition.path):  # both change (checkpoint, locks; segments): check both first
         require_writable(directory)
@@ -458,12 +459,14 @@ def _require_space(here: _Round, partition: Partition, plan: CleanPlan) -> None:
     known = here.options.measured_space if scratch is None else None  # a log dir measures the partitions' volume
     if known is not None and known.peak_bytes + volume.block_bytes <= volume.free_bytes:
         here.result.space, here.result.free_bytes = known, volume.free_bytes
+        here.result.reserved_bytes = volume.reserved_bytes
         return
     measured = run_passes(plan, replace(here.options, dry_run=True), None)
     need = _round_need(partition.path, measured, here.result, volume)
     here.result.space, here.result.free_bytes = need, volume.free_bytes
+    here.result.reserved_bytes = volume.reserved_bytes
     if not need.fits(volume.free_bytes):
-        raise NoSpaceError(no_space_line(partition.path, need, volume.free_bytes))
+        raise NoSpaceError(no_space_line(partition.path, need, volume.free_bytes, volume.reserved_bytes))
 
 
 def _round_need(directory: Path, ran: RoundOutput, result: CleanResult, volume: Volume) -> SpaceNeed:

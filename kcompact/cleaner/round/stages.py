@@ -543,13 +543,12 @@ def commit_clean(
             replace_segments(_cleaned(plan, out), files, hook=options.crash_hook)
             continue
         try:
-            evacuated = bring_in(_cleaned(plan, out, output.directory), files, Path(plan.partition_dir), output,
+            how = bring_in(_cleaned(plan, out, output.directory), files, Path(plan.partition_dir), output,
                                  hook=options.crash_hook)
         except BaseException:
             remove_outputs(plan, outputs[i + 1:], output)  # groups not begun stay old; nothing to settle
             _drop_if_empty(output)
             raise
-        how = "evacuated, then brought in" if evacuated else "copied in beside its old segments, then swapped"
         result.scratch_actions.append(f"{segment_file_name(out.base_offset, 'log')}: written in {output}, {how}")
     _drop_if_empty(output)
     write_checkpoint(partition, plan.end_offset)

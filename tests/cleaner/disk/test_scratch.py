@@ -27,6 +27,7 @@ from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.errors import KcompactError
 from kcompact.segment.checkpoint import read_offset_checkpoint
+from kcompact.text import size_text
 from tests.builders import read_all_records
 from tests.cleaner.disk.test_crash_recovery import (
     NOW,
@@ -40,7 +41,7 @@ from tests.cleaner.disk.test_crash_recovery import (
     make_layout,
     topic_config,
 )
-from tests.full_volume import fill, free_bytes, mounted_volumes
+from tests.full_volume import fill, fill_as_broker, free_bytes, mounted_ext4_volumes, mounted_volumes
 
 VOLUME_BYTES = 512 * 1024
 # On the way in where the volume has room: the scratch points, then swap.py's own (Kafka's replaceSegments).
@@ -377,3 +378,48 @@ def test_a_directory_inside_another_log_dir_is_refused_naming_the_log_dir(tmp_pa
                 f"--scratch-dir {other}:") in proc.stderr, proc.stderr
         assert file_bytes(part) == layout.original
         assert list(inside.iterdir()) == []
+
+
+# --- a volume keeping blocks for root (ext4's reserve), full to the broker -------------------------------
+
+
+@pytest.fixture
+def ext4_volume(tmp_path: Path) -> Iterator[Callable[[int, int], Path]]:
+    yield from mounted_ext4_volumes(tmp_path / "ext4")
+
+
+def broker_full_partition(ext4_volume: Callable[[int, int], Path]) -> Path:
+    """The partition on an ext4 volume keeping 10 % for root, filled to the last byte a broker (not root) may use."""
+    volume = ext4_volume(4 << 20, 10)
+    part = build_partition(volume / "logdir")
+    fill_as_broker(volume)
+    assert os.statvfs(volume).f_bfree > 0  # root's reserve is left
+    return part
+
+
+def test_the_free_space_is_the_brokers_and_the_report_names_roots_reserve(
+    ext4_volume: Callable[[int, int], Path],
+) -> None:
+    part = broker_full_partition(ext4_volume)
+    st = os.statvfs(part)
+    reserve = (st.f_bfree - st.f_bavail) * st.f_frsize
+
+    proc = kcompact_clean(part, "--dry-run", text=True)
+
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [line for line in proc.stdout.splitlines() if "free at peak" in line]
+    assert line.rstrip().endswith(f"0 B free to the broker (f_bavail; {size_text(reserve)} more is root's reserve, "
+                                  "which a broker not run as root cannot use: not counted)"), proc.stdout
+
+
+def test_as_root_a_group_is_copied_in_through_roots_reserve_rather_than_evacuated(
+    ext4_volume: Callable[[int, int], Path], tmp_path: Path, layout: Layout
+) -> None:
+    part, scratch = broker_full_partition(ext4_volume), scratch_dir(tmp_path)
+
+    actions = scratch_actions(kcompact_clean(part, "--scratch-dir", scratch))
+
+    assert actions[0] == (f"00000000000000000000.log: written in {scratch / part.name}, copied in beside its old "
+                          "segments through root's reserve, then swapped")
+    assert not any("evacuated" in a for a in actions)
+    assert_cleaned(part, scratch, layout)
