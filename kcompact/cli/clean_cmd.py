@@ -185,6 +185,9 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
     table.add_row("checkpoint", checkpoint)
     if result.space is not None and result.free_bytes is not None:
         table.add_row("space", result.space.line(result.free_bytes, result.reserved_bytes))
+    if result.scratch_peak_bytes is not None and result.scratch_free_bytes is not None:
+        table.add_row("scratch dir", f"needs {render.size_text(result.scratch_peak_bytes)} free at peak; "
+                                     f"{render.size_text(result.scratch_free_bytes)} free")
     console.print(table)
 
 

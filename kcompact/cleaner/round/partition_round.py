@@ -44,6 +44,7 @@ from kcompact.cleaner.disk.space import (
     Volume,
     no_space_line,
     output_bound,
+    reserve_text,
     round_need,
     volume_of,
 )
@@ -82,6 +83,7 @@ from kcompact.segment.partition import (
     Partition,
     open_partition,
 )
+from kcompact.text import size_text
 
 
 def clean_partition(
@@ -437,6 +439,7 @@ def _compact(here: _Round, partition: Partition, state: LogState) -> None:
     _refuse_keyless_loss(options, ran)
     if options.dry_run:
         result.space = _round_need(partition.path, ran, result, volume_of(partition.path))
+        _measure_scratch(here, ran)
     done = commit_clean(ran.plan, ran.outputs, options, stats=ran.map_stats, before_swap=here.before_change)
     result.scratch_actions += done.scratch_actions
     if options.dry_run:
@@ -467,6 +470,22 @@ def _require_space(here: _Round, partition: Partition, plan: CleanPlan) -> None:
     here.result.reserved_bytes = volume.reserved_bytes
     if not need.fits(volume.free_bytes):
         raise NoSpaceError(no_space_line(partition.path, need, volume.free_bytes, volume.reserved_bytes))
+
+
+def _measure_scratch(here: _Round, ran: RoundOutput) -> None:
+    """A dry run with a scratch dir: every group's output is there at once before the first is brought in
+    (``disk.scratch``), so its volume must hold their sum; refused, as the real run would be, where it does not."""
+    scratch = here.options.scratch_dir
+    if scratch is None:
+        return
+    volume = volume_of(Path(scratch))
+    peak = sum(volume.allocated(size) for out in ran.outputs for size in out.file_sizes)
+    here.result.scratch_peak_bytes, here.result.scratch_free_bytes = peak, volume.free_bytes
+    if peak > volume.free_bytes:
+        raise NoSpaceError(f"{here.result.partition_dir}: not cleaned: the scratch dir {scratch} needs "
+                           f"{size_text(peak)} free at peak (every group's output, before the first is brought in); "
+                           f"{size_text(volume.free_bytes)} free{reserve_text(volume.reserved_bytes)}; give one on a "
+                           "volume with room; nothing was changed")
 
 
 def _round_need(directory: Path, ran: RoundOutput, result: CleanResult, volume: Volume) -> SpaceNeed:

@@ -423,3 +423,43 @@ def test_as_root_a_group_is_copied_in_through_roots_reserve_rather_than_evacuate
                           "segments through root's reserve, then swapped")
     assert not any("evacuated" in a for a in actions)
     assert_cleaned(part, scratch, layout)
+
+
+# --- a dry run with a scratch dir ------------------------------------------------------------------------
+
+
+def test_a_dry_run_reports_the_scratch_dirs_peak_the_run_then_reaches(
+    small_volume: Callable[[int], Path], tmp_path: Path
+) -> None:
+    part, scratch = build_partition(tmp_path / "logdir"), small_volume(VOLUME_BYTES)  # no other writer
+
+    dry = kcompact_clean(part, "--dry-run", "--scratch-dir", scratch)
+    text = kcompact_clean(part, "--dry-run", "--scratch-dir", scratch, text=True)
+
+    assert dry.returncode == 0, dry.stderr
+    (row,) = json.loads(dry.stdout)["results"]
+    assert row["scratch_free_bytes"] == free_bytes(scratch)
+    (line,) = [line.strip() for line in text.stdout.splitlines() if line.strip().startswith("scratch dir")]
+    assert line == (f"scratch dir       needs {size_text(row['scratch_peak_bytes'])} free at peak; "
+                    f"{size_text(row['scratch_free_bytes'])} free")
+    # the real run at its first bring-in: every group's output in the scratch dir at once
+    crashed = kcompact_clean(part, "--scratch-dir", scratch, env={"KCOMPACT_CRASH_AT": "scratch-written"})
+    assert crashed.returncode == 137, crashed.stderr
+    cleaned = list((scratch / part.name).glob("*.cleaned"))
+    assert {p.name.split(".")[0] for p in cleaned} == {f"{base:020d}" for base in (0, 11, 20)}  # the 3 groups'
+    assert row["scratch_peak_bytes"] == sum(p.stat().st_blocks * 512 for p in cleaned)
+
+
+def test_a_dry_run_whose_output_the_scratch_dir_cannot_hold_is_refused(
+    small_volume: Callable[[int], Path], tmp_path: Path, layout: Layout
+) -> None:
+    part = build_partition(tmp_path / "logdir")
+    scratch = small_volume(VOLUME_BYTES)
+    fill(scratch)
+
+    proc = kcompact_clean(part, "--dry-run", "--scratch-dir", scratch)
+
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"{part}: not cleaned: the scratch dir {scratch} needs " in proc.stderr
+    assert proc.stderr.rstrip().endswith("; 0 B free; give one on a volume with room; nothing was changed")
+    assert file_bytes(part) == layout.original and [p.name for p in scratch.iterdir()] == ["filler"]
