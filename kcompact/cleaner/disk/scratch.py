@@ -15,7 +15,10 @@ of the partition directory; then, group by group in the partition's order, each 
    they are copied, then fsynced: ``scratch-copied-partial`` after the ``.log``, ``scratch-copied``) and
    swapped in by ``swap.replace_segments`` — Kafka's own protocol with its own crash points. A broker started
    at any moment finds each group wholly old or wholly new.
-3. When it has not (not one byte free), the group is *evacuated*: the old group's files are deleted
+   Groups come in in the partition's order while one fits so (:func:`next_group`: the first that does).
+3. When none has (not one byte free), one group is *evacuated*: the one whose evacuation gives back the most
+   (its old files' blocks less its new files'; ties: the lowest offset), so that the most groups after it fit
+   beside their old segments; the report says which and why. the old group's files are deleted
    (``scratch-old-deleted``: the window), the new files are copied in as in 2 and swapped in with no old
    segment to replace. Between the first delete and the ``.swap`` renames the partition directory lacks the
    group's records; they are durable, verified, in the scratch dir, and nothing on the full volume can hold
@@ -60,6 +63,7 @@ from kcompact.errors import KcompactError, NoSpaceError, RefusedError
 from kcompact.segment.files import copy_ownership, file_access, fsync_dir
 from kcompact.segment.names import parse_segment_file_name, segment_file_name
 from kcompact.segment.partition import LOG_DIR_FILES, SegmentFiles
+from kcompact.text import size_text
 
 SCRATCH_CRASH_POINTS = (
     "scratch-written",  # the group's output and manifest durable in the scratch dir; the partition untouched
@@ -199,9 +203,40 @@ def pending_marker(partition_dir: Path) -> Path | None:
     return marker if marker.exists() else None
 
 
+@dataclass(frozen=True, slots=True)
+class NextGroup:
+    """Which pending group to bring in next, and why it is evacuated where none fits beside its old segments."""
+
+    position: int  # in the pending groups given
+    why_evacuated: str = ""
+
+
+def next_group(pending: Sequence[tuple[CleanedSegment, Sequence[SegmentFiles]]], partition_dir: Path) -> NextGroup:
+    """The first pending group whose new files fit beside its old segments (step 2); where none does, the one
+    whose evacuation gives back the most, ties to the lowest offset (step 3).
+
+    Args:
+        pending: per group not yet brought in, in the partition's order: its files in the scratch dir and its
+            old segments.
+        partition_dir: the partition directory.
+    """
+    volume = volume_of(partition_dir)
+    room = volume.free_bytes + (volume.reserved_bytes if os.geteuid() == 0 else 0)
+    gains: list[int] = []
+    for position, (cleaned, old) in enumerate(pending):
+        need = sum(volume.allocated(size) for size in _sizes(cleaned).values())
+        if need + volume.block_bytes <= room:
+            return NextGroup(position)
+        gains.append(held_bytes(p for seg in old for p in _group_files(partition_dir, seg.base_offset)) - need)
+    best = max(range(len(gains)), key=lambda i: (gains[i], -i))
+    which = f"of the {len(pending)} left it gives back the most" if len(pending) > 1 else "the last left; it gives back"
+    return NextGroup(best, f"no group fitted beside its old segments with {size_text(room)} free; {which}, "
+                           f"{size_text(gains[best])}")
+
+
 def bring_in(
     cleaned: CleanedSegment, old: Sequence[SegmentFiles], partition_dir: Path, place: ScratchPlace,
-    *, hook: CrashHook | None = None,
+    *, hook: CrashHook | None = None, why_evacuated: str = "",
 ) -> str:
     """Bring one group's verified output from the scratch dir into the partition (steps 1–4).
 
@@ -211,6 +246,7 @@ def bring_in(
         partition_dir: the partition directory (hold its lock).
         place: the partition's place in the scratch dir, where ``cleaned`` is.
         hook: called with each crash point's name (tests).
+        why_evacuated: why this group, where it is evacuated (:func:`next_group`), for the report.
 
     Returns:
         How it came in, for the report: evacuated (its old files deleted before the new ones were copied in),
@@ -254,7 +290,7 @@ def bring_in(
                 f"--scratch-dir {place.scratch_dir}` again before a broker starts on the partition"
             ) from err
     if not fits:
-        return "evacuated, then brought in"
+        return f"evacuated ({why_evacuated}), then brought in" if why_evacuated else "evacuated, then brought in"
     if need + volume.block_bytes > volume.free_bytes:
         return "copied in beside its old segments through root's reserve, then swapped"
     return "copied in beside its old segments, then swapped"

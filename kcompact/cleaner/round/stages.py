@@ -31,7 +31,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from kcompact.cleaner.disk.scratch import ScratchPlace, bring_in, scratch_place
+from kcompact.cleaner.disk.scratch import ScratchPlace, bring_in, next_group, scratch_place
 from kcompact.cleaner.disk.swap import (
     CleanedSegment,
     CleanedSegmentWriter,
@@ -538,22 +538,36 @@ def commit_clean(
         _drop_if_empty(output_place(plan, options))
         raise
     output = output_place(plan, options)
-    for i, (out, files) in enumerate(zip(outputs, sources, strict=True)):
-        if output is None:
+    if output is None:
+        for out, files in zip(outputs, sources, strict=True):
             replace_segments(_cleaned(plan, out), files, hook=options.crash_hook)
-            continue
-        try:
-            how = bring_in(_cleaned(plan, out, output.directory), files, Path(plan.partition_dir), output,
-                                 hook=options.crash_hook)
-        except BaseException:
-            remove_outputs(plan, outputs[i + 1:], output)  # groups not begun stay old; nothing to settle
-            _drop_if_empty(output)
-            raise
-        result.scratch_actions.append(f"{segment_file_name(out.base_offset, 'log')}: written in {output}, {how}")
+    else:
+        result.scratch_actions += _bring_in_all(plan, outputs, sources, output, options)
     _drop_if_empty(output)
     write_checkpoint(partition, plan.end_offset)
     result.checkpoint_written = True
     return result
+
+
+def _bring_in_all(plan: CleanPlan, outputs: Sequence[GroupOutput], sources: Sequence[Sequence[SegmentFiles]],
+                  output: ScratchPlace, options: CleanOptions) -> list[str]:
+    """Bring every group in from the scratch dir, in the order ``disk.scratch.next_group`` picks; what each did."""
+    partition_dir = Path(plan.partition_dir)
+    pending = list(range(len(outputs)))
+    actions: list[str] = []
+    while pending:
+        choice = next_group([(_cleaned(plan, outputs[i], output.directory), sources[i]) for i in pending],
+                            partition_dir)
+        i = pending.pop(choice.position)
+        try:
+            how = bring_in(_cleaned(plan, outputs[i], output.directory), sources[i], partition_dir, output,
+                           hook=options.crash_hook, why_evacuated=choice.why_evacuated)
+        except BaseException:
+            remove_outputs(plan, [outputs[j] for j in pending], output)  # groups not begun stay old
+            _drop_if_empty(output)
+            raise
+        actions.append(f"{segment_file_name(outputs[i].base_offset, 'log')}: written in {output}, {how}")
+    return actions
 
 
 @dataclass(frozen=True, slots=True)

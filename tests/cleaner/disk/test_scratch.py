@@ -21,12 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from kcompact.cleaner.disk.scratch import PENDING_MARKER, SCRATCH_CRASH_POINTS, settle_scratch
-from kcompact.cleaner.disk.swap import CRASH_POINTS, leftover_files
+from kcompact.cleaner.disk.scratch import PENDING_MARKER, SCRATCH_CRASH_POINTS, NextGroup, next_group, settle_scratch
+from kcompact.cleaner.disk.swap import CRASH_POINTS, CleanedSegment, leftover_files
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.errors import KcompactError
 from kcompact.segment.checkpoint import read_offset_checkpoint
+from kcompact.segment.partition import SegmentFiles
 from kcompact.text import size_text
 from tests.builders import read_all_records
 from tests.cleaner.disk.test_crash_recovery import (
@@ -166,8 +167,11 @@ def test_a_full_volume_is_cleaned_through_the_scratch_dir(
 
     actions = scratch_actions(kcompact_clean(part, "--scratch-dir", scratch))
 
-    assert actions[0] == f"00000000000000000000.log: written in {scratch / part.name}, evacuated, then brought in"
-    assert len(actions) == 3
+    # the three groups give back as much each: the first (lowest offset) goes, and the others fit beside theirs
+    assert actions[0] == (f"00000000000000000000.log: written in {scratch / part.name}, evacuated (no group fitted "
+                          "beside its old segments with 0 B free; of the 3 left it gives back the most, 12.0 KiB), "
+                          "then brought in")
+    assert len(actions) == 3 and not any("evacuated" in a for a in actions[1:])
     assert file_bytes(part) == layout.reference
     assert_cleaned(part, scratch, layout)
     assert free_bytes(part) > 0  # what the clean gave back
@@ -182,7 +186,7 @@ def test_a_full_log_dir_is_cleaned_through_the_scratch_dir(
 
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads(proc.stdout)["results"]
-    assert row["scratch_actions"][0].endswith("evacuated, then brought in") and len(row["scratch_actions"]) == 3
+    assert "evacuated (no group fitted beside" in row["scratch_actions"][0] and len(row["scratch_actions"]) == 3
     assert file_bytes(part) == layout.reference
     assert_cleaned(part, scratch, layout)
 
@@ -358,8 +362,8 @@ def test_a_full_volume_is_cleaned_through_another_log_dir(
 
     actions = scratch_actions(kcompact_clean(part, "--scratch-dir", other))
 
-    assert actions[0] == f"00000000000000000000.log: written in {other}/kcompact-scratch.orders-0.*, evacuated, then " \
-        "brought in"
+    assert actions[0].startswith(f"00000000000000000000.log: written in {other}/kcompact-scratch.orders-0.*, "
+                                 "evacuated (no group fitted beside its old segments with 0 B free;")
     assert other_log_dir_entries(other) == ["events-3", "meta.properties"]
     assert read_all_records(part) == layout.reference_records
 
@@ -463,3 +467,40 @@ def test_a_dry_run_whose_output_the_scratch_dir_cannot_hold_is_refused(
     assert f"{part}: not cleaned: the scratch dir {scratch} needs " in proc.stderr
     assert proc.stderr.rstrip().endswith("; 0 B free; give one on a volume with room; nothing was changed")
     assert file_bytes(part) == layout.original and [p.name for p in scratch.iterdir()] == ["filler"]
+
+
+# --- which group is evacuated -----------------------------------------------------------------------------
+
+
+def group(part: Path, scratch: Path, base: int, old_bytes: int, new_bytes: int) -> tuple[CleanedSegment,
+                                                                                      list[SegmentFiles]]:
+    """A group of one old segment of ``old_bytes`` in ``part`` and its cleaned ``.log`` of ``new_bytes`` in
+    ``scratch``."""
+    old = part / f"{base:020d}.log"
+    old.write_bytes(b"o" * old_bytes)
+    new = scratch / f"{base:020d}.log.cleaned"
+    new.write_bytes(b"n" * new_bytes)
+    return (CleanedSegment(scratch, base, new_bytes, {"log": new}),
+            [SegmentFiles(base, old, old_bytes, old.stat().st_mtime_ns, None, None, None)])
+
+
+@pytest.mark.parametrize(("old_sizes", "spare", "chosen", "why"), [
+    ((8 << 10, 40 << 10, 40 << 10), 0, 1, "no group fitted beside its old segments with 0 B free; of the 3 left it "
+                                         "gives back the most, 36.0 KiB"),
+    ((40 << 10, 8 << 10, 40 << 10), 0, 0, "no group fitted beside its old segments with 0 B free; of the 3 left it "
+                                         "gives back the most, 36.0 KiB"),  # a tie: the lowest offset
+    ((8 << 10, 40 << 10, 40 << 10), 8 << 10, 0, ""),  # the first fits beside its old segments: no window at all
+], ids=["most", "tie", "fits"])
+def test_the_group_evacuated_is_the_one_that_gives_back_the_most(
+    small_volume: Callable[[int], Path], tmp_path: Path, old_sizes: tuple[int, ...], spare: int, chosen: int,
+    why: str,
+) -> None:
+    volume = small_volume(VOLUME_BYTES)
+    part, scratch = volume / "logdir" / "orders-0", scratch_dir(tmp_path)
+    part.mkdir(parents=True)
+    pending = [group(part, scratch, base, size, 4 << 10) for base, size in zip((0, 10, 20), old_sizes, strict=True)]
+    (volume / "spare").write_bytes(b"s" * spare)
+    fill(volume)
+    (volume / "spare").unlink()
+
+    assert next_group(pending, part) == NextGroup(chosen, why)
