@@ -68,7 +68,7 @@ def test_a_full_log_dir_cleaned_through_a_scratch_dir_is_served_whole(
     rows = {row["topic"]: row for row in json.loads(done.stdout)["results"]}
     (action,) = rows[TOPIC]["scratch_actions"]
     assert action.startswith(f"{first_log(log_dir)}: written in {scratch / f'{TOPIC}-0'}, evacuated (no group fitted "
-                             "beside its old segments with 0 B free; the last left; it gives back "), action
+                             "beside its old segments with 0 B free; the last left, it gives back "), action
     assert action.endswith("), then brought in")
     assert list(scratch.rglob("*")) == []
     os.unlink(filler)  # the broker needs room to start (the operator's file, not Kafka's)

@@ -229,8 +229,9 @@ def next_group(pending: Sequence[tuple[CleanedSegment, Sequence[SegmentFiles]]],
             return NextGroup(position)
         gains.append(held_bytes(p for seg in old for p in _group_files(partition_dir, seg.base_offset)) - need)
     best = max(range(len(gains)), key=lambda i: (gains[i], -i))
-    which = f"of the {len(pending)} left it gives back the most" if len(pending) > 1 else "the last left; it gives back"
-    return NextGroup(best, f"no group fitted beside its old segments with {size_text(room)} free; {which}, "
+    which = f"of the {len(pending)} left it gives back the most, " if len(pending) > 1 else \
+        "the last left, it gives back "
+    return NextGroup(best, f"no group fitted beside its old segments with {size_text(room)} free; {which}"
                            f"{size_text(gains[best])}")
 
 
