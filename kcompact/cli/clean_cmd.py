@@ -26,6 +26,7 @@ from kcompact.cli.options import (
     json_option,
     now_ms_option,
     parse_jobs,
+    sole_replica_option,
 )
 from kcompact.cli.partition_filter_options import partition_filter_options
 
@@ -271,12 +272,7 @@ def _render_summary(run: CleanRun) -> None:
                    "another log dir of the broker (JBOD: its volume's free space): the scratch is then files "
                    "at its top, kcompact-scratch.<partition>.*, which a broker's start passes over; a "
                    "directory inside a log dir is refused (Kafka would not start).")
-@click.option("--sole-replica", is_flag=True,
-              help="This broker is the only replica of the partitions (replication factor 1): take each "
-                   "one's high watermark as its log end, as Kafka's leader sets it on start, not the "
-                   "replication-offset-checkpoint's (a broker that died leaves it far behind). Without it "
-                   "the KRaft metadata log decides: a partition whose replicas are this node alone (and its "
-                   "ISR holds it) is taken so; one the metadata log assigns elsewhere is never, flag or not.")
+@sole_replica_option
 @fence_options
 @config_source_options(METADATA_DIRS_HELP)
 @click.option("--jobs", default=None, callback=parse_jobs, metavar="N|auto",

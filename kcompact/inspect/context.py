@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kcompact.cleaner.logdir.run import ConfigSources
+from kcompact.cleaner.rules.high_watermark import SoleReplica
 from kcompact.cleaner.rules.ranges import (
     CleanableRange,
     checkpoint_reset_warning,
@@ -58,6 +59,7 @@ class InspectContext:
     effective: EffectiveConfig  # the configuration and the notes about how it was found
     state: LogState
     rng: CleanableRange
+    sole_replica: SoleReplica | None = None  # its high watermark is its log end, as clean takes it
 
     @property
     def config(self) -> TopicConfig:
@@ -72,6 +74,7 @@ def load_inspect_context(
     now_ms: int | None,
     server_properties: str | Path | None,
     metadata_dir: str | Path | None,
+    sole_replica: bool = False,
 ) -> InspectContext:
     """Open one partition directory and load it with its configuration and cleanable range.
 
@@ -82,6 +85,8 @@ def load_inspect_context(
         server_properties: the broker's server.properties (None: ``$KCOMPACT_SERVER_PROPERTIES``).
         metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0`` (None: as
             ``kcompact.config.effective.partition_config`` finds it).
+        sole_replica: ``--sole-replica``: as ``clean`` (``ConfigSources.sole_replica_of``), a partition whose
+            only replica is this broker has its log end as its high watermark (the state's note says why).
 
     Returns:
         The loaded partition.
@@ -93,11 +98,13 @@ def load_inspect_context(
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     partition = open_partition(path)
     check_log_dir_checkpoints(partition.path.parent)  # a damaged one: the error says what fixes it
-    sources = ConfigSources(cli_overrides, server_properties, metadata_dir)
+    sources = ConfigSources(cli_overrides, server_properties, metadata_dir, sole_replica=sole_replica)
     effective = sources.for_partition(partition.path)
-    state = load_log_state(partition, effective.config)
+    sole, note = sources.sole_replica_of(effective)
+    state = load_log_state(partition, effective.config, sole_replica=sole)
+    state.warnings.extend([note] if note else [])
     rng = compute_cleanable_range(state.range_inputs(effective.config, now))
     reset = checkpoint_reset_warning(rng)
     if reset is not None:
         state.warnings.append(reset)
-    return InspectContext(now, effective, state, rng)
+    return InspectContext(now, effective, state, rng, sole)

@@ -160,6 +160,12 @@ class ConfigSources:
                                 server_properties=self.server_properties, metadata_dir=self.metadata_dir,
                                 assume_compact=self.assume_compact)
 
+    def sole_replica_of(self, effective: EffectiveConfig) -> tuple[SoleReplica | None, str | None]:
+        """Whether the partition's only replica is this broker (its high watermark: its log end), and a note
+        where ``--sole-replica`` was not applied: the one rule every command that caps by the high watermark
+        follows (``clean``, ``inspect dirty-ratio``, ``report``, ``inspect export``)."""
+        return sole_replica_from_metadata(effective.assignment, effective.node_id, flag=self.sole_replica)
+
 
 def merge_notes(per_partition: Mapping[str, list[str]]) -> list[str]:
     """Each distinct note once, prefixed by the partitions it concerns unless it concerns them all."""
@@ -439,7 +445,7 @@ def partition_task(part_dir: Path, sources: ConfigSources, notes: list[str]) -> 
                         allow_keyless_loss=sources.allow_keyless_loss)
     if why is not None:
         raise RefusedError(f"{part_dir}: {why}")
-    sole, note = sole_replica_from_metadata(effective.assignment, effective.node_id, flag=sources.sole_replica)
+    sole, note = sources.sole_replica_of(effective)
     notes.extend([note] if note else [])
     return PartitionTask(part_dir, effective.config, retention_allowed(effective), partition.size_in_bytes,
                          partition.topic_partition,
@@ -538,7 +544,7 @@ def rank_partition(part_dir: Path, sources: ConfigSources, options: CleanOptions
                             allow_keyless_loss=sources.allow_keyless_loss)
         if why is not None:
             return PartitionRank(str(part_dir), skip=PartitionSkip(str(part_dir), why))
-        sole, note = sole_replica_from_metadata(effective.assignment, effective.node_id, flag=sources.sole_replica)
+        sole, note = sources.sole_replica_of(effective)
         # merged also when its range then fails to load, as they always were
         notes = tuple(effective.notes) + ((note,) if note else ())
         config = effective.config
