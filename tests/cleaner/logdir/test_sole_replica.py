@@ -156,9 +156,9 @@ def test_torn_append_says_where_and_the_repair(tmp_path: Path) -> None:
 # --- the read-only commands take the high watermark as clean does --------------------------------------------
 
 
-def invoke(*args: str | Path) -> Result:
+def invoke(*args: str | Path, clock: bool = True) -> Result:
     runner = CliRunner(catch_exceptions=False, env={"COLUMNS": "80", "KCOMPACT_SERVER_PROPERTIES": None})
-    return runner.invoke(cli, [*map(str, args), "--now-ms", str(NOW)])
+    return runner.invoke(cli, [*map(str, args), *(("--now-ms", str(NOW)) if clock else ())])
 
 
 KRAFT_NOTE = ("high watermark taken as the log end 40: this broker (node 1) is the partition's only replica "
@@ -211,3 +211,28 @@ def test_report_and_keys_agree_with_clean_on_a_sole_replica(tmp_path: Path) -> N
     assert entry["high_watermark_note"] == cleaned["high_watermark_note"] and before["high_watermark_note"] is None
     # the projection is the clean's dry run: with the log end as high watermark it cleans [0, 26), not [0, 11)
     assert entry["size_in_bytes_after"] < before["size_in_bytes_after"]
+
+
+def exported_stop(log_dir: Path, out: Path, *flags: str) -> dict[str, object]:
+    done = invoke("export", log_dir / "orders-0", "--latest", "--output", out, "--json", *flags, clock=False)
+    assert done.exit_code == 0, done.output
+    (stop,) = json.loads(done.stdout)["stops"]
+    assert isinstance(stop, dict)
+    return stop
+
+
+def test_export_reads_a_sole_replica_to_its_log_end_as_clean_cleans_it(tmp_path: Path) -> None:
+    kraft = log_dir_with(tmp_path / "kraft", assigned((1,), (1,)))
+    bare = log_dir_with(tmp_path / "bare", None)
+
+    by_metadata = exported_stop(kraft, tmp_path / "a")
+    stale = exported_stop(bare, tmp_path / "b")
+    flagged = exported_stop(bare, tmp_path / "c", "--sole-replica")
+    text = invoke("export", kraft / "orders-0", "--latest", "--output", tmp_path / "d", clock=False)
+
+    assert (by_metadata["stops_at"], by_metadata["high_watermark"], by_metadata["high_watermark_note"]) == (
+        LOG_END, LOG_END, KRAFT_NOTE)
+    assert (stale["stops_at"], stale["reason"], stale["high_watermark_note"]) == (STALE_HW, "high watermark", None)
+    assert flagged["stops_at"] == LOG_END and "(--sole-replica)" in str(flagged["high_watermark_note"])
+    assert f"orders-0: the read_committed view stops at offset 40: the log end; {KRAFT_NOTE}" in " ".join(
+        text.stdout.split())
