@@ -330,6 +330,7 @@ def settle_scratch(partition_dir: Path, scratch_dir: str | Path) -> list[str]:
             elif _is_old(partition_dir, manifest):
                 actions.append(f"{log_name}: the scratch clean had not changed its group; scratch files removed")
             else:
+                _refuse_foreign(partition_dir, manifest, path)
                 _delete_group(partition_dir, manifest)
                 _copy_in(place, manifest, partition_dir, None)
                 replace_segments(_in_partition(manifest, partition_dir), [])
@@ -438,6 +439,28 @@ def _is_new(partition_dir: Path, manifest: ScratchManifest) -> bool:
         if not path.exists() or path.stat().st_size != f.size or _sha256(path) != f.sha256:
             return False
     return True
+
+
+def _refuse_foreign(partition_dir: Path, manifest: ScratchManifest, manifest_path: Path) -> None:
+    """Refuse to settle a group as killed in the window when a ``.log`` of its old group is there with another
+    size and is not the clean's own new ``.log``: something else rewrote the group since (a broker started
+    against the advice, whose own cleaner ran); deleting it could lose offsets past the group's.
+
+    Raises:
+        KcompactError: one line; nothing of the group is changed, its scratch files stay.
+    """
+    new_log = manifest.new[0]
+    for old in manifest.old:
+        path = partition_dir / old.name
+        if not path.exists() or path.stat().st_size == old.size:
+            continue
+        if old.name == new_log.name and path.stat().st_size == new_log.size and _sha256(path) == new_log.sha256:
+            continue
+        raise KcompactError(
+            f"{path}: the scratch clean's group is neither as it found it ({old.size} bytes) nor as it made it, "
+            f"found {path.stat().st_size} bytes: something rewrote it since (a broker's cleaner?); nothing of the "
+            f"group was changed: once the partition is known whole, remove its scratch files ({manifest_path} "
+            f"and the .cleaned files of its base) and {PENDING_MARKER}")
 
 
 def _is_old(partition_dir: Path, manifest: ScratchManifest) -> bool:

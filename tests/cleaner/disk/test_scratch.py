@@ -504,3 +504,23 @@ def test_the_group_evacuated_is_the_one_that_gives_back_the_most(
     (volume / "spare").unlink()
 
     assert next_group(pending, part) == NextGroup(chosen, why)
+
+
+def test_a_group_rewritten_since_the_kill_is_not_settled_over(tmp_path: Path) -> None:
+    part, scratch = build_partition(tmp_path / "logdir"), scratch_dir(tmp_path)
+    crashed = kcompact_clean(part, "--scratch-dir", scratch, env={"KCOMPACT_CRASH_AT": "scratch-written"})
+    assert crashed.returncode == 137, crashed.stderr
+    # what a broker's cleaner does to the group if one is started meanwhile: its two segments merged into one
+    first, second = part / "00000000000000000000.log", part / "00000000000000000005.log"
+    first.write_bytes(first.read_bytes() + second.read_bytes())
+    for gone in part.glob("00000000000000000005.*"):
+        gone.unlink()
+    before = file_bytes(part)
+
+    proc = kcompact_clean(part, "--scratch-dir", scratch)
+
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"{first}: the scratch clean's group is neither as it found it" in proc.stderr
+    assert "something rewrote it since (a broker's cleaner?); nothing of the group was changed" in proc.stderr
+    assert file_bytes(part) == before
+    assert (scratch / part.name / "00000000000000000000.scratch.json").exists()
