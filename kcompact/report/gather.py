@@ -62,6 +62,7 @@ class ConfigInputs:
     cli_overrides: Mapping[str, str]
     server_properties: str | Path | None = None
     metadata_dir: str | Path | None = None
+    sole_replica: bool = False  # --sole-replica, as clean takes it (``log.rules.high_watermark.sole_replica_of``)
 
 
 def log_dir_report(
@@ -93,7 +94,8 @@ def log_dir_report(
     now = run_clock_ms(now_ms)
     rows = dirty_ratio_report(given, cli_overrides=config.cli_overrides, now_ms=now,
                               server_properties=config.server_properties, metadata_dir=config.metadata_dir,
-                              selection=selection, progress=_renamed(progress, PROGRESS_DIRTY_RATIO))
+                              selection=selection, progress=_renamed(progress, PROGRESS_DIRTY_RATIO),
+                              sole_replica=config.sole_replica)
     entries = []
     for done, row in enumerate(rows):
         if progress is not None:
@@ -132,14 +134,15 @@ def partition_entry(row: DirtyRatioRow, config: ConfigInputs, now_ms: int) -> Pa
     entry = PartitionEntry(
         str(path.parent), row.topic, row.partition, row.partition_dir, row.cleanup_policy, row.clean_bytes,
         row.dirty_bytes, row.dirty_ratio, row.min_cleanable_dirty_ratio, row.eligible, row.cleaner_rank,
-        row.blocking_rule, row.blocking_detail)
+        row.blocking_rule, row.blocking_detail, high_watermark_note=row.high_watermark_note)
     if row.error is not None:
         entry.errors.append(f"inspect dirty-ratio: {row.error}")
         if not row.cleanup_policy:  # nothing of it loads: the other sources would fail alike
             return entry
     try:  # one load for the three sources (each command loads the partition the same way)
         ctx = load_inspect_context(entry.partition_dir, cli_overrides=config.cli_overrides, now_ms=now_ms,
-                                   server_properties=config.server_properties, metadata_dir=config.metadata_dir)
+                                   server_properties=config.server_properties, metadata_dir=config.metadata_dir,
+                                   sole_replica=config.sole_replica)
     except KcompactError as err:
         entry.errors += [f"{command}: {err}" for command in SOURCES]
         return entry

@@ -72,6 +72,7 @@ class PartitionEntry:
     records_since: int | None = None
     hanging: list[HangingEntry] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # "<command>: <its one line>", one per failing source
+    high_watermark_note: str | None = None  # why its high watermark is its log end (``inspect dirty-ratio``'s)
 
     @property
     def reclaimable_bytes(self) -> int | None:

@@ -190,7 +190,7 @@ def _dry_run_or_reason(ctx: InspectContext, advance: Callable[[int], None] | Non
         reason = legacy_failure(ctx)
     if reason is None:
         try:
-            options = CleanOptions(now_ms=now, dry_run=True)
+            options = CleanOptions(now_ms=now, dry_run=True, sole_replica=ctx.sole_replica)
             return clean_partition(state.partition.path, effective.config, options, advance)
         except RefusedError as err:  # tiered storage
             reason = str(err)
