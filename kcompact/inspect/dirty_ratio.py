@@ -24,14 +24,12 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.round.stages import unsupported_reason
-from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.clock import run_clock_ms
 from kcompact.config.effective import EffectiveConfig
 from kcompact.config.sources import ConfigSources
 from kcompact.errors import KcompactError
 from kcompact.inspect.context import CrcTally
+from kcompact.inspect.dry_clean import dry_clean, unsupported_reason
 from kcompact.log.rules.high_watermark import SoleReplica, sole_replica_of
 from kcompact.log.rules.ranges import (
     RULE_CLEANUP_POLICY,
@@ -228,8 +226,7 @@ def _measure_space(row: DirtyRatioRow, part_dir: Path, effective: EffectiveConfi
                    sole: SoleReplica | None) -> None:
     """The row's space, from the clean's dry run (``clean --dry-run`` reports the same numbers)."""
     try:
-        result = clean_partition(part_dir, effective.config,
-                                 CleanOptions(now_ms=now, dry_run=True, sole_replica=sole))
+        result = dry_clean(part_dir, effective.config, now, sole_replica=sole)
     except KcompactError as err:
         row.warnings.append(f"the space its clean needs was not measured: {err}")
         return
