@@ -27,7 +27,7 @@ from typing import Any
 
 from kcompact.cleaner.logdir.run import ConfigSources
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.round.stages import unsupported_reason
+from kcompact.cleaner.round.steps import unsupported_reason
 from kcompact.cleaner.rules.ranges import (
     RULE_CLEANUP_POLICY,
     RULE_OPEN_TRANSACTION,

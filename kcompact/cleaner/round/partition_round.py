@@ -8,7 +8,7 @@ checkpoint. With ``dry_run`` it does everything but write; a dry run that has le
 ``--roll`` settles and rolls on a staged copy of links (``_staged_copy``), so it previews the very round
 the run would do.
 
-The round itself is the stages of ``stages.py`` run in order: a
+The round itself is the steps of ``steps.py`` run in order: a
 :class:`~kcompact.cleaner.round.plan.CleanPlan`, passes 1 (``mapping.py``) and 2 (``filtering.py``), then
 ``commit_clean``. Around it: the optional roll, and segment retention before and after, as the broker's
 cleaner thread does. The roll and the deletion of the segments wholly below the log start are
@@ -17,7 +17,7 @@ every output passed its self-check), and a round that fails before that, or chan
 roll and deletes nothing (``roll.py``), so a failed ``clean --roll`` changes nothing.
 
 Passes 1 and 2 are the one step a caller may hand elsewhere: the round runs them here
-(``stages.run_passes``) unless the caller's :data:`~kcompact.cleaner.round.stages.RunnerChoice` picks a
+(``steps.run_passes``) unless the caller's :data:`~kcompact.cleaner.round.steps.RunnerChoice` picks a
 runner for the planned round (``workers.parallel.clean_partition`` binds ``choose_runner``: worker
 processes where they pay), or the caller brings its runner (``kcompact.spark.distributed_map`` builds
 the offset map as a Spark shuffle); everything else — locks, recovery, roll, range, plan, commit,
@@ -57,7 +57,7 @@ from kcompact.cleaner.round.options import (
     Progress,
 )
 from kcompact.cleaner.round.plan import CleanPlan
-from kcompact.cleaner.round.stages import (
+from kcompact.cleaner.round.steps import (
     RoundOutput,
     RoundRunner,
     RunnerChoice,
@@ -109,7 +109,7 @@ def clean_partition(
             dry run that settles or rolls does not run on a staged copy.
         choose_runner: without ``round_runner``, picks per planned round who runs passes 1 and 2
             (``workers.parallel.choose_runner``: worker processes); None, or a choice of None, runs
-            them here (``stages.run_passes``).
+            them here (``steps.run_passes``).
         known: the partition's state as the caller loaded it (a log dir's ordering), used while the files it
             was read from are unchanged (``state.known_state``); None: loaded here.
 
