@@ -317,9 +317,10 @@ def _clean_locked(
         if roll is not None:
             partition = open_partition(partition.path)
         partition, state = _below_log_start(here, pending, partition, known)
-        if config.is_compacted:
-            _compact(here, partition, state)
-        else:
+        if config.is_compacted and (plan := _plan_compaction(here, partition, state)) is not None:
+            ran = _passes(here, partition, plan)(plan, options, progress)  # Cleaner.doClean: plan, passes, commit
+            _commit_compaction(here, partition, ran)
+        elif not config.is_compacted:
             result.skipped_reason = (f"cleanup.policy={','.join(config.cleanup_policy)} has no 'compact': "
                                      "retention only")
         _retention(here, partition, state)
@@ -413,9 +414,11 @@ def _without(partition: Partition, bases: list[int]) -> Partition:
                    snapshots=snapshots)
 
 
-def _compact(here: _Round, partition: Partition, state: LogState) -> None:
-    config, options, result = here.config, here.options, here.result
-    planned = plan_round(partition, state, config, here.now_ms, options)
+def _plan_compaction(here: _Round, partition: Partition, state: LogState) -> CleanPlan | None:
+    """The round's plan (``steps.plan_round``), its range, fence and warnings noted in the result; None
+    when there is nothing to clean (the checkpoint rewritten where Kafka would force it)."""
+    options, result = here.options, here.result
+    planned = plan_round(partition, state, here.config, here.now_ms, options)
     rng = result.range = planned.range
     result.checkpoint_before = state.checkpoint_offset
     result.warnings.extend(planned.warnings)
@@ -427,11 +430,22 @@ def _compact(here: _Round, partition: Partition, state: LogState) -> None:
             if not options.dry_run:
                 write_checkpoint(partition, rng.first_dirty_offset)
                 result.checkpoint_written = True
-        return
-    runner = here.runner(planned.plan, options)
-    if not options.dry_run:
-        _require_space(here, partition, planned.plan)
-    ran = (run_passes if runner is None else runner)(planned.plan, options, here.progress)
+    return planned.plan
+
+
+def _passes(here: _Round, partition: Partition, plan: CleanPlan) -> RoundRunner:
+    """Who runs passes 1 and 2 of ``plan`` (the caller's choice, else ``steps.run_passes``), once the
+    volume is known to fit the round (:func:`_require_space`)."""
+    runner = here.runner(plan, here.options)
+    if not here.options.dry_run:
+        _require_space(here, partition, plan)
+    return run_passes if runner is None else runner
+
+
+def _commit_compaction(here: _Round, partition: Partition, ran: RoundOutput) -> None:
+    """The passes' outputs swapped in and the checkpoint advanced (``steps.commit_clean``), after the
+    keyless guard; the result takes their counters."""
+    options, result = here.options, here.result
     result.end_offset = ran.plan.end_offset
     result.workers = ran.workers
     _refuse_keyless_loss(options, ran)
