@@ -438,11 +438,7 @@ def _assemble(
     try:
         for part in parts:
             with read_spilled(part.path) as view:
-                position = 0
-                for size, last_offset, max_timestamp in zip(part.sizes, part.last_offsets,
-                                                            part.max_timestamps, strict=True):
-                    writer.append(view[position : position + size], last_offset, max_timestamp)
-                    position += size
+                writer.append_run(view, part.sizes, part.last_offsets, part.max_timestamps)
             stats.add(part.stats)
             retained += part.retained
             if progress is not None:
