@@ -142,8 +142,8 @@ def iter_segment_output(
                 records = records if window else 0
                 if reached != after:
                     batches = log.iter_batches(reached)
-        yield from _flushed(window, ctx, log.path)
-        del batches, window  # copied batches are views into the map: let them go before it closes
+        yield from _flushed(window, ctx, log.path, clear=True)
+        del batches, window, pending  # copied batches are views into the map: let them go before it closes
     stop = seg.size_in_bytes if end_position is None else min(end_position, seg.size_in_bytes)
     ctx.stats.bytes_read += max(0, stop - min(start_position, seg.size_in_bytes))
 
