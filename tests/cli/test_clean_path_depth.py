@@ -1,8 +1,9 @@
 """The path of ``kcompact clean`` stays short and straight: how deep the stack is when the first bytes of
 a ``.cleaned`` segment are written, and how often ``cleaner-offset-checkpoint`` is parsed.
 
-Kafka's own path from its cleaner thread to the first write (``CleanerThread.doWork`` → ``cleanFilthiestLog``
-→ ``Cleaner.clean`` → ``doClean`` → ``cleanSegments`` → ``cleanInto`` → ``LogSegment.append``) is about 12
+Kafka 4.1's own path from its cleaner thread to the first write (``ShutdownableThread.run`` →
+``CleanerThread.doWork`` → ``tryCleanFilthiestLog`` → ``cleanFilthiestLog`` → ``cleanLog`` → ``Cleaner.clean`` →
+``doClean`` → ``cleanSegments`` → ``cleanInto`` → ``LogSegment.append`` → ``FileRecords.append``) is about 12
 frames; kcompact's, from its console entry point, may hold at most 11 of its own, for a partition named alone
 and for a log dir (the CLI's 4, the log-dir driver, the log dir's loop, the round's entry, its locked body,
 its passes, the group's pass 2, the writer).
