@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 from kcompact.cleaner.round import accel as round_accel
@@ -67,7 +68,7 @@ def test_switched_off_no_owner_calls_its_kernels(monkeypatch: pytest.MonkeyPatch
     assert offset_map_accel.flush_puts([], 12) is None
     assert offset_map_accel.merge_runs_step((), (), (), 12, 0, 0, 0) is None  # type: ignore[arg-type]
     assert round_accel.scan_window_key_digests(b"", 0, 0, 0, 1, 0) is None
-    assert round_accel.scan_window_records(b"", 0, 0, 1, 1, 1, None, 0) is None
+    assert round_accel.scan_window_records(b"", 0, 0, 1, 1, 1, np.empty(0, np.int64), 0) is None
 
 
 def test_records_layer_c_knows_no_cleaner_structure() -> None:

@@ -57,7 +57,7 @@ How the code runs it
 
 The sub-packages are layers, each importing only those below it (an import-linter contract holds them):
 ``logdir/`` (a log dir) over ``workers/`` (processes, and the entry point every caller uses) over
-``round/`` (the serial round of one partition, its stages and passes) over ``disk/`` (the only cleaner code that
+``round/`` (the serial round of one partition, its steps and passes) over ``disk/`` (the only cleaner code that
 writes, renames or deletes segment files). Below the cleaner, ``kcompact.log`` holds Kafka's log model the
 read-only commands share: ``log/state/`` and ``log/offset_map/`` over ``log/rules/`` (Kafka's pure rules).
 
@@ -65,15 +65,15 @@ read-only commands share: ``log/state/`` and ``log/offset_map/`` over ``log/rule
 pool and the Spark tasks all call it): the serial round's own, ``round/partition_round.py``'s
 ``clean_partition``, with ``choose_runner`` bound, which hands passes 1 and 2 to worker processes where
 they pay. The round reads top-down from lock to checkpoint, runs its passes itself
-(``stages.run_passes``) unless a runner is chosen or given (Spark's distributed map), and knows nothing
-of workers. It runs the round as separable stages (``round/stages.py``): ``plan_round``, the one
+(``steps.run_passes``) unless a runner is chosen or given (Spark's distributed map), and knows nothing
+of workers. It runs the round as separable steps (``round/steps.py``): ``plan_round``, the one
 planner (``plan_clean`` runs it on a partition directory), freezes steps 1–2 into a picklable
 ``CleanPlan`` (``round/plan.py``; the options in ``round/options.py``),
 ``segment_key_entries`` is pass 1 over one segment, ``write_group`` is pass 2 over one group, and
 ``commit_clean`` is steps 7–8. Pass 2 asks its keep-or-drop question of an *oracle*
 (``log/offset_map/oracle.py``): the in-memory offset map, the retention rules (``disk/retention.py``, for
 ``compact,delete``), or the sorted (digest, offset) runs the Spark path's distributed map produces. On one
-machine the stages run:
+machine the steps run:
 
 * in this process, or split by segment byte ranges (``round/chunks.py``) over forked worker processes
   (``workers/parallel.py``; each worker is seeded with the transaction state replayed from batch headers,

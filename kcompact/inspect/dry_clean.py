@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kcompact.cleaner.logdir.compaction_gate import not_compacted
 from kcompact.cleaner.round.options import CleanOptions, CleanResult
-from kcompact.cleaner.round.stages import unsupported_reason
+from kcompact.cleaner.round.steps import unsupported_reason
 from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.config.topic_config import TopicConfig
 from kcompact.log.rules.high_watermark import SoleReplica

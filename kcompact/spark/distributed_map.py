@@ -13,7 +13,7 @@ serial clean's own code:
 2. **Executors** (``distributed_round.py``): one task per segment scans its map entries; Spark shuffles
    them by digest and keeps the latest offset per digest, plus the clean-section records no dirty key
    supersedes; one task per output group writes its ``.cleaned`` segment against those offsets and
-   runs its self-check (``stages.check_group_output``), so the driver reads no cleaned byte.
+   runs its self-check (``steps.check_group_output``), so the driver reads no cleaned byte.
 3. **Driver** (``clean_partition``): ``commit_clean`` — the sources unchanged since the plan, Kafka's
    crash-safe swap, the checkpoint — and the retention after the round. A failure before the swap removes every
    ``.cleaned`` file and undoes the roll: the partition keeps its bytes.
@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from kcompact.cleaner.round.options import DEFAULT_OPTIONS, CleanOptions, CleanResult, Progress
 from kcompact.cleaner.round.plan import CleanPlan
-from kcompact.cleaner.round.stages import RoundOutput
+from kcompact.cleaner.round.steps import RoundOutput
 from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError

@@ -45,13 +45,13 @@ import numpy.typing as npt
 from kcompact.cleaner.disk.swap import remove_cleaned
 from kcompact.cleaner.round.mapping import iter_dirty_keys
 from kcompact.cleaner.round.plan import CleanPlan
-from kcompact.cleaner.round.stages import (
+from kcompact.cleaner.round.stats import CleanStats
+from kcompact.cleaner.round.steps import (
     GroupOutput,
     check_group_output,
     segment_key_entries,
     write_group,
 )
-from kcompact.cleaner.round.stats import CleanStats
 from kcompact.errors import KcompactError
 from kcompact.log.offset_map.oracle import SortedOffsetsOracle
 from kcompact.spark.session import local_properties, refuse_speculation

@@ -1,10 +1,12 @@
-"""The path of ``kcompact clean`` stays short and straight: how deep the stack is when the first
-``.cleaned`` segment is written, and how often ``cleaner-offset-checkpoint`` is parsed.
+"""The path of ``kcompact clean`` stays short and straight: how deep the stack is when the first bytes of
+a ``.cleaned`` segment are written, and how often ``cleaner-offset-checkpoint`` is parsed.
 
-Kafka's own path from ``LogCleaner`` to the first write (``Cleaner.doClean`` → ``cleanSegments`` →
-``cleanInto``) is about 9 frames; kcompact's, from its console entry point, may hold at most 11 of its
-own (the CLI's 4, the log-dir driver, the round's entry, its locked body, its compaction step, its
-passes, the group's pass 2, the writer).
+Kafka 4.1's own path from its cleaner thread to the first write (``ShutdownableThread.run`` →
+``CleanerThread.doWork`` → ``tryCleanFilthiestLog`` → ``cleanFilthiestLog`` → ``cleanLog`` → ``Cleaner.clean`` →
+``doClean`` → ``cleanSegments`` → ``cleanInto`` → ``LogSegment.append`` → ``FileRecords.append``) is about 12
+frames; kcompact's, from its console entry point, may hold at most 11 of its own, for a partition named alone
+and for a log dir (the CLI's 4, the log-dir driver, the log dir's loop, the round's entry, its locked body,
+its passes, the group's pass 2, the writer).
 """
 
 from __future__ import annotations
@@ -22,41 +24,45 @@ from tests.conftest import PROJECT_FIXTURES, REPO_ROOT, copy_tree_writable
 
 MAX_FRAMES = 11
 
-# ``sys.setprofile`` sees the call of ``open`` but not its arguments; the ``open`` audit event names the
-# file and the mode, and is raised inside that call, with the caller's frames on the stack.
+# ``sys.setprofile`` sees each call of a C function with the function itself: the ``write`` of a file
+# object bound to a ``.cleaned`` file is the first write of its bytes, with the caller's frames on the stack.
 FIRST_CLEANED_WRITE = """
 import os, sys
 import kcompact
 from kcompact.cli.main import main
 package = os.path.dirname(kcompact.__file__) + os.sep
 found = []
-def hook(event, args):
-    if (event == "open" and not found and str(args[0]).endswith(".cleaned") and isinstance(args[1], str)
-            and set(args[1]) & set("wxa")):
-        frame, names = sys._getframe(1), []
-        while frame is not None:
-            if frame.f_code.co_filename.startswith(package):
-                names.append(frame.f_code.co_name)
-            frame = frame.f_back
-        found.append(names)
-sys.addaudithook(hook)
+def profile(frame, event, arg):
+    if (found or event != "c_call" or getattr(arg, "__name__", None) != "write"
+            or not str(getattr(getattr(arg, "__self__", None), "name", "")).endswith(".cleaned")):
+        return
+    names = []
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(package):
+            names.append(frame.f_code.co_name)
+        frame = frame.f_back
+    found.append(names)
+sys.setprofile(profile)
 sys.argv = ["kcompact", *sys.argv[1:]]
 try:
     main()
 finally:
+    sys.setprofile(None)
     sys.stderr.write(f"frames: {len(found[0]) if found else -1} {list(reversed(found[0])) if found else []}\\n")
 """
 
 
-def test_the_first_cleaned_write_is_at_most_eleven_kcompact_frames_deep(tmp_path: Path) -> None:
+@pytest.mark.parametrize("target", ["orders-0", "."], ids=["partition", "log-dir"])
+def test_the_first_cleaned_write_is_at_most_eleven_kcompact_frames_deep(tmp_path: Path, target: str) -> None:
     log_dir = copy_tree_writable(PROJECT_FIXTURES / "sample-logdir", tmp_path / "sample-logdir")
-    argv = [sys.executable, "-c", FIRST_CLEANED_WRITE, "clean", str(log_dir / "orders-0")]
+    argv = [sys.executable, "-c", FIRST_CLEANED_WRITE, "clean", str((log_dir / target).resolve())]
     proc = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
 
     assert proc.returncode == 0, proc.stderr
     line = next(x for x in proc.stderr.splitlines() if x.startswith("frames: "))
     depth = int(line.split()[1])
     assert 0 < depth <= MAX_FRAMES, line
+    assert line.split()[-1] == "'append_run']", line  # the writer's bytes, whichever walk made them
 
 
 def test_a_clean_parses_the_cleaner_checkpoint_once_and_once_more_to_update_it(

@@ -182,11 +182,11 @@ if which == "1":
         return keys(plan, seg, start, end)
     parallel.iter_dirty_keys = iter_dirty_keys
 else:
-    filter_segment = parallel.filter_segment
-    def hooked(plan, seg, ctx, sink, start=0, end=None, sink_run=None):
+    outputs = parallel.iter_segment_output
+    def hooked(plan, seg, ctx, start=0, end=None):
         doomed(seg, start)
-        return filter_segment(plan, seg, ctx, sink, start, end, sink_run)
-    parallel.filter_segment = hooked
+        return outputs(plan, seg, ctx, start, end)
+    parallel.iter_segment_output = hooked
 from kcompact.cli.main import main
 sys.argv = ["kcompact", *sys.argv[3:]]
 main()

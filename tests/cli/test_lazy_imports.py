@@ -49,7 +49,7 @@ def test_a_clean_imports_only_what_it_uses(tmp_path: Path) -> None:
     b.batch([(b"k%d" % (i % 3), b"v") for i in range(10)]).roll().batch([(b"z", b"z")])
     part = b.write(tmp_path)
     imported = _imported("clean", "--json", "--config", "cleanup.policy=compact", "--jobs", "1", str(part))
-    assert "kcompact.cleaner.round.stages" in imported  # the probe saw the clean
+    assert "kcompact.cleaner.round.steps" in imported  # the probe saw the clean
     unused = ["rich", "kcompact.config.kraft", "kcompact.inspect", "kcompact.repair", "kcompact.spark"]
     assert sorted(name for name in imported if name.split(".")[0] in unused
                   or any(name.startswith(f"{prefix}.") or name == prefix for prefix in unused)) == []

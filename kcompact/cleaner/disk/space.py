@@ -1,6 +1,6 @@
 """The disk space a clean needs at its peak and gives back, against the volume's free space.
 
-The order of a round's writes and deletes (``round.stages``: ``run_passes``, then ``commit_clean``; the steps
+The order of a round's writes and deletes (``round.steps``: ``run_passes``, then ``commit_clean``; the steps
 of ``disk.swap``) fixes its peak:
 
 1. every group's ``.cleaned`` files are written — the ``.log`` and its ``.index``/``.timeindex`` (written

@@ -32,7 +32,7 @@ and :func:`settle_checkpoint_order` (the checkpoint's line order after concurren
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -294,8 +294,11 @@ def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, 
         if before is not None and not options.dry_run and any(
                 getattr(outcome, "checkpoint_written", False) for outcome in outcomes):
             _settle(target, before, [task.topic_partition for task in tasks], run)
-    else:
-        outcomes = [_clean_task(replace(options, jobs=jobs), task, progress) for task in tasks]
+    else:  # in this process: each round called from here (a bound call, no frame between)
+        outcomes = []
+        for task in tasks:
+            with _task_outcome(task, outcomes):
+                outcomes.append(_round_of(replace(options, jobs=jobs), task, progress)())
     for outcome in outcomes:
         if isinstance(outcome, PartitionFailure):
             run.failures.append(outcome)
@@ -610,16 +613,34 @@ def _settle(
 def _clean_task(
     options: CleanOptions, task: PartitionTask, progress: ProgressCallback | None
 ) -> CleanResult | PartitionFailure | PartitionSkip:
-    """Clean one partition of a log dir; its deliberate errors become its failure, a round refused as
-    mostly keyless (found past the gate's sample) a skip with its reason, as the gate's are."""
+    """Clean one partition of a log dir in a worker process: its outcome (:func:`_task_outcome`)."""
+    outcomes: list[CleanResult | PartitionFailure | PartitionSkip] = []
+    with _task_outcome(task, outcomes):
+        outcomes.append(_round_of(options, task, progress)())
+    return outcomes[0]
+
+
+def _round_of(
+    options: CleanOptions, task: PartitionTask, progress: ProgressCallback | None
+) -> Callable[[], CleanResult]:
+    """The round of one partition of a log dir, bound and not yet run: ``clean_partition`` with the task's
+    own options and the state its ranking loaded."""
+    return partial(clean_partition, task.part_dir, task.config, task.options(options),
+                   _progress_for(task.part_dir, progress), known=task.known)
+
+
+@contextlib.contextmanager
+def _task_outcome(
+    task: PartitionTask, outcomes: list[CleanResult | PartitionFailure | PartitionSkip]
+) -> Iterator[None]:
+    """A partition's deliberate errors as its outcome, appended to ``outcomes``: its failure, or a round
+    refused as mostly keyless (found past the gate's sample) a skip with its reason, as the gate's are."""
     try:
-        own = task.options(options)
-        return clean_partition(task.part_dir, task.config, own, _progress_for(task.part_dir, progress),
-                               known=task.known)
+        yield
     except KeylessLossRefused as err:
-        return PartitionSkip(str(task.part_dir), str(err).removeprefix(f"{task.part_dir}: "))
+        outcomes.append(PartitionSkip(str(task.part_dir), str(err).removeprefix(f"{task.part_dir}: ")))
     except KcompactError as err:
-        return PartitionFailure(str(task.part_dir), _said(err, task.part_dir))
+        outcomes.append(PartitionFailure(str(task.part_dir), _said(err, task.part_dir)))
 
 
 def _said(err: KcompactError, part_dir: Path) -> str:

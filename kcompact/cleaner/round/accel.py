@@ -14,8 +14,12 @@ says why).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
 
 from kcompact.records.compression import zstd_library_version
 from kcompact.records.scan import accel as scan_accel
@@ -26,8 +30,15 @@ import_error: str | None
 kernels, import_error = scan_accel.load_kernels("kcompact.cleaner.round._windows")
 _COMPILED_ZSTD = kernels.zstd_version() if kernels is not None else None
 
+Codec = Callable[[int, bytes | memoryview], bytes]
+"""``records.compression.decompress`` or ``compress``, as the kernels call it: ``(codec, data)``."""
+ZstdOneCall = Callable[..., bytes]
+"""A zstd decompressor's ``decompress`` (``records.compression.zstd_one_call``), called once, bounded."""
+Zstd = Literal[True] | ZstdOneCall | None
+"""The windows' ``zstd`` argument (:func:`zstd_codec`)."""
 
-def zstd_codec(one_call: Any) -> Any:
+
+def zstd_codec(one_call: ZstdOneCall | None) -> Zstd:
     """The windows' ``zstd`` argument: True where the library compiled into the windows
     (``kcompact/_vendor/zstd``) is the loaded zstandard's own version — then the windows decompress a zstd
     batch's usual stream and compress its rebuilt records themselves, with one reused context each and
@@ -40,7 +51,7 @@ def zstd_codec(one_call: Any) -> Any:
 
 def scan_window_key_digests(
     buf: Buffer, position: int, limit: int, min_offset: int, max_puts: int, base_puts: int,
-    decompress: Any = None, zstd: Any = None,
+    decompress: Codec | None = None, zstd: Zstd = None,
 ) -> tuple[int, bytes, bytes, bytes] | None:
     """C pass 1 over a run of v2 data batches (``cleaner/round/mapping.iter_dirty_keys``).
 
@@ -77,7 +88,7 @@ WindowRecords = tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, bytes, byte
 
 def scan_window_records(
     buf: Buffer, position: int, limit: int, max_batches: int, max_records: int, max_bytes: int,
-    protected: Any, upper_bound: int, decompress: Any = None, zstd: Any = None,
+    protected: npt.NDArray[np.int64], upper_bound: int, decompress: Codec | None = None, zstd: Zstd = None,
 ) -> WindowRecords | None:
     """C pass 2 walk over a run of v2 data batches (``cleaner/round/filter_windows``).
 
@@ -111,7 +122,7 @@ def scan_window_records(
 
 def emit_window(
     buf: Buffer, batches: Buffer, columns: tuple[Buffer, Buffer, Buffer, Buffer], value_null: Buffer,
-    kept: Any, new_horizon: int, inflated: list[bytes] | None = None, compress: Any = None,
+    kept: npt.NDArray[np.uint8], new_horizon: int, inflated: list[bytes] | None = None, compress: Codec | None = None,
     zstd: bool = False,
 ) -> tuple[bytes, bytes] | None:
     """C :func:`~kcompact.records.filter.filter_v2_batch` over a run of
@@ -122,7 +133,7 @@ def emit_window(
         buf, batches: the buffer and the run's ``batches``.
         columns: the run's ``(offsets, timestamps, body_starts, record_ends)``.
         value_null: the run's ``value_null``.
-        kept: one byte a record, nonzero where it is kept (any flat byte buffer: numpy's too).
+        kept: one byte a record, nonzero where it is kept.
         new_horizon: the horizon this round stamps (negative: none).
         inflated: the run's ``inflated`` (its compressed batches' records).
         compress: ``records.compression.compress``, called as ``(codec, records)`` for each

@@ -12,12 +12,13 @@ over the scanned columns (``array('q')`` columns are viewed, not copied):
 with the reasons counted from the same masks (keyless records are "invalid", superseded values and
 tombstones counted apart). Legacy (magic 0/1) entries take the same decision over their decoded records.
 
-:func:`filter_segment` walks one source segment, or the batches starting in a byte range of it (runs
+:func:`iter_segment_output` walks one source segment, or the batches starting in a byte range of it (runs
 of data batches a window at a time in C: ``filter_windows``; of plain legacy entries a run at a time:
-``legacy_runs``; the same decisions and bytes), and hands
-each output batch to a sink: the output segment's writer in the serial case, a buffer sent back to the
-parent from a worker (``parallel.py``). A range that starts inside a segment walks the headers before it
-for the transaction state only; ABORT markers retained there belong to the range before.
+``legacy_runs``; the same decisions, asked of ``record_filter``, and the same bytes), and yields its output
+as ``record_filter.OutputRun`` values, whichever walk made them: the caller writes them (the group's
+writer, ``steps.write_group``; a worker's buffer sent back to the parent, ``workers.parallel``), as
+``Cleaner.cleanInto`` appends what ``filterTo`` returns. A range that starts inside a segment walks the
+headers before it for the transaction state only; ABORT markers retained there belong to the range before.
 
 Every batch the walk reads — one it drops whole, rebuilds or copies byte for byte — has its CRC checked
 first, and one that fails stops the round (:class:`~kcompact.errors.BatchCrcError`, before any output is
@@ -32,98 +33,37 @@ segments it does not rewrite (the active one, those past the first uncleanable o
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from kcompact.cleaner.round.chunks import batches_from
-from kcompact.cleaner.round.filter_windows import (
-    RUN_BATCHES,
-    RUN_RECORDS,
-    RunSink,
-    keep_records,
-    protected_offsets,
-    take_runs,
-)
+from kcompact.cleaner.round.filter_windows import take_runs
 from kcompact.cleaner.round.legacy_runs import take_legacy_run
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
-from kcompact.cleaner.round.stats import CleanStats
+from kcompact.cleaner.round.record_filter import (
+    RUN_BATCHES,
+    RUN_RECORDS,
+    Decided,
+    FilterContext,
+    OutputRun,
+    decide_batch,
+    keep_records,
+    protected_offsets,
+)
 from kcompact.errors import CleanerStateError, CorruptDataError
-from kcompact.log.offset_map.oracle import RetentionOracle
-from kcompact.log.rules.policy import (
-    BatchDecision,
-    check_batch_retention,
-    output_delete_horizon,
-)
-from kcompact.log.rules.producer_state import LastRecord
-from kcompact.log.rules.transactions import CleanedTransactionMetadata
-from kcompact.log.state.log_state import read_control
+from kcompact.log.rules.policy import BatchDecision, output_delete_horizon
 from kcompact.records.batch_header import CONTROL_FLAG_MASK, TRANSACTIONAL_FLAG_MASK, RecordBatch
-from kcompact.records.filter import (
-    BatchRetention,
-    FilteredBatch,
-    Outcome,
-    filter_legacy_entry,
-    filter_v2_batch,
-)
+from kcompact.records.filter import FilteredBatch, Outcome, filter_legacy_entry, filter_v2_batch
 from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import Record, records_bytes
 from kcompact.records.scan import RecordColumns, scan_records
 from kcompact.records.scan.legacy_rows import wrapper_columns
 from kcompact.segment.log_file import LogFile
-from kcompact.segment.txn_index import AbortedTxn
-
-if TYPE_CHECKING:
-    from kcompact.segment.log_file import AnyBatch
-
-Sink = Callable[[bytes | memoryview, int, int], None]
-"""Receives each output batch: its bytes, last offset and max timestamp (what the indexes need)."""
-
-
-@dataclass(slots=True)
-class FilterContext:
-    """What filtering needs in one process: the round's clock and bounds, the oracle, the transaction
-    state (carried from segment to segment), the live producers and the counters."""
-
-    oracle: RetentionOracle
-    txn: CleanedTransactionMetadata[AbortedTxn]
-    last_records: dict[int, LastRecord]
-    upper_bound: int
-    now_ms: int
-    delete_retention_ms: int
-    stats: CleanStats
-    fence: int | None = None  # the replica fence (``rules.fence``); None: Kafka's rules alone
-
-    @classmethod
-    def at(
-        cls, plan: CleanPlan, seg: SegmentPlan, oracle: RetentionOracle, stats: CleanStats
-    ) -> FilterContext:
-        """A context positioned at the start of ``seg`` (its transaction state from the plan's seed).
-
-        Raises:
-            CleanerStateError: the oracle covers a different range than the plan.
-        """
-        if oracle.map_latest_offset != plan.map_latest_offset:
-            raise CleanerStateError(
-                f"{plan.partition_dir}: the retention oracle's map_latest_offset; expected "
-                f"{plan.map_latest_offset} (the plan's), found {oracle.map_latest_offset}"
-            )
-        return cls(
-            oracle=oracle,
-            txn=CleanedTransactionMetadata.from_seed(seg.clean_seed),
-            last_records=dict(plan.last_records),
-            upper_bound=plan.first_uncleanable_offset,
-            now_ms=plan.now_ms,
-            delete_retention_ms=plan.config.delete_retention_ms,
-            stats=stats,
-            fence=plan.fence_offset,
-        )
-
 
 _WINDOW_RECORDS = RUN_RECORDS  # records decided together (one oracle call, one set of masks)
 _WINDOW_BATCHES = RUN_BATCHES
@@ -140,25 +80,20 @@ class _Pending:
     cols: RecordColumns | None  # scanned: its records need the oracle
 
 
-_Decided = tuple[BatchDecision, int | None]
-"""A batch kept at batch level: Kafka's batch decision and its control type (None: a data batch)."""
-
-
-def filter_segment(
+def iter_segment_output(
     plan: CleanPlan,
     seg: SegmentPlan,
     ctx: FilterContext,
-    sink: Sink,
     start_position: int = 0,
     end_position: int | None = None,
-    sink_run: RunSink | None = None,
-) -> None:
-    """Filter the batches of ``seg`` that start in ``[start_position, end_position)`` into ``sink``
-    (or, for the windows of data batches ``filter_windows`` takes, into ``sink_run`` when given).
+) -> Iterator[OutputRun]:
+    """The output batches of the batches of ``seg`` that start in ``[start_position, end_position)``, in
+    order: ``Cleaner.cleanInto``'s ``filterTo`` over one segment (or a byte range of it).
 
     ``ctx`` must be positioned at the start of ``seg`` (``FilterContext.at``, or the previous
     segment's walk); it is left at the end of the range. Batch decisions are taken one batch at a
-    time, in order; record decisions for up to ``_WINDOW_RECORDS`` records at once; output in order.
+    time, in order; record decisions for up to ``_WINDOW_RECORDS`` records at once. The caller writes
+    each run before it asks for the next (a copied batch is a view of the segment's bytes).
 
     Raises:
         CorruptDataError: a batch or record does not parse (names the file and position).
@@ -173,74 +108,53 @@ def filter_segment(
             ctx.txn.take_retained_aborted()  # markers before the range are the previous range's
         window: list[_Pending] = []
         records = 0
+        pending = partial(_flushed, window, ctx, log.path, clear=True)  # what the C runs yield first
         while (batch := next(batches, None)) is not None:
             if end_position is not None and batch.position >= end_position:
                 break
             if batch.magic < 2:  # legacy_runs: plain entries a run at a time in C, from this one
-                reached = take_legacy_run(log.buffer, batch.position, limit, ctx, retain_legacy,
-                                          sink, partial(_flush, window, ctx, sink, log.path, clear=True),
-                                          sink_run)
+                reached = yield from take_legacy_run(log.buffer, batch.position, limit, ctx, retain_legacy,
+                                                     pending)
                 if reached != batch.position:
                     records = 0
                     batches = log.iter_batches(reached)
                     continue
             log.check_crc(batch)  # dropped, rebuilt or copied: each batch read is checked (module doc)
-            decided = _decide_batch(batch, ctx, log.path)
+            decided = decide_batch(batch, ctx, log.path)
             if decided is None:
                 pass  # deleted whole at batch level
             elif isinstance(batch, LegacyEntry):  # decided alone, after the rest
-                _flush(window, ctx, sink, log.path)
-                window, records = [], 0
-                _emit(sink, _legacy(batch, decided, ctx, retain_legacy, log.path))
+                yield from _flushed(window, ctx, log.path, clear=True)
+                records = 0
+                yield from _output(_legacy(batch, decided, ctx, retain_legacy, log.path))
             else:
-                pending = _pending(batch, decided, log.path)
-                window.append(pending)
-                records += pending.cols.count if pending.cols is not None else 0
+                entry = _pending(batch, decided, log.path)
+                window.append(entry)
+                records += entry.cols.count if entry.cols is not None else 0
                 if records >= _WINDOW_RECORDS or len(window) >= _WINDOW_BATCHES:
-                    _flush(window, ctx, sink, log.path)
-                    window, records = [], 0
+                    yield from _flushed(window, ctx, log.path, clear=True)
+                    records = 0
                     log.forget_before(batch.position + batch.size_in_bytes)  # written: its pages can go
             if batch.magic >= 2 and not batch.attributes & _NOT_DATA:  # filter_windows: C from here
                 after = batch.position + batch.size_in_bytes
-                reached = take_runs(log.buffer, after, limit, ctx, protected, sink,
-                                    partial(_flush, window, ctx, sink, log.path, clear=True),
-                                    sink_run, log.forget_before)
+                reached = yield from take_runs(log.buffer, after, limit, ctx, protected, pending,
+                                               log.forget_before)
                 records = records if window else 0
                 if reached != after:
                     batches = log.iter_batches(reached)
-        _flush(window, ctx, sink, log.path)
-        del batches, window  # copied batches are views into the map: let them go before it closes
+        yield from _flushed(window, ctx, log.path, clear=True)
+        del batches, window, pending  # copied batches are views into the map: let them go before it closes
     stop = seg.size_in_bytes if end_position is None else min(end_position, seg.size_in_bytes)
     ctx.stats.bytes_read += max(0, stop - min(start_position, seg.size_in_bytes))
 
 
-def _emit(sink: Sink, out: FilteredBatch) -> None:
+def _output(out: FilteredBatch) -> Iterator[OutputRun]:
+    """A batch's output as a run of one (nothing for a batch dropped)."""
     if out.outcome is not Outcome.DROPPED:
-        sink(out.data, out.last_offset, out.max_timestamp)
+        yield OutputRun(out.data, [len(out.data)], [out.last_offset], [out.max_timestamp])
 
 
-def _decide_batch(batch: AnyBatch, ctx: FilterContext, path: Path) -> _Decided | None:
-    """The batch-level decision (advancing the transaction state); None for a batch deleted whole."""
-    control_type = None
-    if batch.is_control:
-        control_type, _ts = read_control(batch, path)
-    decision = check_batch_retention(
-        batch,
-        control_type=control_type,
-        txn=ctx.txn,
-        last_records_of_active_producers=ctx.last_records,
-        upper_bound_offset=ctx.upper_bound,
-        now_ms=ctx.now_ms,
-        fence=ctx.fence,
-    )
-    ctx.stats.batches_read += 1
-    if decision.retention is BatchRetention.DELETE:
-        ctx.stats.note_batch_deleted(batch, decision, control_type)
-        return None
-    return decision, control_type
-
-
-def _pending(batch: RecordBatch, decided: _Decided, path: Path) -> _Pending:
+def _pending(batch: RecordBatch, decided: Decided, path: Path) -> _Pending:
     """A decided v2 batch for its window; one whose records must be judged one by one is scanned here,
     in log order."""
     decision, control_type = decided
@@ -253,19 +167,20 @@ def _pending(batch: RecordBatch, decided: _Decided, path: Path) -> _Pending:
     return _Pending(batch, decision, control_type, cols)
 
 
-def _flush(
-    window: list[_Pending], ctx: FilterContext, sink: Sink, path: Path, *, clear: bool = False
-) -> None:
-    """Decide the window's records together, then rewrite and emit its batches in order (and
-    empty it with ``clear``)."""
+def _flushed(
+    window: list[_Pending], ctx: FilterContext, path: Path, *, clear: bool = False
+) -> Iterator[OutputRun]:
+    """Decide the window's records together, then rewrite its batches and yield their output in order
+    (and empty it with ``clear``)."""
     scanned = [p for p in window if p.cols is not None]
     keeps = iter(_keep_window(scanned, ctx) if scanned else [])
-    for pending in window:
-        keep = next(keeps) if pending.cols is not None else None
+    for entry in window:
+        keep = next(keeps) if entry.cols is not None else None
         try:
-            _emit(sink, _filter_v2(pending, keep, ctx))
+            out = _filter_v2(entry, keep, ctx)
         except CorruptDataError as err:
-            raise (err.located(path, pending.batch.position) if err.path is None else err) from err
+            raise (err.located(path, entry.batch.position) if err.path is None else err) from err
+        yield from _output(out)
     if clear:
         window.clear()
 
@@ -348,7 +263,7 @@ def _keeps_tombstones(batch: RecordBatch, now_ms: int) -> bool:
 
 
 def _legacy(
-    entry: LegacyEntry, decided: _Decided, ctx: FilterContext, retain_legacy: bool, path: Path
+    entry: LegacyEntry, decided: Decided, ctx: FilterContext, retain_legacy: bool, path: Path
 ) -> FilteredBatch:
     try:
         return _filter_legacy(entry, decided[0], ctx, retain_legacy)
@@ -364,7 +279,7 @@ def _filter_legacy(
     entry: LegacyEntry, decision: BatchDecision, ctx: FilterContext, retain_legacy: bool
 ) -> FilteredBatch:
     """An entry the runs of ``legacy_runs`` do not take (a compressed wrapper, the entry at the round's
-    upper bound): its records decided by ``filter_windows.keep_records``, as a run's are."""
+    upper bound): its records decided by ``record_filter.keep_records``, as a run's are."""
     offsets, keyed, tombstone, record = _legacy_columns(entry)
     stats = ctx.stats
     stats.records_read += len(offsets)

@@ -1,12 +1,12 @@
-"""Pass 2 over runs of plain legacy (magic 0/1) entries, one C walk a run (``filtering.filter_segment``'s
+"""Pass 2 over runs of plain legacy (magic 0/1) entries, one C walk a run (``filtering.iter_segment_output``'s
 legacy fast path).
 
 Why: a legacy log holds one message per entry, and the per-entry walk (``iter_batches``, the CRC
 check, the batch decision, ``legacy_records``, the oracle, ``filter_legacy_entry``) cost ~40 us an
-entry: 0.2 MiB/s. Here a run of up to :data:`~kcompact.cleaner.round.filter_windows.RUN_RECORDS`
+entry: 0.2 MiB/s. Here a run of up to :data:`~kcompact.cleaner.round.record_filter.RUN_RECORDS`
 uncompressed entries with sound CRCs is read by one C call
 (``records.scan.legacy_rows.legacy_entries``), its records decided together by
-:func:`~kcompact.cleaner.round.filter_windows.keep_records` (the rule v2 windows use; for legacy data a
+:func:`~kcompact.cleaner.round.record_filter.keep_records` (the rule v2 windows use; for legacy data a
 tombstone outlives the map while the segment is newer than the legacy delete horizon), and each kept
 message written as the one-record v2 batch ``records.filter.filter_legacy_entry`` writes for it, all
 of them by one more C call (``legacy_rows.legacy_emit``).
@@ -21,13 +21,12 @@ The per-entry walk stays the reference; tests compare the two outputs byte for b
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Generator, Iterable
 
 import numpy as np
 import numpy.typing as npt
 
-from kcompact.cleaner.round.filter_windows import RUN_RECORDS, RunSink, keep_records
+from kcompact.cleaner.round.record_filter import RUN_RECORDS, FilterContext, OutputRun, keep_records
 from kcompact.log.rules.policy import new_delete_horizon
 from kcompact.records.batch_header import NO_TIMESTAMP
 from kcompact.records.legacy import TIMESTAMP_TYPE_MASK
@@ -47,17 +46,12 @@ from kcompact.records.scan.legacy_rows import (
     legacy_entries,
 )
 
-if TYPE_CHECKING:  # filtering imports this module; the annotations only name its context
-    from kcompact.cleaner.round.filtering import FilterContext
-
-Sink = Callable[[bytes | memoryview, int, int], None]
-
 
 def take_legacy_run(
     buffer: memoryview, position: int, limit: int, ctx: FilterContext, retain_legacy: bool,
-    sink: Sink, before: Callable[[], None], sink_run: RunSink | None = None,
-) -> int:
-    """Filter the plain legacy entries from ``position`` on (before ``limit``) into ``sink``, one run.
+    before: Callable[[], Iterable[OutputRun]],
+) -> Generator[OutputRun, None, int]:
+    """The output of the plain legacy entries from ``position`` on (before ``limit``), one run.
 
     Args:
         buffer: the segment's bytes.
@@ -65,9 +59,10 @@ def take_legacy_run(
         limit: entries starting here or later are not taken.
         ctx: the walk's context; its stats and transaction state move on as the per-entry walk's.
         retain_legacy: the segment is newer than the legacy delete horizon (tombstones stay).
-        sink: receives each output batch (unless ``sink_run`` is given).
-        sink_run: receives the run's output batches at once.
-        before: called once before the run is decided (the caller's pending output).
+        before: the caller's pending output, yielded once before the run is decided.
+
+    Yields:
+        The run's output batches (nothing where it keeps none).
 
     Returns:
         Where the per-entry walk goes on (``position``: nothing was taken).
@@ -84,7 +79,7 @@ def take_legacy_run(
         if not len(rows):
             return position
     offsets = rows[:, OFFSET]
-    before()
+    yield from before()
     key_starts, key_ends = rows[:, KEY_START], rows[:, KEY_END]
 
     def keys_at(at: npt.NDArray[np.intp]) -> list[bytes]:
@@ -94,7 +89,7 @@ def take_legacy_run(
     tombstone = rows[:, VALUE_START] < 0
     kept = keep_records(offsets, key_starts >= 0, tombstone, np.full(len(rows), retain_legacy),
                         keys_at, ctx.oracle, ctx.fence, stats)
-    _emit(buffer, rows[kept], new_delete_horizon(ctx.now_ms, ctx.delete_retention_ms), sink, sink_run)
+    out = _output(buffer, rows[kept], new_delete_horizon(ctx.now_ms, ctx.delete_retention_ms))
     written = int(np.count_nonzero(kept))
     stats.batches_read += len(rows)
     stats.records_read += len(rows)
@@ -102,13 +97,14 @@ def take_legacy_run(
     stats.records_written += written
     stats.batches_dropped += len(rows) - written
     ctx.txn.advance_to(int(offsets[-1]))  # what each entry's on_batch_read does first
+    if written:
+        yield out
     return reached
 
 
-def _emit(buffer: memoryview, kept: npt.NDArray[np.int64], horizon: int, sink: Sink,
-          sink_run: RunSink | None) -> None:
-    """Write the kept messages as ``records.filter.filter_legacy_entry`` does, one v2 batch each
-    (``legacy_rows.legacy_emit``), into ``sink_run`` at once or ``sink`` one by one."""
+def _output(buffer: memoryview, kept: npt.NDArray[np.int64], horizon: int) -> OutputRun:
+    """The kept messages written as ``records.filter.filter_legacy_entry`` writes each, one v2 batch
+    apiece (``legacy_rows.legacy_emit``)."""
     rows = np.ascontiguousarray(kept)
     emitted = legacy_emit(buffer, rows.data, horizon)
     data, raw_sizes = (emitted if emitted is not None
@@ -117,11 +113,4 @@ def _emit(buffer: memoryview, kept: npt.NDArray[np.int64], horizon: int, sink: S
     timestamps = rows[:, TIMESTAMP]
     log_append = (rows[:, MAGIC] == 1) & ((rows[:, ATTRIBUTES] & TIMESTAMP_TYPE_MASK) != 0)
     max_timestamps = np.where(log_append, timestamps, np.maximum(timestamps, NO_TIMESTAMP)).tolist()
-    last_offsets = rows[:, OFFSET].tolist()
-    if sink_run is not None:
-        sink_run(data, sizes, last_offsets, max_timestamps)
-        return
-    view, at = memoryview(data), 0
-    for size, last_offset, max_timestamp in zip(sizes, last_offsets, max_timestamps, strict=True):
-        sink(view[at : at + size], last_offset, max_timestamp)
-        at += size
+    return OutputRun(data, sizes, rows[:, OFFSET].tolist(), max_timestamps)

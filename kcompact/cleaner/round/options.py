@@ -1,7 +1,7 @@
 """How to clean one partition and what the clean did: the values around :func:`clean_partition`.
 
 They live below the round (``round/partition_round.py``), the process pool (``cleaner/workers/``) and the
-entry point (``round/partition_round.py``), beside the stages (``round/stages.py``), which all use them;
+entry point (``round/partition_round.py``), beside the round's steps (``round/steps.py``), which all use them;
 callers import them from here.
 """
 

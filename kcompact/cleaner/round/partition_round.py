@@ -8,7 +8,7 @@ checkpoint. With ``dry_run`` it does everything but write; a dry run that has le
 ``--roll`` settles and rolls on a staged copy of links (``_staged_copy``), so it previews the very round
 the run would do.
 
-The round itself is the stages of ``stages.py`` run in order: a
+The round itself is the steps of ``steps.py`` run in order: a
 :class:`~kcompact.cleaner.round.plan.CleanPlan`, passes 1 (``mapping.py``) and 2 (``filtering.py``), then
 ``commit_clean``. Around it: the optional roll, and segment retention before and after, as the broker's
 cleaner thread does. The roll and the deletion of the segments wholly below the log start are
@@ -17,7 +17,7 @@ every output passed its self-check), and a round that fails before that, or chan
 roll and deletes nothing (``roll.py``), so a failed ``clean --roll`` changes nothing.
 
 Passes 1 and 2 are the one step a caller may hand elsewhere: the round runs them here
-(``stages.run_passes``) unless the caller's :data:`~kcompact.cleaner.round.stages.RunnerChoice` picks a
+(``steps.run_passes``) unless the caller's :data:`~kcompact.cleaner.round.steps.RunnerChoice` picks a
 runner for the planned round (``workers.parallel.clean_partition`` binds ``choose_runner``: worker
 processes where they pay), or the caller brings its runner (``kcompact.spark.distributed_map`` builds
 the offset map as a Spark shuffle); everything else — locks, recovery, roll, range, plan, commit,
@@ -58,7 +58,7 @@ from kcompact.cleaner.round.options import (
     Progress,
 )
 from kcompact.cleaner.round.plan import CleanPlan
-from kcompact.cleaner.round.stages import (
+from kcompact.cleaner.round.steps import (
     RoundOutput,
     RoundRunner,
     RunnerChoice,
@@ -112,7 +112,7 @@ def clean_partition(
             dry run that settles or rolls does not run on a staged copy.
         choose_runner: without ``round_runner``, picks per planned round who runs passes 1 and 2
             (``workers.parallel.choose_runner``: worker processes); None, or a choice of None, runs
-            them here (``stages.run_passes``).
+            them here (``steps.run_passes``).
         known: the partition's state as the caller loaded it (a log dir's ordering), used while the files it
             was read from are unchanged (``state.known_state``); None: loaded here.
 
@@ -320,9 +320,10 @@ def _clean_locked(
         if roll is not None:
             partition = open_partition(partition.path)
         partition, state = _below_log_start(here, pending, partition, known)
-        if config.is_compacted:
-            _compact(here, partition, state)
-        else:
+        if config.is_compacted and (plan := _plan_compaction(here, partition, state)) is not None:
+            ran = _passes(here, partition, plan)(plan, options, progress)  # Cleaner.doClean: plan, passes, commit
+            _commit_compaction(here, partition, ran)
+        elif not config.is_compacted:
             result.skipped_reason = (f"cleanup.policy={','.join(config.cleanup_policy)} has no 'compact': "
                                      "retention only")
         _retention(here, partition, state)
@@ -416,9 +417,11 @@ def _without(partition: Partition, bases: list[int]) -> Partition:
                    snapshots=snapshots)
 
 
-def _compact(here: _Round, partition: Partition, state: LogState) -> None:
-    config, options, result = here.config, here.options, here.result
-    planned = plan_round(partition, state, config, here.now_ms, options)
+def _plan_compaction(here: _Round, partition: Partition, state: LogState) -> CleanPlan | None:
+    """The round's plan (``steps.plan_round``), its range, fence and warnings noted in the result; None
+    when there is nothing to clean (the checkpoint rewritten where Kafka would force it)."""
+    options, result = here.options, here.result
+    planned = plan_round(partition, state, here.config, here.now_ms, options)
     rng = result.range = planned.range
     result.checkpoint_before = state.checkpoint_offset
     result.warnings.extend(planned.warnings)
@@ -430,11 +433,22 @@ def _compact(here: _Round, partition: Partition, state: LogState) -> None:
             if not options.dry_run:
                 write_checkpoint(partition, rng.first_dirty_offset)
                 result.checkpoint_written = True
-        return
-    runner = here.runner(planned.plan, options)
-    if not options.dry_run:
-        _require_space(here, partition, planned.plan)
-    ran = (run_passes if runner is None else runner)(planned.plan, options, here.progress)
+    return planned.plan
+
+
+def _passes(here: _Round, partition: Partition, plan: CleanPlan) -> RoundRunner:
+    """Who runs passes 1 and 2 of ``plan`` (the caller's choice, else ``steps.run_passes``), once the
+    volume is known to fit the round (:func:`_require_space`)."""
+    runner = here.runner(plan, here.options)
+    if not here.options.dry_run:
+        _require_space(here, partition, plan)
+    return run_passes if runner is None else runner
+
+
+def _commit_compaction(here: _Round, partition: Partition, ran: RoundOutput) -> None:
+    """The passes' outputs swapped in and the checkpoint advanced (``steps.commit_clean``), after the
+    keyless guard; the result takes their counters."""
+    options, result = here.options, here.result
     result.end_offset = ran.plan.end_offset
     result.workers = ran.workers
     _refuse_keyless_loss(options, ran)

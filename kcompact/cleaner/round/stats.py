@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kcompact.records.filter import FilteredBatch, Outcome
 
@@ -82,8 +82,8 @@ class CleanStats:
         """Fraction of the bytes read that did not survive (0.0 when nothing was read)."""
         return 0.0 if not self.bytes_read else 1.0 - self.bytes_written / self.bytes_read
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, int | float]:
         """JSON-ready counters."""
-        out = asdict(self)
+        out: dict[str, int | float] = asdict(self)
         out["size_reduction"] = round(self.size_reduction, 6)
         return out

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -33,7 +33,14 @@ if TYPE_CHECKING:
     from kcompact.records.legacy import LegacyEntry
 
 
-def check_cleaned_segment(cleaned: CleanedSegment, group: Sequence[Any], first_uncleanable: int) -> None:
+class SourceSegment(Protocol):
+    """A source segment of a group, as the check names it: its files."""
+
+    @property
+    def files(self) -> SegmentFiles: ...
+
+
+def check_cleaned_segment(cleaned: CleanedSegment, group: Sequence[SourceSegment], first_uncleanable: int) -> None:
     """Raise CleanerStateError when the cleaned segment breaks an invariant (see the module docstring).
 
     Args:

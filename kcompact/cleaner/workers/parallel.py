@@ -36,7 +36,7 @@ import os
 import threading
 from array import array
 from collections import Counter
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -48,7 +48,7 @@ import numpy as np
 from kcompact.cleaner.disk.swap import CleanedSegmentWriter
 from kcompact.cleaner.round.chunks import Chunk
 from kcompact.cleaner.round.chunks import chunks_of as cut_chunks
-from kcompact.cleaner.round.filtering import FilterContext, filter_segment
+from kcompact.cleaner.round.filtering import iter_segment_output
 from kcompact.cleaner.round.mapping import (
     SegmentKeys,
     fill_offset_map,
@@ -58,7 +58,9 @@ from kcompact.cleaner.round.mapping import (
 from kcompact.cleaner.round.options import CleanOptions, Progress
 from kcompact.cleaner.round.partition_round import clean_partition as round_clean_partition
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
-from kcompact.cleaner.round.stages import (
+from kcompact.cleaner.round.record_filter import FilterContext
+from kcompact.cleaner.round.stats import CleanStats
+from kcompact.cleaner.round.steps import (
     GroupOutput,
     RoundOutput,
     RoundRunner,
@@ -67,8 +69,7 @@ from kcompact.cleaner.round.stages import (
     run_passes,
     write_group,
 )
-from kcompact.cleaner.round.stages import build_offset_map as serial_offset_map
-from kcompact.cleaner.round.stats import CleanStats
+from kcompact.cleaner.round.steps import build_offset_map as serial_offset_map
 from kcompact.cleaner.workers.spill import (
     Spilled,
     SpillWriter,
@@ -99,7 +100,7 @@ _worker_state: tuple[CleanPlan, RetentionOracle | None, Path] | None = None  # i
 
 def choose_runner(plan: CleanPlan, options: CleanOptions) -> RoundRunner | None:
     """Who runs passes 1 and 2 of ``plan`` (a ``RunnerChoice``): ``options.jobs`` worker processes, or None
-    for the round's own passes in this process (``stages.run_passes``) when that resolves to one.
+    for the round's own passes in this process (``steps.run_passes``) when that resolves to one.
 
     Raises:
         ConfigError: ``options.jobs`` below 1.
@@ -358,14 +359,8 @@ class _Collector:
         self.out = SpillWriter(directory)
         self.sizes, self.last_offsets, self.max_timestamps = array("q"), array("q"), array("q")
 
-    def append(self, data: bytes | memoryview, last_offset: int, max_timestamp: int) -> None:
-        self.out.write(data)
-        self.sizes.append(len(data))
-        self.last_offsets.append(last_offset)
-        self.max_timestamps.append(max_timestamp)
-
-    def append_run(self, data: bytes, sizes: list[int], last_offsets: list[int],
-                   max_timestamps: list[int]) -> None:
+    def append_run(self, data: bytes | memoryview, sizes: Sequence[int], last_offsets: Sequence[int],
+                   max_timestamps: Sequence[int]) -> None:
         self.out.write(data)
         self.sizes.extend(sizes)
         self.last_offsets.extend(last_offsets)
@@ -386,7 +381,7 @@ def write_groups(
         One output per group, in order.
 
     Raises:
-        CorruptDataError, KcompactError: as ``stages.write_group``; every ``.cleaned`` file written
+        CorruptDataError, KcompactError: as ``steps.write_group``; every ``.cleaned`` file written
             so far is removed first.
     """
     outputs: list[GroupOutput] = []
@@ -421,7 +416,8 @@ def _filter_chunk(chunk: Chunk) -> ChunkOutput:
     stats = CleanStats()
     ctx = FilterContext.at(plan, seg, oracle, stats)
     out = _Collector(directory)
-    filter_segment(plan, seg, ctx, out.append, start, end, out.append_run)
+    for run in iter_segment_output(plan, seg, ctx, start, end):
+        out.append_run(*run)
     stop = seg.size_in_bytes if end is None else min(end, seg.size_in_bytes)
     return ChunkOutput(out.out.close(), out.sizes, out.last_offsets, out.max_timestamps,
                        max(0, stop - start), stats, tuple(ctx.txn.take_retained_aborted()))
@@ -442,11 +438,7 @@ def _assemble(
     try:
         for part in parts:
             with read_spilled(part.path) as view:
-                position = 0
-                for size, last_offset, max_timestamp in zip(part.sizes, part.last_offsets,
-                                                            part.max_timestamps, strict=True):
-                    writer.append(view[position : position + size], last_offset, max_timestamp)
-                    position += size
+                writer.append_run(view, part.sizes, part.last_offsets, part.max_timestamps)
             stats.add(part.stats)
             retained += part.retained
             if progress is not None:

@@ -1,5 +1,5 @@
 """Pass 2's C windows over data batches (``filter_windows``: ``_windows.scan_window_records`` and
-``_windows.emit_window``, taken by ``filtering.filter_segment``) give exactly what the per-batch walk
+``_windows.emit_window``, taken by ``filtering.iter_segment_output``) give exactly what the per-batch walk
 gives: every output batch's bytes, last offset and max timestamp, the counters and the transaction
 state, on intact and corrupted segments, for whole segments and chunks, at any window size."""
 
@@ -15,11 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kcompact.cleaner.round import accel, filter_windows
-from kcompact.cleaner.round.filtering import FilterContext, filter_segment
+from kcompact.cleaner.round.filtering import iter_segment_output
 from kcompact.cleaner.round.mapping import iter_dirty_keys
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
-from kcompact.cleaner.round.stages import plan_clean
+from kcompact.cleaner.round.record_filter import FilterContext
 from kcompact.cleaner.round.stats import CleanStats
+from kcompact.cleaner.round.steps import plan_clean
 from kcompact.log.offset_map.oracle import KeysAt, OffsetMapOracle, RetentionOracle, SortedOffsetsOracle
 from kcompact.records import compression
 from kcompact.records.batch_encoding import encode_batch
@@ -29,7 +30,7 @@ from kcompact.records.legacy import LegacyEntry
 from kcompact.records.record import Record, decode_records
 from kcompact.segment.log_file import LogFile
 from tests.builders import PartitionBuilder
-from tests.cleaner.round.test_stages import OPTIONS, serial_map
+from tests.cleaner.round.test_steps import OPTIONS, serial_map
 from tests.cleaner.workers.test_parallel import DAY, NOW, config, key
 from tests.records.scan.accel_compare import accel_switched, counted_zstd_one_call, needs_c
 
@@ -96,23 +97,19 @@ Walked = tuple[list[tuple[bytes, int, int]], dict[str, object], object, object]
 
 
 def _walk(plan: CleanPlan, seg: SegmentPlan, oracle: RetentionOracle, start: int,
-          end: int | None, by_runs: bool = False) -> Walked:
-    """Every output batch, the counters and the retained aborted transactions; or only the error
-    (class and message) if one was raised (a round that fails keeps no output and no counters).
-    ``by_runs``: the C windows' output goes to a ``sink_run``, split here into batches."""
+          end: int | None) -> Walked:
+    """Every output batch (each run the walk yields split into its batches), the counters and the
+    retained aborted transactions; or only the error (class and message) if one was raised (a round that
+    fails keeps no output and no counters)."""
     out: list[tuple[bytes, int, int]] = []
-
-    def run_sink(data: bytes, sizes: list[int], lasts: list[int], times: list[int]) -> None:
-        at = 0
-        for size, last, ts in zip(sizes, lasts, times, strict=True):
-            out.append((data[at : at + size], last, ts))
-            at += size
-        assert at == len(data)
-
     ctx = FilterContext.at(plan, seg, oracle, CleanStats())
     try:
-        filter_segment(plan, seg, ctx, lambda d, last, ts: out.append((bytes(d), last, ts)), start, end,
-                       run_sink if by_runs else None)
+        for data, sizes, lasts, times in iter_segment_output(plan, seg, ctx, start, end):
+            at = 0
+            for size, last, ts in zip(sizes, lasts, times, strict=True):
+                out.append((bytes(data[at : at + size]), last, ts))
+                at += size
+            assert at == len(data)
     except Exception as err:  # noqa: BLE001 - comparing them is the point
         return [], {}, None, (type(err), str(err))
     return out, dataclasses.asdict(ctx.stats), ctx.txn.take_retained_aborted(), None
@@ -124,9 +121,7 @@ def _both(plan: CleanPlan, seg: SegmentPlan, oracle: RetentionOracle, start: int
         reference = _walk(plan, seg, oracle, start, end)
     with accel_switched(True):
         compiled = _walk(plan, seg, oracle, start, end)
-        by_runs = _walk(plan, seg, oracle, start, end, by_runs=True)
     assert compiled == reference
-    assert by_runs == reference
     return reference
 
 
@@ -342,8 +337,8 @@ def _error_of(plan: CleanPlan, stage: str) -> tuple[type, str] | None:
                 pass
         else:
             oracle = SortedOffsetsOracle(np.arange(plan.end_offset, dtype=np.int64), plan.map_latest_offset)
-            filter_segment(plan, seg, FilterContext.at(plan, seg, oracle, CleanStats()),
-                           lambda *_: None)
+            for _ in iter_segment_output(plan, seg, FilterContext.at(plan, seg, oracle, CleanStats())):
+                pass
     except Exception as err:  # noqa: BLE001 - comparing them is the point
         return type(err), str(err)
     return None

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from kcompact.cleaner.round import accel, mapping
 from kcompact.cleaner.round.mapping import SegmentKeys, iter_dirty_keys
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
-from kcompact.cleaner.round.stages import plan_clean
+from kcompact.cleaner.round.steps import plan_clean
 from kcompact.records import compression
 from tests.builders import PartitionBuilder
-from tests.cleaner.round.test_stages import OPTIONS
+from tests.cleaner.round.test_steps import OPTIONS
 from tests.cleaner.workers.test_parallel import config, key
 from tests.records.scan.accel_compare import accel_switched, counted_zstd_one_call, needs_c
 

@@ -14,7 +14,7 @@ import pytest
 
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.round.plan import CleanPlan
-from kcompact.cleaner.round.stages import plan_clean
+from kcompact.cleaner.round.steps import plan_clean
 from kcompact.segment.txn_index import AbortedTxn, read_txn_index
 from tests.cleaner.workers.test_parallel import NOW, config, transactions
 

@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 
 from kcompact.cleaner.round import accel, filter_windows, mapping
 from kcompact.cleaner.round.mapping import iter_dirty_keys
-from kcompact.cleaner.round.stages import plan_clean
+from kcompact.cleaner.round.steps import plan_clean
 from kcompact.errors import CorruptRecordError
 from kcompact.log.offset_map.oracle import OffsetMapOracle
 from kcompact.records import compression
 from tests.builders import PartitionBuilder
 from tests.cleaner.round.test_filter_windows import _both, _walk
-from tests.cleaner.round.test_stages import OPTIONS, serial_map
+from tests.cleaner.round.test_steps import OPTIONS, serial_map
 from tests.cleaner.round.test_zstd_one_call import _batch
 from tests.cleaner.workers.test_parallel import config, key
 from tests.records.scan.accel_compare import accel_switched, needs_c

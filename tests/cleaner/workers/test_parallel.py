@@ -265,7 +265,7 @@ def test_corrupt_data_fails_in_a_worker_as_in_one_process(
 
 
 def test_jobs_default_to_one_for_a_small_round(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kcompact.cleaner.round.stages import plan_clean
+    from kcompact.cleaner.round.steps import plan_clean
 
     plan = plan_clean(transactions(tmp_path / "logdir"), config(), CleanOptions(now_ms=NOW))
     assert plan is not None
@@ -288,7 +288,7 @@ def test_jobs_default_to_one_for_a_small_round(tmp_path: Path, monkeypatch: pyte
 def test_jobs_are_capped_at_the_usable_cores_and_the_segment_ranges(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kcompact.cleaner.round.stages import plan_clean
+    from kcompact.cleaner.round.steps import plan_clean
 
     plan = plan_clean(transactions(tmp_path / "logdir"), config(), CleanOptions(now_ms=NOW))
     assert plan is not None
@@ -329,7 +329,7 @@ def test_a_huge_jobs_starts_no_more_processes_than_the_cores(
 
 
 def test_chunks_cover_every_byte_once(tmp_path: Path) -> None:
-    from kcompact.cleaner.round.stages import plan_clean
+    from kcompact.cleaner.round.steps import plan_clean
 
     plan = plan_clean(many_keys(tmp_path / "logdir"), config(), CleanOptions(now_ms=NOW))
     assert plan is not None
@@ -344,7 +344,7 @@ def test_chunks_cover_every_byte_once(tmp_path: Path) -> None:
 
 def test_a_worker_starting_anywhere_has_the_serial_transaction_state(tmp_path: Path) -> None:
     from kcompact.cleaner.round.chunks import batches_from
-    from kcompact.cleaner.round.stages import plan_clean
+    from kcompact.cleaner.round.steps import plan_clean
     from kcompact.log.rules.transactions import CleanedTransactionMetadata
     from kcompact.log.state.log_state import read_control
     from kcompact.segment.log_file import LogFile

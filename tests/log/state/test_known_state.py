@@ -143,15 +143,15 @@ def test_a_log_dir_clean_keeps_records_committed_after_its_ranking(
     """Between the ranking (which loaded the state: t1, t2 aborted) and the round, the ABORT marker becomes a
     COMMIT of the same size and the file's mtime is put back: the round plans on the data as it now is."""
     part, abort, commit = aborted_transaction_log_dir(tmp_path / "logs")
-    clean_task = run_module._clean_task
+    round_of = run_module._round_of
 
     def rewritten_after_the_ranking(options: CleanOptions, task: run_module.PartitionTask,
                                     progress: Any) -> Any:
         assert task.known is not None  # the ranking's load, handed to the round
         rewrite_keeping_mtime(part / f"{0:020d}.log", abort, commit)
-        return clean_task(options, task, progress)
+        return round_of(options, task, progress)
 
-    monkeypatch.setattr(run_module, "_clean_task", rewritten_after_the_ranking)
+    monkeypatch.setattr(run_module, "_round_of", rewritten_after_the_ranking)
     run = clean_path(part.parent, cli_overrides=COMPACT, options=CleanOptions(now_ms=NOW), jobs=1)
 
     assert [r.end_offset for r in run.results] == [6] and not run.failures

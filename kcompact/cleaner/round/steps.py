@@ -1,6 +1,6 @@
-"""The cleaner's work as separable stages, for drivers that spread one round over processes or machines.
+"""A round's steps, separable, for drivers that spread one round over processes or machines.
 
-:func:`kcompact.cleaner.round.partition_round.clean_partition` is these stages run in order (passes 1
+:func:`kcompact.cleaner.round.partition_round.clean_partition` is these steps run in order (passes 1
 and 2 by the caller's runner: this process, worker processes or Spark); ``kcompact.spark`` runs them on
 executors. The caller holds the partition's locks (``log_dir_write_guard`` + ``partition_lock``) from
 :func:`plan_clean` to :func:`commit_clean`, as ``clean_partition`` does.
@@ -10,7 +10,7 @@ executors. The caller holds the partition's locks (``log_dir_write_guard`` + ``p
    which the round runs; :func:`plan_clean` loads the facts of a partition directory and runs it.
 2. :func:`segment_key_entries` — per segment, the ``(hi, lo, offsets)`` map entries: ``section="dirty"``
    what pass 1 inserts, ``section="clean"`` the keyed records of the clean section pass 2 looks up.
-3. Any :class:`~kcompact.log.offset_map.oracle.RetentionOracle` built from them: the serial
+3. A :class:`~kcompact.log.offset_map.oracle.RetentionOracle` built from them: the serial
    :class:`~kcompact.log.offset_map.oracle.OffsetMapOracle`, or
    :class:`~kcompact.log.offset_map.oracle.SortedOffsetsOracle` from the offsets that survive (map values +
    clean-section offsets whose digest is absent).
@@ -37,7 +37,7 @@ from kcompact.cleaner.disk.swap import (
     remove_cleaned,
     replace_segments,
 )
-from kcompact.cleaner.round.filtering import FilterContext, filter_segment
+from kcompact.cleaner.round.filtering import iter_segment_output
 from kcompact.cleaner.round.mapping import (
     SLICE_RECORDS,
     batch_keys,
@@ -47,6 +47,7 @@ from kcompact.cleaner.round.mapping import (
 )
 from kcompact.cleaner.round.options import DEFAULT_OPTIONS, CleanOptions, CleanResult, Progress
 from kcompact.cleaner.round.plan import CleanPlan, build_plan
+from kcompact.cleaner.round.record_filter import FilterContext
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.round.verify_output import check_cleaned_segment
 from kcompact.clock import run_clock_ms
@@ -223,7 +224,7 @@ def _copy_fence(copy: ReplicaCopy) -> CopyFence:
 def plan_clean(
     partition_dir: str | Path, config: TopicConfig, options: CleanOptions = DEFAULT_OPTIONS
 ) -> CleanPlan | None:
-    """Stage 1: the plan of one round, as ``clean_partition`` makes it (:func:`plan_round`; no map yet).
+    """Step 1: the plan of one round, as ``clean_partition`` makes it (:func:`plan_round`; no map yet).
 
     Unlike ``clean_partition`` this neither rolls, applies retention, nor rewrites a checkpoint that
     lies out of range; call it with the locks held and after leftovers are settled.
@@ -312,7 +313,7 @@ def build_offset_map(
 def segment_key_entries(
     plan: CleanPlan, segment_base_offset: int, *, section: Literal["dirty", "clean"]
 ) -> tuple[U64, U64, I64]:
-    """Stage 2: the (128-bit digest, offset) pairs of one segment.
+    """Step 2: the (128-bit digest, offset) pairs of one segment.
 
     Args:
         plan: the round.
@@ -383,7 +384,7 @@ def write_group(
     progress: Progress | None = None,
     output: ScratchPlace | None = None,
 ) -> GroupOutput:
-    """Stage 4: filter one group of source segments into ``<base>.log.cleaned`` and its indexes.
+    """Step 4: filter one group of source segments into ``<base>.log.cleaned`` and its indexes.
 
     Args:
         plan: the round (after :meth:`CleanPlan.bounded` if a bounded map stopped early).
@@ -410,7 +411,8 @@ def write_group(
     )
     try:
         for seg in segs:
-            filter_segment(plan, seg, ctx, writer.append, sink_run=writer.append_run)
+            for run in iter_segment_output(plan, seg, ctx):
+                writer.append_run(*run)
             if progress is not None:
                 progress(seg.size_in_bytes)
         writer.aborted = ctx.txn.take_retained_aborted()
@@ -497,7 +499,7 @@ def commit_clean(
     stats: CleanStats | None = None,
     before_swap: Callable[[], None] | None = None,
 ) -> CleanResult:
-    """Stage 5: check every output, swap each in, in order, and advance the cleaner checkpoint.
+    """Step 5: check every output, swap each in, in order, and advance the cleaner checkpoint.
 
     Args:
         plan: the round.

@@ -1,4 +1,4 @@
-"""The cleaner's stages (plan, key entries, oracle, write_group, commit) run by hand, as a distributed
+"""The round's steps (plan, key entries, oracle, write_group, commit) run by hand, as a distributed
 driver would, give exactly the bytes of ``clean_partition``.
 
 The transaction seeds of the plan are checked against a plain walk of every batch; the map entries
@@ -16,10 +16,10 @@ from typing import Literal
 import numpy as np
 import pytest
 
-from kcompact.cleaner.round import stages
+from kcompact.cleaner.round import steps
 from kcompact.cleaner.round.options import CleanOptions, Progress
 from kcompact.cleaner.round.plan import CleanPlan, build_plan
-from kcompact.cleaner.round.stages import (
+from kcompact.cleaner.round.steps import (
     GroupOutput,
     RoundOutput,
     commit_clean,
@@ -196,7 +196,7 @@ def test_clean_entries_are_the_keyed_data_records_below_the_first_dirty_offset(
 ) -> None:
     from tests.builders import read_all_records
 
-    monkeypatch.setattr(stages, "SLICE_RECORDS", window)  # keys are hashed a window at a time
+    monkeypatch.setattr(steps, "SLICE_RECORDS", window)  # keys are hashed a window at a time
     plan = plan_clean(checkpointed(tmp_path / "logdir"), config(), OPTIONS)
     assert plan is not None and plan.first_dirty_offset > 0
     records = read_all_records(Path(plan.partition_dir))
@@ -294,8 +294,8 @@ def test_a_dry_run_commit_changes_nothing(tmp_path: Path) -> None:
     assert result.stats.records_written == expected.stats.records_written
 
 
-def test_the_round_runs_the_stages_planner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """One planner: the plan ``clean_partition`` hands its passes is the one ``stages.plan_round`` makes
+def test_the_round_runs_the_steps_planner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One planner: the plan ``clean_partition`` hands its passes is the one ``steps.plan_round`` makes
     (the stage a distributed driver and these tests use), not a second copy of its steps."""
     built: list[CleanPlan] = []
     planner = build_plan
@@ -305,7 +305,7 @@ def test_the_round_runs_the_stages_planner(tmp_path: Path, monkeypatch: pytest.M
         built.append(plan)
         return plan
 
-    monkeypatch.setattr("kcompact.cleaner.round.stages.build_plan", spy)
+    monkeypatch.setattr("kcompact.cleaner.round.steps.build_plan", spy)
     part = checkpointed(tmp_path / "logdir")
     expected = plan_clean(part, config(), OPTIONS)
     assert len(built) == 1
