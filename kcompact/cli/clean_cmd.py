@@ -35,13 +35,15 @@ if TYPE_CHECKING:
     from kcompact.segment.partition_filter import PartitionFilter
 
 
-def render_clean(run: CleanRun, *, as_json: bool) -> None:
-    """Print the run's report."""
+def render_clean(run: CleanRun, *, as_json: bool, verbose: bool = False, dry_run: bool = False) -> None:
+    """Print the run's report: skipped partitions one line per reason (``run_summary.skipped_lines``), or each
+    on its own line with ``verbose``."""
     from kcompact.cleaner.logdir.report_row import partition_row
     from kcompact.cleaner.logdir.run_summary import (
         active_only_line,
         empty_partitions_line,
         repeated_warning_notes,
+        skipped_lines,
     )
 
     if as_json:  # the rows every clean report shares (``kcompact spark clean`` adds to them)
@@ -69,12 +71,13 @@ def render_clean(run: CleanRun, *, as_json: bool) -> None:
         render.plain(active_only_line([f"{r.topic}-{r.partition}" for r in active_only]))
     if empty:
         render.plain(empty_partitions_line(len(empty)))
-    for skip in run.skipped:
-        render.plain(f"{Path(skip.partition_dir).name}: skipped — {skip.reason}")
+    named = [(Path(skip.partition_dir).name, skip.reason) for skip in run.skipped]
+    for line in ([f"{name}: skipped — {reason}" for name, reason in named] if verbose else skipped_lines(named)):
+        render.plain(line)
     for failure in run.failures:
         render.error_line(failure.error)
     if len(run.results) + len(run.failures) + len(run.skipped) > 1:
-        _render_summary(run)
+        _render_summary(run, dry_run=dry_run or _is_dry_run(run))
 
 
 def _space_json(run: CleanRun) -> dict[str, object]:
@@ -201,13 +204,21 @@ def _render_retention(name: str, result: CleanResult) -> None:
     )
 
 
-def _render_summary(run: CleanRun) -> None:
+def _render_summary(run: CleanRun, *, dry_run: bool) -> None:
     total_read = sum(r.stats.bytes_read for r in run.results)
     total_written = sum(r.stats.bytes_written for r in run.results)
     cleaned = sum(1 for r in run.results if r.skipped_reason is None)
     # before the summary, which stays the last line; a run that writes and frees nothing has no space to tell
     if run.space is not None and run.free_bytes is not None and (run.space.peak_bytes or run.space.gives_back_bytes):
         render.plain(f"the run {run.space.line(run.free_bytes)}")
+    if dry_run:  # nothing happened: every count is what the run would do
+        render.plain(
+            f"would clean {render.plural(cleaned, 'partition')}, {len(run.results) - cleaned} have nothing to "
+            f"clean, {len(run.skipped)} would be skipped, {len(run.failures)} failed; would read "
+            f"{render.size_text(total_read)}, would write {render.size_text(total_written)} (dry run: nothing "
+            "changed)"
+        )
+        return
     render.plain(
         f"{render.plural(cleaned, 'partition')} cleaned, {len(run.results) - cleaned} had nothing to clean, "
         f"{len(run.skipped)} skipped, {len(run.failures)} failed; "
@@ -233,6 +244,9 @@ def _render_summary(run: CleanRun) -> None:
 @click.option("--from-start", is_flag=True,
               help="Re-clean from the log start (drops expired tombstones and markers everywhere).")
 @click.option("--dry-run", is_flag=True, help="Compute everything, write nothing; report what would go.")
+@click.option("--verbose", is_flag=True,
+              help="List every skipped partition with its own reason (by default those sharing a reason are "
+                   "one line, with their count and a few names; --json lists each).")
 @click.option("--dedupe-buffer-size", type=click.IntRange(min=1), default=None, metavar="BYTES",
               help="Behave like a broker with this log.cleaner.dedupe.buffer.size: each cleaner "
                    "thread's map holds BYTES / log.cleaner.threads (at most 2 GiB), and the round "
@@ -286,6 +300,7 @@ def clean_command(
     roll: bool,
     from_start: bool,
     dry_run: bool,
+    verbose: bool,
     dedupe_buffer_size: int | None,
     only_eligible: bool,
     assume_compact: bool,
@@ -327,6 +342,6 @@ def clean_command(
                          progress=progress, server_properties=server_properties,
                          metadata_dir=metadata_dir, jobs=jobs, assume_compact=assume_compact,
                          allow_keyless_loss=allow_keyless_loss, selection=selection, sole_replica=sole_replica)
-    render_clean(run, as_json=as_json)
+    render_clean(run, as_json=as_json, verbose=verbose, dry_run=dry_run)
     if run.failures:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)

@@ -347,7 +347,7 @@ def test_delete_topics_of_a_broker_log_dir_are_skipped_not_emptied(tmp_path: Pat
     log_dir = copy_tree_writable(real_fixture("bitnami2024-rolled-logdir"), tmp_path / "logdir")
     user_topics = ("first-0", "sensor-data-0", "sensor-data-topic-0")
     before = {name: digest(log_dir / name) for name in user_topics}
-    result = run(log_dir, "--roll", "--now-ms", 1_769_800_000_000)
+    result = run(log_dir, "--roll", "--now-ms", 1_769_800_000_000, "--verbose")  # each one's own line
     assert result.exit_code == 0
     skipped = [line for line in result.stdout.splitlines() if ": skipped — " in line]
     assert [line.split(":")[0] for line in skipped] == [*user_topics, "test-0"]
