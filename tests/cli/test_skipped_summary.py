@@ -73,3 +73,18 @@ def test_an_empty_partition_named_alone_is_told_there_is_nothing_to_clean(tmp_pa
     result = run("clean", log_dir / "_confluent-metrics-0", "--now-ms", NOW)
     assert result.exit_code == 2
     assert result.stderr.strip().endswith(f"{UNKNOWN}; no records: nothing to clean, whatever the policy")
+
+
+def test_dirty_ratio_says_a_detail_shared_by_many_partitions_once(tmp_path: Path) -> None:
+    """confluent512: 11 partitions holding records have an unknown policy; the table lists each, and the
+    advice under it is one line naming the count, not eleven copies."""
+    log_dir = copy_tree_writable(real_fixture("confluent512-lz4-logdir"), tmp_path / "logdir")
+    result = run("inspect", "dirty-ratio", log_dir, "--now-ms", NOW)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())  # rich wraps at 80 columns
+    detail = "cleanup.policy is not known (no KRaft metadata log was found): a broker uses Kafka's default"
+    assert text.count(detail) == 1
+    assert ("11 partitions (_confluent-command-0, _confluent-controlcenter-5-1-2-1-KSTREAM-OUTEROTHER-0000000096-"
+            "store-changelog-0, _confluent-controlcenter-5-1-2-1-KSTREAM-OUTERTHIS-0000000095-store-changelog-0 and "
+            f"8 more): {detail}") in text
+    assert len([line for line in result.stdout.splitlines() if "cleanup-policy-unknown" in line]) >= 11  # rows
