@@ -120,8 +120,7 @@ def _plain_active_only(row: DirtyRatioRow) -> bool:
 def _plain_empty(row: DirtyRatioRow) -> bool:
     """An empty partition with nothing else to say (no error, no blocking detail of its own beyond being
     empty)."""
-    return (row.error is None and row.log_end_offset is not None and row.log_end_offset == row.log_start_offset
-            and not row.eligible)
+    return row.holds_no_records
 
 
 _HEADERS = ("rank", "partition", "dirty", "clean", "ratio", "status")
