@@ -52,6 +52,7 @@ def render_clean(run: CleanRun, *, as_json: bool, verbose: bool = False, dry_run
             "failures": [partition_row(f.partition_dir, None, error=f.error) for f in run.failures],
             "skipped": [partition_row(k.partition_dir, None, skipped=k.reason) for k in run.skipped],
             "notes": run.notes,
+            "gives_back_with_roll": run.gives_back_with_roll,
             **_space_json(run),
         })
         return
@@ -76,6 +77,8 @@ def render_clean(run: CleanRun, *, as_json: bool, verbose: bool = False, dry_run
         render.plain(line)
     for failure in run.failures:
         render.error_line(failure.error)
+    if run.gives_back_with_roll is not None:
+        render.plain(_with_roll_line(run))
     if len(run.results) + len(run.failures) + len(run.skipped) > 1:
         _render_summary(run, dry_run=dry_run or _is_dry_run(run))
 
@@ -202,6 +205,17 @@ def _render_retention(name: str, result: CleanResult) -> None:
         f"{reasons}); log start {plan.log_start_before} -> {plan.log_start_after}"
         + (" after rolling a new active segment" if plan.rolled else "")
     )
+
+
+def _with_roll_line(run: CleanRun) -> str:
+    """A dry run without --roll where data waits in active segments: what a clean gives back now, and with --roll."""
+    from kcompact.cleaner.logdir.with_roll import log_bytes_given_back, waits_in_active_segment
+
+    now = sum(log_bytes_given_back(r) for r in run.results)
+    waiting = sum(1 for r in run.results if waits_in_active_segment(r))
+    return (f"a clean now would give back {render.size_text(now)} of .log files; with --roll "
+            f"{render.size_text(run.gives_back_with_roll or 0)} ({render.plural(waiting, 'partition')} with records "
+            "in the active segment, which only a roll makes cleanable)")
 
 
 def _render_summary(run: CleanRun, *, dry_run: bool) -> None:

@@ -151,7 +151,8 @@ def test_json_report_has_a_fixed_field_set(tmp_path: Path) -> None:
     result = run(part, "--now-ms", NOW, "--json", "--config", "cleanup.policy=compact")
     assert (result.exit_code, result.stderr) == (0, "")
     report = json.loads(result.stdout)
-    assert report.keys() == {"results", "failures", "skipped", "notes", "freed_first", "order", "space"}
+    assert report.keys() == {"results", "failures", "skipped", "notes", "gives_back_with_roll", "freed_first", "order",
+                             "space"}
     assert (report["freed_first"], report["order"], report["space"]) == (None, None, None)  # a log dir's
     assert report["failures"] == [] and all(isinstance(note, str) for note in report["notes"])
     (only,) = report["results"]

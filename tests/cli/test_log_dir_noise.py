@@ -294,6 +294,8 @@ def test_clean_says_once_that_the_data_is_only_in_active_segments(tmp_path: Path
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
         ACTIVE_ONLY, f"{EMPTY} empty partitions (no records): nothing to clean",
+        "a clean now would give back 0 B of .log files; with --roll 0 B (4 partitions with records in the "
+        "active segment, which only a roll makes cleanable)",
         "would clean 0 partitions, 7 have nothing to clean, 0 would be skipped, 0 failed; would read 0 B, "
         "would write 0 B (dry run: nothing changed)"]
 

@@ -49,6 +49,7 @@ from kcompact.cleaner.logdir.free_first import (
 )
 from kcompact.cleaner.logdir.run_summary import repeated_warning_notes
 from kcompact.cleaner.logdir.torn_tail import torn_tail_error
+from kcompact.cleaner.logdir.with_roll import gives_back_with_roll
 from kcompact.cleaner.round.options import (
     CleanOptions,
     CleanResult,
@@ -137,6 +138,7 @@ class CleanRun:
     fit_order: list[str] | None = None  # the partitions' order when it is not the broker's (to fit the volume)
     space: SpaceNeed | None = None  # a dry run's total, in the order it would clean
     free_bytes: int | None = None  # the volume's free space when ``space`` was measured
+    gives_back_with_roll: int | None = None  # a dry run without --roll: the .log bytes --roll gives back
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +271,9 @@ def clean_path(
             task = partition_task(target, sources, run.notes)
             own = replace(task.options(options), jobs=jobs)
             run.results.append(clean_partition(target, task.config, own, _progress_for(target, progress)))
+            if options.dry_run and not options.roll:
+                run.gives_back_with_roll = gives_back_with_roll(
+                    run.results, lambda _result: _rolled_alone(target, task.config, replace(own, roll=True)))
         except TruncatedDataError as err:
             raise torn_tail_error(err, target) or err from err
         _note_jobs(run, jobs, None, "the round's segment ranges")
@@ -337,6 +342,11 @@ def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, 
             run.results.append(outcome)
     if options.dry_run:
         _dry_run_space(target, run, run.freed_first)
+    if options.dry_run and not options.roll:
+        by_dir = {str(task.part_dir): task for task in tasks}
+        rolled = replace(options, roll=True, jobs=1)
+        run.gives_back_with_roll = gives_back_with_roll(run.results, lambda result: _rolled(
+            _clean_task(rolled, by_dir[result.partition_dir], None)))
     if workers > 1:
         _note_jobs(run, jobs, workers, f"the {len(tasks)} partitions to clean")
     else:  # one partition at a time, each with the caller's jobs
@@ -651,6 +661,18 @@ def _clean_task(
         return PartitionSkip(str(task.part_dir), str(err).removeprefix(f"{task.part_dir}: "))
     except KcompactError as err:
         return PartitionFailure(str(task.part_dir), _said(err, task.part_dir))
+
+
+def _rolled_alone(target: Path, config: TopicConfig, options: CleanOptions) -> CleanResult | None:
+    """A partition named alone dry run again with ``--roll`` (None: refused or failed then)."""
+    try:
+        return clean_partition(target, config, options)
+    except KcompactError:
+        return None
+
+
+def _rolled(outcome: CleanResult | PartitionFailure | PartitionSkip) -> CleanResult | None:
+    return outcome if isinstance(outcome, CleanResult) else None
 
 
 def _said(err: KcompactError, part_dir: Path) -> str:
