@@ -167,13 +167,20 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
         f"{name}: {verb} dirty section [{rng.first_dirty_offset}, {result.end_offset})"
         f" (dirty ratio {rng.dirty_ratio:.3f})"
     )
+    if s.invalid_records:  # what was given up comes before what it buys
+        gone, lost = ("would delete", "would be lost") if result.dry_run else ("deleted", "is gone")
+        console.print(f"{name}: {gone} {render.plural(s.invalid_records, 'record')} with no key "
+                      f"({s.invalid_records} of the {s.records_read} records read): their data {lost}, not compacted")
     from rich.table import Table
 
     table = Table(show_header=False, box=None, padding=(0, 2))
     table.add_row("read", f"{render.size_text(s.bytes_read)}, {render.plural(s.records_read, 'record')} in "
                           f"{s.elapsed_s:.2f} s ({render.rate_text(s.bytes_read, s.elapsed_s)})")
     table.add_row("written", f"{render.size_text(s.bytes_written)}, {render.plural(s.records_written, 'record')}")
-    table.add_row("size reduction", render.percent_text(s.size_reduction))
+    reduction = render.percent_text(s.size_reduction)
+    if s.invalid_records:
+        reduction += f" (with {render.plural(s.invalid_records, 'keyless record')} deleted)"
+    table.add_row("size reduction", reduction)
     table.add_row("removed", (
         f"{s.superseded_removed} superseded, {render.plural(s.tombstones_removed, 'tombstone')}, "
         f"{s.aborted_records_removed} aborted, {render.plural(s.markers_removed, 'marker')}, "

@@ -401,9 +401,19 @@ def test_a_mostly_keyless_partition_is_compacted_only_with_the_acknowledgement(t
          "have no key, and a clean deletes every keyless record it reaches (a topic made compacted after they "
          "were written); give --allow-keyless-loss to compact it anyway, deleting them")]
     assert digest(part) == before  # not even rolled
+    rehearsed = run(part, "--roll", "--now-ms", 1_769_800_000_000, "--config", "cleanup.policy=compact",
+                    "--allow-keyless-loss", "--dry-run")
+    lines = rehearsed.stdout.splitlines()
+    given_up = ("first-0: would delete 11 records with no key (11 of the 11 records read): their data would be lost, "
+                "not compacted")
+    (reduction,) = [line for line in lines if "size reduction" in line]
+    assert lines.index(given_up) < lines.index(reduction)  # what is given up, before what it buys
+    assert reduction.split("size reduction")[1].strip().endswith("% (with 11 keyless records deleted)")
     allowed = run(part, "--roll", "--now-ms", 1_769_800_000_000, "--config", "cleanup.policy=compact",
                   "--allow-keyless-loss")
     assert allowed.exit_code == 0 and read_all_records(part) == []  # what was acknowledged
+    assert ("first-0: deleted 11 records with no key (11 of the 11 records read): their data is gone, not "
+            "compacted") in allowed.stdout.splitlines()
 
 
 def test_skipped_partitions_are_rows_of_the_json_report(tmp_path: Path) -> None:
