@@ -187,7 +187,7 @@ def repair_log_dir(
     outcome.notes.extend(f"{part.name}: a partition being deleted or moved; left alone"
                          for part in (set_aside if selection is None else selection.select(set_aside)))
     if options.dry_run and broker_holds_lock(root):
-        raise RefusedError(f"{root}: held by a running Kafka broker; stop it or work on a copy")
+        raise RefusedError(f"{root}: held by a running Kafka broker; stop it or work on a copy", path=root)
     with contextlib.nullcontext() if options.dry_run else log_dir_writer(root):
         workers = partition_workers(jobs, [_size_in_bytes(d) for d in live])
         work = partial(_repair_one, options, outcome.reported_only)

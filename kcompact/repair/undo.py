@@ -82,7 +82,7 @@ def undo_repair(backup_dir: str | Path, *, dry_run: bool = False) -> UndoResult:
     result = UndoResult(str(directory), str(part), dry_run)
     if dry_run:
         if broker_holds_lock(log_dir):
-            raise RefusedError(f"{log_dir}: held by a running Kafka broker; stop it first")
+            raise RefusedError(f"{log_dir}: held by a running Kafka broker; stop it first", path=log_dir)
         _check_unchanged(part, manifest)
         result.removed = _created(part, manifest)
         result.restored = [s.path for s in manifest.files]

@@ -108,3 +108,15 @@ def test_the_tables_fit_their_box_in_a_browser(tmp_path: Path) -> None:
                 f"(() => {{ const t = document.getElementById('{table}'); "
                 "return [t.scrollWidth, t.parentElement.clientWidth]; })()")
             assert width <= box, table
+
+
+def test_json_with_output_prints_the_data_and_writes_the_page_as_the_docs_say(tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    done = run("report", str(real_fixture("kraft37-cleaned-logdir")), "--now-ms", str(NOW), "--json",
+               "--output", str(page))
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["totals"]["partitions"] == 52
+    assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    row = next(line for line in (Path(__file__).parents[2] / "docs" / "commands.md").read_text().splitlines()
+               if line.startswith("| `kcompact report PATH..."))
+    assert "`--json` (the page's data on stdout, and with `--output` the page written too;" in row
