@@ -12,6 +12,7 @@ partition's repair failed or was refused, or the repair was refused.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -93,7 +94,9 @@ class RepairCommand(click.Command):
                    "`kcompact clean --jobs`). Default auto.")
 @click.option("--undo", "undo_dir", metavar="BACKUP_DIR", default=None, type=InputPath(refuse_as="repair --undo"),
               help="Put back, byte for byte, the partition a repair changed, from the backup it printed "
-                   "(the manifest names the partition): alone, or with --dry-run or --json.")
+                   "(the manifest names the partition): alone, or with --dry-run or --json. A directory of "
+                   "backups (a log dir repair's, or <log dir>.kcompact-backup) undoes each not undone yet, "
+                   "newest first, every partition's checked before any change.")
 def repair_command(
     partition_dir: str | None,
     dry_run: bool,
@@ -146,7 +149,6 @@ def repair_command(
     _refuse_clean_only_options(clean)
     if partition_dir is None:
         raise click.UsageError("missing PARTITION_DIR or LOG_DIR (or --undo BACKUP_DIR)")
-    from pathlib import Path
 
     from kcompact.cli.progress_view import progress_bar
     from kcompact.config.topic_config import parse_config_pairs
@@ -207,21 +209,26 @@ def _refuse_with_undo() -> None:
 def _undo(undo_dir: str, *, dry_run: bool, as_json: bool) -> None:
     from dataclasses import asdict
 
-    from kcompact.repair.undo import undo_repair
+    from kcompact.repair.undo import undo_backups
 
-    result = undo_repair(undo_dir, dry_run=dry_run)
+    results = undo_backups(undo_dir, dry_run=dry_run)
+    one = len(results) == 1 and Path(results[0].backup_dir) == Path(undo_dir)  # a backup named: its object
     if as_json:
-        render.emit_json(asdict(result))
+        render.emit_json(asdict(results[0]) if one else {"backups": [asdict(result) for result in results]})
         return
     verb = "would" if dry_run else "did"
-    render.plain(f"{result.partition_dir}: undo from {result.backup_dir} ({verb}: "
-                 f"remove {len(result.removed)}, restore {render.plural(len(result.restored), 'file')})")
-    for name in result.removed:
-        render.plain(f"  remove  {name}")
-    for name in result.restored:
-        render.plain(f"  restore {name}")
-    for note in result.notes:
-        render.plain(f"  {note}")
+    for result in results:
+        render.plain(f"{result.partition_dir}: undo from {result.backup_dir} ({verb}: "
+                     f"remove {len(result.removed)}, restore {render.plural(len(result.restored), 'file')})")
+        for name in result.removed:
+            render.plain(f"  remove  {name}")
+        for name in result.restored:
+            render.plain(f"  restore {name}")
+        for note in result.notes:
+            render.plain(f"  {note}")
+    if not one:
+        done = "would undo" if dry_run else "undid"
+        render.plain(f"{done} {render.plural(len(results), 'backup')} under {undo_dir}")
 
 
 REPORTED_ONLY = "reported only, nothing written (kcompact never rewrites KRaft's metadata log); not done:"

@@ -57,6 +57,9 @@ def render_log_dir_repair(outcome: LogDirRepair) -> None:
         render.error_line(f"{failure.partition_dir}: {failure.error}")
     for note in outcome.notes:
         render.plain(note)
+    if outcome.backed_up:  # before the table, whose count of partitions stays the last line
+        render.plain(f"backups: {outcome.backup_root} (undo the whole run: kcompact repair --undo "
+                     f"{outcome.backup_root}; one partition: --undo {outcome.backup_root}/<partition>)")
     _summary_table(outcome)
 
 
