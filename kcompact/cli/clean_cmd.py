@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 def render_clean(run: CleanRun, *, as_json: bool, verbose: bool = False, dry_run: bool = False) -> None:
     """Print the run's report: skipped partitions one line per reason (``run_summary.skipped_lines``), or each
     on its own line with ``verbose``."""
-    from kcompact.cleaner.logdir.report_row import partition_row
     from kcompact.cleaner.logdir.run_summary import (
         active_only_line,
         empty_partitions_line,
@@ -46,15 +45,8 @@ def render_clean(run: CleanRun, *, as_json: bool, verbose: bool = False, dry_run
         skipped_lines,
     )
 
-    if as_json:  # the rows every clean report shares (``kcompact spark clean`` adds to them)
-        render.emit_json({
-            "results": [partition_row(r.partition_dir, r) for r in run.results],
-            "failures": [partition_row(f.partition_dir, None, error=f.error) for f in run.failures],
-            "skipped": [partition_row(k.partition_dir, None, skipped=k.reason) for k in run.skipped],
-            "notes": run.notes,
-            "gives_back_with_roll": run.gives_back_with_roll,
-            **_space_json(run),
-        })
+    if as_json:
+        render.emit_json(run_json(run))
         return
     shown = set(run.notes)
     for note in dict.fromkeys(run.notes):
@@ -81,6 +73,20 @@ def render_clean(run: CleanRun, *, as_json: bool, verbose: bool = False, dry_run
         render.plain(_with_roll_line(run))
     if len(run.results) + len(run.failures) + len(run.skipped) > 1:
         _render_summary(run, dry_run=dry_run or _is_dry_run(run))
+
+
+def run_json(run: CleanRun) -> dict[str, object]:
+    """The run's ``--json`` object: the rows every clean report shares (``kcompact spark clean`` adds to them)."""
+    from kcompact.cleaner.logdir.report_row import partition_row
+
+    return {
+        "results": [partition_row(r.partition_dir, r) for r in run.results],
+        "failures": [partition_row(f.partition_dir, None, error=f.error) for f in run.failures],
+        "skipped": [partition_row(k.partition_dir, None, skipped=k.reason) for k in run.skipped],
+        "notes": run.notes,
+        "gives_back_with_roll": run.gives_back_with_roll,
+        **_space_json(run),
+    }
 
 
 def _space_json(run: CleanRun) -> dict[str, object]:
@@ -254,8 +260,8 @@ def _render_summary(run: CleanRun, *, dry_run: bool) -> None:
                  "kcompact clean /tmp/kafka-logs --topic 'orders.*' --roll --jobs 4 --json",
                  "kcompact clean /var/zk-era-logs --assume-compact --dry-run",
              ))
-@click.argument("path", type=InputPath(refuse_as="clean"))
-@partition_filter_options("path")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...", type=InputPath(refuse_as="clean"))
+@partition_filter_options("paths")
 @config_option("A topic configuration, by Kafka's name (cleanup.policy, segment.bytes, "
                "delete.retention.ms, min.compaction.lag.ms, …). Repeatable.")
 @now_ms_option("The clock the time rules use (default: now), in ms since the epoch.")
@@ -315,7 +321,7 @@ def _render_summary(run: CleanRun, *, dry_run: bool) -> None:
                    "is clamped to them, and the report says so.")
 @json_option("Print the report as JSON.")
 def clean_command(
-    path: str,
+    paths: tuple[str, ...],
     config_pairs: tuple[str, ...],
     now_ms: int | None,
     roll: bool,
@@ -337,7 +343,9 @@ def clean_command(
     selection: PartitionFilter | None = None,
 ) -> None:
     """Compact PATH (a partition directory, or every compacted partition of a log dir) exactly as one
-    round of Kafka 4.1's log cleaner would, while the broker is stopped.
+    round of Kafka 4.1's log cleaner would, while the broker is stopped. Several PATHs (a broker's log.dirs)
+    are cleaned one after the other, each as if given alone, each with its report (--json: {"runs": [...]},
+    each run's object with its "path"); one that is refused stops the command there (exit 2).
 
     Compacts only a partition known to be compacted: its cleanup.policy includes compact by
     --config, a topic override in the KRaft metadata log, a broker config, or because it is
@@ -358,11 +366,34 @@ def clean_command(
     options = CleanOptions(now_ms=now_ms, from_start=from_start, dedupe_buffer_size=dedupe_buffer_size,
                            dry_run=dry_run, roll=roll, replica_dirs=replica_dirs, safe_offset=safe_offset,
                            scratch_dir=scratch_dir)
-    with progress_bar(enabled=not as_json) as progress:
-        run = clean_path(path, cli_overrides=overrides, options=options, only_eligible=only_eligible,
-                         progress=progress, server_properties=server_properties,
-                         metadata_dir=metadata_dir, jobs=jobs, assume_compact=assume_compact,
-                         allow_keyless_loss=allow_keyless_loss, selection=selection, sole_replica=sole_replica)
-    render_clean(run, as_json=as_json, verbose=verbose, dry_run=dry_run)
-    if run.failures:
+    runs: list[tuple[str, CleanRun]] = []
+    for path in paths:
+        if len(paths) > 1 and selection is not None and not _matches_any(path, selection):
+            continue  # the filter matched under another PATH (checked over all of them)
+        if len(paths) > 1 and not as_json:
+            render.plain(f"{path}:" if not runs else f"\n{path}:")
+        with progress_bar(enabled=not as_json) as progress:
+            run = clean_path(path, cli_overrides=overrides, options=options, only_eligible=only_eligible,
+                             progress=progress, server_properties=server_properties,
+                             metadata_dir=metadata_dir, jobs=jobs, assume_compact=assume_compact,
+                             allow_keyless_loss=allow_keyless_loss, selection=selection, sole_replica=sole_replica)
+        runs.append((path, run))
+        if not as_json:
+            render_clean(run, as_json=False, verbose=verbose, dry_run=dry_run)
+    if as_json:
+        render.emit_json(run_json(runs[0][1]) if len(paths) == 1
+                         else {"runs": [{"path": path, **run_json(run)} for path, run in runs]})
+    if any(run.failures for _path, run in runs):
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
+
+
+def _matches_any(path: str, selection: PartitionFilter) -> bool:
+    """Whether the topic filters keep a partition under ``path`` (``count_matches`` refuses none)."""
+    from kcompact.errors import KcompactError
+    from kcompact.segment.partition_filter import count_matches
+
+    try:
+        count_matches([path], selection)
+    except KcompactError:
+        return False
+    return True

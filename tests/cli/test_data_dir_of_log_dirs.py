@@ -27,3 +27,38 @@ def test_a_data_dir_of_log_dirs_names_them(tmp_path: Path, command: list[str]) -
                              f"({data / 'logs-a'}, {data / 'logs-b'}); give those\n")
     as_json = runner.invoke(cli, [*command, str(data), "--json"])
     assert json.loads(as_json.stdout)["error"]["path"] == str(data)
+
+
+def two_log_dirs(data: Path) -> list[Path]:
+    """A broker with two log.dirs: orders-0 in one, payments-0 in the other, each with superseded records."""
+    dirs = []
+    for log_dir, topic in (("logs-a", "orders"), ("logs-b", "payments")):
+        b = PartitionBuilder(topic, 0)
+        for i in range(4):
+            b.batch([(f"k{i % 2}".encode(), b"v")])
+        b.roll().batch([(b"k", b"v")]).write(data / log_dir, high_watermark="log-end")
+        dirs.append(data / log_dir)
+    return dirs
+
+
+def test_clean_takes_the_log_dirs_it_named_in_one_command(tmp_path: Path) -> None:
+    log_dirs = two_log_dirs(tmp_path / "data")
+    runner = CliRunner(catch_exceptions=False, env={"COLUMNS": "300"})
+    compact = ["--config", "cleanup.policy=compact", "--now-ms", "1700000001000"]
+    dry = runner.invoke(cli, ["clean", *map(str, log_dirs), *compact, "--dry-run", "--json"])
+    assert dry.exit_code == 0, dry.output
+    runs = json.loads(dry.stdout)["runs"]
+    assert [(run["path"], [Path(r["partition_dir"]).name for r in run["results"]]) for run in runs] == [
+        (str(log_dirs[0]), ["orders-0"]), (str(log_dirs[1]), ["payments-0"])]
+    done = runner.invoke(cli, ["clean", *map(str, log_dirs), *compact])
+    assert done.exit_code == 0, done.output
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"{log_dirs[0]}:" and f"{log_dirs[1]}:" in lines
+    assert [line for line in lines if line.endswith(": cleaned dirty section [0, 4) (dirty ratio 1.000)")] == [
+        "orders-0: cleaned dirty section [0, 4) (dirty ratio 1.000)",
+        "payments-0: cleaned dirty section [0, 4) (dirty ratio 1.000)"]
+    for log_dir in log_dirs:
+        assert (log_dir / "cleaner-offset-checkpoint").read_text().endswith(" 0 4\n")
+    only = runner.invoke(cli, ["clean", *map(str, log_dirs), *compact, "--topic", "payments", "--dry-run"])
+    assert only.exit_code == 0, only.output
+    assert only.stdout.splitlines()[0] == f"{log_dirs[1]}:"  # the other log dir holds no partition it keeps
