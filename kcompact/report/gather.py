@@ -111,9 +111,14 @@ def log_dir_report(
     replicas = _replicas(log_dirs, {(e.topic, e.partition) for e in entries}) if len(log_dirs) > 1 else []
     return Report(SOURCE_LOG_DIRS, [str(p) for p in given], now,
                   [{"path": d, "broker": broker_of(Path(d))} for d in log_dirs], totals, topics,
-                  entries, len(entries), replicas,
-                  advice_of(entry.status if entry.status == KEYLESS else entry.blocking_rule
-                            for entry in entries if entry.status != EMPTY))
+                  entries, len(entries), replicas, entries_advice(entries))
+
+
+def entries_advice(entries: Iterable[PartitionEntry]) -> dict[str, str]:
+    """:func:`advice_of` the partitions' rules: none for an empty partition (nothing to clean), and for a keyless
+    one not compacted its own (its status), not its rule's advice to compact it."""
+    return advice_of(entry.status if entry.status == KEYLESS else entry.blocking_rule
+                     for entry in entries if entry.status != EMPTY)
 
 
 def advice_of(rules: Iterable[str | None]) -> dict[str, str]:

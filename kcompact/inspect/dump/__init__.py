@@ -124,7 +124,7 @@ def _key_text(key: bytes) -> str:
 
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
 """KRaft's bootstrap metadata in ``metadata.log.dir`` (``BootstrapDirectory``: written by ``kafka-storage format``
-with ``BatchFileWriter``, read with ``RecordsSnapshotReader``): metadata records in v2 batches, like a snapshot."""
+with ``BatchFileWriter``, read with ``BatchFileReader``): metadata records in v2 batches, like a snapshot."""
 
 
 def _dump_target(target: Path, records: bool, verify_index: bool, selection: DumpFilter | None,
