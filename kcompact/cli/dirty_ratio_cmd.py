@@ -73,7 +73,7 @@ def render_dirty_ratio(rows: Sequence[DirtyRatioRow], *, as_json: bool) -> None:
         if row.space_peak_bytes is not None and row.space_gives_back_bytes is not None and row.free_bytes is not None:
             need = SpaceNeed(row.space_peak_bytes, row.space_gives_back_bytes)
             render.plain(f"{row.topic}-{row.partition}: its clean {need.line(row.free_bytes)}")
-    for rule in sorted({r.blocking_rule for r in rows if r.blocking_rule and not r.error}):
+    for rule in sorted({r.blocking_rule for r in listed if r.blocking_rule and not r.error}):  # not the empty ones
         console.print(f"[bold]{rule}[/bold]: {ADVICE.get(rule, '')}")
     if empty:
         render.plain(empty_partitions_line(len(empty)))

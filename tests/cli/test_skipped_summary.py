@@ -88,3 +88,20 @@ def test_dirty_ratio_says_a_detail_shared_by_many_partitions_once(tmp_path: Path
             "store-changelog-0, _confluent-controlcenter-5-1-2-1-KSTREAM-OUTERTHIS-0000000095-store-changelog-0 and "
             f"8 more): {detail}") in text
     assert len([line for line in result.stdout.splitlines() if "cleanup-policy-unknown" in line]) >= 11  # rows
+
+
+def test_empty_partitions_get_no_advice_that_changes_nothing(tmp_path: Path) -> None:
+    """Three empty partitions of unknown policy: dirty-ratio counts them and offers no --config or
+    --assume-compact (nothing to clean); clean says the same."""
+    log_dir = tmp_path / "logdir"
+    for number in range(3):
+        PartitionBuilder("idle", number).write(log_dir, high_watermark=0)
+    ratio = run("inspect", "dirty-ratio", log_dir, "--now-ms", BASE_TS)
+    assert ratio.exit_code == 0, ratio.output
+    assert ratio.stdout == "3 empty partitions (no records): nothing to clean\n"
+    clean = run("clean", log_dir, "--now-ms", BASE_TS, "--dry-run")
+    assert "--assume-compact" not in clean.stdout and "--config" not in clean.stdout
+    assert clean.stdout.splitlines()[0] == ("idle-0, idle-1, idle-2: skipped — cleanup.policy is not "
+                                            "known (no KRaft metadata log was found); Kafka's default is 'delete', "
+                                            "and kcompact compacts only a partition known to be compacted; no "
+                                            "records: nothing to clean, whatever the policy")
