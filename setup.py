@@ -5,7 +5,7 @@ CPython C API), one per Python owner, each beside the package that imports it:
 
 * ``kcompact.records.scan._accel`` (records/scan/_accel.c, _legacy.c): the record and batch-header
   scans, the record-section rebuild, legacy runs, key digests;
-* ``kcompact.cleaner.offset_map._runs`` (cleaner/offset_map/_runs.c): the offset map's run kernels;
+* ``kcompact.log.offset_map._runs`` (log/offset_map/_runs.c): the offset map's run kernels;
 * ``kcompact.cleaner.round._windows`` (cleaner/round/_windows.c): the round's windows over runs of
   batches, which walk records with the scan's ``records/scan/walk.h`` and (de)compress zstd batches
   with the vendored Zstandard in ``kcompact/_vendor/zstd/`` (python-zstandard's own library version),
@@ -44,8 +44,8 @@ EXTENSIONS = [
         optional=True,  # no compiler: warn and install the pure-Python package
     ),
     Extension(
-        "kcompact.cleaner.offset_map._runs",
-        sources=["kcompact/cleaner/offset_map/_runs.c"],
+        "kcompact.log.offset_map._runs",
+        sources=["kcompact/log/offset_map/_runs.c"],
         depends=COMMON,
         include_dirs=INCLUDE_DIRS,
         optional=True,

@@ -7,6 +7,7 @@
 
 Sections:
     inspect  inspect dirty-ratio over 10 000 partitions (scripts/bench_inspect.py has the keys report too).
+    report kcompact report --from the Parquet rows of 100 000 partitions over 2 000 topics: the page's time and size.
     clean  kcompact clean on two benchmark shapes (scripts/bench_clean.py), against a plain copy.
     ratio  clean --jobs 1 against cp -r and cp -r + sync of the same bytes and (--baseline DIR) another
            kcompact tree, interleaved, min and median (scripts/bench_ratio.py); --profile: time by stage.
@@ -310,6 +311,34 @@ def _bench_inspect(args: argparse.Namespace, workdir: Path) -> list[Row]:
     ]
 
 
+def _bench_report(args: argparse.Namespace, workdir: Path) -> list[Row]:
+    """``kcompact report --from`` 100 000 Parquet rows (2 000 topics), as a user runs it (a process of its own,
+    start-up included; about 2 s on one core): wall seconds, and the page's size besides plotly.min.js."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests/ builders
+    from plotly.offline import get_plotlyjs  # type: ignore[import-untyped]
+
+    from tests.report.parquet_rows import many_rows_parquet
+
+    rows = workdir / "report" / "ratio.parquet"
+    if not (rows / "part-00000.parquet").exists():  # made once per workdir
+        shutil.rmtree(workdir / "report", ignore_errors=True)
+        (workdir / "report").mkdir(parents=True)
+        many_rows_parquet(rows, 100_000, 2_000)
+    page = workdir / "report" / "r.html"
+
+    def report() -> int:
+        page.unlink(missing_ok=True)
+        subprocess.run([sys.executable, "-m", "kcompact", "report", "--from", str(rows), "--output", str(page)],
+                       check=True, stdout=subprocess.DEVNULL)
+        return page.stat().st_size
+
+    seconds, size = _timed(report, args.repeat)
+    return [
+        ("report --from 100 000 rows, seconds", seconds, "s"),
+        ("page size besides plotly.min.js", (size - len(get_plotlyjs())) / 1024, "KiB"),
+    ]
+
+
 SMALL_PARTITIONS = 200  # the log dir of the ``small`` section: this many copies of the 1 MB partition
 SMALL_NOW_MS = 1_800_000_000_000  # every segment is old enough to clean
 
@@ -371,7 +400,7 @@ def _small_run(workdir: Path, argv: list[str], repeat: int, fresh: Path | None =
 
 def bench_small(args: argparse.Namespace, workdir: Path) -> list[Row]:
     """Start-up and small inputs: --help, a 1 MB partition, and 200 x 1 MB partitions with jobs=1 vs auto."""
-    from kcompact.cleaner.workers.pool import usable_cpus
+    from kcompact.fork_pool import usable_cpus
 
     partition = _small_partition(workdir, args.seed)
     log_dir = _small_log_dir(workdir, partition)
@@ -424,6 +453,7 @@ SECTIONS: dict[str, Callable[[argparse.Namespace, Path], list[Row]]] = {
     "ratio": _bench_ratio,
     "legacy": _bench_legacy,
     "inspect": _bench_inspect,
+    "report": _bench_report,
     "small": bench_small,
     "spark": _bench_spark,
     "spark-scale": _bench_spark_scale,  # 6 log dirs x 200 partitions at two sizes, serial and Spark: minutes

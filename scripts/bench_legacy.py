@@ -36,7 +36,6 @@ from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.config.topic_config import defaults_with_overrides
 from kcompact.records.batch_encoding import encode_batch
-from kcompact.records.legacy import encode_legacy_message
 from kcompact.records.record import Record
 from kcompact.segment.checkpoint import write_offset_checkpoint
 
@@ -44,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_clean import FIRST_TS, ChildRun, _child_clean, _digests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests/ builders
-from tests.encoders import encode_legacy_wrapper
+from tests.encoders import encode_legacy_message, encode_legacy_wrapper
 from tests.segment_writer import write_segment
 
 Row = tuple[str, float, str]

@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from kcompact.cleaner.offset_map import OffsetMap, key_digests
+from kcompact.log.offset_map import OffsetMap, key_digests
 
 CHUNK = 1 << 18  # digests made at a time, outside the timers (6 MiB)
 HUGE = 100_000_000

@@ -1,14 +1,16 @@
 """Encoders only tests and scripts use: bytes the package reads but never writes itself.
 
-Transaction markers (``encode_control_batch``), compressed legacy wrappers (``encode_legacy_wrapper``),
-producer snapshots (``encode_producer_snapshot``) and unsigned varints (``encode_unsigned_varint``) are
-written by brokers and producers, not by kcompact; the builders (``tests/partition_builder.py``,
-``tests/segment_writer.py``) and ``scripts/`` (fixtures, benchmarks) use these to make such input.
+Transaction markers (``encode_control_batch``), legacy messages and compressed legacy wrappers
+(``encode_legacy_message``, ``encode_legacy_wrapper``), producer snapshots (``encode_producer_snapshot``) and
+unsigned varints (``encode_unsigned_varint``) are written by brokers and producers, not by kcompact; the
+builders (``tests/partition_builder.py``, ``tests/segment_writer.py``) and ``scripts/`` (fixtures, benchmarks)
+use these to make such input.
 """
 
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import astuple
 
@@ -22,7 +24,14 @@ from kcompact.records.control import (
     EndTransactionMarker,
 )
 from kcompact.records.crc import crc32c
-from kcompact.records.legacy import NO_TIMESTAMP, encode_legacy_message
+from kcompact.records.legacy import (
+    ENTRY_PREFIX_STRUCT,
+    LENGTH_STRUCT,
+    MESSAGE_START_STRUCT,
+    NO_TIMESTAMP,
+    TIMESTAMP_STRUCT,
+    TIMESTAMP_TYPE_MASK,
+)
 from kcompact.records.record import Record, encode_record
 from kcompact.records.varint import encode_varint
 from kcompact.segment.snapshot import PRODUCER_ENTRY, SNAPSHOT_VERSION, ProducerSnapshotEntry
@@ -59,6 +68,43 @@ def encode_control_batch(
         base_timestamp=timestamp, max_timestamp=timestamp, producer_id=producer_id,
         producer_epoch=producer_epoch, base_sequence=-1,
         partition_leader_epoch=partition_leader_epoch, is_transactional=True, is_control=True)
+
+
+def encode_legacy_message(
+    *, offset: int, magic: int, key: bytes | None, value: bytes | None, timestamp: int = -1,
+    compression: int = 0, timestamp_type: int = 0,
+) -> bytes:
+    """Encode one v0/v1 entry (offset, size, CRC and message), as Kafka's ``LegacyRecord.write``.
+
+    Args:
+        offset: the entry's offset field (absolute, or relative inside a v1 wrapper).
+        magic: 0 or 1.
+        key: the key, or None.
+        value: the value (for a wrapper: the compressed inner entries), or None.
+        timestamp: v1 only; v0 stores none.
+        compression: the codec id written into the attributes (the value is taken as is).
+        timestamp_type: 1 sets the LogAppendTime bit (v1 only).
+
+    Returns:
+        The entry's bytes.
+
+    Raises:
+        ValueError: a magic other than 0/1 or a codec outside 0..3.
+    """
+    if magic not in (0, 1):
+        raise ValueError(f"legacy magic; expected 0 or 1, found {magic}")
+    if not 0 <= compression <= 3:
+        raise ValueError(f"legacy compression codec; expected 0..3, found {compression}")
+    attributes = compression | (TIMESTAMP_TYPE_MASK if magic == 1 and timestamp_type == 1 else 0)
+    parts = [MESSAGE_START_STRUCT.pack(magic, attributes)]
+    if magic == 1:
+        parts.append(TIMESTAMP_STRUCT.pack(timestamp))
+    for data in (key, value):
+        parts.append(LENGTH_STRUCT.pack(-1 if data is None else len(data)))
+        parts.append(b"" if data is None else bytes(data))
+    message = b"".join(parts)
+    crc = zlib.crc32(message) & 0xFFFFFFFF
+    return ENTRY_PREFIX_STRUCT.pack(offset, len(message) + 4, crc) + message
 
 
 def encode_legacy_wrapper(

@@ -2,7 +2,7 @@
 layer's knowing nothing of the cleaner's structures, and none of them missing where CI requires them.
 
 The owners: the scan (``kcompact.records.scan._accel``: records, batch headers, legacy runs, key
-digests), the offset map (``kcompact.cleaner.offset_map._runs``: its run kernels) and the round
+digests), the offset map (``kcompact.log.offset_map._runs``: its run kernels) and the round
 (``kcompact.cleaner.round._windows``: its windows over runs of batches). Each owner's ``accel``
 module wraps its own extension and follows the one switch, ``KCOMPACT_NO_ACCEL``.
 """
@@ -15,8 +15,8 @@ from types import ModuleType
 
 import pytest
 
-from kcompact.cleaner.offset_map import accel as offset_map_accel
 from kcompact.cleaner.round import accel as round_accel
+from kcompact.log.offset_map import accel as offset_map_accel
 from kcompact.records.scan import accel as scan_accel
 
 PACKAGE = Path(__file__).parents[1] / "kcompact"
@@ -25,7 +25,7 @@ OWNERS: dict[str, tuple[ModuleType, set[str]]] = {
         "scan_keys", "scan_key_digests", "scan_records", "rebuild_records", "decode_batch", "crc32c",
         "batch_headers", "batch_producers", "legacy_entries", "legacy_emit",
     }),
-    "kcompact.cleaner.offset_map._runs": (offset_map_accel, {
+    "kcompact.log.offset_map._runs": (offset_map_accel, {
         "flush_puts", "fold_into_run", "merge_runs_step",
     }),
     "kcompact.cleaner.round._windows": (round_accel, {

@@ -7,25 +7,25 @@ A compacted partition's log is split by ``cleaner-offset-checkpoint`` into the *
 ``[log_start, first_dirty)`` — already compacted once, its keys unique among themselves — and the *dirty
 section* ``[first_dirty, log_end)``. Only the part of the dirty section below the *first uncleanable
 offset* is cleaned: the active segment, data at or above the high watermark or inside a still-open
-transaction, and segments younger than ``min.compaction.lag.ms`` are never touched (``rules/ranges.py``).
+transaction, and segments younger than ``min.compaction.lag.ms`` are never touched (``log/rules/ranges.py``).
 One round:
 
-1. **Facts** (``state/log_state.py``). One pass over batch *headers* of every segment gives each segment's
+1. **Facts** (``log/state/log_state.py``). One pass over batch *headers* of every segment gives each segment's
    next offset and timestamps, replays producer state (who is still an active producer, which transactions
    are open below the high watermark: the last stable offset), and collects aborted transactions from the
    ``.txnindex`` files (plus those the data shows where an index is missing). No record payload is read.
-2. **Range** (``rules/ranges.py``, with its values and the why-not-cleanable wording). First dirty offset
+2. **Range** (``log/rules/ranges.py``, with its values and the why-not-cleanable wording). First dirty offset
    from the checkpoint (reset to the log start when it lies below it or past the log end), first uncleanable
    offset rounded down to a segment base, the dirty ratio.
-3. **Offset map** (``round/mapping.py`` filling ``offset_map/``). Scan the dirty range once: for every
+3. **Offset map** (``round/mapping.py`` filling ``log/offset_map/``). Scan the dirty range once: for every
    record with a key in a data batch that is not aborted transactional data, map a 128-bit digest of the key
    to its offset (later wins; tombstones included; control batches and keyless records skipped). With
    ``--dedupe-buffer-size`` the map is bounded exactly like Kafka's SkimpyOffsetMap and the round ends where
    it fills up; ``end_offset = map.latest_offset + 1``.
-4. **Groups** (``rules/grouping.py``). Every segment below ``end_offset`` — from the start of the log, so
+4. **Groups** (``log/rules/grouping.py``). Every segment below ``end_offset`` — from the start of the log, so
    the clean section is filtered again with the new map — is grouped greedily into runs that fit one output
    segment (``segment.bytes``, ``segment.index.bytes``, the 32-bit relative-offset window).
-5. **Filter** (``round/filtering.py`` driving ``rules/policy.py`` and ``rules/transactions.py``). Each group
+5. **Filter** (``round/filtering.py`` driving ``log/rules/policy.py`` and ``log/rules/transactions.py``). Each group
    is streamed batch by batch into ``<base>.log.cleaned``. Per batch: the transaction bookkeeping, then
    Kafka's batch decision (keep an empty shell for an active producer's last batch or for the round's last
    batch; drop aborted data and expired markers), then per record: keep it when it is the latest for its key
@@ -57,8 +57,9 @@ How the code runs it
 
 The sub-packages are layers, each importing only those below it (an import-linter contract holds them):
 ``logdir/`` (a log dir) over ``workers/`` (processes, and the entry point every caller uses) over
-``round/`` (the serial round of one partition, its stages and passes) over ``disk/`` (the only code that
-renames or deletes segment files) over ``state/`` and ``offset_map/`` over ``rules/`` (Kafka's pure rules).
+``round/`` (the serial round of one partition, its stages and passes) over ``disk/`` (the only cleaner code that
+writes, renames or deletes segment files). Below the cleaner, ``kcompact.log`` holds Kafka's log model the
+read-only commands share: ``log/state/`` and ``log/offset_map/`` over ``log/rules/`` (Kafka's pure rules).
 
 ``workers/parallel.py``'s ``clean_partition`` is the one entry point (``kcompact clean``, the partition
 pool and the Spark tasks all call it): the serial round's own, ``round/partition_round.py``'s
@@ -70,7 +71,7 @@ planner (``plan_clean`` runs it on a partition directory), freezes steps 1–2 i
 ``CleanPlan`` (``round/plan.py``; the options in ``round/options.py``),
 ``segment_key_entries`` is pass 1 over one segment, ``write_group`` is pass 2 over one group, and
 ``commit_clean`` is steps 7–8. Pass 2 asks its keep-or-drop question of an *oracle*
-(``offset_map/oracle.py``): the in-memory offset map, the retention rules (``disk/retention.py``, for
+(``log/offset_map/oracle.py``): the in-memory offset map, the retention rules (``disk/retention.py``, for
 ``compact,delete``), or the sorted (digest, offset) runs the Spark path's distributed map produces. On one
 machine the stages run:
 
@@ -78,8 +79,8 @@ machine the stages run:
   (``workers/parallel.py``; each worker is seeded with the transaction state replayed from batch headers,
   bulk results come back through temporary files, ``workers/spill.py``), the parent appending the batches
   and building the indexes so the bytes do not depend on the number of workers;
-* for a log dir, ``logdir/run.py`` orders the partitions as the broker's cleaner would (``rules/ranges.py``'s
-  ``pick_order``) and ``workers/pool.py`` cleans several at once, each in its own process; the checkpoint
+* for a log dir, ``logdir/run.py`` orders the partitions as the broker's cleaner would (``log/rules/ranges.py``'s
+  ``pick_order``) and ``fork_pool.py`` cleans several at once, each in its own process; the checkpoint
   lines are then settled into cleaning order.
 
 The output is byte-identical whatever the number of workers, and to the pure-Python reference of the

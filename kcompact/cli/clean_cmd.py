@@ -132,7 +132,7 @@ def _plain_empty(result: CleanResult) -> bool:
 def _plain_active_only(result: CleanResult) -> bool:
     """A partition whose records are all in its active segment, with nothing else to say (no fence either)."""
     from kcompact.cleaner.logdir.run_summary import holds_no_records, is_summarised
-    from kcompact.cleaner.rules.ranges import RULE_ACTIVE_SEGMENT
+    from kcompact.log.rules.ranges import RULE_ACTIVE_SEGMENT
 
     rng = result.range
     return (result.skipped_reason is not None and rng is not None and rng.blocking_rule == RULE_ACTIVE_SEGMENT
@@ -143,7 +143,7 @@ def _plain_active_only(result: CleanResult) -> bool:
 
 def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
     from kcompact.cleaner.logdir.run_summary import is_summarised
-    from kcompact.cleaner.rules.fence import fence_lines
+    from kcompact.log.rules.fence import fence_lines
 
     console = render.console()
     verb = "would clean" if result.dry_run else "cleaned"
@@ -270,7 +270,13 @@ def _render_summary(run: CleanRun, *, dry_run: bool) -> None:
                    "active segment becomes cleanable (as a broker does on segment.ms).")
 @click.option("--from-start", is_flag=True,
               help="Re-clean from the log start (drops expired tombstones and markers everywhere).")
-@click.option("--dry-run", is_flag=True, help="Compute everything, write nothing; report what would go.")
+@click.option("--dry-run", is_flag=True,
+              help="Compute everything and report what would go; no file under PATH is written, renamed or "
+                   "deleted. With --roll, or an interrupted clean's leftovers to settle, the round is previewed "
+                   "on a staged copy: a directory .kcompact-rehearsal-* beside the log dir (in the temporary "
+                   "directory where that is not writable) of hard links to the partition's files and the log "
+                   "dir's checkpoint files (symbolic links, or for the checkpoints copies, where hard links are "
+                   "refused), removed when the preview ends.")
 @click.option("--verbose", is_flag=True,
               help="List every skipped partition with its own reason (by default those sharing a reason are "
                    "one line, with their count and a few names; --json lists each).")

@@ -112,7 +112,7 @@ def _print_table(rows: Sequence[DirtyRatioRow], console: Any) -> None:
 
 def _plain_active_only(row: DirtyRatioRow) -> bool:
     """A partition holding records, all of them in its active segment, with nothing else to say."""
-    from kcompact.cleaner.rules.ranges import RULE_ACTIVE_SEGMENT
+    from kcompact.log.rules.ranges import RULE_ACTIVE_SEGMENT
 
     return row.error is None and row.blocking_rule == RULE_ACTIVE_SEGMENT and not _plain_empty(row)
 

@@ -45,7 +45,9 @@ def keys_command(partition_dir: str, config_pairs: tuple[str, ...], now_ms: int 
     groups with the most bytes (records, duplicates, committed offsets held).
 
     Reads the whole log twice, plus the cleaner's dry run, and checks every batch's CRC (exits 2
-    after the report when one fails); writes nothing.
+    after the report when one fails); writes, renames or deletes no file of the log dir (the dry run
+    of a partition with an interrupted clean's leftovers is staged as clean --dry-run stages it, in a
+    .kcompact-rehearsal-* directory of links beside the log dir, removed when it ends).
     """
     from kcompact.cli.progress_view import progress_bar
     from kcompact.config.topic_config import parse_config_pairs

@@ -36,6 +36,7 @@ METADATA_DIR_HELP = (
 METADATA_DIRS_HELP = METADATA_DIR_HELP.replace("the partition's", "each partition's")  # many paths
 
 F = TypeVar("F", bound=Callable[..., object])
+# records.varint's INT64_MAX, not imported: --help loads no layer below the CLI (tests/cli/test_lazy_imports.py)
 INT64_MAX = 2**63 - 1  # a Java long: Kafka's timestamps, and the delete horizons a clean stamps from the clock
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from kcompact.cli import render
-from kcompact.cli.repair_cmd import render_partition
+from kcompact.cli.repair_view import render_partition
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod

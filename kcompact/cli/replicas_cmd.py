@@ -182,7 +182,7 @@ def spark_replicas_command(log_dirs: tuple[str, ...], master: str | None, verbos
     worker or the JVM died: one error line, nothing changed). Executors must see the log dirs at the
     same paths: a HOST:/path is refused (a task reads every copy of its partition).
     """
-    from kcompact.cli.spark_cmds import checks_before_session, checks_in_session, startup_line
+    from kcompact.cli.spark_checks import checks_before_session, checks_in_session, startup_line
     from kcompact.inspect.replicas import replica_sets
     from kcompact.spark.replicas_job import spark_replicas
     from kcompact.spark.session import command_session

@@ -47,17 +47,21 @@ from kcompact.cli.options import (
 from kcompact.cli.partition_filter_options import partition_filter_options
 from kcompact.cli.replicas_cmd import spark_replicas_command
 from kcompact.cli.report_cmd import REPORT_EPILOG
+from kcompact.cli.spark_checks import (
+    check_new_output,
+    checks_before_session,
+    checks_in_session,
+    startup_line,
+)
 from kcompact.cli.spark_options import session_options
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
     from rich.console import JustifyMethod
     from rich.table import Table
 
     from kcompact.inspect.export import ExportSummary
     from kcompact.segment.partition_filter import PartitionFilter
     from kcompact.spark.clean_job import SparkCleanRun
-    from kcompact.spark.probe import ExecutorCheck
 
 STARTUP_NOTE = (
     "Starting Spark costs seconds (a JVM and Python workers): for one partition, or a few small "
@@ -112,7 +116,11 @@ def spark_group() -> None:
 @_now_ms
 @click.option("--roll", is_flag=True, help="First roll a new empty active segment (as kcompact clean --roll).")
 @click.option("--from-start", is_flag=True, help="Re-clean from the log start.")
-@click.option("--dry-run", is_flag=True, help="Compute everything, write nothing.")
+@click.option("--dry-run", is_flag=True,
+              help="Compute everything; no file under PATH is written, renamed or deleted. As kcompact clean "
+                   "--dry-run, a partition with --roll or an interrupted clean's leftovers is previewed on a "
+                   "staged copy of links, a .kcompact-rehearsal-* directory beside its log dir on the "
+                   "executor's host, removed when the preview ends.")
 @click.option("--dedupe-buffer-size", type=click.IntRange(min=1), default=None, metavar="BYTES",
               help="Behave like a broker with this log.cleaner.dedupe.buffer.size (as kcompact "
                    "clean --dedupe-buffer-size; --config log.cleaner.dedupe.buffer.size=BYTES does "
@@ -371,69 +379,7 @@ def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, mast
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
 
 
-def checks_before_session(paths: tuple[str, ...], *, output: str | None, master: str | None,
-                          spark_conf_pairs: tuple[str, ...], executor_python: str | None,
-                          storage_options: dict[str, Any] | None = None) -> dict[str, str]:
-    """Parse ``--conf`` and check, before Spark starts, what the driver alone can check
-    (``kcompact.spark.preflight``); returns the Spark settings.
-
-    Raises:
-        KcompactError: a ``--conf`` pair, an input URL, the output's file system or the executors' Python.
-    """
-    from kcompact.spark.preflight import check_before_session
-    from kcompact.spark.session import parse_spark_conf
-
-    conf = parse_spark_conf(spark_conf_pairs)
-    check_before_session(paths, output=output, master=master, conf=conf, executor_python=executor_python,
-                         storage_options=storage_options)
-    return conf
-
-
-def checks_in_session(spark: SparkSession, paths: tuple[str, ...], *, output: str | None, verbose: bool) -> None:
-    """Once the session runs, before any job: the driver's address (``--verbose``), the output's Hadoop file
-    system, and the executors (the probe job).
-
-    Raises:
-        RefusedError: the output's file system does not load, or the executors cannot run kcompact.
-    """
-    from kcompact.spark.hadoop_fs import check_output_filesystem
-    from kcompact.spark.probe import check_executors
-    from kcompact.spark.session import driver_address
-
-    context = spark.sparkContext
-    if verbose:
-        render.err_console().print(f"Spark driver ({context.master}) listens on {driver_address(context)}",
-                                   highlight=False, soft_wrap=True)
-    check_output_filesystem(context, output)
-    executors_line(check_executors(context, paths))
-
-
 # --- rendering -----------------------------------------------------------------------------------------
-
-
-def check_new_output(output: str | None) -> None:
-    """Refuse an ``--output`` that exists before any Spark work starts (a URI other than ``file://``
-    is checked by Spark when it writes).
-
-    Raises:
-        KcompactError: the path exists.
-    """
-    from kcompact.spark.output import check_new_output as check_output
-
-    if output is not None:
-        check_output(output)
-
-
-def executors_line(check: ExecutorCheck) -> None:
-    """Which Python the executors run, when kcompact chose it (stderr)."""
-    note = check.note()
-    if note is not None:
-        render.err_console().print(note, highlight=False, soft_wrap=True)
-
-
-def startup_line(startup_s: float) -> None:
-    """Spark's start-up time, apart from the work (stderr, so it never mixes with results)."""
-    render.err_console().print(f"Spark session start-up: {startup_s:.1f} s", highlight=False)
 
 
 def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool, verbose: bool = False,
@@ -443,7 +389,7 @@ def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool, v
     (``output_error``)."""
     from kcompact.cleaner.logdir.report_row import STATUS_SKIPPED
     from kcompact.cleaner.logdir.run_summary import is_summarised, repeated_warning_notes, skipped_lines
-    from kcompact.cleaner.rules.fence import fence_lines
+    from kcompact.log.rules.fence import fence_lines
 
     rows = run.as_dicts()
     counted = repeated_warning_notes([row["warnings"] for row in rows])  # each row keeps its own warning

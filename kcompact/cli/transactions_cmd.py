@@ -127,7 +127,7 @@ HIGH_WATERMARK_EFFECT = "their last stable offsets are taken no higher than that
 
 def _own_high_watermark_warning(warning: str) -> str:
     """One partition's missing-high-watermark warning, without what it means for cleaning."""
-    from kcompact.cleaner.state.log_state import NO_HIGH_WATERMARK_CLEANING
+    from kcompact.log.state.log_state import NO_HIGH_WATERMARK_CLEANING
 
     return (f"{warning.removesuffix(NO_HIGH_WATERMARK_CLEANING)} as the high watermark "
             "(the last stable offset is taken no higher)")

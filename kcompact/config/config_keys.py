@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kcompact.errors import ConfigError
+from kcompact.records.varint import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MS_PER_MINUTE = 60 * 1000
 MS_PER_HOUR = 60 * MS_PER_MINUTE
 

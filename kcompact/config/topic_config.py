@@ -37,7 +37,6 @@ from kcompact.config.config_keys import (
     ConfigScalar,
     ParsedValue,
     config_key,
-    format_value,
     parse_scaled_synonym,
     parse_value,
 )
@@ -131,16 +130,6 @@ class TopicConfig:
     def has_delete(self) -> bool:
         """Whether ``cleanup.policy`` contains ``delete`` (time/size retention applies)."""
         return CLEANUP_POLICY_DELETE in self.cleanup_policy
-
-    def as_kafka_dict(self) -> dict[str, str]:
-        """Return every modelled config under its Kafka key, rendered as Kafka prints it."""
-        out: dict[str, str] = {}
-        for key in CONFIG_KEYS.values():
-            value = getattr(self, key.field)
-            if value is None or (key.name == "segment.bytes" and self.internal_segment_bytes):
-                continue  # segment_bytes mirrors internal.segment.bytes then; emit that alone
-            out[key.name] = format_value(value)
-        return out
 
 
 def parse_config_pairs(pairs: Iterable[str]) -> dict[str, str]:

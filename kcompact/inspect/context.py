@@ -5,8 +5,8 @@ Why: ``inspect keys`` and ``inspect last-clean`` judge a partition by the rules 
 apply now (first dirty offset, first uncleanable offset, delete horizons), so they load it exactly as
 the cleaner does: the configuration from ``--config``, server.properties and the KRaft metadata log
 (:class:`kcompact.cleaner.logdir.run.ConfigSources`), the state by
-:func:`kcompact.cleaner.state.log_state.load_log_state`, and the range by
-:func:`kcompact.cleaner.rules.ranges.compute_cleanable_range` at ``now_ms``.
+:func:`kcompact.log.state.log_state.load_log_state`, and the range by
+:func:`kcompact.log.rules.ranges.compute_cleanable_range` at ``now_ms``.
 
 The reports also share :class:`CrcTally`: a batch that fails its CRC does not stop a report (its
 records may still parse, and the rest of the log is worth reporting), but it is counted and the
@@ -15,21 +15,21 @@ first one's error kept, so the command can exit 2 after printing (``clean`` refu
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.logdir.run import ConfigSources
-from kcompact.cleaner.rules.ranges import (
+from kcompact.clock import run_clock_ms
+from kcompact.config.effective import EffectiveConfig
+from kcompact.config.sources import ConfigSources
+from kcompact.config.topic_config import TopicConfig
+from kcompact.log.rules.ranges import (
     CleanableRange,
     checkpoint_reset_warning,
     compute_cleanable_range,
 )
-from kcompact.cleaner.state.log_state import LogState, load_log_state
-from kcompact.config.effective import EffectiveConfig
-from kcompact.config.topic_config import TopicConfig
+from kcompact.log.state.log_state import LogState, load_log_state
 from kcompact.segment.log_dir_check import check_log_dir_checkpoints
 from kcompact.segment.log_file import crc_error
 from kcompact.segment.partition import open_partition
@@ -90,7 +90,7 @@ def load_inspect_context(
         KcompactError: not a partition directory, a bad configuration source, or data that does not
             parse.
     """
-    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    now = run_clock_ms(now_ms)
     partition = open_partition(path)
     check_log_dir_checkpoints(partition.path.parent)  # a damaged one: the error says what fixes it
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir)

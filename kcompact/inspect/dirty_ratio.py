@@ -19,28 +19,28 @@ checkpoint file and the broker lock are therefore read once per log dir and repo
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.logdir.run import ConfigSources
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.round.stages import unsupported_reason
-from kcompact.cleaner.rules.ranges import (
+from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.clock import run_clock_ms
+from kcompact.config.effective import EffectiveConfig
+from kcompact.config.sources import ConfigSources
+from kcompact.errors import KcompactError
+from kcompact.inspect.context import CrcTally
+from kcompact.log.rules.ranges import (
     RULE_CLEANUP_POLICY,
     RULE_OPEN_TRANSACTION,
     CleanableRange,
     cleaner_order,
     compute_cleanable_range,
 )
-from kcompact.cleaner.state.cleaner_throws import round_end_hazard, round_walk_problems
-from kcompact.cleaner.state.log_state import LogState, load_log_state
-from kcompact.cleaner.workers.parallel import clean_partition
-from kcompact.config.effective import EffectiveConfig
-from kcompact.errors import KcompactError
-from kcompact.inspect.context import CrcTally
+from kcompact.log.state.cleaner_throws import round_end_hazard, round_walk_problems
+from kcompact.log.state.log_state import LogState, load_log_state
 from kcompact.segment.checkpoint import read_offset_checkpoint
 from kcompact.segment.lock import broker_holds_lock, explain_vanished
 from kcompact.segment.log_dir_check import check_log_dir_checkpoints
@@ -52,9 +52,8 @@ from kcompact.segment.partition import (
     is_partition_dir,
     named_path,
     open_partition,
-    require_partition_dirs,
 )
-from kcompact.segment.partition_filter import PartitionFilter
+from kcompact.segment.partition_filter import PartitionFilter, require_partition_dirs
 from kcompact.segment.progress import ProgressCallback
 from kcompact.text import plural
 
@@ -190,7 +189,7 @@ def dirty_ratio_report(
         KcompactError: a path is neither a log dir nor a partition directory, or a log dir's checkpoint
             file does not parse (once for the log dir, not in each of its partitions' rows).
     """
-    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    now = run_clock_ms(now_ms)
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir)
     rows: list[DirtyRatioRow] = []
     ranges: list[tuple[str, CleanableRange]] = []

@@ -27,8 +27,8 @@ Two isolation levels:
   until that transaction ends. The high watermark is the log dir's ``replication-offset-checkpoint``
   entry; a partition without one is bounded by its open transactions and its log end only (what a
   broker would have is unknown offline), and says so. :class:`ViewStop` says, per partition, where
-  the view stops and why (the rule is ``kcompact.cleaner.rules.producer_state``'s, fed by
-  ``kcompact.cleaner.state.log_state``). Transactions are the spans ``log_state`` finds in the log
+  the view stops and why (the rule is ``kcompact.log.rules.producer_state``'s, fed by
+  ``kcompact.log.state.log_state``). Transactions are the spans ``log_state`` finds in the log
   (first data batch to COMMIT/ABORT marker).
 
 ``--latest`` then keeps, per (topic, partition, key), the record with the highest offset, and drops
@@ -61,9 +61,9 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.state.log_state import HW_FROM_CHECKPOINT, LogState, TxnSpan, load_log_state
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError, KcompactError, RefusedError, UnsupportedFormatError
+from kcompact.log.state.log_state import HW_FROM_CHECKPOINT, LogState, TxnSpan, load_log_state
 from kcompact.records.batch_header import RecordBatch
 from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import Record, decode_records
@@ -75,9 +75,8 @@ from kcompact.segment.partition import (
     Partition,
     is_partition_dir,
     open_partition,
-    require_partition_dirs,
 )
-from kcompact.segment.partition_filter import PartitionFilter
+from kcompact.segment.partition_filter import PartitionFilter, require_partition_dirs
 from kcompact.segment.progress import ProgressCallback, ReadProgress, read_progress
 from kcompact.segment.remote import (
     LocalInputs,
@@ -422,7 +421,7 @@ def split_report(refs: Sequence[SegmentRef], storage_options: StorageOptions | N
     sound partition named in ``views_for`` (where it stops, what it skips).
 
     A segment behind a URL is read by range: the split's own bytes. A view needs the partition's whole log
-    (every batch header, its indexes, snapshots and log dir checkpoints: ``cleaner.state.log_state``), so a
+    (every batch header, its indexes, snapshots and log dir checkpoints: ``log.state.log_state``), so a
     partition behind a URL is copied for it, once, by the one task that the caller names it to.
 
     Args:

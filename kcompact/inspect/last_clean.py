@@ -34,10 +34,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.rules.ranges import CleanableRange
-from kcompact.cleaner.state.log_state import LogState
 from kcompact.errors import CorruptDataError
 from kcompact.inspect.context import CrcTally, InspectContext, load_inspect_context
+from kcompact.log.rules.ranges import CleanableRange
+from kcompact.log.state.log_state import LogState
 from kcompact.records.batch_header import TimestampType
 from kcompact.records.legacy import legacy_records
 from kcompact.records.record import records_bytes

@@ -5,16 +5,16 @@ pins the last stable offset, so the cleaner's range stops there (``UnifiedLog.la
 shows this only on a live cluster (``kafka-transactions.sh describe-producers`` and ``find-hanging``);
 offline, the same facts come from the files.
 
-The producer state is the one :func:`kcompact.cleaner.state.log_state.load_log_state` rebuilds, as
+The producer state is the one :func:`kcompact.log.state.log_state.load_log_state` rebuilds, as
 ``ProducerStateManager`` does on load: the newest usable ``.snapshot`` plus every batch after it
-(:class:`kcompact.cleaner.rules.producer_state.ProducerStateReplay`); producers Kafka's loader would
+(:class:`kcompact.log.rules.producer_state.ProducerStateReplay`); producers Kafka's loader would
 expire (no open transaction, idle for ``producer.id.expiration.ms``) are left out and counted.
 
 A producer with an open transaction is *hanging* by the rule of ``TransactionsCommand``'s
 ``find-hanging``: ``now - lastTimestamp > transaction.max.timeout.ms`` (the producer's last timestamp:
 its last batch's max timestamp, or its last marker's). For each one the report gives the last stable
 offset it pins, the dirty bytes the cleaner would gain were it aborted (the cleanable range recomputed
-without it, by :func:`kcompact.cleaner.rules.ranges.compute_cleanable_range`), and the
+without it, by :func:`kcompact.log.rules.ranges.compute_cleanable_range`), and the
 ``kafka-transactions.sh abort`` line that ends it on the live cluster.
 
 The producer state comes from batch headers (producer id, epoch, sequence, timestamps) and markers, so
@@ -32,13 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.rules.producer_state import ProducerState
-from kcompact.cleaner.rules.ranges import compute_cleanable_range
-from kcompact.cleaner.state.log_state import LogState
+from kcompact.clock import run_clock_ms
 from kcompact.errors import KcompactError
 from kcompact.inspect.context import CrcTally, InspectContext, load_inspect_context
+from kcompact.log.rules.producer_state import ProducerState
+from kcompact.log.rules.ranges import compute_cleanable_range
+from kcompact.log.state.log_state import LogState
 from kcompact.segment.names import parse_partition_dir_name
-from kcompact.segment.partition import is_partition_dir, named_path, require_partition_dirs
+from kcompact.segment.partition import is_partition_dir, named_path
+from kcompact.segment.partition_filter import require_partition_dirs
 from kcompact.text import plural
 
 BROKER_PLACEHOLDER = "<broker:9092>"
@@ -129,9 +131,10 @@ def transactions_report(
         KcompactError: a path is neither a partition directory nor a log dir holding one.
     """
     rows = []
+    now = run_clock_ms(now_ms)  # one clock for every partition
     for part in _partition_dirs(paths):
         try:
-            ctx = load_inspect_context(part, cli_overrides=cli_overrides, now_ms=now_ms,
+            ctx = load_inspect_context(part, cli_overrides=cli_overrides, now_ms=now,
                                        server_properties=server_properties, metadata_dir=metadata_dir)
         except KcompactError as err:
             rows.append(_empty_row(part, error=str(err)))

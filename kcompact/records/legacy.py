@@ -1,4 +1,4 @@
-"""Legacy messages, magic 0 and 1 (Kafka's ``LegacyRecord``): decode, walk compressed wrappers, encode.
+"""Legacy messages, magic 0 and 1 (Kafka's ``LegacyRecord``): decode, walk compressed wrappers.
 
 Why: logs written before Kafka 0.11 (or by brokers pinned to an old ``log.message.format.version``)
 hold these entries, and a 4.1 broker still reads them. The cleaner converts them to v2 (``MemoryRecords.filterTo``,
@@ -273,41 +273,3 @@ def _inner_records(wrapper: LegacyEntry) -> list[Record]:
 
 def _bytes(data: bytes | memoryview | None) -> bytes | None:
     return None if data is None else bytes(data)
-
-
-def encode_legacy_message(
-    *, offset: int, magic: int, key: bytes | None, value: bytes | None, timestamp: int = -1,
-    compression: int = 0, timestamp_type: int = 0,
-) -> bytes:
-    """Encode one v0/v1 entry (offset, size, CRC and message), as Kafka's ``LegacyRecord.write``.
-
-    Args:
-        offset: the entry's offset field (absolute, or relative inside a v1 wrapper).
-        magic: 0 or 1.
-        key: the key, or None.
-        value: the value (for a wrapper: the compressed inner entries), or None.
-        timestamp: v1 only; v0 stores none.
-        compression: the codec id written into the attributes (the value is taken as is).
-        timestamp_type: 1 sets the LogAppendTime bit (v1 only).
-
-    Returns:
-        The entry's bytes.
-
-    Raises:
-        ValueError: a magic other than 0/1 or a codec outside 0..3.
-    """
-    if magic not in (0, 1):
-        raise ValueError(f"legacy magic; expected 0 or 1, found {magic}")
-    if not 0 <= compression <= 3:
-        raise ValueError(f"legacy compression codec; expected 0..3, found {compression}")
-    attributes = compression | (TIMESTAMP_TYPE_MASK if magic == 1 and timestamp_type == 1 else 0)
-    parts = [MESSAGE_START_STRUCT.pack(magic, attributes)]
-    if magic == 1:
-        parts.append(TIMESTAMP_STRUCT.pack(timestamp))
-    for data in (key, value):
-        parts.append(LENGTH_STRUCT.pack(-1 if data is None else len(data)))
-        parts.append(b"" if data is None else bytes(data))
-    message = b"".join(parts)
-    crc = zlib.crc32(message) & 0xFFFFFFFF
-    return ENTRY_PREFIX_STRUCT.pack(offset, len(message) + 4, crc) + message
-

@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kcompact.clock import wall_clock_ms
 from kcompact.errors import KcompactError, RefusedError
 from kcompact.repair.salvage import DamagedRegion
 from kcompact.segment.files import file_access, fsync_dir, write_replacing, write_synced
@@ -192,7 +193,7 @@ class Backup:
         make_dirs_synced(directory / QUARANTINE_DIR)
         self.manifest = Manifest(
             log_dir=str(self.log_dir), partition_dir=self.partition_dir.name,
-            listing_before=_listing(self.partition_dir), created_ms=int(time.time() * 1000))
+            listing_before=_listing(self.partition_dir), created_ms=wall_clock_ms())
         self._saved: set[str] = set()
         self.checkpoint = self.log_dir / CLEANER_CHECKPOINT
         self._record_state()

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.state.cleaner_throws import LegacyHazard
+from kcompact.log.state.cleaner_throws import LegacyHazard
 from kcompact.repair.salvage import (
     FIX_LENGTH,
     REGION_CORRUPT,

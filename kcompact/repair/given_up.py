@@ -29,7 +29,7 @@ from kcompact.records.batch_header import (
     RECORD_BATCH_OVERHEAD,
 )
 from kcompact.repair.salvage import REGION_ZERO_PADDING, DamagedRegion
-from kcompact.repair.verify import SegmentCheck
+from kcompact.repair.segment_check import SegmentCheck
 
 FROM_HEADERS = "from the batch headers (the batches pass their CRC)"
 FROM_GAP = "the offsets the kept batches around it leave out"

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kcompact.cleaner.rules.aborted import merge_aborted
 from kcompact.errors import CorruptIndexError
+from kcompact.log.rules.aborted import merge_aborted
 from kcompact.records.control import ControlRecordType
 from kcompact.repair.findings import (
     IMPACT_BOTH,
@@ -76,7 +76,7 @@ from kcompact.segment.txn_index import AbortedTxn, check_txn_index, decode_txn_i
 from kcompact.text import plural
 
 if TYPE_CHECKING:
-    from kcompact.repair.verify import SegmentCheck
+    from kcompact.repair.segment_check import SegmentCheck
     from kcompact.segment.partition import SegmentFiles
 
 REBUILD = "rebuild it as Kafka 4.1 builds it from the log"

@@ -2,7 +2,7 @@
 
 :func:`repair_log_dir` does for a log dir what :func:`~kcompact.repair.repair.repair_partition` does for one
 partition, once per partition, in forked worker processes as ``clean`` does for a log dir
-(``cleaner.workers.pool``: how many, and how; results in name order whatever the pool):
+(``fork_pool``: how many, and how; results in name order whatever the pool):
 
 * causes that belong to the whole log dir are said once, before any partition is read: a damaged or
   unreadable offset checkpoint (``segment.log_dir_check``), a broker holding ``.lock``, a log dir this
@@ -28,14 +28,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.logdir.run import refuse_log_dir_safe_offset
-from kcompact.cleaner.workers.pool import (
+from kcompact.clock import run_clock_ms
+from kcompact.errors import KcompactError, RefusedError
+from kcompact.fork_pool import (
     ProgressCallback,
     WorkerDeath,
     partition_workers,
     run_in_pool,
 )
-from kcompact.errors import KcompactError, RefusedError
+from kcompact.log.rules.fence import refuse_log_dir_safe_offset
 from kcompact.repair.backup import BACKUP_SUFFIX, MANIFEST_NAME, check_backup_location, default_run_backup_dir
 from kcompact.repair.findings import KIND_STRAY, Finding
 from kcompact.repair.repair import RepairOptions, RepairResult, repair_partition
@@ -48,9 +49,8 @@ from kcompact.segment.partition import (
     iter_set_aside_dirs,
     named_path,
     open_partition,
-    require_partition_dirs,
 )
-from kcompact.segment.partition_filter import PartitionFilter
+from kcompact.segment.partition_filter import PartitionFilter, require_partition_dirs
 
 STATUS_SOUND = "sound"  # nothing to repair
 STATUS_REPAIRED = "repaired"
@@ -170,7 +170,7 @@ def repair_log_dir(
         log_dir: the log dir.
         options: as for one partition; ``backup_dir`` is the root of one backup per partition.
         selection: the partitions to work on (``--topic``, ``--exclude-topic``, ``--partition``).
-        jobs: worker processes (see :func:`~kcompact.cleaner.workers.pool.partition_workers`); None: auto.
+        jobs: worker processes (see :func:`~kcompact.fork_pool.partition_workers`); None: auto.
         progress: told each partition's walks, always in this process.
 
     Returns:
@@ -183,7 +183,8 @@ def repair_log_dir(
             does not parse, a log dir that cannot be written (not for a dry run).
     """
     root = named_path(log_dir)
-    refuse_log_dir_safe_offset(root, options.clean_options())
+    options = replace(options, now_ms=run_clock_ms(options.now_ms))  # every partition's clean at one clock
+    refuse_log_dir_safe_offset(root, options.safe_offset)
     dirs = require_partition_dirs(root, selection)
     check_log_dir_checkpoints(root)
     if options.backup_dir is not None:

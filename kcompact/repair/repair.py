@@ -51,6 +51,7 @@ from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CleanerStateError, FileAccessError, KcompactError, RefusedError
 from kcompact.records.filter import BatchRetention, FilteredBatch, filter_legacy_entry
 from kcompact.records.legacy import decode_legacy_entry, legacy_records
+from kcompact.records.varint import INT64_MAX
 from kcompact.repair.backup import (
     MANIFEST_NAME,
     Backup,
@@ -61,7 +62,8 @@ from kcompact.repair.backup import (
 from kcompact.repair.findings import Finding
 from kcompact.repair.given_up import GivenUp, given_up_of
 from kcompact.repair.salvage import REGION_TORN_TAIL, DamagedRegion, KeptBatch
-from kcompact.repair.verify import PartitionCheck, SegmentCheck, verify_partition
+from kcompact.repair.segment_check import SegmentCheck
+from kcompact.repair.verify import PartitionCheck, verify_partition
 from kcompact.segment.checkpoint import update_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.files import file_access, truncate_synced
 from kcompact.segment.lock import (
@@ -75,7 +77,7 @@ from kcompact.segment.partition import open_partition
 from kcompact.segment.progress import ProgressCallback
 from kcompact.text import plural
 
-NO_UPPER_BOUND = 2**63 - 1
+NO_UPPER_BOUND = INT64_MAX
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +94,7 @@ class RepairOptions:
     named_alone: bool = True  # False: reached through its log dir (repair LOG_DIR), --config as a log dir's
     server_properties: str | None = None  # the broker's file (default: $KCOMPACT_SERVER_PROPERTIES)
     metadata_dir: str | None = None  # metadata.log.dir (default: as partition_config finds it)
-    replica_dirs: tuple[str, ...] = ()  # the clean's replica fence (cleaner.rules.fence)
+    replica_dirs: tuple[str, ...] = ()  # the clean's replica fence (log.rules.fence)
     safe_offset: int | None = None  # the clean's replica fence: an offset of this partition
 
     def clean_options(self) -> CleanOptions:

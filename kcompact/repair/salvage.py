@@ -56,6 +56,7 @@ from kcompact.repair.batches import (
     first_offset_of,
     records_problem,
 )
+from kcompact.segment.fixed_index import MAX_RELATIVE_OFFSET
 from kcompact.segment.progress import ReadProgress
 
 if TYPE_CHECKING:
@@ -64,7 +65,6 @@ if TYPE_CHECKING:
 
     AnyBatch = RecordBatch | LegacyEntry
 
-MAX_RELATIVE_OFFSET = 2**31 - 1
 BASE_OFFSET_STRUCT = struct.Struct(">q")  # base_offset: the first 8 bytes of every entry
 BATCH_LENGTH_STRUCT = struct.Struct(">i")  # batch_length, at byte 8 of every entry
 BATCH_LENGTH_POSITION = BASE_OFFSET_STRUCT.size

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kcompact.clock import wall_clock_ms
 from kcompact.errors import CorruptCheckpointError, KcompactError, RefusedError
 from kcompact.repair.backup import (
     FILES_DIR,
@@ -172,7 +173,7 @@ def _undo_locked(directory: Path, manifest: Manifest, part: Path, result: UndoRe
             result.notes.append(note)
     fsync_dir(part)
     _check_restored(log_dir, manifest, part)
-    manifest.undo_finished_ms = int(time.time() * 1000)  # a later undo must not touch newer data
+    manifest.undo_finished_ms = wall_clock_ms()  # a later undo must not touch newer data
     write_manifest(directory, manifest)
     fsync_dir(directory)
 

@@ -24,10 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kcompact.cleaner.disk.swap import recover_interrupted_swaps
-from kcompact.cleaner.rules.aborted import TxnRow, aborted_transactions, derive_transactions
-from kcompact.cleaner.state.cleaner_throws import find_legacy_hazards
 from kcompact.errors import CorruptCheckpointError, CorruptDataError, KcompactError
+from kcompact.log.rules.aborted import TxnRow, aborted_transactions, derive_transactions
+from kcompact.log.state.cleaner_throws import find_legacy_hazards
 from kcompact.repair.findings import (
     IMPACT_BOTH,
     IMPACT_BROKER,
@@ -46,38 +45,20 @@ from kcompact.repair.findings import (
 )
 from kcompact.repair.indexes import check_segment_indexes
 from kcompact.repair.salvage import SegmentScan, scan_segment
+from kcompact.repair.segment_check import SegmentCheck
 from kcompact.segment.checkpoint import decode_offset_checkpoint, read_offset_checkpoint
+from kcompact.segment.files import file_access
 from kcompact.segment.index_builder import DEFAULT_INDEX_INTERVAL_BYTES
 from kcompact.segment.names import parse_partition_dir_name
-from kcompact.segment.partition import Partition, SegmentFiles, open_partition
+from kcompact.segment.partition import Partition, open_partition
 from kcompact.segment.progress import ProgressCallback, ReadProgress, read_progress
 from kcompact.segment.startup_recovery import CLEAN_SHUTDOWN_MARKER, recovered_at_start
+from kcompact.segment.swap_completion import settling_steps
 from kcompact.segment.txn_index import AbortedTxn
 
 # Log dir entries Kafka's loader skips although they are not partition names.
 KAFKA_SKIPPED_DIRS = frozenset({"remote-log-index-cache"})
 _CHECKPOINT_HEADER = b"0\n1\n"  # a one-entry checkpoint, to decode a single line strictly
-
-
-@dataclass(slots=True)
-class SegmentCheck:
-    """One live segment: what stays in it, and whether it must be rewritten."""
-
-    files: SegmentFiles
-    scan: SegmentScan
-    rebuild_indexes: bool = False
-    convert_legacy: bool = False  # its legacy entries become magic 2 batches (cleaner.cleaner_throws)
-    txn_entries: tuple[AbortedTxn, ...] = ()  # what its .txnindex holds after the repair
-
-    @property
-    def rewrite(self) -> bool:
-        """Whether repair writes this segment anew (through the swap protocol)."""
-        return self.scan.log_changed or self.rebuild_indexes or self.convert_legacy
-
-    @property
-    def next_offset(self) -> int | None:
-        """Offset after its last kept batch (None when nothing is kept)."""
-        return self.scan.kept[-1].last_offset + 1 if self.scan.kept else None
 
 
 @dataclass(slots=True)
@@ -87,7 +68,7 @@ class PartitionCheck:
     partition: Partition
     findings: list[Finding] = field(default_factory=list)
     segments: list[SegmentCheck] = field(default_factory=list)
-    recovery_plan: list[str] = field(default_factory=list)  # recover_interrupted_swaps, dry run
+    recovery_plan: list[str] = field(default_factory=list)  # what Kafka's loader would do (settling_steps)
     recovery_error: str | None = None  # why the interrupted swap cannot be settled
     checkpoint_reset: int | None = None  # new cleaner-offset-checkpoint entry for this partition
     checkpoint_rewrite: dict[tuple[str, int], int] | None = None  # whole file, when it did not parse
@@ -161,7 +142,8 @@ def _check_leftovers(
     if not leftovers:
         return [], None
     try:
-        plan = recover_interrupted_swaps(partition.path, dry_run=True).actions
+        with file_access(partition.path, "settle an interrupted clean's leftovers"):
+            plan = [step.what for step in settling_steps(partition.path)]
         action: str | None = "finish or roll back the interrupted swap as Kafka's loader does"
         error = None
     except KcompactError as err:
@@ -240,7 +222,7 @@ def _check_legacy(partition: Partition, check: PartitionCheck) -> None:
 
 def derive_aborted(scans: list[SegmentScan]) -> list[list[AbortedTxn]]:
     """Per segment, the aborted transactions its kept batches show, as Kafka's recovery indexes them
-    (:mod:`kcompact.cleaner.rules.aborted`): each in the segment holding its ABORT marker.
+    (:mod:`kcompact.log.rules.aborted`): each in the segment holding its ABORT marker.
 
     Args:
         scans: every segment's scan, in offset order.

@@ -25,12 +25,12 @@ dir nor a partition directory is refused as everywhere (:class:`~kcompact.errors
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from kcompact.cleaner.logdir.keyless import sample_keyless
+from kcompact.clock import run_clock_ms
 from kcompact.config.server_properties import node_id, read_server_properties
 from kcompact.errors import KcompactError
 from kcompact.inspect.context import InspectContext, load_inspect_context
@@ -94,7 +94,7 @@ def log_dir_report(
             does not parse.
     """
     given = list(paths)
-    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    now = run_clock_ms(now_ms)
     rows = dirty_ratio_report(given, cli_overrides=config.cli_overrides, now_ms=now,
                               server_properties=config.server_properties, metadata_dir=config.metadata_dir,
                               selection=selection, progress=_renamed(progress, PROGRESS_DIRTY_RATIO))

@@ -16,11 +16,11 @@ Reads with pyarrow (imported when it runs: the ``export`` or ``spark`` extra), o
 from __future__ import annotations
 
 import heapq
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from kcompact.clock import run_clock_ms
 from kcompact.errors import ConfigError, KcompactError, UnsupportedFormatError
 from kcompact.inspect.dirty_ratio import ADVICE
 from kcompact.report.model import (
@@ -71,7 +71,7 @@ def parquet_report(source: str | Path, *, selection: PartitionFilter | None = No
     if totals.partitions == 0:
         totals.size_in_bytes = totals.reclaimable_bytes = totals.reclaimable_bytes_with_roll = None
     log_dirs = sorted({str(Path(e.partition_dir).parent) for e in partitions})
-    return Report(SOURCE_PARQUET, [str(source)], now_ms if now_ms is not None else int(time.time() * 1000),
+    return Report(SOURCE_PARQUET, [str(source)], run_clock_ms(now_ms),
                   [{"path": d, "broker": None} for d in log_dirs], totals, topics, partitions, len(partitions),
                   [], advice_for(topics))
 

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from kcompact.errors import CorruptCheckpointError, FileAccessError
+from kcompact.records.varint import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 from kcompact.segment.files import read_file, write_replacing
 from kcompact.segment.lock import checkpoint_lock
 
@@ -34,8 +35,8 @@ CHECKPOINT_VERSION = 0
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _WHITESPACE = re.compile(r"[ \t\n\x0b\f\r]+")  # Java's \s
 _JAVA_INT = re.compile(r"[+-]?[0-9]+")  # what Integer.parseInt / Long.parseLong accept (ASCII)
-_INT32 = (-(2**31), 2**31 - 1)
-_INT64 = (-(2**63), 2**63 - 1)
+_INT32 = (INT32_MIN, INT32_MAX)
+_INT64 = (INT64_MIN, INT64_MAX)
 _TOPIC_FIELD_SHAPE = '"<topic> <partition> <offset>"'
 _EPOCH_FIELD_SHAPE = '"<epoch> <start_offset>"'
 

@@ -1,14 +1,16 @@
 """Durable writes: the primitives every writer of a partition directory needs.
 
 A file is durable once its bytes are fsynced; a rename or unlink is durable once its directory is fsynced.
-Every writer (indexes, cleaned segments, swaps, rolls, repair backups) goes through these, so the
-crash-safety argument has one place to check: :func:`write_synced` and :func:`fsync_dir`, and built on them
-:func:`replacing` (a file or directory written under a temporary name, then renamed over its final one:
-checkpoints, manifests, undone files, a roll's indexes, exports) and :func:`link_or_else` (a second name
-for a file). The segment swap keeps its own renames (``cleaner.disk.swap``): its steps are Kafka's. Both raise
-``OSError`` as the OS does: the swap protocol tells apart a failure it must recover from, and its callers say what the
-partition was left as. A file kcompact creates in place of a broker's takes that file's mode and owner
-(:func:`copy_ownership`), so the broker's user can still open it for writing.
+Every writer (indexes, cleaned segments, swaps, rolls, scratch copies, repair backups) makes its changes durable
+with these: :func:`write_synced` and :func:`fsync_dir`; those that stream into a file they opened themselves
+(swap's ``CleanedSegmentWriter``, scratch's copy-in and manifest, a roll's empty new files) fsync it and then
+call :func:`fsync_dir`. Built on them are :func:`replacing` (a file or directory written under a temporary
+name, then renamed over its final one: checkpoints, manifests, undone files, a roll's indexes, exports) and
+:func:`link_or_else` (a second name for a file). The segment swap keeps its own renames (``cleaner.disk.swap``):
+its steps are Kafka's. Both raise ``OSError`` as the OS does: the swap protocol tells apart a failure it must
+recover from, and its callers say what the partition was left as. A file kcompact creates in place of a
+broker's takes that file's mode and owner (:func:`copy_ownership`), so the broker's user can still open it for
+writing.
 
 Readers of the user's files (segments, indexes, checkpoints, directory listings) wrap their I/O in
 :func:`file_access`, which turns an ``OSError`` into a one-line :class:`~kcompact.errors.FileAccessError`
@@ -24,7 +26,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal
 
 from kcompact.errors import FileAccessError
 
@@ -73,7 +75,7 @@ def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
         return None
     call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
     call.restype = ctypes.c_int
-    return cast("Callable[[int, int, int, int], int]", call)
+    return call
 
 
 def fsync_dir(directory: str | os.PathLike[str]) -> None:

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kcompact.errors import CorruptIndexError
+from kcompact.records.varint import INT32_MAX
 from kcompact.segment.files import read_file
 
-MAX_RELATIVE_OFFSET = 2**31 - 1
+MAX_RELATIVE_OFFSET = INT32_MAX
 """Largest ``offset - base_offset`` a segment's indexes can hold (Kafka's ``Integer.MAX_VALUE``)."""
 KAFKA_SANITY_FAILS = "(Kafka's sanity check fails: CorruptIndexException)"
 """How a check sentence says the broker itself would refuse the index at load."""

@@ -1,8 +1,8 @@
 """A partition's small ``.log`` files each read and walked once, however many checks of one report read them.
 
 ``inspect dirty-ratio`` reads a partition's segments for four things: its loaded state
-(``cleaner.state.log_state``), the CRCs of its dirty section, and the two places Kafka's cleaner throws on
-(``cleaner.state.cleaner_throws``). Each opened, read and walked the file again; over a log dir of
+(``log.state.log_state``), the CRCs of its dirty section, and the two places Kafka's cleaner throws on
+(``log.state.cleaner_throws``). Each opened, read and walked the file again; over a log dir of
 10 000 small partitions those repeats were a third of the report. A :class:`LogReads` hands out one
 :class:`~kcompact.segment.log_file.LogFile` per segment instead, kept open while the bytes it keeps stay
 under a budget, and remembers the batches of its first whole walk so the next walk costs no parsing. Past
@@ -18,16 +18,28 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Protocol, Self
 
 from kcompact.segment.log_file import READ_BELOW, LogFile
 
 if TYPE_CHECKING:
     from kcompact.segment.log_file import AnyBatch
-    from kcompact.segment.partition import SegmentFiles
 
 KEEP_BUDGET = 4 << 20  # bytes of .log data one LogReads keeps (64 files of READ_BELOW at least)
+
+
+class SegmentLog(Protocol):
+    """What a :class:`LogReads` needs of a segment (``segment.partition.SegmentFiles`` is one)."""
+
+    @property
+    def log_path(self) -> Path: ...
+
+    @property
+    def size_in_bytes(self) -> int: ...
+
+    def open(self) -> LogFile: ...
 
 
 class LogReads:
@@ -55,7 +67,7 @@ class LogReads:
     ) -> None:
         self.close()
 
-    def open(self, segment: SegmentFiles) -> LogFile:
+    def open(self, segment: SegmentLog) -> LogFile:
         """The segment's ``.log``, open (use as a context manager, as ``SegmentFiles.open()``).
 
         Raises:
@@ -84,7 +96,7 @@ class LogReads:
         self._kept.clear()
 
 
-def open_log(segment: SegmentFiles, reads: LogReads | None) -> LogFile:
+def open_log(segment: SegmentLog, reads: LogReads | None) -> LogFile:
     """``segment``'s ``.log``, through ``reads`` when given (else opened afresh)."""
     return segment.open() if reads is None else reads.open(segment)
 

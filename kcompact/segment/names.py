@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from kcompact.records.varint import INT32_MAX, INT64_MAX
+
 OFFSET_DIGITS = 20
 """Offsets in file names have 20 digits, zero-padded (``LogFileUtils.filenamePrefixFromOffset``)."""
 
@@ -36,8 +38,6 @@ TEMP_SUFFIXES = ("cleaned", "swap", "deleted")
 DIR_KINDS = {"delete": "delete", "future": "future", "stray": "stray"}
 """Directory suffix (after the unique id) → :attr:`PartitionDirName.kind`; plain: ``"live"``."""
 
-_MAX_INT64 = 2**63 - 1
-_MAX_INT32 = 2**31 - 1
 # <digits>.<kind>[.<suffix>] — Kafka reads the offset as the digits before the first '.'.
 _SEGMENT_RE = re.compile(
     r"(?P<offset>[0-9]+)\.(?P<kind>log|index|timeindex|txnindex|snapshot)"
@@ -99,8 +99,8 @@ def format_offset(offset: int) -> str:
     Raises:
         ValueError: the offset is negative or does not fit 64 bits (a caller bug, not bad input).
     """
-    if not 0 <= offset <= _MAX_INT64:
-        raise ValueError(f"offset must be 0..{_MAX_INT64}; found {offset}")
+    if not 0 <= offset <= INT64_MAX:
+        raise ValueError(f"offset must be 0..{INT64_MAX}; found {offset}")
     return f"{offset:0{OFFSET_DIGITS}d}"
 
 
@@ -148,7 +148,7 @@ def parse_segment_file_name(name: str) -> SegmentFileName | None:
         return None
     kind = match.groupdict().get("kind") or "checkpoint"
     offset = int(match["offset"])
-    if offset > _MAX_INT64:
+    if offset > INT64_MAX:
         return None
     return SegmentFileName(base_offset=offset, kind=kind, temp_suffix=match["suffix"], name=name)
 
@@ -172,6 +172,6 @@ def parse_partition_dir_name(name: str) -> PartitionDirName | None:
     if not dash or not topic or not partition_text.isascii() or not partition_text.isdigit():
         return None
     partition = int(partition_text)
-    if partition > _MAX_INT32:
+    if partition > INT32_MAX:
         return None
     return PartitionDirName(topic=topic, partition=partition, kind=kind, unique_id=unique_id)

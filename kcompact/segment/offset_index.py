@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kcompact.errors import CorruptIndexError
+from kcompact.records.varint import INT32_MAX
 from kcompact.segment.fixed_index import (
     Finding,
     check_last_offset,
@@ -56,7 +57,7 @@ OFFSET_INDEX_ENTRY = struct.Struct(
     "i"  # position: byte position of the batch in the .log
 )
 OFFSET_INDEX_ENTRY_SIZE = OFFSET_INDEX_ENTRY.size  # 8
-MAX_POSITION = 2**31 - 1
+MAX_POSITION = INT32_MAX  # a position is a Java int
 
 
 @dataclass(frozen=True, slots=True)

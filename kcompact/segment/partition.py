@@ -17,7 +17,6 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kcompact.errors import KcompactError
 from kcompact.segment.checkpoint import read_checkpoint_cached
@@ -29,10 +28,6 @@ from kcompact.segment.names import (
     parse_partition_dir_name,
     parse_segment_file_name,
 )
-from kcompact.text import plural
-
-if TYPE_CHECKING:
-    from kcompact.segment.partition_filter import PartitionFilter
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
@@ -340,75 +335,6 @@ def _named_dirs(log_dir: str | os.PathLike[str]) -> Iterator[tuple[Path, Partiti
         name = parse_partition_dir_name(entry.name)
         if name is not None and entry.is_dir():
             yield entry, name
-
-
-NAMED_LOG_DIRS = 3  # log dirs a message names before it counts the rest
-
-
-def _log_dirs_below(root: str | os.PathLike[str]) -> list[Path]:
-    """The directories just under ``root`` that are log dirs (a broker's data dir holding its ``log.dirs``): each
-    holds a partition directory or a broker's ``meta.properties``."""
-    try:
-        children = sorted(entry for entry in Path(root).iterdir() if entry.is_dir())
-    except OSError:
-        return []
-    return [child for child in children if (child / "meta.properties").is_file() or _holds_partition_dir(child)]
-
-
-def _holds_partition_dir(directory: Path) -> bool:
-    try:
-        return any(parse_partition_dir_name(entry.name) is not None and entry.is_dir()
-                   for entry in directory.iterdir())
-    except OSError:
-        return False
-
-
-def require_partition_dirs(
-    log_dir: str | os.PathLike[str], selection: PartitionFilter | None = None
-) -> list[Path]:
-    """Every partition directory of a log dir (as :func:`iter_partition_dirs`), refusing a directory
-    that holds none: a wrong path (``/tmp``, an empty directory) must not pass for a log dir with
-    nothing to do. A log dir whose partitions are then all skipped is not this case.
-
-    Args:
-        log_dir: the directory given as a log dir.
-        selection: keep only the partitions it matches (``--topic``, ``--exclude-topic``,
-            ``--partition``); None keeps all.
-
-    Returns:
-        Its (selected) partition directories, sorted by name; never empty.
-
-    Raises:
-        KcompactError: no directory under ``log_dir`` is a partition directory, or none matches
-            ``selection``.
-        FileAccessError: ``log_dir`` cannot be listed.
-    """
-    found = list(iter_partition_dirs(log_dir))
-    if not found:
-        set_aside = list(iter_set_aside_dirs(log_dir))
-        if set_aside:
-            raise KcompactError(
-                f"no partition directories found under {os.fspath(log_dir)}: only "
-                f"{plural(len(set_aside), 'partition')} Kafka set aside (being deleted or moved: "
-                "-delete, -future, -stray); name one alone to read it")
-        below = _log_dirs_below(log_dir)
-        if below:
-            shown = ", ".join(os.fspath(d) for d in below[:NAMED_LOG_DIRS])
-            more = f" and {len(below) - NAMED_LOG_DIRS} more" if len(below) > NAMED_LOG_DIRS else ""
-            raise KcompactError(
-                f"no partition directories found under {os.fspath(log_dir)}: it holds "
-                f"{plural(len(below), 'log dir')} ({shown}{more}); give those", path=log_dir)
-        raise KcompactError(
-            f"no partition directories found under {os.fspath(log_dir)} (expected a log dir, which "
-            "holds <topic>-<partition> directories, or one of them)"
-        )
-    if selection is not None:
-        kept = selection.select(found)
-        if not kept:
-            raise KcompactError(f"no partition under {os.fspath(log_dir)} matches {selection.describe()} "
-                                f"(0 of {len(found)} partitions)")
-        return kept
-    return found
 
 
 def is_partition_dir(path: str | os.PathLike[str]) -> bool:

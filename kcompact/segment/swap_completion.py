@@ -28,10 +28,19 @@ from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import SegmentFileName, parse_segment_file_name, segment_file_name
 from kcompact.segment.partition import Partition, SegmentFiles
 
-__all__ = ["SwapCompletion", "loaded_segments", "plan_swap_completion", "read_next_offset"]
+__all__ = [
+    "SettlingStep",
+    "SwapCompletion",
+    "loaded_segments",
+    "orphaned_indexes",
+    "plan_swap_completion",
+    "read_next_offset",
+    "settling_steps",
+]
 
 _DELETED_SUFFIX = ".deleted"
 _KRAFT_DELETED_SUFFIX = ".checkpoint.deleted"  # KRaft snapshots: KafkaMetadataLog's business
+_INDEX_ONLY_KINDS = ("index", "timeindex", "txnindex")  # Kafka's LogFileUtils.isIndexFile
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +99,56 @@ def plan_swap_completion(files: Sequence[Path]) -> SwapCompletion:
     ordered = sorted(valid, key=lambda item: (item[1].kind != "log", item[0].name))
     renamed = tuple((p, p.parent / segment_file_name(n.base_offset, n.kind)) for p, n in ordered)
     return SwapCompletion(tuple(deleted), renamed)
+
+
+@dataclass(frozen=True, slots=True)
+class SettlingStep:
+    """One step of Kafka's loader settling a partition directory: a delete, or a ``.swap`` renamed into place."""
+
+    what: str  # in words a report prints
+    path: Path
+    rename_to: Path | None = None  # None: ``path`` is deleted
+
+
+def settling_steps(directory: Path) -> list[SettlingStep]:
+    """Every step Kafka's loader takes to settle ``directory``'s leftovers, in its order: :func:`plan_swap_completion`'s
+    deletes and renames, then the index files it would find orphaned (``loadSegmentFiles``); nothing is changed.
+
+    Raises:
+        OSError: the directory cannot be listed.
+        CorruptDataError: a ``.log.swap`` to be completed does not parse.
+    """
+    plan = plan_swap_completion([p for p in directory.iterdir() if p.is_file()])
+    steps = [SettlingStep(what, path) for path, what in plan.deleted]
+    steps += [SettlingStep(f"rename {swap.name} to {final.name}", swap, final) for swap, final in plan.renamed]
+    renamed = [(swap, name) for swap, _final in plan.renamed
+               if (name := parse_segment_file_name(swap.name)) is not None]
+    orphans = orphaned_indexes(directory, renamed=renamed, deleted=[path for path, _what in plan.deleted])
+    return steps + [SettlingStep(f"delete orphaned {p.name} (no {p.stem}.log)", p) for p in orphans]
+
+
+def orphaned_indexes(directory: Path, *, renamed: Sequence[tuple[Path, SegmentFileName]] = (),
+                     deleted: Sequence[Path] = ()) -> list[Path]:
+    """Index files whose ``<base>.log`` does not exist: Kafka's loader deletes them (``loadSegmentFiles``).
+
+    Args:
+        directory: the partition directory.
+        renamed: ``.swap`` files about to be renamed into place (seen under their final name).
+        deleted: files about to be deleted (not seen).
+
+    Returns:
+        The orphaned ``.index``/``.timeindex``/``.txnindex`` files, by name.
+    """
+    gone = {p.name for p in deleted}
+    names = {p.name for p in directory.iterdir() if p.is_file() and p.name not in gone}
+    names |= {segment_file_name(n.base_offset, n.kind) for _p, n in renamed}
+    out = []
+    for name in sorted(names):
+        n = parse_segment_file_name(name)
+        if (n is not None and n.temp_suffix is None and n.kind in _INDEX_ONLY_KINDS
+                and segment_file_name(n.base_offset, "log") not in names):
+            out.append(directory / name)
+    return out
 
 
 def _replaced(name: SegmentFileName | None, low: int, high: int) -> bool:

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kcompact.errors import CorruptIndexError
+from kcompact.records.varint import INT64_MAX, INT64_MIN
 from kcompact.segment.files import file_access
 from kcompact.segment.fixed_index import (
     KAFKA_SANITY_FAILS,
@@ -41,7 +42,6 @@ TIME_INDEX_ENTRY = struct.Struct(
     "i"  # relative_offset: offset - base_offset
 )
 TIME_INDEX_ENTRY_SIZE = TIME_INDEX_ENTRY.size  # 12
-_MIN_INT64, _MAX_INT64 = -(2**63), 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +109,10 @@ def encode_time_index(entries: Iterable[TimeIndexEntry], base_offset: int) -> by
     out = bytearray()
     for number, entry in enumerate(entries):
         require_fits_segment("time index", number, entry.offset, base_offset)
-        if not _MIN_INT64 <= entry.timestamp <= _MAX_INT64:
+        if not INT64_MIN <= entry.timestamp <= INT64_MAX:
             raise CorruptIndexError(
                 f"time index entry {number} has a timestamp outside int64; expected "
-                f"{_MIN_INT64}..{_MAX_INT64}, found {entry.timestamp}",
+                f"{INT64_MIN}..{INT64_MAX}, found {entry.timestamp}",
                 offset=entry.offset,
             )
         out += TIME_INDEX_ENTRY.pack(entry.timestamp, entry.offset - base_offset)

@@ -60,9 +60,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from kcompact.cleaner.logdir.run import ConfigSources, settle_checkpoint_order
+from kcompact.cleaner.logdir.run import settle_checkpoint_order
 from kcompact.cleaner.round.options import CleanOptions, KeylessLossRefused, with_cli_dedupe_buffer
 from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.clock import run_clock_ms
+from kcompact.config.sources import ConfigSources
 from kcompact.errors import KcompactError
 from kcompact.segment.lock import BROKER_LOCK_FILE, clear_abandoned_locks, log_dir_write_guard
 from kcompact.segment.partition_filter import PartitionFilter
@@ -224,7 +226,7 @@ def spark_clean(
     """
     refuse_speculation(spark.sparkContext, "spark clean",
                        "a second attempt of a task would clean its partitions again, concurrently")
-    now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    now_ms = run_clock_ms(options.now_ms)
     # Spark is the parallelism: a task cleans its partitions in its own process (no worker pool inside).
     options = replace(with_cli_dedupe_buffer(options, cli_overrides), now_ms=now_ms, jobs=1)
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact,
@@ -441,6 +443,7 @@ def _fan_out(spark: SparkSession, tasks: Sequence[CleanTask], task_bytes: int | 
     context = spark.sparkContext
     packs = _packs_by_host(tasks, cluster_cores(context), task_bytes)
     shipped = [[(i, tasks[i]) for i in pack] for pack in packs]
+    # pyspark types the param as its AccumulatorParam class, which this module does not import (pyspark lazily)
     finished: Any = context.accumulator([], cast(Any, _RowsParam()))
     context.setJobDescription(f"kcompact spark clean: {len(tasks)} partitions in {len(packs)} tasks")
     failure = None

@@ -47,7 +47,7 @@ from kcompact.inspect.export import (
     list_segments,
     split_segments,
 )
-from kcompact.spark.export import ERROR_COLUMN, EXPORT_SCHEMA, FORMAT_NAME, error_payload
+from kcompact.spark.export_schema import ERROR_COLUMN, EXPORT_SCHEMA, FORMAT_NAME, error_payload
 
 ARROW_SCHEMA = arrow_schema()
 ARROW_SCHEMA_WITH_ERRORS = ARROW_SCHEMA.append(pa.field(ERROR_COLUMN, pa.string()))

@@ -19,7 +19,7 @@ serial clean's own code:
    ``.cleaned`` file and undoes the roll: the partition keeps its bytes.
 
 The output is byte for byte the serial clean's with an unbounded map (tests/spark/test_distributed_map.py):
-both answer pass 2 from the same set of surviving offsets (``kcompact.cleaner.offset_map.oracle``).
+both answer pass 2 from the same set of surviving offsets (``kcompact.log.offset_map.oracle``).
 
 What the driver holds: the plan, one ``GroupOutput`` per group and the counters; never a key or a digest.
 The executors must see the partition directory at the driver's path (local mode or a shared file system).
@@ -39,13 +39,13 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kcompact.cleaner.offset_map import KAFKA_BYTES_PER_ENTRY, OffsetMap, thread_buffer
 from kcompact.cleaner.round.options import DEFAULT_OPTIONS, CleanOptions, CleanResult, Progress
 from kcompact.cleaner.round.plan import CleanPlan
 from kcompact.cleaner.round.stages import RoundOutput
 from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError
+from kcompact.log.offset_map import KAFKA_BYTES_PER_ENTRY, OffsetMap, thread_buffer
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.partition import Partition, SegmentFiles, open_partition
 from kcompact.spark.distributed_round import run_round

@@ -1,8 +1,8 @@
 """One cleaning round's offset map and filtering as Spark jobs: the tasks, and the two jobs that run them.
 
-The serial round builds one :class:`~kcompact.cleaner.offset_map.OffsetMap` over the dirty range and asks
+The serial round builds one :class:`~kcompact.log.offset_map.OffsetMap` over the dirty range and asks
 it, record by record, "is this the latest offset of its key?". Here the map never exists in one process;
-pass 2 only needs the *answers*, which are a set of offsets (``kcompact.cleaner.offset_map.oracle``): the map's values
+pass 2 only needs the *answers*, which are a set of offsets (``kcompact.log.offset_map.oracle``): the map's values
 (the latest offset of every digest of the dirty range) plus the clean-section offsets whose digest is not
 in the map. Spark computes that set, split by output group::
 
@@ -43,7 +43,6 @@ import numpy as np
 import numpy.typing as npt
 
 from kcompact.cleaner.disk.swap import remove_cleaned
-from kcompact.cleaner.offset_map.oracle import SortedOffsetsOracle
 from kcompact.cleaner.round.mapping import iter_dirty_keys
 from kcompact.cleaner.round.plan import CleanPlan
 from kcompact.cleaner.round.stages import (
@@ -54,6 +53,7 @@ from kcompact.cleaner.round.stages import (
 )
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.errors import KcompactError
+from kcompact.log.offset_map.oracle import SortedOffsetsOracle
 from kcompact.spark.session import local_properties, refuse_speculation
 
 if TYPE_CHECKING:

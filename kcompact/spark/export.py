@@ -44,10 +44,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kcompact import errors
-from kcompact.errors import CorruptDataError, KcompactError
+from kcompact.errors import KcompactError
 from kcompact.inspect.export import (
-    EXPORT_COLUMNS,
     READ_COMMITTED,
     READ_UNCOMMITTED,
     SPLIT_BYTES,
@@ -63,17 +61,14 @@ from kcompact.inspect.export import (
 )
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.remote import StorageOptions, is_url
+from kcompact.spark.export_schema import ERROR_COLUMN, EXPORT_SCHEMA, FORMAT_NAME, error_from_payload
 from kcompact.spark.job_failure import one_line_job
 from kcompact.spark.locality import Located, locate_input, located_rdd, refuse_other_host, run_located
 from kcompact.spark.output import local_part, output_target, write_new_parquet
-from kcompact.spark.rows import ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-FORMAT_NAME = "kcompact"
-EXPORT_SCHEMA = ddl(EXPORT_COLUMNS)
-ERROR_COLUMN = "_kcompact_error"  # the data source's ``error_rows``: a split's error, as :func:`error_payload`
 
 
 def spark_export(
@@ -273,30 +268,6 @@ def _check_split(task: tuple[tuple[SegmentRef, ...], tuple[str, ...], str | None
     refs, views_for, host = task
     refuse_other_host(host, refs[0].partition_dir)
     return split_report(refs, storage_options, views_for=views_for)
-
-
-def error_payload(err: KcompactError) -> str:
-    """A task's error as text a row can carry (JSON: its class, message and location)."""
-    message = err.message if isinstance(err, CorruptDataError) else None
-    return json.dumps({"kind": type(err).__name__, "text": str(err), "message": message, "path": err.path,
-                       "position": err.position, "offset": err.offset})
-
-
-def error_from_payload(payload: str) -> KcompactError:
-    """The error :func:`error_payload` wrote, rebuilt on the driver (its class when it names where).
-
-    Args:
-        payload: the row's error text.
-
-    Returns:
-        A :class:`~kcompact.errors.CorruptDataError` subclass with its path and position, else a
-        :class:`~kcompact.errors.KcompactError` with the message.
-    """
-    found = json.loads(payload)
-    kind = getattr(errors, str(found.get("kind")), None)
-    if isinstance(kind, type) and issubclass(kind, CorruptDataError) and found.get("message") is not None:
-        return kind(found["message"], path=found["path"], position=found["position"], offset=found["offset"])
-    return KcompactError(found["text"])
 
 
 def read_records(spark: SparkSession, paths: Iterable[str | Path], *, isolation: str = READ_UNCOMMITTED,

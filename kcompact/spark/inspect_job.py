@@ -8,7 +8,7 @@ Every task gets the driver's clock.
 
 The only thing the driver redoes is the ranking across slices (``cleaner_rank``): a slice ranks its
 own eligible partitions, and the run's ranks are those rows, stably re-sorted by dirty ratio — which is
-Kafka's rule, applied by ``kcompact.cleaner.rules.ranges.pick_ranks`` (highest ratio first, ties in
+Kafka's rule, applied by ``kcompact.log.rules.ranges.pick_ranks`` (highest ratio first, ties in
 the order the partitions were listed: slices keep that order, and a slice's ranks keep it inside).
 Rows are then sorted as the serial report sorts them.
 
@@ -25,15 +25,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kcompact.cleaner.rules.ranges import pick_ranks
+from kcompact.clock import run_clock_ms
 from kcompact.errors import KcompactError
 from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report, partition_dirs
+from kcompact.log.rules.ranges import pick_ranks
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.remote import StorageOptions, is_url, map_threads, mirrored, remote_partition_dirs
 from kcompact.spark.job_failure import one_line_job
@@ -106,7 +106,7 @@ def spark_dirty_ratio(
         KcompactError: a path is neither a log dir nor a partition directory, or a task was lost or the JVM
             died (one line naming the job).
     """
-    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    now = run_clock_ms(now_ms)
     state = read_only_state(output)
     found = located_partition_dirs(spark, paths, storage_options or {}, selection, verbose=verbose, state=state)
     options = tuple(sorted((storage_options or {}).items()))

@@ -230,24 +230,3 @@ def located_rdd(context: SparkContext, items: Sequence[Any], hosts: Sequence[str
     byte_array = jvm.scala.reflect.ClassTag.apply(jvm.java.lang.Class.forName("[B"))
     jrdd = context._jsc.sc().makeRDD(to_seq(pairs), byte_array)
     return RDD(jrdd.toJavaRDD(), context, serializer)
-
-
-def preferred_hosts(rdd: RDD[Any]) -> list[list[str]]:
-    """Each Spark partition's preferred hosts, as the scheduler sees them (what tests and ``--verbose`` show).
-
-    Args:
-        rdd: a PySpark RDD.
-
-    Returns:
-        One list of host names per partition.
-    """
-    jrdd: Any = rdd._jrdd.rdd()  # the JVM RDD behind PySpark's
-    return [list(_iterate(jrdd.preferredLocations(p))) for p in jrdd.partitions()]
-
-
-def _iterate(scala_seq: Any) -> list[str]:
-    iterator = scala_seq.iterator()
-    found = []
-    while iterator.hasNext():
-        found.append(str(iterator.next()))
-    return found

@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 from kcompact.cleaner.logdir.run import (
-    ConfigSources,
     PartitionFailure,
     PartitionRank,
     PartitionSkip,
@@ -49,11 +48,12 @@ from kcompact.cleaner.logdir.run import (
     order_ranked,
     partition_task,
     rank_partition,
-    refuse_log_dir_safe_offset,
 )
 from kcompact.cleaner.round.options import CleanOptions
+from kcompact.config.sources import ConfigSources
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import KcompactError
+from kcompact.log.rules.fence import refuse_log_dir_safe_offset
 from kcompact.segment.log_dir_check import check_log_dir_writable
 from kcompact.segment.partition import is_partition_dir, iter_partition_dirs, named_path
 from kcompact.segment.partition_filter import PartitionFilter
@@ -226,7 +226,7 @@ def survey_path(options: CleanOptions, selection: PartitionFilter | None, target
             return PathSurvey(True, log_dir=str(path.parent), checkpoint_keys=_keys_before(path.parent, options))
         if not path.is_dir():
             raise KcompactError(f"{path}: no such partition directory or log dir")
-        refuse_log_dir_safe_offset(path, options)
+        refuse_log_dir_safe_offset(path, options.safe_offset)
         if not options.dry_run:
             check_log_dir_writable(path)
         if selection is not None and not selection.select(iter_partition_dirs(path)):

@@ -7,7 +7,7 @@ projection, ``inspect last-clean``, ``inspect transactions``). What a task sends
 :class:`~kcompact.report.model.PartitionEntry` per partition (numbers, a few lines of text: no record, no key).
 
 The driver then does what only it can: it ranks the eligible partitions across slices (as ``spark inspect
-dirty-ratio`` does, :func:`kcompact.cleaner.rules.ranges.pick_ranks`), compares the replicas when the paths
+dirty-ratio`` does, :func:`kcompact.log.rules.ranges.pick_ranks`), compares the replicas when the paths
 hold several log dirs (``spark inspect replicas``' tasks), and counts every partition into its topic, listing
 only the largest (:func:`kcompact.report.scale.aggregate`, as ``report --from``): the page stays small however
 many partitions the cluster has, and its totals are those of the serial ``kcompact report`` of the same paths.
@@ -19,15 +19,15 @@ row at all (``collect`` hands back nothing): the report is not made, and that is
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kcompact.cleaner.rules.ranges import pick_ranks
+from kcompact.clock import run_clock_ms
 from kcompact.inspect.dirty_ratio import dirty_ratio_report, partition_dirs
 from kcompact.inspect.replicas import DEFAULT_MAX_KEYS
+from kcompact.log.rules.ranges import pick_ranks
 from kcompact.report.gather import (
     ConfigInputs,
     broker_of,
@@ -84,7 +84,7 @@ def plan_report(paths: Iterable[str | Path], config: ConfigInputs, *, now_ms: in
     log_dirs = tuple(sorted({d.rsplit("/", 1)[0] for d in found}))
     for log_dir in log_dirs:
         check_log_dir_checkpoints(log_dir)
-    return ReportPlan(given, found, log_dirs, config, now_ms if now_ms is not None else int(time.time() * 1000))
+    return ReportPlan(given, found, log_dirs, config, run_clock_ms(now_ms))
 
 
 def spark_report(spark: SparkSession, plan: ReportPlan, *, listed: int = LISTED_PARTITIONS,

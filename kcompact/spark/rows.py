@@ -39,7 +39,7 @@ _SPARK_TYPES = {
     "bool": "boolean",
     "list[str]": "array<string>",
     "list[int]": "array<bigint>",
-    # the replica fence's objects (kcompact.cleaner.rules.fence: ReplicaFence.as_dict, CleanLimit.as_dict)
+    # the replica fence's objects (kcompact.log.rules.fence: ReplicaFence.as_dict, CleanLimit.as_dict)
     "ReplicaFence": "struct<offset:bigint,set_by:string,why:string,copies:array<struct<path:string,"
                     "log_end:bigint,lineage_parts_at:bigint,fence:bigint>>>",
     "CleanLimit": "struct<offset:bigint,copy:string,why:string>",

@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from kcompact.cli.main import cli
-from tests.cleaner.offset_map.test_dedupe_buffer_config import KEYS, NOW, build
+from tests.log.offset_map.test_dedupe_buffer_config import KEYS, NOW, build
 
 
 def end_offset(tmp_path: Path, name: str, *args: str) -> int:

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import kcompact.cleaner.disk.swap as swap_module
-import kcompact.cleaner.workers.pool as pool_module
+import kcompact.fork_pool as pool_module
 from kcompact.cli.main import cli
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from tests.builders import BASE_TS, PartitionBuilder, read_all_records

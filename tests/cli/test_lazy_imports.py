@@ -13,7 +13,7 @@ import pytest
 
 from tests.builders import PartitionBuilder
 
-HEAVY = ("numpy", "zstandard", "xxhash", "lz4", "cramjam", "pyspark", "kcompact.cleaner.offset_map")
+HEAVY = ("numpy", "zstandard", "xxhash", "lz4", "cramjam", "pyspark", "kcompact.log.offset_map")
 
 
 def _imported(*argv: str) -> set[str]:

@@ -207,8 +207,8 @@ def test_dirty_ratio_table_breaks_a_partition_name_only_after_a_separator(tmp_pa
 
 
 def test_spark_clean_plan_refuses_a_log_dir_a_broker_holds_once(tmp_path: Path) -> None:
-    from kcompact.cleaner.logdir.run import ConfigSources
     from kcompact.cleaner.round.options import CleanOptions
+    from kcompact.config.sources import ConfigSources
     from kcompact.errors import RefusedError
     from kcompact.spark.plan import plan_spark_clean
 

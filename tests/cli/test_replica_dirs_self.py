@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from kcompact.cli.main import cli
-from tests.cleaner.rules.test_fence_lineage import NOW, new_leader
+from tests.log.rules.test_fence_lineage import NOW, new_leader
 
 
 @pytest.mark.parametrize("named", ["partition dir", "log dir"])

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from kcompact.cleaner.logdir.run import ConfigSources
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cli.main import cli
+from kcompact.config.sources import ConfigSources
 from kcompact.errors import RefusedError
 from kcompact.spark.plan import plan_spark_clean
 from tests.builders import PartitionBuilder, read_all_records

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from kcompact.cleaner.logdir.run import ConfigSources
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cli.main import cli
+from kcompact.config.sources import ConfigSources
 from kcompact.inspect.export import list_segments
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition_filter import PartitionFilter

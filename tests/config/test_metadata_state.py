@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from kcompact.config.kraft.metadata_state import load_metadata_state
+from kcompact.config.source_files import FoundSources, gather_sources
 from kcompact.config.topic_config import resolve_config
 from kcompact.errors import ConfigError, CorruptRecordError
 from kcompact.records.batch_encoding import encode_batch
@@ -43,6 +44,13 @@ def control(base_offset: int, kind: ControlRecordType) -> bytes:
                         is_control=True)  # fmt: skip
 
 
+def overrides_found(partition_dir: Path, metadata_dir: Path) -> FoundSources:
+    """The topic overrides a clean of ``partition_dir`` would use, matched as Kafka matches them (by the
+    directory's topic name, its ``partition.metadata`` id compared with the live one)."""
+    topic = partition_dir.name.rsplit("-", 1)[0]
+    return gather_sources(partition_dir, topic, None, metadata_dir, [])
+
+
 def write_log(directory: Path, base_offset: int, groups: list[list[bytes]]) -> Path:
     directory.mkdir(exist_ok=True)
     data, offset = b"", base_offset
@@ -64,8 +72,9 @@ def test_complete_broker_logs_give_consumer_offsets_overrides(folder: str) -> No
     assert state.unknown_record_counts["NoOpRecord"] > 1000
     partition = real_fixture(folder, "__consumer_offsets-6" if "kraft" in folder else
                              "__consumer_offsets-0")  # fmt: skip
-    assert state.topic_for_partition_dir(partition) == OFFSETS_CONFIG
-    config, _ = resolve_config(cli={}, topic_overrides=state.topic_for_partition_dir(partition),
+    found = overrides_found(partition, real_fixture(folder, "__cluster_metadata-0"))
+    assert found.topic_overrides == OFFSETS_CONFIG and found.topic_unknown is None
+    config, _ = resolve_config(cli={}, topic_overrides=found.topic_overrides,
                                broker_dynamic={}, cluster_dynamic={}, server_properties={})
     assert config.is_compacted and config.segment_bytes == 104857600
 
@@ -78,8 +87,9 @@ def test_metadata_log_without_its_start_is_incomplete() -> None:
         state.unresolved_reason)
     assert state.end_offset == 1737569 and state.topics_by_name == {}
     partition = real_fixture("kraft37-cleaned-logdir", "__consumer_offsets-31")
-    with pytest.raises(ConfigError, match="the metadata history is incomplete: no snapshot"):
-        state.topic_for_partition_dir(partition)
+    found = overrides_found(partition, real_fixture("kraft37-cleaned-logdir", "__cluster_metadata-0"))
+    assert found.topic_overrides is None
+    assert found.topic_unknown is not None and found.topic_unknown.endswith("(its history is incomplete)")
 
 
 def test_overrides_removal_and_recreation(tmp_path: Path) -> None:
@@ -112,11 +122,12 @@ def test_overrides_removal_and_recreation(tmp_path: Path) -> None:
     assert state.broker_config(1) == {"log.cleaner.threads": "2"}
     assert state.broker_config(3) == {} and state.broker_config(None) == {}
     assert state.cluster_default_config() == {"log.roll.hours": "1"}
-    assert state.topic_for_partition_dir(tmp_path / "orders-0") == {"delete.retention.ms": "5"}
+    assert overrides_found(tmp_path / "orders-0", directory).topic_overrides == {"delete.retention.ms": "5"}
     (tmp_path / "orders-0" / "partition.metadata").write_text(
         f"version: 0\ntopic_id: {format_uuid(old)}\n")
-    with pytest.raises(ConfigError, match="is not a live topic in the metadata log"):
-        state.topic_for_partition_dir(tmp_path / "orders-0")
+    found = overrides_found(tmp_path / "orders-0", directory)
+    assert found.topic_overrides is None
+    assert found.topic_unknown is not None and "(a deleted incarnation" in found.topic_unknown
 
 
 def test_updates_before_removal_are_kept_while_topic_lives(tmp_path: Path) -> None:
@@ -126,7 +137,7 @@ def test_updates_before_removal_are_kept_while_topic_lives(tmp_path: Path) -> No
     state = load_metadata_state(directory)
     assert state.topic_config_overrides("a") == {"segment.ms": "7"}
     (tmp_path / "a-0").mkdir()
-    assert state.topic_for_partition_dir(tmp_path / "a-0") == {"segment.ms": "7"}  # by name
+    assert overrides_found(tmp_path / "a-0", directory).topic_overrides == {"segment.ms": "7"}  # by name
 
 
 def test_metadata_transactions_commit_and_abort(tmp_path: Path) -> None:

@@ -16,9 +16,9 @@ from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuil
 from kafka.record.memory_records import MemoryRecords
 
 from kcompact.records.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress, decompress
-from kcompact.records.legacy import decode_legacy_entry, encode_legacy_message, legacy_records
+from kcompact.records.legacy import decode_legacy_entry, legacy_records
 from kcompact.records.record import Record
-from tests.encoders import encode_legacy_wrapper
+from tests.encoders import encode_legacy_message, encode_legacy_wrapper
 
 ROWS = [
     (1_700_000_000_000, b"key-0", b"value-0"),

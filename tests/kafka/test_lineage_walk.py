@@ -69,7 +69,7 @@ def test_kafka_walks_every_truncation_as_kcompact_does(tmp_path: Path) -> None:
 
 
 def test_where_kafka_truncates_a_diverged_pair_is_where_kcompact_says_their_lineages_part(tmp_path: Path) -> None:
-    """The unclean election of tests/cleaner/rules/test_fence_lineage.py, and the same pair at scale (the
+    """The unclean election of tests/log/rules/test_fence_lineage.py, and the same pair at scale (the
     old leader's epoch 0 up to 63, the new leader's epoch 1 from 40): each truncated to the parting offset."""
     pairs = [(([(0, 0)], 0, 9), ([(0, 0), (1, 4)], 0, 8)), (([(0, 0)], 0, 63), ([(0, 0), (1, 40)], 0, 50))]
     replies = _kafka_walks(tmp_path, [*pairs, *((b, a) for a, b in pairs)])

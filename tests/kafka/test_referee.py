@@ -24,13 +24,12 @@ from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CleanerStateError
 from kcompact.records.batch_encoding import encode_batch
-from kcompact.records.legacy import encode_legacy_message
 from kcompact.records.record import Header, Record
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.names import segment_file_name
 from kcompact.segment.partition import open_partition
 from tests.conftest import copy_tree_writable, real_fixture
-from tests.encoders import encode_legacy_wrapper
+from tests.encoders import encode_legacy_message, encode_legacy_wrapper
 from tests.kafka.referee.harness import (
     Referee,
     RefereeJob,

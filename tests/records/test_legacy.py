@@ -18,12 +18,11 @@ from kcompact.records.compression import compress
 from kcompact.records.legacy import (
     LegacyEntry,
     decode_legacy_entry,
-    encode_legacy_message,
     legacy_records,
 )
 from kcompact.records.lz4_framing import xxh32
 from kcompact.records.record import Record
-from tests.encoders import encode_legacy_wrapper
+from tests.encoders import encode_legacy_message, encode_legacy_wrapper
 
 KAFKA_RECORDS = [Record(0, 283843, b"key1", b"value1"), Record(1, 1234, b"key2", b"value2")]
 V0_KEY1 = "0000000000000000 00000018 75f0f41d 00 00 00000004 6b657931 00000006 76616c756531"

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from kcompact.cli.main import cli
 from kcompact.segment.checkpoint import update_offset_checkpoint
 from tests.builders import PartitionBuilder, read_all_records
-from tests.cleaner.rules.test_fence import DAY, NOW, _tombstones
 from tests.config.test_effective import snapshot_without_its_tail
 from tests.conftest import PROJECT_FIXTURES
+from tests.log.rules.test_fence import DAY, NOW, _tombstones
 from tests.repair.support import build_partition, partition_digest
 from tests.repair.test_valid_indexes import partition as indexed_partition
 

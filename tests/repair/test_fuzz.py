@@ -52,9 +52,8 @@ def generated_template(log_dir: Path) -> Path:
 def legacy_template(log_dir: Path) -> Path:
     """v1 messages and gzip/lz4 wrappers, then v0 messages, then a v2 active segment."""
     from kcompact.records.batch_encoding import encode_batch
-    from kcompact.records.legacy import encode_legacy_message
     from kcompact.records.record import Record
-    from tests.encoders import encode_legacy_wrapper
+    from tests.encoders import encode_legacy_message, encode_legacy_wrapper
     from tests.segment_writer import write_segment
 
     part = log_dir / "legacy-0"
@@ -94,9 +93,9 @@ def superseded_batches(part: Path) -> list[tuple[Path, int, int]]:
     have a later non-transactional record of their key in the dirty range (what the offset map holds);
     none when no round would run (a clean that reads nothing checks nothing).
     """
-    from kcompact.cleaner.rules.ranges import compute_cleanable_range
-    from kcompact.cleaner.state.log_state import load_log_state
     from kcompact.config.topic_config import defaults_with_overrides
+    from kcompact.log.rules.ranges import compute_cleanable_range
+    from kcompact.log.state.log_state import load_log_state
     from kcompact.records.legacy import legacy_records
     from kcompact.records.record import decode_records
 

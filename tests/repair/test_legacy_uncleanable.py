@@ -21,11 +21,11 @@ from kcompact.cli.main import cli
 from kcompact.records.batch import iter_batches
 from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.batch_header import RecordBatch
-from kcompact.records.legacy import encode_legacy_message, legacy_records
+from kcompact.records.legacy import legacy_records
 from kcompact.records.record import Record, decode_records
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.names import segment_file_name
-from tests.encoders import encode_legacy_wrapper
+from tests.encoders import encode_legacy_message, encode_legacy_wrapper
 from tests.repair.support import broker_would_change, partition_digest
 from tests.segment_writer import write_segment
 

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from kcompact.records.batch import iter_batches
 from kcompact.records.batch_encoding import encode_batch, encode_records_batch
-from kcompact.records.legacy import encode_legacy_message
 from kcompact.records.record import Record
 from kcompact.repair import salvage
 from kcompact.repair.salvage import (
@@ -25,6 +24,7 @@ from kcompact.repair.salvage import (
     REGION_ZERO_PADDING,
     scan_segment,
 )
+from tests.encoders import encode_legacy_message
 
 BASE_TS = 1_700_000_000_000
 

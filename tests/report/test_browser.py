@@ -11,6 +11,7 @@ import pytest
 
 from kcompact.text import size_text
 from tests.report.browser import SCREENSHOTS, open_page, require_browser
+from tests.report.parquet_rows import many_rows_parquet
 from tests.report.test_report import NOW, mixed_log_dir, run, run_json
 
 
@@ -98,8 +99,6 @@ def test_a_missing_browser_skips_or_fails_under_kcompact_require_browser(monkeyp
 
 
 def test_the_page_of_100000_partitions_opens_quickly_and_whole(tmp_path: Path) -> None:
-    from tests.report.test_report import many_rows_parquet
-
     require_browser()
     many_rows_parquet(tmp_path / "ratio.parquet", 100_000, 2_000)
     page_path = tmp_path / "cluster.html"

@@ -1,11 +1,10 @@
 """``kcompact report``: every number of the report is the one the matching inspect command's ``--json``
 prints, a partition that fails to read is a row (not the end of the report), bad input is one line, and the
-page made at scale from 100 000 Parquet rows stays small and quick to make."""
+page made at scale from 100 000 Parquet rows stays small (``scripts/bench.py report`` times it)."""
 
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report
 from tests.conftest import PROJECT_FIXTURES, real_fixture
 from tests.inspect.test_transactions import committed_aborted_open
 from tests.partition_builder import BASE_TS, PartitionBuilder
+from tests.report.parquet_rows import many_rows_parquet
 
 HOUR = 3_600_000
 NOW = BASE_TS + 30 * 24 * HOUR  # a clock past every fixture's data (the real ones: given the same to all)
@@ -190,49 +190,15 @@ def test_from_parquet_totals_are_the_dirty_ratio_rows(tmp_path: Path) -> None:
     assert "not in spark inspect dirty-ratio's rows" in page.read_text()
 
 
-def many_rows_parquet(path: Path, partitions: int, topics: int) -> None:
-    """``partitions`` rows over ``topics`` topics, built column by column (what a cluster's Spark run writes)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    rng = np.random.default_rng(7)
-    topic_of = rng.integers(0, topics, partitions)
-    dirty = rng.integers(0, 1 << 30, partitions)
-    clean = rng.integers(0, 1 << 30, partitions)
-    eligible = rng.random(partitions) < 0.3
-    rules = np.array(["below-dirty-ratio", "active-segment", "open-transaction", "cleanup-policy"])
-    table = pa.table({
-        "topic": [f"topic-{t:04d}" for t in topic_of],
-        "partition": pa.array(np.arange(partitions) % 64, pa.int32()),
-        "partition_dir": [f"/brokers/b{i % 12}/topic-{t:04d}-{i % 64}" for i, t in enumerate(topic_of)],
-        "cleanup_policy": ["compact"] * partitions,
-        "clean_bytes": clean, "dirty_bytes": dirty,
-        "dirty_ratio": dirty / np.maximum(clean + dirty, 1),
-        "min_cleanable_dirty_ratio": [0.5] * partitions,
-        "eligible": eligible,
-        "cleaner_rank": pa.array([None] * partitions, pa.int64()),
-        "blocking_rule": [None if e else str(r) for e, r in zip(eligible, rules[topic_of % 4], strict=True)],
-        "blocking_detail": pa.array([None] * partitions, pa.string()),
-        "error": pa.array([None] * partitions, pa.string()),
-    })
-    path.mkdir()
-    pq.write_table(table, path / "part-00000.parquet")
-
-
-def test_from_parquet_of_100000_partitions_is_small_and_quick(tmp_path: Path) -> None:
+def test_from_parquet_of_100000_partitions_is_small(tmp_path: Path) -> None:
     from plotly.offline import get_plotlyjs  # type: ignore[import-untyped]
 
     many_rows_parquet(tmp_path / "ratio.parquet", 100_000, 2_000)
     page = tmp_path / "r.html"
-    started = time.perf_counter()
     done = run("report", "--from", str(tmp_path / "ratio.parquet"), "--output", str(page))
-    took = time.perf_counter() - started
     assert done.exit_code == 0, done.output
     own = page.stat().st_size - len(get_plotlyjs())
-    print(f"100 000 partitions: page made in {took:.2f} s, {own / 1024:.0f} KiB besides plotly.min.js")
-    assert took < 20  # about 2 s on one core
-    assert own < 1_500_000  # 2 000 topics and the 200 largest partitions: about 1 MiB
+    assert own < 1_500_000  # 2 000 topics and the 200 largest partitions: about 1 MiB (its time: bench.py report)
     report = run_json("report", "--from", str(tmp_path / "ratio.parquet"), "--json")
     assert report["totals"]["partitions"] == 100_000
     assert len(report["topics"]) == 2_000 and report["partitions_listed"] == 200
@@ -329,8 +295,8 @@ def test_the_cli_draws_progress_on_a_terminal_and_never_with_json(tmp_path: Path
 
 def test_each_partition_is_loaded_once_for_the_projection_last_clean_and_transactions(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kcompact.cleaner.state import log_state
     from kcompact.inspect import context
+    from kcompact.log.state import log_state
 
     loaded: Counter[str] = Counter()
     real_load = log_state.load_log_state

@@ -8,7 +8,7 @@ from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.partition import open_partition
 from kcompact.segment.replica_copies import loaded_log_start, partition_lineage, replica_copies
 from tests.builders import PartitionBuilder
-from tests.cleaner.rules.test_fence_lineage import new_leader, old_leader, write_epochs
+from tests.log.rules.test_fence_lineage import new_leader, old_leader, write_epochs
 
 
 def test_each_copy_with_its_loaded_end_and_where_its_lineage_parts(tmp_path: Path) -> None:

@@ -15,11 +15,10 @@ from pathlib import Path
 from kcompact.records.batch import iter_batches
 from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.crc import crc32c
-from kcompact.records.legacy import encode_legacy_message
 from kcompact.records.record import Header, Record
 from kcompact.segment.checkpoint import update_offset_checkpoint
 from tests.builders import BASE_TS, PartitionBuilder
-from tests.encoders import encode_legacy_wrapper
+from tests.encoders import encode_legacy_message, encode_legacy_wrapper
 from tests.segment_writer import write_segment
 
 NOW = BASE_TS + 10_000_000  # every record is older than any lag and horizon rule with defaults

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.spark.clean_job import spark_clean
-from tests.cleaner.rules.test_fence_lineage import NOW, new_leader, old_leader
+from tests.log.rules.test_fence_lineage import NOW, new_leader, old_leader
 from tests.spark.logdirs import COMPACT
 
 if TYPE_CHECKING:

@@ -19,8 +19,9 @@ from kcompact.cleaner.logdir.report_row import (
     STATUS_FAILED,
     STATUS_WOULD_CLEAN,
 )
-from kcompact.cleaner.logdir.run import ConfigSources, clean_path, settle_checkpoint_order
+from kcompact.cleaner.logdir.run import clean_path, settle_checkpoint_order
 from kcompact.cleaner.round.options import CleanOptions
+from kcompact.config.sources import ConfigSources
 from kcompact.errors import KcompactError, RefusedError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.spark import clean_job

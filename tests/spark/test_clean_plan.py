@@ -23,9 +23,10 @@ from kcompact.cleaner.logdir.run import clean_path
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.spark import clean_job
 from kcompact.spark.clean_job import spark_clean
-from kcompact.spark.locality import Located, locate, located_rdd, preferred_hosts
+from kcompact.spark.locality import Located, locate, located_rdd
 from kcompact.spark.plan import plan_spark_clean
 from tests.spark.logdirs import COMPACT, NOW, build_log_dir, tree_digest
+from tests.spark.scheduler_view import preferred_hosts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

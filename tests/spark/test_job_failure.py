@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import pytest
 
@@ -57,8 +57,9 @@ def test_a_jvm_that_is_gone_is_said_in_py4js_words_without_its_class_names() -> 
     assert JobFailure.of(Py4JNetworkError(), jvm_lost=True).cause == "Spark's JVM is gone (Py4JNetworkError)"
 
 
-def context(*, jvm_alive: bool) -> SparkContext:
-    """What ``lost_job`` asks of a SparkContext: whether its JVM answers a trivial call."""
+def context(*, jvm_alive: bool, **more: object) -> SparkContext:
+    """What ``lost_job`` asks of a SparkContext: whether its JVM answers a trivial call (and ``more``
+    attributes)."""
 
     def now() -> int:
         if not jvm_alive:
@@ -67,7 +68,7 @@ def context(*, jvm_alive: bool) -> SparkContext:
 
     system = SimpleNamespace(currentTimeMillis=now)
     return cast("SparkContext", SimpleNamespace(_jvm=SimpleNamespace(java=SimpleNamespace(lang=SimpleNamespace(
-        System=system)))))
+        System=system))), **more))
 
 
 TASK_RAISED = ("An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.\n"
@@ -96,14 +97,11 @@ def test_a_jvm_that_is_gone_is_a_lost_job_whatever_was_raised() -> None:
 
 def job_context(*, jvm_alive: bool) -> SparkContext:
     """A SparkContext as ``one_line_job`` uses it with ``verbose`` (no log levels): its JVM, a description."""
-    found = cast("Any", context(jvm_alive=jvm_alive))
-
     def describe(_: str | None) -> None:
         if not jvm_alive:
             raise ConnectionRefusedError(111, "Connection refused")
 
-    found.setJobDescription = describe
-    return cast("SparkContext", found)
+    return context(jvm_alive=jvm_alive, setJobDescription=describe)
 
 
 def test_a_job_whose_jvm_is_already_gone_is_one_line() -> None:

@@ -22,8 +22,9 @@ from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.spark import export, inspect_job, locality
 from kcompact.spark.export import spark_export
 from kcompact.spark.inspect_job import spark_dirty_ratio
-from kcompact.spark.locality import located_rdd, preferred_hosts
+from kcompact.spark.locality import located_rdd
 from tests.spark.logdirs import COMPACT, NOW, build_log_dir, build_partition
+from tests.spark.scheduler_view import preferred_hosts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -18,9 +18,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from kcompact.cleaner.logdir.report_row import STATUS_CLEANED, STATUS_FAILED
-from kcompact.cleaner.logdir.run import ConfigSources
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cli.main import cli
+from kcompact.config.sources import ConfigSources
 from kcompact.spark.clean_job import run_clean_task
 from kcompact.spark.locality import Located, is_this_host, locate, parse_host_path
 from kcompact.spark.plan import plan_spark_clean

@@ -26,9 +26,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kcompact.cleaner.disk.swap import INDEX_KINDS
-from kcompact.cleaner.rules.ranges import clamp_high_watermark
-from kcompact.cleaner.state.log_state import LogState, SegmentState
 from kcompact.config.topic_config import TopicConfig
+from kcompact.log.rules.ranges import clamp_high_watermark
+from kcompact.log.state.log_state import LogState, SegmentState
 from kcompact.segment.files import file_access, fsync_dir
 from kcompact.segment.names import segment_file_name
 

@@ -1,6 +1,8 @@
 """Writing a cleaned segment and swapping it in: Kafka's crash-safe ``replaceSegments`` protocol.
 
-The only code that changes a partition's segments (``repair`` writes through it too). Steps, as in Kafka's
+The code that writes segments anew (the round's output, ``repair``'s rewrites) and swaps them in (those, and the
+groups ``scratch`` copies in). Others change segments too: ``roll`` creates one, ``retention`` deletes whole ones,
+``repair`` cuts a torn tail in place (ARCHITECTURE.md, Disk changes, lists every writer). Steps, as in Kafka's
 ``LocalLog.replaceSegments`` — each a named crash point (``CRASH_POINTS``):
 
 1. ``<base>.log.cleaned`` (+ ``.index.cleaned``, ``.timeindex.cleaned``, ``.txnindex.cleaned`` when it has
@@ -41,15 +43,15 @@ from typing import BinaryIO
 
 from kcompact.errors import CleanerStateError, KcompactError
 from kcompact.segment.files import copy_ownership, file_access, fsync_dir, start_writeback, write_synced
+from kcompact.segment.fixed_index import MAX_RELATIVE_OFFSET
 from kcompact.segment.index_builder import IndexBuilder
 from kcompact.segment.names import (
-    SegmentFileName,
     parse_segment_file_name,
     segment_file_name,
 )
 from kcompact.segment.offset_index import encode_offset_index
 from kcompact.segment.partition import SegmentFiles
-from kcompact.segment.swap_completion import plan_swap_completion
+from kcompact.segment.swap_completion import orphaned_indexes, settling_steps
 from kcompact.segment.time_index import encode_time_index
 from kcompact.segment.txn_index import AbortedTxn, encode_txn_index
 
@@ -67,7 +69,6 @@ CrashHook = Callable[[str], None]
 _CRASH_ENV = "KCOMPACT_CRASH_AT"
 _WRITE_BUFFER_SIZE = 1 << 20
 _WRITEBACK_BYTES = 8 << 20  # CleanedSegmentWriter._write_back: how often the disk is asked to start writing
-_INDEX_ONLY_KINDS = ("index", "timeindex", "txnindex")  # Kafka's LogFileUtils.isIndexFile
 
 
 def crash_point(name: str, hook: CrashHook | None) -> None:
@@ -157,7 +158,7 @@ class CleanedSegmentWriter:
             CleanerStateError: a batch's last offset does not fit the segment's 32-bit relative range.
             KcompactError: the write fails.
         """
-        if last_offsets and max(last_offsets) - self.base_offset > 0x7FFFFFFF:
+        if last_offsets and max(last_offsets) - self.base_offset > MAX_RELATIVE_OFFSET:
             for last_offset in last_offsets:
                 self._check_fits(last_offset)  # raises for the first that does not fit
         if self._file is not None:
@@ -177,7 +178,7 @@ class CleanedSegmentWriter:
             self._written_back = self.position
 
     def _check_fits(self, last_offset: int) -> None:
-        if last_offset - self.base_offset > 0x7FFFFFFF:
+        if last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
             raise CleanerStateError(
                 f"offset {last_offset} does not fit a segment based at {self.base_offset} "
                 "(32-bit relative offsets); Kafka would split this segment first"
@@ -356,15 +357,11 @@ def recover_interrupted_swaps(directory: Path, *, dry_run: bool = False) -> Reco
 
 def _recover(directory: Path, dry_run: bool) -> RecoveryReport:
     report = RecoveryReport()
-    plan = plan_swap_completion([p for p in directory.iterdir() if p.is_file()])
-    for path, what in plan.deleted:
-        _delete(report, dry_run, what, path)
-    for swap, final in plan.renamed:
-        _act(report, dry_run, f"rename {swap.name} to {final.name}", functools.partial(os.replace, swap, final))
-    renamed = [(swap, name) for swap, _final in plan.renamed
-               if (name := parse_segment_file_name(swap.name)) is not None]
-    for p in orphaned_indexes(directory, renamed=renamed):
-        _delete(report, dry_run, f"delete orphaned {p.name} (no {p.stem}.log)", p)
+    for step in settling_steps(directory):
+        if step.rename_to is None:
+            _delete(report, dry_run, step.what, step.path)
+        else:
+            _act(report, dry_run, step.what, functools.partial(os.replace, step.path, step.rename_to))
     if report.changed and not dry_run:
         fsync_dir(directory)
     return report
@@ -383,27 +380,6 @@ def _delete(report: RecoveryReport, dry_run: bool, what: str, path: Path) -> Non
         held = path.stat().st_blocks * 512
     _act(report, dry_run, what, path.unlink)
     report.freed_bytes += held
-
-
-def orphaned_indexes(directory: Path, *, renamed: Sequence[tuple[Path, SegmentFileName]] = ()) -> list[Path]:
-    """Index files whose ``<base>.log`` does not exist: Kafka's loader deletes them (``loadSegmentFiles``).
-
-    Args:
-        directory: the partition directory.
-        renamed: ``.swap`` files about to be renamed into place (a dry run sees them under their final name).
-
-    Returns:
-        The orphaned ``.index``/``.timeindex``/``.txnindex`` files, by name.
-    """
-    names = {p.name for p in directory.iterdir() if p.is_file()}
-    names |= {segment_file_name(n.base_offset, n.kind) for _p, n in renamed}
-    out = []
-    for name in sorted(names):
-        n = parse_segment_file_name(name)
-        if (n is not None and n.temp_suffix is None and n.kind in _INDEX_ONLY_KINDS
-                and segment_file_name(n.base_offset, "log") not in names):
-            out.append(directory / name)
-    return out
 
 
 def unsettled_files(directory: Path) -> list[Path]:

@@ -28,9 +28,9 @@ from pathlib import Path
 from kcompact.cleaner.disk.retention import apply_retention, plan_retention
 from kcompact.cleaner.disk.space import SpaceNeed, held_bytes, segment_paths
 from kcompact.cleaner.disk.swap import recover_interrupted_swaps, unsettled_files
-from kcompact.cleaner.state.known_state import KnownState, state_for_round
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import KcompactError
+from kcompact.log.state.known_state import KnownState, state_for_round
 from kcompact.segment.lock import log_dir_write_guard, partition_lock
 from kcompact.segment.partition import open_partition
 from kcompact.text import plural

@@ -32,7 +32,6 @@ and :func:`settle_checkpoint_order` (the checkpoint's line order after concurren
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -57,23 +56,22 @@ from kcompact.cleaner.round.options import (
     KeylessLossRefused,
     with_cli_dedupe_buffer,
 )
-from kcompact.cleaner.rules.high_watermark import SoleReplica, sole_replica_from_metadata
-from kcompact.cleaner.rules.ranges import compute_cleanable_range, pick_order
-from kcompact.cleaner.state.known_state import KnownState, known_state
 from kcompact.cleaner.workers.parallel import clean_partition
-from kcompact.cleaner.workers.pool import (
+from kcompact.clock import run_clock_ms
+from kcompact.config.sources import ConfigSources
+from kcompact.config.topic_config import TopicConfig
+from kcompact.errors import ConfigError, KcompactError, RefusedError, TruncatedDataError
+from kcompact.fork_pool import (
     ProgressCallback,
     WorkerDeath,
     clamped_jobs_note,
     partition_workers,
     run_in_pool,
 )
-from kcompact.config.effective import (
-    EffectiveConfig,
-    partition_config,
-)
-from kcompact.config.topic_config import TopicConfig
-from kcompact.errors import ConfigError, KcompactError, RefusedError, TruncatedDataError
+from kcompact.log.rules.fence import refuse_log_dir_safe_offset
+from kcompact.log.rules.high_watermark import SoleReplica, sole_replica_from_metadata
+from kcompact.log.rules.ranges import compute_cleanable_range, pick_order
+from kcompact.log.state.known_state import KnownState, known_state
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.lock import checkpoint_lock, clear_abandoned_locks, log_dir_write_guard
 from kcompact.segment.log_dir_check import check_log_dir_checkpoints, log_dir_writer
@@ -84,14 +82,12 @@ from kcompact.segment.partition import (
     is_partition_dir,
     named_path,
     open_partition,
-    require_partition_dirs,
 )
-from kcompact.segment.partition_filter import PartitionFilter
+from kcompact.segment.partition_filter import PartitionFilter, require_partition_dirs
 from kcompact.segment.replica_copies import replica_copy_dirs
 
 __all__ = [
     "CleanRun",
-    "ConfigSources",
     "LogDirOrder",
     "PartitionFailure",
     "PartitionRank",
@@ -139,26 +135,6 @@ class CleanRun:
     space: SpaceNeed | None = None  # a dry run's total, in the order it would clean
     free_bytes: int | None = None  # the volume's free space when ``space`` was measured
     gives_back_with_roll: int | None = None  # a dry run without --roll: the .log bytes --roll gives back
-
-
-@dataclass(frozen=True, slots=True)
-class ConfigSources:
-    """Where each partition's configuration comes from (see ``partition_config``)."""
-
-    cli_overrides: Mapping[str, str]
-    server_properties: str | Path | None = None
-    metadata_dir: str | Path | None = None
-    assume_compact: bool = False  # --assume-compact: compact where cleanup.policy is unknown
-    allow_keyless_loss: bool = False  # --allow-keyless-loss: compact although most records are keyless
-    # the partition was named alone (False: a caller went through its log dir, as repair LOG_DIR --clean does,
-    # where --config applies to every partition and changes no known or explicit policy: ``not_compacted``)
-    named_alone: bool = True
-    sole_replica: bool = False  # --sole-replica: each partition is this broker's alone (``rules.high_watermark``)
-
-    def for_partition(self, part_dir: Path) -> EffectiveConfig:
-        return partition_config(part_dir, cli_overrides=self.cli_overrides,
-                                server_properties=self.server_properties, metadata_dir=self.metadata_dir,
-                                assume_compact=self.assume_compact)
 
 
 def merge_notes(per_partition: Mapping[str, list[str]]) -> list[str]:
@@ -229,7 +205,7 @@ def clean_path(
         server_properties: the broker's server.properties (default: ``$KCOMPACT_SERVER_PROPERTIES``).
         metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0`` (default: as
             ``partition_config`` finds it).
-        jobs: worker processes (see :func:`~kcompact.cleaner.workers.pool.partition_workers`); None = auto. A
+        jobs: worker processes (see :func:`~kcompact.fork_pool.partition_workers`); None = auto. A
             partition cleaned alone is given this value as its own ``CleanOptions.jobs``.
         assume_compact: compact partitions whose ``cleanup.policy`` is unknown (see
             :func:`not_compacted`).
@@ -259,7 +235,8 @@ def clean_path(
         raise ConfigError(f"jobs: a number of worker processes; expected 1 or more, found {jobs}")
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact,
                             allow_keyless_loss, named_alone, sole_replica)
-    options = with_cli_dedupe_buffer(options, cli_overrides)
+    # the run's one clock: the ranking, what is freed first and every round are judged at the same now
+    options = replace(with_cli_dedupe_buffer(options, cli_overrides), now_ms=run_clock_ms(options.now_ms))
     run = CleanRun()
     target = named_path(path)
     if is_partition_dir(target):
@@ -280,24 +257,11 @@ def clean_path(
         return run
     if not target.is_dir():
         raise KcompactError(f"{target}: no such partition directory or log dir")
-    refuse_log_dir_safe_offset(target, options)
+    refuse_log_dir_safe_offset(target, options.safe_offset)
     check_log_dir_checkpoints(target)  # before the write guard, which creates a missing .lock
     with contextlib.nullcontext() if options.dry_run else log_dir_writer(target):
         _clean_log_dir(target, sources, options, only_eligible, jobs, progress, run, selection)
     return run
-
-
-def refuse_log_dir_safe_offset(target: Path, options: CleanOptions) -> None:
-    """``--safe-offset`` for a log dir: refused, since one partition's offsets mean nothing in another's
-    log (``--replica-dirs`` fences each partition of a log dir by its own copies).
-
-    Raises:
-        RefusedError: ``options.safe_offset`` is given.
-    """
-    if options.safe_offset is not None:
-        raise RefusedError(f"{target}: --safe-offset is an offset of one partition's log; name that "
-                           "partition directory alone (for a log dir, --replica-dirs fences each "
-                           "partition by its own copies); nothing was changed")
 
 
 def _require_fence_copies(target: Path, options: CleanOptions) -> None:
@@ -366,7 +330,7 @@ def _free_and_fit(log_dir: Path, tasks: list[PartitionTask], options: CleanOptio
         return tasks, False
     freed = run.freed_first = FreedFirst()
     settle_leftovers(order_candidates(log_dir, selection), freed, dry_run=options.dry_run)
-    now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    now_ms = run_clock_ms(options.now_ms)
     for task in tasks:
         with contextlib.suppress(KcompactError):  # its round meets the cause again and reports it
             delete_below_log_start(task.part_dir, task.config, task.known, now_ms, freed, dry_run=options.dry_run)
@@ -498,7 +462,7 @@ def cleaner_order(
         KcompactError: ``log_dir`` holds no partition directory (or none ``selection`` matches), or
             none but KRaft's metadata log and partitions being deleted or moved (a wrong path, not an empty run).
     """
-    now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    now_ms = run_clock_ms(options.now_ms)
     fixed = replace(options, now_ms=now_ms)
     ranks = [rank_partition(part_dir, sources, fixed) for part_dir in order_candidates(log_dir, selection)]
     return order_ranked(ranks, only_eligible=only_eligible)
@@ -548,7 +512,7 @@ def rank_partition(part_dir: Path, sources: ConfigSources, options: CleanOptions
         notes = tuple(effective.notes) + ((note,) if note else ())
         config = effective.config
         known = known_state(partition, config, sole)
-        now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+        now_ms = run_clock_ms(options.now_ms)
         rng = compute_cleanable_range(known.state.range_inputs(config, now_ms), from_start=options.from_start)
     except KcompactError as err:
         return PartitionRank(str(part_dir), notes=notes, failure=PartitionFailure(str(part_dir), _said(err, part_dir)))

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 
-from kcompact.cleaner.rules.ranges import CleanableRange
-from kcompact.cleaner.state.log_state import NO_HIGH_WATERMARK_WARNING
+from kcompact.log.rules.ranges import CleanableRange
+from kcompact.log.state.log_state import NO_HIGH_WATERMARK_WARNING
 
 
 def is_summarised(warning: str) -> bool:

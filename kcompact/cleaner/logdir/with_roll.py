@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from kcompact.cleaner.logdir.run_summary import holds_no_records
 from kcompact.cleaner.round.options import CleanResult
-from kcompact.cleaner.rules.ranges import RULE_ACTIVE_SEGMENT
+from kcompact.log.rules.ranges import RULE_ACTIVE_SEGMENT
 
 
 def log_bytes_given_back(result: CleanResult) -> int:

@@ -116,7 +116,7 @@ def emit_window(
 ) -> tuple[bytes, bytes] | None:
     """C :func:`~kcompact.records.filter.filter_v2_batch` over a run of
     :func:`scan_window_records` (every batch ``DELETE_EMPTY``, its horizon as
-    ``cleaner.rules.policy.output_delete_horizon`` gives it).
+    ``log.rules.policy.output_delete_horizon`` gives it).
 
     Args:
         buf, batches: the buffer and the run's ``batches``.

@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
-from kcompact.cleaner.rules.transactions import (
+from kcompact.log.rules.transactions import (
     CONTROL_TYPE_ABORT,
     CONTROL_TYPE_COMMIT,
     TXN_DATA,
     CleanedTransactionMetadata,
 )
-from kcompact.cleaner.state.log_state import read_control
+from kcompact.log.state.log_state import read_control
 from kcompact.records.batch import ENTRY_PREFIX_STRUCT, RECORD_OVERHEAD_V0, iter_batches
 from kcompact.records.batch_header import (
     CONTROL_FLAG_MASK,

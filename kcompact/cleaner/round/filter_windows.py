@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from kcompact.cleaner.offset_map.oracle import RetentionOracle
 from kcompact.cleaner.round import accel
 from kcompact.cleaner.round.stats import CleanStats
-from kcompact.cleaner.rules.policy import new_delete_horizon
-from kcompact.cleaner.rules.producer_state import LastRecord
+from kcompact.log.offset_map.oracle import RetentionOracle
+from kcompact.log.rules.policy import new_delete_horizon
+from kcompact.log.rules.producer_state import LastRecord
 from kcompact.records.compression import compress, decompress, zstd_one_call
 
 if TYPE_CHECKING:  # filtering imports this module; the annotations only name its context

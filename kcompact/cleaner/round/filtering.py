@@ -3,7 +3,7 @@
 
 Per batch, in log order: the transaction bookkeeping and Kafka's batch decision (``policy.py``), then the
 record decision over the batch's columns, then the rewrite (``kcompact.records.filter``). The record
-decision asks a :class:`~kcompact.cleaner.offset_map.oracle.RetentionOracle` whether each keyed record covered by
+decision asks a :class:`~kcompact.log.offset_map.oracle.RetentionOracle` whether each keyed record covered by
 the map is the latest for its key, for the whole batch at once, and derives the rest with numpy masks
 over the scanned columns (``array('q')`` columns are viewed, not copied):
 
@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from kcompact.cleaner.offset_map.oracle import RetentionOracle
 from kcompact.cleaner.round.chunks import batches_from
 from kcompact.cleaner.round.filter_windows import (
     RUN_BATCHES,
@@ -54,15 +53,16 @@ from kcompact.cleaner.round.filter_windows import (
 from kcompact.cleaner.round.legacy_runs import take_legacy_run
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
 from kcompact.cleaner.round.stats import CleanStats
-from kcompact.cleaner.rules.policy import (
+from kcompact.errors import CleanerStateError, CorruptDataError
+from kcompact.log.offset_map.oracle import RetentionOracle
+from kcompact.log.rules.policy import (
     BatchDecision,
     check_batch_retention,
     output_delete_horizon,
 )
-from kcompact.cleaner.rules.producer_state import LastRecord
-from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
-from kcompact.cleaner.state.log_state import read_control
-from kcompact.errors import CleanerStateError, CorruptDataError
+from kcompact.log.rules.producer_state import LastRecord
+from kcompact.log.rules.transactions import CleanedTransactionMetadata
+from kcompact.log.state.log_state import read_control
 from kcompact.records.batch_header import CONTROL_FLAG_MASK, TRANSACTIONAL_FLAG_MASK, RecordBatch
 from kcompact.records.filter import (
     BatchRetention,

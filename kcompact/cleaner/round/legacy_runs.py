@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kcompact.cleaner.round.filter_windows import RUN_RECORDS, RunSink, keep_records
-from kcompact.cleaner.rules.policy import new_delete_horizon
+from kcompact.log.rules.policy import new_delete_horizon
 from kcompact.records.batch_header import NO_TIMESTAMP
 from kcompact.records.legacy import TIMESTAMP_TYPE_MASK
 from kcompact.records.scan.legacy_rows import (

@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from kcompact.cleaner.offset_map import DIGEST_LAYOUT, OffsetMap, digest_bytes, thread_buffer
 from kcompact.cleaner.round import accel
 from kcompact.cleaner.round.chunks import batches_from
 from kcompact.cleaner.round.options import Progress
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
-from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
-from kcompact.cleaner.state.log_state import read_control
 from kcompact.errors import CleanerStateError, CorruptDataError
+from kcompact.log.offset_map import DIGEST_LAYOUT, OffsetMap, digest_bytes, thread_buffer
+from kcompact.log.rules.transactions import CleanedTransactionMetadata
+from kcompact.log.state.log_state import read_control
 from kcompact.records.compression import decompress, zstd_one_call
 from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import records_bytes

@@ -14,11 +14,11 @@ from kcompact.cleaner.disk.retention import RetentionResult
 from kcompact.cleaner.disk.space import SpaceNeed
 from kcompact.cleaner.disk.swap import CrashHook
 from kcompact.cleaner.round.stats import CleanStats
-from kcompact.cleaner.rules.fence import CleanLimit, ReplicaFence
-from kcompact.cleaner.rules.high_watermark import SoleReplica
-from kcompact.cleaner.rules.ranges import CleanableRange
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import RefusedError
+from kcompact.log.rules.fence import CleanLimit, ReplicaFence
+from kcompact.log.rules.high_watermark import SoleReplica
+from kcompact.log.rules.ranges import CleanableRange
 
 DEDUPE_BUFFER_KEY = "log.cleaner.dedupe.buffer.size"
 MOSTLY_KEYLESS = 0.5  # a share of keyless records above this is "mostly keyless"

@@ -68,10 +68,11 @@ from kcompact.cleaner.round.stages import (
     run_passes,
     write_checkpoint,
 )
-from kcompact.cleaner.state.known_state import KnownState, state_for_round
-from kcompact.cleaner.state.log_state import LogState, load_log_state
+from kcompact.clock import run_clock_ms
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError, FileAccessError, KcompactError, NoSpaceError, RefusedError
+from kcompact.log.state.known_state import KnownState, state_for_round
+from kcompact.log.state.log_state import LogState, load_log_state
 from kcompact.segment.files import file_access, link_or_else, require_writable
 from kcompact.segment.lock import log_dir_write_guard, partition_lock
 from kcompact.segment.names import parse_segment_file_name
@@ -129,7 +130,7 @@ def clean_partition(
     runner = _here_or(choose_runner) if round_runner is None else _always(round_runner)
     partition = open_partition(path)
     refuse_unsupported(partition, config)
-    now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    now_ms = run_clock_ms(options.now_ms)
     result = CleanResult(str(partition.path), partition.topic, partition.partition, now_ms, options.dry_run)
     if options.dry_run:
         _refuse_unsettled_scratch(partition.path, "a dry run cannot preview the settlement")

@@ -6,7 +6,7 @@ dirty segment, pass 2 over one group or a byte range of one segment — can run 
 plan alone and the partition directory, and produce exactly what the serial walk would have produced.
 
 Round state that carries across segments is the transaction bookkeeping
-(:class:`~kcompact.cleaner.rules.transactions.CleanedTransactionMetadata`). It depends only on batch headers,
+(:class:`~kcompact.log.rules.transactions.CleanedTransactionMetadata`). It depends only on batch headers,
 which ``load_log_state`` already walked and recorded (``SegmentState.txn_events``), so the plan replays
 those events once, here, and keeps for every segment the state at its start (:class:`SegmentPlan`):
 
@@ -25,13 +25,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from kcompact.cleaner.rules.grouping import group_segments_by_size
-from kcompact.cleaner.rules.producer_state import LastRecord
-from kcompact.cleaner.rules.ranges import CleanableRange
-from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata, TxnSeed
-from kcompact.cleaner.state.log_state import LogState, SegmentState
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CleanerStateError
+from kcompact.log.rules.grouping import group_segments_by_size
+from kcompact.log.rules.producer_state import LastRecord
+from kcompact.log.rules.ranges import CleanableRange
+from kcompact.log.rules.transactions import CleanedTransactionMetadata, TxnSeed
+from kcompact.log.state.log_state import LogState, SegmentState
 from kcompact.segment.txn_index import AbortedTxn
 
 Seed = TxnSeed[AbortedTxn]

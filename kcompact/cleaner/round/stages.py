@@ -10,9 +10,9 @@ executors. The caller holds the partition's locks (``log_dir_write_guard`` + ``p
    which the round runs; :func:`plan_clean` loads the facts of a partition directory and runs it.
 2. :func:`segment_key_entries` — per segment, the ``(hi, lo, offsets)`` map entries: ``section="dirty"``
    what pass 1 inserts, ``section="clean"`` the keyed records of the clean section pass 2 looks up.
-3. Any :class:`~kcompact.cleaner.offset_map.oracle.RetentionOracle` built from them: the serial
-   :class:`~kcompact.cleaner.offset_map.oracle.OffsetMapOracle`, or
-   :class:`~kcompact.cleaner.offset_map.oracle.SortedOffsetsOracle` from the offsets that survive (map values +
+3. Any :class:`~kcompact.log.offset_map.oracle.RetentionOracle` built from them: the serial
+   :class:`~kcompact.log.offset_map.oracle.OffsetMapOracle`, or
+   :class:`~kcompact.log.offset_map.oracle.SortedOffsetsOracle` from the offsets that survive (map values +
    clean-section offsets whose digest is absent).
 4. :func:`write_group` — one group into its ``.cleaned`` segment; any process that sees the directory.
 5. :func:`commit_clean` — self-check every output, swap them in (Kafka's crash-safe protocol), and
@@ -21,7 +21,6 @@ executors. The caller holds the partition's locks (``log_dir_write_guard`` + ``p
 
 from __future__ import annotations
 
-import time
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -38,8 +37,6 @@ from kcompact.cleaner.disk.swap import (
     remove_cleaned,
     replace_segments,
 )
-from kcompact.cleaner.offset_map import OffsetMap, key_digests
-from kcompact.cleaner.offset_map.oracle import OffsetMapOracle, RetentionOracle
 from kcompact.cleaner.round.filtering import FilterContext, filter_segment
 from kcompact.cleaner.round.mapping import (
     SLICE_RECORDS,
@@ -52,7 +49,12 @@ from kcompact.cleaner.round.options import DEFAULT_OPTIONS, CleanOptions, CleanR
 from kcompact.cleaner.round.plan import CleanPlan, build_plan
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.round.verify_output import check_cleaned_segment
-from kcompact.cleaner.rules.fence import (
+from kcompact.clock import run_clock_ms
+from kcompact.config.topic_config import TopicConfig
+from kcompact.errors import CleanerStateError, KcompactError, RefusedError
+from kcompact.log.offset_map import OffsetMap, key_digests
+from kcompact.log.offset_map.oracle import OffsetMapOracle, RetentionOracle
+from kcompact.log.rules.fence import (
     WHY_COMPLETED_SWAP,
     WHY_LOG_END,
     WHY_TORN_TAIL,
@@ -62,14 +64,12 @@ from kcompact.cleaner.rules.fence import (
     clean_limit,
     replica_fence,
 )
-from kcompact.cleaner.rules.ranges import (
+from kcompact.log.rules.ranges import (
     CleanableRange,
     checkpoint_reset_warning,
     compute_cleanable_range,
 )
-from kcompact.cleaner.state.log_state import LogState, load_log_state
-from kcompact.config.topic_config import TopicConfig
-from kcompact.errors import CleanerStateError, KcompactError, RefusedError
+from kcompact.log.state.log_state import LogState, load_log_state
 from kcompact.segment.checkpoint import update_offset_checkpoint
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import segment_file_name
@@ -248,7 +248,7 @@ def plan_clean(
             f"{partition.path}: leftovers of an interrupted clean; expected none (settle them with "
             f"kcompact clean or repair first), found {len(partition.leftovers)}"
         )
-    now_ms = options.now_ms if options.now_ms is not None else int(time.time() * 1000)
+    now_ms = run_clock_ms(options.now_ms)
     state = load_log_state(partition, config, sole_replica=options.sole_replica)
     return plan_round(partition, state, config, now_ms, options).plan
 

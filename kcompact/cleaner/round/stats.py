@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from kcompact.records.filter import FilteredBatch, Outcome
 
 if TYPE_CHECKING:
-    from kcompact.cleaner.rules.policy import BatchDecision
+    from kcompact.log.rules.policy import BatchDecision
     from kcompact.segment.log_file import AnyBatch
 
 _SET_ONCE = frozenset({"map_entries", "map_memory_bytes", "groups", "elapsed_s"})

@@ -23,6 +23,7 @@ import numpy as np
 from kcompact.cleaner.disk.swap import CleanedSegment
 from kcompact.errors import CleanerStateError, CorruptDataError, KcompactError
 from kcompact.records.scan import accel
+from kcompact.segment.fixed_index import MAX_RELATIVE_OFFSET
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.partition import SegmentFiles
 from kcompact.segment.verify_index import LogFacts, verify_index_with_facts
@@ -30,8 +31,6 @@ from kcompact.segment.verify_index import LogFacts, verify_index_with_facts
 if TYPE_CHECKING:
     from kcompact.records.batch_header import RecordBatch
     from kcompact.records.legacy import LegacyEntry
-
-MAX_RELATIVE_OFFSET = 0x7FFFFFFF
 
 
 def check_cleaned_segment(cleaned: CleanedSegment, group: Sequence[Any], first_uncleanable: int) -> None:

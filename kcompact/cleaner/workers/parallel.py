@@ -46,8 +46,6 @@ from typing import TypeVar
 import numpy as np
 
 from kcompact.cleaner.disk.swap import CleanedSegmentWriter
-from kcompact.cleaner.offset_map import OffsetMap
-from kcompact.cleaner.offset_map.oracle import OffsetMapOracle, RetentionOracle
 from kcompact.cleaner.round.chunks import Chunk
 from kcompact.cleaner.round.chunks import chunks_of as cut_chunks
 from kcompact.cleaner.round.filtering import FilterContext, filter_segment
@@ -71,7 +69,6 @@ from kcompact.cleaner.round.stages import (
 )
 from kcompact.cleaner.round.stages import build_offset_map as serial_offset_map
 from kcompact.cleaner.round.stats import CleanStats
-from kcompact.cleaner.workers.pool import WorkerDeath, fork_available, stream_in_pool, usable_cpus
 from kcompact.cleaner.workers.spill import (
     Spilled,
     SpillWriter,
@@ -81,6 +78,9 @@ from kcompact.cleaner.workers.spill import (
     spool,
 )
 from kcompact.errors import ConfigError, KcompactError
+from kcompact.fork_pool import WorkerDeath, fork_available, stream_in_pool, usable_cpus
+from kcompact.log.offset_map import OffsetMap
+from kcompact.log.offset_map.oracle import OffsetMapOracle, RetentionOracle
 from kcompact.segment.txn_index import AbortedTxn
 
 AUTO_PARALLEL_BYTES = 64 * 1024 * 1024

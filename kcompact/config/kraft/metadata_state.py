@@ -53,7 +53,6 @@ from kcompact.records.control import ControlRecordKey, ControlRecordType
 from kcompact.records.record import decode_records
 from kcompact.segment.checkpoint import read_leader_epoch_checkpoint, read_offset_checkpoint
 from kcompact.segment.log_file import LogFile
-from kcompact.segment.metadata_files import read_partition_topic_id
 from kcompact.segment.names import parse_partition_dir_name, parse_segment_file_name
 
 BEGIN_TRANSACTION_API_KEY = 23
@@ -132,38 +131,6 @@ class MetadataState:
     def cluster_default_config(self) -> dict[str, str]:
         """The cluster-wide dynamic broker default (BROKER resource with the empty name)."""
         return dict(self.broker_configs.get("", {}))
-
-    def topic_for_partition_dir(self, partition_dir: str | os.PathLike[str]) -> dict[str, str]:
-        """The config overrides of the topic a partition directory belongs to.
-
-        The topic is found by the id in the directory's ``partition.metadata`` (as Kafka does), else
-        by the directory's name.
-
-        Args:
-            partition_dir: a ``<topic>-<partition>`` directory.
-
-        Returns:
-            The topic's config overrides.
-
-        Raises:
-            ConfigError: the directory's topic id is not a live topic here (a deleted or foreign
-                topic), or its name does not parse and it has no ``partition.metadata``.
-        """
-        path = Path(partition_dir)
-        topic_id = read_partition_topic_id(path)
-        if topic_id is not None:
-            name = self.topics_by_id.get(topic_id)
-            if name is None:
-                why = ("" if self.complete else f" (the metadata history is incomplete: "
-                       f"{self.unresolved_reason}; give the topic's configs with --config)")
-                raise ConfigError(
-                    f"{path}: topic id {topic_id} from partition.metadata is not a live topic in "
-                    f"the metadata log; expected one of {len(self.topics_by_id)} known ids{why}")
-            return self.topic_config_overrides(name)
-        parsed = parse_partition_dir_name(path.name)
-        if parsed is None:
-            raise ConfigError(f"{path}: not a partition directory; expected <topic>-<partition>")
-        return self.topic_config_overrides(parsed.topic)
 
 
 class _Replayer:

@@ -54,7 +54,6 @@ from pathlib import Path
 
 from kcompact.cleaner.logdir.compaction_gate import not_compacted
 from kcompact.cleaner.round.options import CleanOptions, CleanResult
-from kcompact.cleaner.state.cleaner_throws import round_end_hazard, round_walk_problems
 from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.errors import BatchCrcError, ConfigError, RefusedError
 from kcompact.inspect.context import InspectContext, load_inspect_context
@@ -62,6 +61,7 @@ from kcompact.inspect.keys.batches import iter_batches
 from kcompact.inspect.keys.census import Census
 from kcompact.inspect.keys.key_map import dedupe_plan, map_keys, top_keys
 from kcompact.inspect.keys.model import DedupePlan, KeysReport, Projection
+from kcompact.log.state.cleaner_throws import round_end_hazard, round_walk_problems
 from kcompact.segment.progress import ProgressCallback, ReadProgress, read_progress
 
 __all__ = ["DEFAULT_TOP", "dry_run", "keys_report", "log_size", "projected_size"]

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
-from kcompact.cleaner.state.log_state import LogState, read_control
 from kcompact.errors import CorruptDataError
+from kcompact.log.rules.transactions import CleanedTransactionMetadata
+from kcompact.log.state.log_state import LogState, read_control
 from kcompact.records.batch_header import TimestampType
 from kcompact.records.legacy import (
     LOG_OVERHEAD,

@@ -25,10 +25,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kcompact.cleaner.offset_map import OffsetMap, key_digests
-from kcompact.cleaner.rules.ranges import CleanableRange
-from kcompact.cleaner.rules.transactions import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT
-from kcompact.cleaner.state.log_state import LogState
 from kcompact.errors import CorruptDataError
 from kcompact.inspect.context import CrcTally
 from kcompact.inspect.keys.batches import (
@@ -50,6 +46,10 @@ from kcompact.inspect.keys.model import (
     TransactionReport,
 )
 from kcompact.inspect.keys.partitioner import default_partition
+from kcompact.log.offset_map import OffsetMap, key_digests
+from kcompact.log.rules.ranges import CleanableRange
+from kcompact.log.rules.transactions import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT
+from kcompact.log.state.log_state import LogState
 from kcompact.records.messages.consumer_offsets import (
     GroupMetadataKey,
     OffsetCommitKey,

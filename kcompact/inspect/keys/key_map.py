@@ -26,19 +26,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kcompact.cleaner.offset_map import (
-    KAFKA_BYTES_PER_ENTRY,
-    KAFKA_MAX_MAP_MEMORY,
-    OffsetMap,
-    key_digests,
-)
-from kcompact.cleaner.rules.ranges import CleanableRange
-from kcompact.cleaner.state.log_state import LogState
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import KcompactError
 from kcompact.inspect.dump.log import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from kcompact.inspect.keys.batches import CHUNK_RECORDS, DATA, batch_records, iter_batches
 from kcompact.inspect.keys.model import KEY_DISPLAY_BYTES, DedupePlan, KeyCount, printable
+from kcompact.log.offset_map import (
+    KAFKA_BYTES_PER_ENTRY,
+    KAFKA_MAX_MAP_MEMORY,
+    OffsetMap,
+    key_digests,
+)
+from kcompact.log.rules.ranges import CleanableRange
+from kcompact.log.state.log_state import LogState
 from kcompact.records.messages import consumer_offsets as offsets_records
 from kcompact.records.messages import transaction_log as txn_log_records
 from kcompact.segment.progress import ReadProgress

@@ -13,7 +13,7 @@ of all replicas) it keeps:
   the record-by-record comparison;
 * each transactional data record's outcome: committed, aborted, or open (a transaction whose marker is not
   in the log: a read_committed consumer stops before it, at the last stable offset). The transactions are
-  the spans :func:`kcompact.cleaner.state.log_state.load_log_state` finds (first data batch to marker),
+  the spans :func:`kcompact.log.state.log_state.load_log_state` finds (first data batch to marker),
   as ``spark export``'s read_committed reader uses them;
 * the latest committed record of each key (read_committed: no aborted or open data, no control records):
   its offset and its value's digest, None for a tombstone (a consumer sees the key absent either way).
@@ -30,9 +30,9 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kcompact.cleaner.state.log_state import TxnSpan, load_log_state
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError
+from kcompact.log.state.log_state import TxnSpan, load_log_state
 from kcompact.records.batch_header import RecordBatch
 from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import Record, decode_records

@@ -172,7 +172,7 @@ def scan_key_digests(
 
     Kafka's ``Cleaner.buildOffsetMapForSegment`` puts a record when it has a key and its offset is
     at least the first dirty offset; this returns exactly those, hashed with XXH3-128 (seed 0, the
-    canonical big-endian digest: what ``kcompact.cleaner.offset_map.key_digests`` computes), with
+    canonical big-endian digest: what ``kcompact.log.offset_map.key_digests`` computes), with
     no Python object per key. Validation and errors are :func:`scan_keys`' (all records are walked).
 
     Args:

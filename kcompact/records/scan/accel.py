@@ -14,7 +14,7 @@ producers' (:func:`batch_producers`). Legacy (magic 0/1) entries have their own 
 :mod:`kcompact.records.scan.legacy_rows`. The pure-Python functions stay the reference and the only
 code where no C compiler was found; tests compare the two on every input. The kernels that know the
 cleaner's structures live with their owners, each with its own extension and ``accel`` module
-following this switch: the offset map's runs (:mod:`kcompact.cleaner.offset_map.accel`) and the
+following this switch: the offset map's runs (:mod:`kcompact.log.offset_map.accel`) and the
 round's windows over runs of batches (:mod:`kcompact.cleaner.round.accel`).
 
 Contract. Each wrapper here returns exactly what the reference returns, or ``None``: "run the

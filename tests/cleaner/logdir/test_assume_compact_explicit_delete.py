@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kcompact.cleaner.logdir.run import ConfigSources, clean_path
+from kcompact.cleaner.logdir.run import clean_path
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cli.main import cli
 from kcompact.config.effective import ASSUME_COMPACT_NOT_APPLIED_EXPLICIT, partition_config
 from kcompact.config.source_files import SERVER_PROPERTIES_ENV
+from kcompact.config.sources import ConfigSources
 from kcompact.errors import RefusedError
 from kcompact.repair.repair import RepairOptions, repair_partition
 from kcompact.spark.plan import plan_spark_clean

@@ -35,9 +35,9 @@ from kafka.record import MemoryRecords
 
 from kcompact.cleaner.logdir.run import clean_path
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.rules.ranges import RULE_ACTIVE_SEGMENT
 from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.config.topic_config import defaults_with_overrides
+from kcompact.log.rules.ranges import RULE_ACTIVE_SEGMENT
 from kcompact.segment.partition import open_partition
 from tests.cleaner.round.test_kafka_cases import check_segments
 from tests.conftest import copy_tree_writable, real_fixture

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kcompact.cleaner.logdir.run import ConfigSources, PartitionSkip, clean_path
+from kcompact.cleaner.logdir.run import PartitionSkip, clean_path
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cli.main import cli
 from kcompact.config.effective import ASSUMED_COMPACT
 from kcompact.config.source_files import SERVER_PROPERTIES_ENV
+from kcompact.config.sources import ConfigSources
 from kcompact.errors import RefusedError
 from kcompact.inspect.dirty_ratio import dirty_ratio_report
 from kcompact.spark.plan import plan_spark_clean

@@ -19,12 +19,12 @@ import pytest
 import kcompact.cleaner.logdir.run as run_module
 from kcompact.cleaner.logdir.run import CleanRun, clean_path
 from kcompact.cleaner.round.options import CleanOptions, CleanResult
-from kcompact.cleaner.workers.pool import (
+from kcompact.errors import ConfigError
+from kcompact.fork_pool import (
     PARTITION_WORK_BYTES,
     POOL_MIN_WORK_BYTES,
     partition_workers,
 )
-from kcompact.errors import ConfigError
 from kcompact.records.batch import iter_batches
 from kcompact.records.batch_header import ATTRIBUTES_OFFSET, CRC_OFFSET
 from kcompact.records.crc import crc32c
@@ -159,7 +159,7 @@ def test_jobs_below_one_is_refused(template: Path, jobs: int) -> None:
 
 
 def test_partition_workers_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    import kcompact.cleaner.workers.pool as pool_module
+    import kcompact.fork_pool as pool_module
 
     mib, cores = 1024 * 1024, 4
     monkeypatch.setattr(pool_module, "usable_cpus", lambda: cores)
@@ -184,7 +184,7 @@ def refuse_large_pools(monkeypatch: pytest.MonkeyPatch, cores: int) -> list[int]
     """Pretend to have ``cores`` cores; record each pool's size, refusing one larger than the cores
     before anything forks (so an unbounded ``jobs`` fails the test instead of exhausting memory)."""
     import kcompact.cleaner.workers.parallel as parallel_module
-    import kcompact.cleaner.workers.pool as pool_module
+    import kcompact.fork_pool as pool_module
 
     sizes: list[int] = []
     original = pool_module.run_in_pool
@@ -247,7 +247,7 @@ def test_a_huge_jobs_for_one_partition_is_clamped_and_said_once(
 
 def test_partition_workers_stay_one_without_fork(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where fork is missing (or inside a pool worker) even an explicit --jobs runs in this process."""
-    import kcompact.cleaner.workers.pool as pool_module
+    import kcompact.fork_pool as pool_module
 
     monkeypatch.setattr(pool_module, "fork_available", lambda: False)
     assert partition_workers(3, [1] * 5) == 1

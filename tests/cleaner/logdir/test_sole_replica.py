@@ -14,14 +14,14 @@ from pathlib import Path
 
 from click.testing import CliRunner, Result
 
-from kcompact.cleaner.rules.high_watermark import (
+from kcompact.cli.main import cli
+from kcompact.config.kraft.metadata_state import PartitionAssignment, load_metadata_state
+from kcompact.log.rules.high_watermark import (
     SOURCE_KRAFT_METADATA,
     SOURCE_SOLE_REPLICA_FLAG,
     SoleReplica,
     sole_replica_from_metadata,
 )
-from kcompact.cli.main import cli
-from kcompact.config.kraft.metadata_state import PartitionAssignment, load_metadata_state
 from kcompact.records.messages.reader import format_uuid
 from tests.config.test_kraft_records import (
     encode_config,

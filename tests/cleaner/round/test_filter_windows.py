@@ -14,13 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kcompact.cleaner.offset_map.oracle import KeysAt, OffsetMapOracle, RetentionOracle, SortedOffsetsOracle
 from kcompact.cleaner.round import accel, filter_windows
 from kcompact.cleaner.round.filtering import FilterContext, filter_segment
 from kcompact.cleaner.round.mapping import iter_dirty_keys
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
 from kcompact.cleaner.round.stages import plan_clean
 from kcompact.cleaner.round.stats import CleanStats
+from kcompact.log.offset_map.oracle import KeysAt, OffsetMapOracle, RetentionOracle, SortedOffsetsOracle
 from kcompact.records import compression
 from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.batch_header import ATTRIBUTES_OFFSET, CRC_OFFSET, RECORD_BATCH_OVERHEAD

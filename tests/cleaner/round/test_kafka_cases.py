@@ -40,19 +40,18 @@ import pytest
 from kafka.record import MemoryRecords
 
 from kcompact.cleaner.round.options import CleanOptions, CleanResult
-from kcompact.cleaner.rules.ranges import (
+from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.config.topic_config import TopicConfig, defaults_with_overrides
+from kcompact.errors import CorruptBatchError, CorruptDataError, TruncatedDataError
+from kcompact.log.rules.ranges import (
     RULE_HIGH_WATERMARK,
     RULE_MIN_COMPACTION_LAG,
     RULE_OPEN_TRANSACTION,
 )
-from kcompact.cleaner.workers.parallel import clean_partition
-from kcompact.config.topic_config import TopicConfig, defaults_with_overrides
-from kcompact.errors import CorruptBatchError, CorruptDataError, TruncatedDataError
 from kcompact.records.batch import iter_batches
 from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.compression import compress
 from kcompact.records.control import ControlRecordKey, ControlRecordType
-from kcompact.records.legacy import encode_legacy_message
 from kcompact.records.record import Record
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.index_builder import build_indexes
@@ -61,7 +60,7 @@ from kcompact.segment.partition import open_partition
 from kcompact.segment.time_index import encode_time_index
 from kcompact.segment.txn_index import AbortedTxn, read_txn_index
 from tests.builders import BASE_TS, PartitionBuilder
-from tests.encoders import encode_control_batch, encode_legacy_wrapper
+from tests.encoders import encode_control_batch, encode_legacy_message, encode_legacy_wrapper
 from tests.segment_writer import write_segment
 
 T0 = BASE_TS

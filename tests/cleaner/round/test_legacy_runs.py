@@ -22,7 +22,6 @@ from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.errors import KcompactError
 from kcompact.records import legacy
 from kcompact.records.batch_encoding import encode_batch
-from kcompact.records.legacy import encode_legacy_message
 from kcompact.records.record import Record
 from kcompact.records.scan import accel
 from kcompact.segment.checkpoint import write_offset_checkpoint
@@ -30,7 +29,7 @@ from kcompact.segment.log_file import LogFile
 from kcompact.segment.partition import open_partition
 from tests.builders import BASE_TS
 from tests.cleaner.workers.test_parallel import DAY, NOW, config, counters, tree
-from tests.encoders import encode_legacy_wrapper
+from tests.encoders import encode_legacy_message, encode_legacy_wrapper
 from tests.records.scan.accel_compare import accel_switched, needs_c
 from tests.segment_writer import write_segment
 

@@ -16,8 +16,6 @@ from typing import Literal
 import numpy as np
 import pytest
 
-from kcompact.cleaner.offset_map import OffsetMap, key_digests
-from kcompact.cleaner.offset_map.oracle import KeysAt, OffsetMapOracle, RetentionOracle, SortedOffsetsOracle
 from kcompact.cleaner.round import stages
 from kcompact.cleaner.round.options import CleanOptions, Progress
 from kcompact.cleaner.round.plan import CleanPlan, build_plan
@@ -29,10 +27,12 @@ from kcompact.cleaner.round.stages import (
     segment_key_entries,
     write_group,
 )
-from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata, TxnSeed
-from kcompact.cleaner.state.log_state import read_control
 from kcompact.cleaner.workers.parallel import clean_partition, run_round
 from kcompact.errors import CleanerStateError
+from kcompact.log.offset_map import OffsetMap, key_digests
+from kcompact.log.offset_map.oracle import KeysAt, OffsetMapOracle, RetentionOracle, SortedOffsetsOracle
+from kcompact.log.rules.transactions import CleanedTransactionMetadata, TxnSeed
+from kcompact.log.state.log_state import read_control
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.txn_index import AbortedTxn
 from tests.builders import PartitionBuilder

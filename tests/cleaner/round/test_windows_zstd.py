@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kcompact.cleaner.offset_map.oracle import OffsetMapOracle
 from kcompact.cleaner.round import accel, filter_windows, mapping
 from kcompact.cleaner.round.mapping import iter_dirty_keys
 from kcompact.cleaner.round.stages import plan_clean
 from kcompact.errors import CorruptRecordError
+from kcompact.log.offset_map.oracle import OffsetMapOracle
 from kcompact.records import compression
 from tests.builders import PartitionBuilder
 from tests.cleaner.round.test_filter_windows import _both, _walk

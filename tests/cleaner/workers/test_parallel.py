@@ -27,13 +27,12 @@ from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.config.topic_config import TopicConfig, defaults_with_overrides
 from kcompact.errors import ConfigError, CorruptDataError, KcompactError
 from kcompact.records.batch_encoding import encode_batch
-from kcompact.records.legacy import encode_legacy_message
 from kcompact.records.record import Record
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.partition import iter_partition_dirs
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.conftest import copy_tree_writable, real_fixture
-from tests.encoders import encode_legacy_wrapper
+from tests.encoders import encode_legacy_message, encode_legacy_wrapper
 from tests.segment_writer import write_segment
 
 if TYPE_CHECKING:
@@ -346,8 +345,8 @@ def test_chunks_cover_every_byte_once(tmp_path: Path) -> None:
 def test_a_worker_starting_anywhere_has_the_serial_transaction_state(tmp_path: Path) -> None:
     from kcompact.cleaner.round.chunks import batches_from
     from kcompact.cleaner.round.stages import plan_clean
-    from kcompact.cleaner.rules.transactions import CleanedTransactionMetadata
-    from kcompact.cleaner.state.log_state import read_control
+    from kcompact.log.rules.transactions import CleanedTransactionMetadata
+    from kcompact.log.state.log_state import read_control
     from kcompact.segment.log_file import LogFile
     from kcompact.segment.txn_index import AbortedTxn
 

@@ -20,13 +20,12 @@ from kcompact.inspect import dump as dump_module
 from kcompact.inspect.dump import dump_path
 from kcompact.records.batch_encoding import encode_batch, encode_records_batch
 from kcompact.records.control import ControlRecordType
-from kcompact.records.legacy import encode_legacy_message
 from kcompact.records.record import Header, Record, encode_record
 from kcompact.segment.offset_index import OffsetIndexEntry, encode_offset_index
 from kcompact.segment.txn_index import AbortedTxn, encode_txn_index
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.conftest import REAL_FIXTURES, real_fixture
-from tests.encoders import encode_control_batch, encode_legacy_wrapper
+from tests.encoders import encode_control_batch, encode_legacy_message, encode_legacy_wrapper
 from tests.segment_writer import write_segment
 
 Item = dict[str, Any]

@@ -22,10 +22,10 @@ from kcompact.inspect.keys import keys_report
 from kcompact.inspect.keys.model import KeysReport
 from kcompact.inspect.keys.partitioner import default_partition, murmur2
 from kcompact.records.batch import iter_batches
-from kcompact.records.legacy import encode_legacy_message
 from kcompact.segment.partition import open_partition
 from tests.builders import BASE_TS, PartitionBuilder
 from tests.conftest import real_fixture
+from tests.encoders import encode_legacy_message
 
 NOW = BASE_TS + 10_000_000
 DAY = 86_400_000

@@ -25,8 +25,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kcompact.cleaner.offset_map import DIGEST_LAYOUT, key_digests
 from kcompact.errors import CorruptRecordError
+from kcompact.log.offset_map import DIGEST_LAYOUT, key_digests
 from kcompact.records.batch import decode_batch, iter_batches
 from kcompact.records.batch_encoding import encode_records_batch
 from kcompact.records.batch_header import RecordBatch

@@ -16,7 +16,7 @@ from xxhash import xxh3_128_digest
 
 from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.filter import BatchRetention, filter_legacy_entry
-from kcompact.records.legacy import decode_legacy_entry, encode_legacy_message, legacy_records
+from kcompact.records.legacy import decode_legacy_entry, legacy_records
 from kcompact.records.record import Record
 from kcompact.records.scan.legacy_rows import (
     KEY_END,
@@ -33,7 +33,7 @@ from kcompact.records.scan.legacy_rows import (
     legacy_entries,
     legacy_entries_reference,
 )
-from tests.encoders import encode_legacy_wrapper
+from tests.encoders import encode_legacy_message, encode_legacy_wrapper
 from tests.records.scan.accel_compare import needs_c
 
 INT64 = st.integers(-(1 << 63), (1 << 63) - 1)
