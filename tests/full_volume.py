@@ -74,3 +74,51 @@ def mounted_volumes(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
     yield mount
     for target in reversed(mounted):
         subprocess.run(["umount", "--lazy", str(target)], check=True)
+
+
+BROKER_UID = 65534  # nobody: a broker runs unprivileged, and the blocks kept for root are not its
+
+
+def mounted_ext4_volumes(tmp_path: Path) -> Iterator[Callable[[int, int], Path]]:
+    """``mount(size_in_bytes, reserved_percent)``: an ext4 file system in an image file, loop-mounted (root only),
+    keeping that share of its blocks for root (``mkfs.ext4 -m``, 5 by default on real volumes), world-writable."""
+    if os.geteuid() != 0:
+        _unavailable("mounting an ext4 image needs root (the tests run as another user)")
+    mounted: list[Path] = []
+
+    def mount(size_in_bytes: int, reserved_percent: int) -> Path:
+        image = tmp_path / f"ext4-{len(mounted)}.img"
+        target = tmp_path / f"ext4-{len(mounted)}"
+        target.mkdir(parents=True)
+        with open(image, "wb") as file:
+            file.truncate(size_in_bytes)
+        for argv in (["mkfs.ext4", "-q", "-m", str(reserved_percent), str(image)],
+                     ["mount", "-o", "loop", str(image), str(target)]):
+            done = subprocess.run(argv, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                _unavailable(f"{argv[0]} failed: {done.stderr.strip() or done.returncode}")
+        mounted.append(target)
+        target.chmod(0o777)
+        return target
+
+    yield mount
+    for target in reversed(mounted):
+        subprocess.run(["umount", "--lazy", str(target)], check=True)
+
+
+def fill_as_broker(volume: Path, name: str = "filler") -> Path:
+    """:func:`fill` as an unprivileged user (:data:`BROKER_UID`): what the broker may write is then used up, and
+    the blocks the file system keeps for root stay free."""
+    pid = os.fork()
+    if pid == 0:  # the child drops root and fills; any failure is its exit status
+        try:
+            os.chdir(volume)  # the test's tmp dirs are root's alone: reached by root, then written by the user
+            os.setgid(BROKER_UID)
+            os.setuid(BROKER_UID)
+            fill(Path("."), name)
+            os._exit(0)
+        finally:  # the child never returns into the test
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return volume / name

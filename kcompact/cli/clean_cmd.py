@@ -26,6 +26,7 @@ from kcompact.cli.options import (
     json_option,
     now_ms_option,
     parse_jobs,
+    sole_replica_option,
 )
 from kcompact.cli.partition_filter_options import partition_filter_options
 
@@ -98,7 +99,8 @@ def _space_json(run: CleanRun) -> dict[str, object]:
         "order": run.fit_order,
         "space": None if run.space is None else {"peak_bytes": run.space.peak_bytes,
                                                  "gives_back_bytes": run.space.gives_back_bytes,
-                                                 "free_bytes": run.free_bytes},
+                                                 "free_bytes": run.free_bytes,
+                                                 "reserved_bytes": run.reserved_bytes},
     }
 
 
@@ -202,7 +204,10 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
         if result.checkpoint_written else "unchanged")
     table.add_row("checkpoint", checkpoint)
     if result.space is not None and result.free_bytes is not None:
-        table.add_row("space", result.space.line(result.free_bytes))
+        table.add_row("space", result.space.line(result.free_bytes, result.reserved_bytes))
+    if result.scratch_peak_bytes is not None and result.scratch_free_bytes is not None:
+        table.add_row("scratch dir", f"needs {render.size_text(result.scratch_peak_bytes)} free at peak; "
+                                     f"{render.size_text(result.scratch_free_bytes)} free")
     console.print(table)
 
 
@@ -237,7 +242,7 @@ def _render_summary(run: CleanRun, *, dry_run: bool) -> None:
     cleaned = sum(1 for r in run.results if r.skipped_reason is None)
     # before the summary, which stays the last line; a run that writes and frees nothing has no space to tell
     if run.space is not None and run.free_bytes is not None and (run.space.peak_bytes or run.space.gives_back_bytes):
-        render.plain(f"the run {run.space.line(run.free_bytes)}")
+        render.plain(f"the run {run.space.line(run.free_bytes, run.reserved_bytes)}")
     if dry_run:  # nothing happened: every count is what the run would do
         render.plain(
             f"would clean {render.plural(cleaned, 'partition')}, {len(run.results) - cleaned} have nothing to "
@@ -310,13 +315,11 @@ def _render_summary(run: CleanRun, *, dry_run: bool) -> None:
                    "has not one byte free, a group's old files are deleted before its cleaned files are "
                    "copied in (they are verified and fsynced in DIR first); a run killed then is settled "
                    "by the next clean with the same --scratch-dir, and until then a clean without it "
-                   "refuses the partition. Do not start a broker before that (ARCHITECTURE.md).")
-@click.option("--sole-replica", is_flag=True,
-              help="This broker is the only replica of the partitions (replication factor 1): take each "
-                   "one's high watermark as its log end, as Kafka's leader sets it on start, not the "
-                   "replication-offset-checkpoint's (a broker that died leaves it far behind). Without it "
-                   "the KRaft metadata log decides: a partition whose replicas are this node alone (and its "
-                   "ISR holds it) is taken so; one the metadata log assigns elsewhere is never, flag or not.")
+                   "refuses the partition. Do not start a broker before that (ARCHITECTURE.md). DIR may be "
+                   "another log dir of the broker (JBOD: its volume's free space): the scratch is then files "
+                   "at its top, kcompact-scratch.<partition>.*, which a broker's start passes over; a "
+                   "directory inside a log dir is refused (Kafka would not start).")
+@sole_replica_option
 @fence_options
 @config_source_options(METADATA_DIRS_HELP)
 @click.option("--jobs", default=None, callback=parse_jobs, metavar="N|auto",

@@ -23,6 +23,7 @@ from kcompact.cli.options import (
     config_source_options,
     json_option,
     now_ms_option,
+    sole_replica_option,
 )
 from kcompact.cli.partition_filter_options import partition_filter_options
 
@@ -69,6 +70,9 @@ def render_dirty_ratio(rows: Sequence[DirtyRatioRow], *, as_json: bool) -> None:
         console.print(f"{partitions_text(names)}: {detail}", highlight=False)
     if active_ids:
         console.print(active_only_line([f"{row.topic}-{row.partition}" for row in active_only]), highlight=False)
+    for row in rows:
+        if row.high_watermark_note is not None:  # as clean says it
+            render.plain(f"{row.topic}-{row.partition}: {row.high_watermark_note}")
     for row in rows:
         if row.space_peak_bytes is not None and row.space_gives_back_bytes is not None and row.free_bytes is not None:
             need = SpaceNeed(row.space_peak_bytes, row.space_gives_back_bytes)
@@ -212,10 +216,12 @@ def _bar(row: DirtyRatioRow) -> str:
 @click.option("--space", is_flag=True,
               help="Also say what each compacted partition's clean needs free at its peak and gives back, "
                    "against its volume's free space (runs the clean's dry run: reads the whole log).")
+@sole_replica_option
 @json_option("Print a JSON list of rows (also for one partition).")
 def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], now_ms: int | None,
                         server_properties: str | None, metadata_dir: str | None, storage_pairs: tuple[str, ...],
-                        space: bool, as_json: bool, selection: PartitionFilter | None = None) -> None:
+                        space: bool, sole_replica: bool, as_json: bool, selection: PartitionFilter | None = None
+                        ) -> None:
     """What the broker's log cleaner sees, per partition of the given log dirs or partition dirs:
     clean and dirty bytes, the dirty ratio against min.cleanable.dirty.ratio, whether it is eligible,
     the rule that stops cleaning, and the order in which the cleaner would pick partitions.
@@ -234,7 +240,7 @@ def dirty_ratio_command(paths: tuple[str, ...], config_pairs: tuple[str, ...], n
         rows = inputs.named(dirty_ratio_report(
             inputs.paths, cli_overrides=parse_config_pairs(config_pairs), now_ms=now_ms,
             server_properties=server_properties, metadata_dir=metadata_dir, progress=progress,
-            selection=selection, space=space))
+            selection=selection, space=space, sole_replica=sole_replica))
     render_dirty_ratio(rows, as_json=as_json)
     if any(row.error for row in rows):
         raise click.exceptions.Exit(EXIT_BAD_INPUT)

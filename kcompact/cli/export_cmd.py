@@ -15,7 +15,7 @@ import click
 from kcompact.cli import render
 from kcompact.cli.help_text import with_examples
 from kcompact.cli.input_path import InputPath, storage_option
-from kcompact.cli.options import EPILOG, EXIT_BAD_INPUT, json_option
+from kcompact.cli.options import EPILOG, EXIT_BAD_INPUT, json_option, sole_replica_option
 from kcompact.cli.partition_filter_options import partition_filter_options
 
 if TYPE_CHECKING:
@@ -42,9 +42,10 @@ LATEST_HELP = ("Write the compacted view: per (topic, partition, key) the latest
 @click.option("--latest", is_flag=True,
               help=LATEST_HELP)
 @storage_option
+@sole_replica_option
 @json_option("Print the summary as JSON.")
 def export_command(paths: tuple[str, ...], output: str, latest: bool, storage_pairs: tuple[str, ...],
-                   as_json: bool, selection: PartitionFilter | None = None) -> None:
+                   sole_replica: bool, as_json: bool, selection: PartitionFilter | None = None) -> None:
     """Write the records of partition directories or log dirs as Parquet, in this process (pyarrow):
     the same columns and rows as `kcompact spark export` — topic, partition, offset, timestamp, key,
     value, headers, is_tombstone, is_control, is_transactional, producer_id — without Spark's
@@ -64,7 +65,7 @@ def export_command(paths: tuple[str, ...], output: str, latest: bool, storage_pa
     started = time.perf_counter()
     with progress_bar(enabled=not as_json, verb="exporting") as progress:
         summary = export_parquet(paths, output, latest=latest, progress=progress, selection=selection,
-                                 storage_options=parse_storage_options(storage_pairs))
+                                 storage_options=parse_storage_options(storage_pairs), sole_replica=sole_replica)
     elapsed = time.perf_counter() - started
     if as_json:
         render.emit_json({**summary.as_dict(), "elapsed_s": round(elapsed, 3)})
@@ -83,7 +84,7 @@ def render_export_summary(summary: ExportSummary, took: str = "") -> None:
                 if summary.failures else "")
     render.plain(f"{render.export_text(summary)} written to {summary.output}{took}{left_out}")
     for stop in summary.stops:
-        if stop.reason != STOP_LOG_END or stop.high_watermark is None:
+        if stop.reason != STOP_LOG_END or stop.high_watermark is None or stop.high_watermark_note is not None:
             render.plain(stop.describe())
     for failure in summary.failures:
         render.error_line(str(failure.error))

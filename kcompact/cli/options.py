@@ -73,6 +73,19 @@ def now_ms_option(help_text: str) -> Callable[[F], F]:
 JSON_REQUESTED = "kcompact.json"  # key of click's ctx.meta (shared by nested contexts): --json was given
 
 
+SOLE_REPLICA_HELP = (
+    "This broker is the only replica of the partitions (replication factor 1): take each one's high watermark as "
+    "its log end, as Kafka's leader sets it on start, not the replication-offset-checkpoint's (a broker that died "
+    "leaves it far behind). Without it the KRaft metadata log decides: a partition whose replicas are this node "
+    "alone (and its ISR holds it) is taken so; one the metadata log assigns elsewhere is never, flag or not.")
+
+
+def sole_replica_option(function: F) -> F:
+    """``--sole-replica`` (``sole_replica``), the same for every command that caps by the high watermark
+    (``clean``, ``inspect dirty-ratio``, ``report``: ``log.rules.high_watermark.sole_replica_of``)."""
+    return click.option("--sole-replica", is_flag=True, help=SOLE_REPLICA_HELP)(function)
+
+
 def json_option(help_text: str) -> Callable[[F], F]:
     """``--json``, passed to the command as ``as_json``, and remembered for the error boundary.
 

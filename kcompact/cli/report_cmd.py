@@ -20,6 +20,7 @@ from kcompact.cli.options import (
     config_source_options,
     json_option,
     now_ms_option,
+    sole_replica_option,
 )
 from kcompact.cli.partition_filter_options import partition_filter_options
 
@@ -54,10 +55,12 @@ DIVERGED_NAMED = 10  # partitions named in the line saying replicas diverge (the
 @config_option("A topic configuration by Kafka's name (min.cleanable.dirty.ratio, …). Repeatable.")
 @now_ms_option("The clock (default: now), in ms since the epoch.")
 @config_source_options(METADATA_DIRS_HELP)
+@sole_replica_option
 @json_option("Print the report's data as one JSON object (with --output, the page is written too).")
 def report_command(paths: tuple[str, ...], output: str | None, from_parquet: str | None,
                    config_pairs: tuple[str, ...], now_ms: int | None, server_properties: str | None,
-                   metadata_dir: str | None, as_json: bool, selection: PartitionFilter | None = None) -> None:
+                   metadata_dir: str | None, sole_replica: bool, as_json: bool,
+                   selection: PartitionFilter | None = None) -> None:
     """One self-contained HTML page about the given log dirs (several: one per broker) or partitions:
     bytes on disk by topic and what a clean now would give back (the cleaner's dry run, as inspect keys
     projects it), which partitions the broker's cleaner would pick and what blocks the others (inspect
@@ -73,7 +76,7 @@ def report_command(paths: tuple[str, ...], output: str | None, from_parquet: str
     if output is None and not as_json:
         raise click.UsageError("--output FILE.html is required (or --json for the report's data)")
     report = _make_report(paths, from_parquet, config_pairs, now_ms, server_properties, metadata_dir,
-                          selection, as_json)
+                          selection, as_json, sole_replica)
     finish_report(report, output, as_json=as_json)
 
 
@@ -107,7 +110,7 @@ def finish_report(report: Report, output: str | None, *, as_json: bool) -> None:
 
 def _make_report(paths: tuple[str, ...], from_parquet: str | None, config_pairs: tuple[str, ...],
                  now_ms: int | None, server_properties: str | None, metadata_dir: str | None,
-                 selection: PartitionFilter | None, as_json: bool) -> Report:
+                 selection: PartitionFilter | None, as_json: bool, sole_replica: bool = False) -> Report:
     """The report, from the partitions (with a progress bar on stderr) or from the Parquet rows."""
     if from_parquet is not None:
         from kcompact.report.scale import parquet_report
@@ -117,6 +120,6 @@ def _make_report(paths: tuple[str, ...], from_parquet: str | None, config_pairs:
     from kcompact.config.topic_config import parse_config_pairs
     from kcompact.report.gather import ConfigInputs, log_dir_report
 
-    config = ConfigInputs(parse_config_pairs(config_pairs), server_properties, metadata_dir)
+    config = ConfigInputs(parse_config_pairs(config_pairs), server_properties, metadata_dir, sole_replica)
     with progress_bar(enabled=not as_json, verb="reading", counts=True) as progress:
         return log_dir_report(paths, config, now_ms=now_ms, selection=selection, progress=progress)

@@ -24,6 +24,7 @@ from kcompact.clock import run_clock_ms
 from kcompact.config.effective import EffectiveConfig
 from kcompact.config.sources import ConfigSources
 from kcompact.config.topic_config import TopicConfig
+from kcompact.log.rules.high_watermark import SoleReplica, sole_replica_of
 from kcompact.log.rules.ranges import (
     CleanableRange,
     checkpoint_reset_warning,
@@ -58,6 +59,7 @@ class InspectContext:
     effective: EffectiveConfig  # the configuration and the notes about how it was found
     state: LogState
     rng: CleanableRange
+    sole_replica: SoleReplica | None = None  # its high watermark is its log end, as clean takes it
 
     @property
     def config(self) -> TopicConfig:
@@ -72,6 +74,7 @@ def load_inspect_context(
     now_ms: int | None,
     server_properties: str | Path | None,
     metadata_dir: str | Path | None,
+    sole_replica: bool = False,
 ) -> InspectContext:
     """Open one partition directory and load it with its configuration and cleanable range.
 
@@ -82,6 +85,8 @@ def load_inspect_context(
         server_properties: the broker's server.properties (None: ``$KCOMPACT_SERVER_PROPERTIES``).
         metadata_dir: ``metadata.log.dir`` or its ``__cluster_metadata-0`` (None: as
             ``kcompact.config.effective.partition_config`` finds it).
+        sole_replica: ``--sole-replica``: as ``clean`` (``log.rules.high_watermark.sole_replica_of``), a partition whose
+            only replica is this broker has its log end as its high watermark (the state's note says why).
 
     Returns:
         The loaded partition.
@@ -93,11 +98,13 @@ def load_inspect_context(
     now = run_clock_ms(now_ms)
     partition = open_partition(path)
     check_log_dir_checkpoints(partition.path.parent)  # a damaged one: the error says what fixes it
-    sources = ConfigSources(cli_overrides, server_properties, metadata_dir)
+    sources = ConfigSources(cli_overrides, server_properties, metadata_dir, sole_replica=sole_replica)
     effective = sources.for_partition(partition.path)
-    state = load_log_state(partition, effective.config)
+    sole, note = sole_replica_of(effective, sources)
+    state = load_log_state(partition, effective.config, sole_replica=sole)
+    state.warnings.extend([note] if note else [])
     rng = compute_cleanable_range(state.range_inputs(effective.config, now))
     reset = checkpoint_reset_warning(rng)
     if reset is not None:
         state.warnings.append(reset)
-    return InspectContext(now, effective, state, rng)
+    return InspectContext(now, effective, state, rng, sole)

@@ -24,14 +24,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.round.stages import unsupported_reason
-from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.clock import run_clock_ms
 from kcompact.config.effective import EffectiveConfig
 from kcompact.config.sources import ConfigSources
 from kcompact.errors import KcompactError
 from kcompact.inspect.context import CrcTally
+from kcompact.inspect.dry_clean import dry_clean, unsupported_reason
+from kcompact.log.rules.high_watermark import SoleReplica, sole_replica_of
 from kcompact.log.rules.ranges import (
     RULE_CLEANUP_POLICY,
     RULE_OPEN_TRANSACTION,
@@ -112,6 +111,7 @@ class DirtyRatioRow:
     log_end_offset: int | None = None
     high_watermark: int | None = None
     high_watermark_source: str | None = None
+    high_watermark_note: str | None = None  # why it is the log end, not the checkpoint's (as clean says it)
     last_stable_offset: int | None = None
     first_dirty_offset: int | None = None
     first_uncleanable_offset: int | None = None
@@ -163,6 +163,7 @@ def dirty_ratio_report(
     progress: ProgressCallback | None = None,
     selection: PartitionFilter | None = None,
     space: bool = False,
+    sole_replica: bool = False,
 ) -> list[DirtyRatioRow]:
     """Rows for every partition under ``paths`` (log dirs or partition dirs), in the cleaner's pick order.
 
@@ -180,6 +181,9 @@ def dirty_ratio_report(
         space: also measure the space each compacted partition's clean needs and gives back, by running
             the clean's dry run (which reads every segment the clean would: the whole log, not just the
             dirty section).
+        sole_replica: ``--sole-replica``, as ``clean`` takes it: a partition whose only replica is this broker
+            (the KRaft metadata says so, or this flag where it says nothing) has its log end as its high
+            watermark (``log.rules.high_watermark.sole_replica_of``).
 
     Returns:
         One row per partition: ranked eligible ones first (rank 1 = the broker's next pick), then the
@@ -190,7 +194,7 @@ def dirty_ratio_report(
             file does not parse (once for the log dir, not in each of its partitions' rows).
     """
     now = run_clock_ms(now_ms)
-    sources = ConfigSources(cli_overrides, server_properties, metadata_dir)
+    sources = ConfigSources(cli_overrides, server_properties, metadata_dir, sole_replica=sole_replica)
     rows: list[DirtyRatioRow] = []
     ranges: list[tuple[str, CleanableRange]] = []
     log_dirs: dict[Path, _LogDirFacts] = {}
@@ -208,10 +212,12 @@ def dirty_ratio_report(
         except KcompactError as err:
             rows.append(_config_error_row(part_dir, err))
             continue
-        row, rng = _row(partition, effective, now, facts)
+        sole, note = sole_replica_of(effective, sources)
+        row, rng = _row(partition, effective, now, facts, sole)
+        row.warnings.extend([note] if note else [])
         rows.append(row)
         if space and rng is not None and row.error is None and effective.config.is_compacted:
-            _measure_space(row, part_dir, effective, now)
+            _measure_space(row, part_dir, effective, now, sole)
         if rng is not None:
             ranges.append((row.partition_dir, rng))
     if progress is not None:
@@ -223,10 +229,11 @@ def dirty_ratio_report(
     return rows
 
 
-def _measure_space(row: DirtyRatioRow, part_dir: Path, effective: EffectiveConfig, now: int) -> None:
+def _measure_space(row: DirtyRatioRow, part_dir: Path, effective: EffectiveConfig, now: int,
+                   sole: SoleReplica | None) -> None:
     """The row's space, from the clean's dry run (``clean --dry-run`` reports the same numbers)."""
     try:
-        result = clean_partition(part_dir, effective.config, CleanOptions(now_ms=now, dry_run=True))
+        result = dry_clean(part_dir, effective.config, now, sole_replica=sole)
     except KcompactError as err:
         row.warnings.append(f"the space its clean needs was not measured: {err}")
         return
@@ -310,7 +317,8 @@ class _LogDirPartition(Partition):
 
 
 def _row(
-    partition: _LogDirPartition, effective: EffectiveConfig, now: int, facts: _LogDirFacts
+    partition: _LogDirPartition, effective: EffectiveConfig, now: int, facts: _LogDirFacts,
+    sole: SoleReplica | None = None,
 ) -> tuple[DirtyRatioRow, CleanableRange | None]:
     config = effective.config
     row = DirtyRatioRow(
@@ -331,8 +339,9 @@ def _row(
         return row, None
     with LogReads() as reads:  # each small .log read and walked once for all four checks
         try:
-            state = load_log_state(partition, config, reads)
+            state = load_log_state(partition, config, reads, sole_replica=sole)
             rng = compute_cleanable_range(state.range_inputs(config, now))
+            row.high_watermark_note = state.high_watermark_note
             crc = _check_dirty_section(state, rng, reads)
         except KcompactError as err:
             row.error = str(explain_vanished(err))

@@ -61,9 +61,17 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from kcompact.config.sources import ConfigSources
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError, KcompactError, RefusedError, UnsupportedFormatError
-from kcompact.log.state.log_state import HW_FROM_CHECKPOINT, LogState, TxnSpan, load_log_state
+from kcompact.log.rules.high_watermark import SoleReplica, sole_replica_from_metadata, sole_replica_of
+from kcompact.log.state.log_state import (
+    HW_FROM_CHECKPOINT,
+    HW_FROM_SOLE_REPLICA,
+    LogState,
+    TxnSpan,
+    load_log_state,
+)
 from kcompact.records.batch_header import RecordBatch
 from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import Record, decode_records
@@ -182,6 +190,7 @@ class ViewStop:
     high_watermark: int | None
     producer_id: int | None = None
     first_offset: int | None = None
+    high_watermark_note: str | None = None  # why the high watermark is the log end (a sole replica, as clean says)
 
     def describe(self) -> str:
         """One sentence: where the view stops and why (``orders-0: read_committed view stops …``)."""
@@ -199,14 +208,16 @@ class ViewStop:
         unknown = ("" if self.high_watermark is not None else
                    "; no high watermark in replication-offset-checkpoint: bounded by the last stable "
                    "offset and the log end only")
-        return f"{head}: {why}{unknown}"
+        note = f"; {self.high_watermark_note}" if self.high_watermark_note else ""
+        return f"{head}: {why}{unknown}{note}"
 
     def as_dict(self) -> dict[str, Any]:
         """The ``--json`` form: every attribute, and ``text`` (:meth:`describe`)."""
         return {"partition_dir": self.partition_dir, "topic": self.topic, "partition": self.partition,
                 "stops_at": self.stops_at, "reason": self.reason, "producer_id": self.producer_id,
                 "first_offset": self.first_offset, "high_watermark": self.high_watermark,
-                "log_end_offset": self.log_end_offset, "text": self.describe()}
+                "log_end_offset": self.log_end_offset, "high_watermark_note": self.high_watermark_note,
+                "text": self.describe()}
 
 
 def view_stop(state: LogState, partition_dir: str | None = None) -> ViewStop:
@@ -220,12 +231,12 @@ def view_stop(state: LogState, partition_dir: str | None = None) -> ViewStop:
         The :class:`ViewStop` (never below the log start offset, never above the log end).
     """
     partition = state.partition
-    has_hw = state.high_watermark_source == HW_FROM_CHECKPOINT
+    has_hw = state.high_watermark_source in (HW_FROM_CHECKPOINT, HW_FROM_SOLE_REPLICA)
     lso = max(state.log_start_offset,
               state.producers.last_stable_offset(log_end_offset=state.log_end_offset))
     stop = ViewStop(str(partition.path) if partition_dir is None else partition_dir, partition.topic,
                     partition.partition, lso, STOP_LOG_END, state.log_end_offset,
-                    state.high_watermark if has_hw else None)
+                    state.high_watermark if has_hw else None, high_watermark_note=state.high_watermark_note)
     pending = state.open_transaction()
     if pending is not None and max(pending.first_offset, state.log_start_offset) == lso:
         undecided = any(t.first_offset == pending.first_offset for t in state.producers.open_transactions())
@@ -582,7 +593,8 @@ class CommittedView:
     stop: ViewStop
 
     @classmethod
-    def of(cls, partition_dir: str, storage_options: StorageOptions | None = None) -> CommittedView:
+    def of(cls, partition_dir: str, storage_options: StorageOptions | None = None, *,
+           sole_replica: bool = False) -> CommittedView:
         """The view of a partition directory; one behind a URL is copied whole to a local temporary
         directory for it (its whole log's batch headers, indexes, snapshots and log dir checkpoints).
 
@@ -590,18 +602,19 @@ class CommittedView:
             KcompactError: the partition does not load (naming the file, or the URL).
         """
         if not is_url(partition_dir):
-            return cls.of_partition(open_partition(partition_dir), partition_dir)
+            return cls.of_partition(open_partition(partition_dir), partition_dir, sole_replica=sole_replica)
         with mirrored([partition_dir], storage_options or {}) as local:
             here = str(local[partition_dir])
             try:
-                return cls.of_partition(open_partition(here), partition_dir)
+                return cls.of_partition(open_partition(here), partition_dir, sole_replica=sole_replica)
             except KcompactError as err:
                 raise _named_as_given(err, here, partition_dir) from err
 
     @classmethod
-    def of_partition(cls, partition: Partition, partition_dir: str) -> CommittedView:
-        """The view of a (local) partition, its stop named ``partition_dir``."""
-        state = load_log_state(partition, TopicConfig.defaults())
+    def of_partition(cls, partition: Partition, partition_dir: str, *, sole_replica: bool = False) -> CommittedView:
+        """The view of a (local) partition, its stop named ``partition_dir``; a partition whose only replica is
+        this broker (``sole_replica``: ``--sole-replica``) has its log end as its high watermark, as in ``clean``."""
+        state = load_log_state(partition, TopicConfig.defaults(), sole_replica=_sole_replica(partition, sole_replica))
         spans: dict[int, list[TxnSpan]] = {}
         for span in state.transactions:
             if span.marker_offset is None or span.aborted:
@@ -696,7 +709,7 @@ def refuse_output_in_log_dir(output: Path, paths: Iterable[str | Path]) -> None:
 def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: bool = False,
                    progress: ProgressCallback | None = None,
                    selection: PartitionFilter | None = None,
-                   storage_options: StorageOptions | None = None) -> ExportSummary:
+                   storage_options: StorageOptions | None = None, sole_replica: bool = False) -> ExportSummary:
     """Write the records under ``paths`` (or, with ``latest``, their compacted view) as Parquet, in-process.
 
     The output is a directory holding one ``part-00000.parquet`` (the shape Spark writes, so either
@@ -715,6 +728,9 @@ def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: b
         progress: called with the segment bytes read so far.
         selection: export only the partitions it matches (``--topic`` …; None: all).
         storage_options: fsspec options for the URLs.
+        sole_replica: ``--sole-replica``: with ``latest``, a partition whose only replica is this broker (the
+            KRaft metadata says so, or this flag where it says nothing) is read to its log end, its high
+            watermark as ``clean`` takes it (the stop's ``high_watermark_note`` says why).
 
     Returns:
         The :class:`ExportSummary` (``failures``: the partitions left out).
@@ -740,7 +756,7 @@ def export_parquet(paths: Iterable[str | Path], output: str | Path, *, latest: b
         records = 0
         with pq.ParquetWriter(temporary / "part-00000.parquet", schema) as writer:
             for columns in _export_chunks(refs, latest, read_progress(progress, "records", _total(refs)),
-                                          failures, stops, storage_options or {}):
+                                          failures, stops, storage_options or {}, sole_replica):
                 records += len(columns["offset"])
                 writer.write_batch(pa.RecordBatch.from_pydict(columns, schema=schema))
         refuse_all_failed(refs, failures)
@@ -761,8 +777,8 @@ def refuse_all_failed(refs: Sequence[SegmentRef], failures: Sequence[ExportFailu
 
 
 def _export_chunks(refs: Sequence[SegmentRef], latest: bool, progress: ReadProgress | None,
-                   failures: list[ExportFailure], stops: list[ViewStop], storage_options: StorageOptions
-                   ) -> Iterator[dict[str, list[Any]]]:
+                   failures: list[ExportFailure], stops: list[ViewStop], storage_options: StorageOptions,
+                   sole_replica: bool = False) -> Iterator[dict[str, list[Any]]]:
     """Every record's columns, or per partition the latest live record per key (offset order, with its
     :class:`ViewStop` appended to ``stops``); a partition that fails :func:`check_segments` is appended
     to ``failures`` instead. A partition behind a URL is read by byte range (each segment once per pass:
@@ -771,7 +787,8 @@ def _export_chunks(refs: Sequence[SegmentRef], latest: bool, progress: ReadProgr
     for group in by_partition(refs):
         given = group[0].partition_dir
         if not is_url(given) or not latest:
-            yield from _partition_chunks(group, latest, progress, failures, stops, storage_options)
+            yield from _partition_chunks(group, latest, progress, failures, stops, storage_options,
+                                         sole_replica=sole_replica)
             continue
         with mirrored([given], storage_options) as local:
             here = str(local[given])
@@ -784,7 +801,7 @@ def _export_chunks(refs: Sequence[SegmentRef], latest: bool, progress: ReadProgr
                 if progress is not None:
                     progress.advance(_total(group))
                 continue
-            yield from _partition_chunks(copies, latest, progress, named, local_stops)
+            yield from _partition_chunks(copies, latest, progress, named, local_stops, sole_replica=sole_replica)
             failures += [ExportFailure(given, _named_as_given(f.error, here, given)) for f in named]
             stops += [replace(stop, partition_dir=given) for stop in local_stops]
     if progress is not None:
@@ -808,7 +825,8 @@ def _mirrored_ref(ref: SegmentRef, here: str, storage_options: StorageOptions) -
 
 def _partition_chunks(group: Sequence[SegmentRef], latest: bool, progress: ReadProgress | None,
                       failures: list[ExportFailure], stops: list[ViewStop],
-                      storage_options: StorageOptions | None = None) -> Iterator[dict[str, list[Any]]]:
+                      storage_options: StorageOptions | None = None, *, sole_replica: bool = False
+                      ) -> Iterator[dict[str, list[Any]]]:
     """One partition's chunks for :func:`_export_chunks`."""
     committed: dict[str, CommittedView] = {}
     error = check_segments(group, storage_options)
@@ -817,6 +835,9 @@ def _partition_chunks(group: Sequence[SegmentRef], latest: bool, progress: ReadP
         if progress is not None:
             progress.advance(_total(group))
         return
+    if latest:
+        given = group[0].partition_dir
+        committed[given] = CommittedView.of(given, storage_options, sole_replica=sole_replica)
     table: dict[bytes, tuple[Any, ...]] = {}
     for ref in group:
         for columns in iter_segment_columns(ref, READ_COMMITTED if latest else READ_UNCOMMITTED,
@@ -834,6 +855,17 @@ def _partition_chunks(group: Sequence[SegmentRef], latest: bool, progress: ReadP
     live = sorted((row for row in table.values() if not row[7]), key=lambda row: row[2])
     if live:
         yield {name: [row[j] for row in live] for j, (name, _) in enumerate(EXPORT_COLUMNS)}
+
+
+def _sole_replica(partition: Partition, flag: bool) -> SoleReplica | None:
+    """Whether the partition's only replica is this broker, as ``clean`` decides it
+    (``high_watermark.sole_replica_of``: the KRaft metadata found for the log dir, else ``--sole-replica``)."""
+    sources = ConfigSources({}, sole_replica=flag)
+    try:
+        effective = sources.for_partition(partition.path)
+    except KcompactError:  # no configuration to read (a copy without its log dir's files): the flag decides
+        return sole_replica_from_metadata(None, None, flag=flag)[0]
+    return sole_replica_of(effective, sources)[0]
 
 
 def _total(refs: Sequence[SegmentRef]) -> int:

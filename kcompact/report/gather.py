@@ -29,12 +29,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kcompact.cleaner.logdir.keyless import sample_keyless
 from kcompact.clock import run_clock_ms
 from kcompact.config.server_properties import node_id, read_server_properties
 from kcompact.errors import KcompactError
 from kcompact.inspect.context import InspectContext, load_inspect_context
 from kcompact.inspect.dirty_ratio import ADVICE, DirtyRatioRow, dirty_ratio_report
+from kcompact.inspect.dry_clean import mostly_keyless
 from kcompact.inspect.keys import dry_run, log_size, projected_size
 from kcompact.inspect.last_clean import partition_last_clean
 from kcompact.inspect.replicas import ReplicaSet, ReplicasRow, replica_sets, replicas_row
@@ -66,6 +66,7 @@ class ConfigInputs:
     cli_overrides: Mapping[str, str]
     server_properties: str | Path | None = None
     metadata_dir: str | Path | None = None
+    sole_replica: bool = False  # --sole-replica, as clean takes it (``log.rules.high_watermark.sole_replica_of``)
 
 
 def log_dir_report(
@@ -97,7 +98,8 @@ def log_dir_report(
     now = run_clock_ms(now_ms)
     rows = dirty_ratio_report(given, cli_overrides=config.cli_overrides, now_ms=now,
                               server_properties=config.server_properties, metadata_dir=config.metadata_dir,
-                              selection=selection, progress=_renamed(progress, PROGRESS_DIRTY_RATIO))
+                              selection=selection, progress=_renamed(progress, PROGRESS_DIRTY_RATIO),
+                              sole_replica=config.sole_replica)
     entries = []
     for done, row in enumerate(rows):
         if progress is not None:
@@ -145,14 +147,16 @@ def partition_entry(row: DirtyRatioRow, config: ConfigInputs, now_ms: int) -> Pa
     entry = PartitionEntry(
         str(path.parent), row.topic, row.partition, row.partition_dir, row.cleanup_policy, row.clean_bytes,
         row.dirty_bytes, row.dirty_ratio, row.min_cleanable_dirty_ratio, row.eligible, row.cleaner_rank,
-        row.blocking_rule, row.blocking_detail, holds_no_records=row.holds_no_records)
+        row.blocking_rule, row.blocking_detail, high_watermark_note=row.high_watermark_note,
+        holds_no_records=row.holds_no_records)
     if row.error is not None:
         entry.errors.append(f"inspect dirty-ratio: {row.error}")
         if not row.cleanup_policy:  # nothing of it loads: the other sources would fail alike
             return entry
     try:  # one load for the three sources (each command loads the partition the same way)
         ctx = load_inspect_context(entry.partition_dir, cli_overrides=config.cli_overrides, now_ms=now_ms,
-                                   server_properties=config.server_properties, metadata_dir=config.metadata_dir)
+                                   server_properties=config.server_properties, metadata_dir=config.metadata_dir,
+                                   sole_replica=config.sole_replica)
     except KcompactError as err:
         entry.errors += [f"{command}: {err}" for command in SOURCES]
         return entry
@@ -176,7 +180,7 @@ def _add_projection(entry: PartitionEntry, ctx: InspectContext) -> None:
     entry.size_in_bytes_after_roll = projected_size(rolled, size)
     entry.clean_skipped_reason = dry.skipped_reason
     partition = ctx.state.partition  # KRaft's metadata log has no keys, and no cleaner or retention of a topic
-    entry.mostly_keyless = not partition.is_metadata_log and sample_keyless(partition).mostly_keyless
+    entry.mostly_keyless = not partition.is_metadata_log and mostly_keyless(partition)
 
 
 def _add_last_clean(entry: PartitionEntry, ctx: InspectContext) -> None:

@@ -80,6 +80,7 @@ class PartitionEntry:
     records_since: int | None = None
     hanging: list[HangingEntry] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # "<command>: <its one line>", one per failing source
+    high_watermark_note: str | None = None  # why its high watermark is its log end (``inspect dirty-ratio``'s)
     holds_no_records: bool = False  # ``inspect dirty-ratio``'s: its log end is its log start
     mostly_keyless: bool = False  # ``clean``'s keyless sample: most of its records have no key
     # the projection of ``clean --roll`` (the active segment rolled first, then cleaned); where the active

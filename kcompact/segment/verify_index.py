@@ -124,7 +124,7 @@ def verify_index_file(
 
 
 def verify_index_with_facts(
-    index_path: Path, base_offset: int, log_path: Path, walked: LogFacts | Exception
+    index_path: Path, base_offset: int, log_path: Path, walked: LogFacts | Exception, kind: str | None = None
 ) -> list[str]:
     """:func:`verify_index_file` of a closed segment whose ``.log`` the caller has walked already.
 
@@ -137,11 +137,13 @@ def verify_index_with_facts(
         log_path: the segment's ``.log`` (named in the problem when it could not be walked).
         walked: the facts of the whole ``.log`` (:meth:`LogFacts.add` over every batch), or the
             error that stopped its walk.
+        kind: ``index``, ``timeindex`` or ``txnindex``, for a file not named as Kafka names it (a scratch
+            file in a log dir, ``cleaner.disk.scratch``); None: from its name.
 
     Returns:
         The problems :func:`verify_index_file` would report with ``live_active=False``.
     """
-    loaded = _read_index(index_path)
+    loaded = _read_index(index_path, kind)
     if isinstance(loaded, str):
         return [loaded]
     if isinstance(walked, LogFacts) and walked.columns is not None:
@@ -206,10 +208,12 @@ def _time_slots_agree(slots: npt.NDArray[np.void], base_offset: int, lasts: I64,
         and (reached_at[at] == offsets).all())
 
 
-def _read_index(index_path: Path) -> tuple[str, bytes] | str:
-    """``(kind, bytes)`` of an index file, or the one problem that stops its check."""
-    parsed = parse_segment_file_name(index_path.name)
-    kind = parsed.kind if parsed is not None else ""
+def _read_index(index_path: Path, kind: str | None = None) -> tuple[str, bytes] | str:
+    """``(kind, bytes)`` of an index file (its kind by its name unless given), or the one problem that stops
+    its check."""
+    if kind is None:
+        parsed = parse_segment_file_name(index_path.name)
+        kind = parsed.kind if parsed is not None else ""
     if kind not in ("index", "timeindex", "txnindex"):
         return (
             "not an index file; expected a .index, .timeindex or .txnindex name, found "

@@ -52,6 +52,8 @@ RESULT_FIELDS = {
     "retention_rolled",
     "space_peak_bytes",
     "space_gives_back_bytes",
+    "scratch_peak_bytes",
+    "scratch_free_bytes",
 }
 STATS_FIELDS = {
     "bytes_read",
@@ -186,6 +188,8 @@ def test_json_report_has_a_fixed_field_set(tmp_path: Path) -> None:
         "clean_limit": None,
         "high_watermark": 31,
         "high_watermark_note": None,
+        "scratch_peak_bytes": None,  # a dry run's with --scratch-dir
+        "scratch_free_bytes": None,
     }
     assert Path(only["partition_dir"]) == part
     assert (only["records_read"], only["records_written"], only["superseded_removed"]) == (30, 4, 26)

@@ -29,7 +29,7 @@ REAL_LOG_DIRS = (
 ROW_FIELDS = [
     "topic", "partition", "partition_dir", "cleanup_policy", "cleanup_policy_last_known_at",
     "log_start_offset", "log_end_offset",
-    "high_watermark", "high_watermark_source", "last_stable_offset", "first_dirty_offset",
+    "high_watermark", "high_watermark_source", "high_watermark_note", "last_stable_offset", "first_dirty_offset",
     "first_uncleanable_offset", "clean_bytes", "dirty_bytes", "dirty_ratio",
     "min_cleanable_dirty_ratio", "eligible", "must_clean", "max_compaction_delay_ms", "blocking_rule",
     "blocking_detail", "cleaner_rank", "corrupt_batches", "cleaner_fails", "warnings", "error",

@@ -107,6 +107,10 @@ def test_a_dead_sole_replica_broker_is_cleaned_to_its_log_end(kafka: Kafka, tmp_
         f"high watermark taken as the log end {log_end}: this broker (node 1) is the partition's only replica "
         f"(KRaft metadata), and Kafka's leader sets it there on start (Partition.maybeIncrementLeaderHW); "
         f"the replication-offset-checkpoint's {ends[0]} is stale")
+    ratio = kcompact("inspect", "dirty-ratio", copy / f"{TOPIC}-0", "--json")  # the read-only view agrees
+    (row,) = json.loads(ratio.stdout)
+    assert (row["high_watermark"], row["first_uncleanable_offset"], row["high_watermark_note"]) == (
+        planned["high_watermark"], planned["first_uncleanable_offset"], planned["high_watermark_note"])
     (failure,) = report["failures"]
     size = segment.stat().st_size
     assert failure["error"].startswith(

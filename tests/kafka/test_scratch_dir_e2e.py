@@ -66,8 +66,10 @@ def test_a_full_log_dir_cleaned_through_a_scratch_dir_is_served_whole(
 
     assert done.returncode == 0, done.stdout
     rows = {row["topic"]: row for row in json.loads(done.stdout)["results"]}
-    assert rows[TOPIC]["scratch_actions"] == [
-        f"{first_log(log_dir)}: written in {scratch / f'{TOPIC}-0'}, evacuated, then brought in"]
+    (action,) = rows[TOPIC]["scratch_actions"]
+    assert action.startswith(f"{first_log(log_dir)}: written in {scratch / f'{TOPIC}-0'}, evacuated (no group fitted "
+                             "beside its old segments with 0 B free; the last left, it gives back "), action
+    assert action.endswith("), then brought in")
     assert list(scratch.rglob("*")) == []
     os.unlink(filler)  # the broker needs room to start (the operator's file, not Kafka's)
     served = serve(kafka, log_dir)

@@ -9,11 +9,16 @@ of the partition directory; then, group by group in the partition's order, each 
    the partition while it is there. A manifest ``<base>.scratch.json`` (the partition, the group's base, its old
    ``.log`` files and their sizes, the new files with their sizes and SHA-256) is written to a temporary name,
    fsynced and renamed, so it is whole or absent (``scratch-written``).
-2. When the partition's volume has room for the new files (rounded to its blocks) with one block to spare,
-   they are copied in as ``.cleaned`` files (hashed as they are copied, then fsynced: ``scratch-copied-partial``
-   after the ``.log``, ``scratch-copied``) and swapped in by ``swap.replace_segments`` — Kafka's own protocol
-   with its own crash points. A broker started at any moment finds each group wholly old or wholly new.
-3. When it has not (not one byte free), the group is *evacuated*: the old group's files are deleted
+2. When the partition's volume has room for the new files (rounded to its blocks) with one block to spare —
+   counting, when kcompact runs as root, the blocks the volume keeps for root (``disk.space``: the group gives
+   them back at once, and the broker never needed them) — they are copied in as ``.cleaned`` files (hashed as
+   they are copied, then fsynced: ``scratch-copied-partial`` after the ``.log``, ``scratch-copied``) and
+   swapped in by ``swap.replace_segments`` — Kafka's own protocol with its own crash points. A broker started
+   at any moment finds each group wholly old or wholly new.
+   Groups come in in the partition's order while one fits so (:func:`next_group`: the first that does).
+3. When none has (not one byte free), one group is *evacuated*: the one whose evacuation gives back the most
+   (its old files' blocks less its new files'; ties: the lowest offset), so that the most groups after it fit
+   beside their old segments; the report says which and why. the old group's files are deleted
    (``scratch-old-deleted``: the window), the new files are copied in as in 2 and swapped in with no old
    segment to replace. Between the first delete and the ``.swap`` renames the partition directory lacks the
    group's records; they are durable, verified, in the scratch dir, and nothing on the full volume can hold
@@ -27,6 +32,13 @@ manifest's sizes and hashes: done), old (every old ``.log`` there with its size:
 or neither (killed in the window): what is left of the old group goes and the new files are brought in from
 the scratch dir. Then the scratch files, the manifest and the marker go. A settled partition has no file of
 the round in the scratch dir.
+
+Where the scratch files go (:class:`ScratchPlace`): ``DIR/<partition dir name>/``, unless DIR is a Kafka log dir
+(another of the broker's ``log.dirs``, on another volume: its free space): Kafka 4.1's ``LogManager.loadLogs``
+takes every directory of a log dir for a partition, and one whose name ``UnifiedLog.parseTopicPartitionName``
+does not parse stops the broker's start, while it passes over the log dir's files. There the scratch files are
+files of DIR itself, each named ``kcompact-scratch.<partition dir name>.<its name>``. A scratch dir *inside* a
+log dir (a directory there) is refused (:func:`refuse_scratch_dir`), and so is one inside the log dir cleaned.
 """
 
 from __future__ import annotations
@@ -47,10 +59,11 @@ from kcompact.cleaner.disk.swap import (
     recover_interrupted_swaps,
     replace_segments,
 )
-from kcompact.errors import KcompactError, NoSpaceError
+from kcompact.errors import KcompactError, NoSpaceError, RefusedError
 from kcompact.segment.files import copy_ownership, file_access, fsync_dir
 from kcompact.segment.names import parse_segment_file_name, segment_file_name
-from kcompact.segment.partition import SegmentFiles
+from kcompact.segment.partition import LOG_DIR_FILES, SegmentFiles
+from kcompact.text import size_text
 
 SCRATCH_CRASH_POINTS = (
     "scratch-written",  # the group's output and manifest durable in the scratch dir; the partition untouched
@@ -60,6 +73,7 @@ SCRATCH_CRASH_POINTS = (
     "scratch-swapped",  # the group is new in the partition; its scratch files and manifest still there
 )
 PENDING_MARKER = "kcompact-scratch.pending"  # empty: on a volume with no free byte it still fits
+IN_LOG_DIR_PREFIX = "kcompact-scratch."  # then the partition dir's name and a dot: files of a log dir's top
 _MANIFEST_SUFFIX = ".scratch.json"
 _COPY_CHUNK = 1 << 20
 
@@ -106,9 +120,81 @@ class ScratchManifest:
                                 "partition is known to be whole") from err
 
 
-def scratch_subdir(scratch_dir: str | Path, partition_dir: Path) -> Path:
-    """Where a partition's cleaned segments are written in the scratch dir."""
-    return Path(scratch_dir) / partition_dir.name
+@dataclass(frozen=True, slots=True)
+class ScratchPlace:
+    """Where one partition's scratch files are: every file of ``directory`` (``DIR/<partition>``), or, in a
+    scratch dir that is a Kafka log dir, those of ``directory`` (DIR) whose names start with ``prefix``."""
+
+    directory: Path
+    prefix: str = ""
+
+    @property
+    def scratch_dir(self) -> Path:
+        """The ``--scratch-dir`` it is in."""
+        return self.directory if self.prefix else self.directory.parent
+
+    def path(self, name: str) -> Path:
+        """The scratch file of this partition named ``name`` (a segment's or a manifest's name)."""
+        return self.directory / (self.prefix + name)
+
+    def cleaned(self, base_offset: int, kind: str) -> Path:
+        """Where the ``.cleaned`` file of a group's output of this kind is."""
+        return self.path(segment_file_name(base_offset, kind, "cleaned"))
+
+    def files(self) -> list[Path]:
+        """This partition's scratch files, sorted (none where its directory does not exist)."""
+        if not self.directory.is_dir():
+            return []
+        return sorted(p for p in self.directory.iterdir() if p.name.startswith(self.prefix) and p.is_file())
+
+    def exists(self) -> bool:
+        """Whether the partition has a place in the scratch dir (its directory; in a log dir, a file)."""
+        return bool(self.files()) if self.prefix else self.directory.is_dir()
+
+    def create(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+
+    def remove_if_empty(self) -> None:
+        """The partition's directory goes once nothing of the round is left in it (a log dir stays)."""
+        if not self.prefix and self.directory.is_dir() and not any(self.directory.iterdir()):
+            self.directory.rmdir()
+            fsync_dir(self.directory.parent)
+
+    def __str__(self) -> str:
+        return str(self.path("*") if self.prefix else self.directory)
+
+
+def scratch_place(scratch_dir: str | Path, partition_dir: Path) -> ScratchPlace:
+    """Where a partition's cleaned segments are written in the scratch dir (the module docstring)."""
+    root = Path(scratch_dir)
+    if _holds_log_dir_files(root):
+        return ScratchPlace(root, f"{IN_LOG_DIR_PREFIX}{partition_dir.name}.")
+    return ScratchPlace(root / partition_dir.name)
+
+
+def refuse_scratch_dir(scratch_dir: str | Path, log_dir: Path) -> None:
+    """Refuse a scratch dir inside the log dir cleaned, or inside (below the top of) another Kafka log dir.
+
+    Raises:
+        RefusedError: one line naming the way that works.
+    """
+    scratch = Path(scratch_dir).resolve()
+    if scratch.is_relative_to(log_dir.resolve()):
+        raise RefusedError(f"{scratch_dir}: the scratch dir is inside the log dir {log_dir}, whose directories "
+                           "are the broker's; give one outside it, on another volume")
+    owner = next((d for d in (scratch, *scratch.parents) if _holds_log_dir_files(d)), None)
+    if owner is not None and owner != scratch:
+        raise RefusedError(
+            f"{scratch_dir}: the scratch dir is a directory inside the Kafka log dir {owner}, where a directory "
+            "not named topic-partition stops the broker's start (LogManager.loadLogs); give the log dir itself, "
+            f"--scratch-dir {owner}: kcompact keeps its scratch there as files {IN_LOG_DIR_PREFIX}<partition>.*, "
+            f"which the broker passes over, and remove {scratch_dir} before a broker starts")
+
+
+def _holds_log_dir_files(directory: Path) -> bool:
+    """A Kafka log dir by its own top files (``segment.partition.LOG_DIR_FILES``): its partitions' names are
+    not asked, since a plain scratch dir holds directories named like them."""
+    return any((directory / name).is_file() for name in LOG_DIR_FILES)
 
 
 def pending_marker(partition_dir: Path) -> Path | None:
@@ -117,19 +203,55 @@ def pending_marker(partition_dir: Path) -> Path | None:
     return marker if marker.exists() else None
 
 
+@dataclass(frozen=True, slots=True)
+class NextGroup:
+    """Which pending group to bring in next, and why it is evacuated where none fits beside its old segments."""
+
+    position: int  # in the pending groups given
+    why_evacuated: str = ""
+
+
+def next_group(pending: Sequence[tuple[CleanedSegment, Sequence[SegmentFiles]]], partition_dir: Path) -> NextGroup:
+    """The first pending group whose new files fit beside its old segments (step 2); where none does, the one
+    whose evacuation gives back the most, ties to the lowest offset (step 3).
+
+    Args:
+        pending: per group not yet brought in, in the partition's order: its files in the scratch dir and its
+            old segments.
+        partition_dir: the partition directory.
+    """
+    volume = volume_of(partition_dir)
+    room = volume.free_bytes + (volume.reserved_bytes if os.geteuid() == 0 else 0)
+    gains: list[int] = []
+    for position, (cleaned, old) in enumerate(pending):
+        need = sum(volume.allocated(size) for size in _sizes(cleaned).values())
+        if need + volume.block_bytes <= room:
+            return NextGroup(position)
+        gains.append(held_bytes(p for seg in old for p in _group_files(partition_dir, seg.base_offset)) - need)
+    best = max(range(len(gains)), key=lambda i: (gains[i], -i))
+    which = f"of the {len(pending)} left it gives back the most, " if len(pending) > 1 else \
+        "the last left, it gives back "
+    return NextGroup(best, f"no group fitted beside its old segments with {size_text(room)} free; {which}"
+                           f"{size_text(gains[best])}")
+
+
 def bring_in(
-    cleaned: CleanedSegment, old: Sequence[SegmentFiles], partition_dir: Path, *, hook: CrashHook | None = None
-) -> bool:
+    cleaned: CleanedSegment, old: Sequence[SegmentFiles], partition_dir: Path, place: ScratchPlace,
+    *, hook: CrashHook | None = None, why_evacuated: str = "",
+) -> str:
     """Bring one group's verified output from the scratch dir into the partition (steps 1–4).
 
     Args:
         cleaned: the group's ``.cleaned`` files, complete, fsynced and self-checked in the scratch dir.
         old: the group's segments in the partition.
         partition_dir: the partition directory (hold its lock).
+        place: the partition's place in the scratch dir, where ``cleaned`` is.
         hook: called with each crash point's name (tests).
+        why_evacuated: why this group, where it is evacuated (:func:`next_group`), for the report.
 
     Returns:
-        Whether the group was evacuated (its old files deleted before the new ones were copied in).
+        How it came in, for the report: evacuated (its old files deleted before the new ones were copied in),
+        or copied in beside its old segments (through root's reserve, where only that had room).
 
     Raises:
         NoSpaceError: the partition's volume cannot take the new files even with the old group gone
@@ -139,10 +261,11 @@ def bring_in(
     """
     volume = volume_of(partition_dir)
     need = sum(volume.allocated(size) for size in _sizes(cleaned).values())
-    fits = need + volume.block_bytes <= volume.free_bytes
+    reserve = volume.reserved_bytes if os.geteuid() == 0 else 0
+    fits = need + volume.block_bytes <= volume.free_bytes + reserve
     old_held = held_bytes(p for seg in old for p in _group_files(partition_dir, seg.base_offset))
     if not fits and need > volume.free_bytes + old_held:
-        _discard_files(cleaned.directory, cleaned.base_offset)
+        _discard_files(place, cleaned.base_offset)
         raise NoSpaceError(
             f"{partition_dir}: the cleaned {segment_file_name(cleaned.base_offset, 'log')} needs {need} bytes and "
             f"the volume has {volume.free_bytes} free with {old_held} held by the segments it replaces; "
@@ -151,23 +274,27 @@ def bring_in(
     with file_access(partition_dir, "bring a cleaned segment in from the scratch dir"):
         (partition_dir / PENDING_MARKER).touch()  # before the manifest: a clean without the scratch dir refuses
         fsync_dir(partition_dir)
-        manifest = _write_manifest(cleaned, old, partition_dir)
+        manifest = _write_manifest(cleaned, old, partition_dir, place)
         crash_point("scratch-written", hook)
         try:
             if not fits:
                 _delete_group(partition_dir, manifest)
                 crash_point("scratch-old-deleted", hook)
-            _copy_in(cleaned.directory, manifest, partition_dir, hook)
+            _copy_in(place, manifest, partition_dir, hook)
             replace_segments(_in_partition(manifest, partition_dir), old if fits else [], hook=hook)
             crash_point("scratch-swapped", hook)
-            _finish(cleaned.directory, manifest, partition_dir)
+            _finish(place, manifest, partition_dir)
         except (OSError, KcompactError) as err:
             raise KcompactError(
                 f"{partition_dir}: bringing in the cleaned {segment_file_name(cleaned.base_offset, 'log')} from "
-                f"{cleaned.directory} failed ({_reason(err)}); its manifest stays there: run `kcompact clean "
-                f"--scratch-dir {cleaned.directory.parent}` again before a broker starts on the partition"
+                f"{place} failed ({_reason(err)}); its manifest stays there: run `kcompact clean "
+                f"--scratch-dir {place.scratch_dir}` again before a broker starts on the partition"
             ) from err
-    return not fits
+    if not fits:
+        return f"evacuated ({why_evacuated}), then brought in" if why_evacuated else "evacuated, then brought in"
+    if need + volume.block_bytes > volume.free_bytes:
+        return "copied in beside its old segments through root's reserve, then swapped"
+    return "copied in beside its old segments, then swapped"
 
 
 def _reason(err: OSError | KcompactError) -> str:
@@ -184,15 +311,15 @@ def settle_scratch(partition_dir: Path, scratch_dir: str | Path) -> list[str]:
         KcompactError: a manifest does not parse, or a scratch file lost its bytes while the group is not
             whole in the partition (then nothing of that group is changed).
     """
-    sub = scratch_subdir(scratch_dir, partition_dir)
+    place = scratch_place(scratch_dir, partition_dir)
     actions: list[str] = []
-    if not sub.is_dir():
+    if not place.exists():
         if pending_marker(partition_dir) is not None:
             raise KcompactError(f"{partition_dir / PENDING_MARKER}: a group evacuated through a scratch dir is "
-                                f"not settled and {sub} does not exist; give the --scratch-dir it was cleaned with")
+                                f"not settled and {place} does not exist; give the --scratch-dir it was cleaned with")
         return actions
     with file_access(partition_dir, "settle a clean through the scratch dir"):
-        manifests = sorted(sub.glob("*" + _MANIFEST_SUFFIX))
+        manifests = _manifests(place)
         if manifests:
             actions += recover_interrupted_swaps(partition_dir).actions
         for path in manifests:
@@ -203,21 +330,26 @@ def settle_scratch(partition_dir: Path, scratch_dir: str | Path) -> list[str]:
             elif _is_old(partition_dir, manifest):
                 actions.append(f"{log_name}: the scratch clean had not changed its group; scratch files removed")
             else:
+                _refuse_foreign(partition_dir, manifest, path)
                 _delete_group(partition_dir, manifest)
-                _copy_in(sub, manifest, partition_dir, None)
+                _copy_in(place, manifest, partition_dir, None)
                 replace_segments(_in_partition(manifest, partition_dir), [])
-                actions.append(f"{log_name}: evacuated group brought in from {sub}")
-            _finish(sub, manifest, partition_dir)
-        for stray in sorted(p for p in sub.iterdir() if p.is_file()):
+                actions.append(f"{log_name}: evacuated group brought in from {place}")
+            _finish(place, manifest, partition_dir)
+        for stray in place.files():
             stray.unlink()  # .cleaned files of groups a killed round had not begun to bring in
             actions.append(f"delete unfinished {stray} (no manifest: its group was never brought in)")
         marker = pending_marker(partition_dir)
         if marker is not None:
             marker.unlink()
             fsync_dir(partition_dir)
-        sub.rmdir()
-        fsync_dir(sub.parent)
+        fsync_dir(place.directory)
+        place.remove_if_empty()
     return actions
+
+
+def _manifests(place: ScratchPlace) -> list[Path]:
+    return [p for p in place.files() if p.name.endswith(_MANIFEST_SUFFIX)]
 
 
 def _sizes(cleaned: CleanedSegment) -> dict[str, int]:
@@ -236,23 +368,25 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _manifest_path(sub: Path, base: int) -> Path:
-    return sub / f"{base:020d}{_MANIFEST_SUFFIX}"
+def _manifest_path(place: ScratchPlace, base: int) -> Path:
+    return place.path(f"{base:020d}{_MANIFEST_SUFFIX}")
 
 
-def _write_manifest(cleaned: CleanedSegment, old: Sequence[SegmentFiles], partition_dir: Path) -> ScratchManifest:
+def _write_manifest(
+    cleaned: CleanedSegment, old: Sequence[SegmentFiles], partition_dir: Path, place: ScratchPlace
+) -> ScratchManifest:
     new = tuple(ScratchFile(kind, segment_file_name(cleaned.base_offset, kind), path.stat().st_size, _sha256(path))
                 for kind, path in sorted(cleaned.files.items(), key=lambda item: INDEX_KINDS.index(item[0])))
     olds = tuple(ScratchFile("log", seg.log_path.name, seg.size_in_bytes) for seg in old)
     manifest = ScratchManifest(str(partition_dir), cleaned.base_offset, olds, new)
-    path = _manifest_path(cleaned.directory, cleaned.base_offset)
+    path = _manifest_path(place, cleaned.base_offset)
     temp = path.with_name(path.name + ".tmp")
     with open(temp, "w") as file:
         file.write(manifest.to_json())
         file.flush()
         os.fsync(file.fileno())
     os.replace(temp, path)
-    fsync_dir(cleaned.directory)
+    fsync_dir(place.directory)
     return manifest
 
 
@@ -268,10 +402,10 @@ def _delete_group(partition_dir: Path, manifest: ScratchManifest) -> None:
     fsync_dir(partition_dir)
 
 
-def _copy_in(sub: Path, manifest: ScratchManifest, partition_dir: Path, hook: CrashHook | None) -> None:
+def _copy_in(place: ScratchPlace, manifest: ScratchManifest, partition_dir: Path, hook: CrashHook | None) -> None:
     """Copy the new files in as ``.cleaned``, hashing the scratch bytes as they go; fsync each and the dir."""
     for i, f in enumerate(manifest.new):
-        src = sub / segment_file_name(manifest.base_offset, f.kind, "cleaned")
+        src = place.cleaned(manifest.base_offset, f.kind)
         dst = partition_dir / segment_file_name(manifest.base_offset, f.kind, "cleaned")
         digest = hashlib.sha256()
         with open(src, "rb") as reader, open(dst, "wb") as writer:
@@ -307,21 +441,43 @@ def _is_new(partition_dir: Path, manifest: ScratchManifest) -> bool:
     return True
 
 
+def _refuse_foreign(partition_dir: Path, manifest: ScratchManifest, manifest_path: Path) -> None:
+    """Refuse to settle a group as killed in the window when a ``.log`` of its old group is there with another
+    size and is not the clean's own new ``.log``: something else rewrote the group since (a broker started
+    against the advice, whose own cleaner ran); deleting it could lose offsets past the group's.
+
+    Raises:
+        KcompactError: one line; nothing of the group is changed, its scratch files stay.
+    """
+    new_log = manifest.new[0]
+    for old in manifest.old:
+        path = partition_dir / old.name
+        if not path.exists() or path.stat().st_size == old.size:
+            continue
+        if old.name == new_log.name and path.stat().st_size == new_log.size and _sha256(path) == new_log.sha256:
+            continue
+        raise KcompactError(
+            f"{path}: the scratch clean's group is neither as it found it ({old.size} bytes) nor as it made it, "
+            f"found {path.stat().st_size} bytes: something rewrote it since (a broker's cleaner?); nothing of the "
+            f"group was changed: once the partition is known whole, remove its scratch files ({manifest_path} "
+            f"and the .cleaned files of its base) and {PENDING_MARKER}")
+
+
 def _is_old(partition_dir: Path, manifest: ScratchManifest) -> bool:
     return all((p := partition_dir / f.name).exists() and p.stat().st_size == f.size for f in manifest.old)
 
 
-def _discard_files(sub: Path, base: int) -> None:
+def _discard_files(place: ScratchPlace, base: int) -> None:
     for kind in INDEX_KINDS:
-        (sub / segment_file_name(base, kind, "cleaned")).unlink(missing_ok=True)
+        place.cleaned(base, kind).unlink(missing_ok=True)
 
 
-def _finish(sub: Path, manifest: ScratchManifest, partition_dir: Path) -> None:
+def _finish(place: ScratchPlace, manifest: ScratchManifest, partition_dir: Path) -> None:
     """The group is settled: its scratch files go, then its manifest; the marker with the last one."""
-    _discard_files(sub, manifest.base_offset)
-    _manifest_path(sub, manifest.base_offset).unlink(missing_ok=True)
-    fsync_dir(sub)
-    if not any(sub.glob("*" + _MANIFEST_SUFFIX)):
+    _discard_files(place, manifest.base_offset)
+    _manifest_path(place, manifest.base_offset).unlink(missing_ok=True)
+    fsync_dir(place.directory)
+    if not _manifests(place):
         marker = pending_marker(partition_dir)
         if marker is not None:
             marker.unlink()

@@ -16,7 +16,12 @@ it deletes) hold on disk less that output. Kafka's own cleaner swaps each group 
 ``file.delete.delay.ms``; kcompact checks every output before the partition changes and pays the sum of its
 groups for it.
 
-The free space is what an unprivileged writer may use, ``statvfs``'s ``f_bavail * f_frsize``.
+The free space is what the broker may use: it runs as an unprivileged user, so ``statvfs``'s
+``f_bavail * f_frsize``, never the blocks a file system keeps for root (``f_bfree`` beyond it: ext4's 5 % by
+default), though kcompact may run as root. Where the two differ the space line says so (:meth:`SpaceNeed.line`):
+a clean measured against root's view could leave the broker a volume it cannot write. Only a moment a clean
+itself undoes uses the reserve: ``disk.scratch`` copies a group in beside its old segments through it, as root,
+rather than evacuate the group (what the group gives back is then free again, to the broker too).
 """
 
 from __future__ import annotations
@@ -47,18 +52,27 @@ class SpaceNeed:
         """Whether the clean fits in ``free_bytes``."""
         return self.peak_bytes <= free_bytes
 
-    def line(self, free_bytes: int) -> str:
-        """``needs 1.0 MiB free at peak, gives back 26.0 MiB; 0 B free``."""
+    def line(self, free_bytes: int, reserved_bytes: int = 0) -> str:
+        """``needs 1.0 MiB free at peak, gives back 26.0 MiB; 0 B free`` (and root's reserve where there is one)."""
         return (f"needs {size_text(self.peak_bytes)} free at peak, gives back {size_text(self.gives_back_bytes)}; "
-                f"{size_text(free_bytes)} free")
+                f"{size_text(free_bytes)} free{reserve_text(reserved_bytes)}")
+
+
+def reserve_text(reserved_bytes: int) -> str:
+    """What follows a free space where the volume keeps blocks for root (empty where it keeps none)."""
+    if not reserved_bytes:
+        return ""
+    return (f" to the broker (f_bavail; {size_text(reserved_bytes)} more is root's reserve, which a broker not "
+            "run as root cannot use: not counted)")
 
 
 @dataclass(frozen=True, slots=True)
 class Volume:
     """The free space and block size of the file system holding a path."""
 
-    free_bytes: int
+    free_bytes: int  # to an unprivileged writer, the broker (f_bavail)
     block_bytes: int
+    reserved_bytes: int = 0  # free to root only (f_bfree beyond f_bavail)
 
     def allocated(self, size_in_bytes: int) -> int:
         """What a new file of ``size_in_bytes`` takes on this volume: whole blocks."""
@@ -74,7 +88,7 @@ def volume_of(path: Path) -> Volume:
     with file_access(path, "query the free space of"):
         st = os.statvfs(path)
     block = st.f_frsize or st.f_bsize or 4096
-    return Volume(st.f_bavail * block, block)
+    return Volume(st.f_bavail * block, block, max(st.f_bfree - st.f_bavail, 0) * block)
 
 
 def held_bytes(paths: Iterable[Path]) -> int:
@@ -153,9 +167,10 @@ def _size(path: Path) -> int:
         return 0
 
 
-def no_space_line(part_dir: Path, need: SpaceNeed, free_bytes: int) -> str:
+def no_space_line(part_dir: Path, need: SpaceNeed, free_bytes: int, reserved_bytes: int = 0) -> str:
     """The one line of a clean refused for space, with its numbers and the ways out."""
     short = need.peak_bytes - free_bytes
-    return (f"{part_dir}: not cleaned: {need.line(free_bytes)}; ways out: free {size_text(short)} more on "
-            f"its volume, or grow it, and run it again (a log dir's clean first frees its partitions' crashed-clean "
-            f"leftovers and segments below the log start, then cleans those that fit first); nothing was changed")
+    return (f"{part_dir}: not cleaned: {need.line(free_bytes, reserved_bytes)}; ways out: free {size_text(short)} "
+            f"more on its volume, or grow it, and run it again (a log dir's clean first frees its partitions' "
+            f"crashed-clean leftovers and segments below the log start, then cleans those that fit first); nothing "
+            f"was changed")

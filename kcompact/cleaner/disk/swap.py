@@ -111,21 +111,24 @@ class CleanedSegmentWriter:
         base_offset: the output segment's base offset (its group's first segment's base).
         index_interval_bytes: the topic's ``index.interval.bytes``.
         dry_run: count only, write nothing.
+        name_prefix: put before each file's name (a scratch dir that is a Kafka log dir: ``disk.scratch``).
 
     Raises:
         KcompactError: the ``.cleaned`` file cannot be created (permissions, full disk, ...).
     """
 
     def __init__(
-        self, directory: Path, base_offset: int, index_interval_bytes: int, *, dry_run: bool = False
+        self, directory: Path, base_offset: int, index_interval_bytes: int, *, dry_run: bool = False,
+        name_prefix: str = "",
     ) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.dry_run = dry_run
+        self.name_prefix = name_prefix
         self.position = 0
         self.aborted: list[AbortedTxn] = []
         self._builder = IndexBuilder(base_offset, index_interval_bytes)
-        self._log_path = directory / segment_file_name(base_offset, "log", "cleaned")
+        self._log_path = directory / (name_prefix + segment_file_name(base_offset, "log", "cleaned"))
         self._file: BinaryIO | None = None
         self._written_back = 0  # start_writeback asked for the bytes before this
         if not dry_run:
@@ -207,7 +210,7 @@ class CleanedSegmentWriter:
             self._file.close()
             result.files["log"] = self._log_path
             for kind, blob in blobs.items():
-                path = self.directory / segment_file_name(self.base_offset, kind, "cleaned")
+                path = self.directory / (self.name_prefix + segment_file_name(self.base_offset, kind, "cleaned"))
                 result.files[kind] = path
                 write_synced(path, blob)
             for kind, path in result.files.items():
@@ -224,13 +227,13 @@ class CleanedSegmentWriter:
                 self._file.close()  # flushes the buffer; after ENOSPC that fails again, and still closes
             except OSError:
                 pass
-        remove_cleaned(self.directory, self.base_offset)
+        remove_cleaned(self.directory, self.base_offset, self.name_prefix)
 
 
-def remove_cleaned(directory: Path, base_offset: int) -> None:
+def remove_cleaned(directory: Path, base_offset: int, name_prefix: str = "") -> None:
     """Delete stale ``<base>.*.cleaned`` files (Kafka does this before writing a cleaned segment)."""
     for kind in INDEX_KINDS:
-        (directory / segment_file_name(base_offset, kind, "cleaned")).unlink(missing_ok=True)
+        (directory / (name_prefix + segment_file_name(base_offset, kind, "cleaned"))).unlink(missing_ok=True)
 
 
 def replace_segments(

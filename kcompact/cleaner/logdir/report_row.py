@@ -84,6 +84,8 @@ _TAIL: tuple[tuple[str, str], ...] = (
     ("retention_rolled", "bool | None"),
     ("space_peak_bytes", "int | None"),  # free space the clean needs at its peak (``disk.space``)
     ("space_gives_back_bytes", "int | None"),  # what it frees once done (the free space: the run's, not a row's)
+    ("scratch_peak_bytes", "int | None"),  # a dry run with --scratch-dir: its output there at peak
+    ("scratch_free_bytes", "int | None"),  # and the scratch dir's volume's free space
 )
 
 ROW_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -144,6 +146,7 @@ def partition_row(
     row.update(dataclasses.asdict(result.stats))
     if result.space is not None:
         row.update(space_peak_bytes=result.space.peak_bytes, space_gives_back_bytes=result.space.gives_back_bytes)
+    row.update(scratch_peak_bytes=result.scratch_peak_bytes, scratch_free_bytes=result.scratch_free_bytes)
     plan = result.retention
     if plan is not None:
         row.update(retention_deleted_segments=list(plan.deleted_segments),

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
+from kcompact.cleaner.disk.scratch import refuse_scratch_dir
 from kcompact.cleaner.disk.space import SpaceNeed, Volume, output_bound, volume_of
 from kcompact.cleaner.logdir.compaction_gate import keyless_guard, not_compacted, retention_allowed
 from kcompact.cleaner.logdir.free_first import (
@@ -69,7 +70,7 @@ from kcompact.fork_pool import (
     run_in_pool,
 )
 from kcompact.log.rules.fence import refuse_log_dir_safe_offset
-from kcompact.log.rules.high_watermark import SoleReplica, sole_replica_from_metadata
+from kcompact.log.rules.high_watermark import SoleReplica, sole_replica_of
 from kcompact.log.rules.ranges import compute_cleanable_range, pick_order
 from kcompact.log.state.known_state import KnownState, known_state
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
@@ -133,7 +134,8 @@ class CleanRun:
     freed_first: FreedFirst | None = None  # a log dir's: what went before any clean (``free_first``)
     fit_order: list[str] | None = None  # the partitions' order when it is not the broker's (to fit the volume)
     space: SpaceNeed | None = None  # a dry run's total, in the order it would clean
-    free_bytes: int | None = None  # the volume's free space when ``space`` was measured
+    free_bytes: int | None = None  # the volume's free space when ``space`` was measured (the broker's, f_bavail)
+    reserved_bytes: int = 0  # and what it kept for root besides (``disk.space.Volume``)
     gives_back_with_roll: int | None = None  # a dry run without --roll: the .log bytes --roll gives back
 
 
@@ -258,6 +260,8 @@ def clean_path(
     if not target.is_dir():
         raise KcompactError(f"{target}: no such partition directory or log dir")
     refuse_log_dir_safe_offset(target, options.safe_offset)
+    if options.scratch_dir is not None:
+        refuse_scratch_dir(options.scratch_dir, target)  # once, not once per partition
     check_log_dir_checkpoints(target)  # before the write guard, which creates a missing .lock
     with contextlib.nullcontext() if options.dry_run else log_dir_writer(target):
         _clean_log_dir(target, sources, options, only_eligible, jobs, progress, run, selection)
@@ -359,7 +363,8 @@ def _dry_run_space(log_dir: Path, run: CleanRun, freed: FreedFirst | None) -> No
     the volume is short (``freed`` is set) the one that fits, from each partition's measure (what a
     partition's round would delete below its log start is then freed first, not given back)."""
     needs = [_less_freed_first(r, freed or FreedFirst()) for r in run.results]
-    run.free_bytes = volume_of(log_dir).free_bytes
+    volume = volume_of(log_dir)
+    run.free_bytes, run.reserved_bytes = volume.free_bytes, volume.reserved_bytes
     order = list(range(len(needs)))
     if freed is not None:
         order = fit_order(needs, run.free_bytes + freed.freed_bytes)
@@ -408,7 +413,7 @@ def partition_task(part_dir: Path, sources: ConfigSources, notes: list[str]) -> 
                         allow_keyless_loss=sources.allow_keyless_loss)
     if why is not None:
         raise RefusedError(f"{part_dir}: {why}")
-    sole, note = sole_replica_from_metadata(effective.assignment, effective.node_id, flag=sources.sole_replica)
+    sole, note = sole_replica_of(effective, sources)
     notes.extend([note] if note else [])
     return PartitionTask(part_dir, effective.config, retention_allowed(effective), partition.size_in_bytes,
                          partition.topic_partition,
@@ -507,7 +512,7 @@ def rank_partition(part_dir: Path, sources: ConfigSources, options: CleanOptions
                             allow_keyless_loss=sources.allow_keyless_loss)
         if why is not None:
             return PartitionRank(str(part_dir), skip=PartitionSkip(str(part_dir), why))
-        sole, note = sole_replica_from_metadata(effective.assignment, effective.node_id, flag=sources.sole_replica)
+        sole, note = sole_replica_of(effective, sources)
         # merged also when its range then fails to load, as they always were
         notes = tuple(effective.notes) + ((note,) if note else ())
         config = effective.config

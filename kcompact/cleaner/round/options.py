@@ -117,7 +117,11 @@ class CleanResult:
     retention: RetentionResult | None = None
     workers: int = 1  # processes the round ran in at once (1: this one; ``CleanOptions.jobs``, capped)
     space: SpaceNeed | None = None  # a dry run's, or a real run's when its free space was short (``disk.space``)
-    free_bytes: int | None = None  # the volume's free space when ``space`` was measured
+    free_bytes: int | None = None  # the volume's free space when ``space`` was measured (the broker's, f_bavail)
+    reserved_bytes: int = 0  # and what it kept for root besides (``disk.space.Volume``)
+    # a dry run's with ``--scratch-dir``: its output on the scratch dir's volume at peak, and that volume's free space
+    scratch_peak_bytes: int | None = None
+    scratch_free_bytes: int | None = None
     fence: ReplicaFence | None = None  # the replica fence the round used (``rules.fence``)
     clean_limit: CleanLimit | None = None  # where the round's cleanable range ends for another copy's lineage
     high_watermark_note: str | None = None  # why the high watermark is the log end (``rules.high_watermark``)

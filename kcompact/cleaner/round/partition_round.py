@@ -38,12 +38,13 @@ from pathlib import Path
 
 from kcompact.cleaner.disk.retention import RetentionResult, apply_retention, plan_retention
 from kcompact.cleaner.disk.roll import Roll, roll_active_segment
-from kcompact.cleaner.disk.scratch import pending_marker, settle_scratch
+from kcompact.cleaner.disk.scratch import pending_marker, refuse_scratch_dir, settle_scratch
 from kcompact.cleaner.disk.space import (
     SpaceNeed,
     Volume,
     no_space_line,
     output_bound,
+    reserve_text,
     round_need,
     volume_of,
 )
@@ -83,6 +84,7 @@ from kcompact.segment.partition import (
     Partition,
     open_partition,
 )
+from kcompact.text import size_text
 
 
 def clean_partition(
@@ -132,6 +134,9 @@ def clean_partition(
     refuse_unsupported(partition, config)
     now_ms = run_clock_ms(options.now_ms)
     result = CleanResult(str(partition.path), partition.topic, partition.partition, now_ms, options.dry_run)
+    log_dir = partition.path.parent
+    if options.scratch_dir is not None:
+        refuse_scratch_dir(options.scratch_dir, log_dir)
     if options.dry_run:
         _refuse_unsettled_scratch(partition.path, "a dry run cannot preview the settlement")
         if runs_here and (options.roll or unsettled_files(partition.path)):
@@ -139,12 +144,9 @@ def clean_partition(
         else:
             _clean_locked(partition, config, options, now_ms, result, progress, runner, known=known)
         if result.space is not None:
-            result.free_bytes = volume_of(partition.path).free_bytes
+            volume = volume_of(partition.path)
+            result.free_bytes, result.reserved_bytes = volume.free_bytes, volume.reserved_bytes
         return result
-    log_dir = partition.path.parent
-    if options.scratch_dir is not None and Path(options.scratch_dir).resolve().is_relative_to(log_dir.resolve()):
-        raise RefusedError(f"{options.scratch_dir}: the scratch dir is inside the log dir {log_dir}, whose "
-                           "directories are the broker's; give one outside it, on another volume")
     for directory in (log_dir, partition.path):  # both change (checkpoint, locks; segments): check both first
         require_writable(directory)
     with log_dir_write_guard(log_dir), partition_lock(log_dir, partition.path.name):
@@ -438,6 +440,7 @@ def _compact(here: _Round, partition: Partition, state: LogState) -> None:
     _refuse_keyless_loss(options, ran)
     if options.dry_run:
         result.space = _round_need(partition.path, ran, result, volume_of(partition.path))
+        _measure_scratch(here, ran)
     done = commit_clean(ran.plan, ran.outputs, options, stats=ran.map_stats, before_swap=here.before_change)
     result.scratch_actions += done.scratch_actions
     if options.dry_run:
@@ -460,12 +463,30 @@ def _require_space(here: _Round, partition: Partition, plan: CleanPlan) -> None:
     known = here.options.measured_space if scratch is None else None  # a log dir measures the partitions' volume
     if known is not None and known.peak_bytes + volume.block_bytes <= volume.free_bytes:
         here.result.space, here.result.free_bytes = known, volume.free_bytes
+        here.result.reserved_bytes = volume.reserved_bytes
         return
     measured = run_passes(plan, replace(here.options, dry_run=True), None)
     need = _round_need(partition.path, measured, here.result, volume)
     here.result.space, here.result.free_bytes = need, volume.free_bytes
+    here.result.reserved_bytes = volume.reserved_bytes
     if not need.fits(volume.free_bytes):
-        raise NoSpaceError(no_space_line(partition.path, need, volume.free_bytes))
+        raise NoSpaceError(no_space_line(partition.path, need, volume.free_bytes, volume.reserved_bytes))
+
+
+def _measure_scratch(here: _Round, ran: RoundOutput) -> None:
+    """A dry run with a scratch dir: every group's output is there at once before the first is brought in
+    (``disk.scratch``), so its volume must hold their sum; refused, as the real run would be, where it does not."""
+    scratch = here.options.scratch_dir
+    if scratch is None:
+        return
+    volume = volume_of(Path(scratch))
+    peak = sum(volume.allocated(size) for out in ran.outputs for size in out.file_sizes)
+    here.result.scratch_peak_bytes, here.result.scratch_free_bytes = peak, volume.free_bytes
+    if peak > volume.free_bytes:
+        raise NoSpaceError(f"{here.result.partition_dir}: not cleaned: the scratch dir {scratch} needs "
+                           f"{size_text(peak)} free at peak (every group's output, before the first is brought in); "
+                           f"{size_text(volume.free_bytes)} free{reserve_text(volume.reserved_bytes)}; give one on a "
+                           "volume with room; nothing was changed")
 
 
 def _round_need(directory: Path, ran: RoundOutput, result: CleanResult, volume: Volume) -> SpaceNeed:

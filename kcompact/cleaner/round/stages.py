@@ -30,7 +30,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from kcompact.cleaner.disk.scratch import bring_in, scratch_subdir
+from kcompact.cleaner.disk.scratch import ScratchPlace, bring_in, next_group, scratch_place
 from kcompact.cleaner.disk.swap import (
     CleanedSegment,
     CleanedSegmentWriter,
@@ -274,14 +274,14 @@ def run_passes(plan: CleanPlan, options: CleanOptions, progress: Progress | None
         plan = plan.bounded(offset_map.latest_offset)
     oracle = OffsetMapOracle(offset_map, plan.first_dirty_offset)
     outputs: list[GroupOutput] = []
-    output_dir = output_directory(plan, options)
+    output = output_place(plan, options)
     try:
         for index in range(len(plan.groups)):
             outputs.append(write_group(plan, index, oracle, dry_run=options.dry_run, progress=progress,
-                                       output_dir=output_dir))
+                                       output=output))
     except BaseException:
-        remove_outputs(plan, outputs, output_dir)
-        _drop_if_empty(output_dir)
+        remove_outputs(plan, outputs, output)
+        _drop_if_empty(output)
         raise
     return RoundOutput(plan, outputs, map_stats)
 
@@ -381,7 +381,7 @@ def write_group(
     *,
     dry_run: bool = False,
     progress: Progress | None = None,
-    output_dir: Path | None = None,
+    output: ScratchPlace | None = None,
 ) -> GroupOutput:
     """Stage 4: filter one group of source segments into ``<base>.log.cleaned`` and its indexes.
 
@@ -391,7 +391,7 @@ def write_group(
         oracle: answers "latest for its key?"; its ``map_latest_offset`` must be the plan's.
         dry_run: write nothing, count only.
         progress: called with each source segment's size once it is done.
-        output_dir: where the ``.cleaned`` files go (:func:`output_directory`); None: the partition directory.
+        output: where the ``.cleaned`` files go (:func:`output_place`); None: the partition directory.
 
     Returns:
         The output, for :func:`commit_clean`.
@@ -405,7 +405,8 @@ def write_group(
     stats = CleanStats()
     ctx = FilterContext.at(plan, segs[0], oracle, stats)
     writer = CleanedSegmentWriter(
-        output_dir or Path(plan.partition_dir), bases[0], plan.config.index_interval_bytes, dry_run=dry_run
+        output.directory if output else Path(plan.partition_dir), bases[0], plan.config.index_interval_bytes,
+        dry_run=dry_run, name_prefix=output.prefix if output else "",
     )
     try:
         for seg in segs:
@@ -459,26 +460,33 @@ def _planned_files(plan: CleanPlan, base: int) -> SegmentFiles:
     return SegmentFiles(seg.base_offset, Path(seg.log_path), seg.size_in_bytes, seg.mtime_ns, None, None, None)
 
 
-def remove_outputs(plan: CleanPlan, outputs: Sequence[GroupOutput], output_dir: Path | None = None) -> None:
+def remove_outputs(plan: CleanPlan, outputs: Sequence[GroupOutput], output: ScratchPlace | None = None) -> None:
     """Remove the ``.cleaned`` files of these outputs (a round that will not be committed)."""
     for out in outputs:
-        remove_cleaned(output_dir or Path(plan.partition_dir), out.base_offset)
+        _remove_cleaned(plan, out.base_offset, output)
 
 
-def _drop_if_empty(output_dir: Path | None) -> None:
+def _remove_cleaned(plan: CleanPlan, base: int, output: ScratchPlace | None) -> None:
+    if output is None:
+        remove_cleaned(Path(plan.partition_dir), base)
+    else:
+        remove_cleaned(output.directory, base, output.prefix)
+
+
+def _drop_if_empty(output: ScratchPlace | None) -> None:
     """Remove a partition's directory in the scratch dir once nothing of the round is left in it."""
-    if output_dir is not None and output_dir.is_dir() and not any(output_dir.iterdir()):
-        output_dir.rmdir()
+    if output is not None:
+        output.remove_if_empty()
 
 
-def output_directory(plan: CleanPlan, options: CleanOptions) -> Path | None:
-    """Where a round writes its ``.cleaned`` files: ``<scratch_dir>/<partition dir name>`` with
-    ``options.scratch_dir`` (created), else None (the partition directory)."""
+def output_place(plan: CleanPlan, options: CleanOptions) -> ScratchPlace | None:
+    """Where a round writes its ``.cleaned`` files: the partition's place in ``options.scratch_dir``
+    (``disk.scratch.scratch_place``, created), else None (the partition directory)."""
     if options.scratch_dir is None or options.dry_run:
         return None
-    sub = scratch_subdir(options.scratch_dir, Path(plan.partition_dir))
-    sub.mkdir(parents=True, exist_ok=True)
-    return sub
+    place = scratch_place(options.scratch_dir, Path(plan.partition_dir))
+    place.create()
+    return place
 
 
 def commit_clean(
@@ -526,27 +534,40 @@ def commit_clean(
             before_swap()
     except BaseException:
         for base in {group[0] for group in plan.groups} | {out.base_offset for out in outputs}:
-            remove_cleaned(output_directory(plan, options) or Path(plan.partition_dir), base)
-        _drop_if_empty(output_directory(plan, options))
+            _remove_cleaned(plan, base, output_place(plan, options))
+        _drop_if_empty(output_place(plan, options))
         raise
-    output_dir = output_directory(plan, options)
-    for i, (out, files) in enumerate(zip(outputs, sources, strict=True)):
-        if output_dir is None:
+    output = output_place(plan, options)
+    if output is None:
+        for out, files in zip(outputs, sources, strict=True):
             replace_segments(_cleaned(plan, out), files, hook=options.crash_hook)
-            continue
-        try:
-            evacuated = bring_in(_cleaned(plan, out, output_dir), files, Path(plan.partition_dir),
-                                 hook=options.crash_hook)
-        except BaseException:
-            remove_outputs(plan, outputs[i + 1:], output_dir)  # groups not begun stay old; nothing to settle
-            _drop_if_empty(output_dir)
-            raise
-        how = "evacuated, then brought in" if evacuated else "copied in beside its old segments, then swapped"
-        result.scratch_actions.append(f"{segment_file_name(out.base_offset, 'log')}: written in {output_dir}, {how}")
-    _drop_if_empty(output_dir)
+    else:
+        result.scratch_actions += _bring_in_all(plan, outputs, sources, output, options)
+    _drop_if_empty(output)
     write_checkpoint(partition, plan.end_offset)
     result.checkpoint_written = True
     return result
+
+
+def _bring_in_all(plan: CleanPlan, outputs: Sequence[GroupOutput], sources: Sequence[Sequence[SegmentFiles]],
+                  output: ScratchPlace, options: CleanOptions) -> list[str]:
+    """Bring every group in from the scratch dir, in the order ``disk.scratch.next_group`` picks; what each did."""
+    partition_dir = Path(plan.partition_dir)
+    pending = list(range(len(outputs)))
+    actions: list[str] = []
+    while pending:
+        choice = next_group([(_cleaned(plan, outputs[i], output.directory), sources[i]) for i in pending],
+                            partition_dir)
+        i = pending.pop(choice.position)
+        try:
+            how = bring_in(_cleaned(plan, outputs[i], output.directory), sources[i], partition_dir, output,
+                           hook=options.crash_hook, why_evacuated=choice.why_evacuated)
+        except BaseException:
+            remove_outputs(plan, [outputs[j] for j in pending], output)  # groups not begun stay old
+            _drop_if_empty(output)
+            raise
+        actions.append(f"{segment_file_name(outputs[i].base_offset, 'log')}: written in {output}, {how}")
+    return actions
 
 
 @dataclass(frozen=True, slots=True)

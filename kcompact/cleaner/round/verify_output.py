@@ -55,7 +55,7 @@ def check_cleaned_segment(cleaned: CleanedSegment, group: Sequence[Any], first_u
     for kind in ("index", "timeindex", "txnindex"):
         path = cleaned.files.get(kind)
         if path is not None:
-            found = verify_index_with_facts(path, cleaned.base_offset, log_path, walked)
+            found = verify_index_with_facts(path, cleaned.base_offset, log_path, walked, kind)
             problems += [_Problem(f"{path.name}: {p}") for p in found]
     if problems:
         sources = ", ".join(s.files.log_path.name for s in group)

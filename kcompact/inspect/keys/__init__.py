@@ -20,7 +20,7 @@ segment:
    duplicate counts per digest (24 bytes a duplicated key) for the top keys, whose bytes are then
    read back from the few batches holding their latest offsets.
 
-The *projection* is not estimated: it is :func:`kcompact.cleaner.workers.parallel.clean_partition` run with
+The *projection* is not estimated: it is :func:`kcompact.inspect.dry_clean.dry_clean` (the cleaner's own round) run with
 ``dry_run=True`` (every decision of a real clean, nothing written), so it equals what ``clean`` then
 does — including refusing a batch that fails its CRC. Pass 2 checks the CRC of every batch
 (``corrupt_batches``, ``crc_error``): the report is still made from what parses, and the command exits 2.
@@ -52,11 +52,9 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from kcompact.cleaner.logdir.compaction_gate import not_compacted
-from kcompact.cleaner.round.options import CleanOptions, CleanResult
-from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.errors import BatchCrcError, ConfigError, RefusedError
 from kcompact.inspect.context import InspectContext, load_inspect_context
+from kcompact.inspect.dry_clean import CleanResult, dry_clean, not_compacted, skipped_clean
 from kcompact.inspect.keys.batches import iter_batches
 from kcompact.inspect.keys.census import Census
 from kcompact.inspect.keys.key_map import dedupe_plan, map_keys, top_keys
@@ -191,16 +189,13 @@ def _dry_run_or_reason(ctx: InspectContext, advance: Callable[[int], None] | Non
         reason = legacy_failure(ctx)
     if reason is None:
         try:
-            options = CleanOptions(now_ms=now, dry_run=True, roll=roll)
-            return clean_partition(state.partition.path, effective.config, options, advance)
+            return dry_clean(state.partition.path, effective.config, now, sole_replica=ctx.sole_replica,
+                             roll=roll, progress=advance)
         except RefusedError as err:  # tiered storage
             reason = str(err)
         except BatchCrcError as err:  # the census counts it too (corrupt_batches)
             reason = f"clean refuses: {err}"
-    result = CleanResult(str(state.partition.path), state.partition.topic,
-                         state.partition.partition, now, True)
-    result.skipped_reason = reason
-    return result
+    return skipped_clean(state.partition.path, state.partition.topic, state.partition.partition, now, reason)
 
 
 def legacy_failure(ctx: InspectContext) -> str | None:

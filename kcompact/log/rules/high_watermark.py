@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: a clean without a metadata log never imports the KRaft reader
+    from kcompact.config.effective import EffectiveConfig
     from kcompact.config.kraft.metadata_state import PartitionAssignment
+    from kcompact.config.sources import ConfigSources
 
 SOURCE_KRAFT_METADATA = "KRaft metadata"
 SOURCE_SOLE_REPLICA_FLAG = "--sole-replica"
@@ -114,3 +116,10 @@ def high_watermark_note(sole: SoleReplica, log_end_offset: int, checkpointed: in
         stale = f"the replication-offset-checkpoint's {checkpointed} agrees"
     return (f"high watermark taken as the log end {log_end_offset}: {sole.reason()}, and Kafka's leader sets "
             f"it there on start (Partition.maybeIncrementLeaderHW); {stale}")
+
+
+def sole_replica_of(effective: EffectiveConfig, sources: ConfigSources) -> tuple[SoleReplica | None, str | None]:
+    """Whether the partition's only replica is this broker (its high watermark: its log end), and a note
+    where ``--sole-replica`` was not applied: the one rule every command that caps by the high watermark
+    follows (``clean``, ``inspect dirty-ratio``, ``report``, ``inspect export``)."""
+    return sole_replica_from_metadata(effective.assignment, effective.node_id, flag=sources.sole_replica)

@@ -21,12 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from kcompact.cleaner.disk.scratch import PENDING_MARKER, SCRATCH_CRASH_POINTS, settle_scratch
-from kcompact.cleaner.disk.swap import CRASH_POINTS, leftover_files
+from kcompact.cleaner.disk.scratch import PENDING_MARKER, SCRATCH_CRASH_POINTS, NextGroup, next_group, settle_scratch
+from kcompact.cleaner.disk.swap import CRASH_POINTS, CleanedSegment, leftover_files
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.workers.parallel import clean_partition
 from kcompact.errors import KcompactError
 from kcompact.segment.checkpoint import read_offset_checkpoint
+from kcompact.segment.partition import SegmentFiles
+from kcompact.text import size_text
 from tests.builders import read_all_records
 from tests.cleaner.disk.test_crash_recovery import (
     NOW,
@@ -40,7 +42,7 @@ from tests.cleaner.disk.test_crash_recovery import (
     make_layout,
     topic_config,
 )
-from tests.full_volume import fill, free_bytes, mounted_volumes
+from tests.full_volume import fill, fill_as_broker, free_bytes, mounted_ext4_volumes, mounted_volumes
 
 VOLUME_BYTES = 512 * 1024
 # On the way in where the volume has room: the scratch points, then swap.py's own (Kafka's replaceSegments).
@@ -165,8 +167,11 @@ def test_a_full_volume_is_cleaned_through_the_scratch_dir(
 
     actions = scratch_actions(kcompact_clean(part, "--scratch-dir", scratch))
 
-    assert actions[0] == f"00000000000000000000.log: written in {scratch / part.name}, evacuated, then brought in"
-    assert len(actions) == 3
+    # the three groups give back as much each: the first (lowest offset) goes, and the others fit beside theirs
+    assert actions[0] == (f"00000000000000000000.log: written in {scratch / part.name}, evacuated (no group fitted "
+                          "beside its old segments with 0 B free; of the 3 left it gives back the most, 12.0 KiB), "
+                          "then brought in")
+    assert len(actions) == 3 and not any("evacuated" in a for a in actions[1:])
     assert file_bytes(part) == layout.reference
     assert_cleaned(part, scratch, layout)
     assert free_bytes(part) > 0  # what the clean gave back
@@ -181,7 +186,7 @@ def test_a_full_log_dir_is_cleaned_through_the_scratch_dir(
 
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads(proc.stdout)["results"]
-    assert row["scratch_actions"][0].endswith("evacuated, then brought in") and len(row["scratch_actions"]) == 3
+    assert "evacuated (no group fitted beside" in row["scratch_actions"][0] and len(row["scratch_actions"]) == 3
     assert file_bytes(part) == layout.reference
     assert_cleaned(part, scratch, layout)
 
@@ -296,3 +301,226 @@ def test_a_scratch_dir_inside_the_log_dir_is_refused(tmp_path: Path, layout: Lay
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "the scratch dir is inside the log dir" in proc.stderr
     assert file_bytes(part) == layout.original
+
+
+def test_a_scratch_dir_inside_the_log_dir_is_refused_in_a_dry_run_too(tmp_path: Path, layout: Layout) -> None:
+    part = build_partition(tmp_path / "logdir")
+    inside = part.parent / "scratch"
+    inside.mkdir()
+
+    proc = kcompact_clean(part, "--dry-run", "--scratch-dir", inside)
+
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "the scratch dir is inside the log dir" in proc.stderr
+
+
+# --- another log dir of the broker (JBOD: its volume's free space) ----------------------------------------
+
+
+def other_log_dir(tmp_path: Path) -> Path:
+    """Another Kafka log dir (its meta.properties and a partition of its own), on another volume than ``tmp_path``'s
+    tmpfs in the full-volume tests."""
+    other = tmp_path / "other-logs"
+    (other / "events-3").mkdir(parents=True)
+    (other / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=x\ndirectory.id=y\n")
+    return other
+
+
+def other_log_dir_entries(other: Path) -> list[str]:
+    return sorted(p.name for p in other.iterdir())
+
+
+def test_in_another_log_dir_the_scratch_files_are_files_of_its_top_with_no_directory(
+    tmp_path: Path, layout: Layout
+) -> None:
+    part, other = build_partition(tmp_path / "logdir"), other_log_dir(tmp_path)
+
+    proc = kcompact_clean(part, "--scratch-dir", other, env={"KCOMPACT_CRASH_AT": "scratch-written"})
+
+    assert proc.returncode == 137, proc.stderr
+    # Kafka's LogManager.loadLogs loads the log dir's directories only: no new one; the group's files and manifest
+    left = [p for p in other.iterdir() if p.name not in ("meta.properties", "events-3")]
+    assert all(p.is_file() and p.name.startswith("kcompact-scratch.orders-0.") for p in left), left
+    assert "kcompact-scratch.orders-0.00000000000000000000.scratch.json" in {p.name for p in left}
+    assert "kcompact-scratch.orders-0.00000000000000000000.log.cleaned" in {p.name for p in left}
+    settled = scratch_actions(kcompact_clean(part, "--scratch-dir", other))
+    assert settled[0] == "00000000000000000000.log: the scratch clean had not changed its group; scratch files removed"
+    assert [a for a in settled if a.startswith("delete unfinished")] == [  # the groups not begun
+        f"delete unfinished {other}/kcompact-scratch.orders-0.{base:020d}.{kind}.cleaned (no manifest: its group "
+        "was never brought in)" for base in (11, 20) for kind in ("index", "log", "timeindex")]
+    assert [a for a in settled if "written in" in a] == [
+        f"{base:020d}.log: written in {other}/kcompact-scratch.orders-0.*, copied in beside its old segments, then "
+        "swapped" for base in (0, 11, 20)]
+    assert other_log_dir_entries(other) == ["events-3", "meta.properties"]
+    assert read_all_records(part) == layout.reference_records
+
+
+def test_a_full_volume_is_cleaned_through_another_log_dir(
+    small_volume: Callable[[int], Path], tmp_path: Path, layout: Layout
+) -> None:
+    part, other = full_partition(small_volume), other_log_dir(tmp_path)
+
+    actions = scratch_actions(kcompact_clean(part, "--scratch-dir", other))
+
+    assert actions[0].startswith(f"00000000000000000000.log: written in {other}/kcompact-scratch.orders-0.*, "
+                                 "evacuated (no group fitted beside its old segments with 0 B free;")
+    assert other_log_dir_entries(other) == ["events-3", "meta.properties"]
+    assert read_all_records(part) == layout.reference_records
+
+
+def test_a_directory_inside_another_log_dir_is_refused_naming_the_log_dir(tmp_path: Path, layout: Layout) -> None:
+    part, other = build_partition(tmp_path / "logdir"), other_log_dir(tmp_path)
+    inside = other / "scratch"
+    inside.mkdir()
+
+    for args in ((part,), (part.parent,), (part, "--dry-run")):
+        proc = kcompact_clean(*args, "--scratch-dir", inside)
+
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert (f"the scratch dir is a directory inside the Kafka log dir {other}, where a directory not named "
+                "topic-partition stops the broker's start (LogManager.loadLogs); give the log dir itself, "
+                f"--scratch-dir {other}:") in proc.stderr, proc.stderr
+        assert file_bytes(part) == layout.original
+        assert list(inside.iterdir()) == []
+
+
+# --- a volume keeping blocks for root (ext4's reserve), full to the broker -------------------------------
+
+
+@pytest.fixture
+def ext4_volume(tmp_path: Path) -> Iterator[Callable[[int, int], Path]]:
+    yield from mounted_ext4_volumes(tmp_path / "ext4")
+
+
+def broker_full_partition(ext4_volume: Callable[[int, int], Path]) -> Path:
+    """The partition on an ext4 volume keeping 10 % for root, filled to the last byte a broker (not root) may use."""
+    volume = ext4_volume(4 << 20, 10)
+    part = build_partition(volume / "logdir")
+    fill_as_broker(volume)
+    assert os.statvfs(volume).f_bfree > 0  # root's reserve is left
+    return part
+
+
+def test_the_free_space_is_the_brokers_and_the_report_names_roots_reserve(
+    ext4_volume: Callable[[int, int], Path],
+) -> None:
+    part = broker_full_partition(ext4_volume)
+    st = os.statvfs(part)
+    reserve = (st.f_bfree - st.f_bavail) * st.f_frsize
+
+    proc = kcompact_clean(part, "--dry-run", text=True)
+
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [line for line in proc.stdout.splitlines() if "free at peak" in line]
+    assert line.rstrip().endswith(f"0 B free to the broker (f_bavail; {size_text(reserve)} more is root's reserve, "
+                                  "which a broker not run as root cannot use: not counted)"), proc.stdout
+
+
+def test_as_root_a_group_is_copied_in_through_roots_reserve_rather_than_evacuated(
+    ext4_volume: Callable[[int, int], Path], tmp_path: Path, layout: Layout
+) -> None:
+    part, scratch = broker_full_partition(ext4_volume), scratch_dir(tmp_path)
+
+    actions = scratch_actions(kcompact_clean(part, "--scratch-dir", scratch))
+
+    assert actions[0] == (f"00000000000000000000.log: written in {scratch / part.name}, copied in beside its old "
+                          "segments through root's reserve, then swapped")
+    assert not any("evacuated" in a for a in actions)
+    assert_cleaned(part, scratch, layout)
+
+
+# --- a dry run with a scratch dir ------------------------------------------------------------------------
+
+
+def test_a_dry_run_reports_the_scratch_dirs_peak_the_run_then_reaches(
+    small_volume: Callable[[int], Path], tmp_path: Path
+) -> None:
+    part, scratch = build_partition(tmp_path / "logdir"), small_volume(VOLUME_BYTES)  # no other writer
+
+    dry = kcompact_clean(part, "--dry-run", "--scratch-dir", scratch)
+    text = kcompact_clean(part, "--dry-run", "--scratch-dir", scratch, text=True)
+
+    assert dry.returncode == 0, dry.stderr
+    (row,) = json.loads(dry.stdout)["results"]
+    assert row["scratch_free_bytes"] == free_bytes(scratch)
+    (line,) = [line.strip() for line in text.stdout.splitlines() if line.strip().startswith("scratch dir")]
+    assert line == (f"scratch dir       needs {size_text(row['scratch_peak_bytes'])} free at peak; "
+                    f"{size_text(row['scratch_free_bytes'])} free")
+    # the real run at its first bring-in: every group's output in the scratch dir at once
+    crashed = kcompact_clean(part, "--scratch-dir", scratch, env={"KCOMPACT_CRASH_AT": "scratch-written"})
+    assert crashed.returncode == 137, crashed.stderr
+    cleaned = list((scratch / part.name).glob("*.cleaned"))
+    assert {p.name.split(".")[0] for p in cleaned} == {f"{base:020d}" for base in (0, 11, 20)}  # the 3 groups'
+    assert row["scratch_peak_bytes"] == sum(p.stat().st_blocks * 512 for p in cleaned)
+
+
+def test_a_dry_run_whose_output_the_scratch_dir_cannot_hold_is_refused(
+    small_volume: Callable[[int], Path], tmp_path: Path, layout: Layout
+) -> None:
+    part = build_partition(tmp_path / "logdir")
+    scratch = small_volume(VOLUME_BYTES)
+    fill(scratch)
+
+    proc = kcompact_clean(part, "--dry-run", "--scratch-dir", scratch)
+
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"{part}: not cleaned: the scratch dir {scratch} needs " in proc.stderr
+    assert proc.stderr.rstrip().endswith("; 0 B free; give one on a volume with room; nothing was changed")
+    assert file_bytes(part) == layout.original and [p.name for p in scratch.iterdir()] == ["filler"]
+
+
+# --- which group is evacuated -----------------------------------------------------------------------------
+
+
+def group(part: Path, scratch: Path, base: int, old_bytes: int, new_bytes: int) -> tuple[CleanedSegment,
+                                                                                      list[SegmentFiles]]:
+    """A group of one old segment of ``old_bytes`` in ``part`` and its cleaned ``.log`` of ``new_bytes`` in
+    ``scratch``."""
+    old = part / f"{base:020d}.log"
+    old.write_bytes(b"o" * old_bytes)
+    new = scratch / f"{base:020d}.log.cleaned"
+    new.write_bytes(b"n" * new_bytes)
+    return (CleanedSegment(scratch, base, new_bytes, {"log": new}),
+            [SegmentFiles(base, old, old_bytes, old.stat().st_mtime_ns, None, None, None)])
+
+
+@pytest.mark.parametrize(("old_sizes", "spare", "chosen", "why"), [
+    ((8 << 10, 40 << 10, 40 << 10), 0, 1, "no group fitted beside its old segments with 0 B free; of the 3 left it "
+                                         "gives back the most, 36.0 KiB"),
+    ((40 << 10, 8 << 10, 40 << 10), 0, 0, "no group fitted beside its old segments with 0 B free; of the 3 left it "
+                                         "gives back the most, 36.0 KiB"),  # a tie: the lowest offset
+    ((8 << 10, 40 << 10, 40 << 10), 8 << 10, 0, ""),  # the first fits beside its old segments: no window at all
+], ids=["most", "tie", "fits"])
+def test_the_group_evacuated_is_the_one_that_gives_back_the_most(
+    small_volume: Callable[[int], Path], tmp_path: Path, old_sizes: tuple[int, ...], spare: int, chosen: int,
+    why: str,
+) -> None:
+    volume = small_volume(VOLUME_BYTES)
+    part, scratch = volume / "logdir" / "orders-0", scratch_dir(tmp_path)
+    part.mkdir(parents=True)
+    pending = [group(part, scratch, base, size, 4 << 10) for base, size in zip((0, 10, 20), old_sizes, strict=True)]
+    (volume / "spare").write_bytes(b"s" * spare)
+    fill(volume)
+    (volume / "spare").unlink()
+
+    assert next_group(pending, part) == NextGroup(chosen, why)
+
+
+def test_a_group_rewritten_since_the_kill_is_not_settled_over(tmp_path: Path) -> None:
+    part, scratch = build_partition(tmp_path / "logdir"), scratch_dir(tmp_path)
+    crashed = kcompact_clean(part, "--scratch-dir", scratch, env={"KCOMPACT_CRASH_AT": "scratch-written"})
+    assert crashed.returncode == 137, crashed.stderr
+    # what a broker's cleaner does to the group if one is started meanwhile: its two segments merged into one
+    first, second = part / "00000000000000000000.log", part / "00000000000000000005.log"
+    first.write_bytes(first.read_bytes() + second.read_bytes())
+    for gone in part.glob("00000000000000000005.*"):
+        gone.unlink()
+    before = file_bytes(part)
+
+    proc = kcompact_clean(part, "--scratch-dir", scratch)
+
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"{first}: the scratch clean's group is neither as it found it" in proc.stderr
+    assert "something rewrote it since (a broker's cleaner?); nothing of the group was changed" in proc.stderr
+    assert file_bytes(part) == before
+    assert (scratch / part.name / "00000000000000000000.scratch.json").exists()

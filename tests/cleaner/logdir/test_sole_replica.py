@@ -22,6 +22,7 @@ from kcompact.log.rules.high_watermark import (
     SoleReplica,
     sole_replica_from_metadata,
 )
+from kcompact.log.state.log_state import HW_FROM_SOLE_REPLICA
 from kcompact.records.messages.reader import format_uuid
 from tests.config.test_kraft_records import (
     encode_config,
@@ -150,3 +151,88 @@ def test_torn_append_says_where_and_the_repair(tmp_path: Path) -> None:
     report = json.loads(clean(log_dir, "--dry-run", "--json").stdout)
     (failure,) = report["failures"]
     assert failure["error"] == named.stderr.strip().removeprefix("kcompact: error: ")
+
+
+# --- the read-only commands take the high watermark as clean does --------------------------------------------
+
+
+def invoke(*args: str | Path, clock: bool = True) -> Result:
+    runner = CliRunner(catch_exceptions=False, env={"COLUMNS": "80", "KCOMPACT_SERVER_PROPERTIES": None})
+    return runner.invoke(cli, [*map(str, args), *(("--now-ms", str(NOW)) if clock else ())])
+
+
+KRAFT_NOTE = ("high watermark taken as the log end 40: this broker (node 1) is the partition's only replica "
+              "(KRaft metadata), and Kafka's leader sets it there on start (Partition.maybeIncrementLeaderHW); "
+              "the replication-offset-checkpoint's 12 is stale")
+
+
+def test_dirty_ratio_agrees_with_clean_on_a_sole_replica(tmp_path: Path) -> None:
+    log_dir = log_dir_with(tmp_path, assigned((1,), (1,)))
+    cleaned = only_row(clean(log_dir / "orders-0", "--dry-run", "--json"))
+
+    done = invoke("inspect", "dirty-ratio", log_dir, "--json")
+    text = invoke("inspect", "dirty-ratio", log_dir)
+
+    assert done.exit_code == 0, done.output
+    (row,) = [r for r in json.loads(done.stdout) if r["topic"] == "orders"]  # not the metadata log's
+    assert (row["high_watermark"], row["high_watermark_source"], row["first_uncleanable_offset"]) == (
+        cleaned["high_watermark"], HW_FROM_SOLE_REPLICA, cleaned["first_uncleanable_offset"])
+    assert (row["high_watermark"], row["first_uncleanable_offset"]) == (LOG_END, 26)
+    assert row["high_watermark_note"] == cleaned["high_watermark_note"] == KRAFT_NOTE
+    assert f"orders-0: {KRAFT_NOTE}" in " ".join(text.stdout.split())
+
+
+def test_dirty_ratio_takes_the_flag_where_the_metadata_says_nothing(tmp_path: Path) -> None:
+    log_dir = log_dir_with(tmp_path, None)
+    args = ("inspect", "dirty-ratio", log_dir / "orders-0", "--json", "--config", "cleanup.policy=compact")
+
+    (without,) = json.loads(invoke(*args).stdout)
+    (flagged,) = json.loads(invoke(*args, "--sole-replica").stdout)
+    cleaned = only_row(clean(log_dir / "orders-0", "--dry-run", "--json", "--config", "cleanup.policy=compact",
+                             "--sole-replica"))
+
+    assert (without["high_watermark"], without["first_uncleanable_offset"]) == (STALE_HW, 11)
+    assert (flagged["high_watermark"], flagged["first_uncleanable_offset"]) == (LOG_END, 26)
+    assert flagged["high_watermark_note"] == cleaned["high_watermark_note"]
+    assert "(--sole-replica)" in str(flagged["high_watermark_note"])
+
+
+def test_report_and_keys_agree_with_clean_on_a_sole_replica(tmp_path: Path) -> None:
+    log_dir = log_dir_with(tmp_path, None)
+    config = ("--config", "cleanup.policy=compact")
+    cleaned = only_row(clean(log_dir / "orders-0", "--dry-run", "--json", *config, "--sole-replica"))
+
+    report = invoke("report", log_dir, "--json", *config, "--sole-replica")
+    stale = invoke("report", log_dir, "--json", *config)
+
+    assert report.exit_code == 0, report.output
+    (entry,) = json.loads(report.stdout)["partitions"]
+    (before,) = json.loads(stale.stdout)["partitions"]
+    assert entry["high_watermark_note"] == cleaned["high_watermark_note"] and before["high_watermark_note"] is None
+    # the projection is the clean's dry run: with the log end as high watermark it cleans [0, 26), not [0, 11)
+    assert entry["size_in_bytes_after"] < before["size_in_bytes_after"]
+
+
+def exported_stop(log_dir: Path, out: Path, *flags: str) -> dict[str, object]:
+    done = invoke("export", log_dir / "orders-0", "--latest", "--output", out, "--json", *flags, clock=False)
+    assert done.exit_code == 0, done.output
+    (stop,) = json.loads(done.stdout)["stops"]
+    assert isinstance(stop, dict)
+    return stop
+
+
+def test_export_reads_a_sole_replica_to_its_log_end_as_clean_cleans_it(tmp_path: Path) -> None:
+    kraft = log_dir_with(tmp_path / "kraft", assigned((1,), (1,)))
+    bare = log_dir_with(tmp_path / "bare", None)
+
+    by_metadata = exported_stop(kraft, tmp_path / "a")
+    stale = exported_stop(bare, tmp_path / "b")
+    flagged = exported_stop(bare, tmp_path / "c", "--sole-replica")
+    text = invoke("export", kraft / "orders-0", "--latest", "--output", tmp_path / "d", clock=False)
+
+    assert (by_metadata["stops_at"], by_metadata["high_watermark"], by_metadata["high_watermark_note"]) == (
+        LOG_END, LOG_END, KRAFT_NOTE)
+    assert (stale["stops_at"], stale["reason"], stale["high_watermark_note"]) == (STALE_HW, "high watermark", None)
+    assert flagged["stops_at"] == LOG_END and "(--sole-replica)" in str(flagged["high_watermark_note"])
+    assert f"orders-0: the read_committed view stops at offset 40: the log end; {KRAFT_NOTE}" in " ".join(
+        text.stdout.split())
