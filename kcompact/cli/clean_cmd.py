@@ -36,23 +36,18 @@ if TYPE_CHECKING:
     from kcompact.segment.partition_filter import PartitionFilter
 
 
-def render_clean(run: CleanRun, *, as_json: bool) -> None:
-    """Print the run's report."""
-    from kcompact.cleaner.logdir.report_row import partition_row
+def render_clean(run: CleanRun, *, as_json: bool, verbose: bool = False, dry_run: bool = False) -> None:
+    """Print the run's report: skipped partitions one line per reason (``run_summary.skipped_lines``), or each
+    on its own line with ``verbose``."""
     from kcompact.cleaner.logdir.run_summary import (
         active_only_line,
         empty_partitions_line,
         repeated_warning_notes,
+        skipped_lines,
     )
 
-    if as_json:  # the rows every clean report shares (``kcompact spark clean`` adds to them)
-        render.emit_json({
-            "results": [partition_row(r.partition_dir, r) for r in run.results],
-            "failures": [partition_row(f.partition_dir, None, error=f.error) for f in run.failures],
-            "skipped": [partition_row(k.partition_dir, None, skipped=k.reason) for k in run.skipped],
-            "notes": run.notes,
-            **_space_json(run),
-        })
+    if as_json:
+        render.emit_json(run_json(run))
         return
     shown = set(run.notes)
     for note in dict.fromkeys(run.notes):
@@ -70,12 +65,29 @@ def render_clean(run: CleanRun, *, as_json: bool) -> None:
         render.plain(active_only_line([f"{r.topic}-{r.partition}" for r in active_only]))
     if empty:
         render.plain(empty_partitions_line(len(empty)))
-    for skip in run.skipped:
-        render.plain(f"{Path(skip.partition_dir).name}: skipped — {skip.reason}")
+    named = [(Path(skip.partition_dir).name, skip.reason) for skip in run.skipped]
+    for line in ([f"{name}: skipped — {reason}" for name, reason in named] if verbose else skipped_lines(named)):
+        render.plain(line)
     for failure in run.failures:
         render.error_line(failure.error)
+    if run.gives_back_with_roll is not None:
+        render.plain(_with_roll_line(run))
     if len(run.results) + len(run.failures) + len(run.skipped) > 1:
-        _render_summary(run)
+        _render_summary(run, dry_run=dry_run or _is_dry_run(run))
+
+
+def run_json(run: CleanRun) -> dict[str, object]:
+    """The run's ``--json`` object: the rows every clean report shares (``kcompact spark clean`` adds to them)."""
+    from kcompact.cleaner.logdir.report_row import partition_row
+
+    return {
+        "results": [partition_row(r.partition_dir, r) for r in run.results],
+        "failures": [partition_row(f.partition_dir, None, error=f.error) for f in run.failures],
+        "skipped": [partition_row(k.partition_dir, None, skipped=k.reason) for k in run.skipped],
+        "notes": run.notes,
+        "gives_back_with_roll": run.gives_back_with_roll,
+        **_space_json(run),
+    }
 
 
 def _space_json(run: CleanRun) -> dict[str, object]:
@@ -163,13 +175,20 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
         f"{name}: {verb} dirty section [{rng.first_dirty_offset}, {result.end_offset})"
         f" (dirty ratio {rng.dirty_ratio:.3f})"
     )
+    if s.invalid_records:  # what was given up comes before what it buys
+        gone, lost = ("would delete", "would be lost") if result.dry_run else ("deleted", "is gone")
+        console.print(f"{name}: {gone} {render.plural(s.invalid_records, 'record')} with no key "
+                      f"({s.invalid_records} of the {s.records_read} records read): their data {lost}, not compacted")
     from rich.table import Table
 
     table = Table(show_header=False, box=None, padding=(0, 2))
     table.add_row("read", f"{render.size_text(s.bytes_read)}, {render.plural(s.records_read, 'record')} in "
                           f"{s.elapsed_s:.2f} s ({render.rate_text(s.bytes_read, s.elapsed_s)})")
     table.add_row("written", f"{render.size_text(s.bytes_written)}, {render.plural(s.records_written, 'record')}")
-    table.add_row("size reduction", render.percent_text(s.size_reduction))
+    reduction = render.percent_text(s.size_reduction)
+    if s.invalid_records:
+        reduction += f" (with {render.plural(s.invalid_records, 'keyless record')} deleted)"
+    table.add_row("size reduction", reduction)
     table.add_row("removed", (
         f"{s.superseded_removed} superseded, {render.plural(s.tombstones_removed, 'tombstone')}, "
         f"{s.aborted_records_removed} aborted, {render.plural(s.markers_removed, 'marker')}, "
@@ -206,13 +225,32 @@ def _render_retention(name: str, result: CleanResult) -> None:
     )
 
 
-def _render_summary(run: CleanRun) -> None:
+def _with_roll_line(run: CleanRun) -> str:
+    """A dry run without --roll where data waits in active segments: what a clean gives back now, and with --roll."""
+    from kcompact.cleaner.logdir.with_roll import log_bytes_given_back, waits_in_active_segment
+
+    now = sum(log_bytes_given_back(r) for r in run.results)
+    waiting = sum(1 for r in run.results if waits_in_active_segment(r))
+    return (f"a clean now would give back {render.size_text(now)} of .log files; with --roll "
+            f"{render.size_text(run.gives_back_with_roll or 0)} ({render.plural(waiting, 'partition')} with records "
+            "in the active segment, which only a roll makes cleanable)")
+
+
+def _render_summary(run: CleanRun, *, dry_run: bool) -> None:
     total_read = sum(r.stats.bytes_read for r in run.results)
     total_written = sum(r.stats.bytes_written for r in run.results)
     cleaned = sum(1 for r in run.results if r.skipped_reason is None)
     # before the summary, which stays the last line; a run that writes and frees nothing has no space to tell
     if run.space is not None and run.free_bytes is not None and (run.space.peak_bytes or run.space.gives_back_bytes):
         render.plain(f"the run {run.space.line(run.free_bytes, run.reserved_bytes)}")
+    if dry_run:  # nothing happened: every count is what the run would do
+        render.plain(
+            f"would clean {render.plural(cleaned, 'partition')}, {len(run.results) - cleaned} have nothing to "
+            f"clean, {len(run.skipped)} would be skipped, {len(run.failures)} failed; would read "
+            f"{render.size_text(total_read)}, would write {render.size_text(total_written)} (dry run: nothing "
+            "changed)"
+        )
+        return
     render.plain(
         f"{render.plural(cleaned, 'partition')} cleaned, {len(run.results) - cleaned} had nothing to clean, "
         f"{len(run.skipped)} skipped, {len(run.failures)} failed; "
@@ -227,8 +265,8 @@ def _render_summary(run: CleanRun) -> None:
                  "kcompact clean /tmp/kafka-logs --topic 'orders.*' --roll --jobs 4 --json",
                  "kcompact clean /var/zk-era-logs --assume-compact --dry-run",
              ))
-@click.argument("path", type=InputPath(refuse_as="clean"))
-@partition_filter_options("path")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...", type=InputPath(refuse_as="clean"))
+@partition_filter_options("paths")
 @config_option("A topic configuration, by Kafka's name (cleanup.policy, segment.bytes, "
                "delete.retention.ms, min.compaction.lag.ms, …). Repeatable.")
 @now_ms_option("The clock the time rules use (default: now), in ms since the epoch.")
@@ -244,6 +282,9 @@ def _render_summary(run: CleanRun) -> None:
                    "directory where that is not writable) of hard links to the partition's files and the log "
                    "dir's checkpoint files (symbolic links, or for the checkpoints copies, where hard links are "
                    "refused), removed when the preview ends.")
+@click.option("--verbose", is_flag=True,
+              help="List every skipped partition with its own reason (by default those sharing a reason are "
+                   "one line, with their count and a few names; --json lists each).")
 @click.option("--dedupe-buffer-size", type=click.IntRange(min=1), default=None, metavar="BYTES",
               help="Behave like a broker with this log.cleaner.dedupe.buffer.size: each cleaner "
                    "thread's map holds BYTES / log.cleaner.threads (at most 2 GiB), and the round "
@@ -289,12 +330,13 @@ def _render_summary(run: CleanRun) -> None:
                    "is clamped to them, and the report says so.")
 @json_option("Print the report as JSON.")
 def clean_command(
-    path: str,
+    paths: tuple[str, ...],
     config_pairs: tuple[str, ...],
     now_ms: int | None,
     roll: bool,
     from_start: bool,
     dry_run: bool,
+    verbose: bool,
     dedupe_buffer_size: int | None,
     only_eligible: bool,
     assume_compact: bool,
@@ -310,7 +352,9 @@ def clean_command(
     selection: PartitionFilter | None = None,
 ) -> None:
     """Compact PATH (a partition directory, or every compacted partition of a log dir) exactly as one
-    round of Kafka 4.1's log cleaner would, while the broker is stopped.
+    round of Kafka 4.1's log cleaner would, while the broker is stopped. Several PATHs (a broker's log.dirs)
+    are cleaned one after the other, each as if given alone, each with its report (--json: {"runs": [...]},
+    each run's object with its "path"); one that is refused stops the command there (exit 2).
 
     Compacts only a partition known to be compacted: its cleanup.policy includes compact by
     --config, a topic override in the KRaft metadata log, a broker config, or because it is
@@ -331,11 +375,34 @@ def clean_command(
     options = CleanOptions(now_ms=now_ms, from_start=from_start, dedupe_buffer_size=dedupe_buffer_size,
                            dry_run=dry_run, roll=roll, replica_dirs=replica_dirs, safe_offset=safe_offset,
                            scratch_dir=scratch_dir)
-    with progress_bar(enabled=not as_json) as progress:
-        run = clean_path(path, cli_overrides=overrides, options=options, only_eligible=only_eligible,
-                         progress=progress, server_properties=server_properties,
-                         metadata_dir=metadata_dir, jobs=jobs, assume_compact=assume_compact,
-                         allow_keyless_loss=allow_keyless_loss, selection=selection, sole_replica=sole_replica)
-    render_clean(run, as_json=as_json)
-    if run.failures:
+    runs: list[tuple[str, CleanRun]] = []
+    for path in paths:
+        if len(paths) > 1 and selection is not None and not _matches_any(path, selection):
+            continue  # the filter matched under another PATH (checked over all of them)
+        if len(paths) > 1 and not as_json:
+            render.plain(f"{path}:" if not runs else f"\n{path}:")
+        with progress_bar(enabled=not as_json) as progress:
+            run = clean_path(path, cli_overrides=overrides, options=options, only_eligible=only_eligible,
+                             progress=progress, server_properties=server_properties,
+                             metadata_dir=metadata_dir, jobs=jobs, assume_compact=assume_compact,
+                             allow_keyless_loss=allow_keyless_loss, selection=selection, sole_replica=sole_replica)
+        runs.append((path, run))
+        if not as_json:
+            render_clean(run, as_json=False, verbose=verbose, dry_run=dry_run)
+    if as_json:
+        render.emit_json(run_json(runs[0][1]) if len(paths) == 1
+                         else {"runs": [{"path": path, **run_json(run)} for path, run in runs]})
+    if any(run.failures for _path, run in runs):
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
+
+
+def _matches_any(path: str, selection: PartitionFilter) -> bool:
+    """Whether the topic filters keep a partition under ``path`` (``count_matches`` refuses none)."""
+    from kcompact.errors import KcompactError
+    from kcompact.segment.partition_filter import count_matches
+
+    try:
+        count_matches([path], selection)
+    except KcompactError:
+        return False
+    return True

@@ -38,12 +38,13 @@ BAR_WIDTH = 12
 
 def render_dirty_ratio(rows: Sequence[DirtyRatioRow], *, as_json: bool) -> None:
     """Print the rows: a JSON list, or a rich table plus one advice line per blocking rule; several empty
-    partitions are counted in one line instead of listed, and several whose data is all in the active
-    segment are said once."""
+    partitions are counted in one line instead of listed, several whose data is all in the active
+    segment are said once, and a detail several partitions share is one line with their count."""
     from kcompact.cleaner.disk.space import SpaceNeed
     from kcompact.cleaner.logdir.run_summary import (
         active_only_line,
         empty_partitions_line,
+        partitions_text,
         warning_lines,
     )
     from kcompact.inspect.dirty_ratio import ADVICE
@@ -59,11 +60,14 @@ def render_dirty_ratio(rows: Sequence[DirtyRatioRow], *, as_json: bool) -> None:
         _print_table(listed, console)
     active_only = [row for row in listed if _plain_active_only(row)]
     active_ids = {id(row) for row in active_only} if len(active_only) > 1 else set()
+    details: dict[str, list[str]] = {}  # a detail -> the partitions it concerns: one line each, not one per row
     for row in listed:
         if row.error:
             render.error_line(row.error)
         elif row.blocking_detail and id(row) not in active_ids:
-            console.print(f"{row.topic}-{row.partition}: {row.blocking_detail}", highlight=False)
+            details.setdefault(row.blocking_detail, []).append(f"{row.topic}-{row.partition}")
+    for detail, names in details.items():
+        console.print(f"{partitions_text(names)}: {detail}", highlight=False)
     if active_ids:
         console.print(active_only_line([f"{row.topic}-{row.partition}" for row in active_only]), highlight=False)
     for row in rows:
@@ -73,7 +77,7 @@ def render_dirty_ratio(rows: Sequence[DirtyRatioRow], *, as_json: bool) -> None:
         if row.space_peak_bytes is not None and row.space_gives_back_bytes is not None and row.free_bytes is not None:
             need = SpaceNeed(row.space_peak_bytes, row.space_gives_back_bytes)
             render.plain(f"{row.topic}-{row.partition}: its clean {need.line(row.free_bytes)}")
-    for rule in sorted({r.blocking_rule for r in rows if r.blocking_rule and not r.error}):
+    for rule in sorted({r.blocking_rule for r in listed if r.blocking_rule and not r.error}):  # not the empty ones
         console.print(f"[bold]{rule}[/bold]: {ADVICE.get(rule, '')}")
     if empty:
         render.plain(empty_partitions_line(len(empty)))
@@ -120,8 +124,7 @@ def _plain_active_only(row: DirtyRatioRow) -> bool:
 def _plain_empty(row: DirtyRatioRow) -> bool:
     """An empty partition with nothing else to say (no error, no blocking detail of its own beyond being
     empty)."""
-    return (row.error is None and row.log_end_offset is not None and row.log_end_offset == row.log_start_offset
-            and not row.eligible)
+    return row.holds_no_records
 
 
 _HEADERS = ("rank", "partition", "dirty", "clean", "ratio", "status")

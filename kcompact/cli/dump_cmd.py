@@ -303,8 +303,9 @@ def dump_command(path: str, records: bool, verify_index: bool, all_files: bool, 
     """Print the batches of a .log file (or every segment of a partition directory; with --all-files
     its other files too), or the entries of a .index, .timeindex or .txnindex file, a producer
     .snapshot, a leader-epoch-checkpoint, an offset checkpoint file, partition.metadata, KRaft's
-    quorum-state or a log dir's meta.properties — what kafka-dump-log shows. Records of
-    __cluster_metadata, __consumer_offsets and __transaction_state are decoded. A --key no record
+    quorum-state, KRaft's bootstrap.checkpoint (metadata record batches) or a log dir's meta.properties
+    — what kafka-dump-log shows. Records of __cluster_metadata (and bootstrap.checkpoint), __consumer_offsets
+    and __transaction_state are decoded. A --key no record
     has is said on stderr.
 
     Exits 2 after printing everything it could when a batch fails its CRC, a record does not parse,

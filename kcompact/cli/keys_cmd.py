@@ -93,7 +93,8 @@ def _log_entries(r: Any) -> list[render.Entry]:
     distinct = (f"{keys.distinct_keys} distinct; {keys.dirty_distinct_keys} in the dirty section, "
                 f"{keys.cleanable_distinct_keys} in the cleanable range")
     duplicates = (f"{keys.duplicate_records} of {render.plural(keys.keyed_records, 'keyed record')} "
-                  f"({render.size_text(keys.duplicate_bytes)}) have a later record of their key")
+                  f"({render.size_text(keys.duplicate_bytes)} of records, uncompressed) have a later record of "
+                  "their key")
     return [
         ("offsets", [offsets]),
         ("records", [records]),

@@ -12,7 +12,8 @@ partition's repair failed or was refused, or the repair was refused.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
@@ -53,7 +54,7 @@ class RepairCommand(click.Command):
     """``repair`` has two forms, and its usage line shows both (also above every usage error)."""
 
     def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        formatter.write_usage(ctx.command_path, "[OPTIONS] PARTITION_DIR|LOG_DIR")
+        formatter.write_usage(ctx.command_path, "[OPTIONS] PARTITION_DIR|LOG_DIR...")
         formatter.write_usage(ctx.command_path, f"{UNDO_FORM} [--dry-run] [--json]", prefix="   or: ")
 
 
@@ -65,8 +66,8 @@ class RepairCommand(click.Command):
                    "kcompact repair --undo /backup/orders-0",
                    "kcompact repair /tmp/kafka-logs --topic 'orders.*' --jobs 2 --dry-run",
                ))
-@click.argument("partition_dir", required=False, metavar="PARTITION_DIR|LOG_DIR", type=InputPath(refuse_as="repair"))
-@partition_filter_options("partition_dir")
+@click.argument("partition_dirs", nargs=-1, metavar="PARTITION_DIR|LOG_DIR...", type=InputPath(refuse_as="repair"))
+@partition_filter_options("partition_dirs")
 @click.option("--dry-run", is_flag=True, help="Report the problems and the plan; write nothing.")
 @json_option("Print the report as JSON.")
 @click.option("--backup-dir", type=click.Path(file_okay=False, path_type=str), default=None,
@@ -93,9 +94,11 @@ class RepairCommand(click.Command):
                    "`kcompact clean --jobs`). Default auto.")
 @click.option("--undo", "undo_dir", metavar="BACKUP_DIR", default=None, type=InputPath(refuse_as="repair --undo"),
               help="Put back, byte for byte, the partition a repair changed, from the backup it printed "
-                   "(the manifest names the partition): alone, or with --dry-run or --json.")
+                   "(the manifest names the partition): alone, or with --dry-run or --json. A directory of "
+                   "backups (a log dir repair's, or <log dir>.kcompact-backup) undoes each not undone yet, "
+                   "newest first, every partition's checked before any change.")
 def repair_command(
-    partition_dir: str | None,
+    partition_dirs: tuple[str, ...],
     dry_run: bool,
     as_json: bool,
     backup_dir: str | None,
@@ -144,9 +147,8 @@ def repair_command(
         _undo(undo_dir, dry_run=dry_run, as_json=as_json)
         return
     _refuse_clean_only_options(clean)
-    if partition_dir is None:
+    if not partition_dirs:
         raise click.UsageError("missing PARTITION_DIR or LOG_DIR (or --undo BACKUP_DIR)")
-    from pathlib import Path
 
     from kcompact.cli.progress_view import progress_bar
     from kcompact.config.topic_config import parse_config_pairs
@@ -159,18 +161,27 @@ def repair_command(
                             assume_compact=assume_compact, allow_keyless_loss=allow_keyless_loss,
                             server_properties=server_properties, metadata_dir=metadata_dir,
                             replica_dirs=replica_dirs, safe_offset=safe_offset)
-    if not is_partition_dir(partition_dir):
-        from kcompact.cli.repair_log_dir_view import repair_log_dir_command_body
+    if len(partition_dirs) > 1 and options.backup_dir is not None:
+        raise click.UsageError("--backup-dir takes one PARTITION_DIR or LOG_DIR (each PATH's backups go next "
+                               "to its own log dir without it)")
+    outcomes: list[tuple[str, dict[str, Any], bool]] = []
+    for path in partition_dirs:
+        if len(partition_dirs) > 1 and not as_json:
+            render.plain(f"{path}:" if not outcomes else f"\n{path}:")
+        if not is_partition_dir(path):
+            from kcompact.cli.repair_log_dir_view import repair_log_dir_command_body
 
-        repair_log_dir_command_body(partition_dir, options, selection, jobs, as_json=as_json)
-        return
-    with progress_bar(enabled=not as_json, verb="reading") as progress:
-        result = repair_partition(partition_dir, options, progress)
+            outcomes.append((path, *repair_log_dir_command_body(path, options, selection, jobs, as_json=as_json)))
+            continue
+        with progress_bar(enabled=not as_json, verb="reading") as progress:
+            result = repair_partition(path, options, progress)
+        if not as_json:
+            render_partition(result)
+        outcomes.append((path, result.as_dict(), result.ok))
     if as_json:
-        render.emit_json(result.as_dict())
-    else:
-        render_partition(result)
-    if not result.ok:
+        render.emit_json(outcomes[0][1] if len(outcomes) == 1
+                         else {"runs": [{"path": path, **report} for path, report, _ok in outcomes]})
+    if not all(ok for _path, _report, ok in outcomes):
         raise click.exceptions.Exit(EXIT_PROBLEMS)
 
 
@@ -207,18 +218,23 @@ def _refuse_with_undo() -> None:
 def _undo(undo_dir: str, *, dry_run: bool, as_json: bool) -> None:
     from dataclasses import asdict
 
-    from kcompact.repair.undo import undo_repair
+    from kcompact.repair.undo import undo_backups
 
-    result = undo_repair(undo_dir, dry_run=dry_run)
+    results = undo_backups(undo_dir, dry_run=dry_run)
+    one = len(results) == 1 and Path(results[0].backup_dir) == Path(undo_dir)  # a backup named: its object
     if as_json:
-        render.emit_json(asdict(result))
+        render.emit_json(asdict(results[0]) if one else {"backups": [asdict(result) for result in results]})
         return
     verb = "would" if dry_run else "did"
-    render.plain(f"{result.partition_dir}: undo from {result.backup_dir} ({verb}: "
-                 f"remove {len(result.removed)}, restore {render.plural(len(result.restored), 'file')})")
-    for name in result.removed:
-        render.plain(f"  remove  {name}")
-    for name in result.restored:
-        render.plain(f"  restore {name}")
-    for note in result.notes:
-        render.plain(f"  {note}")
+    for result in results:
+        render.plain(f"{result.partition_dir}: undo from {result.backup_dir} ({verb}: "
+                     f"remove {len(result.removed)}, restore {render.plural(len(result.restored), 'file')})")
+        for name in result.removed:
+            render.plain(f"  remove  {name}")
+        for name in result.restored:
+            render.plain(f"  restore {name}")
+        for note in result.notes:
+            render.plain(f"  {note}")
+    if not one:
+        done = "would undo" if dry_run else "undid"
+        render.plain(f"{done} {render.plural(len(results), 'backup')} under {undo_dir}")

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import click
 from rich.table import Table
 
 from kcompact.cli import render
-from kcompact.cli.repair_view import EXIT_PROBLEMS, render_partition
+from kcompact.cli.repair_view import render_partition
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
@@ -26,19 +25,21 @@ if TYPE_CHECKING:
 
 
 def repair_log_dir_command_body(log_dir: str, options: RepairOptions, selection: PartitionFilter | None,
-                                jobs: int | None, *, as_json: bool) -> None:
-    """Repair (or with ``options.dry_run`` verify) every partition of ``log_dir``, render, and exit."""
+                                jobs: int | None, *, as_json: bool) -> tuple[dict[str, Any], bool]:
+    """Repair (or with ``options.dry_run`` verify) every partition of ``log_dir`` and render the text report
+    (not with ``as_json``).
+
+    Returns:
+        The ``--json`` object, and whether every partition is sound or repaired (else exit 2).
+    """
     from kcompact.cli.progress_view import progress_bar
     from kcompact.repair.log_dir import repair_log_dir
 
     with progress_bar(enabled=not as_json, verb="reading") as progress:
         outcome = repair_log_dir(log_dir, options, selection=selection, jobs=jobs, progress=progress)
-    if as_json:
-        render.emit_json(outcome.as_dict())
-    else:
+    if not as_json:
         render_log_dir_repair(outcome)
-    if not outcome.ok:
-        raise click.exceptions.Exit(EXIT_PROBLEMS)
+    return outcome.as_dict(), outcome.ok
 
 
 def render_log_dir_repair(outcome: LogDirRepair) -> None:
@@ -57,6 +58,9 @@ def render_log_dir_repair(outcome: LogDirRepair) -> None:
         render.error_line(f"{failure.partition_dir}: {failure.error}")
     for note in outcome.notes:
         render.plain(note)
+    if outcome.backed_up:  # before the table, whose count of partitions stays the last line
+        render.plain(f"backups: {outcome.backup_root} (undo the whole run: kcompact repair --undo "
+                     f"{outcome.backup_root}; one partition: --undo {outcome.backup_root}/<partition>)")
     _summary_table(outcome)
 
 

@@ -388,7 +388,7 @@ def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool, v
     Spark job as one error line (its whole error too with ``verbose``), and so a failed ``--output`` write
     (``output_error``)."""
     from kcompact.cleaner.logdir.report_row import STATUS_SKIPPED
-    from kcompact.cleaner.logdir.run_summary import is_summarised, repeated_warning_notes
+    from kcompact.cleaner.logdir.run_summary import is_summarised, repeated_warning_notes, skipped_lines
     from kcompact.log.rules.fence import fence_lines
 
     rows = run.as_dicts()
@@ -412,9 +412,10 @@ def render_spark_clean(run: SparkCleanRun, startup_s: float, *, as_json: bool, v
     for row in rows:
         for line in fence_lines(row["fence"], row["clean_limit"]):
             render.plain(f"{row['topic']}-{row['partition']}: {line}")
-    for row in rows:
-        if row["skipped_reason"] is not None and row["status"] == STATUS_SKIPPED:
-            render.plain(f"{row['topic']}-{row['partition']}: skipped — {row['skipped_reason']}")
+    skipped = [(f"{row['topic']}-{row['partition']}", row["skipped_reason"]) for row in rows
+               if row["skipped_reason"] is not None and row["status"] == STATUS_SKIPPED]
+    for line in ([f"{name}: skipped — {why}" for name, why in skipped] if verbose else skipped_lines(skipped)):
+        render.plain(line)  # one line per reason (``clean``'s), each partition's with --verbose or --json
     unreported = set(run.unreported)  # said together in the failure line
     for row in rows:
         if row["error"] is not None and row["partition_dir"] not in unreported:
@@ -468,6 +469,9 @@ def _clean_summary(rows: list[dict[str, Any]]) -> str:
     read = sum(row["bytes_read"] or 0 for row in rows)
     written = sum(row["bytes_written"] or 0 for row in rows)
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no partitions"
+    if any(row["dry_run"] for row in rows):  # nothing was done: what it would read and write
+        return (f"{render.plural(len(rows), 'partition')}: {parts}; would read {render.size_text(read)}, write "
+                f"{render.size_text(written)}")
     return (f"{render.plural(len(rows), 'partition')}: {parts}; {render.size_text(read)} read, "
             f"{render.size_text(written)} written")
 

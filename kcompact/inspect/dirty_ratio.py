@@ -135,6 +135,13 @@ class DirtyRatioRow:
     space_gives_back_bytes: int | None = None
     free_bytes: int | None = None
 
+    @property
+    def holds_no_records(self) -> bool:
+        """An empty partition, read without error: its log end is its log start, so nothing is to clean
+        (whatever rule a range of no bytes reports); every report counts these apart from blocked ones."""
+        return (self.error is None and self.log_end_offset is not None
+                and self.log_end_offset == self.log_start_offset and not self.eligible)
+
     def as_dict(self) -> dict[str, Any]:
         """The row as ``dataclasses.asdict`` gives it (field order kept, ``warnings`` a copy), without its
         recursive deep copy: ``--json`` of 10 000 rows spent more in it than in encoding them."""

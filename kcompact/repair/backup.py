@@ -115,6 +115,20 @@ def default_backup_dir(partition_dir: Path) -> Path:
     return candidate
 
 
+def default_run_backup_dir(log_dir: Path) -> Path:
+    """``<log dir>.kcompact-backup/repair.<UTC time>``: one fresh root for a log dir repair's backups (one
+    directory per partition under it), so that ``repair --undo`` of it undoes the run."""
+    log_dir = log_dir.resolve()
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    root = log_dir.parent / f"{log_dir.name}{BACKUP_SUFFIX}"
+    candidate = root / f"repair.{stamp}"
+    number = 1
+    while candidate.exists():
+        number += 1
+        candidate = root / f"repair.{stamp}-{number}"
+    return candidate
+
+
 def check_backup_location(backup_dir: Path, log_dir: Path) -> None:
     """Refuse a backup directory inside the log dir (or a file where the directory should go).
 

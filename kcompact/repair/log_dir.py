@@ -9,8 +9,9 @@ partition, once per partition, in forked worker processes as ``clean`` does for 
   process may not write (not for a dry run), a backup directory inside the log dir or already in use;
   and a stray directory in the log dir, which every partition's verification finds, is one finding of
   the log dir (:attr:`LogDirRepair.log_dir_findings`), not one per partition;
-* each partition that needs a repair gets its own backup (``--backup-dir DIR``: ``DIR/<partition>``;
-  default: next to the log dir, as for one partition), so each is undone on its own;
+* each partition that needs a repair gets its own backup under one root for the run (``--backup-dir DIR``:
+  ``DIR/<partition>``; default: ``<log dir>.kcompact-backup/repair.<UTC time>/<partition>``), so each is undone
+  on its own, and the whole run by one ``repair --undo`` of the root (``undo.undo_backups``);
 * KRaft's ``__cluster_metadata`` is verified and reported, never rewritten (as for one partition), and
   decides no exit code (:attr:`LogDirRepair.ok`); partitions being deleted or moved (``-delete``,
   ``-future``, ``-stray``) are left alone with a note;
@@ -36,7 +37,7 @@ from kcompact.fork_pool import (
     run_in_pool,
 )
 from kcompact.log.rules.fence import refuse_log_dir_safe_offset
-from kcompact.repair.backup import BACKUP_SUFFIX, MANIFEST_NAME, check_backup_location
+from kcompact.repair.backup import BACKUP_SUFFIX, MANIFEST_NAME, check_backup_location, default_run_backup_dir
 from kcompact.repair.findings import KIND_STRAY, Finding
 from kcompact.repair.repair import RepairOptions, RepairResult, repair_partition
 from kcompact.repair.verify import verify_partition
@@ -82,6 +83,7 @@ class LogDirRepair:
     log_dir_findings: list[Finding] = field(default_factory=list)  # said once, not per partition
     notes: list[str] = field(default_factory=list)
     reported_only: set[str] = field(default_factory=set)  # partition dirs verified, never rewritten
+    backup_root: str | None = None  # where the run's backups go (one per partition): ``repair --undo`` undoes them all
 
     @property
     def ok(self) -> bool:
@@ -138,7 +140,13 @@ class LogDirRepair:
             "failures": [{"partition_dir": f.partition_dir, "error": f.error, "backup_dir": f.backup_dir}
                          for f in self.failures],
             "notes": self.notes,
+            "backup_root": self.backup_root if self.backed_up else None,
         }
+
+    @property
+    def backed_up(self) -> bool:
+        """Whether any partition's repair kept a backup (under ``backup_root``)."""
+        return any(r.backup_dir is not None for r in self.results) or any(f.backup_dir for f in self.failures)
 
 
 def _failure_row(failure: PartitionRepairFailure) -> dict[str, Any]:
@@ -181,14 +189,18 @@ def repair_log_dir(
     check_log_dir_checkpoints(root)
     if options.backup_dir is not None:
         _refuse_earlier_backups(options.backup_dir, root, dirs)
+    elif not options.dry_run:  # one root for the run: one undo puts every partition back
+        options = replace(options, backup_dir=default_run_backup_dir(root))
+    if options.backup_dir is not None:
         check_backup_location(options.backup_dir, root)
-    outcome = LogDirRepair(str(root), options.dry_run)
+    outcome = LogDirRepair(str(root), options.dry_run,
+                           backup_root=None if options.backup_dir is None else str(options.backup_dir))
     live = _live(dirs, outcome)
     set_aside = list(iter_set_aside_dirs(root))
     outcome.notes.extend(f"{part.name}: a partition being deleted or moved; left alone"
                          for part in (set_aside if selection is None else selection.select(set_aside)))
     if options.dry_run and broker_holds_lock(root):
-        raise RefusedError(f"{root}: held by a running Kafka broker; stop it or work on a copy")
+        raise RefusedError(f"{root}: held by a running Kafka broker; stop it or work on a copy", path=root)
     with contextlib.nullcontext() if options.dry_run else log_dir_writer(root):
         workers = partition_workers(jobs, [_size_in_bytes(d) for d in live])
         work = partial(_repair_one, options, outcome.reported_only)

@@ -189,7 +189,8 @@ def _repair(path: str | Path, options: RepairOptions, progress: ProgressCallback
     interval = _config(part, options).index_interval_bytes
     if options.dry_run:
         if broker_holds_lock(log_dir):
-            raise RefusedError(f"{log_dir}: held by a running Kafka broker; stop it or work on a copy")
+            raise RefusedError(f"{log_dir}: held by a running Kafka broker; stop it or work on a copy",
+                               path=log_dir)
         check = verify_partition(part, index_interval_bytes=interval, progress=progress)
         return RepairResult(str(part), True, check.findings, plan_of(check),
                             given_up=given_up_of(check.segments))

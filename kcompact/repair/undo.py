@@ -23,6 +23,7 @@ from kcompact.clock import wall_clock_ms
 from kcompact.errors import CorruptCheckpointError, KcompactError, RefusedError
 from kcompact.repair.backup import (
     FILES_DIR,
+    MANIFEST_NAME,
     Manifest,
     SavedFile,
     copy_hashed,
@@ -83,7 +84,7 @@ def undo_repair(backup_dir: str | Path, *, dry_run: bool = False) -> UndoResult:
     result = UndoResult(str(directory), str(part), dry_run)
     if dry_run:
         if broker_holds_lock(log_dir):
-            raise RefusedError(f"{log_dir}: held by a running Kafka broker; stop it first")
+            raise RefusedError(f"{log_dir}: held by a running Kafka broker; stop it first", path=log_dir)
         _check_unchanged(part, manifest)
         result.removed = _created(part, manifest)
         result.restored = [s.path for s in manifest.files]
@@ -93,6 +94,55 @@ def undo_repair(backup_dir: str | Path, *, dry_run: bool = False) -> UndoResult:
         _refuse_finished(directory, manifest)
         _undo_locked(directory, manifest, part, result)
     return result
+
+
+def undo_backups(backup_dir: str | Path, *, dry_run: bool = False) -> list[UndoResult]:
+    """Undo one backup, or every backup a directory holds (a log dir repair's root, ``--backup-dir DIR`` or
+    ``<log dir>.kcompact-backup``): those not undone yet, newest first, so that a partition repaired twice is
+    put back as it was before the first.
+
+    Before any change, each partition's newest backup is checked as its undo's dry run checks it; a refusal
+    then changes nothing. An undo that fails after others finished leaves those undone; running the same undo
+    again skips them (a finished backup is recorded as such) and goes on.
+
+    Args:
+        backup_dir: a backup directory, or a directory of them (``*/manifest.json``, ``*/*/manifest.json``).
+        dry_run: check and list what would change; write nothing (for each partition: its newest backup).
+
+    Returns:
+        One :class:`UndoResult` per backup undone, in the order undone.
+
+    Raises:
+        KcompactError: neither a backup nor a directory holding any; a backup as :func:`undo_repair` refuses.
+        RefusedError: every backup under it is undone already.
+    """
+    directory = Path(backup_dir)
+    if not directory.is_dir() or (directory / MANIFEST_NAME).exists():
+        return [undo_repair(directory, dry_run=dry_run)]
+    found = [(path.parent, read_manifest(path.parent))
+             for path in sorted([*directory.glob(f"*/{MANIFEST_NAME}"), *directory.glob(f"*/*/{MANIFEST_NAME}")])]
+    if not found:
+        raise KcompactError(f"{directory}: not a kcompact repair backup (no {MANIFEST_NAME}), nor a directory of "
+                            f"them (no <backup>/{MANIFEST_NAME} under it)", path=directory)
+    pending = sorted(((d, m) for d, m in found if m.undo_finished_ms is None), key=lambda dm: -dm[1].created_ms)
+    if not pending:
+        raise RefusedError(f"{directory}: every backup under it ({len(found)}) is already undone; nothing changed",
+                           path=directory)
+    newest: dict[tuple[str, str], Path] = {}
+    for path, manifest in pending:
+        newest.setdefault((manifest.log_dir, manifest.partition_dir), path)
+    checked = [undo_repair(path, dry_run=True) for path in newest.values()]
+    if dry_run:
+        return checked
+    done: list[UndoResult] = []
+    for path, _manifest in pending:
+        try:
+            done.append(undo_repair(path))
+        except KcompactError as err:
+            undone = ", ".join(r.backup_dir for r in done) or "none"
+            raise KcompactError(f"{err}; undone before it: {undone} (the same undo again goes on from here)",
+                                path=path) from err
+    return done
 
 
 def _refuse_finished(directory: Path, manifest: Manifest) -> None:

@@ -34,11 +34,15 @@ from kcompact.config.server_properties import node_id, read_server_properties
 from kcompact.errors import KcompactError
 from kcompact.inspect.context import InspectContext, load_inspect_context
 from kcompact.inspect.dirty_ratio import ADVICE, DirtyRatioRow, dirty_ratio_report
+from kcompact.inspect.dry_clean import mostly_keyless
 from kcompact.inspect.keys import dry_run, log_size, projected_size
 from kcompact.inspect.last_clean import partition_last_clean
 from kcompact.inspect.replicas import ReplicaSet, ReplicasRow, replica_sets, replicas_row
 from kcompact.inspect.transactions import checked_transactions
 from kcompact.report.model import (
+    EMPTY,
+    KEYLESS,
+    KEYLESS_ADVICE,
     SOURCE_LOG_DIRS,
     HangingEntry,
     PartitionEntry,
@@ -109,14 +113,23 @@ def log_dir_report(
     replicas = _replicas(log_dirs, {(e.topic, e.partition) for e in entries}) if len(log_dirs) > 1 else []
     return Report(SOURCE_LOG_DIRS, [str(p) for p in given], now,
                   [{"path": d, "broker": broker_of(Path(d))} for d in log_dirs], totals, topics,
-                  entries, len(entries), replicas, advice_of(entry.blocking_rule for entry in entries))
+                  entries, len(entries), replicas, entries_advice(entries))
+
+
+def entries_advice(entries: Iterable[PartitionEntry]) -> dict[str, str]:
+    """:func:`advice_of` the partitions' rules: none for an empty partition (nothing to clean), and for a keyless
+    one not compacted its own (its status), not its rule's advice to compact it."""
+    return advice_of(entry.status if entry.status == KEYLESS else entry.blocking_rule
+                     for entry in entries if entry.status != EMPTY)
 
 
 def advice_of(rules: Iterable[str | None]) -> dict[str, str]:
     """What unblocks the cleaner (``inspect dirty-ratio``'s advice) for each rule that stops it on a partition,
-    eligible or not (an eligible one's range can stop early: at an open transaction)."""
+    eligible or not (an eligible one's range can stop early: at an open transaction); for a keyless topic not
+    compacted, that no clean should (``KEYLESS_ADVICE``)."""
     found = {rule for rule in rules if rule}
-    return {rule: ADVICE[rule] for rule in sorted(found) if rule in ADVICE}
+    advice = {**ADVICE, KEYLESS: KEYLESS_ADVICE}
+    return {rule: advice[rule] for rule in sorted(found) if rule in advice}
 
 
 def partition_entry(row: DirtyRatioRow, config: ConfigInputs, now_ms: int) -> PartitionEntry:
@@ -134,7 +147,8 @@ def partition_entry(row: DirtyRatioRow, config: ConfigInputs, now_ms: int) -> Pa
     entry = PartitionEntry(
         str(path.parent), row.topic, row.partition, row.partition_dir, row.cleanup_policy, row.clean_bytes,
         row.dirty_bytes, row.dirty_ratio, row.min_cleanable_dirty_ratio, row.eligible, row.cleaner_rank,
-        row.blocking_rule, row.blocking_detail, high_watermark_note=row.high_watermark_note)
+        row.blocking_rule, row.blocking_detail, high_watermark_note=row.high_watermark_note,
+        holds_no_records=row.holds_no_records)
     if row.error is not None:
         entry.errors.append(f"inspect dirty-ratio: {row.error}")
         if not row.cleanup_policy:  # nothing of it loads: the other sources would fail alike
@@ -153,15 +167,20 @@ def partition_entry(row: DirtyRatioRow, config: ConfigInputs, now_ms: int) -> Pa
 
 
 def _add_projection(entry: PartitionEntry, ctx: InspectContext) -> None:
-    """``inspect keys``' projection: the bytes on disk, and after a clean now."""
+    """``inspect keys``' projection: the bytes on disk, after a clean now, and after ``clean --roll`` (a broker
+    stopped with its data in active segments, which no clean touches, gives back nothing now)."""
     try:
         dry = dry_run(ctx, None)
+        size = log_size(ctx)
+        rolled = dry_run(ctx, None, roll=True) if ctx.state.segments and ctx.state.segments[-1].size_in_bytes else dry
     except KcompactError as err:
         entry.errors.append(f"inspect keys: {err}")
         return
-    size = log_size(ctx)
     entry.size_in_bytes, entry.size_in_bytes_after = size, projected_size(dry, size)
+    entry.size_in_bytes_after_roll = projected_size(rolled, size)
     entry.clean_skipped_reason = dry.skipped_reason
+    partition = ctx.state.partition  # KRaft's metadata log has no keys, and no cleaner or retention of a topic
+    entry.mostly_keyless = not partition.is_metadata_log and mostly_keyless(partition)
 
 
 def _add_last_clean(entry: PartitionEntry, ctx: InspectContext) -> None:

@@ -19,8 +19,16 @@ SOURCE_PARQUET = "spark-dirty-ratio-parquet"
 SOURCE_SPARK = "spark-log-dirs"  # ``spark report``: log dirs read by Spark tasks, aggregated as at scale
 ELIGIBLE = "eligible"
 BLOCKED_ERROR = "error"  # a partition whose files did not read: blocked for want of knowing
+KEYLESS = "keyless"  # not compacted, and its records carry no key: retention's to delete, not a clean's
+EMPTY = "empty"  # holds no record: nothing to clean, neither eligible nor blocked (``inspect dirty-ratio`` agrees)
 BLOCKED_UNKNOWN = "none-given"  # not eligible, and the report gives no rule (cannot happen for a read row)
 RATIO_BINS = 20  # the dirty-ratio histogram: [0, 0.05), [0.05, 0.1), ..., [0.95, 1.0]
+
+
+POLICY_RULES = ("cleanup-policy", "cleanup-policy-unknown")  # ``inspect dirty-ratio``'s rules of a topic not compacted
+KEYLESS_ADVICE = ("most of its records carry no key, as in a topic that is not compacted: a clean would delete "
+                  "them; removing a non-compacted topic's old records is retention's job (retention.ms, "
+                  "retention.bytes on the broker), not a clean's")
 
 
 def ratio_bin(ratio: float) -> int:
@@ -73,6 +81,11 @@ class PartitionEntry:
     hanging: list[HangingEntry] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # "<command>: <its one line>", one per failing source
     high_watermark_note: str | None = None  # why its high watermark is its log end (``inspect dirty-ratio``'s)
+    holds_no_records: bool = False  # ``inspect dirty-ratio``'s: its log end is its log start
+    mostly_keyless: bool = False  # ``clean``'s keyless sample: most of its records have no key
+    # the projection of ``clean --roll`` (the active segment rolled first, then cleaned); where the active
+    # segment holds no byte it is the projection of a clean now
+    size_in_bytes_after_roll: int | None = None
 
     @property
     def reclaimable_bytes(self) -> int | None:
@@ -82,10 +95,21 @@ class PartitionEntry:
         return self.size_in_bytes - self.size_in_bytes_after
 
     @property
+    def reclaimable_bytes_with_roll(self) -> int | None:
+        """What ``clean --roll`` gives back (None: no projection)."""
+        if self.size_in_bytes is None or self.size_in_bytes_after_roll is None:
+            return None
+        return self.size_in_bytes - self.size_in_bytes_after_roll
+
+    @property
     def status(self) -> str:
         """``eligible``, the rule that blocks it, or ``error`` where a source failed and no rule says more."""
         if self.eligible:
             return ELIGIBLE
+        if self.holds_no_records and not self.errors:
+            return EMPTY
+        if self.mostly_keyless and self.blocking_rule in POLICY_RULES:
+            return KEYLESS
         if self.blocking_rule is None and self.errors:
             return BLOCKED_ERROR
         return self.blocking_rule or BLOCKED_UNKNOWN
@@ -93,6 +117,7 @@ class PartitionEntry:
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["reclaimable_bytes"] = self.reclaimable_bytes
+        out["reclaimable_bytes_with_roll"] = self.reclaimable_bytes_with_roll
         out["status"] = self.status
         return out
 
@@ -107,7 +132,9 @@ class TopicEntry:
     dirty_bytes: int = 0
     size_in_bytes: int | None = 0  # None: some partition has no projection
     reclaimable_bytes: int | None = 0
+    reclaimable_bytes_with_roll: int | None = 0
     eligible: int = 0
+    empty: int = 0  # partitions holding no record: nothing to clean, not blocked
     blocked: dict[str, int] = field(default_factory=dict)  # status -> partitions
     errors: int = 0
     min_cleanable_dirty_ratio: float | None = None  # None: its partitions disagree (per-partition configs)
@@ -126,9 +153,12 @@ class TopicEntry:
         self.dirty_bytes += entry.dirty_bytes
         self.size_in_bytes = _add(self.size_in_bytes, entry.size_in_bytes)
         self.reclaimable_bytes = _add(self.reclaimable_bytes, entry.reclaimable_bytes)
+        self.reclaimable_bytes_with_roll = _add(self.reclaimable_bytes_with_roll, entry.reclaimable_bytes_with_roll)
         status = entry.status
         if status == ELIGIBLE:
             self.eligible += 1
+        elif status == EMPTY:
+            self.empty += 1
         else:
             self.blocked[status] = self.blocked.get(status, 0) + 1
         self.errors += bool(entry.errors)
@@ -169,7 +199,9 @@ class Totals:
     dirty_bytes: int = 0
     size_in_bytes: int | None = 0
     reclaimable_bytes: int | None = 0
+    reclaimable_bytes_with_roll: int | None = 0
     eligible: int = 0
+    empty: int = 0  # partitions holding no record: nothing to clean, not blocked
     blocked: dict[str, int] = field(default_factory=dict)  # status -> partitions, largest first
     errors: int = 0
     hanging_transactions: int = 0
@@ -246,7 +278,9 @@ def add_topic(totals: Totals, topic: TopicEntry) -> None:
     totals.dirty_bytes += topic.dirty_bytes
     totals.size_in_bytes = _add(totals.size_in_bytes, topic.size_in_bytes)
     totals.reclaimable_bytes = _add(totals.reclaimable_bytes, topic.reclaimable_bytes)
+    totals.reclaimable_bytes_with_roll = _add(totals.reclaimable_bytes_with_roll, topic.reclaimable_bytes_with_roll)
     totals.eligible += topic.eligible
+    totals.empty += topic.empty
     totals.errors += topic.errors
     for status, count in topic.blocked.items():
         totals.blocked[status] = totals.blocked.get(status, 0) + count

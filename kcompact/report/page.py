@@ -57,9 +57,10 @@ h3 { font-size: 15px; margin: 16px 0 4px; }
 .note { color: #5a6372; } pre { white-space: pre-wrap; word-break: break-all; background: #fff;
        border: 1px solid #dde1e7; border-radius: 6px; padding: 8px; }
 table { border-collapse: collapse; width: 100%; background: #fff; font-size: 13px; }
-th, td { border-bottom: 1px solid #e6e9ee; padding: 4px 8px; text-align: right; white-space: nowrap; }
-th { position: sticky; top: 0; background: #eef1f5; cursor: pointer; user-select: none; }
-td.t, th.t { text-align: left; } td.wrap { white-space: normal; min-width: 16em; overflow-wrap: anywhere; }
+th, td { border-bottom: 1px solid #e6e9ee; padding: 4px 6px; text-align: right; white-space: nowrap; }
+th { position: sticky; top: 0; background: #eef1f5; cursor: pointer; user-select: none; white-space: normal; }
+td.t, th.t { text-align: left; } td.t { white-space: normal; overflow-wrap: anywhere; min-width: 8em; }
+td.wrap { min-width: 10em; }
 th[aria-sort=ascending]::after { content: " \\25B2"; } th[aria-sort=descending]::after { content: " \\25BC"; }
 input.filter { margin: 4px 0 8px; padding: 4px 8px; width: 320px; max-width: 100%; }
 .err { color: #b91c1c; }
@@ -114,8 +115,8 @@ def render_page(report: Report) -> str:
         UnsupportedFormatError: plotly is not installed (the ``report`` extra).
     """
     plotly_js = _plotly_js()
-    body = [_header(report), _glance(report), *_charts(report), _topic_table(report.topics),
-            _partition_table(report), _advice(report)]
+    body = [_header(report), _glance(report), _advice(report), *_charts(report), _topic_table(report.topics),
+            _partition_table(report)]
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -197,9 +198,13 @@ def _glance(report: Report) -> str:
               NOT_AT_SCALE if t.size_in_bytes is None else size_text(t.size_in_bytes)),
         _card("reclaimable_bytes", "a clean now gives back", t.reclaimable_bytes,
               NOT_AT_SCALE if t.reclaimable_bytes is None else size_text(t.reclaimable_bytes), "good"),
+        _card("reclaimable_bytes_with_roll", "with --roll (active segments cleaned too)", t.reclaimable_bytes_with_roll,
+              NOT_AT_SCALE if t.reclaimable_bytes_with_roll is None else size_text(t.reclaimable_bytes_with_roll),
+              "good"),
         _card("dirty_bytes", "dirty bytes (cleaner's view)", t.dirty_bytes, size_text(t.dirty_bytes)),
         _card("eligible", "eligible for the broker's cleaner", t.eligible, f"{t.eligible:,}", "good"),
         _card("blocked", "blocked", blocked, f"{blocked:,}", "warn" if blocked else ""),
+        _card("empty", "empty (nothing to clean)", t.empty, f"{t.empty:,}"),
         _card("hanging_transactions", "hanging transactions", t.hanging_transactions,
               NOT_AT_SCALE if at_scale else str(t.hanging_transactions),
               "warn" if t.hanging_transactions else ""),
@@ -260,8 +265,9 @@ def _disk_chart(report: Report) -> str:
                   _hbar(names, [t.reclaimable_bytes or 0 for t in topics], "a clean now gives back", RECLAIM_COLOR)]
         title = "Topics by bytes on disk, and the part a clean now gives back (the cleaner's dry run)"
     more = f" The {CHART_TOPICS} largest of {len(report.topics)}." if len(report.topics) > CHART_TOPICS else ""
+    unit = in_binary_unit(traces, "x")
     layout = {"barmode": "stack", "height": 120 + 22 * len(topics),
-              "xaxis": {"title": {"text": "bytes"}, "exponentformat": "SI"}, "yaxis": {"automargin": True}}
+              "xaxis": {"title": {"text": unit}}, "yaxis": {"automargin": True}}
     return f"<h2>Where the disk went</h2><p class='note'>{title}.{more}</p>" + _figure("chart-disk", traces, layout)
 
 
@@ -273,7 +279,25 @@ def _kept(topic: TopicEntry) -> int:
 
 def _hbar(names: list[str], values: list[int], label: str, color: str) -> dict[str, Any]:
     return {"type": "bar", "orientation": "h", "y": names, "x": values, "name": label,
-            "marker": {"color": color}, "hovertemplate": "%{y}: %{x:,} bytes<extra>" + label + "</extra>"}
+            "marker": {"color": color}, "hovertemplate": "%{y}: %{customdata:,} bytes<extra>" + label + "</extra>"}
+
+
+BINARY_UNITS = (("B", 1), ("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40), ("PiB", 1 << 50))
+
+
+def in_binary_unit(traces: list[dict[str, Any]], axis: str) -> str:
+    """Scale the byte values on ``axis`` of ``traces`` to the binary unit of the largest (the page's cards and
+    tables say ``MiB``, never plotly's decimal ``2.5M``); each exact value stays in ``customdata`` for the hover.
+
+    Returns:
+        The unit, the axis title.
+    """
+    largest = max((abs(v) for trace in traces for v in trace[axis]), default=0)
+    unit, divisor = next(((u, d) for u, d in reversed(BINARY_UNITS) if largest >= d), BINARY_UNITS[0])
+    for trace in traces:
+        trace["customdata"] = list(trace[axis])
+        trace[axis] = [v / divisor for v in trace[axis]]
+    return unit
 
 
 def _status_chart(report: Report) -> str:
@@ -354,9 +378,10 @@ def _last_clean_chart(report: Report) -> str:
     trace = {"type": "scatter", "mode": "markers", "x": [_iso(p.last_clean_after_ms or 0) for p in dated],
              "y": [p.size_in_bytes or 0 for p in dated], "text": [_pname(p) for p in dated],
              "marker": {"size": 10, "color": KEPT_COLOR},
-             "hovertemplate": "%{text}: cleaned after %{x}, %{y:,} bytes<extra></extra>"}
+             "hovertemplate": "%{text}: cleaned after %{x}, %{customdata:,} bytes<extra></extra>"}
+    unit = in_binary_unit([trace], "y")
     layout = {"height": 320, "xaxis": {"type": "date", "title": {"text": "a clean provably ran after"}},
-              "yaxis": {"title": {"text": "bytes on disk"}, "exponentformat": "SI"}, "showlegend": False}
+              "yaxis": {"title": {"text": f"on disk ({unit})"}}, "showlegend": False}
     return (f"<h2>When each partition was last cleaned</h2><p class='note' id='last-clean-note'>{note}</p>"
             + _figure("chart-last-clean", [trace], layout))
 
@@ -369,9 +394,11 @@ def _hanging_section(report: Report) -> str:
                 "(<code>inspect transactions</code>).</p>")
     labels = [f"{p.topic}-{p.partition} producer {h.producer_id} ({p.log_dir})" for p, h in hanging]
     trace = {"type": "bar", "orientation": "h", "y": labels, "x": [h.dirty_bytes_held_back for _, h in hanging],
-             "marker": {"color": DIRTY_COLOR}, "hovertemplate": "%{y}: holds back %{x:,} dirty bytes<extra></extra>"}
+             "marker": {"color": DIRTY_COLOR},
+             "hovertemplate": "%{y}: holds back %{customdata:,} dirty bytes<extra></extra>"}
+    unit = in_binary_unit([trace], "x")
     layout = {"height": 120 + 26 * len(hanging), "yaxis": {"automargin": True},
-              "xaxis": {"title": {"text": "dirty bytes held back from the cleaner"}, "exponentformat": "SI"},
+              "xaxis": {"title": {"text": f"dirty bytes held back from the cleaner ({unit})"}},
               "showlegend": False}
     lines = "\n".join(h.abort_command for _, h in hanging)
     return ("<h2>Hanging transactions</h2><p class='note'>Each pins the last stable offset: the cleaner stops "
@@ -434,33 +461,44 @@ def _size_cell(value: int | None) -> str:
 
 def _topic_table(topics: list[TopicEntry]) -> str:
     rows = [[_cell(t.topic, text=True), _cell(t.partitions), _size_cell(t.size_in_bytes),
-             _size_cell(t.reclaimable_bytes), _size_cell(t.clean_bytes), _size_cell(t.dirty_bytes),
+             _size_cell(t.reclaimable_bytes), _size_cell(t.reclaimable_bytes_with_roll), _size_cell(t.clean_bytes),
+             _size_cell(t.dirty_bytes),
              _cell(round(t.max_dirty_ratio, 4)), _cell(t.min_cleanable_dirty_ratio), _cell(t.eligible),
              _cell(", ".join(f"{rule}: {n}" for rule, n in sorted(t.blocked.items())), text=True),
              _cell(t.hanging_transactions), _cell(t.errors, css="err" if t.errors else "")] for t in topics]
     return "<h2>Topics</h2>" + _table("topics-table", [
-        ("topic", False), ("partitions", True), ("on disk", True), ("a clean gives back", True), ("clean", True),
-        ("dirty", True), ("max dirty ratio", True), ("min.cleanable.dirty.ratio", True), ("eligible", True),
-        ("blocked by", False), ("hanging txns", True), ("errors", True)], rows)
+        ("topic", False), ("partitions", True), ("on disk", True), ("a clean gives back", True),
+        ("with --roll", True), ("clean", True), ("dirty", True), ("max dirty ratio", True),
+        ("min.cleanable.dirty.ratio", True), ("eligible", True), ("blocked by", False), ("hanging txns", True),
+        ("errors", True)], rows)
 
 
 def _partition_table(report: Report) -> str:
     brokers = {d["path"]: d["broker"] for d in report.log_dirs}
     rows = [[_cell(p.topic, text=True), _cell(p.partition), _log_dir_cell(p.log_dir, brokers.get(p.log_dir)),
-             _size_cell(p.size_in_bytes), _size_cell(p.reclaimable_bytes), _size_cell(p.clean_bytes),
+             _size_cell(p.size_in_bytes), _size_cell(p.reclaimable_bytes),
+             _size_cell(p.reclaimable_bytes_with_roll), _size_cell(p.clean_bytes),
              _size_cell(p.dirty_bytes), _cell(p.dirty_ratio, shown=f"{p.dirty_ratio:.3f}"),
              _cell(p.min_cleanable_dirty_ratio), _cell(p.cleaner_rank), _cell(p.status, text=True,
                                                                                 title=p.blocking_detail),
              _cell(None if p.last_clean_after_ms is None else p.last_clean_after_ms,
                    shown="-" if p.last_clean_after_ms is None else _iso(p.last_clean_after_ms) + "Z"),
-             _cell(len(p.hanging)), _cell("; ".join(p.errors), text=True, css="err wrap")] for p in report.partitions]
+             _cell(len(p.hanging)), _cell("; ".join(p.errors), text=True, css="err wrap")]
+            for p in sorted(report.partitions, key=_giving_back_first)]
     title = "Partitions"
     if report.partitions_listed < report.totals.partitions:
         title += f" ({_listed(report)} of {report.totals.partitions:,})"
     return f"<h2>{title}</h2>" + _table("partitions-table", [
         ("topic", False), ("partition", True), ("log dir", False), ("on disk", True), ("a clean gives back", True),
-        ("clean", True), ("dirty", True), ("dirty ratio", True), ("min ratio", True), ("cleaner rank", True),
-        ("status", False), ("last clean after", True), ("hanging txns", True), ("errors", False)], rows)
+        ("with --roll", True), ("clean", True), ("dirty", True), ("dirty ratio", True), ("min ratio", True),
+        ("cleaner rank", True), ("status", False), ("last clean after", True), ("hanging txns", True),
+        ("errors", False)], rows)
+
+
+def _giving_back_first(p: PartitionEntry) -> tuple[int, int, int, str, int]:
+    """The partitions table's order: what a clean gives back (with --roll, then now), then size, largest first."""
+    size = p.size_in_bytes if p.size_in_bytes is not None else p.clean_bytes + p.dirty_bytes
+    return (-(p.reclaimable_bytes_with_roll or 0), -(p.reclaimable_bytes or 0), -size, p.topic, p.partition)
 
 
 def _listed(report: Report) -> str:

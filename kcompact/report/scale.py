@@ -69,7 +69,7 @@ def parquet_report(source: str | Path, *, selection: PartitionFilter | None = No
                             f"({len(columns['topic'])} partitions in all)")
     totals.log_dirs, totals.never_cleaned = 0, None  # neither is in those rows
     if totals.partitions == 0:
-        totals.size_in_bytes = totals.reclaimable_bytes = None
+        totals.size_in_bytes = totals.reclaimable_bytes = totals.reclaimable_bytes_with_roll = None
     log_dirs = sorted({str(Path(e.partition_dir).parent) for e in partitions})
     return Report(SOURCE_PARQUET, [str(source)], run_clock_ms(now_ms),
                   [{"path": d, "broker": None} for d in log_dirs], totals, topics, partitions, len(partitions),

@@ -196,7 +196,7 @@ def log_dir_write_guard(log_dir: str | os.PathLike[str]) -> Iterator[None]:
             if not _try_lock(fd, fcntl.LOCK_SH):
                 os.close(fd)
                 raise RefusedError(
-                    f"{path} is held by a running Kafka broker; stop it or work on a copy"
+                    f"{path} is held by a running Kafka broker; stop it or work on a copy", path=path
                 )
             hold = _shared_holds[key] = _SharedHold(fd)
         hold.holders += 1

@@ -184,6 +184,27 @@ def _compile(option: str, patterns: Sequence[str]) -> tuple[re.Pattern[str], ...
     return tuple(compiled)
 
 
+NAMED_LOG_DIRS = 3  # log dirs a message names before it counts the rest
+
+
+def _log_dirs_below(root: str | os.PathLike[str]) -> list[Path]:
+    """The directories just under ``root`` that are log dirs (a broker's data dir holding its ``log.dirs``): each
+    holds a partition directory or a broker's ``meta.properties``."""
+    try:
+        children = sorted(entry for entry in Path(root).iterdir() if entry.is_dir())
+    except OSError:
+        return []
+    return [child for child in children if (child / "meta.properties").is_file() or _holds_partition_dir(child)]
+
+
+def _holds_partition_dir(directory: Path) -> bool:
+    try:
+        return any(parse_partition_dir_name(entry.name) is not None and entry.is_dir()
+                   for entry in directory.iterdir())
+    except OSError:
+        return False
+
+
 def require_partition_dirs(
     log_dir: str | os.PathLike[str], selection: PartitionFilter | None = None
 ) -> list[Path]:
@@ -212,6 +233,13 @@ def require_partition_dirs(
                 f"no partition directories found under {os.fspath(log_dir)}: only "
                 f"{plural(len(set_aside), 'partition')} Kafka set aside (being deleted or moved: "
                 "-delete, -future, -stray); name one alone to read it")
+        below = _log_dirs_below(log_dir)
+        if below:
+            shown = ", ".join(os.fspath(d) for d in below[:NAMED_LOG_DIRS])
+            more = f" and {len(below) - NAMED_LOG_DIRS} more" if len(below) > NAMED_LOG_DIRS else ""
+            raise KcompactError(
+                f"no partition directories found under {os.fspath(log_dir)}: it holds "
+                f"{plural(len(below), 'log dir')} ({shown}{more}); give those", path=log_dir)
         raise KcompactError(
             f"no partition directories found under {os.fspath(log_dir)} (expected a log dir, which "
             "holds <topic>-<partition> directories, or one of them)"

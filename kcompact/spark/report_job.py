@@ -30,8 +30,8 @@ from kcompact.inspect.replicas import DEFAULT_MAX_KEYS
 from kcompact.log.rules.ranges import pick_ranks
 from kcompact.report.gather import (
     ConfigInputs,
-    advice_of,
     broker_of,
+    entries_advice,
     partition_entry,
     replica_entry,
     reported_replica_sets,
@@ -130,7 +130,7 @@ def spark_report(spark: SparkSession, plan: ReportPlan, *, listed: int = LISTED_
         replicas = [replica_entry(row) for row in compared]
     return Report(SOURCE_SPARK, list(plan.inputs), now,
                   [{"path": d, "broker": broker_of(Path(d))} for d in plan.log_dirs], totals, topics, partitions,
-                  len(partitions), replicas, advice_of(e.blocking_rule for e in entries))
+                  len(partitions), replicas, entries_advice(entries))
 
 
 def run_report_task(part: ReportSlice) -> list[PartitionEntry]:

@@ -153,7 +153,8 @@ def test_json_report_has_a_fixed_field_set(tmp_path: Path) -> None:
     result = run(part, "--now-ms", NOW, "--json", "--config", "cleanup.policy=compact")
     assert (result.exit_code, result.stderr) == (0, "")
     report = json.loads(result.stdout)
-    assert report.keys() == {"results", "failures", "skipped", "notes", "freed_first", "order", "space"}
+    assert report.keys() == {"results", "failures", "skipped", "notes", "gives_back_with_roll", "freed_first", "order",
+                             "space"}
     assert (report["freed_first"], report["order"], report["space"]) == (None, None, None)  # a log dir's
     assert report["failures"] == [] and all(isinstance(note, str) for note in report["notes"])
     (only,) = report["results"]
@@ -351,7 +352,7 @@ def test_delete_topics_of_a_broker_log_dir_are_skipped_not_emptied(tmp_path: Pat
     log_dir = copy_tree_writable(real_fixture("bitnami2024-rolled-logdir"), tmp_path / "logdir")
     user_topics = ("first-0", "sensor-data-0", "sensor-data-topic-0")
     before = {name: digest(log_dir / name) for name in user_topics}
-    result = run(log_dir, "--roll", "--now-ms", 1_769_800_000_000)
+    result = run(log_dir, "--roll", "--now-ms", 1_769_800_000_000, "--verbose")  # each one's own line
     assert result.exit_code == 0
     skipped = [line for line in result.stdout.splitlines() if ": skipped — " in line]
     assert [line.split(":")[0] for line in skipped] == [*user_topics, "test-0"]
@@ -404,9 +405,19 @@ def test_a_mostly_keyless_partition_is_compacted_only_with_the_acknowledgement(t
          "have no key, and a clean deletes every keyless record it reaches (a topic made compacted after they "
          "were written); give --allow-keyless-loss to compact it anyway, deleting them")]
     assert digest(part) == before  # not even rolled
+    rehearsed = run(part, "--roll", "--now-ms", 1_769_800_000_000, "--config", "cleanup.policy=compact",
+                    "--allow-keyless-loss", "--dry-run")
+    lines = rehearsed.stdout.splitlines()
+    given_up = ("first-0: would delete 11 records with no key (11 of the 11 records read): their data would be lost, "
+                "not compacted")
+    (reduction,) = [line for line in lines if "size reduction" in line]
+    assert lines.index(given_up) < lines.index(reduction)  # what is given up, before what it buys
+    assert reduction.split("size reduction")[1].strip().endswith("% (with 11 keyless records deleted)")
     allowed = run(part, "--roll", "--now-ms", 1_769_800_000_000, "--config", "cleanup.policy=compact",
                   "--allow-keyless-loss")
     assert allowed.exit_code == 0 and read_all_records(part) == []  # what was acknowledged
+    assert ("first-0: deleted 11 records with no key (11 of the 11 records read): their data is gone, not "
+            "compacted") in allowed.stdout.splitlines()
 
 
 def test_skipped_partitions_are_rows_of_the_json_report(tmp_path: Path) -> None:

@@ -180,3 +180,18 @@ def test_a_usage_error_after_json_is_one_json_object_too(tmp_path: Path, args: t
     error = json.loads(line)["error"]
     assert list(error) == ERROR_FIELDS and (error["kind"], error["exit_code"]) == ("UsageError", 2)
     assert error["message"].startswith("Invalid value for ")
+
+
+@pytest.mark.parametrize("command", [("clean",), ("repair",), ("repair", "--clean")])
+def test_a_held_lock_names_its_path_in_the_json_error(tmp_path: Path, command: tuple[str, ...]) -> None:
+    """A broker holding the log dir: the error object names the path the message names (not null)."""
+    from tests.cli.test_dump_cli import broker_running
+
+    log_dir = tmp_path / "logdir"
+    PartitionBuilder("orders", 0).batch([(b"k", b"v")]).batch([(b"k", b"w")]).roll().write(log_dir)
+    with broker_running(log_dir):
+        result = run(*command, log_dir, "--json")
+    assert result.exit_code == 2
+    error = json.loads(result.stdout)["error"]
+    assert error["path"] is not None and error["path"] in error["message"]
+    assert Path(error["path"]) in (log_dir, log_dir / ".lock")

@@ -127,7 +127,7 @@ def test_a_missing_high_watermark_is_counted_once_and_empty_partitions_are_count
     lines = result.stdout.splitlines()
     assert not [line for line in lines if line.startswith("idle-")]
     assert f"{EMPTY} empty partitions (no records): nothing to clean" in lines
-    assert lines[-1].startswith(f"{PARTITIONS} partitions cleaned, {EMPTY} had nothing to clean, ")
+    assert lines[-1].startswith(f"would clean {PARTITIONS} partitions, {EMPTY} have nothing to clean, ")
 
     report = json.loads(run("clean", log_dir, "--dry-run", "--now-ms", NOW, *COMPACT, "--json").stdout)
     assert len(report["results"]) == PARTITIONS + EMPTY  # every row kept, with its own warning
@@ -294,7 +294,10 @@ def test_clean_says_once_that_the_data_is_only_in_active_segments(tmp_path: Path
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
         ACTIVE_ONLY, f"{EMPTY} empty partitions (no records): nothing to clean",
-        "0 partitions cleaned, 7 had nothing to clean, 0 skipped, 0 failed; 0 B read, 0 B written"]
+        "a clean now would give back 0 B of .log files; with --roll 0 B (4 partitions with records in the "
+        "active segment, which only a roll makes cleanable)",
+        "would clean 0 partitions, 7 have nothing to clean, 0 would be skipped, 0 failed; would read 0 B, "
+        "would write 0 B (dry run: nothing changed)"]
 
 
 def test_dirty_ratio_counts_empty_partitions_instead_of_listing_them_and_says_active_only_once(

@@ -243,7 +243,7 @@ def test_a_segment_linked_from_outside_the_log_dir_is_refused_in_one_line(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "logdir"]  # no backup directory
 
 
-UNDO_USAGE = ["Usage: kcompact repair [OPTIONS] PARTITION_DIR|LOG_DIR",
+UNDO_USAGE = ["Usage: kcompact repair [OPTIONS] PARTITION_DIR|LOG_DIR...",
               "   or: kcompact repair --undo BACKUP_DIR [--dry-run] [--json]"]
 
 

@@ -139,6 +139,35 @@ def test_each_partitions_backup_undoes_it_alone(tmp_path: Path) -> None:
     assert partition_digest(log_dir / "orders-1") == before
 
 
+def test_one_undo_puts_back_every_partition_a_log_dir_repair_changed(tmp_path: Path) -> None:
+    """Without --backup-dir the run's backups share one root next to the log dir; the repair names it, and one
+    `repair --undo` of it (or of <log dir>.kcompact-backup, the directory an operator finds) undoes the run."""
+    log_dir, _expected = damaged_log_dir(tmp_path)
+    before = tree_digest(log_dir)
+    result = run(log_dir)
+    assert result.exit_code == 0, result.output
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("backups: ")]
+    root = Path(line.removeprefix("backups: ").split(" (")[0])
+    assert root.parent == tmp_path / "logs.kcompact-backup" and root.name.startswith("repair.")
+    assert sorted(p.name for p in root.iterdir()) == ["orders-0", "orders-1", "payments-0"]
+    assert f"(undo the whole run: kcompact repair --undo {root};" in line
+    rehearsal = run("--undo", tmp_path / "logs.kcompact-backup", "--dry-run")
+    assert rehearsal.exit_code == 0, rehearsal.output
+    assert rehearsal.stdout.splitlines()[-1] == f"would undo 3 backups under {tmp_path / 'logs.kcompact-backup'}"
+    repaired = tree_digest(log_dir)
+    after_repair_lock = repaired.pop(".lock")
+    assert repaired != before
+    undo = run("--undo", tmp_path / "logs.kcompact-backup", "--json")
+    assert undo.exit_code == 0, undo.output
+    assert sorted(Path(b["partition_dir"]).name for b in json.loads(undo.stdout)["backups"]) == [
+        "orders-0", "orders-1", "payments-0"]
+    after = tree_digest(log_dir)
+    assert after.pop(".lock") == after_repair_lock and after == before  # the empty .lock a writer creates stays
+    again = run("--undo", root)
+    assert again.exit_code == 2
+    assert again.stderr == f"kcompact: error: {root}: every backup under it (3) is already undone; nothing changed\n"
+
+
 def test_a_partition_filter_limits_the_repair(tmp_path: Path) -> None:
     log_dir, _expected = damaged_log_dir(tmp_path)
     before = {name: partition_digest(log_dir / name) for name in ("orders-0", "orders-1", "payments-0")}

@@ -159,7 +159,7 @@ def test_spark_clean_text_report_is_a_table_and_a_summary(spark: SparkSession, t
         ["orders-0", "would", "clean", "[0,", "23)"], ["users-0", "would", "clean", "[0,", "23)"]]
     read = sum(r.stats.bytes_read for r in serial)
     written = sum(r.stats.bytes_written for r in serial)
-    assert lines[-1] == f"2 partitions: 2 would clean; {size_text(read)} read, {size_text(written)} written"
+    assert lines[-1] == f"2 partitions: 2 would clean; would read {size_text(read)}, write {size_text(written)}"
     assert "Spark session start-up: " in result.stderr
 
 

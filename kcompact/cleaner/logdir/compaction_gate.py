@@ -94,7 +94,8 @@ def not_compacted(
         if not has_compact(policy):
             why += (", and never on an assumption where the last known policy is explicit and has no compact "
                     "(--assume-compact does not apply)")
-        return _with_hint(why, _sample(effective, partition), named_alone, known=not has_compact(policy))
+        return _with_hint(why, _sample(effective, partition), named_alone, known=not has_compact(policy),
+                          empty=_holds_nothing(effective, partition))
     if effective.config.is_compacted:
         known = effective.known_policy if effective.known_policy is not None else effective.last_known_policy
         if policy.source == "cli" and not named_alone and known is not None and not has_compact(known):
@@ -108,9 +109,10 @@ def not_compacted(
     if policy.source != "default":
         why = (f"cleanup.policy={format_value(policy.value)} ({describe_source(policy)}); the broker's "
                f"cleaner never compacts it")
-        return _with_hint(why, sample, named_alone, known=True)
+        return _with_hint(why, sample, named_alone, known=True, empty=_holds_nothing(effective, partition))
     known_default = effective.topic_config_unknown is None
-    return _with_hint(_default_policy(effective), sample, named_alone, known=known_default)
+    return _with_hint(_default_policy(effective), sample, named_alone, known=known_default,
+                      empty=_holds_nothing(effective, partition))
 
 
 def _alone(named_alone: bool) -> str:
@@ -127,9 +129,16 @@ def _known_without_compact(effective: EffectiveConfig, known: ConfigValue) -> st
             f"cleaner never compacts it")
 
 
-def _with_hint(why: str, sample: KeylessSample, named_alone: bool, *, known: bool) -> str:
+EMPTY_PARTITION = "no records: nothing to clean, whatever the policy"
+"""What a skip says of a partition whose segments hold no byte, instead of options that would change nothing."""
+
+
+def _with_hint(why: str, sample: KeylessSample, named_alone: bool, *, known: bool, empty: bool = False) -> str:
     """A skip reason with what would compact the partition: ``--assume-compact`` only where the policy
-    is unknown, and the acknowledgement flag where the data is mostly keyless."""
+    is unknown, and the acknowledgement flag where the data is mostly keyless; for an empty partition,
+    that there is nothing to clean (no option would change what a clean does to it)."""
+    if empty:
+        return f"{why}; {EMPTY_PARTITION}"
     alone = _alone(named_alone)
     if sample.mostly_keyless:
         return (f"{why}; {sample.describe()}, as in a topic that is not compacted (compaction would "
@@ -187,6 +196,11 @@ def _keyless_refusal(effective: EffectiveConfig, named_alone: bool, partition: P
     if not count.mostly_keyless:
         return None
     return guard.refusal(count.describe())
+
+
+def _holds_nothing(effective: EffectiveConfig, partition: Partition | None) -> bool:
+    """Whether the partition's segments hold not one byte (no record, no marker: a clean writes nothing)."""
+    return (partition or open_partition(effective.partition_dir)).size_in_bytes == 0
 
 
 def _sample(effective: EffectiveConfig, partition: Partition | None) -> KeylessSample:

@@ -49,6 +49,7 @@ from kcompact.cleaner.logdir.free_first import (
 )
 from kcompact.cleaner.logdir.run_summary import repeated_warning_notes
 from kcompact.cleaner.logdir.torn_tail import torn_tail_error
+from kcompact.cleaner.logdir.with_roll import gives_back_with_roll
 from kcompact.cleaner.round.options import (
     CleanOptions,
     CleanResult,
@@ -135,6 +136,7 @@ class CleanRun:
     space: SpaceNeed | None = None  # a dry run's total, in the order it would clean
     free_bytes: int | None = None  # the volume's free space when ``space`` was measured (the broker's, f_bavail)
     reserved_bytes: int = 0  # and what it kept for root besides (``disk.space.Volume``)
+    gives_back_with_roll: int | None = None  # a dry run without --roll: the .log bytes --roll gives back
 
 
 def merge_notes(per_partition: Mapping[str, list[str]]) -> list[str]:
@@ -248,6 +250,9 @@ def clean_path(
             task = partition_task(target, sources, run.notes)
             own = replace(task.options(options), jobs=jobs)
             run.results.append(clean_partition(target, task.config, own, _progress_for(target, progress)))
+            if options.dry_run and not options.roll:
+                run.gives_back_with_roll = gives_back_with_roll(
+                    run.results, lambda _result: _rolled_alone(target, task.config, replace(own, roll=True)))
         except TruncatedDataError as err:
             raise torn_tail_error(err, target) or err from err
         _note_jobs(run, jobs, None, "the round's segment ranges")
@@ -308,6 +313,11 @@ def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, 
             run.results.append(outcome)
     if options.dry_run:
         _dry_run_space(target, run, run.freed_first)
+    if options.dry_run and not options.roll:
+        by_dir = {str(task.part_dir): task for task in tasks}
+        rolled = replace(options, roll=True, jobs=1)
+        run.gives_back_with_roll = gives_back_with_roll(run.results, lambda result: _rolled(
+            _clean_task(rolled, by_dir[result.partition_dir], None)))
     if workers > 1:
         _note_jobs(run, jobs, workers, f"the {len(tasks)} partitions to clean")
     else:  # one partition at a time, each with the caller's jobs
@@ -641,6 +651,18 @@ def _task_outcome(
         outcomes.append(PartitionSkip(str(task.part_dir), str(err).removeprefix(f"{task.part_dir}: ")))
     except KcompactError as err:
         outcomes.append(PartitionFailure(str(task.part_dir), _said(err, task.part_dir)))
+
+
+def _rolled_alone(target: Path, config: TopicConfig, options: CleanOptions) -> CleanResult | None:
+    """A partition named alone dry run again with ``--roll`` (None: refused or failed then)."""
+    try:
+        return clean_partition(target, config, options)
+    except KcompactError:
+        return None
+
+
+def _rolled(outcome: CleanResult | PartitionFailure | PartitionSkip) -> CleanResult | None:
+    return outcome if isinstance(outcome, CleanResult) else None
 
 
 def _said(err: KcompactError, part_dir: Path) -> str:

@@ -8,6 +8,7 @@ how many partitions it concerns, in one line, and counts the empty partitions in
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 
 from kcompact.log.rules.ranges import CleanableRange
@@ -98,3 +99,32 @@ def active_only_line(names: Sequence[str]) -> str:
     """The one line that stands for several partitions whose data is all in the active segment."""
     return (f"{partitions_text(names)}: data only in the active segment, which is never cleaned; --roll "
             "cleans it (--json: each one's detail)")
+
+
+_SAMPLED_KEYED = re.compile(r"; all \d+ records sampled carry a key")
+_SAMPLED_KEYLESS = re.compile(r"\b\d+ of \d+ records sampled have no key")
+
+
+def skipped_lines(named_reasons: Sequence[tuple[str, str]]) -> list[str]:
+    """What a report for people prints of a log dir's skipped partitions: one line per reason, naming the
+    partition when it is alone, else counting them with a few names (``partitions_text``); the counts of
+    each one's keyless sample (``keyless.KeylessSample.describe``) are left out where several share a line.
+
+    Args:
+        named_reasons: ``(partition name, why it was skipped)`` per skipped partition, in order.
+
+    Returns:
+        The lines, in the order each reason first appears.
+    """
+    by_gist: dict[str, list[tuple[str, str]]] = {}
+    for name, reason in named_reasons:
+        gist = _SAMPLED_KEYLESS.sub("most records sampled have no key", _SAMPLED_KEYED.sub("", reason))
+        by_gist.setdefault(gist, []).append((name, reason))
+    lines = []
+    for gist, members in by_gist.items():
+        if len(members) == 1:
+            name, reason = members[0]
+            lines.append(f"{name}: skipped — {reason}")
+        else:
+            lines.append(f"{partitions_text([name for name, _reason in members])}: skipped — {gist}")
+    return lines

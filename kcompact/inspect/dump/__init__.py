@@ -67,7 +67,7 @@ from kcompact.inspect.dump.other_files import NAMED_FILES, dump_named_file, dump
 from kcompact.inspect.dump.window import DumpFilter, DumpWindow
 from kcompact.segment.lock import BROKER_LOCK_FILE, broker_holds_lock
 from kcompact.segment.names import SegmentFileName, parse_segment_file_name
-from kcompact.segment.partition import is_partition_dir, named_path, open_partition
+from kcompact.segment.partition import METADATA_TOPIC, is_partition_dir, named_path, open_partition
 from kcompact.segment.startup_recovery import recovered_at_start
 
 __all__ = ["DUMPABLE_KINDS", "INDEX_KINDS", "dump_path"]
@@ -122,6 +122,11 @@ def _key_text(key: bytes) -> str:
     return repr(text) if text and text.isprintable() else f"base64:{base64.b64encode(key).decode('ascii')}"
 
 
+BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
+"""KRaft's bootstrap metadata in ``metadata.log.dir`` (``BootstrapDirectory``: written by ``kafka-storage format``
+with ``BatchFileWriter``, read with ``BatchFileReader``): metadata records in v2 batches, like a snapshot."""
+
+
 def _dump_target(target: Path, records: bool, verify_index: bool, selection: DumpFilter | None,
                  all_files: bool) -> Iterator[Item]:
     window = None if selection is None or selection == DumpFilter() else DumpWindow(selection)
@@ -135,12 +140,17 @@ def _dump_target(target: Path, records: bool, verify_index: bool, selection: Dum
             yield from _dump_other_files(target)
         return
     parsed = parse_segment_file_name(target.name)
-    record_file = parsed is not None and parsed.kind in ("log", "checkpoint")
+    record_file = ((parsed is not None and parsed.kind in ("log", "checkpoint"))
+                   or target.name == BOOTSTRAP_CHECKPOINT)
     if window is not None and not record_file:
         raise KcompactError(f"{target}: --from-offset, --to-offset, --from-time, --to-time, --key and "
                             f"--max-bytes select records; expected a .log file or a partition directory")
     if target.name in NAMED_FILES:
         yield from dump_named_file(target)
+        return
+    if target.name == BOOTSTRAP_CHECKPOINT:  # KRaft's bootstrap metadata: record batches from offset 0
+        yield from dump_log(target, 0, records, record_decoder(f"{METADATA_TOPIC}-0"), live_active=False,
+                            kind="checkpoint", window=window)
         return
     if parsed is not None and parsed.kind == "snapshot" and parsed.temp_suffix is None:
         yield from dump_producer_snapshot(target, parsed.base_offset)

@@ -160,26 +160,27 @@ def projected_size(dry: CleanResult, size: int) -> int:
     return size - dry.stats.bytes_read + dry.stats.bytes_written
 
 
-def dry_run(ctx: InspectContext, progress: ReadProgress | None) -> CleanResult:
+def dry_run(ctx: InspectContext, progress: ReadProgress | None, *, roll: bool = False) -> CleanResult:
     """The cleaner's dry run, or an empty result saying why no clean would run (``progress`` told the
     bytes it reads; finished either way).
 
     Args:
         ctx: the partition as :func:`kcompact.inspect.context.load_inspect_context` loads it.
         progress: told the bytes the dry run reads (None: nothing told).
+        roll: the dry run of ``clean --roll``: the active segment rolled first, so its data is cleaned too.
 
     Returns:
         The dry run's result; ``skipped_reason`` says why no clean would run (``end_offset`` None then).
     """
     if progress is None:
-        return _dry_run_or_reason(ctx, None)
+        return _dry_run_or_reason(ctx, None, roll)
     try:
-        return _dry_run_or_reason(ctx, progress.advance)
+        return _dry_run_or_reason(ctx, progress.advance, roll)
     finally:
         progress.finish()
 
 
-def _dry_run_or_reason(ctx: InspectContext, advance: Callable[[int], None] | None) -> CleanResult:
+def _dry_run_or_reason(ctx: InspectContext, advance: Callable[[int], None] | None, roll: bool) -> CleanResult:
     state, effective, now = ctx.state, ctx.effective, ctx.now_ms
     reason = not_compacted(effective)
     if state.partition.is_metadata_log:
@@ -189,7 +190,7 @@ def _dry_run_or_reason(ctx: InspectContext, advance: Callable[[int], None] | Non
     if reason is None:
         try:
             return dry_clean(state.partition.path, effective.config, now, sole_replica=ctx.sole_replica,
-                             progress=advance)
+                             roll=roll, progress=advance)
         except RefusedError as err:  # tiered storage
             reason = str(err)
         except BatchCrcError as err:  # the census counts it too (corrupt_batches)

@@ -49,7 +49,7 @@ class KeyCounts:
     cleanable_distinct_keys: int
     keyed_records: int
     duplicate_records: int  # a later record has the same key
-    duplicate_bytes: int
+    duplicate_bytes: int  # their records' bytes as encoded inside their batches: uncompressed, not bytes on disk
 
 
 @dataclass(frozen=True, slots=True)
