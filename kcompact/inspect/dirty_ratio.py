@@ -97,6 +97,14 @@ ADVICE = {
 }
 
 
+def holds_no_records(error: str | None, log_start_offset: int | None, log_end_offset: int | None,
+                     eligible: bool) -> bool:
+    """Whether a dirty-ratio row is an empty partition read without error: its log end is its log start, so
+    nothing is to clean (whatever rule a range of no bytes reports). Every report counts these apart from
+    blocked ones, from a row in memory or one read back from Parquet."""
+    return error is None and log_end_offset is not None and log_end_offset == log_start_offset and not eligible
+
+
 @dataclass(slots=True)
 class DirtyRatioRow:
     """One partition's row (the ``--json`` object)."""
@@ -139,8 +147,7 @@ class DirtyRatioRow:
     def holds_no_records(self) -> bool:
         """An empty partition, read without error: its log end is its log start, so nothing is to clean
         (whatever rule a range of no bytes reports); every report counts these apart from blocked ones."""
-        return (self.error is None and self.log_end_offset is not None
-                and self.log_end_offset == self.log_start_offset and not self.eligible)
+        return holds_no_records(self.error, self.log_start_offset, self.log_end_offset, self.eligible)
 
     def as_dict(self) -> dict[str, Any]:
         """The row as ``dataclasses.asdict`` gives it (field order kept, ``warnings`` a copy), without its

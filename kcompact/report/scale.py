@@ -22,7 +22,7 @@ from typing import Any
 
 from kcompact.clock import run_clock_ms
 from kcompact.errors import ConfigError, KcompactError, UnsupportedFormatError
-from kcompact.inspect.dirty_ratio import ADVICE
+from kcompact.inspect.dirty_ratio import ADVICE, holds_no_records
 from kcompact.report.model import (
     SOURCE_PARQUET,
     PartitionEntry,
@@ -38,6 +38,8 @@ LISTED_PARTITIONS = 200
 NOTABLE_PARTITIONS = 200  # listed besides the largest: those with an error or a hanging transaction
 COLUMNS = ("topic", "partition", "partition_dir", "cleanup_policy", "clean_bytes", "dirty_bytes", "dirty_ratio",
            "min_cleanable_dirty_ratio", "eligible", "cleaner_rank", "blocking_rule", "blocking_detail", "error")
+# read where the rows have them (older outputs do not): an empty partition is told apart from a blocked one
+OPTIONAL_COLUMNS = ("log_start_offset", "log_end_offset")
 
 
 def parquet_report(source: str | Path, *, selection: PartitionFilter | None = None,
@@ -59,8 +61,8 @@ def parquet_report(source: str | Path, *, selection: PartitionFilter | None = No
         KcompactError: ``selection`` matches none of its rows.
     """
     columns = _read_columns(Path(source))
-    rows = (dict(zip(COLUMNS, values, strict=True)) for values in zip(*(columns[name] for name in COLUMNS),
-                                                                       strict=True))
+    names = tuple(columns)
+    rows = (dict(zip(names, values, strict=True)) for values in zip(*columns.values(), strict=True))
     entries = (_entry(row) for row in rows
                if selection is None or selection.matches(row["topic"], row["partition"]))
     totals, topics, partitions = aggregate(entries, listed=listed)
@@ -134,6 +136,8 @@ def _entry(row: dict[str, Any]) -> PartitionEntry:
         row["cleaner_rank"], row["blocking_rule"], row["blocking_detail"])
     if row["error"]:
         entry.errors.append(f"inspect dirty-ratio: {row['error']}")
+    entry.holds_no_records = holds_no_records(row["error"], row.get("log_start_offset"), row.get("log_end_offset"),
+                                              bool(row["eligible"]))
     return entry
 
 
@@ -149,9 +153,13 @@ def _read_columns(source: Path) -> dict[str, list[Any]]:
         raise ConfigError(f"{source}: no such file or directory; expected the Parquet output of "
                           "`kcompact spark inspect dirty-ratio --output`")
     try:
-        table = pq.read_table(source, columns=list(COLUMNS))
+        import pyarrow.dataset as ds
+
+        found = set(ds.dataset(source, format="parquet").schema.names)
+        names = [*COLUMNS, *(name for name in OPTIONAL_COLUMNS if name in found)]
+        table = pq.read_table(source, columns=names)
     except Exception as err:  # pyarrow's errors (ArrowInvalid, OSError, KeyError...) have no common base
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ConfigError(f"{source}: not the Parquet output of `kcompact spark inspect dirty-ratio "
                           f"--output`; expected its columns ({', '.join(COLUMNS)}), found: {first}") from err
-    return {name: table.column(name).to_pylist() for name in COLUMNS}
+    return {name: table.column(name).to_pylist() for name in names}

@@ -120,3 +120,27 @@ def test_json_with_output_prints_the_data_and_writes_the_page_as_the_docs_say(tm
     row = next(line for line in (Path(__file__).parents[2] / "docs" / "commands.md").read_text().splitlines()
                if line.startswith("| `kcompact report PATH..."))
     assert "`--json` (the page's data on stdout, and with `--output` the page written too;" in row
+
+
+def test_a_report_from_spark_rows_counts_empty_partitions_apart_too(tmp_path: Path) -> None:
+    """``report --from PARQUET`` reads the offsets ``spark inspect dirty-ratio`` writes: the same 49 empty
+    partitions, not blocked; rows written before those columns existed still read (as blocked, as then)."""
+    from kcompact.inspect.dirty_ratio import dirty_ratio_report
+    from tests.report.test_report import write_rows_parquet
+
+    log_dir = real_fixture("kraft37-cleaned-logdir")
+    rows = [row.as_dict() for row in dirty_ratio_report([log_dir], cli_overrides={}, now_ms=NOW)]
+    write_rows_parquet(rows, tmp_path / "ratio.parquet")
+    totals = run_json("report", "--from", str(tmp_path / "ratio.parquet"), "--json")["totals"]
+    assert totals["empty"] == 49
+    assert totals["blocked"] == {"active-segment": 2, "cleanup-policy": 1}
+
+    old = [{k: v for k, v in row.items() if k not in ("log_start_offset", "log_end_offset")} for row in rows]
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "old.parquet").mkdir()
+    pq.write_table(pa.Table.from_pylist([{k: v for k, v in r.items() if k != "warnings"} for r in old]),
+                   tmp_path / "old.parquet" / "part-00000.parquet")
+    totals = run_json("report", "--from", str(tmp_path / "old.parquet"), "--json")["totals"]
+    assert totals["partitions"] == len(rows) and totals["empty"] == 0
