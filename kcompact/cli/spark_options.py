@@ -20,8 +20,8 @@ master_option = click.option(
     help="Spark master (local[4], spark://host:7077, yarn…). Default: what spark-submit set, else local[*].")
 verbose_option = click.option(
     "--verbose", is_flag=True,
-    help="Show Spark's own logs (INFO), its Python workers' stderr and the address the driver listens on; "
-         "default: errors only.")
+    help="Show Spark's own logs (INFO), its Python workers' stderr and the address the driver listens on, and "
+         "(spark clean) every skipped partition on a line of its own; default: errors only, skips counted by reason.")
 conf_option = click.option(
     "--conf", "spark_conf_pairs", multiple=True, metavar="KEY=VALUE",
     help="A Spark setting for this command's session, e.g. spark.jars.packages=org.apache.hadoop:hadoop-aws:"
