@@ -62,14 +62,11 @@ from typing import TYPE_CHECKING, Any
 
 from kcompact.config.config_keys import CLEANUP_POLICY_COMPACT, format_value
 from kcompact.config.internal_topics import internal_topic_configs
-from kcompact.config.source_files import (
-    METADATA_TOPIC,
-    FoundSources,
-    gather_sources,
-)
+from kcompact.config.source_files import FoundSources, gather_sources
 from kcompact.config.topic_config import ConfigValue, TopicConfig, resolve_config
 from kcompact.errors import ConfigError
 from kcompact.segment.names import parse_partition_dir_name
+from kcompact.segment.partition import METADATA_TOPIC
 
 if TYPE_CHECKING:  # only annotations: the KRaft reader is imported where a log dir has metadata (source_files)
     from kcompact.config.kraft.metadata_state import MetadataState, PartitionAssignment

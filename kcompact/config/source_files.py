@@ -23,7 +23,7 @@ from kcompact.config.server_properties import (
 )
 from kcompact.errors import ConfigError
 from kcompact.segment.metadata_files import read_partition_topic_id
-from kcompact.segment.partition import META_PROPERTIES
+from kcompact.segment.partition import META_PROPERTIES, METADATA_TOPIC
 from kcompact.text import plural_noun
 
 if TYPE_CHECKING:  # the metadata log's reader is imported where one is read (most runs have none)
@@ -31,7 +31,6 @@ if TYPE_CHECKING:  # the metadata log's reader is imported where one is read (mo
 
 SERVER_PROPERTIES_ENV = "KCOMPACT_SERVER_PROPERTIES"
 METADATA_PARTITION = "__cluster_metadata-0"
-METADATA_TOPIC = "__cluster_metadata"
 
 
 def _server_properties_path(argument: str | os.PathLike[str] | None) -> Path | None:

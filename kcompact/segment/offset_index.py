@@ -35,8 +35,6 @@ from kcompact.segment.fixed_index import (
     zero_tail_slots,
 )
 
-# MAX_RELATIVE_OFFSET, Finding and fits_relative_offset lived here before fixed_index.py; other
-# modules still import them from here.
 __all__ = [
     "MAX_POSITION",
     "OFFSET_INDEX_ENTRY",

@@ -38,6 +38,7 @@ from kcompact.records.messages import consumer_offsets as offsets_records
 from kcompact.records.messages import transaction_log as txn_log_records
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import parse_partition_dir_name
+from kcompact.segment.partition import METADATA_TOPIC
 
 if TYPE_CHECKING:
     from kcompact.records.legacy import LegacyEntry
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 
 RecordDecoder = Callable[["Record"], Item]  # a data record -> its ``decoded`` object
 
-METADATA_TOPIC = "__cluster_metadata"
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
