@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from kcompact.errors import CorruptCheckpointError, FileAccessError
@@ -229,7 +230,8 @@ def update_offset_checkpoint(
     Runs under :func:`~kcompact.segment.lock.checkpoint_lock` of the file's log dir, so concurrent
     kcompact processes never drop each other's entries. Kafka's broker must not be running (hold
     :func:`~kcompact.segment.lock.log_dir_write_guard`): it rewrites these files on its own
-    schedule.
+    schedule. While this process holds the file's updates back (:func:`holding_updates`), they are
+    only added to those held and nothing is read or written.
 
     Args:
         path: the checkpoint file (created when missing).
@@ -237,7 +239,25 @@ def update_offset_checkpoint(
             are appended in the given order.
 
     Returns:
-        The entries now in the file.
+        The entries now in the file; while updates are held back, the updates held so far.
+
+    Raises:
+        CorruptCheckpointError: the existing file does not parse (it is left untouched).
+        ValueError: as :func:`encode_offset_checkpoint`.
+    """
+    target = Path(path)
+    held = _HELD.get(_held_key(target))
+    if held is not None:
+        held.update(updates)
+        return dict(held)
+    return write_checkpoint_updates(target, updates)
+
+
+def write_checkpoint_updates(
+    path: str | os.PathLike[str], updates: Mapping[tuple[str, int], int]
+) -> dict[tuple[str, int], int]:
+    """:func:`update_offset_checkpoint` written now, whether or not this process holds updates back (the
+    holder writes its batch with it).
 
     Raises:
         CorruptCheckpointError: the existing file does not parse (it is left untouched).
@@ -245,10 +265,70 @@ def update_offset_checkpoint(
     """
     target = Path(path)
     with checkpoint_lock(target.parent):
-        entries = read_offset_checkpoint(target)
+        # the cached parse is keyed by the file's identity: a rewrite by another process (tmp +
+        # rename, a new inode) is always read again
+        entries = dict(read_checkpoint_cached(target))
         entries.update(updates)
         write_offset_checkpoint(target, entries)
+        _remember_written(target, entries)
     return entries
+
+
+def _remember_written(path: Path, entries: dict[tuple[str, int], int]) -> None:
+    """Seed :func:`read_checkpoint_cached` with what this process just wrote, so that a log dir's next
+    lookup does not parse the whole file again."""
+    try:
+        st = path.stat()
+    except OSError:
+        _CHECKPOINT_CACHE.pop(path, None)
+        return
+    _CHECKPOINT_CACHE[path] = ((st.st_ino, st.st_size, st.st_mtime_ns), dict(entries))
+
+
+_HELD: dict[str, dict[tuple[str, int], int]] = {}
+
+
+def _held_key(path: Path) -> str:
+    return os.path.abspath(path)
+
+
+@contextmanager
+def holding_updates(path: str | os.PathLike[str]) -> Iterator[dict[tuple[str, int], int]]:
+    """Hold back this process's :func:`update_offset_checkpoint` calls on ``path`` for the block.
+
+    A log dir's clean advances one line per partition; rewriting (and reading back) the whole file for each
+    partition costs in the square of the log dir's partitions. Its driver holds the updates and writes them a
+    batch at a time with :func:`update_offset_checkpoint`, always after those partitions' swaps are durable:
+    the file may lag what was swapped (the next clean repeats those rounds, as after a kill before the
+    checkpoint, Kafka's ``Cleaner.doClean`` then ``LogCleanerManager.doneCleaning``) and is never ahead of it.
+    :func:`checkpoint_entry` sees the held updates.
+
+    Args:
+        path: the checkpoint file.
+
+    Yields:
+        The updates held, in the order they came (the caller writes them; on exit they are dropped).
+    """
+    key = _held_key(Path(path))
+    held: dict[tuple[str, int], int] = {}
+    outer = _HELD.get(key)
+    _HELD[key] = held
+    try:
+        yield held
+    finally:
+        if outer is None:
+            del _HELD[key]
+        else:
+            _HELD[key] = outer
+
+
+def checkpoint_entry(path: Path, topic_partition: tuple[str, int]) -> int | None:
+    """One partition's entry in an offset checkpoint file: an update this process holds back
+    (:func:`holding_updates`), else the file's (parsed once per version, :func:`read_checkpoint_cached`)."""
+    held = _HELD.get(_held_key(path)) if _HELD else None
+    if held is not None and topic_partition in held:
+        return held[topic_partition]
+    return read_checkpoint_cached(path).get(topic_partition)
 
 
 def decode_leader_epoch_checkpoint(data: bytes) -> list[tuple[int, int]]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kcompact.errors import KcompactError
-from kcompact.segment.checkpoint import read_checkpoint_cached
+from kcompact.segment.checkpoint import checkpoint_entry
 from kcompact.segment.files import file_access
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.log_reads import LogReads, open_log
@@ -128,7 +128,7 @@ class Partition:
 
     def checkpointed(self, checkpoint: Path) -> int | None:
         """This partition's entry in one of the log dir's offset checkpoint files, if any."""
-        return read_checkpoint_cached(checkpoint).get(self.topic_partition)
+        return checkpoint_entry(checkpoint, self.topic_partition)
 
     def log_start_offset(self) -> int:
         """Kafka's logStartOffset: max(log-start-offset-checkpoint entry, first segment's base)."""

@@ -32,6 +32,7 @@ and :func:`settle_checkpoint_order` (the checkpoint's line order after concurren
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -39,6 +40,7 @@ from pathlib import Path
 
 from kcompact.cleaner.disk.scratch import refuse_scratch_dir
 from kcompact.cleaner.disk.space import SpaceNeed, Volume, output_bound, volume_of
+from kcompact.cleaner.disk.swap import crash_point
 from kcompact.cleaner.logdir.compaction_gate import keyless_guard, not_compacted, retention_allowed
 from kcompact.cleaner.logdir.free_first import (
     FreedFirst,
@@ -73,7 +75,12 @@ from kcompact.log.rules.fence import refuse_log_dir_safe_offset
 from kcompact.log.rules.high_watermark import SoleReplica, sole_replica_of
 from kcompact.log.rules.ranges import compute_cleanable_range, pick_order
 from kcompact.log.state.known_state import KnownState, known_state
-from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from kcompact.segment.checkpoint import (
+    holding_updates,
+    read_offset_checkpoint,
+    write_checkpoint_updates,
+    write_offset_checkpoint,
+)
 from kcompact.segment.lock import checkpoint_lock, clear_abandoned_locks, log_dir_write_guard
 from kcompact.segment.log_dir_check import check_log_dir_checkpoints, log_dir_writer
 from kcompact.segment.names import parse_partition_dir_name
@@ -294,16 +301,22 @@ def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, 
     workers = 1 if short else partition_workers(jobs, [task.size_in_bytes for task in tasks])
     if workers > 1:
         before = checkpoint_keys(target)
-        outcomes = run_in_pool(tasks, partial(_clean_task, replace(options, jobs=1)), workers, progress,
-                               _clean_task_died)
+        outcomes = _clean_pooled(target, tasks, replace(options, jobs=1), workers, progress)
         if before is not None and not options.dry_run and any(
                 getattr(outcome, "checkpoint_written", False) for outcome in outcomes):
             _settle(target, before, [task.topic_partition for task in tasks], run)
     else:  # in this process: each round called from here (a bound call, no frame between)
         outcomes = []
-        for task in tasks:
-            with _task_outcome(task, outcomes):
-                outcomes.append(_round_of(replace(options, jobs=jobs), task, progress)())
+        batch = _CheckpointBatch(LogDirFiles(target).cleaner_checkpoint)
+        with holding_updates(batch.path) as held:
+            try:
+                for task in tasks:
+                    with _task_outcome(task, outcomes):
+                        outcomes.append(_round_of(replace(options, jobs=jobs), task, progress)())
+                    if batch.take(held, task, len(outcomes) - 1):
+                        batch.write_into(outcomes)
+            finally:
+                batch.write_into(outcomes)
     for outcome in outcomes:
         if isinstance(outcome, PartitionFailure):
             run.failures.append(outcome)
@@ -620,10 +633,111 @@ def _settle(
                          f"not the cleaner's (Kafka ignores line order); reordering them failed: {err}")
 
 
+CHECKPOINT_BATCH_PARTITIONS = 100  # a log dir's cleaner checkpoint is written once per this many partitions
+CHECKPOINT_BATCH_BYTES = 64 << 20  # or once this many segment bytes were cleaned (a kill repeats no more)
+CHECKPOINT_CRASH_POINT = "checkpoint-batch"  # a batch's partitions swapped, its checkpoint write not begun
+
+Outcome = CleanResult | PartitionFailure | PartitionSkip
+
+
+@dataclass(slots=True)
+class _CheckpointBatch:
+    """The cleaner-checkpoint updates of a log dir's cleaned partitions not yet written, and when to write them.
+
+    Each partition's round advances its line only after its swap is durable (``disk.swap``: the directory
+    fsynced after the last rename, as Kafka's ``LocalLog.replaceSegments`` ends with ``Utils.flushDir``), so a
+    batch written after its partitions' rounds is never ahead of what was swapped; it lags by at most a batch,
+    which a kill makes the next clean repeat. A batch that cannot be written fails its partitions as their
+    rounds' own checkpoint write would (:meth:`write_into`)."""
+
+    path: Path
+    held: dict[tuple[str, int], int] = field(default_factory=dict)
+    held_bytes: int = 0
+    placed: dict[tuple[str, int], tuple[int, Path]] = field(default_factory=dict)  # outcome index, partition
+
+    def add(self, updates: Mapping[tuple[str, int], int], size_in_bytes: int) -> bool:
+        """Hold a partition's updates; True when the batch is due to be written."""
+        self.held.update(updates)
+        self.held_bytes += size_in_bytes if updates else 0
+        return len(self.held) >= CHECKPOINT_BATCH_PARTITIONS or self.held_bytes >= CHECKPOINT_BATCH_BYTES
+
+    def take(self, held: dict[tuple[str, int], int], task: PartitionTask, index: int) -> bool:
+        """Move what a round of this process just held back (``holding_updates``) into the batch, the round's
+        outcome at ``index``; True when the batch is due to be written."""
+        updates = dict(held)
+        held.clear()
+        self.placed[task.topic_partition] = (index, task.part_dir)
+        return self.add(updates, task.size_in_bytes)
+
+    def write(self) -> None:
+        """Write the held updates in one read-modify-write under the checkpoint lock (``OSError``,
+        ``KcompactError`` as :func:`write_checkpoint_updates`); held no more, written or not."""
+        held, self.held, self.held_bytes = self.held, {}, 0
+        if held:
+            crash_point(CHECKPOINT_CRASH_POINT, None)
+            write_checkpoint_updates(self.path, held)
+
+    def write_into(self, outcomes: list[Outcome]) -> None:
+        """:meth:`write`, a failure made the failure of each partition whose line it held."""
+        held = dict(self.held)
+        try:
+            self.write()
+        except (OSError, KcompactError) as err:
+            why = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+            for key, offset in held.items():
+                if key in self.placed:
+                    index, part_dir = self.placed[key]
+                    outcomes[index] = PartitionFailure(str(part_dir), (
+                        f"{self.path}: cannot advance the cleaner checkpoint to {offset} ({why}); the cleaned "
+                        "segments are in place and consistent, the checkpoint stays behind them, so the next "
+                        "clean repeats this round"))
+
+
+@dataclass(frozen=True, slots=True)
+class _Pooled:
+    """A pooled partition's outcome and the checkpoint updates its round made (its worker writes them a batch
+    at a time; the parent writes every one once more at the end, what a worker held when it stopped with them)."""
+
+    outcome: Outcome
+    updates: dict[tuple[str, int], int]
+
+
+_WORKER_BATCHES: dict[int, _CheckpointBatch] = {}  # by process id: each forked worker its own
+
+
+def _clean_pooled(log_dir: Path, tasks: Sequence[PartitionTask], options: CleanOptions, workers: int,
+                  progress: ProgressCallback | None) -> list[Outcome]:
+    """A log dir's partitions in ``workers`` forked processes, their checkpoint lines written a batch at a time
+    by each worker, and all of them once more by this process at the end."""
+    path = LogDirFiles(log_dir).cleaner_checkpoint
+    pooled = run_in_pool(tasks, partial(_pooled_clean_task, options, path), workers, progress,
+                         lambda task, death: _Pooled(_clean_task_died(task, death), {}))
+    updates = {key: offset for one in pooled for key, offset in one.updates.items()}
+    outcomes = [one.outcome for one in pooled]
+    placed = {task.topic_partition: (index, task.part_dir) for index, task in enumerate(tasks)}
+    _CheckpointBatch(path, updates, placed=placed).write_into(outcomes)
+    return outcomes
+
+
+def _pooled_clean_task(options: CleanOptions, path: Path, task: PartitionTask,
+                       progress: ProgressCallback | None) -> _Pooled:
+    """In a worker: :func:`_clean_task`, its checkpoint update held in the worker's batch, written when due (a
+    failure there is left to the parent's final write, which reports it)."""
+    batch = _WORKER_BATCHES.setdefault(os.getpid(), _CheckpointBatch(path))
+    with holding_updates(path) as held:
+        outcome = _clean_task(options, task, progress)
+        updates = dict(held)
+    if batch.add(updates, task.size_in_bytes):
+        with contextlib.suppress(OSError, KcompactError):
+            batch.write()
+    return _Pooled(outcome, updates)
+
+
 def _clean_task(
     options: CleanOptions, task: PartitionTask, progress: ProgressCallback | None
 ) -> CleanResult | PartitionFailure | PartitionSkip:
-    """Clean one partition of a log dir in a worker process: its outcome (:func:`_task_outcome`)."""
+    """Clean one partition of a log dir in a worker process: its outcome (:func:`_task_outcome`; its checkpoint
+    update goes through :func:`_pooled_clean_task`)."""
     outcomes: list[CleanResult | PartitionFailure | PartitionSkip] = []
     with _task_outcome(task, outcomes):
         outcomes.append(_round_of(options, task, progress)())
