@@ -12,12 +12,15 @@ from hypothesis import strategies as st
 
 from kcompact.errors import CorruptCheckpointError
 from kcompact.segment.checkpoint import (
+    checkpoint_entry,
     decode_leader_epoch_checkpoint,
     decode_offset_checkpoint,
     encode_offset_checkpoint,
+    holding_updates,
     read_leader_epoch_checkpoint,
     read_offset_checkpoint,
     update_offset_checkpoint,
+    write_checkpoint_updates,
     write_offset_checkpoint,
 )
 from tests.conftest import REPO_ROOT, real_fixture
@@ -159,6 +162,29 @@ def test_update_creates_a_missing_file_and_leaves_a_corrupt_one_alone(tmp_path: 
         update_offset_checkpoint(path, {("b", 0): 1})
     assert path.read_bytes() == b"0\n2\na 0 1\n"
 
+
+
+def test_update_after_this_process_wrote_sees_another_writers_rewrite(tmp_path: Path) -> None:
+    """This process's own write is remembered (no parse on its next update), but a file another writer put
+    in its place meanwhile (Kafka's and kcompact's way: tmp + rename) is read again and its lines kept."""
+    path = tmp_path / "cleaner-offset-checkpoint"
+    update_offset_checkpoint(path, {("a", 0): 1})
+    subprocess.run([sys.executable, "-c", _UPDATER, str(path), "x", "2"], cwd=REPO_ROOT, check=True)
+    update_offset_checkpoint(path, {("b", 0): 2})
+    assert path.read_bytes() == b"0\n4\na 0 1\nwx 0 0\nwx 1 10\nb 0 2\n"
+
+
+def test_held_updates_are_seen_by_lookups_and_written_only_by_their_holder(tmp_path: Path) -> None:
+    path = tmp_path / "cleaner-offset-checkpoint"
+    path.write_bytes(b"0\n1\na 0 1\n")
+    with holding_updates(path) as held:
+        update_offset_checkpoint(path, {("b", 0): 5, ("a", 0): 3})
+        assert path.read_bytes() == b"0\n1\na 0 1\n"  # nothing written while held
+        assert (checkpoint_entry(path, ("a", 0)), checkpoint_entry(path, ("b", 0))) == (3, 5)
+        write_checkpoint_updates(path, held)
+    assert path.read_bytes() == b"0\n2\na 0 3\nb 0 5\n"
+    update_offset_checkpoint(path, {("c", 0): 1})  # held no more: written at once
+    assert read_offset_checkpoint(path)[("c", 0)] == 1
 
 _UPDATER = """
 import sys

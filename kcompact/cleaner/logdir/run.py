@@ -14,10 +14,12 @@ fails, the lock files it held are removed, and the others go on in a new worker.
 **Worker processes.** Several partitions of a log dir are cleaned at once in forked worker processes
 (``pool.py``: how many, and how). The parent still picks the order, and collects results, failures
 and progress in that order, so the run is the same as a serial one except for timings. Each partition
-takes its own partition lock and advances the log dir's cleaner checkpoint with
-``update_offset_checkpoint``, which holds the log dir's checkpoint lock across its read-modify-write:
-concurrent partitions never drop each other's entries. New entries land in the order cleans finish;
-:func:`settle_checkpoint_order` then puts them in cleaning order, as a serial run writes them. A
+takes its own partition lock; its round's cleaner-checkpoint update is held back (``holding_updates``) and
+written with its batch's (:class:`_CheckpointBatch`: one read-modify-write under the log dir's checkpoint
+lock per :data:`CHECKPOINT_BATCH_PARTITIONS` partitions, after their swaps are durable), so the file is
+rewritten per batch, not per partition, and never ahead of what was swapped. Concurrent workers never drop
+each other's entries; new entries land in the order batches are written, the parent writes them all once
+more at the end, and :func:`settle_checkpoint_order` puts them in cleaning order, as a serial run writes them. A
 partition cleaned inside a pool is given ``jobs=1`` (no pool inside a pool); a partition cleaned alone
 gets the caller's ``jobs`` (``CleanOptions.jobs``: workers inside that one partition). Never more
 processes than usable cores and work to share; a clamped ``jobs`` is noted once.
