@@ -16,6 +16,8 @@ Sections:
     spark-scale  6 log dirs x 200 partitions at 1x and 10x the records: serial clean --jobs auto, spark clean
            on local[2] and on a standalone cluster of two workers; the driver's CPU and memory, bytes read
            (scripts/bench_spark_scale.py).
+    tiny   clean LOG_DIR --jobs 1 of N tiny partitions (88 KB, eight segments) at two N (--tiny-counts):
+           CPU ms per partition, which should not grow with N.
     scan   records.scan over a generated segment: scan_keys, scan_records and the rebuild of
            filter_v2_batch over every batch, with the C kernels and with the pure-Python
            reference, against the cost of copying the same bytes (shutil.copyfile, in memory).
@@ -426,6 +428,70 @@ def bench_small(args: argparse.Namespace, workdir: Path) -> list[Row]:
     ]
 
 
+TINY_SEGMENTS = 8  # the ``tiny`` section's partition: eight segments of ten 10-record batches, ~88 KB of .log
+
+
+def _tiny_log_dir(workdir: Path, partitions: int, seed: int) -> Path:
+    """``partitions`` copies of one ~88 KB partition of eight segments (keys over 300, a 100-byte value each)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests/ builders
+    from kcompact.segment.checkpoint import write_offset_checkpoint
+    from tests.partition_builder import PartitionBuilder
+
+    log_dir = workdir / f"tiny-{partitions}x-{seed}"
+    if not (log_dir / "done").exists():
+        shutil.rmtree(log_dir, ignore_errors=True)
+        rng, builder = random.Random(seed), PartitionBuilder("tiny", 0)
+        for segment in range(TINY_SEGMENTS):
+            if segment:
+                builder.roll()
+            for _ in range(10):
+                builder.batch([(b"key-%04d" % rng.randrange(300), rng.randbytes(50).hex().encode())
+                               for _ in range(10)])
+        proto = builder.write(workdir / f"tiny-proto-{seed}", high_watermark=None)
+        for number in range(partitions):
+            shutil.copytree(proto, log_dir / f"tiny-{number}")
+        write_offset_checkpoint(log_dir / "replication-offset-checkpoint",
+                                {("tiny", n): builder.next_offset for n in range(partitions)})
+        (log_dir / "done").touch()
+    return log_dir
+
+
+def _child_cpu_seconds(cmd: list[str], env: dict[str, str]) -> float:
+    """User + system CPU seconds of one child process run to its end."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr.decode()[-500:]}")
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def bench_tiny(args: argparse.Namespace, workdir: Path) -> list[Row]:
+    """``clean LOG_DIR --jobs 1`` of N tiny partitions at two N (``--tiny-counts``): CPU ms per partition
+    (best of ``--repeat``, each on a fresh copy), which should not grow with N."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(workdir / "pycache")
+    rows: list[Row] = []
+    per_partition = []
+    for partitions in args.tiny_counts:
+        log_dir = _tiny_log_dir(workdir, partitions, args.seed)
+        copy = workdir / "tiny-copy"
+        best = float("inf")
+        for attempt in range(args.repeat + 1):  # the first run writes the bytecode cache and is not counted
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(log_dir, copy)
+            cmd = [sys.executable, "-m", "kcompact", "clean", "--json", "--now-ms", str(SMALL_NOW_MS), "--config",
+                   "cleanup.policy=compact", "--jobs", "1", str(copy)]
+            seconds = _child_cpu_seconds(cmd, env)
+            if attempt:
+                best = min(best, seconds)
+        per_partition.append(best * 1000 / partitions)
+        rows += [(f"clean {partitions} tiny partitions, CPU seconds", best, "s"),
+                 (f"clean {partitions} tiny partitions, CPU ms per partition", per_partition[-1], "ms")]
+    rows.append(("per-partition CPU, largest N / smallest N", per_partition[-1] / per_partition[0], "x"))
+    return rows
+
+
 def _bench_spark(args: argparse.Namespace, workdir: Path) -> list[Row]:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_spark import bench_spark
@@ -455,6 +521,7 @@ SECTIONS: dict[str, Callable[[argparse.Namespace, Path], list[Row]]] = {
     "inspect": _bench_inspect,
     "report": _bench_report,
     "small": bench_small,
+    "tiny": bench_tiny,  # N tiny partitions at two N: per-partition CPU
     "spark": _bench_spark,
     "spark-scale": _bench_spark_scale,  # 6 log dirs x 200 partitions at two sizes, serial and Spark: minutes
     "distmap": _bench_distmap,  # 20 million keys, ~1 GB written: minutes
@@ -493,6 +560,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
                         help="ratio: also run Kafka's own cleaner (Java and its jars needed) in every repetition")
     parser.add_argument("--profile", action="store_true",
                         help="ratio: also print each shape's clean time by stage (cProfile, in process)")
+    parser.add_argument("--tiny-counts", type=lambda text: [int(n) for n in text.split(",")], default=[200, 1000],
+                        help="the tiny section's two partition counts, comma-separated (default: 200,1000)")
     parser.add_argument("--seed", type=int, default=20250101, help="data generator seed")
     parser.add_argument("--repeat", type=int, default=3,
                         help="passes per measurement; the fastest counts (default: 3)")

@@ -124,3 +124,22 @@ def test_kill_before_the_batched_checkpoint_write_loses_nothing(tmp_path: Path, 
         reference / "cleaner-offset-checkpoint")
     assert {n: p for n, p in _tree(log_dir).items() if "lock" not in n} == {
         n: p for n, p in _tree(reference).items() if "lock" not in n}
+
+
+def test_a_batch_that_cannot_be_written_fails_its_partitions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a round's own checkpoint write that fails: each partition of the batch is a failure saying the cleaned
+    segments are in place and the next clean repeats the round."""
+    import kcompact.cleaner.logdir.run as run_module
+
+    def refuse(path: Path, updates: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(run_module, "write_checkpoint_updates", refuse)
+    log_dir = make_log_dir(tmp_path / "full", 3)
+    run = clean_path(log_dir, cli_overrides=COMPACT, options=CleanOptions(now_ms=NOW), jobs=1)
+    assert run.results == []
+    assert [(Path(f.partition_dir).name, f.error) for f in run.failures] == [
+        (f"tiny-{n}", f"{log_dir / 'cleaner-offset-checkpoint'}: cannot advance the cleaner checkpoint to 30 "
+                      "(No space left on device); the cleaned segments are in place and consistent, the checkpoint "
+                      "stays behind them, so the next clean repeats this round") for n in range(3)]
+    assert not (log_dir / "cleaner-offset-checkpoint").exists()
