@@ -50,7 +50,8 @@ One round:
    next ``clean --scratch-dir`` settles from).
 8. **Checkpoint**. Only after every group is swapped, ``cleaner-offset-checkpoint`` is advanced to
    ``end_offset`` (atomic rewrite under kcompact's checkpoint lock, other lines untouched), so it never runs
-   ahead of what was swapped.
+   ahead of what was swapped. In a log dir's clean the partitions' lines are written a batch at a time
+   (``logdir/run.py``), after their swaps: the file may lag (a kill then repeats those rounds), never lead.
 
 How the code runs it
 ====================
