@@ -104,28 +104,24 @@ class Manifest:
 
 def default_backup_dir(partition_dir: Path) -> Path:
     """``<log dir>.kcompact-backup/<partition dir>.<UTC time>``, a fresh name next to the log dir."""
-    log_dir = partition_dir.resolve().parent
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    root = log_dir.parent / f"{log_dir.name}{BACKUP_SUFFIX}"
-    candidate = root / f"{partition_dir.name}.{stamp}"
-    number = 1
-    while candidate.exists():
-        number += 1
-        candidate = root / f"{partition_dir.name}.{stamp}-{number}"
-    return candidate
+    return _fresh_backup_name(partition_dir.resolve().parent, partition_dir.name)
 
 
 def default_run_backup_dir(log_dir: Path) -> Path:
     """``<log dir>.kcompact-backup/repair.<UTC time>``: one fresh root for a log dir repair's backups (one
     directory per partition under it), so that ``repair --undo`` of it undoes the run."""
-    log_dir = log_dir.resolve()
+    return _fresh_backup_name(log_dir.resolve(), "repair")
+
+
+def _fresh_backup_name(log_dir: Path, prefix: str) -> Path:
+    """``<log dir>.kcompact-backup/<prefix>.<UTC time>``, numbered ``-2``, ``-3`` … past names already taken."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     root = log_dir.parent / f"{log_dir.name}{BACKUP_SUFFIX}"
-    candidate = root / f"repair.{stamp}"
+    candidate = root / f"{prefix}.{stamp}"
     number = 1
     while candidate.exists():
         number += 1
-        candidate = root / f"repair.{stamp}-{number}"
+        candidate = root / f"{prefix}.{stamp}-{number}"
     return candidate
 
 

@@ -60,7 +60,7 @@ from kcompact.cleaner.disk.swap import (
     replace_segments,
 )
 from kcompact.errors import KcompactError, NoSpaceError, RefusedError
-from kcompact.segment.files import copy_ownership, file_access, fsync_dir
+from kcompact.segment.files import copy_ownership, file_access, fsync_dir, replacing, write_synced
 from kcompact.segment.names import parse_segment_file_name, segment_file_name
 from kcompact.segment.partition import LOG_DIR_FILES, SegmentFiles
 from kcompact.text import size_text
@@ -380,13 +380,8 @@ def _write_manifest(
     olds = tuple(ScratchFile("log", seg.log_path.name, seg.size_in_bytes) for seg in old)
     manifest = ScratchManifest(str(partition_dir), cleaned.base_offset, olds, new)
     path = _manifest_path(place, cleaned.base_offset)
-    temp = path.with_name(path.name + ".tmp")
-    with open(temp, "w") as file:
-        file.write(manifest.to_json())
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temp, path)
-    fsync_dir(place.directory)
+    with replacing(path) as temp:  # <manifest>.tmp, fsynced, renamed over, the scratch directory fsynced
+        write_synced(temp, manifest.to_json().encode())
     return manifest
 
 
