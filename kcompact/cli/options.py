@@ -82,7 +82,8 @@ SOLE_REPLICA_HELP = (
 
 def sole_replica_option(function: F) -> F:
     """``--sole-replica`` (``sole_replica``), the same for every command that caps by the high watermark
-    (``clean``, ``inspect dirty-ratio``, ``report``: ``log.rules.high_watermark.sole_replica_of``)."""
+    (``clean``, ``inspect dirty-ratio``, ``report``, ``inspect keys``, ``export`` and their Spark forms:
+    ``log.rules.high_watermark.sole_replica_of``)."""
     return click.option("--sole-replica", is_flag=True, help=SOLE_REPLICA_HELP)(function)
 
 

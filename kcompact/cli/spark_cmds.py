@@ -43,6 +43,7 @@ from kcompact.cli.options import (
     fence_options,
     json_option,
     now_ms_option,
+    sole_replica_option,
 )
 from kcompact.cli.partition_filter_options import partition_filter_options
 from kcompact.cli.replicas_cmd import spark_replicas_command
@@ -146,6 +147,7 @@ def spark_group() -> None:
 @_config_sources
 @click.option("--output", type=click.Path(path_type=str), default=None, metavar="STATS.parquet",
               help="Also write the per-partition rows as Parquet (a new directory).")
+@sole_replica_option
 @json_option("Print the rows as JSON.")
 def spark_clean_command(
     paths: tuple[str, ...], master: str | None, verbose: bool, spark_conf_pairs: tuple[str, ...],
@@ -153,7 +155,7 @@ def spark_clean_command(
     from_start: bool, dry_run: bool, dedupe_buffer_size: int | None,
     only_eligible: bool, assume_compact: bool, allow_keyless_loss: bool, map_budget: int | None,
     task_bytes: int | None, replica_dirs: tuple[str, ...], safe_offset: int | None,
-    server_properties: str | None, metadata_dir: str | None, output: str | None, as_json: bool,
+    server_properties: str | None, metadata_dir: str | None, output: str | None, sole_replica: bool, as_json: bool,
     selection: PartitionFilter | None = None,
 ) -> None:
     """Clean partition directories and log dirs as Spark tasks (partitions packed into tasks by
@@ -192,7 +194,7 @@ def spark_clean_command(
                           only_eligible=only_eligible, server_properties=server_properties,
                           metadata_dir=metadata_dir, map_budget_bytes=map_budget, task_bytes=task_bytes,
                           assume_compact=assume_compact, allow_keyless_loss=allow_keyless_loss,
-                          selection=selection, verbose=verbose)
+                          selection=selection, verbose=verbose, sole_replica=sole_replica)
         lost_jvm = run.job_failure is not None and run.job_failure.jvm_lost
         output_error = None
         if output is not None and not lost_jvm:
@@ -291,11 +293,13 @@ def spark_dirty_ratio_command(
 @_config_sources
 @click.option("--output", type=click.Path(dir_okay=False, path_type=str), default=None, metavar="FILE.html",
               help="The HTML page to write (created or replaced). Required unless --json.")
+@sole_replica_option
 @json_option("Print the report's data as one JSON object (with --output, the page is written too).")
 def spark_report_command(
     paths: tuple[str, ...], master: str | None, verbose: bool, spark_conf_pairs: tuple[str, ...],
     executor_python: str | None, config_pairs: tuple[str, ...], now_ms: int | None, server_properties: str | None,
-    metadata_dir: str | None, output: str | None, as_json: bool, selection: PartitionFilter | None = None,
+    metadata_dir: str | None, output: str | None, sole_replica: bool, as_json: bool,
+    selection: PartitionFilter | None = None,
 ) -> None:
     """The page of `kcompact report` for a cluster's worth of partitions: each partition is read by a
     Spark task as `kcompact report` reads it (bytes on disk and after a clean now as inspect keys projects
@@ -315,7 +319,7 @@ def spark_report_command(
 
     if output is None and not as_json:
         raise click.UsageError("--output FILE.html is required (or --json for the report's data)")
-    config = ConfigInputs(parse_config_pairs(config_pairs), server_properties, metadata_dir)
+    config = ConfigInputs(parse_config_pairs(config_pairs), server_properties, metadata_dir, sole_replica)
     plan = plan_report(paths, config, now_ms=now_ms, selection=selection)  # a bad path: before Spark starts
     # the page is written by the driver, not by Spark: no output for Spark's file systems to check
     conf = checks_before_session(paths, output=None, master=master, spark_conf_pairs=spark_conf_pairs,
@@ -343,10 +347,11 @@ def spark_report_command(
               help=LATEST_HELP)
 @session_options
 @_storage_option
+@sole_replica_option
 @json_option("Print the summary as JSON.")
 def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, master: str | None,
                          verbose: bool, spark_conf_pairs: tuple[str, ...], executor_python: str | None,
-                         storage_pairs: tuple[str, ...], as_json: bool,
+                         storage_pairs: tuple[str, ...], sole_replica: bool, as_json: bool,
                          selection: PartitionFilter | None = None) -> None:
     """Write the records of partition directories or log dirs as Parquet: topic, partition, offset,
     timestamp, key, value, headers (key string, value binary), is_tombstone, is_control,
@@ -373,7 +378,7 @@ def spark_export_command(paths: tuple[str, ...], output: str, latest: bool, mast
     with command_session(master, verbose=verbose, conf=conf, executor_python=executor_python) as (spark, startup_s):
         checks_in_session(spark, tuple(plain_paths(paths)), output=output, verbose=verbose)
         summary = spark_export(spark, paths, output, latest=latest, selection=selection,
-                               storage_options=storage_options, verbose=verbose)
+                               storage_options=storage_options, verbose=verbose, sole_replica=sole_replica)
     render_export(summary, startup_s, as_json=as_json)
     if summary.failures:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)

@@ -427,7 +427,8 @@ def _closing_on_error(log: LogFile, check: Callable[[], None]) -> None:
 
 
 def split_report(refs: Sequence[SegmentRef], storage_options: StorageOptions | None = None, *,
-                 views_for: Collection[str] = ()) -> tuple[list[ExportFailure], list[CommittedView]]:
+                 views_for: Collection[str] = (), sole_replica: bool = False
+                 ) -> tuple[list[ExportFailure], list[CommittedView]]:
     """:func:`check_segments` per partition of a split, as failures, and the read_committed view of each
     sound partition named in ``views_for`` (where it stops, what it skips).
 
@@ -439,6 +440,7 @@ def split_report(refs: Sequence[SegmentRef], storage_options: StorageOptions | N
         refs: the split's segments.
         storage_options: fsspec options for segments behind URLs.
         views_for: the partition directories (as listed) whose :class:`CommittedView` this split finds.
+        sole_replica: ``--sole-replica``, as :meth:`CommittedView.of_partition` takes it.
 
     Returns:
         The failures, and the views of the partitions of ``views_for`` that do not fail (named as given).
@@ -451,7 +453,7 @@ def split_report(refs: Sequence[SegmentRef], storage_options: StorageOptions | N
         if err is not None:
             failures.append(ExportFailure(given, err))
         elif given in views_for:
-            views.append(CommittedView.of(given, storage_options))
+            views.append(CommittedView.of(given, storage_options, sole_replica=sole_replica))
     return failures, views
 
 

@@ -192,6 +192,7 @@ def spark_clean(
     allow_keyless_loss: bool = False,
     selection: PartitionFilter | None = None,
     verbose: bool = False,
+    sole_replica: bool = False,
 ) -> SparkCleanRun:
     """Clean partitions as Spark tasks, byte-identical to ``kcompact clean`` on each in turn.
 
@@ -213,6 +214,8 @@ def spark_clean(
             have no key (as ``clean``).
         selection: the partitions to clean (as ``clean``'s ``--topic``/``--exclude-topic``/``--partition``).
         verbose: keep Spark's own log lines about a failing task.
+        sole_replica: take this broker as the only replica of every partition the KRaft metadata does not
+            name the replicas of (as ``clean --sole-replica``).
 
     Returns:
         The :class:`SparkCleanRun`; failed partitions are rows with ``status`` "failed" (or "bug"),
@@ -230,7 +233,7 @@ def spark_clean(
     # Spark is the parallelism: a task cleans its partitions in its own process (no worker pool inside).
     options = replace(with_cli_dedupe_buffer(options, cli_overrides), now_ms=now_ms, jobs=1)
     sources = ConfigSources(cli_overrides, server_properties, metadata_dir, assume_compact,
-                            allow_keyless_loss)
+                            allow_keyless_loss, sole_replica=sole_replica)
     runner = functools.partial(_run_planning_job, spark.sparkContext, verbose=verbose)
     plan = plan_spark_clean(paths, sources, options=options, only_eligible=only_eligible, selection=selection,
                             map_budget_bytes=map_budget_bytes, runner=runner)

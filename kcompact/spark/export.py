@@ -81,6 +81,7 @@ def spark_export(
     storage_options: StorageOptions | None = None,
     selection: PartitionFilter | None = None,
     verbose: bool = False,
+    sole_replica: bool = False,
 ) -> ExportSummary:
     """Write the records under ``paths`` (or, with ``latest``, their compacted view) as Parquet.
 
@@ -97,6 +98,9 @@ def spark_export(
         selection: export only the partitions it matches (``--topic``, ``--exclude-topic``,
             ``--partition``); None: all.
         verbose: keep Spark's own log lines about a failing task.
+        sole_replica: ``--sole-replica``: with ``latest``, a partition whose only replica is this broker (the
+            KRaft metadata says so, or this flag where it says nothing) is read to its log end, as
+            ``kcompact export`` reads it.
 
     Returns:
         The :class:`ExportSummary` (``failures``: the partitions left out).
@@ -119,7 +123,7 @@ def spark_export(
     refs, hosts = located_segments(spark, plain, [t for t in targets if t.host is not None], storage_options,
                                    selection, verbose=verbose, output=target)  # the one listing
     failures, views = check_partitions(spark, refs, split_bytes, storage_options, verbose=verbose,
-                                       latest=latest, hosts=hosts, output=target)
+                                       latest=latest, hosts=hosts, output=target, sole_replica=sole_replica)
     refuse_all_failed(refs, failures)
     bad = {failure.partition_dir for failure in failures}
     refs = [ref for ref in refs if ref.partition_dir not in bad]
@@ -210,7 +214,8 @@ def host_splits(refs: Sequence[SegmentRef], split_bytes: int,
 def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: int = SPLIT_BYTES,
                      storage_options: StorageOptions | None = None, *, verbose: bool = False,
                      latest: bool = False, hosts: Mapping[str, str | None] | None = None,
-                     output: str | None = None) -> tuple[list[ExportFailure], list[CommittedView]]:
+                     output: str | None = None, sole_replica: bool = False
+                     ) -> tuple[list[ExportFailure], list[CommittedView]]:
     """Every batch's CRC and framing checked by Spark tasks, split by split (``split_report``: each task
     reads its split's bytes), and with ``latest`` each partition's read_committed view (where it stops,
     the transactions it skips), found once, by the task holding the partition's first segment: the
@@ -225,6 +230,7 @@ def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: i
         latest: also find each sound partition's :class:`~kcompact.inspect.export.CommittedView`.
         hosts: each partition directory's host (``host:/path``): its splits' tasks prefer it (None: no host).
         output: the export's ``--output``, named in a lost task's line (nothing is written there yet).
+        sole_replica: ``--sole-replica``, for the views (:meth:`CommittedView.of_partition`).
 
     Returns:
         The partitions that fail, each with its first error (in listing order), and the views of the
@@ -244,7 +250,7 @@ def check_partitions(spark: SparkSession, refs: list[SegmentRef], split_bytes: i
         firsts = tuple(dict.fromkeys(r.partition_dir for r in split if r.partition_dir not in seen)) if latest else ()
         seen.update(firsts)
         tasks.append((split, firsts, hosts.get(split[0].partition_dir)))
-    check = functools.partial(_check_split, storage_options=dict(storage_options or {}))
+    check = functools.partial(_check_split, storage_options=dict(storage_options or {}), sole_replica=sole_replica)
     context = spark.sparkContext
     with one_line_job(context, f"kcompact spark export: checking {len(refs)} segments",
                       "spark export: the checking job", _nothing_written(output), verbose=verbose, path=output):
@@ -261,13 +267,13 @@ def _nothing_written(output: str | None) -> str:
     return f"nothing was written{unmade}, the logs are only read: run it again"
 
 
-def _check_split(task: tuple[tuple[SegmentRef, ...], tuple[str, ...], str | None], storage_options: StorageOptions
-                 ) -> tuple[list[ExportFailure], list[CommittedView]]:
+def _check_split(task: tuple[tuple[SegmentRef, ...], tuple[str, ...], str | None], storage_options: StorageOptions,
+                 sole_replica: bool = False) -> tuple[list[ExportFailure], list[CommittedView]]:
     """The body of one checking task: ``split_report`` of a split, finding the views it is given (on another
     host than its segments': refused, nothing read)."""
     refs, views_for, host = task
     refuse_other_host(host, refs[0].partition_dir)
-    return split_report(refs, storage_options, views_for=views_for)
+    return split_report(refs, storage_options, views_for=views_for, sole_replica=sole_replica)
 
 
 def read_records(spark: SparkSession, paths: Iterable[str | Path], *, isolation: str = READ_UNCOMMITTED,

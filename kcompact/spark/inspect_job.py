@@ -59,6 +59,7 @@ class ReportSlice:
     metadata_dir: str | None
     storage_options: tuple[tuple[str, Any], ...] = ()  # fsspec options for URL partition directories
     host: str | None = None  # the host whose disk holds them (``host:/path``); None: any executor sees them
+    sole_replica: bool = False  # --sole-replica, as ``report`` takes it (``log.rules.high_watermark``)
 
 
 @dataclass(slots=True)

@@ -108,7 +108,7 @@ def spark_report(spark: SparkSession, plan: ReportPlan, *, listed: int = LISTED_
     config, now = plan.config, plan.now_ms
     slices = slices_of(plan.partition_dirs, spark.sparkContext.defaultParallelism * SLICES_PER_CORE,
                        lambda dirs: ReportSlice(dirs, dict(config.cli_overrides), now, _text(config.server_properties),
-                                                _text(config.metadata_dir)))
+                                                _text(config.metadata_dir), sole_replica=config.sole_replica))
     entries: list[PartitionEntry] = []
     if slices:
         context = spark.sparkContext
@@ -143,8 +143,9 @@ def run_report_task(part: ReportSlice) -> list[PartitionEntry]:
         One entry per partition, ranked within the slice (a partition that fails to read: its ``errors``).
     """
     rows = dirty_ratio_report(part.partition_dirs, cli_overrides=part.cli_overrides, now_ms=part.now_ms,
-                              server_properties=part.server_properties, metadata_dir=part.metadata_dir)
-    config = ConfigInputs(part.cli_overrides, part.server_properties, part.metadata_dir)
+                              server_properties=part.server_properties, metadata_dir=part.metadata_dir,
+                              sole_replica=part.sole_replica)
+    config = ConfigInputs(part.cli_overrides, part.server_properties, part.metadata_dir, part.sole_replica)
     return [partition_entry(row, config, part.now_ms) for row in rows]
 
 
