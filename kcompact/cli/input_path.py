@@ -35,7 +35,7 @@ class InputPath(_ParamType):
         self._local = click.Path(exists=True, file_okay=file_okay, path_type=str)
 
     def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from kcompact.segment.remote import is_url, refuse_urls  # kept off the --help path
+        from kcompact.segment.url import is_url, refuse_urls  # kept off the --help path
 
         if self.urls and is_url(value):
             if self.refuse_as is not None:
