@@ -3,6 +3,8 @@ and only the records that can change a topic decoded."""
 
 from __future__ import annotations
 
+import random
+import struct
 from collections import Counter
 from pathlib import Path
 
@@ -100,3 +102,49 @@ def test_a_corrupt_record_fails_alike_with_the_scan(tmp_path: Path, bad: bytes) 
     reference, scanned = replayed_both_ways(directory)
     assert scanned == reference and reference[0] == "raised"
     assert "record value at position" in str(reference[2])
+
+
+@needs_c
+def test_damaged_snapshots_and_logs_replay_or_fail_alike_with_the_scan(tmp_path: Path) -> None:
+    """Bytes changed or cut anywhere in a snapshot or the log after it: the same state, or the same error
+    (class, message, position, offset), with and without the scan."""
+    snapshot = (control(0, ControlRecordType.SNAPSHOT_HEADER)
+                + records_at(1, [encode_topic("t", uuid_bytes(1)), encode_config(TOPIC, "t", "segment.ms", "1"), NO_OP])
+                + records_at(4, [NO_OP, encode_config(TOPIC, "t", "retention.ms", "2")])
+                + control(6, ControlRecordType.SNAPSHOT_FOOTER))  # fmt: skip
+    log = (records_at(5, [NO_OP, encode_config(TOPIC, "t", "segment.ms", "9"), BEGIN_TXN])
+           + records_at(8, [NO_OP, END_TXN]) + control(10, ControlRecordType.LEADER_CHANGE)
+           + records_at(11, [encode_topic("u", uuid_bytes(2)), REGISTER_BROKER_V9]))  # fmt: skip
+    directory = tmp_path / "__cluster_metadata-0"
+    directory.mkdir()
+    rng, seen = random.Random(7), Counter[str]()
+    for _ in range(300):
+        files = [bytearray(snapshot), bytearray(log)]
+        damaged = files[rng.randrange(2)]
+        for _ in range(rng.choice([1, 1, 2])):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        if rng.random() < 0.15:
+            del damaged[rng.randrange(len(damaged)):]
+        (directory / f"{7:020d}-{1:010d}.checkpoint").write_bytes(files[0])
+        (directory / f"{5:020d}.log").write_bytes(files[1])
+        reference, scanned = replayed_both_ways(directory)
+        assert scanned == reference
+        seen[str(reference[0])] += 1
+    assert seen["returned"] > 50 and seen["raised"] > 50  # both kinds of outcome were compared
+
+
+@needs_c
+@pytest.mark.parametrize("damage", ["trailing byte", "negative header count", "headers past the record"])
+def test_a_record_the_reference_refuses_is_refused_alike_with_the_scan(tmp_path: Path, damage: str) -> None:
+    one = bytearray(records_at(2, [NO_OP]))  # its record starts at byte 61: length, attributes, ...
+    if damage == "trailing byte":  # one byte more in the record than its fields: "invalid record size"
+        one[61] += 2  # the zig-zag length varint, one more
+        one.append(0)
+        struct.pack_into(">i", one, 8, len(one) - 12)  # the batch length (the replay checks no CRC)
+    else:  # the headers count, the record's last byte
+        one[-1] = 1 if damage == "negative header count" else 8
+    directory = tmp_path / "__cluster_metadata-0"
+    directory.mkdir()
+    (directory / f"{0:020d}.log").write_bytes(records_at(0, [NO_OP, NO_OP]) + bytes(one))
+    reference, scanned = replayed_both_ways(directory)
+    assert scanned == reference and reference[0] == "raised"
