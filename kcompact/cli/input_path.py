@@ -1,7 +1,7 @@
 """The PATH arguments: a local directory that exists, or a URL (``s3://…``) where the command reads URLs.
 
 A command that rewrites partitions (``clean``, ``repair``, ``spark clean``) refuses a URL with one line
-(:func:`kcompact.segment.remote.refuse_urls`, exit 2) instead of click's "does not exist" usage text; the
+(:func:`kcompact.segment.url.refuse_urls`, exit 2) instead of click's "does not exist" usage text; the
 read-only commands take it as given, with ``--storage-option`` (:data:`storage_option`), and read it
 through :func:`kcompact.segment.remote.local_inputs` (serial) or on Spark's executors. A local path that
 does not exist stays click's usage error, unless the command takes ``host:/path`` (``spark clean``, ``spark
