@@ -4,7 +4,7 @@ Why a setup.py: pyproject.toml cannot declare a C extension for setuptools. Thre
 CPython C API), one per Python owner, each beside the package that imports it:
 
 * ``kcompact.records.scan._accel`` (records/scan/_accel.c, _legacy.c): the record and batch-header
-  scans, the record-section rebuild, legacy runs, key digests;
+  scans, the record-section rebuild, legacy runs, key digests, the KRaft metadata log's record frames;
 * ``kcompact.log.offset_map._runs`` (log/offset_map/_runs.c): the offset map's run kernels;
 * ``kcompact.cleaner.round._windows`` (cleaner/round/_windows.c): the round's windows over runs of
   batches, which walk records with the scan's ``records/scan/walk.h`` and (de)compress zstd batches

@@ -16,6 +16,8 @@ Sections:
     spark-scale  6 log dirs x 200 partitions at 1x and 10x the records: serial clean --jobs auto, spark clean
            on local[2] and on a standalone cluster of two workers; the driver's CPU and memory, bytes read
            (scripts/bench_spark_scale.py).
+    start  CPU seconds of the imports a clean needs (numpy's share beside them) and of clean of a 13 KiB
+           broker-written partition whose config is in a KRaft metadata log, beside the goals (0.08 s, 0.12 s).
     tiny   clean LOG_DIR --jobs 1 of N tiny partitions (88 KB, eight segments) at two N (--tiny-counts):
            CPU ms per partition, which should not grow with N.
     scan   records.scan over a generated segment: scan_keys, scan_records and the rebuild of
@@ -516,6 +518,67 @@ def _bench_distmap(args: argparse.Namespace, workdir: Path) -> list[Row]:
     return bench_distmap(args, workdir / "distmap")
 
 
+START_FIXTURE = ("kraft37-consumer-offsets", "__consumer_offsets-6")  # 13 KiB, beside a 353 KB KRaft metadata log
+START_GOALS = {"imports": 0.08, "clean": 0.12}  # CPU seconds
+START_IMPORTS = ("kcompact.cli.main", "kcompact.cli.clean_cmd", "kcompact.cleaner.logdir.run")  # what a clean loads
+
+
+def _real_fixtures() -> Path:
+    """The broker-written log dirs (as tests/conftest.py finds them: ``KCOMPACT_REAL_FIXTURES``, else ../shared)."""
+    default = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
+    return Path(os.environ.get("KCOMPACT_REAL_FIXTURES", default))
+
+
+def bench_start(args: argparse.Namespace, workdir: Path) -> list[Row]:
+    """What a clean costs before its first byte: CPU seconds (user + system, best of ``--repeat``, at least 5,
+    bytecode cached) of the interpreter, of numpy alone, of the imports a clean needs, and of ``kcompact clean``
+    of a 13 KiB partition whose config comes from a KRaft metadata log, beside the goals."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env |= {"PYTHONPYCACHEPREFIX": str(workdir / "pycache"), "OPENBLAS_NUM_THREADS": "1"}  # as cli.main sets it
+    repeat = max(args.repeat, 5)
+
+    def best(cmd: list[str], fresh: Path | None = None, copy: Path | None = None) -> float:
+        seconds = float("inf")
+        for attempt in range(repeat + 1):  # the first run writes the bytecode cache and is not counted
+            if fresh is not None and copy is not None:
+                shutil.rmtree(copy, ignore_errors=True)
+                shutil.copytree(fresh, copy)
+            cpu = _child_cpu_seconds(cmd, env)
+            seconds = min(seconds, cpu) if attempt else seconds
+        return seconds
+
+    python = best([sys.executable, "-c", "pass"])
+    numpy = best([sys.executable, "-c", "import numpy"])
+    imports = best([sys.executable, "-c", f"import {', '.join(START_IMPORTS)}"])
+    rows: list[Row] = [
+        ("python -c pass, CPU seconds", python, "s"),
+        ("import numpy, CPU seconds (interpreter included)", numpy, "s"),
+        (f"imports a clean needs, CPU seconds (interpreter included; goal {START_GOALS['imports']})", imports, "s"),
+        ("imports a clean needs, CPU seconds (interpreter's start off)", imports - python, "s"),
+    ]
+    fixture = _real_fixtures() / START_FIXTURE[0]
+    if not fixture.is_dir():
+        print(f"start: clean of {START_FIXTURE[0]} skipped: {fixture} absent (../shared not here)", file=sys.stderr)
+        return rows
+    copy = workdir / "start-copy"
+    clean = best([sys.executable, "-m", "kcompact", "clean", str(copy / START_FIXTURE[1])], fresh=fixture, copy=copy)
+    return [*rows, (f"kcompact clean {'/'.join(START_FIXTURE)} (13 KiB), CPU seconds (goal {START_GOALS['clean']})",
+                    clean, "s"),
+            ("its KRaft metadata replay (353 KB, 4,928 records), CPU ms in process", _replay_ms(fixture, repeat), "ms")]
+
+
+def _replay_ms(log_dir: Path, repeat: int) -> float:
+    """CPU milliseconds of one replay of ``log_dir``'s ``__cluster_metadata-0`` (best of ``repeat``)."""
+    from kcompact.config.kraft.metadata_state import load_metadata_state
+
+    seconds = float("inf")
+    for _ in range(repeat):
+        start = time.process_time()
+        load_metadata_state(log_dir / "__cluster_metadata-0")
+        seconds = min(seconds, time.process_time() - start)
+    return seconds * 1000
+
+
 SECTIONS: dict[str, Callable[[argparse.Namespace, Path], list[Row]]] = {
     "scan": bench_scan,
     "clean": _bench_clean,
@@ -525,6 +588,7 @@ SECTIONS: dict[str, Callable[[argparse.Namespace, Path], list[Row]]] = {
     "report": _bench_report,
     "small": bench_small,
     "tiny": bench_tiny,  # N tiny partitions at two N: per-partition CPU
+    "start": bench_start,  # CPU before a clean's first byte: the imports, a 13 KiB KRaft partition's clean
     "spark": _bench_spark,
     "spark-scale": _bench_spark_scale,  # 6 log dirs x 200 partitions at two sizes, serial and Spark: minutes
     "distmap": _bench_distmap,  # 20 million keys, ~1 GB written: minutes

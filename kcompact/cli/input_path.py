@@ -1,7 +1,7 @@
 """The PATH arguments: a local directory that exists, or a URL (``s3://…``) where the command reads URLs.
 
 A command that rewrites partitions (``clean``, ``repair``, ``spark clean``) refuses a URL with one line
-(:func:`kcompact.segment.remote.refuse_urls`, exit 2) instead of click's "does not exist" usage text; the
+(:func:`kcompact.segment.url.refuse_urls`, exit 2) instead of click's "does not exist" usage text; the
 read-only commands take it as given, with ``--storage-option`` (:data:`storage_option`), and read it
 through :func:`kcompact.segment.remote.local_inputs` (serial) or on Spark's executors. A local path that
 does not exist stays click's usage error, unless the command takes ``host:/path`` (``spark clean``, ``spark
@@ -35,7 +35,7 @@ class InputPath(_ParamType):
         self._local = click.Path(exists=True, file_okay=file_okay, path_type=str)
 
     def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from kcompact.segment.remote import is_url, refuse_urls  # kept off the --help path
+        from kcompact.segment.url import is_url, refuse_urls  # kept off the --help path
 
         if self.urls and is_url(value):
             if self.refuse_as is not None:

@@ -27,8 +27,11 @@ Imports of the library happen inside the commands so that ``kcompact --help`` st
 from __future__ import annotations
 
 import gc
+import importlib
+import importlib.util
 import os
 import sys
+from collections.abc import Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
@@ -117,34 +120,68 @@ def inspect() -> None:
     agree, producers and transactions."""
 
 
-def _register_commands() -> None:
-    """Every command group lives in its own module (each imports only click at import time)."""
-    import importlib
+class LazyCommands(MutableMapping[str, click.Command]):
+    """A group's commands by name, each command's module imported when the command is first looked up.
 
-    for module, group, name in (
-        ("kcompact.cli.dump_cmd", "inspect", "dump_command"),
-        ("kcompact.cli.dirty_ratio_cmd", "inspect", "dirty_ratio_command"),
-        ("kcompact.cli.keys_cmd", "inspect", "keys_command"),
-        ("kcompact.cli.last_clean_cmd", "inspect", "last_clean_command"),
-        ("kcompact.cli.replicas_cmd", "inspect", "replicas_command"),
-        ("kcompact.cli.transactions_cmd", "inspect", "transactions_command"),
-        ("kcompact.cli.clean_cmd", "cli", "clean_command"),
-        ("kcompact.cli.repair_cmd", "cli", "repair_command"),
-        ("kcompact.cli.config_cmd", "cli", "config_group"),
-        ("kcompact.cli.spark_cmds", "cli", "spark_group"),
-        ("kcompact.cli.export_cmd", "cli", "export_command"),
-        ("kcompact.cli.report_cmd", "cli", "report_command"),
-    ):
-        try:
-            command = getattr(importlib.import_module(module), name)
-        except ModuleNotFoundError as err:
-            if err.name != module:
-                raise  # a real import bug inside the command module
-            continue  # that command is not part of this build
-        (inspect if group == "inspect" else cli).add_command(command)
+    Why: importing every command module builds every command's options and help (click's decorators,
+    ``inspect.cleandoc`` hundreds of times), a cost each run paid before its own command started. Iterating
+    gives the names of the commands this build has (``find_spec``, nothing imported); looking one up imports
+    its module alone, so ``--help`` lists and shows exactly what the eager registration did.
+    """
+
+    def __init__(self, table: Mapping[str, tuple[str, str]], loaded: Mapping[str, click.Command]) -> None:
+        self._table = dict(table)  # command name -> (module, attribute)
+        self._loaded = dict(loaded)
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self._loaded:
+            module, attribute = self._table[name]  # KeyError: no such command
+            try:
+                command = getattr(importlib.import_module(module), attribute)
+            except ModuleNotFoundError as err:
+                if err.name != module:
+                    raise  # a real import bug inside the command module
+                raise KeyError(name) from err  # that command is not part of this build
+            if command.name != name:
+                raise RuntimeError(f"{module}.{attribute} is named {command.name!r}, registered as {name!r}")
+            self._loaded[name] = command
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        self._table.pop(name, None)
+        del self._loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        for name in self._loaded:
+            yield name
+        for name, (module, _) in self._table.items():
+            if name not in self._loaded and importlib.util.find_spec(module) is not None:
+                yield name
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
-_register_commands()
+# Every command group lives in its own module (each imports only click at import time).
+inspect.commands = LazyCommands({
+    "dump": ("kcompact.cli.dump_cmd", "dump_command"),
+    "dirty-ratio": ("kcompact.cli.dirty_ratio_cmd", "dirty_ratio_command"),
+    "keys": ("kcompact.cli.keys_cmd", "keys_command"),
+    "last-clean": ("kcompact.cli.last_clean_cmd", "last_clean_command"),
+    "replicas": ("kcompact.cli.replicas_cmd", "replicas_command"),
+    "transactions": ("kcompact.cli.transactions_cmd", "transactions_command"),
+}, {})  # fmt: skip
+cli.commands = LazyCommands({
+    "clean": ("kcompact.cli.clean_cmd", "clean_command"),
+    "repair": ("kcompact.cli.repair_cmd", "repair_command"),
+    "config": ("kcompact.cli.config_cmd", "config_group"),
+    "spark": ("kcompact.cli.spark_cmds", "spark_group"),
+    "export": ("kcompact.cli.export_cmd", "export_command"),
+    "report": ("kcompact.cli.report_cmd", "report_command"),
+}, cli.commands)  # fmt: skip
 
 
 def main() -> None:

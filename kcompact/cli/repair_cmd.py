@@ -137,7 +137,7 @@ def repair_command(
     said once. Every report lists what the repair gives up: per damaged region of a segment its byte
     range, its offsets and how many records it held (unknown where the bytes do not decode).
     """
-    from kcompact.segment.remote import is_url  # kept off the --help path
+    from kcompact.segment.url import is_url  # kept off the --help path
 
     if backup_dir is not None and is_url(backup_dir):  # else it would become a local ./s3:/… directory
         raise RefusedError(f"{backup_dir}: --backup-dir of repair expected a local POSIX directory, found "

@@ -90,7 +90,6 @@ from kcompact.segment.remote import (
     LocalInputs,
     RemoteFile,
     StorageOptions,
-    is_url,
     list_remote,
     mirrored,
     named_as_url,
@@ -99,6 +98,7 @@ from kcompact.segment.remote import (
     remote_stamp,
 )
 from kcompact.segment.stamp import local_stamp, refuse_changed
+from kcompact.segment.url import is_url
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"

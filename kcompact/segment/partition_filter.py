@@ -23,12 +23,16 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kcompact.errors import ConfigError, KcompactError
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import is_partition_dir, iter_partition_dirs, iter_set_aside_dirs, named_path
-from kcompact.segment.remote import StorageOptions, is_url, partition_dir_names
+from kcompact.segment.url import is_url
 from kcompact.text import plural
+
+if TYPE_CHECKING:
+    from kcompact.segment.remote import StorageOptions
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +130,8 @@ def count_matches(paths: Iterable[str | os.PathLike[str]], selection: PartitionF
     named: list[str] = []
     for raw in paths:
         if is_url(raw):
+            from kcompact.segment.remote import partition_dir_names  # fsspec's reading: for a URL only
+
             named.append(str(raw))
             names = [Path(name) for name in partition_dir_names(str(raw), storage_options or {})]
             total += len(names)

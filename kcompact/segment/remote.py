@@ -41,7 +41,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kcompact.errors import ConfigError, KcompactError, RefusedError, UnsupportedFormatError
+from kcompact.errors import ConfigError, KcompactError, UnsupportedFormatError
 from kcompact.segment.names import parse_partition_dir_name, parse_segment_file_name
 from kcompact.segment.partition import (
     LOG_DIR_FILES,
@@ -49,8 +49,7 @@ from kcompact.segment.partition import (
     is_log_dir_listing,
     is_set_aside,
 )
-
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+from kcompact.segment.url import is_url
 
 StorageOptions = Mapping[str, Any]
 T = TypeVar("T")
@@ -59,25 +58,6 @@ T = TypeVar("T")
 HDFS_HINT = ("; expected pyarrow's HadoopFileSystem to load: libhdfs.so (Hadoop's native client, from a Hadoop "
              "distribution: ARROW_LIBHDFS_DIR), JAVA_HOME and Hadoop's jars on CLASSPATH; or read the same files "
              "over WebHDFS: webhdfs://NAMENODE:HTTP_PORT/…")
-
-def is_url(path: str | os.PathLike[str]) -> bool:
-    """``path`` is a URL (``scheme://…``), not a local path."""
-    return isinstance(path, str) and _URL.match(path) is not None
-
-
-def refuse_urls(paths: Iterable[str], command: str) -> None:
-    """Refuse a URL given to a command that writes partitions (renames, fsync and locks need POSIX).
-
-    Raises:
-        RefusedError: a path is a URL.
-    """
-    for path in paths:
-        if is_url(path):
-            raise RefusedError(f"{path}: {command} rewrites partitions in place (rename, fsync, fcntl locks); "
-                               "expected a local POSIX path, found a URL (the read-only commands read "
-                               "URLs: export, inspect dirty-ratio, keys, dump, transactions, spark export, "
-                               "spark inspect dirty-ratio)")
-
 
 def parse_storage_options(pairs: Iterable[str]) -> dict[str, Any]:
     """``key=value`` pairs as fsspec storage options (``true``/``false`` become booleans).

@@ -60,7 +60,8 @@ from kcompact.inspect.export import (
     split_segments,
 )
 from kcompact.segment.partition_filter import PartitionFilter
-from kcompact.segment.remote import StorageOptions, is_url
+from kcompact.segment.remote import StorageOptions
+from kcompact.segment.url import is_url
 from kcompact.spark.export_schema import ERROR_COLUMN, EXPORT_SCHEMA, FORMAT_NAME, error_from_payload
 from kcompact.spark.job_failure import one_line_job
 from kcompact.spark.locality import Located, locate_input, located_rdd, refuse_other_host, run_located

@@ -35,7 +35,8 @@ from kcompact.errors import KcompactError
 from kcompact.inspect.dirty_ratio import DirtyRatioRow, dirty_ratio_report, partition_dirs
 from kcompact.log.rules.ranges import pick_ranks
 from kcompact.segment.partition_filter import PartitionFilter
-from kcompact.segment.remote import StorageOptions, is_url, map_threads, mirrored, remote_partition_dirs
+from kcompact.segment.remote import StorageOptions, map_threads, mirrored, remote_partition_dirs
+from kcompact.segment.url import is_url
 from kcompact.spark.job_failure import one_line_job
 from kcompact.spark.locality import Located, locate_input, located_rdd, refuse_other_host, run_located
 from kcompact.spark.rows import dataclass_columns, ddl

@@ -127,7 +127,7 @@ def locate_input(raw: str | Path) -> Located:
     Args:
         raw: as given.
     """
-    from kcompact.segment.remote import is_url
+    from kcompact.segment.url import is_url
 
     if is_url(raw):
         return Located(None, str(raw))

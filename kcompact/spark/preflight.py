@@ -22,7 +22,8 @@ from collections.abc import Iterable, Mapping
 
 from kcompact import __version__
 from kcompact.errors import RefusedError
-from kcompact.segment.remote import StorageOptions, is_url, remote_partition_dirs
+from kcompact.segment.remote import StorageOptions, remote_partition_dirs
+from kcompact.segment.url import is_url
 from kcompact.spark.hadoop_fs import missing_output_package
 from kcompact.spark.probe import SET_PYTHON
 from kcompact.spark.session import DEFAULT_MASTER, PYTHON_CONF, master_set_by_launcher

@@ -5,6 +5,7 @@ codecs and pyspark are imported by the commands that use them, which keeps ``--h
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,30 @@ def test_a_clean_imports_only_what_it_uses(tmp_path: Path) -> None:
     part = b.write(tmp_path)
     imported = _imported("clean", "--json", "--config", "cleanup.policy=compact", "--jobs", "1", str(part))
     assert "kcompact.cleaner.round.steps" in imported  # the probe saw the clean
-    unused = ["rich", "kcompact.config.kraft", "kcompact.inspect", "kcompact.repair", "kcompact.spark"]
-    assert sorted(name for name in imported if name.split(".")[0] in unused
-                  or any(name.startswith(f"{prefix}.") or name == prefix for prefix in unused)) == []
+    unused = ["rich", "kcompact.config.kraft", "kcompact.inspect", "kcompact.repair", "kcompact.spark", *NOT_IN_A_CLEAN]
+    assert _among(imported, unused) == []
+
+
+# What no clean uses: fsspec's reading of URLs, the other commands' modules and their libraries.
+NOT_IN_A_CLEAN = [
+    "fsspec", "plotly", "pyspark", "pyarrow", "kcompact.report", "kcompact.segment.remote",
+    *(f"kcompact.cli.{module}" for module in (
+        "dump_cmd", "dirty_ratio_cmd", "keys_cmd", "last_clean_cmd", "replicas_cmd", "transactions_cmd",
+        "repair_cmd", "config_cmd", "spark_cmds", "export_cmd", "report_cmd")),
+]
+
+
+def _among(imported: set[str], prefixes: list[str]) -> list[str]:
+    return sorted(name for name in imported
+                  if any(name.startswith(f"{prefix}.") or name == prefix for prefix in prefixes))  # fmt: skip
+
+
+def test_a_clean_of_a_kraft_partition_reads_the_metadata_but_loads_no_other_command(tmp_path: Path) -> None:
+    """The text output of a clean on a pipe: rich's console, but no live display (rich.live, its progress bar)
+    while stderr is no terminal, nor any module of the commands that did not run."""
+    from tests.conftest import real_fixture
+
+    shutil.copytree(real_fixture("kraft37-consumer-offsets"), tmp_path / "logs")
+    imported = _imported("clean", str(tmp_path / "logs" / "__consumer_offsets-6"))
+    assert "kcompact.config.kraft.metadata_state" in imported  # the probe saw the KRaft config read
+    assert _among(imported, ["rich.live", "rich.progress", *NOT_IN_A_CLEAN]) == []

@@ -29,12 +29,22 @@ entry past it: :func:`_tail_missing`), the history is incomplete: the state is s
 
 :func:`cached_metadata_state` replays a directory once per listing (names, sizes, mtimes), so the
 configs of thousands of partitions come from one replay.
+
+How the files are read: a metadata log is mostly records no rule here applies (the NoOpRecords
+``QuorumController`` appends every ``metadata.max.idle.interval.ms``: 4,801 of the 4,928 records of
+``kraft37-consumer-offsets``). :func:`accel.metadata_rows` walks each file's batches
+and the frames of their records' values in C and returns a row only for the records the replay
+decodes (:data:`READ_API_KEYS`) and the api keys of those it only counts, so no Python call is made
+per record; a batch the kernel does not take (compressed, one the reference refuses, a gap, a
+snapshot's control batch) is read by the reference walk, with its errors, and the kernel goes on after it.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+from array import array
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,11 +58,13 @@ from kcompact.errors import (
     CorruptRecordError,
     KcompactError,
 )
-from kcompact.records.batch_header import RecordBatch
+from kcompact.records.batch_header import LOG_OVERHEAD, RecordBatch
 from kcompact.records.control import ControlRecordKey, ControlRecordType
 from kcompact.records.record import decode_records
+from kcompact.records.scan import accel
+from kcompact.records.varint import INT64_MAX, INT64_MIN, Buffer
 from kcompact.segment.checkpoint import read_leader_epoch_checkpoint, read_offset_checkpoint
-from kcompact.segment.log_file import LogFile
+from kcompact.segment.log_file import HEADER_WINDOW, LogFile
 from kcompact.segment.names import parse_partition_dir_name, parse_segment_file_name
 
 BEGIN_TRANSACTION_API_KEY = 23
@@ -63,6 +75,14 @@ REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 NO_LEADER_CHANGE = -2  # PartitionChangeRecord.leader: unchanged (Kafka's NO_LEADER_CHANGE)
 STATE_CACHE_SIZE = 8  # metadata directories kept replayed (one per cluster in practice)
+# The records the replay decodes: those a rule below applies (TopicRecord 2, PartitionRecord 3, ConfigRecord 4,
+# PartitionChangeRecord 5, RemoveTopicRecord 9, FeatureLevelRecord 12) and the transaction markers that say
+# when they apply. Every other record is only counted when ``records`` keeps it generic (NoOpRecord, ...), or
+# passed over unread when ``records`` would type it but no rule applies it (RegisterBrokerRecord).
+READ_API_KEYS = (2, 3, 4, 5, 9, 12, BEGIN_TRANSACTION_API_KEY, END_TRANSACTION_API_KEY,
+                 ABORT_TRANSACTION_API_KEY)
+READ, PASSED, COUNTED = 255, 1, 0  # a record's kind (READ is also its byte in KINDS)
+METADATA_ROW = 7  # int64 a row of accel.metadata_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +153,15 @@ class MetadataState:
         return dict(self.broker_configs.get("", {}))
 
 
+class _UnknownRun:
+    """Records kept generic, counted at once (api key -> how many), held like a record in a transaction."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self, counts: Mapping[int, int]) -> None:
+        self.counts = counts
+
+
 class _Replayer:
     """Mutable state while records are applied; frozen into a :class:`MetadataState` at the end."""
 
@@ -144,8 +173,20 @@ class _Replayer:
         self.assignments: dict[tuple[str, int], PartitionAssignment] = {}
         self.feature_levels: dict[str, int] = {}
         self.unknown: dict[str, int] = {}
-        self.pending: list[tuple[rt.MetadataRecord, int]] | None = None
+        self.pending: list[tuple[rt.MetadataRecord | _UnknownRun, int]] | None = None
         self.problems: list[str] = []
+
+    def offer_unknown(self, counts: Mapping[int, int]) -> None:
+        """Count records kept generic (api key -> how many), now or when their transaction ends."""
+        if self.pending is not None:
+            self.pending.append((_UnknownRun(counts), -1))
+        else:
+            self._count(counts)
+
+    def _count(self, counts: Mapping[int, int]) -> None:
+        for api_key, count in counts.items():
+            name = rt.API_KEY_NAMES.get(api_key) or f"api key {api_key}"
+            self.unknown[name] = self.unknown.get(name, 0) + count
 
     def offer(self, record: rt.MetadataRecord, offset: int = -1) -> None:
         """Apply a record now, or hold it while a metadata transaction is open."""
@@ -157,7 +198,10 @@ class _Replayer:
                 held, self.pending = self.pending or [], None
                 if record.api_key == END_TRANSACTION_API_KEY:
                     for item, at in held:
-                        self.apply(item, at)
+                        if isinstance(item, _UnknownRun):
+                            self._count(item.counts)
+                        else:
+                            self.apply(item, at)
                 return
         if self.pending is not None:
             self.pending.append((record, offset))
@@ -205,9 +249,9 @@ class _Replayer:
             now.leader if record.leader == NO_LEADER_CHANGE else record.leader, offset)
 
     def _unknown(self, record: rt.UnknownMetadataRecord) -> None:
-        name = record.name or f"api key {record.api_key}"
-        self.unknown[name] = self.unknown.get(name, 0) + 1
+        self._count({record.api_key: 1})
         if record.api_key in (2, 4, 9):  # a newer version of a record that shapes configs
+            name = record.name or f"api key {record.api_key}"
             self.problems.append(f"{name} version {record.version} is newer than kcompact reads")
 
     def freeze(self, snapshot: Path | None, end_offset: int, gap: str | None,
@@ -229,28 +273,113 @@ class _Replayer:
         )  # fmt: skip
 
 
-def _iter_file_batches(path: Path) -> Iterator[RecordBatch]:
-    with LogFile(path) as log:
-        for batch in log.iter_batches():
-            if not isinstance(batch, RecordBatch):
-                raise CorruptBatchError(
-                    f"metadata log entry has magic {batch.magic}; expected 2, found {batch.magic}",
-                    path=path, position=batch.position)
-            yield batch
+def _kinds() -> bytes:
+    """What :func:`accel.metadata_rows` does with a record, by api key: 255 the replay reads it; ``v`` it is
+    passed over below version ``v`` (a kind ``records`` decodes but no rule of the replay applies, e.g. a
+    RegisterBrokerRecord), counted in ``unknown_record_counts`` from ``v`` on (0: every version)."""
+    table = bytearray(256)
+    for api_key, highest in kr.DECODED_VERSIONS.items():
+        table[api_key] = highest + 1
+    for api_key in READ_API_KEYS:
+        table[api_key] = READ
+    return bytes(table)
 
 
-def _decode_batch(path: Path, batch: RecordBatch) -> Iterator[tuple[int, rt.MetadataRecord]]:
+KINDS = _kinds()
+
+
+def _kind(api_key: int, version: int) -> int:
+    """READ, PASSED or COUNTED: :data:`KINDS`' verdict on one record, for the reference walk."""
+    kind = KINDS[api_key] if api_key < len(KINDS) else 0
+    return READ if kind == READ else PASSED if version < kind else COUNTED
+
+
+def _value_error(err: CorruptRecordError, path: Path, batch_position: int, offset: int) -> CorruptRecordError:
+    return CorruptRecordError(f"record value at position {err.position}: {err.message}",
+                              path=path, position=batch_position, offset=offset)  # fmt: skip
+
+
+def _decode_value(path: Path, batch_position: int, offset: int, value: Buffer | None) -> rt.MetadataRecord:
+    try:
+        return kr.decode_metadata_record(value)
+    except CorruptRecordError as err:
+        raise _value_error(err, path, batch_position, offset) from err
+
+
+def _read_batch(path: Path, batch: RecordBatch, start: int, replayer: _Replayer) -> None:
+    """The records at or after ``start`` of a data batch :func:`accel.metadata_rows` did not take
+    (compressed, or one the reference refuses with its error), offered as the kernel's rows would be."""
     try:
         records = decode_records(batch)
     except CorruptDataError as err:
         raise err.located(path, batch.position) from err
     for record in records:
         try:
-            yield record.offset, kr.decode_metadata_record(record.value)
+            api_key, version, _ = kr.decode_metadata_frame(record.value)
         except CorruptRecordError as err:
-            raise CorruptRecordError(
-                f"record value at position {err.position}: {err.message}",
-                path=path, position=batch.position, offset=record.offset) from err
+            raise _value_error(err, path, batch.position, record.offset) from err
+        kind = _kind(api_key, version)
+        if record.offset < start or kind == PASSED:
+            continue
+        if kind == COUNTED:
+            replayer.offer_unknown({api_key: 1})
+        else:
+            replayer.offer(_decode_value(path, batch.position, record.offset, record.value), record.offset)
+
+
+def _offer_rows(log: LogFile, rows_bytes: bytes, unknown_bytes: bytes, replayer: _Replayer) -> None:
+    """The rows of :func:`accel.metadata_rows` offered in order: each read record decoded, the unknown
+    records between two of them counted at once (they share one transaction state)."""
+    rows, unknown, counted = array("q", rows_bytes), array("q", unknown_bytes), 0
+    for at in range(0, len(rows), METADATA_ROW):
+        offset, _, _, value_start, value_end, before, batch_position = rows[at : at + METADATA_ROW]
+        if before > counted:
+            replayer.offer_unknown(Counter(unknown[counted:before]))
+            counted = before
+        replayer.offer(_decode_value(log.path, batch_position, offset, log.buffer[value_start:value_end]),
+                       offset)
+    if len(unknown) > counted:
+        replayer.offer_unknown(Counter(unknown[counted:]))
+
+
+class _Walk:
+    """Where a replay of one file stands: the kernel's arguments, and what the batches read so far moved."""
+
+    __slots__ = ("control_stops", "next_offset", "read_before", "start")
+
+    def __init__(self, start: int, next_offset: int, control_stops: bool, read_before: bool) -> None:
+        self.start, self.next_offset = start, next_offset
+        self.control_stops, self.read_before = control_stops, read_before
+
+
+def _other_batches(log: LogFile, walk: _Walk, replayer: _Replayer) -> Iterator[RecordBatch]:
+    """Replay through :func:`accel.metadata_rows` what it takes of ``log``, a window of bytes at a time (the
+    pages behind let go, as :meth:`LogFile.walk_headers`); yield each batch it stops at, read by the reference
+    (all of them where the kernel is off), for the caller to replay. Only v2 batches: a metadata log holds
+    nothing else."""
+    position, size = 0, log.size_in_bytes
+    while position < size:
+        window_end = min(size, position + HEADER_WINDOW)
+        found = accel.metadata_rows(log.buffer, position, window_end, walk.start, walk.next_offset,
+                                    walk.control_stops, KINDS)  # fmt: skip
+        if found is not None:
+            position, walk.next_offset, taken, rows, unknown = found
+            walk.read_before = walk.read_before or taken > 0
+            _offer_rows(log, rows, unknown, replayer)
+            log.forget_before(position)
+            if position >= window_end:
+                continue
+        for batch in log.iter_batches(position):
+            if not isinstance(batch, RecordBatch):
+                raise CorruptBatchError(
+                    f"metadata log entry has magic {batch.magic}; expected 2, found {batch.magic}",
+                    path=log.path, position=batch.position)
+            yield batch
+            position = batch.position + batch.batch_length + LOG_OVERHEAD
+            if found is not None:
+                break  # the kernel again from the next batch
+        else:
+            return  # the end of the file (or a tail of zero bytes)
 
 
 def _files(directory: Path, kind: str) -> list[tuple[int, Path]]:
@@ -265,19 +394,21 @@ def _files(directory: Path, kind: str) -> list[tuple[int, Path]]:
 
 def _read_snapshot(path: Path, replayer: _Replayer) -> bool:
     """Replay a snapshot file; True when it ends with its SNAPSHOT_FOOTER control record."""
-    footer = False
-    for batch in _iter_file_batches(path):
-        if batch.is_control:
-            try:
-                keys = [ControlRecordKey.parse(r.key).type for r in decode_records(batch)]
-            except CorruptDataError as err:
-                raise err.located(path, batch.position) from err
-            footer = ControlRecordType.SNAPSHOT_FOOTER in keys
-            continue
-        footer = False
-        for offset, record in _decode_batch(path, batch):
-            replayer.offer(record, offset)
-    return footer
+    footer, walk = False, _Walk(INT64_MIN, INT64_MAX, control_stops=True, read_before=False)
+    with LogFile(path) as log:
+        for batch in _other_batches(log, walk, replayer):
+            if walk.read_before:  # data batches the kernel took since the last control batch
+                footer, walk.read_before = False, False
+            if batch.is_control:
+                try:
+                    keys = [ControlRecordKey.parse(r.key).type for r in decode_records(batch)]
+                except CorruptDataError as err:
+                    raise err.located(path, batch.position) from err
+                footer = ControlRecordType.SNAPSHOT_FOOTER in keys
+                continue
+            footer = False
+            _read_batch(path, batch, INT64_MIN, replayer)
+    return footer and not walk.read_before
 
 
 def _replay_log(
@@ -285,24 +416,23 @@ def _replay_log(
 ) -> tuple[int, str | None, bool]:
     """Replay segment records at or after ``start``; returns the end offset, the first gap found, and
     whether a gap follows records already read (a snapshot's, with ``read_before``, or the log's)."""
-    next_offset, gap, later_gap = start, None, False
+    walk = _Walk(start, start, control_stops=False, read_before=read_before)
+    gap, later_gap = None, False
     for _, path in segments:
-        for batch in _iter_file_batches(path):
-            if batch.last_offset < start:
-                continue  # already in the snapshot
-            if batch.base_offset > next_offset:
-                later_gap = later_gap or read_before
-                if gap is None:
-                    gap = (f"the metadata log jumps from offset {next_offset} to {batch.base_offset} "
-                           f"in {path.name}; records in between are unknown")  # fmt: skip
-            read_before = True
-            next_offset = max(next_offset, batch.next_offset)
-            if batch.is_control:
-                continue
-            for offset, record in _decode_batch(path, batch):
-                if offset >= start:
-                    replayer.offer(record, offset)
-    return next_offset, gap, later_gap
+        with LogFile(path) as log:
+            for batch in _other_batches(log, walk, replayer):
+                if batch.last_offset < start:
+                    continue  # already in the snapshot
+                if batch.base_offset > walk.next_offset:
+                    later_gap = later_gap or walk.read_before
+                    if gap is None:
+                        gap = (f"the metadata log jumps from offset {walk.next_offset} to "
+                               f"{batch.base_offset} in {path.name}; records in between are unknown")  # fmt: skip
+                walk.read_before = True
+                walk.next_offset = max(walk.next_offset, batch.next_offset)
+                if not batch.is_control:
+                    _read_batch(path, batch, start, replayer)
+    return walk.next_offset, gap, later_gap
 
 
 def load_metadata_state(metadata_partition_dir: str | os.PathLike[str]) -> MetadataState:

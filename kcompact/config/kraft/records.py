@@ -49,7 +49,7 @@ from kcompact.records.messages.reader import (
 )
 from kcompact.records.varint import Buffer
 
-__all__ = ["METADATA_FRAME_VERSION", "decode_metadata_record"]
+__all__ = ["DECODED_VERSIONS", "METADATA_FRAME_VERSION", "decode_metadata_frame", "decode_metadata_record"]
 
 T = TypeVar("T")
 
@@ -173,6 +173,44 @@ _DECODERS: dict[int, tuple[int, Callable[[MessageReader, int], MetadataRecord]]]
 }  # fmt: skip
 
 
+# api key -> the highest version decoded: a record of such a kind and version is typed, any other generic
+DECODED_VERSIONS: dict[int, int] = {api_key: highest for api_key, (highest, _) in _DECODERS.items()}
+
+
+def decode_metadata_frame(value: Buffer | None) -> tuple[int, int, int]:
+    """Read the frame of a metadata record's value: which record it is, not its body.
+
+    Args:
+        value: the record's value bytes.
+
+    Returns:
+        ``(api_key, version, body position)``.
+
+    Raises:
+        CorruptRecordError: a null value, a frame version other than 1, or a frame that runs past the
+            value; ``position`` is relative to the value.
+    """
+    return _frame(_framed(value))
+
+
+def _framed(value: Buffer | None) -> Buffer:
+    if value is None:
+        raise CorruptRecordError("metadata record has a null value; expected a framed record, "
+                                 "found null")  # fmt: skip
+    return value
+
+
+def _frame(value: Buffer) -> tuple[int, int, int]:
+    reader = MessageReader(value, 0, len(value))
+    frame = reader.uvarint()
+    if frame != METADATA_FRAME_VERSION:
+        raise CorruptRecordError(
+            f"unknown metadata record frame version; expected {METADATA_FRAME_VERSION}, "
+            f"found {frame}", position=0)
+    api_key, version = reader.uvarint(), reader.uvarint()
+    return api_key, version, reader.position
+
+
 def decode_metadata_record(value: Buffer | None) -> MetadataRecord:
     """Decode the value of one record of the metadata log or of a KRaft snapshot.
 
@@ -187,20 +225,13 @@ def decode_metadata_record(value: Buffer | None) -> MetadataRecord:
         CorruptRecordError: a null value, a frame version other than 1, a body that does not parse
             or leaves bytes over; ``position`` is relative to the value.
     """
-    if value is None:
-        raise CorruptRecordError("metadata record has a null value; expected a framed record, "
-                                 "found null")  # fmt: skip
-    reader = MessageReader(value, 0, len(value))
-    frame = reader.uvarint()
-    if frame != METADATA_FRAME_VERSION:
-        raise CorruptRecordError(
-            f"unknown metadata record frame version; expected {METADATA_FRAME_VERSION}, "
-            f"found {frame}", position=0)
-    api_key, version = reader.uvarint(), reader.uvarint()
+    data = _framed(value)
+    api_key, version, body = _frame(data)
     decoder = _DECODERS.get(api_key)
     if decoder is None or version > decoder[0]:
-        body = bytes(memoryview(value)[reader.position :])
-        return UnknownMetadataRecord(api_key, version, API_KEY_NAMES.get(api_key), body)
+        return UnknownMetadataRecord(api_key, version, API_KEY_NAMES.get(api_key),
+                                     bytes(memoryview(data)[body:]))
+    reader = MessageReader(data, body, len(data))
     try:
         record = decoder[1](reader, version)
     except (struct.error, IndexError) as err:  # defensive: MessageReader checks bounds itself

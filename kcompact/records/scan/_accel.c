@@ -628,6 +628,235 @@ batch_producers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+/* ---- metadata_rows: the KRaft metadata log's records, read without a Python call each ------- */
+
+PyDoc_STRVAR(metadata_rows_doc,
+"metadata_rows(buf, start, end, min_offset, next_offset, stop_at_control, kinds)\n"
+"    -> (position, next_offset, batches, rows bytes, unknown bytes)\n\n"
+"From position start (a batch boundary) while a batch starts before end: each uncompressed v2 batch\n"
+"decode_batch takes, whose records decode_records takes and each of whose values starts with the\n"
+"metadata frame (frame version 1, api key, version: unsigned varints inside the value). A batch whose\n"
+"last offset is below min_offset is passed over unread. The walk stops before a batch it does not\n"
+"take, a batch past next_offset (a gap: base offset > next offset so far), and, with stop_at_control,\n"
+"a control batch (else a control batch only moves next_offset). Per record at or above min_offset of\n"
+"a data batch, by kinds[api key] (bytes of 256; api keys past 255 count as unknown): 255: a row of seven\n"
+"native int64 (offset, api key, version, value start, value end in buf, unknown entries before it, the\n"
+"batch's position);\n"
+"v < 255: nothing for a version below v, else an unknown entry (its api key as native int64).\n"
+"Returns where it stopped, next_offset after the batches taken, how many it took and the two columns.");
+
+#define METADATA_ROW 7
+#define KIND_READ 255
+
+/* The unsigned varint at p, inside [p, n): at most five bytes, the low 32 bits kept (as
+ * decode_unsigned_varint); -1 when it is longer or runs past n. */
+static inline int
+read_uvarint32(const uint8_t *d, Py_ssize_t n, Py_ssize_t *p, int64_t *value)
+{
+    uint32_t result = 0;
+    for (int k = 0; k < VARINT_MAX_BYTES; k++) {
+        uint8_t byte;
+        if (*p >= n)
+            return -1;
+        byte = d[(*p)++];
+        result |= (uint32_t)(byte & 0x7F) << (7 * k);
+        if (byte < 0x80) {
+            *value = result;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* A nullable length-prefixed field inside [p, end): -1 when the length varint or the bytes run past
+ * it; *null set when the length is negative. */
+static inline int
+skip_field(const uint8_t *d, Py_ssize_t end, Py_ssize_t *p, int *null, Py_ssize_t *start)
+{
+    int32_t size;
+    Py_ssize_t q, err;
+    if (read_varint(d, end, *p, *p, &size, &q, &err) < 0)
+        return -1;
+    *null = size < 0;
+    *start = q;
+    if (size > 0 && size > end - q)
+        return -1;
+    *p = size > 0 ? q + size : q;
+    return 0;
+}
+
+typedef struct {
+    Grow rows, unknown;
+    int64_t unknown_count;
+    const uint8_t *kinds;
+} MetadataColumns;
+
+static inline int
+push_int64s(Grow *g, const int64_t *values, Py_ssize_t count)
+{
+    if (grow(g, 8 * count) < 0)
+        return -1;
+    memcpy(g->data + g->size, values, (size_t)(8 * count));
+    g->size += 8 * count;
+    return 0;
+}
+
+/* One record of an uncompressed batch at p (the records end at n), as decode_record reads it, the
+ * value's metadata frame too; its row or unknown entry added when its offset is at least min_offset.
+ * Returns the next record's position, 0 when the reference would refuse it or it is not plain (the
+ * batch is then left to the reference), or -1 with MemoryError set. */
+static Py_ssize_t
+metadata_record(const uint8_t *d, Py_ssize_t n, Py_ssize_t p, int64_t base_offset, int64_t min_offset,
+                Py_ssize_t batch_position, MetadataColumns *out)
+{
+    int32_t length, offset_delta, headers;
+    int64_t timestamp_delta, offset, frame, api_key, version;
+    Py_ssize_t q, end, err, value, value_end, field;
+    int null, kind;
+    if (read_varint(d, n, p, p, &length, &q, &err) < 0 || length < 1 || length > n - q)
+        return 0;
+    end = q + length;
+    if (read_varlong(d, end, q + 1, p, &timestamp_delta, &q, &err) < 0
+        || read_varint(d, end, q, p, &offset_delta, &q, &err) < 0
+        || __builtin_add_overflow(base_offset, (int64_t)offset_delta, &offset)
+        || skip_field(d, end, &q, &null, &field) < 0                /* key */
+        || skip_field(d, end, &q, &null, &value) < 0 || null)       /* value: a null one is refused */
+        return 0;
+    value_end = q;
+    if (read_varint(d, end, q, p, &headers, &q, &err) < 0 || headers < 0 || headers > end - q)
+        return 0;
+    for (int32_t h = 0; h < headers; h++) {
+        if (skip_field(d, end, &q, &null, &field) < 0 || null        /* header key: never null */
+            || skip_field(d, end, &q, &null, &field) < 0)
+            return 0;
+    }
+    if (q != end)
+        return 0;
+    q = value;
+    if (read_uvarint32(d, value_end, &q, &frame) < 0 || frame != 1
+        || read_uvarint32(d, value_end, &q, &api_key) < 0 || read_uvarint32(d, value_end, &q, &version) < 0)
+        return 0;
+    if (offset < min_offset)
+        return end;
+    kind = api_key < 256 ? out->kinds[api_key] : 0;
+    if (kind == KIND_READ) {
+        int64_t row[METADATA_ROW] = {offset, api_key, version, batch_position + value,
+                                     batch_position + value_end, out->unknown_count, batch_position};
+        if (push_int64s(&out->rows, row, METADATA_ROW) < 0)
+            return -1;
+    }
+    else if (version >= kind) {
+        if (push_int64s(&out->unknown, &api_key, 1) < 0)
+            return -1;
+        out->unknown_count++;
+    }
+    return end;
+}
+
+/* The records of one uncompressed data batch (its bytes d[0:n] from the header on): 1 when every one
+ * is taken, 0 when the batch is left to the reference (the columns then as before it), -1 on error. */
+static int
+metadata_batch(const uint8_t *h, Py_ssize_t n, Py_ssize_t position, int64_t min_offset,
+               MetadataColumns *out)
+{
+    Py_ssize_t rows = out->rows.size, unknown = out->unknown.size, p = RECORD_BATCH_OVERHEAD;
+    int64_t unknown_count = out->unknown_count, base_offset = (int64_t)be(h, 8);
+    int32_t count = (int32_t)be(h + 57, 4);
+    for (int32_t i = 0; i < count; i++) {
+        Py_ssize_t next = p < n ? metadata_record(h, n, p, base_offset, min_offset, position, out) : 0;
+        if (next < 0)
+            return -1;
+        if (next == 0) {
+            out->rows.size = rows;
+            out->unknown.size = unknown;
+            out->unknown_count = unknown_count;
+            return 0;
+        }
+        p = next;
+    }
+    if (p != n) {
+        out->rows.size = rows;
+        out->unknown.size = unknown;
+        out->unknown_count = unknown_count;
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *
+metadata_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view, kinds;
+    Py_ssize_t start, end, position;
+    int64_t min_offset, next_offset, batches = 0;
+    int stop_at_control;
+    MetadataColumns out = {0};
+    PyObject *result = NULL;
+    if (check_nargs("metadata_rows", nargs, 7) < 0)
+        return NULL;
+    if (as_int64(args[3], &min_offset) < 0 || as_int64(args[4], &next_offset) < 0
+        || (stop_at_control = PyObject_IsTrue(args[5])) < 0 || get_bytes(args[0], &view) < 0) {
+        PyErr_Clear();
+        return scan_error(DECLINED);
+    }
+    if (get_bytes(args[6], &kinds) < 0) {
+        PyBuffer_Release(&view);
+        return scan_error(DECLINED);
+    }
+    if (kinds.len != 256 || window_of(&view, args[1], args[2], &start, &end) < 0) {
+        PyBuffer_Release(&kinds);
+        PyBuffer_Release(&view);
+        return scan_error(DECLINED);
+    }
+    out.kinds = (const uint8_t *)kinds.buf;
+    for (position = start; position < end;) {
+        const uint8_t *h = (const uint8_t *)view.buf + position;
+        Py_ssize_t remaining = view.len - position, size;
+        int16_t attributes;
+        int32_t batch_length;
+        int64_t base_offset, last_offset;
+        int taken;
+        if (remaining < RECORD_BATCH_OVERHEAD)
+            break;
+        attributes = (int16_t)be(h + 21, 2);
+        batch_length = (int32_t)be(h + 8, 4);
+        base_offset = (int64_t)be(h, 8);
+        if (h[16] != 2 || attributes < 0 || attributes > 0x7F || (attributes & 0x07) != 0
+            || batch_length < MIN_BATCH_LENGTH || (int32_t)be(h + 57, 4) < 0
+            || (Py_ssize_t)batch_length + LOG_OVERHEAD > remaining
+            || __builtin_add_overflow(base_offset, (int64_t)(int32_t)be(h + 23, 4), &last_offset)
+            || last_offset == INT64_MAX)
+            break;
+        size = (Py_ssize_t)batch_length + LOG_OVERHEAD;
+        if (last_offset < min_offset) {  /* already in the snapshot: passed over unread */
+            position += size;
+            continue;
+        }
+        if (base_offset > next_offset || (stop_at_control && (attributes & 0x20)))
+            break;
+        if (!(attributes & 0x20)) {
+            taken = metadata_batch(h, size, position, min_offset, &out);
+            if (taken < 0)
+                goto done;
+            if (taken == 0)
+                break;
+        }
+        if (last_offset + 1 > next_offset)
+            next_offset = last_offset + 1;
+        batches++;
+        position += size;
+    }
+    result = Py_BuildValue("(nLLy#y#)", position, (long long)next_offset, (long long)batches,
+                           out.rows.data ? out.rows.data : "", out.rows.size,
+                           out.unknown.data ? out.unknown.data : "", out.unknown.size);
+done:
+    PyMem_Free(out.rows.data);
+    PyMem_Free(out.unknown.data);
+    PyBuffer_Release(&kinds);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* ---- module ----------------------------------------------------------------------------- */
 
 /* ---- crc32c: common.h's CRC-32C, for its tests ------------------------------------------- */
@@ -671,6 +900,7 @@ static PyMethodDef methods[] = {
     {"legacy_entries", (PyCFunction)(void (*)(void))legacy_entries, METH_FASTCALL,
      legacy_entries_doc},
     {"legacy_emit", (PyCFunction)(void (*)(void))legacy_emit, METH_FASTCALL, legacy_emit_doc},
+    {"metadata_rows", (PyCFunction)(void (*)(void))metadata_rows, METH_FASTCALL, metadata_rows_doc},
     {NULL, NULL, 0, NULL},
 };
 

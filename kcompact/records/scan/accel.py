@@ -246,3 +246,35 @@ def batch_producers(buf: Buffer, start: int = 0, end: int | None = None) -> tupl
     except kernels.ScanError:
         return None
     return result
+
+
+def metadata_rows(
+    buf: Buffer, start: int, end: int, min_offset: int, next_offset: int, stop_at_control: bool,
+    kinds: bytes,
+) -> tuple[int, int, int, bytes, bytes] | None:
+    """C walk of a KRaft metadata log's batches and the frames of their records' values
+    (``config/kraft/metadata_state``), so that only the records the replay reads cost a Python call.
+
+    Its reference is ``iter_batches``, ``decode_records`` and the frame of ``decode_metadata_record``, batch by
+    batch: from position ``start`` (a batch boundary) while a batch starts before ``end``, it takes each
+    uncompressed v2 batch whose records all decode, each value starting with frame version 1, its api key and
+    version. It passes over a batch whose last offset is below ``min_offset`` unread, and stops before a batch
+    it does not take, before one whose base offset is past ``next_offset`` (a gap), and with
+    ``stop_at_control`` before a control batch (else a control batch only moves ``next_offset``). Per record
+    at or above ``min_offset`` of a data batch, by ``kinds[api key]`` (256 bytes; a larger api key counts as
+    unknown): 255, a row of seven native int64 (offset, api key, version, value start, value end, unknown
+    entries before it, batch position); ``v`` < 255, nothing below version ``v``, else an unknown entry (the
+    api key, one native int64).
+
+    Returns:
+        ``(where it stopped, next_offset after the batches taken, how many it took, rows, unknown)``; or
+        None: read with the reference.
+    """
+    if kernels is None or not enabled:
+        return None
+    try:
+        result: tuple[int, int, int, bytes, bytes] = kernels.metadata_rows(
+            buf, start, end, min_offset, next_offset, stop_at_control, kinds)
+    except kernels.ScanError:
+        return None
+    return result

@@ -28,15 +28,19 @@ MIN_RECORD_SIZE_IN_BYTES = 1 + MIN_RECORD_BODY_SIZE_IN_BYTES
 """The length varint plus the smallest body; bounds how many records ``data`` can hold."""
 
 
-def _zigzag(raw: int) -> int:
-    return (raw >> 1) ^ -(raw & 1)
+def _zigzag_table(size: int) -> list[int]:
+    """Zig-zag decoded values of 0..size-1 (size even): 0, -1, 1, -2, 2, ... (built by slices: a table
+    built value by value cost ~2 ms of every start)."""
+    table = [0] * size
+    table[0::2] = range(size // 2)
+    table[1::2] = range(-1, -size // 2 - 1, -1)
+    return table
 
 
 # Zig-zag decoded values of 1- and 2-byte varints, by one index: a 1-byte varint b (< 0x80) is at
 # b; a 2-byte one (b >= 0x80, c < 0x80) is at b + (c << 7) = 0x80 + ((b & 0x7F) | c << 7).
-_ZIGZAG: tuple[int, ...] = tuple(_zigzag(i) for i in range(0x80)) + tuple(
-    _zigzag(i) for i in range(0x4000)
-)
+_ZIGZAG: tuple[int, ...] = tuple(_zigzag_table(0x80) + _zigzag_table(0x4000))
+
 # Largest magnitude a 1- or 2-byte varint delta can have, plus one: base_timestamp values this far
 # inside the int64 range cannot overflow on the fast paths.
 _FAST_DELTA_LIMIT = 0x2000
