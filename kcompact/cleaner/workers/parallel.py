@@ -524,6 +524,17 @@ def _threads() -> ThreadPoolExecutor:
         return _thread_pool
 
 
+def _forget_threads() -> None:
+    """In a forked child (``fork_pool``'s workers for a log dir's partitions): the parent's threads are not
+    there, and an executor that counts them would never start its own; the child makes its own."""
+    global _thread_pool, _thread_pool_lock
+    _thread_pool, _thread_pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_threads)
+
+
 def _thread_chunks(
     plan: CleanPlan, segments: list[SegmentPlan], known: dict[int, list[int]] | None = None
 ) -> list[Chunk]:

@@ -9,7 +9,9 @@ ran on the round's threads (else the comparison proves nothing) and that ``jobs=
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,12 +21,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
 from kcompact.cleaner.round import accel
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.round.steps import plan_clean
 from kcompact.cleaner.workers import parallel
 from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cli.main import cli
 from kcompact.errors import CorruptDataError
 from kcompact.records.compression import compress, decompress, zstd_one_call
 from kcompact.segment.partition import iter_partition_dirs
@@ -213,3 +217,51 @@ def test_the_kernels_on_two_threads_at_once_give_each_thread_its_own_result(tmp_
     with ThreadPoolExecutor(max_workers=2) as pool:
         for _ in range(3):
             assert list(pool.map(windows, buffers)) == alone
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_process_forked_after_a_threaded_round_runs_its_own(tmp_path: Path) -> None:
+    """A log dir's worker processes are forked from a process that may have run a round on threads: the
+    child's round must not wait for the parent's threads, which it does not have."""
+    parts = {name: codec_log(CODECS["zstd"])(tmp_path / name / "logdir") for name in ("parent", "child")}
+    clean_partition(parts["parent"], config(), CleanOptions(now_ms=NOW))
+    assert THREADED
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if its threaded round finished
+        code = 1
+        try:
+            signal.alarm(20)
+            clean_partition(parts["child"], config(), CleanOptions(now_ms=NOW))
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert tree(parts["parent"].parent) == tree(parts["child"].parent)
+
+
+def test_the_cli_says_a_threads_error_in_one_line_as_with_jobs_1(tmp_path: Path) -> None:
+    """``kcompact clean`` (default ``--jobs auto``, on the threads) of a partition with a bad CRC in the
+    middle of a zstd segment: exit 2, one line naming the file and position, --jobs 1's words, nothing changed."""
+    runner = CliRunner(catch_exceptions=False, env={"COLUMNS": "80", "KCOMPACT_SERVER_PROPERTIES": None})
+    said = {}
+    for jobs in ("1", "auto"):
+        part = codec_log(CODECS["zstd"])(tmp_path / f"jobs-{jobs}" / "logdir")
+        log = sorted(part.glob("*.log"))[2]
+        data = bytearray(log.read_bytes())
+        at = 0
+        while at < len(data) // 2:  # the first batch starting past the middle: its CRC no longer matches
+            at += 12 + int.from_bytes(data[at + 8 : at + 12], "big")
+        data[at + 17] ^= 0xFF
+        log.write_bytes(bytes(data))
+        before = tree(part.parent)
+        THREADED.clear()
+        result = runner.invoke(cli, ["clean", str(part), "--now-ms", str(NOW), "--config", "cleanup.policy=compact",
+                                     "--jobs", jobs])
+        assert result.exit_code == 2
+        assert bool(THREADED) == (jobs == "auto")
+        lines = [line for line in result.stderr.splitlines() if not line.startswith("kcompact: warning: ")]
+        assert len(lines) == 1 and lines[0].startswith(f"kcompact: error: {log} at position ")
+        said[jobs] = lines[0].replace(f"jobs-{jobs}", "jobs-N")
+        assert tree(part.parent) == before
+    assert said["1"] == said["auto"]
