@@ -356,13 +356,14 @@ typedef struct {
     Py_ssize_t size, capacity;
 } Arena;
 
-/* Room for `more` bytes past a->size, the GIL held again only to make or enlarge the object (a window's
- * first compressed batch, then rarely: room for max_bytes, capped, is made at once): 0, or -1 with an
- * error set and the GIL held. */
+/* Room for `more` bytes past a->size, the GIL taken only to make or enlarge the object (a window's
+ * first compressed batch, then rarely: room for max_bytes, capped, is made at once) and left as it was
+ * found: 0, or -1 with an error set and the GIL held. */
 static int
 arena_room(Arena *a, Py_ssize_t more, int64_t max_bytes, Gil *gil)
 {
     Py_ssize_t want = a->size + more, capacity;
+    int released = gil->saved != NULL;
     if (want <= a->capacity)
         return 0;
     capacity = a->capacity > 0 ? 2 * a->capacity : (Py_ssize_t)(max_bytes < (16 << 20) ? max_bytes : (16 << 20));
@@ -376,7 +377,8 @@ arena_room(Arena *a, Py_ssize_t more, int64_t max_bytes, Gil *gil)
     if (a->bytes == NULL)
         return -1;
     a->capacity = capacity;
-    gil_release(gil);
+    if (released)
+        gil_release(gil);
     return 0;
 }
 
