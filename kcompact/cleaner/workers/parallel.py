@@ -33,11 +33,11 @@ consumed, and chunks are at most :data:`CHUNK_MAX_BYTES`, so what waits here sta
 
 An explicit ``jobs`` is capped at the usable CPUs and at the ranges pass 2 is cut into: a process more
 would have nothing to do, and each costs a fork (``jobs=100000`` must not start 100000 processes).
-``jobs=None`` runs the round on threads when it reads more than :data:`AUTO_THREADS_BYTES` and two CPUs
-are spare (usable CPUs minus the load the machine already carries, 1-minute load average: on a busy
-machine a second core's work only adds its overhead), else in this thread. :func:`resolve_jobs` still
-answers ``None`` for processes as before (:data:`AUTO_PARALLEL_BYTES`; plain bench shape at load 5 on 2
-cores: 2.7 s with two workers, 2.3 s without) where a caller asks it.
+``jobs=None`` runs the round on threads when it reads more than :data:`AUTO_THREADS_BYTES` and the machine
+has room (:func:`_room_for_threads`: two usable CPUs, the 1-minute load average leaving this round one and a
+half of them; on a busy machine a second core's work only adds its overhead), else in this thread.
+:func:`resolve_jobs` still answers ``None`` for processes as before (:data:`AUTO_PARALLEL_BYTES`; plain
+bench shape at load 5 on 2 cores: 2.7 s with two workers, 2.3 s without) where a caller asks it.
 """
 
 from __future__ import annotations
@@ -106,6 +106,7 @@ AUTO_MAX_JOBS = 2
 AUTO_THREADS_BYTES = 16 * 1024 * 1024
 """Above this many bytes read, ``jobs=None`` runs the round on :data:`THREADS` threads (two chunks and more)."""
 THREADS = 2
+THREADS_IDLE_CPUS = 1.5  # this thread's core and at least half another's (_room_for_threads)
 THREAD_CHUNK_BYTES = 8 * 1024 * 1024
 """The ranges the threads take: small, since a chunk's output waits in memory until it is appended."""
 
@@ -156,10 +157,24 @@ def run_two_threads(plan: CleanPlan, options: CleanOptions, progress: Progress |
 
 def _auto_threads(plan: CleanPlan) -> bool:
     """Whether ``jobs=None`` runs the round on :data:`THREADS` threads: one that reads more than
-    :data:`AUTO_THREADS_BYTES`, with two CPUs to spare (:func:`_spare_cpus`: on a busy machine the second
-    thread only adds its cost)."""
+    :data:`AUTO_THREADS_BYTES`, with room for them (:func:`_room_for_threads`)."""
     read = sum(s.size_in_bytes for s in plan.segments if s.base_offset < plan.end_offset)
-    return read > AUTO_THREADS_BYTES and _spare_cpus() >= THREADS
+    return read > AUTO_THREADS_BYTES and _room_for_threads()
+
+
+def _room_for_threads() -> bool:
+    """:data:`THREADS` usable CPUs, of which the machine's other work (the 1-minute load average, less one
+    for this process's own share) leaves at least :data:`THREADS_IDLE_CPUS`: on a busy machine the second
+    thread only adds its cost. Not :func:`_spare_cpus`'s whole CPUs: a clean run after a clean (a log dir's,
+    a benchmark's) carries a load near one of its own, which would flip the choice from run to run."""
+    cpus = usable_cpus()
+    if cpus < THREADS:
+        return False
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:  # no load average here
+        return True
+    return cpus - max(0.0, busy - 1) >= THREADS_IDLE_CPUS
 
 
 clean_partition = partial(round_clean_partition, choose_runner=choose_runner)

@@ -54,7 +54,7 @@ THREADED: list[str] = []  # the name of the thread each chunk task ran on
 def threads_whatever_the_load(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Threads for every round of ``jobs=None``, chunks of a few hundred bytes, tasks recorded."""
     monkeypatch.setattr(parallel, "AUTO_THREADS_BYTES", 0)
-    monkeypatch.setattr(parallel, "_spare_cpus", lambda: 2)
+    monkeypatch.setattr(parallel, "_room_for_threads", lambda: True)
     monkeypatch.setattr(parallel, "THREAD_CHUNK_BYTES", 600)
     for name in ("_keys_in_memory", "_filter_in_memory"):
         task = getattr(parallel, name)
@@ -177,9 +177,9 @@ def test_jobs_1_and_a_small_or_busy_round_stay_on_one_thread(tmp_path: Path, mon
     assert plan is not None
     assert parallel.choose_runner(plan, CleanOptions(jobs=1)) is None
     assert parallel.choose_runner(plan, CleanOptions()) is parallel.run_two_threads
-    monkeypatch.setattr(parallel, "_spare_cpus", lambda: 1)  # the machine is busy
+    monkeypatch.setattr(parallel, "_room_for_threads", lambda: False)  # the machine is busy
     assert parallel.choose_runner(plan, CleanOptions()) is None
-    monkeypatch.setattr(parallel, "_spare_cpus", lambda: 2)
+    monkeypatch.setattr(parallel, "_room_for_threads", lambda: True)
     monkeypatch.setattr(parallel, "AUTO_THREADS_BYTES", 1 << 30)  # a small round
     assert parallel.choose_runner(plan, CleanOptions()) is None
     assert parallel.choose_runner(plan, CleanOptions(jobs=2)) is not None  # worker processes, as asked
@@ -265,3 +265,16 @@ def test_the_cli_says_a_threads_error_in_one_line_as_with_jobs_1(tmp_path: Path)
         said[jobs] = lines[0].replace(f"jobs-{jobs}", "jobs-N")
         assert tree(part.parent) == before
     assert said["1"] == said["auto"]
+
+
+@pytest.mark.parametrize(("cpus", "load", "room"), [
+    (2, 0.0, True), (2, 1.0, True), (2, 1.5, True),  # this process's own run, and half a core of others'
+    (2, 1.6, False), (2, 2.5, False), (1, 0.0, False), (8, 6.0, True), (8, 8.0, False),
+])
+def test_threads_need_a_core_and_a_half_left_by_the_load(
+    monkeypatch: pytest.MonkeyPatch, cpus: int, load: float, room: bool
+) -> None:
+    monkeypatch.undo()  # the real _room_for_threads, not the fixture's
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: cpus)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, 0.0, 0.0))
+    assert parallel._room_for_threads() is room
