@@ -148,7 +148,10 @@ def run_two_threads(plan: CleanPlan, options: CleanOptions, progress: Progress |
             segments = [plan.segment(base) for group in plan.groups for base in group]
             chunks = _thread_chunks(plan, segments, cuts)
             results = _in_threads(partial(_filter_in_memory, plan, oracle), chunks)
-            _assemble_groups(plan, chunks, results, outputs, options.dry_run, progress)
+            try:
+                _assemble_groups(plan, chunks, results, outputs, options.dry_run, progress)
+            finally:
+                results.close()  # on a failure: the chunks in work waited for, before the round's clean-up
     except BaseException:
         remove_outputs(plan, outputs)
         raise
