@@ -9,7 +9,7 @@ Sections:
     inspect  inspect dirty-ratio over 10 000 partitions (scripts/bench_inspect.py has the keys report too).
     report kcompact report --from the Parquet rows of 100 000 partitions over 2 000 topics: the page's time and size.
     clean  kcompact clean on two benchmark shapes (scripts/bench_clean.py), against a plain copy.
-    ratio  clean --jobs 1 against cp -r and cp -r + sync of the same bytes and (--baseline DIR) another
+    ratio  clean --jobs 1 and --jobs auto against cp -r and cp -r + sync of the same bytes and (--baseline DIR) another
            kcompact tree, interleaved, min and median (scripts/bench_ratio.py); --profile: time by stage.
     legacy clean legacy (magic 0/1) data, plain and gzip wrappers, against the same records as v2
            (scripts/bench_legacy.py): CPU seconds and their ratios; --baseline DIR: before and after.

@@ -102,13 +102,15 @@ except SystemExit as done:
 else:
     code = 0
 usage = resource.getrusage(resource.RUSAGE_SELF)
-workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+children = resource.getrusage(resource.RUSAGE_CHILDREN)
+workers = children.ru_maxrss
 # this process's own peak: ru_maxrss carries over exec the peak of the bench process it was forked from
 try:
     peak = int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0])
 except (OSError, IndexError):
     peak = usage.ru_maxrss
-print(f"RSS {peak} {workers} {usage.ru_utime + usage.ru_stime}", file=sys.stderr)
+print(f"RSS {peak} {workers} {usage.ru_utime + usage.ru_stime} {children.ru_utime + children.ru_stime}",
+      file=sys.stderr)
 sys.exit(code)
 """
 
@@ -122,7 +124,8 @@ class ChildRun:
     report: dict[str, Any]
     own_rss_mib: float
     worker_rss_mib: float
-    cpu_seconds: float = 0.0  # user + system of the clean process itself (less load-sensitive)
+    cpu_seconds: float = 0.0  # user + system of the clean process itself, its threads included (less load-sensitive)
+    worker_cpu_seconds: float = 0.0  # user + system of its worker processes (RUSAGE_CHILDREN)
 
 
 def _child_clean(part: Path, jobs: str, *, reference: bool = False, pythonpath: Path | None = None) -> ChildRun:
@@ -143,7 +146,8 @@ def _child_clean(part: Path, jobs: str, *, reference: bool = False, pythonpath: 
     if proc.returncode != 0:
         raise SystemExit(f"clean failed: {proc.stderr.strip()}")
     rss = [line.split() for line in proc.stderr.splitlines() if line.startswith("RSS ")][-1]
-    return ChildRun(seconds, json.loads(proc.stdout), int(rss[1]) / 1024, int(rss[2]) / 1024, float(rss[3]))
+    return ChildRun(seconds, json.loads(proc.stdout), int(rss[1]) / 1024, int(rss[2]) / 1024, float(rss[3]),
+                    float(rss[4]))
 
 
 def _digests(log_dir: Path) -> dict[str, str]:

@@ -1,11 +1,20 @@
-"""The ``ratio`` section of scripts/bench.py: ``clean --jobs 1`` against copying the same bytes, and
-against another kcompact tree, interleaved in one run; ``--profile``: where a clean's time goes.
+"""The ``ratio`` section of scripts/bench.py: ``clean --jobs 1`` and the default ``clean --jobs auto``
+against copying the same bytes, and against another kcompact tree, interleaved in one run; ``--profile``:
+where a clean's time goes.
 
 Per shape of ``bench_clean.SHAPES`` and per repetition (``--repeat``), back to back: ``cp -r`` of the
-log dir, ``cp -r`` + ``sync``, ``kcompact clean --jobs 1`` on a fresh copy, and with ``--baseline DIR``
-the same clean by the kcompact source tree at DIR (``PYTHONPATH=DIR``; build its extension in place
-first), its output checked identical to this tree's. Interleaving puts both under the same load (the
-machine is shared); rows give the min and the median of the repetitions and the load average.
+log dir, ``cp -r`` + ``sync``, ``kcompact clean --jobs 1`` and ``--jobs auto`` each on a fresh copy, and
+with ``--baseline DIR`` the same two cleans by the kcompact source tree at DIR (``PYTHONPATH=DIR``; build
+its extension in place first), every output checked identical to this tree's ``--jobs 1``. Interleaving
+puts them all under the same load (the machine is shared); rows give the min and the median of the
+repetitions and the load average. ``--jobs auto`` decides by the load too (``workers.parallel``): on a
+busy machine it runs as ``--jobs 1``.
+
+What a clean's CPU and peak RSS count: CPU, user + system of the clean process (its threads included)
+plus its worker processes' (``RUSAGE_CHILDREN``); peak RSS, the clean process's own high-water mark
+(``VmHWM``, its threads included) plus the largest worker's (``RUSAGE_CHILDREN``'s ``ru_maxrss`` is that
+of the largest process only): exact for one process or threads, a lower bound with worker processes
+(at most that sum plus one more worker's for each worker beyond the first that ran at once).
 
 The floors (the machine's, one thread, measured in the same repetitions as the clean): **(a)**
 ``scripts/floor_clean.c``, compiled at run time with ``cc -O2``: read every input segment, CRC-32C every
@@ -158,7 +167,7 @@ def _summary(tag: str, values: list[float], unit: str = "s") -> list[Row]:
 
 
 def bench_ratio(args: object, workdir: Path) -> list[Row]:
-    """cp -r, cp -r + sync, clean --jobs 1 (and the baseline tree's), interleaved; min and median."""
+    """cp -r, cp -r + sync, clean --jobs 1 and --jobs auto (and the baseline tree's), interleaved; min and median."""
     scale, seed = getattr(args, "clean_scale", 1.0), getattr(args, "seed", 1)
     repeat, baseline = max(1, getattr(args, "repeat", 3)), getattr(args, "baseline", None)
     rows: list[Row] = []
@@ -169,9 +178,11 @@ def bench_ratio(args: object, workdir: Path) -> list[Row]:
     for name in SHAPES:
         source = generate(workdir, name, scale, seed)
         target = workdir / f"ratio-{name}"
-        times: dict[str, list[float]] = {"cp": [], "sync": [], "clean": [], "base": [], "floor_a": [], "kafka": []}
-        rss: dict[str, list[float]] = {"clean": [], "base": []}
-        cpu: dict[str, list[float]] = {"clean": [], "base": [], "floor_a": [], "floor_b": [], "kafka": []}
+        times: dict[str, list[float]] = {"cp": [], "sync": [], "clean": [], "auto": [], "base": [], "base_auto": [],
+                                         "floor_a": [], "kafka": []}
+        rss: dict[str, list[float]] = {"clean": [], "auto": [], "base": [], "base_auto": []}
+        cpu: dict[str, list[float]] = {"clean": [], "auto": [], "base": [], "base_auto": [], "floor_a": [],
+                                       "floor_b": [], "kafka": []}
         loads, identical, report = [], True, {}
         kafka_target, kafka_differs = workdir / f"kafka-{name}", None
         for _ in range(repeat):
@@ -183,16 +194,18 @@ def bench_ratio(args: object, workdir: Path) -> list[Row]:
                 kafka_run = kafka_clean(kafka, kafka_target / source.name, FIRST_TS + 10**7)
                 times["kafka"].append(kafka_run.seconds)
                 cpu["kafka"].append(kafka_run.cpu_seconds)
-            runs = [("clean", None)] + ([("base", baseline)] if baseline else [])
+            runs = [("clean", None, "1"), ("auto", None, "auto")]
+            runs += [("base", baseline, "1"), ("base_auto", baseline, "auto")] if baseline else []
             outputs = []
-            for key, tree in runs:
+            for key, tree, jobs in runs:
                 _copy(source.parent, target, sync=False)
-                run = _child_clean(target / source.name, "1", pythonpath=tree)
+                run = _child_clean(target / source.name, jobs, pythonpath=tree)
                 times[key].append(run.seconds)
-                rss[key].append(run.own_rss_mib)
-                cpu[key].append(run.cpu_seconds)
+                rss[key].append(run.own_rss_mib + run.worker_rss_mib)
+                cpu[key].append(run.cpu_seconds + run.worker_cpu_seconds)
                 outputs.append(_digests(target))
-                report = run.report["results"][0]
+                if key == "clean":
+                    report = run.report["results"][0]
                 if key == "clean" and isinstance(kafka, list) and kafka_differs is None:
                     kafka_differs = same_as_kafka(target / source.name, kafka_target / source.name)
                     print(f"{name}: the same as Kafka's cleaner: "
@@ -211,13 +224,15 @@ def bench_ratio(args: object, workdir: Path) -> list[Row]:
         if times["kafka"]:
             rows += _kafka_rows(name, times, cpu, kafka_differs or [])
         if baseline:
-            best = min(times["clean"])
-            rows += _summary(f"{name}: baseline clean --jobs 1 seconds", times["base"])
-            rows += _summary(f"{name}: baseline CPU seconds (user + sys)", cpu["base"])
-            rows.append((f"{name}: baseline peak RSS (max)", max(rss["base"]), "MiB"))
-            rows.append((f"{name}: baseline / this (min/min)", min(times["base"]) / best, "x"))
-            rows.append((f"{name}: baseline CPU / floor (min/min)", min(cpu["base"]) / _floor(cpu), "x"))
-            rows.append((f"{name}: output identical to the baseline's (1 if yes)", float(identical), "yes"))
+            for key, this, jobs in (("base", "clean", "1"), ("base_auto", "auto", "auto")):
+                rows += _summary(f"{name}: baseline clean --jobs {jobs} seconds", times[key])
+                rows += _summary(f"{name}: baseline --jobs {jobs} CPU seconds (user + sys, workers too)", cpu[key])
+                rows.append((f"{name}: baseline --jobs {jobs} peak RSS (max; own + largest worker)",
+                             max(rss[key]), "MiB"))
+                rows.append((f"{name}: baseline / this, --jobs {jobs} (min/min)",
+                             min(times[key]) / min(times[this]), "x"))
+                rows.append((f"{name}: baseline --jobs {jobs} CPU / floor (min/min)", min(cpu[key]) / _floor(cpu), "x"))
+        rows.append((f"{name}: every output identical to --jobs 1's (1 if yes)", float(identical), "yes"))
     if getattr(args, "profile", False):
         for name in SHAPES:
             print_profile(name, generate(workdir, name, scale, seed), workdir)
@@ -229,10 +244,11 @@ def _kafka_rows(name: str, times: dict[str, list[float]], cpu: dict[str, list[fl
     """Kafka's own cleaner beside the clean (``bench_kafka``): its times, the ratio the wall goal is stated in."""
     rows = _summary(f"{name}: Kafka's cleaner seconds (one round, JVM start included)", times["kafka"])
     rows += _summary(f"{name}: Kafka's cleaner CPU seconds (user + sys, every JVM thread)", cpu["kafka"])
-    rows.append((f"{name}: clean --jobs 1 / Kafka's cleaner, wall (min/min)",
-                 min(times["clean"]) / min(times["kafka"]), "x"))
-    rows.append((f"{name}: clean --jobs 1 / Kafka's cleaner, wall (median/median)",
-                 statistics.median(times["clean"]) / statistics.median(times["kafka"]), "x"))
+    for key, jobs in (("clean", "1"), ("auto", "auto")):
+        rows.append((f"{name}: clean --jobs {jobs} / Kafka's cleaner, wall (min/min)",
+                     min(times[key]) / min(times["kafka"]), "x"))
+        rows.append((f"{name}: clean --jobs {jobs} / Kafka's cleaner, wall (median/median)",
+                     statistics.median(times[key]) / statistics.median(times["kafka"]), "x"))
     rows.append((f"{name}: output the same as Kafka's cleaner's (1 if yes)", float(not differs), "yes"))
     return rows
 
@@ -249,10 +265,12 @@ def _shape_rows(name: str, times: dict[str, list[float]], rss: dict[str, list[fl
     rows = [(f"{name}: 1-minute load average, median", statistics.median(loads), "load")]
     rows += _summary(f"{name}: cp -r seconds", times["cp"])
     rows += _summary(f"{name}: cp -r + sync seconds", times["sync"])
-    rows += _summary(f"{name}: clean --jobs 1 seconds", times["clean"])
-    rows.append((f"{name}: clean --jobs 1 MB/s (best)", report["bytes_read"] / best / 1e6, "MB/s"))
-    rows += _summary(f"{name}: clean --jobs 1 CPU seconds (user + sys)", cpu["clean"])
-    rows.append((f"{name}: clean --jobs 1 peak RSS (max)", max(rss["clean"]), "MiB"))
+    for key, jobs in (("clean", "1"), ("auto", "auto")):
+        rows += _summary(f"{name}: clean --jobs {jobs} seconds", times[key])
+        rows.append((f"{name}: clean --jobs {jobs} MB/s (best)", report["bytes_read"] / min(times[key]) / 1e6,
+                     "MB/s"))
+        rows += _summary(f"{name}: clean --jobs {jobs} CPU seconds (user + sys, workers too)", cpu[key])
+        rows.append((f"{name}: clean --jobs {jobs} peak RSS (max; own + largest worker)", max(rss[key]), "MiB"))
     rows += _summary(f"{name}: floor (a) CPU seconds (C: read, CRC-32C, write, fsync)", cpu["floor_a"])
     rows.append((f"{name}: floor (a) MB/s (best wall)", report["bytes_read"] / min(times["floor_a"]) / 1e6,
                  "MB/s"))
@@ -260,6 +278,7 @@ def _shape_rows(name: str, times: dict[str, list[float]], rss: dict[str, list[fl
         rows += _summary(f"{name}: floor (b) CPU seconds (zstd: decompress all, recompress rebuilt)",
                          cpu["floor_b"])
     rows.append((f"{name}: clean CPU / {floor_name} CPU (min/min)", min(cpu["clean"]) / _floor(cpu), "x"))
+    rows.append((f"{name}: clean --jobs auto CPU / {floor_name} CPU (min/min)", min(cpu["auto"]) / _floor(cpu), "x"))
     rows.append((f"{name}: clean / cp -r (min/min)", best / min(times["cp"]), "x"))
     rows.append((f"{name}: clean / cp -r + sync (min/min)", best / min(times["sync"]), "x"))
     return rows

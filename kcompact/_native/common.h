@@ -285,6 +285,26 @@ grow(Grow *g, Py_ssize_t more)
 }
 
 
+/* grow() for a kernel that runs without the GIL: the same, through PyMem_Raw (free with PyMem_RawFree);
+ * 0, or -1 with nothing set (the caller raises MemoryError once it holds the GIL again). */
+static inline int
+grow_raw(Grow *g, Py_ssize_t more)
+{
+    Py_ssize_t want = g->size + more, capacity = g->capacity > 0 ? g->capacity : 4096;
+    char *data;
+    if (want <= g->capacity)
+        return 0;
+    while (capacity < want)
+        capacity *= 2;
+    data = PyMem_RawRealloc(g->data, (size_t)capacity);
+    if (data == NULL)
+        return -1;
+    g->data = data;
+    g->capacity = capacity;
+    return 0;
+}
+
+
 /* ---- checksums: crc32c.h (no Python in it: scripts/floor_clean.c includes it too) ------------- */
 #include "crc32c.h"
 

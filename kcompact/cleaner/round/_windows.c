@@ -16,6 +16,31 @@
 
 PyObject *kcompact_scan_error;  /* kcompact.cleaner.round._windows.ScanError (common.h) */
 
+/* The GIL while a kernel walks a window: released over its C-only stretches (framing, CRC-32C, record
+ * walks, the vendored zstd, the output's copy), so that other threads run meanwhile (a round's threads
+ * filter chunks at once: cleaner/workers/parallel.py), and held again for every Python call (a codec
+ * through records.compression, a bytes object made). Buffers the released stretches grow are PyMem_Raw's
+ * (grow_raw); what they share across threads (the zstd contexts and scratch) is per thread. */
+typedef struct {
+    PyThreadState *saved;  /* NULL: held */
+} Gil;
+
+static inline void
+gil_release(Gil *g)
+{
+    if (g->saved == NULL)
+        g->saved = PyEval_SaveThread();
+}
+
+static inline void
+gil_hold(Gil *g)
+{
+    if (g->saved != NULL) {
+        PyEval_RestoreThread(g->saved);
+        g->saved = NULL;
+    }
+}
+
 /* ---- scan_window_key_digests: pass 1 over a run of plain batches ------------------------------ */
 
 #define CODEC_MASK 0x07
@@ -194,6 +219,8 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
     Grow offsets = {0}, digests = {0}, batches = {0};
     Py_ssize_t puts = 0, err;
     PyObject *result = NULL, *decompress_fn, *zstd_fn, *source_view = NULL;
+    Gil gil = {NULL};
+    int out_of_memory = 0;
     if (check_nargs("scan_window_key_digests", nargs, 8) < 0)
         return NULL;
     decompress_fn = args[6] == Py_None ? NULL : args[6];
@@ -211,6 +238,7 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
     while (position >= 0 && position < limit && puts < max_puts) {
         const uint8_t *h = d + position;
         Py_ssize_t remaining = view.len - (Py_ssize_t)position, kept;
+        gil_release(&gil);  /* held again only for a Python codec's batch */
         if (remaining < RECORD_BATCH_OVERHEAD)
             break;
         int16_t attributes = (int16_t)be(h + 21, 2);
@@ -230,14 +258,17 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
             PyObject *inflated = NULL;
             if (codec == ZSTD_CODEC && zstd_fn == Py_True) {  /* keys only: the scratch buffer will do */
                 Py_ssize_t bound = zstd_frame_bound(records, n), got = -1;
-                if (bound > 0 && (got = zstd_native_into_scratch(records, n, bound)) == -2)
-                    goto done;
+                if (bound > 0 && (got = zstd_native_into_scratch(records, n, bound)) == -2) {
+                    out_of_memory = 1;
+                    break;
+                }
                 if (got >= 0) {
                     records = (const uint8_t *)zstd_scratch.data;
                     n = got;
                 }
             }
             if (codec != 0 && records == h + RECORD_BATCH_OVERHEAD) {
+                gil_hold(&gil);  /* through records.compression: Python (its codec releases the GIL itself) */
                 int got = decompressed(decompress_fn, zstd_fn, codec, args[0], &source_view,
                                        (Py_ssize_t)position + RECORD_BATCH_OVERHEAD, n, &inflated);
                 if (got < 0)
@@ -247,18 +278,21 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
                 records = (const uint8_t *)PyBytes_AS_STRING(inflated);
                 n = PyBytes_GET_SIZE(inflated);
             }
-            if (check_count(records_count, n) < 0
-                || grow(&offsets, (Py_ssize_t)records_count * 8) < 0
-                || grow(&digests, (Py_ssize_t)records_count * 16) < 0 || grow(&batches, 24) < 0) {
-                Py_XDECREF(inflated);
-                if (PyErr_Occurred())
-                    goto done;
-                break;  /* the per-batch walk reports it */
+            if (check_count(records_count, n) < 0)
+                kept = -1;  /* the per-batch walk reports it */
+            else if (grow_raw(&offsets, (Py_ssize_t)records_count * 8) < 0
+                     || grow_raw(&digests, (Py_ssize_t)records_count * 16) < 0
+                     || grow_raw(&batches, 24) < 0)
+                kept = -2;
+            else
+                kept = walk_key_digests(records, n, base_offset, records_count,
+                                        min_offset, (int64_t *)(offsets.data + offsets.size),
+                                        (uint8_t *)(digests.data + digests.size), &err);
+            Py_XDECREF(inflated);  /* not NULL only while the GIL is held */
+            if (kept == -2) {
+                out_of_memory = 1;
+                break;
             }
-            kept = walk_key_digests(records, n, base_offset, records_count,
-                                    min_offset, (int64_t *)(offsets.data + offsets.size),
-                                    (uint8_t *)(digests.data + digests.size), &err);
-            Py_XDECREF(inflated);
             if (kept < 0)
                 break;  /* corrupt records: nothing of this batch kept; the per-batch walk reports it */
             offsets.size += kept * 8;
@@ -270,14 +304,20 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
         }
         position += (int64_t)batch_length + LOG_OVERHEAD;
     }
+    gil_hold(&gil);
+    if (out_of_memory) {
+        PyErr_NoMemory();
+        goto done;
+    }
     result = Py_BuildValue("(Ly#y#y#)", (long long)position, offsets.data ? offsets.data : "",
                            offsets.size, digests.data ? digests.data : "", digests.size,
                            batches.data ? batches.data : "", batches.size);
 done:
+    gil_hold(&gil);
     zstd_scratch_trim();
-    PyMem_Free(offsets.data);
-    PyMem_Free(digests.data);
-    PyMem_Free(batches.data);
+    PyMem_RawFree(offsets.data);
+    PyMem_RawFree(digests.data);
+    PyMem_RawFree(batches.data);
     Py_XDECREF(source_view);
     PyBuffer_Release(&view);
     return result;
@@ -310,6 +350,38 @@ in_sorted(const int64_t *v, Py_ssize_t n, int64_t offset)
     return low < n && v[low] == offset;
 }
 
+/* A window's decompressed records, back to back, in one bytes object (scan_window_records' `inflated`). */
+typedef struct {
+    PyObject *bytes;  /* NULL until the window's first compressed batch */
+    Py_ssize_t size, capacity;
+} Arena;
+
+/* Room for `more` bytes past a->size, the GIL taken only to make or enlarge the object (a window's
+ * first compressed batch, then rarely: room for max_bytes, capped, is made at once) and left as it was
+ * found: 0, or -1 with an error set and the GIL held. */
+static int
+arena_room(Arena *a, Py_ssize_t more, int64_t max_bytes, Gil *gil)
+{
+    Py_ssize_t want = a->size + more, capacity;
+    int released = gil->saved != NULL;
+    if (want <= a->capacity)
+        return 0;
+    capacity = a->capacity > 0 ? 2 * a->capacity : (Py_ssize_t)(max_bytes < (16 << 20) ? max_bytes : (16 << 20));
+    if (capacity < want)
+        capacity = want;
+    gil_hold(gil);
+    if (a->bytes == NULL)
+        a->bytes = PyBytes_FromStringAndSize(NULL, capacity);
+    else if (_PyBytes_Resize(&a->bytes, capacity) < 0)
+        a->bytes = NULL;  /* _PyBytes_Resize freed it */
+    if (a->bytes == NULL)
+        return -1;
+    a->capacity = capacity;
+    if (released)
+        gil_release(gil);
+    return 0;
+}
+
 PyDoc_STRVAR(scan_window_records_doc,
 "scan_window_records(buf, position, limit, max_batches, max_records, max_bytes, protected,\n"
 "                    upper_bound, decompress, zstd)\n"
@@ -323,8 +395,8 @@ PyDoc_STRVAR(scan_window_records_doc,
 "upper_bound, its header fields (position, size, base offset, last offset, count, attributes, base\n"
 "and max timestamp: native int64) and its records' columns (native int64; value_null one byte a\n"
 "record). Record positions are absolute in buf, or, for a compressed batch's, len(buf) plus their\n"
-"position in its records, decompressed: `inflated`, a list with one bytes a compressed batch, as\n"
-"if its items were back to back after buf. Stops before any other\n"
+"position in `inflated`: a list of one bytes, every compressed batch's records decompressed back to\n"
+"back, as if after buf (empty without one). Stops before any other\n"
 "batch (the caller's per-batch walk takes it), at `limit`, or after max_batches batches or the\n"
 "batch that brings the records to max_records or the bytes read and inflated to max_bytes.");
 
@@ -334,8 +406,13 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_buffer view, prot;
     int64_t position, limit, max_batches, max_records, max_bytes, upper_bound, start;
     Grow batches = {0}, columns[N_WR_COLUMNS] = {{0}}, value_null = {0};
-    Py_ssize_t records = 0, taken = 0, err, inflated_size = 0;
+    /* every compressed batch's records, decompressed, back to back: `inflated`'s one item, made with room
+     * to spare (pages never written are never mapped) and cut to size at the end */
+    Arena arena = {NULL, 0, 0};
+    Py_ssize_t records = 0, taken = 0, err;
     PyObject *result = NULL, *decompress_fn, *zstd_fn, *inflated = NULL, *source_view = NULL;
+    Gil gil = {NULL};
+    int out_of_memory = 0;
     if (check_nargs("scan_window_records", nargs, 10) < 0)
         return NULL;
     decompress_fn = args[8] == Py_None ? NULL : args[8];
@@ -353,12 +430,9 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     const uint8_t *d = (const uint8_t *)view.buf;
     if (limit > view.len)
         limit = view.len;
-    inflated = PyList_New(0);
-    if (inflated == NULL)
-        goto done;
     start = position;
     while (position >= 0 && position < limit && taken < max_batches && records < max_records
-           && position - start + inflated_size < max_bytes) {
+           && position - start + arena.size < max_bytes) {
         const uint8_t *h = d + position, *body;
         Py_ssize_t remaining = view.len - (Py_ssize_t)position, n, size;
         int16_t attributes;
@@ -366,7 +440,7 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         int64_t base_offset, last_offset, next_offset, at;
         int codec;
         Columns c;
-        PyObject *piece = NULL;  /* a compressed batch's records, decompressed */
+        gil_release(&gil);  /* held again only for a Python codec's batch */
         if (remaining < RECORD_BATCH_OVERHEAD)
             break;
         attributes = (int16_t)be(h + 21, 2);
@@ -391,29 +465,46 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         n = size - RECORD_BATCH_OVERHEAD;
         body = h + RECORD_BATCH_OVERHEAD;
         at = position + RECORD_BATCH_OVERHEAD;
-        if (codec != 0) {  /* the records: one more item of `inflated` (appended once scanned) */
-            int got = decompressed(decompress_fn, zstd_fn, codec, args[0], &source_view,
-                                   (Py_ssize_t)position + RECORD_BATCH_OVERHEAD, n, &piece);
-            if (got < 0)
-                goto done;
-            if (got == 0)
-                break;  /* the per-batch walk raises the codec's error */
-            n = PyBytes_GET_SIZE(piece);
-            body = (const uint8_t *)PyBytes_AS_STRING(piece);
-            at = (int64_t)view.len + inflated_size;
-        }
-        if (check_count(count, n) < 0) {
-            Py_CLEAR(piece);
-            break;
-        }
-        for (int k = 0; k < N_WR_COLUMNS; k++)
-            if (grow(&columns[k], (Py_ssize_t)count * 8) < 0) {
-                Py_XDECREF(piece);
-                goto done;
+        if (codec != 0) {  /* the records: the arena's next piece (kept once scanned) */
+            Py_ssize_t got = -1;
+            if (codec == ZSTD_CODEC && zstd_fn == Py_True) {  /* the vendored library, no GIL */
+                Py_ssize_t bound = zstd_frame_bound(body, n);
+                if (bound > 0) {
+                    if (arena_room(&arena, bound, max_bytes, &gil) < 0)
+                        goto done;
+                    got = zstd_native_into(body, n, bound, PyBytes_AS_STRING(arena.bytes) + arena.size);
+                }
             }
-        if (grow(&value_null, count) < 0 || grow(&batches, N_W_FIELDS * 8) < 0) {
-            Py_XDECREF(piece);
-            goto done;
+            if (got < 0) {  /* through records.compression: Python (its codec releases the GIL itself) */
+                PyObject *piece = NULL;
+                int called;
+                gil_hold(&gil);
+                called = decompressed(decompress_fn, zstd_fn, codec, args[0], &source_view,
+                                      (Py_ssize_t)position + RECORD_BATCH_OVERHEAD, n, &piece);
+                if (called < 0)
+                    goto done;
+                if (called == 0)
+                    break;  /* the per-batch walk raises the codec's error */
+                got = PyBytes_GET_SIZE(piece);
+                if (arena_room(&arena, got, max_bytes, &gil) < 0) {
+                    Py_DECREF(piece);
+                    goto done;
+                }
+                memcpy(PyBytes_AS_STRING(arena.bytes) + arena.size, PyBytes_AS_STRING(piece), (size_t)got);
+                Py_DECREF(piece);
+            }
+            n = got;
+            body = (const uint8_t *)PyBytes_AS_STRING(arena.bytes) + arena.size;
+            at = (int64_t)view.len + arena.size;
+        }
+        if (check_count(count, n) < 0)
+            break;
+        for (int k = 0; k < N_WR_COLUMNS; k++)
+            if (grow_raw(&columns[k], (Py_ssize_t)count * 8) < 0)
+                out_of_memory = 1;
+        if (out_of_memory || grow_raw(&value_null, count) < 0 || grow_raw(&batches, N_W_FIELDS * 8) < 0) {
+            out_of_memory = 1;
+            break;
         }
         /* scan_records' walk into the run's columns (record starts are not kept: they share the
          * record ends' column, each overwritten by its record's end), positions then made absolute */
@@ -427,17 +518,10 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         c.value_null = value_null.data + value_null.size;
         c.log_append = (attributes & TIMESTAMP_TYPE_BIT) != 0;
         c.timestamp = c.log_append ? (int64_t)be(h + 35, 8) : (int64_t)be(h + 27, 8);
-        if (walk_records(body, n, base_offset, count, &c, &err) < 0) {
-            Py_CLEAR(piece);
+        if (walk_records(body, n, base_offset, count, &c, &err) < 0)
             break;  /* nothing of this batch kept; the per-batch walk reports it */
-        }
-        if (piece != NULL) {
-            int appended = PyList_Append(inflated, piece);
-            Py_CLEAR(piece);
-            if (appended < 0)
-                goto done;
-            inflated_size += n;
-        }
+        if (codec != 0)
+            arena.size += n;
         for (Py_ssize_t i = 0; i < count; i++) {
             if (c.column[KEY_STARTS][i] >= 0) {
                 c.column[KEY_STARTS][i] += at;
@@ -459,6 +543,17 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         taken++;
         position += size;
     }
+    gil_hold(&gil);
+    if (out_of_memory) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (arena.bytes != NULL && arena.size == 0)
+        Py_CLEAR(arena.bytes);
+    if (arena.bytes != NULL && _PyBytes_Resize(&arena.bytes, arena.size) < 0)
+        goto done;
+    if ((inflated = PyList_New(0)) == NULL || (arena.bytes != NULL && PyList_Append(inflated, arena.bytes) < 0))
+        goto done;
     result = Py_BuildValue("(Ly#y#y#y#y#y#y#y#O)", (long long)position,
                            batches.data ? batches.data : "", batches.size,
 #define COL(k) columns[k].data ? columns[k].data : "", columns[k].size
@@ -467,13 +562,15 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 #undef COL
                            value_null.data ? value_null.data : "", value_null.size, inflated);
 done:
+    gil_hold(&gil);
     zstd_scratch_trim();
-    PyMem_Free(batches.data);
-    PyMem_Free(value_null.data);
+    PyMem_RawFree(batches.data);
+    PyMem_RawFree(value_null.data);
+    Py_XDECREF(arena.bytes);
     Py_XDECREF(inflated);
     Py_XDECREF(source_view);
     for (int k = 0; k < N_WR_COLUMNS; k++)
-        PyMem_Free(columns[k].data);
+        PyMem_RawFree(columns[k].data);
     PyBuffer_Release(&prot);
     PyBuffer_Release(&view);
     return result;
@@ -484,8 +581,8 @@ enum { E_DROPPED, E_COPIED, E_REBUILT };
 enum { E_OUTCOME, E_SIZE, E_LAST_OFFSET, E_MAX_TIMESTAMP, E_KEPT, N_E_FIELDS };
 
 /* A scanned window's record columns, and where their positions point (scan_window_records):
- * buf, or for a compressed batch's records its item of `inflated`, `piece`, which starts at
- * position piece_start (len(buf) plus the items before it). */
+ * buf, or for a compressed batch's records `inflated`'s one item, `piece`, which starts at
+ * position piece_start (len(buf)). */
 typedef struct {
     const uint8_t *buf, *piece, *kept, *nul;
     Py_ssize_t buf_len, piece_len;
@@ -510,25 +607,6 @@ body_inside(const Window *x, Py_ssize_t i, int compressed)
     if (compressed)
         return body >= x->piece_start && end - x->piece_start <= x->piece_len;
     return body >= 0 && end <= x->buf_len;
-}
-
-/* Point x at the next item of `inflated` (a compressed batch's records): 0, or -1 where there is
- * none or it is not bytes. */
-static int
-next_piece(Window *x, PyObject *inflated, Py_ssize_t *item)
-{
-    PyObject *piece;
-    if (*item >= PyList_GET_SIZE(inflated))
-        return -1;
-    piece = PyList_GET_ITEM(inflated, *item);
-    if (!PyBytes_Check(piece))
-        return -1;
-    if (*item > 0)
-        x->piece_start += x->piece_len;
-    x->piece = (const uint8_t *)PyBytes_AS_STRING(piece);
-    x->piece_len = PyBytes_GET_SIZE(piece);
-    (*item)++;
-    return 0;
 }
 
 /* The kept records of rows [r0, r0 + count) written from p as filterTo rebuilds them (deltas from
@@ -556,30 +634,32 @@ write_kept(const Window *x, uint8_t *p, Py_ssize_t r0, int64_t count, int64_t ba
     return p;
 }
 
-/* A compressed batch's rebuilt records, `raw` bytes long, through compress(codec, records) (the
- * reference's records.compression.compress), or for zstd with `native` set, zstd_native_compress: a new
- * bytes object, or NULL with *declined set where compress raised an ordinary error or the library
- * refused (the reference then runs), or a Python error set. */
-static PyObject *
-compressed_records(PyObject *compress_fn, int native, int codec, const Window *x, Py_ssize_t r0,
-                   int64_t count, int64_t base_offset, int64_t base_ts, Py_ssize_t raw,
-                   int *declined)
+/* A compressed batch's rebuilt records, `raw` bytes long, compressed and appended to `packed`: for zstd
+ * with `native` set by zstd_native_compress_into without the GIL (the records written into `scratch`),
+ * else through compress(codec, records) (the reference's records.compression.compress) with the GIL held
+ * again. The compressed length; -1 declined (compress raised an ordinary error or the library refused:
+ * the reference then runs; nothing set), -2 out of memory (nothing set), -3 a Python error set. */
+static Py_ssize_t
+compressed_records(Gil *gil, PyObject *compress_fn, int native, int codec, const Window *x, Py_ssize_t r0,
+                   int64_t count, int64_t base_offset, int64_t base_ts, Py_ssize_t raw, Grow *scratch,
+                   Grow *packed)
 {
-    PyObject *records = PyBytes_FromStringAndSize(NULL, raw), *code, *value, *call[2];
-    if (records == NULL)
-        return NULL;
-    write_kept(x, (uint8_t *)PyBytes_AS_STRING(records), r0, count, base_offset, base_ts);
+    PyObject *records, *code, *value, *call[2];
+    Py_ssize_t got;
     if (native && codec == ZSTD_CODEC) {
-        value = zstd_native_compress((const uint8_t *)PyBytes_AS_STRING(records), raw);
-        Py_DECREF(records);
-        if (value == NULL && !PyErr_Occurred())
-            *declined = 1;
-        return value;
+        scratch->size = 0;
+        if (grow_raw(scratch, raw) < 0)
+            return -2;
+        write_kept(x, (uint8_t *)scratch->data, r0, count, base_offset, base_ts);
+        return zstd_native_compress_into(packed, (const uint8_t *)scratch->data, raw);
     }
-    code = PyLong_FromLong(codec);
-    if (code == NULL) {
+    gil_hold(gil);  /* through records.compression: Python (its codec releases the GIL itself) */
+    if ((records = PyBytes_FromStringAndSize(NULL, raw)) == NULL)
+        return -3;
+    write_kept(x, (uint8_t *)PyBytes_AS_STRING(records), r0, count, base_offset, base_ts);
+    if ((code = PyLong_FromLong(codec)) == NULL) {
         Py_DECREF(records);
-        return NULL;
+        return -3;
     }
     call[0] = code;
     call[1] = records;
@@ -587,16 +667,24 @@ compressed_records(PyObject *compress_fn, int native, int codec, const Window *x
     Py_DECREF(code);
     Py_DECREF(records);
     if (value == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_Exception) && !PyErr_ExceptionMatches(PyExc_MemoryError))
-            *declined = 1;
-        return NULL;
+        if (!PyErr_ExceptionMatches(PyExc_Exception) || PyErr_ExceptionMatches(PyExc_MemoryError))
+            return -3;
+        PyErr_Clear();
+        return -1;
     }
     if (!PyBytes_Check(value)) {
         Py_DECREF(value);
-        *declined = 1;
-        return NULL;
+        return -1;
     }
-    return value;
+    got = PyBytes_GET_SIZE(value);
+    if (grow_raw(packed, got) < 0) {
+        Py_DECREF(value);
+        return -2;
+    }
+    memcpy(packed->data + packed->size, PyBytes_AS_STRING(value), (size_t)got);
+    packed->size += got;
+    Py_DECREF(value);
+    return got;
 }
 
 PyDoc_STRVAR(emit_window_doc,
@@ -609,7 +697,7 @@ PyDoc_STRVAR(emit_window_doc,
 "kept record is a tombstone and the batch has none), a compressed batch's records compressed again\n"
 "with its codec by compress (records.compression.compress, called as (codec, records)); zstd True:\n"
 "a zstd batch's with the vendored library instead, as compress would. kept: one\n"
-"byte a record; inflated: the run's list of decompressed record sections. Raises ScanError(-1)\n"
+"byte a record; inflated: the run's (its compressed batches' records, one bytes). Raises ScanError(-1)\n"
 "where the reference would fail or the arguments do not match.");
 
 static PyObject *
@@ -617,14 +705,15 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     enum { N_VIEWS = 8 };
     Py_buffer views[N_VIEWS];
-    int held = 0, declined = 0, native;
+    int held = 0, native, out_of_memory = 0;
     int64_t new_horizon;
     Py_ssize_t n_batches = 0, n_records, total = 0;
     const int64_t *info;
     Window x;
-    Py_ssize_t item = 0;
     PyObject *out = NULL, *table = NULL, *result = NULL, *compress_fn, *inflated;
-    PyObject **payloads = NULL;
+    Py_ssize_t *packed_at = NULL;  /* per batch: where its compressed records start in `packed`, or -1 */
+    Grow packed = {0}, scratch = {0};  /* the rebuilt compressed batches' records; one's uncompressed */
+    Gil gil = {NULL};
     int64_t *row;
     uint8_t *w;
     if (check_nargs("emit_window", nargs, 12) < 0)
@@ -656,10 +745,19 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         || views[4].len != n_records * 8 || views[5].len != n_records * 8
         || views[6].len != n_records || views[7].len != n_records)
         goto declined;
+    if (PyList_GET_SIZE(inflated) > 1)
+        goto declined;
+    if (PyList_GET_SIZE(inflated) == 1) {  /* every compressed batch's records, back to back */
+        PyObject *piece = PyList_GET_ITEM(inflated, 0);
+        if (!PyBytes_Check(piece))
+            goto declined;
+        x.piece = (const uint8_t *)PyBytes_AS_STRING(piece);
+        x.piece_len = PyBytes_GET_SIZE(piece);
+    }
     table = PyBytes_FromStringAndSize(NULL, n_batches * N_E_FIELDS * 8);
-    payloads = PyMem_Calloc(n_batches > 0 ? (size_t)n_batches : 1, sizeof(PyObject *));
-    if (table == NULL || payloads == NULL) {
-        if (payloads == NULL)
+    packed_at = PyMem_Calloc(n_batches > 0 ? (size_t)n_batches : 1, sizeof(Py_ssize_t));
+    if (table == NULL || packed_at == NULL) {
+        if (table != NULL)
             PyErr_NoMemory();
         goto done;
     }
@@ -672,10 +770,11 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         int codec = (int)(bi[W_ATTRIBUTES] & CODEC_MASK);
         int64_t *e = row + b * N_E_FIELDS;
         Py_ssize_t bytes = 0;
+        gil_release(&gil);  /* held again only for a Python codec's batch */
+        packed_at[b] = -1;
         if (count <= 0 || r0 + count > n_records || bi[W_POSITION] < 0
             || bi[W_SIZE] < RECORD_BATCH_OVERHEAD || bi[W_POSITION] + bi[W_SIZE] > x.buf_len
-            || codec > MAX_CODEC || (codec != 0 && (compress_fn == NULL
-                                                    || next_piece(&x, inflated, &item) < 0)))
+            || codec > MAX_CODEC || (codec != 0 && (compress_fn == NULL || x.piece == NULL)))
             goto declined;
         for (Py_ssize_t i = r0; i < r0 + count; i++)
             if (x.kept[i]) {
@@ -720,12 +819,20 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (bytes - LOG_OVERHEAD > INT32_MAX)  /* deltas can grow a record: the reference refuses */
                 goto declined;
             if (codec != 0) {
-                payloads[b] = compressed_records(compress_fn, native, codec, &x, r0, count,
-                                                 bi[W_BASE_OFFSET], base_ts,
-                                                 bytes - RECORD_BATCH_OVERHEAD, &declined);
-                if (payloads[b] == NULL)
-                    goto failed;
-                bytes = RECORD_BATCH_OVERHEAD + PyBytes_GET_SIZE(payloads[b]);
+                Py_ssize_t at = packed.size;
+                Py_ssize_t got = compressed_records(&gil, compress_fn, native, codec, &x, r0, count,
+                                                    bi[W_BASE_OFFSET], base_ts,
+                                                    bytes - RECORD_BATCH_OVERHEAD, &scratch, &packed);
+                if (got == -1)
+                    goto declined;
+                if (got == -2) {
+                    out_of_memory = 1;
+                    break;
+                }
+                if (got < 0)
+                    goto done;
+                packed_at[b] = at;
+                bytes = RECORD_BATCH_OVERHEAD + got;
                 if (bytes - LOG_OVERHEAD > INT32_MAX)
                     goto declined;
             }
@@ -736,12 +843,16 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         total += (Py_ssize_t)e[E_SIZE];
         r0 += count;
     }
-    if (item != PyList_GET_SIZE(inflated))
-        goto declined;
+    gil_hold(&gil);
+    if (out_of_memory) {
+        PyErr_NoMemory();
+        goto done;
+    }
     out = PyBytes_FromStringAndSize(NULL, total);
     if (out == NULL)
         goto done;
     w = (uint8_t *)PyBytes_AS_STRING(out);
+    gil_release(&gil);
     /* second pass: write (the pieces' records were compressed in the first) */
     for (Py_ssize_t b = 0, r0 = 0; b < n_batches; b++) {
         const int64_t *bi = info + b * N_W_FIELDS;
@@ -762,9 +873,9 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
             horizon = any_tomb && !has_h ? new_horizon : (has_h ? bi[W_BASE_TIMESTAMP] : -1);
             base_ts = horizon >= 0 ? horizon : x.ts[first_kept];
-            if (payloads[b] != NULL)
-                memcpy(w + RECORD_BATCH_OVERHEAD, PyBytes_AS_STRING(payloads[b]),
-                       (size_t)PyBytes_GET_SIZE(payloads[b]));
+            if (packed_at[b] >= 0)
+                memcpy(w + RECORD_BATCH_OVERHEAD, packed.data + packed_at[b],
+                       (size_t)(e[E_SIZE] - RECORD_BATCH_OVERHEAD));
             else
                 write_kept(&x, w + RECORD_BATCH_OVERHEAD, r0, count, bi[W_BASE_OFFSET], base_ts);
             /* the header: encode_under_header_of's fields, the batch's own codec */
@@ -784,22 +895,20 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         w += e[E_SIZE];
         r0 += count;
     }
+    gil_hold(&gil);
     result = PyTuple_Pack(2, out, table);
     goto done;
-failed:
-    if (!declined)
-        goto done;
 declined:
+    gil_hold(&gil);
     PyErr_Clear();
     scan_error(DECLINED);
 done:
+    gil_hold(&gil);
     for (int v = 0; v < held; v++)
         PyBuffer_Release(&views[v]);
-    if (payloads != NULL) {
-        for (Py_ssize_t b = 0; b < n_batches; b++)
-            Py_XDECREF(payloads[b]);
-        PyMem_Free(payloads);
-    }
+    PyMem_Free(packed_at);
+    PyMem_RawFree(packed.data);
+    PyMem_RawFree(scratch.data);
     Py_XDECREF(out);
     Py_XDECREF(table);
     return result;
@@ -827,5 +936,8 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC
 PyInit__windows(void)
 {
+    /* the CRC-32C tables made now, under the GIL: two threads may run the kernels at once without it */
+    if (!crc32c_ready)
+        crc32c_init();
     return kcompact_module(&module_def, "kcompact.cleaner.round._windows.ScanError");
 }

@@ -56,20 +56,23 @@ zstd_frame_bound(const uint8_t *p, Py_ssize_t n)
     return bound;
 }
 
-/* One compression and one decompression context for the process, made on first use and reused by every
- * batch (made and used under the GIL only; a forked worker has its own copy). */
-static ZSTD_CCtx *zstd_cctx;
-static ZSTD_DCtx *zstd_dctx;
+/* One compression and one decompression context per thread, made on first use and reused by every batch
+ * that thread reads or writes: the kernels use them with the GIL released (a round's threads filter
+ * chunks at once, cleaner/workers/parallel.py), so no two threads share one; a forked worker has its own
+ * copy. */
+static __thread ZSTD_CCtx *zstd_cctx;
+static __thread ZSTD_DCtx *zstd_dctx;
 
-/* Where the vendored library decompresses to: one buffer reused by every batch (no allocation, no fresh
- * pages a batch), given back when a frame made it large (zstd_scratch_trim). */
-Grow zstd_scratch;
+/* Where the vendored library decompresses to: one buffer per thread reused by every batch (no allocation,
+ * no fresh pages a batch), PyMem_Raw (used without the GIL), given back when a frame made it large
+ * (zstd_scratch_trim). */
+__thread Grow zstd_scratch;
 
 void
 zstd_scratch_trim(void)
 {
     if (zstd_scratch.capacity > (1 << 20)) {
-        PyMem_Free(zstd_scratch.data);
+        PyMem_RawFree(zstd_scratch.data);
         zstd_scratch.data = NULL;
         zstd_scratch.capacity = 0;
     }
@@ -97,7 +100,7 @@ zstd_window_ok(const uint8_t *p, unsigned long long stated)
  * blocks straight into dst (the stream decodes into its own window buffer and copies out of it), the
  * stream's window limit checked first. The length, or -1: refused (the caller runs the Python path, which
  * words the error). */
-static Py_ssize_t
+Py_ssize_t
 zstd_native_into(const uint8_t *p, Py_ssize_t n, Py_ssize_t bound, void *dst)
 {
     unsigned long long stated;
@@ -113,12 +116,13 @@ zstd_native_into(const uint8_t *p, Py_ssize_t n, Py_ssize_t bound, void *dst)
     return (Py_ssize_t)got;
 }
 
-/* zstd_native_into zstd_scratch: the length, -1 refused (nothing set), or -2 with MemoryError set. */
+/* zstd_native_into zstd_scratch (no GIL needed): the length, -1 refused, or -2 out of memory (nothing set
+ * either way). */
 Py_ssize_t
 zstd_native_into_scratch(const uint8_t *p, Py_ssize_t n, Py_ssize_t bound)
 {
     zstd_scratch.size = 0;
-    if (grow(&zstd_scratch, bound) < 0)
+    if (grow_raw(&zstd_scratch, bound) < 0)
         return -2;
     return zstd_native_into(p, n, bound, zstd_scratch.data);
 }
@@ -143,40 +147,38 @@ zstd_native_decompress(const uint8_t *p, Py_ssize_t n, Py_ssize_t bound)
     return value;
 }
 
-/* records.compression.compress(ZSTD, p[0, n)) done with the vendored library and the process's one
+/* records.compression.compress(ZSTD, p[0, n)) done with the vendored library and this thread's
  * compression context, as python-zstandard's ZstdCompressor(level=3, write_content_size=False) runs it
  * (its c-ext/compressor.c and compressobj.c: compressobj() resets the session with the source size
  * unknown; compress() is ZSTD_e_continue, flush(COMPRESSOBJ_FLUSH_BLOCK) ZSTD_e_flush,
  * flush(COMPRESSOBJ_FLUSH_FINISH) ZSTD_e_end): Kafka's frame, its data in blocks that are not the last,
- * then an empty last block. A new bytes object, or NULL: nothing set where the library refused, else
- * MemoryError. */
-PyObject *
-zstd_native_compress(const uint8_t *p, Py_ssize_t n)
+ * then an empty last block; appended to dst (grow_raw: no GIL needed). Its length, -1 where the library
+ * refused, or -2 out of memory (nothing set either way, dst's size unchanged). */
+Py_ssize_t
+zstd_native_compress_into(Grow *dst, const uint8_t *p, Py_ssize_t n)
 {
     static const ZSTD_EndDirective steps[3] = {ZSTD_e_continue, ZSTD_e_flush, ZSTD_e_end};
     ZSTD_inBuffer in = {p, (size_t)n, 0};
     ZSTD_outBuffer out;
     size_t capacity = ZSTD_compressBound((size_t)n) + 64, left = 0;
-    PyObject *value;
     if (zstd_cctx == NULL) {
         if ((zstd_cctx = ZSTD_createCCtx()) == NULL)
-            return PyErr_NoMemory();
+            return -2;
         if (ZSTD_isError(ZSTD_CCtx_setParameter(zstd_cctx, ZSTD_c_compressionLevel, 3))
             || ZSTD_isError(ZSTD_CCtx_setParameter(zstd_cctx, ZSTD_c_contentSizeFlag, 0))
             || ZSTD_isError(ZSTD_CCtx_setParameter(zstd_cctx, ZSTD_c_checksumFlag, 0))
             || ZSTD_isError(ZSTD_CCtx_setParameter(zstd_cctx, ZSTD_c_dictIDFlag, 1))) {
             ZSTD_freeCCtx(zstd_cctx);
             zstd_cctx = NULL;
-            return NULL;
+            return -1;
         }
     }
     ZSTD_CCtx_reset(zstd_cctx, ZSTD_reset_session_only);
     if (ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(zstd_cctx, ZSTD_CONTENTSIZE_UNKNOWN)))
-        return NULL;
-    value = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)capacity);
-    if (value == NULL)
-        return NULL;
-    out.dst = PyBytes_AS_STRING(value);
+        return -1;
+    if (grow_raw(dst, (Py_ssize_t)capacity) < 0)
+        return -2;
+    out.dst = dst->data + dst->size;
     out.size = capacity;
     out.pos = 0;
     for (int step = 0; step < 3; step++) {
@@ -185,14 +187,11 @@ zstd_native_compress(const uint8_t *p, Py_ssize_t n)
             left = ZSTD_compressStream2(zstd_cctx, &out, source, steps[step]);
             /* the bound holds every byte: a call that leaves output behind is a library refusal */
         } while (!ZSTD_isError(left) && step == 0 && source->pos < source->size && out.pos < out.size);
-        if (ZSTD_isError(left) || (step == 0 && in.pos != in.size) || (step > 0 && left != 0)) {
-            Py_DECREF(value);
-            return NULL;
-        }
+        if (ZSTD_isError(left) || (step == 0 && in.pos != in.size) || (step > 0 && left != 0))
+            return -1;
     }
-    if (_PyBytes_Resize(&value, (Py_ssize_t)out.pos) < 0)
-        return NULL;
-    return value;
+    dst->size += (Py_ssize_t)out.pos;
+    return (Py_ssize_t)out.pos;
 }
 
 const char zstd_version_doc[] =

@@ -11,19 +11,22 @@
 #define ZSTD_BLOCK_MAX (128 * 1024)  /* the most one block inflates to (RFC 8878) */
 #define ZSTD_FRAME_MAX (64 << 20)  /* the most the windows inflate one frame to themselves */
 
-/* Where the library decompresses to: one buffer reused by every batch. */
-extern KCOMPACT_HIDDEN Grow zstd_scratch;
+/* Where the library decompresses to: one buffer per thread reused by every batch. */
+extern KCOMPACT_HIDDEN __thread Grow zstd_scratch;
 
 /* The output bound of one frame p[0, n) of any number of blocks, 0 when not exactly one whole frame. */
 KCOMPACT_HIDDEN Py_ssize_t zstd_frame_bound(const uint8_t *p, Py_ssize_t n);
-/* Decompress into zstd_scratch: the length, -1 refused (nothing set), -2 MemoryError. */
+/* Decompress one frame into dst[0, bound) (no GIL needed): the length, or -1 refused. */
+KCOMPACT_HIDDEN Py_ssize_t zstd_native_into(const uint8_t *p, Py_ssize_t n, Py_ssize_t bound, void *dst);
+/* Decompress into zstd_scratch (no GIL needed): the length, -1 refused, -2 out of memory (nothing set). */
 KCOMPACT_HIDDEN Py_ssize_t zstd_native_into_scratch(const uint8_t *p, Py_ssize_t n, Py_ssize_t bound);
 /* The same as a new bytes object, or NULL (an error set or not). */
 KCOMPACT_HIDDEN PyObject *zstd_native_decompress(const uint8_t *p, Py_ssize_t n, Py_ssize_t bound);
 /* Give zstd_scratch back when a big frame made it large. */
 KCOMPACT_HIDDEN void zstd_scratch_trim(void);
-/* records.compression.compress(ZSTD, p[0, n)): a new bytes object, or NULL (an error set or not). */
-KCOMPACT_HIDDEN PyObject *zstd_native_compress(const uint8_t *p, Py_ssize_t n);
+/* records.compression.compress(ZSTD, p[0, n)) appended to dst (no GIL needed): its length, -1 refused,
+ * -2 out of memory (nothing set). */
+KCOMPACT_HIDDEN Py_ssize_t zstd_native_compress_into(Grow *dst, const uint8_t *p, Py_ssize_t n);
 /* The module's zstd_version(): ZSTD_versionNumber(). */
 KCOMPACT_HIDDEN PyObject *zstd_version(PyObject *module, PyObject *unused);
 extern KCOMPACT_HIDDEN const char zstd_version_doc[];

@@ -7,7 +7,8 @@ is the round's unit of work, so its C source sits beside the passes that drive i
 each batch's records with the scan's own C walks (``records/scan/walk.h``). The contract is
 :mod:`kcompact.records.scan.accel`'s: each wrapper returns exactly what the per-batch walk would
 give, or ``None``: "walk batch by batch". The switch is that module's
-:data:`~kcompact.records.scan.accel.enabled` (``KCOMPACT_NO_ACCEL``), read on every call;
+:data:`~kcompact.records.scan.accel.enabled` (``KCOMPACT_NO_ACCEL``), read on every call. The kernels
+release the GIL over their C work (``workers.parallel`` runs a round's chunks on threads at once);
 :data:`kernels` is the extension module (``None`` when it is not built; :data:`import_error` then
 says why).
 """
@@ -105,9 +106,9 @@ def scan_window_records(
 
     Returns:
         ``(position, batches, offsets, timestamps, key_starts, key_ends, body_starts, record_ends,
-        value_null, inflated)`` as the C docstring says (``inflated``: each compressed batch's
-        records, decompressed, their positions counted as if the items followed ``buf``); or None:
-        walk batch by batch.
+        value_null, inflated)`` as the C docstring says (``inflated``: every compressed batch's
+        records, decompressed, back to back in one bytes item, their positions counted as if it
+        followed ``buf``; empty without a compressed batch); or None: walk batch by batch.
     """
     if kernels is None or not scan_accel.enabled:
         return None
@@ -135,7 +136,7 @@ def emit_window(
         value_null: the run's ``value_null``.
         kept: one byte a record, nonzero where it is kept.
         new_horizon: the horizon this round stamps (negative: none).
-        inflated: the run's ``inflated`` (its compressed batches' records).
+        inflated: the run's ``inflated`` (its compressed batches' records, one bytes item).
         compress: ``records.compression.compress``, called as ``(codec, records)`` for each
             compressed batch rebuilt (None: the run must have none).
         zstd: a zstd batch's rebuilt records compressed in C instead, as ``compress`` would

@@ -122,11 +122,35 @@ def _event(buffer: memoryview, position: int, path: Path) -> tuple[int, int, int
     return None
 
 
+def batch_cuts(buffer: memoryview, cuts: Sequence[int]) -> list[int]:
+    """The position of the first batch starting at or after each of ``cuts`` (ascending), by one walk of the
+    framing from 0 (``at_batch`` of :func:`batches_from`). Where the framing breaks, the cuts past it are
+    left out: the range that holds the break runs to the file's end, and its walk reports the damage
+    exactly as a serial clean's."""
+    found: list[int] = []
+    position, size = 0, len(buffer)
+    for cut in cuts:
+        while position < cut:
+            if position + LOG_OVERHEAD > size:
+                return found
+            length = ENTRY_PREFIX_STRUCT.unpack_from(buffer, position)[1]
+            if length < RECORD_OVERHEAD_V0 or position + LOG_OVERHEAD + length > size:
+                return found
+            position += LOG_OVERHEAD + length
+        if position >= size:
+            return found
+        if not found or found[-1] != position:
+            found.append(position)
+    return found
+
+
 def batches_from(
     log: LogFile,
     seg: SegmentPlan,
     start: int,
     txn: CleanedTransactionMetadata[AbortedTxn],
+    *,
+    at_batch: bool = False,
 ) -> Iterator[AnyBatch]:
     """The batches of ``log`` from the first one starting at ``start`` or later, with ``txn`` advanced
     over those before it as reading them would (see the module docstring).
@@ -136,9 +160,13 @@ def batches_from(
         seg: its plan (``txn_batches`` says whether headers before ``start`` matter).
         start: where the chunk starts.
         txn: the transaction state at the segment's start; left at the chunk's start.
+        at_batch: ``start`` is a batch's own position (:func:`batch_cuts` found it): in a segment with no
+            transaction events before it to replay, the walk there is skipped.
     """
     if start <= 0:
         return log.iter_batches()
+    if at_batch and not seg.txn_batches:
+        return log.iter_batches(start)
     found = _walk(log.buffer, start, [] if seg.txn_batches else None, log.path)
     if found is not None:
         position, events = found

@@ -86,6 +86,8 @@ def iter_segment_output(
     ctx: FilterContext,
     start_position: int = 0,
     end_position: int | None = None,
+    *,
+    at_batch: bool = False,
 ) -> Iterator[OutputRun]:
     """The output batches of the batches of ``seg`` that start in ``[start_position, end_position)``, in
     order: ``Cleaner.cleanInto``'s ``filterTo`` over one segment (or a byte range of it).
@@ -94,6 +96,7 @@ def iter_segment_output(
     segment's walk); it is left at the end of the range. Batch decisions are taken one batch at a
     time, in order; record decisions for up to ``_WINDOW_RECORDS`` records at once. The caller writes
     each run before it asks for the next (a copied batch is a view of the segment's bytes).
+    ``at_batch``: ``start_position`` is a batch's own (``chunks.batch_cuts``).
 
     Raises:
         CorruptDataError: a batch or record does not parse (names the file and position).
@@ -103,7 +106,7 @@ def iter_segment_output(
     with LogFile(seg.log_path) as log:
         limit = log.size_in_bytes if end_position is None else min(end_position, log.size_in_bytes)
         protected = protected_offsets(ctx.last_records)
-        batches = batches_from(log, seg, start_position, ctx.txn)
+        batches = batches_from(log, seg, start_position, ctx.txn, at_batch=at_batch)
         if start_position > 0:
             ctx.txn.take_retained_aborted()  # markers before the range are the previous range's
         window: list[_Pending] = []

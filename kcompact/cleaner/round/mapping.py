@@ -82,6 +82,8 @@ def iter_dirty_keys(
     seg: SegmentPlan,
     start_position: int = 0,
     end_position: int | None = None,
+    *,
+    at_batch: bool = False,
 ) -> Iterator[SegmentKeys]:
     """The map entries of the batches of ``seg`` that start in ``[start_position, end_position)``.
 
@@ -91,6 +93,7 @@ def iter_dirty_keys(
         start_position: where the range starts (any byte position: a batch belongs to the range it
             starts in; ``chunks.batches_from`` finds it).
         end_position: where it ends (None: the end of the file).
+        at_batch: ``start_position`` is a batch's own (``chunks.batch_cuts``).
 
     Yields:
         Slices of about :data:`SLICE_RECORDS` entries, in order.
@@ -111,7 +114,7 @@ def iter_dirty_keys(
     acc = _Slice()
     with LogFile(seg.log_path) as log:
         limit = log.size_in_bytes if end_position is None else min(end_position, log.size_in_bytes)
-        batches = batches_from(log, seg, start_position, txn)
+        batches = batches_from(log, seg, start_position, txn, at_batch=at_batch)
         while (batch := next(batches, None)) is not None:
             if end_position is not None and batch.position >= end_position:
                 break

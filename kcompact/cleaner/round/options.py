@@ -68,9 +68,10 @@ class CleanOptions:
     roll: bool = False
     apply_retention: bool = False  # retention.ms/retention.bytes (only from an explicit delete policy)
     crash_hook: CrashHook | None = None  # tests: called at each step of the swap protocol
-    # worker processes for both passes: None = 1 for a small round, else min(2, usable CPUs); a
-    # number is capped at the usable CPUs and the round's segment ranges
-    # (kcompact.cleaner.workers.parallel.resolve_jobs); the output is the same bytes whatever the number
+    # None: a round that reads enough on a machine with two spare CPUs on two threads of this process, else
+    # one (kcompact.cleaner.workers.parallel.choose_runner); a number: that many worker processes for both
+    # passes, capped at the usable CPUs and the round's segment ranges (resolve_jobs), 1 this thread alone;
+    # the output is the same bytes whatever the choice
     jobs: int | None = None
     # the replica fence (``rules.fence``): tombstones and markers at or above the lowest of
     # ``safe_offset`` and what Kafka leaves of each of the partition's copies in ``replica_dirs`` (its
@@ -115,7 +116,7 @@ class CleanResult:
     warnings: list[str] = field(default_factory=list)
     skipped_reason: str | None = None
     retention: RetentionResult | None = None
-    workers: int = 1  # processes the round ran in at once (1: this one; ``CleanOptions.jobs``, capped)
+    workers: int = 1  # processes or threads the round's passes ran on at once (1: this thread; ``CleanOptions.jobs``)
     space: SpaceNeed | None = None  # a dry run's, or a real run's when its free space was short (``disk.space``)
     free_bytes: int | None = None  # the volume's free space when ``space`` was measured (the broker's, f_bavail)
     reserved_bytes: int = 0  # and what it kept for root besides (``disk.space.Volume``)

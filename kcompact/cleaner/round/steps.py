@@ -119,7 +119,7 @@ class RoundOutput:
     plan: CleanPlan  # the round as run: ``plan.bounded(...)`` when a bounded map filled early
     outputs: list[GroupOutput]  # one per group, in order; the ``.cleaned`` files are written, not swapped
     map_stats: CleanStats  # pass 1's counters
-    workers: int = 1  # processes the passes ran in at once (1: this one)
+    workers: int = 1  # processes or threads the passes ran on at once (1: this thread)
 
 
 RoundRunner = Callable[[CleanPlan, CleanOptions, Progress | None], RoundOutput]

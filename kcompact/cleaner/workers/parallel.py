@@ -1,6 +1,15 @@
-"""Both passes of a round on several cores: worker processes, one byte range of one segment per task.
+"""Both passes of a round on several cores: one byte range of one segment per task, on threads of this
+process (``jobs=None``) or in worker processes (an explicit ``jobs`` above 1).
 
-Processes, not threads: measured here, threads slow lz4 down, and the record walk holds the GIL. The pool
+Threads (:func:`run_two_threads`, the default where it pays: :func:`choose_runner`): the windows' kernels
+(``round/_windows.c``: framing, CRC-32C, the record walks, zstd both ways, the output's copy) run without
+the GIL, and lz4/gzip release it inside their libraries, so :data:`THREADS` threads read, decide and filter
+chunks of :data:`THREAD_CHUNK_BYTES` while this thread puts the map's entries and appends the output, in
+order; results stay in memory (no fork, no spill files), at most :data:`THREADS` chunks in work beyond the
+one being appended. A chunk starts at a batch (``chunks.batch_cuts``), so no range walks the segment from
+its start.
+
+Processes: the pool
 is forked (``pool.stream_in_pool``) after the plan, and for pass 2 after the map, so workers inherit both
 without copying; where fork is unavailable everything runs in this process. A worker that dies (SIGKILL,
 the OOM killer) fails the round at its chunk (:class:`WorkerDiedError`, naming the segment range and how
@@ -24,19 +33,22 @@ consumed, and chunks are at most :data:`CHUNK_MAX_BYTES`, so what waits here sta
 
 An explicit ``jobs`` is capped at the usable CPUs and at the ranges pass 2 is cut into: a process more
 would have nothing to do, and each costs a fork (``jobs=100000`` must not start 100000 processes).
-``jobs=None`` picks 1 for a round that reads at most :data:`AUTO_PARALLEL_BYTES` (forking and shipping
-results cost more than they save on a small partition), else ``min(2, spare CPUs)``: usable CPUs minus
-the load the machine already carries (1-minute load average), since on a busy machine the workers only
-add their overhead (plain bench shape at load 5 on 2 cores: 2.7 s with two workers, 2.3 s without).
+``jobs=None`` runs the round on threads when it reads more than :data:`AUTO_THREADS_BYTES` and the machine
+has room (:func:`_room_for_threads`: two usable CPUs, the 1-minute load average leaving this round one and a
+half of them; on a busy machine a second core's work only adds its overhead), else in this thread.
+:func:`resolve_jobs` still answers ``None`` for processes as before (:data:`AUTO_PARALLEL_BYTES`; plain
+bench shape at load 5 on 2 cores: 2.7 s with two workers, 2.3 s without) where a caller asks it.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from array import array
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -46,7 +58,7 @@ from typing import TypeVar
 import numpy as np
 
 from kcompact.cleaner.disk.swap import CleanedSegmentWriter
-from kcompact.cleaner.round.chunks import Chunk
+from kcompact.cleaner.round.chunks import Chunk, batch_cuts
 from kcompact.cleaner.round.chunks import chunks_of as cut_chunks
 from kcompact.cleaner.round.filtering import iter_segment_output
 from kcompact.cleaner.round.mapping import (
@@ -58,7 +70,7 @@ from kcompact.cleaner.round.mapping import (
 from kcompact.cleaner.round.options import CleanOptions, Progress
 from kcompact.cleaner.round.partition_round import clean_partition as round_clean_partition
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
-from kcompact.cleaner.round.record_filter import FilterContext
+from kcompact.cleaner.round.record_filter import FilterContext, OutputRun
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.round.steps import (
     GroupOutput,
@@ -82,6 +94,7 @@ from kcompact.errors import ConfigError, KcompactError
 from kcompact.fork_pool import WorkerDeath, fork_available, stream_in_pool, usable_cpus
 from kcompact.log.offset_map import OffsetMap
 from kcompact.log.offset_map.oracle import OffsetMapOracle, RetentionOracle
+from kcompact.segment.log_file import LogFile
 from kcompact.segment.txn_index import AbortedTxn
 
 AUTO_PARALLEL_BYTES = 64 * 1024 * 1024
@@ -90,6 +103,12 @@ CHUNK_MIN_BYTES = 16 * 1024 * 1024
 CHUNK_MAX_BYTES = 64 * 1024 * 1024  # bounds a worker's result (entries, output batches) in memory
 AHEAD = 2  # chunks submitted per worker beyond the one being consumed: bounds results waiting here
 AUTO_MAX_JOBS = 2
+AUTO_THREADS_BYTES = 16 * 1024 * 1024
+"""Above this many bytes read, ``jobs=None`` runs the round on :data:`THREADS` threads (two chunks and more)."""
+THREADS = 2
+THREADS_IDLE_CPUS = 1.5  # this thread's core and at least half another's (_room_for_threads)
+THREAD_CHUNK_BYTES = 8 * 1024 * 1024
+"""The ranges the threads take: small, since a chunk's output waits in memory until it is appended."""
 
 
 T = TypeVar("T")
@@ -99,14 +118,66 @@ _worker_state: tuple[CleanPlan, RetentionOracle | None, Path] | None = None  # i
 
 
 def choose_runner(plan: CleanPlan, options: CleanOptions) -> RoundRunner | None:
-    """Who runs passes 1 and 2 of ``plan`` (a ``RunnerChoice``): ``options.jobs`` worker processes, or None
-    for the round's own passes in this process (``steps.run_passes``) when that resolves to one.
+    """Who runs passes 1 and 2 of ``plan`` (a ``RunnerChoice``): ``options.jobs`` worker processes; for
+    ``jobs=None`` and a round that reads more than :data:`AUTO_THREADS_BYTES` on a machine with two usable
+    CPUs, this process on two threads (:func:`run_two_threads`); else None for the round's own passes in
+    this process on one (``steps.run_passes``).
 
     Raises:
         ConfigError: ``options.jobs`` below 1.
     """
+    if options.jobs is None:
+        return run_two_threads if _auto_threads(plan) else None
     jobs = resolve_jobs(options.jobs, plan)
     return None if jobs == 1 else partial(run_round, jobs=jobs)
+
+
+def run_two_threads(plan: CleanPlan, options: CleanOptions, progress: Progress | None) -> RoundOutput:
+    """Passes 1 and 2 of a round (a ``RoundRunner``) on :data:`THREADS` threads of this process: chunks of
+    :data:`THREAD_CHUNK_BYTES` read, decided and filtered on them while this thread puts the map's entries
+    and appends the output, in order (the same bytes as one thread's; see the module docstring)."""
+    map_stats = CleanStats()
+    cuts: dict[int, list[int]] = {}  # pass 1's cuts of a segment serve pass 2 (the plan's segments stay put)
+    offset_map = _threads_offset_map(plan, options.dedupe_buffer_size, map_stats, progress, cuts)
+    if offset_map.latest_offset != plan.map_latest_offset:
+        plan = plan.bounded(offset_map.latest_offset)
+    oracle = OffsetMapOracle(offset_map, plan.first_dirty_offset)
+    outputs: list[GroupOutput] = []
+    try:
+        if plan.groups:
+            segments = [plan.segment(base) for group in plan.groups for base in group]
+            chunks = _thread_chunks(plan, segments, cuts)
+            results = _in_threads(partial(_filter_in_memory, plan, oracle), chunks)
+            try:
+                _assemble_groups(plan, chunks, results, outputs, options.dry_run, progress)
+            finally:
+                results.close()  # on a failure: the chunks in work waited for, before the round's clean-up
+    except BaseException:
+        remove_outputs(plan, outputs)
+        raise
+    return RoundOutput(plan, outputs, map_stats, THREADS)
+
+
+def _auto_threads(plan: CleanPlan) -> bool:
+    """Whether ``jobs=None`` runs the round on :data:`THREADS` threads: one that reads more than
+    :data:`AUTO_THREADS_BYTES`, with room for them (:func:`_room_for_threads`)."""
+    read = sum(s.size_in_bytes for s in plan.segments if s.base_offset < plan.end_offset)
+    return read > AUTO_THREADS_BYTES and _room_for_threads()
+
+
+def _room_for_threads() -> bool:
+    """:data:`THREADS` usable CPUs, of which the machine's other work (the 1-minute load average, less one
+    for this process's own share) leaves at least :data:`THREADS_IDLE_CPUS`: on a busy machine the second
+    thread only adds its cost. Not :func:`_spare_cpus`'s whole CPUs: a clean run after a clean (a log dir's,
+    a benchmark's) carries a load near one of its own, which would flip the choice from run to run."""
+    cpus = usable_cpus()
+    if cpus < THREADS:
+        return False
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:  # no load average here
+        return True
+    return cpus - max(0.0, busy - 1) >= THREADS_IDLE_CPUS
 
 
 clean_partition = partial(round_clean_partition, choose_runner=choose_runner)
@@ -345,13 +416,14 @@ def _per_segment(
 class ChunkOutput:
     """What a worker sends back for one chunk of pass 2."""
 
-    path: str  # the output batches, back to back (spill.SpillWriter)
+    path: str  # the output batches, back to back (spill.SpillWriter), or "" (threads: ``runs``)
     sizes: array[int]  # per output batch: its size, last offset and max timestamp
     last_offsets: array[int]
     max_timestamps: array[int]
     bytes_in: int  # source bytes the chunk covers (progress)
     stats: CleanStats
     retained: tuple[AbortedTxn, ...]  # index entries of the ABORT markers kept, in order
+    runs: tuple[OutputRun, ...] = ()  # threads: the output as ``iter_segment_output`` gave it, its views copied
 
 
 class _Collector:
@@ -437,8 +509,11 @@ def _assemble(
     retained: list[AbortedTxn] = []
     try:
         for part in parts:
-            with read_spilled(part.path) as view:
-                writer.append_run(view, part.sizes, part.last_offsets, part.max_timestamps)
+            if part.path:
+                with read_spilled(part.path) as view:
+                    writer.append_run(view, part.sizes, part.last_offsets, part.max_timestamps)
+            for run in part.runs:
+                writer.append_run(*run)
             stats.add(part.stats)
             retained += part.retained
             if progress is not None:
@@ -448,3 +523,142 @@ def _assemble(
     except BaseException:
         writer.abort()
         raise
+
+
+# --- threads: the same chunks, results in memory ----------------------------------------------------
+
+
+_thread_pool: ThreadPoolExecutor | None = None
+_thread_pool_lock = threading.Lock()
+
+
+def _threads() -> ThreadPoolExecutor:
+    """The process's :data:`THREADS` threads, made once (the kernels keep a zstd context per thread:
+    ``_windows_zstd.c``, so threads made per round would each leave theirs behind)."""
+    global _thread_pool
+    with _thread_pool_lock:
+        if _thread_pool is None:
+            _thread_pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="kcompact-round")
+        return _thread_pool
+
+
+def _forget_threads() -> None:
+    """In a forked child (``fork_pool``'s workers for a log dir's partitions): the parent's threads are not
+    there, and an executor that counts them would never start its own; the child makes its own."""
+    global _thread_pool, _thread_pool_lock
+    _thread_pool, _thread_pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_threads)
+
+
+def _thread_chunks(
+    plan: CleanPlan, segments: list[SegmentPlan], known: dict[int, list[int]] | None = None
+) -> list[Chunk]:
+    """``segments`` cut into ranges of about :data:`THREAD_CHUNK_BYTES` that start at a batch each
+    (``chunks.batch_cuts``: one walk of each segment's framing here, none per range; ``known``: the cuts of
+    a pass before, by segment index, read and kept)."""
+    total = sum(s.size_in_bytes for s in segments)
+    rough = cut_chunks(plan, segments, -(-total // THREAD_CHUNK_BYTES), THREAD_CHUNK_BYTES // 2)
+    per_segment: dict[int, list[int]] = {}
+    for index, start, _end in rough:
+        per_segment.setdefault(index, []).append(start)
+    chunks: list[Chunk] = []
+    for index, starts in per_segment.items():
+        cuts = [0]
+        if known is not None and index in known:
+            cuts = known[index]
+        elif len(starts) > 1:
+            with LogFile(plan.segments[index].log_path) as log:
+                cuts += [cut for cut in batch_cuts(log.buffer, starts[1:]) if cut > 0]
+        if known is not None:
+            known[index] = cuts
+        ends: list[int | None] = [*cuts[1:], None]
+        chunks += [(index, start, end) for start, end in zip(cuts, ends, strict=True)]
+    return chunks
+
+
+def _in_threads(task: Callable[[Chunk], T], chunks: list[Chunk]) -> Generator[T, None, None]:
+    """``task(chunk)`` for every chunk on the threads, the results in order; :data:`THREADS` chunks in
+    work while this thread takes the one before, so that what waits here stays bounded. On an error
+    (the task's, raised at its chunk, or the caller's) the chunks not started are dropped and those in
+    work waited for: none reads a segment after the round ends."""
+    executor = _threads()
+    todo = iter(chunks)
+    queue: deque[Future[T]] = deque(executor.submit(task, c) for c in itertools.islice(todo, THREADS))
+    try:
+        while queue:
+            result = queue.popleft().result()
+            chunk = next(todo, None)
+            if chunk is not None:
+                queue.append(executor.submit(task, chunk))
+            yield result
+    finally:
+        for future in queue:
+            future.cancel()
+        wait(queue)
+
+
+def _threads_offset_map(
+    plan: CleanPlan, dedupe_buffer_size: int | None, stats: CleanStats, progress: Progress | None,
+    cuts: dict[int, list[int]],
+) -> OffsetMap:
+    """Pass 1 with the threads reading the chunks' keys (:func:`build_offset_map`'s map)."""
+    dirty = [plan.segment(base) for base in plan.dirty_segments]
+    if not dirty:
+        return serial_offset_map(plan, dedupe_buffer_size, stats, progress)
+    offset_map = new_offset_map(plan, dedupe_buffer_size)
+    chunks = _thread_chunks(plan, dirty, cuts)
+    results = _in_threads(partial(_keys_in_memory, plan), chunks)
+    try:
+        sources = _per_segment_lists(plan, dirty, chunks, results)
+        stats.records_scanned += fill_offset_map(plan, offset_map, sources, progress)
+    finally:
+        results.close()  # a map that filled early stops here: the chunks in work are waited for
+    stats.map_entries = offset_map.size
+    stats.map_memory_bytes = offset_map.memory_bytes()
+    return offset_map
+
+
+def _keys_in_memory(plan: CleanPlan, chunk: Chunk) -> list[SegmentKeys]:
+    index, start, end = chunk
+    return list(iter_dirty_keys(plan, plan.segments[index], start, end, at_batch=True))
+
+
+def _per_segment_lists(
+    plan: CleanPlan, segments: list[SegmentPlan], chunks: list[Chunk], results: Iterator[list[SegmentKeys]],
+) -> Iterator[tuple[SegmentPlan, Iterator[SegmentKeys]]]:
+    """:func:`_per_segment` for chunk results that are lists of slices."""
+    per_segment = Counter(index for index, _start, _end in chunks)
+    index = {s.base_offset: i for i, s in enumerate(plan.segments)}
+    for seg in segments:
+        count = per_segment[index[seg.base_offset]]
+        yield seg, (keys for _ in range(count) for keys in next(results))
+
+
+def _filter_in_memory(plan: CleanPlan, oracle: RetentionOracle, chunk: Chunk) -> ChunkOutput:
+    """:func:`_filter_chunk` on a thread: the output kept as it comes (the windows' output is bytes of its
+    own; a view of the segment's map, from the per-batch walk, is copied before the map closes)."""
+    index, start, end = chunk
+    seg = plan.segments[index]
+    stats = CleanStats()
+    ctx = FilterContext.at(plan, seg, oracle, stats)
+    runs = tuple(run if isinstance(run.data, bytes) else run._replace(data=bytes(run.data))
+                 for run in iter_segment_output(plan, seg, ctx, start, end, at_batch=True))
+    stop = seg.size_in_bytes if end is None else min(end, seg.size_in_bytes)
+    return ChunkOutput("", array("q"), array("q"), array("q"), max(0, stop - start), stats,
+                       tuple(ctx.txn.take_retained_aborted()), runs)
+
+
+def _assemble_groups(
+    plan: CleanPlan, chunks: list[Chunk], results: Iterator[ChunkOutput], outputs: list[GroupOutput],
+    dry_run: bool, progress: Progress | None,
+) -> None:
+    """Every group's chunk outputs, in order, into its writer; each finished group appended to ``outputs``."""
+    per_segment = Counter(index for index, _start, _end in chunks)
+    where = {s.base_offset: i for i, s in enumerate(plan.segments)}
+    for index, group in enumerate(plan.groups):
+        count = sum(per_segment[where[base]] for base in group)
+        parts = (next(results) for _ in range(count))
+        outputs.append(_assemble(plan, index, parts, dry_run, progress))

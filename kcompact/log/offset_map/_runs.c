@@ -246,6 +246,9 @@ flush_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_NoMemory();
         goto done;
     }
+    /* without the GIL from here to the output's objects (cleaner/workers/parallel.py: a round's threads read
+     * the next chunks' keys meanwhile); only the buffers acquired above and the memory allocated are read */
+    Py_BEGIN_ALLOW_THREADS
     /* bucket by the top `bits` bits of hi (a stable counting sort), then sort each bucket; a put
      * keeps its offset past the first in lo's free bits when the offsets increase strictly (the
      * cleaner's puts: then they order as positions do) and span fewer than 2**LOW_FREE_BITS, else
@@ -293,6 +296,7 @@ flush_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             k++;
         block_chunk[b] = k;
     }
+    Py_END_ALLOW_THREADS
     cols[0] = big_bytes(groups * 8);
     cols[1] = big_bytes(groups * 8);
     cols[2] = big_bytes(groups * 2);
@@ -303,6 +307,7 @@ flush_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         uint16_t *mid = (uint16_t *)PyBytes_AS_STRING(cols[2]);
         uint8_t *low = (uint8_t *)PyBytes_AS_STRING(cols[3]);
         int64_t *off = (int64_t *)PyBytes_AS_STRING(cols[4]);
+        Py_BEGIN_ALLOW_THREADS  /* the new objects are this call's alone until it returns */
         for (Py_ssize_t i = 0, g = 0; i < n; i++) {  /* each key's last put */
             const PackedPut *p = &puts[i];
             uint64_t lo = p->lo_at & ~LOW_MASK;
@@ -320,6 +325,7 @@ flush_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 k++;
             off[g] = ((const int64_t *)c.views[3 * k + 2].buf)[at - c.first[k]];
         }
+        Py_END_ALLOW_THREADS
         result = PyTuple_Pack(5, cols[0], cols[1], cols[2], cols[3], cols[4]);
     }
 done:

@@ -63,8 +63,9 @@ class _Membership:
 
     def __init__(self, sorted_offsets: I64) -> None:
         self._sorted = np.ascontiguousarray(sorted_offsets, dtype=np.int64)
-        self._start = 0
-        self._window: Mask | None = None
+        # (start, window) in one attribute: threads of one round ask at once (workers.parallel), and
+        # each reads and replaces the pair whole
+        self._window: tuple[int, Mask] | None = None
 
     def contains(self, offsets: I64) -> Mask:
         if len(offsets) == 0 or len(self._sorted) == 0:
@@ -74,18 +75,19 @@ class _Membership:
             pos = np.minimum(np.searchsorted(self._sorted, offsets), len(self._sorted) - 1)
             hits: Mask = self._sorted[pos] == offsets
             return hits
-        window = self._window
-        if window is None or low < self._start or high >= self._start + _WINDOW:
-            window = self._move(low)
-        window_hits: Mask = window[offsets - self._start]
+        cached = self._window
+        if cached is None or low < cached[0] or high >= cached[0] + _WINDOW:
+            cached = self._move(low)
+        start, window = cached
+        window_hits: Mask = window[offsets - start]
         return window_hits
 
-    def _move(self, start: int) -> Mask:
+    def _move(self, start: int) -> tuple[int, Mask]:
         lo, hi = np.searchsorted(self._sorted, [start, start + _WINDOW])
         window = np.zeros(_WINDOW, dtype=bool)
         window[self._sorted[lo:hi] - start] = True
-        self._start, self._window = start, window
-        return window
+        self._window = (start, window)
+        return self._window
 
 
 class SortedOffsetsOracle:
