@@ -19,7 +19,10 @@ Sections:
     start  CPU seconds of the imports a clean needs (numpy's share beside them) and of clean of a 13 KiB
            broker-written partition whose config is in a KRaft metadata log, beside the goals (0.08 s, 0.12 s).
     tiny   clean LOG_DIR --jobs 1 of N tiny partitions (88 KB, eight segments) at two N (--tiny-counts):
-           CPU ms per partition, which should not grow with N.
+           CPU ms per partition, which should not grow with N; --kafka: each N's wall, clean --jobs 1 and the
+           default jobs, beside Kafka's cleaner over the same log dir in one JVM with two cleaner threads.
+    codecs240  240 small compacted partitions, 60 each of gzip, snappy, lz4, zstd (~450 MB): clean LOG_DIR wall,
+           --jobs 1 and the default jobs; --kafka: beside Kafka's cleaner as in tiny.
     scan   records.scan over a generated segment: scan_keys, scan_records and the rebuild of
            filter_v2_batch over every batch, with the C kernels and with the pure-Python
            reference, against the cost of copying the same bytes (shutil.copyfile, in memory).
@@ -471,9 +474,9 @@ def _child_cpu_seconds(cmd: list[str], env: dict[str, str]) -> float:
 def bench_tiny(args: argparse.Namespace, workdir: Path) -> list[Row]:
     """``clean LOG_DIR --jobs 1`` of N tiny partitions at two N (``--tiny-counts``): CPU ms per partition
     (best of ``--repeat``, each on a fresh copy, the process's start taken off), which should not grow with N.
+    With ``--kafka``, each N's wall beside Kafka's cleaner (:func:`_beside_kafka`).
     The code measured is the ``kcompact`` that ``python -m kcompact`` imports from the working directory."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(workdir / "pycache")
+    env = _bytecode_cached_env(workdir)
     start = min(_child_cpu_seconds([sys.executable, "-m", "kcompact", "--version"], env)
                 for _ in range(args.repeat + 1))  # the interpreter's start, taken off each run below
     rows: list[Row] = [("process start (kcompact --version), CPU seconds", start, "s")]
@@ -485,15 +488,127 @@ def bench_tiny(args: argparse.Namespace, workdir: Path) -> list[Row]:
         for attempt in range(args.repeat + 1):  # the first run writes the bytecode cache and is not counted
             shutil.rmtree(copy, ignore_errors=True)
             shutil.copytree(log_dir, copy)
-            cmd = [sys.executable, "-m", "kcompact", "clean", "--json", "--now-ms", str(SMALL_NOW_MS), "--config",
-                   "cleanup.policy=compact", "--jobs", "1", str(copy)]
-            seconds = _child_cpu_seconds(cmd, env)
+            seconds = _child_cpu_seconds([*_clean_command(["--jobs", "1"]), str(copy)], env)
             if attempt:
                 best = min(best, seconds)
         per_partition.append((best - start) * 1000 / partitions)
         rows += [(f"clean {partitions} tiny partitions, CPU seconds", best, "s"),
                  (f"clean {partitions} tiny partitions, CPU ms per partition (start off)", per_partition[-1], "ms")]
+        if args.kafka:
+            rows += _beside_kafka(args, workdir, log_dir, f"{partitions} tiny partitions")
     rows.append(("per-partition CPU, largest N / smallest N", per_partition[-1] / per_partition[0], "x"))
+    return rows
+
+
+CODECS_240 = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}  # the codecs240 section's topics, 60 partitions each
+CODECS_240_PARTITIONS = 60
+CODECS_240_RECORDS = 36_000  # per partition: eight segments of 45 batches of 100 records, ~1.9 MB compressed
+KAFKA_CLEANER_THREADS = 2  # log.cleaner.threads of the Kafka the log-dir shapes are measured against
+
+
+def _codecs240_log_dir(workdir: Path, seed: int) -> Path:
+    """240 small compacted partitions, 60 per codec (gzip, snappy, lz4, zstd), ~1.9 MB each: eight segments
+    of 100-record batches, keys over 8,000, 100-byte values (50 random hex characters, 50 of a template), the
+    last segment active."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root: tests/ builders
+    from kcompact.segment.checkpoint import write_offset_checkpoint
+    from tests.partition_builder import PartitionBuilder
+
+    log_dir = workdir / f"codecs240-{seed}"
+    if (log_dir / "done").exists():
+        return log_dir
+    shutil.rmtree(log_dir, ignore_errors=True)
+    high_watermarks: dict[tuple[str, int], int] = {}
+    template = b"kcompact-bench-template-" * 3
+    per_segment = CODECS_240_RECORDS // TINY_SEGMENTS
+    for name, codec in CODECS_240.items():
+        rng, builder = random.Random(seed), PartitionBuilder(f"codecs-{name}", 0)
+        for segment in range(TINY_SEGMENTS):
+            if segment:
+                builder.roll()
+            for _ in range(per_segment // 100):
+                builder.batch([(b"key-%06d" % rng.randrange(8_000), rng.randbytes(25).hex().encode() + template[:50])
+                               for _ in range(100)], compression=codec)
+        proto = builder.write(workdir / f"codecs240-proto-{name}-{seed}", high_watermark=None)
+        for number in range(CODECS_240_PARTITIONS):
+            shutil.copytree(proto, log_dir / f"codecs-{name}-{number}")
+            high_watermarks[(f"codecs-{name}", number)] = builder.next_offset
+    write_offset_checkpoint(log_dir / "replication-offset-checkpoint", high_watermarks)
+    (log_dir / "done").touch()
+    return log_dir
+
+
+def bench_codecs240(args: argparse.Namespace, workdir: Path) -> list[Row]:
+    """240 small compacted partitions of four codecs in one log dir: ``clean LOG_DIR`` wall, ``--jobs 1`` and the
+    default jobs, and with ``--kafka`` Kafka's cleaner on the same log dir beside them (:func:`_beside_kafka`)."""
+    log_dir = _codecs240_log_dir(workdir, args.seed)
+    size = sum(f.stat().st_size for f in log_dir.glob("*/*.log"))
+    rows: list[Row] = [("log dir size (.log files)", size / 1e6, "MB")]
+    return rows + _beside_kafka(args, workdir, log_dir, "240 partitions of 4 codecs")
+
+
+def _bytecode_cached_env(workdir: Path) -> dict[str, str]:
+    """The environment of a measured ``python -m kcompact``: bytecode cached under ``workdir``, as an installed
+    package has it, whatever PYTHONDONTWRITEBYTECODE says."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(workdir / "pycache")
+    return env
+
+
+def _clean_command(jobs: list[str]) -> list[str]:
+    """``kcompact clean`` as the log-dir sections run it (every segment old enough), before its LOG_DIR."""
+    return [sys.executable, "-m", "kcompact", "clean", "--json", "--now-ms", str(SMALL_NOW_MS), "--config",
+            "cleanup.policy=compact", *jobs]
+
+
+def _wall_seconds(cmd: list[str], env: dict[str, str]) -> float:
+    """Wall-clock seconds of one child process run to its end (its start included)."""
+    start = time.perf_counter()
+    done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr.decode()[-500:]}")
+    return seconds
+
+
+def _beside_kafka(args: argparse.Namespace, workdir: Path, log_dir: Path, label: str) -> list[Row]:
+    """Wall seconds of ``clean LOG_DIR --jobs 1``, of ``clean LOG_DIR`` (the default jobs) and, with ``--kafka``,
+    of Kafka 4.1's cleaner over every partition of the same log dir in one JVM with ``KAFKA_CLEANER_THREADS``
+    threads (``bench_kafka.kafka_clean_log_dir``; JVM start included as the interpreter's is): best of
+    ``--repeat``, interleaved, each on a fresh copy, kcompact's bytecode cached by one uncounted run first."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_kafka import kafka_clean_log_dir, kafka_command
+
+    env = _bytecode_cached_env(workdir)
+    copy = workdir / "tiny-copy"
+    kafka = kafka_command() if args.kafka else None
+    if isinstance(kafka, str):
+        print(kafka, file=sys.stderr)
+    runs: dict[str, Callable[[], float]] = {
+        "jobs 1": lambda: _wall_seconds([*_clean_command(["--jobs", "1"]), str(copy)], env),
+        "default jobs": lambda: _wall_seconds([*_clean_command([]), str(copy)], env),
+    }
+    if isinstance(kafka, list):
+        command = kafka
+        runs["Kafka"] = lambda: kafka_clean_log_dir(
+            command, sorted(p for p in copy.iterdir() if p.is_dir()), SMALL_NOW_MS, KAFKA_CLEANER_THREADS).seconds
+    best = dict.fromkeys(runs, float("inf"))
+    for attempt in range(args.repeat + 1):  # the first kcompact run writes the bytecode cache: not counted
+        for name, run in runs.items():
+            if attempt == 0 and name != "jobs 1":
+                continue
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(log_dir, copy)
+            seconds = run()
+            if attempt:
+                best[name] = min(best[name], seconds)
+    rows: list[Row] = [(f"{label}: clean --jobs 1, wall seconds", best["jobs 1"], "s"),
+                       (f"{label}: clean (default jobs), wall seconds", best["default jobs"], "s")]
+    if "Kafka" in best:
+        rows += [(f"{label}: Kafka's cleaner, one JVM, {KAFKA_CLEANER_THREADS} threads, wall seconds",
+                  best["Kafka"], "s"),
+                 (f"{label}: clean --jobs 1 / Kafka", best["jobs 1"] / best["Kafka"], "x"),
+                 (f"{label}: clean (default jobs) / Kafka", best["default jobs"] / best["Kafka"], "x")]
     return rows
 
 
@@ -587,7 +702,8 @@ SECTIONS: dict[str, Callable[[argparse.Namespace, Path], list[Row]]] = {
     "inspect": _bench_inspect,
     "report": _bench_report,
     "small": bench_small,
-    "tiny": bench_tiny,  # N tiny partitions at two N: per-partition CPU
+    "tiny": bench_tiny,  # N tiny partitions at two N: per-partition CPU (--kafka: wall beside Kafka's)
+    "codecs240": bench_codecs240,  # 240 small partitions of four codecs, ~450 MB: wall (--kafka: beside Kafka's)
     "start": bench_start,  # CPU before a clean's first byte: the imports, a 13 KiB KRaft partition's clean
     "spark": _bench_spark,
     "spark-scale": _bench_spark_scale,  # 6 log dirs x 200 partitions at two sizes, serial and Spark: minutes
@@ -624,7 +740,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--baseline", type=Path,
                         help="ratio, legacy: a kcompact source tree (extension built in place) to run beside this one")
     parser.add_argument("--kafka", action="store_true",
-                        help="ratio: also run Kafka's own cleaner (Java and its jars needed) in every repetition")
+                        help="ratio, tiny, codecs240: also run Kafka's own cleaner (Java and its jars needed) in "
+                             "every repetition")
     parser.add_argument("--profile", action="store_true",
                         help="ratio: also print each shape's clean time by stage (cProfile, in process)")
     parser.add_argument("--tiny-counts", type=lambda text: [int(n) for n in text.split(",")], default=[200, 1000],

@@ -12,6 +12,11 @@ referee's test settings, and the dedupe buffer is the broker's default (``log.cl
 128 MiB, one cleaner thread). The output is compared with kcompact's file by file (``harness.differences``):
 the bench says whether Kafka's cleaner wrote the same bytes.
 
+A log dir of many partitions (``bench.py tiny --kafka``, ``bench.py codecs240``) is cleaned in one JVM
+(``kafka_clean_log_dir``): every partition's job fed to one referee running ``--threads 2``, two cleaner threads
+each with its own ``Cleaner`` kept from round to round and half the dedupe buffer, as a broker's
+``LogCleaner`` with ``log.cleaner.threads=2`` splits it.
+
 Needs Java, Maven's jars (``python -m tests.kafka.jars``) and ``javac``; without them the rows say why, and
 the rest of the section runs.
 """
@@ -91,3 +96,25 @@ def same_as_kafka(ours: Path, kafka: Path) -> list[str]:
     if done.returncode != 0:
         raise SystemExit(f"comparing {ours} with {kafka} failed:\n{done.stderr[-2000:]}")
     return [line for line in done.stdout.splitlines() if line]
+
+
+def kafka_clean_log_dir(command: list[str], partitions: list[Path], now_ms: int, threads: int) -> KafkaRun:
+    """Clean every one of ``partitions`` (changed in place) with Kafka's cleaner, one round each, in one JVM of
+    ``threads`` cleaner threads (the referee's ``--threads``), each given ``DEDUPE_BUFFER_BYTES / threads`` as
+    ``LogCleaner.CleanerThread`` sizes its offset map."""
+    dedupe = str(DEDUPE_BUFFER_BYTES // threads)
+    jobs = "".join("\t".join([str(p.resolve()), str(now_ms), dedupe, "cleanup.policy=compact"]) + "\n"
+                   for p in partitions)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run([*command, "--threads", str(threads)], input=jobs, capture_output=True, text=True,
+                          check=False)
+    seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    results = done.stdout.splitlines()
+    failed = [line for line in results if not line.startswith(("CLEANED", "NOTHING"))]
+    if done.returncode != 0 or failed or len(results) != len(partitions):
+        raise SystemExit(f"Kafka's cleaner on {len(partitions)} partitions: exit {done.returncode}, "
+                         f"{len(results)} results, {failed[:3]!r}\n{done.stderr[-2000:]}")
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return KafkaRun(seconds, cpu)

@@ -19,6 +19,7 @@ Kafka's passes, in its order (``LogLoader.load``, ``LogLoader.removeTempFilesAnd
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,7 +119,7 @@ def settling_steps(directory: Path) -> list[SettlingStep]:
         OSError: the directory cannot be listed.
         CorruptDataError: a ``.log.swap`` to be completed does not parse.
     """
-    plan = plan_swap_completion([p for p in directory.iterdir() if p.is_file()])
+    plan = plan_swap_completion([directory / name for name in sorted(_file_names(directory))])
     steps = [SettlingStep(what, path) for path, what in plan.deleted]
     steps += [SettlingStep(f"rename {swap.name} to {final.name}", swap, final) for swap, final in plan.renamed]
     renamed = [(swap, name) for swap, _final in plan.renamed
@@ -140,7 +141,7 @@ def orphaned_indexes(directory: Path, *, renamed: Sequence[tuple[Path, SegmentFi
         The orphaned ``.index``/``.timeindex``/``.txnindex`` files, by name.
     """
     gone = {p.name for p in deleted}
-    names = {p.name for p in directory.iterdir() if p.is_file() and p.name not in gone}
+    names = {name for name in _file_names(directory) if name not in gone}
     names |= {segment_file_name(n.base_offset, n.kind) for _p, n in renamed}
     out = []
     for name in sorted(names):
@@ -149,6 +150,14 @@ def orphaned_indexes(directory: Path, *, renamed: Sequence[tuple[Path, SegmentFi
                 and segment_file_name(n.base_offset, "log") not in names):
             out.append(directory / name)
     return out
+
+
+def _file_names(directory: Path) -> list[str]:
+    """The names of the files of ``directory`` (symbolic links followed, as ``Path.is_file``): the listing's
+    file types decide, with no ``stat`` for each (a log dir of thousands of partitions lists each one several
+    times)."""
+    with os.scandir(directory) as listing:
+        return [entry.name for entry in listing if entry.is_file()]
 
 
 def _replaced(name: SegmentFileName | None, low: int, high: int) -> bool:

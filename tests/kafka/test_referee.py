@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -30,11 +31,15 @@ from kcompact.segment.names import segment_file_name
 from kcompact.segment.partition import open_partition
 from tests.conftest import copy_tree_writable, real_fixture
 from tests.encoders import encode_legacy_message, encode_legacy_wrapper
+from tests.kafka.jars import kafka_classpath
 from tests.kafka.referee.harness import (
+    JVM_OPTIONS,
     Referee,
     RefereeJob,
     RefereeResult,
     cleaner_checkpoint,
+    compared_files,
+    compiled_classes,
     differences,
 )
 from tests.partition_builder import BASE_TS, PartitionBuilder
@@ -121,6 +126,39 @@ def test_updates_and_a_tombstone_clean_alike(referee: Referee, tmp_path: Path) -
     assert result.status == "cleaned" and result.end_offset == 6
     assert cleaner_checkpoint(theirs / "orders-0") == 6
 
+
+
+def test_two_cleaner_threads_in_one_jvm_write_what_one_thread_does(referee: Referee, tmp_path: Path) -> None:
+    """The referee's ``--threads 2`` (what ``bench.py tiny --kafka`` and ``codecs240`` time Kafka with): every
+    partition of a log dir cleaned by two threads, each keeping its Cleaner from round to round, ends in the same
+    segment files as the rounds one at a time."""
+    high_watermarks = {}
+    for number in range(6):
+        b = PartitionBuilder("many", number)
+        for round_ in range(3):
+            b.batch([(f"k{j % 7}".encode(), f"{number}-{round_}-{j}".encode()) for j in range(20)],
+                    compression=number % 5).roll()
+        b.batch([(b"x", b"1")])
+        b.write(tmp_path / "in", high_watermark=None)
+        high_watermarks[("many", number)] = b.next_offset
+    write_offset_checkpoint(tmp_path / "in" / "replication-offset-checkpoint", high_watermarks)
+    one, two = tmp_path / "one", tmp_path / "two"
+    shutil.copytree(tmp_path / "in", one)
+    shutil.copytree(tmp_path / "in", two)
+    parts = sorted(p.name for p in one.iterdir() if p.is_dir())
+    for name in parts:
+        assert referee.clean(RefereeJob(one / name, LATER, 1 << 20, COMPACT)).status == "cleaned"
+
+    classpath = os.pathsep.join([str(compiled_classes()), kafka_classpath()])
+    jobs = "".join(RefereeJob(two / name, LATER, 1 << 20, COMPACT).line() + "\n" for name in parts)
+    done = subprocess.run(["java", *JVM_OPTIONS, "-cp", classpath, "Referee", "--threads", "2"], input=jobs,
+                          capture_output=True, text=True, check=False, timeout=300)
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sorted(line.split("\t")[:2] for line in done.stdout.splitlines()) == [
+        ["CLEANED", str((two / name).resolve())] for name in parts]
+    for name in parts:
+        assert compared_files(two / name) == compared_files(one / name), name
 
 
 # --- shapes that matter, one each --------------------------------------------------------------------

@@ -34,6 +34,7 @@ from pathlib import Path
 from kcompact.cleaner.disk.swap import INDEX_KINDS
 from kcompact.segment.files import file_access
 from kcompact.segment.names import segment_file_name
+from kcompact.segment.partition import SegmentFiles
 from kcompact.text import size_text
 
 _ST_BLOCK = 512  # st_blocks counts 512-byte units on every POSIX system
@@ -153,11 +154,28 @@ def output_bound(directory: Path, groups: Sequence[Sequence[int]], index_interva
     total = 0
     for bases in groups:
         logs = sum(_size(directory / segment_file_name(base, "log")) for base in bases)
-        entries = logs // max(index_interval_bytes, 1) + len(bases)
         txn = sum(_size(directory / segment_file_name(base, "txnindex")) for base in bases)
-        total += (volume.allocated(logs + logs // 8) + volume.allocated(entries * _OFFSET_ENTRY_BYTES)
-                  + volume.allocated(entries * _TIME_ENTRY_BYTES) + volume.allocated(txn))
+        total += _group_bound(logs, len(bases), txn, index_interval_bytes, volume)
     return total
+
+
+def segments_output_bound(segments: Sequence[SegmentFiles], index_interval_bytes: int, volume: Volume) -> int:
+    """:func:`output_bound` of one group of ``segments`` as a listing saw them (``segment.partition``: their
+    sizes and which have a ``.txnindex``), with no ``stat`` of a file the listing did not show.
+
+    Returns:
+        Bytes as allocated on ``volume``.
+    """
+    logs = sum(segment.size_in_bytes for segment in segments)
+    txn = sum(_size(segment.txn_index_path) for segment in segments if segment.txn_index_path is not None)
+    return _group_bound(logs, len(segments), txn, index_interval_bytes, volume)
+
+
+def _group_bound(logs: int, segments: int, txn: int, index_interval_bytes: int, volume: Volume) -> int:
+    """One group's bound (:func:`output_bound`) from its ``.log`` and ``.txnindex`` bytes."""
+    entries = logs // max(index_interval_bytes, 1) + segments
+    return (volume.allocated(logs + logs // 8) + volume.allocated(entries * _OFFSET_ENTRY_BYTES)
+            + volume.allocated(entries * _TIME_ENTRY_BYTES) + volume.allocated(txn))
 
 
 def _size(path: Path) -> int:

@@ -268,9 +268,10 @@ def _replace_segments(
     fsync_dir(directory)
     crash_point("swap-complete", hook)
     deleted: list[Path] = []
+    present = set(os.listdir(directory))  # one listing, not a stat of each name: the partition is locked
     for i, seg in enumerate(sorted(old, key=lambda s: s.base_offset)):
         keep_snapshot = seg.base_offset == new.base_offset
-        deleted += _mark_deleted(directory, seg.base_offset, keep_snapshot=keep_snapshot)
+        deleted += _mark_deleted(directory, seg.base_offset, present, keep_snapshot=keep_snapshot)
         if i == 0:
             crash_point("deleted-partial", hook)
     fsync_dir(directory)
@@ -313,12 +314,14 @@ def _rename(src: Path, dst: Path) -> None:
     os.replace(src, dst)
 
 
-def _mark_deleted(directory: Path, base: int, *, keep_snapshot: bool) -> list[Path]:
+def _mark_deleted(directory: Path, base: int, present: set[str], *, keep_snapshot: bool) -> list[Path]:
+    """Rename the files of the segment at ``base`` that ``present`` (the directory's names) holds to ``.deleted``."""
     kinds = list(INDEX_KINDS) + ([] if keep_snapshot else ["snapshot"])
     moved = []
     for kind in kinds:
-        path = directory / segment_file_name(base, kind)
-        if path.exists():
+        name = segment_file_name(base, kind)
+        if name in present:
+            path = directory / name
             target = directory / segment_file_name(base, kind, "deleted")
             _rename(path, target)
             moved.append(target)
@@ -394,8 +397,8 @@ def unsettled_files(directory: Path) -> list[Path]:
 def leftover_files(directory: Path) -> list[Path]:
     """The ``.cleaned``/``.swap``/``.deleted`` files of an interrupted clean (KRaft snapshots excluded)."""
     out = []
-    for p in sorted(directory.iterdir()):
-        n = parse_segment_file_name(p.name)
+    for name in sorted(os.listdir(directory)):  # by name, as the paths of one directory sort
+        n = parse_segment_file_name(name)
         if n is not None and n.temp_suffix is not None and n.kind != "checkpoint":
-            out.append(p)
+            out.append(directory / name)
     return out

@@ -41,7 +41,7 @@ from functools import partial
 from pathlib import Path
 
 from kcompact.cleaner.disk.scratch import refuse_scratch_dir
-from kcompact.cleaner.disk.space import SpaceNeed, Volume, output_bound, volume_of
+from kcompact.cleaner.disk.space import SpaceNeed, Volume, segments_output_bound, volume_of
 from kcompact.cleaner.disk.swap import crash_point
 from kcompact.cleaner.logdir.compaction_gate import keyless_guard, not_compacted, retention_allowed
 from kcompact.cleaner.logdir.free_first import (
@@ -367,8 +367,11 @@ def _free_and_fit(log_dir: Path, tasks: list[PartitionTask], options: CleanOptio
 
 
 def _output_bound(task: PartitionTask, volume: Volume) -> int:
-    bases = [segment.base_offset for segment in open_partition(task.part_dir).segments]
-    return output_bound(task.part_dir, [bases], task.config.index_interval_bytes, volume) + volume.block_bytes
+    """The most its round could write (``space.segments_output_bound``), from the listing its ranking just took
+    when there is one: an estimate that decides whether space is short, each round checking its own again."""
+    partition = task.known.state.partition if task.known is not None else open_partition(task.part_dir)
+    segments = partition.segments
+    return segments_output_bound(segments, task.config.index_interval_bytes, volume) + volume.block_bytes
 
 
 def _measured(options: CleanOptions, task: PartitionTask) -> SpaceNeed | None:

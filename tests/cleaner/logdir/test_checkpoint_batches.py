@@ -1,6 +1,7 @@
 """A log dir's clean writes ``cleaner-offset-checkpoint`` a batch of partitions at a time: what it costs per
 partition does not grow with the log dir's partitions, and a kill between a partition's swap and its batch's
-write loses nothing (the next clean repeats those rounds; the checkpoint is never ahead of the swaps)."""
+write loses nothing (the next clean repeats those rounds; the checkpoint is never ahead of the swaps). The
+``stat`` calls and partition listings (``open_partition``) of a partition's clean are few and flat in N too."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import kcompact.segment.checkpoint as checkpoint_module
+import kcompact.segment.partition as partition_module
 from kcompact.cleaner.logdir.run import CHECKPOINT_BATCH_PARTITIONS, CHECKPOINT_CRASH_POINT, clean_path
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
@@ -61,7 +64,32 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
     monkeypatch.setattr(checkpoint_module, "decode_offset_checkpoint", counted_decode)
     monkeypatch.setattr(checkpoint_module, "encode_offset_checkpoint", counted_encode)
     monkeypatch.setattr(os, "fsync", counted_fsync)
+    _count_stats_and_listings(monkeypatch, counts)
     yield counts
+
+
+def _count_stats_and_listings(monkeypatch: pytest.MonkeyPatch, counts: Counter[str]) -> None:
+    """Count ``os.stat``/``os.lstat`` (``Path.stat``, ``exists``, ``is_file`` … go through them) and
+    ``open_partition``, wherever a module of kcompact imported it."""
+    stat, lstat, open_partition = os.stat, os.lstat, partition_module.open_partition
+
+    def counted_stat(*args: Any, **kwargs: Any) -> os.stat_result:
+        counts["stats"] += 1
+        return stat(*args, **kwargs)
+
+    def counted_lstat(*args: Any, **kwargs: Any) -> os.stat_result:
+        counts["stats"] += 1
+        return lstat(*args, **kwargs)
+
+    def counted_open(*args: Any, **kwargs: Any) -> partition_module.Partition:
+        counts["partition listings"] += 1
+        return open_partition(*args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", counted_stat)
+    monkeypatch.setattr(os, "lstat", counted_lstat)
+    for name, module in list(sys.modules.items()):
+        if name.startswith("kcompact") and getattr(module, "open_partition", None) is open_partition:
+            monkeypatch.setattr(module, "open_partition", counted_open)
 
 
 def _per_partition(tmp_path: Path, counts: Counter[str], partitions: int) -> dict[str, float]:
@@ -70,7 +98,8 @@ def _per_partition(tmp_path: Path, counts: Counter[str], partitions: int) -> dic
     run = clean_path(log_dir, cli_overrides=COMPACT, options=CleanOptions(now_ms=NOW), jobs=1)
     assert len(run.results) == partitions and not run.failures
     assert all(result.checkpoint_written for result in run.results)
-    return {name: counts[name] / partitions for name in ("parsed lines", "written lines", "fsyncs")}
+    return {name: counts[name] / partitions
+            for name in ("parsed lines", "written lines", "fsyncs", "stats", "partition listings")}
 
 
 def test_checkpoint_cost_per_partition_does_not_grow_with_partitions(
@@ -85,6 +114,11 @@ def test_checkpoint_cost_per_partition_does_not_grow_with_partitions(
     # per partition: the three .cleaned files and the swap's three directory syncs; per batch two more
     assert many["fsyncs"] <= few["fsyncs"] <= 6 + 2
     assert many["fsyncs"] <= 6 + 2 * 4 / (4 * CHECKPOINT_BATCH_PARTITIONS) + 0.01
+    # a partition of four segments: listed three times (ranked, its round, its commit), each listing a stat of
+    # each .log; the rest a few stats a file where no listing tells (120 a partition before they were cut); the
+    # run's own, spread over 20 partitions, make up the few partitions' more
+    assert many["partition listings"] == few["partition listings"] == 3
+    assert many["stats"] <= min(few["stats"], 64)
 
 
 def _kcompact(*args: str, crash_at: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -2,7 +2,8 @@
  * Kafka 4.1's own log cleaner run over partition directories, one cleaning round each: the referee the
  * property tests hold kcompact's clean against (tests/kafka/referee/harness.py compiles and runs it).
  *
- * Usage: java Referee   (a server: one job a line on stdin, one result a line on stdout, until stdin ends)
+ * Usage: java Referee [--threads N]   (a server: one job a line on stdin, one result a line on stdout, until
+ * stdin ends; with N threads, N jobs at a time and results in the order they finish)
  *
  * A job is tab-separated: the partition directory, now in ms, the dedupe buffer in bytes (0: large enough
  * for every key), then topic config pairs KEY=VALUE (Kafka's names). One JVM serves every job of a test
@@ -26,6 +27,11 @@
  * - Cleaner.doClean at now, with a SkimpyOffsetMap (MD5) of the dedupe buffer and the broker's default
  *   I/O buffer; then LogCleanerManager.doneCleaning writes the checkpoint, and UnifiedLog.deleteOldSegments
  *   runs as the cleaner thread runs it after a round. Deletions the log schedules run before it is closed.
+ *   Each thread keeps its Cleaner from round to round, as a broker's LogCleaner.CleanerThread does (the
+ *   offset map cleared by every round's buildOffsetMap), one per dedupe buffer size and now; with N threads
+ *   the I/O buffer is split as LogCleaner.CleanerThread splits it (ioBufferSize / numThreads / 2), the
+ *   dedupe buffer being the job's own; the checkpoint updates of the threads are serialized, as the one
+ *   LogCleanerManager's lock serializes a broker's.
  * - before the round, UnifiedLog.deleteOldSegments as an earlier, idle iteration of the cleaner thread ran
  *   it: segments wholly below the log start are gone before a round (kcompact's order, see its round's
  *   docstring; within one cleanFilthiestLog iteration Kafka cleans first, then deletes).
@@ -64,6 +70,8 @@ import java.util.Optional;
 import java.util.Properties;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Delayed;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 
@@ -74,6 +82,15 @@ public final class Referee {
     private static final int MAX_MESSAGE_BYTES = 1024 * 1024 + 12; // message.max.bytes
     private static final int UNBOUNDED_MAP_BYTES = 64 * 1024 * 1024;
     private static final int CHECK_INTERVAL_MS = 600_000;        // producer.id.expiration.check.interval.ms
+    // a broker's one LogCleanerManager lock: the threads' writes of cleaner-offset-checkpoint one at a time
+    private static final Object CHECKPOINTS = new Object();
+    // each thread's Cleaner, reused while the dedupe buffer size and now stay (LogCleaner.CleanerThread's one)
+    private static final ThreadLocal<ThreadCleaner> CLEANERS = new ThreadLocal<>();
+    private static int threads = 1;
+
+    /** A thread's Cleaner with what it was built for. */
+    private record ThreadCleaner(int mapBytes, long nowMs, Cleaner cleaner) {
+    }
 
     private Referee() {
     }
@@ -178,12 +195,34 @@ public final class Referee {
         // the protocol's channel, taken before any Kafka class sets up logging on System.out
         PrintStream results = new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
         System.setOut(System.err);
+        if (args.length == 2 && args[0].equals("--threads")) {
+            threads = Integer.parseInt(args[1]);
+        } else if (args.length != 0) {
+            throw new IllegalArgumentException("usage: java Referee [--threads N]");
+        }
         BufferedReader jobs = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        if (threads == 1) {
+            for (String line = jobs.readLine(); line != null; line = jobs.readLine()) {
+                if (!line.isBlank()) {
+                    results.println(runJob(line));
+                }
+            }
+            return;
+        }
+        ExecutorService pool = Executors.newFixedThreadPool(threads);
         for (String line = jobs.readLine(); line != null; line = jobs.readLine()) {
             if (!line.isBlank()) {
-                results.println(runJob(line));
+                String job = line;
+                pool.execute(() -> {
+                    String result = runJob(job);
+                    synchronized (results) {
+                        results.println(result);
+                    }
+                });
             }
         }
+        pool.shutdown();
+        pool.awaitTermination(Long.MAX_VALUE, TimeUnit.DAYS);
     }
 
     private static String runJob(String line) {
@@ -242,7 +281,10 @@ public final class Referee {
                 Optional<Long> lastClean = checkpointEntry(logDir, LogCleanerManager.OFFSET_CHECKPOINT_FILE, tp);
                 LogCleanerManager.OffsetsToClean range = LogCleanerManager.cleanableOffsets(log, lastClean, nowMs);
                 if (range.forceUpdateCheckpoint()) {
-                    manager.updateCheckpoints(logDir, Optional.of(Map.entry(tp, range.firstDirtyOffset())), Optional.empty());
+                    synchronized (CHECKPOINTS) {
+                        manager.updateCheckpoints(logDir, Optional.of(Map.entry(tp, range.firstDirtyOffset())),
+                                Optional.empty());
+                    }
                 }
                 LogToClean cleanable = new LogToClean(log, range.firstDirtyOffset(), range.firstUncleanableDirtyOffset(), false);
                 String offsets = range.firstDirtyOffset() + "\t" + range.firstUncleanableDirtyOffset();
@@ -250,12 +292,10 @@ public final class Referee {
                     return "NOTHING\t" + dir + "\t" + offsets;
                 }
                 manager.setCleaningState(tp, LogCleaningState.LOG_CLEANING_IN_PROGRESS);
-                int mapBytes = dedupeBytes > 0 ? dedupeBytes : UNBOUNDED_MAP_BYTES;
-                Cleaner cleaner = new Cleaner(0, new SkimpyOffsetMap(mapBytes, "MD5"), IO_BUFFER_SIZE / 2,
-                        MAX_MESSAGE_BYTES, LOAD_FACTOR,
-                        new Throttler(Double.MAX_VALUE, 300, "cleaner-io", "bytes", time), time, p -> { });
-                Map.Entry<Long, CleanerStats> done = cleaner.doClean(cleanable, nowMs);
-                manager.doneCleaning(tp, logDir, done.getKey());
+                Map.Entry<Long, CleanerStats> done = threadCleaner(dedupeBytes, nowMs).doClean(cleanable, nowMs);
+                synchronized (CHECKPOINTS) {
+                    manager.doneCleaning(tp, logDir, done.getKey());
+                }
                 // then, as LogCleaner.CleanerThread.cleanFilthiestLog does for every compacted log: the
                 // segments wholly below the log start go (and, with cleanup.policy=delete, retention)
                 log.deleteOldSegments();
@@ -268,5 +308,20 @@ public final class Referee {
             scheduler.runPending();
             log.close();
         }
+    }
+
+    /** This thread's Cleaner for the dedupe buffer and now, built when either changes. */
+    private static Cleaner threadCleaner(int dedupeBytes, long nowMs) throws Exception {
+        int mapBytes = dedupeBytes > 0 ? dedupeBytes : UNBOUNDED_MAP_BYTES;
+        ThreadCleaner held = CLEANERS.get();
+        if (held == null || held.mapBytes() != mapBytes || held.nowMs() != nowMs) {
+            Time time = new FixedTime(nowMs);
+            Cleaner cleaner = new Cleaner(0, new SkimpyOffsetMap(mapBytes, "MD5"), IO_BUFFER_SIZE / threads / 2,
+                    MAX_MESSAGE_BYTES, LOAD_FACTOR,
+                    new Throttler(Double.MAX_VALUE, 300, "cleaner-io", "bytes", time), time, p -> { });
+            held = new ThreadCleaner(mapBytes, nowMs, cleaner);
+            CLEANERS.set(held);
+        }
+        return held.cleaner();
     }
 }
