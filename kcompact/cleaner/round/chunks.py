@@ -25,7 +25,7 @@ headers are read the slow way, which reports the damage exactly as a serial clea
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -83,14 +83,24 @@ def chunks_of(
     return chunks
 
 
+_FORGET_STEP = 4 << 20  # bytes a framing walk passes between two LogFile.forget_before calls
+
+
 def _walk(
-    buffer: memoryview, start: int, events: list[tuple[int, int, int]] | None, path: Path
+    buffer: memoryview, start: int, events: list[tuple[int, int, int]] | None, path: Path,
+    forget_before: Callable[[int], None] | None = None,
 ) -> tuple[int, list[tuple[int, int, int]]] | None:
     """Follow the framing to ``start``; with ``events``, collect the transaction events of the v2
-    headers passed (control batches are decoded for their marker type). None: the framing breaks."""
-    position, size = 0, len(buffer)
+    headers passed (control batches are decoded for their marker type). None: the framing breaks.
+    ``forget_before`` (``LogFile.forget_before``) is called every :data:`_FORGET_STEP` bytes walked: the
+    headers' page faults map the pages around them, which would otherwise hold the segment up to ``start``
+    resident (a range near a large segment's end, on a thread or in a worker, held nearly all of it)."""
+    position, size, released = 0, len(buffer), 0
     collected: list[tuple[int, int, int]] = []
     while position < start:
+        if forget_before is not None and position - released >= _FORGET_STEP:
+            forget_before(position)
+            released = position
         if position + LOG_OVERHEAD > size:
             return None
         length = ENTRY_PREFIX_STRUCT.unpack_from(buffer, position)[1]
@@ -122,11 +132,16 @@ def _event(buffer: memoryview, position: int, path: Path) -> tuple[int, int, int
     return None
 
 
-def batch_cuts(buffer: memoryview, cuts: Sequence[int]) -> list[int]:
+def batch_cuts(buffer: memoryview, cuts: Sequence[int],
+               forget_before: Callable[[int], None] | None = None) -> list[int]:
     """The position of the first batch starting at or after each of ``cuts`` (ascending), by one walk of the
     framing from 0 (``at_batch`` of :func:`batches_from`). Where the framing breaks, the cuts past it are
     left out: the range that holds the break runs to the file's end, and its walk reports the damage
-    exactly as a serial clean's."""
+    exactly as a serial clean's.
+
+    ``forget_before`` (``LogFile.forget_before``) is called with each cut found: the walk's page faults map
+    the pages around every header it reads, so without it the whole segment stayed resident until the file
+    closed (a peak RSS that grew with the segment size)."""
     found: list[int] = []
     position, size = 0, len(buffer)
     for cut in cuts:
@@ -141,6 +156,8 @@ def batch_cuts(buffer: memoryview, cuts: Sequence[int]) -> list[int]:
             return found
         if not found or found[-1] != position:
             found.append(position)
+            if forget_before is not None:
+                forget_before(position)
     return found
 
 
@@ -167,9 +184,10 @@ def batches_from(
         return log.iter_batches()
     if at_batch and not seg.txn_batches:
         return log.iter_batches(start)
-    found = _walk(log.buffer, start, [] if seg.txn_batches else None, log.path)
+    found = _walk(log.buffer, start, [] if seg.txn_batches else None, log.path, log.forget_before)
     if found is not None:
         position, events = found
+        log.forget_before(position)
         for last_offset, producer_id, kind in events:
             txn.apply_event(last_offset, producer_id, kind)
         return log.iter_batches(position)

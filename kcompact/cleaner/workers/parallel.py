@@ -571,7 +571,7 @@ def _thread_chunks(
             cuts = known[index]
         elif len(starts) > 1:
             with LogFile(plan.segments[index].log_path) as log:
-                cuts += [cut for cut in batch_cuts(log.buffer, starts[1:]) if cut > 0]
+                cuts += [cut for cut in batch_cuts(log.buffer, starts[1:], log.forget_before) if cut > 0]
         if known is not None:
             known[index] = cuts
         ends: list[int | None] = [*cuts[1:], None]
