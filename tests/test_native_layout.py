@@ -2,9 +2,9 @@
 layer's knowing nothing of the cleaner's structures, and none of them missing where CI requires them.
 
 The owners: the scan (``kcompact.records.scan._accel``: records, batch headers, legacy runs, key
-digests), the offset map (``kcompact.log.offset_map._runs``: its run kernels) and the round
-(``kcompact.cleaner.round._windows``: its windows over runs of batches). Each owner's ``accel``
-module wraps its own extension and follows the one switch, ``KCOMPACT_NO_ACCEL``.
+digests, the KRaft metadata log's record headers), the offset map (``kcompact.log.offset_map._runs``:
+its run kernels) and the round (``kcompact.cleaner.round._windows``: its windows over runs of batches).
+Each owner's ``accel`` module wraps its own extension and follows the one switch, ``KCOMPACT_NO_ACCEL``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ PACKAGE = Path(__file__).parents[1] / "kcompact"
 OWNERS: dict[str, tuple[ModuleType, set[str]]] = {
     "kcompact.records.scan._accel": (scan_accel, {
         "scan_keys", "scan_key_digests", "scan_records", "rebuild_records", "decode_batch", "crc32c",
-        "batch_headers", "batch_producers", "legacy_entries", "legacy_emit",
+        "batch_headers", "batch_producers", "legacy_entries", "legacy_emit", "metadata_rows",
     }),
     "kcompact.log.offset_map._runs": (offset_map_accel, {
         "flush_puts", "fold_into_run", "merge_runs_step",

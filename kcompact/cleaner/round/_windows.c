@@ -711,6 +711,7 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     const int64_t *info;
     Window x;
     PyObject *out = NULL, *table = NULL, *result = NULL, *compress_fn, *inflated;
+    PyObject *piece_ref = NULL;  /* the window's records, held: read without the GIL and across compress_fn */
     Py_ssize_t *packed_at = NULL;  /* per batch: where its compressed records start in `packed`, or -1 */
     Grow packed = {0}, scratch = {0};  /* the rebuilt compressed batches' records; one's uncompressed */
     Gil gil = {NULL};
@@ -751,6 +752,7 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyObject *piece = PyList_GET_ITEM(inflated, 0);
         if (!PyBytes_Check(piece))
             goto declined;
+        piece_ref = Py_NewRef(piece);  /* the list's item is borrowed: another owner could drop it meanwhile */
         x.piece = (const uint8_t *)PyBytes_AS_STRING(piece);
         x.piece_len = PyBytes_GET_SIZE(piece);
     }
@@ -911,6 +913,7 @@ done:
     PyMem_RawFree(scratch.data);
     Py_XDECREF(out);
     Py_XDECREF(table);
+    Py_XDECREF(piece_ref);
     return result;
 }
 
