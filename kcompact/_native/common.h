@@ -264,16 +264,26 @@ typedef struct {
     Py_ssize_t size, capacity;
 } Grow;
 
-/* Room for `more` bytes past g->size; 0, or -1 with MemoryError set. */
-static inline int
-grow(Grow *g, Py_ssize_t more)
+/* The capacity g needs for `more` bytes past g->size (doubling from 4096), or 0 when it has room. */
+static inline Py_ssize_t
+grow_capacity(const Grow *g, Py_ssize_t more)
 {
     Py_ssize_t want = g->size + more, capacity = g->capacity > 0 ? g->capacity : 4096;
-    char *data;
     if (want <= g->capacity)
         return 0;
     while (capacity < want)
         capacity *= 2;
+    return capacity;
+}
+
+/* Room for `more` bytes past g->size; 0, or -1 with MemoryError set. */
+static inline int
+grow(Grow *g, Py_ssize_t more)
+{
+    Py_ssize_t capacity = grow_capacity(g, more);
+    char *data;
+    if (capacity == 0)
+        return 0;
     data = PyMem_Realloc(g->data, (size_t)capacity);
     if (data == NULL) {
         PyErr_NoMemory();
@@ -290,12 +300,10 @@ grow(Grow *g, Py_ssize_t more)
 static inline int
 grow_raw(Grow *g, Py_ssize_t more)
 {
-    Py_ssize_t want = g->size + more, capacity = g->capacity > 0 ? g->capacity : 4096;
+    Py_ssize_t capacity = grow_capacity(g, more);
     char *data;
-    if (want <= g->capacity)
+    if (capacity == 0)
         return 0;
-    while (capacity < want)
-        capacity *= 2;
     data = PyMem_RawRealloc(g->data, (size_t)capacity);
     if (data == NULL)
         return -1;

@@ -466,13 +466,7 @@ def write_groups(
         chunks = chunks_of(plan, segments, jobs)
         jobs = min(jobs, len(chunks))
         with _pool(jobs, plan, oracle) as pool:
-            results = _in_order(pool, _filter_chunk, chunks, jobs)
-            per_segment = Counter(index for index, _start, _end in chunks)
-            where = {s.base_offset: i for i, s in enumerate(plan.segments)}
-            for index, group in enumerate(plan.groups):
-                count = sum(per_segment[where[base]] for base in group)
-                parts = (next(results) for _ in range(count))
-                outputs.append(_assemble(plan, index, parts, dry_run, progress))
+            _assemble_groups(plan, chunks, _in_order(pool, _filter_chunk, chunks, jobs), outputs, dry_run, progress)
         return outputs
     except BaseException:
         remove_outputs(plan, outputs)
