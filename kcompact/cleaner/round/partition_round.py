@@ -49,7 +49,7 @@ from kcompact.cleaner.disk.space import (
     volume_of,
 )
 from kcompact.cleaner.disk.swap import recover_interrupted_swaps, unsettled_files
-from kcompact.cleaner.round.mapping import count_dirty_keyless
+from kcompact.cleaner.round.key_counts import count_dirty_keyless
 from kcompact.cleaner.round.options import (
     DEFAULT_OPTIONS,
     CleanOptions,
