@@ -73,14 +73,15 @@ def test_a_clean_of_a_kraft_partition_reads_the_metadata_but_loads_no_other_comm
     """A clean with nothing to do (the 13 KiB partition's only segment is the active one) plans its round and
     stops: it loads no pass of a round (numpy, the offset map, pass 2's filter, the workers; numpy alone is
     about 75 ms of CPU, ``scripts/bench.py start``), and its text output on a pipe no rich (lines only), nor
-    any module of the commands that did not run."""
+    what only ``--scratch-dir`` (hashlib), a rehearsal or a remote segment (tempfile) use, nor any module of
+    the commands that did not run."""
     from tests.conftest import real_fixture
 
     shutil.copytree(real_fixture("kraft37-consumer-offsets"), tmp_path / "logs")
     imported = _imported("clean", str(tmp_path / "logs" / "__consumer_offsets-6"))
     assert "kcompact.config.kraft.metadata_state" in imported  # the probe saw the KRaft config read
     assert "kcompact.cleaner.round.steps" in imported  # and the round's planning
-    assert _among(imported, [*ROUND_PASSES, "rich", *NOT_IN_A_CLEAN]) == []
+    assert _among(imported, [*ROUND_PASSES, "rich", "hashlib", "tempfile", *NOT_IN_A_CLEAN]) == []
 
 
 def test_a_clean_with_work_loads_the_passes(tmp_path: Path) -> None:
