@@ -38,6 +38,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from importlib import import_module
 from pathlib import Path
 
 from kcompact.cleaner.disk.scratch import refuse_scratch_dir
@@ -728,6 +729,7 @@ def _clean_pooled(log_dir: Path, tasks: Sequence[PartitionTask], options: CleanO
     """A log dir's partitions in ``workers`` forked processes, their checkpoint lines written a batch at a time
     by each worker, and all of them once more by this process at the end."""
     path = LogDirFiles(log_dir).cleaner_checkpoint
+    import_module("kcompact.cleaner.workers.parallel")  # the passes, loaded once here, not once in each worker
     pooled = run_in_pool(tasks, partial(_pooled_clean_task, options, path), workers, progress,
                          lambda task, death: _Pooled(_clean_task_died(task, death), {}))
     updates = {key: offset for one in pooled for key, offset in one.updates.items()}
