@@ -62,19 +62,19 @@ The sub-packages are layers, each importing only those below it (an import-linte
 writes, renames or deletes segment files). Below the cleaner, ``kcompact.log`` holds Kafka's log model the
 read-only commands share: ``log/state/`` and ``log/offset_map/`` over ``log/rules/`` (Kafka's pure rules).
 
-``workers/parallel.py``'s ``clean_partition`` is the one entry point (``kcompact clean``, the partition
-pool and the Spark tasks all call it): the serial round's own, ``round/partition_round.py``'s
-``clean_partition``, with ``choose_runner`` bound, which hands passes 1 and 2 to worker processes where
-they pay. The round reads top-down from lock to checkpoint, runs its passes itself
-(``steps.run_passes``) unless a runner is chosen or given (Spark's distributed map), and knows nothing
-of workers. It runs the round as separable steps (``round/steps.py``): ``plan_round``, the one
-planner (``plan_clean`` runs it on a partition directory), freezes steps 1–2 into a picklable
-``CleanPlan`` (``round/plan.py``; the options in ``round/options.py``),
-``segment_key_entries`` is pass 1 over one segment, ``write_group`` is pass 2 over one group, and
-``commit_clean`` is steps 7–8. Pass 2 asks its keep-or-drop question of an *oracle*
-(``log/offset_map/oracle.py``): the in-memory offset map, the retention rules (``disk/retention.py``, for
-``compact,delete``), or the sorted (digest, offset) runs the Spark path's distributed map produces. On one
-machine the steps run:
+``workers/parallel.py``'s ``clean_partition`` is the one entry point (``kcompact clean``, the partition pool
+and the Spark tasks all call it): the serial round's own, ``round/partition_round.py``'s ``clean_partition``,
+with ``choose_runner`` bound, which hands passes 1 and 2 to worker processes where they pay (``logdir/run.py``
+binds the same two, importing ``choose_runner`` with the first round that has passes to run, so that a clean
+with nothing to do loads neither the workers nor numpy). The round reads top-down from lock to checkpoint,
+runs its passes itself (``steps.run_passes``) unless a runner is chosen or given (Spark's distributed map),
+and knows nothing of workers. It runs the round as separable steps (``round/steps.py``): ``plan_round``, the
+one planner (``plan_clean`` runs it on a partition directory), freezes steps 1–2 into a picklable
+``CleanPlan`` (``round/plan.py``; the options in ``round/options.py``), ``segment_key_entries`` is pass 1 over
+one segment, ``write_group`` is pass 2 over one group, and ``commit_clean`` is steps 7–8. Pass 2 asks its
+keep-or-drop question of an *oracle* (``log/offset_map/oracle.py``): the in-memory offset map, the retention
+rules (``disk/retention.py``, for ``compact,delete``), or the sorted (digest, offset) runs the Spark path's
+distributed map produces. On one machine the steps run:
 
 * in this process, or split by segment byte ranges (``round/chunks.py``) over forked worker processes
   (``workers/parallel.py``; each worker is seeded with the transaction state replayed from batch headers,

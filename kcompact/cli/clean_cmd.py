@@ -147,19 +147,18 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
     from kcompact.cleaner.logdir.run_summary import is_summarised
     from kcompact.log.rules.fence import fence_lines
 
-    console = render.console()
     verb = "would clean" if result.dry_run else "cleaned"
     name = f"{result.topic}-{result.partition}"
     for action in result.recovery_actions:
-        console.print(f"{name}: recovered interrupted clean: {action}")
+        render.print_line(f"{name}: recovered interrupted clean: {action}")
     for action in result.scratch_actions:
-        console.print(f"{name}: scratch dir: {action}")
+        render.print_line(f"{name}: scratch dir: {action}")
     for warning in result.warnings:
         if warning not in shown and not (folded and is_summarised(warning)):
             render.warning_line(f"{name}: {warning}")
     if result.rolled:
         at = "would roll" if result.dry_run else "rolled"
-        console.print(f"{name}: {at} a new empty active segment at the log end (--roll)")
+        render.print_line(f"{name}: {at} a new empty active segment at the log end (--roll)")
     _render_retention(name, result)
     if result.high_watermark_note is not None:
         render.plain(f"{name}: {result.high_watermark_note}")
@@ -167,18 +166,19 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
     for line in fence_lines(None if fence is None else fence.as_dict(), None if limit is None else limit.as_dict()):
         render.plain(f"{name}: {line}")
     if result.skipped_reason is not None:
-        console.print(f"{name}: nothing to clean — {result.skipped_reason}")
+        render.print_line(f"{name}: nothing to clean — {result.skipped_reason}")
         return
     s, rng = result.stats, result.range
     assert rng is not None  # set whenever a clean ran
-    console.print(
+    render.print_line(
         f"{name}: {verb} dirty section [{rng.first_dirty_offset}, {result.end_offset})"
         f" (dirty ratio {rng.dirty_ratio:.3f})"
     )
     if s.invalid_records:  # what was given up comes before what it buys
         gone, lost = ("would delete", "would be lost") if result.dry_run else ("deleted", "is gone")
-        console.print(f"{name}: {gone} {render.plural(s.invalid_records, 'record')} with no key "
-                      f"({s.invalid_records} of the {s.records_read} records read): their data {lost}, not compacted")
+        render.print_line(f"{name}: {gone} {render.plural(s.invalid_records, 'record')} with no key "
+                          f"({s.invalid_records} of the {s.records_read} records read): their data {lost}, "
+                          "not compacted")
     from rich.table import Table
 
     table = Table(show_header=False, box=None, padding=(0, 2))
@@ -208,7 +208,7 @@ def _render_one(result: CleanResult, shown: set[str], folded: bool) -> None:
     if result.scratch_peak_bytes is not None and result.scratch_free_bytes is not None:
         table.add_row("scratch dir", f"needs {render.size_text(result.scratch_peak_bytes)} free at peak; "
                                      f"{render.size_text(result.scratch_free_bytes)} free")
-    console.print(table)
+    render.console().print(table)
 
 
 def _render_retention(name: str, result: CleanResult) -> None:

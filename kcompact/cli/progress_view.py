@@ -8,6 +8,7 @@ The library reports progress through a plain callback (``kcompact.segment.progre
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,7 +32,7 @@ def progress_bar(*, enabled: bool, verb: str = "cleaning", counts: bool = False
     Yields:
         The callback to hand to the library, or None.
     """
-    console = render.err_console() if enabled else None
+    console = render.err_console() if enabled and render.may_be_terminal(sys.stderr) else None
     if console is None or not console.is_terminal:
         yield None
         return

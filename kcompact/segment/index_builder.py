@@ -26,14 +26,16 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from kcompact.errors import CorruptIndexError
 from kcompact.segment.fixed_index import MAX_RELATIVE_OFFSET, fits_relative_offset
 from kcompact.segment.offset_index import OffsetIndexEntry
 from kcompact.segment.time_index import TimeIndexEntry
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 """Kafka's ``index.interval.bytes`` default."""
@@ -118,8 +120,11 @@ class IndexBuilder:
             CorruptIndexError, ValueError: as :meth:`append`, for the first batch that fails.
         """
         base, interval = self.base_offset, self.index_interval_bytes
-        long_run = len(sizes) >= VECTOR_RUN
-        lasts = np.asarray(last_offsets, dtype=np.int64) if long_run else None
+        lasts = None
+        if len(sizes) >= VECTOR_RUN:  # numpy loads only here: a small clean's start-up never pays for it
+            import numpy as np
+
+            lasts = np.asarray(last_offsets, dtype=np.int64)
         ok = (not self._finished and position == self._next_position and len(sizes) > 0
               and min(sizes) > 0 and base <= min(last_offsets) and max(last_offsets) - base <= MAX_RELATIVE_OFFSET
               and (not self._offset_entries or last_offsets[0] > self._offset_entries[-1].offset)
@@ -157,6 +162,8 @@ class IndexBuilder:
         cumulative sizes, and the running maximum timestamp by numpy, so that Python steps once per
         entry (about every ``index_interval_bytes``) instead of once per batch. Same entries, same
         state after: the run passed :meth:`append_run`'s checks."""
+        import numpy as np  # loaded already: ``last`` is an array
+
         size = np.asarray(sizes, dtype=np.int64)
         stamps = np.asarray(max_timestamps, dtype=np.int64)
         count, interval = len(size), self.index_interval_bytes

@@ -132,6 +132,7 @@ def test_progress_bar_starts_its_thread_only_at_the_first_update(monkeypatch: py
 
     terminal = Console(file=io.StringIO(), force_terminal=True, width=80)
     monkeypatch.setattr(render, "err_console", lambda: terminal)
+    monkeypatch.setattr(render, "may_be_terminal", lambda stream: True)  # stderr is a terminal
     threads = threading.active_count()
     with progress_bar(enabled=True) as update:
         assert update is not None and threading.active_count() == threads

@@ -70,11 +70,28 @@ def _among(imported: set[str], prefixes: list[str]) -> list[str]:
 
 
 def test_a_clean_of_a_kraft_partition_reads_the_metadata_but_loads_no_other_command(tmp_path: Path) -> None:
-    """The text output of a clean on a pipe: rich's console, but no live display (rich.live, its progress bar)
-    while stderr is no terminal, nor any module of the commands that did not run."""
+    """A clean with nothing to do (the 13 KiB partition's only segment is the active one) plans its round and
+    stops: it loads no pass of a round (numpy, the offset map, pass 2's filter, the workers; numpy alone is
+    about 75 ms of CPU, ``scripts/bench.py start``), and its text output on a pipe no rich (lines only), nor
+    what only ``--scratch-dir`` (hashlib), a rehearsal or a remote segment (tempfile) use, nor any module of
+    the commands that did not run."""
     from tests.conftest import real_fixture
 
     shutil.copytree(real_fixture("kraft37-consumer-offsets"), tmp_path / "logs")
     imported = _imported("clean", str(tmp_path / "logs" / "__consumer_offsets-6"))
     assert "kcompact.config.kraft.metadata_state" in imported  # the probe saw the KRaft config read
-    assert _among(imported, ["rich.live", "rich.progress", *NOT_IN_A_CLEAN]) == []
+    assert "kcompact.cleaner.round.steps" in imported  # and the round's planning
+    assert _among(imported, [*ROUND_PASSES, "rich", "hashlib", "tempfile", *NOT_IN_A_CLEAN]) == []
+
+
+def test_a_clean_with_work_loads_the_passes(tmp_path: Path) -> None:
+    b = PartitionBuilder("passes")
+    b.batch([(b"k%d" % (i % 3), b"v") for i in range(10)]).roll().batch([(b"z", b"z")])
+    part = b.write(tmp_path)
+    imported = _imported("clean", "--config", "cleanup.policy=compact", str(part))
+    assert set(ROUND_PASSES) <= imported
+
+
+# What only a round with work to do runs: the offset map, pass 2, the workers' machinery.
+ROUND_PASSES = ["numpy", "kcompact.log.offset_map", "kcompact.cleaner.round.mapping",
+                "kcompact.cleaner.round.filtering", "kcompact.cleaner.workers.parallel"]

@@ -140,3 +140,50 @@ def test_the_spark_clean_table_folds_long_names_on_a_terminal() -> None:
     cells = "".join(line.split()[0] for line in lines[4:] if line.strip())
     for name in NAMES:
         assert name in cells
+
+
+@pytest.mark.parametrize("env", [{}, {"TTY_COMPATIBLE": "0"}, {"TTY_COMPATIBLE": "1"}, {"FORCE_COLOR": ""},
+                                 {"FORCE_COLOR": "1"}, {"TTY_COMPATIBLE": "0", "FORCE_COLOR": "1"}],
+                         ids=["none", "tty-compatible-0", "tty-compatible-1", "force-color-empty", "force-color",
+                              "both"])
+@pytest.mark.parametrize("isatty", [False, True], ids=["pipe", "tty"])
+def test_a_terminal_is_told_without_rich_as_rich_tells_it(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], isatty: bool
+) -> None:
+    """``render.may_be_terminal`` decides whether a line goes through rich's console or straight out (and
+    whether a progress bar is tried): it agrees with ``Console.is_terminal`` under rich's overrides."""
+    from rich.console import Console
+
+    from kcompact.cli import render
+
+    for name in ("TTY_COMPATIBLE", "FORCE_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    stream = io.StringIO()
+    monkeypatch.setattr(stream, "isatty", lambda: isatty)
+
+    assert render.may_be_terminal(stream) == Console(file=stream).is_terminal
+
+
+def test_a_line_to_a_pipe_is_what_rich_prints_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``render.print_line`` writes a line to a pipe without rich: byte for byte what the pipe's console prints
+    (an offset range in brackets, an em dash, a name past any width, a name with an escape character)."""
+    from kcompact.cli import render
+
+    lines = [f"{LONGEST}: nothing to clean — the active segment (base offset 0, 13.4 KiB) is never cleaned",
+             "orders-0: cleaned dirty section [0, 142) (dirty ratio 1.000)",
+             "orders-0: scratch dir: 00000000000000000000.log: written in /tmp/x, brought in",
+             "bad\x1b[31mname-0: nothing to clean — [2, 5] at 12:30:45"]
+    for name in ("TTY_COMPATIBLE", "FORCE_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    direct, through_rich = io.StringIO(), io.StringIO()
+    monkeypatch.setattr("sys.stdout", direct)
+    for line in lines:
+        render.print_line(line)
+    monkeypatch.setattr("sys.stdout", through_rich)
+    for line in lines:
+        render.console().print(line)
+
+    assert direct.getvalue() == through_rich.getvalue()
+    assert direct.getvalue().count("\n") == len(lines)

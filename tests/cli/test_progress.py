@@ -117,6 +117,7 @@ def terminal(monkeypatch: pytest.MonkeyPatch) -> Console:
     """stderr as a terminal (what the user watching a long read has)."""
     console = Console(file=io.StringIO(), force_terminal=True, width=100)
     monkeypatch.setattr(render, "err_console", lambda: console)
+    monkeypatch.setattr(render, "may_be_terminal", lambda stream: True)
     return console
 
 

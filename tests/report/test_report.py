@@ -283,6 +283,7 @@ def test_the_cli_draws_progress_on_a_terminal_and_never_with_json(tmp_path: Path
     drawn, quiet = io.StringIO(), io.StringIO()
     console = Console(file=drawn, force_terminal=True, width=100)
     monkeypatch.setattr(render, "err_console", lambda: console)
+    monkeypatch.setattr(render, "may_be_terminal", lambda stream: True)
     log_dir = mixed_log_dir(tmp_path / "logdir")
     done = run("report", str(log_dir), "--now-ms", str(NOW), "--output", str(tmp_path / "r.html"))
     assert done.exit_code == 0, done.output

@@ -43,7 +43,6 @@ log dir (a directory there) is refused (:func:`refuse_scratch_dir`), and so is o
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -361,6 +360,8 @@ def _group_files(partition_dir: Path, base: int) -> list[Path]:
 
 
 def _sha256(path: Path) -> str:
+    import hashlib  # here and in _copy_in only: a clean without --scratch-dir never loads OpenSSL's (~5 ms of CPU)
+
     digest = hashlib.sha256()
     with open(path, "rb") as file:
         while chunk := file.read(_COPY_CHUNK):
@@ -399,6 +400,8 @@ def _delete_group(partition_dir: Path, manifest: ScratchManifest) -> None:
 
 def _copy_in(place: ScratchPlace, manifest: ScratchManifest, partition_dir: Path, hook: CrashHook | None) -> None:
     """Copy the new files in as ``.cleaned``, hashing the scratch bytes as they go; fsync each and the dir."""
+    import hashlib
+
     for i, f in enumerate(manifest.new):
         src = place.cleaned(manifest.base_offset, f.kind)
         dst = partition_dir / segment_file_name(manifest.base_offset, f.kind, "cleaned")

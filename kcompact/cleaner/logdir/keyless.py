@@ -14,14 +14,14 @@ refusal states. Both are evidence, not checks: data that does not parse or canno
 count where it stands (the clean itself then reports it). What a sample misses (keyed records first,
 keyless ones past it) the round catches: it counts every record it reads and refuses before its first
 change (``CleanOptions.keyless_guard``), counting the same way over its dirty section
-(``round.mapping.count_dirty_keyless``).
+(``round.key_counts.count_dirty_keyless``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kcompact.cleaner.round.mapping import iter_key_counts
+from kcompact.cleaner.round.key_counts import iter_key_counts
 from kcompact.cleaner.round.options import MOSTLY_KEYLESS
 from kcompact.errors import KcompactError
 from kcompact.segment.partition import Partition, SegmentFiles

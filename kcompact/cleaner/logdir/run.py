@@ -38,6 +38,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from importlib import import_module
 from pathlib import Path
 
 from kcompact.cleaner.disk.scratch import refuse_scratch_dir
@@ -61,7 +62,9 @@ from kcompact.cleaner.round.options import (
     KeylessLossRefused,
     with_cli_dedupe_buffer,
 )
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.round.partition_round import clean_partition as round_clean_partition
+from kcompact.cleaner.round.plan import CleanPlan
+from kcompact.cleaner.round.steps import RoundRunner
 from kcompact.clock import run_clock_ms
 from kcompact.config.sources import ConfigSources
 from kcompact.config.topic_config import TopicConfig
@@ -114,6 +117,17 @@ __all__ = [
     "settle_checkpoint_order",
 ]
 
+
+def _choose_runner(plan: CleanPlan, options: CleanOptions) -> RoundRunner | None:
+    """``workers.parallel.choose_runner``, imported by the first round that has passes to run: the workers'
+    machinery (numpy, the offset map, pass 2) stays unloaded in a clean with nothing to do."""
+    from kcompact.cleaner.workers.parallel import choose_runner
+
+    return choose_runner(plan, options)
+
+
+clean_partition = partial(round_clean_partition, choose_runner=_choose_runner)
+"""``workers.parallel.clean_partition``, with its runner choice loaded on first use."""
 
 
 @dataclass(slots=True)
@@ -715,6 +729,7 @@ def _clean_pooled(log_dir: Path, tasks: Sequence[PartitionTask], options: CleanO
     """A log dir's partitions in ``workers`` forked processes, their checkpoint lines written a batch at a time
     by each worker, and all of them once more by this process at the end."""
     path = LogDirFiles(log_dir).cleaner_checkpoint
+    import_module("kcompact.cleaner.workers.parallel")  # the passes, loaded once here, not once in each worker
     pooled = run_in_pool(tasks, partial(_pooled_clean_task, options, path), workers, progress,
                          lambda task, death: _Pooled(_clean_task_died(task, death), {}))
     updates = {key: offset for one in pooled for key, offset in one.updates.items()}

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -49,7 +48,7 @@ from kcompact.cleaner.disk.space import (
     volume_of,
 )
 from kcompact.cleaner.disk.swap import recover_interrupted_swaps, unsettled_files
-from kcompact.cleaner.round.mapping import count_dirty_keyless
+from kcompact.cleaner.round.key_counts import count_dirty_keyless
 from kcompact.cleaner.round.options import (
     DEFAULT_OPTIONS,
     CleanOptions,
@@ -247,6 +246,8 @@ def _staged_copy(partition: Partition) -> Iterator[Path]:
     recovery and the roll only rename, unlink and create names, and the dry run writes nothing. Errors name
     the user's files, not the staged links.
     """
+    import tempfile  # only for a rehearsal: a clean in place never loads it (~5 ms of CPU)
+
     log_dir = partition.path.parent
     parent = log_dir.parent if os.access(log_dir.parent, os.W_OK | os.X_OK) else Path(tempfile.gettempdir())
     with file_access(parent, "write"):

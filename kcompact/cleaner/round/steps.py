@@ -17,6 +17,10 @@ executors. The caller holds the partition's locks (``log_dir_write_guard`` + ``p
 4. :func:`write_group` — one group into its ``.cleaned`` segment; any process that sees the directory.
 5. :func:`commit_clean` — self-check every output, swap them in (Kafka's crash-safe protocol), and
    advance the cleaner checkpoint; on a failure before the first swap, every ``.cleaned`` file goes.
+
+Every clean plans (step 1); only a round with work runs the passes. So the passes' modules (numpy, the offset
+map, pass 2's filter, the self-check) are imported inside the steps that run them: a clean with nothing to do
+never loads them (``scripts/bench.py start``).
 """
 
 from __future__ import annotations
@@ -25,10 +29,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Literal
 
 from kcompact.cleaner.disk.scratch import ScratchPlace, bring_in, next_group, scratch_place
 from kcompact.cleaner.disk.swap import (
@@ -37,24 +38,13 @@ from kcompact.cleaner.disk.swap import (
     remove_cleaned,
     replace_segments,
 )
-from kcompact.cleaner.round.filtering import iter_segment_output
-from kcompact.cleaner.round.mapping import (
-    SLICE_RECORDS,
-    batch_keys,
-    fill_offset_map,
-    iter_dirty_keys,
-    new_offset_map,
-)
+from kcompact.cleaner.round.key_counts import SLICE_RECORDS, batch_keys
 from kcompact.cleaner.round.options import DEFAULT_OPTIONS, CleanOptions, CleanResult, Progress
 from kcompact.cleaner.round.plan import CleanPlan, build_plan
-from kcompact.cleaner.round.record_filter import FilterContext
 from kcompact.cleaner.round.stats import CleanStats
-from kcompact.cleaner.round.verify_output import check_cleaned_segment
 from kcompact.clock import run_clock_ms
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CleanerStateError, KcompactError, RefusedError
-from kcompact.log.offset_map import OffsetMap, key_digests
-from kcompact.log.offset_map.oracle import OffsetMapOracle, RetentionOracle
 from kcompact.log.rules.fence import (
     WHY_COMPLETED_SWAP,
     WHY_LOG_END,
@@ -77,6 +67,16 @@ from kcompact.segment.names import segment_file_name
 from kcompact.segment.partition import Partition, SegmentFiles, open_partition
 from kcompact.segment.replica_copies import ReplicaCopy, replica_copies, swap_warnings, truncation_warnings
 
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from kcompact.log.offset_map import OffsetMap
+    from kcompact.log.offset_map.oracle import RetentionOracle
+
+    U64 = npt.NDArray[np.uint64]
+    I64 = npt.NDArray[np.int64]
+
 __all__ = [
     "GroupOutput",
     "PlannedRound",
@@ -94,9 +94,6 @@ __all__ = [
     "write_checkpoint",
     "write_group",
 ]
-
-U64 = npt.NDArray[np.uint64]
-I64 = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +266,8 @@ def run_passes(plan: CleanPlan, options: CleanOptions, progress: Progress | None
     Raises:
         CorruptDataError, KcompactError: as :func:`write_group`; no ``.cleaned`` file is left behind.
     """
+    from kcompact.log.offset_map.oracle import OffsetMapOracle
+
     map_stats = CleanStats()
     offset_map = build_offset_map(plan, options.dedupe_buffer_size, map_stats, progress)
     if offset_map.latest_offset != plan.map_latest_offset:
@@ -301,6 +300,8 @@ def build_offset_map(
     Returns:
         The map; its ``latest_offset`` is where the round ends (minus one).
     """
+    from kcompact.cleaner.round.mapping import fill_offset_map, iter_dirty_keys, new_offset_map
+
     offset_map = new_offset_map(plan, dedupe_buffer_size)
     dirty = (plan.segment(base) for base in plan.dirty_segments)
     stats.records_scanned += fill_offset_map(
@@ -329,6 +330,10 @@ def segment_key_entries(
         CleanerStateError: the segment is not part of that section of the round.
         CorruptDataError: a batch does not parse.
     """
+    import numpy as np
+
+    from kcompact.cleaner.round.mapping import iter_dirty_keys
+
     seg = plan.segment(segment_base_offset)
     if section == "dirty":
         slices = list(iter_dirty_keys(plan, seg))
@@ -345,9 +350,11 @@ def segment_key_entries(
 def _clean_section_entries(plan: CleanPlan, log_path: str | Path) -> tuple[U64, U64, I64]:
     """The keyed data records of a clean-section segment, hashed a window of keys at a time.
 
-    A window is about :data:`~kcompact.cleaner.round.mapping.SLICE_RECORDS` keys, so a 1 GiB segment never
+    A window is about :data:`~kcompact.cleaner.round.key_counts.SLICE_RECORDS` keys, so a 1 GiB segment never
     holds a Python list of all its keys: only the result's 24 bytes an entry grow with its size.
     """
+    import numpy as np
+
     his: list[U64] = []
     los: list[U64] = []
     keys: list[bytes] = []
@@ -369,6 +376,10 @@ def _clean_section_entries(plan: CleanPlan, log_path: str | Path) -> tuple[U64, 
 
 def _hash_window(keys: list[bytes], his: list[U64], los: list[U64]) -> None:
     """Append the digests of ``keys`` to ``his``/``los`` and empty ``keys``."""
+    import numpy as np
+
+    from kcompact.log.offset_map import key_digests
+
     hi, lo = key_digests(keys) if keys else (np.empty(0, np.uint64), np.empty(0, np.uint64))
     his.append(hi)
     los.append(lo)
@@ -401,6 +412,9 @@ def write_group(
         CorruptDataError: a source batch does not parse (no ``.cleaned`` file is left behind).
         KcompactError: writing fails (likewise).
     """
+    from kcompact.cleaner.round.filtering import iter_segment_output
+    from kcompact.cleaner.round.record_filter import FilterContext
+
     bases = plan.groups[group_index]
     segs = [plan.segment(base) for base in bases]
     stats = CleanStats()
@@ -452,6 +466,8 @@ def check_group_output(plan: CleanPlan, out: GroupOutput) -> GroupOutput:
     Raises:
         CleanerStateError: the output fails the self-check (its files are left for the caller to remove).
     """
+    from kcompact.cleaner.round.verify_output import check_cleaned_segment
+
     sources = [_Source(_planned_files(plan, base)) for base in out.source_bases]
     check_cleaned_segment(_cleaned(plan, out), sources, plan.first_uncleanable_offset)
     return replace(out, checked=True)
@@ -580,6 +596,8 @@ class _Source:
 def _check_outputs(
     plan: CleanPlan, partition: Partition, outputs: Sequence[GroupOutput]
 ) -> list[list[SegmentFiles]]:
+    from kcompact.cleaner.round.verify_output import check_cleaned_segment
+
     found = [out.source_bases for out in outputs]
     if found != list(plan.groups):
         raise CleanerStateError(

@@ -19,12 +19,11 @@ loading.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CorruptDataError
@@ -73,6 +72,7 @@ NO_HIGH_WATERMARK_CLEANING = " (a broker would start from the log start and clea
 
 _MARKER_TYPES = (ControlRecordType.ABORT, ControlRecordType.COMMIT)
 _LEGACY_RUN_ENTRIES = 1 << 16  # legacy entries read by one C call (bounds the rows' memory)
+_NUMPY_ROWS = 4096  # from this many batches on, numpy picks each producer's ends: its import (~70 ms of CPU) pays
 HW_FROM_CHECKPOINT = "replication-offset-checkpoint"
 HW_FROM_LOG_END = "log-end (no replication-offset-checkpoint entry)"
 HW_FROM_SOLE_REPLICA = "log-end (this broker is the partition's only replica)"
@@ -373,11 +373,12 @@ def _legacy_run(
                          LEGACY_COMPRESSED)
     if run is None or run[0] == position:
         return None
-    rows = np.frombuffer(run[1], dtype=np.int64).reshape(-1, ROW_FIELDS)
+    rows = array("q", run[1])
+    offsets = rows[OFFSET::ROW_FIELDS]
     if builder is not None:
-        builder.append_run(position, rows[:, SIZE].tolist(), rows[:, OFFSET].tolist(),
-                           rows[:, TIMESTAMP].tolist())
-    return run[0], int(rows[0, TIMESTAMP]), len(rows), int(rows[-1, OFFSET]) + 1
+        builder.append_run(position, rows[SIZE::ROW_FIELDS].tolist(), offsets.tolist(),
+                           rows[TIMESTAMP::ROW_FIELDS].tolist())
+    return run[0], rows[TIMESTAMP], len(offsets), offsets[-1] + 1
 
 
 def _data_only(
@@ -395,18 +396,41 @@ def _data_only(
     found = log.walk_headers(accel.batch_producers)
     if found is None or found[0] != log.size_in_bytes:
         return None
-    rows = np.frombuffer(found[1], dtype=np.int64).reshape(-1, 5)
-    if not len(rows):
+    rows = memoryview(found[1]).cast("q")  # per batch: position, base offset, last offset, max timestamp, producer
+    count = len(rows) // 5
+    if not count:
         return -1, 0, base_offset
-    positions, _, last_offsets, max_timestamps, producers = rows.T
+    ends = _producer_ends_numpy if count >= _NUMPY_ROWS else _producer_ends
+    for position in ends(rows, replay_from):
+        replay.apply(next(log.iter_batches(position)))
+    return rows[3], count, rows[-3] + 1
+
+
+def _producer_ends(rows: memoryview, replay_from: int) -> list[int]:
+    """The positions, in log order, of each producer's first and last batch among ``rows`` (``_data_only``'s)
+    that end at or past ``replay_from``."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for at, (last_offset, producer) in enumerate(zip(rows[2::5], rows[4::5], strict=True)):
+        if producer > NO_PRODUCER_ID and last_offset >= replay_from:
+            first.setdefault(producer, at)
+            last[producer] = at
+    return [rows[5 * at] for at in sorted({*first.values(), *last.values()})]
+
+
+def _producer_ends_numpy(rows: memoryview, replay_from: int) -> list[int]:
+    """:func:`_producer_ends` over many batches, by numpy."""
+    import numpy as np  # only here: a log of few batches loads without it (start-up CPU)
+
+    positions, _, last_offsets, _, producers = np.asarray(rows).reshape(-1, 5).T
     applied = np.flatnonzero((producers > NO_PRODUCER_ID) & (last_offsets >= replay_from))
-    if len(applied):
-        ids = producers[applied]
-        first = np.unique(ids, return_index=True)[1]
-        last = len(ids) - 1 - np.unique(ids[::-1], return_index=True)[1]
-        for at in np.union1d(applied[first], applied[last]).tolist():
-            replay.apply(next(log.iter_batches(int(positions[at]))))
-    return int(max_timestamps[0]), len(rows), int(last_offsets[-1]) + 1
+    if not len(applied):
+        return []
+    ids = producers[applied]
+    first = np.unique(ids, return_index=True)[1]
+    last = len(ids) - 1 - np.unique(ids[::-1], return_index=True)[1]
+    ends: list[int] = positions[np.union1d(applied[first], applied[last])].tolist()
+    return ends
 
 
 def _size_in_bytes(path: Path) -> int:

@@ -23,6 +23,7 @@ from kcompact.errors import ConfigError
 from kcompact.fork_pool import (
     PARTITION_WORK_BYTES,
     POOL_MIN_WORK_BYTES,
+    fork_available,
     partition_workers,
 )
 from kcompact.records.batch import iter_batches
@@ -34,6 +35,7 @@ from kcompact.segment.checkpoint import (
     write_offset_checkpoint,
 )
 from tests.builders import BASE_TS, PartitionBuilder, read_all_records
+from tests.conftest import REPO_ROOT
 
 NOW = BASE_TS + 1_000_000
 COMPACT = {"cleanup.policy": "compact"}
@@ -295,3 +297,43 @@ def test_a_bug_in_a_worker_is_raised_in_the_parent(
     _recording(monkeypatch, fail_on="orders-2")
     with pytest.raises(RuntimeError, match="bug while cleaning orders-2"):
         clean(log_dir, 2)
+
+
+# In a fresh interpreter: a log dir's clean in two forked workers, each noting whether the rounds' passes were
+# loaded before its first partition (inherited from this process) or had to be imported there.
+POOLED_PASSES = """
+import os, sys
+from pathlib import Path
+import kcompact.cleaner.logdir.run as run
+from kcompact.cleaner.round.options import CleanOptions
+notes = Path(sys.argv[2])
+task = run._pooled_clean_task
+
+def noting(*args, **kwargs):
+    with notes.open("a") as out:
+        out.write(f"{os.getpid()} {'kcompact.cleaner.workers.parallel' in sys.modules and 'numpy' in sys.modules}\\n")
+    return task(*args, **kwargs)
+
+run._pooled_clean_task = noting
+done = run.clean_path(Path(sys.argv[1]), cli_overrides={"cleanup.policy": "compact"},
+                      options=CleanOptions(now_ms=int(sys.argv[3])), jobs=2)
+print(len(done.results), len(done.failures))
+"""
+
+
+@pytest.mark.skipif(not fork_available(), reason="needs fork")
+def test_pool_workers_inherit_the_passes_from_the_parent(template: Path, tmp_path: Path) -> None:
+    """Loaded once before the fork, not in each worker (numpy alone is about 75 ms of CPU a process)."""
+    import subprocess
+    import sys
+
+    log_dir = copy_of(template, tmp_path / "pool")
+    notes = tmp_path / "notes.txt"
+    done = subprocess.run([sys.executable, "-c", POOLED_PASSES, str(log_dir), str(notes), str(NOW)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["4", "1"]  # orders-1 is corrupt
+    lines = notes.read_text().split("\n")[:-1]
+    assert len({line.split()[0] for line in lines}) == 2  # two workers
+    assert [line.split()[1] for line in lines] == ["True"] * 5

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kcompact.cleaner.logdir.keyless import count_keyless, sample_keyless
-from kcompact.cleaner.round.mapping import iter_key_counts
+from kcompact.cleaner.round.key_counts import iter_key_counts
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.workers import parallel
 from kcompact.cleaner.workers.parallel import clean_partition
