@@ -71,6 +71,7 @@ __all__ = [
     "XERIAL_VERSION",
     "ZSTD",
     "ZSTD_LEVEL",
+    "codec_loaded",
     "compress",
     "decompress",
 ]
@@ -349,6 +350,14 @@ def zstd_one_call() -> Any:
     if ZSTD not in _loaded:
         return None
     return _zstd_context("decompressor").decompress
+
+
+def codec_loaded(codec: int) -> bool:
+    """Whether ``codec``'s library is imported (gzip's, zlib, always is): the C windows
+    (``cleaner.round.accel``) decompress a snappy or lz4 batch's usual stream themselves only then, so a
+    log's first batch of the codec still goes through :func:`decompress`, which imports it or says it is
+    missing."""
+    return codec == GZIP or codec in _loaded
 
 
 def zstd_library_version() -> int | None:

@@ -63,9 +63,9 @@ zstd_frame_bound(const uint8_t *p, Py_ssize_t n)
 static __thread ZSTD_CCtx *zstd_cctx;
 static __thread ZSTD_DCtx *zstd_dctx;
 
-/* Where the vendored library decompresses to: one buffer per thread reused by every batch (no allocation,
- * no fresh pages a batch), PyMem_Raw (used without the GIL), given back when a frame made it large
- * (zstd_scratch_trim). */
+/* Where the vendored library (and _windows_codecs.c's gzip, snappy and lz4) decompresses to: one buffer per
+ * thread reused by every batch (no allocation, no fresh pages a batch), PyMem_Raw (used without the GIL),
+ * given back when a frame made it large (zstd_scratch_trim). */
 __thread Grow zstd_scratch;
 
 void

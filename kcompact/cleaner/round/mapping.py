@@ -177,7 +177,7 @@ class _Slice:
         up to the slice's size and :data:`RUN_BYTES`; returns where it stopped (``position``: nothing taken)."""
         found = accel.scan_window_key_digests(
             log.buffer, position, min(limit, position + RUN_BYTES), start, SLICE_RECORDS - self.puts, self.puts,
-            decompress, accel.zstd_codec(zstd_one_call()))
+            decompress, accel.zstd_codec(zstd_one_call()), accel.native_codecs())
         if found is None:
             return position
         log.forget_before(found[0])
@@ -389,6 +389,7 @@ def fill_offset_map(
     Returns:
         The records scanned (``CleanStats.records_scanned``); the map's ``latest_offset`` is set.
     """
+    accel.forget_inflated()  # what an earlier round's pass 2 left
     state = MapProgress()
     dirty = plan.dirty_segments
     for k, (seg, slices) in enumerate(segment_slices):
