@@ -58,75 +58,6 @@ gil_hold(Gil *g)
  * the source, made here at its first compressed batch (the caller releases it). */
 #define ZSTD_CODEC 4
 
-/* records.compression._zstd_one_block_bound (max_output 2**31): the output bound of one
- * decompression call when p[0, n) is exactly one zstd frame of one block (or of one block and an empty
- * last one, as Kafka writes them), 0 otherwise. */
-static Py_ssize_t
-zstd_one_block_bound(const uint8_t *p, Py_ssize_t n)
-{
-    static const int dict_id_sizes[4] = {0, 1, 2, 4};
-    static const int content_size_sizes[8] = {0, 2, 4, 8, 1, 2, 4, 8};
-    uint32_t magic, block;
-    int single, size_field, checksum;
-    Py_ssize_t header, content, end;
-    if (n < 5 + 3)
-        return 0;
-    magic = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-    single = (p[4] & 0x20) != 0;
-    size_field = content_size_sizes[(p[4] >> 6) | (single ? 4 : 0)];
-    header = 5 + (single ? 0 : 1) + dict_id_sizes[p[4] & 3] + size_field;
-    if (magic != ZSTD_FRAME_MAGIC || n < header + 3)
-        return 0;
-    block = (uint32_t)p[header] | (uint32_t)p[header + 1] << 8 | (uint32_t)p[header + 2] << 16;
-    content = (block & 6) == 2 ? 1 : (Py_ssize_t)(block >> 3);  /* an RLE block stores one byte */
-    checksum = (p[4] & 4) ? 4 : 0;
-    end = header + 3 + content;
-    if (!(block & 1)) {  /* Kafka's own shape: the data's one block, then an empty last block 01 00 00 */
-        if (n < end + 3 || p[end] != 1 || p[end + 1] != 0 || p[end + 2] != 0)
-            return 0;
-        end += 3;
-    }
-    if (end + checksum != n)
-        return 0;  /* more blocks or frames, or bytes after the frame */
-    if (size_field) {
-        uint64_t stated = 0;
-        for (int k = size_field - 1; k >= 0; k--)
-            stated = stated << 8 | p[header - size_field + k];
-        if (size_field == 2)
-            stated += 256;
-        return stated > 0 && stated <= ZSTD_BLOCK_MAX ? (Py_ssize_t)stated : 0;
-    }
-    return ZSTD_BLOCK_MAX;
-}
-
-/* zstd(view, max_output_size=bound): records.compression._zstd_decompress's one bounded call, made
- * here without its Python frames. A new bytes object, or NULL: nothing set where the call raised an
- * ordinary error or returned no bytes (the caller then runs the whole reference), else an error. */
-static PyObject *
-zstd_one_call(PyObject *zstd_fn, PyObject *view, Py_ssize_t bound)
-{
-    static PyObject *kwnames = NULL;
-    PyObject *args[2], *value;
-    if (kwnames == NULL && (kwnames = Py_BuildValue("(s)", "max_output_size")) == NULL)
-        return NULL;
-    args[0] = view;
-    args[1] = PyLong_FromSsize_t(bound);
-    if (args[1] == NULL)
-        return NULL;
-    value = PyObject_Vectorcall(zstd_fn, args, 1, kwnames);
-    Py_DECREF(args[1]);
-    if (value == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_Exception) && !PyErr_ExceptionMatches(PyExc_MemoryError))
-            PyErr_Clear();
-        return NULL;
-    }
-    if (!PyBytes_Check(value) || PyBytes_GET_SIZE(value) > bound) {
-        Py_DECREF(value);
-        return NULL;
-    }
-    return value;
-}
-
 static int
 decompressed(PyObject *fn, PyObject *zstd_fn, int codec, PyObject *source, PyObject **whole,
              Py_ssize_t start, Py_ssize_t n, PyObject **out)
@@ -674,13 +605,14 @@ write_kept(const Window *x, uint8_t *p, Py_ssize_t r0, int64_t count, int64_t ba
 
 /* A compressed batch's rebuilt records, `raw` bytes long, compressed and appended to `packed`: for zstd
  * with `native` set by zstd_native_compress_into, for gzip with bit 1 << 1 of `codecs` set by
- * gzip_native_compress_into, both without the GIL (the records written into `scratch`),
+ * gzip_native_compress_into, both without the GIL (the records written into `scratch`), for snappy and lz4
+ * with their block function in `blocks` by framed_compress_into (the GIL held),
  * else through compress(codec, records) (the reference's records.compression.compress) with the GIL held
  * again. The compressed length; -1 declined (compress raised an ordinary error or the library refused:
  * the reference then runs; nothing set), -2 out of memory (nothing set), -3 a Python error set. */
 static Py_ssize_t
-compressed_records(Gil *gil, PyObject *compress_fn, int native, int64_t codecs, int codec, const Window *x,
-                   Py_ssize_t r0,
+compressed_records(Gil *gil, PyObject *compress_fn, int native, int64_t codecs, PyObject *const *blocks,
+                   int codec, const Window *x, Py_ssize_t r0,
                    int64_t count, int64_t base_offset, int64_t base_ts, Py_ssize_t raw, Grow *scratch,
                    Grow *packed)
 {
@@ -701,6 +633,13 @@ compressed_records(Gil *gil, PyObject *compress_fn, int native, int64_t codecs, 
         return gzip_native_compress_into(packed, (const uint8_t *)scratch->data, raw);
     }
     gil_hold(gil);  /* through records.compression: Python (its codec releases the GIL itself) */
+    if ((codec == CODEC_SNAPPY || codec == CODEC_LZ4) && blocks[codec - CODEC_SNAPPY] != NULL) {
+        scratch->size = 0;  /* the library's blocks, framed here */
+        if (grow_raw(scratch, raw) < 0)
+            return -2;
+        write_kept(x, (uint8_t *)scratch->data, r0, count, base_offset, base_ts);
+        return framed_compress_into(packed, codec, blocks[codec - CODEC_SNAPPY], (uint8_t *)scratch->data, raw);
+    }
     if ((records = PyBytes_FromStringAndSize(NULL, raw)) == NULL)
         return -3;
     write_kept(x, (uint8_t *)PyBytes_AS_STRING(records), r0, count, base_offset, base_ts);
@@ -736,7 +675,7 @@ compressed_records(Gil *gil, PyObject *compress_fn, int native, int64_t codecs, 
 
 PyDoc_STRVAR(emit_window_doc,
 "emit_window(buf, batches, offsets, timestamps, body_starts, record_ends, value_null, kept,\n"
-"            new_horizon, inflated, compress, zstd, native) -> (output bytes, per batch (outcome, size,\n"
+"            new_horizon, inflated, compress, zstd, native, blocks) -> (output bytes, per batch (outcome, size,\n"
 "            last offset, max timestamp, records kept) as native int64)\n\n"
 "records.filter.filter_v2_batch over a run of scan_window_records, all DELETE_EMPTY: per batch,\n"
 "nothing kept: dropped (outcome 0); all kept and no horizon to set: its bytes (1); else rebuilt\n"
@@ -744,7 +683,8 @@ PyDoc_STRVAR(emit_window_doc,
 "kept record is a tombstone and the batch has none), a compressed batch's records compressed again\n"
 "with its codec by compress (records.compression.compress, called as (codec, records)); zstd True:\n"
 "a zstd batch's with the vendored library instead, as compress would; bit 1 << 1 of native: a gzip\n"
-"batch's with zlib, as compress would. kept: one\n"
+"batch's with zlib, as compress would; blocks, (snappy, lz4) of records.compression.block_compressors():\n"
+"a snappy or lz4 batch's through its block function, framed here, as compress would. kept: one\n"
 "byte a record; inflated: the run's (its compressed batches' records, one bytes). Raises ScanError(-1)\n"
 "where the reference would fail or the arguments do not match.");
 
@@ -765,8 +705,19 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Gil gil = {NULL};
     int64_t *row;
     uint8_t *w;
-    if (check_nargs("emit_window", nargs, 13) < 0)
+    PyObject *blocks[2] = {NULL, NULL};  /* snappy's and lz4's block functions */
+    if (check_nargs("emit_window", nargs, 14) < 0)
         return NULL;
+    if (args[13] != Py_None) {
+        if (!PyTuple_CheckExact(args[13]) || PyTuple_GET_SIZE(args[13]) != 2)
+            return scan_error(DECLINED);
+        for (int k = 0; k < 2; k++) {
+            PyObject *fn = PyTuple_GET_ITEM(args[13], k);
+            if (fn != Py_None && !PyCallable_Check(fn))
+                return scan_error(DECLINED);
+            blocks[k] = fn == Py_None ? NULL : fn;
+        }
+    }
     inflated = args[9];
     compress_fn = args[10] == Py_None ? NULL : args[10];
     native = args[11] == Py_True;
@@ -870,7 +821,7 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 goto declined;
             if (codec != 0) {
                 Py_ssize_t at = packed.size;
-                Py_ssize_t got = compressed_records(&gil, compress_fn, native, codecs, codec, &x, r0, count,
+                Py_ssize_t got = compressed_records(&gil, compress_fn, native, codecs, blocks, codec, &x, r0, count,
                                                     bi[W_BASE_OFFSET], base_ts,
                                                     bytes - RECORD_BATCH_OVERHEAD, &scratch, &packed);
                 if (got == -1)

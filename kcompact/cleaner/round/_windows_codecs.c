@@ -13,7 +13,9 @@
  *   strict decoders below refuse -- is declined and records.compression takes it (and words its error);
  *   a valid stream has one decompression, so what is accepted here is what the Python path returns;
  * - a rebuilt gzip batch's records are compressed with zlib as records.compression.compress does (raw
- *   deflate at level 6 under Kafka's fixed header), one reused deflate state per thread;
+ *   deflate at level 6 under Kafka's fixed header), one reused deflate state per thread; a snappy or lz4
+ *   batch's blocks by its library's own block function (compression.block_compressors: cramjam's raw
+ *   snappy, lz4.frame's one-block frame, the very calls compress makes), the framing around them done here;
  * - pass 1 keeps what it decompressed (a copy of the compressed bytes beside their records, up to
  *   INFLATED_MAX bytes in all) and pass 2 takes a batch's records from there when its compressed bytes are
  *   the very same (compared whole), so a small partition's batches are decompressed once a round.
@@ -366,6 +368,116 @@ codec_native_into(int codec, const uint8_t *p, Py_ssize_t n, Grow *dst)
     if (codec == CODEC_LZ4)
         return lz4_into(p, n, dst);
     return -1;
+}
+
+/* ---- snappy and lz4 framing around their library's blocks ------------------------------------------ */
+
+#define XERIAL_BLOCK_SIZE (32 * 1024)  /* compression.XERIAL_BLOCK_SIZE */
+#define LZ4_BLOCK_SIZE (64 * 1024)     /* lz4_framing.LZ4_BLOCK_SIZE */
+#define LZ4_ONE_BLOCK_HEADER 7         /* lz4_framing._ONE_BLOCK_FRAME_HEADER */
+
+static void
+put_le32(uint8_t *w, uint32_t v)
+{
+    for (int k = 0; k < 4; k++)
+        w[k] = (uint8_t)(v >> (8 * k));
+}
+
+/* One block of p[0, n) through `block` appended to dst as the framing wants it: snappy's raw block after its
+ * big-endian length, lz4's block (taken out of the one-block frame, lz4_framing._compress_block) after its
+ * size word. 0, -1 declined, -2 out of memory, -3 a Python error set. */
+static int
+framed_block(Grow *dst, int codec, PyObject *block, const uint8_t *p, Py_ssize_t n)
+{
+    PyObject *raw = PyMemoryView_FromMemory((char *)p, n, PyBUF_READ), *out;
+    Py_buffer b;
+    const uint8_t *data;
+    Py_ssize_t size;
+    uint32_t word = 0;
+    int r = 0;
+    if (raw == NULL)
+        return -3;
+    out = PyObject_CallOneArg(block, raw);
+    Py_DECREF(raw);
+    if (out == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception) || PyErr_ExceptionMatches(PyExc_MemoryError))
+            return -3;
+        PyErr_Clear();
+        return -1;
+    }
+    if (PyObject_GetBuffer(out, &b, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(out);
+        PyErr_Clear();
+        return -1;
+    }
+    data = b.buf;
+    size = b.len;
+    if (codec == CODEC_LZ4) {
+        if (size < LZ4_ONE_BLOCK_HEADER + 4)
+            r = -1;
+        else {
+            word = le(data + LZ4_ONE_BLOCK_HEADER, 4);
+            data += LZ4_ONE_BLOCK_HEADER + 4;
+            size = (Py_ssize_t)(word & ~LZ4_STORED);
+            if (size > b.len - LZ4_ONE_BLOCK_HEADER - 4)
+                r = -1;
+        }
+    }
+    else if (size > INT32_MAX)
+        r = -1;
+    if (r == 0 && grow_raw(dst, 4 + size) < 0)
+        r = -2;
+    if (r == 0) {
+        uint8_t *w = (uint8_t *)dst->data + dst->size;
+        if (codec == CODEC_LZ4)
+            put_le32(w, word);
+        else
+            put_be(w, (uint64_t)size, 4);
+        memcpy(w + 4, data, (size_t)size);
+        dst->size += 4 + size;
+    }
+    PyBuffer_Release(&b);
+    Py_DECREF(out);
+    return r;
+}
+
+Py_ssize_t
+framed_compress_into(Grow *dst, int codec, PyObject *block, const uint8_t *p, Py_ssize_t n)
+{
+    Py_ssize_t at = dst->size, step = codec == CODEC_LZ4 ? LZ4_BLOCK_SIZE : XERIAL_BLOCK_SIZE;
+    uint8_t *w;
+    if (n <= 0 || grow_raw(dst, 16) < 0)
+        return n <= 0 ? -1 : -2;
+    w = (uint8_t *)dst->data + at;
+    if (codec == CODEC_LZ4) {  /* lz4_framing.encode_lz4_frame's header for magic 2 */
+        put_le32(w, LZ4_MAGIC);
+        w[4] = 0x60;
+        w[5] = 0x40;
+        w[6] = (uint8_t)((XXH32(w + 4, 2, 0) >> 8) & 0xff);
+        dst->size += 7;
+    }
+    else {  /* XERIAL_HEADER_STRUCT: magic, version 1, minimum compatible version 1 */
+        memcpy(w, XERIAL_MAGIC, 8);
+        put_be(w + 8, 1, 4);
+        put_be(w + 12, 1, 4);
+        dst->size += 16;
+    }
+    for (Py_ssize_t start = 0; start < n; start += step) {
+        int r = framed_block(dst, codec, block, p + start, n - start < step ? n - start : step);
+        if (r < 0) {
+            dst->size = at;
+            return r;
+        }
+    }
+    if (codec == CODEC_LZ4) {
+        if (grow_raw(dst, 4) < 0) {
+            dst->size = at;
+            return -2;
+        }
+        put_le32((uint8_t *)dst->data + dst->size, 0);  /* the end mark */
+        dst->size += 4;
+    }
+    return dst->size - at;
 }
 
 /* ---- the round's inflated payloads ----------------------------------------------------------- */

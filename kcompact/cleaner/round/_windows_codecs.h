@@ -18,6 +18,12 @@ KCOMPACT_HIDDEN Py_ssize_t codec_native_into(int codec, const uint8_t *p, Py_ssi
 /* records.compression.compress(GZIP, p[0, n)) appended to dst (no GIL needed): its length, -1 refused,
  * -2 out of memory (dst's size unchanged either way). */
 KCOMPACT_HIDDEN Py_ssize_t gzip_native_compress_into(Grow *dst, const uint8_t *p, Py_ssize_t n);
+/* records.compression.compress(SNAPPY or LZ4, p[0, n)) with the library's block function `block`
+ * (compression.block_compressors'), the xerial or Kafka's lz4 framing done here, appended to dst; the GIL
+ * held. Its length, -1 declined (`block` raised an ordinary error or gave what is not a block), -2 out of
+ * memory, -3 a Python error set (dst's size unchanged but for success). */
+KCOMPACT_HIDDEN Py_ssize_t framed_compress_into(Grow *dst, int codec, PyObject *block, const uint8_t *p,
+                                                Py_ssize_t n);
 /* The module's zlib_version(): the linked zlib's zlibVersion(). */
 KCOMPACT_HIDDEN PyObject *zlib_runtime_version(PyObject *module, PyObject *unused);
 extern KCOMPACT_HIDDEN const char zlib_runtime_version_doc[];

@@ -40,6 +40,8 @@ ZstdOneCall = Callable[..., bytes]
 """A zstd decompressor's ``decompress`` (``records.compression.zstd_one_call``), called once, bounded."""
 Zstd = Literal[True] | ZstdOneCall | None
 """The windows' ``zstd`` argument (:func:`zstd_codec`)."""
+Blocks = tuple[Callable[[bytes], object] | None, Callable[[bytes], bytes] | None]
+"""``records.compression.block_compressors()``: snappy's and lz4's block functions, as ``compress`` calls them."""
 
 
 def zstd_codec(one_call: ZstdOneCall | None) -> Zstd:
@@ -151,7 +153,7 @@ def scan_window_records(
 def emit_window(
     buf: Buffer, batches: Buffer, columns: tuple[Buffer, Buffer, Buffer, Buffer], value_null: Buffer,
     kept: npt.NDArray[np.uint8], new_horizon: int, inflated: list[bytes] | None = None, compress: Codec | None = None,
-    zstd: bool = False, native: int = 0,
+    zstd: bool = False, native: int = 0, blocks: Blocks | None = None,
 ) -> tuple[bytes, bytes] | None:
     """C :func:`~kcompact.records.filter.filter_v2_batch` over a run of
     :func:`scan_window_records` (every batch ``DELETE_EMPTY``, its horizon as
@@ -170,6 +172,9 @@ def emit_window(
             (:func:`zstd_codec` answered True).
         native: :func:`native_codecs`' answer: with gzip's bit, a gzip batch's rebuilt records are
             compressed with zlib instead, as ``compress`` would.
+        blocks: ``records.compression.block_compressors()``: a snappy or lz4 batch's rebuilt records are
+            compressed through its library's block function (where not None), the framing done in C, as
+            ``compress`` would.
 
     Returns:
         ``(output, table)``: the output batches back to back and per input batch ``(outcome, size,
@@ -181,7 +186,7 @@ def emit_window(
     try:
         result: tuple[bytes, bytes] = kernels.emit_window(
             buf, batches, *columns, value_null, kept, new_horizon,
-            [] if inflated is None else inflated, compress, zstd, native)
+            [] if inflated is None else inflated, compress, zstd, native, blocks)
     except kernels.ScanError:
         return None
     return result

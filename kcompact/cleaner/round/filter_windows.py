@@ -40,7 +40,7 @@ from kcompact.cleaner.round.record_filter import (
 )
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.log.rules.policy import new_delete_horizon
-from kcompact.records.compression import compress, decompress, zstd_one_call
+from kcompact.records.compression import block_compressors, compress, decompress, zstd_one_call
 
 _BATCH_FIELDS = 8  # scan_window_records' per-batch row
 _LAST_OFFSET, _COUNT, _ATTRIBUTES, _BASE_TIMESTAMP = 3, 4, 5, 6
@@ -128,7 +128,7 @@ def _filter_run(
     emitted = accel.emit_window(
         buffer, batches, (offsets_raw, timestamps, body_starts, record_ends), value_null,
         kept.view(np.uint8), new_delete_horizon(ctx.now_ms, ctx.delete_retention_ms),
-        inflated, compress, compiled_zstd, native)
+        inflated, compress, compiled_zstd, native, block_compressors())
     if emitted is None:
         return None
     data, table = emitted

@@ -215,8 +215,8 @@ def test_c_runs_take_compressed_batches_of_every_codec(
     result is the per-batch walk's (``test_c_runs_equal_the_per_batch_walk``); zstd batches, once
     zstandard is loaded, by its one bounded call, or with no Python call at all where the windows'
     compiled library is zstandard's own version; gzip, snappy and lz4 batches with no Python call
-    where the windows take them themselves (``accel.native_codecs``), gzip's rebuilt records compressed
-    in C too."""
+    where the windows take them themselves (``accel.native_codecs``), their rebuilt records compressed
+    in C too (snappy's and lz4's blocks by their library, ``compression.block_compressors``)."""
     plan, oracles, _ = mixed
     with accel_switched(False):
         expected = _walk(plan, plan.segments[-1], oracles["map"], 0, None)[0]
@@ -231,6 +231,7 @@ def test_c_runs_take_compressed_batches_of_every_codec(
         monkeypatch.setattr(accel, "_COMPILED_ZSTD", None)
     if codecs == "python":
         monkeypatch.setattr(accel, "native_codecs", lambda: 0)
+        monkeypatch.setattr(filter_windows, "block_compressors", lambda: (None, None))
     else:
         assert accel.native_codecs() == 0b1110  # gzip, snappy and lz4: their libraries are loaded
     accel.forget_inflated()  # no batch kept by an earlier pass 1: each is decompressed here
@@ -244,8 +245,9 @@ def test_c_runs_take_compressed_batches_of_every_codec(
         assert python_codecs == []
     assert inflated.count("zstd one call") == (4 if zstd == "one call" else 0)
     assert inflated.count("codec 4") == (4 if zstd == "not loaded" else 0)
-    # each codec's first batch rebuilt in C; zstd's and gzip's compressed in C themselves when compiled
-    assert sorted(set(deflated)) == (([] if codecs == "compiled" else [1]) + [2, 3]
+    # each codec's first batch rebuilt in C; zstd's compressed in C itself when compiled, gzip's too and
+    # snappy's and lz4's blocks through their library's block function, framed in C, with the codecs compiled
+    assert sorted(set(deflated)) == (([] if codecs == "compiled" else [1, 2, 3])
                                      + ([] if zstd == "compiled" else [4]))
 
 

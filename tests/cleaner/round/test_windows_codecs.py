@@ -1,7 +1,8 @@
 """The C windows' own gzip, snappy and lz4 (``cleaner/round/_windows_codecs.c``) and the payloads pass 1 keeps
 for pass 2: a batch's records are what ``records.compression.decompress`` gives, or the batch goes to it (a
 stream of another shape, or one the strict decoders refuse: a corrupt one is never read otherwise than the
-reference reads it); a rebuilt gzip batch is ``compress``'s bytes; pass 2 decompresses nothing pass 1 kept."""
+reference reads it); a rebuilt batch is ``compress``'s bytes (gzip's compressed with zlib, snappy's and lz4's
+blocks by their library, framed in C); pass 2 decompresses nothing pass 1 kept."""
 
 from __future__ import annotations
 
@@ -129,7 +130,7 @@ def test_compiled_codecs_read_and_rebuild_as_the_reference(
 
 @needs_c
 @pytest.mark.parametrize("codec", sorted(CODECS))
-def test_compiled_codecs_make_no_python_decompress_call_and_gzip_no_compress_call(
+def test_compiled_codecs_make_no_python_codec_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, codec: str
 ) -> None:
     part = _partition(tmp_path, codec, [(40, 3_000, 1), (60, 2_000, 0), (5, 10, 2), (30, 3_000, 2)], 7)
@@ -150,9 +151,7 @@ def test_compiled_codecs_make_no_python_decompress_call_and_gzip_no_compress_cal
     monkeypatch.setattr(filter_windows, "compress", compress)
     with accel_switched(True):
         found = [_walk(plan, seg, oracle, 0, None) for seg in plan.segments]
-    assert decompressed == []
-    assert compressed == ([] if codec == "gzip" else [CODECS[codec]] * len(compressed)) and (
-        codec == "gzip" or compressed)
+    assert decompressed == [] and compressed == []  # snappy's and lz4's blocks: their library's own functions
     assert found == expected
     assert sum(stats["batches_rebuilt"] for _, stats, _, _ in found) > 0  # type: ignore[misc]
 
