@@ -922,7 +922,7 @@ done:
 static PyMethodDef methods[] = {
     {"zstd_version", zstd_version, METH_NOARGS, zstd_version_doc},
     {"zlib_version", zlib_runtime_version, METH_NOARGS, zlib_runtime_version_doc},
-    {"forget_inflated", forget_inflated, METH_NOARGS, forget_inflated_doc},
+    {"forget_inflated", forget_inflated, METH_VARARGS, forget_inflated_doc},
     {"inflated_held", inflated_held, METH_NOARGS, inflated_held_doc},
     {"scan_window_key_digests", (PyCFunction)(void (*)(void))scan_window_key_digests, METH_FASTCALL, scan_window_key_digests_doc},
     {"scan_window_records", (PyCFunction)(void (*)(void))scan_window_records, METH_FASTCALL, scan_window_records_doc},

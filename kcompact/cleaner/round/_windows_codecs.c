@@ -17,7 +17,7 @@
  *   batch's blocks by its library's own block function (compression.block_compressors: cramjam's raw
  *   snappy, lz4.frame's one-block frame, the very calls compress makes), the framing around them done here;
  * - pass 1 keeps what it decompressed (a copy of the compressed bytes beside their records, up to
- *   INFLATED_MAX bytes in all) and pass 2 takes a batch's records from there when its compressed bytes are
+ *   the round's budget in all) and pass 2 takes a batch's records from there when its compressed bytes are
  *   the very same (compared whole), so a small partition's batches are decompressed once a round.
  */
 #include <pthread.h>
@@ -482,9 +482,11 @@ framed_compress_into(Grow *dst, int codec, PyObject *block, const uint8_t *p, Py
 
 /* ---- the round's inflated payloads ----------------------------------------------------------- */
 
-/* The most bytes (compressed and inflated) kept at once: a small partition's whole dirty section (~10 MiB
- * inflated for 2 MiB of gzip); a larger one keeps its first batches, pass 2 decompressing the rest again. */
-#define INFLATED_MAX ((Py_ssize_t)32 << 20)
+/* The most bytes (compressed and inflated) kept at once: set by each round's forget_inflated(budget), which
+ * the cleaner gives a small round only (its whole dirty section: ~10 MiB inflated for 2 MiB of gzip) and a
+ * larger one none, so that its peak memory stays what it was. Until a first call, INFLATED_DEFAULT. */
+#define INFLATED_DEFAULT ((Py_ssize_t)16 << 20)
+static Py_ssize_t store_budget = INFLATED_DEFAULT;
 #define INFLATED_BUCKETS 4096
 
 struct Inflated {
@@ -513,7 +515,8 @@ inflated_keep(int codec, const uint8_t *p, Py_ssize_t n, const uint8_t *out, Py_
 {
     Inflated *e;
     Py_ssize_t cost = (Py_ssize_t)sizeof(Inflated) + n + m;
-    if (cost > INFLATED_MAX || __atomic_load_n(&store_held, __ATOMIC_RELAXED) + cost > INFLATED_MAX)
+    Py_ssize_t budget = __atomic_load_n(&store_budget, __ATOMIC_RELAXED);
+    if (cost > budget || __atomic_load_n(&store_held, __ATOMIC_RELAXED) + cost > budget)
         return;
     if ((e = PyMem_RawMalloc((size_t)cost)) == NULL)
         return;  /* only a cache: pass 2 decompresses */
@@ -524,7 +527,7 @@ inflated_keep(int codec, const uint8_t *p, Py_ssize_t n, const uint8_t *out, Py_
     memcpy(e->data, p, (size_t)n);
     memcpy(e->data + n, out, (size_t)m);
     pthread_mutex_lock(&store_lock);
-    if (store_held + cost > INFLATED_MAX) {
+    if (store_held + cost > budget) {
         pthread_mutex_unlock(&store_lock);
         PyMem_RawFree(e);
         return;
@@ -616,12 +619,21 @@ inflated_init(void)
 }
 
 const char forget_inflated_doc[] =
-    "forget_inflated() -> None\n\n"
-    "Drop every batch's records pass 1 kept for pass 2 (a round's pass 1 starts with it).";
+    "forget_inflated(budget) -> None\n\n"
+    "Drop every batch's records pass 1 kept for pass 2 (a round's pass 1 starts with it); from now on keep\n"
+    "at most `budget` bytes (compressed and inflated, with their bookkeeping; 0: keep none).";
 
 PyObject *
-forget_inflated(PyObject *module, PyObject *unused)
+forget_inflated(PyObject *module, PyObject *args)
 {
+    Py_ssize_t budget;
+    if (!PyArg_ParseTuple(args, "n:forget_inflated", &budget))
+        return NULL;
+    if (budget < 0) {
+        PyErr_SetString(PyExc_ValueError, "forget_inflated: budget below 0");
+        return NULL;
+    }
+    __atomic_store_n(&store_budget, budget, __ATOMIC_RELAXED);
     Py_BEGIN_ALLOW_THREADS
     store_clear(1);
     Py_END_ALLOW_THREADS

@@ -46,7 +46,7 @@ KCOMPACT_HIDDEN void inflated_free(Inflated *e);
 KCOMPACT_HIDDEN const uint8_t *codec_records(int codec, const uint8_t *p, Py_ssize_t n, int64_t native,
                                              Grow *scratch, Inflated **kept, Py_ssize_t *m);
 /* The module's forget_inflated() and inflated_held(). */
-KCOMPACT_HIDDEN PyObject *forget_inflated(PyObject *module, PyObject *unused);
+KCOMPACT_HIDDEN PyObject *forget_inflated(PyObject *module, PyObject *args);
 extern KCOMPACT_HIDDEN const char forget_inflated_doc[];
 KCOMPACT_HIDDEN PyObject *inflated_held(PyObject *module, PyObject *unused);
 extern KCOMPACT_HIDDEN const char inflated_held_doc[];

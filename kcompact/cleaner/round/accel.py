@@ -68,12 +68,17 @@ def native_codecs() -> int:
     return mask
 
 
-def forget_inflated() -> None:
+INFLATED_BUDGET = 16 << 20
+"""The most bytes :func:`forget_inflated` lets pass 1 keep by default (compressed and inflated together)."""
+
+
+def forget_inflated(budget: int = INFLATED_BUDGET) -> None:
     """Drop the compressed batches' records pass 1 kept for pass 2 (``scan_window_key_digests`` keeps each
-    one it decompressed, up to a budget, and ``scan_window_records`` takes it instead of decompressing the
-    same bytes again): a round's pass 1 starts with this, so what an earlier round left is not held."""
+    one it decompressed, up to ``budget`` bytes in all, and ``scan_window_records`` takes it instead of
+    decompressing the same bytes again): a round's pass 1 starts with this, so what an earlier round left is
+    not held; 0 keeps nothing."""
     if kernels is not None:
-        kernels.forget_inflated()
+        kernels.forget_inflated(budget)
 
 
 def scan_window_key_digests(

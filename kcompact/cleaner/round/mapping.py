@@ -58,6 +58,7 @@ I64 = npt.NDArray[np.int64]
 
 SLICE_RECORDS = 1 << 16  # entries per yielded slice: bounds memory on 1 GiB segments
 RUN_BYTES = 8 << 20  # the most of a segment one C run reads (then its pages go): large records, few per slice
+KEEP_INFLATED_DIRTY_BYTES = 4 << 20  # a round whose dirty segments hold at most this keeps pass 1's payloads
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,7 +390,11 @@ def fill_offset_map(
     Returns:
         The records scanned (``CleanStats.records_scanned``); the map's ``latest_offset`` is set.
     """
-    accel.forget_inflated()  # what an earlier round's pass 2 left
+    # what an earlier round's pass 2 left goes; a small round's pass 1 keeps what it decompresses for pass 2,
+    # a larger one nothing (its peak memory stays what it was; its batches are decompressed twice)
+    bases = set(plan.dirty_segments)
+    dirty_bytes = sum(seg.size_in_bytes for seg in plan.segments if seg.base_offset in bases)
+    accel.forget_inflated(accel.INFLATED_BUDGET if dirty_bytes <= KEEP_INFLATED_DIRTY_BYTES else 0)
     state = MapProgress()
     dirty = plan.dirty_segments
     for k, (seg, slices) in enumerate(segment_slices):

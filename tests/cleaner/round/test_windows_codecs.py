@@ -10,7 +10,7 @@ import os
 import random
 import struct
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import lz4.frame
@@ -20,7 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kcompact.cleaner.round import accel, filter_windows, mapping
-from kcompact.cleaner.round.mapping import iter_dirty_keys
+from kcompact.cleaner.round.mapping import SegmentKeys, iter_dirty_keys
+from kcompact.cleaner.round.plan import SegmentPlan
 from kcompact.cleaner.round.steps import plan_clean
 from kcompact.log.offset_map.oracle import OffsetMapOracle
 from kcompact.records import compression
@@ -256,3 +257,28 @@ def test_a_forked_worker_starts_with_nothing_kept() -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert accel.kernels.inflated_held() > 0  # the parent's stay
+
+
+@needs_c
+@pytest.mark.parametrize("limit, keeps", [(1 << 30, True), (0, False)])
+def test_only_a_small_rounds_pass_one_keeps_payloads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: int, keeps: bool
+) -> None:
+    """A round's pass 1 (``fill_offset_map``) keeps what it decompressed only when its dirty segments are
+    small (``KEEP_INFLATED_DIRTY_BYTES``): a larger round's peak memory holds no kept payload, and its
+    pass 2 decompresses each batch again."""
+    part = _partition(tmp_path, "gzip", [(40, 3_000, 1), (60, 2_000, 0)], 11)
+    plan = plan_clean(part, config(), OPTIONS)
+    assert plan is not None and accel.kernels is not None
+    monkeypatch.setattr(mapping, "KEEP_INFLATED_DIRTY_BYTES", limit)
+    held: list[int] = []
+
+    def slices() -> Iterator[tuple[SegmentPlan, list[SegmentKeys]]]:
+        assert plan is not None and accel.kernels is not None
+        for base in plan.dirty_segments:
+            seg = plan.segment(base)
+            yield seg, list(iter_dirty_keys(plan, seg))
+            held.append(accel.kernels.inflated_held())
+
+    mapping.fill_offset_map(plan, mapping.new_offset_map(plan, None), slices())
+    assert (held[-1] > 0) is keeps
