@@ -9,7 +9,8 @@ CPython C API), one per Python owner, each beside the package that imports it:
 * ``kcompact.cleaner.round._windows`` (cleaner/round/_windows.c): the round's windows over runs of
   batches, which walk records with the scan's ``records/scan/walk.h`` and (de)compress zstd batches
   with the vendored Zstandard in ``kcompact/_vendor/zstd/`` (python-zstandard's own library version),
-  compiled in with every symbol hidden.
+  compiled in with every symbol hidden, and gzip, snappy and lz4 batches in C (``_windows_codecs.c``;
+  gzip through the system zlib, ``-lz``, the library CPython's own zlib module is linked with).
 
 All three include ``kcompact/_native/common.h`` (the ScanError contract, argument checks, varints,
 and, from ``crc32c.h``, CRC-32C) and, where they hash keys, the vendored xxHash in
@@ -52,11 +53,14 @@ EXTENSIONS = [
     ),
     Extension(
         "kcompact.cleaner.round._windows",
-        # _windows_zstd.c: its zstd batches through the vendored library
-        sources=["kcompact/cleaner/round/_windows.c", "kcompact/cleaner/round/_windows_zstd.c", f"{ZSTD}/zstd.c"],
+        # _windows_zstd.c: its zstd batches through the vendored library; _windows_codecs.c: its gzip (zlib,
+        # which CPython's zlib module links too), snappy and lz4 batches, and pass 1's payloads kept for pass 2
+        sources=["kcompact/cleaner/round/_windows.c", "kcompact/cleaner/round/_windows_zstd.c",
+                 "kcompact/cleaner/round/_windows_codecs.c", f"{ZSTD}/zstd.c"],
         depends=[*COMMON, f"{SCAN}/walk.h", f"{XXHASH}/xxhash.h", "kcompact/cleaner/round/_windows_zstd.h",
-                 f"{ZSTD}/zstd.h"],
+                 "kcompact/cleaner/round/_windows_codecs.h", f"{ZSTD}/zstd.h"],
         include_dirs=[*INCLUDE_DIRS, ZSTD],
+        libraries=["z"],
         extra_compile_args=ZSTD_ARGS,
         optional=True,
     ),

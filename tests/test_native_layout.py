@@ -30,7 +30,8 @@ OWNERS: dict[str, tuple[ModuleType, set[str]]] = {
         "flush_puts", "fold_into_run", "merge_runs_step",
     }),
     "kcompact.cleaner.round._windows": (round_accel, {
-        "scan_window_key_digests", "scan_window_records", "emit_window", "zstd_version",
+        "scan_window_key_digests", "scan_window_records", "emit_window", "zstd_version", "zlib_version",
+        "forget_inflated", "inflated_held",
     }),
 }
 

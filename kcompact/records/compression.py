@@ -45,6 +45,7 @@ import importlib
 import struct
 import threading
 import zlib
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -52,6 +53,7 @@ from kcompact.errors import CorruptRecordError, UnsupportedFormatError
 from kcompact.records.lz4_framing import (
     decode_lz4_frame,
     encode_lz4_frame,
+    one_block_frame,
 )
 
 __all__ = [
@@ -71,6 +73,8 @@ __all__ = [
     "XERIAL_VERSION",
     "ZSTD",
     "ZSTD_LEVEL",
+    "block_compressors",
+    "codec_loaded",
     "compress",
     "decompress",
 ]
@@ -349,6 +353,23 @@ def zstd_one_call() -> Any:
     if ZSTD not in _loaded:
         return None
     return _zstd_context("decompressor").decompress
+
+
+def codec_loaded(codec: int) -> bool:
+    """Whether ``codec``'s library is imported (gzip's, zlib, always is): the C windows
+    (``cleaner.round.accel``) decompress a snappy or lz4 batch's usual stream themselves only then, so a
+    log's first batch of the codec still goes through :func:`decompress`, which imports it or says it is
+    missing."""
+    return codec == GZIP or codec in _loaded
+
+
+def block_compressors() -> tuple[Callable[[bytes], Any] | None, Callable[[bytes], bytes] | None]:
+    """snappy's raw block compressor (``cramjam.snappy.compress_raw``: one xerial chunk of at most 32 KiB) and
+    lz4's one-block frame (``lz4_framing.one_block_frame``: one block of at most 64 KiB) exactly as
+    :func:`compress` calls them, for the C windows (``cleaner.round.accel``), which frame the blocks
+    themselves; None for a codec whose library is not imported yet (as :func:`codec_loaded`)."""
+    snappy = _loaded[SNAPPY].snappy.compress_raw if SNAPPY in _loaded else None
+    return snappy, one_block_frame(_lz4_frame()) if LZ4 in _loaded else None
 
 
 def zstd_library_version() -> int | None:

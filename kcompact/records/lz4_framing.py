@@ -20,7 +20,9 @@ Hostile input cannot exhaust memory: decoding stops once the output would pass `
 
 from __future__ import annotations
 
+import functools
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import xxhash
@@ -90,13 +92,20 @@ def _compress_block(raw: memoryview, frame_codec: Any) -> tuple[int, bytes]:
     a frame of independent blocks at level 0 compresses each block from a fresh state and stores it raw on
     the same rule, so the block is taken out of a one-block frame of its own.
     """
-    frame = frame_codec.compress(
-        raw, block_size=frame_codec.BLOCKSIZE_MAX64KB, block_linked=False, block_checksum=False,
-        content_checksum=False, store_size=False, compression_level=0,
-    )
+    frame = one_block_frame(frame_codec)(raw)
     (word,) = LZ4_U32_STRUCT.unpack_from(frame, _ONE_BLOCK_FRAME_HEADER)
     start = _ONE_BLOCK_FRAME_HEADER + LZ4_U32_STRUCT.size
     return word, bytes(frame[start : start + (word & ~LZ4_STORED)])
+
+
+def one_block_frame(frame_codec: Any) -> Callable[[bytes | memoryview], bytes]:
+    """``frame_codec.compress`` (``lz4.frame``'s) as :func:`_compress_block` calls it for one block of at most
+    64 KiB: a frame whose 7-byte header is followed by the block's size word and data, then the end mark. The
+    C windows (``cleaner/round/_windows_codecs.c``) call it too and take the block out the same way."""
+    return functools.partial(
+        frame_codec.compress, block_size=frame_codec.BLOCKSIZE_MAX64KB, block_linked=False, block_checksum=False,
+        content_checksum=False, store_size=False, compression_level=0,
+    )
 
 
 def decode_lz4_frame(view: memoryview, magic: int, max_output: int, block_codec: Any) -> bytes:

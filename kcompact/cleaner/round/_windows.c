@@ -13,14 +13,16 @@
 #include "common.h"
 #include "walk.h"
 #include "_windows_zstd.h"  /* zstd batches with the vendored library */
+#include "_windows_codecs.h"  /* gzip, snappy and lz4 batches; pass 1's inflated payloads for pass 2 */
 
 PyObject *kcompact_scan_error;  /* kcompact.cleaner.round._windows.ScanError (common.h) */
 
 /* The GIL while a kernel walks a window: released over its C-only stretches (framing, CRC-32C, record
- * walks, the vendored zstd, the output's copy), so that other threads run meanwhile (a round's threads
- * filter chunks at once: cleaner/workers/parallel.py), and held again for every Python call (a codec
- * through records.compression, a bytes object made). Buffers the released stretches grow are PyMem_Raw's
- * (grow_raw); what they share across threads (the zstd contexts and scratch) is per thread. */
+ * walks, the vendored zstd, gzip, snappy and lz4 in C, the output's copy), so that other threads run
+ * meanwhile (a round's threads filter chunks at once: cleaner/workers/parallel.py), and held again for every
+ * Python call (a codec through records.compression, a bytes object made). Buffers the released stretches
+ * grow are PyMem_Raw's (grow_raw); what they share across threads (the codec contexts and the scratch) is
+ * per thread, but for pass 1's kept payloads (_windows_codecs.c: under their own lock). */
 typedef struct {
     PyThreadState *saved;  /* NULL: held */
 } Gil;
@@ -55,75 +57,6 @@ gil_hold(Gil *g)
  * anything else (out of memory within the kernel, an interrupt). *whole: the caller's memoryview of
  * the source, made here at its first compressed batch (the caller releases it). */
 #define ZSTD_CODEC 4
-
-/* records.compression._zstd_one_block_bound (max_output 2**31): the output bound of one
- * decompression call when p[0, n) is exactly one zstd frame of one block (or of one block and an empty
- * last one, as Kafka writes them), 0 otherwise. */
-static Py_ssize_t
-zstd_one_block_bound(const uint8_t *p, Py_ssize_t n)
-{
-    static const int dict_id_sizes[4] = {0, 1, 2, 4};
-    static const int content_size_sizes[8] = {0, 2, 4, 8, 1, 2, 4, 8};
-    uint32_t magic, block;
-    int single, size_field, checksum;
-    Py_ssize_t header, content, end;
-    if (n < 5 + 3)
-        return 0;
-    magic = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-    single = (p[4] & 0x20) != 0;
-    size_field = content_size_sizes[(p[4] >> 6) | (single ? 4 : 0)];
-    header = 5 + (single ? 0 : 1) + dict_id_sizes[p[4] & 3] + size_field;
-    if (magic != ZSTD_FRAME_MAGIC || n < header + 3)
-        return 0;
-    block = (uint32_t)p[header] | (uint32_t)p[header + 1] << 8 | (uint32_t)p[header + 2] << 16;
-    content = (block & 6) == 2 ? 1 : (Py_ssize_t)(block >> 3);  /* an RLE block stores one byte */
-    checksum = (p[4] & 4) ? 4 : 0;
-    end = header + 3 + content;
-    if (!(block & 1)) {  /* Kafka's own shape: the data's one block, then an empty last block 01 00 00 */
-        if (n < end + 3 || p[end] != 1 || p[end + 1] != 0 || p[end + 2] != 0)
-            return 0;
-        end += 3;
-    }
-    if (end + checksum != n)
-        return 0;  /* more blocks or frames, or bytes after the frame */
-    if (size_field) {
-        uint64_t stated = 0;
-        for (int k = size_field - 1; k >= 0; k--)
-            stated = stated << 8 | p[header - size_field + k];
-        if (size_field == 2)
-            stated += 256;
-        return stated > 0 && stated <= ZSTD_BLOCK_MAX ? (Py_ssize_t)stated : 0;
-    }
-    return ZSTD_BLOCK_MAX;
-}
-
-/* zstd(view, max_output_size=bound): records.compression._zstd_decompress's one bounded call, made
- * here without its Python frames. A new bytes object, or NULL: nothing set where the call raised an
- * ordinary error or returned no bytes (the caller then runs the whole reference), else an error. */
-static PyObject *
-zstd_one_call(PyObject *zstd_fn, PyObject *view, Py_ssize_t bound)
-{
-    static PyObject *kwnames = NULL;
-    PyObject *args[2], *value;
-    if (kwnames == NULL && (kwnames = Py_BuildValue("(s)", "max_output_size")) == NULL)
-        return NULL;
-    args[0] = view;
-    args[1] = PyLong_FromSsize_t(bound);
-    if (args[1] == NULL)
-        return NULL;
-    value = PyObject_Vectorcall(zstd_fn, args, 1, kwnames);
-    Py_DECREF(args[1]);
-    if (value == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_Exception) && !PyErr_ExceptionMatches(PyExc_MemoryError))
-            PyErr_Clear();
-        return NULL;
-    }
-    if (!PyBytes_Check(value) || PyBytes_GET_SIZE(value) > bound) {
-        Py_DECREF(value);
-        return NULL;
-    }
-    return value;
-}
 
 static int
 decompressed(PyObject *fn, PyObject *zstd_fn, int codec, PyObject *source, PyObject **whole,
@@ -199,17 +132,20 @@ decompressed(PyObject *fn, PyObject *zstd_fn, int codec, PyObject *source, PyObj
 }
 
 PyDoc_STRVAR(scan_window_key_digests_doc,
-"scan_window_key_digests(buf, position, limit, min_offset, max_puts, base_puts, decompress, zstd)\n"
+"scan_window_key_digests(buf, position, limit, min_offset, max_puts, base_puts, decompress, zstd,\n"
+"                        native)\n"
 "    -> (position, offsets bytes, digests bytes, batches bytes)\n\n"
 "Pass 1 (cleaner/round/mapping.iter_dirty_keys) over the batches starting at `position`, before\n"
 "`limit`: while each is a well-framed, non-transactional, non-control v2 batch whose records scan\n"
 "(compressed ones only with `decompress`, records.compression.decompress: called as (codec, payload)\n"
 "for each, the kernel stopping before a batch it raises on; a zstd batch's usual stream first\n"
-"through `zstd`, records.compression.zstd_one_call(), when given), the keyed records at or above\n"
+"through `zstd`, records.compression.zstd_one_call(), when given; a gzip, snappy or lz4 batch's\n"
+"usual stream in C where bit 1 << codec of `native` is set), the keyed records at or above\n"
 "min_offset (scan_key_digests) and, per batch whose\n"
 "last offset reaches min_offset, (put end counted from base_puts, last offset, records) as three\n"
 "native int64. Stops before any other batch (the caller's per-batch walk takes it), at `limit`, or\n"
-"after the batch that brings the puts to max_puts; returns where it stopped.");
+"after the batch that brings the puts to max_puts; returns where it stopped. Every compressed batch's\n"
+"records are kept for scan_window_records (forget_inflated).");
 
 static PyObject *
 scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -221,13 +157,14 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
     PyObject *result = NULL, *decompress_fn, *zstd_fn, *source_view = NULL;
     Gil gil = {NULL};
     int out_of_memory = 0;
-    if (check_nargs("scan_window_key_digests", nargs, 8) < 0)
+    int64_t native;
+    if (check_nargs("scan_window_key_digests", nargs, 9) < 0)
         return NULL;
     decompress_fn = args[6] == Py_None ? NULL : args[6];
     zstd_fn = args[7] == Py_None ? NULL : args[7];
     if (as_int64(args[1], &position) < 0 || as_int64(args[2], &limit) < 0
         || as_int64(args[3], &min_offset) < 0 || as_int64(args[4], &max_puts) < 0
-        || as_int64(args[5], &base_puts) < 0
+        || as_int64(args[5], &base_puts) < 0 || as_int64(args[8], &native) < 0
         || (decompress_fn != NULL && !PyCallable_Check(decompress_fn))
         || (zstd_fn != NULL && zstd_fn != Py_True && !PyCallable_Check(zstd_fn))
         || get_bytes(args[0], &view) < 0)
@@ -267,6 +204,17 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
                     n = got;
                 }
             }
+            else if (codec != 0 && (native & (1 << codec))) {  /* gzip, snappy, lz4 in C, no GIL */
+                Py_ssize_t got = codec_native_into(codec, records, n, &zstd_scratch);
+                if (got == -2) {
+                    out_of_memory = 1;
+                    break;
+                }
+                if (got >= 0) {
+                    records = (const uint8_t *)zstd_scratch.data;
+                    n = got;
+                }
+            }
             if (codec != 0 && records == h + RECORD_BATCH_OVERHEAD) {
                 gil_hold(&gil);  /* through records.compression: Python (its codec releases the GIL itself) */
                 int got = decompressed(decompress_fn, zstd_fn, codec, args[0], &source_view,
@@ -278,6 +226,9 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
                 records = (const uint8_t *)PyBytes_AS_STRING(inflated);
                 n = PyBytes_GET_SIZE(inflated);
             }
+            if (codec != 0)  /* for pass 2, which reads the same batch again */
+                inflated_keep(codec, h + RECORD_BATCH_OVERHEAD,
+                              (Py_ssize_t)batch_length + LOG_OVERHEAD - RECORD_BATCH_OVERHEAD, records, n);
             if (check_count(records_count, n) < 0)
                 kept = -1;  /* the per-batch walk reports it */
             else if (grow_raw(&offsets, (Py_ssize_t)records_count * 8) < 0
@@ -384,14 +335,15 @@ arena_room(Arena *a, Py_ssize_t more, int64_t max_bytes, Gil *gil)
 
 PyDoc_STRVAR(scan_window_records_doc,
 "scan_window_records(buf, position, limit, max_batches, max_records, max_bytes, protected,\n"
-"                    upper_bound, decompress, zstd)\n"
+"                    upper_bound, decompress, zstd, native)\n"
 "    -> (position, batches, offsets, timestamps, key_starts, key_ends, body_starts, record_ends,\n"
 "        value_null, inflated)\n\n"
 "Pass 2 (cleaner/round/filtering) over the batches starting at `position`, before `limit`: while\n"
 "each is a well-framed, non-transactional, non-control v2 batch with records, a valid CRC-32C\n"
 "(common.h), records that scan (scan_records; a compressed batch's only with\n"
 "`decompress`, records.compression.decompress called as (codec, payload), a zstd batch's usual\n"
-"stream first through `zstd` when given, and where it does not raise), a last offset not in the ascending int64 array `protected` and a next offset other than\n"
+"stream first through `zstd` when given, a gzip, snappy or lz4 batch's in C where bit 1 << codec of\n"
+"`native` is set, one pass 1 read taken as it kept it, and where it does not raise), a last offset not in the ascending int64 array `protected` and a next offset other than\n"
 "upper_bound, its header fields (position, size, base offset, last offset, count, attributes, base\n"
 "and max timestamp: native int64) and its records' columns (native int64; value_null one byte a\n"
 "record). Record positions are absolute in buf, or, for a compressed batch's, len(buf) plus their\n"
@@ -413,14 +365,15 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *result = NULL, *decompress_fn, *zstd_fn, *inflated = NULL, *source_view = NULL;
     Gil gil = {NULL};
     int out_of_memory = 0;
-    if (check_nargs("scan_window_records", nargs, 10) < 0)
+    int64_t native;
+    if (check_nargs("scan_window_records", nargs, 11) < 0)
         return NULL;
     decompress_fn = args[8] == Py_None ? NULL : args[8];
     zstd_fn = args[9] == Py_None ? NULL : args[9];
     if (as_int64(args[1], &position) < 0 || as_int64(args[2], &limit) < 0
         || as_int64(args[3], &max_batches) < 0 || as_int64(args[4], &max_records) < 0
         || as_int64(args[5], &max_bytes) < 0 || as_int64(args[7], &upper_bound) < 0
-        || (decompress_fn != NULL && !PyCallable_Check(decompress_fn))
+        || as_int64(args[10], &native) < 0 || (decompress_fn != NULL && !PyCallable_Check(decompress_fn))
         || (zstd_fn != NULL && zstd_fn != Py_True && !PyCallable_Check(zstd_fn)) || get_bytes(args[0], &view) < 0)
         return scan_error(DECLINED);
     if (get_8byte_ints(args[6], &prot, 'q', 'l') < 0) {
@@ -467,7 +420,23 @@ scan_window_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         at = position + RECORD_BATCH_OVERHEAD;
         if (codec != 0) {  /* the records: the arena's next piece (kept once scanned) */
             Py_ssize_t got = -1;
-            if (codec == ZSTD_CODEC && zstd_fn == Py_True) {  /* the vendored library, no GIL */
+            Inflated *kept;
+            Py_ssize_t m;  /* pass 1's, or a gzip, snappy or lz4 batch's decoded here: no GIL */
+            const uint8_t *r = codec_records(codec, body, n, native, &zstd_scratch, &kept, &m);
+            if (m == -2) {
+                out_of_memory = 1;
+                break;
+            }
+            if (r != NULL) {
+                int room = arena_room(&arena, m, max_bytes, &gil);
+                if (room == 0)
+                    memcpy(PyBytes_AS_STRING(arena.bytes) + arena.size, r, (size_t)m);
+                inflated_free(kept);
+                if (room < 0)
+                    goto done;
+                got = m;
+            }
+            else if (codec == ZSTD_CODEC && zstd_fn == Py_True) {  /* the vendored library, no GIL */
                 Py_ssize_t bound = zstd_frame_bound(body, n);
                 if (bound > 0) {
                     if (arena_room(&arena, bound, max_bytes, &gil) < 0)
@@ -635,12 +604,15 @@ write_kept(const Window *x, uint8_t *p, Py_ssize_t r0, int64_t count, int64_t ba
 }
 
 /* A compressed batch's rebuilt records, `raw` bytes long, compressed and appended to `packed`: for zstd
- * with `native` set by zstd_native_compress_into without the GIL (the records written into `scratch`),
+ * with `native` set by zstd_native_compress_into, for gzip with bit 1 << 1 of `codecs` set by
+ * gzip_native_compress_into, both without the GIL (the records written into `scratch`), for snappy and lz4
+ * with their block function in `blocks` by framed_compress_into (the GIL held),
  * else through compress(codec, records) (the reference's records.compression.compress) with the GIL held
  * again. The compressed length; -1 declined (compress raised an ordinary error or the library refused:
  * the reference then runs; nothing set), -2 out of memory (nothing set), -3 a Python error set. */
 static Py_ssize_t
-compressed_records(Gil *gil, PyObject *compress_fn, int native, int codec, const Window *x, Py_ssize_t r0,
+compressed_records(Gil *gil, PyObject *compress_fn, int native, int64_t codecs, PyObject *const *blocks,
+                   int codec, const Window *x, Py_ssize_t r0,
                    int64_t count, int64_t base_offset, int64_t base_ts, Py_ssize_t raw, Grow *scratch,
                    Grow *packed)
 {
@@ -653,7 +625,21 @@ compressed_records(Gil *gil, PyObject *compress_fn, int native, int codec, const
         write_kept(x, (uint8_t *)scratch->data, r0, count, base_offset, base_ts);
         return zstd_native_compress_into(packed, (const uint8_t *)scratch->data, raw);
     }
+    if (codec == CODEC_GZIP && (codecs & (1 << CODEC_GZIP))) {
+        scratch->size = 0;
+        if (grow_raw(scratch, raw) < 0)
+            return -2;
+        write_kept(x, (uint8_t *)scratch->data, r0, count, base_offset, base_ts);
+        return gzip_native_compress_into(packed, (const uint8_t *)scratch->data, raw);
+    }
     gil_hold(gil);  /* through records.compression: Python (its codec releases the GIL itself) */
+    if ((codec == CODEC_SNAPPY || codec == CODEC_LZ4) && blocks[codec - CODEC_SNAPPY] != NULL) {
+        scratch->size = 0;  /* the library's blocks, framed here */
+        if (grow_raw(scratch, raw) < 0)
+            return -2;
+        write_kept(x, (uint8_t *)scratch->data, r0, count, base_offset, base_ts);
+        return framed_compress_into(packed, codec, blocks[codec - CODEC_SNAPPY], (uint8_t *)scratch->data, raw);
+    }
     if ((records = PyBytes_FromStringAndSize(NULL, raw)) == NULL)
         return -3;
     write_kept(x, (uint8_t *)PyBytes_AS_STRING(records), r0, count, base_offset, base_ts);
@@ -689,14 +675,16 @@ compressed_records(Gil *gil, PyObject *compress_fn, int native, int codec, const
 
 PyDoc_STRVAR(emit_window_doc,
 "emit_window(buf, batches, offsets, timestamps, body_starts, record_ends, value_null, kept,\n"
-"            new_horizon, inflated, compress, zstd) -> (output bytes, per batch (outcome, size,\n"
+"            new_horizon, inflated, compress, zstd, native, blocks) -> (output bytes, per batch (outcome, size,\n"
 "            last offset, max timestamp, records kept) as native int64)\n\n"
 "records.filter.filter_v2_batch over a run of scan_window_records, all DELETE_EMPTY: per batch,\n"
 "nothing kept: dropped (outcome 0); all kept and no horizon to set: its bytes (1); else rebuilt\n"
 "(2) with the horizon policy.output_delete_horizon gives (new_horizon, negative for none, when a\n"
 "kept record is a tombstone and the batch has none), a compressed batch's records compressed again\n"
 "with its codec by compress (records.compression.compress, called as (codec, records)); zstd True:\n"
-"a zstd batch's with the vendored library instead, as compress would. kept: one\n"
+"a zstd batch's with the vendored library instead, as compress would; bit 1 << 1 of native: a gzip\n"
+"batch's with zlib, as compress would; blocks, (snappy, lz4) of records.compression.block_compressors():\n"
+"a snappy or lz4 batch's through its block function, framed here, as compress would. kept: one\n"
 "byte a record; inflated: the run's (its compressed batches' records, one bytes). Raises ScanError(-1)\n"
 "where the reference would fail or the arguments do not match.");
 
@@ -706,7 +694,7 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     enum { N_VIEWS = 8 };
     Py_buffer views[N_VIEWS];
     int held = 0, native, out_of_memory = 0;
-    int64_t new_horizon;
+    int64_t new_horizon, codecs;
     Py_ssize_t n_batches = 0, n_records, total = 0;
     const int64_t *info;
     Window x;
@@ -717,12 +705,23 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Gil gil = {NULL};
     int64_t *row;
     uint8_t *w;
-    if (check_nargs("emit_window", nargs, 12) < 0)
+    PyObject *blocks[2] = {NULL, NULL};  /* snappy's and lz4's block functions */
+    if (check_nargs("emit_window", nargs, 14) < 0)
         return NULL;
+    if (args[13] != Py_None) {
+        if (!PyTuple_CheckExact(args[13]) || PyTuple_GET_SIZE(args[13]) != 2)
+            return scan_error(DECLINED);
+        for (int k = 0; k < 2; k++) {
+            PyObject *fn = PyTuple_GET_ITEM(args[13], k);
+            if (fn != Py_None && !PyCallable_Check(fn))
+                return scan_error(DECLINED);
+            blocks[k] = fn == Py_None ? NULL : fn;
+        }
+    }
     inflated = args[9];
     compress_fn = args[10] == Py_None ? NULL : args[10];
     native = args[11] == Py_True;
-    if (as_int64(args[8], &new_horizon) < 0
+    if (as_int64(args[8], &new_horizon) < 0 || as_int64(args[12], &codecs) < 0
         || (compress_fn != NULL && !PyCallable_Check(compress_fn)) || !PyList_CheckExact(inflated))
         return scan_error(DECLINED);
     for (held = 0; held < N_VIEWS; held++)  /* the int64 ones as scan_window_records made them: bytes */
@@ -822,7 +821,7 @@ emit_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 goto declined;
             if (codec != 0) {
                 Py_ssize_t at = packed.size;
-                Py_ssize_t got = compressed_records(&gil, compress_fn, native, codec, &x, r0, count,
+                Py_ssize_t got = compressed_records(&gil, compress_fn, native, codecs, blocks, codec, &x, r0, count,
                                                     bi[W_BASE_OFFSET], base_ts,
                                                     bytes - RECORD_BATCH_OVERHEAD, &scratch, &packed);
                 if (got == -1)
@@ -922,6 +921,9 @@ done:
 
 static PyMethodDef methods[] = {
     {"zstd_version", zstd_version, METH_NOARGS, zstd_version_doc},
+    {"zlib_version", zlib_runtime_version, METH_NOARGS, zlib_runtime_version_doc},
+    {"forget_inflated", forget_inflated, METH_VARARGS, forget_inflated_doc},
+    {"inflated_held", inflated_held, METH_NOARGS, inflated_held_doc},
     {"scan_window_key_digests", (PyCFunction)(void (*)(void))scan_window_key_digests, METH_FASTCALL, scan_window_key_digests_doc},
     {"scan_window_records", (PyCFunction)(void (*)(void))scan_window_records, METH_FASTCALL, scan_window_records_doc},
     {"emit_window", (PyCFunction)(void (*)(void))emit_window, METH_FASTCALL, emit_window_doc},
@@ -942,5 +944,7 @@ PyInit__windows(void)
     /* the CRC-32C tables made now, under the GIL: two threads may run the kernels at once without it */
     if (!crc32c_ready)
         crc32c_init();
+    if (inflated_init() < 0)
+        return NULL;
     return kcompact_module(&module_def, "kcompact.cleaner.round._windows.ScanError");
 }

@@ -9,6 +9,75 @@
 #include "_windows_zstd.h"
 
 
+/* records.compression._zstd_one_block_bound (max_output 2**31): the output bound of one
+ * decompression call when p[0, n) is exactly one zstd frame of one block (or of one block and an empty
+ * last one, as Kafka writes them), 0 otherwise. */
+Py_ssize_t
+zstd_one_block_bound(const uint8_t *p, Py_ssize_t n)
+{
+    static const int dict_id_sizes[4] = {0, 1, 2, 4};
+    static const int content_size_sizes[8] = {0, 2, 4, 8, 1, 2, 4, 8};
+    uint32_t magic, block;
+    int single, size_field, checksum;
+    Py_ssize_t header, content, end;
+    if (n < 5 + 3)
+        return 0;
+    magic = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    single = (p[4] & 0x20) != 0;
+    size_field = content_size_sizes[(p[4] >> 6) | (single ? 4 : 0)];
+    header = 5 + (single ? 0 : 1) + dict_id_sizes[p[4] & 3] + size_field;
+    if (magic != ZSTD_FRAME_MAGIC || n < header + 3)
+        return 0;
+    block = (uint32_t)p[header] | (uint32_t)p[header + 1] << 8 | (uint32_t)p[header + 2] << 16;
+    content = (block & 6) == 2 ? 1 : (Py_ssize_t)(block >> 3);  /* an RLE block stores one byte */
+    checksum = (p[4] & 4) ? 4 : 0;
+    end = header + 3 + content;
+    if (!(block & 1)) {  /* Kafka's own shape: the data's one block, then an empty last block 01 00 00 */
+        if (n < end + 3 || p[end] != 1 || p[end + 1] != 0 || p[end + 2] != 0)
+            return 0;
+        end += 3;
+    }
+    if (end + checksum != n)
+        return 0;  /* more blocks or frames, or bytes after the frame */
+    if (size_field) {
+        uint64_t stated = 0;
+        for (int k = size_field - 1; k >= 0; k--)
+            stated = stated << 8 | p[header - size_field + k];
+        if (size_field == 2)
+            stated += 256;
+        return stated > 0 && stated <= ZSTD_BLOCK_MAX ? (Py_ssize_t)stated : 0;
+    }
+    return ZSTD_BLOCK_MAX;
+}
+
+/* zstd(view, max_output_size=bound): records.compression._zstd_decompress's one bounded call, made
+ * here without its Python frames. A new bytes object, or NULL: nothing set where the call raised an
+ * ordinary error or returned no bytes (the caller then runs the whole reference), else an error. */
+PyObject *
+zstd_one_call(PyObject *zstd_fn, PyObject *view, Py_ssize_t bound)
+{
+    static PyObject *kwnames = NULL;
+    PyObject *args[2], *value;
+    if (kwnames == NULL && (kwnames = Py_BuildValue("(s)", "max_output_size")) == NULL)
+        return NULL;
+    args[0] = view;
+    args[1] = PyLong_FromSsize_t(bound);
+    if (args[1] == NULL)
+        return NULL;
+    value = PyObject_Vectorcall(zstd_fn, args, 1, kwnames);
+    Py_DECREF(args[1]);
+    if (value == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_Exception) && !PyErr_ExceptionMatches(PyExc_MemoryError))
+            PyErr_Clear();
+        return NULL;
+    }
+    if (!PyBytes_Check(value) || PyBytes_GET_SIZE(value) > bound) {
+        Py_DECREF(value);
+        return NULL;
+    }
+    return value;
+}
+
 /* The output bound of the vendored library's one streaming call when p[0, n) is exactly one zstd frame
  * (RFC 8878) of any number of blocks: its stated content size, or the sum of its blocks' bounds (a raw or
  * RLE block's size, ZSTD_BLOCK_MAX for a compressed one); 0 when it is not one whole frame or its bound
@@ -63,9 +132,9 @@ zstd_frame_bound(const uint8_t *p, Py_ssize_t n)
 static __thread ZSTD_CCtx *zstd_cctx;
 static __thread ZSTD_DCtx *zstd_dctx;
 
-/* Where the vendored library decompresses to: one buffer per thread reused by every batch (no allocation,
- * no fresh pages a batch), PyMem_Raw (used without the GIL), given back when a frame made it large
- * (zstd_scratch_trim). */
+/* Where the vendored library (and _windows_codecs.c's gzip, snappy and lz4) decompresses to: one buffer per
+ * thread reused by every batch (no allocation, no fresh pages a batch), PyMem_Raw (used without the GIL),
+ * given back when a frame made it large (zstd_scratch_trim). */
 __thread Grow zstd_scratch;
 
 void

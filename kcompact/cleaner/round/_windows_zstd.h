@@ -14,6 +14,10 @@
 /* Where the library decompresses to: one buffer per thread reused by every batch. */
 extern KCOMPACT_HIDDEN __thread Grow zstd_scratch;
 
+/* records.compression._zstd_one_block_bound: the bound of one call for Kafka's usual frame, else 0. */
+KCOMPACT_HIDDEN Py_ssize_t zstd_one_block_bound(const uint8_t *p, Py_ssize_t n);
+/* zstd_fn(view, max_output_size=bound): a new bytes object, or NULL (an error set or not). */
+KCOMPACT_HIDDEN PyObject *zstd_one_call(PyObject *zstd_fn, PyObject *view, Py_ssize_t bound);
 /* The output bound of one frame p[0, n) of any number of blocks, 0 when not exactly one whole frame. */
 KCOMPACT_HIDDEN Py_ssize_t zstd_frame_bound(const uint8_t *p, Py_ssize_t n);
 /* Decompress one frame into dst[0, bound) (no GIL needed): the length, or -1 refused. */

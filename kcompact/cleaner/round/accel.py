@@ -15,6 +15,7 @@ says why).
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 from types import ModuleType
 from typing import Literal
@@ -22,7 +23,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from kcompact.records.compression import zstd_library_version
+from kcompact.records.compression import GZIP, LZ4, SNAPPY, codec_loaded, zstd_library_version
 from kcompact.records.scan import accel as scan_accel
 from kcompact.records.varint import Buffer
 
@@ -30,6 +31,8 @@ kernels: ModuleType | None
 import_error: str | None
 kernels, import_error = scan_accel.load_kernels("kcompact.cleaner.round._windows")
 _COMPILED_ZSTD = kernels.zstd_version() if kernels is not None else None
+# the windows compress gzip with the zlib they link only where it is the zlib module's (one libz.so.1 a process)
+_SAME_ZLIB = kernels is not None and kernels.zlib_version() == zlib.ZLIB_RUNTIME_VERSION
 
 Codec = Callable[[int, bytes | memoryview], bytes]
 """``records.compression.decompress`` or ``compress``, as the kernels call it: ``(codec, data)``."""
@@ -37,6 +40,8 @@ ZstdOneCall = Callable[..., bytes]
 """A zstd decompressor's ``decompress`` (``records.compression.zstd_one_call``), called once, bounded."""
 Zstd = Literal[True] | ZstdOneCall | None
 """The windows' ``zstd`` argument (:func:`zstd_codec`)."""
+Blocks = tuple[Callable[[bytes], object] | None, Callable[[bytes], bytes] | None]
+"""``records.compression.block_compressors()``: snappy's and lz4's block functions, as ``compress`` calls them."""
 
 
 def zstd_codec(one_call: ZstdOneCall | None) -> Zstd:
@@ -50,9 +55,35 @@ def zstd_codec(one_call: ZstdOneCall | None) -> Zstd:
     return one_call
 
 
+def native_codecs() -> int:
+    """The windows' ``native`` argument: bit ``1 << codec`` set for each of gzip, snappy and lz4 whose usual
+    stream the windows decompress themselves (``_windows_codecs.c``: gzip through zlib, snappy's xerial
+    frame, Kafka's lz4 frame; anything else goes through ``decompress``) — snappy and lz4 once their library
+    is imported (``records.compression.codec_loaded``), gzip where the zlib the windows link is the zlib
+    module's (then they also compress a rebuilt gzip batch themselves, as ``compress`` would)."""
+    mask = 1 << GZIP if _SAME_ZLIB else 0
+    for codec in (SNAPPY, LZ4):
+        if codec_loaded(codec):
+            mask |= 1 << codec
+    return mask
+
+
+INFLATED_BUDGET = 16 << 20
+"""The most bytes :func:`forget_inflated` lets pass 1 keep by default (compressed and inflated together)."""
+
+
+def forget_inflated(budget: int = INFLATED_BUDGET) -> None:
+    """Drop the compressed batches' records pass 1 kept for pass 2 (``scan_window_key_digests`` keeps each
+    one it decompressed, up to ``budget`` bytes in all, and ``scan_window_records`` takes it instead of
+    decompressing the same bytes again): a round's pass 1 starts with this, so what an earlier round left is
+    not held; 0 keeps nothing."""
+    if kernels is not None:
+        kernels.forget_inflated(budget)
+
+
 def scan_window_key_digests(
     buf: Buffer, position: int, limit: int, min_offset: int, max_puts: int, base_puts: int,
-    decompress: Codec | None = None, zstd: Zstd = None,
+    decompress: Codec | None = None, zstd: Zstd = None, native: int = 0,
 ) -> tuple[int, bytes, bytes, bytes] | None:
     """C pass 1 over a run of v2 data batches (``cleaner/round/mapping.iter_dirty_keys``).
 
@@ -68,6 +99,7 @@ def scan_window_key_digests(
             or of one block and Kafka's empty last one) is decompressed in C; a callable
             (``records.compression.zstd_one_call()``), by it in one bounded call, as ``decompress``
             would; None: all through ``decompress``.
+        native: :func:`native_codecs`' answer (0: gzip, snappy and lz4 all through ``decompress``).
 
     Returns:
         ``(position, offsets, digests, batches)``: where it stopped, the entries as native int64 and
@@ -78,7 +110,7 @@ def scan_window_key_digests(
         return None
     try:
         result: tuple[int, bytes, bytes, bytes] = kernels.scan_window_key_digests(
-            buf, position, limit, min_offset, max_puts, base_puts, decompress, zstd)
+            buf, position, limit, min_offset, max_puts, base_puts, decompress, zstd, native)
     except kernels.ScanError:
         return None
     return result
@@ -90,6 +122,7 @@ WindowRecords = tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, bytes, byte
 def scan_window_records(
     buf: Buffer, position: int, limit: int, max_batches: int, max_records: int, max_bytes: int,
     protected: npt.NDArray[np.int64], upper_bound: int, decompress: Codec | None = None, zstd: Zstd = None,
+    native: int = 0,
 ) -> WindowRecords | None:
     """C pass 2 walk over a run of v2 data batches (``cleaner/round/filter_windows``).
 
@@ -102,7 +135,8 @@ def scan_window_records(
     Args:
         decompress: ``records.compression.decompress``, called as ``(codec, payload)`` for each
             compressed batch (None: the kernel takes uncompressed batches only).
-        zstd: as :func:`scan_window_key_digests`'s.
+        zstd, native: as :func:`scan_window_key_digests`'s (a batch whose records pass 1 kept is taken
+            from there whatever they say).
 
     Returns:
         ``(position, batches, offsets, timestamps, key_starts, key_ends, body_starts, record_ends,
@@ -115,7 +149,7 @@ def scan_window_records(
     try:
         result: WindowRecords = kernels.scan_window_records(
             buf, position, limit, max_batches, max_records, max_bytes, protected, upper_bound,
-            decompress, zstd)
+            decompress, zstd, native)
     except kernels.ScanError:
         return None
     return result
@@ -124,7 +158,7 @@ def scan_window_records(
 def emit_window(
     buf: Buffer, batches: Buffer, columns: tuple[Buffer, Buffer, Buffer, Buffer], value_null: Buffer,
     kept: npt.NDArray[np.uint8], new_horizon: int, inflated: list[bytes] | None = None, compress: Codec | None = None,
-    zstd: bool = False,
+    zstd: bool = False, native: int = 0, blocks: Blocks | None = None,
 ) -> tuple[bytes, bytes] | None:
     """C :func:`~kcompact.records.filter.filter_v2_batch` over a run of
     :func:`scan_window_records` (every batch ``DELETE_EMPTY``, its horizon as
@@ -141,6 +175,11 @@ def emit_window(
             compressed batch rebuilt (None: the run must have none).
         zstd: a zstd batch's rebuilt records compressed in C instead, as ``compress`` would
             (:func:`zstd_codec` answered True).
+        native: :func:`native_codecs`' answer: with gzip's bit, a gzip batch's rebuilt records are
+            compressed with zlib instead, as ``compress`` would.
+        blocks: ``records.compression.block_compressors()``: a snappy or lz4 batch's rebuilt records are
+            compressed through its library's block function (where not None), the framing done in C, as
+            ``compress`` would.
 
     Returns:
         ``(output, table)``: the output batches back to back and per input batch ``(outcome, size,
@@ -152,7 +191,7 @@ def emit_window(
     try:
         result: tuple[bytes, bytes] = kernels.emit_window(
             buf, batches, *columns, value_null, kept, new_horizon,
-            [] if inflated is None else inflated, compress, zstd)
+            [] if inflated is None else inflated, compress, zstd, native, blocks)
     except kernels.ScanError:
         return None
     return result

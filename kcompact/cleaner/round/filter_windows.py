@@ -40,7 +40,7 @@ from kcompact.cleaner.round.record_filter import (
 )
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.log.rules.policy import new_delete_horizon
-from kcompact.records.compression import compress, decompress, zstd_one_call
+from kcompact.records.compression import block_compressors, compress, decompress, zstd_one_call
 
 _BATCH_FIELDS = 8  # scan_window_records' per-batch row
 _LAST_OFFSET, _COUNT, _ATTRIBUTES, _BASE_TIMESTAMP = 3, 4, 5, 6
@@ -73,14 +73,14 @@ def take_runs(
         Where the per-batch walk goes on (``position``: nothing was taken).
     """
     while position < limit:
-        zstd = accel.zstd_codec(zstd_one_call())
+        zstd, native = accel.zstd_codec(zstd_one_call()), accel.native_codecs()
         run = accel.scan_window_records(buffer, position, limit, RUN_BATCHES, RUN_RECORDS, RUN_BYTES,
-                                        protected, ctx.upper_bound, decompress, zstd)
+                                        protected, ctx.upper_bound, decompress, zstd, native)
         if run is None or run[0] == position:
             break
         yield from before()
         before = _nothing
-        emitted = _filter_run(buffer, run, ctx, zstd is True)
+        emitted = _filter_run(buffer, run, ctx, zstd is True, native)
         if emitted is None:
             break
         data, rows = emitted
@@ -98,7 +98,7 @@ def _nothing() -> Iterable[OutputRun]:
 
 
 def _filter_run(
-    buffer: memoryview, run: accel.WindowRecords, ctx: FilterContext, compiled_zstd: bool
+    buffer: memoryview, run: accel.WindowRecords, ctx: FilterContext, compiled_zstd: bool, native: int
 ) -> tuple[bytes, list[list[int]]] | None:
     """Decide and emit one scanned window; None (nothing counted) where the C rebuild declines."""
     _, batches, offsets_raw, timestamps, key_starts_raw, key_ends_raw, body_starts, record_ends, \
@@ -128,7 +128,7 @@ def _filter_run(
     emitted = accel.emit_window(
         buffer, batches, (offsets_raw, timestamps, body_starts, record_ends), value_null,
         kept.view(np.uint8), new_delete_horizon(ctx.now_ms, ctx.delete_retention_ms),
-        inflated, compress, compiled_zstd)
+        inflated, compress, compiled_zstd, native, block_compressors())
     if emitted is None:
         return None
     data, table = emitted

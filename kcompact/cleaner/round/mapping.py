@@ -57,6 +57,7 @@ U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
 
 RUN_BYTES = 8 << 20  # the most of a segment one C run reads (then its pages go): large records, few per slice
+KEEP_INFLATED_DIRTY_BYTES = 4 << 20  # a round whose dirty segments hold at most this keeps pass 1's payloads
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +177,7 @@ class _Slice:
         up to the slice's size and :data:`RUN_BYTES`; returns where it stopped (``position``: nothing taken)."""
         found = accel.scan_window_key_digests(
             log.buffer, position, min(limit, position + RUN_BYTES), start, SLICE_RECORDS - self.puts, self.puts,
-            decompress, accel.zstd_codec(zstd_one_call()))
+            decompress, accel.zstd_codec(zstd_one_call()), accel.native_codecs())
         if found is None:
             return position
         log.forget_before(found[0])
@@ -326,6 +327,11 @@ def fill_offset_map(
     Returns:
         The records scanned (``CleanStats.records_scanned``); the map's ``latest_offset`` is set.
     """
+    # what an earlier round's pass 2 left goes; a small round's pass 1 keeps what it decompresses for pass 2,
+    # a larger one nothing (its peak memory stays what it was; its batches are decompressed twice)
+    bases = set(plan.dirty_segments)
+    dirty_bytes = sum(seg.size_in_bytes for seg in plan.segments if seg.base_offset in bases)
+    accel.forget_inflated(accel.INFLATED_BUDGET if dirty_bytes <= KEEP_INFLATED_DIRTY_BYTES else 0)
     state = MapProgress()
     dirty = plan.dirty_segments
     for k, (seg, slices) in enumerate(segment_slices):

@@ -206,14 +206,17 @@ def test_c_runs_are_taken_for_plain_batches(mixed: Round, monkeypatch: pytest.Mo
 
 
 @needs_c
+@pytest.mark.parametrize("codecs", ["python", "compiled"])
 @pytest.mark.parametrize("zstd", ["not loaded", "one call", "compiled"])
 def test_c_runs_take_compressed_batches_of_every_codec(
-    mixed: Round, monkeypatch: pytest.MonkeyPatch, zstd: str
+    mixed: Round, monkeypatch: pytest.MonkeyPatch, zstd: str, codecs: str
 ) -> None:
     """Compressed batches are decompressed and rebuilt inside the windows (once each), and the
     result is the per-batch walk's (``test_c_runs_equal_the_per_batch_walk``); zstd batches, once
     zstandard is loaded, by its one bounded call, or with no Python call at all where the windows'
-    compiled library is zstandard's own version."""
+    compiled library is zstandard's own version; gzip, snappy and lz4 batches with no Python call
+    where the windows take them themselves (``accel.native_codecs``), their rebuilt records compressed
+    in C too (snappy's and lz4's blocks by their library, ``compression.block_compressors``)."""
     plan, oracles, _ = mixed
     with accel_switched(False):
         expected = _walk(plan, plan.segments[-1], oracles["map"], 0, None)[0]
@@ -226,15 +229,26 @@ def test_c_runs_take_compressed_batches_of_every_codec(
         codec) or compression.compress(codec, data))
     if zstd == "one call":
         monkeypatch.setattr(accel, "_COMPILED_ZSTD", None)
+    if codecs == "python":
+        monkeypatch.setattr(accel, "native_codecs", lambda: 0)
+        monkeypatch.setattr(filter_windows, "block_compressors", lambda: (None, None))
+    else:
+        assert accel.native_codecs() == 0b1110  # gzip, snappy and lz4: their libraries are loaded
+    accel.forget_inflated()  # no batch kept by an earlier pass 1: each is decompressed here
     with accel_switched(True):
         out, _, _, error = _walk(plan, plan.segments[-1], oracles["map"], 0, None)
     assert error is None and out == expected
-    assert {"codec 1", "codec 2", "codec 3"} <= set(inflated)
-    assert len([i for i in inflated if i not in ("zstd one call", "codec 4")]) == 10
+    python_codecs = [i for i in inflated if i not in ("zstd one call", "codec 4")]
+    if codecs == "python":
+        assert set(python_codecs) == {"codec 1", "codec 2", "codec 3"} and len(python_codecs) == 10
+    else:
+        assert python_codecs == []
     assert inflated.count("zstd one call") == (4 if zstd == "one call" else 0)
     assert inflated.count("codec 4") == (4 if zstd == "not loaded" else 0)
-    # each codec's first batch rebuilt in C; zstd's compressed in C itself when compiled
-    assert sorted(set(deflated)) == ([1, 2, 3] if zstd == "compiled" else [1, 2, 3, 4])
+    # each codec's first batch rebuilt in C; zstd's compressed in C itself when compiled, gzip's too and
+    # snappy's and lz4's blocks through their library's block function, framed in C, with the codecs compiled
+    assert sorted(set(deflated)) == (([] if codecs == "compiled" else [1, 2, 3])
+                                     + ([] if zstd == "compiled" else [4]))
 
 
 def _batches(seg: SegmentPlan) -> list[int]:

@@ -117,9 +117,11 @@ def test_c_run_is_taken_for_plain_batches(
 
 
 @needs_c
+@pytest.mark.parametrize("codecs", ["python", "compiled"])
 @pytest.mark.parametrize("zstd", ["not loaded", "one call", "compiled"])
 def test_c_run_takes_compressed_batches_of_every_codec(
-    mixed: tuple[CleanPlan, list[SegmentPlan], list[bytes]], monkeypatch: pytest.MonkeyPatch, zstd: str
+    mixed: tuple[CleanPlan, list[SegmentPlan], list[bytes]], monkeypatch: pytest.MonkeyPatch, zstd: str,
+    codecs: str,
 ) -> None:
     plan, dirty, _ = mixed
     with accel_switched(False):
@@ -130,12 +132,15 @@ def test_c_run_takes_compressed_batches_of_every_codec(
     monkeypatch.setattr(mapping, "zstd_one_call", counted_zstd_one_call(seen, zstd != "not loaded"))
     if zstd == "one call":
         monkeypatch.setattr(accel, "_COMPILED_ZSTD", None)
+    if codecs == "python":
+        monkeypatch.setattr(accel, "native_codecs", lambda: 0)
     with accel_switched(True):
         walked = [keys.offsets.tolist() for keys in iter_dirty_keys(plan, dirty[1])]
     # each compressed batch decompressed once, inside the C run; zstd's usual stream in one call, or
-    # in C with no Python call where the windows' compiled library is zstandard's own version
+    # in C with no Python call where the windows' compiled library is zstandard's own version; gzip,
+    # snappy and lz4 in C with no Python call where the windows take them (accel.native_codecs)
     calls = {"not loaded": ["codec 4"] * 2, "one call": ["zstd one call"] * 2, "compiled": []}[zstd]
-    assert seen == ["codec 1", "codec 2", "codec 3", *calls]
+    assert seen == ([] if codecs == "compiled" else ["codec 1", "codec 2", "codec 3"]) + calls
     assert walked == expected
 
 
