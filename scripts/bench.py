@@ -16,8 +16,9 @@ Sections:
     spark-scale  6 log dirs x 200 partitions at 1x and 10x the records: serial clean --jobs auto, spark clean
            on local[2] and on a standalone cluster of two workers; the driver's CPU and memory, bytes read
            (scripts/bench_spark_scale.py).
-    start  CPU seconds of the imports a clean needs (numpy's share beside them) and of clean of a 13 KiB
-           broker-written partition whose config is in a KRaft metadata log, beside the goals (0.08 s, 0.12 s).
+    start  CPU seconds of the imports a clean needs (numpy's share beside them; and once it rewrites) and of
+           clean of a 13 KiB broker-written partition whose config is in a KRaft metadata log (and of README's
+           sample partition, which rewrites), beside the goals (0.08 s, 0.12 s).
     tiny   clean LOG_DIR --jobs 1 of N tiny partitions (88 KB, eight segments) at two N (--tiny-counts):
            CPU ms per partition, which should not grow with N; --kafka: each N's wall, clean --jobs 1 and the
            default jobs, beside Kafka's cleaner over the same log dir in one JVM with two cleaner threads.
@@ -561,10 +562,10 @@ def _clean_command(jobs: list[str]) -> list[str]:
             "cleanup.policy=compact", *jobs]
 
 
-def _wall_seconds(cmd: list[str], env: dict[str, str]) -> float:
+def _wall_seconds(cmd: list[str], env: dict[str, str], cwd: Path | None = None) -> float:
     """Wall-clock seconds of one child process run to its end (its start included)."""
     start = time.perf_counter()
-    done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False, cwd=cwd)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr.decode()[-500:]}")
@@ -584,10 +585,14 @@ def _beside_kafka(args: argparse.Namespace, workdir: Path, log_dir: Path, label:
     kafka = kafka_command() if args.kafka else None
     if isinstance(kafka, str):
         print(kafka, file=sys.stderr)
+    # the children run outside any source tree: ``python -m`` puts the cwd first on sys.path, before PYTHONPATH
     runs: dict[str, Callable[[], float]] = {
-        "jobs 1": lambda: _wall_seconds([*_clean_command(["--jobs", "1"]), str(copy)], env),
-        "default jobs": lambda: _wall_seconds([*_clean_command([]), str(copy)], env),
+        "jobs 1": lambda: _wall_seconds([*_clean_command(["--jobs", "1"]), str(copy)], env, workdir),
+        "default jobs": lambda: _wall_seconds([*_clean_command([]), str(copy)], env, workdir),
     }
+    if args.baseline is not None:  # another source tree's default jobs, as ratio's --baseline
+        base_env = {**env, "PYTHONPATH": str(args.baseline.resolve())}
+        runs["baseline default jobs"] = lambda: _wall_seconds([*_clean_command([]), str(copy)], base_env, workdir)
     if isinstance(kafka, list):
         command = kafka
         runs["Kafka"] = lambda: kafka_clean_log_dir(
@@ -595,7 +600,7 @@ def _beside_kafka(args: argparse.Namespace, workdir: Path, log_dir: Path, label:
     best = dict.fromkeys(runs, float("inf"))
     for attempt in range(args.repeat + 1):  # the first kcompact run writes the bytecode cache: not counted
         for name, run in runs.items():
-            if attempt == 0 and name != "jobs 1":
+            if attempt == 0 and name not in ("jobs 1", "baseline default jobs"):
                 continue
             shutil.rmtree(copy, ignore_errors=True)
             shutil.copytree(log_dir, copy)
@@ -609,6 +614,11 @@ def _beside_kafka(args: argparse.Namespace, workdir: Path, log_dir: Path, label:
                   best["Kafka"], "s"),
                  (f"{label}: clean --jobs 1 / Kafka", best["jobs 1"] / best["Kafka"], "x"),
                  (f"{label}: clean (default jobs) / Kafka", best["default jobs"] / best["Kafka"], "x")]
+    if "baseline default jobs" in best:
+        rows.append((f"{label}: baseline clean (default jobs), wall seconds", best["baseline default jobs"], "s"))
+        if "Kafka" in best:
+            rows.append((f"{label}: baseline clean (default jobs) / Kafka",
+                         best["baseline default jobs"] / best["Kafka"], "x"))
     return rows
 
 
@@ -636,6 +646,8 @@ def _bench_distmap(args: argparse.Namespace, workdir: Path) -> list[Row]:
 START_FIXTURE = ("kraft37-consumer-offsets", "__consumer_offsets-6")  # 13 KiB, beside a 353 KB KRaft metadata log
 START_GOALS = {"imports": 0.08, "clean": 0.12}  # CPU seconds
 START_IMPORTS = ("kcompact.cli.main", "kcompact.cli.clean_cmd", "kcompact.cleaner.logdir.run")  # what a clean loads
+START_PASSES = "kcompact.cleaner.workers.parallel"  # and what one loads once it rewrites (numpy, the map, pass 2)
+START_SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "sample-logdir"  # README's: orders-0 rewritten
 
 
 def _real_fixtures() -> Path:
@@ -665,20 +677,25 @@ def bench_start(args: argparse.Namespace, workdir: Path) -> list[Row]:
     python = best([sys.executable, "-c", "pass"])
     numpy = best([sys.executable, "-c", "import numpy"])
     imports = best([sys.executable, "-c", f"import {', '.join(START_IMPORTS)}"])
+    passes = best([sys.executable, "-c", f"import {', '.join(START_IMPORTS)}, {START_PASSES}"])
+    copy = workdir / "start-copy"
+    sample = best([sys.executable, "-m", "kcompact", "clean", "--now-ms", str(SMALL_NOW_MS), str(copy / "orders-0")],
+                  fresh=START_SAMPLE, copy=copy)
     rows: list[Row] = [
         ("python -c pass, CPU seconds", python, "s"),
         ("import numpy, CPU seconds (interpreter included)", numpy, "s"),
         (f"imports a clean needs, CPU seconds (interpreter included; goal {START_GOALS['imports']})", imports, "s"),
         ("imports a clean needs, CPU seconds (interpreter's start off)", imports - python, "s"),
+        ("imports a clean that rewrites segments needs (the passes too), CPU seconds", passes, "s"),
+        ("kcompact clean fixtures/sample-logdir/orders-0 (rewrites its closed segments), CPU seconds", sample, "s"),
     ]
     fixture = _real_fixtures() / START_FIXTURE[0]
     if not fixture.is_dir():
         print(f"start: clean of {START_FIXTURE[0]} skipped: {fixture} absent (../shared not here)", file=sys.stderr)
         return rows
-    copy = workdir / "start-copy"
     clean = best([sys.executable, "-m", "kcompact", "clean", str(copy / START_FIXTURE[1])], fresh=fixture, copy=copy)
-    return [*rows, (f"kcompact clean {'/'.join(START_FIXTURE)} (13 KiB), CPU seconds (goal {START_GOALS['clean']})",
-                    clean, "s"),
+    return [*rows, (f"kcompact clean {'/'.join(START_FIXTURE)} (13 KiB; nothing to rewrite), CPU seconds "
+                    f"(goal {START_GOALS['clean']})", clean, "s"),
             ("its KRaft metadata replay (353 KB, 4,928 records), CPU ms in process", _replay_ms(fixture, repeat), "ms")]
 
 
@@ -738,7 +755,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--clean-scale", type=float, default=1.0,
                         help="fraction of the clean shapes' record counts (default: 1.0 = the shapes' full size)")
     parser.add_argument("--baseline", type=Path,
-                        help="ratio, legacy: a kcompact source tree (extension built in place) to run beside this one")
+                        help="ratio, legacy, tiny, codecs240: a kcompact source tree (extensions built in place) "
+                             "to run beside this one")
     parser.add_argument("--kafka", action="store_true",
                         help="ratio, tiny, codecs240: also run Kafka's own cleaner (Java and its jars needed) in "
                              "every repetition")
