@@ -88,6 +88,7 @@ from kcompact.segment.checkpoint import (
 )
 from kcompact.segment.lock import checkpoint_lock, clear_abandoned_locks, log_dir_write_guard
 from kcompact.segment.log_dir_check import check_log_dir_checkpoints, log_dir_writer
+from kcompact.segment.log_reads import LogReads
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import (
     METADATA_TOPIC,
@@ -543,15 +544,17 @@ def rank_partition(part_dir: Path, sources: ConfigSources, options: CleanOptions
     try:
         partition = open_partition(part_dir)
         effective = sources.for_partition(part_dir)
-        why = not_compacted(effective, named_alone=False, partition=partition,
-                            allow_keyless_loss=sources.allow_keyless_loss)
-        if why is not None:
-            return PartitionRank(str(part_dir), skip=PartitionSkip(str(part_dir), why))
-        sole, note = sole_replica_of(effective, sources)
-        # merged also when its range then fails to load, as they always were
-        notes = tuple(effective.notes) + ((note,) if note else ())
-        config = effective.config
-        known = known_state(partition, config, sole)
+        # the keyless sample and the state's walk read each small .log once between them
+        with LogReads() as reads:
+            why = not_compacted(effective, named_alone=False, partition=partition,
+                                allow_keyless_loss=sources.allow_keyless_loss, reads=reads)
+            if why is not None:
+                return PartitionRank(str(part_dir), skip=PartitionSkip(str(part_dir), why))
+            sole, note = sole_replica_of(effective, sources)
+            # merged also when its range then fails to load, as they always were
+            notes = tuple(effective.notes) + ((note,) if note else ())
+            config = effective.config
+            known = known_state(partition, config, sole, reads)
         now_ms = run_clock_ms(options.now_ms)
         rng = compute_cleanable_range(known.state.range_inputs(config, now_ms), from_start=options.from_start)
     except KcompactError as err:
