@@ -70,6 +70,7 @@ from kcompact.config.sources import ConfigSources
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError, KcompactError, RefusedError, TruncatedDataError
 from kcompact.fork_pool import (
+    PARTITION_WORK_BYTES,
     ProgressCallback,
     WorkerDeath,
     clamped_jobs_note,
@@ -733,8 +734,11 @@ def _clean_pooled(log_dir: Path, tasks: Sequence[PartitionTask], options: CleanO
     by each worker, and all of them once more by this process at the end."""
     path = LogDirFiles(log_dir).cleaner_checkpoint
     import_module("kcompact.cleaner.workers.parallel")  # the passes, loaded once here, not once in each worker
+    # small partitions' rounds take a few milliseconds: each worker holds its next one, and does not wait for
+    # this process to take the last outcome (unpickled here) and hand it another
+    ahead = 1 if max(task.size_in_bytes for task in tasks) <= PARTITION_WORK_BYTES else 0
     pooled = run_in_pool(tasks, partial(_pooled_clean_task, options, path), workers, progress,
-                         lambda task, death: _Pooled(_clean_task_died(task, death), {}))
+                         lambda task, death: _Pooled(_clean_task_died(task, death), {}), ahead=ahead)
     updates = {key: offset for one in pooled for key, offset in one.updates.items()}
     outcomes = [one.outcome for one in pooled]
     placed = {task.topic_partition: (index, task.part_dir) for index, task in enumerate(tasks)}
