@@ -326,11 +326,12 @@ def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, 
     else:  # in this process: each round called from here (a bound call, no frame between)
         outcomes = []
         batch = _CheckpointBatch(LogDirFiles(target).cleaner_checkpoint)
+        own = replace(options, jobs=jobs)
         with holding_updates(batch.path) as held:
             try:
                 for task in tasks:
                     with _task_outcome(task, outcomes):
-                        outcomes.append(_round_of(replace(options, jobs=jobs), task, progress)())
+                        outcomes.append(_round_of(own, task, progress)())
                     if batch.take(held, task, len(outcomes) - 1):
                         batch.write_into(outcomes)
             finally:
