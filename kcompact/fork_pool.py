@@ -160,6 +160,8 @@ def run_in_pool(
     workers: int,
     progress: ProgressCallback | None,
     died: Callable[[ItemT, WorkerDeath], OutcomeT],
+    *,
+    ahead: int = 0,
 ) -> list[OutcomeT]:
     """``work(item, report)`` for every item, in ``workers`` forked processes (see :func:`fork_available`).
 
@@ -171,6 +173,9 @@ def run_in_pool(
         progress: called in this process with what the workers report.
         died: called in this process for an item whose worker ended before it gave the item's outcome;
             its return is that item's outcome. The other items go on, in a new worker.
+        ahead: items handed to a worker beyond the one it works on, so that it starts the next at once
+            instead of waiting for this process to take its outcome and hand it another (worth it where an item
+            takes a few milliseconds; at the end a worker may hold that many while another has none).
 
     Returns:
         The outcomes, in the items' order.
@@ -183,7 +188,7 @@ def run_in_pool(
 
     context = multiprocessing.get_context("fork")
     run: _PoolRun = _PoolRun(deque(range(len(items))), (items, work, progress is not None),
-                             lambda index, death: died(items[index], death))
+                             lambda index, death: died(items[index], death), depth=ahead + 1)
     try:
         while run.to_do or run.workers:
             while run.to_do and len(run.workers) < workers and run.error is None:

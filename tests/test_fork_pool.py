@@ -24,14 +24,17 @@ def square_or_die(item: int, report: object) -> int:
     return item * item
 
 
-def test_a_dead_worker_costs_only_its_item() -> None:
+@pytest.mark.parametrize("ahead", [0, 1, 3])
+def test_a_dead_worker_costs_only_its_item(ahead: int) -> None:
+    """Also where each worker holds items beyond its own (``ahead``): those a dead worker held and had not
+    started are done by another."""
     deaths: list[tuple[int, str]] = []
 
     def died(item: int, death: WorkerDeath) -> int:
         deaths.append((item, death.describe()))
         return -1
 
-    outcomes = run_in_pool(list(range(8)), square_or_die, 2, None, died)
+    outcomes = run_in_pool(list(range(8)), square_or_die, 2, None, died, ahead=ahead)
     assert outcomes == [0, 1, 4, -1, 16, -1, 36, 49]
     assert sorted(deaths) == [(3, "killed by signal 9 (SIGKILL)"),
                               (5, "exited with status 7 before it gave a result")]

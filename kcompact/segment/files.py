@@ -26,6 +26,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import TracebackType
 from typing import Literal
 
 from kcompact.errors import FileAccessError
@@ -128,9 +129,11 @@ def write_replacing(path: str | os.PathLike[str], data: bytes,
         write_synced(scratch, data)
 
 
-@contextmanager
-def file_access(path: str | os.PathLike[str], action: str = "read") -> Iterator[None]:
+class file_access:  # lower case: used as the function it was, ``with file_access(path, "list"):``
     """Turn an ``OSError`` raised inside the block into a :class:`~kcompact.errors.FileAccessError`.
+
+    A class, not a generator context manager: a clean enters one for every file it opens (dozens per
+    partition), and this costs a quarter of what a ``@contextmanager`` does.
 
     Args:
         path: the file or directory the block works on (named when the error names none).
@@ -139,10 +142,20 @@ def file_access(path: str | os.PathLike[str], action: str = "read") -> Iterator[
     Raises:
         FileAccessError: the OS refused (permissions, a vanished file, an I/O error).
     """
-    try:
-        yield
-    except OSError as err:
-        raise FileAccessError.from_os_error(err, path, action) from err
+
+    __slots__ = ("action", "path")
+
+    def __init__(self, path: str | os.PathLike[str], action: str = "read") -> None:
+        self.path = path
+        self.action = action
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if isinstance(exc, OSError):
+            raise FileAccessError.from_os_error(exc, self.path, self.action) from exc
 
 
 def read_file(path: str | os.PathLike[str]) -> bytes:

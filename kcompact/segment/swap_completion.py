@@ -42,6 +42,7 @@ __all__ = [
 _DELETED_SUFFIX = ".deleted"
 _KRAFT_DELETED_SUFFIX = ".checkpoint.deleted"  # KRaft snapshots: KafkaMetadataLog's business
 _INDEX_ONLY_KINDS = ("index", "timeindex", "txnindex")  # Kafka's LogFileUtils.isIndexFile
+_SETTLED_ENDINGS = (_DELETED_SUFFIX, ".cleaned", ".swap")  # what plan_swap_completion's passes act on
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,29 +120,35 @@ def settling_steps(directory: Path) -> list[SettlingStep]:
         OSError: the directory cannot be listed.
         CorruptDataError: a ``.log.swap`` to be completed does not parse.
     """
-    plan = plan_swap_completion([directory / name for name in sorted(_file_names(directory))])
+    names = sorted(_file_names(directory))
+    # the passes act on .deleted, .cleaned and .swap files alone: a directory without one (every round's start
+    # but a crashed one's) is planned with no path built
+    settles = any(name.endswith(_SETTLED_ENDINGS) for name in names)
+    plan = plan_swap_completion([directory / name for name in names]) if settles else SwapCompletion()
     steps = [SettlingStep(what, path) for path, what in plan.deleted]
     steps += [SettlingStep(f"rename {swap.name} to {final.name}", swap, final) for swap, final in plan.renamed]
     renamed = [(swap, name) for swap, _final in plan.renamed
                if (name := parse_segment_file_name(swap.name)) is not None]
-    orphans = orphaned_indexes(directory, renamed=renamed, deleted=[path for path, _what in plan.deleted])
+    orphans = orphaned_indexes(directory, renamed=renamed, deleted=[path for path, _what in plan.deleted],
+                               listed=names)
     return steps + [SettlingStep(f"delete orphaned {p.name} (no {p.stem}.log)", p) for p in orphans]
 
 
 def orphaned_indexes(directory: Path, *, renamed: Sequence[tuple[Path, SegmentFileName]] = (),
-                     deleted: Sequence[Path] = ()) -> list[Path]:
+                     deleted: Sequence[Path] = (), listed: Sequence[str] | None = None) -> list[Path]:
     """Index files whose ``<base>.log`` does not exist: Kafka's loader deletes them (``loadSegmentFiles``).
 
     Args:
         directory: the partition directory.
         renamed: ``.swap`` files about to be renamed into place (seen under their final name).
         deleted: files about to be deleted (not seen).
+        listed: the names of its files as the caller just listed them (None: listed here).
 
     Returns:
         The orphaned ``.index``/``.timeindex``/``.txnindex`` files, by name.
     """
     gone = {p.name for p in deleted}
-    names = {name for name in _file_names(directory) if name not in gone}
+    names = {name for name in (_file_names(directory) if listed is None else listed) if name not in gone}
     names |= {segment_file_name(n.base_offset, n.kind) for _p, n in renamed}
     out = []
     for name in sorted(names):

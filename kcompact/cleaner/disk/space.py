@@ -135,7 +135,7 @@ def round_need(
     return SpaceNeed(max(output, output - sources + tail), freed - output)
 
 
-def output_bound(directory: Path, groups: Sequence[Sequence[int]], index_interval_bytes: int,
+def output_bound(segments: Sequence[SegmentFiles], groups: Sequence[Sequence[int]], index_interval_bytes: int,
                  volume: Volume) -> int:
     """About the most a round's ``.cleaned`` files can take: every source record kept, and an eighth more for
     the batches a clean rebuilds larger than they were (recompressed, wider timestamp deltas once a delete
@@ -143,18 +143,21 @@ def output_bound(directory: Path, groups: Sequence[Sequence[int]], index_interva
     ``index.interval.bytes`` (``LogSegment.append``). The round measures its output where this does not fit.
 
     Args:
-        directory: the partition directory.
-        groups: per group, its source segments' base offsets.
+        segments: the partition's segments as the round's listing saw them (``segment.partition``: their sizes
+            and which have a ``.txnindex``; the partition is locked, and its commit checks them again).
+        groups: per group, its source segments' base offsets (those the listing lacks count as empty).
         index_interval_bytes: the topic's ``index.interval.bytes``.
         volume: the partition's volume.
 
     Returns:
         Bytes as allocated on ``volume``.
     """
+    by_base = {segment.base_offset: segment for segment in segments}
     total = 0
     for bases in groups:
-        logs = sum(_size(directory / segment_file_name(base, "log")) for base in bases)
-        txn = sum(_size(directory / segment_file_name(base, "txnindex")) for base in bases)
+        listed = [by_base[base] for base in bases if base in by_base]
+        logs = sum(segment.size_in_bytes for segment in listed)
+        txn = sum(_size(segment.txn_index_path) for segment in listed if segment.txn_index_path is not None)
         total += _group_bound(logs, len(bases), txn, index_interval_bytes, volume)
     return total
 

@@ -52,6 +52,7 @@ from kcompact.config.effective import (
     is_last_known,
 )
 from kcompact.config.topic_config import ConfigValue
+from kcompact.segment.log_reads import LogReads
 from kcompact.segment.partition import Partition, open_partition
 
 ALLOW_KEYLESS_LOSS = "--allow-keyless-loss"
@@ -68,7 +69,7 @@ def retention_allowed(effective: EffectiveConfig) -> bool:
 
 def not_compacted(
     effective: EffectiveConfig, *, named_alone: bool = True, partition: Partition | None = None,
-    allow_keyless_loss: bool = False,
+    allow_keyless_loss: bool = False, reads: LogReads | None = None,
 ) -> str | None:
     """Why ``clean`` leaves this partition alone; None when compaction or retention runs on it.
 
@@ -79,6 +80,7 @@ def not_compacted(
         partition: the opened partition, when the caller has it (its records may be sampled).
         allow_keyless_loss: ``--allow-keyless-loss``: compact an explicitly compacted partition
             although most of its records have no key (they are deleted).
+        reads: the caller's shared reads of the partition's ``.log`` files, for its sample (None: opened for it).
 
     Returns:
         The reason, one sentence saying what the policy is, how that is known, and what would make
@@ -94,18 +96,18 @@ def not_compacted(
         if not has_compact(policy):
             why += (", and never on an assumption where the last known policy is explicit and has no compact "
                     "(--assume-compact does not apply)")
-        return _with_hint(why, _sample(effective, partition), named_alone, known=not has_compact(policy),
-                          empty=_holds_nothing(effective, partition))
+        return _with_hint(why, _sample(effective, partition, reads), named_alone,
+                          known=not has_compact(policy), empty=_holds_nothing(effective, partition))
     if effective.config.is_compacted:
         known = effective.known_policy if effective.known_policy is not None else effective.last_known_policy
         if policy.source == "cli" and not named_alone and known is not None and not has_compact(known):
             kind = "a known" if known is effective.known_policy else "an explicit"
             return (f"{_known_without_compact(effective, known)}; a --config for a whole log dir does "
                     f"not change {kind} policy: {alone} if it really is compacted")
-        return _keyless_refusal(effective, named_alone, partition, allow_keyless_loss)
+        return _keyless_refusal(effective, named_alone, partition, allow_keyless_loss, reads)
     if retention_allowed(effective):
         return None
-    sample = _sample(effective, partition)
+    sample = _sample(effective, partition, reads)
     if policy.source != "default":
         why = (f"cleanup.policy={format_value(policy.value)} ({describe_source(policy)}); the broker's "
                f"cleaner never compacts it")
@@ -185,12 +187,12 @@ def keyless_guard(effective: EffectiveConfig, *, named_alone: bool = True,
 
 
 def _keyless_refusal(effective: EffectiveConfig, named_alone: bool, partition: Partition | None,
-                     allow_keyless_loss: bool) -> str | None:
+                     allow_keyless_loss: bool, reads: LogReads | None = None) -> str | None:
     """Why a partition whose policy includes ``compact`` is not compacted: its sample is mostly keyless,
     and so is the exact count from the cleaner checkpoint, and nothing explicit says to delete them.
     The early word only: the round applies the same :func:`keyless_guard` to every record it reads."""
     guard = keyless_guard(effective, named_alone=named_alone, allow_keyless_loss=allow_keyless_loss)
-    if guard is None or not _sample(effective, partition).mostly_keyless:
+    if guard is None or not _sample(effective, partition, reads).mostly_keyless:
         return None
     count = count_keyless(partition or open_partition(effective.partition_dir))
     if not count.mostly_keyless:
@@ -203,8 +205,8 @@ def _holds_nothing(effective: EffectiveConfig, partition: Partition | None) -> b
     return (partition or open_partition(effective.partition_dir)).size_in_bytes == 0
 
 
-def _sample(effective: EffectiveConfig, partition: Partition | None) -> KeylessSample:
-    return sample_keyless(partition or open_partition(effective.partition_dir))
+def _sample(effective: EffectiveConfig, partition: Partition | None, reads: LogReads | None) -> KeylessSample:
+    return sample_keyless(partition or open_partition(effective.partition_dir), reads=reads)
 
 
 def _default_policy(effective: EffectiveConfig) -> str:

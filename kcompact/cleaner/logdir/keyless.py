@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from kcompact.cleaner.round.key_counts import iter_key_counts
 from kcompact.cleaner.round.options import MOSTLY_KEYLESS
 from kcompact.errors import KcompactError
+from kcompact.segment.log_reads import LogReads, open_log
 from kcompact.segment.partition import Partition, SegmentFiles
 
 SAMPLE_BYTES = 256 * 1024  # batches read at most per partition (at least one batch)
@@ -63,7 +64,8 @@ class KeylessSample:
         return f"{self.keyless} of {self.records} records sampled have no key"
 
 
-def sample_keyless(partition: Partition, budget_bytes: int | None = SAMPLE_BYTES) -> KeylessSample:
+def sample_keyless(partition: Partition, budget_bytes: int | None = SAMPLE_BYTES,
+                   reads: LogReads | None = None) -> KeylessSample:
     """Count keyless records among the first ``budget_bytes`` of batches of the dirty data.
 
     Args:
@@ -71,6 +73,7 @@ def sample_keyless(partition: Partition, budget_bytes: int | None = SAMPLE_BYTES
         budget_bytes: batches read at most (the batch that crosses it is counted whole); None reads
             every batch from the cleaner checkpoint to the log end (an exact count of what a clean
             would delete as keyless, the active segment's included).
+        reads: the caller's shared reads of the ``.log`` files (None: each is opened for this count).
 
     Returns:
         The :class:`KeylessSample` (control batches are not counted; legacy entries are). It is
@@ -80,7 +83,7 @@ def sample_keyless(partition: Partition, budget_bytes: int | None = SAMPLE_BYTES
     try:
         start = partition.checkpointed(partition.log_dir.cleaner_checkpoint) or 0
         for seg in _segments_from(partition, start):
-            with seg.open() as log:
+            with open_log(seg, reads) as log:
                 for size, count, missing in iter_key_counts(log, start):
                     records += count
                     keyless += missing

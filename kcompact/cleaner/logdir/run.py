@@ -70,6 +70,7 @@ from kcompact.config.sources import ConfigSources
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError, KcompactError, RefusedError, TruncatedDataError
 from kcompact.fork_pool import (
+    PARTITION_WORK_BYTES,
     ProgressCallback,
     WorkerDeath,
     clamped_jobs_note,
@@ -88,6 +89,7 @@ from kcompact.segment.checkpoint import (
 )
 from kcompact.segment.lock import checkpoint_lock, clear_abandoned_locks, log_dir_write_guard
 from kcompact.segment.log_dir_check import check_log_dir_checkpoints, log_dir_writer
+from kcompact.segment.log_reads import LogReads
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import (
     METADATA_TOPIC,
@@ -324,11 +326,12 @@ def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, 
     else:  # in this process: each round called from here (a bound call, no frame between)
         outcomes = []
         batch = _CheckpointBatch(LogDirFiles(target).cleaner_checkpoint)
+        own = replace(options, jobs=jobs)
         with holding_updates(batch.path) as held:
             try:
                 for task in tasks:
                     with _task_outcome(task, outcomes):
-                        outcomes.append(_round_of(replace(options, jobs=jobs), task, progress)())
+                        outcomes.append(_round_of(own, task, progress)())
                     if batch.take(held, task, len(outcomes) - 1):
                         batch.write_into(outcomes)
             finally:
@@ -543,15 +546,17 @@ def rank_partition(part_dir: Path, sources: ConfigSources, options: CleanOptions
     try:
         partition = open_partition(part_dir)
         effective = sources.for_partition(part_dir)
-        why = not_compacted(effective, named_alone=False, partition=partition,
-                            allow_keyless_loss=sources.allow_keyless_loss)
-        if why is not None:
-            return PartitionRank(str(part_dir), skip=PartitionSkip(str(part_dir), why))
-        sole, note = sole_replica_of(effective, sources)
-        # merged also when its range then fails to load, as they always were
-        notes = tuple(effective.notes) + ((note,) if note else ())
-        config = effective.config
-        known = known_state(partition, config, sole)
+        # the keyless sample and the state's walk read each small .log once between them
+        with LogReads() as reads:
+            why = not_compacted(effective, named_alone=False, partition=partition,
+                                allow_keyless_loss=sources.allow_keyless_loss, reads=reads)
+            if why is not None:
+                return PartitionRank(str(part_dir), skip=PartitionSkip(str(part_dir), why))
+            sole, note = sole_replica_of(effective, sources)
+            # merged also when its range then fails to load, as they always were
+            notes = tuple(effective.notes) + ((note,) if note else ())
+            config = effective.config
+            known = known_state(partition, config, sole, reads)
         now_ms = run_clock_ms(options.now_ms)
         rng = compute_cleanable_range(known.state.range_inputs(config, now_ms), from_start=options.from_start)
     except KcompactError as err:
@@ -730,8 +735,11 @@ def _clean_pooled(log_dir: Path, tasks: Sequence[PartitionTask], options: CleanO
     by each worker, and all of them once more by this process at the end."""
     path = LogDirFiles(log_dir).cleaner_checkpoint
     import_module("kcompact.cleaner.workers.parallel")  # the passes, loaded once here, not once in each worker
+    # small partitions' rounds take a few milliseconds: each worker holds its next one, and does not wait for
+    # this process to take the last outcome (unpickled here) and hand it another
+    ahead = 1 if max(task.size_in_bytes for task in tasks) <= PARTITION_WORK_BYTES else 0
     pooled = run_in_pool(tasks, partial(_pooled_clean_task, options, path), workers, progress,
-                         lambda task, death: _Pooled(_clean_task_died(task, death), {}))
+                         lambda task, death: _Pooled(_clean_task_died(task, death), {}), ahead=ahead)
     updates = {key: offset for one in pooled for key, offset in one.updates.items()}
     outcomes = [one.outcome for one in pooled]
     placed = {task.topic_partition: (index, task.part_dir) for index, task in enumerate(tasks)}

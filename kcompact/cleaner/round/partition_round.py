@@ -472,7 +472,7 @@ def _require_space(here: _Round, partition: Partition, plan: CleanPlan) -> None:
     freeing the partition's volume as it goes)."""
     scratch = here.options.scratch_dir
     volume = volume_of(partition.path if scratch is None else Path(scratch))
-    bound = output_bound(partition.path, plan.groups, here.config.index_interval_bytes, volume)
+    bound = output_bound(partition.segments, plan.groups, here.config.index_interval_bytes, volume)
     if bound + volume.block_bytes <= volume.free_bytes:
         return
     known = here.options.measured_space if scratch is None else None  # a log dir measures the partitions' volume

@@ -27,6 +27,7 @@ from kcompact.errors import KcompactError
 from kcompact.log.rules.high_watermark import SoleReplica
 from kcompact.log.state.log_state import LogState, load_log_state
 from kcompact.segment.files import file_access
+from kcompact.segment.log_reads import LogReads
 from kcompact.segment.partition import Partition
 
 __all__ = ["KnownState", "known_state", "state_for_round"]
@@ -49,8 +50,10 @@ class KnownState:
     sole_replica: SoleReplica | None = None  # the high watermark is the log end (``rules.high_watermark``)
 
 
-def known_state(partition: Partition, config: TopicConfig, sole_replica: SoleReplica | None = None) -> KnownState:
-    """Load ``partition``'s state (:func:`load_log_state`), noting what it is read from.
+def known_state(partition: Partition, config: TopicConfig, sole_replica: SoleReplica | None = None,
+                reads: LogReads | None = None) -> KnownState:
+    """Load ``partition``'s state (:func:`load_log_state`, through the caller's shared ``reads`` of its
+    ``.log`` files when given), noting what it is read from.
 
     The directory is looked at before the walk, so a change during the walk makes it stale, never missed.
 
@@ -60,8 +63,8 @@ def known_state(partition: Partition, config: TopicConfig, sole_replica: SoleRep
     """
     files = _files_seen(partition.path)
     checkpoints = _checkpoints_seen(partition)
-    return KnownState(load_log_state(partition, config, sole_replica=sole_replica), config, files, checkpoints,
-                      sole_replica)
+    return KnownState(load_log_state(partition, config, reads, sole_replica=sole_replica), config, files,
+                      checkpoints, sole_replica)
 
 
 def state_for_round(known: KnownState | None, partition: Partition, config: TopicConfig,

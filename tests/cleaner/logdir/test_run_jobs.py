@@ -191,11 +191,11 @@ def refuse_large_pools(monkeypatch: pytest.MonkeyPatch, cores: int) -> list[int]
     sizes: list[int] = []
     original = pool_module.run_in_pool
 
-    def guarded(items: Any, work: Any, workers: int, progress: Any, died: Any) -> Any:
+    def guarded(items: Any, work: Any, workers: int, progress: Any, died: Any, **kwargs: Any) -> Any:
         sizes.append(workers)
         if workers > cores:
             raise AssertionError(f"a pool of {workers} processes")
-        return original(items, work, workers, progress, died)
+        return original(items, work, workers, progress, died, **kwargs)
 
     original_pool = parallel_module._pool
 
