@@ -255,6 +255,21 @@ snappy_into(const uint8_t *p, Py_ssize_t n, Grow *dst)
 #define LZ4_LAST_LITERALS 5  /* the format's end rules: the last 5 bytes are literals, */
 #define LZ4_MFLIMIT 12      /* and the last match starts at least 12 bytes before the end */
 
+/* A sequence's length past its token's 15: the bytes at p[*ip] added while they are 255, and the one after;
+ * -1 where the block ends first. */
+static inline Py_ssize_t
+lz4_length(const uint8_t *p, Py_ssize_t n, Py_ssize_t *ip, Py_ssize_t len)
+{
+    uint8_t more;
+    do {
+        if (*ip >= n)
+            return -1;
+        more = p[(*ip)++];
+        len += more;
+    } while (more == 255);
+    return len;
+}
+
 /* One lz4 block p[0, n) into w[0, capacity): its length, or -1 where it is not well formed or breaks the
  * format's end rules (which liblz4's LZ4_decompress_safe enforces near the end of its output; every
  * block a compressor writes keeps them), so what is accepted is what lz4.block.decompress returns. */
@@ -269,15 +284,8 @@ lz4_block(const uint8_t *p, Py_ssize_t n, uint8_t *w, Py_ssize_t capacity)
             return -1;
         token = p[ip++];
         len = token >> 4;
-        if (len == 15) {
-            uint8_t more;
-            do {
-                if (ip >= n)
-                    return -1;
-                more = p[ip++];
-                len += more;
-            } while (more == 255);
-        }
+        if (len == 15 && (len = lz4_length(p, n, &ip, len)) < 0)
+            return -1;
         if (n - ip < len || capacity - op < len)
             return -1;
         memcpy(w + op, p + ip, (size_t)len);
@@ -290,15 +298,8 @@ lz4_block(const uint8_t *p, Py_ssize_t n, uint8_t *w, Py_ssize_t capacity)
         off = (Py_ssize_t)le(p + ip, 2);
         ip += 2;
         len = token & 15;
-        if (len == 15) {
-            uint8_t more;
-            do {
-                if (ip >= n)
-                    return -1;
-                more = p[ip++];
-                len += more;
-            } while (more == 255);
-        }
+        if (len == 15 && (len = lz4_length(p, n, &ip, len)) < 0)
+            return -1;
         len += LZ4_MIN_MATCH;
         if (off == 0 || off > op || capacity - op < len)
             return -1;

@@ -32,6 +32,7 @@ from kcompact.records.record import Record
 from tests.builders import PartitionBuilder
 from tests.cleaner.round.test_filter_windows import _both, _walk
 from tests.cleaner.round.test_steps import OPTIONS, serial_map
+from tests.cleaner.round.test_windows_zstd import _value
 from tests.cleaner.workers.test_parallel import config, key
 from tests.records.scan.accel_compare import accel_switched, needs_c
 
@@ -47,14 +48,6 @@ def _loaded() -> None:
     for codec in CODECS.values():
         compression.compress(codec, b"x")
     accel.forget_inflated()
-
-
-def _value(rng: random.Random, size: int, kind: int) -> bytes:
-    if kind == 0:
-        return rng.randbytes(size)
-    if kind == 1:
-        return (b"kcompact-%d-" % rng.randrange(50) * (size // 10 + 1))[:size]
-    return bytes([rng.randrange(256)]) * size
 
 
 def _partition(log_dir: Path, codec: str, shapes: list[tuple[int, int, int]], seed: int) -> Path:
