@@ -160,6 +160,18 @@ snappy_length(const uint8_t *p, Py_ssize_t n, Py_ssize_t *at)
     return -1;
 }
 
+/* A match's `len` bytes at w from `off` bytes back (snappy's copy and lz4's match: they may overlap, a byte at
+ * a time then, as the formats define). */
+static inline void
+copy_match(uint8_t *w, Py_ssize_t off, Py_ssize_t len)
+{
+    if (off >= len)
+        memcpy(w, w - off, (size_t)len);
+    else
+        for (Py_ssize_t k = 0; k < len; k++)
+            w[k] = w[k - off];
+}
+
 /* One raw snappy block p[0, n) into w[0, length) (its stated length): 0, or -1 where any tag is not
  * well formed (a literal or copy past either end, offset 0 or before the output's start) or the tags do
  * not make exactly `length` bytes. */
@@ -204,11 +216,7 @@ snappy_block(const uint8_t *p, Py_ssize_t n, Py_ssize_t at, uint8_t *w, Py_ssize
         }
         if (off == 0 || off > op || length - op < len)
             return -1;
-        if (off >= len)
-            memcpy(w + op, w + op - off, (size_t)len);
-        else
-            for (Py_ssize_t k = 0; k < len; k++)
-                w[op + k] = w[op + k - off];
+        copy_match(w + op, off, len);
         op += len;
     }
     return op == length ? 0 : -1;
@@ -304,11 +312,7 @@ lz4_block(const uint8_t *p, Py_ssize_t n, uint8_t *w, Py_ssize_t capacity)
         if (off == 0 || off > op || capacity - op < len)
             return -1;
         match_start = op;
-        if (off >= len)
-            memcpy(w + op, w + op - off, (size_t)len);
-        else
-            for (Py_ssize_t k = 0; k < len; k++)
-                w[op + k] = w[op + k - off];
+        copy_match(w + op, off, len);
         op += len;
         match_end = op;
     }
