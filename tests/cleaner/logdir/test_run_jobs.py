@@ -337,3 +337,84 @@ def test_pool_workers_inherit_the_passes_from_the_parent(template: Path, tmp_pat
     lines = notes.read_text().split("\n")[:-1]
     assert len({line.split()[0] for line in lines}) == 2  # two workers
     assert [line.split()[1] for line in lines] == ["True"] * 5
+
+
+RANK_PARTITION = run_module.rank_partition  # as the module has it, before any test patches it
+
+
+def _ranking_in(monkeypatch: pytest.MonkeyPatch, pids: Path, kill_on: str | None = None) -> None:
+    """Make every partition's ranking note the process it ran in (one line in ``pids`` each), and the one
+    named ``kill_on`` kill that process (SIGKILL) instead; pools fork after this, so their workers inherit
+    the patch."""
+    import os
+    import signal
+
+    def rank_partition(part_dir: Path, *args: Any) -> Any:
+        if part_dir.name == kill_on and os.getpid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+        with pids.open("a") as out:
+            out.write(f"{os.getpid()}\n")
+        return RANK_PARTITION(part_dir, *args)
+
+    parent = os.getpid()
+    monkeypatch.setattr(run_module, "rank_partition", rank_partition)
+
+
+@pytest.mark.skipif(not fork_available(), reason="needs fork")
+def test_a_ranking_in_workers_gives_the_serial_run(
+    template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From RANK_POOL_MIN_PARTITIONS candidates on (lowered here to the template's five), the ranking runs in
+    the workers too, and the run is the serial one: the same order, failures, notes and bytes."""
+    import os
+
+    monkeypatch.setattr(run_module, "RANK_POOL_MIN_PARTITIONS", 5)
+    serial_dir, pooled_dir = copy_of(template, tmp_path / "serial"), copy_of(template, tmp_path / "pool")
+    serial_pids, pooled_pids = tmp_path / "serial.pids", tmp_path / "pooled.pids"
+    _ranking_in(monkeypatch, serial_pids)
+    serial = clean(serial_dir, 1)
+    _ranking_in(monkeypatch, pooled_pids)
+    pooled = clean(pooled_dir, 2)
+    assert comparable(pooled, pooled_dir.parent) == comparable(serial, serial_dir.parent)
+    assert digest(pooled_dir) == digest(serial_dir)
+    assert [r.partition_dir for r in pooled.results] == [r.partition_dir.replace("/serial/", "/pool/")
+                                                          for r in serial.results]
+    assert serial_pids.read_text().split() == [str(os.getpid())] * 5
+    ranked_in = pooled_pids.read_text().split()
+    assert len(ranked_in) == 5 and str(os.getpid()) not in ranked_in  # all five ranked in workers
+    # below the threshold, or with --jobs 1, the ranking stays in this process
+    monkeypatch.setattr(run_module, "RANK_POOL_MIN_PARTITIONS", 6)
+    few_pids = tmp_path / "few.pids"
+    _ranking_in(monkeypatch, few_pids)
+    clean(copy_of(template, tmp_path / "few"), 2)
+    assert few_pids.read_text().split() == [str(os.getpid())] * 5
+
+
+@pytest.mark.skipif(not fork_available(), reason="needs fork")
+def test_a_ranking_worker_that_dies_fails_its_partition_alone(
+    template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run_module, "RANK_POOL_MIN_PARTITIONS", 5)
+    log_dir = copy_of(template, tmp_path / "pool")
+    before = digest(log_dir / "orders-2")
+    _ranking_in(monkeypatch, tmp_path / "pids", kill_on="orders-2")
+    run = clean(log_dir, 2)
+    failures = {Path(f.partition_dir).name: f.error for f in run.failures}
+    assert failures.keys() == {"orders-2", CORRUPT}
+    assert failures["orders-2"] == (f"{log_dir / 'orders-2'}: the worker process ranking it was killed by signal 9 "
+                                    "(SIGKILL); nothing was changed (ranking only reads): clean it again")
+    assert digest(log_dir / "orders-2") == before
+    assert sorted(Path(r.partition_dir).name for r in run.results) == ["events-0", "events-1", "orders-0"]
+    assert all(r.stats.superseded_removed > 0 for r in run.results)
+
+
+def test_rank_workers_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kcompact.fork_pool as pool_module
+
+    monkeypatch.setattr(pool_module, "usable_cpus", lambda: 4)
+    assert run_module.RANK_POOL_MIN_PARTITIONS == 64
+    assert run_module._rank_workers(None, 63) == 1
+    assert run_module._rank_workers(None, 64) == 4
+    assert run_module._rank_workers(2, 5000) == 2
+    assert run_module._rank_workers(1, 5000) == 1
+    assert run_module._rank_workers(100_000, 5000) == 4
