@@ -43,8 +43,10 @@ bench shape at load 5 on 2 cores: 2.7 s with two workers, 2.3 s without) where a
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import os
+import sys
 import threading
 from array import array
 from collections import Counter, deque
@@ -531,12 +533,37 @@ _thread_pool_lock = threading.Lock()
 
 def _threads() -> ThreadPoolExecutor:
     """The process's :data:`THREADS` threads, made once (the kernels keep a zstd context per thread:
-    ``_windows_zstd.c``, so threads made per round would each leave theirs behind)."""
+    ``_windows_zstd.c``, so threads made per round would each leave theirs behind), on the main thread's
+    malloc arena (:func:`_share_malloc_arena`)."""
     global _thread_pool
     with _thread_pool_lock:
         if _thread_pool is None:
+            _share_malloc_arena()
             _thread_pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="kcompact-round")
         return _thread_pool
+
+
+_M_ARENA_MAX = -8  # <malloc.h>: mallopt's parameter, the most malloc arenas glibc makes
+
+
+def _share_malloc_arena() -> None:
+    """Before the threads' first allocation: glibc makes no malloc arena beyond the main thread's (``mallopt
+    M_ARENA_MAX``, as ``MALLOC_ARENA_MAX=1`` would), so the threads allocate where this thread frees. With an
+    arena each, what a thread's arena freed (pass 1's slices, which the map holds until its flush; pass 2's
+    windows) stayed resident there and served no other thread: on the bench shapes the default's peak RSS
+    was 116-119 MiB and is 95-105 (plain; zstd 81-83 and 77-81), wall and CPU the same. glibc fixes its
+    arena limit when a thread first needs an arena (``arena_get2``), so this holds for the process's life,
+    as the threads do; a thread's allocations still take its own cache first (tcache). Elsewhere (not
+    glibc, no ``mallopt``) nothing changes."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    mallopt(_M_ARENA_MAX, 1)
 
 
 def _forget_threads() -> None:
