@@ -55,8 +55,9 @@ def _peak_of_clean(part: Path, runner: str, cwd: Path) -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux's /proc/self/status")
-@pytest.mark.parametrize("transactional", [False, True], ids=["data", "transactions"])
-def test_a_clean_of_a_large_segment_holds_a_window_of_it_not_all(tmp_path: Path, transactional: bool) -> None:
+@pytest.mark.parametrize(("transactional", "threads_extra_mib"), [(False, 8), (True, 16)], ids=["data", "transactions"])
+def test_a_clean_of_a_large_segment_holds_a_window_of_it_not_all(tmp_path: Path, transactional: bool,
+                                                                 threads_extra_mib: int) -> None:
     # records of 100 KB (a C run reads few of them per slice) or, in transactions, 20 KB (walked batch by batch)
     count, value = (6000, 20_000) if transactional else (1200, 100_000)
     b = PartitionBuilder("large")
@@ -77,7 +78,9 @@ def test_a_clean_of_a_large_segment_holds_a_window_of_it_not_all(tmp_path: Path,
     # most of it the interpreter and its libraries
     for runner, peak in peaks.items():
         assert peak < 0.6 * size, f"{runner}: peak RSS {peak >> 20} MiB for a {size >> 20} MiB segment"
-    # two threads add a second window and a chunk's output waiting to be appended: 6-8 MiB here (with an
-    # arena each and the finished chunks' output waiting whole, 14-19)
+    # two threads add a second window and a chunk's output waiting to be appended: 1-4 MiB here for the C runs,
+    # 6-13 for the batch-by-batch walk (with an arena per thread and the finished chunks' output waiting whole:
+    # 11-16 and 17-20)
     extra = peaks["threads"] - peaks["one"]
-    assert extra < 12 << 20, f"two threads' peak RSS {peaks['threads'] >> 20} MiB, one's {peaks['one'] >> 20} MiB"
+    assert extra < threads_extra_mib << 20, (
+        f"two threads' peak RSS {peaks['threads'] >> 20} MiB, one thread's {peaks['one'] >> 20} MiB")
