@@ -3,7 +3,8 @@
 Why: in a log of non-transactional batches (the common case) pass 2's per-batch Python — header decode,
 CRC check, batch decision, decompression, record scan, rebuild, recompression, stats, one sink call each —
 cost more than the record work itself. Here a window of up to :data:`RUN_BATCHES` batches (or
-:data:`RUN_RECORDS` records, or :data:`RUN_BYTES` bytes read and decompressed) is read by one C call
+:data:`RUN_RECORDS` records, or :data:`RUN_BYTES` bytes read and decompressed, or the context's
+``window_bytes``) is read by one C call
 (``accel.scan_window_records``: headers, CRCs, each compressed batch's records decompressed through
 ``records.compression.decompress`` — zstd's in C, see ``accel.zstd_codec`` — record columns), its records
 decided together by ``record_filter.keep_records`` (the very function the per-batch path decides with), and its output
@@ -72,9 +73,10 @@ def take_runs(
     Returns:
         Where the per-batch walk goes on (``position``: nothing was taken).
     """
+    window_bytes = RUN_BYTES if ctx.window_bytes is None else ctx.window_bytes
     while position < limit:
         zstd, native = accel.zstd_codec(zstd_one_call()), accel.native_codecs()
-        run = accel.scan_window_records(buffer, position, limit, RUN_BATCHES, RUN_RECORDS, RUN_BYTES,
+        run = accel.scan_window_records(buffer, position, limit, RUN_BATCHES, RUN_RECORDS, window_bytes,
                                         protected, ctx.upper_bound, decompress, zstd, native)
         if run is None or run[0] == position:
             break

@@ -68,6 +68,7 @@ class FilterContext:
     delete_retention_ms: int
     stats: CleanStats
     fence: int | None = None  # the replica fence (``rules.fence``); None: Kafka's rules alone
+    window_bytes: int | None = None  # the C windows' bytes read and decompressed; None: RUN_BYTES
 
     @classmethod
     def at(

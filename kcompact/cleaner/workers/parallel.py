@@ -5,9 +5,10 @@ Threads (:func:`run_two_threads`, the default where it pays: :func:`choose_runne
 (``round/_windows.c``: framing, CRC-32C, the record walks, zstd both ways, the output's copy) run without
 the GIL, and lz4/gzip release it inside their libraries, so :data:`THREADS` threads read, decide and filter
 chunks of :data:`THREAD_CHUNK_BYTES` while this thread puts the map's entries and appends the output, in
-order; results stay in memory (no fork, no spill files), at most :data:`THREADS` chunks in work beyond the
-one being appended. A chunk starts at a batch (``chunks.batch_cuts``), so no range walks the segment from
-its start.
+order; results stay in memory (no fork, no spill files). Pass 1 keeps :data:`THREADS` chunks in work beyond
+the one being put; pass 2 keeps :data:`THREADS` in work and appends the first one's output runs as its thread
+makes them (:func:`_streamed_in_threads`), so what waits here is about one chunk's output, not three. A chunk
+starts at a batch (``chunks.batch_cuts``), so no range walks the segment from its start.
 
 Processes: the pool
 is forked (``pool.stream_in_pool``) after the plan, and for pass 2 after the map, so workers inherit both
@@ -42,8 +43,11 @@ bench shape at load 5 on 2 cores: 2.7 s with two workers, 2.3 s without) where a
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import itertools
 import os
+import sys
 import threading
 from array import array
 from collections import Counter, deque
@@ -53,6 +57,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from queue import SimpleQueue
 from typing import TypeVar
 
 import numpy as np
@@ -70,7 +75,7 @@ from kcompact.cleaner.round.mapping import (
 from kcompact.cleaner.round.options import CleanOptions, Progress
 from kcompact.cleaner.round.partition_round import clean_partition as round_clean_partition
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
-from kcompact.cleaner.round.record_filter import FilterContext, OutputRun
+from kcompact.cleaner.round.record_filter import RUN_BYTES, FilterContext, OutputRun
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.round.steps import (
     GroupOutput,
@@ -109,6 +114,10 @@ THREADS = 2
 THREADS_IDLE_CPUS = 1.5  # this thread's core and at least half another's (_room_for_threads)
 THREAD_CHUNK_BYTES = 8 * 1024 * 1024
 """The ranges the threads take: small, since a chunk's output waits in memory until it is appended."""
+THREAD_WINDOW_BYTES = RUN_BYTES // THREADS
+"""Pass 2's C windows on the threads (``FilterContext.window_bytes``): each thread holds one, so the two
+together hold what one thread's window of :data:`~kcompact.cleaner.round.record_filter.RUN_BYTES` does (zstd
+bench: peak RSS 75-85 -> 70-74 MiB; wall and CPU the same)."""
 
 
 T = TypeVar("T")
@@ -139,6 +148,7 @@ def run_two_threads(plan: CleanPlan, options: CleanOptions, progress: Progress |
     map_stats = CleanStats()
     cuts: dict[int, list[int]] = {}  # pass 1's cuts of a segment serve pass 2 (the plan's segments stay put)
     offset_map = _threads_offset_map(plan, options.dedupe_buffer_size, map_stats, progress, cuts)
+    _release_free_heap()
     if offset_map.latest_offset != plan.map_latest_offset:
         plan = plan.bounded(offset_map.latest_offset)
     oracle = OffsetMapOracle(offset_map, plan.first_dirty_offset)
@@ -147,7 +157,7 @@ def run_two_threads(plan: CleanPlan, options: CleanOptions, progress: Progress |
         if plan.groups:
             segments = [plan.segment(base) for group in plan.groups for base in group]
             chunks = _thread_chunks(plan, segments, cuts)
-            results = _in_threads(partial(_filter_in_memory, plan, oracle), chunks)
+            results = _streamed_in_threads(partial(_filter_in_memory, plan, oracle), chunks)
             try:
                 _assemble_groups(plan, chunks, results, outputs, options.dry_run, progress)
             finally:
@@ -416,14 +426,13 @@ def _per_segment(
 class ChunkOutput:
     """What a worker sends back for one chunk of pass 2."""
 
-    path: str  # the output batches, back to back (spill.SpillWriter), or "" (threads: ``runs``)
+    path: str  # the output batches, back to back (spill.SpillWriter), or "" (threads: streamed before it)
     sizes: array[int]  # per output batch: its size, last offset and max timestamp
     last_offsets: array[int]
     max_timestamps: array[int]
     bytes_in: int  # source bytes the chunk covers (progress)
     stats: CleanStats
     retained: tuple[AbortedTxn, ...]  # index entries of the ABORT markers kept, in order
-    runs: tuple[OutputRun, ...] = ()  # threads: the output as ``iter_segment_output`` gave it, its views copied
 
 
 class _Collector:
@@ -492,22 +501,24 @@ def _filter_chunk(chunk: Chunk) -> ChunkOutput:
 def _assemble(
     plan: CleanPlan,
     index: int,
-    parts: Iterable[ChunkOutput],
+    parts: Iterable[OutputRun | ChunkOutput],
     dry_run: bool,
     progress: Progress | None,
 ) -> GroupOutput:
-    """Append a group's chunk outputs, in order, to its writer and finish it."""
+    """Append a group's chunk outputs (and the runs a thread streamed ahead of its chunk's), in order, to
+    its writer and finish it."""
     writer = CleanedSegmentWriter(Path(plan.partition_dir), plan.groups[index][0],
                                   plan.config.index_interval_bytes, dry_run=dry_run)
     stats = CleanStats()
     retained: list[AbortedTxn] = []
     try:
         for part in parts:
+            if isinstance(part, OutputRun):
+                writer.append_run(*part)
+                continue
             if part.path:
                 with read_spilled(part.path) as view:
                     writer.append_run(view, part.sizes, part.last_offsets, part.max_timestamps)
-            for run in part.runs:
-                writer.append_run(*run)
             stats.add(part.stats)
             retained += part.retained
             if progress is not None:
@@ -528,12 +539,57 @@ _thread_pool_lock = threading.Lock()
 
 def _threads() -> ThreadPoolExecutor:
     """The process's :data:`THREADS` threads, made once (the kernels keep a zstd context per thread:
-    ``_windows_zstd.c``, so threads made per round would each leave theirs behind)."""
+    ``_windows_zstd.c``, so threads made per round would each leave theirs behind), on the main thread's
+    malloc arena (:func:`_share_malloc_arena`)."""
     global _thread_pool
     with _thread_pool_lock:
         if _thread_pool is None:
+            _share_malloc_arena()
             _thread_pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="kcompact-round")
         return _thread_pool
+
+
+_M_ARENA_MAX = -8  # <malloc.h>: mallopt's parameter, the most malloc arenas glibc makes
+
+
+@functools.cache
+def _glibc() -> ctypes.CDLL | None:
+    """This process's C library where it is glibc's (``mallopt`` and ``malloc_trim``), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+        libc.malloc_trim.argtypes = [ctypes.c_size_t]
+    except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
+        return None
+    libc.mallopt.restype = libc.malloc_trim.restype = ctypes.c_int
+    return libc
+
+
+def _share_malloc_arena() -> None:
+    """Before the threads' first allocation: glibc makes no malloc arena beyond the main thread's (``mallopt
+    M_ARENA_MAX``, as ``MALLOC_ARENA_MAX=1`` would), so the threads allocate where this thread frees. With an
+    arena each, what a thread's arena freed (pass 1's slices, which the map holds until its flush; pass 2's
+    windows) stayed resident there and served no other thread: on the bench shapes the default's peak RSS
+    was 116-119 MiB and is 95-105 (plain; zstd 81-83 and 77-81), wall and CPU the same. glibc fixes its
+    arena limit when a thread first needs an arena (``arena_get2``), so this holds for the process's life,
+    as the threads do; a thread's allocations still take its own cache first (tcache). Elsewhere (not
+    glibc) nothing changes."""
+    libc = _glibc()
+    if libc is not None:
+        libc.mallopt(_M_ARENA_MAX, 1)
+
+
+def _release_free_heap() -> None:
+    """Between the passes: give the heap's free pages back (glibc's ``malloc_trim``). The map's build
+    leaves its temporaries (the pending slices, the flush's columns: ~60 MiB on the plain bench) free in the
+    heap, which glibc keeps when its trim threshold has followed a large block it unmapped; pass 2 on three
+    threads then allocates around them and grows the heap past pass 1's peak (plain bench: 99-106 MiB, and
+    96-101 with this; one call of 1-5 ms). Elsewhere (not glibc) nothing happens."""
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
 
 
 def _forget_threads() -> None:
@@ -594,6 +650,60 @@ def _in_threads(task: Callable[[Chunk], T], chunks: list[Chunk]) -> Generator[T,
         wait(queue)
 
 
+@dataclass(frozen=True, slots=True)
+class _Failed:
+    """What a streamed chunk's task raised, put where its output goes (the consumer raises it there)."""
+
+    error: BaseException
+
+
+def _stream_chunk(task: Callable[[Chunk, Callable[[OutputRun], None]], ChunkOutput], chunk: Chunk,
+                  sink: SimpleQueue[OutputRun | ChunkOutput | _Failed]) -> None:
+    """Run ``task`` on a thread, its output runs put into ``sink`` as they come, then its ``ChunkOutput``
+    (or what it raised): the consumer waits on ``sink`` only, so it must always get a last item."""
+    try:
+        done = task(chunk, sink.put)
+    except BaseException as err:
+        sink.put(_Failed(err))
+        raise
+    sink.put(done)
+
+
+def _streamed_in_threads(
+    task: Callable[[Chunk, Callable[[OutputRun], None]], ChunkOutput], chunks: list[Chunk],
+) -> Generator[OutputRun | ChunkOutput, None, None]:
+    """Pass 2's :func:`_in_threads`: ``task(chunk, put)`` for every chunk on the threads, :data:`THREADS`
+    in work; each output run of the first chunk in order is yielded as soon as its thread puts it (then that
+    chunk's ``ChunkOutput``, its last item), the next chunk's runs wait in its queue meanwhile. So the output
+    waiting here is about one chunk's, not the :data:`THREADS` finished chunks' plus the one being appended
+    that :func:`_in_threads` holds. On an error the chunks not started are dropped and those in work waited
+    for."""
+    executor = _threads()
+    todo = iter(chunks)
+
+    def start(chunk: Chunk) -> tuple[Future[None], SimpleQueue[OutputRun | ChunkOutput | _Failed]]:
+        sink: SimpleQueue[OutputRun | ChunkOutput | _Failed] = SimpleQueue()
+        return executor.submit(_stream_chunk, task, chunk, sink), sink
+
+    work = deque(start(c) for c in itertools.islice(todo, THREADS))
+    try:
+        while work:
+            sink = work[0][1]
+            while not isinstance(item := sink.get(), ChunkOutput):
+                if isinstance(item, _Failed):
+                    raise item.error
+                yield item
+            work.popleft()
+            chunk = next(todo, None)
+            if chunk is not None:
+                work.append(start(chunk))
+            yield item
+    finally:
+        for future, _sink in work:
+            future.cancel()
+        wait([future for future, _sink in work])
+
+
 def _threads_offset_map(
     plan: CleanPlan, dedupe_buffer_size: int | None, stats: CleanStats, progress: Progress | None,
     cuts: dict[int, list[int]],
@@ -631,28 +741,40 @@ def _per_segment_lists(
         yield seg, (keys for _ in range(count) for keys in next(results))
 
 
-def _filter_in_memory(plan: CleanPlan, oracle: RetentionOracle, chunk: Chunk) -> ChunkOutput:
-    """:func:`_filter_chunk` on a thread: the output kept as it comes (the windows' output is bytes of its
-    own; a view of the segment's map, from the per-batch walk, is copied before the map closes)."""
+def _filter_in_memory(
+    plan: CleanPlan, oracle: RetentionOracle, chunk: Chunk, put: Callable[[OutputRun], None]
+) -> ChunkOutput:
+    """:func:`_filter_chunk` on a thread: each output run handed to ``put`` as it comes (the windows'
+    output is bytes of its own; a view of the segment's map, from the per-batch walk, is copied before the
+    map closes); returns the chunk's counters and retained markers, its runs already put."""
     index, start, end = chunk
     seg = plan.segments[index]
     stats = CleanStats()
     ctx = FilterContext.at(plan, seg, oracle, stats)
-    runs = tuple(run if isinstance(run.data, bytes) else run._replace(data=bytes(run.data))
-                 for run in iter_segment_output(plan, seg, ctx, start, end, at_batch=True))
+    ctx.window_bytes = THREAD_WINDOW_BYTES
+    for run in iter_segment_output(plan, seg, ctx, start, end, at_batch=True):
+        put(run if isinstance(run.data, bytes) else run._replace(data=bytes(run.data)))
     stop = seg.size_in_bytes if end is None else min(end, seg.size_in_bytes)
     return ChunkOutput("", array("q"), array("q"), array("q"), max(0, stop - start), stats,
-                       tuple(ctx.txn.take_retained_aborted()), runs)
+                       tuple(ctx.txn.take_retained_aborted()))
 
 
 def _assemble_groups(
-    plan: CleanPlan, chunks: list[Chunk], results: Iterator[ChunkOutput], outputs: list[GroupOutput],
+    plan: CleanPlan, chunks: list[Chunk], results: Iterator[OutputRun | ChunkOutput], outputs: list[GroupOutput],
     dry_run: bool, progress: Progress | None,
 ) -> None:
-    """Every group's chunk outputs, in order, into its writer; each finished group appended to ``outputs``."""
+    """Every group's chunk outputs, in order, into its writer; each finished group appended to ``outputs``.
+    ``results``: per chunk, the output runs streamed ahead of it (threads), then its ``ChunkOutput``."""
     per_segment = Counter(index for index, _start, _end in chunks)
     where = {s.base_offset: i for i, s in enumerate(plan.segments)}
     for index, group in enumerate(plan.groups):
         count = sum(per_segment[where[base]] for base in group)
-        parts = (next(results) for _ in range(count))
-        outputs.append(_assemble(plan, index, parts, dry_run, progress))
+        outputs.append(_assemble(plan, index, _chunks_taken(results, count), dry_run, progress))
+
+
+def _chunks_taken(results: Iterator[OutputRun | ChunkOutput], count: int) -> Iterator[OutputRun | ChunkOutput]:
+    """The items of the next ``count`` chunks of ``results`` (each chunk's ``ChunkOutput`` is its last)."""
+    for _ in range(count):
+        while not isinstance(item := next(results), ChunkOutput):
+            yield item
+        yield item

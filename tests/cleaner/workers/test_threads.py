@@ -13,6 +13,7 @@ import os
 import random
 import signal
 import threading
+from array import array
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -25,6 +26,8 @@ from click.testing import CliRunner
 
 from kcompact.cleaner.round import accel
 from kcompact.cleaner.round.options import CleanOptions
+from kcompact.cleaner.round.record_filter import OutputRun
+from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.round.steps import plan_clean
 from kcompact.cleaner.workers import parallel
 from kcompact.cleaner.workers.parallel import clean_partition
@@ -278,3 +281,33 @@ def test_threads_need_a_core_and_a_half_left_by_the_load(
     monkeypatch.setattr(parallel, "usable_cpus", lambda: cpus)
     monkeypatch.setattr(os, "getloadavg", lambda: (load, 0.0, 0.0))
     assert parallel._room_for_threads() is room
+
+
+def test_the_first_chunks_output_is_taken_while_its_thread_still_works() -> None:
+    """Pass 2 on the threads hands on the first chunk's output runs as its thread makes them (what waits in
+    memory is about one chunk's output): a task that goes on only once its first run was taken finishes,
+    and the runs come in order, then the chunk's counters; a task's error comes after the runs it made."""
+    taken = threading.Event()
+    runs = [OutputRun(b"first", [5], [0], [1]), OutputRun(b"second", [6], [1], [2])]
+    done = parallel.ChunkOutput("", array("q"), array("q"), array("q"), 11, CleanStats(), ())
+
+    def task(chunk: Any, put: Callable[[OutputRun], None]) -> parallel.ChunkOutput:
+        put(runs[0])
+        if not taken.wait(10):  # with the chunk's output handed on whole, never
+            raise TimeoutError("the first run was not taken while its chunk was in work")
+        put(runs[1])
+        return done
+
+    items = parallel._streamed_in_threads(task, [(0, 0, None)])
+    first = next(items)
+    taken.set()
+    assert [first, *items] == [*runs, done]
+
+    def failing(chunk: Any, put: Callable[[OutputRun], None]) -> parallel.ChunkOutput:
+        put(runs[0])
+        raise CorruptDataError("segment.log at position 7: bad", path="segment.log", position=7)
+
+    items = parallel._streamed_in_threads(failing, [(0, 0, None), (0, 7, None)])
+    assert next(items) == runs[0]
+    with pytest.raises(CorruptDataError, match="position 7"):
+        next(items)
