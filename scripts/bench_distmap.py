@@ -150,7 +150,7 @@ def tree_digest(log_dir: Path) -> dict[str, str]:
 
 def _clean_serial(part: Path) -> dict[str, Any]:
     from kcompact.cleaner.round.options import CleanOptions
-    from kcompact.cleaner.workers.parallel import clean_partition
+    from kcompact.cleaner.workers.bound_clean import clean_partition
     from kcompact.config.topic_config import defaults_with_overrides
 
     config = defaults_with_overrides(CONFIG)

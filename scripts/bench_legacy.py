@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.config.topic_config import defaults_with_overrides
 from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.record import Record

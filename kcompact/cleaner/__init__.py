@@ -62,11 +62,11 @@ The sub-packages are layers, each importing only those below it (an import-linte
 writes, renames or deletes segment files). Below the cleaner, ``kcompact.log`` holds Kafka's log model the
 read-only commands share: ``log/state/`` and ``log/offset_map/`` over ``log/rules/`` (Kafka's pure rules).
 
-``workers/parallel.py``'s ``clean_partition`` is the one entry point (``kcompact clean``, the partition pool
+``workers/bound_clean.py``'s ``clean_partition`` is the one entry point (``kcompact clean``, the partition pool
 and the Spark tasks all call it): the serial round's own, ``round/partition_round.py``'s ``clean_partition``,
-with ``choose_runner`` bound, which hands passes 1 and 2 to worker processes where they pay (``logdir/run.py``
-binds the same two, importing ``choose_runner`` with the first round that has passes to run, so that a clean
-with nothing to do loads neither the workers nor numpy). The round reads top-down from lock to checkpoint,
+with ``choose_runner`` bound, which hands passes 1 and 2 to threads or worker processes where they pay,
+importing ``workers/parallel.py`` with the first round that has passes to run, so that a clean with nothing to
+do loads neither the workers nor numpy. The round reads top-down from lock to checkpoint,
 runs its passes itself (``steps.run_passes``) unless a runner is chosen or given (Spark's distributed map),
 and knows nothing of workers. It runs the round as separable steps (``round/steps.py``): ``plan_round``, the
 one planner (``plan_clean`` runs it on a partition directory), freezes steps 1–2 into a picklable

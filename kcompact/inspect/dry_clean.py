@@ -13,7 +13,7 @@ from kcompact.cleaner.logdir.compaction_gate import not_compacted
 from kcompact.cleaner.logdir.keyless import sample_keyless
 from kcompact.cleaner.round.options import CleanOptions, CleanResult
 from kcompact.cleaner.round.steps import unsupported_reason
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.config.topic_config import TopicConfig
 from kcompact.log.rules.high_watermark import SoleReplica
 from kcompact.segment.partition import Partition

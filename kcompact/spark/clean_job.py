@@ -8,7 +8,7 @@ few MiB; ``task_bytes=1`` gives each partition its own task; the cores are
 :func:`kcompact.spark.session.cluster_cores`) and hands them to Spark as an RDD with
 one element and one Spark partition per task, each preferring the host of its partitions when the path
 named one (``host:/path``, ``kcompact.spark.locality``). For each of its partitions a task calls
-:func:`kcompact.cleaner.workers.parallel.clean_partition`, the very function ``kcompact clean`` calls, so the
+:func:`kcompact.cleaner.workers.bound_clean.clean_partition`, the very function ``kcompact clean`` calls, so the
 bytes written are the serial run's (with ``jobs=1``: Spark's executors are the parallelism, a task
 forks no worker pool of its own). A task catches each partition's errors and returns them as that
 partition's row: a failing partition fails alone (the cleaner leaves it untouched), the others
@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from kcompact.cleaner.logdir.run import settle_checkpoint_order
 from kcompact.cleaner.round.options import CleanOptions, KeylessLossRefused, with_cli_dedupe_buffer
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.clock import run_clock_ms
 from kcompact.config.sources import ConfigSources
 from kcompact.errors import KcompactError

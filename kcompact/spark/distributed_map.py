@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 from kcompact.cleaner.round.options import DEFAULT_OPTIONS, CleanOptions, CleanResult, Progress
 from kcompact.cleaner.round.plan import CleanPlan
 from kcompact.cleaner.round.steps import RoundOutput
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import ConfigError
 from kcompact.log.offset_map import KAFKA_BYTES_PER_ENTRY, OffsetMap, thread_buffer

@@ -106,7 +106,7 @@ def clean_row(
 
     Args:
         partition_dir: the partition directory.
-        result: what :func:`~kcompact.cleaner.workers.parallel.clean_partition` returned; None when it failed.
+        result: what :func:`~kcompact.cleaner.workers.bound_clean.clean_partition` returned; None when it failed.
         error: the failure's one-line message (or a bug's traceback).
         bug: the failure was not a :class:`~kcompact.errors.KcompactError`.
         skipped: why a log dir's partition was left alone (``result`` is then None).

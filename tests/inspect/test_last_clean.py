@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.config.topic_config import defaults_with_overrides
 from kcompact.inspect.last_clean import LastCleanReport, OffsetGap, last_clean_report
 from kcompact.segment.checkpoint import write_offset_checkpoint

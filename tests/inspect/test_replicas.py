@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.errors import KcompactError
 from kcompact.inspect.replicas import replicas_report
 from kcompact.segment.lineage import epoch_at, lineage_divergence

@@ -21,7 +21,7 @@ from hypothesis import event as hypothesis_event
 from hypothesis import strategies as st
 
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CleanerStateError
 from kcompact.records.batch_encoding import encode_batch

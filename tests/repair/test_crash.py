@@ -47,7 +47,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[object], l
     part = build_partition(tmp_path_factory.mktemp("reference") / "logdir")
     before = all_records(part)
     from kcompact.cleaner.round.options import CleanOptions
-    from kcompact.cleaner.workers.parallel import clean_partition
+    from kcompact.cleaner.workers.bound_clean import clean_partition
     from kcompact.config.topic_config import defaults_with_overrides
 
     config = defaults_with_overrides({"cleanup.policy": "compact"})

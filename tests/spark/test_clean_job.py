@@ -179,7 +179,7 @@ def test_a_bug_in_one_partition_of_a_packed_task_leaves_the_others_to_clean(
 ) -> None:
     log_dir = build_log_dir(tmp_path / "logs", 3)
     tasks = plan_spark_clean([log_dir], ConfigSources(COMPACT), options=CleanOptions(now_ms=NOW)).tasks
-    from kcompact.cleaner.workers.parallel import clean_partition as real_clean
+    from kcompact.cleaner.workers.bound_clean import clean_partition as real_clean
 
 
     def broken_for_the_first(path: str, *args: object, **kwargs: object) -> object:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from kcompact.cleaner.round.options import CleanOptions, CleanResult
 from kcompact.cleaner.round.steps import write_group
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.config.topic_config import TopicConfig, defaults_with_overrides
 from kcompact.errors import ConfigError, CorruptRecordError, KcompactError
 from kcompact.records.batch import iter_batches

@@ -65,9 +65,7 @@ from kcompact.cleaner.round.options import (
     KeylessLossRefused,
     with_cli_dedupe_buffer,
 )
-from kcompact.cleaner.round.partition_round import clean_partition as round_clean_partition
-from kcompact.cleaner.round.plan import CleanPlan
-from kcompact.cleaner.round.steps import RoundRunner
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.clock import run_clock_ms
 from kcompact.config.sources import ConfigSources
 from kcompact.config.topic_config import TopicConfig
@@ -121,18 +119,6 @@ __all__ = [
     "rank_partition",
     "settle_checkpoint_order",
 ]
-
-
-def _choose_runner(plan: CleanPlan, options: CleanOptions) -> RoundRunner | None:
-    """``workers.parallel.choose_runner``, imported by the first round that has passes to run: the workers'
-    machinery (numpy, the offset map, pass 2) stays unloaded in a clean with nothing to do."""
-    from kcompact.cleaner.workers.parallel import choose_runner
-
-    return choose_runner(plan, options)
-
-
-clean_partition = partial(round_clean_partition, choose_runner=_choose_runner)
-"""``workers.parallel.clean_partition``, with its runner choice loaded on first use."""
 
 
 @dataclass(slots=True)

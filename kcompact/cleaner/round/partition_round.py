@@ -18,7 +18,7 @@ roll and deletes nothing (``roll.py``), so a failed ``clean --roll`` changes not
 
 Passes 1 and 2 are the one step a caller may hand elsewhere: the round runs them here
 (``steps.run_passes``) unless the caller's :data:`~kcompact.cleaner.round.steps.RunnerChoice` picks a
-runner for the planned round (``workers.parallel.clean_partition`` binds ``choose_runner``: worker
+runner for the planned round (``workers.bound_clean.clean_partition`` binds ``choose_runner``: worker
 processes where they pay), or the caller brings its runner (``kcompact.spark.distributed_map`` builds
 the offset map as a Spark shuffle); everything else — locks, recovery, roll, range, plan, commit,
 retention — is this module's, so neither can drift from the serial round. The round knows nothing of
@@ -97,7 +97,7 @@ def clean_partition(
     known: KnownState | None = None,
 ) -> CleanResult:
     """Clean one partition directory exactly as one round of Kafka 4.1's log cleaner: the one entry point
-    every caller uses (through ``workers.parallel.clean_partition`` unless it brings a runner).
+    every caller uses (through ``workers.bound_clean.clean_partition`` unless it brings a runner).
 
     Args:
         path: the partition directory.

@@ -73,7 +73,6 @@ from kcompact.cleaner.round.mapping import (
     new_offset_map,
 )
 from kcompact.cleaner.round.options import CleanOptions, Progress
-from kcompact.cleaner.round.partition_round import clean_partition as round_clean_partition
 from kcompact.cleaner.round.plan import CleanPlan, SegmentPlan
 from kcompact.cleaner.round.record_filter import RUN_BYTES, FilterContext, OutputRun
 from kcompact.cleaner.round.stats import CleanStats
@@ -188,12 +187,6 @@ def _room_for_threads() -> bool:
     except OSError:  # no load average here
         return True
     return cpus - max(0.0, busy - 1) >= THREADS_IDLE_CPUS
-
-
-clean_partition = partial(round_clean_partition, choose_runner=choose_runner)
-"""``round.partition_round.clean_partition`` with passes 1 and 2 in ``options.jobs`` worker processes
-where that pays (:func:`choose_runner`): what ``kcompact clean``, ``inspect keys``' dry run, ``repair
---clean`` and Spark's tasks call. A bound function, not a wrapper: no frame of its own."""
 
 
 def run_round(

@@ -38,7 +38,7 @@ from kcompact.cleaner.disk.swap import (
     recover_interrupted_swaps,
 )
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.config.topic_config import TopicConfig, defaults_with_overrides
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kcompact.segment.names import parse_segment_file_name, segment_file_name

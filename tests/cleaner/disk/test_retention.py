@@ -8,7 +8,7 @@ import pytest
 
 from kcompact.cleaner.logdir.run import clean_path
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.config.topic_config import defaults_with_overrides
 from kcompact.errors import RefusedError
 from kcompact.segment.checkpoint import write_offset_checkpoint

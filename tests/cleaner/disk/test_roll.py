@@ -33,7 +33,7 @@ from kcompact.cleaner.disk.swap import leftover_files, recover_interrupted_swaps
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.round.plan import CleanPlan
 from kcompact.cleaner.round.steps import RoundOutput
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.cli.main import cli
 from kcompact.errors import BatchCrcError, CorruptDataError, CorruptRecordError, KcompactError
 from kcompact.records.batch import iter_batches

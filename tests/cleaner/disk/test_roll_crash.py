@@ -37,7 +37,7 @@ import pytest
 
 from kcompact.cleaner.disk.swap import unsettled_files
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.config.topic_config import TopicConfig, defaults_with_overrides
 from kcompact.errors import KcompactError
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint

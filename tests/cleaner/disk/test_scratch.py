@@ -24,7 +24,7 @@ import pytest
 from kcompact.cleaner.disk.scratch import PENDING_MARKER, SCRATCH_CRASH_POINTS, NextGroup, next_group, settle_scratch
 from kcompact.cleaner.disk.swap import CRASH_POINTS, CleanedSegment, leftover_files
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.errors import KcompactError
 from kcompact.segment.checkpoint import read_offset_checkpoint
 from kcompact.segment.partition import SegmentFiles

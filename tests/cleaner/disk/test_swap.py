@@ -25,7 +25,7 @@ from kafka.record import MemoryRecords
 from kcompact.cleaner.disk import swap
 from kcompact.cleaner.disk.swap import CleanedSegmentWriter, recover_interrupted_swaps
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.errors import CleanerStateError, KcompactError
 from kcompact.records.batch import iter_batches
 from kcompact.records.batch_encoding import encode_batch

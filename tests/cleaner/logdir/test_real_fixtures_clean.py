@@ -35,7 +35,7 @@ from kafka.record import MemoryRecords
 
 from kcompact.cleaner.logdir.run import clean_path
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.config.topic_config import defaults_with_overrides
 from kcompact.log.rules.ranges import RULE_ACTIVE_SEGMENT
 from kcompact.segment.partition import open_partition

@@ -259,7 +259,7 @@ def test_partition_workers_stay_one_without_fork(monkeypatch: pytest.MonkeyPatch
 def _recording(monkeypatch: pytest.MonkeyPatch, fail_on: str | None = None) -> None:
     """Make every clean record the ``jobs`` it was given (in its warnings, which come back pickled);
     workers are forked after this, so they inherit the patch."""
-    from kcompact.cleaner.workers.parallel import clean_partition as original
+    from kcompact.cleaner.workers.bound_clean import clean_partition as original
 
 
     def clean_partition(path: Any, config: Any, options: CleanOptions, progress: Any = None,

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from kcompact.cleaner.disk.swap import leftover_files
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.workers import parallel
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.cli.main import cli
 from kcompact.errors import BatchCrcError
 from kcompact.records.batch import iter_batches

@@ -27,7 +27,7 @@ from click.testing import CliRunner
 from kcompact.cleaner.disk import swap
 from kcompact.cleaner.disk.swap import CRASH_POINTS, leftover_files
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.cli.main import cli
 from kcompact.errors import (
     BatchCrcError,

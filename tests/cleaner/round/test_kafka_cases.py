@@ -40,7 +40,7 @@ import pytest
 from kafka.record import MemoryRecords
 
 from kcompact.cleaner.round.options import CleanOptions, CleanResult
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.config.topic_config import TopicConfig, defaults_with_overrides
 from kcompact.errors import CorruptBatchError, CorruptDataError, TruncatedDataError
 from kcompact.log.rules.ranges import (

@@ -18,7 +18,7 @@ from kcompact.cleaner.logdir.keyless import count_keyless, sample_keyless
 from kcompact.cleaner.round.key_counts import iter_key_counts
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.workers import parallel
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.errors import KcompactError
 from kcompact.records import legacy
 from kcompact.records.batch_encoding import encode_batch

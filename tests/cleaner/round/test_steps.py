@@ -27,7 +27,8 @@ from kcompact.cleaner.round.steps import (
     segment_key_entries,
     write_group,
 )
-from kcompact.cleaner.workers.parallel import clean_partition, run_round
+from kcompact.cleaner.workers.bound_clean import clean_partition
+from kcompact.cleaner.workers.parallel import run_round
 from kcompact.errors import CleanerStateError
 from kcompact.log.offset_map import OffsetMap, key_digests
 from kcompact.log.offset_map.oracle import KeysAt, OffsetMapOracle, RetentionOracle, SortedOffsetsOracle

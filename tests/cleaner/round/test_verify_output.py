@@ -16,7 +16,7 @@ import pytest
 from kcompact.cleaner.disk.swap import CleanedSegment
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.cleaner.round.verify_output import check_cleaned_segment
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.errors import CleanerStateError, KcompactError
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.partition import SegmentFiles

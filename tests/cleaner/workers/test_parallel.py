@@ -23,7 +23,7 @@ import pytest
 
 from kcompact.cleaner.round.options import CleanOptions, CleanResult
 from kcompact.cleaner.workers import parallel
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.config.topic_config import TopicConfig, defaults_with_overrides
 from kcompact.errors import ConfigError, CorruptDataError, KcompactError
 from kcompact.records.batch_encoding import encode_batch

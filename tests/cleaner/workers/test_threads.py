@@ -30,7 +30,7 @@ from kcompact.cleaner.round.record_filter import OutputRun
 from kcompact.cleaner.round.stats import CleanStats
 from kcompact.cleaner.round.steps import plan_clean
 from kcompact.cleaner.workers import parallel
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.cli.main import cli
 from kcompact.errors import CorruptDataError
 from kcompact.records.compression import compress, decompress, zstd_one_call

@@ -15,7 +15,7 @@ from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from kafka.record import MemoryRecords
 
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.config.topic_config import defaults_with_overrides
 from kcompact.errors import ConfigError, KcompactError
 from kcompact.inspect.keys import keys_report

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.log.rules.fence import CopyFence, age_removal_allowed, replica_fence
 from kcompact.records.batch import iter_batches
 from kcompact.segment.partition import open_partition

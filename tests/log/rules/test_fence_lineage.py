@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from kcompact.cleaner.round.options import CleanOptions, CleanResult
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.cli.main import cli
 from kcompact.log.rules.fence import CleanLimit, CopyFence, ReplicaFence
 from tests.builders import BASE_TS, PartitionBuilder, read_all_records

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kcompact.cleaner.round.options import CleanOptions
-from kcompact.cleaner.workers.parallel import clean_partition
+from kcompact.cleaner.workers.bound_clean import clean_partition
 from kcompact.config.topic_config import TopicConfig
 from kcompact.records.batch import iter_batches
 from kcompact.segment.checkpoint import write_offset_checkpoint
