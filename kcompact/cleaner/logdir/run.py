@@ -22,10 +22,7 @@ each other's entries; new entries land in the order batches are written, the par
 more at the end, and :func:`settle_checkpoint_order` puts them in cleaning order, as a serial run writes them. A
 partition cleaned inside a pool is given ``jobs=1`` (no pool inside a pool); a partition cleaned alone
 gets the caller's ``jobs`` (``CleanOptions.jobs``: workers inside that one partition). Never more
-processes than usable cores and work to share; a clamped ``jobs`` is noted once. The ranking that picks the
-order reads every partition too: from :data:`RANK_POOL_MIN_PARTITIONS` partitions on, it runs in the same number of
-workers (each partition's :class:`PartitionRank` pickled back), the order taken here from their ranks as a serial
-ranking takes it.
+processes than usable cores and work to share; a clamped ``jobs`` is noted once.
 
 **For Spark.** ``kcompact.spark.plan`` and ``kcompact.spark.clean_job`` make the same choices from the
 same public pieces: :func:`partition_task` (a partition directory named on its own),
@@ -300,7 +297,7 @@ def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, 
                    selection: PartitionFilter | None = None) -> None:
     """Every compacted partition of a log dir, in the cleaner's order (``clean_path``'s log-dir branch); where
     the volume's free space is short, after freeing what costs no write, in an order that fits (``free_first``)."""
-    order = cleaner_order(target, sources, options, only_eligible=only_eligible, selection=selection, jobs=jobs)
+    order = cleaner_order(target, sources, options, only_eligible=only_eligible, selection=selection)
     run.failures.extend(order.failures)
     run.notes.extend(order.notes)
     run.skipped.extend(order.skipped)
@@ -468,7 +465,7 @@ class PartitionRank:
 
 def cleaner_order(
     log_dir: Path, sources: ConfigSources, options: CleanOptions, *, only_eligible: bool = False,
-    selection: PartitionFilter | None = None, jobs: int | None = 1,
+    selection: PartitionFilter | None = None,
 ) -> LogDirOrder:
     """A log dir's live partitions in the broker cleaner's pick order (``rules.ranges.pick_order``: highest dirty
     ratio first, equal ratios by name, the listing order); those :func:`not_compacted` refuses are left
@@ -486,12 +483,9 @@ def cleaner_order(
         options: ``now_ms`` (None: now) and ``from_start`` decide the ranges.
         only_eligible: keep only the partitions the broker would clean now.
         selection: keep only the partitions it matches (None: all); the others are not opened.
-        jobs: worker processes for the ranking (None = auto; as :func:`_rank_workers` picks them): the same
-            order whatever it is.
 
     Returns:
-        The :class:`LogDirOrder`; a partition whose files or configuration do not parse is a failure, as is one
-        whose ranking worker died.
+        The :class:`LogDirOrder`; a partition whose files or configuration do not parse is a failure.
 
     Raises:
         KcompactError: ``log_dir`` holds no partition directory (or none ``selection`` matches), or
@@ -499,40 +493,8 @@ def cleaner_order(
     """
     now_ms = run_clock_ms(options.now_ms)
     fixed = replace(options, now_ms=now_ms)
-    candidates = order_candidates(log_dir, selection)
-    workers = _rank_workers(jobs, len(candidates))
-    if workers > 1:
-        ranks = run_in_pool(candidates, lambda part_dir, _report: rank_partition(part_dir, sources, fixed),
-                            workers, None, _rank_died, ahead=1)
-    else:
-        ranks = [rank_partition(part_dir, sources, fixed) for part_dir in candidates]
+    ranks = [rank_partition(part_dir, sources, fixed) for part_dir in order_candidates(log_dir, selection)]
     return order_ranked(ranks, only_eligible=only_eligible)
-
-
-RANK_POOL_MIN_PARTITIONS = 64
-"""A log dir's ranking runs in worker processes from this many candidates on (with ``jobs`` other than 1).
-
-A partition's ranking reads its config, listing and small ``.log`` files: about 1.5 ms for a tiny one on a
-2-core machine, which makes a serial ranking of 5,000 partitions 7 s before the first clean starts; in two
-workers each rank costs about 0.4 ms more (pickled there, unpickled here) and the two fork about 20 ms, so a
-pool pays from a few dozen partitions on."""
-
-
-def _rank_workers(jobs: int | None, candidates: int) -> int:
-    """How many worker processes rank a log dir's ``candidates`` partitions (1: in this process): as
-    :func:`~kcompact.fork_pool.partition_workers` picks them for as many partitions of a fixed cost, and 1 below
-    :data:`RANK_POOL_MIN_PARTITIONS`."""
-    if candidates < RANK_POOL_MIN_PARTITIONS:
-        return 1
-    return partition_workers(jobs, [PARTITION_WORK_BYTES] * candidates)
-
-
-def _rank_died(part_dir: Path, death: WorkerDeath) -> PartitionRank:
-    """A partition whose ranking worker ended before it gave the rank: a failure (ranking only reads, so
-    nothing was changed)."""
-    return PartitionRank(str(part_dir), failure=PartitionFailure(str(part_dir), (
-        f"{part_dir}: the worker process ranking it was {death.describe()}; nothing was changed (ranking only "
-        "reads): clean it again")))
 
 
 def order_candidates(log_dir: Path, selection: PartitionFilter | None = None) -> list[Path]:
