@@ -32,8 +32,10 @@ import signal
 import traceback
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from kcompact.value import frozen, mutable
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -135,7 +137,7 @@ def usable_cpus() -> int:
     return os.cpu_count() or 1
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class WorkerDeath:
     """How a worker process ended while it held an item (``multiprocessing``'s ``exitcode``)."""
 
@@ -253,7 +255,7 @@ def stream_in_pool(
         run.stop()
 
 
-@dataclass(slots=True)
+@mutable
 class _Worker:
     """One worker process, its end of its pipe, and the items handed to it, oldest (the one it works
     on) first; ``stopping``: told to end."""
@@ -268,7 +270,7 @@ class _Worker:
 _WorkerState = tuple[Sequence[Any], Callable[[Any, ProgressCallback | None], Any], bool]
 
 
-@dataclass(slots=True)
+@mutable
 class _PoolRun:
     """The parent's side of :func:`run_in_pool` and :func:`stream_in_pool`: who holds what, and what
     came back.

@@ -16,11 +16,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from dataclasses import dataclass
 from typing import Literal
 
 from kcompact.errors import ConfigError
 from kcompact.records.varint import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+from kcompact.value import frozen
 
 MS_PER_MINUTE = 60 * 1000
 MS_PER_HOUR = 60 * MS_PER_MINUTE
@@ -35,7 +35,7 @@ COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ConfigKey:
     """One Kafka config kcompact models: its Kafka name, type, default and validator.
 

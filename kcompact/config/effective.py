@@ -56,7 +56,6 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +66,7 @@ from kcompact.config.topic_config import ConfigValue, TopicConfig, resolve_confi
 from kcompact.errors import ConfigError
 from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import METADATA_TOPIC
+from kcompact.value import frozen
 
 if TYPE_CHECKING:  # only annotations: the KRaft reader is imported where a log dir has metadata (source_files)
     from kcompact.config.kraft.metadata_state import MetadataState, PartitionAssignment
@@ -116,7 +116,7 @@ SOURCE_LABELS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class EffectiveConfig:
     """A partition's effective configuration, where each value came from, and what was assumed.
 

@@ -13,11 +13,11 @@ these values stand in for them, each labelled with the broker key it came from.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from kcompact.config.config_keys import CLEANUP_POLICY_COMPACT, parse_value
 from kcompact.errors import ConfigError
+from kcompact.value import frozen
 
 __all__ = ["InternalTopicConfigs", "internal_topic_configs"]
 
@@ -32,7 +32,7 @@ _CREATED_WITH: dict[str, tuple[str, str]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class InternalTopicConfigs:
     """The topic configs a broker creates one internal topic with.
 

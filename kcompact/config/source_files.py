@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +25,7 @@ from kcompact.errors import ConfigError
 from kcompact.segment.metadata_files import read_partition_topic_id
 from kcompact.segment.partition import META_PROPERTIES, METADATA_TOPIC
 from kcompact.text import plural_noun
+from kcompact.value import mutable
 
 if TYPE_CHECKING:  # the metadata log's reader is imported where one is read (most runs have none)
     from kcompact.config.kraft.metadata_state import MetadataState
@@ -150,7 +151,7 @@ def _broker_levels(state: MetadataState, node: int | None,
     return state.broker_config(node), state.cluster_default_config()
 
 
-@dataclass(slots=True)
+@mutable
 class FoundSources:
     """What was found for one partition, before resolution (``topic_overrides`` None: unknown)."""
 

@@ -5,13 +5,13 @@ topic means (see :func:`kcompact.config.effective.partition_config`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from kcompact.config.effective import EffectiveConfig, partition_config
+from kcompact.value import frozen
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ConfigSources:
     """Where each partition's configuration comes from (see ``partition_config``)."""
 

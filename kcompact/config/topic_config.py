@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from kcompact.config.config_keys import (
     BROKER_ONLY_KEYS,
@@ -41,6 +40,7 @@ from kcompact.config.config_keys import (
     parse_value,
 )
 from kcompact.errors import ConfigError
+from kcompact.value import frozen
 
 __all__ = [
     "ConfigValue",
@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TopicConfig:
     """The effective configuration of one partition's topic, plus the cleaner's broker settings.
 
@@ -157,7 +157,7 @@ def parse_config_pairs(pairs: Iterable[str]) -> dict[str, str]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ConfigValue:
     """The effective value of one config and where it came from.
 

@@ -16,7 +16,6 @@ first one's error kept, so the command can exit 2 after printing (``clean`` refu
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +33,10 @@ from kcompact.log.state.log_state import LogState, load_log_state
 from kcompact.segment.log_dir_check import check_log_dir_checkpoints
 from kcompact.segment.log_file import crc_error
 from kcompact.segment.partition import open_partition
+from kcompact.value import frozen, mutable
 
 
-@dataclass(slots=True)
+@mutable
 class CrcTally:
     """The batches of a report's walk that fail their CRC: how many, and the first one's error."""
 
@@ -51,7 +51,7 @@ class CrcTally:
                 self.first_error = str(crc_error(path, batch))
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class InspectContext:
     """One partition loaded for a report, as the cleaner would see it at ``now_ms``."""
 

@@ -20,7 +20,7 @@ checkpoint file and the broker lock are therefore read once per log dir and repo
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import field, fields
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,7 @@ from kcompact.segment.partition import (
 from kcompact.segment.partition_filter import PartitionFilter, require_partition_dirs
 from kcompact.segment.progress import ProgressCallback
 from kcompact.text import plural
+from kcompact.value import frozen, mutable
 
 RULE_TIERED_STORAGE = "tiered-storage"
 TRANSACTIONS_POINTER = (
@@ -105,7 +106,7 @@ def holds_no_records(error: str | None, log_start_offset: int | None, log_end_of
     return error is None and log_end_offset is not None and log_end_offset == log_start_offset and not eligible
 
 
-@dataclass(slots=True)
+@mutable
 class DirtyRatioRow:
     """One partition's row (the ``--json`` object)."""
 
@@ -290,7 +291,7 @@ def partition_dirs(paths: Iterable[str | Path], selection: PartitionFilter | Non
     return kept
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _LogDirFacts:
     """What one log dir says about all its partitions, read once per report."""
 
@@ -302,7 +303,7 @@ class _LogDirFacts:
         return cls({}, broker_holds_lock(log_dir))
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _LogDirPartition(Partition):
     """A :class:`Partition` whose checkpoint entries come from its log dir's cached files."""
 

@@ -57,7 +57,7 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +99,7 @@ from kcompact.segment.remote import (
 )
 from kcompact.segment.stamp import local_stamp, refuse_changed
 from kcompact.segment.url import is_url
+from kcompact.value import frozen
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
@@ -121,7 +122,7 @@ EXPORT_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SegmentRef:
     """One segment to read (a Spark input partition reads one or more), as listed.
 
@@ -139,7 +140,7 @@ class SegmentRef:
 
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ExportFailure:
     """A partition left out of an export: the first of its batches that fails (its CRC, or framing).
 
@@ -162,7 +163,7 @@ STOP_HIGH_WATERMARK = "high watermark"
 STOP_LOG_END = "log end"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ViewStop:
     """Where a partition's read_committed view stops (its last stable offset), and why.
 
@@ -247,7 +248,7 @@ def view_stop(state: LogState, partition_dir: str | None = None) -> ViewStop:
     return stop
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ExportSummary:
     """What ``kcompact export`` or ``spark export`` wrote (``partitions``: those exported), and the
     partitions it left out (``failures``: the command exits 2)."""
@@ -577,7 +578,7 @@ def _append(columns: dict[str, list[Any]], topic: str, partition: int, batch: Re
     columns["producer_id"].append(batch.producer_id)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CommittedView:
     """What a read_committed consumer skips: control batches, aborted transactions, and everything at
     or above the last stable offset (``stop``). Small and picklable (a Spark job finds it, another reads

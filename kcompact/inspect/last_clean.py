@@ -30,7 +30,7 @@ batch that fails it is counted (``corrupt_batches``, ``crc_error``) and the comm
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +44,10 @@ from kcompact.records.record import records_bytes
 from kcompact.records.scan import scan_records
 from kcompact.segment.log_file import crc_error_or
 from kcompact.segment.progress import ProgressCallback, ReadProgress, read_progress
+from kcompact.value import frozen, mutable
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class OffsetGap:
     """Offsets a clean removed: none of ``after_offset + 1 .. next_offset - 1`` holds a record.
 
@@ -62,7 +63,7 @@ class OffsetGap:
     before_first_dirty: bool  # it starts below the first dirty offset, as the checkpoint implies
 
 
-@dataclass(slots=True)
+@mutable
 class LastCleanReport:
     """The ``inspect last-clean`` report (the ``--json`` object)."""
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import is_partition_dir, named_path
 from kcompact.segment.partition_filter import require_partition_dirs
 from kcompact.text import plural
+from kcompact.value import frozen, mutable
 
 BROKER_PLACEHOLDER = "<broker:9092>"
 ABORT_COMMAND = (
@@ -50,7 +51,7 @@ ABORT_COMMAND = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ProducerRow:
     """One active producer, as ``kafka-transactions.sh describe-producers`` shows it."""
 
@@ -63,7 +64,7 @@ class ProducerRow:
     hanging: bool
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class HangingTransaction:
     """An open transaction older than ``transaction.max.timeout.ms`` (``find-hanging``'s rule)."""
 
@@ -79,7 +80,7 @@ class HangingTransaction:
     abort_command: str
 
 
-@dataclass(slots=True)
+@mutable
 class TransactionsRow:
     """One partition's report (the ``--json`` object)."""
 

@@ -21,11 +21,12 @@ transactional, bit 5 control, bit 6 delete horizon set. Anything else is refused
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import IntEnum
 
 from kcompact.records.crc import crc32c
 from kcompact.records.varint import INT32_MAX
+from kcompact.value import frozen
 
 LOG_OVERHEAD = 12
 RECORD_BATCH_OVERHEAD = 61
@@ -97,7 +98,7 @@ def increment_sequence(sequence: int, increment: int) -> int:
     return sequence + increment
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RecordBatch:
     """One decoded v2 batch header plus a view of exactly this batch's bytes."""
 

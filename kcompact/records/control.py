@@ -23,10 +23,10 @@ offset and timestamp deltas 0 - 78 bytes in all.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from enum import IntEnum
 
 from kcompact.errors import CorruptRecordError
+from kcompact.value import frozen
 
 CURRENT_CONTROL_RECORD_KEY_VERSION = 0
 CURRENT_END_TXN_MARKER_VERSION = 0
@@ -68,7 +68,7 @@ class ControlRecordType(IntEnum):
         return self in (ControlRecordType.ABORT, ControlRecordType.COMMIT)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ControlRecordKey:
     """The key of a control record."""
 
@@ -104,7 +104,7 @@ class ControlRecordKey:
         return CONTROL_RECORD_KEY_STRUCT.pack(self.version, self.type)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class EndTransactionMarker:
     """The value of a COMMIT or ABORT control record."""
 

@@ -27,7 +27,6 @@ and runs whenever the C code declines (indices or deltas the reference would fai
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import Enum
 from functools import cache
 from typing import TYPE_CHECKING
@@ -36,6 +35,7 @@ from kcompact.records.batch_encoding import encode_batch, encode_empty_batch, en
 from kcompact.records.batch_header import NO_TIMESTAMP, RecordBatch, TimestampType
 from kcompact.records.scan import accel
 from kcompact.records.varint import encode_varint, encode_varlong, wrap_int64
+from kcompact.value import frozen
 
 if TYPE_CHECKING:
     from kcompact.records.legacy import LegacyEntry
@@ -60,7 +60,7 @@ class Outcome(Enum):
     DROPPED = "dropped"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class FilteredBatch:
     """The result of filtering one batch."""
 

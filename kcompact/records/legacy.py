@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from kcompact.errors import (
     CorruptBatchError,
@@ -41,6 +41,7 @@ from kcompact.errors import (
 from kcompact.records.compression import decompress
 from kcompact.records.record import Record
 from kcompact.records.varint import Buffer
+from kcompact.value import frozen
 
 LOG_OVERHEAD = 12
 CRC_POSITION = 12  # the CRC covers everything after it
@@ -65,7 +66,7 @@ TIMESTAMP_STRUCT = struct.Struct(">q")  # v1 timestamp, right after the attribut
 LENGTH_STRUCT = struct.Struct(">i")  # key_length / value_length
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class LegacyEntry:
     """One v0/v1 log entry: a plain message or a compressed wrapper, with v2-style accessors.
 

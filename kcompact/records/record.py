@@ -29,7 +29,6 @@ byte of the decompressed stream.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from kcompact.errors import CorruptRecordError
 from kcompact.records.batch_header import (
@@ -46,11 +45,12 @@ from kcompact.records.varint import (
     encode_varlong,
     wrap_int64,
 )
+from kcompact.value import frozen
 
 _RECORD_ATTRIBUTES = b"\x00"  # what Kafka writes in every record's attribute byte
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Header:
     """One record header; ``key`` as stored (UTF-8 bytes), ``value`` None for a null value."""
 
@@ -58,7 +58,7 @@ class Header:
     value: bytes | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Record:
     """One record with absolute offset and timestamp, as a reader of the batch sees it."""
 

@@ -33,7 +33,7 @@ import shutil
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from kcompact.clock import wall_clock_ms
 from kcompact.errors import KcompactError, RefusedError
 from kcompact.repair.salvage import DamagedRegion
 from kcompact.segment.files import file_access, fsync_dir, write_replacing, write_synced
+from kcompact.value import frozen, mutable
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
@@ -51,7 +52,7 @@ CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 _CHUNK = 1 << 20
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SavedFile:
     """One original file kept in the backup; ``path`` is relative to the log dir."""
 
@@ -64,7 +65,7 @@ class SavedFile:
     mtime_ns: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class QuarantinedRegion:
     """Damaged bytes moved out of a segment: ``file`` in the backup, ``source`` in the log dir."""
 
@@ -77,7 +78,7 @@ class QuarantinedRegion:
     sha256: str
 
 
-@dataclass(slots=True)
+@mutable
 class Manifest:
     """What ``manifest.json`` holds."""
 

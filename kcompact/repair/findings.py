@@ -10,7 +10,7 @@ cleaner accept it — and not repaired), and what repair does about it (None: re
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from kcompact.repair.salvage import (
     KeptBatch,
 )
 from kcompact.text import plural
+from kcompact.value import frozen
 
 KIND_INDEX_CORRUPT = "index-corrupt"  # an index fails Kafka's checks or disagrees with the log
 KIND_INDEX_MISSING = "index-missing"
@@ -79,7 +80,7 @@ LAUNDERED = ("Kafka's cleaner does not check CRCs: it would drop, copy or rebuil
              "partition until it is repaired)")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Finding:
     """One problem found in a partition (see the module docstring)."""
 

@@ -17,7 +17,7 @@ dry run what it would give up):
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from kcompact.errors import CorruptDataError, UnsupportedFormatError
@@ -30,6 +30,7 @@ from kcompact.records.batch_header import (
 )
 from kcompact.repair.salvage import REGION_ZERO_PADDING, DamagedRegion
 from kcompact.repair.segment_check import SegmentCheck
+from kcompact.value import frozen
 
 FROM_HEADERS = "from the batch headers (the batches pass their CRC)"
 FROM_GAP = "the offsets the kept batches around it leave out"
@@ -37,7 +38,7 @@ UNDECODED = "unknown: the bytes do not decode"
 ZERO_BYTES = "none: zero bytes"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GivenUp:
     """One quarantined region and what it takes out of the log (see the module docstring)."""
 

@@ -34,7 +34,6 @@ walked one by one.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -74,6 +73,7 @@ from kcompact.segment.time_index import (
 )
 from kcompact.segment.txn_index import AbortedTxn, check_txn_index, decode_txn_index
 from kcompact.text import plural
+from kcompact.value import frozen
 
 if TYPE_CHECKING:
     from kcompact.repair.segment_check import SegmentCheck
@@ -153,7 +153,7 @@ def check_segment_indexes(
     return findings
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _Recovery:
     """Whether the broker recovers the segment as it starts, rebuilding its indexes (``segment.startup_recovery``),
     whether because ``LogSegment.sanityCheck`` throws (no ``.index``; a ``.txnindex`` it refuses:

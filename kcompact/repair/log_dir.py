@@ -23,7 +23,7 @@ partition, once per partition, in forked worker processes as ``clean`` does for 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,7 @@ from kcompact.segment.partition import (
     open_partition,
 )
 from kcompact.segment.partition_filter import PartitionFilter, require_partition_dirs
+from kcompact.value import frozen, mutable
 
 STATUS_SOUND = "sound"  # nothing to repair
 STATUS_REPAIRED = "repaired"
@@ -62,7 +63,7 @@ STATUS_REPORTED = "reported only"  # __cluster_metadata: verified, never rewritt
 STATUS_FAILED = "failed"  # refused or failed: left as it was, or changed in part with its backup named
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PartitionRepairFailure:
     """A partition whose repair was refused or failed: left as it was, or — ``backup_dir`` — changed in part,
     its originals in that backup (the error says what was changed)."""
@@ -72,7 +73,7 @@ class PartitionRepairFailure:
     backup_dir: str | None = None
 
 
-@dataclass(slots=True)
+@mutable
 class LogDirRepair:
     """The outcome of ``kcompact repair LOG_DIR``."""
 

@@ -32,7 +32,7 @@ Kafka loads; a repair that dies half-way is finished by running it again, or und
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -76,11 +76,12 @@ from kcompact.segment.names import parse_segment_file_name
 from kcompact.segment.partition import open_partition
 from kcompact.segment.progress import ProgressCallback
 from kcompact.text import plural
+from kcompact.value import frozen, mutable
 
 NO_UPPER_BOUND = INT64_MAX
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RepairOptions:
     """How to repair (the ``kcompact repair`` options)."""
 
@@ -102,7 +103,7 @@ class RepairOptions:
         return CleanOptions(now_ms=self.now_ms, replica_dirs=self.replica_dirs, safe_offset=self.safe_offset)
 
 
-@dataclass(slots=True)
+@mutable
 class RepairResult:
     """What a repair found and did (or, with ``dry_run``, would do)."""
 

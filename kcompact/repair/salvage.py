@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kcompact.errors import CorruptDataError, UnsupportedFormatError
@@ -58,6 +58,7 @@ from kcompact.repair.batches import (
 )
 from kcompact.segment.fixed_index import MAX_RELATIVE_OFFSET
 from kcompact.segment.progress import ReadProgress
+from kcompact.value import frozen
 
 if TYPE_CHECKING:
     from kcompact.records.legacy import LegacyEntry
@@ -91,7 +92,7 @@ SCAN_WINDOW = 1 << 16  # bytes searched per pattern call, so zero runs are skipp
 _OK, _FRAME, _HEADER, _CRC, _OFFSETS, _RECORDS = "ok", "frame", "header", "crc", "offsets", "records"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class KeptBatch:
     """A batch that stays in the segment: where it was and what index building and reports need."""
 
@@ -111,7 +112,7 @@ class KeptBatch:
     note: str | None = None  # e.g. records left unchecked for want of a codec library
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DamagedRegion:
     """Bytes that are not part of any kept batch, and why the first entry there was refused."""
 
@@ -123,7 +124,7 @@ class DamagedRegion:
     cleaner_reads_it: bool  # Kafka's cleaner would copy it without an error (CRC not checked)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SegmentScan:
     """The outcome of :func:`scan_segment` for one segment."""
 
@@ -137,7 +138,7 @@ class SegmentScan:
         return bool(self.damaged) or any(k.patched is not None for k in self.kept)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _Entry:
     """What examining one position found."""
 

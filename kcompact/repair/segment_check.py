@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kcompact.repair.salvage import SegmentScan
 from kcompact.segment.partition import SegmentFiles
 from kcompact.segment.txn_index import AbortedTxn
+from kcompact.value import mutable
 
 
-@dataclass(slots=True)
+@mutable
 class SegmentCheck:
     """One live segment: what stays in it, and whether it must be rewritten."""
 

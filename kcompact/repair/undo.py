@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from kcompact.clock import wall_clock_ms
@@ -44,9 +44,10 @@ from kcompact.segment.lock import (
     partition_lock,
 )
 from kcompact.segment.names import parse_partition_dir_name, parse_segment_file_name
+from kcompact.value import mutable
 
 
-@dataclass(slots=True)
+@mutable
 class UndoResult:
     """What :func:`undo_repair` did (or, with ``dry_run``, would do)."""
 

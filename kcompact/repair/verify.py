@@ -21,7 +21,7 @@ segment, which batches stay and whether the segment must be rewritten.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from kcompact.errors import CorruptCheckpointError, CorruptDataError, KcompactError
@@ -55,13 +55,14 @@ from kcompact.segment.progress import ProgressCallback, ReadProgress, read_progr
 from kcompact.segment.startup_recovery import CLEAN_SHUTDOWN_MARKER, recovered_at_start
 from kcompact.segment.swap_completion import settling_steps
 from kcompact.segment.txn_index import AbortedTxn
+from kcompact.value import mutable
 
 # Log dir entries Kafka's loader skips although they are not partition names.
 KAFKA_SKIPPED_DIRS = frozenset({"remote-log-index-cache"})
 _CHECKPOINT_HEADER = b"0\n1\n"  # a one-entry checkpoint, to decode a single line strictly
 
 
-@dataclass(slots=True)
+@mutable
 class PartitionCheck:
     """Everything :func:`verify_partition` found, and the repair plan."""
 

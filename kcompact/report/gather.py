@@ -26,7 +26,6 @@ dir nor a partition directory is refused as everywhere (:class:`~kcompact.errors
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from kcompact.clock import run_clock_ms
@@ -52,6 +51,7 @@ from kcompact.report.model import (
 )
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.progress import ProgressCallback
+from kcompact.value import frozen
 
 META_PROPERTIES = "meta.properties"
 PROGRESS_DIRTY_RATIO = "partitions (dirty ratio)"
@@ -59,7 +59,7 @@ PROGRESS_PARTITIONS = "partitions (projection, last clean, transactions)"
 SOURCES = ("inspect keys", "inspect last-clean", "inspect transactions")  # read from one load of a partition
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ConfigInputs:
     """Where each partition's configuration comes from, as every inspect command takes it."""
 

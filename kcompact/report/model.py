@@ -11,8 +11,10 @@ dirty-ratio``); the page in :mod:`kcompact.report.page`.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any
+
+from kcompact.value import frozen, mutable
 
 SOURCE_LOG_DIRS = "log-dirs"
 SOURCE_PARQUET = "spark-dirty-ratio-parquet"
@@ -36,7 +38,7 @@ def ratio_bin(ratio: float) -> int:
     return min(max(int(ratio * RATIO_BINS), 0), RATIO_BINS - 1)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class HangingEntry:
     """A hanging transaction (``inspect transactions``' ``hanging`` item, the fields a person acts on)."""
 
@@ -50,7 +52,7 @@ class HangingEntry:
     abort_command: str
 
 
-@dataclass(slots=True)
+@mutable
 class PartitionEntry:
     """One partition of one log dir: its row of each inspect command, reduced to what the report shows.
 
@@ -122,7 +124,7 @@ class PartitionEntry:
         return out
 
 
-@dataclass(slots=True)
+@mutable
 class TopicEntry:
     """A topic's partitions (over every log dir) added up."""
 
@@ -174,7 +176,7 @@ def _add(total: int | None, value: int | None) -> int | None:
     return None if total is None or value is None else total + value
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ReplicaEntry:
     """One partition's replica copies compared (``inspect replicas`` of log dirs: its row)."""
 
@@ -189,7 +191,7 @@ class ReplicaEntry:
     error: str | None
 
 
-@dataclass(slots=True)
+@mutable
 class Totals:
     """The page's top line."""
 
@@ -220,7 +222,7 @@ class Totals:
             self.min_cleanable_dirty_ratios.sort()
 
 
-@dataclass(slots=True)
+@mutable
 class Report:
     """The whole report (``as_dict`` is the ``--json`` object)."""
 

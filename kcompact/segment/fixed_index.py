@@ -14,12 +14,12 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kcompact.errors import CorruptIndexError
 from kcompact.records.varint import INT32_MAX
 from kcompact.segment.files import read_file
+from kcompact.value import mutable
 
 MAX_RELATIVE_OFFSET = INT32_MAX
 """Largest ``offset - base_offset`` a segment's indexes can hold (Kafka's ``Integer.MAX_VALUE``)."""
@@ -29,7 +29,7 @@ KAFKA_SANITY_FAILS = "(Kafka's sanity check fails: CorruptIndexException)"
 EntryT = TypeVar("EntryT")
 
 
-@dataclass(slots=True)
+@mutable
 class Finding:
     """How often one rule of an index check failed, and the first failure in words."""
 

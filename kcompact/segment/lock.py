@@ -44,10 +44,10 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from kcompact.errors import FileAccessError, KcompactError, RefusedError
+from kcompact.value import mutable
 
 BROKER_LOCK_FILE = ".lock"
 CHECKPOINT_LOCK_FILE = ".kcompact-checkpoints.lock"
@@ -58,7 +58,7 @@ _BUSY = (errno.EACCES, errno.EAGAIN)
 _REMOVABLE_ATTEMPTS = 100  # non-blocking: each retry means another process released the lock meanwhile
 
 
-@dataclass(slots=True)
+@mutable
 class _SharedHold:
     """This process's shared lock on one ``.lock`` file and how many guards use it."""
 

@@ -23,7 +23,6 @@ import mmap
 import os
 from array import array
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
@@ -40,6 +39,7 @@ from kcompact.records.scan.legacy_rows import (
 )
 from kcompact.segment.files import file_access
 from kcompact.segment.source import ByteSource, read_whole
+from kcompact.value import frozen
 
 if TYPE_CHECKING:
     from kcompact.records.batch_header import RecordBatch
@@ -56,7 +56,7 @@ HEADER_WINDOW = 8 << 20
 _DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)  # LogFile.forget_before; None: not here
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class BatchSummary:
     """What index building, range rules and reports need of one batch, without its bytes."""
 

@@ -21,10 +21,10 @@ Layouts::
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 
 from kcompact.records.varint import INT32_MAX, INT64_MAX
+from kcompact.value import frozen
 
 OFFSET_DIGITS = 20
 """Offsets in file names have 20 digits, zero-padded (``LogFileUtils.filenamePrefixFromOffset``)."""
@@ -51,7 +51,7 @@ _CHECKPOINT_RE = re.compile(
 _SPECIAL_DIR_RE = re.compile(r"(?P<tp>\S+)\.(?P<uid>[^\s.]+)-(?P<kind>delete|future|stray)")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SegmentFileName:
     """A parsed segment-related file name.
 
@@ -69,7 +69,7 @@ class SegmentFileName:
     name: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PartitionDirName:
     """A parsed partition directory name.
 

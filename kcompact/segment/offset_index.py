@@ -20,7 +20,6 @@ import bisect
 import os
 import struct
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from kcompact.errors import CorruptIndexError
 from kcompact.records.varint import INT32_MAX
@@ -34,6 +33,7 @@ from kcompact.segment.fixed_index import (
     trailing_zero_slots,
     zero_tail_slots,
 )
+from kcompact.value import frozen
 
 __all__ = [
     "MAX_POSITION",
@@ -58,7 +58,7 @@ OFFSET_INDEX_ENTRY_SIZE = OFFSET_INDEX_ENTRY.size  # 8
 MAX_POSITION = INT32_MAX  # a position is a Java int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class OffsetIndexEntry:
     """One offset index entry: the batch at ``position`` in the ``.log`` ends at ``offset``."""
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from kcompact.errors import KcompactError
@@ -28,6 +28,7 @@ from kcompact.segment.names import (
     parse_partition_dir_name,
     parse_segment_file_name,
 )
+from kcompact.value import frozen
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
@@ -44,7 +45,7 @@ LOG_DIR_FILES = (META_PROPERTIES, CLEANER_CHECKPOINT, REPLICATION_CHECKPOINT, RE
 KNOWN_PARTITION_FILES = frozenset({"leader-epoch-checkpoint", "partition.metadata", "quorum-state"})
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class LogDirFiles:
     """The top-level files of one log dir that concern the partitions in it."""
 
@@ -63,7 +64,7 @@ class LogDirFiles:
         return self.path / LOG_START_CHECKPOINT
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SegmentFiles:
     """One live segment: ``<base>.log`` and whichever of its index files exist."""
 
@@ -84,7 +85,7 @@ class SegmentFiles:
         return LogFile(self.log_path)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Partition:
     """What is on disk for one partition, sorted the way Kafka's loader sorts it."""
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,12 +29,13 @@ from kcompact.segment.names import parse_partition_dir_name
 from kcompact.segment.partition import is_partition_dir, iter_partition_dirs, iter_set_aside_dirs, named_path
 from kcompact.segment.url import is_url
 from kcompact.text import plural
+from kcompact.value import frozen
 
 if TYPE_CHECKING:
     from kcompact.segment.remote import StorageOptions
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PartitionFilter:
     """The partitions a command works on (see the module docstring). Build it with :meth:`of`."""
 
@@ -99,7 +99,7 @@ class PartitionFilter:
             raise KcompactError(f"{part_dir}: does not match {self.describe()}; nothing to do")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class FilterMatch:
     """How many partition directories under a command's paths a filter selected."""
 

@@ -29,18 +29,18 @@ lower fence keeps more tombstones, never fewer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from kcompact.errors import CorruptDataError, KcompactError, UnsupportedFormatError
 from kcompact.records.batch import iter_batches
 from kcompact.segment.partition import RECOVERY_POINT_CHECKPOINT, Partition, SegmentFiles
 from kcompact.segment.swap_completion import loaded_segments
+from kcompact.value import frozen
 
 __all__ = ["RecoveredEnd", "recovered_log_end", "segment_valid_prefix"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ValidPrefix:
     """One segment walked as ``LogSegment.recover`` walks it."""
 
@@ -54,7 +54,7 @@ class ValidPrefix:
         return self.valid_bytes < self.size_in_bytes
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RecoveredEnd:
     """A log's end as a broker's recovery leaves it.
 

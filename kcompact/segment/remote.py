@@ -50,6 +50,7 @@ from kcompact.segment.partition import (
     is_set_aside,
 )
 from kcompact.segment.url import is_url
+from kcompact.value import frozen
 
 StorageOptions = Mapping[str, Any]
 T = TypeVar("T")
@@ -74,7 +75,7 @@ def parse_storage_options(pairs: Iterable[str]) -> dict[str, Any]:
     return options
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@frozen
 class RemoteListing:
     """Every file under a URL, by its path relative to the URL, with its size: one recursive listing
     (``find``), from which the partition directories and their segments are read without listing again.
@@ -258,7 +259,7 @@ def named_as_url(err: KcompactError, url: str) -> KcompactError:
     return LocalInputs((), ((str(stand_in(url.rstrip("/"))), url.rstrip("/")),)).named_error(err)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@frozen
 class RemoteFile:
     """An object read by byte range (a :class:`~kcompact.segment.source.ByteSource`): each :meth:`read` is
     one ranged request (``cat_file`` with ``start``/``end``), nothing is copied to local disk.
@@ -422,7 +423,7 @@ def _modified_s(entry: Mapping[str, Any]) -> float | None:
     return None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@frozen
 class LocalInputs:
     """A command's input paths as it reads them: local ones as given, URLs as local copies.
 

@@ -17,7 +17,6 @@ follows the copy being cleaned, or truncates that one when it follows the copy (
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from kcompact.errors import KcompactError
@@ -25,6 +24,7 @@ from kcompact.segment.checkpoint import read_leader_epoch_checkpoint
 from kcompact.segment.lineage import Lineage, lineage_divergence, loaded_lineage
 from kcompact.segment.partition import Partition, is_partition_dir, named_path, open_partition
 from kcompact.segment.recovery import RecoveredEnd, recovered_log_end
+from kcompact.value import frozen
 
 __all__ = ["LEADER_EPOCH_CHECKPOINT", "ReplicaCopy", "loaded_log_start", "locate_replica", "partition_lineage",
            "replica_copies", "replica_copy_dirs", "replica_log_ends", "swap_warnings", "truncation_warnings"]
@@ -32,7 +32,7 @@ __all__ = ["LEADER_EPOCH_CHECKPOINT", "ReplicaCopy", "loaded_log_start", "locate
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ReplicaCopy:
     """One other replica's copy, as Kafka would load it, against the copy being cleaned.
 

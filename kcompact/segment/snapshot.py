@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 
 from kcompact.errors import CorruptDataError, TruncatedDataError
 from kcompact.records.crc import crc32c
 from kcompact.segment.files import read_file
+from kcompact.value import frozen
 
 SNAPSHOT_HEADER = struct.Struct(
     ">"
@@ -56,7 +56,7 @@ CRC_POSITION = struct.calcsize(">h")  # 2
 CRC_START = struct.calcsize(">hI")  # 6: the CRC covers the count and every entry
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ProducerSnapshotEntry:
     """One producer's state in a snapshot (field names as in Kafka's ``ProducerSnapshot.json``)."""
 

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from kcompact.errors import TruncatedDataError
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import SegmentFileName, parse_segment_file_name, segment_file_name
 from kcompact.segment.partition import Partition, SegmentFiles
+from kcompact.value import frozen
 
 __all__ = [
     "SettlingStep",
@@ -45,7 +45,7 @@ _INDEX_ONLY_KINDS = ("index", "timeindex", "txnindex")  # Kafka's LogFileUtils.i
 _SETTLED_ENDINGS = (_DELETED_SUFFIX, ".cleaned", ".swap")  # what plan_swap_completion's passes act on
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SwapCompletion:
     """Kafka's settling of one directory's leftovers, in its order.
 
@@ -103,7 +103,7 @@ def plan_swap_completion(files: Sequence[Path]) -> SwapCompletion:
     return SwapCompletion(tuple(deleted), renamed)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SettlingStep:
     """One step of Kafka's loader settling a partition directory: a delete, or a ``.swap`` renamed into place."""
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from kcompact.errors import CorruptIndexError
 from kcompact.records.varint import INT64_MAX, INT64_MIN
@@ -35,6 +34,7 @@ from kcompact.segment.fixed_index import (
     trailing_zero_slots,
     zero_tail_slots,
 )
+from kcompact.value import frozen
 
 TIME_INDEX_ENTRY = struct.Struct(
     ">"
@@ -44,7 +44,7 @@ TIME_INDEX_ENTRY = struct.Struct(
 TIME_INDEX_ENTRY_SIZE = TIME_INDEX_ENTRY.size  # 12
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TimeIndexEntry:
     """One time index entry: ``timestamp`` was first reached by the batch ending at ``offset``."""
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from kcompact.errors import CorruptIndexError
 from kcompact.segment.fixed_index import Finding, iter_slots, read_index_file
+from kcompact.value import frozen
 
 TXN_INDEX_ENTRY = struct.Struct(
     ">"
@@ -38,7 +38,7 @@ TXN_INDEX_ENTRY_SIZE = TXN_INDEX_ENTRY.size  # 34
 TXN_INDEX_VERSION = 0
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AbortedTxn:
     """One aborted transaction: ``producer_id``'s data from ``first_offset`` to ``last_offset``."""
 

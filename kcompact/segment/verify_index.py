@@ -21,7 +21,7 @@ of each control record.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,6 +41,7 @@ from kcompact.segment.time_index import (
     split_time_index,
 )
 from kcompact.segment.txn_index import AbortedTxn, check_txn_index, decode_txn_index
+from kcompact.value import mutable
 
 if TYPE_CHECKING:
     from kcompact.records.legacy import LegacyEntry
@@ -53,7 +54,7 @@ MARKER_NONE = "no records"  # a control batch emptied to a shell by the cleaner
 MARKER_UNREADABLE = "unreadable"
 
 
-@dataclass(slots=True)
+@mutable
 class LogFacts:
     """What the index checks need of a segment's ``.log``, from one walk of its batch headers.
 

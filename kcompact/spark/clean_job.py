@@ -56,7 +56,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -87,6 +87,7 @@ from kcompact.spark.session import (
     quiet_task_failures,
     refuse_speculation,
 )
+from kcompact.value import mutable
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -97,7 +98,7 @@ Row = tuple[Any, ...]
 CLEANED_ALL_THE_SAME = "the partitions are cleaned all the same (their rows are above)"
 
 
-@dataclass(slots=True)
+@mutable
 class SparkCleanRun:
     """What ``spark clean`` did: one row per partition (cleaning order, then the refused ones)."""
 
@@ -426,7 +427,7 @@ def run_clean_tasks(packed: Sequence[tuple[int, CleanTask]]) -> list[tuple[int, 
     return [(index, run_clean_task(task)) for index, task in packed]
 
 
-@dataclass(slots=True)
+@mutable
 class _FanOut:
     """What the fan-out job gave: a row per partition (None: its task was lost or never ran), the packs."""
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,6 +54,7 @@ from kcompact.cleaner.round.steps import (
 from kcompact.errors import KcompactError
 from kcompact.log.offset_map.oracle import SortedOffsetsOracle
 from kcompact.spark.session import local_properties, refuse_speculation
+from kcompact.value import frozen
 
 if TYPE_CHECKING:
     from pyspark import RDD, Broadcast, SparkContext
@@ -71,7 +71,7 @@ SETTLE_TIMEOUT_S = 60.0  # how long a failed job's still-running tasks are waite
 _SUMMARY = -1  # key of the digest tasks' summaries in job 1's output
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Entries:
     """Map entries of one slice of one segment, routed to one digest task."""
 
@@ -82,7 +82,7 @@ class Entries:
     offsets: I64
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ScanNote:
     """What one scan task reports besides its entries."""
 
@@ -91,7 +91,7 @@ class ScanNote:
     error: KcompactError | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class MapSummary:
     """One digest task's share of the map."""
 
@@ -100,7 +100,7 @@ class MapSummary:
     errors: tuple[tuple[int, KcompactError], ...]  # (segment base offset, error) of failed scans
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GroupResult:
     """One group task's outcome: its output, or the error that stopped it (its files removed)."""
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +39,7 @@ from kcompact.segment.url import is_url
 from kcompact.spark.job_failure import one_line_job
 from kcompact.spark.locality import Located, locate_input, located_rdd, refuse_other_host, run_located
 from kcompact.spark.rows import dataclass_columns, ddl
+from kcompact.value import frozen, mutable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -49,7 +49,7 @@ SLICES_PER_CORE = 2  # a little more than one slice per core, so a slow log dir 
 COMMAND = "spark inspect dirty-ratio"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ReportSlice:
     """Some partition directories of one log dir, and how the report must read them."""
 
@@ -63,7 +63,7 @@ class ReportSlice:
     sole_replica: bool = False  # --sole-replica, as ``report`` takes it (``log.rules.high_watermark``)
 
 
-@dataclass(slots=True)
+@mutable
 class SparkDirtyRatio:
     """The report's rows (as the serial command orders them) and the same rows as a DataFrame."""
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kcompact.errors import KcompactError
 from kcompact.spark.session import jvm_alive, local_properties, quiet_task_failures
+from kcompact.value import frozen
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -44,7 +44,7 @@ _FIRST_SENTENCE = re.compile(r"^(.+?[).])(?: [A-Z].*)?$")
 _TASK_ERROR = re.compile(r"kcompact\.errors\.(\w+): (.+)")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class JobFailure:
     """Why a Spark job failed: the lost task (its index in the job's RDD) when Spark says, and the cause."""
 

@@ -35,11 +35,11 @@ import pickle
 import re
 import socket
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kcompact.errors import RefusedError
+from kcompact.value import frozen
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext
@@ -74,7 +74,7 @@ def parse_host_path(text: str) -> tuple[str, str] | None:
     return found["host"], found["path"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Located:
     """A path and the host whose disk holds it (None: any executor sees it at that path)."""
 

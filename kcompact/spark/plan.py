@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import pickle
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,7 @@ from kcompact.segment.log_dir_check import check_log_dir_writable
 from kcompact.segment.partition import is_partition_dir, iter_partition_dirs, named_path
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.spark.locality import Located, OtherHostError, locate, refuse_other_host
+from kcompact.value import frozen, mutable
 
 PlannedFailure = PartitionFailure
 """A partition refused or unreadable before any task ran (it is left untouched): ``clean``'s own."""
@@ -73,7 +74,7 @@ def run_here(function: Callable[[Any], Any], items: Sequence[Any], hosts: Sequen
     return [function(item) for item in items]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CleanTask:
     """One partition to clean: what a Spark task (or the driver, for a distributed map) is given."""
 
@@ -96,7 +97,7 @@ class CleanTask:
                    task.size_in_bytes, distributed_map, host)
 
 
-@dataclass(slots=True)
+@mutable
 class SparkRunPlan:
     """The partitions of a ``spark clean`` run in cleaning order, the refusals, and the notes."""
 
@@ -108,7 +109,7 @@ class SparkRunPlan:
     checkpoints_before: dict[Located, list[TopicPartition]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PathSurvey:
     """What the survey step found at one path of the run."""
 
@@ -120,7 +121,7 @@ class PathSurvey:
     refused: str | None = None  # the task ran on another host than the path's: its row's error, nothing read
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Probed:
     """What the probe step found of one partition: its rank (task, skip or failure), and whether its
     offset map would exceed ``--map-budget``."""

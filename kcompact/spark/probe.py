@@ -22,7 +22,6 @@ import re
 import sys
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kcompact import __version__
@@ -30,6 +29,7 @@ from kcompact.errors import KcompactError, RefusedError
 from kcompact.spark.job_failure import JobFailure, lost_job
 from kcompact.spark.output import is_local_master, is_uri
 from kcompact.spark.session import CHOSEN_BY_CONF, cluster_cores, local_properties
+from kcompact.value import frozen
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -57,7 +57,7 @@ def task(paths):
 '''
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ExecutorCheck:
     """What the probe found: the executors' Python, who chose it, and the hosts that answered."""
 

@@ -13,12 +13,13 @@ line saying so, and that nothing was changed (:func:`kcompact.spark.job_failure.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple
 from typing import TYPE_CHECKING
 
 from kcompact.inspect.replicas import ReplicaSet, ReplicasRow, replicas_row
 from kcompact.spark.job_failure import one_line_job
 from kcompact.spark.rows import dataclass_columns, ddl
+from kcompact.value import mutable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -28,7 +29,7 @@ COMPARING_JOB = "spark inspect replicas: the comparing job"
 READ_ONLY = "nothing was changed (spark inspect replicas only reads): run it again"
 
 
-@dataclass(slots=True)
+@mutable
 class SparkReplicas:
     """The rows (by topic and partition) and the same rows as a DataFrame."""
 

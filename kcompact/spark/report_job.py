@@ -20,7 +20,6 @@ row at all (``collect`` hands back nothing): the report is not made, and that is
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,6 +42,7 @@ from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.spark.inspect_job import SLICES_PER_CORE, ReportSlice, slices_of
 from kcompact.spark.job_failure import one_line_job
 from kcompact.spark.replicas_job import spark_replicas
+from kcompact.value import frozen
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 NO_REPORT = "nothing was changed (spark report only reads) and no report was made: run it again"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ReportPlan:
     """What ``spark report`` will read, found on the driver before Spark starts (a bad path fails in a second)."""
 

@@ -23,7 +23,7 @@ files are removed. A kill at any point leaves a log that simply starts later; Ka
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from kcompact.cleaner.disk.swap import INDEX_KINDS
 from kcompact.config.topic_config import TopicConfig
@@ -31,9 +31,10 @@ from kcompact.log.rules.ranges import clamp_high_watermark
 from kcompact.log.state.log_state import LogState, SegmentState
 from kcompact.segment.files import file_access, fsync_dir
 from kcompact.segment.names import segment_file_name
+from kcompact.value import mutable
 
 
-@dataclass(slots=True)
+@mutable
 class RetentionResult:
     """What retention deleted (or, in a dry run, would delete), and why."""
 

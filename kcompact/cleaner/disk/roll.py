@@ -25,7 +25,7 @@ no record lost, no segment group touched.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from kcompact.config.topic_config import TopicConfig
@@ -44,9 +44,10 @@ from kcompact.segment.names import segment_file_name
 from kcompact.segment.offset_index import encode_offset_index
 from kcompact.segment.partition import Partition, SegmentFiles
 from kcompact.segment.time_index import encode_time_index
+from kcompact.value import mutable
 
 
-@dataclass(slots=True)
+@mutable
 class Roll:
     """A roll done on disk but not yet kept: what undoing it takes (see the module docstring)."""
 

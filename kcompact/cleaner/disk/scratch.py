@@ -46,7 +46,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from kcompact.cleaner.disk.space import held_bytes, volume_of
@@ -63,6 +62,7 @@ from kcompact.segment.files import copy_ownership, file_access, fsync_dir, repla
 from kcompact.segment.names import parse_segment_file_name, segment_file_name
 from kcompact.segment.partition import LOG_DIR_FILES, SegmentFiles
 from kcompact.text import size_text
+from kcompact.value import frozen
 
 SCRATCH_CRASH_POINTS = (
     "scratch-written",  # the group's output and manifest durable in the scratch dir; the partition untouched
@@ -77,7 +77,7 @@ _MANIFEST_SUFFIX = ".scratch.json"
 _COPY_CHUNK = 1 << 20
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ScratchFile:
     """One file of a group as the manifest names it: its final name in the partition directory."""
 
@@ -87,7 +87,7 @@ class ScratchFile:
     sha256: str = ""  # the new files' only (the old ones are known by name and size)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ScratchManifest:
     """What a group brought in through the scratch dir replaces and is replaced by."""
 
@@ -119,7 +119,7 @@ class ScratchManifest:
                                 "partition is known to be whole") from err
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ScratchPlace:
     """Where one partition's scratch files are: every file of ``directory`` (``DIR/<partition>``), or, in a
     scratch dir that is a Kafka log dir, those of ``directory`` (DIR) whose names start with ``prefix``."""
@@ -202,7 +202,7 @@ def pending_marker(partition_dir: Path) -> Path | None:
     return marker if marker.exists() else None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class NextGroup:
     """Which pending group to bring in next, and why it is evacuated where none fits beside its old segments."""
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from kcompact.cleaner.disk.swap import INDEX_KINDS
@@ -36,13 +35,14 @@ from kcompact.segment.files import file_access
 from kcompact.segment.names import segment_file_name
 from kcompact.segment.partition import SegmentFiles
 from kcompact.text import size_text
+from kcompact.value import frozen
 
 _ST_BLOCK = 512  # st_blocks counts 512-byte units on every POSIX system
 _OFFSET_ENTRY_BYTES = 8  # OffsetIndex: relative offset, position
 _TIME_ENTRY_BYTES = 12  # TimeIndex: timestamp, relative offset
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SpaceNeed:
     """What one clean asks of the volume (bytes as allocated on it, whole blocks)."""
 
@@ -67,7 +67,7 @@ def reserve_text(reserved_bytes: int) -> str:
             "run as root cannot use: not counted)")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Volume:
     """The free space and block size of the file system holding a path."""
 

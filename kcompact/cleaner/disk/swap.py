@@ -37,7 +37,7 @@ import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -54,6 +54,7 @@ from kcompact.segment.partition import SegmentFiles
 from kcompact.segment.swap_completion import orphaned_indexes, settling_steps
 from kcompact.segment.time_index import encode_time_index
 from kcompact.segment.txn_index import AbortedTxn, encode_txn_index
+from kcompact.value import mutable
 
 INDEX_KINDS = ("log", "index", "timeindex", "txnindex")
 CRASH_POINTS = (
@@ -79,7 +80,7 @@ def crash_point(name: str, hook: CrashHook | None) -> None:
         os._exit(137)  # no cleanup, no flush: what a kill -9 leaves
 
 
-@dataclass(slots=True)
+@mutable
 class CleanedSegment:
     """The ``.cleaned`` files of one output segment, ready to swap in."""
 
@@ -328,7 +329,7 @@ def _mark_deleted(directory: Path, base: int, present: set[str], *, keep_snapsho
     return moved
 
 
-@dataclass(slots=True)
+@mutable
 class RecoveryReport:
     """What :func:`recover_interrupted_swaps` did, in words a report can print."""
 

@@ -22,7 +22,7 @@ space, the one needing least (most given back on a tie) goes first, so each clea
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from kcompact.cleaner.disk.retention import apply_retention, plan_retention
@@ -34,9 +34,10 @@ from kcompact.log.state.known_state import KnownState, state_for_round
 from kcompact.segment.lock import log_dir_write_guard, partition_lock
 from kcompact.segment.partition import open_partition
 from kcompact.text import plural
+from kcompact.value import mutable
 
 
-@dataclass(slots=True)
+@mutable
 class FreedFirst:
     """What was freed (a dry run: would be) before any clean."""
 

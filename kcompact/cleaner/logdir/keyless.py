@@ -19,19 +19,18 @@ change (``CleanOptions.keyless_guard``), counting the same way over its dirty se
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kcompact.cleaner.round.key_counts import iter_key_counts
 from kcompact.cleaner.round.options import MOSTLY_KEYLESS
 from kcompact.errors import KcompactError
 from kcompact.segment.log_reads import LogReads, open_log
 from kcompact.segment.partition import Partition, SegmentFiles
+from kcompact.value import frozen
 
 SAMPLE_BYTES = 256 * 1024  # batches read at most per partition (at least one batch)
 MOSTLY = MOSTLY_KEYLESS  # a share of keyless records above this is "mostly keyless"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class KeylessSample:
     """The data records of a sample of a partition and how many of them have a null key.
 

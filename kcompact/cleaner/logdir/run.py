@@ -36,7 +36,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from functools import partial
 from importlib import import_module
 from pathlib import Path
@@ -98,6 +98,7 @@ from kcompact.segment.partition import (
 )
 from kcompact.segment.partition_filter import PartitionFilter, require_partition_dirs
 from kcompact.segment.replica_copies import replica_copy_dirs
+from kcompact.value import frozen, mutable
 
 __all__ = [
     "CleanRun",
@@ -118,7 +119,7 @@ __all__ = [
 ]
 
 
-@dataclass(slots=True)
+@mutable
 class PartitionFailure:
     """A partition that could not be cleaned; it was left exactly as it was."""
 
@@ -126,7 +127,7 @@ class PartitionFailure:
     error: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PartitionSkip:
     """A partition of a log dir left alone on purpose (see :func:`not_compacted`)."""
 
@@ -134,7 +135,7 @@ class PartitionSkip:
     reason: str
 
 
-@dataclass(slots=True)
+@mutable
 class CleanRun:
     """The outcome of ``kcompact clean`` over one or more partitions."""
 
@@ -160,7 +161,7 @@ def merge_notes(per_partition: Mapping[str, list[str]]) -> list[str]:
             for note, names in owners.items()]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PartitionTask:
     """One partition to clean, with what its configuration resolved to."""
 
@@ -181,7 +182,7 @@ class PartitionTask:
                        measured_space=self.space, sole_replica=self.sole_replica)
 
 
-@dataclass(slots=True)
+@mutable
 class LogDirOrder:
     """A log dir's partitions in the order the broker's cleaner picks them, and what could not be ranked."""
 
@@ -445,7 +446,7 @@ def partition_task(part_dir: Path, sources: ConfigSources, notes: list[str]) -> 
                                        allow_keyless_loss=sources.allow_keyless_loss), sole_replica=sole)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PartitionRank:
     """What the cleaner's order needs of one partition of a log dir, computed where the partition is read
     (:func:`rank_partition`; in this process for ``clean``, in a Spark task for ``spark clean``): small
@@ -650,7 +651,7 @@ CHECKPOINT_CRASH_POINT = "checkpoint-batch"  # a batch's partitions swapped, its
 Outcome = CleanResult | PartitionFailure | PartitionSkip
 
 
-@dataclass(slots=True)
+@mutable
 class _CheckpointBatch:
     """The cleaner-checkpoint updates of a log dir's cleaned partitions not yet written, and when to write them.
 
@@ -703,7 +704,7 @@ class _CheckpointBatch:
                         "clean repeats this round"))
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _Pooled:
     """A pooled partition's outcome and the checkpoint updates its round made (its worker writes them a batch
     at a time; the parent writes every one once more at the end, what a worker held when it stopped with them)."""

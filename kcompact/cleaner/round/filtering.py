@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -64,13 +63,14 @@ from kcompact.records.record import Record, records_bytes
 from kcompact.records.scan import RecordColumns, scan_records
 from kcompact.records.scan.legacy_rows import wrapper_columns
 from kcompact.segment.log_file import LogFile
+from kcompact.value import mutable
 
 _WINDOW_RECORDS = RUN_RECORDS  # records decided together (one oracle call, one set of masks)
 _WINDOW_BATCHES = RUN_BATCHES
 _NOT_DATA = TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK
 
 
-@dataclass(slots=True)
+@mutable
 class _Pending:
     """A v2 batch whose fate at batch level is decided, waiting for its window's record decisions."""
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -49,6 +48,7 @@ from kcompact.records.scan.legacy_rows import (
 )
 from kcompact.segment.log_file import LogFile, crc_error_or
 from kcompact.segment.txn_index import AbortedTxn
+from kcompact.value import frozen, mutable
 
 if TYPE_CHECKING:
     from kcompact.segment.log_file import AnyBatch
@@ -60,7 +60,7 @@ RUN_BYTES = 8 << 20  # the most of a segment one C run reads (then its pages go)
 KEEP_INFLATED_DIRTY_BYTES = 4 << 20  # a round whose dirty segments hold at most this keeps pass 1's payloads
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SegmentKeys:
     """The map entries of consecutive batches of one dirty segment, in put order.
 
@@ -266,7 +266,7 @@ def batch_key_digests(batch: AnyBatch, start: int, log: LogFile) -> tuple[bytes,
     return found[0], found[1], batch.records_count
 
 
-@dataclass(slots=True)
+@mutable
 class MapProgress:
     """Where pass 1 stands: ``latest`` is the map's latest offset so far, ``full`` once it stopped."""
 

@@ -8,7 +8,7 @@ callers import them from here.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from kcompact.cleaner.disk.retention import RetentionResult
 from kcompact.cleaner.disk.space import SpaceNeed
@@ -19,6 +19,7 @@ from kcompact.errors import RefusedError
 from kcompact.log.rules.fence import CleanLimit, ReplicaFence
 from kcompact.log.rules.high_watermark import SoleReplica
 from kcompact.log.rules.ranges import CleanableRange
+from kcompact.value import frozen, mutable
 
 DEDUPE_BUFFER_KEY = "log.cleaner.dedupe.buffer.size"
 MOSTLY_KEYLESS = 0.5  # a share of keyless records above this is "mostly keyless"
@@ -30,7 +31,7 @@ class KeylessLossRefused(RefusedError):
     """A round would delete mostly keyless records that nothing acknowledged (:class:`KeylessGuard`)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class KeylessGuard:
     """How a clean refuses to delete mostly keyless data, given by ``logdir.compaction_gate.keyless_guard``.
 
@@ -55,7 +56,7 @@ class KeylessGuard:
         return f"{self.policy}, but {counted}, and a clean deletes every keyless record it reaches{self.advice}"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CleanOptions:
     """How to clean (the ``kcompact clean`` options)."""
 
@@ -95,7 +96,7 @@ class CleanOptions:
     sole_replica: SoleReplica | None = None
 
 
-@dataclass(slots=True)
+@mutable
 class CleanResult:
     """What a clean did (or, with ``dry_run``, would do)."""
 

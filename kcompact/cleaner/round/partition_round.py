@@ -32,7 +32,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from kcompact.cleaner.disk.retention import RetentionResult, apply_retention, plan_retention
@@ -84,6 +84,7 @@ from kcompact.segment.partition import (
     open_partition,
 )
 from kcompact.text import size_text
+from kcompact.value import frozen, mutable
 
 
 def clean_partition(
@@ -337,7 +338,7 @@ def _clean_locked(
     return result
 
 
-@dataclass(slots=True)
+@mutable
 class _Pending:
     """What a round does to the partition before it knows that it will change it: a ``--roll`` done on
     disk (``roll.py``: undone unless kept), and the segments below the log start, planned but not deleted.
@@ -371,7 +372,7 @@ class _Pending:
             self.roll.undo()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _Round:
     """What every step of one round shares (the partition and its state change as segments go)."""
 

@@ -23,7 +23,7 @@ offset, ``first_uncleanable - 1``); a bounded map (``--dedupe-buffer-size``) may
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kcompact.config.topic_config import TopicConfig
 from kcompact.errors import CleanerStateError
@@ -33,11 +33,12 @@ from kcompact.log.rules.ranges import CleanableRange
 from kcompact.log.rules.transactions import CleanedTransactionMetadata, TxnSeed
 from kcompact.log.state.log_state import LogState, SegmentState
 from kcompact.segment.txn_index import AbortedTxn
+from kcompact.value import frozen
 
 Seed = TxnSeed[AbortedTxn]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SegmentPlan:
     """One source segment of the round, and the transaction state at its start."""
 
@@ -59,7 +60,7 @@ class SegmentPlan:
         return self.mtime_ns // 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CleanPlan:
     """Everything a stage of one cleaning round needs (see the module docstring).
 

@@ -15,7 +15,6 @@ each one's size, last offset and max timestamp, which the group's writer appends
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -32,6 +31,7 @@ from kcompact.log.rules.transactions import CleanedTransactionMetadata
 from kcompact.log.state.log_state import read_control
 from kcompact.records.filter import BatchRetention
 from kcompact.segment.txn_index import AbortedTxn
+from kcompact.value import mutable
 
 if TYPE_CHECKING:
     from kcompact.segment.log_file import AnyBatch
@@ -55,7 +55,7 @@ class OutputRun(NamedTuple):
     max_timestamps: Sequence[int]
 
 
-@dataclass(slots=True)
+@mutable
 class FilterContext:
     """What filtering needs in one process: the round's clock and bounds, the oracle, the transaction
     state (carried from segment to segment), the live producers and the counters."""

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from typing import TYPE_CHECKING
 
 from kcompact.records.filter import FilteredBatch, Outcome
+from kcompact.value import mutable
 
 if TYPE_CHECKING:
     from kcompact.log.rules.policy import BatchDecision
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 _SET_ONCE = frozenset({"map_entries", "map_memory_bytes", "groups", "elapsed_s"})
 
 
-@dataclass(slots=True)
+@mutable
 class CleanStats:
     """Bytes, records and batches read and written, and the reasons records went."""
 

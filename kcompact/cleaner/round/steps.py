@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -66,6 +66,7 @@ from kcompact.segment.log_file import LogFile
 from kcompact.segment.names import segment_file_name
 from kcompact.segment.partition import Partition, SegmentFiles, open_partition
 from kcompact.segment.replica_copies import ReplicaCopy, replica_copies, swap_warnings, truncation_warnings
+from kcompact.value import frozen
 
 if TYPE_CHECKING:
     import numpy as np
@@ -96,7 +97,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GroupOutput:
     """One written ``.cleaned`` segment (or, in a dry run, what it would hold); picklable."""
 
@@ -109,7 +110,7 @@ class GroupOutput:
     file_sizes: tuple[int, ...] = ()  # bytes of each .cleaned file, also in a dry run (``disk.space``)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RoundOutput:
     """What passes 1 and 2 of a round hand to ``commit_clean``."""
 
@@ -163,7 +164,7 @@ def nothing_to_clean(rng: CleanableRange) -> bool:
     return rng.dirty_bytes == 0 or rng.first_uncleanable_offset <= rng.first_dirty_offset
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PlannedRound:
     """What planning a round found: the cleanable range, what to warn of, the replica fence and the plan."""
 
@@ -588,8 +589,10 @@ def _bring_in_all(plan: CleanPlan, outputs: Sequence[GroupOutput], sources: Sequ
     return actions
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _Source:
+    """A cleaned segment's source files, for the check's message."""
+
     files: SegmentFiles  # what check_cleaned_segment names in its message
 
 

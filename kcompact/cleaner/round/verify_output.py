@@ -14,7 +14,6 @@ The output is read once: one walk of its batches applies the log's rules and gat
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -27,6 +26,7 @@ from kcompact.segment.fixed_index import MAX_RELATIVE_OFFSET
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.partition import SegmentFiles
 from kcompact.segment.verify_index import LogFacts, verify_index_with_facts
+from kcompact.value import frozen
 
 if TYPE_CHECKING:
     from kcompact.records.batch_header import RecordBatch
@@ -78,7 +78,7 @@ def check_cleaned_segment(cleaned: CleanedSegment, group: Sequence[SourceSegment
             f"cleaned output of {sources}, nothing was changed{more}")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _BatchPlace:
     position: int  # in the .cleaned file
     base_offset: int  # kept from the source batch, also when the batch was rebuilt
@@ -88,7 +88,7 @@ class _BatchPlace:
         return f"batch (offsets {self.base_offset} to {self.last_offset})"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _Problem:
     """One broken invariant; ``batch`` is the output batch it concerns, when it concerns one."""
 

@@ -54,7 +54,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import partial
 from pathlib import Path
 from queue import SimpleQueue
@@ -100,6 +100,7 @@ from kcompact.log.offset_map import OffsetMap
 from kcompact.log.offset_map.oracle import OffsetMapOracle, RetentionOracle
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.txn_index import AbortedTxn
+from kcompact.value import frozen, mutable
 
 AUTO_PARALLEL_BYTES = 64 * 1024 * 1024
 """Above this many bytes read by pass 2, ``jobs=None`` uses two workers (measured: see the report)."""
@@ -271,7 +272,7 @@ def chunks_of(plan: CleanPlan, segments: list[SegmentPlan], jobs: int) -> list[C
     return cut_chunks(plan, segments, parts, CHUNK_MIN_BYTES)
 
 
-@dataclass(slots=True)
+@mutable
 class _Pool:
     """Worker processes for a pass: how many, and the streams of results started (closed with the pool)."""
 
@@ -415,7 +416,7 @@ def _per_segment(
 # --- pass 2 -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ChunkOutput:
     """What a worker sends back for one chunk of pass 2."""
 
@@ -643,7 +644,7 @@ def _in_threads(task: Callable[[Chunk], T], chunks: list[Chunk]) -> Generator[T,
         wait(queue)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _Failed:
     """What a streamed chunk's task raised, put where its output goes (the consumer raises it there)."""
 

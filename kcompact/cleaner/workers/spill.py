@@ -22,12 +22,13 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 import numpy.typing as npt
+
+from kcompact.value import frozen
 
 _WRITE_BUFFER_SIZE = 1 << 20
 
@@ -42,7 +43,7 @@ def spool() -> Iterator[Path]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Spilled:
     """Arrays written to a file: where, and each one's dtype and length, in file order."""
 

@@ -46,7 +46,7 @@ import os
 from array import array
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from kcompact.config.kraft import record_types as rt
@@ -66,6 +66,7 @@ from kcompact.records.varint import INT64_MAX, INT64_MIN, Buffer
 from kcompact.segment.checkpoint import read_leader_epoch_checkpoint, read_offset_checkpoint
 from kcompact.segment.log_file import HEADER_WINDOW, LogFile
 from kcompact.segment.names import parse_partition_dir_name, parse_segment_file_name
+from kcompact.value import frozen
 
 BEGIN_TRANSACTION_API_KEY = 23
 END_TRANSACTION_API_KEY = 24
@@ -85,7 +86,7 @@ READ, PASSED, COUNTED = 255, 1, 0  # a record's kind (READ is also its byte in K
 METADATA_ROW = 7  # int64 a row of accel.metadata_rows
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PartitionAssignment:
     """Where a partition lives, as its PartitionRecord and the PartitionChangeRecords after it leave it.
 
@@ -102,7 +103,7 @@ class PartitionAssignment:
     offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class MetadataState:
     """Topics and dynamic configs as of the end of a metadata partition.
 

@@ -9,8 +9,10 @@ schema fields in snake_case, in schema order. Decoding the bytes into these valu
 
 from __future__ import annotations
 
-from dataclasses import Field, dataclass, fields, is_dataclass
+from dataclasses import Field, fields, is_dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from kcompact.value import frozen
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -72,7 +74,7 @@ class _JsonMixin:
         return {"type": json_type_name(self.API_KEY), "version": version, "data": data}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TopicRecord(_JsonMixin):
     """A topic was created (api key 2): its name and id."""
 
@@ -82,7 +84,7 @@ class TopicRecord(_JsonMixin):
     topic_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ConfigRecord(_JsonMixin):
     """A dynamic config was set (api key 4); ``value`` None removes it.
 
@@ -97,7 +99,7 @@ class ConfigRecord(_JsonMixin):
     value: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RemoveTopicRecord(_JsonMixin):
     """A topic was deleted (api key 9), with all its partitions."""
 
@@ -106,7 +108,7 @@ class RemoveTopicRecord(_JsonMixin):
     topic_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PartitionRecord(_JsonMixin):
     """A partition's full state (api key 3); v1 adds directories, v2 the ELR fields."""
 
@@ -127,7 +129,7 @@ class PartitionRecord(_JsonMixin):
     last_known_elr: tuple[int, ...] | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PartitionChangeRecord(_JsonMixin):
     """A change to a partition (api key 5); None / -2 / -1 mean "unchanged" as in Kafka."""
 
@@ -146,7 +148,7 @@ class PartitionChangeRecord(_JsonMixin):
     directories: tuple[str, ...] | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class BrokerEndpoint:
     """One listener of a registered broker."""
 
@@ -156,7 +158,7 @@ class BrokerEndpoint:
     security_protocol: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class BrokerFeature:
     """A feature range a registered broker supports."""
 
@@ -165,7 +167,7 @@ class BrokerFeature:
     max_supported_version: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RegisterBrokerRecord(_JsonMixin):
     """A broker registered (api key 0)."""
 
@@ -183,7 +185,7 @@ class RegisterBrokerRecord(_JsonMixin):
     log_dirs: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class FeatureLevelRecord(_JsonMixin):
     """A finalized feature level (api key 12), e.g. ``metadata.version``."""
 
@@ -193,7 +195,7 @@ class FeatureLevelRecord(_JsonMixin):
     feature_level: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class UnknownMetadataRecord:
     """A record kind (or version) this module does not decode, kept as its body bytes."""
 

@@ -28,7 +28,6 @@ start too, and a ``warning`` on the index file names the entry (``SegmentStart.n
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -38,9 +37,10 @@ from kcompact.records.batch_header import MAGIC_VALUE_V2
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.offset_index import OffsetIndexEntry, lookup_entry, read_offset_index
 from kcompact.segment.time_index import TimeIndexEntry, read_time_index
+from kcompact.value import frozen
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DumpFilter:
     """What part of a partition ``inspect dump`` shows (None: no bound)."""
 
@@ -57,7 +57,7 @@ class DumpFilter:
         return self.key is not None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SegmentStart:
     """Where the walk of one segment starts.
 

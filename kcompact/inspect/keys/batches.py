@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +34,13 @@ from kcompact.records.scan import scan_keys, scan_records
 from kcompact.segment.log_file import crc_error_or
 from kcompact.segment.progress import ReadProgress
 from kcompact.segment.txn_index import AbortedTxn
+from kcompact.value import mutable
 
 CHUNK_RECORDS = 1 << 16  # records handled per numpy step of either pass
 DATA, ABORTED, CONTROL = "data", "aborted", "control"  # a batch's kind
 
 
-@dataclass(slots=True)
+@mutable
 class BatchRecords:
     """One batch's records as columns (``sizes``, ``tombstones``, ``timestamps`` when asked)."""
 

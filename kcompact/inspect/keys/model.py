@@ -8,8 +8,10 @@ in one place with no reading or counting code; :mod:`kcompact.inspect.keys.censu
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any
+
+from kcompact.value import frozen, mutable
 
 KEY_DISPLAY_BYTES = 256  # a top key longer than this is shown cut
 
@@ -27,7 +29,7 @@ def printable(key: bytes) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RecordCounts:
     """Exact record counts (``records`` counts every record of every batch, markers too)."""
 
@@ -40,7 +42,7 @@ class RecordCounts:
     read_committed: int  # ... a read_committed one: [log start, LSO) without aborted data
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class KeyCounts:
     """Distinct keys and duplicates among live keyed records."""
 
@@ -52,7 +54,7 @@ class KeyCounts:
     duplicate_bytes: int  # their records' bytes as encoded inside their batches: uncompressed, not bytes on disk
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TombstoneGroup:
     """Tombstones that become removable together.
 
@@ -69,7 +71,7 @@ class TombstoneGroup:
     removable_now: bool
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TombstoneReport:
     tombstones: int
     oldest_offset: int | None
@@ -78,7 +80,7 @@ class TombstoneReport:
     groups: list[TombstoneGroup]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class OpenTransaction:
     producer_id: int
     producer_epoch: int
@@ -86,7 +88,7 @@ class OpenTransaction:
     last_timestamp_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TransactionReport:
     commit_markers: int
     abort_markers: int
@@ -96,7 +98,7 @@ class TransactionReport:
     open_transactions: list[OpenTransaction]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Projection:
     """What one clean now would leave (the cleaner's dry run; the whole log, not just the range)."""
 
@@ -114,7 +116,7 @@ class Projection:
     markers_removed: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DedupePlan:
     """The broker's dedupe buffer against the keys of the cleanable range."""
 
@@ -130,7 +132,7 @@ class DedupePlan:
     one_pass_dedupe_buffer_size: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class KeyCount:
     key: str  # printable(): UTF-8, other bytes as \xNN escapes; cut at KEY_DISPLAY_BYTES
     key_hex: str
@@ -142,7 +144,7 @@ class KeyCount:
     decoded: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PartitionerCheck:
     """Live keyed records the default partitioner would send to another of the partitions."""
 
@@ -153,7 +155,7 @@ class PartitionerCheck:
     misplaced_bytes: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GroupCount:
     """One consumer group's records in a ``__consumer_offsets`` partition (live keyed records)."""
 
@@ -165,7 +167,7 @@ class GroupCount:
     duplicate_bytes: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ConsumerGroups:
     """The groups of a ``__consumer_offsets`` partition, the top ones by bytes."""
 
@@ -177,7 +179,7 @@ class ConsumerGroups:
     top: list[GroupCount]
 
 
-@dataclass(slots=True)
+@mutable
 class KeysReport:
     """The ``inspect keys`` report (the ``--json`` object)."""
 

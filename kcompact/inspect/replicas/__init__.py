@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any
 
 from kcompact.errors import KcompactError
@@ -47,6 +47,7 @@ from kcompact.segment.partition import (
 )
 from kcompact.segment.partition_filter import PartitionFilter
 from kcompact.segment.replica_copies import locate_replica
+from kcompact.value import frozen, mutable
 
 __all__ = ["DivergentKey", "DivergentRecords", "DivergentTxn", "ReplicaSet", "ReplicasReport", "ReplicasRow",
            "replica_sets", "replicas_report", "replicas_row", "replicas_rows"]
@@ -56,7 +57,7 @@ ABSENT = "absent"  # a key's state when its latest record is a tombstone, or it 
 UNKNOWN = "unknown"  # a later record of the key (at or above the limit) may have removed older ones
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DivergentKey:
     """A key whose latest committed value differs: per replica, its offset and value digest."""
 
@@ -64,7 +65,7 @@ class DivergentKey:
     sides: tuple[dict[str, Any], ...]  # per replica: {"offset": int|None, "value_digest": str|None, "state": …}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DivergentRecords:
     """Records at the same offset that differ between the reference and one replica."""
 
@@ -74,7 +75,7 @@ class DivergentRecords:
     offsets: tuple[int, ...]  # the first ones, capped
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DivergentTxn:
     """A transaction whose outcome differs between the reference and one replica."""
 
@@ -86,7 +87,7 @@ class DivergentTxn:
     records: int  # transactional records affected (0 for an open transaction the other has not)
 
 
-@dataclass(slots=True)
+@mutable
 class ReplicasReport:
     """The comparison (``as_dict`` is the ``--json`` object)."""
 
@@ -241,7 +242,7 @@ def _printable(key: bytes) -> str:
     return text if text.isprintable() else "0x" + key.hex()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ReplicaSet:
     """One partition and its copies among several log dirs (one log dir per broker)."""
 
@@ -250,7 +251,7 @@ class ReplicaSet:
     partition_dirs: tuple[str, ...]  # in the order of the log dirs given
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ReplicasRow:
     """One partition of a whole-cluster comparison: the verdict, and the serial report as JSON."""
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from kcompact.config.topic_config import TopicConfig
@@ -38,6 +38,7 @@ from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import Record, decode_records
 from kcompact.segment.checkpoint import read_leader_epoch_checkpoint
 from kcompact.segment.partition import Partition
+from kcompact.value import frozen, mutable
 
 __all__ = [
     "ABORTED",
@@ -60,7 +61,7 @@ def value_digest(value: bytes | None) -> str | None:
     return None if value is None else hashlib.blake2b(value, digest_size=DIGEST_BYTES).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class KeyState:
     """A key's latest committed record on one replica: its offset and value digest (None: tombstone)."""
 
@@ -68,7 +69,7 @@ class KeyState:
     value_digest: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ReplicaFacts:
     """What the report shows of one replica before comparing (read from headers and checkpoints)."""
 
@@ -90,7 +91,7 @@ class ReplicaFacts:
         return min(self.high_watermark, self.log_end_offset)
 
 
-@dataclass(slots=True)
+@mutable
 class ReplicaView:
     """One replica's records below the comparison limit (see the module docstring)."""
 

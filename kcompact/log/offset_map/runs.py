@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import mmap
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,6 +28,7 @@ import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
 
 from kcompact.log.offset_map import accel
+from kcompact.value import frozen
 
 U64 = npt.NDArray[np.uint64]
 U16 = npt.NDArray[np.uint16]
@@ -74,7 +74,7 @@ _VOID_WIDE = np.dtype(f"V{REST_WIDE.itemsize}")
 # runs hold ``rest`` as plain void items (numpy moves those ~4x faster than structured ones)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Query:
     """Digests split like a run's keys (``top``: digest bits 0-63, for the bucket)."""
 

@@ -27,10 +27,10 @@ stay, a derived entry the file lacks (same producer, same last offset) is added,
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple, Protocol, TypeVar
 
 from kcompact.log.rules.transactions import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT
+from kcompact.value import frozen
 
 __all__ = [
     "AbortedEntry",
@@ -57,7 +57,7 @@ class TxnRow(NamedTuple):
     control_type: int | None  # a control batch's first record's type; None: emptied, or not control
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Transaction:
     """One transaction of the data: where it starts, how it ended (``marker_offset`` None: open)."""
 

@@ -28,11 +28,11 @@ the same bytes as before.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kcompact.errors import RefusedError
+from kcompact.value import frozen
 
 __all__ = [
     "SAFE_OFFSET",
@@ -59,7 +59,7 @@ WHY_TORN_TAIL = "torn tail"
 WHY_SAFE_OFFSET = "safe offset"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CopyFence:
     """One other copy: its log end as Kafka loads it, where its lineage parts from this copy's, its fence.
 
@@ -90,7 +90,7 @@ class CopyFence:
                 "fence": self.fence}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ReplicaFence:
     """The round's fence: the offset, who set it and why, and every copy's part.
 
@@ -113,7 +113,7 @@ class ReplicaFence:
                 "copies": [copy.as_dict() for copy in self.copies]}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CleanLimit:
     """Where this copy's cleanable range ends because Kafka may truncate it from there.
 

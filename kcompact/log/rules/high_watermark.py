@@ -22,8 +22,9 @@ controller's decision, not read here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from kcompact.value import frozen
 
 if TYPE_CHECKING:  # annotations only: a clean without a metadata log never imports the KRaft reader
     from kcompact.config.effective import EffectiveConfig
@@ -34,7 +35,7 @@ SOURCE_KRAFT_METADATA = "KRaft metadata"
 SOURCE_SOLE_REPLICA_FLAG = "--sole-replica"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SoleReplica:
     """Why a partition's only replica is this broker (its high watermark is then its log end).
 

@@ -35,7 +35,6 @@ too, because it rewrites them as v2 (KAFKA-13093).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from kcompact.log.rules.fence import age_removal_allowed
 from kcompact.log.rules.producer_state import LastRecord
@@ -47,6 +46,7 @@ from kcompact.log.rules.transactions import (
 )
 from kcompact.records.filter import BatchRetention
 from kcompact.records.varint import INT64_MAX
+from kcompact.value import frozen
 
 __all__ = [
     "BatchDecision",
@@ -62,7 +62,7 @@ MAGIC_VALUE_V2 = 2
 _UINT64 = 1 << 64
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class BatchDecision:
     """The batch-level outcome (Kafka's ``BatchRetentionResult`` plus the filter's own flag).
 

@@ -38,7 +38,6 @@ too); seed from the newest snapshot and replay only the batches after it to matc
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Protocol
 
 from kcompact.log.rules.transactions import (
@@ -47,6 +46,7 @@ from kcompact.log.rules.transactions import (
     NO_PRODUCER_ID,
     BatchLike,
 )
+from kcompact.value import frozen, mutable
 
 __all__ = [
     "NO_COORDINATOR_EPOCH",
@@ -93,7 +93,7 @@ class ProducerSnapshotEntryLike(Protocol):
     def coordinator_epoch(self) -> int: ...  # -1 when no marker was seen
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class LastRecord:
     """A live producer's last entry: Kafka's ``LastRecord`` (``lastRecordsOfActiveProducers``).
 
@@ -105,7 +105,7 @@ class LastRecord:
     producer_epoch: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class OpenTxn:
     """A transaction that has data but no COMMIT/ABORT marker yet."""
 
@@ -115,7 +115,7 @@ class OpenTxn:
     last_timestamp: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ProducerState:
     """One producer's state after the replay (for reports)."""
 
@@ -128,8 +128,10 @@ class ProducerState:
     coordinator_epoch: int = NO_COORDINATOR_EPOCH  # the last marker's, -1 before any
 
 
-@dataclass(slots=True)
+@mutable
 class _Entry:
+    """One producer's state as Kafka's ``ProducerStateEntry`` keeps it, updated batch by batch."""
+
     producer_epoch: int = NO_PRODUCER_EPOCH
     last_data_offset: int | None = None
     last_timestamp: int = NO_TIMESTAMP

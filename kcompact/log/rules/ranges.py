@@ -41,12 +41,12 @@ import bisect
 import dataclasses
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from kcompact.errors import CleanerStateError
 from kcompact.records.varint import INT64_MAX
 from kcompact.text import size_text
+from kcompact.value import frozen
 
 RULE_ACTIVE_SEGMENT = "active-segment"
 RULE_HIGH_WATERMARK = "high-watermark"
@@ -65,7 +65,7 @@ RESET_PAST_LOG_END = "past-log-end"
 RESET_MISSING = "missing"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SegmentStats:
     """What the range rules need to know of one segment (the caller reads it from disk)."""
 
@@ -76,7 +76,7 @@ class SegmentStats:
     next_offset: int  # offset after the last batch (the base if empty)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class OpenTxn:
     """An undecided transaction, for the report (any object with these attributes will do)."""
 
@@ -86,7 +86,7 @@ class OpenTxn:
     first_timestamp_ms: int = -1  # timestamp of its first batch, -1 if unknown
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RangeInputs:
     """One partition's state and topic config, as the broker's cleaner would see them."""
 
@@ -107,7 +107,7 @@ class RangeInputs:
     policy: tuple[str, ...]  # cleanup.policy
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CleanableRange:
     """Every number of the broker's decision for one partition, and the rule that limits it."""
 

@@ -46,8 +46,9 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
+
+from kcompact.value import frozen, mutable
 
 __all__ = [
     "CONTROL_TYPE_ABORT",
@@ -122,7 +123,7 @@ class AbortedTxnLike(Protocol):
 TxnT = TypeVar("TxnT", bound=AbortedTxnLike)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TxnSeed(Generic[TxnT]):
     """The transaction state at one point of a round, as plain values (see the module docstring).
 
@@ -140,7 +141,7 @@ class TxnSeed(Generic[TxnT]):
     ongoing_committed: tuple[int, ...] = ()
 
 
-@dataclass(slots=True)
+@mutable
 class _OngoingAborted(Generic[TxnT]):
     """An aborted transaction whose first offset has been reached and whose ABORT marker has not."""
 

@@ -36,7 +36,6 @@ cleaner writes for kept legacy data (``records.filter.filter_legacy_entry``).
 from __future__ import annotations
 
 from contextlib import suppress
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,6 +46,7 @@ from kcompact.segment.log_reads import LogReads, open_log
 from kcompact.segment.offset_index import split_offset_index
 from kcompact.segment.partition import Partition, SegmentFiles
 from kcompact.text import plural
+from kcompact.value import frozen
 
 if TYPE_CHECKING:
     from kcompact.records.batch_header import RecordBatch
@@ -56,7 +56,7 @@ KAFKA_EXCEPTION = ("IllegalStateException: Empty batches are only supported for 
                    "(MemoryRecords.filterTo)")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class LegacyHazard:
     """A segment whose last entry is legacy and would lose every record in a clean."""
 

@@ -19,7 +19,6 @@ renamed into place has another inode.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from kcompact.config.topic_config import TopicConfig
@@ -29,6 +28,7 @@ from kcompact.log.state.log_state import LogState, load_log_state
 from kcompact.segment.files import file_access
 from kcompact.segment.log_reads import LogReads
 from kcompact.segment.partition import Partition
+from kcompact.value import frozen
 
 __all__ = ["KnownState", "known_state", "state_for_round"]
 
@@ -39,7 +39,7 @@ FilesSeen = tuple[tuple[str, int, int, int, int], ...]
 CheckpointsSeen = tuple[int | None, int | None, int | None]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class KnownState:
     """A partition's loaded log state and what it was loaded from."""
 

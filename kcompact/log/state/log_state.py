@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -61,6 +61,7 @@ from kcompact.segment.partition import Partition, SegmentFiles
 from kcompact.segment.snapshot import ProducerSnapshotEntry, read_producer_snapshot
 from kcompact.segment.time_index import TIME_INDEX_ENTRY_SIZE, read_time_index_tail
 from kcompact.segment.txn_index import AbortedTxn, read_txn_index
+from kcompact.value import frozen, mutable
 
 if TYPE_CHECKING:
     from kcompact.segment.log_file import AnyBatch
@@ -78,7 +79,7 @@ HW_FROM_LOG_END = "log-end (no replication-offset-checkpoint entry)"
 HW_FROM_SOLE_REPLICA = "log-end (this broker is the partition's only replica)"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SegmentState:
     """One segment as the broker's cleaner sees it."""
 
@@ -103,7 +104,7 @@ class SegmentState:
         return self.files.size_in_bytes
 
 
-@dataclass(slots=True)
+@mutable
 class TxnSpan:
     """One transaction seen in the log: where it starts and the offset of its marker (None: still open)."""
 
@@ -115,7 +116,7 @@ class TxnSpan:
     aborted: bool = False
 
 
-@dataclass(slots=True)
+@mutable
 class LogState:
     """The loaded facts of one partition (see the module docstring)."""
 

@@ -28,12 +28,16 @@ Unknown key or value versions become :class:`UnknownOffsetsRecord` with the byte
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kcompact.errors import CorruptRecordError
 from kcompact.records.messages.reader import INT16, INT32, INT64, MessageReader
 from kcompact.records.varint import Buffer
+from kcompact.value import frozen
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
 GROUP_METADATA_KEY_VERSION = 2
@@ -42,7 +46,7 @@ MAX_GROUP_METADATA_VALUE_VERSION = 4
 FIRST_FLEXIBLE_VALUE_VERSION = 4
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class OffsetCommitKey:
     """Key of a committed offset (key versions 0 and 1)."""
 
@@ -52,7 +56,7 @@ class OffsetCommitKey:
     partition: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GroupMetadataKey:
     """Key of a group's metadata (key version 2)."""
 
@@ -60,7 +64,7 @@ class GroupMetadataKey:
     group: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class UnknownOffsetsRecord:
     """A key or value of a version this module does not decode; ``data`` follows the version."""
 
@@ -68,7 +72,7 @@ class UnknownOffsetsRecord:
     data: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class OffsetCommitValue:
     """A committed offset; ``leader_epoch`` -1 and ``expire_timestamp`` None when not stored."""
 
@@ -80,7 +84,7 @@ class OffsetCommitValue:
     expire_timestamp: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class MemberSummary:
     """One member of a classic group; subscription and assignment by size only."""
 
@@ -94,7 +98,7 @@ class MemberSummary:
     assignment_size_in_bytes: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GroupMetadataValue:
     """A classic group's state: protocol, generation, leader and members."""
 
@@ -118,13 +122,17 @@ def as_json_dict(item: OffsetsKey | OffsetsValue | None) -> dict[str, Any] | Non
         return None
     if isinstance(item, UnknownOffsetsRecord):
         return {"version": item.version, "data": item.data.hex()}
-    data = {_camel(name): getattr(item, name) for name in item.__slots__ if name != "version"}
+    data = {_camel(name): getattr(item, name) for name in _field_names(item) if name != "version"}
     if isinstance(item, GroupMetadataValue):
         data["members"] = [
-            {_camel(name): getattr(member, name) for name in MemberSummary.__slots__}
+            {_camel(name): getattr(member, name) for name in _field_names(member)}
             for member in item.members
         ]
     return {"version": item.version, "data": data}
+
+
+def _field_names(item: DataclassInstance) -> list[str]:
+    return [f.name for f in fields(item)]
 
 
 def _camel(name: str) -> str:

@@ -29,12 +29,12 @@ version, or an unknown status, is an error, as in Kafka (``IllegalStateException
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from kcompact.errors import CorruptRecordError
 from kcompact.records.messages.reader import INT8, INT16, INT32, INT64, MessageReader
 from kcompact.records.varint import Buffer
+from kcompact.value import frozen
 
 KEY_VERSION = 0
 MAX_VALUE_VERSION = 1
@@ -44,7 +44,7 @@ TRANSACTION_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "Comp
 TAG_PREVIOUS_PRODUCER_ID, TAG_NEXT_PRODUCER_ID, TAG_CLIENT_TRANSACTION_VERSION = 0, 1, 2
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TxnKey:
     """A transactional id's key (version 0)."""
 
@@ -52,14 +52,14 @@ class TxnKey:
     transactional_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class UnknownTxnKey:
     """A key of a version Kafka does not know (``UnknownKey``)."""
 
     version: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TxnPartitions:
     """One topic's partitions in a transaction."""
 
@@ -67,7 +67,7 @@ class TxnPartitions:
     partition_ids: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TxnValue:
     """A transactional id's state (``TransactionLogValue``)."""
 

@@ -44,7 +44,6 @@ Speed (2-core development machine, CPython 3.11.7, 200-record uncompressed batch
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass
 
 from kcompact.records.scan import accel
 from kcompact.records.scan.reference import (
@@ -53,6 +52,7 @@ from kcompact.records.scan.reference import (
     scan_records_reference,
 )
 from kcompact.records.varint import Buffer
+from kcompact.value import mutable
 
 __all__ = [
     "RecordColumns",
@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 
-@dataclass(slots=True)
+@mutable
 class RecordColumns:
     """The records of one batch as columns; every position indexes into :attr:`data`.
 

@@ -28,7 +28,6 @@ same way, as columns (its reference is ``legacy.legacy_records``).
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass
 
 from xxhash import xxh3_128_digest
 
@@ -46,6 +45,7 @@ from kcompact.records.legacy import (
 from kcompact.records.record import Record
 from kcompact.records.scan import accel
 from kcompact.records.varint import Buffer
+from kcompact.value import frozen
 
 LEGACY_DIGESTS = 1  # flag: the key digests too
 LEGACY_CRC = 2  # flag: stop before an entry whose CRC fails
@@ -118,7 +118,7 @@ def legacy_entries_reference(
 
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class WrapperColumns:
     """The inner messages of a compressed wrapper as columns, read by one C walk of its decompressed value.
 
