@@ -28,7 +28,6 @@ workers.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -270,6 +269,8 @@ def _staged_copy(partition: Partition) -> Iterator[Path]:
             raise
         raise mapped from err
     finally:
+        import shutil  # only for a rehearsal, as tempfile above
+
         shutil.rmtree(staging, ignore_errors=True)
 
 
