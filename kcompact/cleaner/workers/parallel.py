@@ -707,6 +707,7 @@ def _threads_offset_map(
     if not dirty:
         return serial_offset_map(plan, dedupe_buffer_size, stats, progress)
     offset_map = new_offset_map(plan, dedupe_buffer_size)
+    offset_map.run_parts = _parts_on_threads  # its flushes sort the two halves of the keys at once
     chunks = _thread_chunks(plan, dirty, cuts)
     results = _in_threads(partial(_keys_in_memory, plan), chunks)
     try:
@@ -717,6 +718,18 @@ def _threads_offset_map(
     stats.map_entries = offset_map.size
     stats.map_memory_bytes = offset_map.memory_bytes()
     return offset_map
+
+
+def _parts_on_threads(tasks: list[Callable[[], T]]) -> list[T]:
+    """Run the first task here and the others on the threads, at once (a flush's parts: ``OffsetMap.run_parts``;
+    a thread still reading a chunk's keys takes its part when it is done); their results in order."""
+    executor = _threads()
+    others = [executor.submit(task) for task in tasks[1:]]
+    try:
+        first = tasks[0]()
+    finally:
+        wait(others)  # none outlives the flush that holds its puts
+    return [first, *(future.result() for future in others)]
 
 
 def _keys_in_memory(plan: CleanPlan, chunk: Chunk) -> list[SegmentKeys]:

@@ -69,7 +69,9 @@ same day).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
 
 import numpy as np
 import xxhash
@@ -166,22 +168,41 @@ def _key_groups(hi: U64, lo: U64) -> tuple[Index, Index]:
     return order, starts
 
 
-def _flush_columns(pending: list[tuple[U64, U64, I64]]) -> tuple[Query, I64]:
+RunParts = Callable[[list[Callable[[], Any]]], list[Any]]
+"""Runs tasks at once and returns their results in order (``OffsetMap.run_parts``: the round's threads)."""
+
+SPLIT_FLUSH_PUTS = 1 << 18
+"""Pending puts from which a map with ``run_parts`` flushes in :data:`FLUSH_PARTS` parts at once."""
+FLUSH_PARTS = 2
+_FLUSH_DTYPES = (np.uint64, np.uint64, np.uint16, np.uint8, np.int64)  # flush_puts' columns
+
+
+def _flush_columns(pending: list[tuple[U64, U64, I64]], run_parts: RunParts | None = None) -> tuple[Query, I64]:
     """For each distinct key of the pending puts (equal on the compared bits), in ascending digest
     order, its digest (as a ``Query``) and the offset of its last put; empties ``pending``. The C
     kernel (``_runs.c`` ``flush_puts``: a bucket sort on the top bits of ``hi``, reading
     the chunks where they are) when enabled, else :func:`_flush_columns_reference`; the two are
-    equal on every input."""
-    found = accel.flush_puts(pending, runs.IMPLIED_BITS)  # read late: tests shrink it
+    equal on every input. With ``run_parts`` and enough puts, the kernel sorts the keys of each
+    top-bit half at once (each part's keys all sort before the next part's: the columns join in order)."""
+    bits = runs.IMPLIED_BITS  # read late: tests shrink it
+    if run_parts is not None and sum(len(chunk[2]) for chunk in pending) >= SPLIT_FLUSH_PUTS:
+        parts = run_parts([partial(accel.flush_puts, pending, bits, part, FLUSH_PARTS)
+                           for part in range(FLUSH_PARTS)])
+        if all(part is not None for part in parts):
+            pending.clear()  # the puts go before the joined columns come: the build's peak stays where it was
+            return _flush_result(tuple(b"".join(part[j] for part in parts) for j in range(len(_FLUSH_DTYPES))))
+    found = accel.flush_puts(pending, bits)
     if found is None:
         return _flush_columns_reference(pending)
     pending.clear()
-    hi, key, mid, low, off = found
-    query = Query(
-        np.frombuffer(hi, dtype=np.uint64), np.frombuffer(key, dtype=np.uint64),
-        np.frombuffer(mid, dtype=np.uint16), np.frombuffer(low, dtype=np.uint8),
-    )
-    return query, np.frombuffer(off, dtype=np.int64)
+    return _flush_result(found)
+
+
+def _flush_result(columns: Sequence[bytes]) -> tuple[Query, I64]:
+    """``flush_puts``' native columns as the flush's query and offsets (no copy)."""
+    hi, key, mid, low, off = (np.frombuffer(column, dtype=dtype) for column, dtype in zip(columns, _FLUSH_DTYPES,
+                                                                                           strict=True))
+    return Query(hi, key, mid, low), off
 
 
 def _flush_columns_reference(pending: list[tuple[U64, U64, I64]]) -> tuple[Query, I64]:
@@ -280,6 +301,7 @@ class OffsetMap:
         self._runs: list[Run] = []
         self._pending: list[tuple[U64, U64, I64]] = []
         self._pending_puts = 0  # sum of the pending columns' lengths
+        self.run_parts: RunParts | None = None  # how a large flush runs its parts at once; None: one part, here
 
     @classmethod
     def for_dedupe_buffer(
@@ -429,7 +451,7 @@ class OffsetMap:
             return
         pending, self._pending, self._pending_puts = self._pending, [], 0
         base = self._runs[0].base if self._runs else int(pending[0][2][0])  # every run shares the first's
-        query, off = _flush_columns(pending)  # the latest put of each key, sorted by key
+        query, off = _flush_columns(pending, self.run_parts)  # the latest put of each key, sorted by key
         for run in self._runs:
             query, off = _fold_into(run, query, off)
         if len(off):

@@ -201,12 +201,15 @@ declined:
 }
 
 PyDoc_STRVAR(flush_puts_doc,
-"flush_puts(chunks, implied_bits) -> (hi, key, mid, low, offsets): bytes\n\n"
+"flush_puts(chunks, implied_bits, part=0, parts=1) -> (hi, key, mid, low, offsets): bytes\n\n"
 "offset_map's flush: `chunks` is a list of (hi, lo, offsets) tuples (uint64, uint64, int64\n"
 "arrays of one length), the puts in order. For each distinct key (hi and the top\n"
 "implied_bits + 24 bits of lo), in ascending order, its last put: hi (native uint64), the\n"
 "run's key (hi << implied_bits | lo >> (64 - implied_bits), uint64), mid (the next 16 bits of\n"
 "lo, uint16), low (the next 8, uint8) and the put's offset (int64).\n"
+"With parts (1, 2, 4 or 8), only the keys whose hi's top log2(parts) bits are `part`: the parts'\n"
+"results, one after the other in part order, are the whole flush's (each part may run on its own\n"
+"thread: the GIL is released while it sorts).\n"
 "Raises ScanError(-1) for arguments it does not take (the caller then uses numpy).");
 
 static PyObject *
@@ -216,15 +219,24 @@ flush_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *cols[5] = {NULL, NULL, NULL, NULL, NULL}, *result = NULL;
     PackedPut *puts = NULL;
     uint32_t *starts = NULL;  /* fewer than 2**LOW_FREE_BITS puts */
-    Py_ssize_t *block_chunk = NULL, n, groups = 0, buckets;
+    Py_ssize_t *block_chunk = NULL, n, own = 0, groups = 0, buckets, first_bucket, end_bucket;
     uint64_t mask;
     int64_t first_offset = 0, previous = INT64_MIN;
-    long s;
-    int bits = 1, by_offset = 1;
-    if (check_nargs("flush_puts", nargs, 2) < 0)
+    long s, part = 0, parts = 1;
+    int bits = 1, by_offset = 1, part_bits = 0;
+    if (nargs != 2 && nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "flush_puts expected 2 or 4 arguments, got %zd", nargs);
         return NULL;
+    }
     s = PyLong_CheckExact(args[1]) ? PyLong_AsLong(args[1]) : -1;
-    if (s < 1 || s + 24 > 64 - LOW_FREE_BITS) {  /* the compared bits must leave lo's low bits free */
+    if (nargs == 4) {
+        part = PyLong_CheckExact(args[2]) ? PyLong_AsLong(args[2]) : -1;
+        parts = PyLong_CheckExact(args[3]) ? PyLong_AsLong(args[3]) : -1;
+    }
+    while (part_bits < 3 && (1L << part_bits) < parts)
+        part_bits++;
+    if (s < 1 || s + 24 > 64 - LOW_FREE_BITS  /* the compared bits must leave lo's low bits free */
+        || parts != (1L << part_bits) || part < 0 || part >= parts) {
         PyErr_Clear();
         return scan_error(DECLINED);
     }
@@ -238,11 +250,14 @@ flush_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     mask = ~(uint64_t)0 << (64 - (s + 24));
     while (bits < 20 && ((Py_ssize_t)1 << (bits + 2)) < n)  /* ~4 to 8 puts a bucket; 4 MiB at most */
         bits++;
+    if (bits < part_bits)
+        bits = part_bits;
     buckets = (Py_ssize_t)1 << bits;
+    first_bucket = (Py_ssize_t)part << (bits - part_bits);  /* this part's buckets: [first, end) */
+    end_bucket = first_bucket + ((Py_ssize_t)1 << (bits - part_bits));
     starts = PyMem_Calloc((size_t)buckets + 1, sizeof(uint32_t));
     block_chunk = PyMem_Malloc(((size_t)(n >> BLOCK_SHIFT) + 1) * sizeof(Py_ssize_t));
-    puts = big_malloc((size_t)n * sizeof(PackedPut));
-    if (starts == NULL || block_chunk == NULL || puts == NULL) {
+    if (starts == NULL || block_chunk == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -270,27 +285,50 @@ flush_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
     if (!by_offset)
         first_offset = 0;  /* lo's free bits hold the position */
-    for (Py_ssize_t b = 0; b < buckets; b++)
+    /* this part's buckets only, from 0 in `puts` (all of them when parts is 1) */
+    for (Py_ssize_t b = 0; b < first_bucket; b++)
+        starts[b + 1] = 0;
+    for (Py_ssize_t b = first_bucket; b < end_bucket; b++)
         starts[b + 1] += starts[b];
+    own = starts[end_bucket];
+    Py_END_ALLOW_THREADS
+    puts = big_malloc((size_t)own * sizeof(PackedPut));
+    if (puts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < c.chunks; k++) {  /* starts[b] ends as bucket b's end */
         const uint64_t *hi = c.views[3 * k].buf, *lo = c.views[3 * k + 1].buf;
         const int64_t *off = c.views[3 * k + 2].buf;
+        if (part_bits == 0) {
+            for (Py_ssize_t i = 0, m = c.first[k + 1] - c.first[k], at = c.first[k]; i < m; i++) {
+                PackedPut *p;
+                if (i + PREFETCH_AHEAD < m)  /* the puts' slots are random: ask for them early */
+                    __builtin_prefetch(&puts[starts[hi[i + PREFETCH_AHEAD] >> (64 - bits)]], 1);
+                p = &puts[starts[hi[i] >> (64 - bits)]++];
+                p->hi = hi[i];
+                p->lo_at = (lo[i] & mask)
+                           | (by_offset ? (uint64_t)off[i] - (uint64_t)first_offset : (uint64_t)(at + i));
+            }
+            continue;
+        }
         for (Py_ssize_t i = 0, m = c.first[k + 1] - c.first[k], at = c.first[k]; i < m; i++) {
             PackedPut *p;
-            if (i + PREFETCH_AHEAD < m)  /* the puts' slots are random: ask for them early */
-                __builtin_prefetch(&puts[starts[hi[i + PREFETCH_AHEAD] >> (64 - bits)]], 1);
+            if ((long)(hi[i] >> (64 - part_bits)) != part)
+                continue;
             p = &puts[starts[hi[i] >> (64 - bits)]++];
             p->hi = hi[i];
             p->lo_at = (lo[i] & mask)
                        | (by_offset ? (uint64_t)off[i] - (uint64_t)first_offset : (uint64_t)(at + i));
         }
     }
-    for (Py_ssize_t b = 0, begin = 0; b < buckets; b++) {
+    for (Py_ssize_t b = first_bucket, begin = 0; b < end_bucket; b++) {
         packed_sort_bucket(puts + begin, starts[b] - begin);
         begin = starts[b];
     }
-    for (Py_ssize_t i = 0; i < n; i++)
-        groups += i + 1 == n || !packed_same_key(&puts[i], &puts[i + 1]);
+    for (Py_ssize_t i = 0; i < own; i++)
+        groups += i + 1 == own || !packed_same_key(&puts[i], &puts[i + 1]);
     for (Py_ssize_t b = 0, k = 0; b <= (n >> BLOCK_SHIFT); b++) {  /* the chunk of each block's first put */
         while (k + 1 < c.chunks && c.first[k + 1] <= (b << BLOCK_SHIFT))
             k++;
@@ -308,10 +346,10 @@ flush_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         uint8_t *low = (uint8_t *)PyBytes_AS_STRING(cols[3]);
         int64_t *off = (int64_t *)PyBytes_AS_STRING(cols[4]);
         Py_BEGIN_ALLOW_THREADS  /* the new objects are this call's alone until it returns */
-        for (Py_ssize_t i = 0, g = 0; i < n; i++) {  /* each key's last put */
+        for (Py_ssize_t i = 0, g = 0; i < own; i++) {  /* each key's last put */
             const PackedPut *p = &puts[i];
             uint64_t lo = p->lo_at & ~LOW_MASK;
-            if (i + 1 < n && packed_same_key(p, &puts[i + 1]))
+            if (i + 1 < own && packed_same_key(p, &puts[i + 1]))
                 continue;
             hi[g] = p->hi;
             key[g] = (p->hi << s) | (lo >> (64 - s));

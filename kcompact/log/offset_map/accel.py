@@ -23,7 +23,7 @@ kernels, import_error = scan_accel.load_kernels("kcompact.log.offset_map._runs")
 
 
 def flush_puts(
-    chunks: list[tuple[Any, Any, Any]], implied_bits: int
+    chunks: list[tuple[Any, Any, Any]], implied_bits: int, part: int = 0, parts: int = 1
 ) -> tuple[bytes, bytes, bytes, bytes, bytes] | None:
     """C flush of the cleaner's offset map (``cleaner/offset_map``: ``OffsetMap._flush``).
 
@@ -32,6 +32,9 @@ def flush_puts(
             uint64, uint64 and int64 numpy arrays (read, never written).
         implied_bits: the runs' ``IMPLIED_BITS``: a key is ``hi`` and the top ``implied_bits + 24``
             bits of ``lo``.
+        part, parts: only the keys whose ``hi``'s top ``log2(parts)`` bits are ``part`` (``parts``: 1, 2, 4
+            or 8); the parts' columns, one after the other in part order, are the whole flush's. The kernel
+            sorts without the GIL, so the parts may run on threads at once.
 
     Returns:
         For each distinct key, in ascending order, its last put as native ``(hi, key, mid, low,
@@ -41,7 +44,9 @@ def flush_puts(
     if kernels is None or not scan_accel.enabled:
         return None
     try:
-        result: tuple[bytes, bytes, bytes, bytes, bytes] = kernels.flush_puts(chunks, implied_bits)
+        result: tuple[bytes, bytes, bytes, bytes, bytes] = (
+            kernels.flush_puts(chunks, implied_bits) if parts == 1
+            else kernels.flush_puts(chunks, implied_bits, part, parts))
     except kernels.ScanError:
         return None
     return result

@@ -118,6 +118,59 @@ def test_c_flush_on_skewed_and_large_inputs(keys: int, offsets: str) -> None:
 
 
 @needs_c
+@settings(max_examples=200)
+@given(_chunks, st.sampled_from([2, 4, 8]), st.sampled_from([1, 0, 2**32 + 1]))
+def test_c_flush_in_parts_joins_to_the_whole_flush(chunks: list[list[tuple[int, int]]], parts: int,
+                                                   step: int) -> None:
+    """Each part sorts the keys of its top-bit slice of ``hi``: the parts' columns, joined in part order, are
+    the whole flush's (offsets that ride in the sort and offsets looked up by position alike)."""
+    pending = _pending(chunks, 7, step)
+    whole = accel.flush_puts(list(pending), runs.IMPLIED_BITS)
+    split = [accel.flush_puts(list(pending), runs.IMPLIED_BITS, part, parts) for part in range(parts)]
+    assert whole is not None and all(part is not None for part in split)
+    assert tuple(b"".join(part[j] for part in split if part is not None) for j in range(5)) == whole
+
+
+@needs_c
+@pytest.mark.parametrize(("part", "parts"), [(0, 3), (2, 2), (-1, 2), (0, 16), (0, 0)])
+def test_c_flush_declines_a_part_it_cannot_cut(part: int, parts: int) -> None:
+    pending = _pending([[(1, 2), (3, 4)]])
+    assert accel.flush_puts(pending, runs.IMPLIED_BITS, part, parts) is None
+
+
+@needs_c
+@pytest.mark.parametrize("keys", [300, 200_000])
+def test_a_map_flushing_in_parts_on_threads_answers_as_one_flushing_whole(keys: int) -> None:
+    """``OffsetMap.run_parts`` (the round's threads): its flushes from ``SPLIT_FLUSH_PUTS`` puts on sort the two
+    halves of the keys at once, and the map holds what a map flushing each whole holds."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(keys)
+    hi, lo = key_digests([b"k%d" % i for i in range(keys)])
+    ids = rng.integers(0, keys, 600_000)
+    calls: list[int] = []
+
+    def on_threads(tasks: list) -> list:  # type: ignore[type-arg]
+        calls.append(len(tasks))
+        with ThreadPoolExecutor(len(tasks)) as executor:
+            return list(executor.map(lambda task: task(), tasks))
+
+    answers = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(om, "_FLUSH_MIN_PUTS", 1 << 18)
+        for run_parts in (None, on_threads):
+            offset_map = OffsetMap()
+            offset_map.run_parts = run_parts
+            for at in range(0, len(ids), 50_000):
+                part = ids[at : at + 50_000]
+                offset_map.put_batch(hi[part], lo[part], np.arange(at, at + len(part), dtype=np.int64))
+            offset_map.freeze()
+            answers.append((offset_map.get_batch(hi, lo).tolist(), offset_map.latest_offsets_sorted().tolist()))
+    assert answers[0] == answers[1]
+    assert calls and set(calls) == {om.FLUSH_PARTS}  # the flushes did run in parts
+
+
+@needs_c
 @pytest.mark.parametrize("pending", [
     [(np.zeros(3, np.uint64), np.zeros(2, np.uint64), np.zeros(3, np.int64))],  # lengths differ
     [(np.zeros(3, np.uint64), np.zeros(3, np.uint64), np.zeros(2, np.int64))],
