@@ -164,10 +164,8 @@ class IndexBuilder:
             CorruptIndexError, ValueError: as :meth:`append`, for the first batch that fails.
         """
         count = len(sizes)
-        if not count:
-            return
         columns = None
-        if (not self._finished and position == self._next_position
+        if (count and not self._finished and position == self._next_position
                 and count == len(last_offsets) == len(max_timestamps) and min(sizes) > 0
                 and last_offsets[0] > self._last_offset
                 and all(map(operator.lt, last_offsets, islice(last_offsets, 1, None)))
