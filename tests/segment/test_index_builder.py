@@ -10,15 +10,19 @@ their time indexes reveal.
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
+from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kcompact.errors import CorruptIndexError
-from kcompact.segment.index_builder import VECTOR_RUN, IndexBuilder, build_indexes
+from kcompact.segment import index_builder
+from kcompact.segment.index_builder import IndexBuilder, build_indexes
 from kcompact.segment.offset_index import (
     OffsetIndexEntry,
     check_offset_index,
@@ -323,17 +327,136 @@ def test_a_long_run_of_small_batches_builds_what_batch_by_batch_builds(
         _outcome(IndexBuilder(9, interval), runs, by_run=False)
 
 
-def test_a_long_run_takes_the_entry_by_entry_path_and_builds_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
-    taken: list[int] = []
-    by_entries = IndexBuilder._append_run_by_entries
+# Runs are queued and indexed together (index_builder's module docstring): by numpy, by the Python loop where
+# numpy is not loaded, and with a queue that is indexed every few batches.
+INDEXING = ["columns", "by-batch", "short-queue"]
 
-    def spying(self: IndexBuilder, *args: Any) -> None:
-        taken.append(len(args[1]))
-        by_entries(self, *args)
 
-    monkeypatch.setattr(IndexBuilder, "_append_run_by_entries", spying)
-    run = [(100 + i % 7, 10 + i, (i * 37) % 500) for i in range(3000)]
-    assert _outcome(IndexBuilder(10, 4096), [run[:1000], run[1000:]], by_run=True) == \
-        _outcome(IndexBuilder(10, 4096), [run], by_run=False)
-    assert taken == [1000, 2000]
-    assert VECTOR_RUN <= 1000
+def _indexing(how: str) -> pytest.MonkeyPatch:
+    import numpy
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(index_builder, "_numpy", lambda count: None if how == "by-batch" else numpy)
+    if how == "short-queue":
+        patch.setattr(index_builder, "MAX_QUEUED", 3)
+    return patch
+
+
+def _steps_outcome(builder: IndexBuilder, steps: list[tuple[list[tuple[int, int, int]], bool]],
+                   by_run: bool) -> object:
+    """Feed ``steps`` (a run of (size, last offset, max timestamp), and whether the broker restarts after
+    it) a run at a time or batch by batch: :func:`_outcome` with restarts, and the encoded files."""
+    position = 0
+    try:
+        for run, restart in steps:
+            sizes, lasts, stamps = [b[0] for b in run], [b[1] for b in run], [b[2] for b in run]
+            if by_run:
+                builder.append_run(position, sizes, lasts, stamps)
+            else:
+                for size, last, stamp in run:
+                    builder.append(position, size, last, stamp)
+                    position += size
+                position -= sum(sizes)
+            position += sum(sizes)
+            if restart:
+                builder.restart()
+        offsets, times = builder.finish()
+        return offsets, times, builder.finish_encoded()
+    except (CorruptIndexError, ValueError) as err:
+        return type(err), str(err), builder.next_position
+
+
+_sized = st.tuples(st.integers(-3, 3), st.integers(0, 2), st.integers(1, 3), st.integers(-2, 12),
+                   st.sampled_from([1, 1, 1, 1, 1, 1, 0, -1]))
+
+
+@pytest.mark.parametrize("how", INDEXING)
+@given(st.lists(st.tuples(st.lists(_sized, max_size=40), st.booleans()), max_size=8), st.integers(0, 300),
+       st.integers(0, 50))
+def test_queued_runs_build_what_batch_by_batch_builds(
+    how: str, raw: list[tuple[list[tuple[int, int, int, int, int]], bool]], interval: int, base: int
+) -> None:
+    """Sizes just around the interval (below, equal, above; now and then far above), timestamps equal,
+    decreasing and -1 or below, restarts between runs, and now and then a run whose offsets go back (batch by
+    batch, after the queued ones are indexed)."""
+    steps, last = [], base - 1
+    for raw_run, restart in raw:
+        run = []
+        for around, far, step, stamp, direction in raw_run:
+            last = last + step if direction > 0 else last if direction == 0 else last - step
+            run.append((max(1, interval + around) * (1 + far * far), last, stamp * 1000 if stamp > 0 else stamp))
+        steps.append((run, restart))
+    with _indexing(how).context():
+        assert _steps_outcome(IndexBuilder(base, interval), steps, by_run=True) == \
+            _steps_outcome(IndexBuilder(base, interval), steps, by_run=False)
+
+
+@pytest.mark.parametrize("how", INDEXING)
+@given(st.lists(st.tuples(st.one_of(st.integers(1, 60), st.integers(1, 9000)), st.integers(-1, 40)), min_size=1,
+                max_size=600),
+       st.lists(st.integers(0, 600), max_size=6), st.integers(0, 5000), st.integers(-1, 40))
+def test_a_segment_split_anywhere_builds_what_batch_by_batch_builds(
+    how: str, raw: list[tuple[int, int]], cuts: list[int], interval: int, first_stamp: int
+) -> None:
+    """One segment's batches cut into runs at arbitrary points, the first batch alone (it never gets an entry);
+    small batches among large ones, and long stretches of small ones (a cleaned legacy log's shape)."""
+    run = [(size, 10 + i, stamp) for i, (size, stamp) in enumerate(raw)]
+    bounds = [0, *sorted(min(cut, len(run)) for cut in cuts), len(run)]
+    steps = [([(40, 9, first_stamp)], False)] + [(run[a:b], False) for a, b in pairwise(bounds)]
+    with _indexing(how).context():
+        assert _steps_outcome(IndexBuilder(9, interval), steps, by_run=True) == \
+            _steps_outcome(IndexBuilder(9, interval), steps, by_run=False)
+
+
+@pytest.mark.parametrize("how", INDEXING)
+def test_bytes_since_the_last_entry_carry_across_runs_without_entries(how: str) -> None:
+    """Runs of three 100-byte batches with index.interval.bytes 1000: an entry every eleventh batch, counted
+    across the runs (and across the short queue's indexing every third batch)."""
+    steps = [([(100, 3 * r + i, 1000 + r) for i in range(3)], False) for r in range(12)]
+    with _indexing(how).context():
+        built = _steps_outcome(IndexBuilder(0, 1000), steps, by_run=True)
+    assert built == _steps_outcome(IndexBuilder(0, 1000), steps, by_run=False)
+    assert built[0] == [OffsetIndexEntry(offset=11, position=1100), OffsetIndexEntry(offset=22, position=2200),  # type: ignore[index]
+                        OffsetIndexEntry(offset=33, position=3300)]
+
+
+def test_runs_are_indexed_without_a_python_step_per_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cleaner's shape: 20,000 batches around index.interval.bytes in runs of 100. Neither an offset entry
+    nor a time offer is made one at a time (only the closing offer), and the entries are batch by batch's."""
+    calls: list[str] = []
+
+    def counted(name: str) -> Callable[..., None]:
+        real = getattr(IndexBuilder, name)
+
+        def call(self: IndexBuilder, *args: int) -> None:
+            calls.append(name)
+            real(self, *args)
+
+        return call
+
+    for name in ("_append_offset_entry", "_offer_time_entry"):
+        monkeypatch.setattr(IndexBuilder, name, counted(name))
+    run = [(3000 + (i * 7919) % 2500, 10 + 2 * i, 1_700_000_000_000 + (i * 37) % 5000) for i in range(20_000)]
+    steps = [(run[i:i + 100], False) for i in range(0, len(run), 100)]
+    built = _steps_outcome(IndexBuilder(10, 4096), steps, by_run=True)
+    assert calls == ["_offer_time_entry"]
+    assert built == _steps_outcome(IndexBuilder(10, 4096), steps, by_run=False)
+    offsets = built[0]  # type: ignore[index]
+    assert 6000 < len(offsets) < 20_000
+
+
+def test_a_small_segment_is_indexed_without_numpy() -> None:
+    """A clean with nothing to rewrite never loads numpy; neither does indexing a few batches (roll, recovery)."""
+    script = (
+        "import sys\n"
+        "from kcompact.segment.index_builder import IndexBuilder\n"
+        "builder = IndexBuilder(100, 10)\n"
+        "builder.append_run(0, [20, 5, 30, 11, 12], [100, 101, 103, 104, 106], [5, 4, 6, 6, -1])\n"
+        "index, timeindex = builder.finish_encoded()\n"
+        "print('numpy' in sys.modules, index.hex(), timeindex.hex())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    offsets, times = build_indexes([(0, 20, 100, 5), (20, 5, 101, 4), (25, 30, 103, 6), (55, 11, 104, 6),
+                                    (66, 12, 106, -1)], base_offset=100, index_interval_bytes=10)
+    assert out == ["False", encode_offset_index(offsets, 100).hex(), encode_time_index(times, 100).hex()]
+    assert len(offsets) == 3 and len(times) == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from kcompact.segment.offset_index import (
     check_offset_index,
     decode_offset_index,
     encode_offset_index,
+    encode_offset_index_columns,
     lookup,
     read_offset_index,
 )
@@ -155,3 +157,21 @@ def test_every_real_offset_index_decodes_and_passes_the_checks() -> None:
         assert check_offset_index(entries, base, log_batches=batches) == [], index
         checked += 1
     assert checked == 4  # three next to their .log, one orphan (kraft37 __cluster_metadata 839130)
+
+
+def _encoded(encode: object, *args: object) -> object:
+    try:
+        return encode(*args)  # type: ignore[operator]
+    except CorruptIndexError as err:
+        return type(err), str(err), err.offset
+
+
+@given(st.lists(st.tuples(st.integers(-3, 3) | st.integers(2**31 - 3, 2**31 + 1), st.integers(-2, 5000)
+                          | st.sampled_from([2**31 - 1, 2**31])), max_size=30),
+       st.sampled_from([0, 7, 2**40]))
+def test_columns_encode_as_entries_do(pairs: list[tuple[int, int]], base: int) -> None:
+    """The index builder's columns encoder: the same bytes, and for the first impossible entry the same error."""
+    entries = [OffsetIndexEntry(base + relative, position) for relative, position in pairs]
+    offsets, positions = array("q", (e.offset for e in entries)), array("q", (e.position for e in entries))
+    assert _encoded(encode_offset_index_columns, offsets, positions, base) == \
+        _encoded(encode_offset_index, entries, base)

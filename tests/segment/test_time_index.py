@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from kcompact.segment.time_index import (
     check_time_index,
     decode_time_index,
     encode_time_index,
+    encode_time_index_columns,
     read_time_index,
     read_time_index_tail,
 )
@@ -142,3 +144,27 @@ def test_every_real_time_index_decodes_and_passes_the_checks() -> None:
         assert check_time_index(entries, base, log_batches=batches) == [], index
         checked += 1
     assert checked == 16
+
+
+def _encoded(encode: object, *args: object) -> object:
+    try:
+        return encode(*args)  # type: ignore[operator]
+    except CorruptIndexError as err:
+        return type(err), str(err), err.offset
+
+
+@given(st.lists(st.tuples(st.integers(-2, 2**45) | st.sampled_from([-(2**63), 2**63 - 1]),
+                          st.integers(-3, 3) | st.integers(2**31 - 3, 2**31 + 1)), max_size=30),
+       st.sampled_from([0, 7, 2**40]))
+def test_columns_encode_as_entries_do(pairs: list[tuple[int, int]], base: int) -> None:
+    """The index builder's columns encoder: the same bytes, and for the first impossible entry the same error."""
+    entries = [TimeIndexEntry(timestamp, base + relative) for timestamp, relative in pairs]
+    timestamps, offsets = array("q", (e.timestamp for e in entries)), array("q", (e.offset for e in entries))
+    assert _encoded(encode_time_index_columns, timestamps, offsets, base) == _encoded(encode_time_index, entries, base)
+
+
+def test_columns_encoder_names_a_timestamp_outside_int64() -> None:
+    entries = [TimeIndexEntry(5, 3), TimeIndexEntry(2**63, 4)]
+    with pytest.raises(CorruptIndexError, match=r"time index entry 1 has a timestamp outside int64"):
+        encode_time_index_columns([5, 2**63], [3, 4], 0)
+    assert _encoded(encode_time_index_columns, [5, 2**63], [3, 4], 0) == _encoded(encode_time_index, entries, 0)

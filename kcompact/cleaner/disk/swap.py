@@ -49,10 +49,8 @@ from kcompact.segment.names import (
     parse_segment_file_name,
     segment_file_name,
 )
-from kcompact.segment.offset_index import encode_offset_index
 from kcompact.segment.partition import SegmentFiles
 from kcompact.segment.swap_completion import orphaned_indexes, settling_steps
-from kcompact.segment.time_index import encode_time_index
 from kcompact.segment.txn_index import AbortedTxn, encode_txn_index
 from kcompact.value import mutable
 
@@ -194,12 +192,9 @@ class CleanedSegmentWriter:
         Raises:
             KcompactError: a write, fsync or metadata change fails (call :meth:`abort` then).
         """
-        offsets, times = self._builder.finish()
+        index, timeindex = self._builder.finish_encoded()
         result = CleanedSegment(self.directory, self.base_offset, self.position)
-        blobs = {
-            "index": encode_offset_index(offsets, self.base_offset),
-            "timeindex": encode_time_index(times, self.base_offset),
-        }
+        blobs = {"index": index, "timeindex": timeindex}
         if self.aborted:
             blobs["txnindex"] = encode_txn_index(self.aborted)
         result.file_sizes = {"log": self.position, **{kind: len(blob) for kind, blob in blobs.items()}}

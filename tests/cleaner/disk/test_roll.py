@@ -39,6 +39,7 @@ from kcompact.errors import BatchCrcError, CorruptDataError, CorruptRecordError,
 from kcompact.records.batch import iter_batches
 from kcompact.records.crc import crc32c
 from kcompact.segment.checkpoint import write_offset_checkpoint
+from kcompact.segment.index_builder import IndexBuilder
 from kcompact.segment.names import segment_file_name
 from kcompact.segment.partition import open_partition
 from tests.builders import read_all_records
@@ -151,18 +152,17 @@ def test_corrupt_batch_in_the_rolled_segment_itself(tmp_path: Path) -> None:
 
 
 def test_self_check_refusal_undoes_the_roll(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kcompact.cleaner.disk import swap
+    real = IndexBuilder.finish_encoded
 
-    real = swap.encode_offset_index  # type: ignore[attr-defined]
-
-    def off_by_one(entries: object, base_offset: int) -> bytes:  # a kcompact bug, caught before any swap
-        data = bytearray(real(entries, base_offset))  # type: ignore[arg-type]
+    def off_by_one(builder: IndexBuilder) -> tuple[bytes, bytes]:  # a kcompact bug, caught before any swap
+        index, timeindex = real(builder)
+        data = bytearray(index)
         if data:
             data[-1] ^= 1
-        return bytes(data)
+        return bytes(data), timeindex
 
     part = rollable_partition(tmp_path / "logdir")
-    monkeypatch.setattr(swap, "encode_offset_index", off_by_one)
+    monkeypatch.setattr(IndexBuilder, "finish_encoded", off_by_one)
     assert_roll_fails_unchanged(part, r"fails kcompact's self-check, nothing was changed")
 
 

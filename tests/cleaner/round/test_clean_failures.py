@@ -41,6 +41,7 @@ from kcompact.errors import (
 from kcompact.records.batch import iter_batches
 from kcompact.records.crc import crc32c
 from kcompact.segment.checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from kcompact.segment.index_builder import IndexBuilder
 from kcompact.segment.names import segment_file_name
 from tests.builders import PartitionBuilder, read_all_records
 from tests.cleaner.disk.test_crash_recovery import (
@@ -159,15 +160,16 @@ def test_unreadable_checkpoint_fails_before_anything_is_written(tmp_path: Path) 
 
 def test_index_the_self_check_rejects_aborts_the_clean(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     part = build_partition(tmp_path / "logdir")
-    real = swap.encode_offset_index  # type: ignore[attr-defined]
+    real = IndexBuilder.finish_encoded
 
-    def off_by_one(entries: object, base_offset: int) -> bytes:  # a kcompact bug, caught before any swap
-        data = bytearray(real(entries, base_offset))  # type: ignore[arg-type]
+    def off_by_one(builder: IndexBuilder) -> tuple[bytes, bytes]:  # a kcompact bug, caught before any swap
+        index, timeindex = real(builder)
+        data = bytearray(index)
         if data:
             data[-1] ^= 1  # the last entry's position no longer starts a batch
-        return bytes(data)
+        return bytes(data), timeindex
 
-    monkeypatch.setattr(swap, "encode_offset_index", off_by_one)
+    monkeypatch.setattr(IndexBuilder, "finish_encoded", off_by_one)
     assert_fails_unchanged(part, CleanerStateError, r"fails kcompact's self-check, nothing was changed: "
                                                     r"0+\.index\.cleaned: entry does not point at a batch start")
 
