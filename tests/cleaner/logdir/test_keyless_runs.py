@@ -14,10 +14,10 @@ from kcompact.cleaner.round import key_counts
 from kcompact.records.scan import accel
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.partition import iter_partition_dirs, open_partition
+from tests.conftest import real_fixture
 from tests.encoders import encode_legacy_message
 from tests.partition_builder import PartitionBuilder
 
-REAL = Path("/work/shared/fixtures/real")
 pytestmark = pytest.mark.skipif(not accel.enabled or key_counts._windows is None,
                                 reason="the C window this test compares is off or not built")
 
@@ -54,7 +54,7 @@ def mixed(tmp_path: Path) -> Path:
 
 def test_the_runs_count_the_broker_written_partitions_as_the_walk(monkeypatch: pytest.MonkeyPatch) -> None:
     checked = 0
-    for log_dir in sorted(p for p in REAL.iterdir() if p.is_dir()):
+    for log_dir in sorted(p for p in real_fixture().iterdir() if p.is_dir()):
         for part in iter_partition_dirs(log_dir):
             for budget in (None, 1, 5000, 256 * 1024):
                 with_runs, walked = samples(part, monkeypatch, budget)
