@@ -203,17 +203,36 @@ def ends_in_zero_slots(path: str | os.PathLike[str], slot_size: int) -> bool:
         True for such a file; False for a trimmed one, one of a single slot (its entry may be real) or a
         file that cannot be read (its reader says why).
     """
+    tail = read_last_slot(path, slot_size)
+    return tail is not None and slot_ends_in_zeros(tail, slot_size)
+
+
+def slot_ends_in_zeros(tail: tuple[int, bytes], slot_size: int) -> bool:
+    """:func:`ends_in_zero_slots` of a file whose :func:`read_last_slot` is ``tail``."""
+    size, last = tail
+    return size > slot_size and last == bytes(slot_size)
+
+
+def read_last_slot(path: str | os.PathLike[str], slot_size: int) -> tuple[int, bytes] | None:
+    """An index file's size and last slot, from one open: the slot is ``b""`` for a file that is not whole
+    slots (or shrank meanwhile), and the answer None for a file that cannot be read (its reader says why).
+
+    Args:
+        path: the index file.
+        slot_size: the size of one entry.
+    """
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
-        return False
+        return None
     try:
         size = os.fstat(fd).st_size
-        if size <= slot_size or size % slot_size:
-            return False
-        return os.pread(fd, slot_size, size - slot_size) == bytes(slot_size)
+        if size < slot_size or size % slot_size:
+            return size, b""
+        last = os.pread(fd, slot_size, size - slot_size)
+        return size, last if len(last) == slot_size else b""
     except OSError:
-        return False
+        return None
     finally:
         os.close(fd)
 

@@ -83,7 +83,8 @@ def sample_keyless(partition: Partition, budget_bytes: int | None = SAMPLE_BYTES
         start = partition.checkpointed(partition.log_dir.cleaner_checkpoint) or 0
         for seg in _segments_from(partition, start):
             with open_log(seg, reads) as log:
-                for size, count, missing in iter_key_counts(log, start):
+                left = None if budget_bytes is None else budget_bytes - read
+                for size, count, missing in iter_key_counts(log, start, budget=left):
                     records += count
                     keyless += missing
                     read += size

@@ -3,6 +3,11 @@
 Every clean asks this before it plans (``logdir.keyless`` samples a partition; a round counts its dirty
 section, ``count_dirty_keyless``), so it lives apart from pass 1's offset map (``mapping``): it needs
 neither numpy nor the map, and a clean with nothing to do never loads them.
+
+A run of plain v2 data batches is counted by pass 1's C window (``_windows.scan_window_key_digests``, the
+extension module itself: its wrapper in ``accel`` loads numpy), which reports each batch's records and keyed
+records; any batch it does not take (control, transactional, compressed, legacy, badly framed, records that
+do not scan) is counted by the per-batch walk, as before.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from kcompact.cleaner.round.plan import CleanPlan
 from kcompact.errors import CorruptDataError
 from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import records_bytes
+from kcompact.records.scan import accel as scan_accel
 from kcompact.records.scan import scan_keys
 from kcompact.records.scan.legacy_rows import KEY_START, OFFSET, ROW_FIELDS, SIZE, legacy_entries
 from kcompact.segment.log_file import LogFile, crc_error_or
@@ -23,6 +29,9 @@ if TYPE_CHECKING:
     from kcompact.segment.log_file import AnyBatch
 
 SLICE_RECORDS = 1 << 16  # entries per yielded slice: bounds memory on 1 GiB segments
+_windows, _ = scan_accel.load_kernels("kcompact.cleaner.round._windows")
+_ALL_OFFSETS = -(1 << 63)  # the window's min_offset: every batch reported, its keyed records all counted
+_TRIPLE = 3  # the window's per-batch report: (put end, last offset, records)
 
 
 def batch_keys(batch: AnyBatch, log: LogFile) -> tuple[array[int], list[bytes | None]]:
@@ -41,16 +50,38 @@ def batch_keys(batch: AnyBatch, log: LogFile) -> tuple[array[int], list[bytes | 
         raise crc_error_or(err, log.path, batch) from err
 
 
-def iter_key_counts(log: LogFile, start: int, end: int | None = None) -> Iterator[tuple[int, int, int]]:
+def iter_key_counts(log: LogFile, start: int, end: int | None = None,
+                    budget: int | None = None) -> Iterator[tuple[int, int, int]]:
     """``(size_in_bytes, records, keyless)`` of each data batch of ``log`` that holds an offset in
     ``[start, end)`` (a batch straddling ``start`` counts whole; control batches are not counted,
     legacy entries are): what the keyless guard and the log-dir gate's count (``logdir.keyless``) read.
+    Without ``end`` one item may sum a run of consecutive counted batches (C, :func:`_plain_run`).
+
+    Args:
+        log: the segment.
+        start: the first offset counted.
+        end: the first offset not counted (None: to the log's end).
+        budget: the bytes of counted batches the caller reads at most before it stops (the batch that
+            crosses it is read whole): a run never goes past that batch (None: no bound).
 
     Raises:
         CorruptDataError: a batch's records do not parse (located in ``log``).
     """
+    counted = 0
+    runs = end is None and _windows is not None
     batches = log.iter_batches()
     while (batch := next(batches, None)) is not None:
+        if (runs and batch.magic >= 2 and batch.last_offset >= start and batch.compression == 0
+                and not (batch.is_control or batch.is_transactional)):
+            left = None if budget is None else budget - counted
+            plain = _plain_run(log, batch.position, start, left)
+            if plain is not None:
+                reached, records, keyless = plain
+                counted += reached - batch.position
+                yield reached - batch.position, records, keyless
+                batches = log.iter_batches(reached)
+                continue
+            runs = False  # the window took nothing or met a batch below start: walk this log batch by batch
         if batch.magic < 2:  # plain legacy entries from this one: a C run, no object each
             run = legacy_entries(log.buffer, batch.position, log.size_in_bytes, SLICE_RECORDS, 0)
             if run is not None and run[0] != batch.position:
@@ -60,6 +91,7 @@ def iter_key_counts(log: LogFile, start: int, end: int | None = None) -> Iterato
                     if end is not None and offset >= end:
                         return
                     if offset >= start:
+                        counted += size
                         yield size, 1, int(key_start < 0)
                 batches = log.iter_batches(run[0])
                 continue
@@ -68,7 +100,32 @@ def iter_key_counts(log: LogFile, start: int, end: int | None = None) -> Iterato
         if batch.last_offset < start or batch.is_control:
             continue
         _offsets, keys = batch_keys(batch, log)
+        counted += batch.size_in_bytes
         yield batch.size_in_bytes, len(keys), keys.count(None)
+
+
+def _plain_run(log: LogFile, position: int, start: int, budget: int | None) -> tuple[int, int, int] | None:
+    """``(where it stopped, records, keyless)`` of the plain v2 data batches from ``position`` on, all
+    counted by :func:`iter_key_counts`, as one C window reports them (batches starting within ``budget``
+    bytes of ``position`` at most); None where it takes none, or where one of them ends below ``start`` (the
+    per-batch walk skips that one: not a run's to count).
+    """
+    if _windows is None or not scan_accel.enabled:
+        return None
+    limit = log.size_in_bytes if budget is None else min(log.size_in_bytes, position + budget)
+    try:
+        reached, _offsets, _digests, rows = _windows.scan_window_key_digests(
+            log.buffer, position, limit, _ALL_OFFSETS, SLICE_RECORDS, 0, None, None, 0)
+    except _windows.ScanError:
+        return None
+    if reached == position:
+        return None
+    report = array("q", rows)
+    put_ends, last_offsets = report[0::_TRIPLE], report[1::_TRIPLE]
+    if min(last_offsets) < start:
+        return None
+    records = sum(report[2::_TRIPLE])
+    return reached, records, records - put_ends[-1]
 
 
 def count_dirty_keyless(plan: CleanPlan) -> tuple[int, int]:

@@ -80,6 +80,7 @@ from kcompact.segment.partition import (
     LOG_START_CHECKPOINT,
     REPLICATION_CHECKPOINT,
     Partition,
+    named_path,
     open_partition,
 )
 from kcompact.text import size_text
@@ -129,7 +130,7 @@ def clean_partition(
     if options.scratch_dir is not None and not options.dry_run:
         choose_runner = None  # worker processes write in the partition directory; the scratch dir's round runs here
     runner = _here_or(choose_runner) if round_runner is None else _always(round_runner)
-    partition = open_partition(path)
+    partition = _listed(path, known, options)
     refuse_unsupported(partition, config)
     now_ms = run_clock_ms(options.now_ms)
     result = CleanResult(str(partition.path), partition.topic, partition.partition, now_ms, options.dry_run)
@@ -161,6 +162,17 @@ def clean_partition(
         if recovery.changed:
             partition = open_partition(partition.path)
         return _clean_locked(partition, config, options, now_ms, result, progress, runner, known=known)
+
+
+def _listed(path: str | Path, known: KnownState | None, options: CleanOptions) -> Partition:
+    """The partition directory's listing: the one ``known`` was loaded from, for a plain clean in place (no
+    roll, no dry run, no scratch dir, which act on the listing before the lock), else a fresh one. Under the
+    lock the round uses that listing only while nothing in the directory changed since (``state_for_round``
+    compares every file's name, size, times and inode; anything else and it lists and loads afresh)."""
+    if (known is None or options.roll or options.dry_run or options.scratch_dir is not None
+            or known.state.partition.path != named_path(path)):
+        return open_partition(path)
+    return known.state.partition
 
 
 def _refuse_unsettled_scratch(directory: Path, what_to_do: str) -> None:
@@ -401,6 +413,7 @@ def _below_log_start(
     start: they go first, as a broker deletes them long before its cleaner runs; the round is planned
     without them, and they are deleted with its first change (``pending``)."""
     state = state_for_round(known, partition, here.config, here.options.sole_replica)
+    partition = state.partition  # a fresh listing where the known one no longer held
     here.result.warnings.extend(state.warnings)
     here.result.high_watermark_note = state.high_watermark_note
     below = _plan_retention(here, state, log_start_only=True)

@@ -76,15 +76,19 @@ class _Membership:
             hits: Mask = self._sorted[pos] == offsets
             return hits
         cached = self._window
-        if cached is None or low < cached[0] or high >= cached[0] + _WINDOW:
-            cached = self._move(low)
+        if cached is None or low < cached[0] or high >= cached[0] + len(cached[1]):
+            cached = self._move(low, high)
         start, window = cached
         window_hits: Mask = window[offsets - start]
         return window_hits
 
-    def _move(self, start: int) -> tuple[int, Mask]:
-        lo, hi = np.searchsorted(self._sorted, [start, start + _WINDOW])
-        window = np.zeros(_WINDOW, dtype=bool)
+    def _move(self, start: int, high: int) -> tuple[int, Mask]:
+        # up to the last member where the queries stay within it (a small log's offsets need no MiB of
+        # zeros, each one a fresh mapping), else the full width
+        last = int(self._sorted[-1])
+        width = _WINDOW if high > last else min(_WINDOW, last - start + 1)
+        lo, hi = np.searchsorted(self._sorted, [start, start + width])
+        window = np.zeros(width, dtype=bool)
         window[self._sorted[lo:hi] - start] = True
         self._window = (start, window)
         return self._window

@@ -27,7 +27,7 @@ from kcompact.log.rules.high_watermark import SoleReplica
 from kcompact.log.state.log_state import LogState, load_log_state
 from kcompact.segment.files import file_access
 from kcompact.segment.log_reads import LogReads
-from kcompact.segment.partition import Partition
+from kcompact.segment.partition import Partition, open_partition
 from kcompact.value import frozen
 
 __all__ = ["KnownState", "known_state", "state_for_round"]
@@ -69,15 +69,20 @@ def known_state(partition: Partition, config: TopicConfig, sole_replica: SoleRep
 
 def state_for_round(known: KnownState | None, partition: Partition, config: TopicConfig,
                     sole_replica: SoleReplica | None = None) -> LogState:
-    """The state a round plans on: ``known``'s while nothing it was read from has changed, else a fresh load.
+    """The state a round plans on: ``known``'s while nothing it was read from has changed, else a fresh load
+    (of a fresh listing where there is a ``known``: ``partition`` may be the listing it was loaded from; the
+    state's ``partition`` is the listing the round goes on with).
 
     Raises:
         CorruptDataError: as :func:`load_log_state`.
         FileAccessError: the directory cannot be listed.
+        KcompactError: it is no longer a partition directory.
     """
-    if known is not None and known.sole_replica == sole_replica and _unchanged(known, partition, config):
+    if known is None:
+        return load_log_state(partition, config, sole_replica=sole_replica)
+    if known.sole_replica == sole_replica and _unchanged(known, partition, config):
         return known.state
-    return load_log_state(partition, config, sole_replica=sole_replica)
+    return load_log_state(open_partition(partition.path), config, sole_replica=sole_replica)
 
 
 def _unchanged(known: KnownState, partition: Partition, config: TopicConfig) -> bool:

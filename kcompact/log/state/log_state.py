@@ -51,7 +51,7 @@ from kcompact.records.scan.legacy_rows import (
     legacy_entries,
 )
 from kcompact.segment.files import file_access
-from kcompact.segment.fixed_index import ends_in_zero_slots
+from kcompact.segment.fixed_index import read_last_slot, slot_ends_in_zeros
 from kcompact.segment.index_builder import IndexBuilder
 from kcompact.segment.log_file import LogFile
 from kcompact.segment.log_reads import LogReads, open_log
@@ -59,7 +59,7 @@ from kcompact.segment.names import parse_segment_file_name
 from kcompact.segment.offset_index import OFFSET_INDEX_ENTRY_SIZE
 from kcompact.segment.partition import Partition, SegmentFiles
 from kcompact.segment.snapshot import ProducerSnapshotEntry, read_producer_snapshot
-from kcompact.segment.time_index import TIME_INDEX_ENTRY_SIZE, read_time_index_tail
+from kcompact.segment.time_index import TIME_INDEX_ENTRY, TIME_INDEX_ENTRY_SIZE, read_time_index_tail
 from kcompact.segment.txn_index import AbortedTxn, read_txn_index
 from kcompact.value import frozen, mutable
 
@@ -296,7 +296,8 @@ def _load_segment(
     replay_from: int = 0,
     reads: LogReads | None = None,
 ) -> SegmentState:
-    needs_recovery = seg.index_path is None or _preallocated(seg)
+    time_tail, offset_tail = _index_tails(seg)
+    needs_recovery = seg.index_path is None or _preallocated(time_tail, offset_tail)
     # Only a segment Kafka would recover needs its indexes derived (what recovery would rebuild).
     builder = IndexBuilder(seg.base_offset, interval) if needs_recovery else None
     first_ts, count, next_offset = -1, 0, seg.base_offset
@@ -343,8 +344,9 @@ def _load_segment(
         largest = times[-1].timestamp if times else -1
         index_bytes, time_bytes = len(offsets) * 8, len(times) * TIME_INDEX_ENTRY_SIZE
     else:
-        largest, time_bytes = _time_index_tail(seg)
-        index_bytes = _size_in_bytes(seg.index_path) if seg.index_path else 0
+        largest, time_bytes = _time_index_tail(seg, time_tail)
+        index_bytes = (0 if seg.index_path is None else offset_tail[0] if offset_tail is not None
+                       else _size_in_bytes(seg.index_path))
     return SegmentState(
         files=seg,
         next_offset=next_offset,
@@ -439,21 +441,34 @@ def _size_in_bytes(path: Path) -> int:
         return path.stat().st_size
 
 
-def _preallocated(seg: SegmentFiles) -> bool:
-    """Whether the segment's indexes end in zero slots: preallocated by a broker that did not shut down cleanly
-    and never trimmed. Its time index's last slot would give it a largest timestamp of 0 — every retention.ms
-    and min.compaction.lag.ms passed — where the broker, recovering the segment as it starts
-    (``LogLoader.recoverLog``, ``segment.startup_recovery``), rebuilds the indexes from the log: so are they
-    derived here."""
-    return any(path is not None and ends_in_zero_slots(path, size) for path, size in (
-        (seg.time_index_path, TIME_INDEX_ENTRY_SIZE), (seg.index_path, OFFSET_INDEX_ENTRY_SIZE)))
+def _index_tails(seg: SegmentFiles) -> tuple[tuple[int, bytes] | None, tuple[int, bytes] | None]:
+    """The time index's and the offset index's :func:`read_last_slot` (None: missing or unreadable), each
+    file opened once for both what :func:`_preallocated` and the segment's sizes and largest timestamp read."""
+    time_path, offset_path = seg.time_index_path, seg.index_path
+    return (None if time_path is None else read_last_slot(time_path, TIME_INDEX_ENTRY_SIZE),
+            None if offset_path is None else read_last_slot(offset_path, OFFSET_INDEX_ENTRY_SIZE))
 
 
-def _time_index_tail(seg: SegmentFiles) -> tuple[int, int]:
-    """(last time-index timestamp or -1, file size); a missing .timeindex is created empty by Kafka."""
+def _preallocated(time_tail: tuple[int, bytes] | None, offset_tail: tuple[int, bytes] | None) -> bool:
+    """Whether the segment's indexes (their :func:`_index_tails`) end in zero slots: preallocated by a broker
+    that did not shut down cleanly and never trimmed. Its time index's last slot would give it a largest
+    timestamp of 0 — every retention.ms and min.compaction.lag.ms passed — where the broker, recovering the
+    segment as it starts (``LogLoader.recoverLog``, ``segment.startup_recovery``), rebuilds the indexes from
+    the log: so are they derived here."""
+    return ((time_tail is not None and slot_ends_in_zeros(time_tail, TIME_INDEX_ENTRY_SIZE))
+            or (offset_tail is not None and slot_ends_in_zeros(offset_tail, OFFSET_INDEX_ENTRY_SIZE)))
+
+
+def _time_index_tail(seg: SegmentFiles, tail: tuple[int, bytes] | None) -> tuple[int, int]:
+    """(last time-index timestamp or -1, file size) from its :func:`_index_tails` read (a file that read
+    failed is read again, for the error that names it); a missing .timeindex is created empty by Kafka."""
     if seg.time_index_path is None:
         return -1, 0
-    return read_time_index_tail(seg.time_index_path)
+    if tail is None:
+        return read_time_index_tail(seg.time_index_path)
+    size, last = tail
+    timestamp: int = TIME_INDEX_ENTRY.unpack(last)[0] if last else -1
+    return timestamp, size
 
 
 def read_control(batch: AnyBatch, path: str | Path) -> tuple[int | None, int | None]:

@@ -18,11 +18,14 @@ from kcompact.cleaner.logdir.run import clean_path
 from kcompact.cleaner.round.options import CleanOptions
 from kcompact.config.topic_config import defaults_with_overrides
 from kcompact.log.state.known_state import known_state, state_for_round
+from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.control import ControlRecordType
+from kcompact.records.record import Record
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.partition import open_partition
 from tests.builders import BASE_TS, PartitionBuilder, read_all_records
 from tests.encoders import encode_control_batch
+from tests.segment_writer import write_segment
 
 NOW = BASE_TS + 1_000_000
 COMPACT = {"cleanup.policy": "compact"}
@@ -157,3 +160,27 @@ def test_a_log_dir_clean_keeps_records_committed_after_its_ranking(
     assert [r.end_offset for r in run.results] == [6] and not run.failures
     assert {key: value for _, key, value in read_all_records(part)} == {
         b"k1": b"c", b"k2": b"b", b"t1": b"committed?", b"t2": b"committed?", b"x": b"1"}
+
+
+def test_a_log_dir_clean_lists_afresh_a_partition_that_rolled_after_its_ranking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The round starts from the ranking's listing of the partition directory; a segment rolled in between
+    (a new ``.log`` and its indexes) makes it list again: the old active segment is cleaned, the new one kept."""
+    log_dir = make_log_dir(tmp_path / "logs", partitions=1)
+    part = log_dir / "orders-0"
+    round_of = run_module._round_of
+
+    def rolled_after_the_ranking(options: CleanOptions, task: run_module.PartitionTask, progress: Any) -> Any:
+        assert task.known is not None and len(task.known.state.partition.segments) == 4
+        record = Record(37, BASE_TS + 99, b"k0", b"after the ranking")
+        write_segment(part, 37, [encode_batch([record], base_offset=37)])
+        write_offset_checkpoint(log_dir / "replication-offset-checkpoint", {("orders", 0): 38})
+        return round_of(options, task, progress)
+
+    monkeypatch.setattr(run_module, "_round_of", rolled_after_the_ranking)
+    run = clean_path(log_dir, cli_overrides=COMPACT, options=CleanOptions(now_ms=NOW), jobs=1)
+
+    assert [r.end_offset for r in run.results] == [37] and not run.failures
+    assert sorted(p.name for p in part.glob("*.log"))[-1] == f"{37:020d}.log"
+    assert {key: value for _, key, value in read_all_records(part)}[b"k0"] == b"after the ranking"
