@@ -12,6 +12,10 @@ file again, as without it, so a partition of many segments costs no more memory 
 What a check sees is the same either way: the same bytes, the same batches, and the same error at the
 same position for a segment that does not parse (a walk that fails is not remembered; the next one walks
 the same bytes again and fails the same way).
+
+A caller whose checks walk each file only once (a log dir's ranking: the keyless sample counts in C, then the
+state walks) says ``replay_walks=False``: the file is still read once, and the state's walk takes the C path
+(``log_state._data_only``) instead of a Python walk kept for checks that never come.
 """
 
 from __future__ import annotations
@@ -50,11 +54,14 @@ class LogReads:
 
     Args:
         budget: the most bytes of file data kept at once.
+        replay_walks: keep each file's first whole batch walk for the checks after it (they walk it again);
+            False where each file is walked once: the walks are not kept, and a state's walk may take C's path.
     """
 
-    def __init__(self, budget: int = KEEP_BUDGET) -> None:
+    def __init__(self, budget: int = KEEP_BUDGET, *, replay_walks: bool = True) -> None:
         self._budget = budget
         self._kept: dict[str, _KeptLog] = {}
+        self.replays_walks = replay_walks
 
     def __enter__(self) -> Self:
         return self
@@ -79,7 +86,7 @@ class LogReads:
             return kept
         if not self._fits(segment.size_in_bytes):
             return segment.open()
-        kept = _KeptLog(segment.log_path)
+        kept = _KeptLog(segment.log_path, self.replays_walks)
         if not self._fits(kept.size_in_bytes):  # it grew since it was listed: mapped, or past the budget
             return kept.detached()
         self._budget -= kept.size_in_bytes
@@ -104,10 +111,11 @@ def open_log(segment: SegmentLog, reads: LogReads | None) -> LogFile:
 class _KeptLog(LogFile):
     """A :class:`LogFile` that stays open when a check closes it, and replays its first whole walk."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], replays: bool = True) -> None:
         super().__init__(path)
         self._walked: list[AnyBatch] | None = None
         self._detached = False
+        self._replays = replays
 
     def detached(self) -> Self:
         """This file, closed by the first check that closes it (not kept)."""
@@ -123,7 +131,7 @@ class _KeptLog(LogFile):
         LogFile.close(self)
 
     def iter_batches(self, start: int = 0, end: int | None = None) -> Iterator[AnyBatch]:
-        if start != 0 or end is not None or self._detached:
+        if start != 0 or end is not None or self._detached or not self._replays:
             yield from super().iter_batches(start, end)
             return
         if self._walked is not None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,3 +105,43 @@ def test_kept_files_hold_no_descriptor(tmp_path: Path) -> None:
         for seg in _segments(part):
             _walk(reads, seg)
         assert len(os.listdir("/proc/self/fd")) == before  # a partition of thousands of segments: no EMFILE
+
+
+def test_without_replays_a_file_is_still_read_once_and_its_walks_are_not_kept(
+    tmp_path: Path, log_opens: Counter[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``replay_walks=False`` (a ranking: each check walks a file once): one read, no walk kept, and a state loaded
+    through it (by its C walk) is the state loaded through a replaying LogReads (a Python walk) and alone."""
+    import kcompact.log.state.log_state as log_state_module
+    from kcompact.config.topic_config import TopicConfig
+    from kcompact.log.state.log_state import load_log_state
+
+    part = tmp_path / "t-0"
+    part.mkdir()
+    _write(part, 0, 6)
+    _write(part, 6, 3)
+    for base in (0, 6):  # with indexes (empty: no batch reached the interval), no segment needs recovering
+        for kind in ("index", "timeindex"):
+            (part / f"{base:020d}.{kind}").write_bytes(b"")
+    partition = open_partition(part)
+    config = TopicConfig.defaults()
+    alone = load_log_state(partition, config)
+    quick_walks = Counter[str]()
+    data_only = log_state_module._data_only
+    monkeypatch.setattr(log_state_module, "_data_only",
+                        lambda log, *a: quick_walks.update([log.path.name]) or data_only(log, *a))
+    with LogReads(replay_walks=False) as reads:
+        once = load_log_state(partition, config, reads)
+        walked = [_walk(reads, seg) for seg in partition.segments]
+        assert all(log._walked is None for log in reads._kept.values())
+    assert quick_walks == {seg.log_path.name: 1 for seg in partition.segments}
+    with LogReads() as reads:
+        replayed = load_log_state(partition, config, reads)
+    assert quick_walks == {seg.log_path.name: 1 for seg in partition.segments}  # a replaying read walks in Python
+    def comparable(state: Any) -> Any:  # the producer replay compares by identity
+        return replace(state, producers=None)
+
+    assert comparable(once) == comparable(alone) == comparable(replayed)
+    assert once.producers.producers() == alone.producers.producers()
+    assert [len(w) for w in walked] == [6, 3]
+    assert log_opens == {seg.log_path.name: 3 for seg in partition.segments}  # alone, then once for each LogReads

@@ -302,15 +302,15 @@ def _load_segment(
     builder = IndexBuilder(seg.base_offset, interval) if needs_recovery else None
     first_ts, count, next_offset = -1, 0, seg.base_offset
     events: list[tuple[int, int, int]] = []
+    # a shared read that replays walks (``LogReads.replays_walks``) keeps this Python walk for the checks after it
+    kept_walk = reads is not None and reads.replays_walks
     with open_log(seg, reads) as log:
-        # a shared read (``reads``) replays its Python walk for the checks after this one
-        quick = None if needs_recovery or reads is not None else _data_only(
-            log, replay, replay_from, seg.base_offset)
+        quick = None if needs_recovery or kept_walk else _data_only(log, replay, replay_from, seg.base_offset)
         if quick is not None:
             first_ts, count, next_offset = quick
         batches = log.iter_batches() if quick is None else iter(())
         while (batch := next(batches, None)) is not None:
-            if batch.magic < 2 and reads is None and (
+            if batch.magic < 2 and not kept_walk and (
                     run := _legacy_run(log, batch.position, builder)) is not None:
                 reached, run_first_ts, run_count, next_offset = run
                 first_ts = run_first_ts if count == 0 else first_ts
