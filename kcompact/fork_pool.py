@@ -164,6 +164,7 @@ def run_in_pool(
     died: Callable[[ItemT, WorkerDeath], OutcomeT],
     *,
     ahead: int = 0,
+    here: Callable[[ItemT], OutcomeT] | None = None,
 ) -> list[OutcomeT]:
     """``work(item, report)`` for every item, in ``workers`` forked processes (see :func:`fork_available`).
 
@@ -178,24 +179,36 @@ def run_in_pool(
         ahead: items handed to a worker beyond the one it works on, so that it starts the next at once
             instead of waiting for this process to take its outcome and hand it another (worth it where an item
             takes a few milliseconds; at the end a worker may hold that many while another has none).
+        here: this process works too, as one of the ``workers`` (``workers - 1`` are forked): between looks at
+            the workers it takes the next item itself and calls ``here(item)`` (no progress; an outcome that
+            need not pickle), while it does not wait on a worker. Worth it where the items are many and this
+            process would otherwise wait idle on a core of its own.
 
     Returns:
         The outcomes, in the items' order.
 
     Raises:
-        Exception: whatever a ``work`` call raised (a bug), once the items under way are done; items not
-            yet started are not started.
+        Exception: whatever a ``work`` or ``here`` call raised (a bug), once the items under way in the workers
+            are done; items not yet started are not started.
     """
     import multiprocessing
 
     context = multiprocessing.get_context("fork")
     run: _PoolRun = _PoolRun(deque(range(len(items))), (items, work, progress is not None),
                              lambda index, death: died(items[index], death), depth=ahead + 1)
+    forks = workers if here is None else workers - 1
     try:
         while run.to_do or run.workers:
-            while run.to_do and len(run.workers) < workers and run.error is None:
+            while run.to_do and len(run.workers) < forks and run.error is None:
                 run.start(context)
-            run.serve(progress)
+            if here is not None and run.to_do and run.error is None:
+                if run.workers:
+                    run.serve(progress, timeout=0)  # take what is done, hand out more, wait for nothing
+                if run.to_do and run.error is None:
+                    index = run.to_do.popleft()
+                    run.outcomes[index] = here(items[index])
+            else:
+                run.serve(progress)
             if run.error is not None:
                 run.to_do.clear()
     finally:
@@ -309,13 +322,14 @@ class _PoolRun:
         while self.to_do and self._room() and len([w for w in self.workers if not w.stopping]) < workers:
             self.start(context)
 
-    def serve(self, progress: ProgressCallback | None) -> None:
-        """Wait for a message or an exit, and act on it: relay progress, keep an outcome, replace a death."""
+    def serve(self, progress: ProgressCallback | None, timeout: float | None = None) -> None:
+        """Wait for a message or an exit (at most ``timeout`` seconds; None: until one comes), and act on it:
+        relay progress, keep an outcome, replace a death."""
         from multiprocessing.connection import wait
 
         waitables: list[Any] = [w.conn for w in self.workers if not w.at_eof]
         waitables += [w.process.sentinel for w in self.workers]
-        ready = set(wait(waitables))
+        ready = set(wait(waitables, timeout))
         for worker in list(self.workers):
             if worker.conn in ready or worker.process.sentinel in ready:
                 self._read(worker, progress)

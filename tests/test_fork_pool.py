@@ -144,3 +144,35 @@ def test_a_stream_closed_early_ends_its_busy_workers_at_once() -> None:
     stream.close()
     assert multiprocessing.active_children() == []
     assert time.monotonic() - begun < 30
+
+
+def pid_of(item: int, report: object) -> tuple[int, int]:
+    return item, os.getpid()
+
+
+def test_with_here_this_process_takes_items_beside_the_workers() -> None:
+    """``here``: ``workers - 1`` forks, and this process takes the next item whenever it does not wait on one;
+    the outcomes are in the items' order whoever made them."""
+    parent = os.getpid()
+    outcomes = run_in_pool(list(range(40)), pid_of, 2, None, lambda i, d: (-1, -1),
+                           here=lambda item: (item, parent))
+    assert [item for item, _ in outcomes] == list(range(40))
+    makers = {pid for _, pid in outcomes}
+    assert parent in makers and len(makers) == 2  # this process and one worker
+
+
+def test_with_here_a_dead_worker_still_costs_only_its_item() -> None:
+    parent = os.getpid()
+    outcomes = run_in_pool(list(range(8)), square_or_die, 2, None, lambda i, d: -1, ahead=3,
+                           here=lambda item: square_or_die(item, None) if item not in (3, 5) else -1)
+    assert outcomes == [0, 1, 4, -1, 16, -1, 36, 49]
+    assert os.getpid() == parent
+
+
+def test_with_here_an_error_here_ends_the_workers_and_is_raised() -> None:
+    def here(item: int) -> int:
+        raise ZeroDivisionError("a bug here")
+
+    with pytest.raises(ZeroDivisionError, match="a bug here"):
+        run_in_pool(list(range(20)), square_or_die, 2, None, lambda i, d: -1, here=here)
+    assert multiprocessing.active_children() == []

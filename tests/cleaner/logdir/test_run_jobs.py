@@ -337,3 +337,118 @@ def test_pool_workers_inherit_the_passes_from_the_parent(template: Path, tmp_pat
     lines = notes.read_text().split("\n")[:-1]
     assert len({line.split()[0] for line in lines}) == 2  # two workers
     assert [line.split()[1] for line in lines] == ["True"] * 5
+
+
+RANK_PARTITION = run_module.rank_partition  # as the module has it, before any test patches it
+
+
+def _ranking_in(monkeypatch: pytest.MonkeyPatch, pids: Path, kill_on: str | None = None) -> None:
+    """Make every partition's ranking note the process it ran in (one line in ``pids`` each), and the one
+    named ``kill_on`` kill that process (SIGKILL) when it is a worker; pools fork after this, so their workers
+    inherit the patch."""
+    import os
+    import signal
+
+    def rank_partition(part_dir: Path, *args: Any) -> Any:
+        if part_dir.name == kill_on and os.getpid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+        with pids.open("a") as out:
+            out.write(f"{os.getpid()}\n")
+        return RANK_PARTITION(part_dir, *args)
+
+    parent = os.getpid()
+    monkeypatch.setattr(run_module, "rank_partition", rank_partition)
+
+
+@pytest.mark.skipif(not fork_available(), reason="needs fork")
+def test_a_ranking_in_workers_gives_the_serial_run(
+    template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From RANK_POOL_MIN_PARTITIONS candidates on (lowered here to the template's five), the ranking runs in
+    a worker and in this process, and the run is the serial one: the same order, failures, notes and bytes."""
+    import os
+
+    monkeypatch.setattr(run_module, "RANK_POOL_MIN_PARTITIONS", 5)
+    monkeypatch.setattr(run_module, "RANK_AHEAD", 0)  # the worker holds one at a time: this process takes some
+    serial_dir, pooled_dir = copy_of(template, tmp_path / "serial"), copy_of(template, tmp_path / "pool")
+    serial_pids, pooled_pids = tmp_path / "serial.pids", tmp_path / "pooled.pids"
+    _ranking_in(monkeypatch, serial_pids)
+    serial = clean(serial_dir, 1)
+    _ranking_in(monkeypatch, pooled_pids)
+    pooled = clean(pooled_dir, 2)
+    assert comparable(pooled, pooled_dir.parent) == comparable(serial, serial_dir.parent)
+    assert digest(pooled_dir) == digest(serial_dir)
+    assert [r.partition_dir for r in pooled.results] == [r.partition_dir.replace("/serial/", "/pool/")
+                                                          for r in serial.results]
+    assert serial_pids.read_text().split() == [str(os.getpid())] * 5
+    ranked_in = pooled_pids.read_text().split()
+    assert len(ranked_in) == 5 and len(set(ranked_in)) == 2 and str(os.getpid()) in ranked_in  # here and a worker
+    # below the threshold, or with --jobs 1, the ranking stays in this process
+    monkeypatch.setattr(run_module, "RANK_POOL_MIN_PARTITIONS", 6)
+    few_pids = tmp_path / "few.pids"
+    _ranking_in(monkeypatch, few_pids)
+    clean(copy_of(template, tmp_path / "few"), 2)
+    assert few_pids.read_text().split() == [str(os.getpid())] * 5
+
+
+@pytest.mark.skipif(not fork_available(), reason="needs fork")
+def test_a_rank_from_a_worker_comes_without_its_loaded_state(
+    template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rank's state stays in the worker (taking it back costs the parent what the round's loading it again
+    costs); ranked here, the task keeps it for the round. The order is the same either way."""
+    import os
+
+    from kcompact.cleaner.logdir.run import cleaner_order
+    from kcompact.config.sources import ConfigSources
+
+    monkeypatch.setattr(run_module, "RANK_POOL_MIN_PARTITIONS", 5)
+    monkeypatch.setattr(run_module, "RANK_AHEAD", 0)
+    log_dir = copy_of(template, tmp_path / "order")
+    sources = ConfigSources(COMPACT, named_alone=False)
+    here = cleaner_order(log_dir, sources, CleanOptions(now_ms=NOW), jobs=1)
+    pids = tmp_path / "pids"
+    _ranking_in(monkeypatch, pids)
+    pooled = cleaner_order(log_dir, sources, CleanOptions(now_ms=NOW), jobs=2)
+    assert [t.part_dir for t in pooled.tasks] == [t.part_dir for t in here.tasks] and len(here.tasks) == 5
+    assert all(t.known is not None for t in here.tasks)
+    with_state = [t for t in pooled.tasks if t.known is not None]
+    assert 0 < len(with_state) < 5 and len(with_state) == pids.read_text().split().count(str(os.getpid()))
+    def state(task: Any) -> Any:  # the producer replay compares by identity
+        return replace(task.known.state, producers=None)
+
+    assert [state(t) for t in with_state] == [state(t) for t in here.tasks if t.part_dir in
+                                              {w.part_dir for w in with_state}]
+    assert [replace(t, known=None) for t in pooled.tasks] == [replace(t, known=None) for t in here.tasks]
+    assert pooled.failures == here.failures == [] and pooled.notes == here.notes
+
+
+@pytest.mark.skipif(not fork_available(), reason="needs fork")
+def test_a_ranking_worker_that_dies_fails_its_partition_alone(
+    template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run_module, "RANK_POOL_MIN_PARTITIONS", 5)
+    log_dir = copy_of(template, tmp_path / "pool")
+    before = digest(log_dir / "orders-2")
+    _ranking_in(monkeypatch, tmp_path / "pids", kill_on="orders-2")
+    run = clean(log_dir, 2)
+    failures = {Path(f.partition_dir).name: f.error for f in run.failures}
+    assert failures.keys() == {"orders-2", CORRUPT}
+    assert failures["orders-2"] == (f"{log_dir / 'orders-2'}: the worker process ranking it was killed by signal 9 "
+                                    "(SIGKILL); nothing was changed (ranking only reads): clean it again")
+    assert digest(log_dir / "orders-2") == before
+    assert sorted(Path(r.partition_dir).name for r in run.results) == ["events-0", "events-1", "orders-0"]
+    assert all(r.stats.superseded_removed > 0 for r in run.results)
+
+
+def test_rank_workers_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kcompact.fork_pool as pool_module
+
+    monkeypatch.setattr(pool_module, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(pool_module, "fork_available", lambda: True)
+    assert run_module.RANK_POOL_MIN_PARTITIONS == 64
+    assert run_module._rank_workers(None, 63) == 1
+    assert run_module._rank_workers(None, 64) == 4
+    assert run_module._rank_workers(2, 5000) == 2
+    assert run_module._rank_workers(1, 5000) == 1
+    assert run_module._rank_workers(100_000, 5000) == 4
