@@ -6,7 +6,8 @@ how many: ``jobs`` when given (at most one per partition and per usable core), e
 partition) once the log dir holds enough work (:data:`POOL_MIN_WORK_BYTES`), and one below that (a pool costs a fork per
 worker and a pickled result per partition).
 
-:func:`run_in_pool` runs one call per item in forked workers. The items and the call reach the
+:func:`run_in_pool` runs one call per item in forked workers (with ``here``, this process takes items beside
+them: a log dir's ranking). The items and the call reach the
 workers through fork (nothing but an index is pickled on the way in); each outcome comes back pickled,
 and the parent collects outcomes in the items' order and relays the workers' progress in this process,
 so a pooled run reports as a serial one does, except for timings. Where :func:`fork_available` says
