@@ -30,7 +30,6 @@ file to that order so that it is byte-identical to the serial run's (see ``clean
 
 from __future__ import annotations
 
-import dataclasses
 import pickle
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import field
@@ -265,11 +264,9 @@ def probe_partition(sources: ConfigSources, options: CleanOptions, map_budget_by
     except OtherHostError as err:
         return Probed(PartitionRank(part_dir, failure=PlannedFailure(part_dir, str(err))))
     if in_log_dir:
-        rank = rank_partition(Path(part_dir), sources, options)
-        if rank.task is not None and rank.task.known is not None:
-            # the loaded state (every batch header) stays here: rows to the driver are small, and the
-            # clean task, maybe on another executor, loads it again under the partition's lock
-            rank = dataclasses.replace(rank, task=dataclasses.replace(rank.task, known=None))
+        # the loaded state (every batch header) stays here: rows to the driver are small, and the
+        # clean task, maybe on another executor, loads it again under the partition's lock
+        rank = rank_partition(Path(part_dir), sources, options).without_state()
     else:
         notes: list[str] = []
         try:

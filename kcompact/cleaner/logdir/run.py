@@ -466,6 +466,13 @@ class PartitionRank:
     skip: PartitionSkip | None = None
     failure: PartitionFailure | None = None
 
+    def without_state(self) -> PartitionRank:
+        """This rank with its task's loaded state dropped (``PartitionTask.known``), to be sent from where it was
+        made (a ranking worker, a Spark task): small to send, and the round loads the state again under its lock."""
+        if self.task is None or self.task.known is None:
+            return self
+        return replace(self, task=replace(self.task, known=None))
+
 
 def cleaner_order(
     log_dir: Path, sources: ConfigSources, options: CleanOptions, *, only_eligible: bool = False,
@@ -536,12 +543,8 @@ def _rank_workers(jobs: int | None, candidates: int) -> int:
 
 def _rank_to_send(sources: ConfigSources, options: CleanOptions, part_dir: Path,
                   _report: ProgressCallback | None) -> PartitionRank:
-    """:func:`rank_partition` in a ranking worker, its task without the loaded state (``PartitionTask.known``):
-    the rank goes back pickled, and the round loads the state again under the partition's lock."""
-    rank = rank_partition(part_dir, sources, options)
-    if rank.task is not None and rank.task.known is not None:
-        rank = replace(rank, task=replace(rank.task, known=None))
-    return rank
+    """:func:`rank_partition` in a ranking worker, without its loaded state (:meth:`PartitionRank.without_state`)."""
+    return rank_partition(part_dir, sources, options).without_state()
 
 
 def _rank_died(part_dir: Path, death: WorkerDeath) -> PartitionRank:
