@@ -7,11 +7,14 @@ groups ``scratch`` copies in). Others change segments too: ``roll`` creates one,
 
 1. ``<base>.log.cleaned`` (+ ``.index.cleaned``, ``.timeindex.cleaned``, ``.txnindex.cleaned`` when it has
    entries) are written, trimmed, fsynced, and given the mtime and the owner/mode of the files they replace.
-2. Each new file is renamed ``.cleaned`` → ``.swap`` (log first, as Kafka's ``changeFileSuffixes``); the
-   directory is fsynced.
+2. Each new file is renamed ``.cleaned`` → ``.swap`` (log first, as Kafka's ``changeFileSuffixes``).
 3. Every replaced segment's files are renamed to ``….deleted``, with the ``<base>.snapshot`` of each base
-   offset that disappears; the directory is fsynced.
-4. Each ``.swap`` is renamed to its final name; the directory is fsynced.
+   offset that disappears.
+4. Each ``.swap`` is renamed to its final name; the directory is fsynced, once for the whole swap, as Kafka's
+   ``LocalLog.replaceSegments`` ends with ``Utils.flushDir``. Steps 2-4 are renames in one directory, which a
+   journaling file system (ext4, XFS: what a broker's log dirs are on) commits in the order they were made, so a
+   power loss before this fsync leaves a prefix of them, which recovery finishes or rolls back as it does after a
+   kill; the fsync makes the swap durable before anything (the cleaner checkpoint) may count on it.
 5. The ``.deleted`` files are removed (a broker does it 60 s later; offline there is no reason to wait).
 
 Recovery (:func:`recover_interrupted_swaps`) carries out ``segment.swap_completion``'s plan, Kafka's loader, passes
@@ -261,7 +264,6 @@ def _replace_segments(
         _rename(new.files[kind], _with_suffix(directory, new.base_offset, kind, "swap"))
         if i == 0:
             crash_point("swap-partial", hook)
-    fsync_dir(directory)
     crash_point("swap-complete", hook)
     deleted: list[Path] = []
     present = set(os.listdir(directory))  # one listing, not a stat of each name: the partition is locked
@@ -270,14 +272,13 @@ def _replace_segments(
         deleted += _mark_deleted(directory, seg.base_offset, present, keep_snapshot=keep_snapshot)
         if i == 0:
             crash_point("deleted-partial", hook)
-    fsync_dir(directory)
     crash_point("deleted-complete", hook)
     for i, kind in enumerate(k for k in INDEX_KINDS if k in new.files):
         final = directory / segment_file_name(new.base_offset, kind)
         _rename(_with_suffix(directory, new.base_offset, kind, "swap"), final)
         if i == 0:
             crash_point("final-partial", hook)
-    fsync_dir(directory)
+    fsync_dir(directory)  # the one flush of the swap (module docstring, step 4)
     crash_point("final-complete", hook)
     for path in deleted:
         path.unlink(missing_ok=True)

@@ -30,6 +30,7 @@ from kcompact.errors import CleanerStateError, KcompactError
 from kcompact.records.batch import iter_batches
 from kcompact.records.batch_encoding import encode_batch
 from kcompact.records.record import Record as KRecord
+from kcompact.segment.files import fsync_dir
 from kcompact.segment.names import segment_file_name
 from tests.builders import BASE_TS, read_all_records
 from tests.cleaner.disk.test_crash_recovery import (
@@ -434,6 +435,41 @@ def test_crash_before_every_rename_of_a_clean_recovers_as_kafka_does(
     # each group rolls back until its last file went .swap, and completes from then on
     assert outcomes == sorted(outcomes) and outcomes[0] == 0 and outcomes[-1] == len(swap_layout.groups)
     assert k > 3 * len(swap_layout.groups)
+
+
+def test_a_swap_flushes_its_directory_once_after_its_last_rename(
+    tmp_path: Path, swap_layout: Layout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's ``LocalLog.replaceSegments`` renames ``.cleaned`` -> ``.swap``, the old files -> ``.deleted``, ``.swap``
+    -> final, then flushes the directory once: a journaling file system commits the renames in order, so a power
+    loss before that flush leaves a prefix of them, which the test above recovers from for every prefix."""
+    part = build_partition(tmp_path / "logdir")
+    events: list[str] = []
+    rename = swap._rename
+
+    def recorded_rename(src: Path, dst: Path) -> None:
+        events.append(f"rename {src.name} {dst.name}")
+        rename(src, dst)
+
+    def recorded_flush(directory: str | os.PathLike[str]) -> None:
+        events.append(f"flush {Path(directory).name}")
+        fsync_dir(directory)
+
+    monkeypatch.setattr(swap, "_rename", recorded_rename)
+    monkeypatch.setattr(swap, "fsync_dir", recorded_flush)
+    clean_partition(part, topic_config(), CleanOptions(now_ms=NOW))
+    flushes = [i for i, event in enumerate(events) if event == f"flush {part.name}"]
+    assert len(flushes) == len(swap_layout.groups) > 1
+    start = 0
+    for flush_at in flushes:
+        renames = [event.split()[1:] for event in events[start:flush_at]]
+        stages = [CLEANED if src.endswith(CLEANED) else SWAP if src.endswith(SWAP) else DELETED
+                  for src, _dst in renames]
+        assert stages == sorted(stages, key=[CLEANED, DELETED, SWAP].index)  # the protocol's order
+        assert stages[0] == CLEANED and stages[-1] == SWAP  # the flush comes after the group's last rename
+        marked = [dst for (_src, dst), stage in zip(renames, stages, strict=True) if stage == DELETED]
+        assert marked and all(dst.endswith(DELETED) for dst in marked)
+        start = flush_at + 1
 
 
 # --- the .cleaned segment writer ---------------------------------------------------------------------

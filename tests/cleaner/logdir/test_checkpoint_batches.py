@@ -124,9 +124,10 @@ def test_checkpoint_cost_per_partition_does_not_grow_with_partitions(
     # (the file is re-read only when another process rewrote it), not by the log dir's partitions
     assert many["written lines"] <= 3 and many["parsed lines"] <= 1
     assert few["written lines"] <= 1 and few["parsed lines"] <= 1
-    # per partition: the three .cleaned files and the swap's three directory syncs; per batch two more
-    assert many["fsyncs"] <= few["fsyncs"] <= 6 + 2
-    assert many["fsyncs"] <= 6 + 2 * 4 / (4 * CHECKPOINT_BATCH_PARTITIONS) + 0.01
+    # per partition: the three .cleaned files and the swap's one directory sync (Kafka's: LocalLog.replaceSegments
+    # flushes the directory once, after its last rename); per batch two more
+    assert many["fsyncs"] <= few["fsyncs"] <= 4 + 2
+    assert many["fsyncs"] <= 4 + 2 * 4 / (4 * CHECKPOINT_BATCH_PARTITIONS) + 0.01
     # a partition of four segments: listed twice (ranked, its commit: its round goes on with the ranking's
     # listing while the state's look finds nothing changed; three before), each listing a stat of each .log;
     # the rest a few stats a file where no listing tells (120 a partition before they were cut, 60 before the
