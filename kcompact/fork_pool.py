@@ -166,6 +166,7 @@ def run_in_pool(
     *,
     ahead: int = 0,
     here: Callable[[ItemT], OutcomeT] | None = None,
+    taken: Callable[[OutcomeT], None] | None = None,
 ) -> list[OutcomeT]:
     """``work(item, report)`` for every item, in ``workers`` forked processes (see :func:`fork_available`).
 
@@ -184,6 +185,9 @@ def run_in_pool(
             the workers it takes the next item itself and calls ``here(item)`` (no progress; an outcome that
             need not pickle), while it does not wait on a worker. Worth it where the items are many and this
             process would otherwise wait idle on a core of its own.
+        taken: called in this process with each outcome a worker gives, as it comes (once the worker has its next
+            items): what this process does with it meanwhile, while the workers go on. Not called for the
+            outcomes of ``here`` and ``died``.
 
     Returns:
         The outcomes, in the items' order.
@@ -196,7 +200,7 @@ def run_in_pool(
 
     context = multiprocessing.get_context("fork")
     run: _PoolRun = _PoolRun(deque(range(len(items))), (items, work, progress is not None),
-                             lambda index, death: died(items[index], death), depth=ahead + 1)
+                             lambda index, death: died(items[index], death), depth=ahead + 1, taken=taken)
     forks = workers if here is None else workers - 1
     try:
         while run.to_do or run.workers:
@@ -300,6 +304,7 @@ class _PoolRun:
     depth: int = 1  # items handed to a worker at once
     limit: int | None = None  # items handed out and not yet taken (a stream's bound)
     in_order: bool = False
+    taken: Callable[[Any], None] | None = None  # run_in_pool's: each outcome a worker gives, as it comes
     workers: list[_Worker] = field(default_factory=list)
     outcomes: dict[int, Any] = field(default_factory=dict)
     failures: dict[int, BaseException] = field(default_factory=dict)
@@ -370,6 +375,8 @@ class _PoolRun:
                 self.outcomes[message[1]] = message[2]
                 if not self.in_order:
                     self._hand_next(worker)
+                if self.taken is not None:
+                    self.taken(message[2])
             else:  # "error": raised by ``work`` (a bug, or in order its item's error); the worker ends
                 error: BaseException = message[2]
                 error.__cause__ = _RemoteTraceback(message[3])

@@ -176,3 +176,28 @@ def test_with_here_an_error_here_ends_the_workers_and_is_raised() -> None:
     with pytest.raises(ZeroDivisionError, match="a bug here"):
         run_in_pool(list(range(20)), square_or_die, 2, None, lambda i, d: -1, here=here)
     assert multiprocessing.active_children() == []
+
+
+
+def pid_or_die(item: int, report: object) -> tuple[int, int]:
+    if item == 3:
+        os._exit(7)
+    return item, os.getpid()
+
+
+def test_taken_sees_each_outcome_a_worker_gave_once_in_this_process() -> None:
+    """``taken``: called in this process, once for each outcome a worker gave; not for the outcomes ``here``
+    made, nor for a dead worker's (``died``'s)."""
+    parent = os.getpid()
+    taken: list[tuple[tuple[int, int], int]] = []  # the outcome, the process that took it
+    outcomes = run_in_pool(list(range(30)), pid_or_die, 2, None, lambda item, death: (item, -1), ahead=1,
+                           here=lambda item: (item, parent),
+                           taken=lambda one: taken.append((one, os.getpid())))
+    assert [item for item, _pid in outcomes] == list(range(30))
+    from_workers = [one for one in outcomes if one[1] not in (parent, -1)]
+    assert from_workers and sorted(one for one, _pid in taken) == from_workers
+    assert {pid for _one, pid in taken} == {parent}
+    taken.clear()
+    outcomes = run_in_pool(list(range(8)), pid_or_die, 2, None, lambda item, death: (item, -1), ahead=1,
+                           taken=lambda one: taken.append((one, os.getpid())))
+    assert outcomes[3] == (3, -1) and sorted(one for one, _pid in taken) == outcomes[:3] + outcomes[4:]

@@ -42,12 +42,12 @@ One round:
 7. **Swap** (``disk/swap.py``), per group, Kafka's ``replaceSegments`` protocol: write and fsync the ``.cleaned``
    files; rename them ``.swap``; rename the replaced segments' files (and the producer snapshots of bases that
    disappear) ``.deleted``; rename ``.swap`` to the final names; fsync the directory (once, after the last rename,
-   as Kafka does); delete the ``.deleted`` files. A crash anywhere leaves a directory that Kafka's loader — and
-   ``swap.recover_interrupted_swaps`` — completes or rolls back so that every segment group is wholly old or wholly
-   new. With ``--scratch-dir`` the outputs are written and checked in another volume's directory and each group is
-   brought in from there (``disk/scratch.py``: copied in beside its old segments and swapped as above, or on a
-   volume with no room, evacuated: its old files deleted first, under a manifest that the next ``clean
-   --scratch-dir`` settles from).
+   as Kafka does); delete the ``.deleted`` files (a log dir's pooled worker leaves that to its parent process). A
+   crash anywhere leaves a directory that Kafka's loader — and ``swap.recover_interrupted_swaps`` — completes or
+   rolls back so that every segment group is wholly old or wholly new. With ``--scratch-dir`` the outputs are
+   written and checked in another volume's directory and each group is brought in from there (``disk/scratch.py``:
+   copied in beside its old segments and swapped as above, or on a volume with no room, evacuated: its old files
+   deleted first, under a manifest that the next ``clean --scratch-dir`` settles from).
 8. **Checkpoint**. Only after every group is swapped, ``cleaner-offset-checkpoint`` is advanced to
    ``end_offset`` (atomic rewrite under kcompact's checkpoint lock, other lines untouched), so it never runs
    ahead of what was swapped. In a log dir's clean the partitions' lines are written a batch at a time

@@ -6,7 +6,9 @@ of ``disk.swap``) fixes its peak:
 1. every group's ``.cleaned`` files are written — the ``.log`` and its ``.index``/``.timeindex`` (written
    trimmed to their entries, never preallocated), a ``.txnindex`` when it keeps aborted transactions — and
    all pass the self-check *before the first swap* (a round that fails before it changes nothing);
-2. then, group by group, the swap renames (no space) and removes the group's old files right away;
+2. then, group by group, the swap renames (no space) and removes the group's old files right away (a log dir's
+   pooled worker leaves their removal to its parent process, a moment later; it pools only where the volume's
+   free space is not short, ``logdir.run``);
 3. last the cleaner checkpoint is replaced (a new file, one block, renamed over the old one).
 
 So the peak is the sum of every group's output, each file rounded up to the volume's block, while every

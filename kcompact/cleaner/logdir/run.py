@@ -46,7 +46,7 @@ from pathlib import Path
 
 from kcompact.cleaner.disk.scratch import refuse_scratch_dir
 from kcompact.cleaner.disk.space import SpaceNeed, Volume, segments_output_bound, volume_of
-from kcompact.cleaner.disk.swap import crash_point
+from kcompact.cleaner.disk.swap import crash_point, deferring_removals, remove_leftovers
 from kcompact.cleaner.logdir.compaction_gate import keyless_guard, not_compacted, retention_allowed
 from kcompact.cleaner.logdir.free_first import (
     FreedFirst,
@@ -309,7 +309,7 @@ def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, 
     workers = 1 if short else partition_workers(jobs, [task.size_in_bytes for task in tasks])
     if workers > 1:
         before = checkpoint_keys(target)
-        outcomes = _clean_pooled(target, tasks, replace(options, jobs=1), workers, progress)
+        outcomes = _clean_pooled(target, tasks, replace(options, jobs=1), workers, progress, run.notes)
         if before is not None and not options.dry_run and any(
                 getattr(outcome, "checkpoint_written", False) for outcome in outcomes):
             _settle(target, before, [task.topic_partition for task in tasks], run)
@@ -764,26 +764,35 @@ class _CheckpointBatch:
 @frozen
 class _Pooled:
     """A pooled partition's outcome and the checkpoint updates its round made (its worker writes them a batch
-    at a time; the parent writes every one once more at the end, what a worker held when it stopped with them)."""
+    at a time; the parent writes every one once more at the end, what a worker held when it stopped with them),
+    and the ``.deleted`` files its swaps left for the parent to remove (``swap.deferring_removals``)."""
 
     outcome: Outcome
     updates: dict[tuple[str, int], int]
+    leftovers: tuple[str, ...] = ()
 
 
 _WORKER_BATCHES: dict[int, _CheckpointBatch] = {}  # by process id: each forked worker its own
 
 
 def _clean_pooled(log_dir: Path, tasks: Sequence[PartitionTask], options: CleanOptions, workers: int,
-                  progress: ProgressCallback | None) -> list[Outcome]:
+                  progress: ProgressCallback | None, notes: list[str]) -> list[Outcome]:
     """A log dir's partitions in ``workers`` forked processes, their checkpoint lines written a batch at a time
-    by each worker, and all of them once more by this process at the end."""
+    by each worker, and all of them once more by this process at the end; the ``.deleted`` files each worker's
+    swaps leave removed here as its outcomes come, while it cleans its next partition (a note says which could not
+    be: the next clean or a broker removes them)."""
     path = LogDirFiles(log_dir).cleaner_checkpoint
     import_module("kcompact.cleaner.workers.parallel")  # the passes, loaded once here, not once in each worker
     # small partitions' rounds take a few milliseconds: each worker holds its next one, and does not wait for
     # this process to take the last outcome (unpickled here) and hand it another
     ahead = 1 if max(task.size_in_bytes for task in tasks) <= PARTITION_WORK_BYTES else 0
+    unremoved: list[str] = []
     pooled = run_in_pool(tasks, partial(_pooled_clean_task, options, path), workers, progress,
-                         lambda task, death: _Pooled(_clean_task_died(task, death), {}), ahead=ahead)
+                         lambda task, death: _Pooled(_clean_task_died(task, death), {}), ahead=ahead,
+                         taken=lambda one: unremoved.extend(remove_leftovers(one.leftovers)))
+    if unremoved:
+        notes.append(f"{len(unremoved)} replaced segment file(s) renamed .deleted could not be removed (the next "
+                     f"clean or a broker's start removes them): {'; '.join(unremoved[:3])}")
     updates = {key: offset for one in pooled for key, offset in one.updates.items()}
     outcomes = [one.outcome for one in pooled]
     placed = {task.topic_partition: (index, task.part_dir) for index, task in enumerate(tasks)}
@@ -794,15 +803,19 @@ def _clean_pooled(log_dir: Path, tasks: Sequence[PartitionTask], options: CleanO
 def _pooled_clean_task(options: CleanOptions, path: Path, task: PartitionTask,
                        progress: ProgressCallback | None) -> _Pooled:
     """In a worker: :func:`_clean_task`, its checkpoint update held in the worker's batch, written when due (a
-    failure there is left to the parent's final write, which reports it)."""
+    failure there is left to the parent's final write, which reports it), and the ``.deleted`` files its swaps
+    left gathered for the parent to remove."""
     batch = _WORKER_BATCHES.setdefault(os.getpid(), _CheckpointBatch(path))
-    with holding_updates(path) as held:
+    # a scratch dir's groups come in one by one, each measuring the space the one before it freed: not deferred
+    deferring: contextlib.AbstractContextManager[list[str]] = (
+        deferring_removals() if options.scratch_dir is None else contextlib.nullcontext([]))
+    with holding_updates(path) as held, deferring as leftovers:
         outcome = _clean_task(options, task, progress)
         updates = dict(held)
     if batch.add(updates, task.size_in_bytes):
         with contextlib.suppress(OSError, KcompactError):
             batch.write()
-    return _Pooled(outcome, updates)
+    return _Pooled(outcome, updates, tuple(leftovers))
 
 
 def _clean_task(

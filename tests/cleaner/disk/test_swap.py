@@ -472,6 +472,26 @@ def test_a_swap_flushes_its_directory_once_after_its_last_rename(
         start = flush_at + 1
 
 
+def test_deferred_removals_leave_the_deleted_files_for_the_caller_to_remove(tmp_path: Path) -> None:
+    part = build_partition(tmp_path / "logdir")
+    with swap.deferring_removals() as leftovers:
+        clean_partition(part, topic_config(), CleanOptions(now_ms=NOW))
+    left = sorted(path.name for path in part.iterdir() if path.name.endswith(DELETED))
+    assert left and sorted(Path(path).name for path in leftovers) == left
+    assert {Path(path).parent for path in leftovers} == {part}
+    records = read_all_records(part)
+    assert swap.remove_leftovers(leftovers) == []
+    assert swap.unsettled_files(part) == [] and read_all_records(part) == records
+    assert swap.remove_leftovers(leftovers) == []  # already gone: nothing to say
+
+
+def test_a_leftover_that_cannot_be_removed_is_said_not_raised(tmp_path: Path) -> None:
+    stuck = tmp_path / "00000000000000000000.log.deleted"
+    stuck.mkdir()  # unlink refuses a directory
+    said = swap.remove_leftovers([str(stuck)])
+    assert len(said) == 1 and said[0].startswith(f"{stuck}: ") and stuck.exists()
+
+
 # --- the .cleaned segment writer ---------------------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
+import os
 import shutil
 import struct
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 import kcompact.cleaner.logdir.run as run_module
+from kcompact.cleaner.disk.swap import remove_leftovers
 from kcompact.cleaner.logdir.run import CleanRun, clean_path
 from kcompact.cleaner.round.options import CleanOptions, CleanResult
 from kcompact.errors import ConfigError
@@ -151,6 +153,27 @@ def test_progress_comes_back_to_the_parent(template: Path, tmp_path: Path) -> No
     run = clean(log_dir, 2, progress=lambda name, done, total: seen.__setitem__(name, (done, total)))
     assert seen.keys() == {Path(r.partition_dir).name for r in run.results}  # not the corrupt one
     assert all(0 < done <= total for done, total in seen.values())
+
+
+def test_the_parent_removes_the_deleted_files_the_workers_swaps_leave(
+    template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log_dir = copy_of(template, tmp_path / "pool")
+    removed: list[tuple[int, str]] = []
+
+    def recording(paths: list[str]) -> list[str]:
+        removed.extend((os.getpid(), path) for path in paths)
+        return remove_leftovers(paths)
+
+    monkeypatch.setattr(run_module, "remove_leftovers", recording)
+    run = clean(log_dir, 2)
+    swapped = {Path(r.partition_dir).name for r in run.results if r.stats.groups}
+    assert len(swapped) == len(PARTITIONS) - 1  # all but the corrupt one
+    assert {pid for pid, _path in removed} == {os.getpid()}  # here, as each worker's outcome came
+    assert {Path(path).parent.name for _pid, path in removed} == swapped
+    assert all(path.endswith(".deleted") for _pid, path in removed)
+    assert not list(log_dir.glob("*/*.deleted"))
+    assert not [note for note in run.notes if ".deleted" in note]
 
 
 @pytest.mark.parametrize("jobs", [0, -1])
