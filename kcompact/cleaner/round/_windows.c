@@ -133,7 +133,7 @@ decompressed(PyObject *fn, PyObject *zstd_fn, int codec, PyObject *source, PyObj
 
 PyDoc_STRVAR(scan_window_key_digests_doc,
 "scan_window_key_digests(buf, position, limit, min_offset, max_puts, base_puts, decompress, zstd,\n"
-"                        native)\n"
+"                        native, keep)\n"
 "    -> (position, offsets bytes, digests bytes, batches bytes)\n\n"
 "Pass 1 (cleaner/round/mapping.iter_dirty_keys) over the batches starting at `position`, before\n"
 "`limit`: while each is a well-framed, non-transactional, non-control v2 batch whose records scan\n"
@@ -144,8 +144,9 @@ PyDoc_STRVAR(scan_window_key_digests_doc,
 "min_offset (scan_key_digests) and, per batch whose\n"
 "last offset reaches min_offset, (put end counted from base_puts, last offset, records) as three\n"
 "native int64. Stops before any other batch (the caller's per-batch walk takes it), at `limit`, or\n"
-"after the batch that brings the puts to max_puts; returns where it stopped. Every compressed batch's\n"
-"records are kept for scan_window_records (forget_inflated).");
+"after the batch that brings the puts to max_puts; returns where it stopped. Where `keep` is true,\n"
+"every compressed batch's records are kept for scan_window_records (forget_inflated); a count that\n"
+"no pass 2 follows (the keyless sample) gives 0.");
 
 static PyObject *
 scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -157,14 +158,15 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
     PyObject *result = NULL, *decompress_fn, *zstd_fn, *source_view = NULL;
     Gil gil = {NULL};
     int out_of_memory = 0;
-    int64_t native;
-    if (check_nargs("scan_window_key_digests", nargs, 9) < 0)
+    int64_t native, keep;
+    if (check_nargs("scan_window_key_digests", nargs, 10) < 0)
         return NULL;
     decompress_fn = args[6] == Py_None ? NULL : args[6];
     zstd_fn = args[7] == Py_None ? NULL : args[7];
     if (as_int64(args[1], &position) < 0 || as_int64(args[2], &limit) < 0
         || as_int64(args[3], &min_offset) < 0 || as_int64(args[4], &max_puts) < 0
         || as_int64(args[5], &base_puts) < 0 || as_int64(args[8], &native) < 0
+        || as_int64(args[9], &keep) < 0
         || (decompress_fn != NULL && !PyCallable_Check(decompress_fn))
         || (zstd_fn != NULL && zstd_fn != Py_True && !PyCallable_Check(zstd_fn))
         || get_bytes(args[0], &view) < 0)
@@ -226,7 +228,7 @@ scan_window_key_digests(PyObject *module, PyObject *const *args, Py_ssize_t narg
                 records = (const uint8_t *)PyBytes_AS_STRING(inflated);
                 n = PyBytes_GET_SIZE(inflated);
             }
-            if (codec != 0)  /* for pass 2, which reads the same batch again */
+            if (codec != 0 && keep)  /* for pass 2, which reads the same batch again */
                 inflated_keep(codec, h + RECORD_BATCH_OVERHEAD,
                               (Py_ssize_t)batch_length + LOG_OVERHEAD - RECORD_BATCH_OVERHEAD, records, n);
             if (check_count(records_count, n) < 0)

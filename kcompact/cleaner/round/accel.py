@@ -18,14 +18,15 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 from types import ModuleType
-from typing import Literal
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Literal
 
 from kcompact.records.compression import GZIP, LZ4, SNAPPY, codec_loaded, zstd_library_version
 from kcompact.records.scan import accel as scan_accel
 from kcompact.records.varint import Buffer
+
+if TYPE_CHECKING:  # numpy only names the windows' arrays here: the keyless count takes this module without it
+    import numpy as np
+    import numpy.typing as npt
 
 kernels: ModuleType | None
 import_error: str | None
@@ -83,9 +84,10 @@ def forget_inflated(budget: int = INFLATED_BUDGET) -> None:
 
 def scan_window_key_digests(
     buf: Buffer, position: int, limit: int, min_offset: int, max_puts: int, base_puts: int,
-    decompress: Codec | None = None, zstd: Zstd = None, native: int = 0,
+    decompress: Codec | None = None, zstd: Zstd = None, native: int = 0, *, keep: bool = True,
 ) -> tuple[int, bytes, bytes, bytes] | None:
-    """C pass 1 over a run of v2 data batches (``cleaner/round/mapping.iter_dirty_keys``).
+    """C pass 1 over a run of v2 data batches (``cleaner/round/mapping.iter_dirty_keys``), and the keyless
+    count's run (``key_counts.iter_key_counts``).
 
     Its reference is that function's per-batch walk (``iter_batches``, ``records_bytes`` then
     :func:`~kcompact.records.scan.scan_key_digests`): the kernel stops before any batch it does not
@@ -100,6 +102,8 @@ def scan_window_key_digests(
             (``records.compression.zstd_one_call()``), by it in one bounded call, as ``decompress``
             would; None: all through ``decompress``.
         native: :func:`native_codecs`' answer (0: gzip, snappy and lz4 all through ``decompress``).
+        keep: keep each compressed batch's records for pass 2 (:func:`forget_inflated`); False where no pass 2
+            follows, so that a count leaves nothing held.
 
     Returns:
         ``(position, offsets, digests, batches)``: where it stopped, the entries as native int64 and
@@ -110,7 +114,7 @@ def scan_window_key_digests(
         return None
     try:
         result: tuple[int, bytes, bytes, bytes] = kernels.scan_window_key_digests(
-            buf, position, limit, min_offset, max_puts, base_puts, decompress, zstd, native)
+            buf, position, limit, min_offset, max_puts, base_puts, decompress, zstd, native, int(keep))
     except kernels.ScanError:
         return None
     return result

@@ -4,10 +4,10 @@ Every clean asks this before it plans (``logdir.keyless`` samples a partition; a
 section, ``count_dirty_keyless``), so it lives apart from pass 1's offset map (``mapping``): it needs
 neither numpy nor the map, and a clean with nothing to do never loads them.
 
-A run of plain v2 data batches is counted by pass 1's C window (``_windows.scan_window_key_digests``, the
-extension module itself: its wrapper in ``accel`` loads numpy), which reports each batch's records and keyed
-records; any batch it does not take (control, transactional, compressed, legacy, badly framed, records that
-do not scan) is counted by the per-batch walk, as before.
+A run of v2 data batches, compressed or not, is counted by pass 1's C window (``accel.scan_window_key_digests``,
+which decompresses them as pass 1 does and, asked to, keeps nothing for a pass 2), which reports each batch's
+records and keyed records; any batch it does not take (control, transactional, legacy, badly framed, records
+that do not scan, a codec that fails) is counted by the per-batch walk, as before.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from array import array
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from kcompact.cleaner.round import accel
 from kcompact.cleaner.round.plan import CleanPlan
 from kcompact.errors import CorruptDataError
+from kcompact.records.compression import decompress, zstd_one_call
 from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import records_bytes
-from kcompact.records.scan import accel as scan_accel
 from kcompact.records.scan import scan_keys
 from kcompact.records.scan.legacy_rows import KEY_START, OFFSET, ROW_FIELDS, SIZE, legacy_entries
 from kcompact.segment.log_file import LogFile, crc_error_or
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
     from kcompact.segment.log_file import AnyBatch
 
 SLICE_RECORDS = 1 << 16  # entries per yielded slice: bounds memory on 1 GiB segments
-_windows, _ = scan_accel.load_kernels("kcompact.cleaner.round._windows")
 _ALL_OFFSETS = -(1 << 63)  # the window's min_offset: every batch reported, its keyed records all counted
 _TRIPLE = 3  # the window's per-batch report: (put end, last offset, records)
 
@@ -55,7 +55,7 @@ def iter_key_counts(log: LogFile, start: int, end: int | None = None,
     """``(size_in_bytes, records, keyless)`` of each data batch of ``log`` that holds an offset in
     ``[start, end)`` (a batch straddling ``start`` counts whole; control batches are not counted,
     legacy entries are): what the keyless guard and the log-dir gate's count (``logdir.keyless``) read.
-    Without ``end`` one item may sum a run of consecutive counted batches (C, :func:`_plain_run`).
+    Without ``end`` one item may sum a run of consecutive counted batches (C, :func:`_run`).
 
     Args:
         log: the segment.
@@ -68,15 +68,15 @@ def iter_key_counts(log: LogFile, start: int, end: int | None = None,
         CorruptDataError: a batch's records do not parse (located in ``log``).
     """
     counted = 0
-    runs = end is None and _windows is not None
+    runs = end is None and accel.kernels is not None
     batches = log.iter_batches()
     while (batch := next(batches, None)) is not None:
-        if (runs and batch.magic >= 2 and batch.last_offset >= start and batch.compression == 0
+        if (runs and batch.magic >= 2 and batch.last_offset >= start
                 and not (batch.is_control or batch.is_transactional)):
             left = None if budget is None else budget - counted
-            plain = _plain_run(log, batch.position, start, left)
-            if plain is not None:
-                reached, records, keyless = plain
+            window = _run(log, batch.position, start, left)
+            if window is not None:
+                reached, records, keyless = window
                 counted += reached - batch.position
                 yield reached - batch.position, records, keyless
                 batches = log.iter_batches(reached)
@@ -104,20 +104,19 @@ def iter_key_counts(log: LogFile, start: int, end: int | None = None,
         yield batch.size_in_bytes, len(keys), keys.count(None)
 
 
-def _plain_run(log: LogFile, position: int, start: int, budget: int | None) -> tuple[int, int, int] | None:
-    """``(where it stopped, records, keyless)`` of the plain v2 data batches from ``position`` on, all
-    counted by :func:`iter_key_counts`, as one C window reports them (batches starting within ``budget``
-    bytes of ``position`` at most); None where it takes none, or where one of them ends below ``start`` (the
-    per-batch walk skips that one: not a run's to count).
+def _run(log: LogFile, position: int, start: int, budget: int | None) -> tuple[int, int, int] | None:
+    """``(where it stopped, records, keyless)`` of the v2 data batches from ``position`` on, all counted by
+    :func:`iter_key_counts`, as one C window reports them (batches starting within ``budget`` bytes of
+    ``position`` at most; a compressed one decompressed as pass 1 does, its records not kept); None where it takes
+    none, or where one of them ends below ``start`` (the per-batch walk skips that one: not a run's to count).
     """
-    if _windows is None or not scan_accel.enabled:
-        return None
     limit = log.size_in_bytes if budget is None else min(log.size_in_bytes, position + budget)
-    try:
-        reached, _offsets, _digests, rows = _windows.scan_window_key_digests(
-            log.buffer, position, limit, _ALL_OFFSETS, SLICE_RECORDS, 0, None, None, 0)
-    except _windows.ScanError:
+    found = accel.scan_window_key_digests(
+        log.buffer, position, limit, _ALL_OFFSETS, SLICE_RECORDS, 0, decompress, accel.zstd_codec(zstd_one_call()),
+        accel.native_codecs(), keep=False)
+    if found is None:
         return None
+    reached, _offsets, _digests, rows = found
     if reached == position:
         return None
     report = array("q", rows)

@@ -1,4 +1,4 @@
-"""The keyless sample counts runs of plain v2 batches in C (``key_counts._plain_run``): the per-batch walk
+"""The keyless sample counts runs of plain v2 batches in C (``key_counts._run``): the per-batch walk
 (``accel.enabled`` off) is the reference, on every broker-written partition and on made-up logs holding what
 the C window does not take (control batches, transactions, legacy entries, each codec) or must not count
 (batches below the cleaner checkpoint, one straddling it), at every budget and checkpoint."""
@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from kcompact.cleaner.logdir.keyless import KeylessSample, count_keyless, sample_keyless
+from kcompact.cleaner.round import accel as accel_windows
 from kcompact.cleaner.round import key_counts
+from kcompact.records.compression import decompress
 from kcompact.records.scan import accel
 from kcompact.segment.checkpoint import write_offset_checkpoint
 from kcompact.segment.partition import iter_partition_dirs, open_partition
@@ -18,7 +20,7 @@ from tests.conftest import real_fixture
 from tests.encoders import encode_legacy_message
 from tests.partition_builder import PartitionBuilder
 
-pytestmark = pytest.mark.skipif(not accel.enabled or key_counts._windows is None,
+pytestmark = pytest.mark.skipif(not accel.enabled or accel_windows.kernels is None,
                                 reason="the C window this test compares is off or not built")
 
 
@@ -68,14 +70,14 @@ def test_the_runs_count_every_kind_of_batch_as_the_walk(
 ) -> None:
     part = mixed(tmp_path)
     taken = []
-    plain_run = key_counts._plain_run
+    window_run = key_counts._run
 
     def counted(*args: object) -> tuple[int, int, int] | None:
-        run = plain_run(*args)  # type: ignore[arg-type]
+        run = window_run(*args)  # type: ignore[arg-type]
         taken.append(run is not None)
         return run
 
-    monkeypatch.setattr(key_counts, "_plain_run", counted)
+    monkeypatch.setattr(key_counts, "_run", counted)
     for checkpoint in [None, *range(0, 41)]:
         if checkpoint is not None:  # a checkpoint inside a batch: that batch counts whole
             write_offset_checkpoint(tmp_path / "cleaner-offset-checkpoint", {("mixed", 0): checkpoint})
@@ -98,3 +100,34 @@ def test_a_batch_below_the_checkpoint_inside_a_run_is_not_counted(
     write_offset_checkpoint(tmp_path / "cleaner-offset-checkpoint", {("odd", 0): 3})
     with_runs, walked = samples(part, monkeypatch, None)
     assert with_runs == walked == KeylessSample(4, 1, start=3, exhaustive=True)
+
+
+def test_compressed_batches_are_counted_in_c_and_leave_nothing_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sample decompresses each codec's batches in the C run, as pass 1 does, but keeps none of their records
+    for a pass 2 that never follows it (pass 1 itself, asked to keep them, does)."""
+    b = PartitionBuilder("codecs")
+    for codec in (1, 2, 3, 4):
+        for i in range(3):
+            b.batch([(b"c%d-%d-%d" % (codec, i, j), b"v" * 200) for j in range(20)] + [(None, b"w")], compression=codec)
+    part = b.write(tmp_path)
+    runs: list[tuple[int, int, int] | None] = []
+    window_run = key_counts._run
+
+    def counted(*args: object) -> tuple[int, int, int] | None:
+        run = window_run(*args)  # type: ignore[arg-type]
+        runs.append(run)
+        return run
+
+    monkeypatch.setattr(key_counts, "_run", counted)
+    accel_windows.forget_inflated()  # the default budget: a run that keeps would hold every batch
+    with_runs, walked = samples(part, monkeypatch, None)
+    assert with_runs == walked == KeylessSample(12 * 21, 12, exhaustive=True)
+    log_size = (part / "00000000000000000000.log").stat().st_size
+    assert runs[0] == (log_size, 12 * 21, 12)  # every batch of every codec, in one C run (then the walk's None)
+    assert accel_windows.kernels is not None and accel_windows.kernels.inflated_held() == 0
+    log = (part / "00000000000000000000.log").read_bytes()
+    accel_windows.scan_window_key_digests(log, 0, len(log), 0, 1 << 16, 0, decompress, None, 0)
+    assert accel_windows.kernels.inflated_held() > 0  # what keep=False leaves out
+    accel_windows.forget_inflated()
