@@ -54,6 +54,7 @@ from kcompact.cleaner.disk.swap import (
     CrashHook,
     crash_point,
     recover_interrupted_swaps,
+    removing_at_once,
     replace_segments,
 )
 from kcompact.errors import KcompactError, NoSpaceError, RefusedError
@@ -284,7 +285,8 @@ def bring_in(
                 _delete_group(partition_dir, manifest)
                 crash_point("scratch-old-deleted", hook)
             _copy_in(place, manifest, partition_dir, hook)
-            replace_segments(_in_partition(manifest, partition_dir), old if fits else [], hook=hook)
+            with removing_at_once():  # the next group's space check counts what this one's old files held
+                replace_segments(_in_partition(manifest, partition_dir), old if fits else [], hook=hook)
             crash_point("scratch-swapped", hook)
             _finish(place, manifest, partition_dir)
         except (OSError, KcompactError) as err:

@@ -281,14 +281,16 @@ def _replace_segments(
             crash_point("final-partial", hook)
     fsync_dir(directory)  # the one flush of the swap (module docstring, step 4)
     crash_point("final-complete", hook)
-    if _DEFERRED:
-        _DEFERRED[-1].extend(str(path) for path in deleted)
+    gathered = _DEFERRED[-1] if _DEFERRED else None
+    if gathered is not None:
+        gathered.extend(str(path) for path in deleted)
     else:
         for path in deleted:
             path.unlink(missing_ok=True)
 
 
-_DEFERRED: list[list[str]] = []  # the lists of the open deferring_removals() blocks, innermost last
+# the lists of the open deferring_removals() blocks, innermost last; None for a removing_at_once() block
+_DEFERRED: list[list[str] | None] = []
 
 
 @contextmanager
@@ -311,6 +313,17 @@ def deferring_removals() -> Iterator[list[str]]:
         yield gathered
     finally:
         _DEFERRED.pop()  # blocks nest: this one is the innermost
+
+
+@contextmanager
+def removing_at_once() -> Iterator[None]:
+    """Within the block, each swap removes its ``.deleted`` files itself, even inside :func:`deferring_removals`:
+    for a caller that measures, after a swap, the space the swap freed (``disk.scratch.bring_in``)."""
+    _DEFERRED.append(None)
+    try:
+        yield
+    finally:
+        _DEFERRED.pop()
 
 
 def remove_leftovers(paths: Sequence[str]) -> list[str]:

@@ -806,10 +806,7 @@ def _pooled_clean_task(options: CleanOptions, path: Path, task: PartitionTask,
     failure there is left to the parent's final write, which reports it), and the ``.deleted`` files its swaps
     left gathered for the parent to remove."""
     batch = _WORKER_BATCHES.setdefault(os.getpid(), _CheckpointBatch(path))
-    # a scratch dir's groups come in one by one, each measuring the space the one before it freed: not deferred
-    deferring: contextlib.AbstractContextManager[list[str]] = (
-        deferring_removals() if options.scratch_dir is None else contextlib.nullcontext([]))
-    with holding_updates(path) as held, deferring as leftovers:
+    with holding_updates(path) as held, deferring_removals() as leftovers:
         outcome = _clean_task(options, task, progress)
         updates = dict(held)
     if batch.add(updates, task.size_in_bytes):

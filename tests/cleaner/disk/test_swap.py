@@ -485,6 +485,21 @@ def test_deferred_removals_leave_the_deleted_files_for_the_caller_to_remove(tmp_
     assert swap.remove_leftovers(leftovers) == []  # already gone: nothing to say
 
 
+def test_a_scratch_dirs_groups_remove_their_deleted_files_at_once_even_where_removals_are_deferred(
+    tmp_path: Path
+) -> None:
+    """Each group brought in from a scratch dir is measured against the space the group before it freed
+    (``disk.scratch.bring_in``): its swap's ``.deleted`` files go at once, not to the caller."""
+    part = build_partition(tmp_path / "logdir")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with swap.deferring_removals() as leftovers:
+        clean_partition(part, topic_config(), CleanOptions(now_ms=NOW, scratch_dir=str(scratch)))
+    assert leftovers == []
+    assert not [path.name for path in part.iterdir() if path.name.endswith(DELETED)]
+    assert [path.name for path in part.iterdir() if path.name.endswith(".log")]  # it was cleaned, not emptied
+
+
 def test_a_leftover_that_cannot_be_removed_is_said_not_raised(tmp_path: Path) -> None:
     stuck = tmp_path / "00000000000000000000.log.deleted"
     stuck.mkdir()  # unlink refuses a directory
