@@ -38,12 +38,12 @@ from kcompact.records.scan.legacy_rows import (
     legacy_entries,
 )
 from kcompact.segment.files import file_access
-from kcompact.segment.source import ByteSource, read_whole
 from kcompact.value import frozen
 
 if TYPE_CHECKING:
     from kcompact.records.batch_header import RecordBatch
     from kcompact.records.legacy import LegacyEntry
+    from kcompact.segment.source import ByteSource
 
     AnyBatch = RecordBatch | LegacyEntry
     # a C walk of batch headers (``records.scan.accel.batch_headers``, ``batch_producers``): the buffer, from
@@ -87,6 +87,9 @@ class LogFile:
         self._map: mmap.mmap | None = None
         self.buffer: memoryview
         if not isinstance(path, (str, os.PathLike)):
+            # kept off a clean's start-up: only a URL input (a remote segment) is read by range
+            from kcompact.segment.source import read_whole
+
             self.path = path.path
             self.buffer = read_whole(path)
             self.size_in_bytes = len(self.buffer)
