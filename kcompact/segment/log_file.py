@@ -29,14 +29,6 @@ from typing import TYPE_CHECKING, Self
 
 from kcompact.errors import BatchCrcError, CorruptDataError, UnsupportedFormatError
 from kcompact.records.batch import iter_batches
-from kcompact.records.scan.legacy_rows import (
-    LEGACY_COMPRESSED,
-    OFFSET,
-    ROW_FIELDS,
-    SIZE,
-    TIMESTAMP,
-    legacy_entries,
-)
 from kcompact.segment.files import file_access
 from kcompact.value import frozen
 
@@ -231,6 +223,16 @@ class LogFile:
         batches = self.iter_batches()
         while (batch := next(batches, None)) is not None:
             if batch.magic < 2:
+                # kept off a clean's start-up: only legacy (magic 0/1) entries need it
+                from kcompact.records.scan.legacy_rows import (
+                    LEGACY_COMPRESSED,
+                    OFFSET,
+                    ROW_FIELDS,
+                    SIZE,
+                    TIMESTAMP,
+                    legacy_entries,
+                )
+
                 run = legacy_entries(self.buffer, batch.position, self.size_in_bytes, 1 << 62,
                                      LEGACY_COMPRESSED)
                 if run is not None and run[0] != batch.position:
