@@ -50,11 +50,6 @@ from types import ModuleType
 from typing import Any
 
 from kcompact.errors import CorruptRecordError, UnsupportedFormatError
-from kcompact.records.lz4_framing import (
-    decode_lz4_frame,
-    encode_lz4_frame,
-    one_block_frame,
-)
 
 __all__ = [
     "CODEC_NAMES",
@@ -154,6 +149,8 @@ def compress(codec: int, data: bytes | memoryview, *, magic: int = 2) -> bytes:
     if codec == SNAPPY:
         return _snappy_compress(view)
     if codec == LZ4:
+        from kcompact.records.lz4_framing import encode_lz4_frame  # kept off a clean's start-up: lz4 data only
+
         return encode_lz4_frame(view, magic, _lz4_frame())
     zstd: Any = _library(ZSTD)
     writer = _zstd_context("compressor").compressobj()
@@ -193,6 +190,8 @@ def decompress(
     if codec == SNAPPY:
         return _snappy_decompress(view, max_output)
     if codec == LZ4:
+        from kcompact.records.lz4_framing import decode_lz4_frame  # kept off a clean's start-up: lz4 data only
+
         return decode_lz4_frame(view, magic, max_output, _library(LZ4))
     return _zstd_decompress(view, max_output)
 
@@ -369,7 +368,11 @@ def block_compressors() -> tuple[Callable[[bytes], Any] | None, Callable[[bytes]
     :func:`compress` calls them, for the C windows (``cleaner.round.accel``), which frame the blocks
     themselves; None for a codec whose library is not imported yet (as :func:`codec_loaded`)."""
     snappy = _loaded[SNAPPY].snappy.compress_raw if SNAPPY in _loaded else None
-    return snappy, one_block_frame(_lz4_frame()) if LZ4 in _loaded else None
+    if LZ4 not in _loaded:
+        return snappy, None
+    from kcompact.records.lz4_framing import one_block_frame  # kept off a clean's start-up: lz4 data only
+
+    return snappy, one_block_frame(_lz4_frame())
 
 
 def zstd_library_version() -> int | None:

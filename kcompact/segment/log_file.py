@@ -29,21 +29,13 @@ from typing import TYPE_CHECKING, Self
 
 from kcompact.errors import BatchCrcError, CorruptDataError, UnsupportedFormatError
 from kcompact.records.batch import iter_batches
-from kcompact.records.scan.legacy_rows import (
-    LEGACY_COMPRESSED,
-    OFFSET,
-    ROW_FIELDS,
-    SIZE,
-    TIMESTAMP,
-    legacy_entries,
-)
 from kcompact.segment.files import file_access
-from kcompact.segment.source import ByteSource, read_whole
 from kcompact.value import frozen
 
 if TYPE_CHECKING:
     from kcompact.records.batch_header import RecordBatch
     from kcompact.records.legacy import LegacyEntry
+    from kcompact.segment.source import ByteSource
 
     AnyBatch = RecordBatch | LegacyEntry
     # a C walk of batch headers (``records.scan.accel.batch_headers``, ``batch_producers``): the buffer, from
@@ -87,6 +79,9 @@ class LogFile:
         self._map: mmap.mmap | None = None
         self.buffer: memoryview
         if not isinstance(path, (str, os.PathLike)):
+            # kept off a clean's start-up: only a URL input (a remote segment) is read by range
+            from kcompact.segment.source import read_whole
+
             self.path = path.path
             self.buffer = read_whole(path)
             self.size_in_bytes = len(self.buffer)
@@ -228,6 +223,16 @@ class LogFile:
         batches = self.iter_batches()
         while (batch := next(batches, None)) is not None:
             if batch.magic < 2:
+                # kept off a clean's start-up: only legacy (magic 0/1) entries need it
+                from kcompact.records.scan.legacy_rows import (
+                    LEGACY_COMPRESSED,
+                    OFFSET,
+                    ROW_FIELDS,
+                    SIZE,
+                    TIMESTAMP,
+                    legacy_entries,
+                )
+
                 run = legacy_entries(self.buffer, batch.position, self.size_in_bytes, 1 << 62,
                                      LEGACY_COMPRESSED)
                 if run is not None and run[0] != batch.position:

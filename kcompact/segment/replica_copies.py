@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kcompact.errors import KcompactError
 from kcompact.segment.checkpoint import read_leader_epoch_checkpoint
-from kcompact.segment.lineage import Lineage, lineage_divergence, loaded_lineage
 from kcompact.segment.partition import Partition, is_partition_dir, named_path, open_partition
-from kcompact.segment.recovery import RecoveredEnd, recovered_log_end
 from kcompact.value import frozen
+
+if TYPE_CHECKING:
+    from kcompact.segment.lineage import Lineage
+    from kcompact.segment.recovery import RecoveredEnd
 
 __all__ = ["LEADER_EPOCH_CHECKPOINT", "ReplicaCopy", "loaded_log_start", "locate_replica", "partition_lineage",
            "replica_copies", "replica_copy_dirs", "replica_log_ends", "swap_warnings", "truncation_warnings"]
@@ -126,6 +129,8 @@ def replica_log_ends(paths: tuple[str, ...], topic: str, partition: int) -> list
     Raises:
         KcompactError: a path is not a directory, or a copy's files cannot be read.
     """
+    from kcompact.segment.recovery import recovered_log_end  # kept off a clean's start-up: --replica-dirs only
+
     return [recovered_log_end(open_partition(copy)) for copy in replica_copy_dirs(paths, topic, partition)]
 
 
@@ -155,6 +160,8 @@ def partition_lineage(partition: Partition, log_start_offset: int, log_end_offse
         CorruptCheckpointError: the checkpoint does not parse (names the file and line).
         FileAccessError: it cannot be read.
     """
+    from kcompact.segment.lineage import loaded_lineage  # kept off a clean's start-up: only --replica-dirs needs it
+
     entries = read_leader_epoch_checkpoint(partition.path / LEADER_EPOCH_CHECKPOINT)
     return loaded_lineage(entries, log_start_offset, log_end_offset, recovered)
 
@@ -176,7 +183,13 @@ def replica_copies(paths: tuple[str, ...], cleaned: Partition, log_end_offset: i
             checkpoint cannot be read.
     """
     dirs = replica_copy_dirs(paths, cleaned.topic, cleaned.partition)
-    mine = partition_lineage(cleaned, loaded_log_start(cleaned), log_end_offset) if dirs else ()
+    if not dirs:
+        return []
+    # kept off a clean's start-up: a clean without --replica-dirs walks no copy
+    from kcompact.segment.lineage import lineage_divergence
+    from kcompact.segment.recovery import recovered_log_end
+
+    mine = partition_lineage(cleaned, loaded_log_start(cleaned), log_end_offset)
     found = []
     for path in dirs:
         if path.resolve() == cleaned.path.resolve():

@@ -81,7 +81,30 @@ def test_a_clean_of_a_kraft_partition_reads_the_metadata_but_loads_no_other_comm
     imported = _imported("clean", str(tmp_path / "logs" / "__consumer_offsets-6"))
     assert "kcompact.config.kraft.metadata_state" in imported  # the probe saw the KRaft config read
     assert "kcompact.cleaner.round.steps" in imported  # and the round's planning
-    assert _among(imported, [*ROUND_PASSES, "rich", "hashlib", "tempfile", *NOT_IN_A_CLEAN]) == []
+    assert _among(imported, [*ROUND_PASSES, "rich", "hashlib", "tempfile", *NOT_IN_A_CLEAN, *RARE_PATHS]) == []
+
+
+# What a clean imports only where a rare path starts: --roll (roll), a dry run's totals and a volume short of
+# space (free_first), a dry run without --roll (with_roll), a truncated segment (torn_tail), legacy magic 0/1
+# entries (legacy, legacy_rows), lz4 batches (lz4_framing), an input the C scan declines or a missing extension
+# (reference), --replica-dirs (lineage, recovery) and a remote segment (source).
+RARE_PATHS = [
+    "kcompact.cleaner.disk.roll", "kcompact.cleaner.logdir.free_first", "kcompact.cleaner.logdir.torn_tail",
+    "kcompact.cleaner.logdir.with_roll", "kcompact.records.legacy", "kcompact.records.lz4_framing",
+    "kcompact.records.scan.legacy_rows", "kcompact.records.scan.reference", "kcompact.segment.lineage",
+    "kcompact.segment.recovery", "kcompact.segment.source",
+]
+
+
+def test_a_clean_s_modules_load_no_rare_path() -> None:
+    """The modules a clean starts with (``scripts/bench.py start``'s "imports a clean needs") load none of the
+    modules only a rare path calls: each is imported where its path starts, not with every clean's start-up."""
+    code = ("import sys, kcompact.cli.main, kcompact.cli.clean_cmd, kcompact.cleaner.logdir.run; "
+            "print(*sorted(sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(done.stdout.split())
+    assert "kcompact.cleaner.logdir.run" in loaded  # the probe saw the imports
+    assert _among(loaded, RARE_PATHS) == []
 
 
 def test_a_clean_with_work_loads_the_passes(tmp_path: Path) -> None:

@@ -43,21 +43,13 @@ from dataclasses import field, replace
 from functools import partial
 from importlib import import_module
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kcompact.cleaner.disk.scratch import refuse_scratch_dir
 from kcompact.cleaner.disk.space import SpaceNeed, Volume, segments_output_bound, volume_of
 from kcompact.cleaner.disk.swap import crash_point, deferring_removals, remove_leftovers
 from kcompact.cleaner.logdir.compaction_gate import keyless_guard, not_compacted, retention_allowed
-from kcompact.cleaner.logdir.free_first import (
-    FreedFirst,
-    delete_below_log_start,
-    fit_order,
-    run_need,
-    settle_leftovers,
-)
 from kcompact.cleaner.logdir.run_summary import repeated_warning_notes
-from kcompact.cleaner.logdir.torn_tail import torn_tail_error
-from kcompact.cleaner.logdir.with_roll import gives_back_with_roll
 from kcompact.cleaner.round.options import (
     CleanOptions,
     CleanResult,
@@ -102,6 +94,9 @@ from kcompact.segment.partition import (
 from kcompact.segment.partition_filter import PartitionFilter, require_partition_dirs
 from kcompact.segment.replica_copies import replica_copy_dirs
 from kcompact.value import frozen, mutable
+
+if TYPE_CHECKING:
+    from kcompact.cleaner.logdir.free_first import FreedFirst
 
 __all__ = [
     "CleanRun",
@@ -266,9 +261,15 @@ def clean_path(
             own = replace(task.options(options), jobs=jobs)
             run.results.append(clean_partition(target, task.config, own, _progress_for(target, progress)))
             if options.dry_run and not options.roll:
+                # kept off a clean's start-up: only a dry run without --roll says what a roll gives back
+                from kcompact.cleaner.logdir.with_roll import gives_back_with_roll
+
                 run.gives_back_with_roll = gives_back_with_roll(
                     run.results, lambda _result: _rolled_alone(target, task.config, replace(own, roll=True)))
         except TruncatedDataError as err:
+            # kept off a clean's start-up: only a truncated segment is read for a torn append
+            from kcompact.cleaner.logdir.torn_tail import torn_tail_error
+
             raise torn_tail_error(err, target) or err from err
         _note_jobs(run, jobs, None, "the round's segment ranges")
         return run
@@ -336,6 +337,9 @@ def _clean_log_dir(target: Path, sources: ConfigSources, options: CleanOptions, 
     if options.dry_run:
         _dry_run_space(target, run, run.freed_first)
     if options.dry_run and not options.roll:
+        # kept off a clean's start-up: only a dry run without --roll says what a roll gives back
+        from kcompact.cleaner.logdir.with_roll import gives_back_with_roll
+
         by_dir = {str(task.part_dir): task for task in tasks}
         rolled = replace(options, roll=True, jobs=1)
         run.gives_back_with_roll = gives_back_with_roll(run.results, lambda result: _rolled(
@@ -357,6 +361,9 @@ def _free_and_fit(log_dir: Path, tasks: list[PartitionTask], options: CleanOptio
     volume = volume_of(log_dir)
     if not tasks or sum(_output_bound(task, volume) for task in tasks) <= volume.free_bytes:
         return tasks, False
+    # kept off a clean's start-up: only a volume short of space frees first
+    from kcompact.cleaner.logdir.free_first import FreedFirst, delete_below_log_start, fit_order, settle_leftovers
+
     freed = run.freed_first = FreedFirst()
     settle_leftovers(order_candidates(log_dir, selection), freed, dry_run=options.dry_run)
     now_ms = run_clock_ms(options.now_ms)
@@ -390,6 +397,9 @@ def _dry_run_space(log_dir: Path, run: CleanRun, freed: FreedFirst | None) -> No
     """A dry run's total (``free_first.run_need``) in the order the run would clean: the broker's, or where
     the volume is short (``freed`` is set) the one that fits, from each partition's measure (what a
     partition's round would delete below its log start is then freed first, not given back)."""
+    # kept off a clean's start-up: only a dry run totals the space in the order it would clean
+    from kcompact.cleaner.logdir.free_first import FreedFirst, fit_order, run_need
+
     needs = [_less_freed_first(r, freed or FreedFirst()) for r in run.results]
     volume = volume_of(log_dir)
     run.free_bytes, run.reserved_bytes = volume.free_bytes, volume.reserved_bytes
@@ -863,8 +873,12 @@ def _rolled(outcome: CleanResult | PartitionFailure | PartitionSkip) -> CleanRes
 
 def _said(err: KcompactError, part_dir: Path) -> str:
     """A partition's failure in words: a torn append as what it is (``torn_tail``), else the error's own."""
-    torn = torn_tail_error(err, part_dir) if isinstance(err, TruncatedDataError) else None
-    return str(torn or err)
+    if not isinstance(err, TruncatedDataError):
+        return str(err)
+    # kept off a clean's start-up: only a truncated segment is read for a torn append
+    from kcompact.cleaner.logdir.torn_tail import torn_tail_error
+
+    return str(torn_tail_error(err, part_dir) or err)
 
 
 def _clean_task_died(task: PartitionTask, death: WorkerDeath) -> PartitionFailure:

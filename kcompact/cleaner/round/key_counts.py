@@ -19,11 +19,10 @@ from typing import TYPE_CHECKING
 from kcompact.cleaner.round import accel
 from kcompact.cleaner.round.plan import CleanPlan
 from kcompact.errors import CorruptDataError
+from kcompact.records.batch_header import RecordBatch
 from kcompact.records.compression import decompress, zstd_one_call
-from kcompact.records.legacy import LegacyEntry, legacy_records
 from kcompact.records.record import records_bytes
 from kcompact.records.scan import scan_keys
-from kcompact.records.scan.legacy_rows import KEY_START, OFFSET, ROW_FIELDS, SIZE, legacy_entries
 from kcompact.segment.log_file import LogFile, crc_error_or
 
 if TYPE_CHECKING:
@@ -41,7 +40,10 @@ def batch_keys(batch: AnyBatch, log: LogFile) -> tuple[array[int], list[bytes | 
         CorruptDataError: its records do not parse (located in ``log``).
     """
     try:
-        if isinstance(batch, LegacyEntry):
+        if not isinstance(batch, RecordBatch):  # a legacy entry
+            # kept off a clean's start-up: only legacy (magic 0/1) entries need it
+            from kcompact.records.legacy import legacy_records
+
             recs = legacy_records(batch)
             return array("q", [r.offset for r in recs]), [r.key for r in recs]
         data = records_bytes(batch)
@@ -83,6 +85,9 @@ def iter_key_counts(log: LogFile, start: int, end: int | None = None,
                 continue
             runs = False  # the window took nothing or met a batch below start: walk this log batch by batch
         if batch.magic < 2:  # plain legacy entries from this one: a C run, no object each
+            # kept off a clean's start-up: only legacy (magic 0/1) entries need it
+            from kcompact.records.scan.legacy_rows import KEY_START, OFFSET, ROW_FIELDS, SIZE, legacy_entries
+
             run = legacy_entries(log.buffer, batch.position, log.size_in_bytes, SLICE_RECORDS, 0)
             if run is not None and run[0] != batch.position:
                 rows = array("q", run[1])

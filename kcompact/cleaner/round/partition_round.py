@@ -33,9 +33,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kcompact.cleaner.disk.retention import RetentionResult, apply_retention, plan_retention
-from kcompact.cleaner.disk.roll import Roll, roll_active_segment
 from kcompact.cleaner.disk.scratch import pending_marker, refuse_scratch_dir, settle_scratch
 from kcompact.cleaner.disk.space import (
     SpaceNeed,
@@ -85,6 +85,9 @@ from kcompact.segment.partition import (
 )
 from kcompact.text import size_text
 from kcompact.value import frozen, mutable
+
+if TYPE_CHECKING:
+    from kcompact.cleaner.disk.roll import Roll
 
 
 def clean_partition(
@@ -328,7 +331,11 @@ def _clean_locked(
     """
     started = time.monotonic()
     may_roll = options.roll and (staged or not options.dry_run)
-    roll = roll_active_segment(partition, config) if may_roll else None
+    roll: Roll | None = None
+    if may_roll:
+        from kcompact.cleaner.disk.roll import roll_active_segment  # kept off a clean's start-up: only --roll rolls
+
+        roll = roll_active_segment(partition, config)
     pending = _Pending(result, config, options.dry_run, roll)
     here = _Round(config, options, now_ms, result, progress, runner, pending.apply)
     try:

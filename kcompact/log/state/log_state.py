@@ -37,19 +37,10 @@ from kcompact.log.rules.high_watermark import SoleReplica, high_watermark_note
 from kcompact.log.rules.producer_state import OpenTxn, ProducerStateReplay
 from kcompact.log.rules.ranges import RangeInputs, SegmentStats
 from kcompact.log.rules.transactions import TXN_DATA
-from kcompact.records.batch_header import NO_PRODUCER_ID
+from kcompact.records.batch_header import NO_PRODUCER_ID, RecordBatch
 from kcompact.records.control import ControlRecordKey, ControlRecordType, EndTransactionMarker
-from kcompact.records.legacy import LegacyEntry
 from kcompact.records.record import decode_records
 from kcompact.records.scan import accel
-from kcompact.records.scan.legacy_rows import (
-    LEGACY_COMPRESSED,
-    OFFSET,
-    ROW_FIELDS,
-    SIZE,
-    TIMESTAMP,
-    legacy_entries,
-)
 from kcompact.segment.files import file_access
 from kcompact.segment.fixed_index import read_last_slot, slot_ends_in_zeros
 from kcompact.segment.index_builder import IndexBuilder
@@ -372,6 +363,9 @@ def _legacy_run(
     header says (its offset is its last inner offset), not decompressed: as a v2 batch's records, its
     messages are read by the passes that clean them.
     """
+    # kept off a clean's start-up: only legacy (magic 0/1) entries need it
+    from kcompact.records.scan.legacy_rows import LEGACY_COMPRESSED, OFFSET, ROW_FIELDS, SIZE, TIMESTAMP, legacy_entries
+
     run = legacy_entries(log.buffer, position, log.size_in_bytes, _LEGACY_RUN_ENTRIES,
                          LEGACY_COMPRESSED)
     if run is None or run[0] == position:
@@ -482,7 +476,7 @@ def read_marker(batch: AnyBatch, path: str | Path) -> tuple[int | None, int | No
 
     Only a v2 batch holds control records: a legacy entry (never ``is_control``) reads as an emptied marker.
     """
-    if isinstance(batch, LegacyEntry) or batch.records_count == 0:
+    if not isinstance(batch, RecordBatch) or batch.records_count == 0:
         return None, None, None
     try:
         record = decode_records(batch)[0]

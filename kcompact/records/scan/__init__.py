@@ -46,11 +46,6 @@ from __future__ import annotations
 from array import array
 
 from kcompact.records.scan import accel
-from kcompact.records.scan.reference import (
-    scan_key_digests_reference,
-    scan_keys_reference,
-    scan_records_reference,
-)
 from kcompact.records.varint import Buffer
 from kcompact.value import mutable
 
@@ -134,6 +129,9 @@ def scan_records(
         scanned = accel.scan_records(data, base_offset, base_timestamp, count, log_append_time)
         if scanned is not None:
             return RecordColumns(count, *scanned)
+    # kept off a clean's start-up: only a declined input or a missing extension walks in Python
+    from kcompact.records.scan.reference import scan_records_reference
+
     scanned = scan_records_reference(data, base_offset, base_timestamp, count, log_append_time)
     return RecordColumns(count, *scanned)
 
@@ -162,6 +160,9 @@ def scan_keys(
         scanned = accel.scan_keys(data, base_offset, count)
         if scanned is not None:
             return scanned
+    # kept off a clean's start-up: only a declined input or a missing extension walks in Python
+    from kcompact.records.scan.reference import scan_keys_reference
+
     return scan_keys_reference(data, base_offset, count)
 
 
@@ -192,4 +193,7 @@ def scan_key_digests(
         scanned = accel.scan_key_digests(data, base_offset, count, min_offset)
         if scanned is not None:
             return scanned
+    # kept off a clean's start-up: only a declined input or a missing extension walks in Python
+    from kcompact.records.scan.reference import scan_key_digests_reference
+
     return scan_key_digests_reference(data, base_offset, count, min_offset)
