@@ -22,6 +22,7 @@ from kcompact.cli.options import (
     METADATA_DIRS_HELP,
     config_option,
     config_source_options,
+    end_without_teardown,
     fence_options,
     json_option,
     now_ms_option,
@@ -371,6 +372,7 @@ def clean_command(
     from kcompact.cli.progress_view import progress_bar
     from kcompact.config.topic_config import parse_config_pairs
 
+    end_without_teardown()
     overrides = parse_config_pairs(config_pairs)
     options = CleanOptions(now_ms=now_ms, from_start=from_start, dedupe_buffer_size=dedupe_buffer_size,
                            dry_run=dry_run, roll=roll, replica_dirs=replica_dirs, safe_offset=safe_offset,

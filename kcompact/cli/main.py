@@ -39,7 +39,7 @@ import click
 from kcompact import __version__
 from kcompact.cli import render
 from kcompact.cli.help_text import with_examples
-from kcompact.cli.options import EXIT_BAD_INPUT, EXIT_OK, GROUP_EPILOG, JSON_REQUESTED
+from kcompact.cli.options import EXIT_BAD_INPUT, EXIT_BUG, EXIT_OK, GROUP_EPILOG, JSON_REQUESTED, ends_without_teardown
 
 if TYPE_CHECKING:
     from kcompact.errors import KcompactError
@@ -195,7 +195,31 @@ def main() -> None:
     # kcompact does no linear algebra: without this, numpy's OpenBLAS starts a thread per core on import
     # (~45 ms of CPU in each process, workers included, that imports numpy).
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    cli(prog_name="kcompact")
+    try:
+        cli(prog_name="kcompact")
+    except SystemExit as done:
+        if not ends_without_teardown() or "pyspark" in sys.modules:
+            raise
+        _end_now(done.code)
+
+
+def _end_now(code: object) -> NoReturn:
+    """End the process with ``code`` as ``SystemExit`` would, but without the interpreter's teardown
+    (``options.end_without_teardown`` says when): stdout and stderr flushed first; a pipe closed early is
+    ignored, as teardown ignores it."""
+    if code is None:
+        status = EXIT_OK
+    elif isinstance(code, int):
+        status = code
+    else:
+        print(code, file=sys.stderr)
+        status = EXIT_BUG
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`kcompact clean … | head`), a closed stream
+            pass
+    os._exit(status)
 
 
 if __name__ == "__main__":  # pragma: no cover
