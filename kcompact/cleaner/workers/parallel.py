@@ -130,7 +130,8 @@ def choose_runner(plan: CleanPlan, options: CleanOptions) -> RoundRunner | None:
     """Who runs passes 1 and 2 of ``plan`` (a ``RunnerChoice``): ``options.jobs`` worker processes; for
     ``jobs=None`` and a round that reads more than :data:`AUTO_THREADS_BYTES` on a machine with two usable
     CPUs, this process on two threads (:func:`run_two_threads`); else None for the round's own passes in
-    this process on one (``steps.run_passes``).
+    this process on one (``steps.run_passes``). Every round with passes to run asks here first, so this is
+    where a process readies its heap for the windows, once (:func:`_windows_from_the_heap`).
 
     Raises:
         ConfigError: ``options.jobs`` below 1.
