@@ -93,24 +93,35 @@ def generate(workdir: Path, name: str, scale: float, seed: int) -> Path:
 # Runs ``kcompact clean`` in this child process, then reports its own peak RSS and the largest of its
 # worker processes' (RUSAGE_CHILDREN), which ``ru_maxrss`` of the bench process cannot tell apart.
 _CHILD = """
-import resource, runpy, sys
+import os, resource, runpy, sys
 sys.argv = ["kcompact", *sys.argv[1:]]
+me, end = os.getpid(), os._exit
+
+def measured():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    workers = children.ru_maxrss
+    # this process's own peak: ru_maxrss carries over exec the peak of the bench process it was forked from
+    try:
+        peak = int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0])
+    except (OSError, IndexError):
+        peak = usage.ru_maxrss
+    print(f"RSS {peak} {workers} {usage.ru_utime + usage.ru_stime} {children.ru_utime + children.ru_stime}",
+          file=sys.stderr, flush=True)
+
+def measured_end(status):  # clean ends its process without teardown (os._exit): measure it there too
+    if os.getpid() == me:  # not a forked worker's end
+        measured()
+    end(status)
+
+os._exit = measured_end
 try:
     runpy.run_module("kcompact", run_name="__main__")
 except SystemExit as done:
     code = done.code
 else:
     code = 0
-usage = resource.getrusage(resource.RUSAGE_SELF)
-children = resource.getrusage(resource.RUSAGE_CHILDREN)
-workers = children.ru_maxrss
-# this process's own peak: ru_maxrss carries over exec the peak of the bench process it was forked from
-try:
-    peak = int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0])
-except (OSError, IndexError):
-    peak = usage.ru_maxrss
-print(f"RSS {peak} {workers} {usage.ru_utime + usage.ru_stime} {children.ru_utime + children.ru_stime}",
-      file=sys.stderr)
+measured()
 sys.exit(code)
 """
 
