@@ -26,6 +26,7 @@ Imports of the library happen inside the commands so that ``kcompact --help`` st
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import importlib.util
@@ -205,8 +206,9 @@ def main() -> None:
 
 def _end_now(code: object) -> NoReturn:
     """End the process with ``code`` as ``SystemExit`` would, but without the interpreter's teardown
-    (``options.end_without_teardown`` says when): stdout and stderr flushed first; a pipe closed early is
-    ignored, as teardown ignores it."""
+    (``options.end_without_teardown`` says when), stdout and stderr flushed first. A reader that closed the pipe
+    early is ignored, as one during a command is (:class:`KcompactGroup`); a report that could not be written
+    (a full disk under a redirected stdout) is a line on stderr and exit 2, not a success."""
     if code is None:
         status = EXIT_OK
     elif isinstance(code, int):
@@ -214,11 +216,16 @@ def _end_now(code: object) -> NoReturn:
     else:
         print(code, file=sys.stderr)
         status = EXIT_BUG
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe (`kcompact clean … | head`), a closed stream
-            pass
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):  # `kcompact clean … | head`; a stdout already closed
+        pass
+    except OSError as err:
+        with contextlib.suppress(OSError, ValueError):
+            print(f"kcompact: error: cannot write the output ({err.strerror or err})", file=sys.stderr)
+        status = status or EXIT_BAD_INPUT
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.flush()
     os._exit(status)
 
 

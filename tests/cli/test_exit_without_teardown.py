@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.builders import PartitionBuilder, read_all_records
 
 _ENTRY = """
@@ -73,6 +75,18 @@ def test_a_clean_piped_to_a_reader_that_stops_early_still_exits_zero(tmp_path: P
                     part, pipe_to=["head", "-c", "1"])
     assert done.returncode == 0 and done.stdout == "{"
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here (not Linux)")
+def test_output_left_unwritten_at_the_end_is_an_error_not_a_success() -> None:
+    """What is still buffered when the process ends is written first; where it cannot be (a full disk under a
+    redirected stdout: /dev/full refuses every write), the end says so and exits 2, not 0."""
+    ending = ("import sys\nfrom kcompact.cli.main import _end_now\n"
+              "sys.stdout = open('/dev/full', 'w', buffering=8192)\nprint('report', end='')\n_end_now(0)\n")
+    done = subprocess.run([sys.executable, "-c", ending], stderr=subprocess.PIPE, text=True, check=False,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 2
+    assert done.stderr == "kcompact: error: cannot write the output (No space left on device)\n"
 
 
 def test_other_commands_end_with_the_interpreters_teardown(tmp_path: Path) -> None:
