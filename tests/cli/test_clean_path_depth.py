@@ -42,13 +42,22 @@ def profile(frame, event, arg):
             names.append(frame.f_code.co_name)
         frame = frame.f_back
     found.append(names)
+def report():
+    sys.setprofile(None)
+    sys.stderr.write(f"frames: {len(found[0]) if found else -1} {list(reversed(found[0])) if found else []}\\n")
+    sys.stderr.flush()
+me, end = os.getpid(), os._exit
+def reported_end(code):  # a clean ends without teardown (options.end_without_teardown): report there
+    if os.getpid() == me:  # not a forked worker's end
+        report()
+    end(code)
+os._exit = reported_end
 sys.setprofile(profile)
 sys.argv = ["kcompact", *sys.argv[1:]]
 try:
     main()
 finally:
-    sys.setprofile(None)
-    sys.stderr.write(f"frames: {len(found[0]) if found else -1} {list(reversed(found[0])) if found else []}\\n")
+    report()
 """
 
 

@@ -30,12 +30,23 @@ if sys.argv[1] == "threads":  # jobs=None's two threads, whatever the machine's 
     parallel.run_two_threads = counted
 del sys.argv[1]
 sys.argv = ["kcompact", *sys.argv[1:]]
+
+def peak():
+    status = open("/proc/self/status").read()
+    print(status.split("VmHWM:")[1].split()[0], file=sys.stderr, flush=True)  # this process's own peak, KiB
+
+import os
+me, end = os.getpid(), os._exit
+def measured_end(code):  # a clean ends without teardown (options.end_without_teardown): read the peak there
+    if os.getpid() == me:  # not a forked worker's end
+        peak()
+    end(code)
+os._exit = measured_end
 try:
     main()
 except SystemExit as done:
     code = done.code
-status = open("/proc/self/status").read()
-print(status.split("VmHWM:")[1].split()[0], file=sys.stderr)  # this process's own peak, KiB
+peak()
 sys.exit(code)
 """
 
